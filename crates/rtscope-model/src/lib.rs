@@ -1,0 +1,11 @@
+//! rtscope's result model: runs, histograms, the run store and the export
+//! formats, plus the pure analysis that reads them. No unsafe, no libc:
+//! other tools can link this crate to read rtscope runs.
+#![forbid(unsafe_code)]
+
+pub mod export;
+pub mod hist;
+pub mod inventory;
+pub mod run;
+pub mod store;
+pub mod units;

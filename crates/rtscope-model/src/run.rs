@@ -1,0 +1,186 @@
+//! The result model: a run, its series (one per probe, metric and CPU),
+//! their checkpoint intervals and exceedances.
+
+use crate::hist::{Hist, Stats, Summary, Tally, new_hist};
+use crate::inventory::{Inventory, Warning};
+use serde::{Deserialize, Serialize};
+
+/// A run's state in the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Measuring now (or died without a trace: see `Partial`).
+    Running,
+    /// Ran to its planned end.
+    Complete,
+    /// Stopped early by SIGINT/SIGTERM or a threshold; all data kept.
+    Interrupted,
+    /// The process died (SIGKILL, power loss); data up to the last checkpoint.
+    Partial,
+    /// Ended by an error.
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Partial => "partial",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "complete" => RunStatus::Complete,
+            "interrupted" => RunStatus::Interrupted,
+            "partial" => RunStatus::Partial,
+            "failed" => RunStatus::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// Everything about a run but its data.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunHeader {
+    /// Local id in this store (renumbered on import).
+    #[serde(default)]
+    pub id: i64,
+    /// Global identity; import refuses a run already present.
+    pub uuid: String,
+    pub tool_version: String,
+    pub command_line: Vec<String>,
+    /// The subcommand that made it (`wakeup`, `run`, ...).
+    pub kind: String,
+    pub hostname: String,
+    /// CLOCK_REALTIME at the start, ns since the Unix epoch.
+    pub started_unix_ns: i64,
+    pub ended_unix_ns: Option<i64>,
+    /// CLOCK_MONOTONIC at the start; every stored timestamp is on this clock.
+    pub start_mono_ns: u64,
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub pid: u32,
+    /// False when the run could not use real-time scheduling.
+    pub representative: bool,
+    pub warnings: Vec<Warning>,
+    /// Events worth knowing (threshold breach, lost data, ...).
+    #[serde(default)]
+    pub notes: Vec<String>,
+    /// rtscope's own peak resident memory, kB.
+    #[serde(default)]
+    pub peak_rss_kb: Option<u64>,
+}
+
+/// Identifies a series in a run.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SeriesKey {
+    pub probe: String,
+    pub metric: String,
+    /// The CPU measured, or -1 for a series not tied to one.
+    pub cpu: i64,
+}
+
+/// One checkpoint interval of one series.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Interval {
+    pub seq: u32,
+    /// CLOCK_MONOTONIC ns.
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub stats: Stats,
+    /// Periods missed because a wake-up came later than the next one.
+    pub overruns: u64,
+    /// Exceedances that did not fit in the ring to the writer.
+    pub lost_exceedances: u64,
+    pub hist: Hist,
+}
+
+/// A raw sample above the exceedance threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exceedance {
+    /// CLOCK_MONOTONIC ns of the sample.
+    pub t_ns: u64,
+    pub value_ns: u64,
+}
+
+/// One probe's metric on one CPU over the whole run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub key: SeriesKey,
+    pub unit: String,
+    /// Exceedance threshold in force: `adaptive` or a fixed value in ns.
+    pub exceed: String,
+    pub intervals: Vec<Interval>,
+    pub exceedances: Vec<Exceedance>,
+}
+
+impl Series {
+    /// The whole run's histogram and statistics.
+    pub fn total(&self) -> Tally {
+        let mut t = Tally { hist: new_hist(), stats: Stats::new() };
+        for iv in &self.intervals {
+            t.hist.add(&iv.hist).expect("rtscope histograms share bounds");
+            t.stats.merge(&iv.stats);
+        }
+        t
+    }
+
+    pub fn overruns(&self) -> u64 {
+        self.intervals.iter().map(|i| i.overruns).sum()
+    }
+
+    pub fn lost_exceedances(&self) -> u64 {
+        self.intervals.iter().map(|i| i.lost_exceedances).sum()
+    }
+
+    /// The common result row of every probe's JSON.
+    pub fn result(&self) -> ResultRow {
+        let total = self.total();
+        ResultRow {
+            probe: self.key.probe.clone(),
+            metric: self.key.metric.clone(),
+            cpu: self.key.cpu,
+            summary: total.summary(),
+            overruns: self.overruns(),
+            lost_exceedances: self.lost_exceedances(),
+            exceedances: self.exceedances.len() as u64,
+            intervals: self.intervals.len() as u64,
+        }
+    }
+}
+
+/// `{probe, metric, cpu, count, min_ns, mean_ns, p50_ns, ..., max_ns,
+/// overflows}` plus probe-specific fields.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResultRow {
+    pub probe: String,
+    pub metric: String,
+    pub cpu: i64,
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub overruns: u64,
+    pub lost_exceedances: u64,
+    pub exceedances: u64,
+    pub intervals: u64,
+}
+
+/// A whole run as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    pub header: RunHeader,
+    pub inventory: Inventory,
+    /// What was asked for: the probe's settings, as JSON.
+    pub plan: serde_json::Value,
+    pub series: Vec<Series>,
+}
+
+impl Run {
+    pub fn results(&self) -> Vec<ResultRow> {
+        self.series.iter().map(Series::result).collect()
+    }
+}

@@ -1,0 +1,646 @@
+//! The run store: SQLite in WAL mode. Schema documented in docs/store.md.
+//!
+//! A run is inserted as `running` before anything is measured; each
+//! checkpoint interval is committed in its own transaction, so a SIGKILL
+//! loses at most the interval in progress. A `running` run whose process is
+//! gone is marked `partial` the next time the store is opened.
+
+use crate::hist;
+use crate::inventory::Inventory;
+use crate::run::{Exceedance, Interval, Run, RunHeader, RunStatus, Series, SeriesKey};
+use anyhow::{Context, Result, anyhow, bail};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use std::path::{Path, PathBuf};
+
+/// The schema this build writes. Bump it with a migration in `migrate`.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE runs (
+    id              INTEGER PRIMARY KEY,
+    uuid            TEXT NOT NULL UNIQUE,
+    kind            TEXT NOT NULL,
+    status          TEXT NOT NULL,
+    exit_code       INTEGER,
+    started_unix_ns INTEGER NOT NULL,
+    ended_unix_ns   INTEGER,
+    start_mono_ns   INTEGER NOT NULL,
+    pid             INTEGER NOT NULL,
+    process_id      TEXT,
+    hostname        TEXT NOT NULL,
+    tool_version    TEXT NOT NULL,
+    command_line    TEXT NOT NULL,
+    representative  INTEGER NOT NULL,
+    warnings        TEXT NOT NULL,
+    notes           TEXT NOT NULL,
+    peak_rss_kb     INTEGER,
+    inventory       TEXT NOT NULL,
+    plan            TEXT NOT NULL
+);
+CREATE TABLE series (
+    id      INTEGER PRIMARY KEY,
+    run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    probe   TEXT NOT NULL,
+    metric  TEXT NOT NULL,
+    cpu     INTEGER NOT NULL,
+    unit    TEXT NOT NULL,
+    exceed  TEXT NOT NULL,
+    UNIQUE (run_id, probe, metric, cpu)
+);
+CREATE TABLE intervals (
+    series_id        INTEGER NOT NULL REFERENCES series(id) ON DELETE CASCADE,
+    seq              INTEGER NOT NULL,
+    start_ns         INTEGER NOT NULL,
+    end_ns           INTEGER NOT NULL,
+    count            INTEGER NOT NULL,
+    min_ns           INTEGER NOT NULL,
+    max_ns           INTEGER NOT NULL,
+    sum_ns           INTEGER NOT NULL,
+    overflows        INTEGER NOT NULL,
+    overruns         INTEGER NOT NULL,
+    lost_exceedances INTEGER NOT NULL,
+    hist             BLOB NOT NULL,
+    PRIMARY KEY (series_id, seq)
+);
+CREATE TABLE exceedances (
+    series_id INTEGER NOT NULL REFERENCES series(id) ON DELETE CASCADE,
+    t_ns      INTEGER NOT NULL,
+    value_ns  INTEGER NOT NULL
+);
+CREATE INDEX exceedances_by_series ON exceedances (series_id, t_ns);
+";
+
+/// An open run store.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+/// A run as listed by `rtscope runs`.
+#[derive(Clone, Debug)]
+pub struct RunListing {
+    pub header: RunHeader,
+    pub series: usize,
+    pub samples: u64,
+}
+
+fn i(v: u64) -> i64 {
+    v as i64
+}
+fn u(v: i64) -> u64 {
+    v as u64
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path`, checks its schema and
+    /// marks runs whose process died as `partial`.
+    pub fn open(path: &Path) -> Result<Store> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+            bail!(
+                "run store {}: directory {} does not exist (create it or pick another --db)",
+                path.display(),
+                dir.display()
+            );
+        }
+        let conn = Connection::open(path)
+            .with_context(|| format!("cannot open run store {} (pick a writable --db PATH)", path.display()))?;
+        let mut store = Store { conn, path: path.to_path_buf() };
+        store
+            .init()
+            .with_context(|| format!("run store {} is not usable (pick a writable --db PATH)", path.display()))?;
+        store.mark_dead_runs()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn init(&mut self) -> Result<()> {
+        self.conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let mode: String = self.conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
+            bail!("cannot switch to WAL mode (got {mode})");
+        }
+        self.conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
+        let has_meta: bool = self
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n > 0)?;
+        if !has_meta {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(SCHEMA)?;
+            tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])?;
+            tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'rtscope')", [])?;
+            tx.commit()?;
+            return Ok(());
+        }
+        let version: i64 = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get::<_, String>(0))
+            .context("no schema_version in meta")?
+            .parse()
+            .context("bad schema_version in meta")?;
+        if version > SCHEMA_VERSION {
+            bail!(
+                "schema version {version} is newer than this rtscope understands ({SCHEMA_VERSION}); upgrade rtscope"
+            );
+        }
+        Ok(())
+    }
+
+    fn mark_dead_runs(&mut self) -> Result<()> {
+        let running: Vec<(i64, i64, Option<String>)> = {
+            let mut st = self.conn.prepare("SELECT id, pid, process_id FROM runs WHERE status='running'")?;
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?.collect::<Result<_, _>>()?
+        };
+        for (id, pid, ident) in running {
+            if process_identity(pid as u32) != ident {
+                let tx = self.conn.transaction()?;
+                let end: Option<i64> = tx.query_row(
+                    "SELECT max(i.end_ns) FROM intervals i JOIN series s ON s.id = i.series_id WHERE s.run_id = ?1",
+                    [id],
+                    |r| r.get(0),
+                )?;
+                let (start_unix, start_mono): (i64, i64) =
+                    tx.query_row("SELECT started_unix_ns, start_mono_ns FROM runs WHERE id=?1", [id], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?;
+                let ended = end.map(|e| start_unix + (e - start_mono));
+                let note = "the process died before the run ended (SIGKILL, crash or power loss): data up to its last checkpoint";
+                append_note(&tx, id, note)?;
+                tx.execute("UPDATE runs SET status='partial', ended_unix_ns=?2 WHERE id=?1", params![id, ended])?;
+                tx.commit()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Inserts a new run (status from `header`) and returns its id.
+    pub fn create_run(&mut self, header: &RunHeader, inventory: &Inventory, plan: &serde_json::Value) -> Result<i64> {
+        let tx = self.conn.transaction()?;
+        let id = insert_header(&tx, header, inventory, plan, process_identity(header.pid))?;
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Declares a series of a run; returns its id.
+    pub fn add_series(&mut self, run_id: i64, key: &SeriesKey, unit: &str, exceed: &str) -> Result<i64> {
+        self.conn.execute(
+            "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![run_id, key.probe, key.metric, key.cpu, unit, exceed],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// Commits one checkpoint: intervals and exceedances, atomically.
+    pub fn commit_checkpoint(
+        &mut self,
+        intervals: &[(i64, &Interval)],
+        exceedances: &[(i64, &[Exceedance])],
+    ) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        for (series, iv) in intervals {
+            insert_interval(&tx, *series, iv)?;
+        }
+        for (series, list) in exceedances {
+            insert_exceedances(&tx, *series, list)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Ends a run: status, exit code, end time, notes, peak RSS.
+    pub fn finish_run(
+        &mut self,
+        run_id: i64,
+        status: RunStatus,
+        exit_code: Option<i32>,
+        ended_unix_ns: i64,
+        notes: &[String],
+        peak_rss_kb: Option<u64>,
+    ) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        for n in notes {
+            append_note(&tx, run_id, n)?;
+        }
+        tx.execute(
+            "UPDATE runs SET status=?2, exit_code=?3, ended_unix_ns=?4, peak_rss_kb=?5 WHERE id=?1",
+            params![run_id, status.as_str(), exit_code, ended_unix_ns, peak_rss_kb.map(i)],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// All runs, oldest first.
+    pub fn list_runs(&self) -> Result<Vec<RunListing>> {
+        let ids: Vec<i64> = {
+            let mut st = self.conn.prepare("SELECT id FROM runs ORDER BY id")?;
+            st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
+        let mut out = Vec::new();
+        for id in ids {
+            let header = self.header(id)?;
+            let (series, samples): (i64, Option<i64>) = self.conn.query_row(
+                "SELECT (SELECT count(*) FROM series WHERE run_id=?1),
+                        (SELECT sum(i.count) FROM intervals i JOIN series s ON s.id=i.series_id WHERE s.run_id=?1)",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            out.push(RunListing { header, series: series as usize, samples: samples.unwrap_or(0) as u64 });
+        }
+        Ok(out)
+    }
+
+    /// Resolves `last` or a numeric id to an existing run id.
+    pub fn resolve(&self, spec: &str) -> Result<i64> {
+        let id = if spec == "last" {
+            self.conn
+                .query_row("SELECT max(id) FROM runs", [], |r| r.get::<_, Option<i64>>(0))?
+                .ok_or_else(|| anyhow!("the run store {} holds no runs yet", self.path.display()))?
+        } else {
+            spec.parse::<i64>()
+                .map_err(|_| anyhow!("RUN '{spec}' is neither a run id nor 'last' (see `rtscope runs`)"))?
+        };
+        let exists: bool = self
+            .conn
+            .query_row("SELECT count(*) FROM runs WHERE id=?1", [id], |r| r.get::<_, i64>(0))
+            .map(|n| n > 0)?;
+        if !exists {
+            bail!("no run {id} in {} (see `rtscope runs`)", self.path.display());
+        }
+        Ok(id)
+    }
+
+    fn header(&self, id: i64) -> Result<RunHeader> {
+        self.conn
+            .query_row(
+                "SELECT uuid, tool_version, command_line, kind, hostname, started_unix_ns, ended_unix_ns,
+                        start_mono_ns, status, exit_code, pid, representative, warnings, notes, peak_rss_kb
+                 FROM runs WHERE id=?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, Option<i64>>(6)?,
+                        r.get::<_, i64>(7)?,
+                        r.get::<_, String>(8)?,
+                        r.get::<_, Option<i32>>(9)?,
+                        r.get::<_, i64>(10)?,
+                        r.get::<_, bool>(11)?,
+                        r.get::<_, String>(12)?,
+                        r.get::<_, String>(13)?,
+                        r.get::<_, Option<i64>>(14)?,
+                    ))
+                },
+            )
+            .optional()?
+            .ok_or_else(|| anyhow!("no run {id}"))
+            .and_then(|t| {
+                Ok(RunHeader {
+                    id,
+                    uuid: t.0,
+                    tool_version: t.1,
+                    command_line: serde_json::from_str(&t.2)?,
+                    kind: t.3,
+                    hostname: t.4,
+                    started_unix_ns: t.5,
+                    ended_unix_ns: t.6,
+                    start_mono_ns: u(t.7),
+                    status: RunStatus::parse(&t.8).ok_or_else(|| anyhow!("run {id}: unknown status {}", t.8))?,
+                    exit_code: t.9,
+                    pid: t.10 as u32,
+                    representative: t.11,
+                    warnings: serde_json::from_str(&t.12)?,
+                    notes: serde_json::from_str(&t.13)?,
+                    peak_rss_kb: t.14.map(u),
+                })
+            })
+    }
+
+    /// Loads a whole run: header, inventory, plan, every series with its
+    /// intervals and exceedances.
+    pub fn load_run(&self, id: i64) -> Result<Run> {
+        let header = self.header(id)?;
+        let (inv, plan): (String, String) =
+            self.conn
+                .query_row("SELECT inventory, plan FROM runs WHERE id=?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let mut st = self.conn.prepare(
+            "SELECT id, probe, metric, cpu, unit, exceed FROM series WHERE run_id=?1 ORDER BY probe, metric, cpu",
+        )?;
+        let rows: Vec<(i64, SeriesKey, String, String)> = st
+            .query_map([id], |r| {
+                Ok((r.get(0)?, SeriesKey { probe: r.get(1)?, metric: r.get(2)?, cpu: r.get(3)? }, r.get(4)?, r.get(5)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut series = Vec::new();
+        for (sid, key, unit, exceed) in rows {
+            let mut ist = self.conn.prepare_cached(
+                "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist
+                 FROM intervals WHERE series_id=?1 ORDER BY seq",
+            )?;
+            let intervals = ist
+                .query_map([sid], |r| {
+                    Ok((
+                        r.get::<_, u32>(0)?,
+                        [
+                            r.get::<_, i64>(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                            r.get(6)?,
+                            r.get(7)?,
+                            r.get(8)?,
+                            r.get(9)?,
+                        ],
+                        r.get::<_, Vec<u8>>(10)?,
+                    ))
+                })?
+                .map(|row| {
+                    let (seq, n, blob) = row?;
+                    Ok(Interval {
+                        seq,
+                        start_ns: u(n[0]),
+                        end_ns: u(n[1]),
+                        stats: hist::Stats {
+                            count: u(n[2]),
+                            min: u(n[3]),
+                            max: u(n[4]),
+                            sum: u(n[5]),
+                            overflows: u(n[6]),
+                        },
+                        overruns: u(n[7]),
+                        lost_exceedances: u(n[8]),
+                        hist: hist::decode(&blob).map_err(|e| anyhow!("run {id}, interval {seq}: {e}"))?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let mut est =
+                self.conn.prepare_cached("SELECT t_ns, value_ns FROM exceedances WHERE series_id=?1 ORDER BY t_ns")?;
+            let exceedances = est
+                .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
+                .collect::<Result<_, _>>()?;
+            series.push(Series { key, unit, exceed, intervals, exceedances });
+        }
+        Ok(Run {
+            header,
+            inventory: serde_json::from_str(&inv).context("stored inventory")?,
+            plan: serde_json::from_str(&plan).context("stored plan")?,
+            series,
+        })
+    }
+
+    /// Inserts a whole run (from `rtscope import`); returns its new id.
+    pub fn insert_run(&mut self, run: &Run) -> Result<i64> {
+        let dup: Option<i64> =
+            self.conn.query_row("SELECT id FROM runs WHERE uuid=?1", [&run.header.uuid], |r| r.get(0)).optional()?;
+        if let Some(dup) = dup {
+            bail!("run {} is already in {} as run {dup}", run.header.uuid, self.path.display());
+        }
+        let tx = self.conn.transaction()?;
+        let id = insert_header(&tx, &run.header, &run.inventory, &run.plan, None)?;
+        for s in &run.series {
+            tx.execute(
+                "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, s.key.probe, s.key.metric, s.key.cpu, s.unit, s.exceed],
+            )?;
+            let sid = tx.last_insert_rowid();
+            for iv in &s.intervals {
+                insert_interval(&tx, sid, iv)?;
+            }
+            insert_exceedances(&tx, sid, &s.exceedances)?;
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+}
+
+fn insert_header(
+    tx: &Transaction,
+    h: &RunHeader,
+    inventory: &Inventory,
+    plan: &serde_json::Value,
+    process: Option<String>,
+) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO runs (uuid, kind, status, exit_code, started_unix_ns, ended_unix_ns, start_mono_ns, pid,
+                           process_id, hostname, tool_version, command_line, representative, warnings, notes,
+                           peak_rss_kb, inventory, plan)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+        params![
+            h.uuid,
+            h.kind,
+            h.status.as_str(),
+            h.exit_code,
+            h.started_unix_ns,
+            h.ended_unix_ns,
+            i(h.start_mono_ns),
+            h.pid,
+            process,
+            h.hostname,
+            h.tool_version,
+            serde_json::to_string(&h.command_line)?,
+            h.representative,
+            serde_json::to_string(&h.warnings)?,
+            serde_json::to_string(&h.notes)?,
+            h.peak_rss_kb.map(i),
+            serde_json::to_string(inventory)?,
+            serde_json::to_string(plan)?,
+        ],
+    )?;
+    Ok(tx.last_insert_rowid())
+}
+
+fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> Result<()> {
+    let mut st = tx.prepare_cached(
+        "INSERT INTO intervals (series_id, seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows,
+                                overruns, lost_exceedances, hist)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?;
+    st.execute(params![
+        series,
+        iv.seq,
+        i(iv.start_ns),
+        i(iv.end_ns),
+        i(iv.stats.count),
+        i(iv.stats.min),
+        i(iv.stats.max),
+        i(iv.stats.sum),
+        i(iv.stats.overflows),
+        i(iv.overruns),
+        i(iv.lost_exceedances),
+        hist::encode(&iv.hist),
+    ])?;
+    Ok(())
+}
+
+fn insert_exceedances(tx: &Transaction, series: i64, list: &[Exceedance]) -> Result<()> {
+    let mut st = tx.prepare_cached("INSERT INTO exceedances (series_id, t_ns, value_ns) VALUES (?1, ?2, ?3)")?;
+    for e in list {
+        st.execute(params![series, i(e.t_ns), i(e.value_ns)])?;
+    }
+    Ok(())
+}
+
+fn append_note(tx: &Transaction, run: i64, note: &str) -> Result<()> {
+    let notes: String = tx.query_row("SELECT notes FROM runs WHERE id=?1", [run], |r| r.get(0))?;
+    let mut list: Vec<String> = serde_json::from_str(&notes)?;
+    list.push(note.to_string());
+    tx.execute("UPDATE runs SET notes=?2 WHERE id=?1", params![run, serde_json::to_string(&list)?])?;
+    Ok(())
+}
+
+/// Who a process is, beyond its pid (which the kernel reuses): the boot id
+/// and the process's start time in clock ticks since boot.
+pub fn process_identity(pid: u32) -> Option<String> {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22 (starttime) counts from after the ")" that closes the name.
+    let after = &stat[stat.rfind(')')? + 1..];
+    let start = after.split_whitespace().nth(19)?;
+    Some(format!("{}:{start}", boot.trim()))
+}
+
+/// A small run with two CPUs, three intervals each and overflows, for tests.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+    use crate::hist::Tally;
+
+    pub(crate) fn sample_run() -> Run {
+        let mut series = Vec::new();
+        for cpu in 0..2 {
+            let mut intervals = Vec::new();
+            for seq in 0..3u32 {
+                let mut t = Tally::new();
+                for v in 0..1000u64 {
+                    t.record(2_000 + v * 7 + u64::from(seq) * 13 + cpu as u64);
+                }
+                t.record(150_000_000_000);
+                intervals.push(Interval {
+                    seq,
+                    start_ns: 1_000 + u64::from(seq) * 10_000_000_000,
+                    end_ns: 1_000 + u64::from(seq + 1) * 10_000_000_000,
+                    stats: t.stats,
+                    overruns: u64::from(seq),
+                    lost_exceedances: 0,
+                    hist: t.hist,
+                });
+            }
+            series.push(Series {
+                key: SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu },
+                unit: "ns".into(),
+                exceed: "adaptive".into(),
+                intervals,
+                exceedances: vec![
+                    Exceedance { t_ns: 5_000, value_ns: 9_000 },
+                    Exceedance { t_ns: 7_000, value_ns: 8_990 },
+                ],
+            });
+        }
+        Run {
+            header: RunHeader {
+                id: 0,
+                uuid: format!("test-{}", std::process::id()),
+                tool_version: "0.1.0".into(),
+                command_line: vec!["rtscope".into(), "wakeup".into()],
+                kind: "wakeup".into(),
+                hostname: "box".into(),
+                started_unix_ns: 1_700_000_000_000_000_000,
+                ended_unix_ns: Some(1_700_000_030_000_000_000),
+                start_mono_ns: 1_000,
+                status: RunStatus::Complete,
+                exit_code: Some(0),
+                pid: 1,
+                representative: true,
+                warnings: vec![],
+                notes: vec!["a note".into()],
+                peak_rss_kb: Some(4096),
+            },
+            inventory: Inventory::default(),
+            plan: serde_json::json!({"interval_ns": 1_000_000}),
+            series,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::sample_run;
+    use super::*;
+
+    #[test]
+    fn insert_load_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+        let run = sample_run();
+        let id = store.insert_run(&run).unwrap();
+        let mut back = store.load_run(id).unwrap();
+        assert_eq!(back.header.id, id);
+        back.header.id = 0;
+        assert_eq!(back, run);
+        assert!(store.insert_run(&run).unwrap_err().to_string().contains("already"));
+        assert_eq!(store.resolve("last").unwrap(), id);
+        assert!(store.resolve("77").is_err());
+        assert!(store.resolve("latest").unwrap_err().to_string().contains("'last'"));
+        let list = store.list_runs().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].samples, 2 * 3 * 1001);
+    }
+
+    #[test]
+    fn checkpoints_and_dead_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        let mut run = sample_run();
+        run.header.status = RunStatus::Running;
+        run.header.ended_unix_ns = None;
+        run.header.exit_code = None;
+        run.header.pid = std::process::id();
+        let id;
+        {
+            let mut store = Store::open(&path).unwrap();
+            id = store.create_run(&run.header, &run.inventory, &run.plan).unwrap();
+            let sid = store.add_series(id, &run.series[0].key, "ns", "adaptive").unwrap();
+            let iv = &run.series[0].intervals[0];
+            store.commit_checkpoint(&[(sid, iv)], &[(sid, &run.series[0].exceedances)]).unwrap();
+        }
+        // This process is alive: the run stays running.
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.load_run(id).unwrap().header.status, RunStatus::Running);
+        drop(store);
+        // Pretend it belonged to a dead process.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("UPDATE runs SET process_id='gone' WHERE id=?1", [id]).unwrap();
+        drop(conn);
+        let mut store = Store::open(&path).unwrap();
+        let loaded = store.load_run(id).unwrap();
+        assert_eq!(loaded.header.status, RunStatus::Partial);
+        assert_eq!(loaded.series[0].intervals.len(), 1);
+        assert_eq!(loaded.series[0].exceedances.len(), 2);
+        assert!(loaded.header.ended_unix_ns.is_some());
+        assert!(loaded.header.notes.iter().any(|n| n.contains("died")));
+        store.finish_run(id, RunStatus::Interrupted, Some(0), 5, &["x".into()], Some(10)).unwrap();
+        assert_eq!(store.load_run(id).unwrap().header.peak_rss_kb, Some(10));
+    }
+
+    #[test]
+    fn refuses_unusable_paths() {
+        let err = Store::open(Path::new("/nonexistent-dir/x.db")).err().unwrap().to_string();
+        assert!(err.contains("--db"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.db");
+        std::fs::write(&bad, b"this is not a database, not at all, no sir").unwrap();
+        let err = format!("{:#}", Store::open(&bad).err().unwrap());
+        assert!(err.contains("--db"), "{err}");
+    }
+}

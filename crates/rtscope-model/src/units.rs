@@ -1,0 +1,140 @@
+//! Units: nanoseconds (u64) inside, microseconds with 1-3 decimals on screen.
+//! Durations on the command line always carry a unit.
+
+/// Parses a duration with a unit (`250ns`, `500us`, `1.5ms`, `10s`, `5m`,
+/// `12h`, `2d`) into nanoseconds. A bare `0` is accepted; any other bare
+/// number is refused, since "100" could mean microseconds (cyclictest) or
+/// seconds (most shells) and a silent guess makes a wrong measurement.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    if s.is_empty() {
+        return Err("empty duration: write it with a unit, e.g. 500us, 1ms, 10s, 5m or 12h".into());
+    }
+    if s == "0" {
+        return Ok(0);
+    }
+    let mut rest = s;
+    let mut total: f64 = 0.0;
+    while !rest.is_empty() {
+        let unit_at = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("'{s}' has no unit: write {s}us, {s}ms or {s}s (units: ns, us, ms, s, m, h, d)"))?;
+        let (num, after) = rest.split_at(unit_at);
+        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let unit_ns: f64 = match unit.trim() {
+            "ns" => 1.0,
+            "us" | "µs" | "usec" => 1e3,
+            "ms" | "msec" => 1e6,
+            "s" | "sec" => 1e9,
+            "m" | "min" => 60e9,
+            "h" => 3600e9,
+            "d" => 86400e9,
+            other => {
+                return Err(format!("unknown unit '{other}' in '{s}' (units: ns, us, ms, s, m, h, d)"));
+            }
+        };
+        if num.is_empty() || num.matches('.').count() > 1 {
+            return Err(format!("'{s}' is not a number followed by a unit, e.g. 500us"));
+        }
+        let value: f64 = num.parse().map_err(|_| format!("'{s}' is not a number followed by a unit, e.g. 500us"))?;
+        if unit_ns == 1.0 && value.fract() != 0.0 {
+            return Err(format!("'{s}': nanoseconds must be whole"));
+        }
+        total += value * unit_ns;
+        rest = next.trim_start();
+    }
+    if !total.is_finite() || total > (u64::MAX / 2) as f64 {
+        return Err(format!("'{s}' is too long"));
+    }
+    Ok(total.round() as u64)
+}
+
+/// Formats nanoseconds as microseconds with three decimals (`12.345`).
+pub fn us(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+/// Formats signed nanoseconds as microseconds with three decimals.
+pub fn us_f(ns: f64) -> String {
+    format!("{:.3}", ns / 1000.0)
+}
+
+/// A duration for people: `1ms`, `10s`, `2m30s`, `1h`, `1.5ms`.
+pub fn human(ns: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(3_600_000_000_000, "h"), (60_000_000_000, "m"), (1_000_000_000, "s"), (1, "")];
+    if ns >= 60_000_000_000 {
+        let mut rest = ns;
+        let mut out = String::new();
+        for (size, name) in UNITS.iter().take(3) {
+            let n = rest / size;
+            if n > 0 {
+                out.push_str(&format!("{n}{name}"));
+                rest -= n * size;
+            }
+        }
+        if rest > 0 {
+            out.push_str(&human(rest));
+        }
+        return out;
+    }
+    for (size, name) in [(1_000_000_000u64, "s"), (1_000_000, "ms"), (1_000, "us")] {
+        if ns >= size {
+            let whole = ns / size;
+            let frac = ns % size;
+            if frac == 0 {
+                return format!("{whole}{name}");
+            }
+            let text = format!("{:.3}", ns as f64 / size as f64);
+            let text = text.trim_end_matches('0').trim_end_matches('.');
+            return format!("{text}{name}");
+        }
+    }
+    format!("{ns}ns")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_unit() {
+        assert_eq!(parse_duration("250ns"), Ok(250));
+        assert_eq!(parse_duration("500us"), Ok(500_000));
+        assert_eq!(parse_duration("1ms"), Ok(1_000_000));
+        assert_eq!(parse_duration("1.5ms"), Ok(1_500_000));
+        assert_eq!(parse_duration("10s"), Ok(10_000_000_000));
+        assert_eq!(parse_duration("5m"), Ok(300_000_000_000));
+        assert_eq!(parse_duration("12h"), Ok(43_200_000_000_000));
+        assert_eq!(parse_duration("2d"), Ok(172_800_000_000_000));
+        assert_eq!(parse_duration(" 20 ms "), Ok(20_000_000));
+        assert_eq!(parse_duration("0"), Ok(0));
+    }
+
+    #[test]
+    fn refuses_bad_input_with_a_hint() {
+        assert!(parse_duration("100").unwrap_err().contains("100us"));
+        assert!(parse_duration("5parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("ms").is_err());
+        assert!(parse_duration("1.2.3ms").is_err());
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-5ms").is_err());
+        assert!(parse_duration("1.5ns").is_err());
+        assert!(parse_duration("99999999999999999d").is_err());
+    }
+
+    #[test]
+    fn formats_for_people() {
+        assert_eq!(us(12_345), "12.345");
+        assert_eq!(us(7), "0.007");
+        assert_eq!(human(1_000_000), "1ms");
+        assert_eq!(human(1_500_000), "1.5ms");
+        assert_eq!(human(10_000_000_000), "10s");
+        assert_eq!(human(150_000_000_000), "2m30s");
+        assert_eq!(human(3_600_000_000_000), "1h");
+        assert_eq!(human(800), "800ns");
+        for ns in [250, 500_000, 1_500_000, 10_000_000_000, 150_000_000_000] {
+            assert_eq!(parse_duration(&human(ns)), Ok(ns), "{ns}");
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The command line: one subcommand per probe and per action.
+
+use crate::probe::Common;
+use crate::probe::wakeup::{FlushBuffer, SpinnerOpt, Wakeup};
+use crate::recorder::ExceedMode;
+use crate::sys::{cpu, sched::Policy};
+use anyhow::{Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+const ABOUT: &str = "How real-time is this Linux machine, under the load it will really carry, and why not more?";
+
+#[derive(Parser, Debug)]
+#[command(name = "rtscope", version, about = ABOUT, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// The main job: assess this machine (for now: `wakeup` on every CPU for 30 s), store it and print the summary.
+    Run(RunArgs),
+    /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
+    /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
+    Wakeup(WakeupArgs),
+    /// List the runs in the store.
+    Runs(StoreArgs),
+    /// Summarise a stored run (its machine, warnings and figures).
+    Show(ShowArgs),
+    /// Export a stored run: json (lossless, re-importable), csv (per histogram bucket) or hdr (HdrHistogram interval log).
+    Export(ExportArgs),
+    /// Import a run exported with `rtscope export --format json` (from this or another machine).
+    Import(ImportArgs),
+    /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
+    Disturb(DisturbArgs),
+    #[command(name = "__second-process", hide = true)]
+    SecondProcess(SecondArgs),
+}
+
+/// A duration with a unit: 250ns, 500us, 1ms, 1.5ms, 10s, 5m, 12h.
+pub fn dur(s: &str) -> Result<u64, String> {
+    rtscope_model::units::parse_duration(s)
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The run store (SQLite, created if missing).
+    #[arg(long, value_name = "PATH", default_value = "rtscope.db")]
+    pub db: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// CPUs to measure, e.g. 0,2-3 [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Scheduling policy of the measuring threads.
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub policy: Policy,
+    /// Real-time priority of the measuring threads (1..99).
+    #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub priority: u8,
+    /// Stop after this long (e.g. 30s, 5m, 12h) [default: until Ctrl-C, or --loops]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    pub duration: Option<u64>,
+    /// Stop each thread after N samples.
+    #[arg(long, short = 'l', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub loops: Option<u64>,
+    /// Commit histograms, maxima and exceedances to the store this often.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = dur)]
+    pub checkpoint: u64,
+    /// Keep the raw (time, value) of every sample above DUR [default: adaptive, the running p99.9]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub exceed: Option<u64>,
+    /// Stop at the first sample above DUR, store the run and exit with code 2 (cyclictest -b).
+    #[arg(long, short = 'b', value_name = "DUR", value_parser = dur)]
+    pub threshold: Option<u64>,
+    /// Also write the results as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
+    #[arg(long)]
+    pub no_dma_latency: bool,
+    /// Allow settings that are usually mistakes (e.g. an interval below 50us).
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct WakeupArgs {
+    /// Period of each thread.
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    pub interval: u64,
+    /// Add DUR to each further thread's interval (cyclictest -d).
+    #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur)]
+    pub distance: u64,
+    /// N background busy threads per measured CPU at priority PRIO (0: SCHED_OTHER), busy --spin-active then
+    /// idle --spin-pause; `N@PRIO:sys` spins in system calls (IntrTime's idle threads).
+    #[arg(long, value_name = "N@PRIO", value_parser = SpinnerOpt::parse)]
+    pub spinners: Option<SpinnerOpt>,
+    /// Spinners' busy time per cycle.
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    pub spin_active: u64,
+    /// Spinners' idle time per cycle.
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    pub spin_pause: u64,
+    /// Run a second process that wakes on the same CPUs half a period apart, so that every wake-up switches address
+    /// spaces (IntrTime -sp).
+    #[arg(long)]
+    pub second_process: bool,
+    /// Evict the caches (read a buffer twice the last-level cache) after each sample, outside the timed part.
+    #[arg(long)]
+    pub cache_flush: bool,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// How long to measure.
+    #[arg(long, short = 'D', value_name = "DUR", default_value = "30s", value_parser = dur)]
+    pub duration: u64,
+    /// CPUs to measure [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Also write the results as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// A run id, or `last`.
+    #[arg(default_value = "last")]
+    pub run: String,
+    /// Print the common JSON shape instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Self-contained and lossless: every interval's histogram, every exceedance; `rtscope import` reads it back.
+    Json,
+    /// One row per non-empty histogram bucket of each series.
+    Csv,
+    /// HdrHistogram interval log (tags probe.metric.cpuN, values in ns): HdrHistogram's own tools read it.
+    Hdr,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// A run id, or `last`.
+    pub run: String,
+    #[arg(long, short = 'f', value_enum, default_value = "json")]
+    pub format: ExportFormat,
+    /// Output file ('-' for stdout).
+    #[arg(long, short = 'o', value_name = "FILE", default_value = "-")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// A file written by `rtscope export RUN --format json`.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DisturbArgs {
+    /// The CPU to disturb.
+    #[arg(long)]
+    pub cpu: usize,
+    /// SCHED_FIFO priority of the spinner (1..99).
+    #[arg(long, short = 'p', default_value_t = 99, value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub priority: u8,
+    /// One spin every DUR.
+    #[arg(long, value_name = "DUR", default_value = "20ms", value_parser = dur)]
+    pub period: u64,
+    /// Busy-spin this long each period.
+    #[arg(long, value_name = "DUR", default_value = "400us", value_parser = dur)]
+    pub spin: u64,
+    /// Start each spin at a random offset in [0, DUR) of its period, to avoid staying in phase with a probe.
+    #[arg(long, value_name = "DUR", default_value = "0", value_parser = dur)]
+    pub phase_jitter: u64,
+    /// Stop after DUR [default: until Ctrl-C]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    pub duration: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct SecondArgs {
+    #[arg(long)]
+    pub cpus: String,
+    #[arg(long)]
+    pub interval_ns: u64,
+    #[arg(long)]
+    pub priority: u8,
+}
+
+impl CommonArgs {
+    /// Validates everything that can be checked before measuring.
+    pub fn resolve(&self, kind: &str) -> Result<Common> {
+        let cpus = match &self.cpus {
+            Some(list) => cpu::parse_selection("--cpus", list)?,
+            None => cpu::online(),
+        };
+        if self.checkpoint < 100_000_000 {
+            bail!("--checkpoint must be at least 100ms (e.g. --checkpoint 10s)");
+        }
+        if let Some(0) = self.duration {
+            bail!("--duration must be longer than 0 (e.g. --duration 30s)");
+        }
+        check_db(&self.store.db)?;
+        Ok(Common {
+            cpus,
+            policy: self.policy,
+            priority: if self.policy.is_rt() { self.priority } else { 0 },
+            duration_ns: self.duration,
+            loops: self.loops,
+            checkpoint_ns: self.checkpoint,
+            exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),
+            threshold_ns: self.threshold,
+            db: self.store.db.clone(),
+            json: self.json.clone(),
+            quiet: self.quiet,
+            dma_latency: !self.no_dma_latency,
+            kind: kind.into(),
+        })
+    }
+}
+
+/// Fails early, naming --db, when the store cannot be created or written.
+pub fn check_db(path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        bail!("--db {}: directory {} does not exist (create it or pick another --db)", path.display(), dir.display());
+    }
+    if path.is_dir() {
+        bail!("--db {} is a directory; name a file, e.g. --db {}/rtscope.db", path.display(), path.display());
+    }
+    let probe = if path.exists() {
+        std::fs::OpenOptions::new().append(true).open(path).map(|_| ())
+    } else {
+        let tmp = dir.join(format!(".rtscope-write-check-{}", std::process::id()));
+        let r = std::fs::File::create(&tmp).map(|_| ());
+        let _ = std::fs::remove_file(&tmp);
+        r
+    };
+    probe.map_err(|e| anyhow::anyhow!("--db {}: not writable ({e}); pick a writable --db PATH", path.display()))
+}
+
+impl WakeupArgs {
+    pub fn resolve(&self, kind: &str) -> Result<(Common, Wakeup)> {
+        const MIN_INTERVAL: u64 = 50_000;
+        if self.interval == 0 {
+            bail!("--interval must be longer than 0 (e.g. --interval 1ms)");
+        }
+        if self.interval < MIN_INTERVAL && !self.common.force {
+            bail!(
+                "--interval {} is below 50us: the probe would mostly measure itself and can starve the CPU; add --force if you mean it",
+                rtscope_model::units::human(self.interval)
+            );
+        }
+        if self.spinners.is_some() && (self.spin_active == 0 || self.spin_pause == 0) && !self.common.force {
+            bail!(
+                "--spin-active and --spin-pause must both be above 0 so that spinners cannot starve the machine (or add --force)"
+            );
+        }
+        let common = self.common.resolve(kind)?;
+        let flush = self.cache_flush.then(FlushBuffer::new);
+        Ok((
+            common,
+            Wakeup {
+                interval_ns: self.interval,
+                distance_ns: self.distance,
+                spinners: self.spinners,
+                spin_active_ns: self.spin_active,
+                spin_pause_ns: self.spin_pause,
+                second_process: self.second_process,
+                cache_flush: self.cache_flush,
+                flush_bytes: flush.as_ref().map(FlushBuffer::len),
+                flush,
+            },
+        ))
+    }
+}

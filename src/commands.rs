@@ -1,0 +1,245 @@
+//! One function per subcommand: parse, act, map to an exit code.
+
+use crate::cli::{Cli, Cmd, DisturbArgs, ExportArgs, ExportFormat, ImportArgs, RunArgs, ShowArgs, StoreArgs};
+use crate::disturb::{self, SpinSpec};
+use crate::probe::{self, wakeup};
+use crate::report::{self, Report};
+use crate::sys::{clock, cpu, mem, sched, signals};
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use rtscope_model::export;
+use rtscope_model::inventory::format_cpu_list;
+use rtscope_model::store::Store;
+use rtscope_model::units;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+pub fn main() -> Result<i32> {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return Ok(code);
+        }
+    };
+    let signal = Arc::new(AtomicBool::new(false));
+    signals::install(&signal).context("installing signal handlers")?;
+    match cli.cmd {
+        Cmd::Run(a) => run(a, &signal),
+        Cmd::Wakeup(a) => {
+            let (common, probe) = a.resolve("wakeup")?;
+            probe::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Runs(a) => runs(a),
+        Cmd::Show(a) => show(a),
+        Cmd::Export(a) => export_run(a),
+        Cmd::Import(a) => import(a),
+        Cmd::Disturb(a) => disturb_cmd(a, &signal),
+        Cmd::SecondProcess(a) => {
+            let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
+            wakeup::second_process(&cpus, a.interval_ns, a.priority)?;
+            Ok(0)
+        }
+    }
+}
+
+/// `rtscope run`: for now, wakeup on the chosen CPUs with the defaults.
+fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let mut args = vec!["rtscope".to_string(), "wakeup".into(), "--duration".into(), units::human(a.duration)];
+    if let Some(c) = &a.cpus {
+        args.extend(["--cpus".into(), c.clone()]);
+    }
+    if let Some(j) = &a.json {
+        args.extend(["--json".into(), j.display().to_string()]);
+    }
+    if a.quiet {
+        args.push("--quiet".into());
+    }
+    args.extend(["--db".into(), a.store.db.display().to_string()]);
+    let Cmd::Wakeup(w) = Cli::try_parse_from(&args)?.cmd else { unreachable!("parsed a wakeup command") };
+    let (common, probe) = w.resolve("run")?;
+    probe::run_probe(&probe, &common, signal)
+}
+
+fn open_existing(s: &StoreArgs) -> Result<Store> {
+    if !s.db.exists() {
+        bail!("--db {}: no run store there (make one with `rtscope run`, or point --db at one)", s.db.display());
+    }
+    Store::open(&s.db)
+}
+
+fn runs(a: StoreArgs) -> Result<i32> {
+    let store = open_existing(&a)?;
+    let list = store.list_runs()?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{:>5}  {:<20} {:<8} {:<12} {:>9} {:>12}  host",
+        "run", "started (UTC)", "kind", "status", "duration", "samples"
+    )?;
+    for r in list {
+        let h = &r.header;
+        let dur = h
+            .ended_unix_ns
+            .map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000_000 * 1_000_000_000));
+        writeln!(
+            out,
+            "{:>5}  {:<20} {:<8} {:<12} {:>9} {:>12}  {}{}",
+            h.id,
+            utc(h.started_unix_ns),
+            h.kind,
+            h.status.as_str(),
+            dur.unwrap_or_else(|| "-".into()),
+            r.samples,
+            h.hostname,
+            if h.representative { "" } else { "  (not representative)" }
+        )?;
+    }
+    Ok(0)
+}
+
+/// `2026-11-21 06:10:00` from ns since the epoch (UTC, civil calendar).
+pub fn utc(unix_ns: i64) -> String {
+    let secs = unix_ns.div_euclid(1_000_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn show(a: ShowArgs) -> Result<i32> {
+    let store = open_existing(&a.store)?;
+    let run = store.load_run(store.resolve(&a.run)?)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        report::Json.write(&run, &mut out)?;
+        return Ok(0);
+    }
+    let h = &run.header;
+    let inv = &run.inventory;
+    writeln!(out, "run {} ({})  {}  {}", h.id, h.uuid, h.kind, h.status.as_str())?;
+    writeln!(
+        out,
+        "started   {} UTC{}",
+        utc(h.started_unix_ns),
+        h.ended_unix_ns.map(|e| format!(", ended {} UTC", utc(e))).unwrap_or_default()
+    )?;
+    writeln!(out, "command   {}", h.command_line.join(" "))?;
+    writeln!(
+        out,
+        "host      {} · {} · {} CPUs ({}) · {}",
+        h.hostname, inv.cpu_model, inv.cpu_count, inv.cpus_online, inv.arch
+    )?;
+    writeln!(out, "kernel    {} {} · {}", inv.kernel_release, inv.kernel_version, inv.preempt_model)?;
+    writeln!(out, "cmdline   {}", inv.cmdline)?;
+    writeln!(
+        out,
+        "clock     {} · RT throttling {} · rtscope {}{}",
+        inv.clocksource,
+        match inv.rt_runtime_us {
+            Some(-1) => "off".to_string(),
+            Some(r) => format!("{r}us per {}us", inv.rt_period_us.unwrap_or(0)),
+            None => "unknown".into(),
+        },
+        h.tool_version,
+        h.peak_rss_kb.map(|k| format!(" · peak RSS {} MB", k / 1024)).unwrap_or_default()
+    )?;
+    let describe = run.plan["settings"].as_object().map(|s| {
+        s.iter()
+            .filter(|(_, v)| !v.is_null() && v != &&serde_json::json!(false))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    });
+    writeln!(out)?;
+    report::Text { describe: describe.unwrap_or_default() }.write(&run, &mut out)?;
+    Ok(0)
+}
+
+fn export_run(a: ExportArgs) -> Result<i32> {
+    let store = open_existing(&a.store)?;
+    let run = store.load_run(store.resolve(&a.run)?)?;
+    struct Fmt(ExportFormat);
+    impl Report for Fmt {
+        fn write(&self, run: &rtscope_model::run::Run, out: &mut dyn Write) -> Result<()> {
+            match self.0 {
+                ExportFormat::Json => export::write_json(run, true, out),
+                ExportFormat::Csv => export::write_csv(run, out),
+                ExportFormat::Hdr => export::write_hdr_log(run, out),
+            }
+        }
+    }
+    report::write_file(&a.output, &Fmt(a.format), &run)?;
+    Ok(0)
+}
+
+fn import(a: ImportArgs) -> Result<i32> {
+    let name = a.file.display().to_string();
+    let text = std::fs::read_to_string(&a.file).with_context(|| format!("cannot read {name}"))?;
+    let run = export::read_json(&text, &name)?;
+    crate::cli::check_db(&a.store.db)?;
+    let mut store = Store::open(&a.store.db)?;
+    let id = store.insert_run(&run)?;
+    println!("imported {name} as run {id} (from {}, {})", run.header.hostname, utc(run.header.started_unix_ns));
+    Ok(0)
+}
+
+fn disturb_cmd(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
+    cpu::parse_selection("--cpu", &a.cpu.to_string())?;
+    if a.spin >= a.period {
+        bail!("--spin ({}) must be shorter than --period ({})", units::human(a.spin), units::human(a.period));
+    }
+    if a.phase_jitter + a.spin > a.period {
+        bail!("--phase-jitter + --spin must fit in --period");
+    }
+    if !sched::can_use_rt(a.priority) {
+        bail!("disturb needs SCHED_FIFO (run as root or grant CAP_SYS_NICE)");
+    }
+    let _ = mem::lock_all();
+    let spec = SpinSpec {
+        cpu: a.cpu,
+        policy: sched::Policy::Fifo,
+        priority: a.priority,
+        period_ns: a.period,
+        spin_ns: a.spin,
+        phase_ns: a.phase_jitter,
+        syscalls: false,
+    };
+    let until = a.duration.map_or(u64::MAX, |d| clock::now() + d);
+    let signal = Arc::clone(signal);
+    let spins = std::thread::spawn(move || {
+        signals::block_in_this_thread();
+        cpu::pin_self(&[spec.cpu])?;
+        sched::set_self(spec.policy, spec.priority)?;
+        Ok::<u64, std::io::Error>(disturb::spin_loop(&spec, &signal, until))
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the spinner panicked"))??;
+    eprintln!(
+        "rtscope disturb: {spins} spins of {} every {} on CPU {} at SCHED_FIFO {}",
+        units::human(a.spin),
+        units::human(a.period),
+        format_cpu_list(&[a.cpu]),
+        a.priority
+    );
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00");
+        assert_eq!(super::utc(1_795_000_000_000_000_000), "2026-11-18 11:06:40");
+    }
+}

@@ -1,0 +1,375 @@
+//! Probes, one file each behind [`Probe`], and [`run_probe`], the one
+//! run-to-finish function: it owns the store, pinning, priority, memory
+//! locking, start, duration, stop, recording and the summary. Only
+//! [`Probe::measure`] runs on the real-time thread.
+
+pub mod wakeup;
+
+use crate::recorder::{self, ExceedMode, Live, Recorder, Writer};
+use crate::report::{self, Report};
+use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
+use anyhow::{Context, Result, anyhow};
+use rtscope_model::inventory::{Inventory, Warning};
+use rtscope_model::run::{RunHeader, RunStatus, SeriesKey};
+use rtscope_model::store::Store;
+use rtscope_model::units;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+/// Stack prefaulted on every measuring thread.
+const STACK_PREFAULT: usize = 256 * 1024;
+/// Measuring threads start together this long after they are created.
+const START_DELAY_NS: u64 = 100_000_000;
+
+/// A measurement that runs one real-time thread per selected CPU.
+pub trait Probe: Sync {
+    /// The probe's name, as in the CLI and the store.
+    fn name(&self) -> &'static str;
+    /// The metrics each thread records, one series per metric and CPU.
+    fn metrics(&self) -> &'static [&'static str];
+    /// The probe's own settings, stored with the run.
+    fn plan(&self) -> serde_json::Value;
+    /// A line for the summary header, e.g. "interval 1ms".
+    fn describe(&self) -> String;
+    /// Starts what must run beside the measuring threads (background
+    /// spinners, a second process); stopped when the returned value drops.
+    fn start_helpers(&self, _cpus: &[usize], _policy: Policy, _priority: u8) -> Result<Box<dyn Send>> {
+        Ok(Box::new(()))
+    }
+    /// The measuring loop, on a pinned real-time thread: no allocation,
+    /// lock, formatting or I/O. Records one sample per `rec` per turn until
+    /// `ctx.done` says stop.
+    fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]);
+}
+
+/// Settings every probe shares, already validated.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Common {
+    pub cpus: Vec<usize>,
+    pub policy: Policy,
+    pub priority: u8,
+    pub duration_ns: Option<u64>,
+    pub loops: Option<u64>,
+    pub checkpoint_ns: u64,
+    #[serde(skip)]
+    pub exceed: ExceedMode,
+    pub threshold_ns: Option<u64>,
+    pub db: PathBuf,
+    pub json: Option<PathBuf>,
+    pub quiet: bool,
+    pub dma_latency: bool,
+    /// The subcommand that made the run (`wakeup`, `run`).
+    pub kind: String,
+}
+
+/// What a measuring thread knows about its run.
+pub struct ThreadCtx<'a> {
+    /// Index of this thread among the probe's threads.
+    pub index: usize,
+    pub cpu: usize,
+    /// CLOCK_MONOTONIC instant at which every thread starts.
+    pub start_ns: u64,
+    end_ns: u64,
+    loops: u64,
+    limit_ns: u64,
+    stop: &'a AtomicBool,
+    breach: &'a Breach,
+}
+
+impl ThreadCtx<'_> {
+    /// Whether to stop after a sample at `now` (the `count`-th).
+    #[inline(always)]
+    pub fn done(&self, now: u64, count: u64) -> bool {
+        now >= self.end_ns || count >= self.loops || self.stop.load(Relaxed)
+    }
+
+    /// Checks `value` against `--threshold`; on a breach records it and
+    /// stops every thread. Returns true on a breach.
+    #[inline(always)]
+    pub fn breached(&self, now: u64, value: u64) -> bool {
+        if value <= self.limit_ns {
+            return false;
+        }
+        if !self.breach.hit.swap(true, Relaxed) {
+            self.breach.cpu.store(self.cpu as u64, Relaxed);
+            self.breach.value_ns.store(value, Relaxed);
+            self.breach.t_ns.store(now, Relaxed);
+        }
+        self.stop.store(true, Relaxed);
+        true
+    }
+}
+
+/// The first sample above `--threshold`.
+#[derive(Default)]
+pub struct Breach {
+    hit: AtomicBool,
+    cpu: AtomicU64,
+    value_ns: AtomicU64,
+    t_ns: AtomicU64,
+}
+
+/// A new run header for this process.
+pub fn new_header(kind: &str, command_line: Vec<String>, representative: bool, warnings: Vec<Warning>) -> RunHeader {
+    let started = clock::now_unix();
+    RunHeader {
+        id: 0,
+        uuid: format!("{:016x}-{:08x}-{:016x}", started, std::process::id(), clock::now()),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        command_line,
+        kind: kind.into(),
+        hostname: rustix::system::uname().nodename().to_string_lossy().into_owned(),
+        started_unix_ns: started,
+        ended_unix_ns: None,
+        start_mono_ns: clock::now(),
+        status: RunStatus::Running,
+        exit_code: None,
+        pid: std::process::id(),
+        representative,
+        warnings,
+        notes: vec![],
+        peak_rss_kb: None,
+    }
+}
+
+/// Runs `probe` on `common.cpus` to the end and stores it. Prints the
+/// summary unless quiet. Returns the exit code: 2 when `--threshold` was
+/// crossed.
+pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let mut store = Store::open(&common.db)?;
+    let inv: Inventory = inventory::collect();
+    let mut warnings = inv.warnings(&common.cpus);
+    let mut policy = common.policy;
+    let mut priority = common.priority;
+    let mut representative = inv.representative();
+    if policy.is_rt() && !sched::can_use_rt(priority) {
+        warnings.insert(
+            0,
+            Warning {
+                topic: "privileges".into(),
+                message: format!(
+                    "cannot use SCHED_{} priority {priority}: measuring at SCHED_OTHER; the run is NOT representative",
+                    format!("{policy:?}").to_uppercase()
+                ),
+                fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
+            },
+        );
+        policy = Policy::Other;
+        priority = 0;
+        representative = false;
+    }
+    if let Err(e) = mem::lock_all() {
+        warnings.push(Warning {
+            topic: "memory".into(),
+            message: format!("mlockall failed ({e}): page faults may add latency"),
+            fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
+        });
+    }
+    let _dma = if common.dma_latency {
+        match DmaLatency::hold(0) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                warnings.push(Warning {
+                    topic: "cstates".into(),
+                    message: format!("cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"),
+                    fix: "run as root, or pass --no-dma-latency to measure with C-states on purpose".into(),
+                });
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if !common.quiet {
+        for w in warnings.iter().filter(|w| !w.is_informational()) {
+            eprintln!("rtscope: warning: {} (fix: {})", w.message, w.fix);
+        }
+    }
+
+    let plan = serde_json::json!({
+        "probe": probe.name(),
+        "common": common,
+        "exceed": common.exceed.describe(),
+        "effective_policy": policy,
+        "effective_priority": priority,
+        "settings": probe.plan(),
+    });
+    let header = new_header(&common.kind, std::env::args().collect(), representative, warnings);
+    let run_id = store.create_run(&header, &inv, &plan)?;
+
+    // Series and their rings, allocated before any thread starts.
+    let mut recorders: Vec<Vec<Recorder>> = Vec::new();
+    let mut sinks = Vec::new();
+    let mut lives: Vec<(usize, Arc<Live>)> = Vec::new();
+    for &c in &common.cpus {
+        let mut per_thread = Vec::new();
+        for metric in probe.metrics() {
+            let key = SeriesKey { probe: probe.name().into(), metric: (*metric).into(), cpu: c as i64 };
+            let sid = store.add_series(run_id, &key, "ns", &common.exceed.describe())?;
+            let (rec, sink, live) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
+            per_thread.push(rec);
+            sinks.push(sink);
+            if lives.iter().all(|(cpu, _)| *cpu != c) {
+                lives.push((c, live));
+            }
+        }
+        recorders.push(per_thread);
+    }
+
+    // rtscope's own threads stay off the measured CPUs and their siblings.
+    let housekeeping = cpu::housekeeping(&cpu::online(), &common.cpus, &inv.siblings);
+    if !housekeeping.is_empty() {
+        let _ = cpu::pin_self(&housekeeping);
+    }
+    let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
+
+    let stop = AtomicBool::new(false);
+    let breach = Breach::default();
+    let barrier = Barrier::new(common.cpus.len() + 1);
+    let start_ns = std::sync::OnceLock::new();
+    let mut writer = Writer { store, sinks, lost_exceedances: 0, intervals: 0 };
+    let loops = common.loops.unwrap_or(u64::MAX);
+    let mut setup_errors: Vec<String> = Vec::new();
+
+    let writer = std::thread::scope(|scope| -> Result<Writer> {
+        let writer_thread =
+            std::thread::Builder::new().name("rtscope-writer".into()).spawn_scoped(scope, || -> Result<Writer> {
+                signals::block_in_this_thread();
+                while !writer.poll()? {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Ok(writer)
+            })?;
+        let mut threads = Vec::new();
+        for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
+            let (stop, breach, barrier, start_ns) = (&stop, &breach, &barrier, &start_ns);
+            let t = std::thread::Builder::new().name(format!("rtscope-{}{c}", probe.name())).spawn_scoped(
+                scope,
+                move || -> std::result::Result<(), String> {
+                    let mut recs = recs;
+                    signals::block_in_this_thread();
+                    let mut err = None;
+                    if let Err(e) = cpu::pin_self(&[c]) {
+                        err = Some(format!("CPU {c}: cannot pin: {e}"));
+                    } else if let Err(e) = sched::set_self(policy, priority) {
+                        err = Some(format!("CPU {c}: cannot set SCHED_{policy:?} {priority}: {e}"));
+                    }
+                    mem::prefault_stack(STACK_PREFAULT);
+                    barrier.wait();
+                    let start: u64 = *start_ns.get().expect("start time set before the barrier");
+                    if err.is_none() {
+                        let ctx = ThreadCtx {
+                            index,
+                            cpu: c,
+                            start_ns: start,
+                            end_ns: common.duration_ns.map_or(u64::MAX, |d| start + d),
+                            loops,
+                            limit_ns: common.threshold_ns.unwrap_or(u64::MAX),
+                            stop,
+                            breach,
+                        };
+                        for r in recs.iter_mut() {
+                            r.start(start);
+                        }
+                        probe.measure(&ctx, &mut recs);
+                    }
+                    let now = clock::now();
+                    for r in recs {
+                        r.finish(now);
+                    }
+                    err.map_or(Ok(()), Err)
+                },
+            )?;
+            threads.push(t);
+        }
+        start_ns.set(clock::now() + START_DELAY_NS).expect("set once");
+        barrier.wait();
+
+        let progress = !common.quiet && std::io::stderr().is_terminal();
+        let mut last_progress = clock::now();
+        while threads.iter().any(|t| !t.is_finished()) {
+            std::thread::sleep(Duration::from_millis(20));
+            if signal.load(Relaxed) {
+                stop.store(true, Relaxed);
+            }
+            if writer_thread.is_finished() {
+                stop.store(true, Relaxed);
+            }
+            if progress && clock::now() >= last_progress + 1_000_000_000 {
+                last_progress = clock::now();
+                let elapsed = last_progress.saturating_sub(*start_ns.get().unwrap());
+                let mut line = format!("\r{} ", units::human(elapsed / 1_000_000_000 * 1_000_000_000));
+                for (c, live) in &lives {
+                    line.push_str(&format!(
+                        " cpu{c}: {} max {}us",
+                        live.count.load(Relaxed),
+                        units::us(live.max.load(Relaxed))
+                    ));
+                }
+                eprint!("{line}   ");
+            }
+        }
+        if progress {
+            eprintln!();
+        }
+        for t in threads {
+            match t.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => setup_errors.push(e),
+                Err(_) => setup_errors.push("a measuring thread panicked".into()),
+            }
+        }
+        writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?
+    });
+    drop(helpers);
+    let mut writer = writer.context("storing the run")?;
+
+    let mut notes = Vec::new();
+    let mut exit_code = 0;
+    let status = if breach.hit.load(Relaxed) {
+        exit_code = 2;
+        notes.push(format!(
+            "stopped at --threshold {}us: CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
+            units::us(common.threshold_ns.unwrap_or(0)),
+            breach.cpu.load(Relaxed),
+            units::us(breach.value_ns.load(Relaxed)),
+            breach.t_ns.load(Relaxed)
+        ));
+        RunStatus::Interrupted
+    } else if !setup_errors.is_empty() {
+        exit_code = 1;
+        notes.extend(setup_errors.iter().cloned());
+        RunStatus::Failed
+    } else if signal.load(Relaxed) {
+        notes.push("stopped by a signal (SIGINT/SIGTERM) before its planned end".into());
+        RunStatus::Interrupted
+    } else {
+        RunStatus::Complete
+    };
+    if writer.lost_exceedances > 0 {
+        notes.push(format!(
+            "{} exceedances did not fit the ring to the writer and were dropped (histograms are complete)",
+            writer.lost_exceedances
+        ));
+    }
+    writer.store.finish_run(run_id, status, Some(exit_code), clock::now_unix(), &notes, mem::peak_rss_kb())?;
+    let run = writer.store.load_run(run_id)?;
+    if let Some(path) = &common.json {
+        report::write_file(path, &report::Json, &run)?;
+    }
+    if !common.quiet {
+        let mut out = std::io::stdout().lock();
+        report::Text { describe: probe.describe() }.write(&run, &mut out)?;
+        println!(
+            "run {run_id} stored in {} (rtscope show {run_id}, rtscope export {run_id} --format json)",
+            common.db.display()
+        );
+    }
+    if !setup_errors.is_empty() {
+        return Err(anyhow!("{}", setup_errors.join("; ")));
+    }
+    Ok(exit_code)
+}

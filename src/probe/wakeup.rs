@@ -1,0 +1,286 @@
+//! `wakeup`: timer interrupt to thread latency, the Linux counterpart of
+//! iltiming/IntrTime and of cyclictest.
+//!
+//! Each thread sleeps with `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`
+//! until its next programmed instant and reads CLOCK_MONOTONIC on waking:
+//! latency = wake time - programmed time. It covers the timer interrupt,
+//! the hrtimer handler, the scheduler's wake-up and context switch, and the
+//! return to user space. A wake-up later than the next period counts the
+//! missed periods as overruns and resumes on the period grid.
+
+use super::{Probe, ThreadCtx};
+use crate::disturb::{SpinSpec, Spinners};
+use crate::recorder::Recorder;
+use crate::sys::{clock, process, sched::Policy};
+use anyhow::{Context, Result};
+use rtscope_model::units;
+use serde::Serialize;
+
+/// The background spinners of `--spinners N@PRIO`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SpinnerOpt {
+    pub per_cpu: usize,
+    /// 0: SCHED_OTHER; 1..99: SCHED_FIFO at that priority.
+    pub priority: u8,
+    /// Spend the busy time in system calls rather than in user space.
+    pub syscalls: bool,
+}
+
+impl SpinnerOpt {
+    /// Parses `N@PRIO` or `N@PRIO:sys`.
+    pub fn parse(text: &str) -> Result<SpinnerOpt, String> {
+        let hint = "write N@PRIO (e.g. 2@50, or 1@0 for SCHED_OTHER), with :sys to spin in system calls";
+        let (body, syscalls) = match text.strip_suffix(":sys") {
+            Some(b) => (b, true),
+            None => (text, false),
+        };
+        let (n, p) = body.split_once('@').ok_or_else(|| format!("'{text}': {hint}"))?;
+        let per_cpu: usize = n.parse().map_err(|_| format!("'{text}': N is not a number; {hint}"))?;
+        let priority: u8 = p.parse().map_err(|_| format!("'{text}': PRIO is not a number; {hint}"))?;
+        if !(1..=16).contains(&per_cpu) {
+            return Err(format!("'{text}': N must be 1..16 spinners per CPU"));
+        }
+        if priority > 99 {
+            return Err(format!("'{text}': PRIO must be 0..99"));
+        }
+        Ok(SpinnerOpt { per_cpu, priority, syscalls })
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Wakeup {
+    pub interval_ns: u64,
+    /// Thread i's interval is `interval + i * distance` (cyclictest -d).
+    pub distance_ns: u64,
+    pub spinners: Option<SpinnerOpt>,
+    /// Spinners' duty cycle: busy `spin_active`, then sleep `spin_pause`.
+    pub spin_active_ns: u64,
+    pub spin_pause_ns: u64,
+    pub second_process: bool,
+    pub cache_flush: bool,
+    /// Bytes read per `--cache-flush`.
+    pub flush_bytes: Option<usize>,
+    #[serde(skip)]
+    pub flush: Option<FlushBuffer>,
+}
+
+/// A buffer larger than the last-level cache; reading it evicts the
+/// measuring thread's working set.
+#[derive(Clone, Debug)]
+pub struct FlushBuffer {
+    buf: std::sync::Arc<Vec<u8>>,
+}
+
+impl FlushBuffer {
+    /// Allocates 2 x the largest cache found in sysfs (default 32 MiB).
+    pub fn new() -> FlushBuffer {
+        let llc = largest_cache_bytes().unwrap_or(16 << 20);
+        let mut buf = vec![0u8; (2 * llc).max(1 << 20)];
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        FlushBuffer { buf: std::sync::Arc::new(buf) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Reads one byte per cache line.
+    #[inline(never)]
+    pub fn flush(&self) {
+        let mut acc = 0u8;
+        for chunk in self.buf.chunks(64) {
+            acc = acc.wrapping_add(chunk[0]);
+        }
+        std::hint::black_box(acc);
+    }
+}
+
+fn largest_cache_bytes() -> Option<usize> {
+    let mut best = None;
+    for entry in std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?.flatten() {
+        let size = std::fs::read_to_string(entry.path().join("size")).ok();
+        if let Some(size) = size {
+            let s = size.trim();
+            let bytes = if let Some(k) = s.strip_suffix('K') {
+                k.parse::<usize>().ok().map(|k| k << 10)
+            } else if let Some(m) = s.strip_suffix('M') {
+                m.parse::<usize>().ok().map(|m| m << 20)
+            } else {
+                s.parse().ok()
+            };
+            best = best.max(bytes);
+        }
+    }
+    best
+}
+
+/// What runs beside the measuring threads.
+struct Helpers {
+    _spinners: Option<Spinners>,
+    second: Option<std::process::Child>,
+}
+
+impl Drop for Helpers {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.second {
+            process::stop_child(child, std::time::Duration::from_secs(1));
+        }
+    }
+}
+
+impl Probe for Wakeup {
+    fn name(&self) -> &'static str {
+        "wakeup"
+    }
+
+    fn metrics(&self) -> &'static [&'static str] {
+        &["latency"]
+    }
+
+    fn plan(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+
+    fn describe(&self) -> String {
+        let mut s = format!("interval {}", units::human(self.interval_ns));
+        if self.distance_ns > 0 {
+            s += &format!(" (+{} per thread)", units::human(self.distance_ns));
+        }
+        if let Some(sp) = self.spinners {
+            s += &format!(
+                ", {} spinner(s)/CPU at {}{}",
+                sp.per_cpu,
+                sp.priority,
+                if sp.syscalls { " in syscalls" } else { "" }
+            );
+        }
+        if self.second_process {
+            s += ", second process";
+        }
+        if self.cache_flush {
+            s += ", cache flush";
+        }
+        s
+    }
+
+    fn start_helpers(&self, cpus: &[usize], policy: Policy, priority: u8) -> Result<Box<dyn Send>> {
+        let spinners = match self.spinners {
+            Some(sp) => {
+                let mut specs = Vec::new();
+                for &cpu in cpus {
+                    for _ in 0..sp.per_cpu {
+                        specs.push(SpinSpec {
+                            cpu,
+                            policy: if sp.priority == 0 { Policy::Other } else { Policy::Fifo },
+                            priority: sp.priority,
+                            period_ns: self.spin_active_ns + self.spin_pause_ns,
+                            spin_ns: self.spin_active_ns,
+                            phase_ns: 0,
+                            syscalls: sp.syscalls,
+                        });
+                    }
+                }
+                Some(Spinners::start(&specs).context("starting --spinners")?)
+            }
+            None => None,
+        };
+        let second = if self.second_process {
+            let exe = std::env::current_exe().context("--second-process: cannot find rtscope's own executable")?;
+            let list = rtscope_model::inventory::format_cpu_list(cpus);
+            let prio = if policy.is_rt() { priority.saturating_sub(1).max(1) } else { 0 };
+            let mut cmd = std::process::Command::new(exe);
+            cmd.args(["__second-process", "--cpus", &list, "--interval-ns", &self.interval_ns.to_string()])
+                .args(["--priority", &prio.to_string()])
+                .stdin(std::process::Stdio::null());
+            Some(process::spawn_tied(&mut cmd).context("starting --second-process")?)
+        } else {
+            None
+        };
+        Ok(Box::new(Helpers { _spinners: spinners, second }))
+    }
+
+    fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
+        let rec = &mut rec[0];
+        let interval = self.interval_ns + ctx.index as u64 * self.distance_ns;
+        let flush = self.flush.as_ref();
+        let mut next = ctx.start_ns;
+        loop {
+            next += interval;
+            clock::sleep_until(next);
+            let now = clock::now();
+            let latency = now - next;
+            rec.record(now, latency);
+            if latency >= interval {
+                let missed = latency / interval;
+                rec.overrun(missed);
+                next += missed * interval;
+            }
+            if ctx.breached(now, latency) || ctx.done(now, rec.count()) {
+                break;
+            }
+            rec.maybe_checkpoint(now);
+            if let Some(f) = flush {
+                f.flush();
+            }
+        }
+    }
+}
+
+/// The `--second-process` child: one thread per CPU, half a period out of
+/// phase with the probe, touching its own memory, so that the probe's
+/// wake-ups switch address spaces (IntrTime's `-sp`).
+pub fn second_process(cpus: &[usize], interval_ns: u64, priority: u8) -> Result<()> {
+    use crate::sys::{cpu, mem, sched};
+    let _ = mem::lock_all();
+    let threads: Vec<_> = cpus
+        .iter()
+        .map(|&c| {
+            std::thread::spawn(move || {
+                let _ = cpu::pin_self(&[c]);
+                let policy = if priority == 0 { Policy::Other } else { Policy::Fifo };
+                let _ = sched::set_self(policy, priority);
+                let mut buf = vec![0u8; 256 * 1024];
+                let mut next = clock::now() + interval_ns / 2;
+                loop {
+                    clock::sleep_until(next);
+                    for i in (0..buf.len()).step_by(64) {
+                        buf[i] = buf[i].wrapping_add(1);
+                    }
+                    std::hint::black_box(&buf);
+                    next += interval_ns;
+                    let now = clock::now();
+                    if next < now {
+                        next += (now - next).div_ceil(interval_ns) * interval_ns;
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spinner_option_parses() {
+        assert_eq!(SpinnerOpt::parse("2@50"), Ok(SpinnerOpt { per_cpu: 2, priority: 50, syscalls: false }));
+        assert_eq!(SpinnerOpt::parse("1@0:sys"), Ok(SpinnerOpt { per_cpu: 1, priority: 0, syscalls: true }));
+        assert!(SpinnerOpt::parse("2").unwrap_err().contains("N@PRIO"));
+        assert!(SpinnerOpt::parse("0@5").is_err());
+        assert!(SpinnerOpt::parse("1@100").is_err());
+    }
+
+    #[test]
+    fn flush_buffer_exceeds_the_cache() {
+        let f = FlushBuffer::new();
+        assert!(f.len() >= 1 << 20);
+        f.flush();
+    }
+}

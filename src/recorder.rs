@@ -1,0 +1,390 @@
+//! The recording path. A [`Recorder`] lives on a measuring thread: it
+//! records into a preallocated histogram and hands each finished checkpoint
+//! interval, and every sample above the exceedance threshold, to the writer
+//! thread through lock-free single-producer rings (`rtrb`). It never
+//! allocates, locks, formats or does I/O. The [`Writer`] owns the run store.
+
+use rtscope_model::hist::{Tally, quantile};
+use rtscope_model::run::{Exceedance, Interval};
+use rtscope_model::store::Store;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Histograms per series: the one being filled and spares the writer
+/// returns. Three spares ride out a writer stalled for three intervals.
+const POOL: usize = 4;
+/// Exceedances in flight per series. The writer drains every 50 ms.
+const EXCEED_RING: usize = 1 << 14;
+/// Samples the writer collects before the first adaptive threshold.
+const BOOTSTRAP_SAMPLES: u64 = 1000;
+/// The adaptive threshold's quantile: the running p99.9.
+const ADAPTIVE_QUANTILE: f64 = 0.999;
+
+/// A finished checkpoint interval on its way to the writer.
+pub struct IntervalMsg {
+    pub seq: u32,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub tally: Box<Tally>,
+    pub overruns: u64,
+    pub lost_exceedances: u64,
+}
+
+/// Figures the progress line reads, one cache line per series.
+#[repr(align(64))]
+#[derive(Default)]
+pub struct Live {
+    pub count: AtomicU64,
+    pub max: AtomicU64,
+    pub overruns: AtomicU64,
+}
+
+/// How samples above the threshold are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExceedMode {
+    /// The running p99.9 of the series.
+    Adaptive,
+    /// A fixed threshold, ns.
+    Fixed(u64),
+}
+
+impl ExceedMode {
+    pub fn describe(self) -> String {
+        match self {
+            ExceedMode::Adaptive => "adaptive p99.9".into(),
+            ExceedMode::Fixed(ns) => format!("fixed {ns}"),
+        }
+    }
+}
+
+/// The measuring thread's end of one series.
+pub struct Recorder {
+    cur: Box<Tally>,
+    seq: u32,
+    interval_start: u64,
+    next_checkpoint: u64,
+    checkpoint_ns: u64,
+    overruns: u64,
+    lost: u64,
+    total_max: u64,
+    total_count: u64,
+    threshold: Arc<AtomicU64>,
+    live: Arc<Live>,
+    full_tx: rtrb::Producer<IntervalMsg>,
+    free_rx: rtrb::Consumer<Box<Tally>>,
+    exc_tx: rtrb::Producer<Exceedance>,
+}
+
+/// The writer's end of one series.
+pub struct SeriesSink {
+    pub series_id: i64,
+    full_rx: rtrb::Consumer<IntervalMsg>,
+    free_tx: rtrb::Producer<Box<Tally>>,
+    exc_rx: rtrb::Consumer<Exceedance>,
+    threshold: Arc<AtomicU64>,
+    mode: ExceedMode,
+    cumulative: Tally,
+    /// Exceedances drained but not yet committed.
+    pending: Vec<Exceedance>,
+    /// Adaptive mode before the first threshold: every sample, to estimate it.
+    bootstrap: Option<(Tally, Vec<Exceedance>)>,
+    finished: bool,
+}
+
+/// Creates the two ends of a series. Allocates everything up front.
+pub fn channel(series_id: i64, checkpoint_ns: u64, mode: ExceedMode) -> (Recorder, SeriesSink, Arc<Live>) {
+    let (full_tx, full_rx) = rtrb::RingBuffer::new(POOL);
+    let (mut free_tx, free_rx) = rtrb::RingBuffer::new(POOL);
+    for _ in 1..POOL {
+        assert!(free_tx.push(Box::new(Tally::new())).is_ok(), "the pool fits its ring");
+    }
+    let (exc_tx, exc_rx) = rtrb::RingBuffer::new(EXCEED_RING);
+    let initial = match mode {
+        ExceedMode::Adaptive => 0,
+        ExceedMode::Fixed(ns) => ns,
+    };
+    let threshold = Arc::new(AtomicU64::new(initial));
+    let live = Arc::new(Live::default());
+    let rec = Recorder {
+        cur: Box::new(Tally::new()),
+        seq: 0,
+        interval_start: 0,
+        next_checkpoint: u64::MAX,
+        checkpoint_ns,
+        overruns: 0,
+        lost: 0,
+        total_max: 0,
+        total_count: 0,
+        threshold: Arc::clone(&threshold),
+        live: Arc::clone(&live),
+        full_tx,
+        free_rx,
+        exc_tx,
+    };
+    let sink = SeriesSink {
+        series_id,
+        full_rx,
+        free_tx,
+        exc_rx,
+        threshold,
+        mode,
+        cumulative: Tally::new(),
+        pending: Vec::with_capacity(1024),
+        bootstrap: (mode == ExceedMode::Adaptive)
+            .then(|| (Tally::new(), Vec::with_capacity(BOOTSTRAP_SAMPLES as usize))),
+        finished: false,
+    };
+    (rec, sink, live)
+}
+
+impl Recorder {
+    /// Starts the first interval at `now`.
+    pub fn start(&mut self, now: u64) {
+        self.interval_start = now;
+        self.next_checkpoint = now.saturating_add(self.checkpoint_ns);
+    }
+
+    /// Records one sample taken at `t_ns`. Never allocates or blocks.
+    #[inline(always)]
+    pub fn record(&mut self, t_ns: u64, value: u64) {
+        self.cur.record(value);
+        self.total_count += 1;
+        self.live.count.store(self.total_count, Relaxed);
+        if value > self.total_max {
+            self.total_max = value;
+            self.live.max.store(value, Relaxed);
+        }
+        if value > self.threshold.load(Relaxed) && self.exc_tx.push(Exceedance { t_ns, value_ns: value }).is_err() {
+            self.lost += 1;
+        }
+    }
+
+    /// Counts `n` missed periods.
+    #[inline]
+    pub fn overrun(&mut self, n: u64) {
+        self.overruns += n;
+        self.live.overruns.fetch_add(n, Relaxed);
+    }
+
+    /// Samples recorded so far.
+    #[inline]
+    pub fn count(&self) -> u64 {
+        self.total_count
+    }
+
+    /// Ends the interval if its time has come. Call outside the timed part.
+    #[inline]
+    pub fn maybe_checkpoint(&mut self, now: u64) {
+        if now >= self.next_checkpoint {
+            self.checkpoint(now);
+        }
+    }
+
+    #[cold]
+    fn checkpoint(&mut self, now: u64) {
+        // No spare histogram: the writer is behind. Keep filling this one;
+        // the interval simply lasts longer. Nothing is lost.
+        if let Ok(fresh) = self.free_rx.pop() {
+            self.ship(fresh, now);
+        }
+    }
+
+    fn ship(&mut self, fresh: Box<Tally>, now: u64) {
+        let full = std::mem::replace(&mut self.cur, fresh);
+        self.push(full, now);
+        self.interval_start = now;
+        self.next_checkpoint = now.saturating_add(self.checkpoint_ns);
+    }
+
+    fn push(&mut self, tally: Box<Tally>, now: u64) {
+        let msg = IntervalMsg {
+            seq: self.seq,
+            start_ns: self.interval_start,
+            end_ns: now,
+            tally,
+            overruns: std::mem::take(&mut self.overruns),
+            lost_exceedances: std::mem::take(&mut self.lost),
+        };
+        // The ring holds the whole pool and this thread always keeps one
+        // histogram, so it is never full.
+        let _ = self.full_tx.push(msg);
+        self.seq += 1;
+    }
+
+    /// Ships the last interval. Called once measuring is over.
+    pub fn finish(mut self, now: u64) {
+        if self.cur.stats.count == 0 && self.overruns == 0 && self.lost == 0 && self.seq > 0 {
+            return;
+        }
+        let msg = IntervalMsg {
+            seq: self.seq,
+            start_ns: self.interval_start,
+            end_ns: now,
+            tally: self.cur,
+            overruns: self.overruns,
+            lost_exceedances: self.lost,
+        };
+        let _ = self.full_tx.push(msg);
+    }
+}
+
+impl SeriesSink {
+    /// Moves what the ring holds into `pending` (adaptive bootstrap aside).
+    fn drain_exceedances(&mut self) {
+        let n = self.exc_rx.slots();
+        let Ok(chunk) = self.exc_rx.read_chunk(n) else { return };
+        let (a, b) = chunk.as_slices();
+        if let Some((tally, held)) = &mut self.bootstrap {
+            for e in a.iter().chain(b) {
+                tally.record(e.value_ns);
+                held.push(*e);
+            }
+        } else {
+            let t = self.threshold.load(Relaxed);
+            self.pending.extend(a.iter().chain(b).filter(|e| e.value_ns > t));
+        }
+        chunk.commit_all();
+        if self.bootstrap.as_ref().is_some_and(|(tally, _)| tally.stats.count >= BOOTSTRAP_SAMPLES) {
+            self.end_bootstrap();
+        }
+    }
+
+    fn end_bootstrap(&mut self) {
+        if let Some((tally, held)) = self.bootstrap.take() {
+            let t = quantile(&tally.hist, &tally.stats, ADAPTIVE_QUANTILE);
+            self.threshold.store(t, Relaxed);
+            self.pending.extend(held.into_iter().filter(|e| e.value_ns > t));
+        }
+    }
+
+    fn adapt(&mut self) {
+        if self.mode == ExceedMode::Adaptive && self.bootstrap.is_none() {
+            let c = &self.cumulative;
+            self.threshold.store(quantile(&c.hist, &c.stats, ADAPTIVE_QUANTILE), Relaxed);
+        }
+    }
+}
+
+/// The writer thread's state: every series' sink and the store.
+pub struct Writer {
+    pub store: Store,
+    pub sinks: Vec<SeriesSink>,
+    pub lost_exceedances: u64,
+    pub intervals: u64,
+}
+
+impl Writer {
+    /// Drains every ring once and commits finished intervals. Returns true
+    /// when every recorder has finished and everything is committed.
+    pub fn poll(&mut self) -> anyhow::Result<bool> {
+        let mut done = true;
+        let mut intervals: Vec<(i64, Interval)> = Vec::new();
+        for sink in &mut self.sinks {
+            sink.drain_exceedances();
+            while let Ok(msg) = sink.full_rx.pop() {
+                sink.cumulative.merge(&msg.tally);
+                self.lost_exceedances += msg.lost_exceedances;
+                let mut tally = msg.tally;
+                intervals.push((
+                    sink.series_id,
+                    Interval {
+                        seq: msg.seq,
+                        start_ns: msg.start_ns,
+                        end_ns: msg.end_ns,
+                        stats: tally.stats,
+                        overruns: msg.overruns,
+                        lost_exceedances: msg.lost_exceedances,
+                        hist: tally.hist.clone(),
+                    },
+                ));
+                tally.clear();
+                let _ = sink.free_tx.push(tally);
+                sink.adapt();
+            }
+            if sink.full_rx.is_abandoned() && sink.full_rx.is_empty() {
+                sink.drain_exceedances();
+                sink.end_bootstrap();
+                sink.finished = true;
+            }
+            done &= sink.finished;
+        }
+        if !intervals.is_empty() || done {
+            let ivs: Vec<(i64, &Interval)> = intervals.iter().map(|(s, iv)| (*s, iv)).collect();
+            let exc: Vec<(i64, &[Exceedance])> = self
+                .sinks
+                .iter()
+                .filter(|s| !s.pending.is_empty())
+                .map(|s| (s.series_id, s.pending.as_slice()))
+                .collect();
+            self.store.commit_checkpoint(&ivs, &exc)?;
+            self.intervals += intervals.len() as u64;
+            for s in &mut self.sinks {
+                s.pending.clear();
+            }
+        }
+        Ok(done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtscope_model::run::SeriesKey;
+
+    fn writer_with(mode: ExceedMode) -> (tempfile::TempDir, Writer, Recorder, i64) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+        let header = crate::probe::new_header("wakeup", vec![], true, vec![]);
+        let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
+        let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu: 0 };
+        let sid = store.add_series(run, &key, "ns", "x").unwrap();
+        let (rec, sink, _live) = channel(sid, 1_000, mode);
+        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, intervals: 0 }, rec, run)
+    }
+
+    #[test]
+    fn intervals_and_fixed_exceedances_reach_the_store() {
+        let (_dir, mut w, mut rec, run) = writer_with(ExceedMode::Fixed(5_000));
+        rec.start(0);
+        let mut t = 0;
+        for round in 0..3u64 {
+            for v in 0..100u64 {
+                t += 10;
+                rec.record(t, 1_000 + v * 50 + round);
+                rec.maybe_checkpoint(t);
+            }
+            w.poll().unwrap();
+        }
+        rec.overrun(2);
+        rec.finish(t + 1);
+        while !w.poll().unwrap() {}
+        let loaded = w.store.load_run(run).unwrap();
+        let s = &loaded.series[0];
+        assert_eq!(s.total().stats.count, 300);
+        assert!(s.intervals.len() >= 3, "{}", s.intervals.len());
+        assert_eq!(s.overruns(), 2);
+        // values above 5000: v*50 > 4000 - round, v in 81..100 (+ 80 when round > 0)
+        assert_eq!(s.exceedances.len(), 19 + 20 + 20);
+        assert!(s.exceedances.iter().all(|e| e.value_ns > 5_000));
+    }
+
+    #[test]
+    fn adaptive_threshold_keeps_about_a_thousandth() {
+        let (_dir, mut w, mut rec, run) = writer_with(ExceedMode::Adaptive);
+        rec.start(0);
+        for i in 0..20_000u64 {
+            rec.record(i, 1_000 + (i * 7919) % 10_000);
+            rec.maybe_checkpoint(i * 10);
+            if i % 500 == 0 {
+                w.poll().unwrap();
+            }
+        }
+        rec.finish(200_001);
+        while !w.poll().unwrap() {}
+        let s = &w.store.load_run(run).unwrap().series[0];
+        assert_eq!(s.total().stats.count, 20_000);
+        let n = s.exceedances.len();
+        assert!((5..=60).contains(&n), "{n} exceedances");
+        assert!(s.exceedances.iter().all(|e| e.value_ns >= 10_000), "{:?}", &s.exceedances[..3]);
+    }
+}

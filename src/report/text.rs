@@ -1,0 +1,122 @@
+//! The text summary, in the style of the reference papers: a row of
+//! figures per CPU, then the power-of-two histogram with a column per CPU.
+
+use super::Report;
+use anyhow::Result;
+use rtscope_model::hist::{Bucket, pow2_buckets};
+use rtscope_model::run::{Run, Series};
+use rtscope_model::units::{self, us};
+use std::io::Write;
+
+pub struct Text {
+    /// The probe's own settings line, e.g. "interval 1ms".
+    pub describe: String,
+}
+
+fn bucket_label(b: &Bucket) -> String {
+    if b.lo_ns >= rtscope_model::hist::HIGHEST_NS {
+        return format!("> {} s (overflow)", b.lo_ns / 1_000_000_000);
+    }
+    format!("{}-{} us", b.lo_ns / 1000, b.hi_ns / 1000)
+}
+
+impl Report for Text {
+    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
+        let h = &run.header;
+        let elapsed =
+            h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
+        let plan = &run.plan;
+        let policy = plan["effective_policy"].as_str().unwrap_or("?").to_uppercase();
+        let prio = plan["effective_priority"].as_u64().unwrap_or(0);
+        writeln!(
+            out,
+            "rtscope {} · run {} · {} · {} · SCHED_{policy} {prio} · {}{}",
+            h.kind,
+            h.id,
+            h.status.as_str(),
+            run.inventory.kernel_release,
+            if self.describe.is_empty() { plan["settings"].to_string() } else { self.describe.clone() },
+            elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
+        )?;
+        if !h.representative {
+            writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
+        }
+        let mut by_probe: Vec<(&str, &str, Vec<&Series>)> = Vec::new();
+        for s in &run.series {
+            match by_probe.iter_mut().find(|(p, m, _)| *p == s.key.probe && *m == s.key.metric) {
+                Some((_, _, list)) => list.push(s),
+                None => by_probe.push((&s.key.probe, &s.key.metric, vec![s])),
+            }
+        }
+        for (probe, metric, list) in by_probe {
+            writeln!(out, "\n{probe} {metric} (us)")?;
+            writeln!(
+                out,
+                "{:>4} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8}",
+                "CPU", "samples", "min", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max", "jitter", "overruns"
+            )?;
+            let totals: Vec<_> = list.iter().map(|s| (s, s.total())).collect();
+            for (s, t) in &totals {
+                let m = t.summary();
+                writeln!(
+                    out,
+                    "{:>4} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8}",
+                    s.key.cpu,
+                    m.count,
+                    us(m.min_ns),
+                    units::us_f(m.mean_ns),
+                    us(m.p50_ns),
+                    us(m.p90_ns),
+                    us(m.p99_ns),
+                    us(m.p999_ns),
+                    us(m.p9999_ns),
+                    us(m.max_ns),
+                    us(m.jitter_ns()),
+                    s.overruns()
+                )?;
+            }
+            let tables: Vec<Vec<Bucket>> = totals.iter().map(|(_, t)| pow2_buckets(&t.hist, &t.stats)).collect();
+            let rows = tables.iter().map(Vec::len).max().unwrap_or(0);
+            if rows == 0 {
+                continue;
+            }
+            let longest = tables.iter().find(|t| t.len() == rows).expect("a table has the most rows");
+            write!(out, "\n{:<22}", "histogram")?;
+            for (s, _) in &totals {
+                write!(out, " {:>10}", format!("CPU{}", s.key.cpu))?;
+            }
+            writeln!(out)?;
+            for (i, b) in longest.iter().enumerate() {
+                write!(out, "{:<22}", bucket_label(b))?;
+                for t in &tables {
+                    let n = t.get(i).filter(|x| x.lo_ns == b.lo_ns).map_or(0, |x| x.count);
+                    write!(out, " {n:>10}")?;
+                }
+                writeln!(out)?;
+            }
+            let lost: u64 = list.iter().map(|s| s.lost_exceedances()).sum();
+            let exc: usize = list.iter().map(|s| s.exceedances.len()).sum();
+            writeln!(
+                out,
+                "exceedances stored: {exc} ({}){}",
+                list[0].exceed,
+                if lost > 0 { format!(", {lost} lost") } else { String::new() }
+            )?;
+        }
+        let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
+        let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
+        if !serious.is_empty() || !info.is_empty() {
+            writeln!(out)?;
+        }
+        for w in serious {
+            writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
+        }
+        for w in info {
+            writeln!(out, "note: {}", w.message)?;
+        }
+        for n in &h.notes {
+            writeln!(out, "note: {n}")?;
+        }
+        Ok(())
+    }
+}

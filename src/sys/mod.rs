@@ -1,0 +1,12 @@
+//! Everything that touches the kernel directly. The only place with
+//! `unsafe` and `libc`: scheduling, affinity, memory locking, clocks,
+//! signals, child processes, `/dev/cpu_dma_latency`, the system inventory.
+
+pub mod clock;
+pub mod cpu;
+pub mod dma;
+pub mod inventory;
+pub mod mem;
+pub mod process;
+pub mod sched;
+pub mod signals;

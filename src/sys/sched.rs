@@ -1,0 +1,50 @@
+//! Scheduling policy and priority of the calling thread.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// SCHED_FIFO: runs until it blocks or a higher priority preempts it.
+    Fifo,
+    /// SCHED_RR: like FIFO, with round-robin among equal priorities.
+    Rr,
+    /// SCHED_OTHER: the normal time-sharing policy (priority ignored).
+    Other,
+}
+
+impl Policy {
+    pub fn is_rt(self) -> bool {
+        !matches!(self, Policy::Other)
+    }
+}
+
+/// Sets the calling thread's policy and priority (0 for SCHED_OTHER).
+pub fn set_self(policy: Policy, priority: u8) -> std::io::Result<()> {
+    let (pol, prio) = match policy {
+        Policy::Fifo => (libc::SCHED_FIFO, i32::from(priority)),
+        Policy::Rr => (libc::SCHED_RR, i32::from(priority)),
+        Policy::Other => (libc::SCHED_OTHER, 0),
+    };
+    let param = libc::sched_param { sched_priority: prio };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(0, pol, &param) };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Whether this process may use real-time policies (root, CAP_SYS_NICE or
+/// an RLIMIT_RTPRIO allowing `priority`). Probed by trying it on a
+/// throw-away thread.
+pub fn can_use_rt(priority: u8) -> bool {
+    std::thread::spawn(move || set_self(Policy::Fifo, priority).is_ok()).join().unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_is_always_allowed() {
+        std::thread::spawn(|| set_self(Policy::Other, 0).unwrap()).join().unwrap();
+    }
+}
