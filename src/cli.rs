@@ -38,6 +38,12 @@ pub enum Cmd {
     SecondProcess(SecondArgs),
 }
 
+fn flush_size(s: &str) -> Result<usize, String> {
+    crate::probe::wakeup::parse_size(s)
+        .filter(|&n| n >= 4096)
+        .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 2M, 64M)"))
+}
+
 /// A duration with a unit: 250ns, 500us, 1ms, 1.5ms, 10s, 5m, 12h.
 pub fn dur(s: &str) -> Result<u64, String> {
     rtscope_model::units::parse_duration(s)
@@ -114,9 +120,13 @@ pub struct WakeupArgs {
     /// spaces (IntrTime -sp).
     #[arg(long)]
     pub second_process: bool,
-    /// Evict the caches (read a buffer twice the last-level cache) after each sample, outside the timed part.
+    /// Evict the caches after each sample, outside the timed part: read a buffer twice the size of the CPU's private
+    /// caches (L1/L2).
     #[arg(long)]
     pub cache_flush: bool,
+    /// Bytes read per --cache-flush (e.g. 64M to evict a 32 MB L3 too; needs a long --interval).
+    #[arg(long, value_name = "SIZE", requires = "cache_flush", value_parser = flush_size)]
+    pub flush_size: Option<usize>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -287,7 +297,18 @@ impl WakeupArgs {
             );
         }
         let common = self.common.resolve(kind)?;
-        let flush = self.cache_flush.then(FlushBuffer::new);
+        let flush = self.cache_flush.then(|| FlushBuffer::new(self.flush_size));
+        if let Some(f) = &flush {
+            let cost = f.cost_ns();
+            if cost > self.interval / 2 && !self.common.force {
+                bail!(
+                    "--cache-flush reads {} KiB in {} per sample, more than half of --interval {}: use a longer --interval or a smaller --flush-size (or --force)",
+                    f.len() >> 10,
+                    rtscope_model::units::human(cost),
+                    rtscope_model::units::human(self.interval)
+                );
+            }
+        }
         Ok((
             common,
             Wakeup {

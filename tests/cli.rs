@@ -1,0 +1,95 @@
+//! Bad input: a clear message naming the flag or file, exit code 1, and
+//! nothing measured or stored. No root needed.
+
+mod common;
+use common::*;
+
+fn refused(args: &[&str], must_name: &[&str]) {
+    let dir = tempdir();
+    let db = db(&dir);
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--db", &db]);
+    let o = rtscope(&all);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{args:?} should fail with 1: {}", text(&o));
+    for word in must_name {
+        assert!(err.contains(word), "{args:?}: message should name {word}: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!std::path::Path::new(&db).exists(), "{args:?}: nothing may be stored before validation");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bad_wakeup_flags_are_refused_before_measuring() {
+    refused(&["wakeup", "--interval", "10us"], &["--interval", "--force"]);
+    refused(&["wakeup", "--interval", "100"], &["--interval", "100us"]);
+    refused(&["wakeup", "--priority", "0"], &["--priority"]);
+    refused(&["wakeup", "--priority", "100"], &["--priority"]);
+    refused(&["wakeup", "--cpus", "4000"], &["--cpus", "not online"]);
+    refused(&["wakeup", "--cpus", "zero"], &["--cpus"]);
+    refused(&["wakeup", "--duration", "5parsecs"], &["--duration", "unit"]);
+    refused(&["wakeup", "--spinners", "lots"], &["--spinners", "N@PRIO"]);
+    refused(&["wakeup", "--checkpoint", "1ms"], &["--checkpoint"]);
+    refused(&["wakeup", "--policy", "deadline"], &["--policy"]);
+    refused(&["run", "--duration=-1s"], &["--duration"]);
+}
+
+#[test]
+fn unwritable_db_is_named() {
+    let o = rtscope(&["wakeup", "--duration", "1s", "--db", "/nonexistent-dir/x.db"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--db"), "{}", text(&o));
+    let o = rtscope(&["wakeup", "--duration", "1s", "--db", "/proc/x.db"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--db"), "{}", text(&o));
+}
+
+#[test]
+fn corrupt_imports_are_named() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let bad = dir.join("broken.json");
+    std::fs::write(&bad, b"{\"format\": \"rtscope-run\", \"run_id\": ").unwrap();
+    let o = rtscope(&["import", bad.to_str().unwrap(), "--db", &db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("broken.json"), "{}", text(&o));
+    let o = rtscope(&["import", dir.join("missing.json").to_str().unwrap(), "--db", &db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.json"), "{}", text(&o));
+    let o = rtscope(&["show", "last", "--db", &db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--db"), "{}", text(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn help_names_every_command_and_exits_zero() {
+    let o = rtscope(&["--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for cmd in ["run", "wakeup", "runs", "show", "export", "import", "disturb"] {
+        assert!(out.contains(cmd), "{cmd} missing from --help");
+    }
+    assert!(!out.contains("__second-process"));
+    for cmd in ["run", "wakeup", "runs", "show", "export", "import", "disturb"] {
+        let o = rtscope(&[cmd, "--help"]);
+        assert_eq!(o.status.code(), Some(0), "{cmd} --help");
+    }
+    let o = rtscope(&["wakeup", "--help"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--interval",
+        "--distance",
+        "--spinners",
+        "--second-process",
+        "--cache-flush",
+        "--threshold",
+        "--exceed",
+        "--json",
+        "--no-dma-latency",
+        "--loops",
+    ] {
+        assert!(out.contains(flag), "{flag} missing from wakeup --help");
+    }
+}

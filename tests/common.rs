@@ -1,0 +1,88 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_rtscope");
+
+/// Probe runs measure the same CPUs: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        .unwrap_or(false)
+}
+
+/// Skips (returns false) when not root: probe tests need real-time priority.
+pub fn need_root() -> bool {
+    if !is_root() {
+        eprintln!("skipped: this test runs real-time probes and needs root (CI runs as root)");
+    }
+    is_root()
+}
+
+pub fn rtscope(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run rtscope")
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn db(dir: &Path) -> String {
+    dir.join("rt.db").display().to_string()
+}
+
+pub fn json_file(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).expect("json file")).expect("valid json")
+}
+
+pub fn show_json(db: &str, run: &str) -> serde_json::Value {
+    let o = rtscope(&["show", run, "--json", "--db", db]);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("show --json is JSON")
+}
+
+/// The last online CPU (a CPU other than 0 where there is one).
+pub fn last_cpu() -> usize {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    let last = online.trim().rsplit([',', '-']).next().unwrap();
+    last.parse().unwrap()
+}
+
+/// Samples of a result row's histogram within [lo_ns, hi_ns].
+pub fn samples_between(row: &serde_json::Value, lo_ns: u64, hi_ns: u64) -> u64 {
+    row["histogram"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| (b[0].as_u64().unwrap(), b[1].as_u64().unwrap(), b[2].as_u64().unwrap()))
+        .filter(|(lo, hi, _)| *lo >= lo_ns && *hi <= hi_ns)
+        .map(|(_, _, n)| n)
+        .sum()
+}
+
+pub fn tempdir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rtscope-test-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}

@@ -1,0 +1,290 @@
+//! The real probes, for a few seconds, as root (CI runs as root).
+
+mod common;
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+#[test]
+fn wakeup_counts_every_period_and_writes_the_common_json() {
+    if !need_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempdir();
+    let db = db(&dir);
+    let json = dir.join("w.json");
+    let o = rtscope(&["wakeup", "--duration", "5s", "--db", &db, "--json", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("p99.99") && out.contains("16-32 us") && out.contains("run 1 stored"), "{out}");
+    let v = json_file(&json);
+    assert_eq!(v["status"], "complete");
+    assert_eq!(v["run_id"], 1);
+    let rows = v["results"].as_array().unwrap();
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    assert!(!rows.is_empty());
+    for r in rows {
+        assert_eq!(r["probe"], "wakeup");
+        assert_eq!(r["metric"], "latency");
+        for k in [
+            "cpu",
+            "count",
+            "min_ns",
+            "mean_ns",
+            "p50_ns",
+            "p90_ns",
+            "p99_ns",
+            "p999_ns",
+            "p9999_ns",
+            "max_ns",
+            "overflows",
+            "overruns",
+        ] {
+            assert!(r[k].is_number(), "{k} missing in {r}");
+        }
+        let count = r["count"].as_u64().unwrap();
+        let overruns = r["overruns"].as_u64().unwrap();
+        assert!((4900..=5100).contains(&count), "cpu {}: {count} samples in 5 s at 1 ms", r["cpu"]);
+        assert!(
+            (4985..=5015).contains(&(count + overruns)),
+            "samples + missed periods = periods: {count} + {overruns}"
+        );
+        let min = r["min_ns"].as_u64().unwrap();
+        assert!(min > 0 && min <= r["p50_ns"].as_u64().unwrap());
+        assert!(r["p50_ns"].as_u64() <= r["p99_ns"].as_u64() && r["p99_ns"].as_u64() <= r["max_ns"].as_u64());
+        let in_hist: u64 = r["histogram"].as_array().unwrap().iter().map(|b| b[2].as_u64().unwrap()).sum();
+        assert_eq!(in_hist + r["overflows"].as_u64().unwrap(), count);
+    }
+    assert_eq!(
+        rows.len(),
+        online
+            .trim()
+            .split(',')
+            .map(|p| p.split('-').collect::<Vec<_>>())
+            .map(|p| if p.len() == 2 { p[1].parse::<usize>().unwrap() - p[0].parse::<usize>().unwrap() + 1 } else { 1 })
+            .sum::<usize>()
+    );
+    // The run store agrees, and records the machine.
+    let shown = show_json(&db, "last");
+    assert_eq!(shown["results"], v["results"]);
+    assert_eq!(shown["run"]["inventory"]["is_root"], true);
+    assert!(shown["run"]["peak_rss_kb"].as_u64().unwrap() > 0);
+    let o = rtscope(&["runs", "--db", &db]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("complete"), "{}", text(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn stop_with(signal: i32) {
+    let dir = tempdir();
+    let db = db(&dir);
+    let mut child = Command::new(BIN)
+        .args(["wakeup", "--duration", "60s", "--checkpoint", "1s", "--quiet", "--db", &db])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(3_100));
+    unsafe_kill(child.id(), signal);
+    let status = child.wait().unwrap();
+    let v = show_json(&db, "last");
+    let rows = v["results"].as_array().unwrap();
+    let count = rows[0]["count"].as_u64().unwrap();
+    if signal == 9 {
+        assert_eq!(status.code(), None);
+        assert_eq!(v["status"], "partial", "{v}");
+        // Everything up to the last checkpoint: 2 to 3 full seconds.
+        assert!((1_800..=3_100).contains(&count), "{count}");
+        let o = rtscope(&["runs", "--db", &db]);
+        assert!(String::from_utf8_lossy(&o.stdout).contains("partial"), "{}", text(&o));
+    } else {
+        assert_eq!(status.code(), Some(0));
+        assert_eq!(v["status"], "interrupted", "{v}");
+        // Everything until the signal: about 3 s.
+        assert!((2_500..=3_200).contains(&count), "{count}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+fn unsafe_kill(pid: u32, signal: i32) {
+    let ok = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap();
+    assert!(ok.success());
+}
+
+#[test]
+fn sigint_and_sigterm_keep_everything_measured() {
+    if !need_root() {
+        return;
+    }
+    let _g = serial();
+    stop_with(2);
+    stop_with(15);
+}
+
+#[test]
+fn sigkill_leaves_a_partial_run_up_to_its_last_checkpoint() {
+    if !need_root() {
+        return;
+    }
+    let _g = serial();
+    stop_with(9);
+}
+
+/// Ground truth: a SCHED_FIFO 99 spinner busy for 400 us every 20 ms on one
+/// CPU; wakeup at priority 95 there must see it.
+#[test]
+fn wakeup_sees_a_known_spinner() {
+    if !need_root() {
+        return;
+    }
+    let _g = serial();
+    let cpu = last_cpu().to_string();
+    let dir = tempdir();
+    let db = db(&dir);
+    let measure = |name: &str| {
+        let json = dir.join(name);
+        let o = rtscope(&[
+            "wakeup",
+            "--cpus",
+            &cpu,
+            "--duration",
+            "5s",
+            "--quiet",
+            "--db",
+            &db,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        json_file(&json)["results"][0].clone()
+    };
+    let baseline = measure("quiet.json");
+    let mut spinner = Command::new(BIN)
+        .args(["disturb", "--cpu", &cpu, "--priority", "99", "--period", "20ms", "--spin", "400us"])
+        .args(["--phase-jitter", "1ms", "--duration", "8s"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let disturbed = measure("spun.json");
+    spinner.wait().unwrap();
+    let hit = samples_between(&disturbed, 200_000, 500_000);
+    let quiet = samples_between(&baseline, 200_000, 500_000);
+    eprintln!("samples in 200-500 us: {hit} with the spinner, {quiet} without");
+    assert!(hit >= 20, "the spinner's 400 us bursts must show: {hit} samples in 200-500 us\n{disturbed}");
+    assert!(quiet * 4 < hit, "far fewer without the spinner: {quiet} vs {hit}");
+    assert!(disturbed["max_ns"].as_u64().unwrap() >= 300_000);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn threshold_stops_the_run_with_exit_code_2() {
+    if !need_root() {
+        return;
+    }
+    let _g = serial();
+    let cpu = last_cpu().to_string();
+    let dir = tempdir();
+    let db = db(&dir);
+    let mut spinner = Command::new(BIN)
+        .args([
+            "disturb",
+            "--cpu",
+            &cpu,
+            "--period",
+            "20ms",
+            "--spin",
+            "2ms",
+            "--phase-jitter",
+            "1ms",
+            "--duration",
+            "6s",
+        ])
+        .spawn()
+        .unwrap();
+    let o = rtscope(&["wakeup", "--cpus", &cpu, "--duration", "5s", "--threshold", "1ms", "--db", &db]);
+    let _ = spinner.kill();
+    let _ = spinner.wait();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let v = show_json(&db, "last");
+    assert_eq!(v["status"], "interrupted");
+    assert!(v["results"][0]["max_ns"].as_u64().unwrap() > 1_000_000);
+    let notes = v["run"]["notes"].to_string();
+    assert!(notes.contains("--threshold"), "{notes}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn intrtime_variations_run_and_leave_nothing_behind() {
+    if !need_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempdir();
+    let db = db(&dir);
+    let o = rtscope(&[
+        "wakeup",
+        "--duration",
+        "2s",
+        "--spinners",
+        "1@50",
+        "--spin-active",
+        "5ms",
+        "--spin-pause",
+        "5ms",
+        "--second-process",
+        "--cache-flush",
+        "--interval",
+        "2ms",
+        "--distance",
+        "100us",
+        "--db",
+        &db,
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = show_json(&db, "last");
+    for r in v["results"].as_array().unwrap() {
+        assert!(r["count"].as_u64().unwrap() > 500, "{r}");
+    }
+    let plan = &v["run"]["plan"]["settings"];
+    assert_eq!(plan["second_process"], true);
+    assert!(plan["flush_bytes"].as_u64().unwrap() >= 1 << 20);
+    std::thread::sleep(Duration::from_millis(200));
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ps.stdout).contains("__second-process"), "the second process must be gone");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn export_import_round_trips_and_other_formats_are_readable() {
+    if !need_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempdir();
+    let db = db(&dir);
+    let o = rtscope(&["wakeup", "--duration", "2s", "--checkpoint", "500ms", "--quiet", "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let first = dir.join("a.json");
+    let o = rtscope(&["export", "last", "--format", "json", "-o", first.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    let other = dir.join("other.db").display().to_string();
+    let o = rtscope(&["import", first.to_str().unwrap(), "--db", &other]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = rtscope(&["import", first.to_str().unwrap(), "--db", &other]);
+    assert_eq!(o.status.code(), Some(1), "a second import is refused: {}", text(&o));
+    let second = dir.join("b.json");
+    let o = rtscope(&["export", "1", "-o", second.to_str().unwrap(), "--db", &other]);
+    assert!(o.status.success(), "{}", text(&o));
+    let (a, b) = (json_file(&first), json_file(&second));
+    assert!(a["series"][0]["intervals"].as_array().unwrap().len() >= 3);
+    assert_eq!(a, b, "export, import, export gives the same document");
+    let o = rtscope(&["export", "last", "--format", "csv", "--db", &db]);
+    let csv = String::from_utf8_lossy(&o.stdout);
+    let total: u64 = csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap()).sum();
+    let samples: u64 = a["results"].as_array().unwrap().iter().map(|r| r["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, samples);
+    let o = rtscope(&["export", "last", "--format", "hdr", "--db", &db]);
+    let log = String::from_utf8_lossy(&o.stdout);
+    assert!(log.contains("#[StartTime:") && log.contains("Tag=wakeup.latency.cpu0,"), "{log}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
