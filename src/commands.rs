@@ -154,15 +154,9 @@ fn show(a: ShowArgs) -> Result<i32> {
         h.tool_version,
         h.peak_rss_kb.map(|k| format!(" · peak RSS {} MB", k / 1024)).unwrap_or_default()
     )?;
-    let describe = run.plan["settings"].as_object().map(|s| {
-        s.iter()
-            .filter(|(_, v)| !v.is_null() && v != &&serde_json::json!(false))
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(" ")
-    });
+    let describe = run.plan["describe"].as_str().unwrap_or_default().to_string();
     writeln!(out)?;
-    report::Text { describe: describe.unwrap_or_default() }.write(&run, &mut out)?;
+    report::Text { describe }.write(&run, &mut out)?;
     Ok(0)
 }
 

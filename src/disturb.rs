@@ -35,12 +35,17 @@ impl Spinners {
         let mut threads = Vec::new();
         for &spec in specs {
             let stop = Arc::clone(&stop);
-            threads.push(std::thread::Builder::new().name(format!("rtscope-spin{}", spec.cpu)).spawn(move || {
-                signals::block_in_this_thread();
-                let _ = cpu::pin_self(&[spec.cpu]);
-                let _ = sched::set_self(spec.policy, spec.priority);
-                spin_loop(&spec, &stop, u64::MAX);
-            })?);
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("rtscope-spin{}", spec.cpu))
+                    .stack_size(crate::probe::STACK_SIZE)
+                    .spawn(move || {
+                        signals::block_in_this_thread();
+                        let _ = cpu::pin_self(&[spec.cpu]);
+                        let _ = sched::set_self(spec.policy, spec.priority);
+                        spin_loop(&spec, &stop, u64::MAX);
+                    })?,
+            );
         }
         Ok(Spinners { stop, threads })
     }

@@ -287,15 +287,7 @@ impl Writer {
                 let mut tally = msg.tally;
                 intervals.push((
                     sink.series_id,
-                    Interval {
-                        seq: msg.seq,
-                        start_ns: msg.start_ns,
-                        end_ns: msg.end_ns,
-                        stats: tally.stats,
-                        overruns: msg.overruns,
-                        lost_exceedances: msg.lost_exceedances,
-                        hist: tally.hist.clone(),
-                    },
+                    Interval::new(msg.seq, msg.start_ns, msg.end_ns, &tally, msg.overruns, msg.lost_exceedances),
                 ));
                 tally.clear();
                 let _ = sink.free_tx.push(tally);

@@ -287,3 +287,26 @@ fn export_import_round_trips_and_other_formats_are_readable() {
     assert!(log.contains("#[StartTime:") && log.contains("Tag=wakeup.latency.cpu0,"), "{log}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn without_privileges_the_run_is_flagged_not_representative() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !need_root() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempdir();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let db = db(&dir);
+    let o = Command::new(BIN).args(["wakeup", "--duration", "1s", "--db", &db]).uid(65534).gid(65534).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("NOT representative") && err.contains("CAP_SYS_NICE"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("NOT REPRESENTATIVE"), "{}", text(&o));
+    let v = show_json(&db, "last");
+    assert_eq!(v["run"]["representative"], false);
+    assert_eq!(v["run"]["plan"]["effective_policy"], "other");
+    assert!(v["results"][0]["count"].as_u64().unwrap() > 500);
+    std::fs::remove_dir_all(dir).unwrap();
+}

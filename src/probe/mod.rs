@@ -19,8 +19,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-/// Stack prefaulted on every measuring thread.
+/// Stack of every measuring thread (all of it locked by mlockall) and the
+/// part prefaulted before measuring.
+pub const STACK_SIZE: usize = 512 * 1024;
 const STACK_PREFAULT: usize = 256 * 1024;
+/// The writer's stack: SQLite's recursion stays far below this.
+const WRITER_STACK: usize = 1024 * 1024;
 /// Measuring threads start together this long after they are created.
 const START_DELAY_NS: u64 = 100_000_000;
 
@@ -196,7 +200,11 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         "effective_policy": policy,
         "effective_priority": priority,
         "settings": probe.plan(),
+        "describe": probe.describe(),
     });
+    // Helpers start before the run is stored, so that a failure leaves no
+    // run behind.
+    let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
     let header = new_header(&common.kind, std::env::args().collect(), representative, warnings);
     let run_id = store.create_run(&header, &inv, &plan)?;
 
@@ -224,7 +232,6 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     if !housekeeping.is_empty() {
         let _ = cpu::pin_self(&housekeeping);
     }
-    let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
 
     let stop = AtomicBool::new(false);
     let breach = Breach::default();
@@ -235,8 +242,10 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     let mut setup_errors: Vec<String> = Vec::new();
 
     let writer = std::thread::scope(|scope| -> Result<Writer> {
-        let writer_thread =
-            std::thread::Builder::new().name("rtscope-writer".into()).spawn_scoped(scope, || -> Result<Writer> {
+        let writer_thread = std::thread::Builder::new()
+            .name("rtscope-writer".into())
+            .stack_size(WRITER_STACK)
+            .spawn_scoped(scope, || -> Result<Writer> {
                 signals::block_in_this_thread();
                 while !writer.poll()? {
                     std::thread::sleep(Duration::from_millis(50));
@@ -246,9 +255,10 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         let mut threads = Vec::new();
         for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
             let (stop, breach, barrier, start_ns) = (&stop, &breach, &barrier, &start_ns);
-            let t = std::thread::Builder::new().name(format!("rtscope-{}{c}", probe.name())).spawn_scoped(
-                scope,
-                move || -> std::result::Result<(), String> {
+            let t = std::thread::Builder::new()
+                .name(format!("rtscope-{}{c}", probe.name()))
+                .stack_size(STACK_SIZE)
+                .spawn_scoped(scope, move || -> std::result::Result<(), String> {
                     let mut recs = recs;
                     signals::block_in_this_thread();
                     let mut err = None;
@@ -281,8 +291,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                         r.finish(now);
                     }
                     err.map_or(Ok(()), Err)
-                },
-            )?;
+                })?;
             threads.push(t);
         }
         start_ns.set(clock::now() + START_DELAY_NS).expect("set once");
@@ -291,7 +300,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         let progress = !common.quiet && std::io::stderr().is_terminal();
         let mut last_progress = clock::now();
         while threads.iter().any(|t| !t.is_finished()) {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(50));
             if signal.load(Relaxed) {
                 stop.store(true, Relaxed);
             }
@@ -325,6 +334,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?
     });
     drop(helpers);
+    mem::unlock_all();
     let mut writer = writer.context("storing the run")?;
 
     let mut notes = Vec::new();

@@ -7,6 +7,12 @@ pub fn lock_all() -> std::io::Result<()> {
     mlockall(MlockAllFlags::CURRENT | MlockAllFlags::FUTURE).map_err(Into::into)
 }
 
+/// Unlocks everything once measuring is over, so that loading and
+/// printing a long run does not pin its memory.
+pub fn unlock_all() {
+    let _ = rustix::mm::munlockall();
+}
+
 /// Touches `bytes` of the calling thread's stack so that its pages are
 /// present before measuring starts.
 #[inline(never)]

@@ -111,7 +111,7 @@ fn series_doc(s: &Series) -> SeriesDoc {
                 overflows: iv.stats.overflows,
                 overruns: iv.overruns,
                 lost_exceedances: iv.lost_exceedances,
-                hdr: B64.encode(hist::encode(&iv.hist)),
+                hdr: B64.encode(&iv.hdr),
             })
             .collect(),
         exceedances: s.exceedances.iter().map(|e| [e.t_ns, e.value_ns]).collect(),
@@ -147,10 +147,6 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
         for iv in s.intervals {
             let where_ = || format!("{origin}: {}/{} cpu {} interval {}", s.key.probe, s.key.metric, s.key.cpu, iv.seq);
             let bytes = B64.decode(iv.hdr.as_bytes()).map_err(|e| anyhow!("{}: bad base64: {e}", where_()))?;
-            let h = hist::decode(&bytes).map_err(|e| anyhow!("{}: {e}", where_()))?;
-            if h.len() + iv.overflows != iv.count {
-                bail!("{}: histogram holds {} samples but count is {}", where_(), h.len() + iv.overflows, iv.count);
-            }
             intervals.push(Interval {
                 seq: iv.seq,
                 start_ns: iv.start_ns,
@@ -164,16 +160,12 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
                 },
                 overruns: iv.overruns,
                 lost_exceedances: iv.lost_exceedances,
-                hist: h,
+                hdr: bytes,
             });
         }
-        series.push(Series {
-            key: s.key,
-            unit: s.unit,
-            exceed: s.exceed,
-            intervals,
-            exceedances: s.exceedances.into_iter().map(|[t_ns, value_ns]| Exceedance { t_ns, value_ns }).collect(),
-        });
+        let what = format!("{origin}: {}/{} cpu {}", s.key.probe, s.key.metric, s.key.cpu);
+        let exceedances = s.exceedances.into_iter().map(|[t_ns, value_ns]| Exceedance { t_ns, value_ns }).collect();
+        series.push(Series::new(s.key, s.unit, s.exceed, intervals, exceedances).map_err(|e| anyhow!("{what} {e}"))?);
     }
     Ok(Run { header: doc.run.header, inventory: doc.run.inventory, plan: doc.run.plan, series })
 }
@@ -226,7 +218,8 @@ pub fn write_hdr_log(run: &Run, out: &mut dyn Write) -> Result<()> {
     for (_, tag, iv) in lines {
         let offset = Duration::from_nanos(iv.start_ns.saturating_sub(run.header.start_mono_ns));
         let length = Duration::from_nanos(iv.end_ns.saturating_sub(iv.start_ns));
-        log.write_histogram(&iv.hist, offset, length, Tag::new(&tag))
+        let h = iv.hist().map_err(|e| anyhow!("{tag} interval {}: {e}", iv.seq))?;
+        log.write_histogram(&h, offset, length, Tag::new(&tag))
             .map_err(|e| anyhow!("writing the HdrHistogram log: {e}"))?;
     }
     Ok(())

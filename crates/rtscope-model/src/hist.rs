@@ -75,7 +75,7 @@ impl Stats {
 
 /// A histogram with its exact statistics: what one measuring thread
 /// records for one metric over one checkpoint interval.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Tally {
     pub hist: Hist,
     pub stats: Stats,

@@ -380,7 +380,7 @@ impl Store {
                         },
                         overruns: u(n[7]),
                         lost_exceedances: u(n[8]),
-                        hist: hist::decode(&blob).map_err(|e| anyhow!("run {id}, interval {seq}: {e}"))?,
+                        hdr: blob,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -389,7 +389,8 @@ impl Store {
             let exceedances = est
                 .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
                 .collect::<Result<_, _>>()?;
-            series.push(Series { key, unit, exceed, intervals, exceedances });
+            let what = format!("run {id}, {}/{} cpu {}", key.probe, key.metric, key.cpu);
+            series.push(Series::new(key, unit, exceed, intervals, exceedances).map_err(|e| anyhow!("{what}: {e}"))?);
         }
         Ok(Run {
             header,
@@ -478,7 +479,7 @@ fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> Result<()> {
         i(iv.stats.overflows),
         i(iv.overruns),
         i(iv.lost_exceedances),
-        hist::encode(&iv.hist),
+        iv.hdr,
     ])?;
     Ok(())
 }
@@ -526,26 +527,19 @@ pub(crate) mod tests_support {
                     t.record(2_000 + v * 7 + u64::from(seq) * 13 + cpu as u64);
                 }
                 t.record(150_000_000_000);
-                intervals.push(Interval {
+                intervals.push(Interval::new(
                     seq,
-                    start_ns: 1_000 + u64::from(seq) * 10_000_000_000,
-                    end_ns: 1_000 + u64::from(seq + 1) * 10_000_000_000,
-                    stats: t.stats,
-                    overruns: u64::from(seq),
-                    lost_exceedances: 0,
-                    hist: t.hist,
-                });
+                    1_000 + u64::from(seq) * 10_000_000_000,
+                    1_000 + u64::from(seq + 1) * 10_000_000_000,
+                    &t,
+                    u64::from(seq),
+                    0,
+                ));
             }
-            series.push(Series {
-                key: SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu },
-                unit: "ns".into(),
-                exceed: "adaptive".into(),
-                intervals,
-                exceedances: vec![
-                    Exceedance { t_ns: 5_000, value_ns: 9_000 },
-                    Exceedance { t_ns: 7_000, value_ns: 8_990 },
-                ],
-            });
+            let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu };
+            let exceedances =
+                vec![Exceedance { t_ns: 5_000, value_ns: 9_000 }, Exceedance { t_ns: 7_000, value_ns: 8_990 }];
+            series.push(Series::new(key, "ns".into(), "adaptive".into(), intervals, exceedances).unwrap());
         }
         Run {
             header: RunHeader {
