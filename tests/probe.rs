@@ -7,14 +7,10 @@ use std::time::Duration;
 
 #[test]
 fn wakeup_counts_every_period_and_writes_the_common_json() {
-    if !need_root() {
-        return;
-    }
-    let _g = serial();
-    let dir = tempdir();
-    let db = db(&dir);
+    let Some(fx) = Fixture::root() else { return };
+    let (dir, db) = (&fx.dir, fx.db.as_str());
     let json = dir.join("w.json");
-    let o = rtscope(&["wakeup", "--duration", "5s", "--db", &db, "--json", json.to_str().unwrap()]);
+    let o = rtscope(&["wakeup", "--duration", "5s", "--db", db, "--json", json.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("p99.99") && out.contains("16-32 us") && out.contains("run 1 stored"), "{out}");
@@ -66,18 +62,16 @@ fn wakeup_counts_every_period_and_writes_the_common_json() {
             .sum::<usize>()
     );
     // The run store agrees, and records the machine.
-    let shown = show_json(&db, "last");
+    let shown = show_json(db, "last");
     assert_eq!(shown["results"], v["results"]);
     assert_eq!(shown["run"]["inventory"]["is_root"], true);
     assert!(shown["run"]["peak_rss_kb"].as_u64().unwrap() > 0);
-    let o = rtscope(&["runs", "--db", &db]);
+    let o = rtscope(&["runs", "--db", db]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("complete"), "{}", text(&o));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
-fn stop_with(signal: i32) {
-    let dir = tempdir();
-    let db = db(&dir);
+fn stop_with(fx: &Fixture, signal: i32) {
+    let db = format!("{}.{signal}", fx.db);
     let mut child = Command::new(BIN)
         .args(["wakeup", "--duration", "60s", "--checkpoint", "1s", "--quiet", "--db", &db])
         .stdout(Stdio::null())
@@ -102,7 +96,6 @@ fn stop_with(signal: i32) {
         // Everything until the signal: about 3 s.
         assert!((2_500..=3_200).contains(&count), "{count}");
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 fn unsafe_kill(pid: u32, signal: i32) {
@@ -112,34 +105,24 @@ fn unsafe_kill(pid: u32, signal: i32) {
 
 #[test]
 fn sigint_and_sigterm_keep_everything_measured() {
-    if !need_root() {
-        return;
-    }
-    let _g = serial();
-    stop_with(2);
-    stop_with(15);
+    let Some(fx) = Fixture::root() else { return };
+    stop_with(&fx, 2);
+    stop_with(&fx, 15);
 }
 
 #[test]
 fn sigkill_leaves_a_partial_run_up_to_its_last_checkpoint() {
-    if !need_root() {
-        return;
-    }
-    let _g = serial();
-    stop_with(9);
+    let Some(fx) = Fixture::root() else { return };
+    stop_with(&fx, 9);
 }
 
 /// Ground truth: a SCHED_FIFO 99 spinner busy for 400 us every 20 ms on one
 /// CPU; wakeup at priority 95 there must see it.
 #[test]
 fn wakeup_sees_a_known_spinner() {
-    if !need_root() {
-        return;
-    }
-    let _g = serial();
+    let Some(fx) = Fixture::root() else { return };
     let cpu = last_cpu().to_string();
-    let dir = tempdir();
-    let db = db(&dir);
+    let (dir, db) = (&fx.dir, fx.db.as_str());
     let measure = |name: &str| {
         let json = dir.join(name);
         let o = rtscope(&[
@@ -150,7 +133,7 @@ fn wakeup_sees_a_known_spinner() {
             "5s",
             "--quiet",
             "--db",
-            &db,
+            db,
             "--json",
             json.to_str().unwrap(),
         ]);
@@ -172,18 +155,13 @@ fn wakeup_sees_a_known_spinner() {
     assert!(hit >= 20, "the spinner's 400 us bursts must show: {hit} samples in 200-500 us\n{disturbed}");
     assert!(quiet * 4 < hit, "far fewer without the spinner: {quiet} vs {hit}");
     assert!(disturbed["max_ns"].as_u64().unwrap() >= 300_000);
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn threshold_stops_the_run_with_exit_code_2() {
-    if !need_root() {
-        return;
-    }
-    let _g = serial();
+    let Some(fx) = Fixture::root() else { return };
     let cpu = last_cpu().to_string();
-    let dir = tempdir();
-    let db = db(&dir);
+    let db = fx.db.as_str();
     let mut spinner = Command::new(BIN)
         .args([
             "disturb",
@@ -200,26 +178,21 @@ fn threshold_stops_the_run_with_exit_code_2() {
         ])
         .spawn()
         .unwrap();
-    let o = rtscope(&["wakeup", "--cpus", &cpu, "--duration", "5s", "--threshold", "1ms", "--db", &db]);
+    let o = rtscope(&["wakeup", "--cpus", &cpu, "--duration", "5s", "--threshold", "1ms", "--db", db]);
     let _ = spinner.kill();
     let _ = spinner.wait();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let v = show_json(&db, "last");
+    let v = show_json(db, "last");
     assert_eq!(v["status"], "interrupted");
     assert!(v["results"][0]["max_ns"].as_u64().unwrap() > 1_000_000);
     let notes = v["run"]["notes"].to_string();
     assert!(notes.contains("--threshold"), "{notes}");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn intrtime_variations_run_and_leave_nothing_behind() {
-    if !need_root() {
-        return;
-    }
-    let _g = serial();
-    let dir = tempdir();
-    let db = db(&dir);
+    let Some(fx) = Fixture::root() else { return };
+    let db = fx.db.as_str();
     let o = rtscope(&[
         "wakeup",
         "--duration",
@@ -237,11 +210,11 @@ fn intrtime_variations_run_and_leave_nothing_behind() {
         "--distance",
         "100us",
         "--db",
-        &db,
+        db,
         "--quiet",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let v = show_json(&db, "last");
+    let v = show_json(db, "last");
     for r in v["results"].as_array().unwrap() {
         assert!(r["count"].as_u64().unwrap() > 500, "{r}");
     }
@@ -250,21 +223,16 @@ fn intrtime_variations_run_and_leave_nothing_behind() {
     assert!(plan["flush_bytes"].as_u64().unwrap() >= 1 << 20);
     std::thread::sleep(Duration::from_millis(200));
     assert!(!processes().iter().any(|c| c.contains("__second-process")), "the second process must be gone");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn export_import_round_trips_and_other_formats_are_readable() {
-    if !need_root() {
-        return;
-    }
-    let _g = serial();
-    let dir = tempdir();
-    let db = db(&dir);
-    let o = rtscope(&["wakeup", "--duration", "2s", "--checkpoint", "500ms", "--quiet", "--db", &db]);
+    let Some(fx) = Fixture::root() else { return };
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    let o = rtscope(&["wakeup", "--duration", "2s", "--checkpoint", "500ms", "--quiet", "--db", db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let first = dir.join("a.json");
-    let o = rtscope(&["export", "last", "--format", "json", "-o", first.to_str().unwrap(), "--db", &db]);
+    let o = rtscope(&["export", "last", "--format", "json", "-o", first.to_str().unwrap(), "--db", db]);
     assert!(o.status.success(), "{}", text(&o));
     let other = dir.join("other.db").display().to_string();
     let o = rtscope(&["import", first.to_str().unwrap(), "--db", &other]);
@@ -277,36 +245,30 @@ fn export_import_round_trips_and_other_formats_are_readable() {
     let (a, b) = (json_file(&first), json_file(&second));
     assert!(a["series"][0]["intervals"].as_array().unwrap().len() >= 3);
     assert_eq!(a, b, "export, import, export gives the same document");
-    let o = rtscope(&["export", "last", "--format", "csv", "--db", &db]);
+    let o = rtscope(&["export", "last", "--format", "csv", "--db", db]);
     let csv = String::from_utf8_lossy(&o.stdout);
     let total: u64 = csv.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap()).sum();
     let samples: u64 = a["results"].as_array().unwrap().iter().map(|r| r["count"].as_u64().unwrap()).sum();
     assert_eq!(total, samples);
-    let o = rtscope(&["export", "last", "--format", "hdr", "--db", &db]);
+    let o = rtscope(&["export", "last", "--format", "hdr", "--db", db]);
     let log = String::from_utf8_lossy(&o.stdout);
     assert!(log.contains("#[StartTime:") && log.contains("Tag=wakeup.latency.cpu0,"), "{log}");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn without_privileges_the_run_is_flagged_not_representative() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    if !need_root() {
-        return;
-    }
-    let _g = serial();
-    let dir = tempdir();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let db = db(&dir);
-    let o = Command::new(BIN).args(["wakeup", "--duration", "1s", "--db", &db]).uid(65534).gid(65534).output().unwrap();
+    let Some(fx) = Fixture::root() else { return };
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = Command::new(BIN).args(["wakeup", "--duration", "1s", "--db", db]).uid(65534).gid(65534).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("NOT representative") && err.contains("CAP_SYS_NICE"), "{err}");
     assert!(String::from_utf8_lossy(&o.stdout).contains("NOT REPRESENTATIVE"), "{}", text(&o));
-    let v = show_json(&db, "last");
+    let v = show_json(db, "last");
     assert_eq!(v["run"]["representative"], false);
     assert_eq!(v["run"]["plan"]["effective_policy"], "other");
     assert!(v["results"][0]["count"].as_u64().unwrap() > 500);
-    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -96,3 +96,30 @@ pub fn processes() -> Vec<String> {
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
         .collect()
 }
+
+/// A probe test's setup: root checked, the probe lock held, a fresh
+/// directory with a store path; the directory goes when it drops.
+pub struct Fixture {
+    _serial: MutexGuard<'static, ()>,
+    pub dir: PathBuf,
+    pub db: String,
+}
+
+impl Fixture {
+    /// None (the test is skipped) when not root.
+    pub fn root() -> Option<Fixture> {
+        if !need_root() {
+            return None;
+        }
+        let serial = serial();
+        let dir = tempdir();
+        let db = db(&dir);
+        Some(Fixture { _serial: serial, dir, db })
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
