@@ -193,7 +193,17 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         }
     }
 
+    // rtscope's own threads stay off the measured CPUs and their siblings.
+    let housekeeping = cpu::housekeeping(&cpu::online(), &common.cpus, &inv.siblings);
+    if !housekeeping.is_empty() {
+        let _ = cpu::pin_self(&housekeeping);
+    }
     let plan = serde_json::json!({
+        "housekeeping_cpus": if housekeeping.is_empty() {
+            "none: every CPU is measured, rtscope's writer shares them at SCHED_OTHER".to_string()
+        } else {
+            rtscope_model::inventory::format_cpu_list(&housekeeping)
+        },
         "probe": probe.name(),
         "common": common,
         "exceed": common.exceed.describe(),
@@ -225,12 +235,6 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
             }
         }
         recorders.push(per_thread);
-    }
-
-    // rtscope's own threads stay off the measured CPUs and their siblings.
-    let housekeeping = cpu::housekeeping(&cpu::online(), &common.cpus, &inv.siblings);
-    if !housekeeping.is_empty() {
-        let _ = cpu::pin_self(&housekeeping);
     }
 
     let stop = AtomicBool::new(false);
@@ -370,7 +374,8 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     if let Some(path) = &common.json {
         report::write_file(path, &report::Json, &run)?;
     }
-    if !common.quiet {
+    let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
+    if !common.quiet && !json_on_stdout {
         let mut out = std::io::stdout().lock();
         report::Text { describe: probe.describe() }.write(&run, &mut out)?;
         println!(
