@@ -103,7 +103,7 @@ pub struct WakeupArgs {
     /// Period of each thread.
     #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur)]
     pub interval: u64,
-    /// Add DUR to each further thread's interval (cyclictest -d).
+    /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0).
     #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur)]
     pub distance: u64,
     /// N background busy threads per measured CPU at priority PRIO (0: SCHED_OTHER), busy --spin-active then

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Histograms per series: the one being filled and spares the writer
-/// returns. Three spares ride out a writer stalled for three intervals.
-const POOL: usize = 4;
+/// returns. Two spares ride out a writer stalled for two intervals; after
+/// that the interval in progress grows until one comes back (no loss).
+const POOL: usize = 3;
 /// Exceedances in flight per series. The writer drains every 50 ms.
 const EXCEED_RING: usize = 1 << 14;
 /// Samples the writer collects before the first adaptive threshold.
@@ -87,7 +88,7 @@ pub struct SeriesSink {
     /// Exceedances drained but not yet committed.
     pending: Vec<Exceedance>,
     /// Adaptive mode before the first threshold: every sample, to estimate it.
-    bootstrap: Option<(Tally, Vec<Exceedance>)>,
+    bootstrap: Option<Vec<Exceedance>>,
     finished: bool,
 }
 
@@ -130,8 +131,7 @@ pub fn channel(series_id: i64, checkpoint_ns: u64, mode: ExceedMode) -> (Recorde
         mode,
         cumulative: Tally::new(),
         pending: Vec::with_capacity(1024),
-        bootstrap: (mode == ExceedMode::Adaptive)
-            .then(|| (Tally::new(), Vec::with_capacity(BOOTSTRAP_SAMPLES as usize))),
+        bootstrap: (mode == ExceedMode::Adaptive).then(|| Vec::with_capacity(2 * BOOTSTRAP_SAMPLES as usize)),
         finished: false,
     };
     (rec, sink, live)
@@ -234,24 +234,26 @@ impl SeriesSink {
         let n = self.exc_rx.slots();
         let Ok(chunk) = self.exc_rx.read_chunk(n) else { return };
         let (a, b) = chunk.as_slices();
-        if let Some((tally, held)) = &mut self.bootstrap {
-            for e in a.iter().chain(b) {
-                tally.record(e.value_ns);
-                held.push(*e);
-            }
+        if let Some(held) = &mut self.bootstrap {
+            held.extend(a.iter().chain(b));
         } else {
             let t = self.threshold.load(Relaxed);
             self.pending.extend(a.iter().chain(b).filter(|e| e.value_ns > t));
         }
         chunk.commit_all();
-        if self.bootstrap.as_ref().is_some_and(|(tally, _)| tally.stats.count >= BOOTSTRAP_SAMPLES) {
+        if self.bootstrap.as_ref().is_some_and(|held| held.len() as u64 >= BOOTSTRAP_SAMPLES) {
             self.end_bootstrap();
         }
     }
 
+    /// The first threshold: the p99.9 of the samples held so far (their
+    /// maximum when there are fewer than 1000); keeps those above it.
     fn end_bootstrap(&mut self) {
-        if let Some((tally, held)) = self.bootstrap.take() {
-            let t = quantile(&tally.hist, &tally.stats, ADAPTIVE_QUANTILE);
+        if let Some(held) = self.bootstrap.take() {
+            let mut values: Vec<u64> = held.iter().map(|e| e.value_ns).collect();
+            values.sort_unstable();
+            let rank = ((ADAPTIVE_QUANTILE * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
+            let t = values.get(rank - 1).copied().unwrap_or(0);
             self.threshold.store(t, Relaxed);
             self.pending.extend(held.into_iter().filter(|e| e.value_ns > t));
         }

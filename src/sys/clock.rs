@@ -17,11 +17,13 @@ pub fn now_unix() -> i64 {
 }
 
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (TIMER_ABSTIME),
-/// resuming after signals: an absolute sleep never wakes early.
+/// resuming after signals: an absolute sleep never wakes early. Any other
+/// error (none is possible with a valid timespec) returns at once rather
+/// than spin at real-time priority.
 #[inline(always)]
 pub fn sleep_until(deadline_ns: u64) {
     let ts = Timespec { tv_sec: (deadline_ns / 1_000_000_000) as i64, tv_nsec: (deadline_ns % 1_000_000_000) as _ };
-    while clock_nanosleep_absolute(ClockId::Monotonic, &ts).is_err() {}
+    while let Err(rustix::io::Errno::INTR) = clock_nanosleep_absolute(ClockId::Monotonic, &ts) {}
 }
 
 /// Busy-waits until CLOCK_MONOTONIC reaches `deadline_ns`.
