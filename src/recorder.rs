@@ -14,8 +14,10 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// returns. Two spares ride out a writer stalled for two intervals; after
 /// that the interval in progress grows until one comes back (no loss).
 const POOL: usize = 3;
-/// Exceedances in flight per series. The writer drains every 50 ms.
-const EXCEED_RING: usize = 1 << 14;
+/// Exceedances in flight per series (128 kB). The writer drains every
+/// 50 ms; during the adaptive bootstrap every sample passes, which at a
+/// 50 us interval fills 1000 slots per drain. What does not fit is counted.
+const EXCEED_RING: usize = 1 << 13;
 /// Samples the writer collects before the first adaptive threshold.
 const BOOTSTRAP_SAMPLES: u64 = 1000;
 /// The adaptive threshold's quantile: the running p99.9.

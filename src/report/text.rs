@@ -86,7 +86,9 @@ impl Report for Text {
                 write!(out, " {:>10}", format!("CPU{}", s.key.cpu))?;
             }
             writeln!(out)?;
-            for (i, b) in longest.iter().enumerate() {
+            // Leading empty buckets say nothing: start at the first sample.
+            let first = (0..rows).find(|&i| tables.iter().any(|t| t.get(i).is_some_and(|b| b.count > 0))).unwrap_or(0);
+            for (i, b) in longest.iter().enumerate().skip(first) {
                 write!(out, "{:<22}", bucket_label(b))?;
                 for t in &tables {
                     let n = t.get(i).filter(|x| x.lo_ns == b.lo_ns).map_or(0, |x| x.count);
