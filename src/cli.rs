@@ -64,8 +64,8 @@ pub struct CommonArgs {
     /// Scheduling policy of the measuring threads.
     #[arg(long, value_enum, default_value = "fifo")]
     pub policy: Policy,
-    /// Real-time priority of the measuring threads (1..99).
-    #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(1..=99))]
+    /// Real-time priority of the measuring threads (1..99; ignored with --policy other).
+    #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub priority: u8,
     /// Stop after this long (e.g. 30s, 5m, 12h) [default: until Ctrl-C, or --loops]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
@@ -234,10 +234,21 @@ impl CommonArgs {
         if self.checkpoint < 100_000_000 {
             bail!("--checkpoint must be at least 100ms (e.g. --checkpoint 10s)");
         }
+        if self.checkpoint > 3_600_000_000_000 {
+            bail!(
+                "--checkpoint must be at most 1h: a crash loses up to one checkpoint interval (e.g. --checkpoint 10s)"
+            );
+        }
         if let Some(0) = self.duration {
             bail!("--duration must be longer than 0 (e.g. --duration 30s)");
         }
-        check_db(&self.store.db)?;
+        if self.policy.is_rt() && self.priority == 0 {
+            bail!("--priority must be 1..99 for --policy {:?} (0 is only for --policy other)", self.policy);
+        }
+        check_writable("--db", &self.store.db)?;
+        if let Some(json) = self.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+            check_writable("--json", json)?;
+        }
         Ok(Common {
             cpus,
             policy: self.policy,
@@ -256,17 +267,21 @@ impl CommonArgs {
     }
 }
 
-/// Fails early, naming --db, when the store cannot be created or written.
-pub fn check_db(path: &std::path::Path) -> Result<()> {
+/// Fails early, naming `flag`, when `path` cannot be created or written.
+pub fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
     if !dir.is_dir() {
-        bail!("--db {}: directory {} does not exist (create it or pick another --db)", path.display(), dir.display());
+        bail!(
+            "{flag} {}: directory {} does not exist (create it or pick another {flag})",
+            path.display(),
+            dir.display()
+        );
     }
     if path.is_dir() {
-        bail!("--db {} is a directory; name a file, e.g. --db {}/rtscope.db", path.display(), path.display());
+        bail!("{flag} {} is a directory; name a file in it", path.display());
     }
     let probe = if path.exists() {
         std::fs::OpenOptions::new().append(true).open(path).map(|_| ())
@@ -276,7 +291,7 @@ pub fn check_db(path: &std::path::Path) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         r
     };
-    probe.map_err(|e| anyhow::anyhow!("--db {}: not writable ({e}); pick a writable --db PATH", path.display()))
+    probe.map_err(|e| anyhow::anyhow!("{flag} {}: not writable ({e}); pick a writable {flag} PATH", path.display()))
 }
 
 impl WakeupArgs {
@@ -284,6 +299,13 @@ impl WakeupArgs {
         const MIN_INTERVAL: u64 = 50_000;
         if self.interval == 0 {
             bail!("--interval must be longer than 0 (e.g. --interval 1ms)");
+        }
+        if let Some(d) = self.common.duration.filter(|&d| d < self.interval) {
+            bail!(
+                "--duration {} is shorter than --interval {}: no sample would be taken",
+                rtscope_model::units::human(d),
+                rtscope_model::units::human(self.interval)
+            );
         }
         if self.interval < MIN_INTERVAL && !self.common.force {
             bail!(
@@ -297,6 +319,13 @@ impl WakeupArgs {
             );
         }
         let common = self.common.resolve(kind)?;
+        const MAX_PERIOD: u64 = 10_000_000_000;
+        let longest = (common.cpus.len() as u64 - 1).saturating_mul(self.distance).saturating_add(self.interval);
+        if longest > MAX_PERIOD {
+            bail!(
+                "--interval (plus --distance per further thread) must stay within 10s: a thread only sees a stop request when it wakes"
+            );
+        }
         let flush = self.cache_flush.then(|| FlushBuffer::new(self.flush_size));
         if let Some(f) = &flush {
             let cost = f.cost_ns();

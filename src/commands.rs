@@ -24,8 +24,13 @@ pub fn main() -> Result<i32> {
             return Ok(code);
         }
     };
+    signals::default_sigpipe();
     let signal = Arc::new(AtomicBool::new(false));
-    signals::install(&signal).context("installing signal handlers")?;
+    // Only measuring commands finish cleanly on a signal; the others (and
+    // the second process) keep the default actions.
+    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Wakeup(_) | Cmd::Disturb(_)) {
+        signals::install(&signal).context("installing signal handlers")?;
+    }
     match cli.cmd {
         Cmd::Run(a) => run(a, &signal),
         Cmd::Wakeup(a) => {
@@ -47,7 +52,7 @@ pub fn main() -> Result<i32> {
 
 /// `rtscope run`: for now, wakeup on the chosen CPUs with the defaults.
 fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
-    let mut args = vec!["rtscope".to_string(), "wakeup".into(), "--duration".into(), units::human(a.duration)];
+    let mut args = vec!["rtscope".to_string(), "wakeup".into(), "--duration".into(), format!("{}ns", a.duration)];
     if let Some(c) = &a.cpus {
         args.extend(["--cpus".into(), c.clone()]);
     }
@@ -181,7 +186,7 @@ fn import(a: ImportArgs) -> Result<i32> {
     let name = a.file.display().to_string();
     let text = std::fs::read_to_string(&a.file).with_context(|| format!("cannot read {name}"))?;
     let run = export::read_json(&text, &name)?;
-    crate::cli::check_db(&a.store.db)?;
+    crate::cli::check_writable("--db", &a.store.db)?;
     let mut store = Store::open(&a.store.db)?;
     let id = store.insert_run(&run)?;
     println!("imported {name} as run {id} (from {}, {})", run.header.hostname, utc(run.header.started_unix_ns));

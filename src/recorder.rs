@@ -39,7 +39,6 @@ pub struct IntervalMsg {
 pub struct Live {
     pub count: AtomicU64,
     pub max: AtomicU64,
-    pub overruns: AtomicU64,
 }
 
 /// How samples above the threshold are chosen.
@@ -89,6 +88,10 @@ pub struct SeriesSink {
     cumulative: Tally,
     /// Exceedances drained but not yet committed.
     pending: Vec<Exceedance>,
+    /// End of the last interval handed to the store: exceedances after it
+    /// wait for their own interval, so that the store never holds a sample
+    /// its histograms lack.
+    shipped_until: u64,
     /// Adaptive mode before the first threshold: every sample, to estimate it.
     bootstrap: Option<Vec<Exceedance>>,
     finished: bool,
@@ -133,6 +136,7 @@ pub fn channel(series_id: i64, checkpoint_ns: u64, mode: ExceedMode) -> (Recorde
         mode,
         cumulative: Tally::new(),
         pending: Vec::with_capacity(1024),
+        shipped_until: 0,
         bootstrap: (mode == ExceedMode::Adaptive).then(|| Vec::with_capacity(2 * BOOTSTRAP_SAMPLES as usize)),
         finished: false,
     };
@@ -156,7 +160,11 @@ impl Recorder {
             self.total_max = value;
             self.live.max.store(value, Relaxed);
         }
-        if value > self.threshold.load(Relaxed) && self.exc_tx.push(Exceedance { t_ns, value_ns: value }).is_err() {
+        let threshold = self.threshold.load(Relaxed);
+        // While the adaptive threshold is being estimated (0), every sample
+        // is offered and most will be discarded: a full ring loses nothing
+        // that counts then.
+        if value > threshold && self.exc_tx.push(Exceedance { t_ns, value_ns: value }).is_err() && threshold != 0 {
             self.lost += 1;
         }
     }
@@ -165,7 +173,6 @@ impl Recorder {
     #[inline]
     pub fn overrun(&mut self, n: u64) {
         self.overruns += n;
-        self.live.overruns.fetch_add(n, Relaxed);
     }
 
     /// Samples recorded so far.
@@ -249,7 +256,7 @@ impl SeriesSink {
     }
 
     /// The first threshold: the p99.9 of the samples held so far (their
-    /// maximum when there are fewer than 1000); keeps those above it.
+    /// maximum when there are fewer than 1000); keeps those at or above it.
     fn end_bootstrap(&mut self) {
         if let Some(held) = self.bootstrap.take() {
             let mut values: Vec<u64> = held.iter().map(|e| e.value_ns).collect();
@@ -257,7 +264,8 @@ impl SeriesSink {
             let rank = ((ADAPTIVE_QUANTILE * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
             let t = values.get(rank - 1).copied().unwrap_or(0);
             self.threshold.store(t, Relaxed);
-            self.pending.extend(held.into_iter().filter(|e| e.value_ns > t));
+            // `>=`: a short run keeps at least its maximum.
+            self.pending.extend(held.into_iter().filter(|e| e.value_ns >= t));
         }
     }
 
@@ -274,7 +282,6 @@ pub struct Writer {
     pub store: Store,
     pub sinks: Vec<SeriesSink>,
     pub lost_exceedances: u64,
-    pub intervals: u64,
 }
 
 impl Writer {
@@ -288,6 +295,7 @@ impl Writer {
             while let Ok(msg) = sink.full_rx.pop() {
                 sink.cumulative.merge(&msg.tally);
                 self.lost_exceedances += msg.lost_exceedances;
+                sink.shipped_until = msg.end_ns;
                 let mut tally = msg.tally;
                 intervals.push((
                     sink.series_id,
@@ -306,17 +314,18 @@ impl Writer {
         }
         if !intervals.is_empty() || done {
             let ivs: Vec<(i64, &Interval)> = intervals.iter().map(|(s, iv)| (*s, iv)).collect();
-            let exc: Vec<(i64, &[Exceedance])> = self
-                .sinks
-                .iter()
-                .filter(|s| !s.pending.is_empty())
-                .map(|s| (s.series_id, s.pending.as_slice()))
-                .collect();
-            self.store.commit_checkpoint(&ivs, &exc)?;
-            self.intervals += intervals.len() as u64;
+            let mut ready: Vec<(i64, Vec<Exceedance>)> = Vec::new();
             for s in &mut self.sinks {
-                s.pending.clear();
+                let until = if done { u64::MAX } else { s.shipped_until };
+                let (now, later): (Vec<Exceedance>, Vec<Exceedance>) =
+                    s.pending.drain(..).partition(|e| e.t_ns <= until);
+                s.pending = later;
+                if !now.is_empty() {
+                    ready.push((s.series_id, now));
+                }
             }
+            let exc: Vec<(i64, &[Exceedance])> = ready.iter().map(|(id, list)| (*id, list.as_slice())).collect();
+            self.store.commit_checkpoint(&ivs, &exc)?;
         }
         Ok(done)
     }
@@ -335,7 +344,7 @@ mod tests {
         let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu: 0 };
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (rec, sink, _live) = channel(sid, 1_000, mode);
-        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, intervals: 0 }, rec, run)
+        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0 }, rec, run)
     }
 
     #[test]

@@ -24,7 +24,6 @@ fn refused(args: &[&str], must_name: &[&str]) {
 fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["wakeup", "--interval", "10us"], &["--interval", "--force"]);
     refused(&["wakeup", "--interval", "100"], &["--interval", "100us"]);
-    refused(&["wakeup", "--priority", "0"], &["--priority"]);
     refused(&["wakeup", "--priority", "100"], &["--priority"]);
     refused(&["wakeup", "--cpus", "4000"], &["--cpus", "not online"]);
     refused(&["wakeup", "--cpus", "zero"], &["--cpus"]);
@@ -33,6 +32,13 @@ fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["wakeup", "--checkpoint", "1ms"], &["--checkpoint"]);
     refused(&["wakeup", "--policy", "deadline"], &["--policy"]);
     refused(&["run", "--duration=-1s"], &["--duration"]);
+    refused(&["wakeup", "--interval", "11s"], &["--interval", "10s"]);
+    refused(&["wakeup", "--interval", "1ms", "--duration", "500us"], &["--duration", "--interval"]);
+    refused(&["wakeup", "--checkpoint", "2h"], &["--checkpoint"]);
+    refused(&["wakeup", "--json", "/nonexistent-dir/w.json"], &["--json"]);
+    refused(&["run", "--json", "/nonexistent-dir/w.json"], &["--json"]);
+    refused(&["wakeup", "--spinners", "1@50", "--spin-pause", "0"], &["--spin-pause", "--force"]);
+    refused(&["wakeup", "--priority", "0"], &["--priority"]);
 }
 
 #[test]

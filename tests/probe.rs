@@ -91,6 +91,15 @@ fn stop_with(fx: &Fixture, signal: i32) {
         assert!((1_500..=3_600).contains(&count), "{count}");
         let o = rtscope(&["runs", "--db", &db]);
         assert!(String::from_utf8_lossy(&o.stdout).contains("partial"), "{}", text(&o));
+        // No stored exceedance lies beyond the stored intervals.
+        let o = rtscope(&["export", "last", "--db", &db]);
+        let full: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for series in full["series"].as_array().unwrap() {
+            let end = series["intervals"].as_array().unwrap().iter().map(|i| i["end_ns"].as_u64().unwrap()).max();
+            for e in series["exceedances"].as_array().unwrap() {
+                assert!(Some(e[0].as_u64().unwrap()) <= end, "exceedance {e} after the last interval {end:?}");
+            }
+        }
     } else {
         assert_eq!(status.code(), Some(0));
         assert_eq!(v["status"], "interrupted", "{v}");

@@ -8,15 +8,15 @@ pub mod wakeup;
 use crate::recorder::{self, ExceedMode, Live, Recorder, Writer};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use rtscope_model::inventory::{Inventory, Warning};
 use rtscope_model::run::{RunHeader, RunStatus, SeriesKey};
 use rtscope_model::store::Store;
 use rtscope_model::units;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
 use std::time::Duration;
 
 /// Stack of every measuring thread (all of it locked by mlockall) and the
@@ -239,27 +239,34 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
 
     let stop = AtomicBool::new(false);
     let breach = Breach::default();
-    let barrier = Barrier::new(common.cpus.len() + 1);
-    let start_ns = std::sync::OnceLock::new();
-    let mut writer = Writer { store, sinks, lost_exceedances: 0, intervals: 0 };
+    // Threads count themselves ready; then the main thread publishes the
+    // common start instant (0: not yet). A failed setup or spawn sets
+    // `stop` instead, and nobody measures.
+    let ready = AtomicUsize::new(0);
+    let start_at = AtomicU64::new(0);
+    let writer = Writer { store, sinks, lost_exceedances: 0 };
     let loops = common.loops.unwrap_or(u64::MAX);
     let mut setup_errors: Vec<String> = Vec::new();
 
-    let writer = std::thread::scope(|scope| -> Result<Writer> {
+    let writer = std::thread::scope(|scope| -> Result<(Writer, Option<anyhow::Error>)> {
         let writer_thread = std::thread::Builder::new()
             .name("rtscope-writer".into())
             .stack_size(WRITER_STACK)
-            .spawn_scoped(scope, || -> Result<Writer> {
+            .spawn_scoped(scope, || {
+                let mut writer = writer;
                 signals::block_in_this_thread();
-                while !writer.poll()? {
-                    std::thread::sleep(Duration::from_millis(50));
+                loop {
+                    match writer.poll() {
+                        Ok(true) => return (writer, None),
+                        Ok(false) => std::thread::sleep(Duration::from_millis(50)),
+                        Err(e) => return (writer, Some(e)),
+                    }
                 }
-                Ok(writer)
             })?;
         let mut threads = Vec::new();
         for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
-            let (stop, breach, barrier, start_ns) = (&stop, &breach, &barrier, &start_ns);
-            let t = std::thread::Builder::new()
+            let (stop, breach, ready, start_at) = (&stop, &breach, &ready, &start_at);
+            let spawned = std::thread::Builder::new()
                 .name(format!("rtscope-{}{c}", probe.name()))
                 .stack_size(STACK_SIZE)
                 .spawn_scoped(scope, move || -> std::result::Result<(), String> {
@@ -271,10 +278,19 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                     } else if let Err(e) = sched::set_self(policy, priority) {
                         err = Some(format!("CPU {c}: cannot set SCHED_{policy:?} {priority}: {e}"));
                     }
+                    if err.is_some() {
+                        stop.store(true, Relaxed);
+                    }
                     mem::prefault_stack(STACK_PREFAULT);
-                    barrier.wait();
-                    let start: u64 = *start_ns.get().expect("start time set before the barrier");
-                    if err.is_none() {
+                    ready.fetch_add(1, Release);
+                    let start = loop {
+                        let at = start_at.load(Acquire);
+                        if at != 0 || stop.load(Relaxed) {
+                            break at;
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    };
+                    if start != 0 && !stop.load(Relaxed) {
                         let ctx = ThreadCtx {
                             index,
                             cpu: c,
@@ -295,25 +311,32 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                         r.finish(now);
                     }
                     err.map_or(Ok(()), Err)
-                })?;
-            threads.push(t);
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    setup_errors.push(format!("CPU {c}: cannot start the measuring thread: {e}"));
+                    stop.store(true, Relaxed);
+                    break;
+                }
+            }
         }
-        start_ns.set(clock::now() + START_DELAY_NS).expect("set once");
-        barrier.wait();
+        while ready.load(Acquire) < threads.len() && !stop.load(Relaxed) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let start_ns = clock::now() + START_DELAY_NS;
+        start_at.store(start_ns, Release);
 
         let progress = !common.quiet && std::io::stderr().is_terminal();
         let mut last_progress = clock::now();
         while threads.iter().any(|t| !t.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
-            if signal.load(Relaxed) {
-                stop.store(true, Relaxed);
-            }
-            if writer_thread.is_finished() {
+            if signal.load(Relaxed) || writer_thread.is_finished() {
                 stop.store(true, Relaxed);
             }
             if progress && clock::now() >= last_progress + 1_000_000_000 {
                 last_progress = clock::now();
-                let elapsed = last_progress.saturating_sub(*start_ns.get().unwrap());
+                let elapsed = last_progress.saturating_sub(start_ns);
                 let mut line = format!("\r{} ", units::human(elapsed / 1_000_000_000 * 1_000_000_000));
                 for (c, live) in &lives {
                     line.push_str(&format!(
@@ -335,15 +358,19 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                 Err(_) => setup_errors.push("a measuring thread panicked".into()),
             }
         }
-        writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?
+        writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))
     });
     drop(helpers);
     mem::unlock_all();
-    let mut writer = writer.context("storing the run")?;
+    let (mut writer, store_error) = writer?;
 
     let mut notes = Vec::new();
     let mut exit_code = 0;
-    let status = if breach.hit.load(Relaxed) {
+    let status = if let Some(e) = &store_error {
+        exit_code = 1;
+        notes.push(format!("storing failed, data after the last commit is lost: {e:#}"));
+        RunStatus::Failed
+    } else if breach.hit.load(Relaxed) {
         exit_code = 2;
         notes.push(format!(
             "stopped at --threshold {}us: CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
@@ -370,6 +397,9 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         ));
     }
     writer.store.finish_run(run_id, status, Some(exit_code), clock::now_unix(), &notes, mem::peak_rss_kb())?;
+    if let Some(e) = store_error {
+        return Err(e.context(format!("run {run_id} ended failed")));
+    }
     let run = writer.store.load_run(run_id)?;
     if let Some(path) = &common.json {
         report::write_file(path, &report::Json, &run)?;

@@ -226,14 +226,14 @@ impl Probe for Wakeup {
 
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
         let rec = &mut rec[0];
-        let interval = self.interval_ns + ctx.index as u64 * self.distance_ns;
+        let interval = self.interval_ns.saturating_add((ctx.index as u64).saturating_mul(self.distance_ns));
         let flush = self.flush.as_ref();
         let mut next = ctx.start_ns;
         loop {
             next += interval;
             clock::sleep_until(next);
             let now = clock::now();
-            let latency = now - next;
+            let latency = now.saturating_sub(next);
             rec.record(now, latency);
             if latency >= interval {
                 let missed = latency / interval;

@@ -6,14 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// Installs handlers that set `stop` on SIGINT, SIGTERM and SIGHUP. A
-/// second signal while stopping exits at once with status 130. SIGPIPE
-/// gets its default action back.
+/// second signal while stopping exits at once with status 130.
 pub fn install(stop: &Arc<AtomicBool>) -> std::io::Result<()> {
-    // Output piped into `head` ends rtscope quietly, as any Unix tool.
-    // SAFETY: restoring the default disposition of SIGPIPE.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     for sig in [SIGINT, SIGTERM, SIGHUP] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, Arc::clone(stop))?;
@@ -33,5 +27,14 @@ pub fn block_in_this_thread() {
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGHUP);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Output piped into `head` ends rtscope quietly, as any Unix tool: SIGPIPE
+/// gets its default action back (Rust ignores it).
+pub fn default_sigpipe() {
+    // SAFETY: restoring the default disposition of SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -279,6 +279,14 @@ mod tests {
         let e = read_json(&serde_json::to_string(&doc).unwrap(), "c.json").unwrap_err().to_string();
         assert!(e.contains("c.json") && e.contains("count"), "{e}");
         let mut doc = run_doc(&run, true);
+        let iv = &mut doc.series.as_mut().unwrap()[0].intervals[0];
+        (iv.min_ns, iv.max_ns) = (iv.max_ns, iv.min_ns);
+        let e = read_json(&serde_json::to_string(&doc).unwrap(), "m.json").unwrap_err().to_string();
+        assert!(e.contains("m.json") && e.contains("min above max"), "{e}");
+        let mut doc = run_doc(&run, true);
+        doc.series.as_mut().unwrap()[0].intervals[1].seq = 0;
+        assert!(read_json(&serde_json::to_string(&doc).unwrap(), "s.json").is_err());
+        let mut doc = run_doc(&run, true);
         doc.series.as_mut().unwrap()[0].intervals[0].hdr = "AAAA".into();
         assert!(read_json(&serde_json::to_string(&doc).unwrap(), "h.json").is_err());
     }

@@ -150,7 +150,7 @@ impl Summary {
 
     /// Jitter as the references define it: max - min.
     pub fn jitter_ns(&self) -> u64 {
-        self.max_ns - self.min_ns
+        self.max_ns.saturating_sub(self.min_ns)
     }
 }
 

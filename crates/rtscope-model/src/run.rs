@@ -155,7 +155,18 @@ impl Series {
         exceedances: Vec<Exceedance>,
     ) -> Result<Series, String> {
         let mut total = Tally { hist: new_hist(), stats: Stats::new() };
+        for pair in intervals.windows(2) {
+            if pair[1].seq <= pair[0].seq {
+                return Err(format!(
+                    "interval {} follows interval {}: sequence numbers must increase",
+                    pair[1].seq, pair[0].seq
+                ));
+            }
+        }
         for iv in &intervals {
+            if iv.stats.count > 0 && (iv.stats.min > iv.stats.max || iv.start_ns > iv.end_ns) {
+                return Err(format!("interval {}: min above max or start after end", iv.seq));
+            }
             let h = iv.hist().map_err(|e| format!("interval {}: {e}", iv.seq))?;
             if h.len() + iv.stats.overflows != iv.stats.count {
                 return Err(format!(

@@ -131,6 +131,10 @@ impl Store {
             })
             .map(|n| n > 0)?;
         if !has_meta {
+            let tables: i64 = self.conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+            if tables > 0 {
+                bail!("it is an SQLite database of another application, not an rtscope run store");
+            }
             let tx = self.conn.transaction()?;
             tx.execute_batch(SCHEMA)?;
             tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])?;
@@ -407,8 +411,20 @@ impl Store {
         if let Some(dup) = dup {
             bail!("run {} is already in {} as run {dup}", run.header.uuid, self.path.display());
         }
+        let mut seen = std::collections::HashSet::new();
+        if let Some(dup) = run.series.iter().find(|s| !seen.insert(&s.key)) {
+            bail!("run {} lists {}/{} cpu {} twice", run.header.uuid, dup.key.probe, dup.key.metric, dup.key.cpu);
+        }
+        // A run still measuring elsewhere (or dead there) is partial here.
+        let mut header = run.header.clone();
+        if header.status == RunStatus::Running {
+            header.status = RunStatus::Partial;
+            header
+                .notes
+                .push("imported while its run was still going or had died: data up to its last checkpoint".into());
+        }
         let tx = self.conn.transaction()?;
-        let id = insert_header(&tx, &run.header, &run.inventory, &run.plan, None)?;
+        let id = insert_header(&tx, &header, &run.inventory, &run.plan, None)?;
         for s in &run.series {
             tx.execute(
                 "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -636,5 +652,27 @@ mod tests {
         std::fs::write(&bad, b"this is not a database, not at all, no sir").unwrap();
         let err = format!("{:#}", Store::open(&bad).err().unwrap());
         assert!(err.contains("--db"), "{err}");
+        // Another application's database is left alone.
+        let foreign = dir.path().join("other.db");
+        Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE mine (x INTEGER);").unwrap();
+        let err = format!("{:#}", Store::open(&foreign).err().unwrap());
+        assert!(err.contains("another application"), "{err}");
+        let conn = Connection::open(&foreign).unwrap();
+        let n: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1, "no table was added");
+    }
+
+    #[test]
+    fn imports_a_running_run_as_partial_and_refuses_duplicate_series() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+        let mut run = sample_run();
+        run.header.status = RunStatus::Running;
+        let id = store.insert_run(&run).unwrap();
+        assert_eq!(store.load_run(id).unwrap().header.status, RunStatus::Partial);
+        let mut twice = sample_run();
+        twice.header.uuid = "other".into();
+        twice.series[1] = twice.series[0].clone();
+        assert!(store.insert_run(&twice).unwrap_err().to_string().contains("twice"));
     }
 }
