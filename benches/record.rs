@@ -4,22 +4,18 @@
 //! `cargo bench --bench record` (harness = false: plain `std::time::Instant`,
 //! no extra dependencies).
 //!
-//! A bench cannot import the binary crate's `recorder` module, so this file
-//! measures what it can reach, `rtscope_model::hist::Tally::record` (the
-//! HdrHistogram plus exact count/min/max/sum), and re-creates the rest of
-//! `Recorder::record` (src/recorder.rs) line for line: the Relaxed store of
-//! the running count into the shared `Live` figures, the running maximum,
-//! and the push of a 16-byte `Exceedance { t_ns, value_ns }` into an `rtrb`
-//! ring of the same capacity when the value is above the `AtomicU64`
-//! threshold. Keep `Rec::record` below in step with `Recorder::record`.
+//! It times the real `rtscope::recorder::Recorder::record` (the HdrHistogram
+//! and exact count/min/max/sum of `Tally::record`, the Relaxed stores of the
+//! live figures, and the `rtrb` push of every sample above the threshold),
+//! with the real `Writer` draining the exceedance ring between blocks,
+//! outside the timed part, as the writer thread would.
 //!
 //! Samples: latencies of 2-200 us from an xorshift PRNG (90 % in 2-30 us,
 //! 10 % in 30-200 us) and about 0.1 % (1/1024) above the 200 us threshold
 //! (200 us - 1 ms), like the adaptive p99.9 threshold. Time is accumulated
-//! over blocks of 4096 samples; between blocks, outside the timed part, the
-//! bench drains the exceedance ring as the writer thread would.
+//! over blocks of 4096 samples.
 //!
-//! The PASS/FAIL line judges the median of the hot-loop runs of the mirrored
+//! The PASS/FAIL line judges the median of the hot-loop runs of
 //! `Recorder::record`, PRNG included. A last, informational figure times
 //! single samples with the private caches evicted before each one, as after
 //! a real 1 ms sleep.
@@ -27,15 +23,13 @@
 //! Environment: RECORD_SAMPLES (default 50000000), RECORD_RUNS (default 5),
 //! RECORD_COLD_SAMPLES (default 20000), RECORD_TARGET_NS (default 50).
 
+use rtscope::recorder::{self, ExceedMode, Recorder, Writer};
 use rtscope_model::hist::Tally;
-use rtscope_model::run::Exceedance;
+use rtscope_model::run::SeriesKey;
+use rtscope_model::store::Store;
 use std::hint::black_box;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// As src/recorder.rs: exceedances in flight per series.
-const EXCEED_RING: usize = 1 << 13;
 /// Samples per timed block; the ring is drained between blocks.
 const BLOCK: u64 = 4096;
 /// The fixed exceedance threshold of the bench, ns.
@@ -43,42 +37,26 @@ const THRESHOLD_NS: u64 = 200_000;
 /// The clock advances by one period per sample.
 const PERIOD_NS: u64 = 1_000_000;
 
-/// As `recorder::Live`: figures the progress line reads, one cache line.
-#[repr(align(64))]
-#[derive(Default)]
-struct Live {
-    count: AtomicU64,
-    max: AtomicU64,
-    #[allow(dead_code)]
-    overruns: AtomicU64,
+/// A recorder with its writer on a throw-away store. No checkpoint falls
+/// within the bench, so the writer only drains exceedances until `finish`.
+fn recorder() -> (tempfile::TempDir, Recorder, Writer) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut store = Store::open(&dir.path().join("bench.db")).expect("store");
+    let header = rtscope::probe::new_header("bench", vec![], true, vec![]);
+    let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).expect("run");
+    let key = SeriesKey { probe: "bench".into(), metric: "record".into(), cpu: 0 };
+    let sid = store.add_series(run, &key, "ns", "fixed").expect("series");
+    let (mut rec, sink, _live) = recorder::channel(sid, u64::MAX / 2, ExceedMode::Fixed(THRESHOLD_NS));
+    rec.start(0);
+    (dir, rec, Writer { store, sinks: vec![sink], lost_exceedances: 0 })
 }
 
-/// The measuring thread's state that `Recorder::record` touches.
-struct Rec {
-    cur: Box<Tally>,
-    lost: u64,
-    total_max: u64,
-    total_count: u64,
-    threshold: Arc<AtomicU64>,
-    live: Arc<Live>,
-    exc_tx: rtrb::Producer<Exceedance>,
-}
-
-impl Rec {
-    /// A copy of `Recorder::record`.
-    #[inline(always)]
-    fn record(&mut self, t_ns: u64, value: u64) {
-        self.cur.record(value);
-        self.total_count += 1;
-        self.live.count.store(self.total_count, Relaxed);
-        if value > self.total_max {
-            self.total_max = value;
-            self.live.max.store(value, Relaxed);
-        }
-        if value > self.threshold.load(Relaxed) && self.exc_tx.push(Exceedance { t_ns, value_ns: value }).is_err() {
-            self.lost += 1;
-        }
-    }
+/// Ends the recorder and returns (exceedances stored, lost).
+fn close(rec: Recorder, mut writer: Writer, t: u64) -> (u64, u64) {
+    rec.finish(t);
+    while !writer.poll().expect("writer") {}
+    let run = writer.store.load_run(1).expect("load");
+    (run.series[0].exceedances.len() as u64, writer.lost_exceedances)
 }
 
 /// xorshift64*: a few cycles per value.
@@ -170,18 +148,7 @@ fn run_tally(samples: u64, seed: u64) -> Outcome {
 /// The whole of `Recorder::record`, the ring drained between blocks.
 fn run_recorder(samples: u64, seed: u64) -> Outcome {
     let mut rng = Rng(seed);
-    let (exc_tx, mut exc_rx) = rtrb::RingBuffer::<Exceedance>::new(EXCEED_RING);
-    let live = Arc::new(Live::default());
-    let mut rec = Rec {
-        cur: Box::new(Tally::new()),
-        lost: 0,
-        total_max: 0,
-        total_count: 0,
-        threshold: Arc::new(AtomicU64::new(THRESHOLD_NS)),
-        live: Arc::clone(&live),
-        exc_tx,
-    };
-    let mut drained = 0u64;
+    let (_dir, mut rec, mut writer) = recorder();
     let mut t = 0u64;
     let mut timed = Duration::ZERO;
     let mut done = 0;
@@ -195,19 +162,11 @@ fn run_recorder(samples: u64, seed: u64) -> Outcome {
         timed += start.elapsed();
         done += n;
         // The writer's side, untimed.
-        let slots = exc_rx.slots();
-        if let Ok(chunk) = exc_rx.read_chunk(slots) {
-            let (a, b) = chunk.as_slices();
-            black_box((a, b));
-            drained += (a.len() + b.len()) as u64;
-            chunk.commit_all();
-        }
+        writer.poll().expect("writer");
     }
-    assert_eq!(rec.cur.stats.count, samples);
-    assert_eq!(live.count.load(Relaxed), samples);
-    assert_eq!(live.max.load(Relaxed), rec.cur.stats.max);
-    black_box(&rec.cur);
-    Outcome { ns_per_sample: timed.as_nanos() as f64 / samples as f64, exceedances: drained, lost: rec.lost }
+    assert_eq!(rec.count(), samples);
+    let (exceedances, lost) = close(rec, writer, t + 1);
+    Outcome { ns_per_sample: timed.as_nanos() as f64 / samples as f64, exceedances, lost }
 }
 
 /// One sample at a time with the private caches evicted before each (as
@@ -215,16 +174,7 @@ fn run_recorder(samples: u64, seed: u64) -> Outcome {
 /// median and p99 of (record + clock reads) - (clock reads alone), ns.
 fn run_cold(samples: u64, seed: u64) -> (f64, f64) {
     let mut rng = Rng(seed);
-    let (exc_tx, mut exc_rx) = rtrb::RingBuffer::<Exceedance>::new(EXCEED_RING);
-    let mut rec = Rec {
-        cur: Box::new(Tally::new()),
-        lost: 0,
-        total_max: 0,
-        total_count: 0,
-        threshold: Arc::new(AtomicU64::new(THRESHOLD_NS)),
-        live: Arc::new(Live::default()),
-        exc_tx,
-    };
+    let (_dir, mut rec, mut writer) = recorder();
     // Larger than a core's L1 + L2 on the machines rtscope targets.
     let evict: Vec<u64> = (0..(4usize << 20) / 8).map(|i| i as u64).collect();
     let flush = |v: &Vec<u64>| {
@@ -248,10 +198,9 @@ fn run_cold(samples: u64, seed: u64) -> (f64, f64) {
         let start = Instant::now();
         black_box(value);
         without.push(start.elapsed().as_nanos() as f64);
-        if let Ok(chunk) = exc_rx.read_chunk(exc_rx.slots()) {
-            chunk.commit_all();
-        }
+        writer.poll().expect("writer");
     }
+    close(rec, writer, t + 1);
     let pct = |mut v: Vec<f64>, q: f64| {
         v.sort_by(|a, b| a.total_cmp(b));
         v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
@@ -284,7 +233,7 @@ fn series(name: &str, runs: u64, samples: u64, f: fn(u64, u64) -> Outcome) -> f6
         && (o.exceedances > 0 || o.lost > 0)
     {
         println!(
-            "{:<34} last run: {} exceedances pushed and drained ({:.3} %), {} lost",
+            "{:<34} last run: {} exceedances stored ({:.3} %), {} lost",
             "",
             o.exceedances,
             o.exceedances as f64 * 100.0 / samples as f64,
@@ -302,7 +251,7 @@ fn main() {
     println!("record path: {samples} samples per run, {runs} runs, median reported; timed in blocks of {BLOCK}");
     let base = series("baseline (PRNG + loop only)", runs, samples, run_baseline);
     let tally = series("Tally::record", runs, samples, run_tally);
-    let full = series("Recorder::record (mirrored)", runs, samples, run_recorder);
+    let full = series("Recorder::record", runs, samples, run_recorder);
     println!(
         "net of the baseline: Tally::record {:.2} ns, Recorder::record {:.2} ns",
         (tally - base).max(0.0),

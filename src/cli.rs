@@ -332,7 +332,7 @@ impl WakeupArgs {
             if cost > self.interval / 2 && !self.common.force {
                 bail!(
                     "--cache-flush reads {} KiB in {} per sample, more than half of --interval {}: use a longer --interval or a smaller --flush-size (or --force)",
-                    f.len() >> 10,
+                    f.bytes() >> 10,
                     rtscope_model::units::human(cost),
                     rtscope_model::units::human(self.interval)
                 );
@@ -348,7 +348,7 @@ impl WakeupArgs {
                 spin_pause_ns: self.spin_pause,
                 second_process: self.second_process,
                 cache_flush: self.cache_flush,
-                flush_bytes: flush.as_ref().map(FlushBuffer::len),
+                flush_bytes: flush.as_ref().map(FlushBuffer::bytes),
                 flush,
             },
         ))

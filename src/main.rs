@@ -2,16 +2,8 @@
 //! really carry, and why not more? Exit codes: 0 ok, 1 error, 2 a
 //! requirement or threshold failed.
 
-mod cli;
-mod commands;
-mod disturb;
-mod probe;
-mod recorder;
-mod report;
-mod sys;
-
 fn main() {
-    let code = match commands::main() {
+    let code = match rtscope::commands::main() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("rtscope: error: {e:#}");

@@ -81,7 +81,7 @@ impl FlushBuffer {
         FlushBuffer { buf: std::sync::Arc::new(buf) }
     }
 
-    pub fn len(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         self.buf.len()
     }
 
@@ -303,9 +303,9 @@ mod tests {
     #[test]
     fn flush_buffer_sizes() {
         let f = FlushBuffer::new(None);
-        assert!(f.len() >= 64 << 10);
+        assert!(f.bytes() >= 64 << 10);
         assert!(f.cost_ns() > 0);
-        assert_eq!(FlushBuffer::new(Some(3 << 20)).len(), 3 << 20);
+        assert_eq!(FlushBuffer::new(Some(3 << 20)).bytes(), 3 << 20);
         assert_eq!(parse_size("32K"), Some(32 << 10));
         assert_eq!(parse_size("64M"), Some(64 << 20));
         assert_eq!(parse_size("100"), Some(100));
