@@ -272,7 +272,11 @@ fn without_privileges_the_run_is_flagged_not_representative() {
     let Some(fx) = Fixture::root() else { return };
     let (dir, db) = (&fx.dir, fx.db.as_str());
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let o = Command::new(BIN).args(["wakeup", "--duration", "1s", "--db", db]).uid(65534).gid(65534).output().unwrap();
+    // A copy the unprivileged user can reach, wherever the checkout lives.
+    let bin = dir.join("rtscope");
+    std::fs::copy(BIN, &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = Command::new(&bin).args(["wakeup", "--duration", "1s", "--db", db]).uid(65534).gid(65534).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("NOT representative") && err.contains("CAP_SYS_NICE"), "{err}");
