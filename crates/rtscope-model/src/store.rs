@@ -193,11 +193,7 @@ impl Store {
 
     /// Declares a series of a run; returns its id.
     pub fn add_series(&mut self, run_id: i64, key: &SeriesKey, unit: &str, exceed: &str) -> Result<i64> {
-        self.conn.execute(
-            "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![run_id, key.probe, key.metric, key.cpu, unit, exceed],
-        )?;
-        Ok(self.conn.last_insert_rowid())
+        insert_series(&self.conn, run_id, key, unit, exceed)
     }
 
     /// Commits one checkpoint: intervals and exceedances, atomically.
@@ -426,11 +422,7 @@ impl Store {
         let tx = self.conn.transaction()?;
         let id = insert_header(&tx, &header, &run.inventory, &run.plan, None)?;
         for s in &run.series {
-            tx.execute(
-                "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![id, s.key.probe, s.key.metric, s.key.cpu, s.unit, s.exceed],
-            )?;
-            let sid = tx.last_insert_rowid();
+            let sid = insert_series(&tx, id, &s.key, &s.unit, &s.exceed)?;
             for iv in &s.intervals {
                 insert_interval(&tx, sid, iv)?;
             }
@@ -475,6 +467,14 @@ fn insert_header(
         ],
     )?;
     Ok(tx.last_insert_rowid())
+}
+
+fn insert_series(conn: &Connection, run_id: i64, key: &SeriesKey, unit: &str, exceed: &str) -> Result<i64> {
+    conn.execute(
+        "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![run_id, key.probe, key.metric, key.cpu, unit, exceed],
+    )?;
+    Ok(conn.last_insert_rowid())
 }
 
 fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> Result<()> {
