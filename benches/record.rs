@@ -101,10 +101,11 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
 }
 
-/// The PRNG and loop alone: what the figures below include besides recording.
-fn run_baseline(samples: u64, seed: u64) -> Outcome {
-    let mut rng = Rng(seed);
-    let mut acc = 0u64;
+/// Calls `turn(t)` for `samples` samples (t advancing one period each), in
+/// timed blocks of `BLOCK` with `between()` untimed after each block.
+/// Returns ns per sample and the last t.
+#[inline(always)]
+fn timed_blocks(samples: u64, mut turn: impl FnMut(u64), mut between: impl FnMut()) -> (f64, u64) {
     let mut t = 0u64;
     let mut timed = Duration::ZERO;
     let mut done = 0;
@@ -113,60 +114,49 @@ fn run_baseline(samples: u64, seed: u64) -> Outcome {
         let start = Instant::now();
         for _ in 0..n {
             t += PERIOD_NS;
-            acc = acc.wrapping_add(black_box(rng.latency()) ^ t);
+            turn(t);
         }
         timed += start.elapsed();
         done += n;
+        between();
     }
+    (timed.as_nanos() as f64 / samples as f64, t)
+}
+
+/// The PRNG and loop alone: what the figures below include besides recording.
+fn run_baseline(samples: u64, seed: u64) -> Outcome {
+    let mut rng = Rng(seed);
+    let mut acc = 0u64;
+    let (ns_per_sample, _) = timed_blocks(samples, |t| acc = acc.wrapping_add(black_box(rng.latency()) ^ t), || {});
     black_box(acc);
-    Outcome { ns_per_sample: timed.as_nanos() as f64 / samples as f64, exceedances: 0, lost: 0 }
+    Outcome { ns_per_sample, exceedances: 0, lost: 0 }
 }
 
 /// `Tally::record` alone.
 fn run_tally(samples: u64, seed: u64) -> Outcome {
     let mut rng = Rng(seed);
     let mut tally = Box::new(Tally::new());
-    let mut t = 0u64;
-    let mut timed = Duration::ZERO;
-    let mut done = 0;
-    while done < samples {
-        let n = BLOCK.min(samples - done);
-        let start = Instant::now();
-        for _ in 0..n {
-            t += PERIOD_NS;
-            tally.record(black_box(rng.latency()));
-        }
-        timed += start.elapsed();
-        done += n;
-    }
+    let (ns_per_sample, _) = timed_blocks(samples, |_| tally.record(black_box(rng.latency())), || {});
     assert_eq!(tally.stats.count, samples);
     black_box(&tally);
-    black_box(t);
-    Outcome { ns_per_sample: timed.as_nanos() as f64 / samples as f64, exceedances: 0, lost: 0 }
+    Outcome { ns_per_sample, exceedances: 0, lost: 0 }
 }
 
-/// The whole of `Recorder::record`, the ring drained between blocks.
+/// The whole of `Recorder::record`, the ring drained by the writer between
+/// blocks, untimed.
 fn run_recorder(samples: u64, seed: u64) -> Outcome {
     let mut rng = Rng(seed);
     let (_dir, mut rec, mut writer) = recorder();
-    let mut t = 0u64;
-    let mut timed = Duration::ZERO;
-    let mut done = 0;
-    while done < samples {
-        let n = BLOCK.min(samples - done);
-        let start = Instant::now();
-        for _ in 0..n {
-            t += PERIOD_NS;
-            rec.record(t, black_box(rng.latency()));
-        }
-        timed += start.elapsed();
-        done += n;
-        // The writer's side, untimed.
-        writer.poll().expect("writer");
-    }
+    let (ns_per_sample, t) = timed_blocks(
+        samples,
+        |t| rec.record(t, black_box(rng.latency())),
+        || {
+            writer.poll().expect("writer");
+        },
+    );
     assert_eq!(rec.count(), samples);
     let (exceedances, lost) = close(rec, writer, t + 1);
-    Outcome { ns_per_sample: timed.as_nanos() as f64 / samples as f64, exceedances, lost }
+    Outcome { ns_per_sample, exceedances, lost }
 }
 
 /// One sample at a time with the private caches evicted before each (as
