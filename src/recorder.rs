@@ -59,15 +59,38 @@ impl ExceedMode {
     }
 }
 
+/// The counters of the interval being recorded, besides its histogram.
+#[derive(Default)]
+struct Open {
+    seq: u32,
+    start_ns: u64,
+    overruns: u64,
+    lost: u64,
+}
+
+impl Open {
+    /// Ends this interval at `now` with `tally` and opens the next one.
+    fn close(&mut self, tally: Box<Tally>, now: u64) -> IntervalMsg {
+        let msg = IntervalMsg {
+            seq: self.seq,
+            start_ns: self.start_ns,
+            end_ns: now,
+            tally,
+            overruns: std::mem::take(&mut self.overruns),
+            lost_exceedances: std::mem::take(&mut self.lost),
+        };
+        self.seq += 1;
+        self.start_ns = now;
+        msg
+    }
+}
+
 /// The measuring thread's end of one series.
 pub struct Recorder {
     cur: Box<Tally>,
-    seq: u32,
-    interval_start: u64,
+    open: Open,
     next_checkpoint: u64,
     checkpoint_ns: u64,
-    overruns: u64,
-    lost: u64,
     total_max: u64,
     total_count: u64,
     threshold: Arc<AtomicU64>,
@@ -113,12 +136,9 @@ pub fn channel(series_id: i64, checkpoint_ns: u64, mode: ExceedMode) -> (Recorde
     let live = Arc::new(Live::default());
     let rec = Recorder {
         cur: Box::new(Tally::new()),
-        seq: 0,
-        interval_start: 0,
+        open: Open::default(),
         next_checkpoint: u64::MAX,
         checkpoint_ns,
-        overruns: 0,
-        lost: 0,
         total_max: 0,
         total_count: 0,
         threshold: Arc::clone(&threshold),
@@ -146,7 +166,7 @@ pub fn channel(series_id: i64, checkpoint_ns: u64, mode: ExceedMode) -> (Recorde
 impl Recorder {
     /// Starts the first interval at `now`.
     pub fn start(&mut self, now: u64) {
-        self.interval_start = now;
+        self.open.start_ns = now;
         self.next_checkpoint = now.saturating_add(self.checkpoint_ns);
     }
 
@@ -165,14 +185,14 @@ impl Recorder {
         // is offered and most will be discarded: a full ring loses nothing
         // that counts then.
         if value > threshold && self.exc_tx.push(Exceedance { t_ns, value_ns: value }).is_err() && threshold != 0 {
-            self.lost += 1;
+            self.open.lost += 1;
         }
     }
 
     /// Counts `n` missed periods.
     #[inline]
     pub fn overrun(&mut self, n: u64) {
-        self.overruns += n;
+        self.open.overruns += n;
     }
 
     /// Samples recorded so far.
@@ -200,40 +220,19 @@ impl Recorder {
 
     fn ship(&mut self, fresh: Box<Tally>, now: u64) {
         let full = std::mem::replace(&mut self.cur, fresh);
-        self.push(full, now);
-        self.interval_start = now;
-        self.next_checkpoint = now.saturating_add(self.checkpoint_ns);
-    }
-
-    fn push(&mut self, tally: Box<Tally>, now: u64) {
-        let msg = IntervalMsg {
-            seq: self.seq,
-            start_ns: self.interval_start,
-            end_ns: now,
-            tally,
-            overruns: std::mem::take(&mut self.overruns),
-            lost_exceedances: std::mem::take(&mut self.lost),
-        };
         // The ring holds the whole pool and this thread always keeps one
         // histogram, so it is never full.
-        let _ = self.full_tx.push(msg);
-        self.seq += 1;
+        let _ = self.full_tx.push(self.open.close(full, now));
+        self.next_checkpoint = now.saturating_add(self.checkpoint_ns);
     }
 
     /// Ships the last interval. Called once measuring is over.
     pub fn finish(mut self, now: u64) {
-        if self.cur.stats.count == 0 && self.overruns == 0 && self.lost == 0 && self.seq > 0 {
+        let o = &self.open;
+        if self.cur.stats.count == 0 && o.overruns == 0 && o.lost == 0 && o.seq > 0 {
             return;
         }
-        let msg = IntervalMsg {
-            seq: self.seq,
-            start_ns: self.interval_start,
-            end_ns: now,
-            tally: self.cur,
-            overruns: self.overruns,
-            lost_exceedances: self.lost,
-        };
-        let _ = self.full_tx.push(msg);
+        let _ = self.full_tx.push(self.open.close(self.cur, now));
     }
 }
 
@@ -259,10 +258,11 @@ impl SeriesSink {
     /// maximum when there are fewer than 1000); keeps those at or above it.
     fn end_bootstrap(&mut self) {
         if let Some(held) = self.bootstrap.take() {
-            let mut values: Vec<u64> = held.iter().map(|e| e.value_ns).collect();
-            values.sort_unstable();
-            let rank = ((ADAPTIVE_QUANTILE * values.len() as f64).ceil() as usize).clamp(1, values.len().max(1));
-            let t = values.get(rank - 1).copied().unwrap_or(0);
+            let mut seen = Tally::new();
+            for e in &held {
+                seen.record(e.value_ns);
+            }
+            let t = quantile(&seen.hist, &seen.stats, ADAPTIVE_QUANTILE);
             self.threshold.store(t, Relaxed);
             // `>=`: a short run keeps at least its maximum.
             self.pending.extend(held.into_iter().filter(|e| e.value_ns >= t));

@@ -2,6 +2,7 @@
 
 mod common;
 use common::*;
+use rtscope_model::export::RESULT_KEYS;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -23,20 +24,7 @@ fn wakeup_counts_every_period_and_writes_the_common_json() {
     for r in rows {
         assert_eq!(r["probe"], "wakeup");
         assert_eq!(r["metric"], "latency");
-        for k in [
-            "cpu",
-            "count",
-            "min_ns",
-            "mean_ns",
-            "p50_ns",
-            "p90_ns",
-            "p99_ns",
-            "p999_ns",
-            "p9999_ns",
-            "max_ns",
-            "overflows",
-            "overruns",
-        ] {
+        for k in RESULT_KEYS.iter().filter(|k| !["probe", "metric"].contains(k)) {
             assert!(r[k].is_number(), "{k} missing in {r}");
         }
         let count = r["count"].as_u64().unwrap();

@@ -15,6 +15,24 @@ use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
 pub const FORMAT: &str = "rtscope-run";
+/// The keys every `results` row has, in every probe's JSON (the common
+/// shape), before its probe-specific ones.
+pub const RESULT_KEYS: [&str; 14] = [
+    "probe",
+    "metric",
+    "cpu",
+    "count",
+    "min_ns",
+    "mean_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "p999_ns",
+    "p9999_ns",
+    "max_ns",
+    "overflows",
+    "overruns",
+];
 pub const FORMAT_VERSION: u32 = 1;
 
 /// The JSON document: `run_id`, `status`, `results` first (the common
@@ -243,22 +261,7 @@ mod tests {
         assert_eq!(text, again);
         let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
         let r = &v["results"][0];
-        for k in [
-            "probe",
-            "metric",
-            "cpu",
-            "count",
-            "min_ns",
-            "mean_ns",
-            "p50_ns",
-            "p90_ns",
-            "p99_ns",
-            "p999_ns",
-            "p9999_ns",
-            "max_ns",
-            "overflows",
-            "overruns",
-        ] {
+        for k in RESULT_KEYS {
             assert!(!r[k].is_null(), "{k} missing");
         }
         assert_eq!(r["overflows"], 3);
