@@ -10,3 +10,4 @@ pub mod probe;
 pub mod recorder;
 pub mod report;
 pub mod sys;
+pub mod trace;
