@@ -197,10 +197,7 @@ impl Decoder {
             Dec::Vector { idx, entry: false } => Kind::VectorExit(*idx),
             Dec::IrqEntry { irq, name } => {
                 let n = int(p, irq) as i32;
-                if !self.irq_names.contains_key(&n) {
-                    let name = text(p, name);
-                    self.irq_names.insert(n, name);
-                }
+                self.irq_names.entry(n).or_insert_with(|| text(p, name));
                 Kind::IrqEntry(n)
             }
             Dec::IrqExit { irq } => Kind::IrqExit(int(p, irq) as i32),

@@ -47,7 +47,7 @@ impl Format {
     }
 }
 
-/// `field:TYPE NAME[N];	offset:O;	size:S;	signed:X;`
+/// `field:TYPE NAME[N]; offset:O; size:S; signed:X;` (tab-separated)
 fn parse_field(line: &str) -> Result<Field, String> {
     let mut parts = line.split(';').map(str::trim);
     let decl = parts.next().and_then(|d| d.strip_prefix("field:")).ok_or_else(|| format!("bad field '{line}'"))?;
