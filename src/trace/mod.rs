@@ -3,6 +3,7 @@
 //! `mono` clock; a reader thread decodes the per-CPU binary buffers and
 //! splits each sample into stages and, for the worst samples, into causes.
 
+pub mod decompose;
 pub mod event;
 pub mod format;
 pub mod page;

@@ -1,0 +1,394 @@
+//! Cause episodes: a sample above the cause threshold, with the kernel
+//! events of its CPU turned into stages (where the time went along the
+//! wake-up path) and causes (who had the CPU meanwhile), a one-line
+//! verdict, and a timeline for Perfetto. Also the per-run trace summary and
+//! the "top causes" table over a run's episodes.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The stages of one wake-up, each relative to the previous one; they add
+/// up to the latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stages {
+    /// Programmed time -> timer interrupt entry.
+    pub irq_ns: u64,
+    /// Interrupt entry -> the probe's hrtimer callback starts.
+    pub handler_ns: u64,
+    /// Callback start -> `sched_waking` of the probe thread.
+    pub wake_ns: u64,
+    /// Waking -> `sched_switch` into the probe thread.
+    pub thread_ns: u64,
+    /// Switch-in -> the probe's own timestamp (return to user space).
+    pub user_ns: u64,
+}
+
+impl Stages {
+    pub const NAMES: [&'static str; 5] = ["irq", "handler", "wake", "thread", "user"];
+
+    pub fn values(&self) -> [u64; 5] {
+        [self.irq_ns, self.handler_ns, self.wake_ns, self.thread_ns, self.user_ns]
+    }
+
+    pub fn total(&self) -> u64 {
+        self.values().iter().sum()
+    }
+
+    /// The longest stage: (name, ns).
+    pub fn largest(&self) -> (&'static str, u64) {
+        let v = self.values();
+        let i = (0..5).max_by_key(|&i| (v[i], 5 - i)).unwrap_or(0);
+        (Self::NAMES[i], v[i])
+    }
+}
+
+/// What held the CPU during part of a sample's latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CauseKind {
+    /// Another thread ran while the probe thread was runnable.
+    Thread,
+    /// A hard interrupt handler (device IRQ or interrupt vector).
+    Irq,
+    Softirq,
+    /// The probe's own timer interrupt and hrtimer path.
+    Timer,
+    /// Switch-in to the probe's timestamp: the return to user space.
+    User,
+    /// Time no event covers: interrupts off, the hypervisor, SMI, hardware.
+    Unaccounted,
+}
+
+impl CauseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::Thread => "thread",
+            CauseKind::Irq => "irq",
+            CauseKind::Softirq => "softirq",
+            CauseKind::Timer => "timer",
+            CauseKind::User => "user",
+            CauseKind::Unaccounted => "unaccounted",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cause {
+    pub kind: CauseKind,
+    /// Thread comm, IRQ name (`virtio0-input`, `reschedule`), softirq
+    /// vector (`NET_RX`), or what ran during unaccounted time.
+    pub name: String,
+    /// The thread (or, for unaccounted time, the thread that was current).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// IRQ number for device interrupts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq: Option<i32>,
+    /// Scheduling of a thread, e.g. `SCHED_FIFO 99`, `SCHED_OTHER`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched: Option<String>,
+    pub ns: u64,
+}
+
+impl Cause {
+    /// `kworker/1:2 (pid 77, SCHED_OTHER)`, `virtio0-input (irq 24)`.
+    pub fn label(&self) -> String {
+        match self.kind {
+            CauseKind::Thread => match (&self.pid, &self.sched) {
+                (Some(p), Some(s)) => format!("{} (pid {p}, {s})", self.name),
+                (Some(p), None) => format!("{} (pid {p})", self.name),
+                _ => self.name.clone(),
+            },
+            CauseKind::Irq => match self.irq {
+                Some(n) => format!("{} (irq {n})", self.name),
+                None => self.name.clone(),
+            },
+            _ => self.name.clone(),
+        }
+    }
+}
+
+/// A lane of the episode timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lane {
+    Task,
+    Irq,
+    Softirq,
+    Stage,
+}
+
+/// One bar of the timeline (CLOCK_MONOTONIC ns).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slice {
+    pub lane: Lane,
+    pub name: String,
+    pub start_ns: u64,
+    pub dur_ns: u64,
+}
+
+/// One explained sample.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    pub probe: String,
+    pub metric: String,
+    pub cpu: i64,
+    /// The sample's number on its CPU, from 1.
+    pub sample: u64,
+    /// When the probe should have run (CLOCK_MONOTONIC ns).
+    pub programmed_ns: u64,
+    /// When it did (its own timestamp).
+    pub woke_ns: u64,
+    pub latency_ns: u64,
+    /// The stages, when every event of the wake-up path was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Stages>,
+    /// Who had the CPU from the programmed time to the wake-up, largest
+    /// first; they add up to the latency.
+    pub causes: Vec<Cause>,
+    pub verdict: String,
+    /// The CPU's timeline from the probe's previous wake-up to this one.
+    #[serde(default)]
+    pub slices: Vec<Slice>,
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.1}us", ns as f64 / 1000.0)
+}
+
+/// Causes smaller than this are left out of a verdict (they stay stored).
+const VERDICT_MIN_NS: u64 = 500;
+
+/// The one-line verdict, e.g. `cpu1 #8412 latency 842.1us: thread 815.0us,
+/// blocked by kworker/1:2 (pid 77, SCHED_OTHER) 790.3us; irq 12.0us
+/// (virtio0-input 10.1us); softirq NET_RX 8.2us; unaccounted 3.1us`.
+pub fn verdict(cpu: i64, sample: u64, latency_ns: u64, stages: Option<&Stages>, causes: &[Cause]) -> String {
+    let mut s = format!("cpu{cpu} #{sample} latency {}", us(latency_ns));
+    let main = causes.iter().max_by_key(|c| c.ns);
+    let mut parts: Vec<String> = Vec::new();
+    let mut first = String::new();
+    if let Some(st) = stages {
+        let (name, ns) = st.largest();
+        first = format!("{name} {}", us(ns));
+    }
+    if let Some(m) = main {
+        let what = match m.kind {
+            CauseKind::Thread => format!("blocked by {}", m.label()),
+            CauseKind::Irq => format!("in irq {}", m.label()),
+            CauseKind::Softirq => format!("in softirq {}", m.name),
+            CauseKind::Timer => "in the timer path".to_string(),
+            CauseKind::User => "returning to user space".to_string(),
+            CauseKind::Unaccounted if m.pid.is_some_and(|p| p != 0) => {
+                format!("unaccounted (interrupts off, hypervisor or SMI; {} was running)", m.name)
+            }
+            CauseKind::Unaccounted => "unaccounted (interrupts off, hypervisor, SMI or idle exit)".to_string(),
+        };
+        let head = if first.is_empty() { what } else { format!("{first}, {what}") };
+        parts.push(format!("{head} {}", us(m.ns)));
+    } else if !first.is_empty() {
+        parts.push(first);
+    }
+    // The rest, grouped by kind, largest first.
+    let mut groups: BTreeMap<CauseKind, Vec<&Cause>> = BTreeMap::new();
+    for c in causes.iter().filter(|c| Some(*c) != main && c.ns >= VERDICT_MIN_NS) {
+        groups.entry(c.kind).or_default().push(c);
+    }
+    let mut rest: Vec<(u64, String)> = groups
+        .into_iter()
+        .map(|(kind, list)| {
+            let total: u64 = list.iter().map(|c| c.ns).sum();
+            let top = list.iter().max_by_key(|c| c.ns).map(|c| (c.name.clone(), c.ns));
+            let text = match (kind, top) {
+                (CauseKind::Softirq, Some((name, _))) if list.len() == 1 => format!("softirq {name} {}", us(total)),
+                (CauseKind::Timer | CauseKind::User | CauseKind::Unaccounted, _) => {
+                    format!("{} {}", kind.as_str(), us(total))
+                }
+                (_, Some((name, ns))) => format!("{} {} ({name} {})", kind.as_str(), us(total), us(ns)),
+                (_, None) => format!("{} {}", kind.as_str(), us(total)),
+            };
+            (total, text)
+        })
+        .collect();
+    rest.sort_by(|a, b| b.0.cmp(&a.0));
+    parts.extend(rest.into_iter().map(|(_, t)| t));
+    if !parts.is_empty() {
+        s.push_str(": ");
+        s.push_str(&parts.join("; "));
+    }
+    s
+}
+
+/// One row of the top-causes table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopCause {
+    pub kind: CauseKind,
+    pub name: String,
+    /// Episodes in which this was the largest cause.
+    pub main_in: u64,
+    /// Episodes in which it appears at all.
+    pub seen_in: u64,
+    pub total_ns: u64,
+    /// Its share of all episodes' latency, %.
+    pub share_pct: f64,
+    pub max_ns: u64,
+}
+
+/// Aggregates episodes by cause (kind and name; threads by comm), largest
+/// total first: which sources account for how much of the tail.
+pub fn top_causes(episodes: &[Episode]) -> Vec<TopCause> {
+    let all: u64 = episodes.iter().map(|e| e.latency_ns).sum();
+    let mut by: BTreeMap<(CauseKind, String), TopCause> = BTreeMap::new();
+    for e in episodes {
+        let main = e.causes.iter().max_by_key(|c| c.ns);
+        let mut seen: Vec<(CauseKind, String)> = Vec::new();
+        for c in &e.causes {
+            let key = (c.kind, c.name.clone());
+            let row = by.entry(key.clone()).or_insert_with(|| TopCause {
+                kind: c.kind,
+                name: c.name.clone(),
+                main_in: 0,
+                seen_in: 0,
+                total_ns: 0,
+                share_pct: 0.0,
+                max_ns: 0,
+            });
+            row.total_ns += c.ns;
+            row.max_ns = row.max_ns.max(c.ns);
+            if !seen.contains(&key) {
+                row.seen_in += 1;
+                if main.is_some_and(|m| m.kind == c.kind && m.name == c.name) {
+                    row.main_in += 1;
+                }
+                seen.push(key);
+            }
+        }
+    }
+    let mut rows: Vec<TopCause> = by.into_values().collect();
+    for r in &mut rows {
+        r.share_pct = if all == 0 { 0.0 } else { 100.0 * r.total_ns as f64 / all as f64 };
+    }
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    rows
+}
+
+/// What the tracer did during a run, stored with it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceSummary {
+    /// The tracefs instance used.
+    pub instance: String,
+    pub clock: String,
+    pub buffer_kb_per_cpu: u64,
+    pub events: Vec<String>,
+    /// Events asked for that this kernel lacks, with what is lost.
+    pub missing: Vec<String>,
+    pub per_cpu: Vec<TraceCpu>,
+    /// CPU time of the reader thread and its share of the run's wall time.
+    pub reader_cpu_ns: u64,
+    pub reader_cpu_pct: f64,
+    pub cause_threshold: String,
+    /// Episodes built, and kept (the worst, per CPU).
+    pub episodes_built: u64,
+    pub episodes_kept: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceCpu {
+    pub cpu: i64,
+    pub events: u64,
+    /// Events the kernel lost (ring buffer overrun or dropped).
+    pub lost: u64,
+    pub bytes: u64,
+    /// Samples the probe handed to the tracer, and those it split into stages.
+    pub samples: u64,
+    pub decomposed: u64,
+    /// Samples whose wake-up path was not (fully) in the trace.
+    pub incomplete: u64,
+    /// Samples the tracer could not take (its ring from the probe was full).
+    pub samples_dropped: u64,
+}
+
+impl TraceSummary {
+    pub fn lost(&self) -> u64 {
+        self.per_cpu.iter().map(|c| c.lost).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
+        Cause { kind, name: name.into(), pid: None, irq: None, sched: None, ns }
+    }
+
+    pub fn sample_episode() -> Episode {
+        let causes = vec![
+            Cause {
+                kind: CauseKind::Thread,
+                name: "kworker/1:2".into(),
+                pid: Some(77),
+                irq: None,
+                sched: Some("SCHED_OTHER".into()),
+                ns: 790_300,
+            },
+            Cause { irq: Some(24), ..cause(CauseKind::Irq, "virtio0-input", 10_100) },
+            cause(CauseKind::Irq, "reschedule", 1_900),
+            cause(CauseKind::Softirq, "NET_RX", 8_200),
+            cause(CauseKind::Unaccounted, "swapper/1", 3_100),
+            cause(CauseKind::Timer, "timer", 300),
+        ];
+        let stages = Stages { irq_ns: 3_000, handler_ns: 12_000, wake_ns: 2_000, thread_ns: 815_000, user_ns: 10_100 };
+        let latency = stages.total();
+        Episode {
+            probe: "wakeup".into(),
+            metric: "latency".into(),
+            cpu: 1,
+            sample: 8412,
+            programmed_ns: 1_000_000,
+            woke_ns: 1_000_000 + latency,
+            latency_ns: latency,
+            verdict: verdict(1, 8412, latency, Some(&stages), &causes),
+            stages: Some(stages),
+            causes,
+            slices: vec![],
+        }
+    }
+
+    #[test]
+    fn verdict_reads_like_rtla_auto_analysis() {
+        let e = sample_episode();
+        assert_eq!(
+            e.verdict,
+            "cpu1 #8412 latency 842.1us: thread 815.0us, blocked by kworker/1:2 (pid 77, SCHED_OTHER) 790.3us; \
+             irq 12.0us (virtio0-input 10.1us); softirq NET_RX 8.2us; unaccounted 3.1us"
+        );
+        let v = verdict(0, 3, 5_000, None, &[cause(CauseKind::Unaccounted, "swapper/0", 5_000)]);
+        assert_eq!(v, "cpu0 #3 latency 5.0us: unaccounted (interrupts off, hypervisor, SMI or idle exit) 5.0us");
+        assert_eq!(verdict(0, 1, 10, None, &[]), "cpu0 #1 latency 0.0us");
+    }
+
+    #[test]
+    fn top_causes_aggregate_by_source() {
+        let a = sample_episode();
+        let mut b = sample_episode();
+        b.causes[0].pid = Some(78);
+        b.causes[0].ns = 100;
+        b.latency_ns = 50_000;
+        let rows = top_causes(&[a.clone(), b]);
+        assert_eq!(rows[0].name, "kworker/1:2");
+        assert_eq!((rows[0].seen_in, rows[0].main_in, rows[0].total_ns), (2, 1, 790_400));
+        let irq = rows.iter().find(|r| r.name == "virtio0-input").unwrap();
+        assert_eq!(irq.seen_in, 2);
+        assert_eq!(irq.main_in, 1, "b's largest cause is its irq");
+        let share: f64 = rows.iter().map(|r| r.share_pct).sum();
+        assert!(share > 0.0 && share <= 100.0 + 1e-9, "{share}");
+        assert!(top_causes(&[]).is_empty());
+    }
+
+    #[test]
+    fn stages_add_up() {
+        let s = sample_episode().stages.unwrap();
+        assert_eq!(s.largest(), ("thread", 815_000));
+        assert_eq!(s.total(), 842_100);
+    }
+}

@@ -1,0 +1,716 @@
+//! Matching a probe's samples with its CPU's kernel events: the stages of
+//! each wake-up and, for the worst samples, the causes (who had the CPU) and
+//! a timeline. Pure: events and samples in, [`Out`]s out.
+//!
+//! The wake-up path of a sample (programmed `P`, woke `W`), searched
+//! backwards from `W` among the events after the previous wake-up:
+//! `sched_switch` into the probe thread (`S`), before it the
+//! `sched_waking` of that thread (`K`), before it the `hrtimer_expire_entry`
+//! that ran the wake-up (`X`), before it the timer interrupt's entry (`I`).
+//! Stages: irq = I - P, handler = X - I, wake = K - X, thread = S - K,
+//! user = W - S. Each mark is clamped to the previous one, so the stages
+//! always add up to W - P.
+
+use super::event::{Decoder, Ev, Kind, SOFTIRQ_NAMES};
+use rtscope_model::episode::{self, Cause, CauseKind, Episode, Lane, Slice, Stages};
+use rtscope_model::hist::{Tally, quantile};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A sample as the probe recorded it: taken at `t_ns`, `value_ns` after
+/// the instant it was due (for `wakeup`, its programmed time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub seq: u64,
+    pub t_ns: u64,
+    pub value_ns: u64,
+}
+
+/// How samples are chosen for an episode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CauseThreshold {
+    /// The running maximum for the first 1000 samples of a CPU, then its
+    /// running p99.9, and its p99.99 from 10000 samples on.
+    Adaptive,
+    Fixed(u64),
+}
+
+impl CauseThreshold {
+    pub fn describe(self) -> String {
+        match self {
+            CauseThreshold::Adaptive => "adaptive (running maximum, p99.9 from 1000 samples, p99.99 from 10000)".into(),
+            CauseThreshold::Fixed(ns) => format!("fixed {}us", rtscope_model::units::us(ns)),
+        }
+    }
+}
+
+/// What processing a sample yields.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Out {
+    /// The stages of a sample taken at `t_ns`.
+    Stages { t_ns: u64, stages: Stages },
+    /// A new episode to keep.
+    Keep(Box<Episode>),
+    /// An episode pushed out of the worst-N by a worse one.
+    Drop { cpu: i64, sample: u64 },
+}
+
+/// Events before the window start of an episode are summarised into the
+/// CPU context only; this bounds a window when samples are far apart.
+const RETAIN_NS: u64 = 2_000_000_000;
+/// A sample is processed once events after it were read, or once a read
+/// pass that started this long after it has ended.
+pub const GRACE_NS: u64 = 5_000_000;
+/// Events of the wake-up path may carry a time a little before `P` (the
+/// trace clock is CLOCK_MONOTONIC's NMI-safe reading).
+const EARLY_NS: u64 = 2_000;
+/// Per-CPU bound on events held while no sample claims them.
+const MAX_HELD: usize = 1 << 21;
+/// Slices kept per episode (the last ones before the wake-up).
+const MAX_SLICES: usize = 2_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frame {
+    /// A local timer interrupt; `true` when it ran the probe's wake-up.
+    Timer(bool),
+    Vector(u8),
+    Irq(i32),
+    Soft(u8),
+}
+
+/// A CPU's context: the current task and the interrupt frames above it.
+#[derive(Clone, Debug)]
+struct Ctx {
+    task: i32,
+    frames: Vec<Frame>,
+}
+
+impl Default for Ctx {
+    fn default() -> Ctx {
+        Ctx { task: -1, frames: Vec::with_capacity(8) }
+    }
+}
+
+impl Ctx {
+    fn apply(&mut self, k: &Kind, ours: bool) {
+        match *k {
+            Kind::TimerEntry => self.push(Frame::Timer(ours)),
+            Kind::TimerExit => self.pop_to(|f| matches!(f, Frame::Timer(_))),
+            Kind::VectorEntry(v) => self.push(Frame::Vector(v)),
+            Kind::VectorExit(v) => self.pop_to(|f| f == Frame::Vector(v)),
+            Kind::IrqEntry(n) => self.push(Frame::Irq(n)),
+            Kind::IrqExit(n) => self.pop_to(|f| f == Frame::Irq(n)),
+            Kind::SoftEntry(v) => self.push(Frame::Soft(v)),
+            Kind::SoftExit(v) => self.pop_to(|f| f == Frame::Soft(v)),
+            // A switch happens in task context: no frame is open (any
+            // left are from lost exit events).
+            Kind::Switch { next, .. } => {
+                self.task = next;
+                self.frames.clear();
+            }
+            Kind::ExpireEntry { .. } | Kind::ExpireExit { .. } | Kind::Waking { .. } => {}
+        }
+    }
+
+    fn push(&mut self, f: Frame) {
+        if self.frames.len() < 16 {
+            self.frames.push(f);
+        }
+    }
+
+    fn pop_to(&mut self, is: impl Fn(Frame) -> bool) {
+        if let Some(i) = self.frames.iter().rposition(|&f| is(f)) {
+            self.frames.truncate(i);
+        }
+    }
+
+    fn owner(&self) -> Owner {
+        match self.frames.last() {
+            Some(&f) => Owner::Frame(f),
+            None => Owner::Task(self.task),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    Frame(Frame),
+    Task(i32),
+}
+
+/// The wake-up path found in a window: event indices.
+#[derive(Clone, Copy, Debug, Default)]
+struct Chain {
+    irq: Option<usize>,
+    expire: Option<usize>,
+    waking: Option<usize>,
+    switch_in: Option<usize>,
+}
+
+/// The kernel's scheduling of a task, from its priority in the trace and
+/// its policy when known (1 FIFO, 2 RR, 3 BATCH, 5 IDLE, 6 DEADLINE).
+pub fn sched_label(prio: i32, policy: Option<u32>) -> String {
+    match (prio, policy) {
+        (p, _) if p < 0 => "SCHED_DEADLINE".into(),
+        (p, Some(2)) if p < 100 => format!("SCHED_RR {}", 99 - p),
+        (p, _) if p < 100 => format!("SCHED_FIFO {}", 99 - p),
+        (_, Some(3)) => "SCHED_BATCH".into(),
+        (_, Some(5)) => "SCHED_IDLE".into(),
+        (p, _) if p == 120 => "SCHED_OTHER".into(),
+        (p, _) => format!("SCHED_OTHER nice {}", p - 120),
+    }
+}
+
+/// Settings shared by every CPU's decomposer.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub cause_threshold: CauseThreshold,
+    /// Episodes kept per CPU: the worst.
+    pub max_episodes: usize,
+    /// False when this kernel has no `local_timer_entry`: the irq stage
+    /// then runs to the hrtimer callback, and handler is 0.
+    pub timer_entry: bool,
+    /// Whether samples have a wake-up path to split (wakeup) or only a
+    /// window to attribute (an interruption of the noise probe).
+    pub stages: bool,
+}
+
+/// One CPU's decomposer.
+pub struct CpuTrace {
+    pub cpu: i64,
+    pub probe: &'static str,
+    pub metric: &'static str,
+    /// The probe thread on this CPU.
+    pub tid: i32,
+    settings: Settings,
+    events: VecDeque<Ev>,
+    /// The context before `events[0]`.
+    front: Ctx,
+    newest_ts: u64,
+    samples: VecDeque<Sample>,
+    prev_woke: u64,
+    seen: Tally,
+    threshold: u64,
+    /// Kept episodes: (latency, sample).
+    kept: Vec<(u64, u64)>,
+    pub events_in: u64,
+    pub samples_in: u64,
+    pub decomposed: u64,
+    pub incomplete: u64,
+    pub episodes_built: u64,
+}
+
+impl CpuTrace {
+    pub fn new(cpu: i64, probe: &'static str, metric: &'static str, tid: i32, settings: Settings) -> CpuTrace {
+        CpuTrace {
+            cpu,
+            probe,
+            metric,
+            tid,
+            settings,
+            events: VecDeque::with_capacity(1 << 14),
+            front: Ctx::default(),
+            newest_ts: 0,
+            samples: VecDeque::with_capacity(1 << 10),
+            prev_woke: 0,
+            seen: Tally::new(),
+            threshold: 0,
+            kept: Vec::new(),
+            events_in: 0,
+            samples_in: 0,
+            decomposed: 0,
+            incomplete: 0,
+            episodes_built: 0,
+        }
+    }
+
+    /// Adds an event of this CPU (in time order).
+    pub fn push_event(&mut self, e: Ev) {
+        self.newest_ts = self.newest_ts.max(e.ts);
+        self.events.push_back(e);
+        self.events_in += 1;
+    }
+
+    pub fn push_sample(&mut self, s: Sample) {
+        self.samples.push_back(s);
+        self.samples_in += 1;
+    }
+
+    /// Processes every sample whose events are all in: those before the
+    /// newest event read, or `GRACE_NS` before `pass_start` (the start of
+    /// the last complete read of this CPU's buffer); all when `last`.
+    pub fn process(&mut self, pass_start: u64, last: bool, names: &Names, out: &mut impl FnMut(Out)) {
+        while let Some(&s) = self.samples.front() {
+            let ready = last || s.t_ns <= self.newest_ts || s.t_ns.saturating_add(GRACE_NS) <= pass_start;
+            if !ready {
+                break;
+            }
+            self.samples.pop_front();
+            self.one(s, names, out);
+            self.drop_until(s.t_ns);
+            self.prev_woke = s.t_ns;
+        }
+        if self.samples.is_empty() {
+            let horizon = self.newest_ts.saturating_sub(RETAIN_NS);
+            self.drop_until(horizon);
+        }
+        while self.events.len() > MAX_HELD {
+            if let Some(e) = self.events.pop_front() {
+                self.front.apply(&e.kind, false);
+            }
+        }
+    }
+
+    /// Folds events up to `t` into the front context.
+    fn drop_until(&mut self, t: u64) {
+        while self.events.front().is_some_and(|e| e.ts <= t) {
+            if let Some(e) = self.events.pop_front() {
+                self.front.apply(&e.kind, false);
+            }
+        }
+    }
+
+    fn cause_threshold(&mut self) -> u64 {
+        match self.settings.cause_threshold {
+            CauseThreshold::Fixed(t) => t,
+            CauseThreshold::Adaptive => {
+                let n = self.seen.stats.count;
+                if n < 1000 {
+                    // Record breakers: every new maximum.
+                    if n == 0 { 0 } else { self.seen.stats.max.max(1) }
+                } else {
+                    if n % 1000 == 0 || self.threshold == 0 {
+                        let q = if n < 10_000 { 0.999 } else { 0.9999 };
+                        self.threshold = quantile(&self.seen.hist, &self.seen.stats, q);
+                    }
+                    self.threshold
+                }
+            }
+        }
+    }
+
+    fn one(&mut self, s: Sample, names: &Names, out: &mut impl FnMut(Out)) {
+        let threshold = self.cause_threshold();
+        self.seen.record(s.value_ns);
+        let p = s.t_ns.saturating_sub(s.value_ns);
+        let evs = self.events.make_contiguous();
+        let upto = evs.partition_point(|e| e.ts <= s.t_ns);
+        let win = &evs[..upto];
+        let chain =
+            if self.settings.stages { find_chain(win, self.tid, p, self.prev_woke, self.settings) } else { None };
+        let stages = chain.map(|c| stages_of(win, &c, p, s.t_ns, self.settings.timer_entry));
+        if self.settings.stages {
+            match stages {
+                Some(st) => {
+                    self.decomposed += 1;
+                    out(Out::Stages { t_ns: s.t_ns, stages: st });
+                }
+                None => self.incomplete += 1,
+            }
+        }
+        let wanted = s.value_ns >= threshold && s.value_ns > 0;
+        let worse_than_kept = self.kept.len() < self.settings.max_episodes
+            || self.kept.iter().map(|k| k.0).min().is_some_and(|m| s.value_ns > m);
+        if !(wanted && worse_than_kept) {
+            return;
+        }
+        let start = self.prev_woke.max(s.t_ns.saturating_sub(RETAIN_NS));
+        let (causes, mut slices) = attribute(win, &self.front, chain.as_ref(), self.tid, p, s.t_ns, start, names);
+        if let Some(st) = stages.as_ref() {
+            let mut t = p;
+            for (name, ns) in Stages::NAMES.iter().zip(st.values()) {
+                if ns > 0 {
+                    slices.push(Slice { lane: Lane::Stage, name: (*name).to_string(), start_ns: t, dur_ns: ns });
+                }
+                t += ns;
+            }
+        }
+        let verdict = episode::verdict(self.cpu, s.seq, s.value_ns, stages.as_ref(), &causes);
+        let ep = Episode {
+            probe: self.probe.to_string(),
+            metric: self.metric.to_string(),
+            cpu: self.cpu,
+            sample: s.seq,
+            programmed_ns: p,
+            woke_ns: s.t_ns,
+            latency_ns: s.value_ns,
+            stages,
+            causes,
+            verdict,
+            slices,
+        };
+        self.episodes_built += 1;
+        if self.kept.len() >= self.settings.max_episodes
+            && let Some(i) = (0..self.kept.len()).min_by_key(|&i| self.kept[i].0)
+        {
+            let (_, sample) = self.kept.swap_remove(i);
+            out(Out::Drop { cpu: self.cpu, sample });
+        }
+        self.kept.push((s.value_ns, s.seq));
+        out(Out::Keep(Box::new(ep)));
+    }
+}
+
+/// Finds the wake-up path of a sample programmed at `p` in `win` (the
+/// events up to its wake-up), among events after `after` (the previous
+/// wake-up) and not earlier than `p` (less a small tolerance).
+fn find_chain(win: &[Ev], tid: i32, p: u64, after: u64, settings: Settings) -> Option<Chain> {
+    let floor = p.saturating_sub(EARLY_NS).max(after.saturating_add(1));
+    let valid = |i: usize| win[i].ts >= floor;
+    let s =
+        win.iter().rposition(|e| matches!(e.kind, Kind::Switch { next, .. } if next == tid)).filter(|&i| valid(i))?;
+    let k =
+        win[..s].iter().rposition(|e| matches!(e.kind, Kind::Waking { pid } if pid == tid)).filter(|&i| valid(i))?;
+    let x = win[..k].iter().rposition(|e| matches!(e.kind, Kind::ExpireEntry { .. })).filter(|&i| valid(i))?;
+    let irq = if settings.timer_entry {
+        let i = win[..x].iter().rposition(|e| matches!(e.kind, Kind::TimerEntry | Kind::TimerExit))?;
+        (win[i].kind == Kind::TimerEntry && valid(i)).then_some(i)
+    } else {
+        None
+    };
+    if settings.timer_entry && irq.is_none() {
+        return None;
+    }
+    Some(Chain { irq, expire: Some(x), waking: Some(k), switch_in: Some(s) })
+}
+
+fn stages_of(win: &[Ev], c: &Chain, p: u64, w: u64, timer_entry: bool) -> Stages {
+    let at = |i: Option<usize>| i.map(|i| win[i].ts);
+    let m1 = if timer_entry { at(c.irq).unwrap_or(p).max(p) } else { at(c.expire).unwrap_or(p).max(p) };
+    let m2 = at(c.expire).unwrap_or(m1).max(m1);
+    let m3 = at(c.waking).unwrap_or(m2).max(m2);
+    let m4 = at(c.switch_in).unwrap_or(m3).max(m3);
+    let m5 = w.max(m4);
+    Stages { irq_ns: m1 - p, handler_ns: m2 - m1, wake_ns: m3 - m2, thread_ns: m4 - m3, user_ns: m5 - m4 }
+}
+
+/// Names the decomposer shows: tasks, IRQs, vectors, and a task's policy.
+pub struct Names<'a> {
+    pub decoder: &'a Decoder,
+    /// A task's scheduling policy (from /proc), when it can be read.
+    pub policy: &'a dyn Fn(i32) -> Option<u32>,
+}
+
+impl Names<'_> {
+    fn comm(&self, pid: i32) -> String {
+        match pid {
+            -1 => "unknown".into(),
+            _ => self.decoder.tasks.get(&pid).map_or_else(|| format!("pid {pid}"), |t| t.comm.clone()),
+        }
+    }
+}
+
+/// Who had the CPU from `p` to `w`, and the timeline from `start` to `w`.
+#[allow(clippy::too_many_arguments)]
+fn attribute(
+    win: &[Ev],
+    front: &Ctx,
+    chain: Option<&Chain>,
+    tid: i32,
+    p: u64,
+    w: u64,
+    start: u64,
+    names: &Names,
+) -> (Vec<Cause>, Vec<Slice>) {
+    let waking_ts = chain.and_then(|c| c.waking).map(|i| win[i].ts);
+    let ours = chain.and_then(|c| c.irq);
+    let mut ctx = front.clone();
+    let mut by: BTreeMap<(CauseKind, String, Option<i32>), u64> = BTreeMap::new();
+    let mut slices: Vec<Slice> = Vec::new();
+    let mut open: Option<(Owner, u64)> = None;
+    let mut last = start;
+    let mut seg = |a: u64, b: u64, owner: Owner, by: &mut BTreeMap<_, u64>, slices: &mut Vec<Slice>| {
+        if b <= a {
+            return;
+        }
+        // Attribution over [p, w).
+        let (x, y) = (a.max(p), b.min(w));
+        if y > x {
+            let key = classify(owner, x, waking_ts, tid, names);
+            *by.entry(key).or_insert(0) += y - x;
+        }
+        // The timeline: merge runs of one owner.
+        match open {
+            Some((o, _)) if o == owner => {}
+            Some((o, s0)) => {
+                slices.push(slice_of(o, s0, a, names));
+                open = Some((owner, a));
+            }
+            None => open = Some((owner, a)),
+        }
+    };
+    for (i, e) in win.iter().enumerate() {
+        if e.ts > start {
+            seg(last, e.ts, ctx.owner(), &mut by, &mut slices);
+            last = e.ts;
+        }
+        ctx.apply(&e.kind, Some(i) == ours);
+    }
+    seg(last, w, ctx.owner(), &mut by, &mut slices);
+    if let Some((o, s0)) = open {
+        slices.push(slice_of(o, s0, w.max(s0), names));
+    }
+    if slices.len() > MAX_SLICES {
+        slices.drain(..slices.len() - MAX_SLICES);
+    }
+    let mut causes: Vec<Cause> = by
+        .into_iter()
+        .map(|((kind, name, pid), ns)| {
+            let (pid, irq) = if kind == CauseKind::Irq { (None, pid) } else { (pid, None) };
+            let sched = (kind == CauseKind::Thread)
+                .then(|| pid.and_then(|p| names.decoder.tasks.get(&p).map(|t| sched_label(t.prio, (names.policy)(p)))))
+                .flatten();
+            Cause { kind, name, pid, irq, sched, ns }
+        })
+        .collect();
+    causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+    (causes, slices)
+}
+
+/// The cause key of time owned by `owner` at `t`. For IRQs the third field
+/// carries the IRQ number; otherwise the pid.
+fn classify(owner: Owner, t: u64, waking_ts: Option<u64>, tid: i32, names: &Names) -> (CauseKind, String, Option<i32>) {
+    match owner {
+        Owner::Frame(Frame::Timer(true)) => (CauseKind::Timer, "timer".into(), None),
+        Owner::Frame(Frame::Timer(false)) => (CauseKind::Irq, "local_timer".into(), None),
+        Owner::Frame(Frame::Vector(v)) => (CauseKind::Irq, names.decoder.vector_name(v).to_string(), None),
+        Owner::Frame(Frame::Irq(n)) => {
+            (CauseKind::Irq, names.decoder.irq_names.get(&n).cloned().unwrap_or_else(|| format!("irq{n}")), Some(n))
+        }
+        Owner::Frame(Frame::Soft(v)) => (
+            CauseKind::Softirq,
+            SOFTIRQ_NAMES.get(v as usize).map_or_else(|| format!("softirq{v}"), |s| s.to_string()),
+            None,
+        ),
+        Owner::Task(pid) if pid == tid => (CauseKind::User, "return to user".into(), None),
+        Owner::Task(pid) if pid <= 0 => (CauseKind::Unaccounted, names.comm(pid), (pid == 0).then_some(0)),
+        Owner::Task(pid) => {
+            // Before the probe was woken, a running thread cannot delay the
+            // timer interrupt unless interrupts were off (or the hypervisor
+            // held the CPU): that time is unaccounted.
+            if waking_ts.is_some_and(|k| t < k) {
+                (CauseKind::Unaccounted, names.comm(pid), Some(pid))
+            } else {
+                (CauseKind::Thread, names.comm(pid), Some(pid))
+            }
+        }
+    }
+}
+
+fn slice_of(owner: Owner, a: u64, b: u64, names: &Names) -> Slice {
+    let (lane, name) = match owner {
+        Owner::Task(pid) => (Lane::Task, format!("{} ({pid})", names.comm(pid))),
+        Owner::Frame(Frame::Timer(true)) => (Lane::Irq, "local_timer (probe's timer)".into()),
+        Owner::Frame(Frame::Timer(false)) => (Lane::Irq, "local_timer".into()),
+        Owner::Frame(Frame::Vector(v)) => (Lane::Irq, names.decoder.vector_name(v).to_string()),
+        Owner::Frame(Frame::Irq(n)) => {
+            (Lane::Irq, format!("{} (irq {n})", names.decoder.irq_names.get(&n).map_or("?", String::as_str)))
+        }
+        Owner::Frame(Frame::Soft(v)) => (Lane::Softirq, SOFTIRQ_NAMES.get(v as usize).unwrap_or(&"?").to_string()),
+    };
+    Slice { lane, name, start_ns: a, dur_ns: b.saturating_sub(a) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::event::Task;
+
+    const US: u64 = 1_000;
+
+    fn ev(ts_us: u64, kind: Kind) -> Ev {
+        Ev { ts: ts_us * US, kind }
+    }
+
+    fn decoder() -> Decoder {
+        let mut d = Decoder::default();
+        d.tasks.insert(200, Task { comm: "spin".into(), prio: 0 });
+        d.tasks.insert(100, Task { comm: "rtscope-wakeup0".into(), prio: 4 });
+        d.tasks.insert(0, Task { comm: "swapper/0".into(), prio: 120 });
+        d
+    }
+
+    fn settings(max: usize, threshold: CauseThreshold) -> Settings {
+        Settings { cause_threshold: threshold, max_episodes: max, timer_entry: true, stages: true }
+    }
+
+    /// Sample 1 wakes cleanly; sample 2 is held up by a FIFO 99 spinner
+    /// and a NET_RX softirq.
+    fn feed(t: &mut CpuTrace) {
+        use Kind::*;
+        for e in [
+            ev(905, TimerEntry),
+            ev(910, ExpireEntry { timer: 1 }),
+            ev(912, Waking { pid: 100 }),
+            ev(915, ExpireExit { timer: 1 }),
+            ev(918, TimerExit),
+            ev(930, Switch { prev: 0, next: 100 }),
+            ev(1010, Switch { prev: 100, next: 200 }),
+            ev(2003, TimerEntry),
+            ev(2005, ExpireEntry { timer: 1 }),
+            ev(2006, Waking { pid: 100 }),
+            ev(2007, ExpireExit { timer: 1 }),
+            ev(2010, TimerExit),
+            ev(2050, SoftEntry(3)),
+            ev(2080, SoftExit(3)),
+            ev(2400, Switch { prev: 200, next: 100 }),
+            ev(2600, Switch { prev: 100, next: 0 }),
+        ] {
+            t.push_event(e);
+        }
+        t.push_sample(Sample { seq: 1, t_ns: 1000 * US, value_ns: 100 * US });
+        t.push_sample(Sample { seq: 2, t_ns: 2500 * US, value_ns: 500 * US });
+    }
+
+    fn run(t: &mut CpuTrace, pass_start: u64, last: bool) -> Vec<Out> {
+        let d = decoder();
+        let policy = |_pid: i32| Some(1);
+        let names = Names { decoder: &d, policy: &policy };
+        let mut outs = Vec::new();
+        t.process(pass_start, last, &names, &mut |o| outs.push(o));
+        outs
+    }
+
+    #[test]
+    fn splits_a_wakeup_into_stages_and_names_the_blocking_thread() {
+        let mut t = CpuTrace::new(0, "wakeup", "latency", 100, settings(10, CauseThreshold::Fixed(200 * US)));
+        feed(&mut t);
+        let outs = run(&mut t, 0, false);
+        let stages: Vec<Stages> =
+            outs.iter().filter_map(|o| if let Out::Stages { stages, .. } = o { Some(*stages) } else { None }).collect();
+        assert_eq!(stages.len(), 2);
+        let s1 = Stages { irq_ns: 5 * US, handler_ns: 5 * US, wake_ns: 2 * US, thread_ns: 18 * US, user_ns: 70 * US };
+        assert_eq!(stages[0], s1);
+        let s2 = Stages { irq_ns: 3 * US, handler_ns: 2 * US, wake_ns: US, thread_ns: 394 * US, user_ns: 100 * US };
+        assert_eq!(stages[1], s2);
+        assert_eq!(s2.total(), 500 * US);
+        let eps: Vec<&Episode> =
+            outs.iter().filter_map(|o| if let Out::Keep(e) = o { Some(&**e) } else { None }).collect();
+        assert_eq!(eps.len(), 1, "only sample 2 is above 200us");
+        let e = eps[0];
+        assert_eq!((e.sample, e.programmed_ns, e.latency_ns), (2, 2000 * US, 500 * US));
+        let total: u64 = e.causes.iter().map(|c| c.ns).sum();
+        assert_eq!(total, e.latency_ns, "{:?}", e.causes);
+        let main = &e.causes[0];
+        assert_eq!(
+            (main.kind, main.name.as_str(), main.pid, main.ns),
+            (CauseKind::Thread, "spin", Some(200), 360 * US)
+        );
+        assert_eq!(main.sched.as_deref(), Some("SCHED_FIFO 99"));
+        let find = |k: CauseKind| e.causes.iter().find(|c| c.kind == k).map(|c| (c.name.as_str(), c.ns));
+        assert_eq!(find(CauseKind::Softirq), Some(("NET_RX", 30 * US)));
+        assert_eq!(find(CauseKind::Timer), Some(("timer", 7 * US)));
+        assert_eq!(find(CauseKind::User), Some(("return to user", 100 * US)));
+        assert_eq!(find(CauseKind::Unaccounted), Some(("spin", 3 * US)));
+        assert_eq!(
+            e.verdict,
+            "cpu0 #2 latency 500.0us: thread 394.0us, blocked by spin (pid 200, SCHED_FIFO 99) 360.0us; \
+             user 100.0us; softirq NET_RX 30.0us; timer 7.0us; unaccounted 3.0us"
+        );
+        // The timeline runs from the previous wake-up (1000us) to this one.
+        let tasks: Vec<&Slice> = e.slices.iter().filter(|s| s.lane == Lane::Task).collect();
+        assert_eq!(tasks[0].start_ns, 1000 * US);
+        assert!(tasks.iter().any(|s| s.name == "spin (200)"));
+        assert!(e.slices.iter().any(|s| s.lane == Lane::Softirq && s.name == "NET_RX" && s.dur_ns == 30 * US));
+        let stage_sum: u64 = e.slices.iter().filter(|s| s.lane == Lane::Stage).map(|s| s.dur_ns).sum();
+        assert_eq!(stage_sum, 500 * US);
+        assert_eq!((t.decomposed, t.incomplete, t.episodes_built), (2, 0, 1));
+    }
+
+    #[test]
+    fn waits_for_the_events_of_a_sample() {
+        let mut t = CpuTrace::new(0, "wakeup", "latency", 100, settings(10, CauseThreshold::Fixed(u64::MAX)));
+        t.push_event(ev(905, Kind::TimerEntry));
+        t.push_sample(Sample { seq: 1, t_ns: 1000 * US, value_ns: 100 * US });
+        assert!(run(&mut t, 1000 * US, false).is_empty(), "its events may still come");
+        assert!(run(&mut t, 1000 * US + GRACE_NS, false).is_empty(), "no chain: counted incomplete");
+        assert_eq!((t.decomposed, t.incomplete), (0, 1));
+        // A sample with no events at all is processed at the end.
+        t.push_sample(Sample { seq: 2, t_ns: 1_000_000 * US, value_ns: 100 * US });
+        assert!(run(&mut t, 0, false).is_empty());
+        assert_eq!(t.samples.len(), 1);
+        run(&mut t, 0, true);
+        assert!(t.samples.is_empty());
+        assert_eq!(t.incomplete, 2);
+    }
+
+    #[test]
+    fn keeps_only_the_worst_episodes() {
+        let mut t = CpuTrace::new(0, "wakeup", "latency", 100, settings(1, CauseThreshold::Fixed(0)));
+        feed(&mut t);
+        let outs = run(&mut t, 0, false);
+        let kinds: Vec<String> = outs
+            .iter()
+            .filter(|o| !matches!(o, Out::Stages { .. }))
+            .map(|o| match o {
+                Out::Keep(e) => format!("keep {}", e.sample),
+                Out::Drop { sample, .. } => format!("drop {sample}"),
+                Out::Stages { .. } => unreachable!(),
+            })
+            .collect();
+        assert_eq!(kinds, ["keep 1", "drop 1", "keep 2"]);
+    }
+
+    #[test]
+    fn adaptive_threshold_takes_record_breakers_then_the_tail() {
+        let mut t = CpuTrace::new(0, "wakeup", "latency", 100, settings(1_000_000, CauseThreshold::Adaptive));
+        let mut kept = 0;
+        for i in 1..=20_000u64 {
+            let v = 10 * US + (i * 7919) % (10 * US);
+            t.push_sample(Sample { seq: i, t_ns: i * 1000 * US, value_ns: v });
+            kept += run(&mut t, u64::MAX, false).iter().filter(|o| matches!(o, Out::Keep(_))).count();
+        }
+        // A handful of early record breakers, then about 9 + 1 per 1000.
+        assert!((10..=60).contains(&kept), "{kept}");
+    }
+
+    #[test]
+    fn sched_labels() {
+        assert_eq!(sched_label(0, Some(1)), "SCHED_FIFO 99");
+        assert_eq!(sched_label(49, Some(2)), "SCHED_RR 50");
+        assert_eq!(sched_label(120, Some(0)), "SCHED_OTHER");
+        assert_eq!(sched_label(139, None), "SCHED_OTHER nice 19");
+        assert_eq!(sched_label(120, Some(5)), "SCHED_IDLE");
+        assert_eq!(sched_label(-1, Some(6)), "SCHED_DEADLINE");
+    }
+
+    #[test]
+    fn decomposes_the_wakeups_captured_from_this_kernel() {
+        let mut d = crate::trace::event::tests::captured_decoder();
+        let evs = crate::trace::event::tests::captured_events(&mut d, 0);
+        let tid = d.tasks.iter().find(|(_, t)| t.comm == "rtscope-wakeup0").map(|(p, _)| *p).unwrap();
+        let mut t = CpuTrace::new(0, "wakeup", "latency", tid, settings(100, CauseThreshold::Fixed(0)));
+        let mut samples = 0;
+        let mut last_timer = 0;
+        for e in &evs {
+            t.push_event(*e);
+            match e.kind {
+                Kind::TimerEntry => last_timer = e.ts,
+                Kind::Switch { next, .. } if next == tid && last_timer > 0 => {
+                    samples += 1;
+                    let w = e.ts + 3 * US;
+                    t.push_sample(Sample { seq: samples, t_ns: w, value_ns: w - (last_timer - US) });
+                }
+                _ => {}
+            }
+        }
+        let policy = |_pid: i32| None;
+        let names = Names { decoder: &d, policy: &policy };
+        let mut outs = Vec::new();
+        t.process(0, true, &names, &mut |o| outs.push(o));
+        assert!(samples >= 10, "{samples}");
+        assert_eq!(t.decomposed, samples, "every captured wake-up has its full path");
+        for o in &outs {
+            match o {
+                Out::Stages { stages, .. } => {
+                    assert_eq!(stages.irq_ns, US);
+                    assert_eq!(stages.user_ns, 3 * US);
+                }
+                Out::Keep(e) => {
+                    assert_eq!(e.stages.unwrap().total(), e.latency_ns);
+                    assert_eq!(e.causes.iter().map(|c| c.ns).sum::<u64>(), e.latency_ns, "{}", e.verdict);
+                }
+                Out::Drop { .. } => {}
+            }
+        }
+    }
+}
