@@ -209,7 +209,7 @@ pub fn verdict(cpu: i64, sample: u64, latency_ns: u64, stages: Option<&Stages>, 
             (total, text)
         })
         .collect();
-    rest.sort_by(|a, b| b.0.cmp(&a.0));
+    rest.sort_by_key(|r| std::cmp::Reverse(r.0));
     parts.extend(rest.into_iter().map(|(_, t)| t));
     if !parts.is_empty() {
         s.push_str(": ");
