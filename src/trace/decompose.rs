@@ -155,7 +155,7 @@ pub fn sched_label(prio: i32, policy: Option<u32>) -> String {
         (p, _) if p < 100 => format!("SCHED_FIFO {}", 99 - p),
         (_, Some(3)) => "SCHED_BATCH".into(),
         (_, Some(5)) => "SCHED_IDLE".into(),
-        (p, _) if p == 120 => "SCHED_OTHER".into(),
+        (120, _) => "SCHED_OTHER".into(),
         (p, _) => format!("SCHED_OTHER nice {}", p - 120),
     }
 }
@@ -278,7 +278,7 @@ impl CpuTrace {
                     // Record breakers: every new maximum.
                     if n == 0 { 0 } else { self.seen.stats.max.max(1) }
                 } else {
-                    if n % 1000 == 0 || self.threshold == 0 {
+                    if n.is_multiple_of(1000) || self.threshold == 0 {
                         let q = if n < 10_000 { 0.999 } else { 0.9999 };
                         self.threshold = quantile(&self.seen.hist, &self.seen.stats, q);
                     }
