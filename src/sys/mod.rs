@@ -10,3 +10,4 @@ pub mod mem;
 pub mod process;
 pub mod sched;
 pub mod signals;
+pub mod tracefs;

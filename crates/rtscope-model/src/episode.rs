@@ -273,6 +273,7 @@ pub fn top_causes(episodes: &[Episode]) -> Vec<TopCause> {
 
 /// What the tracer did during a run, stored with it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TraceSummary {
     /// The tracefs instance used.
     pub instance: String,
@@ -292,6 +293,7 @@ pub struct TraceSummary {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TraceCpu {
     pub cpu: i64,
     pub events: u64,
@@ -314,14 +316,14 @@ impl TraceSummary {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
         Cause { kind, name: name.into(), pid: None, irq: None, sched: None, ns }
     }
 
-    pub fn sample_episode() -> Episode {
+    pub(crate) fn sample_episode() -> Episode {
         let causes = vec![
             Cause {
                 kind: CauseKind::Thread,

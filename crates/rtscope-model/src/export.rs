@@ -2,6 +2,7 @@
 //! shares, plus full per-interval histograms), CSV per bucket, and the
 //! HdrHistogram interval log. JSON imports back exactly.
 
+use crate::episode::{Episode, TraceSummary};
 use crate::hist::{self, Stats};
 use crate::inventory::Inventory;
 use crate::run::{Exceedance, Interval, ResultRow, Run, RunHeader, RunStatus, Series, SeriesKey};
@@ -47,6 +48,11 @@ pub struct RunDoc {
     pub run: HeaderDoc,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub series: Option<Vec<SeriesDoc>>,
+    /// A traced run: what the tracer did, and the cause episodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceSummary>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub episodes: Vec<Episode>,
 }
 
 /// A result row with its whole-run histogram as `[lowest_ns, highest_ns, count]`.
@@ -107,6 +113,8 @@ pub fn run_doc(run: &Run, full: bool) -> RunDoc {
         results,
         run: HeaderDoc { header: run.header.clone(), inventory: run.inventory.clone(), plan: run.plan.clone() },
         series: full.then(|| run.series.iter().map(series_doc).collect()),
+        trace: run.trace.clone(),
+        episodes: run.episodes.clone(),
     }
 }
 
@@ -185,7 +193,14 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
         let exceedances = s.exceedances.into_iter().map(|[t_ns, value_ns]| Exceedance { t_ns, value_ns }).collect();
         series.push(Series::new(s.key, s.unit, s.exceed, intervals, exceedances).map_err(|e| anyhow!("{what} {e}"))?);
     }
-    Ok(Run { header: doc.run.header, inventory: doc.run.inventory, plan: doc.run.plan, series })
+    Ok(Run {
+        header: doc.run.header,
+        inventory: doc.run.inventory,
+        plan: doc.run.plan,
+        series,
+        episodes: doc.episodes,
+        trace: doc.trace,
+    })
 }
 
 /// One row per non-empty histogram bucket of each series' whole-run histogram.

@@ -1,6 +1,7 @@
 //! The result model: a run, its series (one per probe, metric and CPU),
 //! their checkpoint intervals and exceedances.
 
+use crate::episode::{Episode, TraceSummary};
 use crate::hist::{Hist, Stats, Summary, Tally, new_hist};
 use crate::inventory::{Inventory, Warning};
 use serde::{Deserialize, Serialize};
@@ -234,6 +235,10 @@ pub struct Run {
     /// What was asked for: the probe's settings, as JSON.
     pub plan: serde_json::Value,
     pub series: Vec<Series>,
+    /// Cause episodes of a traced run, worst first.
+    pub episodes: Vec<Episode>,
+    /// What the tracer did, for a traced run.
+    pub trace: Option<TraceSummary>,
 }
 
 impl Run {

@@ -5,6 +5,7 @@
 //! loses at most the interval in progress. A `running` run whose process is
 //! gone is marked `partial` the next time the store is opened.
 
+use crate::episode::Episode;
 use crate::hist;
 use crate::inventory::Inventory;
 use crate::run::{Exceedance, Interval, Run, RunHeader, RunStatus, Series, SeriesKey};
@@ -13,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes. Bump it with a migration in `migrate`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -69,6 +70,28 @@ CREATE TABLE exceedances (
     value_ns  INTEGER NOT NULL
 );
 CREATE INDEX exceedances_by_series ON exceedances (series_id, t_ns);
+";
+
+/// Added in schema 2: cause episodes and per-run documents (the trace summary).
+const SCHEMA_2: &str = "
+CREATE TABLE episodes (
+    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    probe      TEXT NOT NULL,
+    metric     TEXT NOT NULL,
+    cpu        INTEGER NOT NULL,
+    sample     INTEGER NOT NULL,
+    woke_ns    INTEGER NOT NULL,
+    latency_ns INTEGER NOT NULL,
+    verdict    TEXT NOT NULL,
+    doc        TEXT NOT NULL,
+    PRIMARY KEY (run_id, probe, metric, cpu, sample)
+);
+CREATE TABLE run_data (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    name   TEXT NOT NULL,
+    doc    TEXT NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
 ";
 
 /// An open run store.
@@ -137,6 +160,7 @@ impl Store {
             }
             let tx = self.conn.transaction()?;
             tx.execute_batch(SCHEMA)?;
+            tx.execute_batch(SCHEMA_2)?;
             tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])?;
             tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'rtscope')", [])?;
             tx.commit()?;
@@ -152,6 +176,12 @@ impl Store {
             bail!(
                 "schema version {version} is newer than this rtscope understands ({SCHEMA_VERSION}); upgrade rtscope"
             );
+        }
+        if version < 2 {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(SCHEMA_2)?;
+            tx.execute("UPDATE meta SET value='2' WHERE key='schema_version'", [])?;
+            tx.commit()?;
         }
         Ok(())
     }
@@ -211,6 +241,48 @@ impl Store {
         }
         tx.commit()?;
         Ok(())
+    }
+
+    /// Keeps new cause episodes and drops those pushed out of the worst-N
+    /// (`(probe, metric, cpu, sample)`), atomically.
+    pub fn store_episodes(&mut self, run_id: i64, keep: &[Episode], drop: &[(String, String, i64, u64)]) -> Result<()> {
+        let tx = self.conn.transaction()?;
+        for (probe, metric, cpu, sample) in drop {
+            tx.execute(
+                "DELETE FROM episodes WHERE run_id=?1 AND probe=?2 AND metric=?3 AND cpu=?4 AND sample=?5",
+                params![run_id, probe, metric, cpu, i(*sample)],
+            )?;
+        }
+        for e in keep {
+            insert_episode(&tx, run_id, e)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Stores a named document with a run (e.g. `trace`), replacing it.
+    pub fn put_run_data(&mut self, run_id: i64, name: &str, doc: &serde_json::Value) -> Result<()> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO run_data (run_id, name, doc) VALUES (?1, ?2, ?3)",
+            params![run_id, name, doc.to_string()],
+        )?;
+        Ok(())
+    }
+
+    fn run_data(&self, run_id: i64, name: &str) -> Result<Option<serde_json::Value>> {
+        let doc: Option<String> = self
+            .conn
+            .query_row("SELECT doc FROM run_data WHERE run_id=?1 AND name=?2", params![run_id, name], |r| r.get(0))
+            .optional()?;
+        doc.map(|d| serde_json::from_str(&d).with_context(|| format!("stored {name} of run {run_id}"))).transpose()
+    }
+
+    /// A run's episodes, worst first.
+    pub fn episodes(&self, run_id: i64) -> Result<Vec<Episode>> {
+        let mut st =
+            self.conn.prepare("SELECT doc FROM episodes WHERE run_id=?1 ORDER BY latency_ns DESC, cpu, sample")?;
+        let docs: Vec<String> = st.query_map([run_id], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        docs.iter().map(|d| serde_json::from_str(d).context("stored episode")).collect()
     }
 
     /// Ends a run: status, exit code, end time, notes, peak RSS.
@@ -392,11 +464,15 @@ impl Store {
             let what = format!("run {id}, {}/{} cpu {}", key.probe, key.metric, key.cpu);
             series.push(Series::new(key, unit, exceed, intervals, exceedances).map_err(|e| anyhow!("{what}: {e}"))?);
         }
+        let trace =
+            self.run_data(id, "trace")?.map(serde_json::from_value).transpose().context("stored trace summary")?;
         Ok(Run {
             header,
             inventory: serde_json::from_str(&inv).context("stored inventory")?,
             plan: serde_json::from_str(&plan).context("stored plan")?,
             series,
+            episodes: self.episodes(id)?,
+            trace,
         })
     }
 
@@ -427,6 +503,15 @@ impl Store {
                 insert_interval(&tx, sid, iv)?;
             }
             insert_exceedances(&tx, sid, &s.exceedances)?;
+        }
+        for e in &run.episodes {
+            insert_episode(&tx, id, e)?;
+        }
+        if let Some(t) = &run.trace {
+            tx.execute(
+                "INSERT INTO run_data (run_id, name, doc) VALUES (?1, 'trace', ?2)",
+                params![id, serde_json::to_string(t)?],
+            )?;
         }
         tx.commit()?;
         Ok(id)
@@ -497,6 +582,25 @@ fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> Result<()> {
         i(iv.lost_exceedances),
         iv.hdr,
     ])?;
+    Ok(())
+}
+
+fn insert_episode(tx: &Transaction, run: i64, e: &Episode) -> Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO episodes (run_id, probe, metric, cpu, sample, woke_ns, latency_ns, verdict, doc)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            run,
+            e.probe,
+            e.metric,
+            e.cpu,
+            i(e.sample),
+            i(e.woke_ns),
+            i(e.latency_ns),
+            e.verdict,
+            serde_json::to_string(e)?
+        ],
+    )?;
     Ok(())
 }
 
@@ -579,6 +683,13 @@ pub(crate) mod tests_support {
             inventory: Inventory::default(),
             plan: serde_json::json!({"interval_ns": 1_000_000}),
             series,
+            episodes: vec![crate::episode::tests::sample_episode()],
+            trace: Some(crate::episode::TraceSummary {
+                instance: "rtscope-1".into(),
+                clock: "mono".into(),
+                per_cpu: vec![crate::episode::TraceCpu { cpu: 1, events: 10, lost: 2, ..Default::default() }],
+                ..Default::default()
+            }),
         }
     }
 }
@@ -674,5 +785,34 @@ mod tests {
         twice.header.uuid = "other".into();
         twice.series[1] = twice.series[0].clone();
         assert!(store.insert_run(&twice).unwrap_err().to_string().contains("twice"));
+    }
+
+    #[test]
+    fn episodes_are_kept_and_dropped_and_old_stores_migrate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.db");
+        {
+            // A schema-1 store, as the first release wrote it.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')", []).unwrap();
+            conn.execute("INSERT INTO meta (key, value) VALUES ('application', 'rtscope')", []).unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        let mut run = sample_run();
+        run.episodes.clear();
+        run.trace = None;
+        let id = store.insert_run(&run).unwrap();
+        let a = crate::episode::tests::sample_episode();
+        let mut b = a.clone();
+        b.sample = 9000;
+        b.latency_ns = 2_000_000;
+        store.store_episodes(id, &[a.clone(), b.clone()], &[]).unwrap();
+        assert_eq!(store.episodes(id).unwrap(), vec![b.clone(), a.clone()], "worst first");
+        let key = (a.probe.clone(), a.metric.clone(), a.cpu, a.sample);
+        store.store_episodes(id, &[], &[key]).unwrap();
+        assert_eq!(store.load_run(id).unwrap().episodes, vec![b]);
+        store.put_run_data(id, "trace", &serde_json::json!({"instance": "x", "clock": "mono"})).unwrap();
+        assert_eq!(store.load_run(id).unwrap().trace.unwrap().instance, "x");
     }
 }
