@@ -1,9 +1,10 @@
 //! The command line: one subcommand per probe and per action.
 
-use crate::probe::Common;
 use crate::probe::wakeup::{FlushBuffer, SpinnerOpt, Wakeup};
+use crate::probe::{Common, TraceOpts};
 use crate::recorder::ExceedMode;
 use crate::sys::{cpu, sched::Policy};
+use crate::trace::decompose::CauseThreshold;
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -94,8 +95,33 @@ pub struct CommonArgs {
     /// Allow settings that are usually mistakes (e.g. an interval below 50us).
     #[arg(long)]
     pub force: bool,
+    /// Find where the latency comes from: record the kernel's interrupt, timer and scheduler events in rtscope's own
+    /// tracefs instance, split each sample into stages (irq, handler, wake, thread, user) and explain the worst
+    /// samples (cause episodes: `rtscope show RUN --episodes`). Needs root.
+    #[arg(long)]
+    pub trace: bool,
+    /// With --trace: explain every sample above DUR [default: adaptive: each new maximum for the first 1000 samples
+    /// of a CPU, then its running p99.9, and p99.99 from 10000 samples on]
+    #[arg(long, value_name = "DUR", value_parser = dur, requires = "trace")]
+    pub cause_threshold: Option<u64>,
+    /// With --trace: keep the worst N episodes per CPU.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub episodes: u64,
+    /// With --trace: the kernel ring buffer per traced CPU (e.g. 4M); events that overflow it are counted as lost.
+    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer)]
+    pub trace_buffer: usize,
+    /// Write each sample above the exceedance threshold (--exceed) to the kernel's trace_marker, so that a tracer
+    /// running beside rtscope (trace-cmd, perf) sees it.
+    #[arg(long)]
+    pub tracemark: bool,
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+fn trace_buffer(s: &str) -> Result<usize, String> {
+    crate::probe::wakeup::parse_size(s)
+        .filter(|&n| (64 << 10..=1 << 30).contains(&n))
+        .ok_or_else(|| format!("'{s}' is not a size between 64K and 1G (e.g. 4M)"))
 }
 
 #[derive(Args, Debug)]
@@ -263,6 +289,12 @@ impl CommonArgs {
             quiet: self.quiet,
             dma_latency: !self.no_dma_latency,
             kind: kind.into(),
+            trace: self.trace.then(|| TraceOpts {
+                cause_threshold: self.cause_threshold.map_or(CauseThreshold::Adaptive, CauseThreshold::Fixed),
+                max_episodes: self.episodes as usize,
+                buffer_kb: (self.trace_buffer >> 10) as u64,
+            }),
+            tracemark: self.tracemark,
         })
     }
 }

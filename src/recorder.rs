@@ -4,11 +4,16 @@
 //! thread through lock-free single-producer rings (`rtrb`). It never
 //! allocates, locks, formats or does I/O. The [`Writer`] owns the run store.
 
+use crate::trace::decompose::Sample;
+use crate::trace::mark::Marker;
+use crate::trace::reader::EpisodeMsg;
+use rtscope_model::episode::Episode;
 use rtscope_model::hist::{Tally, quantile};
 use rtscope_model::run::{Exceedance, Interval};
 use rtscope_model::store::Store;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::Receiver;
 
 /// Histograms per series: the one being filled and spares the writer
 /// returns. Two spares ride out a writer stalled for two intervals; after
@@ -85,8 +90,18 @@ impl Open {
     }
 }
 
+/// A copy of every sample for the tracer (`--trace`): the reader thread
+/// matches them with the kernel's events. A full ring drops the copy (the
+/// histogram has the sample) and counts it.
+pub struct Mirror {
+    pub tx: rtrb::Producer<Sample>,
+    pub lost: Arc<AtomicU64>,
+}
+
 /// The measuring thread's end of one series.
 pub struct Recorder {
+    mirror: Option<Mirror>,
+    marker: Option<Marker>,
     cur: Box<Tally>,
     open: Open,
     next_checkpoint: u64,
@@ -135,6 +150,8 @@ pub fn channel(series_id: i64, checkpoint_ns: u64, mode: ExceedMode) -> (Recorde
     let threshold = Arc::new(AtomicU64::new(initial));
     let live = Arc::new(Live::default());
     let rec = Recorder {
+        mirror: None,
+        marker: None,
         cur: Box::new(Tally::new()),
         open: Open::default(),
         next_checkpoint: u64::MAX,
@@ -170,11 +187,26 @@ impl Recorder {
         self.next_checkpoint = now.saturating_add(self.checkpoint_ns);
     }
 
+    /// Copies every sample to the tracer from now on.
+    pub fn set_mirror(&mut self, m: Mirror) {
+        self.mirror = Some(m);
+    }
+
+    /// Writes every exceedance to `trace_marker` from now on.
+    pub fn set_marker(&mut self, m: Marker) {
+        self.marker = Some(m);
+    }
+
     /// Records one sample taken at `t_ns`. Never allocates or blocks.
     #[inline(always)]
     pub fn record(&mut self, t_ns: u64, value: u64) {
         self.cur.record(value);
         self.total_count += 1;
+        if let Some(m) = &mut self.mirror
+            && m.tx.push(Sample { seq: self.total_count, t_ns, value_ns: value }).is_err()
+        {
+            m.lost.fetch_add(1, Relaxed);
+        }
         self.live.count.store(self.total_count, Relaxed);
         if value > self.total_max {
             self.total_max = value;
@@ -184,8 +216,15 @@ impl Recorder {
         // While the adaptive threshold is being estimated (0), every sample
         // is offered and most will be discarded: a full ring loses nothing
         // that counts then.
-        if value > threshold && self.exc_tx.push(Exceedance { t_ns, value_ns: value }).is_err() && threshold != 0 {
-            self.open.lost += 1;
+        if value > threshold {
+            if self.exc_tx.push(Exceedance { t_ns, value_ns: value }).is_err() && threshold != 0 {
+                self.open.lost += 1;
+            }
+            if let Some(m) = &self.marker
+                && threshold != 0
+            {
+                m.mark(self.total_count, value);
+            }
         }
     }
 
@@ -282,12 +321,15 @@ pub struct Writer {
     pub store: Store,
     pub sinks: Vec<SeriesSink>,
     pub lost_exceedances: u64,
+    /// A traced run's episodes, from the reader thread: (run id, channel).
+    pub episodes: Option<(i64, Receiver<EpisodeMsg>)>,
 }
 
 impl Writer {
     /// Drains every ring once and commits finished intervals. Returns true
     /// when every recorder has finished and everything is committed.
     pub fn poll(&mut self) -> anyhow::Result<bool> {
+        self.store_episodes()?;
         let mut done = true;
         let mut intervals: Vec<(i64, Interval)> = Vec::new();
         for sink in &mut self.sinks {
@@ -327,7 +369,38 @@ impl Writer {
             let exc: Vec<(i64, &[Exceedance])> = ready.iter().map(|(id, list)| (*id, list.as_slice())).collect();
             self.store.commit_checkpoint(&ivs, &exc)?;
         }
+        if done {
+            // The reader sent its last episodes before finishing its series.
+            self.store_episodes()?;
+        }
         Ok(done)
+    }
+
+    /// Stores the episodes the reader kept or dropped since the last poll.
+    fn store_episodes(&mut self) -> anyhow::Result<()> {
+        let Some((run_id, rx)) = &self.episodes else { return Ok(()) };
+        let mut keep: Vec<Episode> = Vec::new();
+        let mut drop = Vec::new();
+        while let Ok(msg) = rx.try_recv() {
+            match msg {
+                EpisodeMsg::Keep(e) => keep.push(*e),
+                EpisodeMsg::Drop(probe, metric, cpu, sample) => {
+                    let pending = keep
+                        .iter()
+                        .position(|e| e.cpu == cpu && e.sample == sample && e.probe == probe && e.metric == metric);
+                    match pending {
+                        Some(i) => {
+                            keep.swap_remove(i);
+                        }
+                        None => drop.push((probe, metric, cpu, sample)),
+                    }
+                }
+            }
+        }
+        if !keep.is_empty() || !drop.is_empty() {
+            self.store.store_episodes(*run_id, &keep, &drop)?;
+        }
+        Ok(())
     }
 }
 
@@ -344,7 +417,7 @@ mod tests {
         let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu: 0 };
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (rec, sink, _live) = channel(sid, 1_000, mode);
-        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0 }, rec, run)
+        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None }, rec, run)
     }
 
     #[test]

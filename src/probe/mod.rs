@@ -5,10 +5,15 @@
 
 pub mod wakeup;
 
-use crate::recorder::{self, ExceedMode, Live, Recorder, Writer};
+use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Writer};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
+use crate::trace::decompose::{CauseThreshold, CpuTrace, Sample, Settings};
+use crate::trace::instance::Instance;
+use crate::trace::mark::Marker;
+use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
+use rtscope_model::episode::{Stages, TraceSummary};
 use rtscope_model::inventory::{Inventory, Warning};
 use rtscope_model::run::{RunHeader, RunStatus, SeriesKey};
 use rtscope_model::store::Store;
@@ -16,7 +21,9 @@ use rtscope_model::units;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::time::Duration;
 
 /// Stack of every measuring thread (all of it locked by mlockall) and the
@@ -43,6 +50,12 @@ pub trait Probe: Sync {
     fn start_helpers(&self, _cpus: &[usize], _policy: Policy, _priority: u8) -> Result<Box<dyn Send>> {
         Ok(Box::new(()))
     }
+    /// Whether `--trace` can explain this probe's samples: `Some(true)` when
+    /// a sample is a timer wake-up (split into stages), `Some(false)` when
+    /// it is only a window of lost time to attribute, `None` when not yet.
+    fn trace_stages(&self) -> Option<bool> {
+        None
+    }
     /// The measuring loop, on a pinned real-time thread: no allocation,
     /// lock, formatting or I/O. Records one sample per `rec` per turn until
     /// `ctx.done` says stop.
@@ -67,6 +80,37 @@ pub struct Common {
     pub dma_latency: bool,
     /// The subcommand that made the run (`wakeup`, `run`).
     pub kind: String,
+    /// `--trace`: stages and cause episodes.
+    pub trace: Option<TraceOpts>,
+    pub tracemark: bool,
+}
+
+/// `--trace` settings.
+#[derive(Clone, Copy, Debug)]
+pub struct TraceOpts {
+    pub cause_threshold: CauseThreshold,
+    /// Episodes kept per CPU (the worst).
+    pub max_episodes: usize,
+    pub buffer_kb: u64,
+}
+
+impl serde::Serialize for TraceOpts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        serde_json::json!({
+            "cause_threshold": self.cause_threshold.describe(),
+            "max_episodes": self.max_episodes,
+            "buffer_kb": self.buffer_kb,
+        })
+        .serialize(s)
+    }
+}
+
+/// Samples in flight from a measuring thread to the trace reader: 65 s at
+/// 1 kHz, 3 s at a 50 us interval; a full ring drops the copy and counts it.
+const MIRROR_RING: usize = 1 << 16;
+
+fn trace_warning(message: String, fix: &str) -> Warning {
+    Warning { topic: "trace".into(), message, fix: fix.into() }
 }
 
 /// What a measuring thread knows about its run.
@@ -187,6 +231,40 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     } else {
         None
     };
+    let stages = probe.trace_stages();
+    if common.trace.is_some() && stages.is_none() {
+        return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
+    }
+    let mut instance = None;
+    if let Some(opts) = &common.trace {
+        match Instance::create(&common.cpus, opts.buffer_kb) {
+            Ok((inst, w)) => {
+                warnings.extend(w);
+                instance = Some(inst);
+            }
+            Err(e) => warnings.push(trace_warning(
+                format!("--trace: {e}; measuring without the stage split and cause episodes"),
+                "run as root on a kernel with tracefs (CONFIG_FTRACE), or drop --trace",
+            )),
+        }
+    }
+    let mut markers: Vec<Option<Marker>> = Vec::new();
+    if common.tracemark {
+        let metric = probe.metrics()[0];
+        for &c in &common.cpus {
+            match Marker::open(probe.name(), metric, c) {
+                Ok(m) => markers.push(Some(m)),
+                Err(e) => {
+                    warnings.push(trace_warning(
+                        format!("--tracemark: {e}; no markers written"),
+                        "start the tracer first (e.g. trace-cmd record), as root",
+                    ));
+                    markers.clear();
+                    break;
+                }
+            }
+        }
+    }
     if !common.quiet {
         for w in warnings.iter().filter(|w| !w.is_informational()) {
             eprintln!("rtscope: warning: {} (fix: {})", w.message, w.fix);
@@ -211,6 +289,12 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         "effective_priority": priority,
         "settings": probe.plan(),
         "describe": probe.describe(),
+        "trace": instance.as_ref().map(|i| serde_json::json!({
+            "instance": i.name,
+            "options": common.trace,
+            "events": i.enabled,
+            "missing": i.missing,
+        })),
     });
     // Helpers start before the run is stored, so that a failure leaves no
     // run behind.
@@ -236,6 +320,38 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         }
         recorders.push(per_thread);
     }
+    // --trace: every sample is mirrored to the reader, which records the
+    // stage series itself.
+    let mut mirror_lost: Vec<Arc<AtomicU64>> = Vec::new();
+    let mut lane_parts = Vec::new();
+    if let Some(inst) = &instance {
+        let buffers = inst.buffers(&common.cpus).map_err(anyhow::Error::msg)?;
+        for ((recs, &c), buffer) in recorders.iter_mut().zip(&common.cpus).zip(buffers) {
+            let (tx, rx) = rtrb::RingBuffer::<Sample>::new(MIRROR_RING);
+            let lost = Arc::new(AtomicU64::new(0));
+            recs[0].set_mirror(Mirror { tx, lost: Arc::clone(&lost) });
+            mirror_lost.push(lost);
+            let mut stage_recs = Vec::new();
+            if stages == Some(true) && inst.stages {
+                for metric in Stages::SERIES {
+                    let key = SeriesKey { probe: probe.name().into(), metric: metric.into(), cpu: c as i64 };
+                    let sid = store.add_series(run_id, &key, "ns", &common.exceed.describe())?;
+                    let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
+                    stage_recs.push(rec);
+                    sinks.push(sink);
+                }
+            }
+            lane_parts.push((c, buffer, rx, stage_recs));
+        }
+    }
+    for (recs, marker) in recorders.iter_mut().zip(markers) {
+        if let Some(m) = marker {
+            recs[0].set_marker(m);
+        }
+    }
+    let (episode_tx, episode_rx) = std::sync::mpsc::channel();
+    let tids: Vec<AtomicI32> = common.cpus.iter().map(|_| AtomicI32::new(0)).collect();
+    let reader_done = AtomicBool::new(false);
 
     let stop = AtomicBool::new(false);
     let breach = Breach::default();
@@ -244,11 +360,13 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     // `stop` instead, and nobody measures.
     let ready = AtomicUsize::new(0);
     let start_at = AtomicU64::new(0);
-    let writer = Writer { store, sinks, lost_exceedances: 0 };
+    let writer =
+        Writer { store, sinks, lost_exceedances: 0, episodes: instance.is_some().then_some((run_id, episode_rx)) };
     let loops = common.loops.unwrap_or(u64::MAX);
     let mut setup_errors: Vec<String> = Vec::new();
 
-    let writer = std::thread::scope(|scope| -> Result<(Writer, Option<anyhow::Error>)> {
+    type Ended = ((Writer, Option<anyhow::Error>), Option<crate::trace::reader::ReaderReport>);
+    let writer = std::thread::scope(|scope| -> Result<Ended> {
         let writer_thread = std::thread::Builder::new()
             .name("rtscope-writer".into())
             .stack_size(WRITER_STACK)
@@ -265,7 +383,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
             })?;
         let mut threads = Vec::new();
         for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
-            let (stop, breach, ready, start_at) = (&stop, &breach, &ready, &start_at);
+            let (stop, breach, ready, start_at, tid) = (&stop, &breach, &ready, &start_at, &tids[index]);
             let spawned = std::thread::Builder::new()
                 .name(format!("rtscope-{}{c}", probe.name()))
                 .stack_size(STACK_SIZE)
@@ -282,6 +400,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                         stop.store(true, Relaxed);
                     }
                     mem::prefault_stack(STACK_PREFAULT);
+                    tid.store(crate::sys::tracefs::tid(), Relaxed);
                     ready.fetch_add(1, Release);
                     let start = loop {
                         let at = start_at.load(Acquire);
@@ -325,6 +444,55 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
             std::thread::sleep(Duration::from_millis(1));
         }
         let start_ns = clock::now() + START_DELAY_NS;
+        let mut reader_thread = None;
+        if let Some(inst) = instance.as_mut() {
+            let settings = Settings {
+                cause_threshold: common.trace.map_or(CauseThreshold::Adaptive, |t| t.cause_threshold),
+                max_episodes: common.trace.map_or(50, |t| t.max_episodes),
+                timer_entry: inst.timer_entry,
+                stages: stages == Some(true) && inst.stages,
+            };
+            let metric = probe.metrics()[0];
+            let lanes = lane_parts
+                .drain(..)
+                .zip(&tids)
+                .map(|((c, buffer, samples, stage_recs), tid)| Lane {
+                    buffer,
+                    trace: CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings),
+                    samples,
+                    stages: stage_recs,
+                    bytes: 0,
+                    missed: 0,
+                    read_errors: 0,
+                })
+                .collect();
+            let reader = Reader {
+                layout: inst.layout,
+                decoder: std::mem::take(&mut inst.decoder),
+                lanes,
+                episodes: episode_tx.clone(),
+            };
+            if let Err(e) = inst.set_on(true) {
+                setup_errors.push(format!("--trace: {e}"));
+                stop.store(true, Relaxed);
+            }
+            let done = &reader_done;
+            let spawned = std::thread::Builder::new()
+                .name("rtscope-trace".into())
+                .stack_size(WRITER_STACK)
+                .spawn_scoped(scope, move || {
+                    signals::block_in_this_thread();
+                    reader.run(start_ns, done)
+                });
+            match spawned {
+                Ok(t) => reader_thread = Some(t),
+                Err(e) => {
+                    setup_errors.push(format!("--trace: cannot start the reader thread: {e}"));
+                    stop.store(true, Relaxed);
+                }
+            }
+        }
+        drop(episode_tx);
         start_at.store(start_ns, Release);
 
         let progress = !common.quiet && std::io::stderr().is_terminal();
@@ -358,13 +526,61 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                 Err(_) => setup_errors.push("a measuring thread panicked".into()),
             }
         }
-        writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))
+        reader_done.store(true, Release);
+        let report = match reader_thread.map(|t| t.join()) {
+            Some(Ok(r)) => Some(r),
+            Some(Err(_)) => {
+                setup_errors.push("the trace reader thread panicked".into());
+                None
+            }
+            None => None,
+        };
+        let writer = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?;
+        Ok((writer, report))
     });
     drop(helpers);
     mem::unlock_all();
-    let (mut writer, store_error) = writer?;
-
+    let ((mut writer, store_error), report) = writer?;
     let mut notes = Vec::new();
+    if let (Some(inst), Some(report)) = (instance.take(), report) {
+        let mut summary = TraceSummary {
+            instance: inst.name.clone(),
+            clock: "mono".into(),
+            buffer_kb_per_cpu: inst.buffer_kb,
+            events: inst.enabled.clone(),
+            missing: inst.missing.clone(),
+            per_cpu: report.per_cpu,
+            reader_cpu_ns: report.cpu_ns,
+            reader_cpu_pct: 100.0 * report.cpu_ns as f64 / report.wall_ns.max(1) as f64,
+            cause_threshold: common.trace.map_or(CauseThreshold::Adaptive, |t| t.cause_threshold).describe(),
+            episodes_built: report.episodes_built,
+            episodes_kept: report.episodes_kept,
+        };
+        let _ = inst.set_on(false);
+        for (c, lost) in summary.per_cpu.iter_mut().zip(&mirror_lost) {
+            c.lost = c.lost.max(inst.lost(c.cpu as usize));
+            c.samples_dropped = lost.load(Relaxed);
+        }
+        drop(inst);
+        let lost = summary.lost();
+        if lost > 0 {
+            notes.push(format!(
+                "--trace: the kernel lost {lost} trace events (ring buffer full): some samples have no stages or \
+                 episode; use a larger --trace-buffer"
+            ));
+        }
+        let dropped: u64 = summary.per_cpu.iter().map(|c| c.samples_dropped).sum();
+        if dropped > 0 {
+            notes.push(format!("--trace: {dropped} samples did not reach the trace reader in time (not explained)"));
+        }
+        if report.unknown_records > 0 {
+            notes.push(format!("--trace: {} records of unknown events were skipped", report.unknown_records));
+        }
+        if store_error.is_none() {
+            writer.store.put_run_data(run_id, "trace", &serde_json::to_value(&summary)?)?;
+        }
+    }
+
     let mut exit_code = 0;
     let status = if let Some(e) = &store_error {
         exit_code = 1;

@@ -162,6 +162,10 @@ impl Probe for Wakeup {
         &["latency"]
     }
 
+    fn trace_stages(&self) -> Option<bool> {
+        Some(true)
+    }
+
     fn plan(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
     }

@@ -144,6 +144,10 @@ struct Chain {
     expire: Option<usize>,
     waking: Option<usize>,
     switch_in: Option<usize>,
+    /// No `sched_switch` into the probe thread was seen (some kernels do
+    /// not trace the switch out of the idle task): the switch-in is taken
+    /// to be the last interrupt exit before the wake-up.
+    inferred: bool,
 }
 
 /// The kernel's scheduling of a task, from its priority in the trace and
@@ -196,6 +200,8 @@ pub struct CpuTrace {
     pub samples_in: u64,
     pub decomposed: u64,
     pub incomplete: u64,
+    /// Samples whose switch-in was inferred (see `Chain::inferred`).
+    pub inferred: u64,
     pub episodes_built: u64,
 }
 
@@ -219,6 +225,7 @@ impl CpuTrace {
             samples_in: 0,
             decomposed: 0,
             incomplete: 0,
+            inferred: 0,
             episodes_built: 0,
         }
     }
@@ -302,6 +309,7 @@ impl CpuTrace {
             match stages {
                 Some(st) => {
                     self.decomposed += 1;
+                    self.inferred += u64::from(chain.is_some_and(|c| c.inferred));
                     out(Out::Stages { t_ns: s.t_ns, stages: st });
                 }
                 None => self.incomplete += 1,
@@ -314,7 +322,8 @@ impl CpuTrace {
             return;
         }
         let start = self.prev_woke.max(s.t_ns.saturating_sub(RETAIN_NS));
-        let (causes, mut slices) = attribute(win, &self.front, chain.as_ref(), self.tid, p, s.t_ns, start, names);
+        let (causes, mut slices) =
+            attribute(win, &self.front, chain.as_ref(), stages.as_ref(), self.tid, p, s.t_ns, start, names);
         if let Some(st) = stages.as_ref() {
             let mut t = p;
             for (name, ns) in Stages::NAMES.iter().zip(st.values()) {
@@ -356,10 +365,29 @@ impl CpuTrace {
 fn find_chain(win: &[Ev], tid: i32, p: u64, after: u64, settings: Settings) -> Option<Chain> {
     let floor = p.saturating_sub(EARLY_NS).max(after.saturating_add(1));
     let valid = |i: usize| win[i].ts >= floor;
-    let s =
-        win.iter().rposition(|e| matches!(e.kind, Kind::Switch { next, .. } if next == tid)).filter(|&i| valid(i))?;
-    let k =
-        win[..s].iter().rposition(|e| matches!(e.kind, Kind::Waking { pid } if pid == tid)).filter(|&i| valid(i))?;
+    let switch =
+        win.iter().rposition(|e| matches!(e.kind, Kind::Switch { next, .. } if next == tid)).filter(|&i| valid(i));
+    let waking = |end: usize| {
+        win[..end].iter().rposition(|e| matches!(e.kind, Kind::Waking { pid } if pid == tid)).filter(|&i| valid(i))
+    };
+    let (s, k, inferred) = match switch {
+        Some(s) => (s, waking(s)?, false),
+        None => {
+            let k = waking(win.len())?;
+            // The last event after the waking that ends an interrupt.
+            let exit = win[k..].iter().rposition(|e| {
+                matches!(
+                    e.kind,
+                    Kind::TimerExit
+                        | Kind::IrqExit(_)
+                        | Kind::SoftExit(_)
+                        | Kind::VectorExit(_)
+                        | Kind::ExpireExit { .. }
+                )
+            });
+            (exit.map_or(k, |i| k + i), k, true)
+        }
+    };
     let x = win[..k].iter().rposition(|e| matches!(e.kind, Kind::ExpireEntry { .. })).filter(|&i| valid(i))?;
     let irq = if settings.timer_entry {
         let i = win[..x].iter().rposition(|e| matches!(e.kind, Kind::TimerEntry | Kind::TimerExit))?;
@@ -370,7 +398,7 @@ fn find_chain(win: &[Ev], tid: i32, p: u64, after: u64, settings: Settings) -> O
     if settings.timer_entry && irq.is_none() {
         return None;
     }
-    Some(Chain { irq, expire: Some(x), waking: Some(k), switch_in: Some(s) })
+    Some(Chain { irq, expire: Some(x), waking: Some(k), switch_in: Some(s), inferred })
 }
 
 fn stages_of(win: &[Ev], c: &Chain, p: u64, w: u64, timer_entry: bool) -> Stages {
@@ -405,6 +433,7 @@ fn attribute(
     win: &[Ev],
     front: &Ctx,
     chain: Option<&Chain>,
+    stages: Option<&Stages>,
     tid: i32,
     p: u64,
     w: u64,
@@ -414,11 +443,20 @@ fn attribute(
     let waking_ts = chain.and_then(|c| c.waking).map(|i| win[i].ts);
     let ours = chain.and_then(|c| c.irq);
     let mut ctx = front.clone();
-    let mut by: BTreeMap<(CauseKind, String, Option<i32>), u64> = BTreeMap::new();
+    let mut by: BTreeMap<(CauseKind, String, Option<i32>), [u64; 6]> = BTreeMap::new();
     let mut slices: Vec<Slice> = Vec::new();
     let mut open: Option<(Owner, u64)> = None;
     let mut last = start;
-    let mut seg = |a: u64, b: u64, owner: Owner, by: &mut BTreeMap<_, u64>, slices: &mut Vec<Slice>| {
+    // Stage boundaries, to tell in which stage each cause's time fell.
+    let marks: Option<[u64; 6]> = stages.map(|st| {
+        let v = st.values();
+        let mut m = [p; 6];
+        for i in 0..5 {
+            m[i + 1] = m[i] + v[i];
+        }
+        m
+    });
+    let mut seg = |a: u64, b: u64, owner: Owner, by: &mut BTreeMap<_, [u64; 6]>, slices: &mut Vec<Slice>| {
         if b <= a {
             return;
         }
@@ -426,7 +464,13 @@ fn attribute(
         let (x, y) = (a.max(p), b.min(w));
         if y > x {
             let key = classify(owner, x, waking_ts, tid, names);
-            *by.entry(key).or_insert(0) += y - x;
+            let acc = by.entry(key).or_insert([0; 6]);
+            acc[5] += y - x;
+            if let Some(m) = &marks {
+                for i in 0..5 {
+                    acc[i] += y.min(m[i + 1]).saturating_sub(x.max(m[i]));
+                }
+            }
         }
         // The timeline: merge runs of one owner.
         match open {
@@ -438,12 +482,16 @@ fn attribute(
             None => open = Some((owner, a)),
         }
     };
+    let inferred_at = chain.filter(|c| c.inferred).and_then(|c| c.switch_in);
     for (i, e) in win.iter().enumerate() {
         if e.ts > start {
             seg(last, e.ts, ctx.owner(), &mut by, &mut slices);
             last = e.ts;
         }
         ctx.apply(&e.kind, Some(i) == ours);
+        if Some(i) == inferred_at {
+            ctx.task = tid;
+        }
     }
     seg(last, w, ctx.owner(), &mut by, &mut slices);
     if let Some((o, s0)) = open {
@@ -454,12 +502,16 @@ fn attribute(
     }
     let mut causes: Vec<Cause> = by
         .into_iter()
-        .map(|((kind, name, pid), ns)| {
+        .map(|((kind, name, pid), acc)| {
+            let ns = acc[5];
+            let stage = (marks.is_some() && ns > 0)
+                .then(|| (0..5).max_by_key(|&i| (acc[i], 5 - i)).map(|i| Stages::NAMES[i].to_string()))
+                .flatten();
             let (pid, irq) = if kind == CauseKind::Irq { (None, pid) } else { (pid, None) };
             let sched = (kind == CauseKind::Thread)
                 .then(|| pid.and_then(|p| names.decoder.tasks.get(&p).map(|t| sched_label(t.prio, (names.policy)(p)))))
                 .flatten();
-            Cause { kind, name, pid, irq, sched, ns }
+            Cause { kind, name, pid, irq, sched, stage, ns }
         })
         .collect();
     causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));

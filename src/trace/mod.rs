@@ -6,4 +6,7 @@
 pub mod decompose;
 pub mod event;
 pub mod format;
+pub mod instance;
+pub mod mark;
 pub mod page;
+pub mod reader;

@@ -26,6 +26,19 @@ pub struct Stages {
 impl Stages {
     pub const NAMES: [&'static str; 5] = ["irq", "handler", "wake", "thread", "user"];
 
+    /// The stage series of a traced run: the five relative stages, then
+    /// the absolute times (from the programmed time) at which the handler,
+    /// the wake-up and the switch-in began (irq's absolute is itself, and
+    /// user's is the latency).
+    pub const SERIES: [&'static str; 8] =
+        ["irq", "handler", "wake", "thread", "user", "handler_abs", "wake_abs", "thread_abs"];
+
+    /// The values of [`Stages::SERIES`].
+    pub fn series_values(&self) -> [u64; 8] {
+        let [a, b, c, d, e] = self.values();
+        [a, b, c, d, e, a + b, a + b + c, a + b + c + d]
+    }
+
     pub fn values(&self) -> [u64; 5] {
         [self.irq_ns, self.handler_ns, self.wake_ns, self.thread_ns, self.user_ns]
     }
@@ -87,6 +100,9 @@ pub struct Cause {
     /// Scheduling of a thread, e.g. `SCHED_FIFO 99`, `SCHED_OTHER`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sched: Option<String>,
+    /// The stage in which most of this time fell, when the stages are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
     pub ns: u64,
 }
 
@@ -166,9 +182,14 @@ pub fn verdict(cpu: i64, sample: u64, latency_ns: u64, stages: Option<&Stages>, 
     let mut s = format!("cpu{cpu} #{sample} latency {}", us(latency_ns));
     let main = causes.iter().max_by_key(|c| c.ns);
     let mut parts: Vec<String> = Vec::new();
+    // The stage the main cause fell in (else the longest), as the head.
     let mut first = String::new();
     if let Some(st) = stages {
-        let (name, ns) = st.largest();
+        let named = main.and_then(|m| m.stage.as_deref()).and_then(|n| Stages::NAMES.iter().position(|x| *x == n));
+        let (name, ns) = match named {
+            Some(i) => (Stages::NAMES[i], st.values()[i]),
+            None => st.largest(),
+        };
         first = format!("{name} {}", us(ns));
     }
     if let Some(m) = main {
@@ -176,7 +197,7 @@ pub fn verdict(cpu: i64, sample: u64, latency_ns: u64, stages: Option<&Stages>, 
             CauseKind::Thread => format!("blocked by {}", m.label()),
             CauseKind::Irq => format!("in irq {}", m.label()),
             CauseKind::Softirq => format!("in softirq {}", m.name),
-            CauseKind::Timer => "in the timer path".to_string(),
+            CauseKind::Timer => "in the probe's timer interrupt".to_string(),
             CauseKind::User => "returning to user space".to_string(),
             CauseKind::Unaccounted if m.pid.is_some_and(|p| p != 0) => {
                 format!("unaccounted (interrupts off, hypervisor or SMI; {} was running)", m.name)
@@ -305,6 +326,10 @@ pub struct TraceCpu {
     pub decomposed: u64,
     /// Samples whose wake-up path was not (fully) in the trace.
     pub incomplete: u64,
+    /// Samples whose switch into the probe thread was not traced (some
+    /// kernels skip the switch out of idle) and was taken at the last
+    /// interrupt exit before the wake-up.
+    pub switch_inferred: u64,
     /// Samples the tracer could not take (its ring from the probe was full).
     pub samples_dropped: u64,
 }
@@ -320,7 +345,7 @@ pub(crate) mod tests {
     use super::*;
 
     fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
-        Cause { kind, name: name.into(), pid: None, irq: None, sched: None, ns }
+        Cause { kind, name: name.into(), pid: None, irq: None, sched: None, stage: None, ns }
     }
 
     pub(crate) fn sample_episode() -> Episode {
@@ -331,6 +356,7 @@ pub(crate) mod tests {
                 pid: Some(77),
                 irq: None,
                 sched: Some("SCHED_OTHER".into()),
+                stage: Some("thread".into()),
                 ns: 790_300,
             },
             Cause { irq: Some(24), ..cause(CauseKind::Irq, "virtio0-input", 10_100) },

@@ -1,0 +1,247 @@
+//! rtscope's own tracefs instance, `instances/rtscope-<pid>`: its own ring
+//! buffers, clock and events, so the top-level buffer another tool may be
+//! using is never touched. Removed on every exit path (a stale one of a
+//! dead rtscope is removed at the next start).
+
+use super::event::{Decoder, WANTED};
+use super::format::{Format, PageLayout};
+use crate::sys::tracefs;
+use rtscope_model::inventory::Warning;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+pub struct Instance {
+    pub root: PathBuf,
+    pub dir: PathBuf,
+    pub name: String,
+    mounted: bool,
+    pub layout: PageLayout,
+    pub decoder: Decoder,
+    pub enabled: Vec<String>,
+    pub missing: Vec<String>,
+    /// Whether `local_timer_entry` is there (else the irq stage runs to the
+    /// hrtimer callback).
+    pub timer_entry: bool,
+    /// Whether the wake-up path can be followed at all.
+    pub stages: bool,
+    pub buffer_kb: u64,
+}
+
+fn write(path: &Path, value: &str) -> Result<(), String> {
+    std::fs::write(path, value).map_err(|e| format!("cannot write '{value}' to {}: {e}", path.display()))
+}
+
+/// Reads a tracefs file. One large read: some of these files (e.g.
+/// `events/header_page`) answer only the first read() of an open file.
+fn read(path: &Path) -> Result<String, String> {
+    let fail = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let mut f = File::open(path).map_err(fail)?;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut len = 0;
+    loop {
+        let n = std::io::Read::read(&mut f, &mut buf[len..]).map_err(fail)?;
+        len += n;
+        if n == 0 || len == buf.len() {
+            break;
+        }
+    }
+    String::from_utf8(buf[..len].to_vec()).map_err(|_| format!("{} is not text", path.display()))
+}
+
+/// `tracing_cpumask` text: hex, in comma-separated 32-bit groups.
+pub fn cpumask(cpus: &[usize]) -> String {
+    let words = cpus.iter().max().map_or(1, |m| m / 32 + 1);
+    let mut w = vec![0u32; words];
+    for &c in cpus {
+        w[c / 32] |= 1 << (c % 32);
+    }
+    w.iter().rev().map(|x| format!("{x:08x}")).collect::<Vec<_>>().join(",")
+}
+
+/// Removes instances left by rtscope processes that no longer exist.
+fn remove_stale(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root.join("instances")) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("rtscope-").and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if !comm.starts_with("rtscope") {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+impl Instance {
+    /// Creates and configures the instance for `cpus`, tracing off until
+    /// [`Instance::start`]. Returns the warnings to store with the run.
+    pub fn create(cpus: &[usize], buffer_kb: u64) -> Result<(Instance, Vec<Warning>), String> {
+        let (root, mounted) = tracefs::find_or_mount()?;
+        remove_stale(&root);
+        let name = format!("rtscope-{}", std::process::id());
+        let dir = root.join("instances").join(&name);
+        if dir.exists() {
+            let _ = std::fs::remove_dir(&dir);
+        }
+        if let Err(e) = std::fs::create_dir(&dir) {
+            if mounted {
+                let _ = tracefs::unmount(&root);
+            }
+            return Err(format!("cannot create the tracefs instance {}: {e}", dir.display()));
+        }
+        let mut inst = Instance {
+            root,
+            dir,
+            name,
+            mounted,
+            layout: PageLayout {
+                timestamp_offset: 0,
+                commit_offset: 8,
+                commit_size: 8,
+                data_offset: 16,
+                page_size: 4096,
+            },
+            decoder: Decoder::default(),
+            enabled: Vec::new(),
+            missing: Vec::new(),
+            timer_entry: false,
+            stages: false,
+            buffer_kb,
+        };
+        // From here on, Drop removes the instance on any error.
+        let warnings = inst.configure(cpus)?;
+        Ok((inst, warnings))
+    }
+
+    fn configure(&mut self, cpus: &[usize]) -> Result<Vec<Warning>, String> {
+        let d = self.dir.clone();
+        write(&d.join("tracing_on"), "0")?;
+        let clocks = read(&d.join("trace_clock"))?;
+        if !clocks.split_whitespace().any(|c| c.trim_matches(|x| x == '[' || x == ']') == "mono") {
+            return Err(format!("this kernel's trace clocks ({}) lack 'mono'", clocks.trim()));
+        }
+        write(&d.join("trace_clock"), "mono")?;
+        write(&d.join("buffer_size_kb"), &self.buffer_kb.to_string())?;
+        write(&d.join("tracing_cpumask"), &cpumask(cpus))?;
+        self.layout = PageLayout::parse(&read(&self.root.join("events/header_page"))?)?;
+        let mut warnings = Vec::new();
+        let mut wanted: Vec<(String, String)> =
+            WANTED.iter().map(|(e, why)| (e.to_string(), why.to_string())).collect();
+        // Every other interrupt vector, to name IPIs and the like.
+        if let Ok(list) = std::fs::read_dir(self.root.join("events/irq_vectors")) {
+            let mut extra: Vec<String> = list
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| (n.ends_with("_entry") || n.ends_with("_exit")) && !n.starts_with("local_timer"))
+                .map(|n| format!("irq_vectors/{n}"))
+                .collect();
+            extra.sort();
+            wanted.extend(extra.into_iter().map(|e| (e, String::new())));
+        }
+        for (event, why) in &wanted {
+            let (system, _) = event.split_once('/').unwrap_or((event, ""));
+            let ok = read(&self.root.join("events").join(event).join("format"))
+                .and_then(|t| Format::parse(&t))
+                .and_then(|f| self.decoder.add(system, &f))
+                .and_then(|()| write(&d.join("events").join(event).join("enable"), "1"));
+            match ok {
+                Ok(()) => self.enabled.push(event.clone()),
+                Err(e) if !why.is_empty() => self.missing.push(format!("{event} ({why}): {e}")),
+                Err(_) => {}
+            }
+        }
+        let has = |e: &str| self.enabled.iter().any(|x| x == e);
+        self.timer_entry = has("irq_vectors/local_timer_entry") && has("irq_vectors/local_timer_exit");
+        self.stages = has("timer/hrtimer_expire_entry") && has("sched/sched_waking") && has("sched/sched_switch");
+        if !self.stages {
+            warnings.push(Warning {
+                topic: "trace".into(),
+                message: "--trace: the wake-up path cannot be followed (hrtimer_expire_entry, sched_waking or \
+                          sched_switch missing): no stage split; episodes attribute time by context only"
+                    .into(),
+                fix: "use a kernel with CONFIG_FTRACE and scheduler/timer trace events".into(),
+            });
+        } else if !self.timer_entry {
+            warnings.push(Warning {
+                topic: "trace".into(),
+                message: "--trace: this architecture has no irq_vectors:local_timer_entry; the irq stage runs to the \
+                          hrtimer callback and the handler stage reads 0"
+                    .into(),
+                fix: "none needed on non-x86 machines; the total and the other stages are exact".into(),
+            });
+        }
+        for m in &self.missing {
+            warnings.push(Warning {
+                topic: "trace".into(),
+                message: format!("--trace: event {m}; time in it shows as unaccounted"),
+                fix: "enable the event's kernel configuration (CONFIG_FTRACE, CONFIG_IRQSOFF not needed)".into(),
+            });
+        }
+        Ok(warnings)
+    }
+
+    /// Opens the per-CPU binary buffers, non-blocking.
+    pub fn buffers(&self, cpus: &[usize]) -> Result<Vec<File>, String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        cpus.iter()
+            .map(|c| {
+                let p = self.dir.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc_nonblock())
+                    .open(&p)
+                    .map_err(|e| format!("cannot open {}: {e}", p.display()))
+            })
+            .collect()
+    }
+
+    pub fn set_on(&self, on: bool) -> Result<(), String> {
+        write(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
+    }
+
+    /// Events the kernel lost on `cpu`: overwritten before they were read
+    /// (`overrun`) or refused when the buffer was full (`dropped events`).
+    pub fn lost(&self, cpu: usize) -> u64 {
+        let stats = std::fs::read_to_string(self.dir.join(format!("per_cpu/cpu{cpu}/stats"))).unwrap_or_default();
+        stats
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .filter(|(k, _)| matches!(k.trim(), "overrun" | "dropped events"))
+            .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+            .sum()
+    }
+}
+
+fn libc_nonblock() -> i32 {
+    rustix::fs::OFlags::NONBLOCK.bits() as i32
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = self.set_on(false);
+        // Removing the instance frees its buffers and disables its events.
+        let mut removed = std::fs::remove_dir(&self.dir).is_ok();
+        if !removed {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            removed = std::fs::remove_dir(&self.dir).is_ok();
+        }
+        if !removed {
+            eprintln!("rtscope: warning: could not remove the tracefs instance {}", self.dir.display());
+        }
+        let others = std::fs::read_dir(self.root.join("instances")).map(|d| d.count()).unwrap_or(1);
+        if self.mounted && others == 0 {
+            let _ = tracefs::unmount(&self.root);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpumasks() {
+        assert_eq!(cpumask(&[0, 1]), "00000003");
+        assert_eq!(cpumask(&[1]), "00000002");
+        assert_eq!(cpumask(&[0, 33]), "00000002,00000001");
+    }
+}

@@ -1,0 +1,173 @@
+//! The reader thread: at SCHED_OTHER, off the measured CPUs when it can,
+//! it drains every traced CPU's `trace_pipe_raw` (non-blocking, one page
+//! per read) every few milliseconds, decodes the records, takes the
+//! probe's samples from their rings, and hands the stages to their
+//! recorders and the episodes to the writer.
+
+use super::decompose::{CpuTrace, Names, Out, Sample};
+use super::event::Decoder;
+use super::format::PageLayout;
+use super::page::Page;
+use crate::recorder::Recorder;
+use crate::sys::{clock, tracefs};
+use rtscope_model::episode::{Episode, Stages, TraceCpu};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering::Acquire};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+
+/// How often the buffers are drained.
+const PERIOD: Duration = Duration::from_millis(10);
+
+/// Episodes on their way to the writer.
+pub enum EpisodeMsg {
+    Keep(Box<Episode>),
+    /// (probe, metric, cpu, sample) pushed out of the worst-N.
+    Drop(String, String, i64, u64),
+}
+
+/// One traced CPU.
+pub struct Lane {
+    pub buffer: File,
+    pub trace: CpuTrace,
+    pub samples: rtrb::Consumer<Sample>,
+    /// The stage series, in [`Stages::SERIES`] order.
+    pub stages: Vec<Recorder>,
+    pub bytes: u64,
+    pub missed: u64,
+    pub read_errors: u64,
+}
+
+pub struct Reader {
+    pub layout: PageLayout,
+    pub decoder: Decoder,
+    pub lanes: Vec<Lane>,
+    pub episodes: Sender<EpisodeMsg>,
+}
+
+/// What the reader reports at the end.
+pub struct ReaderReport {
+    pub per_cpu: Vec<TraceCpu>,
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+    pub episodes_built: u64,
+    pub episodes_kept: u64,
+    pub unknown_records: u64,
+}
+
+/// A task's scheduling policy from `/proc/<pid>/stat` (field 41).
+fn policy_of(pid: i32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(38)?.parse().ok()
+}
+
+impl Reader {
+    /// Runs until `done` (set once every measuring thread has finished),
+    /// then drains what is left and finishes the stage series.
+    pub fn run(mut self, start_ns: u64, done: &AtomicBool) -> ReaderReport {
+        let cpu0 = tracefs::thread_cpu_ns();
+        let wall0 = clock::now();
+        for lane in &mut self.lanes {
+            for r in &mut lane.stages {
+                r.start(start_ns);
+            }
+        }
+        let cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
+        let policy = |pid: i32| *cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
+        let mut page = vec![0u8; self.layout.page_size];
+        let mut kept = 0u64;
+        loop {
+            let last = done.load(Acquire);
+            let pass_start = clock::now();
+            for lane in &mut self.lanes {
+                loop {
+                    match lane.buffer.read(&mut page) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            lane.bytes += n as u64;
+                            match Page::parse(&self.layout, &page[..n]) {
+                                Ok(p) => {
+                                    lane.missed += p.missed.unwrap_or(0);
+                                    for r in p.records() {
+                                        if let Some(e) = self.decoder.decode(r) {
+                                            lane.trace.push_event(e);
+                                        }
+                                    }
+                                }
+                                Err(_) => lane.read_errors += 1,
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(_) => {
+                            lane.read_errors += 1;
+                            break;
+                        }
+                    }
+                }
+                while let Ok(s) = lane.samples.pop() {
+                    lane.trace.push_sample(s);
+                }
+            }
+            let names = Names { decoder: &self.decoder, policy: &policy };
+            for lane in &mut self.lanes {
+                let (stages, tx) = (&mut lane.stages, &self.episodes);
+                let (probe, metric) = (lane.trace.probe, lane.trace.metric);
+                lane.trace.process(pass_start, last, &names, &mut |o| match o {
+                    Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
+                    Out::Keep(e) => {
+                        kept += 1;
+                        let _ = tx.send(EpisodeMsg::Keep(e));
+                    }
+                    Out::Drop { cpu, sample } => {
+                        kept = kept.saturating_sub(1);
+                        let _ = tx.send(EpisodeMsg::Drop(probe.into(), metric.into(), cpu, sample));
+                    }
+                });
+            }
+            if last {
+                break;
+            }
+            std::thread::sleep(PERIOD);
+        }
+        let now = clock::now();
+        let mut report = ReaderReport {
+            per_cpu: Vec::new(),
+            cpu_ns: tracefs::thread_cpu_ns().saturating_sub(cpu0),
+            wall_ns: now.saturating_sub(wall0),
+            episodes_built: 0,
+            episodes_kept: kept,
+            unknown_records: self.decoder.unknown,
+        };
+        for lane in self.lanes {
+            for r in lane.stages {
+                r.finish(now);
+            }
+            let t = &lane.trace;
+            report.episodes_built += t.episodes_built;
+            report.per_cpu.push(TraceCpu {
+                cpu: t.cpu,
+                events: t.events_in,
+                lost: lane.missed,
+                bytes: lane.bytes,
+                samples: t.samples_in,
+                decomposed: t.decomposed,
+                incomplete: t.incomplete,
+                switch_inferred: t.inferred,
+                samples_dropped: 0,
+            });
+        }
+        report
+    }
+}
+
+fn record_stages(recs: &mut [Recorder], t_ns: u64, st: &Stages) {
+    for (r, v) in recs.iter_mut().zip(st.series_values()) {
+        r.record(t_ns, v);
+        r.maybe_checkpoint(t_ns);
+    }
+}
