@@ -91,8 +91,14 @@ impl Default for Ctx {
 }
 
 impl Ctx {
-    fn apply(&mut self, k: &Kind, ours: bool) {
-        match *k {
+    /// Applies an event. Its `pid` (the task current when it was recorded)
+    /// also corrects the task when a `sched_switch` was not traced (some
+    /// kernels do not trace the switch out of the idle task).
+    fn apply(&mut self, e: &Ev, ours: bool) {
+        if e.pid >= 0 {
+            self.task = e.pid;
+        }
+        match e.kind {
             Kind::TimerEntry => self.push(Frame::Timer(ours)),
             Kind::TimerExit => self.pop_to(|f| matches!(f, Frame::Timer(_))),
             Kind::VectorEntry(v) => self.push(Frame::Vector(v)),
@@ -262,7 +268,7 @@ impl CpuTrace {
         }
         while self.events.len() > MAX_HELD {
             if let Some(e) = self.events.pop_front() {
-                self.front.apply(&e.kind, false);
+                self.front.apply(&e, false);
             }
         }
     }
@@ -271,7 +277,7 @@ impl CpuTrace {
     fn drop_until(&mut self, t: u64) {
         while self.events.front().is_some_and(|e| e.ts <= t) {
             if let Some(e) = self.events.pop_front() {
-                self.front.apply(&e.kind, false);
+                self.front.apply(&e, false);
             }
         }
     }
@@ -485,10 +491,17 @@ fn attribute(
     let inferred_at = chain.filter(|c| c.inferred).and_then(|c| c.switch_in);
     for (i, e) in win.iter().enumerate() {
         if e.ts > start {
-            seg(last, e.ts, ctx.owner(), &mut by, &mut slices);
+            // The idle task's switch out was not traced: the idle loop
+            // switches as soon as the interrupt that woke the task returns,
+            // so the whole gap belongs to the task this event shows.
+            let owner = match ctx.owner() {
+                Owner::Task(0) if e.pid > 0 => Owner::Task(e.pid),
+                o => o,
+            };
+            seg(last, e.ts, owner, &mut by, &mut slices);
             last = e.ts;
         }
-        ctx.apply(&e.kind, Some(i) == ours);
+        ctx.apply(e, Some(i) == ours);
         if Some(i) == inferred_at {
             ctx.task = tid;
         }
@@ -570,7 +583,7 @@ mod tests {
     const US: u64 = 1_000;
 
     fn ev(ts_us: u64, kind: Kind) -> Ev {
-        Ev { ts: ts_us * US, kind }
+        Ev { ts: ts_us * US, pid: -1, kind }
     }
 
     fn decoder() -> Decoder {

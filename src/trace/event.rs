@@ -27,6 +27,9 @@ pub const SOFTIRQ_NAMES: [&str; 10] =
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Ev {
     pub ts: u64,
+    /// The task that was current when the event was recorded (the
+    /// interrupted one, in interrupt context); -1 when unknown.
+    pub pid: i32,
     pub kind: Kind,
 }
 
@@ -222,7 +225,8 @@ impl Decoder {
                 Kind::Switch { prev, next }
             }
         };
-        Some(Ev { ts: r.ts, kind })
+        let pid = i32::from_le_bytes([*p.get(4)?, *p.get(5)?, *p.get(6)?, *p.get(7)?]);
+        Some(Ev { ts: r.ts, pid, kind })
     }
 }
 
