@@ -183,6 +183,9 @@ pub struct ShowArgs {
     /// Print the common JSON shape instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Print every cause episode of a --trace run (worst first) and the top causes.
+    #[arg(long)]
+    pub episodes: bool,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -195,6 +198,8 @@ pub enum ExportFormat {
     Csv,
     /// HdrHistogram interval log (tags probe.metric.cpuN, values in ns): HdrHistogram's own tools read it.
     Hdr,
+    /// The cause episodes of a --trace run as a timeline (Chrome JSON trace): open it in ui.perfetto.dev.
+    Perfetto,
 }
 
 #[derive(Args, Debug)]

@@ -130,6 +130,10 @@ fn show(a: ShowArgs) -> Result<i32> {
         report::Json.write(&run, &mut out)?;
         return Ok(0);
     }
+    if a.episodes {
+        report::write_episodes(&run, &mut out)?;
+        return Ok(0);
+    }
     let h = &run.header;
     let inv = &run.inventory;
     writeln!(out, "run {} ({})  {}  {}", h.id, h.uuid, h.kind, h.status.as_str())?;
@@ -175,6 +179,7 @@ fn export_run(a: ExportArgs) -> Result<i32> {
                 ExportFormat::Json => export::write_json(run, true, out),
                 ExportFormat::Csv => export::write_csv(run, out),
                 ExportFormat::Hdr => export::write_hdr_log(run, out),
+                ExportFormat::Perfetto => report::Perfetto.write(run, out),
             }
         }
     }

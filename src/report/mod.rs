@@ -1,10 +1,12 @@
 //! Output formats, one file each behind [`Report`].
 
 mod json;
+mod perfetto;
 mod text;
 
 pub use json::Json;
-pub use text::Text;
+pub use perfetto::Perfetto;
+pub use text::{Text, write_episodes};
 
 use anyhow::{Context, Result};
 use rtscope_model::run::Run;

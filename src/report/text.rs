@@ -3,6 +3,7 @@
 
 use super::Report;
 use anyhow::Result;
+use rtscope_model::episode::{Stages, top_causes};
 use rtscope_model::hist::{Bucket, pow2_buckets};
 use rtscope_model::run::{Run, Series};
 use rtscope_model::units::{self, us};
@@ -42,7 +43,7 @@ impl Report for Text {
             writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
         }
         let mut by_probe: Vec<(&str, &str, Vec<&Series>)> = Vec::new();
-        for s in &run.series {
+        for s in run.series.iter().filter(|s| !is_stage(s)) {
             match by_probe.iter_mut().find(|(p, m, _)| *p == s.key.probe && *m == s.key.metric) {
                 Some((_, _, list)) => list.push(s),
                 None => by_probe.push((&s.key.probe, &s.key.metric, vec![s])),
@@ -105,6 +106,15 @@ impl Report for Text {
                 if lost > 0 { format!(", {lost} lost") } else { String::new() }
             )?;
         }
+        write_stages(run, out)?;
+        write_trace(run, out)?;
+        if !run.episodes.is_empty() {
+            writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
+            for e in run.episodes.iter().take(3) {
+                writeln!(out, "  {}", e.verdict)?;
+            }
+            write_top_causes(run, out, 8)?;
+        }
         let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
         let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
         if !serious.is_empty() || !info.is_empty() {
@@ -121,4 +131,130 @@ impl Report for Text {
         }
         Ok(())
     }
+}
+
+/// A stage series of a traced run (`irq`, `handler`, ..., `thread_abs`).
+fn is_stage(s: &Series) -> bool {
+    Stages::SERIES.contains(&s.key.metric.as_str())
+}
+
+/// The stage table of a traced run, like the references' ISR / DPC /
+/// thread tables: relative stages, then absolute times.
+fn write_stages(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let stages: Vec<&Series> = run.series.iter().filter(|s| is_stage(s)).collect();
+    if stages.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\n{} stages (us): irq = programmed time -> timer interrupt, handler -> the probe's hrtimer callback, \
+         wake -> sched_waking, thread -> switch-in, user -> the probe's timestamp; *_abs: from the programmed time",
+        stages[0].key.probe
+    )?;
+    writeln!(
+        out,
+        "{:>4} {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+        "CPU", "stage", "samples", "min", "mean", "p50", "p99", "p99.9", "max"
+    )?;
+    let mut cpus: Vec<i64> = stages.iter().map(|s| s.key.cpu).collect();
+    cpus.dedup();
+    for cpu in cpus {
+        for name in Stages::SERIES {
+            let Some(s) = stages.iter().find(|s| s.key.cpu == cpu && s.key.metric == name) else { continue };
+            let m = s.total().summary();
+            writeln!(
+                out,
+                "{:>4} {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
+                cpu,
+                name,
+                m.count,
+                us(m.min_ns),
+                units::us_f(m.mean_ns),
+                us(m.p50_ns),
+                us(m.p99_ns),
+                us(m.p999_ns),
+                us(m.max_ns)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// What the tracer did: events, losses, its cost, samples explained.
+pub fn write_trace(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let Some(t) = &run.trace else { return Ok(()) };
+    let sum = |f: fn(&rtscope_model::episode::TraceCpu) -> u64| t.per_cpu.iter().map(f).sum::<u64>();
+    writeln!(
+        out,
+        "\ntrace: instance {}, clock {}, {} events read, {} lost by the kernel; reader thread {:.2}% of a CPU",
+        t.instance,
+        t.clock,
+        sum(|c| c.events),
+        t.lost(),
+        t.reader_cpu_pct
+    )?;
+    writeln!(
+        out,
+        "trace: {} of {} samples split into stages ({} incomplete, {} with an inferred switch-in, {} not handed over); \
+         {} episodes built, {} kept; cause threshold {}",
+        sum(|c| c.decomposed),
+        sum(|c| c.samples),
+        sum(|c| c.incomplete),
+        sum(|c| c.switch_inferred),
+        sum(|c| c.samples_dropped),
+        t.episodes_built,
+        t.episodes_kept,
+        t.cause_threshold
+    )?;
+    for m in &t.missing {
+        writeln!(out, "trace: missing event {m}")?;
+    }
+    Ok(())
+}
+
+/// Which sources account for how much of the episodes' latency.
+pub fn write_top_causes(run: &Run, out: &mut dyn Write, rows: usize) -> Result<()> {
+    let top = top_causes(&run.episodes);
+    if top.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\ntop causes over {} episodes", run.episodes.len())?;
+    writeln!(
+        out,
+        "{:<12} {:<28} {:>8} {:>8} {:>12} {:>7} {:>10}",
+        "kind", "source", "main in", "seen in", "total (us)", "share", "max (us)"
+    )?;
+    for r in top.iter().take(rows) {
+        writeln!(
+            out,
+            "{:<12} {:<28} {:>8} {:>8} {:>12} {:>6.1}% {:>10}",
+            r.kind.as_str(),
+            r.name,
+            r.main_in,
+            r.seen_in,
+            us(r.total_ns),
+            r.share_pct,
+            us(r.max_ns)
+        )?;
+    }
+    Ok(())
+}
+
+/// Every episode of a run, worst first, then the top causes.
+pub fn write_episodes(run: &Run, out: &mut dyn Write) -> Result<()> {
+    if run.episodes.is_empty() {
+        writeln!(
+            out,
+            "run {} has no cause episodes{}",
+            run.header.id,
+            if run.trace.is_none() { " (it was not traced: measure with --trace)" } else { "" }
+        )?;
+        return Ok(());
+    }
+    writeln!(out, "run {}: {} cause episodes, worst first", run.header.id, run.episodes.len())?;
+    for e in &run.episodes {
+        writeln!(out, "{}", e.verdict)?;
+    }
+    write_top_causes(run, out, usize::MAX)?;
+    write_trace(run, out)
 }

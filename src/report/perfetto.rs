@@ -1,0 +1,71 @@
+//! `export --format perfetto`: the cause episodes as a Chrome JSON trace,
+//! which ui.perfetto.dev (and chrome://tracing) open. One process per
+//! episode, named by its verdict's head; threads (lanes) for the CPU's
+//! tasks, hard IRQs, softirqs and the probe's stages; instant events mark
+//! the programmed and the actual wake-up. Times are CLOCK_MONOTONIC in us.
+
+use super::Report;
+use anyhow::{Result, bail};
+use rtscope_model::episode::Lane;
+use rtscope_model::run::Run;
+use serde_json::json;
+use std::io::Write;
+
+pub struct Perfetto;
+
+const LANES: [(Lane, &str); 4] =
+    [(Lane::Stage, "stages"), (Lane::Task, "tasks"), (Lane::Irq, "hard irq"), (Lane::Softirq, "softirq")];
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+impl Report for Perfetto {
+    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
+        if run.episodes.is_empty() {
+            bail!(
+                "run {} has no cause episodes to export (measure with --trace; see rtscope show {} --episodes)",
+                run.header.id,
+                run.header.id
+            );
+        }
+        let mut events = Vec::new();
+        for (i, e) in run.episodes.iter().enumerate() {
+            let pid = i + 1;
+            let head = format!(
+                "cpu{} #{} {:.1}us{}",
+                e.cpu,
+                e.sample,
+                e.latency_ns as f64 / 1000.0,
+                e.causes.first().map(|c| format!(" · {}", c.label())).unwrap_or_default()
+            );
+            events.push(json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": head}}));
+            events.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": i}}));
+            for (tid, (_, name)) in LANES.iter().enumerate() {
+                events.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}));
+            }
+            for s in &e.slices {
+                let tid = LANES.iter().position(|(l, _)| *l == s.lane).unwrap_or(1);
+                events.push(json!({
+                    "ph": "X", "name": s.name, "cat": format!("{:?}", s.lane).to_lowercase(),
+                    "pid": pid, "tid": tid, "ts": us(s.start_ns), "dur": us(s.dur_ns),
+                }));
+            }
+            for (name, t) in [("programmed", e.programmed_ns), ("woke", e.woke_ns)] {
+                events.push(json!({"ph": "i", "s": "p", "name": name, "pid": pid, "tid": 0, "ts": us(t)}));
+            }
+            events.push(json!({
+                "ph": "i", "s": "p", "name": "verdict", "pid": pid, "tid": 0, "ts": us(e.woke_ns),
+                "args": {"verdict": e.verdict, "causes": e.causes},
+            }));
+        }
+        let doc = json!({
+            "displayTimeUnit": "ns",
+            "otherData": {"rtscope_run": run.header.uuid, "tool_version": run.header.tool_version},
+            "traceEvents": events,
+        });
+        serde_json::to_writer(&mut *out, &doc)?;
+        writeln!(out)?;
+        Ok(())
+    }
+}
