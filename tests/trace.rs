@@ -130,7 +130,7 @@ fn episodes_name_a_known_spinner() {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|e| e["latency_ns"].as_u64().unwrap() > 200_000 && e["cpu"].to_string() == cpu)
+        .filter(|e| e["latency_ns"].as_u64().unwrap() > 200_000 && e["cpu"].as_u64() == cpu.parse().ok())
         .collect();
     assert!(big.len() >= 10, "a 400 us spin every 20 ms: {} episodes above 200 us", big.len());
     let named = big
