@@ -110,12 +110,23 @@ pub struct CommonArgs {
     /// With --trace: the kernel ring buffer per traced CPU (e.g. 4M); events that overflow it are counted as lost.
     #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer)]
     pub trace_buffer: usize,
+    /// With --trace: the kernel's trace clock. mono: every event carries CLOCK_MONOTONIC, the probe's clock. local
+    /// (sched_clock) costs less per event where reading CLOCK_MONOTONIC is slow (VMs); rtscope maps it to
+    /// CLOCK_MONOTONIC with each hrtimer expiry's own CLOCK_MONOTONIC reading.
+    #[arg(long, value_enum, default_value = "mono")]
+    pub trace_clock: TraceClock,
     /// Write each sample above the exceedance threshold (--exceed) to the kernel's trace_marker, so that a tracer
     /// running beside rtscope (trace-cmd, perf) sees it.
     #[arg(long)]
     pub tracemark: bool,
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TraceClock {
+    Local,
+    Mono,
 }
 
 fn trace_buffer(s: &str) -> Result<usize, String> {
@@ -298,6 +309,10 @@ impl CommonArgs {
                 cause_threshold: self.cause_threshold.map_or(CauseThreshold::Adaptive, CauseThreshold::Fixed),
                 max_episodes: self.episodes as usize,
                 buffer_kb: (self.trace_buffer >> 10) as u64,
+                clock: match self.trace_clock {
+                    TraceClock::Local => "local",
+                    TraceClock::Mono => "mono",
+                },
             }),
             tracemark: self.tracemark,
         })

@@ -92,6 +92,9 @@ pub struct TraceOpts {
     /// Episodes kept per CPU (the worst).
     pub max_episodes: usize,
     pub buffer_kb: u64,
+    /// The tracefs clock: `local` (cheapest; mapped to CLOCK_MONOTONIC by
+    /// each hrtimer expiry's `now`) or `mono`.
+    pub clock: &'static str,
 }
 
 impl serde::Serialize for TraceOpts {
@@ -100,6 +103,7 @@ impl serde::Serialize for TraceOpts {
             "cause_threshold": self.cause_threshold.describe(),
             "max_episodes": self.max_episodes,
             "buffer_kb": self.buffer_kb,
+            "clock": self.clock,
         })
         .serialize(s)
     }
@@ -237,7 +241,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     }
     let mut instance = None;
     if let Some(opts) = &common.trace {
-        match Instance::create(&common.cpus, opts.buffer_kb) {
+        match Instance::create(&common.cpus, opts.buffer_kb, opts.clock) {
             Ok((inst, w)) => {
                 warnings.extend(w);
                 instance = Some(inst);
@@ -464,9 +468,11 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                     bytes: 0,
                     missed: 0,
                     read_errors: 0,
+                    offset: None,
                 })
                 .collect();
             let reader = Reader {
+                mono: common.trace.is_some_and(|t| t.clock == "mono"),
                 layout: inst.layout,
                 decoder: std::mem::take(&mut inst.decoder),
                 lanes,
@@ -545,7 +551,10 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     if let (Some(inst), Some(report)) = (instance.take(), report) {
         let mut summary = TraceSummary {
             instance: inst.name.clone(),
-            clock: "mono".into(),
+            clock: match common.trace.map_or("mono", |t| t.clock) {
+                "mono" => "mono".into(),
+                c => format!("{c}, mapped to CLOCK_MONOTONIC by each hrtimer expiry's 'now'"),
+            },
             buffer_kb_per_cpu: inst.buffer_kb,
             events: inst.enabled.clone(),
             missing: inst.missing.clone(),

@@ -604,14 +604,14 @@ mod tests {
         use Kind::*;
         for e in [
             ev(905, TimerEntry),
-            ev(910, ExpireEntry { timer: 1 }),
+            ev(910, ExpireEntry { timer: 1, now: 0 }),
             ev(912, Waking { pid: 100 }),
             ev(915, ExpireExit { timer: 1 }),
             ev(918, TimerExit),
             ev(930, Switch { prev: 0, next: 100 }),
             ev(1010, Switch { prev: 100, next: 200 }),
             ev(2003, TimerEntry),
-            ev(2005, ExpireEntry { timer: 1 }),
+            ev(2005, ExpireEntry { timer: 1, now: 0 }),
             ev(2006, Waking { pid: 100 }),
             ev(2007, ExpireExit { timer: 1 }),
             ev(2010, TimerExit),

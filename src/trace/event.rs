@@ -11,7 +11,6 @@ pub const WANTED: &[(&str, &str)] = &[
     ("irq_vectors/local_timer_entry", "the timer interrupt's entry (IRQ latency)"),
     ("irq_vectors/local_timer_exit", "the timer interrupt's end"),
     ("timer/hrtimer_expire_entry", "the timer handler (handler stage)"),
-    ("timer/hrtimer_expire_exit", "the timer handler's end"),
     ("sched/sched_waking", "the wake-up of the probe thread (wake stage)"),
     ("sched/sched_switch", "which thread runs (thread stage, blocking threads)"),
     ("irq/irq_handler_entry", "device interrupts by IRQ and name"),
@@ -45,8 +44,11 @@ pub enum Kind {
     IrqExit(i32),
     SoftEntry(u8),
     SoftExit(u8),
+    /// `now`: the hrtimer base's CLOCK_MONOTONIC reading for this expiry
+    /// (it anchors a `local` trace clock to CLOCK_MONOTONIC).
     ExpireEntry {
         timer: u64,
+        now: i64,
     },
     ExpireExit {
         timer: u64,
@@ -68,7 +70,7 @@ enum Dec {
     IrqEntry { irq: Field, name: Field },
     IrqExit { irq: Field },
     Soft { vec: Field, entry: bool },
-    ExpireEntry { timer: Field },
+    ExpireEntry { timer: Field, now: Field },
     ExpireExit { timer: Field },
     Waking { pid: Field, prio: Field, comm: Field },
     Switch { prev_pid: Field, prev_prio: Field, prev_comm: Field, next_pid: Field, next_prio: Field, next_comm: Field },
@@ -148,7 +150,9 @@ impl Decoder {
             ("irq", "irq_handler_exit") => Dec::IrqExit { irq: field(f, "irq")? },
             ("irq", "softirq_entry") => Dec::Soft { vec: field(f, "vec")?, entry: true },
             ("irq", "softirq_exit") => Dec::Soft { vec: field(f, "vec")?, entry: false },
-            ("timer", "hrtimer_expire_entry") => Dec::ExpireEntry { timer: field(f, "hrtimer")? },
+            ("timer", "hrtimer_expire_entry") => {
+                Dec::ExpireEntry { timer: field(f, "hrtimer")?, now: field(f, "now")? }
+            }
             ("timer", "hrtimer_expire_exit") => Dec::ExpireExit { timer: field(f, "hrtimer")? },
             ("sched", "sched_waking") => {
                 Dec::Waking { pid: field(f, "pid")?, prio: field(f, "prio")?, comm: field(f, "comm")? }
@@ -208,7 +212,7 @@ impl Decoder {
                 let v = int(p, vec).clamp(0, 255) as u8;
                 if *entry { Kind::SoftEntry(v) } else { Kind::SoftExit(v) }
             }
-            Dec::ExpireEntry { timer } => Kind::ExpireEntry { timer: int(p, timer) as u64 },
+            Dec::ExpireEntry { timer, now } => Kind::ExpireEntry { timer: int(p, timer) as u64, now: int(p, now) },
             Dec::ExpireExit { timer } => Kind::ExpireExit { timer: int(p, timer) as u64 },
             Dec::Waking { pid, prio, comm } => {
                 let (pid, prio, comm) = (int(p, pid) as i32, int(p, prio) as i32, text(p, comm));

@@ -74,7 +74,7 @@ fn remove_stale(root: &Path) {
 impl Instance {
     /// Creates and configures the instance for `cpus`, tracing off until
     /// [`Instance::start`]. Returns the warnings to store with the run.
-    pub fn create(cpus: &[usize], buffer_kb: u64) -> Result<(Instance, Vec<Warning>), String> {
+    pub fn create(cpus: &[usize], buffer_kb: u64, clock: &str) -> Result<(Instance, Vec<Warning>), String> {
         let (root, mounted) = tracefs::find_or_mount()?;
         remove_stale(&root);
         let name = format!("rtscope-{}", std::process::id());
@@ -108,18 +108,18 @@ impl Instance {
             buffer_kb,
         };
         // From here on, Drop removes the instance on any error.
-        let warnings = inst.configure(cpus)?;
+        let warnings = inst.configure(cpus, clock)?;
         Ok((inst, warnings))
     }
 
-    fn configure(&mut self, cpus: &[usize]) -> Result<Vec<Warning>, String> {
+    fn configure(&mut self, cpus: &[usize], clock: &str) -> Result<Vec<Warning>, String> {
         let d = self.dir.clone();
         write(&d.join("tracing_on"), "0")?;
         let clocks = read(&d.join("trace_clock"))?;
-        if !clocks.split_whitespace().any(|c| c.trim_matches(|x| x == '[' || x == ']') == "mono") {
-            return Err(format!("this kernel's trace clocks ({}) lack 'mono'", clocks.trim()));
+        if !clocks.split_whitespace().any(|c| c.trim_matches(|x| x == '[' || x == ']') == clock) {
+            return Err(format!("this kernel's trace clocks ({}) lack '{clock}'", clocks.trim()));
         }
-        write(&d.join("trace_clock"), "mono")?;
+        write(&d.join("trace_clock"), clock)?;
         write(&d.join("buffer_size_kb"), &self.buffer_kb.to_string())?;
         write(&d.join("tracing_cpumask"), &cpumask(cpus))?;
         self.layout = PageLayout::parse(&read(&self.root.join("events/header_page"))?)?;

@@ -5,7 +5,7 @@
 //! recorders and the episodes to the writer.
 
 use super::decompose::{CpuTrace, Names, Out, Sample};
-use super::event::Decoder;
+use super::event::{Decoder, Kind};
 use super::format::PageLayout;
 use super::page::Page;
 use crate::recorder::Recorder;
@@ -39,9 +39,14 @@ pub struct Lane {
     pub bytes: u64,
     pub missed: u64,
     pub read_errors: u64,
+    /// CLOCK_MONOTONIC - trace clock, from the last hrtimer expiry (its
+    /// `now` field) when the trace clock is `local`.
+    pub offset: Option<i64>,
 }
 
 pub struct Reader {
+    /// The trace clock is `mono`: event times are CLOCK_MONOTONIC already.
+    pub mono: bool,
     pub layout: PageLayout,
     pub decoder: Decoder,
     pub lanes: Vec<Lane>,
@@ -93,9 +98,17 @@ impl Reader {
                                 Ok(p) => {
                                     lane.missed += p.missed.unwrap_or(0);
                                     for r in p.records() {
-                                        if let Some(e) = self.decoder.decode(r) {
-                                            lane.trace.push_event(e);
+                                        let Some(mut e) = self.decoder.decode(r) else { continue };
+                                        if !self.mono {
+                                            // The `local` clock (sched_clock) is mapped to CLOCK_MONOTONIC by
+                                            // the latest hrtimer expiry, whose `now` is CLOCK_MONOTONIC.
+                                            if let Kind::ExpireEntry { now, .. } = e.kind {
+                                                lane.offset = Some(now - e.ts as i64);
+                                            }
+                                            let Some(o) = lane.offset else { continue };
+                                            e.ts = (e.ts as i64 + o) as u64;
                                         }
+                                        lane.trace.push_event(e);
                                     }
                                 }
                                 Err(_) => lane.read_errors += 1,

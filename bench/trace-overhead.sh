@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# What --trace costs the measurement: rtscope wakeup with and without
+# --trace, same CPUs, priority and interval, in interleaved rounds
+# (plain, traced, plain, traced, ...).
+#
+# Environment:
+#   DURATION     seconds per run (default 20)
+#   ROUNDS       rounds, each one plain and one traced run (default 3)
+#   CPUS         CPU list, e.g. 0,2-3 (default: all online)
+#   INTERVAL     wakeup --interval (default 1ms)
+#   KEEP         a directory to copy the raw JSON files into (default: none)
+#   TRACE_ARGS   more flags for the traced runs, e.g. "--trace-clock local"
+#
+# Needs root. Prints per-round figures, the medians, the ratios traced /
+# plain of p50 and p99 (all CPUs merged), the reader thread's CPU use and
+# the events the kernel lost, then the verdict: p50 ratio <= 1.05, p99
+# ratio <= 1.10, no lost events. Exits 0 either way; grep VERDICT.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+DURATION=${DURATION:-20}
+ROUNDS=${ROUNDS:-3}
+INTERVAL=${INTERVAL:-1ms}
+CPUS=${CPUS:-$(cat /sys/devices/system/cpu/online)}
+
+[[ $(id -u) -eq 0 ]] || echo "warning: not root: --trace will be refused and SCHED_FIFO will fail" >&2
+command -v python3 >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3; }
+
+echo "== building rtscope (release)"
+(cd "$ROOT" && cargo build --release)
+RTSCOPE=${CARGO_TARGET_DIR:-$ROOT/target}/release/rtscope
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rtscope-trace-overhead.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+for r in $(seq 1 "$ROUNDS"); do
+    for mode in plain traced; do
+        extra=()
+        # shellcheck disable=SC2206
+        [[ $mode == traced ]] && extra=(--trace ${TRACE_ARGS:-})
+        echo "== round $r: $mode (${DURATION}s on CPUs $CPUS)"
+        "$RTSCOPE" wakeup --cpus "$CPUS" --interval "$INTERVAL" --duration "${DURATION}s" "${extra[@]}" \
+            --db "$TMP/bench.db" --quiet --json "$TMP/$mode-$r.json"
+        "$RTSCOPE" export last --db "$TMP/bench.db" -o "$TMP/$mode-$r.full.json"
+    done
+done
+[[ -n ${KEEP:-} ]] && mkdir -p "$KEEP" && cp "$TMP"/*.json "$KEEP"/
+
+python3 - "$TMP" "$ROUNDS" <<'PY'
+import json, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+
+def merged(doc):
+    """p50 and p99 (ns) of the latency histograms of every CPU merged."""
+    buckets = {}
+    for r in doc["results"]:
+        if r["metric"] != "latency":
+            continue
+        for lo, hi, n in r["histogram"]:
+            buckets[(lo, hi)] = buckets.get((lo, hi), 0) + n
+    items = sorted(buckets.items())
+    total = sum(n for _, n in items)
+    def q(p):
+        want, seen = p * total, 0
+        for (lo, hi), n in items:
+            seen += n
+            if seen >= want:
+                return (lo + hi) / 2
+        return items[-1][0][1]
+    return q(0.50), q(0.99)
+
+rows = {"plain": [], "traced": []}
+cpu_pct, lost, split, samples = [], 0, 0, 0
+for r in range(1, rounds + 1):
+    for mode in ("plain", "traced"):
+        doc = json.load(open(f"{tmp}/{mode}-{r}.full.json"))
+        p50, p99 = merged(doc)
+        rows[mode].append((p50, p99))
+        line = f"round {r} {mode:6}  p50 {p50/1000:8.3f} us  p99 {p99/1000:8.3f} us"
+        t = doc.get("trace")
+        if t:
+            cpu_pct.append(t["reader_cpu_pct"])
+            lost += sum(c["lost"] for c in t["per_cpu"])
+            split += sum(c["decomposed"] for c in t["per_cpu"])
+            samples += sum(c["samples"] for c in t["per_cpu"])
+            line += f"  reader {t['reader_cpu_pct']:.2f}% CPU, lost {sum(c['lost'] for c in t['per_cpu'])}"
+        print(line)
+med = {m: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for m, v in rows.items()}
+r50 = med["traced"][0] / med["plain"][0]
+r99 = med["traced"][1] / med["plain"][1]
+print(f"median plain   p50 {med['plain'][0]/1000:.3f} us  p99 {med['plain'][1]/1000:.3f} us")
+print(f"median traced  p50 {med['traced'][0]/1000:.3f} us  p99 {med['traced'][1]/1000:.3f} us")
+print(f"ratio traced/plain: p50 {r50:.3f}  p99 {r99:.3f}")
+print(f"reader thread: median {statistics.median(cpu_pct):.2f}% of one CPU; samples split into stages {split}/{samples}; events lost {lost}")
+ok = r50 <= 1.05 and r99 <= 1.10 and lost == 0
+print(f"VERDICT {'PASS' if ok else 'FAIL'} (p50 <= 1.05: {r50:.3f}, p99 <= 1.10: {r99:.3f}, lost == 0: {lost})")
+PY
