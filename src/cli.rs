@@ -110,10 +110,11 @@ pub struct CommonArgs {
     /// With --trace: the kernel ring buffer per traced CPU (e.g. 4M); events that overflow it are counted as lost.
     #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer)]
     pub trace_buffer: usize,
-    /// With --trace: the kernel's trace clock. mono: every event carries CLOCK_MONOTONIC, the probe's clock. local
-    /// (sched_clock) costs less per event where reading CLOCK_MONOTONIC is slow (VMs); rtscope maps it to
-    /// CLOCK_MONOTONIC with each hrtimer expiry's own CLOCK_MONOTONIC reading.
-    #[arg(long, value_enum, default_value = "mono")]
+    /// With --trace: the kernel's trace clock. local (sched_clock) costs least per event; rtscope maps it to
+    /// CLOCK_MONOTONIC with each hrtimer expiry's own CLOCK_MONOTONIC reading (its `now`), so event and probe times
+    /// share one clock. mono reads CLOCK_MONOTONIC in every event: exact without mapping, slower where that read is
+    /// slow (VMs).
+    #[arg(long, value_enum, default_value = "local")]
     pub trace_clock: TraceClock,
     /// Write each sample above the exceedance threshold (--exceed) to the kernel's trace_marker, so that a tracer
     /// running beside rtscope (trace-cmd, perf) sees it.

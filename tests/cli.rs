@@ -39,6 +39,11 @@ fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["run", "--json", "/nonexistent-dir/w.json"], &["--json"]);
     refused(&["wakeup", "--spinners", "1@50", "--spin-pause", "0"], &["--spin-pause", "--force"]);
     refused(&["wakeup", "--priority", "0"], &["--priority"]);
+    refused(&["wakeup", "--cause-threshold", "100us"], &["--cause-threshold", "--trace"]);
+    refused(&["wakeup", "--trace", "--trace-buffer", "1K"], &["--trace-buffer", "64K"]);
+    refused(&["wakeup", "--trace", "--trace-clock", "tsc"], &["--trace-clock", "mono"]);
+    refused(&["wakeup", "--trace", "--episodes", "0"], &["--episodes"]);
+    refused(&["export", "last", "--format", "perfetto2"], &["--format", "perfetto"]);
 }
 
 #[test]
