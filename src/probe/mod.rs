@@ -9,6 +9,7 @@ use crate::recorder::{self, ExceedMode, Live, Recorder, Writer};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
 use anyhow::{Result, anyhow};
+use rtscope_model::hist::Tally;
 use rtscope_model::inventory::{Inventory, Warning};
 use rtscope_model::run::{RunHeader, RunStatus, SeriesKey};
 use rtscope_model::store::Store;
@@ -47,6 +48,22 @@ pub trait Probe: Sync {
     /// lock, formatting or I/O. Records one sample per `rec` per turn until
     /// `ctx.done` says stop.
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]);
+    /// Whether the metrics' values are signed (a deviation that may be
+    /// negative): then `measure` records with `Recorder::record_signed`.
+    fn signed(&self) -> bool {
+        false
+    }
+    /// How many per-thread figures `measure` reports with
+    /// [`ThreadCtx::set_extra`] (e.g. a calibration, an active time).
+    fn extra_slots(&self) -> usize {
+        0
+    }
+    /// The probe's own fields of the result row of metric `metric` (an
+    /// index into `metrics()`), from its thread's extra slots and the
+    /// series' whole-run tally; stored with the series when measuring ends.
+    fn row_extras(&self, _metric: usize, _slots: &[u64], _total: &Tally) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// Settings every probe shares, already validated.
@@ -81,9 +98,22 @@ pub struct ThreadCtx<'a> {
     limit_ns: u64,
     stop: &'a AtomicBool,
     breach: &'a Breach,
+    extras: &'a [AtomicU64],
 }
 
 impl ThreadCtx<'_> {
+    /// Reports per-thread figure `slot` (< `Probe::extra_slots`).
+    #[inline]
+    pub fn set_extra(&self, slot: usize, value: u64) {
+        self.extras[slot].store(value, Relaxed);
+    }
+
+    /// Whether a stop was requested (a signal, a breach elsewhere).
+    #[inline(always)]
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Relaxed)
+    }
+
     /// Whether to stop after a sample at `now` (the `count`-th).
     #[inline(always)]
     pub fn done(&self, now: u64, count: u64) -> bool {
@@ -205,6 +235,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
             rtscope_model::inventory::format_cpu_list(&housekeeping)
         },
         "probe": probe.name(),
+        "metrics": probe.metrics(),
         "common": common,
         "exceed": common.exceed.describe(),
         "effective_policy": policy,
@@ -227,7 +258,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         for metric in probe.metrics() {
             let key = SeriesKey { probe: probe.name().into(), metric: (*metric).into(), cpu: c as i64 };
             let sid = store.add_series(run_id, &key, "ns", &common.exceed.describe())?;
-            let (rec, sink, live) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
+            let (rec, sink, live) = recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
             per_thread.push(rec);
             sinks.push(sink);
             if lives.iter().all(|(cpu, _)| *cpu != c) {
@@ -239,6 +270,8 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
 
     let stop = AtomicBool::new(false);
     let breach = Breach::default();
+    let slots = probe.extra_slots();
+    let extras: Vec<AtomicU64> = (0..slots * common.cpus.len()).map(|_| AtomicU64::new(0)).collect();
     // Threads count themselves ready; then the main thread publishes the
     // common start instant (0: not yet). A failed setup or spawn sets
     // `stop` instead, and nobody measures.
@@ -266,6 +299,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         let mut threads = Vec::new();
         for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
             let (stop, breach, ready, start_at) = (&stop, &breach, &ready, &start_at);
+            let extras = &extras[index * slots..(index + 1) * slots];
             let spawned = std::thread::Builder::new()
                 .name(format!("rtscope-{}{c}", probe.name()))
                 .stack_size(STACK_SIZE)
@@ -300,6 +334,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                             limit_ns: common.threshold_ns.unwrap_or(u64::MAX),
                             stop,
                             breach,
+                            extras,
                         };
                         for r in recs.iter_mut() {
                             r.start(start);
@@ -363,6 +398,18 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     drop(helpers);
     mem::unlock_all();
     let (mut writer, store_error) = writer?;
+    if store_error.is_none() {
+        let metrics = probe.metrics().len();
+        let values: Vec<u64> = extras.iter().map(|v| v.load(Relaxed)).collect();
+        let Writer { store, sinks, .. } = &mut writer;
+        for (i, sink) in sinks.iter().enumerate() {
+            let thread = &values[i / metrics * slots..(i / metrics + 1) * slots];
+            let row = probe.row_extras(i % metrics, thread, sink.total());
+            if !row.is_empty() {
+                store.set_series_extra(sink.series_id, &row)?;
+            }
+        }
+    }
 
     let mut notes = Vec::new();
     let mut exit_code = 0;
