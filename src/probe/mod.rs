@@ -3,6 +3,9 @@
 //! locking, start, duration, stop, recording and the summary. Only
 //! [`Probe::measure`] runs on the real-time thread.
 
+pub mod noise;
+pub mod ptimer;
+pub mod sleep;
 pub mod wakeup;
 
 use crate::recorder::{self, ExceedMode, Live, Recorder, Writer};
@@ -106,6 +109,11 @@ impl ThreadCtx<'_> {
     #[inline]
     pub fn set_extra(&self, slot: usize, value: u64) {
         self.extras[slot].store(value, Relaxed);
+    }
+
+    /// CLOCK_MONOTONIC instant at which `--duration` ends (u64::MAX: none).
+    pub fn end_ns(&self) -> u64 {
+        self.end_ns
     }
 
     /// Whether a stop was requested (a signal, a breach elsewhere).

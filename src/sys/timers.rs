@@ -72,6 +72,16 @@ pub fn rt_signals() -> i32 {
 #[derive(Clone, Copy)]
 pub struct SigSet(libc::sigset_t);
 
+impl std::fmt::Debug for SigSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let members: Vec<i32> = (1..=libc::SIGRTMAX())
+            // SAFETY: a valid set and a signal number in range.
+            .filter(|&s| unsafe { libc::sigismember(&self.0, s) } == 1)
+            .collect();
+        write!(f, "SigSet{members:?}")
+    }
+}
+
 impl SigSet {
     pub fn of(signals: &[i32]) -> SigSet {
         // SAFETY: plain sigset manipulation on a local, zeroed sigset_t.
