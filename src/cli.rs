@@ -148,8 +148,8 @@ pub struct WakeupArgs {
 #[derive(Args, Debug)]
 pub struct NoiseArgs {
     /// An interruption is a gap between two consecutive counter reads longer than RATIO x the reference iteration
-    /// (the shortest one of a 20 ms warm-up of the same loop); it is recorded as its length minus the reference
-    /// (metric `interruption`).
+    /// (the shortest mean iteration over the 1 ms windows of a 20 ms warm-up of the same loop); it is recorded as
+    /// its length minus the reference (metric `interruption`).
     #[arg(long, value_name = "RATIO", default_value_t = 4.0)]
     pub ratio: f64,
     /// Instead of --ratio: an interruption is a gap longer than DUR (e.g. 1us, as oslat's buckets).
