@@ -100,6 +100,9 @@ impl Noise {
             {
                 let len = cal.ns(d).saturating_sub(reference_ns);
                 let t = mono0 + cal.ns(now - t0);
+                // `--trace` (tracing issue): the interruption spans
+                // [t - len, t] on CLOCK_MONOTONIC; that window of this CPU's
+                // trace is what attributes it (IRQ, softirq, thread, none).
                 rec.record(t, len);
                 if ctx.breached(t, len) || ctx.done(t, rec.count()) {
                     done = true;
