@@ -1,8 +1,12 @@
 //! The command line: one subcommand per probe and per action.
 
+use crate::probe::noise::{self, Noise};
+use crate::probe::ptimer::{self, Ptimer, TimerKind};
+use crate::probe::sleep::Sleep;
 use crate::probe::wakeup::{FlushBuffer, SpinnerOpt, Wakeup};
 use crate::probe::{Common, TraceOpts};
 use crate::recorder::ExceedMode;
+use crate::sys::timers;
 use crate::sys::{cpu, sched::Policy};
 use crate::trace::decompose::CauseThreshold;
 use anyhow::{Result, bail};
@@ -25,6 +29,16 @@ pub enum Cmd {
     /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
     /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
     Wakeup(WakeupArgs),
+    /// OS noise (like oslat and rtla osnoise, the references' preemption test): one SCHED_FIFO thread per CPU
+    /// busy-loops reading the CPU counter; a gap between two reads longer than --ratio x the shortest (reference)
+    /// iteration is an interruption, recorded as its length minus the reference.
+    Noise(NoiseArgs),
+    /// Sleep accuracy (the references' SleepEx test): relative sleeps through nanosleep, clock_nanosleep, poll,
+    /// epoll_wait, select and a one-shot timerfd; deviation = actual - requested, signed.
+    Sleep(SleepArgs),
+    /// Periodic timer drift (the references' multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
+    /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
+    Ptimer(PtimerArgs),
     /// List the runs in the store.
     Runs(StoreArgs),
     /// Summarise a stored run (its machine, warnings and figures).
@@ -165,6 +179,73 @@ pub struct WakeupArgs {
     /// Bytes read per --cache-flush (e.g. 64M to evict a 32 MB L3 too; needs a long --interval).
     #[arg(long, value_name = "SIZE", requires = "cache_flush", value_parser = flush_size)]
     pub flush_size: Option<usize>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct NoiseArgs {
+    /// An interruption is a gap between two consecutive counter reads longer than RATIO x the reference iteration
+    /// (the shortest mean iteration over the 1 ms windows of a 20 ms warm-up of the same loop); it is recorded as
+    /// its length minus the reference (metric `interruption`).
+    #[arg(long, value_name = "RATIO", default_value_t = 4.0)]
+    pub ratio: f64,
+    /// Instead of --ratio: an interruption is a gap longer than DUR (e.g. 1us, as oslat's buckets).
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub gap: Option<u64>,
+    /// Busy-loop this long per cycle.
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    pub active: u64,
+    /// Then sleep this long, so that a real-time spinner never starves the machine (0: no pause; RT throttling
+    /// then still stops the thread for what it reserves, which shows as interruptions).
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    pub pause: u64,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SleepArgs {
+    /// The APIs to time, each its own metric `<api>@<length>`: from CLOCK_MONOTONIC read just before the call to
+    /// CLOCK_MONOTONIC read when it returns, minus the requested length (signed: an early wake-up is negative).
+    /// poll uses ppoll and epoll_wait uses epoll_pwait2 (ns timeouts); select rounds up to 1us.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "API,...",
+        default_value = "nanosleep,clock-nanosleep,poll,epoll-wait,select,timerfd"
+    )]
+    pub api: Vec<timers::SleepApi>,
+    /// Sleep lengths, e.g. 100us,1ms,5ms.
+    #[arg(long, value_name = "DUR,...", value_delimiter = ',', default_value = "5ms", value_parser = dur)]
+    pub sleep: Vec<u64>,
+    /// Busy-wait a random time in [0, DUR) before each sleep, so that the sleeps do not stay in phase with the
+    /// timer interrupt.
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    pub phase: u64,
+    /// Set the measuring threads' timer slack (PR_SET_TIMERSLACK) [default: leave it; the value in force is stored]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub timer_slack: Option<u64>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PtimerArgs {
+    /// Timer period (1ms: the OMAC cycle; the reference used 5ms).
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    pub period: u64,
+    /// The timer kinds, each its own metric: drift = CLOCK_MONOTONIC when the wait returns (read(2) of the timerfd,
+    /// sigwaitinfo(2) for the POSIX timers) minus the programmed expiry start + k x period, signed.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "KIND,...",
+        default_value = "timerfd,posix-signal,posix-thread"
+    )]
+    pub timer: Vec<TimerKind>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -406,4 +487,129 @@ impl WakeupArgs {
             },
         ))
     }
+}
+
+/// Refuses a `--duration` shorter than `what` (`flag` `len`): no sample would be taken.
+fn check_duration_covers(common: &CommonArgs, flag: &str, len: u64) -> Result<()> {
+    if let Some(d) = common.duration.filter(|&d| d < len) {
+        bail!(
+            "--duration {} is shorter than {flag} {}: no sample would be taken",
+            rtscope_model::units::human(d),
+            rtscope_model::units::human(len)
+        );
+    }
+    Ok(())
+}
+
+/// At most 10 s: a thread only sees a stop request between two of them.
+fn check_at_most_10s(flag: &str, ns: u64) -> Result<()> {
+    if ns > 10_000_000_000 {
+        bail!("{flag} must be at most 10s: a thread only sees a stop request between two of them (e.g. {flag} 33ms)");
+    }
+    Ok(())
+}
+
+impl NoiseArgs {
+    pub fn resolve(&self, kind: &str) -> Result<(Common, Noise)> {
+        if !(1.0..=1000.0).contains(&self.ratio) {
+            bail!("--ratio must be between 1 and 1000 (e.g. --ratio 4, the reference's)");
+        }
+        if self.active < 100_000 {
+            bail!("--active must be at least 100us (e.g. --active 33ms)");
+        }
+        check_at_most_10s("--active", self.active)?;
+        check_at_most_10s("--pause", self.pause)?;
+        if let Some(g) = self.gap.filter(|&g| g < 10 || g >= self.active) {
+            bail!("--gap {} must be between 10ns and --active (e.g. --gap 1us)", rtscope_model::units::human(g));
+        }
+        check_duration_covers(&self.common, "--active", self.active)?;
+        let common = self.common.resolve(kind)?;
+        if self.pause == 0 && !common.quiet {
+            eprintln!(
+                "rtscope: warning: --pause 0: the busy loop never sleeps; RT throttling (/proc/sys/kernel/sched_rt_runtime_us) still stops it for the time it reserves each period, which shows as interruptions"
+            );
+        }
+        let throttling_off =
+            std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").map(|s| s.trim() == "-1").unwrap_or(false);
+        if self.pause == 0 && common.policy.is_rt() && throttling_off && !self.common.force {
+            bail!(
+                "--pause 0 at --policy {:?} with RT throttling off (sched_rt_runtime_us = -1) would starve everything else on the measured CPUs: give a --pause, use --policy other, or add --force",
+                common.policy
+            );
+        }
+        let calibration = crate::sys::tsc::calibrate(50_000_000);
+        Ok((
+            common,
+            Noise {
+                ratio: self.ratio,
+                gap_ns: self.gap,
+                active_ns: self.active,
+                pause_ns: self.pause,
+                warmup_ns: noise::WARMUP_NS,
+                calibration,
+            },
+        ))
+    }
+}
+
+impl SleepArgs {
+    pub fn resolve(&self, kind: &str) -> Result<(Common, Sleep)> {
+        let mut apis = self.api.clone();
+        dedup(&mut apis);
+        let mut lengths = self.sleep.clone();
+        dedup(&mut lengths);
+        if let Some(&l) = lengths.iter().find(|&&l| l == 0) {
+            bail!("--sleep {l}: every sleep length must be longer than 0 (e.g. --sleep 100us,1ms,5ms)");
+        }
+        for &l in &lengths {
+            check_at_most_10s("--sleep", l)?;
+        }
+        check_at_most_10s("--phase", self.phase)?;
+        if self.timer_slack == Some(0) {
+            bail!(
+                "--timer-slack 0 would reset the slack to the thread's default (a kernel rule); use --timer-slack 1ns for the least"
+            );
+        }
+        check_duration_covers(&self.common, "--sleep", lengths.iter().copied().min().unwrap_or(0))?;
+        let common = self.common.resolve(kind)?;
+        Ok((common, Sleep::new(apis, lengths, self.phase, self.timer_slack)))
+    }
+}
+
+impl PtimerArgs {
+    pub fn resolve(&self, kind: &str) -> Result<(Common, Ptimer)> {
+        const MIN_PERIOD: u64 = 50_000;
+        if self.period == 0 {
+            bail!("--period must be longer than 0 (e.g. --period 1ms)");
+        }
+        if self.period < MIN_PERIOD && !self.common.force {
+            bail!(
+                "--period {} is below 50us: the probe would mostly measure itself and can starve the CPU; add --force if you mean it",
+                rtscope_model::units::human(self.period)
+            );
+        }
+        check_at_most_10s("--period", self.period)?;
+        check_duration_covers(&self.common, "--period", self.period)?;
+        let mut kinds = self.timer.clone();
+        dedup(&mut kinds);
+        let common = self.common.resolve(kind)?;
+        let probe = Ptimer::new(self.period, kinds, common.cpus.len()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--timer posix-signal needs one real-time signal per measured CPU and this system has {} for {} CPUs: measure fewer --cpus or leave posix-signal out of --timer",
+                ptimer::max_signal_threads(),
+                common.cpus.len()
+            )
+        })?;
+        Ok((common, probe))
+    }
+}
+
+/// Removes repeats, keeping the first of each.
+fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
+    let mut seen = Vec::new();
+    v.retain(|x| {
+        let new = !seen.contains(x);
+        seen.push(*x);
+        new
+    });
 }

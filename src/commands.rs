@@ -28,13 +28,28 @@ pub fn main() -> Result<i32> {
     let signal = Arc::new(AtomicBool::new(false));
     // Only measuring commands finish cleanly on a signal; the others (and
     // the second process) keep the default actions.
-    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Wakeup(_) | Cmd::Disturb(_)) {
+    if matches!(
+        cli.cmd,
+        Cmd::Run(_) | Cmd::Wakeup(_) | Cmd::Noise(_) | Cmd::Sleep(_) | Cmd::Ptimer(_) | Cmd::Disturb(_)
+    ) {
         signals::install(&signal).context("installing signal handlers")?;
     }
     match cli.cmd {
         Cmd::Run(a) => run(a, &signal),
         Cmd::Wakeup(a) => {
             let (common, probe) = a.resolve("wakeup")?;
+            probe::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Noise(a) => {
+            let (common, probe) = a.resolve("noise")?;
+            probe::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Sleep(a) => {
+            let (common, probe) = a.resolve("sleep")?;
+            probe::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Ptimer(a) => {
+            let (common, probe) = a.resolve("ptimer")?;
             probe::run_probe(&probe, &common, &signal)
         }
         Cmd::Runs(a) => runs(a),

@@ -137,10 +137,22 @@ pub struct SeriesSink {
 
 /// Creates the two ends of a series. Allocates everything up front.
 pub fn channel(series_id: i64, checkpoint_ns: u64, mode: ExceedMode) -> (Recorder, SeriesSink, Arc<Live>) {
+    channel_with(series_id, checkpoint_ns, mode, false)
+}
+
+/// [`channel`] of a signed series when `signed`: its recorder takes
+/// [`Recorder::record_signed`].
+pub fn channel_with(
+    series_id: i64,
+    checkpoint_ns: u64,
+    mode: ExceedMode,
+    signed: bool,
+) -> (Recorder, SeriesSink, Arc<Live>) {
+    let tally = || Box::new(if signed { Tally::new_signed() } else { Tally::new() });
     let (full_tx, full_rx) = rtrb::RingBuffer::new(POOL);
     let (mut free_tx, free_rx) = rtrb::RingBuffer::new(POOL);
     for _ in 1..POOL {
-        assert!(free_tx.push(Box::new(Tally::new())).is_ok(), "the pool fits its ring");
+        assert!(free_tx.push(tally()).is_ok(), "the pool fits its ring");
     }
     let (exc_tx, exc_rx) = rtrb::RingBuffer::new(EXCEED_RING);
     let initial = match mode {
@@ -152,7 +164,7 @@ pub fn channel(series_id: i64, checkpoint_ns: u64, mode: ExceedMode) -> (Recorde
     let rec = Recorder {
         mirror: None,
         marker: None,
-        cur: Box::new(Tally::new()),
+        cur: tally(),
         open: Open::default(),
         next_checkpoint: u64::MAX,
         checkpoint_ns,
@@ -228,6 +240,21 @@ impl Recorder {
         }
     }
 
+    /// Records one sample of a signed series (made by [`channel_with`]). A
+    /// value >= 0 takes the path of [`Recorder::record`]; a negative one
+    /// goes to the series' negative half and is never an exceedance (the
+    /// exceedances are the high tail). Never allocates or blocks.
+    #[inline(always)]
+    pub fn record_signed(&mut self, t_ns: u64, value: i64) {
+        if value >= 0 {
+            self.record(t_ns, value as u64);
+        } else {
+            self.cur.record_signed(value);
+            self.total_count += 1;
+            self.live.count.store(self.total_count, Relaxed);
+        }
+    }
+
     /// Counts `n` missed periods.
     #[inline]
     pub fn overrun(&mut self, n: u64) {
@@ -268,7 +295,7 @@ impl Recorder {
     /// Ships the last interval. Called once measuring is over.
     pub fn finish(mut self, now: u64) {
         let o = &self.open;
-        if self.cur.stats.count == 0 && o.overruns == 0 && o.lost == 0 && o.seq > 0 {
+        if self.cur.count() == 0 && o.overruns == 0 && o.lost == 0 && o.seq > 0 {
             return;
         }
         let _ = self.full_tx.push(self.open.close(self.cur, now));
@@ -276,6 +303,11 @@ impl Recorder {
 }
 
 impl SeriesSink {
+    /// Everything committed so far: the whole series once it has finished.
+    pub fn total(&self) -> &Tally {
+        &self.cumulative
+    }
+
     /// Moves what the ring holds into `pending` (adaptive bootstrap aside).
     fn drain_exceedances(&mut self) {
         let n = self.exc_rx.slots();
@@ -444,6 +476,35 @@ mod tests {
         // values above 5000: v*50 > 4000 - round, v in 81..100 (+ 80 when round > 0)
         assert_eq!(s.exceedances.len(), 19 + 20 + 20);
         assert!(s.exceedances.iter().all(|e| e.value_ns > 5_000));
+    }
+
+    #[test]
+    fn signed_samples_reach_the_store_negative() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("t.db")).unwrap();
+        let header = crate::probe::new_header("sleep", vec![], true, vec![]);
+        let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
+        let key = SeriesKey { probe: "sleep".into(), metric: "nanosleep@1ms".into(), cpu: 0 };
+        let sid = store.add_series(run, &key, "ns", "x").unwrap();
+        let (mut rec, sink, _live) = channel_with(sid, 1_000, ExceedMode::Fixed(50_000), true);
+        let mut w = Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None };
+        rec.start(0);
+        for i in 0..1_000i64 {
+            rec.record_signed(i as u64 * 10, i * 100 - 20_000);
+            rec.maybe_checkpoint(i as u64 * 10);
+        }
+        rec.finish(10_001);
+        while !w.poll().unwrap() {}
+        assert_eq!(w.sinks[0].total().count(), 1_000);
+        let s = &w.store.load_run(run).unwrap().series[0];
+        let r = s.result();
+        assert_eq!(r.summary.count, 1_000);
+        assert_eq!(r.summary.min_ns, -20_000);
+        assert_eq!(r.summary.max_ns, 79_900);
+        assert_eq!(s.total().neg.as_ref().unwrap().stats.count, 200);
+        assert!(s.intervals.len() >= 3);
+        // Only the high tail is kept raw: 50_100 ..= 79_900.
+        assert_eq!(s.exceedances.len(), 299);
     }
 
     #[test]

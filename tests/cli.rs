@@ -47,6 +47,27 @@ fn bad_wakeup_flags_are_refused_before_measuring() {
 }
 
 #[test]
+fn bad_noise_sleep_and_ptimer_flags_are_refused_before_measuring() {
+    refused(&["noise", "--ratio", "0.5"], &["--ratio"]);
+    refused(&["noise", "--active", "10us"], &["--active"]);
+    refused(&["noise", "--pause", "11s"], &["--pause", "10s"]);
+    refused(&["noise", "--gap", "40ms"], &["--gap", "--active"]);
+    refused(&["noise", "--gap", "5"], &["--gap", "5us"]);
+    refused(&["noise", "--duration", "10ms"], &["--duration", "--active"]);
+    refused(&["noise", "--cpus", "4000"], &["--cpus"]);
+    refused(&["sleep", "--sleep", "0"], &["--sleep"]);
+    refused(&["sleep", "--sleep", "1ms,20s"], &["--sleep", "10s"]);
+    refused(&["sleep", "--api", "usleep"], &["--api", "nanosleep"]);
+    refused(&["sleep", "--timer-slack", "0"], &["--timer-slack", "1ns"]);
+    refused(&["sleep", "--phase", "1"], &["--phase", "1us"]);
+    refused(&["ptimer", "--period", "10us"], &["--period", "--force"]);
+    refused(&["ptimer", "--period", "0"], &["--period"]);
+    refused(&["ptimer", "--timer", "itimer"], &["--timer", "posix-signal"]);
+    refused(&["ptimer", "--duration", "500us"], &["--duration", "--period"]);
+    refused(&["ptimer", "--policy", "fifo", "--priority", "0"], &["--priority"]);
+}
+
+#[test]
 fn unwritable_db_is_named() {
     let o = rtscope(&["wakeup", "--duration", "1s", "--db", "/nonexistent-dir/x.db"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -79,11 +100,11 @@ fn help_names_every_command_and_exits_zero() {
     let o = rtscope(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
-    for cmd in ["run", "wakeup", "runs", "show", "export", "import", "disturb"] {
+    for cmd in ["run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "disturb"] {
         assert!(out.contains(cmd), "{cmd} missing from --help");
     }
     assert!(!out.contains("__second-process"));
-    for cmd in ["run", "wakeup", "runs", "show", "export", "import", "disturb"] {
+    for cmd in ["run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "disturb"] {
         let o = rtscope(&[cmd, "--help"]);
         assert_eq!(o.status.code(), Some(0), "{cmd} --help");
     }
@@ -102,5 +123,18 @@ fn help_names_every_command_and_exits_zero() {
         "--loops",
     ] {
         assert!(out.contains(flag), "{flag} missing from wakeup --help");
+    }
+    // Every probe's --help says what is timed, from which event to which.
+    for (cmd, words) in [
+        ("noise", &["--ratio", "--gap", "--active", "--pause", "reference", "minus the reference"][..]),
+        ("sleep", &["--api", "--sleep", "--phase", "--timer-slack", "just before the call", "when it returns"][..]),
+        ("ptimer", &["--period", "--timer", "when the wait returns", "start + k x period"][..]),
+    ] {
+        let o = rtscope(&[cmd, "--help"]);
+        // Help wraps at the terminal width: compare words.
+        let out = String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        for w in words {
+            assert!(out.contains(w), "{w} missing from {cmd} --help: {out}");
+        }
     }
 }

@@ -3,6 +3,9 @@
 //! locking, start, duration, stop, recording and the summary. Only
 //! [`Probe::measure`] runs on the real-time thread.
 
+pub mod noise;
+pub mod ptimer;
+pub mod sleep;
 pub mod wakeup;
 
 use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Writer};
@@ -14,6 +17,7 @@ use crate::trace::mark::Marker;
 use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
 use rtscope_model::episode::{Stages, TraceSummary};
+use rtscope_model::hist::Tally;
 use rtscope_model::inventory::{Inventory, Warning};
 use rtscope_model::run::{RunHeader, RunStatus, SeriesKey};
 use rtscope_model::store::Store;
@@ -60,6 +64,22 @@ pub trait Probe: Sync {
     /// lock, formatting or I/O. Records one sample per `rec` per turn until
     /// `ctx.done` says stop.
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]);
+    /// Whether the metrics' values are signed (a deviation that may be
+    /// negative): then `measure` records with `Recorder::record_signed`.
+    fn signed(&self) -> bool {
+        false
+    }
+    /// How many per-thread figures `measure` reports with
+    /// [`ThreadCtx::set_extra`] (e.g. a calibration, an active time).
+    fn extra_slots(&self) -> usize {
+        0
+    }
+    /// The probe's own fields of the result row of metric `metric` (an
+    /// index into `metrics()`), from its thread's extra slots and the
+    /// series' whole-run tally; stored with the series when measuring ends.
+    fn row_extras(&self, _metric: usize, _slots: &[u64], _total: &Tally) -> serde_json::Map<String, serde_json::Value> {
+        serde_json::Map::new()
+    }
 }
 
 /// Settings every probe shares, already validated.
@@ -129,9 +149,27 @@ pub struct ThreadCtx<'a> {
     limit_ns: u64,
     stop: &'a AtomicBool,
     breach: &'a Breach,
+    extras: &'a [AtomicU64],
 }
 
 impl ThreadCtx<'_> {
+    /// Reports per-thread figure `slot` (< `Probe::extra_slots`).
+    #[inline]
+    pub fn set_extra(&self, slot: usize, value: u64) {
+        self.extras[slot].store(value, Relaxed);
+    }
+
+    /// CLOCK_MONOTONIC instant at which `--duration` ends (u64::MAX: none).
+    pub fn end_ns(&self) -> u64 {
+        self.end_ns
+    }
+
+    /// Whether a stop was requested (a signal, a breach elsewhere).
+    #[inline(always)]
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Relaxed)
+    }
+
     /// Whether to stop after a sample at `now` (the `count`-th).
     #[inline(always)]
     pub fn done(&self, now: u64, count: u64) -> bool {
@@ -287,6 +325,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
             rtscope_model::inventory::format_cpu_list(&housekeeping)
         },
         "probe": probe.name(),
+        "metrics": probe.metrics(),
         "common": common,
         "exceed": common.exceed.describe(),
         "effective_policy": policy,
@@ -315,7 +354,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         for metric in probe.metrics() {
             let key = SeriesKey { probe: probe.name().into(), metric: (*metric).into(), cpu: c as i64 };
             let sid = store.add_series(run_id, &key, "ns", &common.exceed.describe())?;
-            let (rec, sink, live) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
+            let (rec, sink, live) = recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
             per_thread.push(rec);
             sinks.push(sink);
             if lives.iter().all(|(cpu, _)| *cpu != c) {
@@ -359,6 +398,8 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
 
     let stop = AtomicBool::new(false);
     let breach = Breach::default();
+    let slots = probe.extra_slots();
+    let extras: Vec<AtomicU64> = (0..slots * common.cpus.len()).map(|_| AtomicU64::new(0)).collect();
     // Threads count themselves ready; then the main thread publishes the
     // common start instant (0: not yet). A failed setup or spawn sets
     // `stop` instead, and nobody measures.
@@ -388,6 +429,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         let mut threads = Vec::new();
         for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
             let (stop, breach, ready, start_at, tid) = (&stop, &breach, &ready, &start_at, &tids[index]);
+            let extras = &extras[index * slots..(index + 1) * slots];
             let spawned = std::thread::Builder::new()
                 .name(format!("rtscope-{}{c}", probe.name()))
                 .stack_size(STACK_SIZE)
@@ -423,6 +465,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                             limit_ns: common.threshold_ns.unwrap_or(u64::MAX),
                             stop,
                             breach,
+                            extras,
                         };
                         for r in recs.iter_mut() {
                             r.start(start);
@@ -469,6 +512,8 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                     missed: 0,
                     read_errors: 0,
                     offset: None,
+                    anchor_ts: 0,
+                    last_ts: 0,
                 })
                 .collect();
             let reader = Reader {
@@ -547,6 +592,20 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     drop(helpers);
     mem::unlock_all();
     let ((mut writer, store_error), report) = writer?;
+    if store_error.is_none() {
+        let metrics = probe.metrics().len();
+        let values: Vec<u64> = extras.iter().map(|v| v.load(Relaxed)).collect();
+        let Writer { store, sinks, .. } = &mut writer;
+        // The probe's own series come first; the trace's stage series after.
+        for (i, sink) in sinks.iter().enumerate().take(common.cpus.len() * metrics) {
+            let thread = &values[i / metrics * slots..(i / metrics + 1) * slots];
+            let row = probe.row_extras(i % metrics, thread, sink.total());
+            if !row.is_empty() {
+                store.set_series_extra(sink.series_id, &row)?;
+            }
+        }
+    }
+
     let mut notes = Vec::new();
     if let (Some(inst), Some(report)) = (instance.take(), report) {
         let mut summary = TraceSummary {

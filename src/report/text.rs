@@ -1,12 +1,13 @@
 //! The text summary, in the style of the reference papers: a row of
-//! figures per CPU, then the power-of-two histogram with a column per CPU.
+//! figures per CPU (and per metric, for probes with several), then the
+//! power-of-two histogram with a column per CPU (or per metric).
 
 use super::Report;
 use anyhow::Result;
 use rtscope_model::episode::{Stages, top_causes};
-use rtscope_model::hist::{Bucket, pow2_buckets};
+use rtscope_model::hist::{Bucket, Summary, pow2_table};
 use rtscope_model::run::{Run, Series};
-use rtscope_model::units::{self, us};
+use rtscope_model::units::{self, us, us_i};
 use std::io::Write;
 
 pub struct Text {
@@ -15,10 +16,143 @@ pub struct Text {
 }
 
 fn bucket_label(b: &Bucket) -> String {
-    if b.lo_ns >= rtscope_model::hist::HIGHEST_NS {
+    if b.lo_ns >= rtscope_model::hist::HIGHEST_NS as i64 {
         return format!("> {} s (overflow)", b.lo_ns / 1_000_000_000);
     }
+    if b.hi_ns <= -(rtscope_model::hist::HIGHEST_NS as i64) {
+        return format!("< -{} s (overflow)", -b.hi_ns / 1_000_000_000);
+    }
+    if b.hi_ns <= 0 {
+        return format!("-({}-{}) us", -b.hi_ns / 1000, -b.lo_ns / 1000);
+    }
     format!("{}-{} us", b.lo_ns / 1000, b.hi_ns / 1000)
+}
+
+/// A column of a result table.
+#[derive(Clone, Copy)]
+enum Col {
+    /// The sample count, under this header.
+    Count(&'static str),
+    Min,
+    Mean,
+    P50,
+    P90,
+    P99,
+    P999,
+    P9999,
+    Max,
+    Jitter,
+    Overruns,
+    /// A probe's own figure (`Series::extra`): key and header.
+    Extra(&'static str, &'static str),
+}
+
+/// What each probe's rows show, and what a metric's values are.
+fn layout(probe: &str) -> (&'static [Col], &'static str) {
+    use Col::*;
+    match probe {
+        "noise" => (
+            &[
+                Count("interrupts"),
+                Extra("per_s", "per s"),
+                Min,
+                P50,
+                P90,
+                P99,
+                Max,
+                Extra("noise_ns", "noise"),
+                Extra("available_pct", "avail %"),
+                Extra("reference_ns", "ref ns"),
+                Extra("threshold_ns", "thresh ns"),
+            ],
+            "interruption length (us): gap in the busy loop - reference iteration",
+        ),
+        "sleep" => (
+            &[
+                Count("samples"),
+                Min,
+                Mean,
+                P50,
+                P90,
+                P99,
+                P999,
+                Max,
+                Extra("mean_abs_ns", "mean |d|"),
+                Extra("timer_slack_ns", "slack"),
+            ],
+            "deviation (us): actual sleep - requested, signed",
+        ),
+        "ptimer" => (
+            &[
+                Count("events"),
+                Extra("missed", "missed"),
+                Min,
+                Mean,
+                Extra("mean_abs_ns", "mean |d|"),
+                P50,
+                P99,
+                P999,
+                Max,
+                Jitter,
+            ],
+            "drift (us): event seen - (start + k x period), signed",
+        ),
+        _ => (&[Count("samples"), Min, Mean, P50, P90, P99, P999, P9999, Max, Jitter, Overruns], ""),
+    }
+}
+
+impl Col {
+    fn header(self) -> &'static str {
+        match self {
+            Col::Count(h) | Col::Extra(_, h) => h,
+            Col::Min => "min",
+            Col::Mean => "mean",
+            Col::P50 => "p50",
+            Col::P90 => "p90",
+            Col::P99 => "p99",
+            Col::P999 => "p99.9",
+            Col::P9999 => "p99.99",
+            Col::Max => "max",
+            Col::Jitter => "jitter",
+            Col::Overruns => "overruns",
+        }
+    }
+
+    fn width(self) -> usize {
+        match self {
+            Col::Count(_) | Col::Max | Col::Jitter => 10,
+            Col::Overruns => 8,
+            _ => 9,
+        }
+        .max(self.header().len())
+    }
+
+    fn value(self, s: &Series, m: &Summary) -> String {
+        match self {
+            Col::Count(_) => m.count.to_string(),
+            Col::Min => us_i(m.min_ns),
+            Col::Mean => units::us_f(m.mean_ns),
+            Col::P50 => us_i(m.p50_ns),
+            Col::P90 => us_i(m.p90_ns),
+            Col::P99 => us_i(m.p99_ns),
+            Col::P999 => us_i(m.p999_ns),
+            Col::P9999 => us_i(m.p9999_ns),
+            Col::Max => us_i(m.max_ns),
+            Col::Jitter => us(m.jitter_ns()),
+            Col::Overruns => s.overruns().to_string(),
+            Col::Extra(key, _) => match s.extra.get(key) {
+                None => "-".into(),
+                // Times in us (the reference iteration and the threshold
+                // in ns, as oslat and osnoise print them).
+                Some(v) if key.ends_with("_ns") && !matches!(key, "reference_ns" | "threshold_ns") => {
+                    v.as_f64().map_or_else(|| v.to_string(), units::us_f)
+                }
+                Some(v) if key.ends_with("_pct") => v.as_f64().map_or_else(|| v.to_string(), |p| format!("{p:.3}")),
+                Some(v) if key == "per_s" => v.as_f64().map_or_else(|| v.to_string(), |r| format!("{r:.1}")),
+                Some(v) => v.to_string(),
+            },
+        }
+    }
 }
 
 impl Report for Text {
@@ -42,69 +176,48 @@ impl Report for Text {
         if !h.representative {
             writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
         }
-        let mut by_probe: Vec<(&str, &str, Vec<&Series>)> = Vec::new();
+        // Series by probe, metrics in the order the probe made them.
+        let mut by_probe: Vec<(&str, Vec<&Series>)> = Vec::new();
         for s in run.series.iter().filter(|s| !is_stage(s)) {
-            match by_probe.iter_mut().find(|(p, m, _)| *p == s.key.probe && *m == s.key.metric) {
-                Some((_, _, list)) => list.push(s),
-                None => by_probe.push((&s.key.probe, &s.key.metric, vec![s])),
+            match by_probe.iter_mut().find(|(p, _)| *p == s.key.probe) {
+                Some((_, list)) => list.push(s),
+                None => by_probe.push((&s.key.probe, vec![s])),
             }
         }
-        for (probe, metric, list) in by_probe {
-            writeln!(out, "\n{probe} {metric} (us)")?;
-            writeln!(
-                out,
-                "{:>4} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8}",
-                "CPU", "samples", "min", "mean", "p50", "p90", "p99", "p99.9", "p99.99", "max", "jitter", "overruns"
-            )?;
-            let totals: Vec<_> = list.iter().map(|s| (s, s.total())).collect();
-            for (s, t) in &totals {
-                let m = t.summary();
-                writeln!(
-                    out,
-                    "{:>4} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>8}",
-                    s.key.cpu,
-                    m.count,
-                    us(m.min_ns),
-                    units::us_f(m.mean_ns),
-                    us(m.p50_ns),
-                    us(m.p90_ns),
-                    us(m.p99_ns),
-                    us(m.p999_ns),
-                    us(m.p9999_ns),
-                    us(m.max_ns),
-                    us(m.jitter_ns()),
-                    s.overruns()
-                )?;
-            }
-            let tables: Vec<Vec<Bucket>> = totals.iter().map(|(_, t)| pow2_buckets(&t.hist, &t.stats)).collect();
-            let rows = tables.iter().map(Vec::len).max().unwrap_or(0);
-            if rows == 0 {
-                continue;
-            }
-            let longest = tables.iter().find(|t| t.len() == rows).expect("a table has the most rows");
-            write!(out, "\n{:<22}", "histogram")?;
-            for (s, _) in &totals {
-                write!(out, " {:>10}", format!("CPU{}", s.key.cpu))?;
-            }
-            writeln!(out)?;
-            // Leading empty buckets say nothing: start at the first sample.
-            let first = (0..rows).find(|&i| tables.iter().any(|t| t.get(i).is_some_and(|b| b.count > 0))).unwrap_or(0);
-            for (i, b) in longest.iter().enumerate().skip(first) {
-                write!(out, "{:<22}", bucket_label(b))?;
-                for t in &tables {
-                    let n = t.get(i).filter(|x| x.lo_ns == b.lo_ns).map_or(0, |x| x.count);
-                    write!(out, " {n:>10}")?;
+        for (probe, list) in by_probe {
+            let mut metrics: Vec<&str> = Vec::new();
+            for s in &list {
+                if !metrics.contains(&s.key.metric.as_str()) {
+                    metrics.push(&s.key.metric);
                 }
-                writeln!(out)?;
             }
-            let lost: u64 = list.iter().map(|s| s.lost_exceedances()).sum();
-            let exc: usize = list.iter().map(|s| s.exceedances.len()).sum();
-            writeln!(
-                out,
-                "exceedances stored: {exc} ({}){}",
-                list[0].exceed,
-                if lost > 0 { format!(", {lost} lost") } else { String::new() }
-            )?;
+            if let Some(order) = plan["metrics"].as_array() {
+                let pos = |m: &str| order.iter().position(|o| o.as_str() == Some(m)).unwrap_or(usize::MAX);
+                metrics.sort_by_key(|m| pos(m));
+            }
+            let (cols, what) = layout(probe);
+            if metrics.len() == 1 {
+                let title =
+                    if what.is_empty() { format!("{probe} {} (us)", metrics[0]) } else { format!("{probe} {what}") };
+                writeln!(out, "\n{title}")?;
+                table(out, cols, None, &list)?;
+                histogram(out, &list, |s| format!("CPU{}", s.key.cpu))?;
+            } else {
+                writeln!(out, "\n{probe} {what}")?;
+                let rows: Vec<&Series> =
+                    metrics.iter().flat_map(|m| list.iter().filter(move |s| s.key.metric == *m).copied()).collect();
+                let name = metrics.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
+                table(out, cols, Some(name), &rows)?;
+                let mut cpus: Vec<i64> = list.iter().map(|s| s.key.cpu).collect();
+                cpus.dedup();
+                cpus.sort_unstable();
+                cpus.dedup();
+                for cpu in cpus {
+                    let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
+                    writeln!(out, "\nCPU {cpu}")?;
+                    histogram(out, &of_cpu, |s| s.key.metric.clone())?;
+                }
+            }
         }
         write_stages(run, out)?;
         write_trace(run, out)?;
@@ -131,6 +244,65 @@ impl Report for Text {
         }
         Ok(())
     }
+}
+
+/// The figures table: a row per series; with `metric_width`, a first
+/// column names the metric.
+fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &[&Series]) -> Result<()> {
+    if let Some(w) = metric_width {
+        write!(out, "{:<w$} ", "metric")?;
+    }
+    write!(out, "{:>4}", "CPU")?;
+    for c in cols {
+        write!(out, " {:>w$}", c.header(), w = c.width())?;
+    }
+    writeln!(out)?;
+    for s in rows {
+        let m = s.total().summary();
+        if let Some(w) = metric_width {
+            write!(out, "{:<w$} ", s.key.metric)?;
+        }
+        write!(out, "{:>4}", s.key.cpu)?;
+        for c in cols {
+            write!(out, " {:>w$}", c.value(s, &m), w = c.width())?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// The power-of-two histogram of `list`, a column per series.
+fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> String) -> Result<()> {
+    let tables: Vec<Vec<Bucket>> = list.iter().map(|s| pow2_table(s.total())).collect();
+    // Every row any series has, in order; leading empty rows say nothing.
+    let mut rows: Vec<Bucket> = tables.iter().flatten().copied().collect();
+    rows.sort_by_key(|b| b.lo_ns);
+    rows.dedup_by_key(|b| b.lo_ns);
+    let count = |t: &[Bucket], lo: i64| t.iter().find(|x| x.lo_ns == lo).map_or(0, |x| x.count);
+    let first = rows.iter().position(|b| tables.iter().any(|t| count(t, b.lo_ns) > 0));
+    let Some(first) = first else { return Ok(()) };
+    let widths: Vec<usize> = list.iter().map(|s| label(s).len().max(10)).collect();
+    write!(out, "\n{:<22}", "histogram")?;
+    for (s, w) in list.iter().zip(&widths) {
+        write!(out, " {:>w$}", label(s))?;
+    }
+    writeln!(out)?;
+    for b in &rows[first..] {
+        write!(out, "{:<22}", bucket_label(b))?;
+        for (t, w) in tables.iter().zip(&widths) {
+            write!(out, " {:>w$}", count(t, b.lo_ns))?;
+        }
+        writeln!(out)?;
+    }
+    let lost: u64 = list.iter().map(|s| s.lost_exceedances()).sum();
+    let exc: usize = list.iter().map(|s| s.exceedances.len()).sum();
+    writeln!(
+        out,
+        "exceedances stored: {exc} ({}){}",
+        list[0].exceed,
+        if lost > 0 { format!(", {lost} lost") } else { String::new() }
+    )?;
+    Ok(())
 }
 
 /// A stage series of a traced run (`irq`, `handler`, ..., `thread_abs`).
@@ -168,12 +340,12 @@ fn write_stages(run: &Run, out: &mut dyn Write) -> Result<()> {
                 cpu,
                 name,
                 m.count,
-                us(m.min_ns),
+                us_i(m.min_ns),
                 units::us_f(m.mean_ns),
-                us(m.p50_ns),
-                us(m.p99_ns),
-                us(m.p999_ns),
-                us(m.max_ns)
+                us_i(m.p50_ns),
+                us_i(m.p99_ns),
+                us_i(m.p999_ns),
+                us_i(m.max_ns)
             )?;
         }
     }

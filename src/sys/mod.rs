@@ -1,6 +1,7 @@
 //! Everything that touches the kernel directly. The only place with
 //! `unsafe` and `libc`: scheduling, affinity, memory locking, clocks,
-//! signals, child processes, `/dev/cpu_dma_latency`, the system inventory.
+//! signals, child processes, `/dev/cpu_dma_latency`, the system inventory,
+//! timers and sleeps, the CPU's cycle counter.
 
 pub mod clock;
 pub mod cpu;
@@ -10,4 +11,6 @@ pub mod mem;
 pub mod process;
 pub mod sched;
 pub mod signals;
+pub mod timers;
 pub mod tracefs;
+pub mod tsc;

@@ -490,7 +490,7 @@ fn attribute(
     };
     let inferred_at = chain.filter(|c| c.inferred).and_then(|c| c.switch_in);
     for (i, e) in win.iter().enumerate() {
-        if e.ts > start {
+        if e.ts > start && e.ts > last {
             // The idle task's switch out was not traced: the idle loop
             // switches as soon as the interrupt that woke the task returns,
             // so the whole gap belongs to the task this event shows.

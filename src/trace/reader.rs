@@ -42,6 +42,33 @@ pub struct Lane {
     /// CLOCK_MONOTONIC - trace clock, from the last hrtimer expiry (its
     /// `now` field) when the trace clock is `local`.
     pub offset: Option<i64>,
+    /// Trace-clock time of the last anchor, and the last mapped event time.
+    pub anchor_ts: u64,
+    pub last_ts: u64,
+}
+
+/// How fast the mapping may drift down between anchors: 50 ppm.
+const DRIFT_DIVISOR: u64 = 20_000;
+
+impl Lane {
+    /// A new anchor: `now` (CLOCK_MONOTONIC, read by the hrtimer code) and
+    /// the trace-clock time of its event, taken a little later. Each anchor
+    /// underestimates the offset by that delay, so the mapping keeps the
+    /// largest recent one, letting it drift down by at most 50 ppm.
+    fn anchor(&mut self, now: i64, ts: u64) {
+        self.offset = Some(next_offset(self.offset, self.anchor_ts, now, ts));
+        self.anchor_ts = ts;
+    }
+}
+
+/// The offset (CLOCK_MONOTONIC - trace clock) after an anchor `now` at
+/// trace time `ts`, given the previous offset and its anchor's time.
+fn next_offset(prev: Option<i64>, prev_ts: u64, now: i64, ts: u64) -> i64 {
+    let candidate = now - ts as i64;
+    match prev {
+        Some(o) => candidate.max(o - (ts.saturating_sub(prev_ts) / DRIFT_DIVISOR) as i64),
+        None => candidate,
+    }
 }
 
 pub struct Reader {
@@ -103,10 +130,12 @@ impl Reader {
                                             // The `local` clock (sched_clock) is mapped to CLOCK_MONOTONIC by
                                             // the latest hrtimer expiry, whose `now` is CLOCK_MONOTONIC.
                                             if let Kind::ExpireEntry { now, .. } = e.kind {
-                                                lane.offset = Some(now - e.ts as i64);
+                                                lane.anchor(now, e.ts);
                                             }
                                             let Some(o) = lane.offset else { continue };
-                                            e.ts = (e.ts as i64 + o) as u64;
+                                            // Mapped times never go backwards on a CPU.
+                                            e.ts = ((e.ts as i64 + o) as u64).max(lane.last_ts);
+                                            lane.last_ts = e.ts;
                                         }
                                         lane.trace.push_event(e);
                                     }
@@ -182,5 +211,27 @@ fn record_stages(recs: &mut [Recorder], t_ns: u64, st: &Stages) {
     for (r, v) in recs.iter_mut().zip(st.series_values()) {
         r.record(t_ns, v);
         r.maybe_checkpoint(t_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The offset keeps the anchor with the shortest delay, and follows a
+    /// real drift down by at most 50 ppm.
+    #[test]
+    fn anchors_keep_the_best_offset() {
+        let mut off: Option<i64> = None;
+        let mut at = 0u64;
+        let mut anchor = |now: i64, ts: u64| {
+            let o = super::next_offset(off, at, now, ts);
+            (off, at) = (Some(o), ts);
+            o
+        };
+        assert_eq!(anchor(1_000_000, 999_000), 1_000);
+        // An anchor delayed by 1.8 us, 1 ms later, does not pull the mapping
+        // back by 1.8 us: only by 50 ppm of 1 ms.
+        assert_eq!(anchor(2_000_000, 2_000_800), 950);
+        // A prompt anchor brings it back up at once.
+        assert_eq!(anchor(3_000_000, 2_999_000), 1_000);
     }
 }

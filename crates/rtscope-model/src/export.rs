@@ -5,7 +5,7 @@
 use crate::episode::{Episode, TraceSummary};
 use crate::hist::{self, Stats};
 use crate::inventory::Inventory;
-use crate::run::{Exceedance, Interval, ResultRow, Run, RunHeader, RunStatus, Series, SeriesKey};
+use crate::run::{Exceedance, Interval, NegHalf, ResultRow, Run, RunHeader, RunStatus, Series, SeriesKey};
 use anyhow::{Context, Result, anyhow, bail};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -34,7 +34,10 @@ pub const RESULT_KEYS: [&str; 14] = [
     "overflows",
     "overruns",
 ];
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format version this build reads and writes. A document
+/// holds version 1 when no series in it is signed (the format before signed
+/// series existed: older readers read it), 2 when one is.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The JSON document: `run_id`, `status`, `results` first (the common
 /// shape), then the run header and, in a full export, every series.
@@ -55,12 +58,13 @@ pub struct RunDoc {
     pub episodes: Vec<Episode>,
 }
 
-/// A result row with its whole-run histogram as `[lowest_ns, highest_ns, count]`.
+/// A result row with its whole-run histogram as `[lowest_ns, highest_ns,
+/// count]` (a signed series' negative buckets first, as negative values).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ResultDoc {
     #[serde(flatten)]
     pub row: ResultRow,
-    pub histogram: Vec<[u64; 3]>,
+    pub histogram: Vec<[i64; 3]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -77,6 +81,9 @@ pub struct SeriesDoc {
     pub key: SeriesKey,
     pub unit: String,
     pub exceed: String,
+    /// The probe's own figures; absent when it has none.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, serde_json::Value>,
     pub intervals: Vec<IntervalDoc>,
     /// `[t_ns, value_ns]`, CLOCK_MONOTONIC.
     pub exceedances: Vec<[u64; 2]>,
@@ -96,18 +103,29 @@ pub struct IntervalDoc {
     pub lost_exceedances: u64,
     /// HdrHistogram V2 + DEFLATE, base64: what HdrHistogram's tools decode.
     pub hdr: String,
+    /// A signed series' negative half (magnitudes); absent when unsigned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neg: Option<NegDoc>,
+}
+
+/// The negative half of a signed interval: its values below zero, as magnitudes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NegDoc {
+    pub count: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub sum_ns: u64,
+    pub overflows: u64,
+    pub hdr: String,
 }
 
 /// Builds the JSON document; `full` adds every interval and exceedance.
 pub fn run_doc(run: &Run, full: bool) -> RunDoc {
-    let results = run
-        .series
-        .iter()
-        .map(|s| ResultDoc { row: s.result(), histogram: hist::nonzero_buckets(&s.total().hist) })
-        .collect();
+    let results =
+        run.series.iter().map(|s| ResultDoc { row: s.result(), histogram: hist::signed_buckets(s.total()) }).collect();
     RunDoc {
         format: FORMAT.into(),
-        format_version: FORMAT_VERSION,
+        format_version: if run.series.iter().any(Series::is_signed) { 2 } else { 1 },
         run_id: run.header.id,
         status: run.header.status,
         results,
@@ -123,6 +141,7 @@ fn series_doc(s: &Series) -> SeriesDoc {
         key: s.key.clone(),
         unit: s.unit.clone(),
         exceed: s.exceed.clone(),
+        extra: s.extra.clone(),
         intervals: s
             .intervals
             .iter()
@@ -138,6 +157,14 @@ fn series_doc(s: &Series) -> SeriesDoc {
                 overruns: iv.overruns,
                 lost_exceedances: iv.lost_exceedances,
                 hdr: B64.encode(&iv.hdr),
+                neg: iv.neg.as_ref().map(|n| NegDoc {
+                    count: n.stats.count,
+                    min_ns: n.stats.min,
+                    max_ns: n.stats.max,
+                    sum_ns: n.stats.sum,
+                    overflows: n.stats.overflows,
+                    hdr: B64.encode(&n.hdr),
+                }),
             })
             .collect(),
         exceedances: s.exceedances.iter().map(|e| [e.t_ns, e.value_ns]).collect(),
@@ -173,6 +200,19 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
         for iv in s.intervals {
             let where_ = || format!("{origin}: {}/{} cpu {} interval {}", s.key.probe, s.key.metric, s.key.cpu, iv.seq);
             let bytes = B64.decode(iv.hdr.as_bytes()).map_err(|e| anyhow!("{}: bad base64: {e}", where_()))?;
+            let neg = match iv.neg {
+                Some(n) => Some(NegHalf {
+                    stats: Stats {
+                        count: n.count,
+                        min: n.min_ns,
+                        max: n.max_ns,
+                        sum: n.sum_ns,
+                        overflows: n.overflows,
+                    },
+                    hdr: B64.decode(n.hdr.as_bytes()).map_err(|e| anyhow!("{}: bad base64: {e}", where_()))?,
+                }),
+                None => None,
+            };
             intervals.push(Interval {
                 seq: iv.seq,
                 start_ns: iv.start_ns,
@@ -187,11 +227,15 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
                 overruns: iv.overruns,
                 lost_exceedances: iv.lost_exceedances,
                 hdr: bytes,
+                neg,
             });
         }
         let what = format!("{origin}: {}/{} cpu {}", s.key.probe, s.key.metric, s.key.cpu);
         let exceedances = s.exceedances.into_iter().map(|[t_ns, value_ns]| Exceedance { t_ns, value_ns }).collect();
-        series.push(Series::new(s.key, s.unit, s.exceed, intervals, exceedances).map_err(|e| anyhow!("{what} {e}"))?);
+        let mut one =
+            Series::new(s.key, s.unit, s.exceed, intervals, exceedances).map_err(|e| anyhow!("{what} {e}"))?;
+        one.extra = s.extra;
+        series.push(one);
     }
     Ok(Run {
         header: doc.run.header,
@@ -203,26 +247,24 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
     })
 }
 
-/// One row per non-empty histogram bucket of each series' whole-run histogram.
+/// One row per non-empty histogram bucket of each series' whole-run
+/// histogram (a signed series' negative buckets first, with negative bounds).
 pub fn write_csv(run: &Run, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "run_id,probe,metric,cpu,lowest_ns,highest_ns,count")?;
     for s in &run.series {
         let total = s.total();
-        for [lo, hi, n] in hist::nonzero_buckets(&total.hist) {
-            writeln!(out, "{},{},{},{},{lo},{hi},{n}", run.header.id, s.key.probe, s.key.metric, s.key.cpu)?;
+        let row = |out: &mut dyn Write, lo: i64, hi: i64, n: u64| {
+            writeln!(out, "{},{},{},{},{lo},{hi},{n}", run.header.id, s.key.probe, s.key.metric, s.key.cpu)
+        };
+        let beyond = hist::HIGHEST_NS as i64 + 1;
+        if let Some(neg) = total.neg.as_ref().filter(|n| n.stats.overflows > 0) {
+            row(out, -(neg.stats.max as i64), -beyond, neg.stats.overflows)?;
+        }
+        for [lo, hi, n] in hist::signed_buckets(total) {
+            row(out, lo, hi, n as u64)?;
         }
         if total.stats.overflows > 0 {
-            writeln!(
-                out,
-                "{},{},{},{},{},{},{}",
-                run.header.id,
-                s.key.probe,
-                s.key.metric,
-                s.key.cpu,
-                hist::HIGHEST_NS + 1,
-                total.stats.max,
-                total.stats.overflows
-            )?;
+            row(out, beyond, total.stats.max as i64, total.stats.overflows)?;
         }
     }
     Ok(())
@@ -240,18 +282,24 @@ pub fn write_hdr_log(run: &Run, out: &mut dyn Write) -> Result<()> {
         .with_base_time(start);
     let mut out = out;
     let mut log = builder.begin_log_with(&mut out, &mut serializer)?;
-    let mut lines: Vec<(u64, String, &Interval)> = Vec::new();
+    // A signed series' negative half goes under its own tag, `.neg`, as
+    // magnitudes (an HdrHistogram holds no negative value).
+    let mut lines: Vec<(u64, String, &Interval, bool)> = Vec::new();
     for s in &run.series {
         let tag = format!("{}.{}.cpu{}", s.key.probe, s.key.metric, s.key.cpu);
         for iv in &s.intervals {
-            lines.push((iv.start_ns, tag.clone(), iv));
+            lines.push((iv.start_ns, tag.clone(), iv, false));
+            if iv.neg.is_some() {
+                lines.push((iv.start_ns, format!("{tag}.neg"), iv, true));
+            }
         }
     }
     lines.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    for (_, tag, iv) in lines {
+    for (_, tag, iv, neg) in lines {
         let offset = Duration::from_nanos(iv.start_ns.saturating_sub(run.header.start_mono_ns));
         let length = Duration::from_nanos(iv.end_ns.saturating_sub(iv.start_ns));
-        let h = iv.hist().map_err(|e| anyhow!("{tag} interval {}: {e}", iv.seq))?;
+        let t = iv.tally().map_err(|e| anyhow!("{tag}: {e}"))?;
+        let h = if neg { t.neg.map(|n| n.hist).unwrap_or_else(hist::new_hist) } else { t.hist };
         log.write_histogram(&h, offset, length, Tag::new(&tag))
             .map_err(|e| anyhow!("writing the HdrHistogram log: {e}"))?;
     }
@@ -281,6 +329,50 @@ mod tests {
         }
         assert_eq!(r["overflows"], 3);
         assert_eq!(r["max_ns"], 150_000_000_000u64);
+    }
+
+    #[test]
+    fn signed_series_round_trip_through_json_and_keep_version_1_otherwise() {
+        let run = crate::store::tests_support::signed_run();
+        let mut text = Vec::new();
+        write_json(&run, true, &mut text).unwrap();
+        let back = read_json(std::str::from_utf8(&text).unwrap(), "s.json").unwrap();
+        assert_eq!(back, run);
+        let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(v["format_version"], 2);
+        let row = v["results"].as_array().unwrap().iter().find(|r| r["probe"] == "sleep").unwrap();
+        assert_eq!(row["min_ns"], -5500);
+        assert_eq!(row["timer_slack_ns"], 50_000);
+        let buckets = row["histogram"].as_array().unwrap();
+        assert!(buckets[0][0].as_i64().unwrap() < 0 && buckets[0][1].as_i64().unwrap() < 0, "{}", buckets[0]);
+        let n: i64 = buckets.iter().map(|b| b[2].as_i64().unwrap()).sum();
+        assert_eq!(n, 4000);
+        let series = v["series"].as_array().unwrap().iter().find(|s| s["probe"] == "sleep").unwrap();
+        assert!(series["intervals"][0]["neg"]["count"].as_u64().unwrap() > 0);
+        // Unsigned runs keep the version-1 document, without the new keys.
+        let mut plain = Vec::new();
+        write_json(&sample_run(), true, &mut plain).unwrap();
+        let p: serde_json::Value = serde_json::from_slice(&plain).unwrap();
+        assert_eq!(p["format_version"], 1);
+        let plain = String::from_utf8(plain).unwrap();
+        assert!(!plain.contains("\"neg\"") && !plain.contains("\"extra\""));
+        // CSV: negative rows first, every sample once.
+        let mut csv = Vec::new();
+        write_csv(&run, &mut csv).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        let sleep: Vec<&str> = csv.lines().filter(|l| l.contains(",sleep,")).collect();
+        assert!(sleep[0].split(',').nth(4).unwrap().starts_with('-'), "{}", sleep[0]);
+        let total: u64 = sleep.iter().map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap()).sum();
+        assert_eq!(total, 4000);
+        let mut log = Vec::new();
+        write_hdr_log(&run, &mut log).unwrap();
+        let tags: Vec<String> = IntervalLogIterator::new(&log)
+            .filter_map(|e| match e.unwrap() {
+                LogEntry::Interval(h) => h.tag().map(|t| t.as_str().to_string()),
+                _ => None,
+            })
+            .collect();
+        assert!(tags.iter().any(|t| t == "sleep.nanosleep@5ms.cpu1.neg"), "{tags:?}");
     }
 
     #[test]

@@ -1,5 +1,10 @@
 //! Latency histograms: HdrHistogram of nanoseconds (3 significant digits,
 //! 1 ns .. 100 s) plus exact count / min / max / sum and an overflow count.
+//!
+//! A signed series (a deviation that may be negative, e.g. a sleep that
+//! ends early) keeps its values >= 0 in the usual histogram and statistics
+//! and the magnitudes of its negative values in a second [`Tally`], `neg`.
+//! An unsigned series has no `neg` and records exactly as before.
 
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
@@ -77,8 +82,12 @@ impl Stats {
 /// records for one metric over one checkpoint interval.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tally {
+    /// The values (of a signed series: the values >= 0).
     pub hist: Hist,
     pub stats: Stats,
+    /// A signed series' negative values, as magnitudes (-5 us is recorded
+    /// as 5 us here); None for an unsigned series.
+    pub neg: Option<Box<Tally>>,
 }
 
 impl Default for Tally {
@@ -89,7 +98,12 @@ impl Default for Tally {
 
 impl Tally {
     pub fn new() -> Tally {
-        Tally { hist: new_hist(), stats: Stats::new() }
+        Tally { hist: new_hist(), stats: Stats::new(), neg: None }
+    }
+
+    /// An empty tally of a signed series.
+    pub fn new_signed() -> Tally {
+        Tally { neg: Some(Box::new(Tally::new())), ..Tally::new() }
     }
 
     /// Records one sample. Never allocates.
@@ -101,56 +115,152 @@ impl Tally {
         }
     }
 
+    /// Records one sample of a signed series (made by [`Tally::new_signed`]).
+    /// Never allocates.
+    #[inline(always)]
+    pub fn record_signed(&mut self, v: i64) {
+        if v >= 0 {
+            self.record(v as u64);
+        } else {
+            self.neg.as_mut().expect("record_signed needs a signed tally").record(v.unsigned_abs());
+        }
+    }
+
+    /// Whether this is a signed series' tally.
+    pub fn is_signed(&self) -> bool {
+        self.neg.is_some()
+    }
+
+    /// Samples, negative ones included.
+    pub fn count(&self) -> u64 {
+        self.stats.count + self.neg.as_ref().map_or(0, |n| n.stats.count)
+    }
+
     pub fn clear(&mut self) {
         self.hist.reset();
         self.stats = Stats::new();
+        if let Some(n) = &mut self.neg {
+            n.clear();
+        }
     }
 
+    /// Adds `other`; a signed `other` makes this tally signed.
     pub fn merge(&mut self, other: &Tally) {
         self.hist.add(&other.hist).expect("rtscope histograms share bounds");
         self.stats.merge(&other.stats);
+        if let Some(n) = &other.neg {
+            self.neg.get_or_insert_with(|| Box::new(Tally::new())).merge(n);
+        }
+    }
+
+    /// The smallest sample (signed), or 0 when nothing was recorded.
+    pub fn min(&self) -> i64 {
+        match &self.neg {
+            Some(n) if n.stats.count > 0 => -(n.stats.max as i64),
+            _ => self.stats.min_or_zero() as i64,
+        }
+    }
+
+    /// The largest sample (signed), or 0 when nothing was recorded.
+    pub fn max(&self) -> i64 {
+        match &self.neg {
+            Some(n) if self.stats.count == 0 && n.stats.count > 0 => -(n.stats.min as i64),
+            _ => self.stats.max as i64,
+        }
+    }
+
+    /// The exact signed sum of the samples.
+    pub fn sum(&self) -> i128 {
+        i128::from(self.stats.sum) - self.neg.as_ref().map_or(0, |n| i128::from(n.stats.sum))
+    }
+
+    /// The exact mean of the samples (0 when there are none).
+    pub fn mean(&self) -> f64 {
+        let n = self.count();
+        if n == 0 { 0.0 } else { self.sum() as f64 / n as f64 }
+    }
+
+    /// The exact mean of the samples' absolute values (the references'
+    /// "average (absolute)" drift); 0 when there are none.
+    pub fn mean_abs(&self) -> f64 {
+        let n = self.count();
+        let abs = i128::from(self.stats.sum) + self.neg.as_ref().map_or(0, |n| i128::from(n.stats.sum));
+        if n == 0 { 0.0 } else { abs as f64 / n as f64 }
+    }
+
+    /// The signed value at quantile `q` of all samples (see [`quantile`]).
+    pub fn quantile(&self, q: f64) -> i64 {
+        let below = self.neg.as_ref().map_or(0, |n| n.stats.count);
+        let count = self.count();
+        if count == 0 {
+            return 0;
+        }
+        let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
+        match &self.neg {
+            // The rank-th smallest signed value is the (below - rank + 1)-th
+            // smallest magnitude, negated.
+            Some(n) if rank <= below => -(value_at_rank(&n.hist, &n.stats, below - rank + 1) as i64),
+            _ => value_at_rank(&self.hist, &self.stats, rank - below) as i64,
+        }
     }
 
     pub fn summary(&self) -> Summary {
-        Summary::of(&self.hist, &self.stats)
+        if !self.is_signed() {
+            return Summary::of(&self.hist, &self.stats);
+        }
+        let q = |q| self.quantile(q);
+        let neg = self.neg.as_ref().map_or(0, |n| n.stats.overflows);
+        Summary {
+            count: self.count(),
+            min_ns: self.min(),
+            mean_ns: (self.mean() * 1000.0).round() / 1000.0,
+            p50_ns: q(0.5),
+            p90_ns: q(0.9),
+            p99_ns: q(0.99),
+            p999_ns: q(0.999),
+            p9999_ns: q(0.9999),
+            max_ns: self.max(),
+            overflows: self.stats.overflows + neg,
+        }
     }
 }
 
-/// The figures every probe reports per metric and CPU.
+/// The figures every probe reports per metric and CPU. Signed: only a
+/// signed series has negative values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub count: u64,
-    pub min_ns: u64,
+    pub min_ns: i64,
     pub mean_ns: f64,
-    pub p50_ns: u64,
-    pub p90_ns: u64,
-    pub p99_ns: u64,
-    pub p999_ns: u64,
-    pub p9999_ns: u64,
-    pub max_ns: u64,
+    pub p50_ns: i64,
+    pub p90_ns: i64,
+    pub p99_ns: i64,
+    pub p999_ns: i64,
+    pub p9999_ns: i64,
+    pub max_ns: i64,
     pub overflows: u64,
 }
 
 impl Summary {
     pub fn of(hist: &Hist, stats: &Stats) -> Summary {
-        let q = |q| quantile(hist, stats, q);
+        let q = |q| quantile(hist, stats, q) as i64;
         Summary {
             count: stats.count,
-            min_ns: stats.min_or_zero(),
+            min_ns: stats.min_or_zero() as i64,
             mean_ns: (stats.mean() * 1000.0).round() / 1000.0,
             p50_ns: q(0.5),
             p90_ns: q(0.9),
             p99_ns: q(0.99),
             p999_ns: q(0.999),
             p9999_ns: q(0.9999),
-            max_ns: stats.max,
+            max_ns: stats.max as i64,
             overflows: stats.overflows,
         }
     }
 
     /// Jitter as the references define it: max - min.
     pub fn jitter_ns(&self) -> u64 {
-        self.max_ns.saturating_sub(self.min_ns)
+        self.max_ns.saturating_sub(self.min_ns).max(0) as u64
     }
 }
 
@@ -160,18 +270,25 @@ pub fn quantile(hist: &Hist, stats: &Stats, q: f64) -> u64 {
     if stats.count == 0 {
         return 0;
     }
-    let rank = ((q * stats.count as f64).ceil() as u64).clamp(1, stats.count);
+    value_at_rank(hist, stats, ((q * stats.count as f64).ceil() as u64).clamp(1, stats.count))
+}
+
+/// The `rank`-th smallest sample (1-based, within `1..=stats.count`),
+/// overflows included, clamped to the exact [min, max].
+fn value_at_rank(hist: &Hist, stats: &Stats, rank: u64) -> u64 {
     let in_hist = hist.len();
     let v =
         if rank > in_hist || in_hist == 0 { stats.max } else { hist.value_at_quantile(rank as f64 / in_hist as f64) };
     v.clamp(stats.min, stats.max)
 }
 
-/// One row of a bucket table: samples in `[lo_ns, hi_ns)`.
+/// One row of a bucket table: samples in `[lo_ns, hi_ns)`; a negative
+/// row (of a signed series) holds the samples in `(lo_ns, hi_ns]`, i.e.
+/// magnitudes in `[-hi_ns, -lo_ns)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bucket {
-    pub lo_ns: u64,
-    pub hi_ns: u64,
+    pub lo_ns: i64,
+    pub hi_ns: i64,
     pub count: u64,
 }
 
@@ -183,9 +300,9 @@ pub fn pow2_buckets(hist: &Hist, stats: &Stats) -> Vec<Bucket> {
     if stats.count == 0 {
         return rows;
     }
-    let mut hi = 1000u64;
+    let mut hi = 1000i64;
     rows.push(Bucket { lo_ns: 0, hi_ns: hi, count: 0 });
-    while hi <= stats.max.min(HIGHEST_NS) {
+    while hi as u64 <= stats.max.min(HIGHEST_NS) {
         rows.push(Bucket { lo_ns: hi, hi_ns: hi * 2, count: 0 });
         hi *= 2;
     }
@@ -197,8 +314,24 @@ pub fn pow2_buckets(hist: &Hist, stats: &Stats) -> Vec<Bucket> {
         rows[idx].count += v.count_at_value();
     }
     if stats.overflows > 0 {
-        rows.push(Bucket { lo_ns: HIGHEST_NS, hi_ns: stats.max + 1, count: stats.overflows });
+        rows.push(Bucket { lo_ns: HIGHEST_NS as i64, hi_ns: stats.max as i64 + 1, count: stats.overflows });
     }
+    rows
+}
+
+/// [`pow2_buckets`] of a whole tally, signed ones included: the negative
+/// rows first (`-(8-16) us`, `-(4-8) us`, ... as `lo_ns = -16000, hi_ns =
+/// -8000`), then the rows of the values >= 0. Rows are ordered by `lo_ns`.
+pub fn pow2_table(t: &Tally) -> Vec<Bucket> {
+    let mut rows: Vec<Bucket> = match &t.neg {
+        Some(n) => pow2_buckets(&n.hist, &n.stats)
+            .into_iter()
+            .rev()
+            .map(|b| Bucket { lo_ns: -b.hi_ns, hi_ns: -b.lo_ns, count: b.count })
+            .collect(),
+        None => Vec::new(),
+    };
+    rows.extend(pow2_buckets(&t.hist, &t.stats));
     rows
 }
 
@@ -211,6 +344,21 @@ pub fn nonzero_buckets(hist: &Hist) -> Vec<[u64; 3]> {
             [hist.lowest_equivalent(hi), hi, v.count_at_value()]
         })
         .collect()
+}
+
+/// [`nonzero_buckets`] of a whole tally in ascending order, a signed
+/// series' negative buckets first as `[-highest, -lowest, count]`.
+pub fn signed_buckets(t: &Tally) -> Vec<[i64; 3]> {
+    let mut rows: Vec<[i64; 3]> = match &t.neg {
+        Some(n) => nonzero_buckets(&n.hist)
+            .into_iter()
+            .rev()
+            .map(|[lo, hi, c]| [-(hi as i64), -(lo as i64), c as i64])
+            .collect(),
+        None => Vec::new(),
+    };
+    rows.extend(nonzero_buckets(&t.hist).into_iter().map(|[lo, hi, c]| [lo as i64, hi as i64, c as i64]));
+    rows
 }
 
 /// HdrHistogram V2 + DEFLATE encoding, as HdrHistogram's own tools read it.
@@ -254,7 +402,7 @@ mod tests {
             t.record(v * 10);
         }
         let s = t.summary();
-        let near = |got: u64, want: u64| (got as f64 - want as f64).abs() <= want as f64 * 0.001 + 1.0;
+        let near = |got: i64, want: i64| (got as f64 - want as f64).abs() <= want as f64 * 0.001 + 1.0;
         assert!(near(s.p50_ns, 500_000), "{}", s.p50_ns);
         assert!(near(s.p99_ns, 990_000), "{}", s.p99_ns);
         assert!(near(s.p9999_ns, 999_990), "{}", s.p9999_ns);
@@ -271,6 +419,7 @@ mod tests {
         let rows = pow2_buckets(&t.hist, &t.stats);
         assert_eq!(rows.iter().map(|r| r.count).sum::<u64>(), 8);
         assert_eq!(rows[0], Bucket { lo_ns: 0, hi_ns: 1000, count: 2 });
+        assert_eq!(pow2_table(&t), rows, "an unsigned tally has no negative rows");
         assert_eq!(rows[1], Bucket { lo_ns: 1000, hi_ns: 2000, count: 1 });
         assert_eq!(rows[2], Bucket { lo_ns: 2000, hi_ns: 4000, count: 2 });
         assert_eq!(rows.last().unwrap().count, 1);
@@ -286,9 +435,70 @@ mod tests {
         let back = decode(&encode(&t.hist)).unwrap();
         assert_eq!(back, t.hist);
         assert_eq!(nonzero_buckets(&back), nonzero_buckets(&t.hist));
-        let mut merged = Tally { hist: back, stats: t.stats };
+        let mut merged = Tally { hist: back, stats: t.stats, neg: None };
         merged.merge(&t);
         assert_eq!(merged.hist.len(), 12);
         assert!(decode(b"garbage").is_err());
+    }
+
+    #[test]
+    fn signed_tally_keeps_negative_values_negative() {
+        let mut t = Tally::new_signed();
+        for v in [-3_000i64, -1_500, -20, 0, 10, 2_000, 5_000, 40_000] {
+            t.record_signed(v);
+        }
+        assert_eq!(t.count(), 8);
+        assert_eq!(t.stats.count, 5, "values >= 0");
+        assert_eq!(t.neg.as_ref().unwrap().stats.count, 3);
+        assert_eq!((t.min(), t.max()), (-3_000, 40_000));
+        assert_eq!(t.sum(), -3_000 - 1_500 - 20 + 10 + 2_000 + 5_000 + 40_000);
+        assert_eq!(t.mean_abs(), (3_000.0 + 1_500.0 + 20.0 + 10.0 + 2_000.0 + 5_000.0 + 40_000.0) / 8.0);
+        let s = t.summary();
+        assert_eq!(s.count, 8);
+        assert_eq!(s.min_ns, -3_000);
+        assert_eq!(s.max_ns, 40_000);
+        assert_eq!(s.mean_ns, 42_490.0 / 8.0);
+        // Ranks: 1 -> -3000, 2 -> -1500, 3 -> -20, 4 -> 0, 5 -> 10 ...
+        assert!((t.quantile(0.125) - -3_000).abs() <= 3, "{}", t.quantile(0.125));
+        assert!((t.quantile(0.25) - -1_500).abs() <= 2, "{}", t.quantile(0.25));
+        assert_eq!(t.quantile(0.375), -20);
+        assert_eq!(s.p50_ns, 0);
+        assert_eq!(t.quantile(0.625), 10);
+        assert_eq!(s.p9999_ns, 40_000);
+        assert_eq!(s.jitter_ns(), 43_000);
+        // Only negative samples: the max is the smallest magnitude.
+        let mut only = Tally::new_signed();
+        only.record_signed(-7_000);
+        only.record_signed(-9_000);
+        assert_eq!((only.min(), only.max()), (-9_000, -7_000));
+        assert_eq!(only.summary().p50_ns, -9_000);
+        assert_eq!(Tally::new_signed().summary(), Summary::default());
+    }
+
+    #[test]
+    fn signed_tables_put_negative_rows_first() {
+        let mut t = Tally::new_signed();
+        for v in [-5_000i64, -1_200, -300, 700, 3_000] {
+            t.record_signed(v);
+        }
+        let rows = pow2_table(&t);
+        assert_eq!(rows.iter().map(|r| r.count).sum::<u64>(), 5);
+        assert_eq!(rows[0], Bucket { lo_ns: -8_000, hi_ns: -4_000, count: 1 });
+        assert_eq!(rows[3], Bucket { lo_ns: -1_000, hi_ns: 0, count: 1 });
+        assert_eq!(rows[4], Bucket { lo_ns: 0, hi_ns: 1_000, count: 1 });
+        assert!(rows.windows(2).all(|w| w[0].lo_ns < w[1].lo_ns));
+        let b = signed_buckets(&t);
+        assert_eq!(b.len(), 5);
+        assert!(b[0][0] <= -5_000 && b[0][1] >= -5_000 && b[0][1] < 0, "{:?}", b[0]);
+        assert!(b.windows(2).all(|w| w[0][1] < w[1][0]));
+        assert_eq!(b.iter().map(|r| r[2]).sum::<i64>(), 5);
+        // Merging and clearing keep the negative side.
+        let mut m = Tally::new();
+        m.merge(&t);
+        assert!(m.is_signed());
+        assert_eq!(m.count(), 5);
+        m.clear();
+        assert_eq!(m.count(), 0);
+        assert!(m.is_signed());
     }
 }

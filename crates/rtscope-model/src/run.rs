@@ -2,7 +2,7 @@
 //! their checkpoint intervals and exceedances.
 
 use crate::episode::{Episode, TraceSummary};
-use crate::hist::{Hist, Stats, Summary, Tally, new_hist};
+use crate::hist::{Hist, Stats, Summary, Tally};
 use crate::inventory::{Inventory, Warning};
 use serde::{Deserialize, Serialize};
 
@@ -101,7 +101,17 @@ pub struct Interval {
     /// The interval's histogram, HdrHistogram V2 + DEFLATE: a few hundred
     /// bytes where the decoded histogram takes 230 kB, so that a 12-hour
     /// run's thousands of intervals fit in memory. [`Interval::hist`]
-    /// decodes it.
+    /// decodes it. In a signed series: the values >= 0 only.
+    pub hdr: Vec<u8>,
+    /// A signed series' negative values as magnitudes; None when unsigned.
+    pub neg: Option<NegHalf>,
+}
+
+/// The negative half of a signed series' interval: statistics and
+/// histogram of the magnitudes of its values below zero.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NegHalf {
+    pub stats: Stats,
     pub hdr: Vec<u8>,
 }
 
@@ -116,6 +126,7 @@ impl Interval {
             overruns,
             lost_exceedances,
             hdr: crate::hist::encode(&tally.hist),
+            neg: tally.neg.as_ref().map(|n| NegHalf { stats: n.stats, hdr: crate::hist::encode(&n.hist) }),
         }
     }
 
@@ -123,6 +134,31 @@ impl Interval {
     pub fn hist(&self) -> Result<Hist, String> {
         crate::hist::decode(&self.hdr)
     }
+
+    /// The decoded tally, with its negative half when signed.
+    pub fn tally(&self) -> Result<Tally, String> {
+        let neg = match &self.neg {
+            Some(n) => Some(Box::new(checked_tally(self.seq, n.stats, &n.hdr, "negative half of ")?)),
+            None => None,
+        };
+        Ok(Tally { neg, ..checked_tally(self.seq, self.stats, &self.hdr, "")? })
+    }
+}
+
+/// Decodes `hdr` and checks it against `stats`.
+fn checked_tally(seq: u32, stats: Stats, hdr: &[u8], what: &str) -> Result<Tally, String> {
+    if stats.count > 0 && stats.min > stats.max {
+        return Err(format!("{what}interval {seq}: min above max"));
+    }
+    let hist = crate::hist::decode(hdr).map_err(|e| format!("{what}interval {seq}: {e}"))?;
+    if hist.len() + stats.overflows != stats.count {
+        return Err(format!(
+            "{what}interval {seq}: histogram holds {} samples but count is {}",
+            hist.len() + stats.overflows,
+            stats.count
+        ));
+    }
+    Ok(Tally { hist, stats, neg: None })
 }
 
 /// A raw sample above the exceedance threshold.
@@ -142,6 +178,9 @@ pub struct Series {
     pub exceed: String,
     pub intervals: Vec<Interval>,
     pub exceedances: Vec<Exceedance>,
+    /// The probe's own per-series figures (e.g. `noise`'s `available_pct`),
+    /// stored when measuring ends; they extend the result row.
+    pub extra: serde_json::Map<String, serde_json::Value>,
     total: Tally,
 }
 
@@ -155,7 +194,7 @@ impl Series {
         intervals: Vec<Interval>,
         exceedances: Vec<Exceedance>,
     ) -> Result<Series, String> {
-        let mut total = Tally { hist: new_hist(), stats: Stats::new() };
+        let mut total = Tally::new();
         for pair in intervals.windows(2) {
             if pair[1].seq <= pair[0].seq {
                 return Err(format!(
@@ -165,22 +204,17 @@ impl Series {
             }
         }
         for iv in &intervals {
-            if iv.stats.count > 0 && (iv.stats.min > iv.stats.max || iv.start_ns > iv.end_ns) {
-                return Err(format!("interval {}: min above max or start after end", iv.seq));
+            if iv.start_ns > iv.end_ns {
+                return Err(format!("interval {}: start after end", iv.seq));
             }
-            let h = iv.hist().map_err(|e| format!("interval {}: {e}", iv.seq))?;
-            if h.len() + iv.stats.overflows != iv.stats.count {
-                return Err(format!(
-                    "interval {}: histogram holds {} samples but count is {}",
-                    iv.seq,
-                    h.len() + iv.stats.overflows,
-                    iv.stats.count
-                ));
-            }
-            total.hist.add(&h).map_err(|e| format!("interval {}: {e:?}", iv.seq))?;
-            total.stats.merge(&iv.stats);
+            total.merge(&iv.tally()?);
         }
-        Ok(Series { key, unit, exceed, intervals, exceedances, total })
+        Ok(Series { key, unit, exceed, intervals, exceedances, extra: Default::default(), total })
+    }
+
+    /// Whether the series' values are signed (its intervals have a negative half).
+    pub fn is_signed(&self) -> bool {
+        self.total.is_signed()
     }
 
     /// The whole run's histogram and statistics.
@@ -208,6 +242,7 @@ impl Series {
             lost_exceedances: self.lost_exceedances(),
             exceedances: self.exceedances.len() as u64,
             intervals: self.intervals.len() as u64,
+            extra: self.extra.clone(),
         }
     }
 }
@@ -225,6 +260,9 @@ pub struct ResultRow {
     pub lost_exceedances: u64,
     pub exceedances: u64,
     pub intervals: u64,
+    /// The probe's own fields ([`Series::extra`]).
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A whole run as stored.

@@ -8,13 +8,13 @@
 use crate::episode::Episode;
 use crate::hist;
 use crate::inventory::Inventory;
-use crate::run::{Exceedance, Interval, Run, RunHeader, RunStatus, Series, SeriesKey};
+use crate::run::{Exceedance, Interval, NegHalf, Run, RunHeader, RunStatus, Series, SeriesKey};
 use anyhow::{Context, Result, anyhow, bail};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use std::path::{Path, PathBuf};
 
-/// The schema this build writes. Bump it with a migration in `migrate`.
-pub const SCHEMA_VERSION: i64 = 2;
+/// The schema this build writes. Bump it with a step in `MIGRATIONS`.
+pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -72,27 +72,46 @@ CREATE TABLE exceedances (
 CREATE INDEX exceedances_by_series ON exceedances (series_id, t_ns);
 ";
 
-/// Added in schema 2: cause episodes and per-run documents (the trace summary).
-const SCHEMA_2: &str = "
-CREATE TABLE episodes (
-    run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    probe      TEXT NOT NULL,
-    metric     TEXT NOT NULL,
-    cpu        INTEGER NOT NULL,
-    sample     INTEGER NOT NULL,
-    woke_ns    INTEGER NOT NULL,
-    latency_ns INTEGER NOT NULL,
-    verdict    TEXT NOT NULL,
-    doc        TEXT NOT NULL,
-    PRIMARY KEY (run_id, probe, metric, cpu, sample)
-);
-CREATE TABLE run_data (
-    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-    name   TEXT NOT NULL,
-    doc    TEXT NOT NULL,
-    PRIMARY KEY (run_id, name)
-);
-";
+/// The steps from each schema version to the next, applied in order to a
+/// new store (after `SCHEMA`, which is version 1) and to an older one.
+const MIGRATIONS: [(i64, &str); 2] = [
+    (
+        // 2: signed series (the negative half of each interval) and the
+        // probes' own per-series figures. NULL for unsigned series and for
+        // series without extra figures, so version-1 rows stay as they are.
+        2,
+        "ALTER TABLE series ADD COLUMN extra TEXT;
+     ALTER TABLE intervals ADD COLUMN neg_count INTEGER;
+     ALTER TABLE intervals ADD COLUMN neg_min_ns INTEGER;
+     ALTER TABLE intervals ADD COLUMN neg_max_ns INTEGER;
+     ALTER TABLE intervals ADD COLUMN neg_sum_ns INTEGER;
+     ALTER TABLE intervals ADD COLUMN neg_overflows INTEGER;
+     ALTER TABLE intervals ADD COLUMN neg_hist BLOB;",
+    ),
+    (
+        // 3: cause episodes of traced runs, and per-run documents (the
+        // trace summary).
+        3,
+        "CREATE TABLE episodes (
+            run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            probe      TEXT NOT NULL,
+            metric     TEXT NOT NULL,
+            cpu        INTEGER NOT NULL,
+            sample     INTEGER NOT NULL,
+            woke_ns    INTEGER NOT NULL,
+            latency_ns INTEGER NOT NULL,
+            verdict    TEXT NOT NULL,
+            doc        TEXT NOT NULL,
+            PRIMARY KEY (run_id, probe, metric, cpu, sample)
+        );
+        CREATE TABLE run_data (
+            run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            name   TEXT NOT NULL,
+            doc    TEXT NOT NULL,
+            PRIMARY KEY (run_id, name)
+        );",
+    ),
+];
 
 /// An open run store.
 pub struct Store {
@@ -160,14 +179,14 @@ impl Store {
             }
             let tx = self.conn.transaction()?;
             tx.execute_batch(SCHEMA)?;
-            tx.execute_batch(SCHEMA_2)?;
-            tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?1)", [SCHEMA_VERSION.to_string()])?;
+            tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')", [])?;
             tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'rtscope')", [])?;
+            migrate(&tx, 1)?;
             tx.commit()?;
             return Ok(());
         }
-        let version: i64 = self
-            .conn
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let version: i64 = tx
             .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get::<_, String>(0))
             .context("no schema_version in meta")?
             .parse()
@@ -177,12 +196,10 @@ impl Store {
                 "schema version {version} is newer than this rtscope understands ({SCHEMA_VERSION}); upgrade rtscope"
             );
         }
-        if version < 2 {
-            let tx = self.conn.transaction()?;
-            tx.execute_batch(SCHEMA_2)?;
-            tx.execute("UPDATE meta SET value='2' WHERE key='schema_version'", [])?;
-            tx.commit()?;
+        if version < SCHEMA_VERSION {
+            migrate(&tx, version).with_context(|| format!("upgrading the store from schema version {version}"))?;
         }
+        tx.commit()?;
         Ok(())
     }
 
@@ -224,6 +241,15 @@ impl Store {
     /// Declares a series of a run; returns its id.
     pub fn add_series(&mut self, run_id: i64, key: &SeriesKey, unit: &str, exceed: &str) -> Result<i64> {
         insert_series(&self.conn, run_id, key, unit, exceed)
+    }
+
+    /// Stores a series' extra figures (a JSON object), replacing any.
+    pub fn set_series_extra(
+        &mut self,
+        series_id: i64,
+        extra: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        set_extra(&self.conn, series_id, extra)
     }
 
     /// Commits one checkpoint: intervals and exceedances, atomically.
@@ -406,17 +432,25 @@ impl Store {
             self.conn
                 .query_row("SELECT inventory, plan FROM runs WHERE id=?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))?;
         let mut st = self.conn.prepare(
-            "SELECT id, probe, metric, cpu, unit, exceed FROM series WHERE run_id=?1 ORDER BY probe, metric, cpu",
+            "SELECT id, probe, metric, cpu, unit, exceed, extra FROM series WHERE run_id=?1 ORDER BY probe, metric, cpu",
         )?;
-        let rows: Vec<(i64, SeriesKey, String, String)> = st
+        type Row = (i64, SeriesKey, String, String, Option<String>);
+        let rows: Vec<Row> = st
             .query_map([id], |r| {
-                Ok((r.get(0)?, SeriesKey { probe: r.get(1)?, metric: r.get(2)?, cpu: r.get(3)? }, r.get(4)?, r.get(5)?))
+                Ok((
+                    r.get(0)?,
+                    SeriesKey { probe: r.get(1)?, metric: r.get(2)?, cpu: r.get(3)? },
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
             })?
             .collect::<Result<_, _>>()?;
         let mut series = Vec::new();
-        for (sid, key, unit, exceed) in rows {
+        for (sid, key, unit, exceed, extra) in rows {
             let mut ist = self.conn.prepare_cached(
-                "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist
+                "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist,
+                        neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist
                  FROM intervals WHERE series_id=?1 ORDER BY seq",
             )?;
             let intervals = ist
@@ -435,10 +469,26 @@ impl Store {
                             r.get(9)?,
                         ],
                         r.get::<_, Vec<u8>>(10)?,
+                        [r.get::<_, Option<i64>>(11)?, r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?],
+                        r.get::<_, Option<Vec<u8>>>(16)?,
                     ))
                 })?
                 .map(|row| {
-                    let (seq, n, blob) = row?;
+                    let (seq, n, blob, neg, neg_blob) = row?;
+                    let neg = match (neg, neg_blob) {
+                        ([Some(count), Some(min), Some(max), Some(sum), Some(overflows)], Some(hdr)) => Some(NegHalf {
+                            stats: hist::Stats {
+                                count: u(count),
+                                min: u(min),
+                                max: u(max),
+                                sum: u(sum),
+                                overflows: u(overflows),
+                            },
+                            hdr,
+                        }),
+                        ([None, None, None, None, None], None) => None,
+                        _ => bail!("run {id}: interval {seq} has a partial negative half"),
+                    };
                     Ok(Interval {
                         seq,
                         start_ns: u(n[0]),
@@ -453,6 +503,7 @@ impl Store {
                         overruns: u(n[7]),
                         lost_exceedances: u(n[8]),
                         hdr: blob,
+                        neg,
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -462,7 +513,11 @@ impl Store {
                 .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
                 .collect::<Result<_, _>>()?;
             let what = format!("run {id}, {}/{} cpu {}", key.probe, key.metric, key.cpu);
-            series.push(Series::new(key, unit, exceed, intervals, exceedances).map_err(|e| anyhow!("{what}: {e}"))?);
+            let mut s = Series::new(key, unit, exceed, intervals, exceedances).map_err(|e| anyhow!("{what}: {e}"))?;
+            if let Some(text) = extra {
+                s.extra = serde_json::from_str(&text).with_context(|| format!("{what}: stored extra figures"))?;
+            }
+            series.push(s);
         }
         let trace =
             self.run_data(id, "trace")?.map(serde_json::from_value).transpose().context("stored trace summary")?;
@@ -499,6 +554,7 @@ impl Store {
         let id = insert_header(&tx, &header, &run.inventory, &run.plan, None)?;
         for s in &run.series {
             let sid = insert_series(&tx, id, &s.key, &s.unit, &s.exceed)?;
+            set_extra(&tx, sid, &s.extra)?;
             for iv in &s.intervals {
                 insert_interval(&tx, sid, iv)?;
             }
@@ -516,6 +572,15 @@ impl Store {
         tx.commit()?;
         Ok(id)
     }
+}
+
+/// Applies every step of `MIGRATIONS` above `from`, and records the version.
+fn migrate(tx: &Transaction, from: i64) -> Result<()> {
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > from) {
+        tx.execute_batch(sql)?;
+        tx.execute("UPDATE meta SET value=?1 WHERE key='schema_version'", [version.to_string()])?;
+    }
+    Ok(())
 }
 
 fn insert_header(
@@ -562,12 +627,20 @@ fn insert_series(conn: &Connection, run_id: i64, key: &SeriesKey, unit: &str, ex
     Ok(conn.last_insert_rowid())
 }
 
+fn set_extra(conn: &Connection, series: i64, extra: &serde_json::Map<String, serde_json::Value>) -> Result<()> {
+    let text = (!extra.is_empty()).then(|| serde_json::to_string(extra)).transpose()?;
+    conn.execute("UPDATE series SET extra=?2 WHERE id=?1", params![series, text])?;
+    Ok(())
+}
+
 fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> Result<()> {
     let mut st = tx.prepare_cached(
         "INSERT INTO intervals (series_id, seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows,
-                                overruns, lost_exceedances, hist)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                                overruns, lost_exceedances, hist,
+                                neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
     )?;
+    let neg = iv.neg.as_ref();
     st.execute(params![
         series,
         iv.seq,
@@ -581,6 +654,12 @@ fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> Result<()> {
         i(iv.overruns),
         i(iv.lost_exceedances),
         iv.hdr,
+        neg.map(|n| i(n.stats.count)),
+        neg.map(|n| i(n.stats.min)),
+        neg.map(|n| i(n.stats.max)),
+        neg.map(|n| i(n.stats.sum)),
+        neg.map(|n| i(n.stats.overflows)),
+        neg.map(|n| &n.hdr),
     ])?;
     Ok(())
 }
@@ -664,7 +743,7 @@ pub(crate) mod tests_support {
         Run {
             header: RunHeader {
                 id: 0,
-                uuid: format!("test-{}", std::process::id()),
+                uuid: format!("test-{}-{}", std::process::id(), series.len()),
                 tool_version: "0.1.0".into(),
                 command_line: vec!["rtscope".into(), "wakeup".into()],
                 kind: "wakeup".into(),
@@ -692,6 +771,27 @@ pub(crate) mod tests_support {
             }),
         }
     }
+
+    /// A run with a signed series (negative values included) and extra
+    /// figures beside an unsigned one.
+    pub(crate) fn signed_run() -> Run {
+        let mut run = sample_run();
+        run.header.uuid.push_str("-signed");
+        let mut intervals = Vec::new();
+        for seq in 0..2u32 {
+            let mut t = Tally::new_signed();
+            for v in -500..1500i64 {
+                t.record_signed(v * 11 + i64::from(seq));
+            }
+            intervals.push(Interval::new(seq, u64::from(seq) * 100, u64::from(seq + 1) * 100, &t, 0, 0));
+        }
+        let key = SeriesKey { probe: "sleep".into(), metric: "nanosleep@5ms".into(), cpu: 1 };
+        let mut s = Series::new(key, "ns".into(), "adaptive".into(), intervals, vec![]).unwrap();
+        s.extra.insert("timer_slack_ns".into(), 50_000.into());
+        // The store lists series by probe, metric and CPU.
+        run.series.insert(0, s);
+        run
+    }
 }
 
 #[cfg(test)]
@@ -716,6 +816,56 @@ mod tests {
         let list = store.list_runs().unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!(list[0].samples, 2 * 3 * 1001);
+    }
+
+    #[test]
+    fn signed_series_and_extras_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+        let run = super::tests_support::signed_run();
+        let id = store.insert_run(&run).unwrap();
+        let mut back = store.load_run(id).unwrap();
+        back.header.id = 0;
+        assert_eq!(back.series.len(), run.series.len());
+        for (a, b) in back.series.iter().zip(&run.series) {
+            assert_eq!(a.key, b.key);
+            assert_eq!(a.extra, b.extra, "{:?}", a.key);
+            assert!(a.intervals == b.intervals, "{:?}: intervals differ", a.key);
+            assert!(a.total() == b.total(), "{:?}: totals differ", a.key);
+        }
+        assert!(back == run, "the runs differ");
+        let s = back.series.iter().find(|s| s.key.probe == "sleep").unwrap();
+        assert!(s.is_signed());
+        let r = s.result();
+        assert_eq!(r.summary.count, 4000);
+        assert_eq!(r.summary.min_ns, -5500);
+        assert_eq!(r.summary.max_ns, 1499 * 11 + 1);
+        assert_eq!(r.extra["timer_slack_ns"], 50_000);
+        // The unsigned series stay unsigned, without extra figures.
+        assert!(back.series.iter().filter(|s| s.key.probe == "wakeup").all(|s| !s.is_signed() && s.extra.is_empty()));
+    }
+
+    #[test]
+    fn a_version_1_store_is_upgraded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v1.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch(
+                "INSERT INTO meta VALUES ('schema_version', '1'); INSERT INTO meta VALUES ('application', 'rtscope');",
+            )
+            .unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        let version: String =
+            store.conn.query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION.to_string());
+        let run = super::tests_support::signed_run();
+        let id = store.insert_run(&run).unwrap();
+        drop(store);
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.load_run(id).unwrap().series.len(), run.series.len());
     }
 
     #[test]

@@ -55,6 +55,12 @@ pub fn us(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
+/// Formats signed nanoseconds as microseconds with three decimals (`-0.250`).
+pub fn us_i(ns: i64) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    format!("{sign}{}", us(ns.unsigned_abs()))
+}
+
 /// Formats signed nanoseconds as microseconds with three decimals.
 pub fn us_f(ns: f64) -> String {
     format!("{:.3}", ns / 1000.0)
@@ -127,6 +133,8 @@ mod tests {
     fn formats_for_people() {
         assert_eq!(us(12_345), "12.345");
         assert_eq!(us(7), "0.007");
+        assert_eq!(us_i(-250), "-0.250");
+        assert_eq!(us_i(12_345), "12.345");
         assert_eq!(human(1_000_000), "1ms");
         assert_eq!(human(1_500_000), "1.5ms");
         assert_eq!(human(10_000_000_000), "10s");
