@@ -144,12 +144,13 @@ enum Owner {
 }
 
 /// The wake-up path found in a window: event indices.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Chain {
+    /// None when the kernel has no `local_timer_entry`.
     irq: Option<usize>,
-    expire: Option<usize>,
-    waking: Option<usize>,
-    switch_in: Option<usize>,
+    expire: usize,
+    waking: usize,
+    switch_in: usize,
     /// No `sched_switch` into the probe thread was seen (some kernels do
     /// not trace the switch out of the idle task): the switch-in is taken
     /// to be the last interrupt exit before the wake-up.
@@ -236,6 +237,11 @@ impl CpuTrace {
         }
     }
 
+    /// Episodes kept now.
+    pub fn kept(&self) -> usize {
+        self.kept.len()
+    }
+
     /// Adds an event of this CPU (in time order).
     pub fn push_event(&mut self, e: Ev) {
         self.newest_ts = self.newest_ts.max(e.ts);
@@ -310,7 +316,7 @@ impl CpuTrace {
         let win = &evs[..upto];
         let chain =
             if self.settings.stages { find_chain(win, self.tid, p, self.prev_woke, self.settings) } else { None };
-        let stages = chain.map(|c| stages_of(win, &c, p, s.t_ns, self.settings.timer_entry));
+        let stages = chain.map(|c| stages_of(win, &c, p, s.t_ns));
         if self.settings.stages {
             match stages {
                 Some(st) => {
@@ -322,8 +328,9 @@ impl CpuTrace {
             }
         }
         let wanted = s.value_ns >= threshold && s.value_ns > 0;
-        let worse_than_kept = self.kept.len() < self.settings.max_episodes
-            || self.kept.iter().map(|k| k.0).min().is_some_and(|m| s.value_ns > m);
+        let full = self.kept.len() >= self.settings.max_episodes;
+        let weakest = (0..self.kept.len()).min_by_key(|&i| self.kept[i].0);
+        let worse_than_kept = !full || weakest.is_some_and(|i| s.value_ns > self.kept[i].0);
         if !(wanted && worse_than_kept) {
             return;
         }
@@ -331,12 +338,11 @@ impl CpuTrace {
         let (causes, mut slices) =
             attribute(win, &self.front, chain.as_ref(), stages.as_ref(), self.tid, p, s.t_ns, start, names);
         if let Some(st) = stages.as_ref() {
-            let mut t = p;
-            for (name, ns) in Stages::NAMES.iter().zip(st.values()) {
+            let marks = st.marks(p);
+            for (i, (name, ns)) in Stages::NAMES.iter().zip(st.values()).enumerate() {
                 if ns > 0 {
-                    slices.push(Slice { lane: Lane::Stage, name: (*name).to_string(), start_ns: t, dur_ns: ns });
+                    slices.push(Slice { lane: Lane::Stage, name: (*name).to_string(), start_ns: marks[i], dur_ns: ns });
                 }
-                t += ns;
             }
         }
         let verdict = episode::verdict(self.cpu, s.seq, s.value_ns, stages.as_ref(), &causes);
@@ -354,9 +360,7 @@ impl CpuTrace {
             slices,
         };
         self.episodes_built += 1;
-        if self.kept.len() >= self.settings.max_episodes
-            && let Some(i) = (0..self.kept.len()).min_by_key(|&i| self.kept[i].0)
-        {
+        if full && let Some(i) = weakest {
             let (_, sample) = self.kept.swap_remove(i);
             out(Out::Drop { cpu: self.cpu, sample });
         }
@@ -404,15 +408,15 @@ fn find_chain(win: &[Ev], tid: i32, p: u64, after: u64, settings: Settings) -> O
     if settings.timer_entry && irq.is_none() {
         return None;
     }
-    Some(Chain { irq, expire: Some(x), waking: Some(k), switch_in: Some(s), inferred })
+    Some(Chain { irq, expire: x, waking: k, switch_in: s, inferred })
 }
 
-fn stages_of(win: &[Ev], c: &Chain, p: u64, w: u64, timer_entry: bool) -> Stages {
-    let at = |i: Option<usize>| i.map(|i| win[i].ts);
-    let m1 = if timer_entry { at(c.irq).unwrap_or(p).max(p) } else { at(c.expire).unwrap_or(p).max(p) };
-    let m2 = at(c.expire).unwrap_or(m1).max(m1);
-    let m3 = at(c.waking).unwrap_or(m2).max(m2);
-    let m4 = at(c.switch_in).unwrap_or(m3).max(m3);
+/// Each mark is clamped to the one before, so the stages add up to `w - p`.
+fn stages_of(win: &[Ev], c: &Chain, p: u64, w: u64) -> Stages {
+    let m1 = win[c.irq.unwrap_or(c.expire)].ts.max(p);
+    let m2 = win[c.expire].ts.max(m1);
+    let m3 = win[c.waking].ts.max(m2);
+    let m4 = win[c.switch_in].ts.max(m3);
     let m5 = w.max(m4);
     Stages { irq_ns: m1 - p, handler_ns: m2 - m1, wake_ns: m3 - m2, thread_ns: m4 - m3, user_ns: m5 - m4 }
 }
@@ -425,6 +429,17 @@ pub struct Names<'a> {
 }
 
 impl Names<'_> {
+    /// An interrupt frame's name: `local_timer`, `reschedule`, an IRQ's
+    /// name, a softirq vector.
+    fn frame(&self, f: Frame) -> String {
+        match f {
+            Frame::Timer(_) => "local_timer".into(),
+            Frame::Vector(v) => self.decoder.vector_name(v).to_string(),
+            Frame::Irq(n) => self.decoder.irq_names.get(&n).cloned().unwrap_or_else(|| format!("irq{n}")),
+            Frame::Soft(v) => SOFTIRQ_NAMES.get(v as usize).map_or_else(|| format!("softirq{v}"), |s| s.to_string()),
+        }
+    }
+
     fn comm(&self, pid: i32) -> String {
         match pid {
             -1 => "unknown".into(),
@@ -446,7 +461,7 @@ fn attribute(
     start: u64,
     names: &Names,
 ) -> (Vec<Cause>, Vec<Slice>) {
-    let waking_ts = chain.and_then(|c| c.waking).map(|i| win[i].ts);
+    let waking_ts = chain.map(|c| win[c.waking].ts);
     let ours = chain.and_then(|c| c.irq);
     let mut ctx = front.clone();
     let mut by: BTreeMap<(CauseKind, String, Option<i32>), [u64; 6]> = BTreeMap::new();
@@ -454,14 +469,7 @@ fn attribute(
     let mut open: Option<(Owner, u64)> = None;
     let mut last = start;
     // Stage boundaries, to tell in which stage each cause's time fell.
-    let marks: Option<[u64; 6]> = stages.map(|st| {
-        let v = st.values();
-        let mut m = [p; 6];
-        for i in 0..5 {
-            m[i + 1] = m[i] + v[i];
-        }
-        m
-    });
+    let marks: Option<[u64; 6]> = stages.map(|st| st.marks(p));
     let mut seg = |a: u64, b: u64, owner: Owner, by: &mut BTreeMap<_, [u64; 6]>, slices: &mut Vec<Slice>| {
         if b <= a {
             return;
@@ -488,7 +496,7 @@ fn attribute(
             None => open = Some((owner, a)),
         }
     };
-    let inferred_at = chain.filter(|c| c.inferred).and_then(|c| c.switch_in);
+    let inferred_at = chain.filter(|c| c.inferred).map(|c| c.switch_in);
     for (i, e) in win.iter().enumerate() {
         if e.ts > start && e.ts > last {
             // The idle task's switch out was not traced: the idle loop
@@ -536,16 +544,9 @@ fn attribute(
 fn classify(owner: Owner, t: u64, waking_ts: Option<u64>, tid: i32, names: &Names) -> (CauseKind, String, Option<i32>) {
     match owner {
         Owner::Frame(Frame::Timer(true)) => (CauseKind::Timer, "timer".into(), None),
-        Owner::Frame(Frame::Timer(false)) => (CauseKind::Irq, "local_timer".into(), None),
-        Owner::Frame(Frame::Vector(v)) => (CauseKind::Irq, names.decoder.vector_name(v).to_string(), None),
-        Owner::Frame(Frame::Irq(n)) => {
-            (CauseKind::Irq, names.decoder.irq_names.get(&n).cloned().unwrap_or_else(|| format!("irq{n}")), Some(n))
-        }
-        Owner::Frame(Frame::Soft(v)) => (
-            CauseKind::Softirq,
-            SOFTIRQ_NAMES.get(v as usize).map_or_else(|| format!("softirq{v}"), |s| s.to_string()),
-            None,
-        ),
+        Owner::Frame(f @ Frame::Soft(_)) => (CauseKind::Softirq, names.frame(f), None),
+        Owner::Frame(f @ Frame::Irq(n)) => (CauseKind::Irq, names.frame(f), Some(n)),
+        Owner::Frame(f) => (CauseKind::Irq, names.frame(f), None),
         Owner::Task(pid) if pid == tid => (CauseKind::User, "return to user".into(), None),
         Owner::Task(pid) if pid <= 0 => (CauseKind::Unaccounted, names.comm(pid), (pid == 0).then_some(0)),
         Owner::Task(pid) => {
@@ -565,12 +566,9 @@ fn slice_of(owner: Owner, a: u64, b: u64, names: &Names) -> Slice {
     let (lane, name) = match owner {
         Owner::Task(pid) => (Lane::Task, format!("{} ({pid})", names.comm(pid))),
         Owner::Frame(Frame::Timer(true)) => (Lane::Irq, "local_timer (probe's timer)".into()),
-        Owner::Frame(Frame::Timer(false)) => (Lane::Irq, "local_timer".into()),
-        Owner::Frame(Frame::Vector(v)) => (Lane::Irq, names.decoder.vector_name(v).to_string()),
-        Owner::Frame(Frame::Irq(n)) => {
-            (Lane::Irq, format!("{} (irq {n})", names.decoder.irq_names.get(&n).map_or("?", String::as_str)))
-        }
-        Owner::Frame(Frame::Soft(v)) => (Lane::Softirq, SOFTIRQ_NAMES.get(v as usize).unwrap_or(&"?").to_string()),
+        Owner::Frame(f @ Frame::Irq(n)) => (Lane::Irq, format!("{} (irq {n})", names.frame(f))),
+        Owner::Frame(f @ Frame::Soft(_)) => (Lane::Softirq, names.frame(f)),
+        Owner::Frame(f) => (Lane::Irq, names.frame(f)),
     };
     Slice { lane, name, start_ns: a, dur_ns: b.saturating_sub(a) }
 }

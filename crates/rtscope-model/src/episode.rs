@@ -43,6 +43,16 @@ impl Stages {
         [self.irq_ns, self.handler_ns, self.wake_ns, self.thread_ns, self.user_ns]
     }
 
+    /// The instants at which each stage begins, from the programmed time
+    /// `p`, and the wake-up last.
+    pub fn marks(&self, p: u64) -> [u64; 6] {
+        let mut m = [p; 6];
+        for (i, v) in self.values().into_iter().enumerate() {
+            m[i + 1] = m[i] + v;
+        }
+        m
+    }
+
     pub fn total(&self) -> u64 {
         self.values().iter().sum()
     }
