@@ -446,7 +446,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                         stop.store(true, Relaxed);
                     }
                     mem::prefault_stack(STACK_PREFAULT);
-                    tid.store(crate::sys::tracefs::tid(), Relaxed);
+                    tid.store(sched::thread_id(), Relaxed);
                     ready.fetch_add(1, Release);
                     let start = loop {
                         let at = start_at.load(Acquire);

@@ -16,6 +16,12 @@ pub fn now_unix() -> i64 {
     t.tv_sec * 1_000_000_000 + t.tv_nsec
 }
 
+/// CPU time this thread has used, ns.
+pub fn thread_cpu_ns() -> u64 {
+    let t = clock_gettime(ClockId::ThreadCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (TIMER_ABSTIME),
 /// resuming after signals: an absolute sleep never wakes early. Any other
 /// error (none is possible with a valid timespec) returns at once rather

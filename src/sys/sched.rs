@@ -48,3 +48,9 @@ mod tests {
         std::thread::spawn(|| set_self(Policy::Other, 0).unwrap()).join().unwrap();
     }
 }
+
+/// This thread's id, as the kernel's trace events and `SIGEV_THREAD_ID`
+/// name it.
+pub fn thread_id() -> i32 {
+    rustix::thread::gettid().as_raw_nonzero().get()
+}

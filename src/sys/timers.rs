@@ -206,7 +206,7 @@ impl PosixTimer {
 
     /// `SIGEV_THREAD_ID`: `signo` is sent to the calling thread.
     pub fn to_this_thread(signo: i32) -> io::Result<PosixTimer> {
-        Self::create(libc::SIGEV_THREAD_ID, signo, rustix::thread::gettid().as_raw_nonzero().get())
+        Self::create(libc::SIGEV_THREAD_ID, signo, super::sched::thread_id())
     }
 
     fn create(notify: i32, signo: i32, tid: i32) -> io::Result<PosixTimer> {

@@ -30,14 +30,3 @@ pub fn find_or_mount() -> Result<(PathBuf, bool), String> {
 pub fn unmount(root: &Path) -> Result<(), String> {
     rustix::mount::unmount(root, rustix::mount::UnmountFlags::empty()).map_err(|e| e.to_string())
 }
-
-/// This thread's id, as the kernel's trace shows it (`pid` fields).
-pub fn tid() -> i32 {
-    rustix::thread::gettid().as_raw_nonzero().get()
-}
-
-/// CPU time this thread has used, ns.
-pub fn thread_cpu_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}

@@ -9,7 +9,7 @@ use super::event::{Decoder, Kind};
 use super::format::PageLayout;
 use super::page::Page;
 use crate::recorder::Recorder;
-use crate::sys::{clock, tracefs};
+use crate::sys::clock;
 use rtscope_model::episode::{Episode, Stages, TraceCpu};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -101,7 +101,7 @@ impl Reader {
     /// Runs until `done` (set once every measuring thread has finished),
     /// then drains what is left and finishes the stage series.
     pub fn run(mut self, start_ns: u64, done: &AtomicBool) -> ReaderReport {
-        let cpu0 = tracefs::thread_cpu_ns();
+        let cpu0 = clock::thread_cpu_ns();
         let wall0 = clock::now();
         for lane in &mut self.lanes {
             for r in &mut lane.stages {
@@ -179,7 +179,7 @@ impl Reader {
         let now = clock::now();
         let mut report = ReaderReport {
             per_cpu: Vec::new(),
-            cpu_ns: tracefs::thread_cpu_ns().saturating_sub(cpu0),
+            cpu_ns: clock::thread_cpu_ns().saturating_sub(cpu0),
             wall_ns: now.saturating_sub(wall0),
             episodes_built: 0,
             episodes_kept: kept,
