@@ -39,6 +39,12 @@ pub fn can_use_rt(priority: u8) -> bool {
     std::thread::spawn(move || set_self(Policy::Fifo, priority).is_ok()).join().unwrap_or(false)
 }
 
+/// This thread's id, as the kernel's trace events and `SIGEV_THREAD_ID`
+/// name it.
+pub fn thread_id() -> i32 {
+    rustix::thread::gettid().as_raw_nonzero().get()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,10 +53,4 @@ mod tests {
     fn other_is_always_allowed() {
         std::thread::spawn(|| set_self(Policy::Other, 0).unwrap()).join().unwrap();
     }
-}
-
-/// This thread's id, as the kernel's trace events and `SIGEV_THREAD_ID`
-/// name it.
-pub fn thread_id() -> i32 {
-    rustix::thread::gettid().as_raw_nonzero().get()
 }
