@@ -1,14 +1,15 @@
 //! The command line: one subcommand per probe and per action.
 
+use crate::probe::Common;
 use crate::probe::noise::{self, Noise};
 use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
 use crate::probe::wakeup::{FlushBuffer, SpinnerOpt, Wakeup};
-use crate::probe::{Common, TraceOpts};
 use crate::recorder::ExceedMode;
 use crate::sys::timers;
 use crate::sys::{cpu, sched::Policy};
 use crate::trace::decompose::CauseThreshold;
+use crate::trace::{TraceClock, TraceOpts};
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -136,12 +137,6 @@ pub struct CommonArgs {
     pub tracemark: bool,
     #[command(flatten)]
     pub store: StoreArgs,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TraceClock {
-    Local,
-    Mono,
 }
 
 fn trace_buffer(s: &str) -> Result<usize, String> {
@@ -391,10 +386,7 @@ impl CommonArgs {
                 cause_threshold: self.cause_threshold.map_or(CauseThreshold::Adaptive, CauseThreshold::Fixed),
                 max_episodes: self.episodes as usize,
                 buffer_kb: (self.trace_buffer >> 10) as u64,
-                clock: match self.trace_clock {
-                    TraceClock::Local => "local",
-                    TraceClock::Mono => "mono",
-                },
+                clock: self.trace_clock,
             }),
             tracemark: self.tracemark,
         })

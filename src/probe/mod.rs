@@ -11,12 +11,13 @@ pub mod wakeup;
 use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Writer};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
-use crate::trace::decompose::{CauseThreshold, CpuTrace, Sample, Settings};
+use crate::trace::TraceOpts;
+use crate::trace::decompose::{CpuTrace, Sample, Settings};
 use crate::trace::instance::Instance;
 use crate::trace::mark::Marker;
 use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
-use rtscope_model::episode::{Stages, TraceSummary};
+use rtscope_model::episode::Stages;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::{Inventory, Warning};
 use rtscope_model::run::{RunHeader, RunStatus, SeriesKey};
@@ -103,30 +104,6 @@ pub struct Common {
     /// `--trace`: stages and cause episodes.
     pub trace: Option<TraceOpts>,
     pub tracemark: bool,
-}
-
-/// `--trace` settings.
-#[derive(Clone, Copy, Debug)]
-pub struct TraceOpts {
-    pub cause_threshold: CauseThreshold,
-    /// Episodes kept per CPU (the worst).
-    pub max_episodes: usize,
-    pub buffer_kb: u64,
-    /// The tracefs clock: `local` (cheapest; mapped to CLOCK_MONOTONIC by
-    /// each hrtimer expiry's `now`) or `mono`.
-    pub clock: &'static str,
-}
-
-impl serde::Serialize for TraceOpts {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        serde_json::json!({
-            "cause_threshold": self.cause_threshold.describe(),
-            "max_episodes": self.max_episodes,
-            "buffer_kb": self.buffer_kb,
-            "clock": self.clock,
-        })
-        .serialize(s)
-    }
 }
 
 /// Samples in flight from a measuring thread to the trace reader: 65 s at
@@ -279,7 +256,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     }
     let mut instance = None;
     if let Some(opts) = &common.trace {
-        match Instance::create(&common.cpus, opts.buffer_kb, opts.clock) {
+        match Instance::create(&common.cpus, opts.buffer_kb, opts.clock.as_str()) {
             Ok((inst, w)) => {
                 warnings.extend(w);
                 instance = Some(inst);
@@ -492,10 +469,10 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         }
         let start_ns = clock::now() + START_DELAY_NS;
         let mut reader_thread = None;
-        if let Some(inst) = instance.as_mut() {
+        if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace) {
             let settings = Settings {
-                cause_threshold: common.trace.map_or(CauseThreshold::Adaptive, |t| t.cause_threshold),
-                max_episodes: common.trace.map_or(50, |t| t.max_episodes),
+                cause_threshold: opts.cause_threshold,
+                max_episodes: opts.max_episodes,
                 timer_entry: inst.timer_entry,
                 stages: stages == Some(true) && inst.stages,
             };
@@ -503,21 +480,12 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
             let lanes = lane_parts
                 .drain(..)
                 .zip(&tids)
-                .map(|((c, buffer, samples, stage_recs), tid)| Lane {
-                    buffer,
-                    trace: CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings),
-                    samples,
-                    stages: stage_recs,
-                    bytes: 0,
-                    missed: 0,
-                    read_errors: 0,
-                    offset: None,
-                    anchor_ts: 0,
-                    last_ts: 0,
+                .map(|((c, buffer, samples, stage_recs), tid)| {
+                    let trace = CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings);
+                    Lane::new(buffer, trace, samples, stage_recs, opts.clock)
                 })
                 .collect();
             let reader = Reader {
-                mono: common.trace.is_some_and(|t| t.clock == "mono"),
                 layout: inst.layout,
                 decoder: std::mem::take(&mut inst.decoder),
                 lanes,
@@ -607,43 +575,9 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     }
 
     let mut notes = Vec::new();
-    if let (Some(inst), Some(report)) = (instance.take(), report) {
-        let mut summary = TraceSummary {
-            instance: inst.name.clone(),
-            clock: match common.trace.map_or("mono", |t| t.clock) {
-                "mono" => "mono".into(),
-                c => format!("{c}, mapped to CLOCK_MONOTONIC by each hrtimer expiry's 'now'"),
-            },
-            buffer_kb_per_cpu: inst.buffer_kb,
-            events: inst.enabled.clone(),
-            missing: inst.missing.clone(),
-            per_cpu: report.per_cpu,
-            reader_cpu_ns: report.cpu_ns,
-            reader_cpu_pct: 100.0 * report.cpu_ns as f64 / report.wall_ns.max(1) as f64,
-            cause_threshold: common.trace.map_or(CauseThreshold::Adaptive, |t| t.cause_threshold).describe(),
-            episodes_built: report.episodes_built,
-            episodes_kept: report.episodes_kept,
-        };
-        let _ = inst.set_on(false);
-        for (c, lost) in summary.per_cpu.iter_mut().zip(&mirror_lost) {
-            c.lost = c.lost.max(inst.lost(c.cpu as usize));
-            c.samples_dropped = lost.load(Relaxed);
-        }
-        drop(inst);
-        let lost = summary.lost();
-        if lost > 0 {
-            notes.push(format!(
-                "--trace: the kernel lost {lost} trace events (ring buffer full): some samples have no stages or \
-                 episode; use a larger --trace-buffer"
-            ));
-        }
-        let dropped: u64 = summary.per_cpu.iter().map(|c| c.samples_dropped).sum();
-        if dropped > 0 {
-            notes.push(format!("--trace: {dropped} samples did not reach the trace reader in time (not explained)"));
-        }
-        if report.unknown_records > 0 {
-            notes.push(format!("--trace: {} records of unknown events were skipped", report.unknown_records));
-        }
+    if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
+        let (summary, trace_notes) = crate::trace::summarize(inst, report, &opts, &mirror_lost);
+        notes.extend(trace_notes);
         if store_error.is_none() {
             writer.store.put_run_data(run_id, "trace", &serde_json::to_value(&summary)?)?;
         }

@@ -187,7 +187,7 @@ impl Instance {
                 let p = self.dir.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
                 std::fs::OpenOptions::new()
                     .read(true)
-                    .custom_flags(libc_nonblock())
+                    .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
                     .open(&p)
                     .map_err(|e| format!("cannot open {}: {e}", p.display()))
             })
@@ -209,10 +209,6 @@ impl Instance {
             .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
             .sum()
     }
-}
-
-fn libc_nonblock() -> i32 {
-    rustix::fs::OFlags::NONBLOCK.bits() as i32
 }
 
 impl Drop for Instance {

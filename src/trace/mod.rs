@@ -4,9 +4,107 @@
 //! splits each sample into stages and, for the worst samples, into causes.
 
 pub mod decompose;
+use decompose::CauseThreshold;
+use instance::Instance;
+use reader::ReaderReport;
+use rtscope_model::episode::TraceSummary;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 pub mod event;
 pub mod format;
 pub mod instance;
 pub mod mark;
 pub mod page;
 pub mod reader;
+
+/// The tracefs clock of the instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceClock {
+    /// sched_clock: cheapest per event; rtscope maps it to CLOCK_MONOTONIC
+    /// with each hrtimer expiry's own CLOCK_MONOTONIC reading.
+    Local,
+    /// CLOCK_MONOTONIC in every event.
+    Mono,
+}
+
+impl TraceClock {
+    /// The name tracefs uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceClock::Local => "local",
+            TraceClock::Mono => "mono",
+        }
+    }
+}
+
+/// `--trace` settings.
+#[derive(Clone, Copy, Debug)]
+pub struct TraceOpts {
+    pub cause_threshold: CauseThreshold,
+    /// Episodes kept per CPU (the worst).
+    pub max_episodes: usize,
+    pub buffer_kb: u64,
+    pub clock: TraceClock,
+}
+
+impl serde::Serialize for TraceOpts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        serde_json::json!({
+            "cause_threshold": self.cause_threshold.describe(),
+            "max_episodes": self.max_episodes,
+            "buffer_kb": self.buffer_kb,
+            "clock": self.clock.as_str(),
+        })
+        .serialize(s)
+    }
+}
+
+/// What the tracer did, for the run, and the notes it deserves. Stops
+/// tracing and removes the instance. `mirror_lost`: per traced CPU, the
+/// samples that did not fit the ring to the reader.
+pub fn summarize(
+    inst: Instance,
+    report: ReaderReport,
+    opts: &TraceOpts,
+    mirror_lost: &[Arc<AtomicU64>],
+) -> (TraceSummary, Vec<String>) {
+    let mut summary = TraceSummary {
+        instance: inst.name.clone(),
+        clock: match opts.clock {
+            TraceClock::Mono => "mono".into(),
+            TraceClock::Local => "local, mapped to CLOCK_MONOTONIC by each hrtimer expiry's 'now'".into(),
+        },
+        buffer_kb_per_cpu: inst.buffer_kb,
+        events: inst.enabled.clone(),
+        missing: inst.missing.clone(),
+        per_cpu: report.per_cpu,
+        reader_cpu_ns: report.cpu_ns,
+        reader_cpu_pct: 100.0 * report.cpu_ns as f64 / report.wall_ns.max(1) as f64,
+        cause_threshold: opts.cause_threshold.describe(),
+        episodes_built: report.episodes_built,
+        episodes_kept: report.episodes_kept,
+    };
+    let _ = inst.set_on(false);
+    for (c, lost) in summary.per_cpu.iter_mut().zip(mirror_lost) {
+        c.lost = c.lost.max(inst.lost(c.cpu as usize));
+        c.samples_dropped = lost.load(Relaxed);
+    }
+    drop(inst);
+    let mut notes = Vec::new();
+    let lost = summary.lost();
+    if lost > 0 {
+        notes.push(format!(
+            "--trace: the kernel lost {lost} trace events (ring buffer full): some samples have no stages or \
+             episode; use a larger --trace-buffer"
+        ));
+    }
+    let dropped: u64 = summary.per_cpu.iter().map(|c| c.samples_dropped).sum();
+    if dropped > 0 {
+        notes.push(format!("--trace: {dropped} samples did not reach the trace reader in time (not explained)"));
+    }
+    if report.unknown_records > 0 {
+        notes.push(format!("--trace: {} records of unknown events were skipped", report.unknown_records));
+    }
+    (summary, notes)
+}

@@ -4,8 +4,9 @@
 //! probe's samples from their rings, and hands the stages to their
 //! recorders and the episodes to the writer.
 
+use super::TraceClock;
 use super::decompose::{CpuTrace, Names, Out, Sample};
-use super::event::{Decoder, Kind};
+use super::event::{Decoder, Ev, Kind};
 use super::format::PageLayout;
 use super::page::Page;
 use crate::recorder::Recorder;
@@ -31,33 +32,94 @@ pub enum EpisodeMsg {
 
 /// One traced CPU.
 pub struct Lane {
-    pub buffer: File,
-    pub trace: CpuTrace,
-    pub samples: rtrb::Consumer<Sample>,
+    buffer: File,
+    trace: CpuTrace,
+    samples: rtrb::Consumer<Sample>,
     /// The stage series, in [`Stages::SERIES`] order.
-    pub stages: Vec<Recorder>,
-    pub bytes: u64,
-    pub missed: u64,
-    pub read_errors: u64,
-    /// CLOCK_MONOTONIC - trace clock, from the last hrtimer expiry (its
-    /// `now` field) when the trace clock is `local`.
-    pub offset: Option<i64>,
-    /// Trace-clock time of the last anchor, and the last mapped event time.
-    pub anchor_ts: u64,
-    pub last_ts: u64,
+    stages: Vec<Recorder>,
+    /// Mapping of the `local` trace clock; None when it is `mono`.
+    clock: Option<LocalClock>,
+    bytes: u64,
+    missed: u64,
+    read_errors: u64,
+}
+
+impl Lane {
+    pub fn new(
+        buffer: File,
+        trace: CpuTrace,
+        samples: rtrb::Consumer<Sample>,
+        stages: Vec<Recorder>,
+        clock: TraceClock,
+    ) -> Lane {
+        let clock = (clock == TraceClock::Local).then(LocalClock::default);
+        Lane { buffer, trace, samples, stages, clock, bytes: 0, missed: 0, read_errors: 0 }
+    }
+
+    /// Reads every page the kernel has for this CPU, and the probe's samples.
+    fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8]) {
+        loop {
+            match self.buffer.read(page) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.bytes += n as u64;
+                    let Ok(p) = Page::parse(layout, &page[..n]) else {
+                        self.read_errors += 1;
+                        continue;
+                    };
+                    self.missed += p.missed.unwrap_or(0);
+                    for r in p.records() {
+                        let Some(mut e) = decoder.decode(r) else { continue };
+                        if let Some(clock) = &mut self.clock {
+                            let Some(ts) = clock.map(&e) else { continue };
+                            e.ts = ts;
+                        }
+                        self.trace.push_event(e);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.read_errors += 1;
+                    break;
+                }
+            }
+        }
+        while let Ok(s) = self.samples.pop() {
+            self.trace.push_sample(s);
+        }
+    }
+}
+
+/// The `local` trace clock (sched_clock) mapped to CLOCK_MONOTONIC by the
+/// hrtimer expiries, whose `now` field is CLOCK_MONOTONIC.
+#[derive(Default)]
+struct LocalClock {
+    /// CLOCK_MONOTONIC - trace clock, once an expiry was seen.
+    offset: Option<i64>,
+    /// Trace-clock time of the last anchor.
+    anchor_ts: u64,
+    /// The last mapped time: mapped times never go backwards on a CPU.
+    last_ts: u64,
 }
 
 /// How fast the mapping may drift down between anchors: 50 ppm.
 const DRIFT_DIVISOR: u64 = 20_000;
 
-impl Lane {
-    /// A new anchor: `now` (CLOCK_MONOTONIC, read by the hrtimer code) and
-    /// the trace-clock time of its event, taken a little later. Each anchor
-    /// underestimates the offset by that delay, so the mapping keeps the
-    /// largest recent one, letting it drift down by at most 50 ppm.
-    fn anchor(&mut self, now: i64, ts: u64) {
-        self.offset = Some(next_offset(self.offset, self.anchor_ts, now, ts));
-        self.anchor_ts = ts;
+impl LocalClock {
+    /// The CLOCK_MONOTONIC time of `e`, None before the first anchor. Each
+    /// anchor (`now`, read by the hrtimer code, and the trace time of its
+    /// event, a little later) underestimates the offset by that delay, so
+    /// the mapping keeps the largest recent one, letting it drift down by
+    /// at most 50 ppm.
+    fn map(&mut self, e: &Ev) -> Option<u64> {
+        if let Kind::ExpireEntry { now, .. } = e.kind {
+            self.offset = Some(next_offset(self.offset, self.anchor_ts, now, e.ts));
+            self.anchor_ts = e.ts;
+        }
+        let ts = ((e.ts as i64 + self.offset?) as u64).max(self.last_ts);
+        self.last_ts = ts;
+        Some(ts)
     }
 }
 
@@ -72,8 +134,6 @@ fn next_offset(prev: Option<i64>, prev_ts: u64, now: i64, ts: u64) -> i64 {
 }
 
 pub struct Reader {
-    /// The trace clock is `mono`: event times are CLOCK_MONOTONIC already.
-    pub mono: bool,
     pub layout: PageLayout,
     pub decoder: Decoder,
     pub lanes: Vec<Lane>,
@@ -111,49 +171,11 @@ impl Reader {
         let cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
         let policy = |pid: i32| *cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
         let mut page = vec![0u8; self.layout.page_size];
-        let mut kept = 0u64;
         loop {
             let last = done.load(Acquire);
             let pass_start = clock::now();
             for lane in &mut self.lanes {
-                loop {
-                    match lane.buffer.read(&mut page) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            lane.bytes += n as u64;
-                            match Page::parse(&self.layout, &page[..n]) {
-                                Ok(p) => {
-                                    lane.missed += p.missed.unwrap_or(0);
-                                    for r in p.records() {
-                                        let Some(mut e) = self.decoder.decode(r) else { continue };
-                                        if !self.mono {
-                                            // The `local` clock (sched_clock) is mapped to CLOCK_MONOTONIC by
-                                            // the latest hrtimer expiry, whose `now` is CLOCK_MONOTONIC.
-                                            if let Kind::ExpireEntry { now, .. } = e.kind {
-                                                lane.anchor(now, e.ts);
-                                            }
-                                            let Some(o) = lane.offset else { continue };
-                                            // Mapped times never go backwards on a CPU.
-                                            e.ts = ((e.ts as i64 + o) as u64).max(lane.last_ts);
-                                            lane.last_ts = e.ts;
-                                        }
-                                        lane.trace.push_event(e);
-                                    }
-                                }
-                                Err(_) => lane.read_errors += 1,
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                        Err(_) => {
-                            lane.read_errors += 1;
-                            break;
-                        }
-                    }
-                }
-                while let Ok(s) = lane.samples.pop() {
-                    lane.trace.push_sample(s);
-                }
+                lane.drain(&self.layout, &mut self.decoder, &mut page);
             }
             let names = Names { decoder: &self.decoder, policy: &policy };
             for lane in &mut self.lanes {
@@ -162,11 +184,9 @@ impl Reader {
                 lane.trace.process(pass_start, last, &names, &mut |o| match o {
                     Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
                     Out::Keep(e) => {
-                        kept += 1;
                         let _ = tx.send(EpisodeMsg::Keep(e));
                     }
                     Out::Drop { cpu, sample } => {
-                        kept = kept.saturating_sub(1);
                         let _ = tx.send(EpisodeMsg::Drop(probe.into(), metric.into(), cpu, sample));
                     }
                 });
@@ -182,7 +202,7 @@ impl Reader {
             cpu_ns: clock::thread_cpu_ns().saturating_sub(cpu0),
             wall_ns: now.saturating_sub(wall0),
             episodes_built: 0,
-            episodes_kept: kept,
+            episodes_kept: 0,
             unknown_records: self.decoder.unknown,
         };
         for lane in self.lanes {
@@ -191,6 +211,7 @@ impl Reader {
             }
             let t = &lane.trace;
             report.episodes_built += t.episodes_built;
+            report.episodes_kept += t.kept() as u64;
             report.per_cpu.push(TraceCpu {
                 cpu: t.cpu,
                 events: t.events_in,
@@ -199,6 +220,7 @@ impl Reader {
                 samples: t.samples_in,
                 decomposed: t.decomposed,
                 incomplete: t.incomplete,
+                read_errors: lane.read_errors,
                 switch_inferred: t.inferred,
                 samples_dropped: 0,
             });

@@ -342,6 +342,8 @@ pub struct TraceCpu {
     pub switch_inferred: u64,
     /// Samples the tracer could not take (its ring from the probe was full).
     pub samples_dropped: u64,
+    /// Reads of the CPU's buffer that failed or returned an unreadable page.
+    pub read_errors: u64,
 }
 
 impl TraceSummary {
