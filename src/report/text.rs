@@ -209,7 +209,6 @@ impl Report for Text {
                 let name = metrics.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
                 table(out, cols, Some(name), &rows)?;
                 let mut cpus: Vec<i64> = list.iter().map(|s| s.key.cpu).collect();
-                cpus.dedup();
                 cpus.sort_unstable();
                 cpus.dedup();
                 for cpu in cpus {
@@ -323,33 +322,20 @@ fn write_stages(run: &Run, out: &mut dyn Write) -> Result<()> {
          wake -> sched_waking, thread -> switch-in, user -> the probe's timestamp; *_abs: from the programmed time",
         stages[0].key.probe
     )?;
-    writeln!(
-        out,
-        "{:>4} {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
-        "CPU", "stage", "samples", "min", "mean", "p50", "p99", "p99.9", "max"
-    )?;
     let mut cpus: Vec<i64> = stages.iter().map(|s| s.key.cpu).collect();
+    cpus.sort_unstable();
     cpus.dedup();
-    for cpu in cpus {
-        for name in Stages::SERIES {
-            let Some(s) = stages.iter().find(|s| s.key.cpu == cpu && s.key.metric == name) else { continue };
-            let m = s.total().summary();
-            writeln!(
-                out,
-                "{:>4} {:<11} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
-                cpu,
-                name,
-                m.count,
-                us_i(m.min_ns),
-                units::us_f(m.mean_ns),
-                us_i(m.p50_ns),
-                us_i(m.p99_ns),
-                us_i(m.p999_ns),
-                us_i(m.max_ns)
-            )?;
-        }
-    }
-    Ok(())
+    let stages = &stages;
+    let rows: Vec<&Series> = cpus
+        .iter()
+        .flat_map(|&cpu| {
+            Stages::SERIES
+                .iter()
+                .filter_map(move |name| stages.iter().find(|s| s.key.cpu == cpu && s.key.metric == *name).copied())
+        })
+        .collect();
+    use Col::*;
+    table(out, &[Count("samples"), Min, Mean, P50, P99, P999, Max], Some(11), &rows)
 }
 
 /// What the tracer did: events, losses, its cost, samples explained.
