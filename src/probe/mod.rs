@@ -267,12 +267,12 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
             )),
         }
     }
-    let mut markers: Vec<Option<Marker>> = Vec::new();
+    let mut markers: Vec<Marker> = Vec::new();
     if common.tracemark {
         let metric = probe.metrics()[0];
         for &c in &common.cpus {
             match Marker::open(probe.name(), metric, c) {
-                Ok(m) => markers.push(Some(m)),
+                Ok(m) => markers.push(m),
                 Err(e) => {
                     warnings.push(trace_warning(
                         format!("--tracemark: {e}; no markers written"),
@@ -365,9 +365,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         }
     }
     for (recs, marker) in recorders.iter_mut().zip(markers) {
-        if let Some(m) = marker {
-            recs[0].set_marker(m);
-        }
+        recs[0].set_marker(marker);
     }
     let (episode_tx, episode_rx) = std::sync::mpsc::channel();
     let tids: Vec<AtomicI32> = common.cpus.iter().map(|_| AtomicI32::new(0)).collect();
