@@ -23,29 +23,20 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/common.sh
+source "$HERE/common.sh"
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
 PRIO=${PRIO:-95}
 LAST=$(cat /sys/devices/system/cpu/online | tr ',' '\n' | tail -1 | sed 's/.*-//')
 CPUS=${CPUS:-$LAST}
 
-if [[ $(id -u) -ne 0 ]]; then
-    echo "warning: not root: SCHED_FIFO $PRIO and mlockall will likely fail" >&2
-fi
+warn_unless_root "SCHED_FIFO $PRIO and mlockall will likely fail"
+need_command oslat rt-tests
 
-if ! command -v oslat >/dev/null 2>&1; then
-    echo "== installing rt-tests (oslat)"
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y rt-tests
-fi
-
-echo "== building rtscope (release)"
-(cd "$ROOT" && cargo build --release --locked -q)
-RTSCOPE="$ROOT/target/release/rtscope"
-
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+build_rtscope
+scratch_dir noise-vs-oslat
+WORK=$TMP
 
 echo "== $ROUNDS rounds of ${DURATION}s, CPUs $CPUS, SCHED_FIFO $PRIO; $(uname -r); $(oslat -v 2>&1 | head -1)"
 for r in $(seq 1 "$ROUNDS"); do

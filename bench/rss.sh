@@ -14,23 +14,15 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/common.sh
+source "$HERE/common.sh"
 SHORT=${SHORT:-10}
 LONG=${LONG:-300}
 LIMIT_KB=${LIMIT_KB:-20480}
 
-if [[ ! -x /usr/bin/time ]]; then
-    echo "== installing GNU time"
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y time
-fi
-
-echo "== building rtscope (release)"
-(cd "$ROOT" && cargo build --release)
-RTSCOPE=${CARGO_TARGET_DIR:-$ROOT/target}/release/rtscope
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/rtscope-rss.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+need_command /usr/bin/time time
+build_rtscope
+scratch_dir rss
 
 declare -A RUN TIME
 for secs in "$SHORT" "$LONG"; do

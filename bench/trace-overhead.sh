@@ -18,21 +18,18 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/common.sh
+source "$HERE/common.sh"
 DURATION=${DURATION:-20}
 ROUNDS=${ROUNDS:-3}
 INTERVAL=${INTERVAL:-1ms}
 CPUS=${CPUS:-$(cat /sys/devices/system/cpu/online)}
 
-[[ $(id -u) -eq 0 ]] || echo "warning: not root: --trace will be refused and SCHED_FIFO will fail" >&2
-command -v python3 >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3; }
+warn_unless_root "--trace will be refused and SCHED_FIFO will fail"
+need_command python3 python3
 
-echo "== building rtscope (release)"
-(cd "$ROOT" && cargo build --release)
-RTSCOPE=${CARGO_TARGET_DIR:-$ROOT/target}/release/rtscope
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/rtscope-trace-overhead.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+build_rtscope
+scratch_dir trace-overhead
 
 for r in $(seq 1 "$ROUNDS"); do
     for mode in plain traced; do

@@ -20,7 +20,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=bench/common.sh
+source "$HERE/common.sh"
 DURATION=${DURATION:-20}
 ROUNDS=${ROUNDS:-3}
 PRIO=${PRIO:-95}
@@ -30,23 +31,11 @@ CT_UNIT=${CT_UNIT:-ns}
 CT_HIST_NS=${CT_HIST_NS:-1000000}
 CT_HIST_US=${CT_HIST_US:-10000}
 
-if [[ $(id -u) -ne 0 ]]; then
-    echo "warning: not root: SCHED_FIFO $PRIO and mlockall will likely fail" >&2
-fi
+warn_unless_root "SCHED_FIFO $PRIO and mlockall will likely fail"
+need_command cyclictest rt-tests
 
-if ! command -v cyclictest >/dev/null 2>&1; then
-    echo "== installing rt-tests (cyclictest)"
-    apt-get update
-    DEBIAN_FRONTEND=noninteractive apt-get install -y rt-tests
-fi
-
-echo "== building rtscope (release)"
-(cd "$ROOT" && cargo build --release)
-RTSCOPE=${CARGO_TARGET_DIR:-$ROOT/target}/release/rtscope
-[[ -x $RTSCOPE ]] || { echo "no $RTSCOPE after the build" >&2; exit 1; }
-
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/rtscope-vs-ct.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+build_rtscope
+scratch_dir vs-ct
 
 # Number of CPUs in a list such as 0,2-3.
 count_cpus() {

@@ -1,0 +1,31 @@
+# Sourced by the bench scripts: where things are, and the setup they share.
+# shellcheck shell=bash
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Warns (does not stop) when not root: $1 says what will fail.
+warn_unless_root() {
+    [[ $(id -u) -eq 0 ]] || echo "warning: not root: $1" >&2
+}
+
+# Installs Debian package $2 when command $1 is missing.
+need_command() {
+    command -v "$1" >/dev/null 2>&1 && return
+    echo "== installing $2 ($1)"
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y "$2"
+}
+
+# Builds rtscope (release) and sets RTSCOPE to the binary.
+build_rtscope() {
+    echo "== building rtscope (release)"
+    (cd "$ROOT" && cargo build --release --locked -q)
+    RTSCOPE=${CARGO_TARGET_DIR:-$ROOT/target}/release/rtscope
+    [[ -x $RTSCOPE ]] || { echo "no $RTSCOPE after the build" >&2; exit 1; }
+}
+
+# A scratch directory named after $1, removed on exit; sets TMP.
+scratch_dir() {
+    TMP=$(mktemp -d "${TMPDIR:-/tmp}/rtscope-$1.XXXXXX")
+    trap 'rm -rf "$TMP"' EXIT
+}
