@@ -111,8 +111,9 @@ pub struct CommonArgs {
     #[arg(long)]
     pub force: bool,
     /// Find where the latency comes from: record the kernel's interrupt, timer and scheduler events in rtscope's own
-    /// tracefs instance, split each sample into stages (irq, handler, wake, thread, user) and explain the worst
-    /// samples (cause episodes: `rtscope show RUN --episodes`). Needs root.
+    /// tracefs instance; wakeup: split each sample into stages (irq, handler, wake, thread, user); noise: attribute
+    /// every interruption to IRQs, softirqs, threads or unaccounted time; both: explain the worst samples (cause
+    /// episodes: `rtscope show RUN --episodes`). Needs root; sleep and ptimer do not support it yet.
     #[arg(long)]
     pub trace: bool,
     /// With --trace: explain every sample above DUR [default: adaptive: each new maximum for the first 1000 samples

@@ -65,6 +65,8 @@ fn bad_noise_sleep_and_ptimer_flags_are_refused_before_measuring() {
     refused(&["ptimer", "--timer", "itimer"], &["--timer", "posix-signal"]);
     refused(&["ptimer", "--duration", "500us"], &["--duration", "--period"]);
     refused(&["ptimer", "--policy", "fifo", "--priority", "0"], &["--priority"]);
+    refused(&["sleep", "--trace"], &["--trace", "sleep"]);
+    refused(&["ptimer", "--trace", "--duration", "1s"], &["--trace", "ptimer"]);
 }
 
 #[test]

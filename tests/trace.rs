@@ -90,17 +90,56 @@ fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
     assert!(evs.iter().any(|e| e["ph"] == "i" && e["name"] == "programmed"));
 }
 
-#[test]
-fn episodes_name_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
-    let cpu = last_cpu().to_string();
-    let mut spinner = Command::new(BIN)
-        .args(["disturb", "--cpu", &cpu, "--priority", "99", "--period", "20ms", "--spin", "400us"])
-        .args(["--phase-jitter", "1ms", "-D", "12s"])
+/// A SCHED_FIFO 99 spinner on `cpu` (rtscope disturb) and its thread ids.
+fn spinner(cpu: &str, spin: &str, secs: &str) -> (std::process::Child, Vec<i64>) {
+    let child = Command::new(BIN)
+        .args(["disturb", "--cpu", cpu, "--priority", "99", "--period", "20ms", "--spin", spin])
+        .args(["--phase-jitter", "1ms", "-D", secs])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
+    let tids = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
+        .collect();
+    (child, tids)
+}
+
+/// The episodes of `cpu` above `ns`, and how many name the spinner as
+/// their main cause.
+fn named_spinner<'a>(
+    doc: &'a serde_json::Value,
+    cpu: &str,
+    ns: u64,
+    tids: &[i64],
+) -> (Vec<&'a serde_json::Value>, usize) {
+    let big: Vec<&serde_json::Value> = doc["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["latency_ns"].as_u64().unwrap() > ns && e["cpu"].as_u64() == cpu.parse().ok())
+        .collect();
+    let named = big
+        .iter()
+        .filter(|e| {
+            let m = main_cause(e);
+            m["kind"] == "thread" && m["name"] == "rtscope" && tids.contains(&m["pid"].as_i64().unwrap_or(-1))
+        })
+        .count();
+    (big, named)
+}
+
+fn verdicts(eps: &[&serde_json::Value]) -> String {
+    eps.iter().map(|e| e["verdict"].as_str().unwrap()).collect::<Vec<_>>().join("\n")
+}
+
+#[test]
+fn episodes_name_a_known_spinner() {
+    let Some(fx) = Fixture::root() else { return };
+    let cpu = last_cpu().to_string();
+    let (mut spinner, tids) = spinner(&cpu, "400us", "12s");
     let o = rtscope(&[
         "wakeup",
         "--trace",
@@ -116,37 +155,70 @@ fn episodes_name_a_known_spinner() {
         &fx.db,
         "-q",
     ]);
-    let doc = export(&fx.db, &[]);
-    let tasks = format!("/proc/{}/task", spinner.id());
-    let spinner_tids: Vec<i64> = std::fs::read_dir(&tasks)
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse().ok())
-        .collect();
     let _ = spinner.kill();
     let _ = spinner.wait();
     assert!(o.status.success(), "{}", text(&o));
-    let big: Vec<&serde_json::Value> = doc["episodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["latency_ns"].as_u64().unwrap() > 200_000 && e["cpu"].as_u64() == cpu.parse().ok())
-        .collect();
+    let doc = export(&fx.db, &[]);
+    let (big, named) = named_spinner(&doc, &cpu, 200_000, &tids);
     assert!(big.len() >= 10, "a 400 us spin every 20 ms: {} episodes above 200 us", big.len());
-    let named = big
-        .iter()
-        .filter(|e| {
-            let m = main_cause(e);
-            m["kind"] == "thread" && m["name"] == "rtscope" && spinner_tids.contains(&m["pid"].as_i64().unwrap_or(-1))
-        })
-        .count();
-    let verdicts: Vec<&str> = big.iter().map(|e| e["verdict"].as_str().unwrap()).collect();
+    assert!(named * 10 >= big.len() * 9, "{named} of {} name the spinner {tids:?}:\n{}", big.len(), verdicts(&big));
+}
+
+/// `noise --trace`: each interruption is a window attributed to what ran
+/// in it (no stages); the spinner's are named.
+#[test]
+fn noise_interruptions_name_a_known_spinner() {
+    let Some(fx) = Fixture::root() else { return };
+    let cpu = last_cpu().to_string();
+    let (mut spinner, tids) = spinner(&cpu, "200us", "10s");
+    let o = rtscope(&[
+        "noise",
+        "--trace",
+        "--cpus",
+        &cpu,
+        "-p",
+        "50",
+        "-D",
+        "6s",
+        "--cause-threshold",
+        "100us",
+        "--episodes",
+        "1000",
+        "--db",
+        &fx.db,
+        "-q",
+    ]);
+    let _ = spinner.kill();
+    let _ = spinner.wait();
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = export(&fx.db, &[]);
+    for e in doc["episodes"].as_array().unwrap() {
+        assert!(e["stages"].is_null(), "an interruption has no stages: {e}");
+        let sum: u64 = e["causes"].as_array().unwrap().iter().map(|c| c["ns"].as_u64().unwrap()).sum();
+        assert_eq!(sum, e["latency_ns"].as_u64().unwrap(), "causes add up to the interruption: {e}");
+        assert!(e["verdict"].as_str().unwrap().contains(" interruption "), "{e}");
+    }
+    // A 200 us spin every 20 ms: 50 per second of active time. Bursts of
+    // the host's preemption show as unaccounted episodes beside them.
+    let active_s = doc["results"][0]["active_ns"].as_f64().unwrap() / 1e9;
+    let (big, named) = named_spinner(&doc, &cpu, 100_000, &tids);
+    let expected = 50.0 * active_s;
     assert!(
-        named * 10 >= big.len() * 9,
-        "{named} of {} name the spinner {spinner_tids:?}:\n{}",
+        named as f64 >= 0.7 * expected && named as f64 <= 1.15 * expected,
+        "{named} of {} episodes name the spinner {tids:?}, expected about {expected:.0}:\n{}",
         big.len(),
-        verdicts.join("\n")
+        verdicts(&big)
     );
+    assert!(named * 2 >= big.len(), "{named} of {} name the spinner:\n{}", big.len(), verdicts(&big));
+    let trace = &doc["trace"];
+    let lane = &trace["per_cpu"][0];
+    assert!(trace["windows"] == true && lane["decomposed"] == 0, "no stages: {trace}");
+    // Every interruption attributed: the kinds' samples cover them all.
+    let kinds = lane["by_kind"].as_array().unwrap();
+    let kind = |k: &str| kinds.iter().find(|x| x["kind"] == k).map(|x| x["main"].as_u64().unwrap()).unwrap_or(0);
+    let mains: u64 = kinds.iter().map(|x| x["main"].as_u64().unwrap()).sum();
+    assert_eq!(mains, lane["samples"].as_u64().unwrap(), "each sample has one main kind: {trace}");
+    assert!(kind("thread") as usize >= named, "the spinner's windows are thread time: {trace}");
 }
 
 #[test]

@@ -206,6 +206,10 @@ pub fn new_header(kind: &str, command_line: Vec<String>, representative: bool, w
 /// summary unless quiet. Returns the exit code: 2 when `--threshold` was
 /// crossed.
 pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let stages = probe.trace_stages();
+    if common.trace.is_some() && stages.is_none() {
+        return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
+    }
     let mut store = Store::open(&common.db)?;
     let inv: Inventory = inventory::collect();
     let mut warnings = inv.warnings(&common.cpus);
@@ -250,10 +254,6 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     } else {
         None
     };
-    let stages = probe.trace_stages();
-    if common.trace.is_some() && stages.is_none() {
-        return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
-    }
     let mut instance = None;
     if let Some(opts) = &common.trace {
         match Instance::create(&common.cpus, opts.buffer_kb, opts.clock.as_str()) {
@@ -574,7 +574,8 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
 
     let mut notes = Vec::new();
     if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
-        let (summary, trace_notes) = crate::trace::summarize(inst, report, &opts, &mirror_lost);
+        let windows = stages == Some(false);
+        let (summary, trace_notes) = crate::trace::summarize(inst, report, &opts, &mirror_lost, windows);
         notes.extend(trace_notes);
         if store_error.is_none() {
             writer.store.put_run_data(run_id, "trace", &serde_json::to_value(&summary)?)?;

@@ -10,9 +10,10 @@
 //! reference is recorded. The loop is active for `--active`, then sleeps
 //! `--pause`, so that a real-time spinner never starves the machine.
 //!
-//! `--trace` (once the tracing issue has landed) attributes each
-//! interruption to IRQs, softirqs, threads or nothing seen: it hooks in
-//! where [`Noise::measure`] records one.
+//! `--trace` attributes each interruption (the window `[t - length, t]` on
+//! CLOCK_MONOTONIC that a sample stands for) to the IRQs, softirqs and
+//! threads the CPU's trace shows in it, and the rest to unaccounted time
+//! (interrupt entry and exit, NMI, SMI, hypervisor), like rtla osnoise.
 
 use super::{Probe, ThreadCtx};
 use crate::recorder::Recorder;
@@ -100,9 +101,8 @@ impl Noise {
             {
                 let len = cal.ns(d).saturating_sub(reference_ns);
                 let t = mono0 + cal.ns(now - t0);
-                // `--trace` (tracing issue): the interruption spans
-                // [t - len, t] on CLOCK_MONOTONIC; that window of this CPU's
-                // trace is what attributes it (IRQ, softirq, thread, none).
+                // The interruption spans [t - len, t] on CLOCK_MONOTONIC:
+                // `--trace` attributes that window of this CPU's trace.
                 rec.record(t, len);
                 if ctx.breached(t, len) || ctx.done(t, rec.count()) {
                     done = true;
@@ -153,6 +153,12 @@ impl Probe for Noise {
 
     fn extra_slots(&self) -> usize {
         4
+    }
+
+    /// An interruption is a window of lost time to attribute, not a
+    /// wake-up to split into stages.
+    fn trace_stages(&self) -> Option<bool> {
+        Some(false)
     }
 
     fn row_extras(&self, _metric: usize, slots: &[u64], total: &Tally) -> serde_json::Map<String, serde_json::Value> {

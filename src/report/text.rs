@@ -351,21 +351,64 @@ pub fn write_trace(run: &Run, out: &mut dyn Write) -> Result<()> {
         t.lost(),
         t.reader_cpu_pct
     )?;
+    let samples = if t.windows {
+        format!(
+            "{} samples, each a window of lost time attributed without stages ({} not handed over)",
+            sum(|c| c.samples),
+            sum(|c| c.samples_dropped)
+        )
+    } else {
+        format!(
+            "{} of {} samples split into stages ({} incomplete, {} with an inferred switch-in, {} not handed over)",
+            sum(|c| c.decomposed),
+            sum(|c| c.samples),
+            sum(|c| c.incomplete),
+            sum(|c| c.switch_inferred),
+            sum(|c| c.samples_dropped)
+        )
+    };
     writeln!(
         out,
-        "trace: {} of {} samples split into stages ({} incomplete, {} with an inferred switch-in, {} not handed over); \
-         {} episodes built, {} kept; cause threshold {}",
-        sum(|c| c.decomposed),
-        sum(|c| c.samples),
-        sum(|c| c.incomplete),
-        sum(|c| c.switch_inferred),
-        sum(|c| c.samples_dropped),
-        t.episodes_built,
-        t.episodes_kept,
-        t.cause_threshold
+        "trace: {samples}; {} episodes built, {} kept; cause threshold {}",
+        t.episodes_built, t.episodes_kept, t.cause_threshold
     )?;
     for m in &t.missing {
         writeln!(out, "trace: missing event {m}")?;
+    }
+    write_by_kind(t, out)
+}
+
+/// Every window sample attributed, per CPU and kind of cause (like rtla
+/// osnoise's IRQ / softirq / thread / HW columns).
+fn write_by_kind(t: &rtscope_model::episode::TraceSummary, out: &mut dyn Write) -> Result<()> {
+    if t.per_cpu.iter().all(|c| c.by_kind.is_empty()) {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "
+every sample by cause (a sample counts once per kind it contains)"
+    )?;
+    writeln!(
+        out,
+        "{:>4} {:<12} {:>10} {:>10} {:>14} {:>7}",
+        "CPU", "kind", "samples", "main in", "total (us)", "share"
+    )?;
+    for c in &t.per_cpu {
+        let all: u64 = c.by_kind.iter().map(|k| k.ns).sum();
+        for k in &c.by_kind {
+            let share = if all == 0 { 0.0 } else { 100.0 * k.ns as f64 / all as f64 };
+            writeln!(
+                out,
+                "{:>4} {:<12} {:>10} {:>10} {:>14} {:>6.1}%",
+                c.cpu,
+                k.kind.as_str(),
+                k.samples,
+                k.main,
+                us(k.ns),
+                share
+            )?;
+        }
     }
     Ok(())
 }

@@ -12,7 +12,7 @@
 //! always add up to W - P.
 
 use super::event::{Decoder, Ev, Kind, SOFTIRQ_NAMES};
-use rtscope_model::episode::{self, Cause, CauseKind, Episode, Lane, Slice, Stages};
+use rtscope_model::episode::{self, Cause, CauseKind, Episode, KindTotal, Lane, Slice, Stages};
 use rtscope_model::hist::{Tally, quantile};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -210,6 +210,8 @@ pub struct CpuTrace {
     /// Samples whose switch-in was inferred (see `Chain::inferred`).
     pub inferred: u64,
     pub episodes_built: u64,
+    /// In window mode, every sample's causes by kind.
+    pub by_kind: Vec<KindTotal>,
 }
 
 impl CpuTrace {
@@ -234,6 +236,7 @@ impl CpuTrace {
             incomplete: 0,
             inferred: 0,
             episodes_built: 0,
+            by_kind: Vec::new(),
         }
     }
 
@@ -331,12 +334,24 @@ impl CpuTrace {
         let full = self.kept.len() >= self.settings.max_episodes;
         let weakest = (0..self.kept.len()).min_by_key(|&i| self.kept[i].0);
         let worse_than_kept = !full || weakest.is_some_and(|i| s.value_ns > self.kept[i].0);
-        if !(wanted && worse_than_kept) {
+        let keep = wanted && worse_than_kept;
+        // Windows of lost time are all attributed (their totals by kind);
+        // wake-ups only when they make an episode.
+        let windows = !self.settings.stages;
+        if !keep && !windows {
             return;
         }
-        let start = self.prev_woke.max(s.t_ns.saturating_sub(RETAIN_NS));
+        // An episode's timeline starts at the previous sample.
+        let start = if keep { self.prev_woke.max(s.t_ns.saturating_sub(RETAIN_NS)) } else { p };
+        let wakeup = self.settings.stages;
         let (causes, mut slices) =
-            attribute(win, &self.front, chain.as_ref(), stages.as_ref(), self.tid, p, s.t_ns, start, names);
+            attribute(win, &self.front, chain.as_ref(), stages.as_ref(), self.tid, p, s.t_ns, start, wakeup, names);
+        if windows {
+            KindTotal::add(&mut self.by_kind, &causes);
+        }
+        if !keep {
+            return;
+        }
         if let Some(st) = stages.as_ref() {
             let marks = st.marks(p);
             for (i, (name, ns)) in Stages::NAMES.iter().zip(st.values()).enumerate() {
@@ -345,7 +360,7 @@ impl CpuTrace {
                 }
             }
         }
-        let verdict = episode::verdict(self.cpu, s.seq, s.value_ns, stages.as_ref(), &causes);
+        let verdict = episode::verdict(self.cpu, s.seq, self.metric, s.value_ns, stages.as_ref(), &causes);
         let ep = Episode {
             probe: self.probe.to_string(),
             metric: self.metric.to_string(),
@@ -459,6 +474,7 @@ fn attribute(
     p: u64,
     w: u64,
     start: u64,
+    wakeup: bool,
     names: &Names,
 ) -> (Vec<Cause>, Vec<Slice>) {
     let waking_ts = chain.map(|c| win[c.waking].ts);
@@ -477,7 +493,7 @@ fn attribute(
         // Attribution over [p, w).
         let (x, y) = (a.max(p), b.min(w));
         if y > x {
-            let key = classify(owner, x, waking_ts, tid, names);
+            let key = classify(owner, x, waking_ts, tid, wakeup, names);
             let acc = by.entry(key).or_insert([0; 6]);
             acc[5] += y - x;
             if let Some(m) = &marks {
@@ -497,7 +513,23 @@ fn attribute(
         }
     };
     let inferred_at = chain.filter(|c| c.inferred).map(|c| c.switch_in);
-    for (i, e) in win.iter().enumerate() {
+    // A lost window starts with the probe thread running (it measured just
+    // before): a context still showing the idle task there missed the
+    // probe's untraced switch-in after its pause.
+    let mut at_p = wakeup;
+    // The events, then an end mark (None) for the window start to be seen.
+    for (i, e) in win.iter().map(Some).chain([None]).enumerate() {
+        if !at_p && e.is_none_or(|e| e.ts > p) {
+            at_p = true;
+            if p > last && p > start {
+                seg(last, p, ctx.owner(), &mut by, &mut slices);
+                last = p;
+            }
+            if ctx.task <= 0 {
+                ctx.task = tid;
+            }
+        }
+        let Some(e) = e else { break };
         if e.ts > start && e.ts > last {
             // The idle task's switch out was not traced: the idle loop
             // switches as soon as the interrupt that woke the task returns,
@@ -540,9 +572,21 @@ fn attribute(
 }
 
 /// The cause key of time owned by `owner` at `t`. For IRQs the third field
-/// carries the IRQ number; otherwise the pid.
-fn classify(owner: Owner, t: u64, waking_ts: Option<u64>, tid: i32, names: &Names) -> (CauseKind, String, Option<i32>) {
+/// carries the IRQ number; otherwise the pid. `wakeup`: the sample is a
+/// wake-up (the probe's own time is its return to user space); else it is
+/// a window the probe thread lost, and time the trace shows as still the
+/// probe's was taken by nothing the kernel traces: interrupt entry and
+/// exit, NMIs, SMIs or the hypervisor.
+fn classify(
+    owner: Owner,
+    t: u64,
+    waking_ts: Option<u64>,
+    tid: i32,
+    wakeup: bool,
+    names: &Names,
+) -> (CauseKind, String, Option<i32>) {
     match owner {
+        Owner::Task(pid) if pid == tid && !wakeup => (CauseKind::Unaccounted, names.comm(pid), Some(pid)),
         Owner::Frame(Frame::Timer(true)) => (CauseKind::Timer, "timer".into(), None),
         Owner::Frame(f @ Frame::Soft(_)) => (CauseKind::Softirq, names.frame(f), None),
         Owner::Frame(f @ Frame::Irq(n)) => (CauseKind::Irq, names.frame(f), Some(n)),
@@ -677,6 +721,46 @@ mod tests {
         let stage_sum: u64 = e.slices.iter().filter(|s| s.lane == Lane::Stage).map(|s| s.dur_ns).sum();
         assert_eq!(stage_sum, 500 * US);
         assert_eq!((t.decomposed, t.incomplete, t.episodes_built), (2, 0, 1));
+    }
+
+    /// The noise probe's windows: no stages; the probe's own time in a
+    /// window is unaccounted, even after an untraced switch in from idle.
+    #[test]
+    fn attributes_a_lost_window_without_stages() {
+        use Kind::*;
+        let window = Settings { stages: false, ..settings(10, CauseThreshold::Fixed(0)) };
+        let mut t = CpuTrace::new(0, "noise", "interruption", 100, window);
+        let mut spin_ev = |ts: u64, kind: Kind, pid: i32| t.push_event(Ev { ts: ts * US, pid, kind });
+        // The probe pauses (idle), is woken, its switch-in is not traced.
+        spin_ev(100, Switch { prev: 100, next: 0 }, 100);
+        // Window 1 [1000, 1300]: a timer tick, a FIFO spinner, back.
+        spin_ev(1000, TimerEntry, 100);
+        spin_ev(1010, Waking { pid: 200 }, 100);
+        spin_ev(1020, TimerExit, 100);
+        spin_ev(1022, Switch { prev: 100, next: 200 }, 100);
+        spin_ev(1298, Switch { prev: 200, next: 100 }, 200);
+        t.push_sample(Sample { seq: 1, t_ns: 1300 * US, value_ns: 300 * US });
+        // Window 2 [2000, 2050]: nothing traced (a hypervisor took it).
+        t.push_sample(Sample { seq: 2, t_ns: 2050 * US, value_ns: 50 * US });
+        let outs = run(&mut t, 0, true);
+        let eps: Vec<&Episode> =
+            outs.iter().filter_map(|o| if let Out::Keep(e) = o { Some(&**e) } else { None }).collect();
+        assert!(!outs.iter().any(|o| matches!(o, Out::Stages { .. })));
+        assert_eq!((t.decomposed, t.incomplete), (0, 0));
+        assert_eq!(eps.len(), 2);
+        let e = eps[0];
+        assert!(e.stages.is_none());
+        assert_eq!(e.causes.iter().map(|c| c.ns).sum::<u64>(), 300 * US, "{:?}", e.causes);
+        let main = &e.causes[0];
+        assert_eq!((main.kind, main.name.as_str(), main.ns), (CauseKind::Thread, "spin", 276 * US));
+        let find = |e: &Episode, k: CauseKind| e.causes.iter().find(|c| c.kind == k).map(|c| (c.name.clone(), c.ns));
+        assert_eq!(find(e, CauseKind::Irq), Some(("local_timer".into(), 20 * US)));
+        assert_eq!(find(e, CauseKind::Unaccounted), Some(("rtscope-wakeup0".into(), 4 * US)));
+        assert!(e.verdict.starts_with("cpu0 #1 interruption 300.0us: blocked by spin"), "{}", e.verdict);
+        let e = eps[1];
+        assert_eq!(e.causes.len(), 1, "{:?}", e.causes);
+        assert_eq!((e.causes[0].kind, e.causes[0].pid, e.causes[0].ns), (CauseKind::Unaccounted, Some(100), 50 * US));
+        assert!(e.verdict.contains("rtscope-wakeup0 was running"), "{}", e.verdict);
     }
 
     #[test]

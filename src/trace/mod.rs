@@ -62,12 +62,14 @@ impl serde::Serialize for TraceOpts {
 
 /// What the tracer did, for the run, and the notes it deserves. Stops
 /// tracing and removes the instance. `mirror_lost`: per traced CPU, the
-/// samples that did not fit the ring to the reader.
+/// samples that did not fit the ring to the reader. `windows`: the samples
+/// are windows of lost time, attributed without stages.
 pub fn summarize(
     inst: Instance,
     report: ReaderReport,
     opts: &TraceOpts,
     mirror_lost: &[Arc<AtomicU64>],
+    windows: bool,
 ) -> (TraceSummary, Vec<String>) {
     let mut summary = TraceSummary {
         instance: inst.name.clone(),
@@ -84,6 +86,7 @@ pub fn summarize(
         cause_threshold: opts.cause_threshold.describe(),
         episodes_built: report.episodes_built,
         episodes_kept: report.episodes_kept,
+        windows,
     };
     let _ = inst.set_on(false);
     for (c, lost) in summary.per_cpu.iter_mut().zip(mirror_lost) {

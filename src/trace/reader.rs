@@ -223,6 +223,7 @@ impl Reader {
                 read_errors: lane.read_errors,
                 switch_inferred: t.inferred,
                 samples_dropped: 0,
+                by_kind: t.by_kind.clone(),
             });
         }
         report

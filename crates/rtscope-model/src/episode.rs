@@ -188,8 +188,15 @@ const VERDICT_MIN_NS: u64 = 500;
 /// The one-line verdict, e.g. `cpu1 #8412 latency 842.1us: thread 815.0us,
 /// blocked by kworker/1:2 (pid 77, SCHED_OTHER) 790.3us; irq 12.0us
 /// (virtio0-input 10.1us); softirq NET_RX 8.2us; unaccounted 3.1us`.
-pub fn verdict(cpu: i64, sample: u64, latency_ns: u64, stages: Option<&Stages>, causes: &[Cause]) -> String {
-    let mut s = format!("cpu{cpu} #{sample} latency {}", us(latency_ns));
+pub fn verdict(
+    cpu: i64,
+    sample: u64,
+    metric: &str,
+    latency_ns: u64,
+    stages: Option<&Stages>,
+    causes: &[Cause],
+) -> String {
+    let mut s = format!("cpu{cpu} #{sample} {metric} {}", us(latency_ns));
     let main = causes.iter().max_by_key(|c| c.ns);
     let mut parts: Vec<String> = Vec::new();
     // The stage the main cause fell in (else the longest), as the head.
@@ -321,6 +328,9 @@ pub struct TraceSummary {
     /// Episodes built, and kept (the worst, per CPU).
     pub episodes_built: u64,
     pub episodes_kept: u64,
+    /// The samples are windows of lost time (the noise probe's
+    /// interruptions), attributed without a stage split.
+    pub windows: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -344,6 +354,46 @@ pub struct TraceCpu {
     pub samples_dropped: u64,
     /// Reads of the CPU's buffer that failed or returned an unreadable page.
     pub read_errors: u64,
+    /// When samples are windows of lost time (the noise probe), every one
+    /// of them attributed, per kind of cause (like rtla osnoise's IRQ,
+    /// softirq, thread and HW noise columns); empty otherwise.
+    pub by_kind: Vec<KindTotal>,
+}
+
+/// One kind of cause over all of a CPU's samples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KindTotal {
+    pub kind: CauseKind,
+    /// Samples in which it took part, and in which it was the largest.
+    pub samples: u64,
+    pub main: u64,
+    /// Its time over all samples.
+    pub ns: u64,
+}
+
+impl KindTotal {
+    /// Adds one sample's causes to the totals.
+    pub fn add(totals: &mut Vec<KindTotal>, causes: &[Cause]) {
+        let main = causes.iter().max_by_key(|c| c.ns).map(|c| c.kind);
+        let mut seen: Vec<CauseKind> = Vec::with_capacity(causes.len());
+        for c in causes.iter().filter(|c| c.ns > 0) {
+            let i = match totals.iter().position(|t| t.kind == c.kind) {
+                Some(i) => i,
+                None => {
+                    totals.push(KindTotal { kind: c.kind, samples: 0, main: 0, ns: 0 });
+                    totals.len() - 1
+                }
+            };
+            let t = &mut totals[i];
+            t.ns += c.ns;
+            if !seen.contains(&c.kind) {
+                seen.push(c.kind);
+                t.samples += 1;
+                t.main += u64::from(main == Some(c.kind));
+            }
+        }
+        totals.sort_by_key(|t| std::cmp::Reverse(t.ns));
+    }
 }
 
 impl TraceSummary {
@@ -358,6 +408,17 @@ pub(crate) mod tests {
 
     fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
         Cause { kind, name: name.into(), pid: None, irq: None, sched: None, stage: None, ns }
+    }
+
+    #[test]
+    fn kind_totals_count_a_sample_once_per_kind() {
+        use CauseKind::*;
+        let mut totals = Vec::new();
+        KindTotal::add(&mut totals, &[cause(Irq, "local_timer", 5), cause(Irq, "eth0", 3), cause(Thread, "spin", 200)]);
+        KindTotal::add(&mut totals, &[cause(Unaccounted, "noise", 40)]);
+        KindTotal::add(&mut totals, &[cause(Irq, "local_timer", 9), cause(Unaccounted, "noise", 0)]);
+        let got: Vec<(CauseKind, u64, u64, u64)> = totals.iter().map(|t| (t.kind, t.samples, t.main, t.ns)).collect();
+        assert_eq!(got, [(Thread, 1, 1, 200), (Unaccounted, 1, 1, 40), (Irq, 2, 1, 17)]);
     }
 
     pub(crate) fn sample_episode() -> Episode {
@@ -387,7 +448,7 @@ pub(crate) mod tests {
             programmed_ns: 1_000_000,
             woke_ns: 1_000_000 + latency,
             latency_ns: latency,
-            verdict: verdict(1, 8412, latency, Some(&stages), &causes),
+            verdict: verdict(1, 8412, "latency", latency, Some(&stages), &causes),
             stages: Some(stages),
             causes,
             slices: vec![],
@@ -402,9 +463,9 @@ pub(crate) mod tests {
             "cpu1 #8412 latency 842.1us: thread 815.0us, blocked by kworker/1:2 (pid 77, SCHED_OTHER) 790.3us; \
              irq 12.0us (virtio0-input 10.1us); softirq NET_RX 8.2us; unaccounted 3.1us"
         );
-        let v = verdict(0, 3, 5_000, None, &[cause(CauseKind::Unaccounted, "swapper/0", 5_000)]);
+        let v = verdict(0, 3, "latency", 5_000, None, &[cause(CauseKind::Unaccounted, "swapper/0", 5_000)]);
         assert_eq!(v, "cpu0 #3 latency 5.0us: unaccounted (interrupts off, hypervisor, SMI or idle exit) 5.0us");
-        assert_eq!(verdict(0, 1, 10, None, &[]), "cpu0 #1 latency 0.0us");
+        assert_eq!(verdict(0, 1, "latency", 10, None, &[]), "cpu0 #1 latency 0.0us");
     }
 
     #[test]
