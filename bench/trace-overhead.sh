@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# What --trace costs the measurement: rtscope wakeup with and without
-# --trace, same CPUs, priority and interval, in interleaved rounds
+# What --trace costs the measurement: rtscope wakeup (or noise) with and
+# without --trace, same CPUs, priority and interval, in interleaved rounds
 # (plain, traced, plain, traced, ...).
 #
 # Environment:
+#   PROBE        wakeup (default) or noise
 #   DURATION     seconds per run (default 20)
 #   ROUNDS       rounds, each one plain and one traced run (default 3)
 #   CPUS         CPU list, e.g. 0,2-3 (default: all online)
@@ -14,7 +15,10 @@
 # Needs root. Prints per-round figures, the medians, the ratios traced /
 # plain of p50 and p99 (all CPUs merged), the reader thread's CPU use and
 # the events the kernel lost, then the verdict: p50 ratio <= 1.05, p99
-# ratio <= 1.10, no lost events. Exits 0 either way; grep VERDICT.
+# ratio <= 1.10, no lost events. With PROBE=noise: the noise time per
+# second of active time and the interruptions >= 10 us per second, traced /
+# plain; verdict: noise time ratio <= 1.10, no lost events. Exits 0 either
+# way; grep VERDICT.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,6 +27,7 @@ source "$HERE/common.sh"
 DURATION=${DURATION:-20}
 ROUNDS=${ROUNDS:-3}
 INTERVAL=${INTERVAL:-1ms}
+PROBE=${PROBE:-wakeup}
 CPUS=${CPUS:-$(cat /sys/devices/system/cpu/online)}
 
 warn_unless_root "--trace will be refused and SCHED_FIFO will fail"
@@ -37,16 +42,29 @@ for r in $(seq 1 "$ROUNDS"); do
         # shellcheck disable=SC2206
         [[ $mode == traced ]] && extra=(--trace ${TRACE_ARGS:-})
         echo "== round $r: $mode (${DURATION}s on CPUs $CPUS)"
-        "$RTSCOPE" wakeup --cpus "$CPUS" --interval "$INTERVAL" --duration "${DURATION}s" "${extra[@]}" \
+        probe_args=(wakeup --interval "$INTERVAL")
+        [[ $PROBE == noise ]] && probe_args=(noise)
+        "$RTSCOPE" "${probe_args[@]}" --cpus "$CPUS" --duration "${DURATION}s" "${extra[@]}" \
             --db "$TMP/bench.db" --quiet --json "$TMP/$mode-$r.json"
         "$RTSCOPE" export last --db "$TMP/bench.db" -o "$TMP/$mode-$r.full.json"
     done
 done
 [[ -n ${KEEP:-} ]] && mkdir -p "$KEEP" && cp "$TMP"/*.json "$KEEP"/
 
-python3 - "$TMP" "$ROUNDS" <<'PY'
+python3 - "$TMP" "$ROUNDS" "$PROBE" <<'PY'
 import json, statistics, sys
-tmp, rounds = sys.argv[1], int(sys.argv[2])
+tmp, rounds, probe = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+def noise(doc):
+    """Noise us per active second, and interruptions >= 10 us per second, all CPUs."""
+    active = noise_ns = big = 0
+    for r in doc["results"]:
+        if r["metric"] != "interruption":
+            continue
+        active += r["active_ns"]
+        noise_ns += r["noise_ns"]
+        big += sum(n for lo, hi, n in r["histogram"] if lo >= 10_000)
+    return noise_ns / active * 1e6, big / active * 1e9
 
 def merged(doc):
     """p50 and p99 (ns) of the latency histograms of every CPU merged."""
@@ -66,6 +84,31 @@ def merged(doc):
                 return (lo + hi) / 2
         return items[-1][0][1]
     return q(0.50), q(0.99)
+
+if probe == "noise":
+    rows = {"plain": [], "traced": []}
+    cpu_pct, lost = [], 0
+    for r in range(1, rounds + 1):
+        for mode in ("plain", "traced"):
+            doc = json.load(open(f"{tmp}/{mode}-{r}.full.json"))
+            us_s, big_s = noise(doc)
+            rows[mode].append((us_s, big_s))
+            line = f"round {r} {mode:6}  noise {us_s:9.1f} us/s  interruptions >= 10us {big_s:7.1f}/s"
+            t = doc.get("trace")
+            if t:
+                cpu_pct.append(t["reader_cpu_pct"])
+                lost += sum(c["lost"] for c in t["per_cpu"])
+                line += f"  reader {t['reader_cpu_pct']:.2f}% CPU, lost {sum(c['lost'] for c in t['per_cpu'])}"
+            print(line)
+    med = {m: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for m, v in rows.items()}
+    rn, rb = med["traced"][0] / med["plain"][0], med["traced"][1] / max(med["plain"][1], 1e-9)
+    print(f"median plain   noise {med['plain'][0]:.1f} us/s  >= 10us {med['plain'][1]:.1f}/s")
+    print(f"median traced  noise {med['traced'][0]:.1f} us/s  >= 10us {med['traced'][1]:.1f}/s")
+    print(f"ratio traced/plain: noise time {rn:.3f}  interruptions >= 10us {rb:.3f}")
+    print(f"reader thread: median {statistics.median(cpu_pct):.2f}% of one CPU; events lost {lost}")
+    ok = rn <= 1.10 and lost == 0
+    print(f"VERDICT {'PASS' if ok else 'FAIL'} (noise time <= 1.10: {rn:.3f}, lost == 0: {lost})")
+    sys.exit(0)
 
 rows = {"plain": [], "traced": []}
 cpu_pct, lost, split, samples = [], 0, 0, 0
