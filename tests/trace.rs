@@ -135,30 +135,32 @@ fn verdicts(eps: &[&serde_json::Value]) -> String {
     eps.iter().map(|e| e["verdict"].as_str().unwrap()).collect::<Vec<_>>().join("\n")
 }
 
+/// `probe` traced on `cpu` for 6 s beside a spinner of `spin` per 20 ms,
+/// explaining every sample above `threshold`; the export and the
+/// spinner's thread ids.
+fn traced_beside_spinner(
+    fx: &Fixture,
+    probe: &[&str],
+    cpu: &str,
+    spin: &str,
+    threshold: &str,
+) -> (serde_json::Value, Vec<i64>) {
+    let (mut spinner, tids) = spinner(cpu, spin, "12s");
+    let mut args = probe.to_vec();
+    args.extend(["--trace", "--cpus", cpu, "-D", "6s", "--cause-threshold", threshold, "--episodes", "1000"]);
+    args.extend(["--db", &fx.db, "-q"]);
+    let o = rtscope(&args);
+    let _ = spinner.kill();
+    let _ = spinner.wait();
+    assert!(o.status.success(), "{}", text(&o));
+    (export(&fx.db, &[]), tids)
+}
+
 #[test]
 fn episodes_name_a_known_spinner() {
     let Some(fx) = Fixture::root() else { return };
     let cpu = last_cpu().to_string();
-    let (mut spinner, tids) = spinner(&cpu, "400us", "12s");
-    let o = rtscope(&[
-        "wakeup",
-        "--trace",
-        "--cpus",
-        &cpu,
-        "-D",
-        "6s",
-        "--cause-threshold",
-        "200us",
-        "--episodes",
-        "1000",
-        "--db",
-        &fx.db,
-        "-q",
-    ]);
-    let _ = spinner.kill();
-    let _ = spinner.wait();
-    assert!(o.status.success(), "{}", text(&o));
-    let doc = export(&fx.db, &[]);
+    let (doc, tids) = traced_beside_spinner(&fx, &["wakeup"], &cpu, "400us", "200us");
     let (big, named) = named_spinner(&doc, &cpu, 200_000, &tids);
     assert!(big.len() >= 10, "a 400 us spin every 20 ms: {} episodes above 200 us", big.len());
     assert!(named * 10 >= big.len() * 9, "{named} of {} name the spinner {tids:?}:\n{}", big.len(), verdicts(&big));
@@ -170,28 +172,7 @@ fn episodes_name_a_known_spinner() {
 fn noise_interruptions_name_a_known_spinner() {
     let Some(fx) = Fixture::root() else { return };
     let cpu = last_cpu().to_string();
-    let (mut spinner, tids) = spinner(&cpu, "200us", "10s");
-    let o = rtscope(&[
-        "noise",
-        "--trace",
-        "--cpus",
-        &cpu,
-        "-p",
-        "50",
-        "-D",
-        "6s",
-        "--cause-threshold",
-        "100us",
-        "--episodes",
-        "1000",
-        "--db",
-        &fx.db,
-        "-q",
-    ]);
-    let _ = spinner.kill();
-    let _ = spinner.wait();
-    assert!(o.status.success(), "{}", text(&o));
-    let doc = export(&fx.db, &[]);
+    let (doc, tids) = traced_beside_spinner(&fx, &["noise", "-p", "50"], &cpu, "200us", "100us");
     for e in doc["episodes"].as_array().unwrap() {
         assert!(e["stages"].is_null(), "an interruption has no stages: {e}");
         let sum: u64 = e["causes"].as_array().unwrap().iter().map(|c| c["ns"].as_u64().unwrap()).sum();
