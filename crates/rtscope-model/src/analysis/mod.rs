@@ -9,3 +9,5 @@ pub mod gpd;
 pub mod nm;
 pub mod obs;
 pub mod pot;
+pub mod mttf;
+pub mod rta;
