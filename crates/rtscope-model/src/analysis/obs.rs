@@ -227,7 +227,8 @@ impl Obs {
 
     /// The value at quantile q (the ceil(q n)-th smallest).
     pub fn quantile(&self, q: f64) -> f64 {
-        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n.max(1));
+        // 0.999 x 100000 is 99900.00000000001 in floating point: not 99901.
+        let rank = ((q * self.n as f64 - 1e-6).ceil() as u64).clamp(1, self.n.max(1));
         let i = self.cum.partition_point(|&c| c < rank);
         self.values[i.min(self.values.len() - 1)].0
     }

@@ -385,12 +385,7 @@ pub fn analyze(obs: &Obs, requested: Option<f64>) -> Result<(TailModel, TailRepo
     Ok((model, report))
 }
 
-fn block_test(
-    obs: &Obs,
-    name: &'static str,
-    min: usize,
-    test: impl Fn(&[f64]) -> Option<(f64, f64)>,
-) -> TestResult {
+fn block_test(obs: &Obs, name: &'static str, min: usize, test: impl Fn(&[f64]) -> Option<(f64, f64)>) -> TestResult {
     if obs.blocks.len() < min {
         return TestResult::not_run(
             name,

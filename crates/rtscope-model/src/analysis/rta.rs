@@ -59,9 +59,8 @@ pub fn parse_tasks(text: &str, origin: &str) -> Result<Vec<Task>, String> {
     let count = file.task.len() as i64;
     let mut tasks = Vec::new();
     for (i, s) in file.task.into_iter().enumerate() {
-        let dur = |field: &str, v: &str| {
-            parse_duration(v).map_err(|e| format!("{origin}: task '{}': {field}: {e}", s.name))
-        };
+        let dur =
+            |field: &str, v: &str| parse_duration(v).map_err(|e| format!("{origin}: task '{}': {field}: {e}", s.name));
         let wcet_ns = dur("wcet", &s.wcet)?;
         let period_ns = dur("period", &s.period)?;
         if period_ns == 0 || wcet_ns == 0 {
@@ -129,7 +128,8 @@ pub struct RtaReport {
 /// Stops early once a job misses the deadline.
 fn response_time(tasks: &[Task], i: usize) -> (u64, bool) {
     let t = &tasks[i];
-    let hp: Vec<&Task> = tasks.iter().enumerate().filter(|(j, o)| *j != i && o.priority >= t.priority).map(|x| x.1).collect();
+    let hp: Vec<&Task> =
+        tasks.iter().enumerate().filter(|(j, o)| *j != i && o.priority >= t.priority).map(|x| x.1).collect();
     let mut worst = 0u64;
     for q in 0u64..100_000 {
         let mut w = t.blocking_ns + (q + 1) * t.wcet_ns;
@@ -228,7 +228,13 @@ pub fn with_jitter(tasks: &[Task], latency_ns: u64) -> Vec<Task> {
     tasks.iter().map(|t| Task { jitter_ns: t.jitter_ns.max(latency_ns), ..t.clone() }).collect()
 }
 
-pub fn pseudo_worst_case(tasks: &[Task], report: &RtaReport, eps: f64, latency_ns: u64, source: String) -> PseudoWorstCase {
+pub fn pseudo_worst_case(
+    tasks: &[Task],
+    report: &RtaReport,
+    eps: f64,
+    latency_ns: u64,
+    source: String,
+) -> PseudoWorstCase {
     let releases: f64 = tasks.iter().map(|t| 3.6e12 / t.period_ns as f64).sum();
     let ok = report.schedulable;
     PseudoWorstCase {
@@ -243,12 +249,7 @@ pub fn pseudo_worst_case(tasks: &[Task], report: &RtaReport, eps: f64, latency_n
 
 /// A line for people: "R = 7ms <= D = 9ms".
 pub fn describe(r: &TaskResult) -> String {
-    format!(
-        "R = {} {} D = {}",
-        human(r.response_time_ns),
-        if r.schedulable { "<=" } else { ">" },
-        human(r.deadline_ns)
-    )
+    format!("R = {} {} D = {}", human(r.response_time_ns), if r.schedulable { "<=" } else { ">" }, human(r.deadline_ns))
 }
 
 #[cfg(test)]
@@ -395,7 +396,8 @@ mod tests {
         assert!(e.contains("f.toml") && e.contains("wcet") && e.contains("unit"), "{e}");
         assert!(parse_tasks("[[task]]\nname='a'\nwcet='1ms'\n", "f").unwrap_err().contains("period"));
         assert!(parse_tasks("x = 1", "f").is_err());
-        let mixed = "[[task]]\nname='a'\nwcet='1ms'\nperiod='10ms'\npriority=1\n[[task]]\nname='b'\nwcet='1ms'\nperiod='2ms'\n";
+        let mixed =
+            "[[task]]\nname='a'\nwcet='1ms'\nperiod='10ms'\npriority=1\n[[task]]\nname='b'\nwcet='1ms'\nperiod='2ms'\n";
         assert!(parse_tasks(mixed, "f").unwrap_err().contains("every task a priority"));
     }
 
