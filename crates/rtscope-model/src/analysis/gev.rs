@@ -7,6 +7,7 @@
 use super::nm;
 use serde::Serialize;
 use statrs::function::gamma::gamma;
+use std::cmp::Ordering::Greater;
 
 const XI_ZERO: f64 = 1e-9;
 
@@ -55,7 +56,7 @@ impl Gev {
 }
 
 pub fn loglik(g: &Gev, data: &[f64]) -> f64 {
-    if !(g.sigma > 0.0) || !(-0.95..=3.0).contains(&g.xi) {
+    if g.sigma.partial_cmp(&0.0) != Some(Greater) || !(-0.95..=3.0).contains(&g.xi) {
         return f64::NEG_INFINITY;
     }
     let ls = g.sigma.ln();

@@ -5,6 +5,7 @@
 
 use super::nm;
 use serde::Serialize;
+use std::cmp::Ordering::Greater;
 
 /// Shapes outside this range are refused: below -1 the likelihood is
 /// unbounded, above 3 no latency distribution has a mean or a variance.
@@ -68,7 +69,7 @@ pub type Excesses = [(f64, u64)];
 /// The log-likelihood of `data` under GPD(sigma, xi); -inf outside the
 /// support or the parameter space.
 pub fn loglik(sigma: f64, xi: f64, data: &Excesses) -> f64 {
-    if !(sigma > 0.0) || !(XI_MIN..=XI_MAX).contains(&xi) {
+    if sigma.partial_cmp(&0.0) != Some(Greater) || !(XI_MIN..=XI_MAX).contains(&xi) {
         return f64::NEG_INFINITY;
     }
     let ls = sigma.ln();
@@ -108,7 +109,7 @@ pub fn pwm(data: &Excesses) -> Gpd {
     a0 /= k;
     a1 /= k;
     let d = a0 - 2.0 * a1;
-    if !(d > 0.0) || !(a0 > 0.0) {
+    if d.partial_cmp(&0.0) != Some(Greater) || a0.partial_cmp(&0.0) != Some(Greater) {
         return Gpd { sigma: a0.max(1e-9), xi: 0.0 };
     }
     let xi = (2.0 - a0 / d).clamp(XI_MIN + 0.05, XI_MAX - 0.05);
@@ -167,7 +168,7 @@ fn std_errors(g: Gpd, data: &Excesses) -> (f64, f64) {
     // Information = -Hessian; invert the 2x2.
     let (a, b, c) = (-dss, -dsx, -dxx);
     let det = a * c - b * b;
-    if !(det > 0.0) || !(a > 0.0) || !det.is_finite() {
+    if det.partial_cmp(&0.0) != Some(Greater) || a.partial_cmp(&0.0) != Some(Greater) || !det.is_finite() {
         return (f64::NAN, f64::NAN);
     }
     ((c / det).sqrt(), (a / det).sqrt())
@@ -184,7 +185,7 @@ fn sigma_for(d: f64, m: f64, xi: f64) -> f64 {
 /// is d above the threshold": the likelihood maximised over xi with sigma
 /// tied to (d, m, xi). Needs d > 0 and m > 1.
 pub fn profile(data: &Excesses, d: f64, m: f64) -> f64 {
-    if !(d > 0.0) || !(m > 1.0) {
+    if d.partial_cmp(&0.0) != Some(Greater) || m.partial_cmp(&1.0) != Some(Greater) {
         return f64::NEG_INFINITY;
     }
     let l = |xi: f64| loglik(sigma_for(d, m, xi), xi, data);
@@ -196,14 +197,14 @@ pub fn profile(data: &Excesses, d: f64, m: f64) -> f64 {
         if v > best.1 {
             best = (xi, v);
         }
-        xi += 0.05;
+        xi += 0.1;
     }
     if !best.1.is_finite() {
         return f64::NEG_INFINITY;
     }
-    let lo = (best.0 - 0.05).max(XI_MIN + 1e-6);
-    let hi = (best.0 + 0.05).min(XI_MAX - 1e-6);
-    let (_, v) = nm::golden_max(&l, lo, hi, 40);
+    let lo = (best.0 - 0.1).max(XI_MIN + 1e-6);
+    let hi = (best.0 + 0.1).min(XI_MAX - 1e-6);
+    let (_, v) = nm::golden_max(&l, lo, hi, 32);
     v.max(best.1)
 }
 

@@ -79,6 +79,16 @@ pub struct Mttf {
 
 /// P(latency > s) per sample: (p, low, high, source).
 pub fn p_exceed(obs: &Obs, tail: Option<&TailModel>, s: f64) -> (Option<f64>, Option<f64>, Option<f64>, Source) {
+    p_exceed_with(obs, tail, s, true)
+}
+
+/// [`p_exceed`], without the interval unless `interval`.
+fn p_exceed_with(
+    obs: &Obs,
+    tail: Option<&TailModel>,
+    s: f64,
+    interval: bool,
+) -> (Option<f64>, Option<f64>, Option<f64>, Source) {
     let c = obs.count_above(s);
     let n = obs.n as f64;
     if c >= MIN_OBSERVED {
@@ -87,6 +97,7 @@ pub fn p_exceed(obs: &Obs, tail: Option<&TailModel>, s: f64) -> (Option<f64>, Op
         return (Some(cf / n), Some(((cf - half).max(0.0)) / n), Some(((cf + half) / n).min(1.0)), Source::Observed);
     }
     match tail {
+        Some(t) if s >= t.u && !interval => (Some(t.p_model(s)), None, None, Source::FittedTail),
         Some(t) if s >= t.u => {
             let (p, lo, hi) = t.p_interval(s);
             (Some(p), Some(lo.unwrap_or(0.0)), Some(hi), Source::FittedTail)
@@ -110,7 +121,7 @@ pub fn mttf(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute)
             let mut p = 0.0;
             let mut src = Source::Observed;
             for &(cv, w) in d {
-                let (pi, _, _, si) = p_exceed(obs, tail, base - cv);
+                let (pi, _, _, si) = p_exceed_with(obs, tail, base - cv, false);
                 match pi {
                     Some(pi) => p += w * pi,
                     None => {
@@ -134,7 +145,7 @@ pub fn mttf(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute)
             "fewer than {MIN_OBSERVED} samples above the slack {} and no tail fit: measure longer",
             human(slack.max(0.0) as u64)
         ),
-        (_, Some(p)) if p == 0.0 => "the slack is beyond the fitted tail's end point: no underrun expected".into(),
+        (_, Some(0.0)) => "the slack is beyond the fitted tail's end point: no underrun expected".into(),
         (Source::Observed, _) => format!("observed: {MIN_OBSERVED} or more samples above the slack"),
         (Source::FittedTail, _) => "from the fitted tail".into(),
     };
@@ -159,12 +170,21 @@ pub fn mttf(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute)
 /// The smallest n (2..=64) whose MTTF reaches `target_s`, judged on the
 /// MTTF's point estimate.
 pub fn smallest_n(obs: &Obs, tail: Option<&TailModel>, t_ns: u64, c: &Compute, target_s: f64) -> Option<u32> {
+    let theta = tail.map_or(1.0, |t| t.theta);
+    let t_s = t_ns as f64 / 1e9;
     (2..=64).find(|&n| {
-        let m = mttf(obs, tail, n, t_ns, c);
-        match (m.p_exceed, m.mttf_s) {
-            (Some(0.0), _) => true,
-            (_, Some(s)) => s >= target_s,
-            _ => false,
+        let base = (n - 1) as f64 * t_ns as f64;
+        let p = match c {
+            Compute::Fixed(c) => p_exceed_with(obs, tail, base - *c as f64, false).0,
+            Compute::Dist(d) => d
+                .iter()
+                .map(|&(cv, w)| p_exceed_with(obs, tail, base - cv, false).0.map(|p| w * p))
+                .sum::<Option<f64>>(),
+        };
+        match p {
+            Some(0.0) => true,
+            Some(p) => t_s / (theta * p) >= target_s,
+            None => false,
         }
     })
 }

@@ -133,7 +133,7 @@ impl TailModel {
         let p = self.p_model(x);
         let dev = |m: f64| 2.0 * (self.fit.loglik - gpd::profile(&self.excesses, d, m));
         // m = excesses per exceedance of x; scan log m.
-        let grid: Vec<f64> = (0..=240).map(|i| (1.000_001f64).max((i as f64 * 0.15).exp())).collect();
+        let grid: Vec<f64> = (0..=120).map(|i| (1.000_001f64).max((i as f64 * 0.3).exp())).collect();
         let inside: Vec<bool> = grid.iter().map(|&m| dev(m) <= CRIT).collect();
         let (Some(first), Some(last)) = (inside.iter().position(|&b| b), inside.iter().rposition(|&b| b)) else {
             return (p, Some(p), p);
@@ -445,16 +445,21 @@ fn gev_check(obs: &Obs, model: &TailModel, levels: &ReturnLevels) -> GevCheck {
     let agrees = (lo..=hi).contains(&z) || (z - value).abs() <= 0.1 * value.abs();
     out.passed = Some(agrees);
     out.note = if agrees {
-        format!("the block-maxima level for a {name} agrees with the tail fit's interval")
+        format!("the block-maxima level for {} {name} agrees with the tail fit's interval", article(name))
     } else {
         format!(
-            "the block-maxima level for a {name} ({}) is outside the tail fit's interval [{}, {}]",
+            "the block-maxima level for {} {name} ({}) is outside the tail fit's interval [{}, {}]",
+            article(name),
             human(z.max(0.0) as u64),
             human(lo.max(0.0) as u64),
             if hi.is_finite() { human(hi as u64) } else { "unbounded".into() }
         )
     };
     out
+}
+
+fn article(period: &str) -> &'static str {
+    if period == "hour" { "an" } else { "a" }
 }
 
 fn halves_check(obs: &Obs, model: &TailModel) -> HalvesCheck {

@@ -337,7 +337,8 @@ fn eval_stat(s: &SeriesAnalysis, stat: &Stat, op: Op, limit: f64) -> Verdict {
         Stat::Period(pname, secs) => {
             if *secs > REFUSED * st.observed_duration_s {
                 v.evidence = format!(
-                    "a {pname} is more than {REFUSED:.0}x the {} observed: too far to extrapolate",
+                    "{} {pname} is more than {REFUSED:.0}x the {} observed: too far to extrapolate",
+                    if *pname == "hour" { "an" } else { "a" },
                     dur_s(st.observed_duration_s)
                 );
                 v.measure_for = Some(dur_s(secs / REFUSED));
