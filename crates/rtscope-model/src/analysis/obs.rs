@@ -164,7 +164,8 @@ impl Obs {
     }
 
     /// The lowest level above which the timed exceedances hold (nearly)
-    /// every sample the histogram has: a run keeps those above a threshold
+    /// every sample the histogram has (90 %: the run may have lost a few to a
+    /// full ring): a run keeps those above a threshold
     /// that moved (the running p99.9), so low levels are incomplete.
     fn complete_level(&self) -> f64 {
         let mut vals: Vec<f64> = self.timed.iter().map(|t| t.1).collect();
@@ -176,7 +177,7 @@ impl Obs {
                 continue;
             }
             let hist = self.count_above(v * 1.001) as f64;
-            if (i as f64) < 0.95 * hist - 1.0 {
+            if (i as f64) < 0.9 * hist - 2.0 {
                 break;
             }
             level = v;
