@@ -56,6 +56,7 @@ pub fn main() -> Result<i32> {
         Cmd::Show(a) => show(a),
         Cmd::Export(a) => export_run(a),
         Cmd::Import(a) => import(a),
+        Cmd::Analyze(a) => crate::analyze::main(a),
         Cmd::Disturb(a) => disturb_cmd(a, &signal),
         Cmd::SecondProcess(a) => {
             let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;

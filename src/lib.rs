@@ -3,6 +3,7 @@
 //! Everything that touches the OS lives here; the result model and the pure
 //! analysis are in `rtscope-model`.
 
+pub mod analyze;
 pub mod cli;
 pub mod commands;
 pub mod disturb;

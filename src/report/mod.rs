@@ -1,5 +1,6 @@
 //! Output formats, one file each behind [`Report`].
 
+pub mod analyze;
 mod json;
 mod perfetto;
 mod text;

@@ -1,0 +1,269 @@
+//! Mean time to a buffer underrun (the references' soft-modem analysis,
+//! figures 6 and 7 of 002): n buffers of period t, compute time c per
+//! period; the slack is s = (n - 1) t - c, an underrun happens when the
+//! latency exceeds it, with probability p per period; MTTF = t / (theta p).
+
+use super::obs::Obs;
+use super::pot::{MIN_OBSERVED, TailModel};
+use crate::units::human;
+use serde::Serialize;
+
+/// The compute time per period: fixed, or a distribution (value ns,
+/// probability) measured separately from the latency.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Compute {
+    Fixed(u64),
+    Dist(Vec<(f64, f64)>),
+}
+
+impl Compute {
+    /// A distribution from samples (ns).
+    pub fn from_samples(v: &[i64]) -> Compute {
+        let mut s: Vec<i64> = v.to_vec();
+        s.sort_unstable();
+        let n = s.len() as f64;
+        let mut out: Vec<(f64, f64)> = Vec::new();
+        for x in s {
+            match out.last_mut() {
+                Some(last) if last.0 == x as f64 => last.1 += 1.0 / n,
+                _ => out.push((x as f64, 1.0 / n)),
+            }
+        }
+        Compute::Dist(out)
+    }
+
+    pub fn mean(&self) -> f64 {
+        match self {
+            Compute::Fixed(c) => *c as f64,
+            Compute::Dist(d) => d.iter().map(|(v, p)| v * p).sum(),
+        }
+    }
+}
+
+/// Where p comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// At least 10 samples above the slack in the data.
+    Observed,
+    /// The fitted tail beyond the data.
+    FittedTail,
+    /// Neither: too few exceedances and no tail fit.
+    NotEnoughData,
+}
+
+/// One MTTF figure.
+#[derive(Clone, Debug, Serialize)]
+pub struct Mttf {
+    pub buffers: u32,
+    pub period_ns: u64,
+    /// The fixed compute time, or the mean of its distribution.
+    pub compute_ns: f64,
+    pub slack_ns: i64,
+    /// Per-period probability that the latency exceeds the slack.
+    pub p_exceed: Option<f64>,
+    /// Its 95 % interval (from the tail fit's profile likelihood, or a
+    /// Poisson interval on the observed count; fixed compute time only).
+    pub p_low: Option<f64>,
+    pub p_high: Option<f64>,
+    pub source: Source,
+    pub theta: f64,
+    /// None when p is 0 (beyond the fitted tail's end point) or unknown.
+    pub mttf_s: Option<f64>,
+    pub mttf_low_s: Option<f64>,
+    pub mttf_high_s: Option<f64>,
+    /// Underrun episodes per hour (clusters counted once): 3600 / MTTF.
+    pub underruns_per_hour: Option<f64>,
+    pub note: String,
+}
+
+/// P(latency > s) per sample: (p, low, high, source).
+pub fn p_exceed(obs: &Obs, tail: Option<&TailModel>, s: f64) -> (Option<f64>, Option<f64>, Option<f64>, Source) {
+    p_exceed_with(obs, tail, s, true)
+}
+
+/// [`p_exceed`], without the interval unless `interval`.
+fn p_exceed_with(
+    obs: &Obs,
+    tail: Option<&TailModel>,
+    s: f64,
+    interval: bool,
+) -> (Option<f64>, Option<f64>, Option<f64>, Source) {
+    let c = obs.count_above(s);
+    let n = obs.n as f64;
+    if c >= MIN_OBSERVED {
+        let cf = c as f64;
+        let half = 1.96 * cf.sqrt();
+        return (Some(cf / n), Some(((cf - half).max(0.0)) / n), Some(((cf + half) / n).min(1.0)), Source::Observed);
+    }
+    match tail {
+        Some(t) if s >= t.u && !interval => (Some(t.p_model(s)), None, None, Source::FittedTail),
+        Some(t) if s >= t.u => {
+            let (p, lo, hi) = t.p_interval(s);
+            (Some(p), Some(lo.unwrap_or(0.0)), Some(hi), Source::FittedTail)
+        }
+        _ => (None, None, None, Source::NotEnoughData),
+    }
+}
+
+/// The MTTF of `n` buffers of period `t_ns` with compute time `c`.
+pub fn mttf(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute) -> Mttf {
+    let theta = tail.map_or(1.0, |t| t.theta);
+    let base = (n.saturating_sub(1) as f64) * t_ns as f64;
+    let (p, lo, hi, source, slack) = match c {
+        Compute::Fixed(c) => {
+            let s = base - *c as f64;
+            let (p, lo, hi, src) = p_exceed(obs, tail, s);
+            (p, lo, hi, src, s)
+        }
+        Compute::Dist(d) => {
+            // p = sum over c of P(C = c) P(L > s - c): point estimate only.
+            let mut p = 0.0;
+            let mut src = Source::Observed;
+            for &(cv, w) in d {
+                let (pi, _, _, si) = p_exceed_with(obs, tail, base - cv, false);
+                match pi {
+                    Some(pi) => p += w * pi,
+                    None => {
+                        src = Source::NotEnoughData;
+                        break;
+                    }
+                }
+                if si == Source::FittedTail && src == Source::Observed {
+                    src = Source::FittedTail;
+                }
+            }
+            let s = base - c.mean();
+            if src == Source::NotEnoughData { (None, None, None, src, s) } else { (Some(p), None, None, src, s) }
+        }
+    };
+    let t_s = t_ns as f64 / 1e9;
+    let to_mttf = |p: f64| (p > 0.0).then(|| t_s / (theta * p));
+    let mttf_s = p.and_then(to_mttf);
+    let note = match (source, p) {
+        (Source::NotEnoughData, _) => format!(
+            "fewer than {MIN_OBSERVED} samples above the slack {} and no tail fit: measure longer",
+            human(slack.max(0.0) as u64)
+        ),
+        (_, Some(0.0)) => "the slack is beyond the fitted tail's end point: no underrun expected".into(),
+        (Source::Observed, _) => format!("observed: {MIN_OBSERVED} or more samples above the slack"),
+        (Source::FittedTail, _) => "from the fitted tail".into(),
+    };
+    Mttf {
+        buffers: n,
+        period_ns: t_ns,
+        compute_ns: c.mean(),
+        slack_ns: slack.round() as i64,
+        p_exceed: p,
+        p_low: lo,
+        p_high: hi,
+        source,
+        theta,
+        mttf_s,
+        mttf_low_s: hi.and_then(to_mttf),
+        mttf_high_s: lo.and_then(to_mttf),
+        underruns_per_hour: p.map(|p| 3600.0 / t_s * theta * p),
+        note,
+    }
+}
+
+/// The smallest n (2..=64) whose MTTF reaches `target_s`, judged on the
+/// MTTF's point estimate.
+pub fn smallest_n(obs: &Obs, tail: Option<&TailModel>, t_ns: u64, c: &Compute, target_s: f64) -> Option<u32> {
+    let theta = tail.map_or(1.0, |t| t.theta);
+    let t_s = t_ns as f64 / 1e9;
+    (2..=64).find(|&n| {
+        let base = (n - 1) as f64 * t_ns as f64;
+        let p = match c {
+            Compute::Fixed(c) => p_exceed_with(obs, tail, base - *c as f64, false).0,
+            Compute::Dist(d) => d
+                .iter()
+                .map(|&(cv, w)| p_exceed_with(obs, tail, base - cv, false).0.map(|p| w * p))
+                .sum::<Option<f64>>(),
+        };
+        match p {
+            Some(0.0) => true,
+            Some(p) => t_s / (theta * p) >= target_s,
+            None => false,
+        }
+    })
+}
+
+/// The MTTF table of one measured series: every n in `buffers` for every
+/// period in `periods`, with the smallest n for the target.
+#[derive(Clone, Debug, Serialize)]
+pub struct MttfTable {
+    pub target_s: f64,
+    pub compute: String,
+    pub rows: Vec<Mttf>,
+    /// (period ns, smallest n reaching the target) per period.
+    pub smallest_n: Vec<(u64, Option<u32>)>,
+}
+
+pub fn table(
+    obs: &Obs,
+    tail: Option<&TailModel>,
+    periods: &[u64],
+    buffers: &[u32],
+    compute: impl Fn(u64) -> Compute,
+    compute_text: String,
+    target_s: f64,
+) -> MttfTable {
+    let mut rows = Vec::new();
+    let mut small = Vec::new();
+    for &t in periods {
+        let c = compute(t);
+        for &n in buffers {
+            rows.push(mttf(obs, tail, n, t, &c));
+        }
+        small.push((t, smallest_n(obs, tail, t, &c, target_s)));
+    }
+    MttfTable { target_s, compute: compute_text, rows, smallest_n: small }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A constructed sample set: 100 000 samples at 1 kHz, of which
+    /// exactly 1 % (every 100th) is 5 ms and the rest 100 us. With t = 1 ms,
+    /// n = 3, c = 1 ms the slack is 1 ms: p = 0.01, theta = 1 (isolated
+    /// spikes), MTTF = 1 ms / 0.01 = 0.1 s, 36 000 underruns per hour.
+    #[test]
+    fn mttf_formula_on_a_constructed_set() {
+        let v: Vec<i64> = (0..100_000).map(|i| if i % 100 == 37 { 5_000_000 } else { 100_000 }).collect();
+        let o = Obs::from_samples(&v, None, Some(1000.0)).unwrap();
+        let m = mttf(&o, None, 3, 1_000_000, &Compute::Fixed(1_000_000));
+        assert_eq!(m.slack_ns, 1_000_000);
+        assert_eq!(m.source, Source::Observed);
+        assert!((m.p_exceed.unwrap() - 0.01).abs() < 1e-12);
+        assert!((m.mttf_s.unwrap() - 0.1).abs() < 1e-9, "{m:?}");
+        assert!((m.underruns_per_hour.unwrap() - 36_000.0).abs() < 1e-6);
+        assert!(m.mttf_low_s.unwrap() < 0.1 && m.mttf_high_s.unwrap() > 0.1);
+        // With theta = 1/2 (spikes in pairs) the MTTF doubles.
+        let tail = TailModel {
+            u: 0.0,
+            fit: crate::analysis::gpd::fit(&[(1.0, 20), (2.0, 20), (3.0, 20)]).unwrap(),
+            excesses: vec![],
+            zeta: 1.0,
+            theta: 0.5,
+            theta_note: String::new(),
+            n: o.n,
+            rate_hz: 1000.0,
+            duration_s: 100.0,
+        };
+        let m2 = mttf(&o, Some(&tail), 3, 1_000_000, &Compute::Fixed(1_000_000));
+        assert!((m2.mttf_s.unwrap() - 0.2).abs() < 1e-9, "{m2:?}");
+        // Slack of 5 ms or more: no sample above it, no tail: not enough data.
+        let m3 = mttf(&o, None, 7, 1_000_000, &Compute::Fixed(1_000_000));
+        assert_eq!(m3.source, Source::NotEnoughData);
+        assert!(m3.mttf_s.is_none());
+        // A compute time distribution: half the periods 1 ms, half 2.5 ms:
+        // slack 1 ms (p = 0.01) or -0.5 ms (p = 1): p = 0.505.
+        let c = Compute::from_samples(&[1_000_000, 2_500_000]);
+        let m4 = mttf(&o, None, 3, 1_000_000, &c);
+        assert!((m4.p_exceed.unwrap() - 0.505).abs() < 1e-12, "{m4:?}");
+        assert_eq!(smallest_n(&o, None, 1_000_000, &Compute::Fixed(0), 0.05), Some(2));
+        assert_eq!(smallest_n(&o, None, 1_000_000, &Compute::Fixed(1_000_000), 1.0), None);
+    }
+}

@@ -1,0 +1,307 @@
+//! Text output of `rtscope analyze`: per series the statistics, observed
+//! rates, the tail with its return levels and diagnostics, the MTTF table;
+//! then the verdicts.
+
+use anyhow::Result;
+use rtscope_model::analysis::mttf::{Mttf, Source};
+use rtscope_model::analysis::pot::TailReport;
+use rtscope_model::analysis::rta::{PseudoWorstCase, RtaReport};
+use rtscope_model::analysis::series::SeriesAnalysis;
+use rtscope_model::analysis::verdict::{Status, Verdict};
+use rtscope_model::run::Run;
+use rtscope_model::units::{human, us_f, us_i};
+use std::io::Write;
+
+fn dur_s(s: f64) -> String {
+    if !s.is_finite() || s > 1e15 {
+        return "> 30 My".into();
+    }
+    if s >= 86_400.0 * 365.0 {
+        return format!("{:.1} years", s / (86_400.0 * 365.0));
+    }
+    if s >= 86_400.0 {
+        return format!("{:.1} days", s / 86_400.0);
+    }
+    let ns = if s >= 60.0 { s.round() * 1e9 } else { (s * 1e6).round() * 1e3 };
+    human(ns as u64)
+}
+
+fn opt_us(v: Option<i64>) -> String {
+    v.map_or("-".into(), us_i)
+}
+
+/// `rtscope analyze RUN`.
+pub fn write_run(run: &Run, all: &[SeriesAnalysis], verdicts: &[Verdict], out: &mut dyn Write) -> Result<()> {
+    let h = &run.header;
+    writeln!(out, "rtscope analyze · run {} · {} · {} · {}", h.id, h.kind, h.status.as_str(), h.hostname)?;
+    if !h.representative {
+        writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling; the figures describe that run only")?;
+    }
+    for s in all {
+        writeln!(out)?;
+        write_series(s, out)?;
+    }
+    if !verdicts.is_empty() {
+        writeln!(out, "\nverdicts")?;
+        for v in verdicts {
+            write_verdict(v, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_verdict(v: &Verdict, out: &mut dyn Write) -> Result<()> {
+    let tag = match v.status {
+        Status::Pass => "PASS",
+        Status::Fail => "FAIL",
+        Status::NotEnoughData => "NOT ENOUGH DATA",
+    };
+    writeln!(out, "  {tag:<15} {}", v.requirement)?;
+    writeln!(out, "  {:<15} {}{}", "", v.series.as_ref().map(|s| format!("{s}: ")).unwrap_or_default(), v.evidence)?;
+    if v.confidence != "observed" {
+        writeln!(out, "  {:<15} confidence {}", "", v.confidence)?;
+    }
+    for r in v.reasons.iter().filter(|r| !r.starts_with("every diagnostic")) {
+        writeln!(out, "  {:<15}   - {r}", "")?;
+    }
+    if let Some(m) = &v.measure_for {
+        writeln!(out, "  {:<15} measure for: {m}", "")?;
+    }
+    Ok(())
+}
+
+/// One series (also `analyze tail`).
+pub fn write_series(s: &SeriesAnalysis, out: &mut dyn Write) -> Result<()> {
+    let r = &s.report;
+    let st = &r.stats;
+    let name = if r.cpu < 0 { r.metric.clone() } else { format!("{} {} CPU {}", r.probe, r.metric, r.cpu) };
+    writeln!(out, "{name} · {} samples over {} · {:.1}/s", st.count, dur_s(st.observed_duration_s), st.rate_hz)?;
+    write!(out, "  (us)  min {}  mean {}", us_i(st.min_ns), us_f(st.mean_ns))?;
+    for p in &st.percentiles {
+        write!(out, "  {} {}{}", p.name, us_i(p.value_ns), if p.thin { "*" } else { "" })?;
+    }
+    writeln!(out, "  max {}  jitter {}", us_i(st.max_ns), us_i(st.jitter_ns))?;
+    if st.percentiles.iter().any(|p| p.thin) {
+        writeln!(out, "  * fewer than 10 samples above it: read it as the maximum")?;
+    }
+    if let Some(last) = st.observed_rates.last() {
+        let rates: Vec<String> = st
+            .observed_rates
+            .iter()
+            .rev()
+            .take(4)
+            .map(|r| format!("> {} us {:.1}/h", r.x_ns / 1000, r.per_hour))
+            .collect();
+        writeln!(out, "  observed exceedance rates (>= 10 each): {}", rates.join(", "))?;
+        let _ = last;
+    }
+    match (&r.tail, &r.tail_error) {
+        (Some(t), _) => write_tail(t, out)?,
+        (None, Some(e)) => writeln!(out, "  tail: no fit: {e}")?,
+        _ => {}
+    }
+    if let Some(m) = &r.mttf {
+        writeln!(out, "  MTTF (buffer underrun) with compute time = {}, target {}:", m.compute, dur_s(m.target_s))?;
+        let mut ns: Vec<u32> = m.rows.iter().map(|r| r.buffers).collect();
+        ns.sort_unstable();
+        ns.dedup();
+        write!(out, "    {:>9}", "period")?;
+        for n in &ns {
+            write!(out, " {:>14}", format!("n={n}"))?;
+        }
+        writeln!(out, "  smallest n")?;
+        for (t, small) in &m.smallest_n {
+            write!(out, "    {:>9}", human(*t))?;
+            for n in &ns {
+                let cell = m.rows.iter().find(|r| r.period_ns == *t && r.buffers == *n).map_or("-".into(), mttf_cell);
+                write!(out, " {cell:>14}")?;
+            }
+            writeln!(out, "  {}", small.map_or("> 64".into(), |n| n.to_string()))?;
+        }
+        writeln!(out, "    (o: observed, f: fitted tail, ?: not enough data)")?;
+    }
+    Ok(())
+}
+
+fn mttf_cell(m: &Mttf) -> String {
+    let tag = match m.source {
+        Source::Observed => "o",
+        Source::FittedTail => "f",
+        Source::NotEnoughData => return "?".into(),
+    };
+    match m.mttf_s {
+        Some(s) => format!("{} {tag}", dur_s(s)),
+        None => format!("never {tag}"),
+    }
+}
+
+fn write_tail(t: &TailReport, out: &mut dyn Write) -> Result<()> {
+    writeln!(
+        out,
+        "  tail: threshold {} us ({}), {} exceedances, xi {:.3} ± {:.3}, sigma {} us, theta {:.2} ({})",
+        us_f(t.threshold_ns),
+        t.threshold_choice,
+        t.exceedances,
+        t.xi,
+        t.se_xi,
+        us_f(t.sigma_ns),
+        t.theta,
+        t.theta_note
+    )?;
+    writeln!(out, "  expected worst case (95 % interval):")?;
+    for (name, l) in [("hour", &t.return_levels.hour), ("day", &t.return_levels.day), ("week", &t.return_levels.week)] {
+        if let Some(r) = &l.refused {
+            writeln!(out, "    per {name:<5} refused: {r}")?;
+            continue;
+        }
+        writeln!(
+            out,
+            "    per {name:<5} {:>10} us  [{} .. {}]{}{}",
+            opt_us(l.value_ns),
+            opt_us(l.ci_low_ns),
+            l.ci_high_ns.map_or("unbounded".into(), us_i),
+            if l.extrapolated { "  extrapolated" } else { "" },
+            l.observed_ns.map(|o| format!("  observed {} us", us_i(o))).unwrap_or_default()
+        )?;
+    }
+    let d = &t.diagnostics;
+    let test = |name: &str, passed: Option<bool>, p: Option<f64>, note: &str| -> String {
+        match passed {
+            None => format!("{name}: not run ({note})"),
+            Some(ok) => format!(
+                "{name}: {}{}",
+                if ok { "pass" } else { "FAIL" },
+                p.map(|p| format!(" (p = {p:.3})")).unwrap_or_default()
+            ),
+        }
+    };
+    writeln!(out, "  diagnostics:")?;
+    writeln!(out, "    {}", test("Ljung-Box 20 lags", d.ljung_box.passed, d.ljung_box.p_value, &d.ljung_box.note))?;
+    writeln!(out, "    {}", test("runs test", d.runs.passed, d.runs.p_value, &d.runs.note))?;
+    writeln!(out, "    {}", test("KPSS", d.kpss.passed, d.kpss.p_value, &d.kpss.note))?;
+    let with_note = |name: &str, passed: Option<bool>, note: &str| match passed {
+        None => test(name, passed, None, note),
+        Some(_) => format!("{}: {note}", test(name, passed, None, note)),
+    };
+    writeln!(out, "    {}", with_note("GEV block maxima", d.gev.passed, &d.gev.note))?;
+    writeln!(out, "    {}", with_note("first/second half", d.halves.passed, &d.halves.note))?;
+    writeln!(
+        out,
+        "    {}",
+        with_note("threshold stability", d.threshold_stability.passed, &d.threshold_stability.note)
+    )?;
+    writeln!(out, "  confidence: {}", t.confidence)?;
+    for r in t.reasons.iter().filter(|r| !r.starts_with("every diagnostic")) {
+        writeln!(out, "    - {r}")?;
+    }
+    Ok(())
+}
+
+/// `rtscope analyze mttf`.
+pub fn write_mttf(
+    worst: &Mttf,
+    series: &str,
+    per: &[(String, Mttf)],
+    curve: &[Mttf],
+    target_s: f64,
+    smallest_n: Option<u32>,
+    out: &mut dyn Write,
+) -> Result<()> {
+    writeln!(
+        out,
+        "n = {} buffers of {}, compute {}: slack (n-1) t - c = {} us",
+        worst.buffers,
+        human(worst.period_ns),
+        human(worst.compute_ns.round() as u64),
+        us_i(worst.slack_ns)
+    )?;
+    for (label, m) in per {
+        writeln!(
+            out,
+            "  {label}: p = {} per period ({}), theta {:.2}, MTTF {}, {} underruns/hour",
+            m.p_exceed.map_or("?".into(), |p| format!("{p:.3e}")),
+            m.note,
+            m.theta,
+            m.mttf_s.map_or(if m.p_exceed == Some(0.0) { "never".into() } else { "?".into() }, dur_s),
+            m.underruns_per_hour.map_or("?".into(), |u| format!("{u:.3e}"))
+        )?;
+        if let (Some(lo), hi) = (m.mttf_low_s, m.mttf_high_s) {
+            writeln!(out, "    MTTF 95 % interval {} .. {}", dur_s(lo), hi.map_or("unbounded".into(), dur_s))?;
+        }
+    }
+    writeln!(out, "worst: {series}")?;
+    writeln!(
+        out,
+        "smallest n for an MTTF of {}: {}",
+        dur_s(target_s),
+        smallest_n.map_or("more than 64, or not enough data to tell".into(), |n| n.to_string())
+    )?;
+    writeln!(out, "MTTF against n ({}):", series)?;
+    for m in curve {
+        writeln!(out, "  n={:<3} slack {:>12} us  MTTF {}", m.buffers, us_i(m.slack_ns), mttf_cell(m))?;
+    }
+    Ok(())
+}
+
+/// `rtscope analyze rta`.
+pub fn write_rta(r: &RtaReport, pseudo: Option<&PseudoWorstCase>, out: &mut dyn Write) -> Result<()> {
+    if let Some(p) = pseudo {
+        writeln!(
+            out,
+            "pseudo worst case: wake-up latency {} us at error rate {:e} per wake-up, from {}: every task's release jitter",
+            us_i(p.latency_ns as i64),
+            p.error_rate,
+            p.source
+        )?;
+    }
+    writeln!(
+        out,
+        "{:<16} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}  verdict",
+        "task", "prio", "C", "T", "D", "B", "J", "R"
+    )?;
+    for t in &r.tasks {
+        writeln!(
+            out,
+            "{:<16} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}  {}",
+            t.name,
+            t.priority,
+            human(t.wcet_ns),
+            human(t.period_ns),
+            human(t.deadline_ns),
+            human(t.blocking_ns),
+            human(t.jitter_ns),
+            human(t.response_time_ns),
+            if t.schedulable { "meets its deadline" } else { "MISSES its deadline" }
+        )?;
+    }
+    writeln!(out, "utilisation {:.4}", r.utilization)?;
+    for b in [&r.liu_layland, &r.hyperbolic] {
+        writeln!(
+            out,
+            "{} bound: {:.4} {} {:.4}: {}",
+            b.name,
+            b.value,
+            if b.passed { "<=" } else { ">" },
+            b.limit,
+            if b.passed { "holds" } else { "does not hold (the bound is sufficient only)" }
+        )?;
+    }
+    for n in &r.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    writeln!(out, "schedulable: {}", if r.schedulable { "yes" } else { "NO" })?;
+    if let Some(p) = pseudo {
+        match p.miss_probability_per_hour {
+            Some(q) => writeln!(
+                out,
+                "deadline-miss probability per hour <= {q:.3e} (union bound over {:.0} releases per hour)",
+                p.releases_per_hour
+            )?,
+            None => writeln!(
+                out,
+                "deadline misses are not bounded: the set misses deadlines even at the pseudo worst case"
+            )?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! `rtscope analyze` end to end on constructed data: sample files, task
+//! sets and a run written into a store through the model crate. No root.
+
+mod common;
+use common::*;
+use rtscope_model::hist::Tally;
+use rtscope_model::inventory::Inventory;
+use rtscope_model::run::{Exceedance, Interval, Run, RunHeader, RunStatus, Series, SeriesKey};
+use rtscope_model::store::Store;
+use std::path::Path;
+
+/// Removes the test's directory when done.
+struct Dir(std::path::PathBuf);
+impl Dir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(o)))
+}
+
+/// Latency-like samples: uniform 10-20 us with a 1 % Generalized Pareto
+/// tail (sigma 2 us, xi 0.15) above 20 us.
+fn samples(n: usize, seed: u64) -> Vec<u64> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    (0..n)
+        .map(|_| {
+            if rng.f64() < 0.01 {
+                let u = rng.f64();
+                (20_000.0 + 2_000.0 / 0.15 * ((1.0 - u).powf(-0.15) - 1.0)) as u64
+            } else {
+                10_000 + (rng.f64() * 10_000.0) as u64
+            }
+        })
+        .collect()
+}
+
+fn write(path: &Path, lines: impl Iterator<Item = String>) {
+    let text: Vec<String> = lines.collect();
+    std::fs::write(path, text.join("\n") + "\n").unwrap();
+}
+
+#[test]
+fn tail_of_a_sample_file() {
+    let dir = tempdir();
+    let dir = Dir(dir);
+    let with_times = dir.path().join("t.txt");
+    let v = samples(100_000, 1);
+    write(&with_times, v.iter().enumerate().map(|(i, x)| format!("{} {x}", 5_000_000_000u64 + i as u64 * 1_000_000)));
+    let o = rtscope(&["analyze", "tail", "--samples", with_times.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j = json(&o);
+    for key in ["threshold_ns", "exceedances", "xi", "sigma_ns", "theta", "return_levels", "diagnostics"] {
+        assert!(!j[key].is_null(), "{key} missing: {j}");
+    }
+    assert_eq!(j["exceedances"], 100);
+    let hour = &j["return_levels"]["hour"];
+    for key in ["value_ns", "ci_low_ns", "ci_high_ns"] {
+        assert!(hour[key].as_i64().is_some(), "{key}: {hour}");
+    }
+    // 100 s observed: an hour is 36x (extrapolated), a day 864x (refused).
+    assert_eq!(hour["extrapolated"], true);
+    assert!(j["return_levels"]["day"]["value_ns"].is_null());
+    assert!(j["return_levels"]["week"]["extrapolated"].as_bool().unwrap());
+    assert!((j["rate_hz"].as_f64().unwrap() - 1000.0).abs() < 1e-6);
+    for key in ["ljung_box", "runs", "kpss", "gev", "halves", "threshold_stability"] {
+        assert!(j["diagnostics"][key].is_object(), "{key}");
+    }
+    // The same values without timestamps need --rate.
+    let plain = dir.path().join("p.txt");
+    write(&plain, v.iter().map(|x| x.to_string()));
+    let o = rtscope(&["analyze", "tail", "--samples", plain.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--rate"), "{}", text(&o));
+    let o =
+        rtscope(&["analyze", "tail", "--samples", plain.to_str().unwrap(), "--rate", "1000", "--threshold", "25us"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for word in ["threshold 25.000 us (given)", "per hour", "Ljung-Box", "KPSS", "confidence"] {
+        assert!(out.contains(word), "{word}: {out}");
+    }
+}
+
+#[test]
+fn bad_analyze_input_is_named() {
+    let dir = tempdir();
+    let dir = Dir(dir);
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "1000\n2000\nabc\n").unwrap();
+    let o = rtscope(&["analyze", "tail", "--samples", bad.to_str().unwrap(), "--rate", "10"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(err.contains("bad.txt line 3") && err.contains("'abc'"), "{err}");
+    let o = rtscope(&["analyze", "tail", "--samples", "/nonexistent/x.txt"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--samples"), "{}", text(&o));
+    let few = dir.path().join("few.txt");
+    write(&few, (0..30).map(|i| (1000 + i).to_string()));
+    let o = rtscope(&["analyze", "tail", "--samples", few.to_str().unwrap(), "--rate", "10"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("at least 50"), "{}", text(&o));
+    let o = rtscope(&["analyze", "tail", "--samples", few.to_str().unwrap(), "--rate", "0"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--rate"), "{}", text(&o));
+    let o = rtscope(&["analyze", "--require", "wakeup.latency.p99 < 50", "--db", &db(dir.path())]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--require"), "{}", text(&o));
+    let o = rtscope(&["analyze", "--profile", "dvd", "--db", &db(dir.path())]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("omac"), "{}", text(&o));
+    let o = rtscope(&["analyze", "mttf", "--period", "1ms", "--buffers", "2", "--compute", "1ms"]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = rtscope(&["analyze", "rta", "--tasks", "x.toml", "--error-rate", "1e-6"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--jitter-from"), "{}", text(&o));
+}
+
+/// The MTTF formula on a constructed set: 1 % of the samples (isolated, every
+/// 100th) are 5 ms, the rest 100 us; t = 1 ms, n = 3, c = 1 ms: slack 1 ms,
+/// p = 0.01, theta = 1, MTTF = t / p = 0.1 s, 36 000 underruns per hour.
+#[test]
+fn mttf_of_a_constructed_sample_set() {
+    let dir = tempdir();
+    let dir = Dir(dir);
+    let f = dir.path().join("m.txt");
+    write(&f, (0..100_000).map(|i| if i % 100 == 37 { "5000000".to_string() } else { "100000".to_string() }));
+    let args = ["analyze", "mttf", "--samples", f.to_str().unwrap(), "--rate", "1000", "--period", "1ms"];
+    let o = rtscope(&[&args[..], &["--buffers", "3", "--compute", "1ms", "--json"]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    let j = json(&o);
+    assert_eq!(j["slack_ns"], 1_000_000);
+    assert!((j["p_exceed"].as_f64().unwrap() - 0.01).abs() < 1e-12, "{j}");
+    assert!((j["theta"].as_f64().unwrap() - 1.0).abs() < 0.05, "{j}");
+    let expect = 0.001 / (0.01 * j["theta"].as_f64().unwrap());
+    assert!((j["mttf_s"].as_f64().unwrap() - expect).abs() < 1e-9, "{j}");
+    assert!((j["underruns_per_hour"].as_f64().unwrap() - 3600.0 / expect).abs() < 1e-6);
+    assert!(j["curve"].as_array().unwrap().len() >= 8);
+    let o = rtscope(&[&args[..], &["--buffers", "3", "--compute", "1ms"]].concat());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("slack (n-1) t - c = 1000.000 us") && out.contains("MTTF 100ms"), "{out}");
+}
+
+#[test]
+fn response_time_analysis_of_task_files() {
+    let dir = tempdir();
+    let dir = Dir(dir);
+    // SchedCAT's set (tests/fp.py), in milliseconds: R = 1, 2, 7, 18 ms.
+    let f = dir.path().join("schedcat.toml");
+    let mut toml = String::new();
+    for (i, (c, t)) in [(1, 4), (1, 5), (3, 9), (3, 18)].iter().enumerate() {
+        toml += &format!("[[task]]\nname = \"t{}\"\nwcet = \"{c}ms\"\nperiod = \"{t}ms\"\n", i + 1);
+    }
+    std::fs::write(&f, &toml).unwrap();
+    let o = rtscope(&["analyze", "rta", "--tasks", f.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j = json(&o);
+    let r: Vec<i64> = j["tasks"].as_array().unwrap().iter().map(|t| t["response_time_ns"].as_i64().unwrap()).collect();
+    assert_eq!(r, vec![1_000_000, 2_000_000, 7_000_000, 18_000_000]);
+    assert_eq!(j["schedulable"], true);
+    assert!(j["tasks"][0]["name"] == "t1" && j["tasks"][0]["schedulable"] == true);
+    assert!((j["utilization"].as_f64().unwrap() - (0.25 + 0.2 + 1.0 / 3.0 + 1.0 / 6.0)).abs() < 1e-9);
+    // An overloaded set misses: exit code 2.
+    std::fs::write(&f, "[[task]]\nname='a'\nwcet='3ms'\nperiod='4ms'\n[[task]]\nname='b'\nwcet='2ms'\nperiod='5ms'\n")
+        .unwrap();
+    let o = rtscope(&["analyze", "rta", "--tasks", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("MISSES"), "{}", text(&o));
+    std::fs::write(&f, "[[task]]\nname='a'\nwcet='3'\nperiod='4ms'\n").unwrap();
+    let o = rtscope(&["analyze", "rta", "--tasks", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("wcet"), "{}", text(&o));
+}
+
+/// A wakeup run of 2 CPUs, 60 intervals of 1 s at 1 kHz each, stored
+/// through the model crate as the recorder would.
+fn store_run(db: &str) {
+    let mut series = Vec::new();
+    for cpu in 0..2 {
+        let v = samples(60_000, 10 + cpu as u64);
+        let mut intervals = Vec::new();
+        let mut exceedances = Vec::new();
+        for (seq, chunk) in v.chunks(1000).enumerate() {
+            let mut t = Tally::new();
+            let start = 1_000_000_000 + seq as u64 * 1_000_000_000;
+            for (i, &x) in chunk.iter().enumerate() {
+                t.record(x);
+                if x > 30_000 {
+                    exceedances.push(Exceedance { t_ns: start + i as u64 * 1_000_000, value_ns: x });
+                }
+            }
+            intervals.push(Interval::new(seq as u32, start, start + 1_000_000_000, &t, 0, 0));
+        }
+        let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu };
+        series.push(Series::new(key, "ns".into(), "fixed 30000".into(), intervals, exceedances).unwrap());
+    }
+    let run = Run {
+        header: RunHeader {
+            id: 0,
+            uuid: "analyze-test".into(),
+            tool_version: "0.1.0".into(),
+            command_line: vec!["rtscope".into(), "wakeup".into()],
+            kind: "wakeup".into(),
+            hostname: "box".into(),
+            started_unix_ns: 1_700_000_000_000_000_000,
+            ended_unix_ns: Some(1_700_000_061_000_000_000),
+            start_mono_ns: 1_000_000_000,
+            status: RunStatus::Complete,
+            exit_code: Some(0),
+            pid: 1,
+            representative: true,
+            warnings: vec![],
+            notes: vec![],
+            peak_rss_kb: None,
+        },
+        inventory: Inventory::default(),
+        plan: serde_json::json!({"settings": {"interval_ns": 1_000_000, "distance_ns": 0}}),
+        series,
+        episodes: vec![],
+        trace: None,
+    };
+    Store::open(Path::new(db)).unwrap().insert_run(&run).unwrap();
+}
+
+#[test]
+fn analyze_a_stored_run_with_verdicts() {
+    let dir = tempdir();
+    let dir = Dir(dir);
+    let db = db(dir.path());
+    store_run(&db);
+    let o = rtscope(&["analyze", "last", "--json", "--db", &db, "--require", "wakeup.latency.p99 < 50us"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j = json(&o);
+    let s = &j["series"][0];
+    assert_eq!(s["stats"]["count"], 60_000);
+    assert_eq!(s["stats"]["interval_maxima"].as_array().unwrap().len(), 60);
+    assert!(s["stats"]["ccdf"].as_array().unwrap().len() > 50);
+    let tail = &s["tail"];
+    assert_eq!(tail["exceedances"], 100);
+    assert!(tail["theta"].as_f64().unwrap() > 0.8, "{}", tail["theta_note"]);
+    assert!(tail["theta_note"].as_str().unwrap().contains("Ferro-Segers"), "{}", tail["theta_note"]);
+    // 60 s: an hour is 60x (extrapolated), a day refused.
+    assert_eq!(tail["return_levels"]["hour"]["extrapolated"], true);
+    assert!(tail["return_levels"]["day"]["refused"].as_str().unwrap().contains("measure at least 14m24s"));
+    assert_eq!(tail["diagnostics"]["ljung_box"]["passed"], true, "{}", tail["diagnostics"]);
+    assert!(s["mttf"]["rows"].as_array().unwrap().len() == 12);
+    assert_eq!(j["verdicts"][0]["status"], "pass");
+    assert_eq!(j["passed"], true);
+    // A failed requirement: exit code 2, the evidence printed.
+    let o = rtscope(&["analyze", "--db", &db, "--require", "wakeup.latency.max < 30us", "--profile", "omac"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("FAIL") && out.contains("observed max"), "{out}");
+    // omac: the 1 ms wakeup interval is the periodic timer.
+    assert!(out.contains("1ms periodic timer jitter <= 100us"), "{out}");
+    let o = rtscope(&["analyze", "--db", &db, "--require", "wakeup.latency.week < 1ms"]);
+    assert_eq!(o.status.code(), Some(0), "not enough data is not a failure: {}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("NOT ENOUGH DATA"), "{}", text(&o));
+    // MTTF and the pseudo worst case from the run.
+    let o = rtscope(&[
+        "analyze",
+        "mttf",
+        "--run",
+        "last",
+        "--period",
+        "1ms",
+        "--buffers",
+        "2",
+        "--compute",
+        "980us",
+        "--json",
+        "--db",
+        &db,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let m = json(&o);
+    assert_eq!(m["slack_ns"], 20_000);
+    assert!(m["mttf_s"].as_f64().unwrap() > 0.0 && m["per_series"].as_array().unwrap().len() == 2, "{m}");
+    let tasks = dir.path().join("t.toml");
+    std::fs::write(
+        &tasks,
+        "[[task]]\nname='io'\nwcet='200us'\nperiod='1ms'\n[[task]]\nname='ctl'\nwcet='1ms'\nperiod='5ms'\n",
+    )
+    .unwrap();
+    let o = rtscope(&[
+        "analyze",
+        "rta",
+        "--tasks",
+        tasks.to_str().unwrap(),
+        "--jitter-from",
+        "last",
+        "--error-rate",
+        "1e-3",
+        "--json",
+        "--db",
+        &db,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let r = json(&o);
+    let pwc = &r["pseudo_worst_case"];
+    let lat = pwc["latency_ns"].as_i64().unwrap();
+    // p99.9 of a 1 % tail: inside the tail, observed (60 samples above it).
+    assert!((20_000..60_000).contains(&lat), "{pwc}");
+    assert_eq!(r["tasks"][0]["response_time_ns"].as_i64().unwrap(), 200_000 + lat);
+    // Union bound: 1e-3 x (1000 + 200) releases/s x 3600 s = 4320 (a probability capped at 1).
+    assert!((pwc["expected_misses_per_hour_at_most"].as_f64().unwrap() - 4320.0).abs() < 1e-6, "{pwc}");
+    assert_eq!(pwc["miss_probability_per_hour"], 1.0);
+}
