@@ -16,6 +16,7 @@
 //! should therefore ask for a difference both beyond the noise and larger
 //! than a practical margin, as `rtscope compare --max-regression` does.
 
+use crate::episode::Stages;
 use crate::hist::{Tally, signed_buckets};
 use crate::run::{Run, Series};
 use serde::{Deserialize, Serialize};
@@ -318,9 +319,22 @@ pub fn compare(runs: &[&Run]) -> Vec<SeriesCmp> {
             }
         }
     }
-    // Per probe and metric: CPUs in order, the merged row last.
-    let order = |k: &Key| (k.0.clone(), k.1.clone(), k.2.clone(), k.3.is_none(), k.3);
-    keys.sort_by_key(order);
+    // Per load and probe: the measured metrics in the order the first
+    // run's probe made them, then the stage series of a traced run; per
+    // metric the CPUs in order and the merged row last.
+    let planned: Vec<&str> = runs
+        .first()
+        .and_then(|r| r.plan["metrics"].as_array())
+        .map(|a| a.iter().filter_map(|m| m.as_str()).collect())
+        .unwrap_or_default();
+    let rank = |m: &str| match (planned.iter().position(|p| *p == m), Stages::SERIES.iter().position(|s| *s == m)) {
+        (Some(i), _) => (0, i),
+        (None, None) => (1, 0),
+        (None, Some(i)) => (2, i),
+    };
+    keys.sort_by(|a, b| {
+        (&a.0, &a.1, rank(&a.2), &a.2, a.3.is_none(), a.3).cmp(&(&b.0, &b.1, rank(&b.2), &b.2, b.3.is_none(), b.3))
+    });
     let mut rng = Rng::new(0x0072_7473_636f_7065); // "rtscope"
     keys.into_iter()
         .map(|k| {
