@@ -261,6 +261,9 @@ fn report_cmd(a: ReportArgs) -> Result<i32> {
 }
 
 fn compare_cmd(a: CompareArgs) -> Result<i32> {
+    if a.json && a.html.as_deref() == Some(std::path::Path::new("-")) {
+        bail!("--json and --html - would both write to stdout: give --html a FILE");
+    }
     if let Some(h) = a.html.as_deref().filter(|p| *p != std::path::Path::new("-")) {
         crate::cli::check_writable("--html", h)?;
     }

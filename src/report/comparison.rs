@@ -163,7 +163,7 @@ impl<'a> Comparison<'a> {
             "\n{} figure(s) worse beyond the noise, {} better, {} within it",
             count(Change::Worse),
             count(Change::Better),
-            count(Change::Same)
+            count(Change::WithinNoise)
         )?;
         if let Some((ok, text)) = self.gate_text() {
             writeln!(out, "--max-regression: {}: {text}", if ok { "PASS" } else { "FAIL" })?;

@@ -83,6 +83,7 @@ fn verdicts(run: &Run, p: &str) -> Vec<Section> {
     let measured: Vec<&Series> = run.series.iter().filter(|s| !is_stage(s)).collect();
     let mut t =
         Table::new(["series", "samples", "max (us)", "requirement (us)", "outcome"].map(String::from).to_vec(), 1);
+    t.numeric[4] = false;
     let mut outcomes = Vec::new();
     for s in &measured {
         let tally = s.total();

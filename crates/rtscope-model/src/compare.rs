@@ -215,7 +215,7 @@ pub enum Change {
     /// Lower, and the interval lies below 1.
     Better,
     /// The interval holds 1: within the runs' noise.
-    Same,
+    WithinNoise,
     /// No interval: the maximum (one sample), a percentile with too few
     /// samples above it, or a ratio undefined (a baseline <= 0).
     Untested,
@@ -229,7 +229,7 @@ impl Change {
             Change::Baseline => "baseline",
             Change::Worse => "worse",
             Change::Better => "better",
-            Change::Same => "within noise",
+            Change::WithinNoise => "within noise",
             Change::Untested => "untested",
             Change::Missing => "missing",
         }
@@ -398,7 +398,7 @@ fn compare_figure(name: &str, f: Figure, ranks: &[Option<Ranks>], rng: &mut Rng)
         } else if hi < 1.0 {
             Change::Better
         } else {
-            Change::Same
+            Change::WithinNoise
         };
     }
     cmp
@@ -515,7 +515,7 @@ mod tests {
                         Some(Ranks::new(&latencies(20_000, 3_000.0, 2 * s + 100))),
                         Some(Ranks::new(&latencies(20_000, 3_000.0, 2 * s + 101))),
                     ];
-                    compare_figure(name, f, &ranks, &mut rng).changes[1] == Change::Same
+                    compare_figure(name, f, &ranks, &mut rng).changes[1] == Change::WithinNoise
                 })
                 .count();
             assert!(same >= 36, "{name}: {same} of 40 within noise");
@@ -542,7 +542,7 @@ mod tests {
         for name in ["mean", "p50", "p99", "p99.9"] {
             let f = get(name);
             assert_eq!(f.changes[0], Change::Baseline);
-            assert_eq!(f.changes[1], Change::Same, "{name}: {f:?}");
+            assert_eq!(f.changes[1], Change::WithinNoise, "{name}: {f:?}");
             let [lo, hi] = f.intervals[1].unwrap();
             assert!(lo < 1.0 && hi > 1.0 && hi - lo < 0.3, "{name}: {lo}..{hi}");
             assert_eq!(f.changes[2], Change::Worse, "{name}: {f:?}");
