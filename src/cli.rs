@@ -51,6 +51,12 @@ pub enum Cmd {
     /// Turn a stored run (or a sample file) into engineering answers: statistics, the expected worst case per
     /// hour/day/week (peaks over threshold), MTTF against buffering, schedulability, verdicts (--profile, --require).
     Analyze(AnalyzeArgs),
+    /// Write a report of runs: one self-contained HTML file (plots as inline SVG, nothing fetched: it opens offline
+    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki.
+    Report(ReportArgs),
+    /// Compare runs side by side: per series and figure, each run against the first, with a bootstrap interval of the
+    /// ratio and whether the difference is beyond the runs' noise; --max-regression gates a CI pipeline (exit code 2).
+    Compare(CompareArgs),
     /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
     Disturb(DisturbArgs),
     #[command(name = "__second-process", hide = true)]
@@ -305,6 +311,58 @@ pub struct ExportArgs {
     pub output: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// One self-contained HTML file with inline SVG plots.
+    Html,
+    /// Markdown: the tables, verdicts and warnings, without the plots.
+    Md,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Run ids, `last`, or files written by `rtscope export RUN --format json`; a chapter each.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// Output file ('-' for stdout).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+    /// [default: md when FILE ends in .md, else html]
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<ReportFormat>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Two or more run ids (or `last`, or files written by `rtscope export RUN --format json`); the first is the
+    /// baseline.
+    #[arg(required = true, num_args = 2.., value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// Print the comparison as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the comparison as a self-contained HTML page, with every run's exceedance curve overlaid.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Exit with code 2 when any compared figure (mean, p50, p99, p99.9, p99.99 of any series) of a later run is
+    /// higher than the first run's by more than PCT percent and the difference is beyond the runs' noise (its
+    /// bootstrap interval lies above 1). The maximum, one sample, is shown but not gated.
+    #[arg(long, value_name = "PCT", value_parser = percent)]
+    pub max_regression: Option<f64>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim_end_matches('%').parse().map_err(|_| format!("'{s}' is not a percentage (e.g. 10 or 2.5)"))?;
+    if !(0.0..=100_000.0).contains(&v) {
+        return Err(format!("'{s}' must be between 0 and 100000 (percent)"));
+    }
+    Ok(v)
 }
 
 #[derive(Args, Debug)]

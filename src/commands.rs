@@ -1,6 +1,9 @@
 //! One function per subcommand: parse, act, map to an exit code.
 
-use crate::cli::{Cli, Cmd, DisturbArgs, ExportArgs, ExportFormat, ImportArgs, RunArgs, ShowArgs, StoreArgs};
+use crate::cli::{
+    Cli, Cmd, CompareArgs, DisturbArgs, ExportArgs, ExportFormat, ImportArgs, ReportArgs, ReportFormat, RunArgs,
+    ShowArgs, StoreArgs,
+};
 use crate::disturb::{self, SpinSpec};
 use crate::probe::{self, wakeup};
 use crate::report::{self, Report};
@@ -57,6 +60,8 @@ pub fn main() -> Result<i32> {
         Cmd::Export(a) => export_run(a),
         Cmd::Import(a) => import(a),
         Cmd::Analyze(a) => crate::analyze::main(a),
+        Cmd::Report(a) => report_cmd(a),
+        Cmd::Compare(a) => compare_cmd(a),
         Cmd::Disturb(a) => disturb_cmd(a, &signal),
         Cmd::SecondProcess(a) => {
             let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
@@ -212,6 +217,69 @@ fn import(a: ImportArgs) -> Result<i32> {
     let id = store.insert_run(&run)?;
     println!("imported {name} as run {id} (from {}, {})", run.header.hostname, utc(run.header.started_unix_ns));
     Ok(0)
+}
+
+/// The runs named by `specs`: ids or `last` in the store, or JSON exports.
+fn load_runs(specs: &[String], store: &StoreArgs) -> Result<Vec<rtscope_model::run::Run>> {
+    let mut opened: Option<Store> = None;
+    let mut runs = Vec::new();
+    for spec in specs {
+        let path = std::path::Path::new(spec);
+        if path.is_file() {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {spec}"))?;
+            runs.push(export::read_json(&text, spec)?);
+            continue;
+        }
+        if spec.ends_with(".json") {
+            bail!(
+                "RUN {spec}: no such file (give a run id, `last`, or a file from `rtscope export RUN --format json`)"
+            );
+        }
+        if opened.is_none() {
+            opened = Some(open_existing(store)?);
+        }
+        let s = opened.as_ref().expect("opened above");
+        runs.push(s.load_run(s.resolve(spec)?)?);
+    }
+    Ok(runs)
+}
+
+fn report_cmd(a: ReportArgs) -> Result<i32> {
+    if a.output != std::path::Path::new("-") {
+        crate::cli::check_writable("--output", &a.output)?;
+    }
+    let format = a.format.unwrap_or(if a.output.extension().is_some_and(|e| e == "md") {
+        ReportFormat::Md
+    } else {
+        ReportFormat::Html
+    });
+    let runs = load_runs(&a.runs, &a.store)?;
+    report::write_to("--output", &a.output, |out| match format {
+        ReportFormat::Html => report::html::write_runs(&runs, out),
+        ReportFormat::Md => report::markdown::write_runs(&runs, out),
+    })?;
+    Ok(0)
+}
+
+fn compare_cmd(a: CompareArgs) -> Result<i32> {
+    if a.json && a.html.as_deref() == Some(std::path::Path::new("-")) {
+        bail!("--json and --html - would both write to stdout: give --html a FILE");
+    }
+    if let Some(h) = a.html.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+        crate::cli::check_writable("--html", h)?;
+    }
+    let runs = load_runs(&a.runs, &a.store)?;
+    let cmp = report::Comparison::new(&runs, a.max_regression);
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        cmp.write_json(&mut out)?;
+    } else if a.html.as_deref() != Some(std::path::Path::new("-")) {
+        cmp.write_text(&mut out)?;
+    }
+    if let Some(h) = &a.html {
+        report::write_to("--html", h, |o| report::html::write_doc(&cmp.doc(), o))?;
+    }
+    Ok(if cmp.passed() { 0 } else { 2 })
 }
 
 fn disturb_cmd(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {

@@ -102,11 +102,15 @@ fn help_names_every_command_and_exits_zero() {
     let o = rtscope(&["--help"]);
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
-    for cmd in ["run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "disturb"] {
+    for cmd in [
+        "run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "report", "compare", "disturb",
+    ] {
         assert!(out.contains(cmd), "{cmd} missing from --help");
     }
     assert!(!out.contains("__second-process"));
-    for cmd in ["run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "disturb"] {
+    for cmd in [
+        "run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "report", "compare", "disturb",
+    ] {
         let o = rtscope(&[cmd, "--help"]);
         assert_eq!(o.status.code(), Some(0), "{cmd} --help");
     }

@@ -1,11 +1,20 @@
 //! Output formats, one file each behind [`Report`].
 
 pub mod analyze;
+pub mod comparison;
+mod doc;
+pub mod html;
 mod json;
+pub mod markdown;
 mod perfetto;
+mod sections;
+mod svg;
 mod text;
 
+pub use comparison::Comparison;
+pub use html::Html;
 pub use json::Json;
+pub use markdown::Markdown;
 pub use perfetto::Perfetto;
 pub use text::{Text, write_episodes};
 
@@ -19,6 +28,17 @@ pub trait Report {
     fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()>;
 }
 
+/// The report of `runs` as a document: a chapter per run.
+fn run_doc(runs: &[Run]) -> doc::Doc {
+    let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
+    let title = match runs {
+        [one] => format!("rtscope report: run {} ({}, {})", one.header.id, one.header.kind, one.header.hostname),
+        _ => format!("rtscope report: runs {}", ids.join(", ")),
+    };
+    let chapters = runs.iter().enumerate().map(|(i, r)| sections::chapter(r, &format!("r{}", i + 1))).collect();
+    doc::Doc { title, chapters }
+}
+
 /// Writes `report` of `run` to `path` (`-` for stdout).
 pub fn write_file(path: &Path, report: &dyn Report, run: &Run) -> Result<()> {
     if path == Path::new("-") {
@@ -29,4 +49,16 @@ pub fn write_file(path: &Path, report: &dyn Report, run: &Run) -> Result<()> {
     );
     report.write(run, &mut file)?;
     file.flush().with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Runs `write` on `path` (`-` for stdout), naming `flag` and the file when it cannot be written.
+pub fn write_to(flag: &str, path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    if path == Path::new("-") {
+        return write(&mut std::io::stdout().lock());
+    }
+    let mut file = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("{flag} {}: cannot write it", path.display()))?,
+    );
+    write(&mut file)?;
+    file.flush().with_context(|| format!("{flag} {}: cannot write it", path.display()))
 }

@@ -15,7 +15,7 @@ pub struct Text {
     pub describe: String,
 }
 
-fn bucket_label(b: &Bucket) -> String {
+pub(super) fn bucket_label(b: &Bucket) -> String {
     if b.lo_ns >= rtscope_model::hist::HIGHEST_NS as i64 {
         return format!("> {} s (overflow)", b.lo_ns / 1_000_000_000);
     }
@@ -30,7 +30,7 @@ fn bucket_label(b: &Bucket) -> String {
 
 /// A column of a result table.
 #[derive(Clone, Copy)]
-enum Col {
+pub(super) enum Col {
     /// The sample count, under this header.
     Count(&'static str),
     Min,
@@ -48,7 +48,7 @@ enum Col {
 }
 
 /// What each probe's rows show, and what a metric's values are.
-fn layout(probe: &str) -> (&'static [Col], &'static str) {
+pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
     use Col::*;
     match probe {
         "noise" => (
@@ -102,7 +102,7 @@ fn layout(probe: &str) -> (&'static [Col], &'static str) {
 }
 
 impl Col {
-    fn header(self) -> &'static str {
+    pub(super) fn header(self) -> &'static str {
         match self {
             Col::Count(h) | Col::Extra(_, h) => h,
             Col::Min => "min",
@@ -127,7 +127,7 @@ impl Col {
         .max(self.header().len())
     }
 
-    fn value(self, s: &Series, m: &Summary) -> String {
+    pub(super) fn value(self, s: &Series, m: &Summary) -> String {
         match self {
             Col::Count(_) => m.count.to_string(),
             Col::Min => us_i(m.min_ns),
@@ -177,24 +177,9 @@ impl Report for Text {
             writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
         }
         // Series by probe, metrics in the order the probe made them.
-        let mut by_probe: Vec<(&str, Vec<&Series>)> = Vec::new();
-        for s in run.series.iter().filter(|s| !is_stage(s)) {
-            match by_probe.iter_mut().find(|(p, _)| *p == s.key.probe) {
-                Some((_, list)) => list.push(s),
-                None => by_probe.push((&s.key.probe, vec![s])),
-            }
-        }
+        let by_probe = series_by_probe(run);
         for (probe, list) in by_probe {
-            let mut metrics: Vec<&str> = Vec::new();
-            for s in &list {
-                if !metrics.contains(&s.key.metric.as_str()) {
-                    metrics.push(&s.key.metric);
-                }
-            }
-            if let Some(order) = plan["metrics"].as_array() {
-                let pos = |m: &str| order.iter().position(|o| o.as_str() == Some(m)).unwrap_or(usize::MAX);
-                metrics.sort_by_key(|m| pos(m));
-            }
+            let metrics = metrics_in_order(run, &list);
             let (cols, what) = layout(probe);
             if metrics.len() == 1 {
                 let title =
@@ -270,26 +255,66 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
     Ok(())
 }
 
-/// The power-of-two histogram of `list`, a column per series.
-fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> String) -> Result<()> {
+/// The run's measured series (stage series left out) by probe, in the
+/// order the run stored them.
+pub(super) fn series_by_probe(run: &Run) -> Vec<(&str, Vec<&Series>)> {
+    let mut by_probe: Vec<(&str, Vec<&Series>)> = Vec::new();
+    for s in run.series.iter().filter(|s| !is_stage(s)) {
+        match by_probe.iter_mut().find(|(p, _)| *p == s.key.probe) {
+            Some((_, list)) => list.push(s),
+            None => by_probe.push((&s.key.probe, vec![s])),
+        }
+    }
+    by_probe
+}
+
+/// The metrics of `list`, in the order the probe made them (its plan's
+/// `metrics`), else in the order stored.
+pub(super) fn metrics_in_order<'a>(run: &Run, list: &[&'a Series]) -> Vec<&'a str> {
+    let mut metrics: Vec<&str> = Vec::new();
+    for s in list {
+        if !metrics.contains(&s.key.metric.as_str()) {
+            metrics.push(&s.key.metric);
+        }
+    }
+    if let Some(order) = run.plan["metrics"].as_array() {
+        let pos = |m: &str| order.iter().position(|o| o.as_str() == Some(m)).unwrap_or(usize::MAX);
+        metrics.sort_by_key(|m| pos(m));
+    }
+    metrics
+}
+
+/// The power-of-two rows of `list`, a count per series: every row any
+/// series has, from the first non-empty one (leading empty rows say
+/// nothing); empty when nothing was recorded.
+pub(super) fn pow2_columns(list: &[&Series]) -> Vec<(Bucket, Vec<u64>)> {
     let tables: Vec<Vec<Bucket>> = list.iter().map(|s| pow2_table(s.total())).collect();
-    // Every row any series has, in order; leading empty rows say nothing.
     let mut rows: Vec<Bucket> = tables.iter().flatten().copied().collect();
     rows.sort_by_key(|b| b.lo_ns);
     rows.dedup_by_key(|b| b.lo_ns);
     let count = |t: &[Bucket], lo: i64| t.iter().find(|x| x.lo_ns == lo).map_or(0, |x| x.count);
-    let first = rows.iter().position(|b| tables.iter().any(|t| count(t, b.lo_ns) > 0));
-    let Some(first) = first else { return Ok(()) };
+    let Some(first) = rows.iter().position(|b| tables.iter().any(|t| count(t, b.lo_ns) > 0)) else {
+        return Vec::new();
+    };
+    rows[first..].iter().map(|b| (*b, tables.iter().map(|t| count(t, b.lo_ns)).collect())).collect()
+}
+
+/// The power-of-two histogram of `list`, a column per series.
+fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> String) -> Result<()> {
+    let rows = pow2_columns(list);
+    if rows.is_empty() {
+        return Ok(());
+    }
     let widths: Vec<usize> = list.iter().map(|s| label(s).len().max(10)).collect();
     write!(out, "\n{:<22}", "histogram")?;
     for (s, w) in list.iter().zip(&widths) {
         write!(out, " {:>w$}", label(s))?;
     }
     writeln!(out)?;
-    for b in &rows[first..] {
+    for (b, counts) in &rows {
         write!(out, "{:<22}", bucket_label(b))?;
-        for (t, w) in tables.iter().zip(&widths) {
-            write!(out, " {:>w$}", count(t, b.lo_ns))?;
+        for (n, w) in counts.iter().zip(&widths) {
+            write!(out, " {n:>w$}")?;
         }
         writeln!(out)?;
     }
@@ -305,7 +330,7 @@ fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> S
 }
 
 /// A stage series of a traced run (`irq`, `handler`, ..., `thread_abs`).
-fn is_stage(s: &Series) -> bool {
+pub(super) fn is_stage(s: &Series) -> bool {
     Stages::SERIES.contains(&s.key.metric.as_str())
 }
 

@@ -1,0 +1,85 @@
+//! `rtscope report --format md`: the report's tables and verdicts as
+//! GitHub-flavoured Markdown, for pasting into an issue or a wiki. The
+//! plots stay in the HTML report.
+
+use super::Report;
+use super::doc::{Block, Doc, Table};
+use anyhow::Result;
+use rtscope_model::run::Run;
+use std::io::Write;
+
+pub struct Markdown;
+
+impl Report for Markdown {
+    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
+        write_runs(std::slice::from_ref(run), out)
+    }
+}
+
+pub fn write_runs(runs: &[Run], out: &mut dyn Write) -> Result<()> {
+    write_doc(&super::run_doc(runs), out)
+}
+
+/// A cell: pipes escaped, line breaks flattened.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+fn table(out: &mut dyn Write, t: &Table) -> Result<()> {
+    writeln!(out)?;
+    let head: Vec<String> = t.head.iter().map(|h| cell(h)).collect();
+    writeln!(out, "| {} |", head.join(" | "))?;
+    let rule: Vec<&str> =
+        (0..t.head.len()).map(|i| if t.numeric.get(i).copied().unwrap_or(false) { "---:" } else { "---" }).collect();
+    writeln!(out, "|{}|", rule.join("|"))?;
+    for r in &t.rows {
+        let cells: Vec<String> = r.iter().map(|c| cell(c)).collect();
+        writeln!(out, "| {} |", cells.join(" | "))?;
+    }
+    Ok(())
+}
+
+pub fn write_doc(doc: &Doc, out: &mut dyn Write) -> Result<()> {
+    writeln!(out, "# {}", doc.title)?;
+    for c in &doc.chapters {
+        writeln!(out, "\n## {}\n\n{}", c.title, c.subtitle)?;
+        for s in &c.sections {
+            writeln!(out, "\n### {}", s.title)?;
+            // Consecutive preformatted blocks (episode verdicts) make one.
+            let mut code: Vec<&str> = Vec::new();
+            for b in &s.blocks {
+                if let Block::Code(lines) = b {
+                    code.extend(lines.iter().map(String::as_str));
+                    continue;
+                }
+                flush(out, &mut code)?;
+                match b {
+                    Block::Para(p) => writeln!(out, "\n{p}")?,
+                    Block::Verdict { outcome, text } => {
+                        writeln!(out, "\n**{}**: {text}", outcome.as_str().to_uppercase())?
+                    }
+                    Block::Warning { serious, message, fix } => {
+                        writeln!(out, "\n- {} {message} (fix: {fix})", if *serious { "**warning:**" } else { "note:" })?
+                    }
+                    Block::Table(t) => table(out, t)?,
+                    // The plots are the HTML report's.
+                    Block::Figure { .. } | Block::Figures(..) | Block::Code(_) => {}
+                }
+            }
+            flush(out, &mut code)?;
+        }
+    }
+    Ok(())
+}
+
+fn flush(out: &mut dyn Write, code: &mut Vec<&str>) -> Result<()> {
+    if code.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\n```")?;
+    for l in code.drain(..) {
+        writeln!(out, "{l}")?;
+    }
+    writeln!(out, "```")?;
+    Ok(())
+}

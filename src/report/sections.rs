@@ -1,0 +1,646 @@
+//! The sections of a run's report, one function each, in reading order.
+//! Each takes the run and returns no section when the run lacks its data,
+//! so a section appears exactly when there is something to show.
+//!
+//! Sections join this table as runs store more: the workloads matrix
+//! (probes x loads) and the load characterisation table, osbench's table,
+//! and the tail analysis (return levels, MTTF against buffering,
+//! schedulability) with its verdicts against requirements. Series are
+//! grouped by their load ([`load_of`]), a single implicit load today.
+
+use super::doc::{Block, Chapter, Outcome, Section, Table};
+use super::svg::{self, Bar, Curve, IntervalBar};
+use super::text::{Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe};
+use rtscope_model::compare::load_of;
+use rtscope_model::episode::{Lane, Stages, top_causes};
+use rtscope_model::hist::{Tally, signed_buckets};
+use rtscope_model::run::{Interval, Run, Series};
+use rtscope_model::units::{self, us, us_i};
+
+/// A section builder: the run and the prefix that makes its anchors unique.
+type SectionFn = fn(&Run, &str) -> Vec<Section>;
+
+/// Every section, in the order a reader wants them: verdicts first.
+const SECTIONS: [SectionFn; 7] = [verdicts, machine, probes, stages, causes, episodes, tracer];
+
+/// A run's chapter: every section it has data for.
+pub fn chapter(run: &Run, prefix: &str) -> Chapter {
+    let h = &run.header;
+    let elapsed =
+        h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
+    let subtitle = format!(
+        "{} on {} · {} UTC{} · {}{}",
+        h.kind,
+        h.hostname,
+        crate::commands::utc(h.started_unix_ns),
+        elapsed.map(|e| format!(" · {e}")).unwrap_or_default(),
+        h.status.as_str(),
+        if h.representative { "" } else { " · NOT REPRESENTATIVE (no real-time scheduling)" }
+    );
+    Chapter {
+        id: prefix.to_string(),
+        title: format!("Run {} ({})", h.id, h.kind),
+        subtitle,
+        sections: SECTIONS.iter().flat_map(|f| f(run, prefix)).collect(),
+    }
+}
+
+/// What a probe's values are, for axis labels.
+pub fn value_name(probe: &str) -> &'static str {
+    match probe {
+        "wakeup" => "latency",
+        "noise" => "interruption length",
+        "sleep" => "deviation",
+        "ptimer" => "drift",
+        _ => "value",
+    }
+}
+
+/// The requirement a run was held to (`--threshold`), ns.
+pub fn requirement_ns(run: &Run) -> Option<u64> {
+    run.plan["common"]["threshold_ns"].as_u64()
+}
+
+fn load_suffix(s: &Series) -> String {
+    let l = load_of(s);
+    if l.is_empty() { String::new() } else { format!(" [{l}]") }
+}
+
+/// A series' name within its probe's section.
+fn series_label(s: &Series, metrics: usize) -> String {
+    if metrics > 1 {
+        format!("{} CPU{}{}", s.key.metric, s.key.cpu, load_suffix(s))
+    } else {
+        format!("CPU{}{}", s.key.cpu, load_suffix(s))
+    }
+}
+
+/// The verdicts against the run's requirement: pass when every sample of
+/// every series stayed within it, with the evidence per series.
+fn verdicts(run: &Run, p: &str) -> Vec<Section> {
+    let Some(req) = requirement_ns(run) else { return Vec::new() };
+    let mut sec = Section::new(format!("{p}-verdicts"), "Verdicts");
+    let measured: Vec<&Series> = run.series.iter().filter(|s| !is_stage(s)).collect();
+    let mut t =
+        Table::new(["series", "samples", "max (us)", "requirement (us)", "outcome"].map(String::from).to_vec(), 1);
+    t.numeric[4] = false;
+    let mut outcomes = Vec::new();
+    for s in &measured {
+        let tally = s.total();
+        let o = if tally.count() == 0 {
+            Outcome::NotEnoughData
+        } else if tally.max() > req as i64 {
+            Outcome::Fail
+        } else {
+            Outcome::Pass
+        };
+        outcomes.push(o);
+        t.row(vec![
+            format!("{} {} CPU{}{}", s.key.probe, s.key.metric, s.key.cpu, load_suffix(s)),
+            tally.count().to_string(),
+            us_i(tally.max()),
+            us(req),
+            o.as_str().into(),
+        ]);
+    }
+    let fails = outcomes.iter().filter(|o| **o == Outcome::Fail).count();
+    let overall = if fails > 0 {
+        Outcome::Fail
+    } else if outcomes.is_empty() || outcomes.contains(&Outcome::NotEnoughData) {
+        Outcome::NotEnoughData
+    } else {
+        Outcome::Pass
+    };
+    let text = match overall {
+        Outcome::Fail => format!(
+            "{fails} of {} series had a sample above the requirement of {} us (--threshold){}",
+            outcomes.len(),
+            us(req),
+            if run.header.exit_code == Some(2) { "; the run stopped at the first one" } else { "" }
+        ),
+        Outcome::Pass => {
+            format!("every sample of {} series stayed within {} us (--threshold)", outcomes.len(), us(req))
+        }
+        Outcome::NotEnoughData => format!("a series has no sample to hold to the requirement of {} us", us(req)),
+    };
+    sec.push(Block::Verdict { outcome: overall, text });
+    sec.push(Block::Table(t));
+    for n in &run.header.notes {
+        sec.push(Block::Para(n.clone()));
+    }
+    vec![sec]
+}
+
+/// The machine and the run's setup: inventory, kernel and preemption
+/// model, and every tuning warning with its fix.
+fn machine(run: &Run, p: &str) -> Vec<Section> {
+    let h = &run.header;
+    let inv = &run.inventory;
+    let mut sec = Section::new(format!("{p}-machine"), "Machine and setup");
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let yes = |b: Option<bool>| match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    };
+    let mut govs: Vec<String> = inv.governors.iter().filter_map(|g| g.governor.clone()).collect();
+    govs.sort();
+    govs.dedup();
+    let plan = &run.plan;
+    let sched = match (plan["effective_policy"].as_str(), plan["effective_priority"].as_u64()) {
+        (Some(pol), Some(prio)) => format!("SCHED_{} {prio}", pol.to_uppercase()),
+        _ => "-".into(),
+    };
+    let rows: Vec<(&str, String)> = vec![
+        ("host", format!("{} ({})", h.hostname, inv.arch)),
+        ("CPU", format!("{} · {} online ({})", inv.cpu_model, inv.cpu_count, inv.cpus_online)),
+        ("kernel", format!("{} {}", inv.kernel_release, inv.kernel_version)),
+        ("preemption model", inv.preempt_model.clone()),
+        ("cmdline", inv.cmdline.clone()),
+        (
+            "isolation",
+            format!(
+                "isolcpus {} · nohz_full {} · rcu_nocbs {} · irqaffinity {}",
+                opt(&inv.isolcpus),
+                opt(&inv.nohz_full),
+                opt(&inv.rcu_nocbs),
+                opt(&inv.irqaffinity)
+            ),
+        ),
+        ("clocksource", inv.clocksource.clone()),
+        ("governor", if govs.is_empty() { "no cpufreq".into() } else { govs.join(", ") }),
+        ("SMT active", yes(inv.smt_active).into()),
+        (
+            "RT throttling",
+            match inv.rt_runtime_us {
+                Some(-1) => "off".into(),
+                Some(r) => format!("{r} us per {} us", inv.rt_period_us.unwrap_or(0)),
+                None => "unknown".into(),
+            },
+        ),
+        ("hypervisor", inv.hypervisor.clone().unwrap_or_else(|| "none seen".into())),
+        ("idle driver", opt(&inv.cpu_idle_driver)),
+        ("memory", format!("{} MiB", inv.memory_total_kb / 1024)),
+        (
+            "privileges",
+            format!(
+                "{}{}",
+                if inv.is_root { "root" } else { "not root" },
+                if inv.cap_sys_nice { ", CAP_SYS_NICE" } else { "" }
+            ),
+        ),
+        ("command", h.command_line.join(" ")),
+        ("scheduling", sched),
+        (
+            "rtscope",
+            format!(
+                "{}{}",
+                h.tool_version,
+                h.peak_rss_kb.map(|k| format!(" · peak RSS {} MiB", k / 1024)).unwrap_or_default()
+            ),
+        ),
+        ("run", format!("{} ({}) · {}", h.id, h.uuid, h.status.as_str())),
+    ];
+    let mut t = Table::new(vec!["".into(), "".into()], 2);
+    for (k, v) in rows {
+        t.row(vec![k.into(), v]);
+    }
+    sec.push(Block::Table(t));
+    let mut ws: Vec<_> = h.warnings.iter().collect();
+    ws.sort_by_key(|w| w.is_informational());
+    for w in ws {
+        sec.push(Block::Warning { serious: !w.is_informational(), message: w.message.clone(), fix: w.fix.clone() });
+    }
+    vec![sec]
+}
+
+/// The share of samples at or above each value, from the histogram: (us,
+/// fraction) at each non-empty bucket's lowest value above zero, then the
+/// overflows at the exact maximum. Negative and zero values count in the
+/// total but have no place on a log axis.
+pub fn exceedance_points(t: &Tally) -> Vec<(f64, f64)> {
+    let n = t.count();
+    let mut pts = Vec::new();
+    if n == 0 {
+        return pts;
+    }
+    let (min, max) = (t.min(), t.max());
+    // Samples >= 0 (the histogram's positive side plus its overflows).
+    let mut at_or_above = t.stats.count;
+    for [lo, _, c] in signed_buckets(t) {
+        if lo < 0 {
+            continue;
+        }
+        if lo > 0 {
+            pts.push((lo.clamp(min, max) as f64 / 1000.0, at_or_above as f64 / n as f64));
+        }
+        at_or_above -= c as u64;
+    }
+    if t.stats.overflows > 0 {
+        pts.push((max as f64 / 1000.0, t.stats.overflows as f64 / n as f64));
+    }
+    pts
+}
+
+/// An interval's min, mean and max (us), signed series included; None when empty.
+fn interval_bar(iv: &Interval, start_mono_ns: u64) -> Option<IntervalBar> {
+    let (pos, neg) = (&iv.stats, iv.neg.as_ref().map(|n| &n.stats));
+    let n = pos.count + neg.map_or(0, |s| s.count);
+    if n == 0 {
+        return None;
+    }
+    let min = match neg {
+        Some(s) if s.count > 0 => -(s.max as f64),
+        _ => pos.min as f64,
+    };
+    let max = if pos.count > 0 { pos.max as f64 } else { -(neg.map_or(0, |s| s.min) as f64) };
+    let sum = pos.sum as f64 - neg.map_or(0.0, |s| s.sum as f64);
+    let s = |t: u64| t.saturating_sub(start_mono_ns) as f64 / 1e9;
+    Some(IntervalBar {
+        t0_s: s(iv.start_ns),
+        t1_s: s(iv.end_ns),
+        min: min / 1000.0,
+        mean: sum / n as f64 / 1000.0,
+        max: max / 1000.0,
+    })
+}
+
+/// Curves beyond this many go to one plot per metric.
+const CURVES_PER_PLOT: usize = 14;
+
+/// Per probe: its figures, the exceedance plot, the power-of-two table and
+/// min / mean / max per checkpoint interval.
+fn probes(run: &Run, p: &str) -> Vec<Section> {
+    let req = requirement_ns(run).map(|r| r as f64 / 1000.0);
+    let mut out = Vec::new();
+    for (probe, list) in series_by_probe(run) {
+        let metrics = metrics_in_order(run, &list);
+        let (cols, what) = layout(probe);
+        let name = value_name(probe);
+        let title = if metrics.len() == 1 && what.is_empty() {
+            format!("{probe}: {} (us)", metrics[0])
+        } else {
+            format!("{probe}: {name} (us)")
+        };
+        let mut sec = Section::new(format!("{p}-probe-{probe}"), title);
+        if !what.is_empty() {
+            sec.push(Block::Para(format!("{probe} {what}")));
+        } else if probe == "wakeup" {
+            sec.push(Block::Para(
+                "latency = CLOCK_MONOTONIC read on waking - the programmed instant of clock_nanosleep(TIMER_ABSTIME): \
+                 timer interrupt, hrtimer handler, wake-up, context switch and return to user space"
+                    .into(),
+            ));
+        }
+        if let Some(d) = run.plan["describe"].as_str().filter(|d| !d.is_empty()) {
+            sec.push(Block::Para(format!("settings: {d}")));
+        }
+        // Metrics in the probe's order, CPUs within.
+        let rows: Vec<&Series> =
+            metrics.iter().flat_map(|m| list.iter().filter(move |s| s.key.metric == *m).copied()).collect();
+        sec.push(Block::Table(figures_table(cols, metrics.len() > 1, &rows)));
+        let groups: Vec<Vec<&Series>> = if rows.len() > CURVES_PER_PLOT && metrics.len() > 1 {
+            metrics.iter().map(|m| rows.iter().filter(|s| s.key.metric == *m).copied().collect()).collect()
+        } else {
+            vec![rows.clone()]
+        };
+        for (gi, group) in groups.iter().enumerate() {
+            let curves: Vec<Curve> = group
+                .iter()
+                .map(|s| Curve { label: series_label(s, metrics.len()), points: exceedance_points(s.total()) })
+                .collect();
+            let n: u64 = group.iter().map(|s| s.total().count()).sum();
+            let which = if groups.len() > 1 { format!(" {}", group[0].key.metric) } else { String::new() };
+            let title = format!("{probe}{which}: percent of samples at or over each {name}");
+            let svg = svg::exceedance(&format!("{p}-exc-{probe}-{gi}"), &title, &format!("{name} (us)"), &curves, req);
+            let signed = group.iter().any(|s| s.is_signed());
+            sec.push(Block::Figure {
+                svg,
+                caption: format!(
+                    "{title} (log-log; {n} samples; read a curve as \"this share of samples took at least this long\"{}{})",
+                    if signed { "; values at or below zero count in the total but have no place on the log axis" } else { "" },
+                    if req.is_some() { "; dashed red: the requirement" } else { "" }
+                ),
+            });
+        }
+        if metrics.len() == 1 {
+            if let Some(t) = pow2(&rows, |s| format!("CPU{}{}", s.key.cpu, load_suffix(s))) {
+                sec.push(Block::Table(t));
+            }
+        } else {
+            let mut cpus: Vec<i64> = rows.iter().map(|s| s.key.cpu).collect();
+            cpus.sort_unstable();
+            cpus.dedup();
+            for cpu in cpus {
+                let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
+                sec.push(Block::Para(format!("CPU {cpu}")));
+                if let Some(t) = pow2(&of_cpu, |s| format!("{}{}", s.key.metric, load_suffix(s))) {
+                    sec.push(Block::Table(t));
+                }
+            }
+        }
+        let exc: usize = rows.iter().map(|s| s.exceedances.len()).sum();
+        let lost: u64 = rows.iter().map(|s| s.lost_exceedances()).sum();
+        sec.push(Block::Para(format!(
+            "exceedances stored: {exc} ({}){}",
+            rows[0].exceed,
+            if lost > 0 { format!(", {lost} lost") } else { String::new() }
+        )));
+        let plots: Vec<String> = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let bars: Vec<IntervalBar> =
+                    s.intervals.iter().filter_map(|iv| interval_bar(iv, run.header.start_mono_ns)).collect();
+                (!bars.is_empty()).then(|| {
+                    svg::intervals(
+                        &format!("{p}-iv-{probe}-{i}"),
+                        &series_label(s, metrics.len()),
+                        &format!("{name} (us)"),
+                        &bars,
+                    )
+                })
+            })
+            .collect();
+        if !plots.is_empty() {
+            let secs = run.plan["common"]["checkpoint_ns"].as_u64().map(units::human).unwrap_or_else(|| "?".into());
+            sec.push(Block::Figures(
+                plots,
+                format!("{probe}: min, mean and max of every checkpoint interval ({secs}) over the run"),
+            ));
+        }
+        out.push(sec);
+    }
+    out
+}
+
+/// The figures of `rows` in the probe's columns.
+fn figures_table(cols: &[Col], with_metric: bool, rows: &[&Series]) -> Table {
+    let mut head: Vec<String> = Vec::new();
+    if with_metric {
+        head.push("metric".into());
+    }
+    head.push("CPU".into());
+    head.extend(cols.iter().map(|c| c.header().to_string()));
+    let mut t = Table::new(head, usize::from(with_metric));
+    for s in rows {
+        let m = s.total().summary();
+        let mut cells = Vec::new();
+        if with_metric {
+            cells.push(format!("{}{}", s.key.metric, load_suffix(s)));
+        }
+        cells.push(s.key.cpu.to_string());
+        cells.extend(cols.iter().map(|c| c.value(s, &m)));
+        t.row(cells);
+    }
+    t
+}
+
+/// The power-of-two table of `list`, a column per series.
+fn pow2(list: &[&Series], label: impl Fn(&Series) -> String) -> Option<Table> {
+    let rows = pow2_columns(list);
+    if rows.is_empty() {
+        return None;
+    }
+    let mut head = vec!["histogram".to_string()];
+    head.extend(list.iter().map(|s| label(s)));
+    let mut t = Table::new(head, 1);
+    for (b, counts) in rows {
+        let mut cells = vec![bucket_label(&b)];
+        cells.extend(counts.iter().map(u64::to_string));
+        t.row(cells);
+    }
+    Some(t)
+}
+
+/// A traced run's stages: mean per stage and CPU as stacked bars (the
+/// relative stages add up to the latency), the stage table, and the
+/// stages of the worst episodes.
+fn stages(run: &Run, p: &str) -> Vec<Section> {
+    let stage: Vec<&Series> = run.series.iter().filter(|s| is_stage(s)).collect();
+    let with_stages: Vec<_> = run.episodes.iter().filter_map(|e| e.stages.map(|s| (e, s))).collect();
+    if stage.is_empty() && with_stages.is_empty() {
+        return Vec::new();
+    }
+    let probe = stage.first().map_or("wakeup", |s| s.key.probe.as_str());
+    let mut sec = Section::new(format!("{p}-stages"), format!("{probe}: where the latency goes (stages)"));
+    sec.push(Block::Para(
+        "irq = programmed time -> timer interrupt entry; handler -> the probe's hrtimer callback; wake -> \
+         sched_waking; thread -> switch-in; user -> the probe's own timestamp. The five add up to the latency; \
+         *_abs are from the programmed time."
+            .into(),
+    ));
+    let mut cpus: Vec<i64> = stage.iter().map(|s| s.key.cpu).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let find = |cpu: i64, name: &str| stage.iter().find(|s| s.key.cpu == cpu && s.key.metric == name).copied();
+    let bars: Vec<(String, Vec<f64>)> = cpus
+        .iter()
+        .filter(|&&cpu| Stages::NAMES.iter().all(|n| find(cpu, n).is_some()))
+        .map(|&cpu| {
+            let means = Stages::NAMES.iter().map(|n| find(cpu, n).map_or(0.0, |s| s.total().mean() / 1000.0)).collect();
+            (format!("CPU {cpu} mean"), means)
+        })
+        .collect();
+    if !bars.is_empty() {
+        sec.push(Block::Figure {
+            svg: svg::stacked(&format!("{p}-stages-mean"), "mean time per stage", "us", &Stages::NAMES, &bars),
+            caption: "Mean time per stage and CPU (us), stacked: the bar's length is the mean latency of the decomposed samples".into(),
+        });
+    }
+    if !stage.is_empty() {
+        let rows: Vec<&Series> =
+            cpus.iter().flat_map(|&cpu| Stages::SERIES.iter().filter_map(move |n| find(cpu, n))).collect();
+        use Col::*;
+        sec.push(Block::Table(figures_table(&[Count("samples"), Min, Mean, P50, P99, P999, Max], true, &rows)));
+    }
+    if !with_stages.is_empty() {
+        let worst: Vec<(String, Vec<f64>)> = with_stages
+            .iter()
+            .take(12)
+            .map(|(e, s)| {
+                (format!("cpu{} #{}", e.cpu, e.sample), s.values().iter().map(|v| *v as f64 / 1000.0).collect())
+            })
+            .collect();
+        sec.push(Block::Figure {
+            svg: svg::stacked(
+                &format!("{p}-stages-worst"),
+                "stages of the worst episodes",
+                "us",
+                &Stages::NAMES,
+                &worst,
+            ),
+            caption: format!("Stages of the {} worst explained samples (us), worst first", worst.len()),
+        });
+    }
+    vec![sec]
+}
+
+/// Which sources account for how much of the tail, and (noise) every
+/// sample by kind of cause.
+fn causes(run: &Run, p: &str) -> Vec<Section> {
+    let by_kind = run.trace.as_ref().is_some_and(|t| t.per_cpu.iter().any(|c| !c.by_kind.is_empty()));
+    if run.episodes.is_empty() && !by_kind {
+        return Vec::new();
+    }
+    let mut sec = Section::new(format!("{p}-causes"), "Causes");
+    let top = top_causes(&run.episodes);
+    if !top.is_empty() {
+        sec.push(Block::Para(format!("top causes over {} episodes", run.episodes.len())));
+        let mut t = Table::new(
+            ["kind", "source", "main in", "seen in", "total (us)", "share", "max (us)"].map(String::from).to_vec(),
+            2,
+        );
+        for r in top.iter().take(25) {
+            t.row(vec![
+                r.kind.as_str().into(),
+                r.name.clone(),
+                r.main_in.to_string(),
+                r.seen_in.to_string(),
+                us(r.total_ns),
+                format!("{:.1}%", r.share_pct),
+                us(r.max_ns),
+            ]);
+        }
+        sec.push(Block::Table(t));
+    }
+    if let Some(tr) = run.trace.as_ref().filter(|_| by_kind) {
+        sec.push(Block::Para("every sample by cause (a sample counts once per kind it contains)".into()));
+        let mut t =
+            Table::new(["CPU", "kind", "samples", "main in", "total (us)", "share"].map(String::from).to_vec(), 2);
+        for c in &tr.per_cpu {
+            let all: u64 = c.by_kind.iter().map(|k| k.ns).sum();
+            for k in &c.by_kind {
+                let share = if all == 0 { 0.0 } else { 100.0 * k.ns as f64 / all as f64 };
+                t.row(vec![
+                    c.cpu.to_string(),
+                    k.kind.as_str().into(),
+                    k.samples.to_string(),
+                    k.main.to_string(),
+                    us(k.ns),
+                    format!("{share:.1}%"),
+                ]);
+            }
+        }
+        sec.push(Block::Table(t));
+    }
+    vec![sec]
+}
+
+/// Every stored episode: its verdict and its CPU's timeline.
+fn episodes(run: &Run, p: &str) -> Vec<Section> {
+    if run.episodes.is_empty() {
+        return Vec::new();
+    }
+    const LANES: [(Lane, &str); 4] =
+        [(Lane::Stage, "stages"), (Lane::Task, "tasks"), (Lane::Irq, "hard irq"), (Lane::Softirq, "softirq")];
+    let mut sec = Section::new(format!("{p}-episodes"), format!("Episodes ({}, worst first)", run.episodes.len()));
+    for (i, e) in run.episodes.iter().enumerate() {
+        sec.push(Block::Code(vec![e.verdict.clone()]));
+        if e.slices.is_empty() {
+            continue;
+        }
+        let rel = |t: u64| (t as i128 - e.programmed_ns as i128) as f64 / 1000.0;
+        let bars: Vec<Bar> = e
+            .slices
+            .iter()
+            .map(|s| Bar {
+                lane: LANES.iter().position(|(l, _)| *l == s.lane).unwrap_or(1),
+                name: s.name.clone(),
+                start_us: rel(s.start_ns),
+                dur_us: s.dur_ns as f64 / 1000.0,
+            })
+            .collect();
+        let lanes = LANES.map(|(_, n)| n);
+        let svg = svg::timeline(
+            &format!("{p}-ep-{i}"),
+            &e.verdict,
+            &lanes,
+            &bars,
+            &[(0.0, "programmed"), (rel(e.woke_ns), "woke")],
+        );
+        sec.push(Block::Figure {
+            svg,
+            caption: format!("cpu{} #{}: the CPU from the probe's previous wake-up to this one", e.cpu, e.sample),
+        });
+    }
+    vec![sec]
+}
+
+/// What the tracer did: events, losses, its cost, samples explained.
+fn tracer(run: &Run, p: &str) -> Vec<Section> {
+    let Some(t) = &run.trace else { return Vec::new() };
+    let mut sec = Section::new(format!("{p}-trace"), "Tracer");
+    sec.push(Block::Para(format!(
+        "instance {}, clock {}, {} KiB per CPU; reader thread {:.2}% of a CPU; {} episodes built, {} kept; cause threshold {}",
+        t.instance, t.clock, t.buffer_kb_per_cpu, t.reader_cpu_pct, t.episodes_built, t.episodes_kept, t.cause_threshold
+    )));
+    for m in &t.missing {
+        sec.push(Block::Warning {
+            serious: true,
+            message: format!("missing event {m}"),
+            fix: "see the README's --trace section".into(),
+        });
+    }
+    let mut tab = Table::new(
+        [
+            "CPU",
+            "events",
+            "lost",
+            "samples",
+            "decomposed",
+            "incomplete",
+            "switch inferred",
+            "not handed over",
+            "read errors",
+        ]
+        .map(String::from)
+        .to_vec(),
+        0,
+    );
+    for c in &t.per_cpu {
+        tab.row(
+            [
+                c.cpu as u64,
+                c.events,
+                c.lost,
+                c.samples,
+                c.decomposed,
+                c.incomplete,
+                c.switch_inferred,
+                c.samples_dropped,
+                c.read_errors,
+            ]
+            .iter()
+            .map(u64::to_string)
+            .collect(),
+        );
+    }
+    sec.push(Block::Table(tab));
+    vec![sec]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exceedance_points_fall_from_the_share_above_zero_to_the_rarest() {
+        let mut t = Tally::new();
+        for v in [0u64, 1_000, 2_000, 2_000, 150_000_000_000] {
+            t.record(v);
+        }
+        let pts = exceedance_points(&t);
+        assert_eq!(pts.first().unwrap().1, 0.8, "4 of 5 samples are at or above 1 us");
+        assert!((pts[0].0 - 1.0).abs() < 0.01);
+        assert!(pts.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 > w[1].1), "{pts:?}");
+        assert_eq!(*pts.last().unwrap(), (150_000_000.0, 0.2), "the overflow at the exact maximum");
+        let mut s = Tally::new_signed();
+        for v in [-5_000i64, -1_000, 3_000, 9_000] {
+            s.record_signed(v);
+        }
+        let pts = exceedance_points(&s);
+        assert_eq!(pts[0].1, 0.5, "negative values count in the total only");
+        assert!(exceedance_points(&Tally::new()).is_empty());
+    }
+}

@@ -1,0 +1,379 @@
+//! `rtscope report` and `rtscope compare`: snapshots of the Markdown and of
+//! the HTML structure of a fixed run (tests/data/report-run.json), a
+//! browser rendering of a real run, and a comparison that must catch an
+//! injected spinner. `UPDATE_SNAPSHOTS=1 cargo test --test report` rewrites
+//! the snapshots after an intended change.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+/// Compares `got` with the snapshot `name`, or rewrites it with UPDATE_SNAPSHOTS set.
+fn snapshot(name: &str, got: &str) {
+    let path = data(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} missing: run with UPDATE_SNAPSHOTS=1", path.display()));
+    if want != got {
+        let new = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.new"));
+        std::fs::write(&new, got).unwrap();
+        let line = want
+            .lines()
+            .zip(got.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(got.lines().count()));
+        panic!(
+            "{name} differs from its snapshot at line {} (new output in {}; UPDATE_SNAPSHOTS=1 accepts it):\n want: {}\n  got: {}",
+            line + 1,
+            new.display(),
+            want.lines().nth(line).unwrap_or("<end>"),
+            got.lines().nth(line).unwrap_or("<end>")
+        );
+    }
+}
+
+/// The fixed run imported into a fresh store.
+fn imported() -> (PathBuf, String) {
+    let dir = tempdir();
+    let db = db(&dir);
+    let o = rtscope(&["import", data("report-run.json").to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    (dir, db)
+}
+
+fn report(args: &[&str]) -> String {
+    let o = rtscope(args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn markdown_report_of_the_fixed_run_matches_its_snapshot() {
+    let (dir, db) = imported();
+    let md = report(&["report", "1", "--format", "md", "-o", "-", "--db", &db]);
+    snapshot("report-run.md", &md);
+    for part in ["### Verdicts", "**PASS**", "### Machine and setup", "| histogram | CPU0 | CPU1 |", "top causes over"]
+    {
+        assert!(md.contains(part), "{part} missing");
+    }
+    assert!(!md.contains("<svg"), "Markdown leaves the plots out");
+    // The same report straight from the export, and -o FILE.md picks Markdown.
+    let file = dir.join("r.md");
+    report(&["report", data("report-run.json").to_str().unwrap(), "-o", file.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), md);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The HTML's skeleton: articles, sections, headings, verdicts, tables with
+/// their header and row count, and every plot with its drawn series; text
+/// and coordinates left out.
+fn outline(html: &str) -> String {
+    let mut out = String::new();
+    let mut rest = html;
+    let mut depth = 0usize;
+    let attr = |tag: &str, name: &str| {
+        let key = format!(" {name}=\"");
+        tag.find(&key).map(|i| {
+            let v = &tag[i + key.len()..];
+            v[..v.find('"').unwrap()].to_string()
+        })
+    };
+    while let Some(i) = rest.find('<') {
+        rest = &rest[i..];
+        let end = rest.find('>').unwrap();
+        let tag = &rest[1..end];
+        let name: String = tag.trim_start_matches('/').chars().take_while(|c| c.is_ascii_alphanumeric()).collect();
+        let closing = tag.starts_with('/');
+        let after = &rest[end + 1..];
+        let text_until_tag = || after[..after.find('<').unwrap_or(after.len())].trim().to_string();
+        match (name.as_str(), closing) {
+            ("article" | "section" | "figure", false) => {
+                out.push_str(&format!(
+                    "{}{name}{}\n",
+                    "  ".repeat(depth),
+                    attr(tag, "id").map(|i| format!("#{i}")).unwrap_or_default()
+                ));
+                depth += 1;
+            }
+            ("article" | "section" | "figure", true) => depth -= 1,
+            ("h1" | "h2" | "h3", false) => {
+                out.push_str(&format!("{}{name} {}\n", "  ".repeat(depth), text_until_tag()))
+            }
+            ("div", false) if attr(tag, "class").is_some_and(|c| c.starts_with("verdict") || c.starts_with("warn")) => {
+                out.push_str(&format!("{}div.{}\n", "  ".repeat(depth), attr(tag, "class").unwrap()))
+            }
+            ("table", false) => {
+                let body = &after[..after.find("</table>").unwrap()];
+                let heads: Vec<String> = body
+                    .split("<th")
+                    .skip(1)
+                    .filter(|h| h.starts_with('>') || h.starts_with(' '))
+                    .map(|h| {
+                        let h = &h[h.find('>').unwrap() + 1..];
+                        h[..h.find("</th>").unwrap()].to_string()
+                    })
+                    .collect();
+                let rows = body.matches("<tr>").count() - usize::from(!heads.is_empty());
+                out.push_str(&format!("{}table [{}] {rows} rows\n", "  ".repeat(depth), heads.join(" | ")));
+            }
+            ("svg", false) => {
+                let body = &after[..after.find("</svg>").unwrap()];
+                let mut kinds: Vec<String> = Vec::new();
+                for (k, _) in body.match_indices(" class=\"series\"") {
+                    let open = body[..k].rfind('<').unwrap();
+                    kinds.push(body[open + 1..k].to_string());
+                }
+                kinds.dedup();
+                out.push_str(&format!(
+                    "{}svg#{} series {} ({}){}\n",
+                    "  ".repeat(depth),
+                    attr(tag, "id").unwrap_or_default(),
+                    body.matches(" class=\"series\"").count(),
+                    kinds.join(","),
+                    if body.contains("class=\"requirement\"") { " requirement" } else { "" }
+                ));
+            }
+            _ => {}
+        }
+        rest = after;
+    }
+    out
+}
+
+#[test]
+fn html_report_structure_matches_its_snapshot_and_is_self_contained() {
+    let (dir, db) = imported();
+    let file = dir.join("r.html");
+    report(&["report", "last", "-o", file.to_str().unwrap(), "--db", &db]);
+    let html = std::fs::read_to_string(&file).unwrap();
+    snapshot("report-run.html.outline", &outline(&html));
+    // Nothing to fetch: no script, stylesheet, image, font or frame, and
+    // no address but the SVG namespace.
+    for bad in ["<script", "<link", "<img", "<iframe", "@import", "@font-face", " src=", "url(http"] {
+        assert!(!html.contains(bad), "{bad} in a self-contained report");
+    }
+    let outside = html.replace("http://www.w3.org/2000/svg", "");
+    assert!(!outside.contains("http://") && !outside.contains("https://"), "an external address in the report");
+    assert!(html.contains("@media print"), "a print style");
+    // Every plot drew something.
+    let plots = html.matches("<svg").count();
+    assert!(plots >= 5, "{plots} plots");
+    for svg in html.split("<svg").skip(1) {
+        let svg = &svg[..svg.find("</svg>").unwrap()];
+        assert!(svg.contains("class=\"series\""), "an empty plot: {}", &svg[..svg.len().min(200)]);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn report_and_compare_refuse_bad_input_naming_it() {
+    let (dir, db) = imported();
+    let bad = |args: &[&str], words: &[&str]| {
+        let o = rtscope(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        for w in words {
+            assert!(err.contains(w), "{args:?}: message should name {w}: {err}");
+        }
+    };
+    bad(&["report", "7", "-o", "-", "--db", &db], &["no run 7"]);
+    bad(&["report", "1", "-o", "/nonexistent-dir/r.html", "--db", &db], &["--output"]);
+    bad(&["report", "gone.json", "-o", "-", "--db", &db], &["gone.json"]);
+    bad(&["report", "1", "-o", "-", "--db", "/nonexistent-dir/x.db"], &["--db"]);
+    bad(&["compare", "1", "--db", &db], &["RUN"]);
+    bad(&["compare", "1", "1", "--max-regression", "lots", "--db", &db], &["--max-regression"]);
+    bad(&["compare", "1", "1", "--html", "/nonexistent-dir/c.html", "--db", &db], &["--html"]);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_run_compared_with_itself_is_within_its_noise() {
+    let (dir, db) = imported();
+    let html = dir.join("c.html");
+    let o = rtscope(&["compare", "1", "1", "--max-regression", "0", "--html", html.to_str().unwrap(), "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("wakeup latency cpu1") && out.contains("PASS"), "{out}");
+    assert!(out.contains("0 figure(s) worse beyond the noise, 0 better"), "{out}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("run 1") && !page.contains("<script"));
+    let o = rtscope(&["compare", "1", "1", "--json", "--db", &db]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("compare --json is JSON");
+    assert_eq!(v["format"], "rtscope-compare");
+    assert_eq!(v["passed"], true);
+    for s in v["series"].as_array().unwrap() {
+        for f in s["figures"].as_array().unwrap() {
+            assert_eq!(f["ratios"][1], 1.0, "{f}");
+            assert!(["within_noise", "same", "untested"].contains(&f["changes"][1].as_str().unwrap()), "{f}");
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The browser: chromium, or None with the reason printed (not found and
+/// not installable).
+fn chromium() -> Option<PathBuf> {
+    let find = || {
+        ["chromium", "chromium-browser"].iter().find_map(|b| {
+            std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(b)).find(|p| p.is_file()))
+        })
+    };
+    if let Some(p) = find() {
+        return Some(p);
+    }
+    eprintln!("chromium not found: installing Debian's chromium");
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "-qq", "chromium"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .is_ok_and(|s| s.success());
+    let found = find();
+    if found.is_none() {
+        eprintln!(
+            "skipped: chromium could not be installed (apt-get {}); the browser test needs it",
+            if ok { "succeeded but no binary" } else { "failed" }
+        );
+    }
+    found
+}
+
+/// Runs headless chromium on `page`; returns its stderr (console messages
+/// included) and stdout.
+fn headless(browser: &Path, page: &Path, extra: &[&str]) -> (String, Vec<u8>) {
+    let url = format!("file://{}", page.display());
+    let o = Command::new("timeout")
+        .arg("120")
+        .arg(browser)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"])
+        .args(["--enable-logging=stderr", "--v=0", "--no-first-run"])
+        .arg(format!("--user-data-dir={}", page.with_extension("profile").display()))
+        .args(extra)
+        .arg(&url)
+        .output()
+        .expect("run chromium");
+    let _ = std::fs::remove_dir_all(page.with_extension("profile"));
+    assert!(o.status.success(), "chromium failed on {url}: {}", text(&o));
+    (String::from_utf8_lossy(&o.stderr).into_owned(), o.stdout)
+}
+
+fn console_messages(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.contains(":CONSOLE")).collect()
+}
+
+#[test]
+fn chromium_renders_the_report_of_a_real_run_without_a_console_error() {
+    let Some(fx) = Fixture::root() else { return };
+    let Some(browser) = chromium() else { return };
+    let cpu = last_cpu().to_string();
+    let o = rtscope(&[
+        "wakeup",
+        "--cpus",
+        &cpu,
+        "--duration",
+        "2s",
+        "--trace",
+        "--episodes",
+        "2",
+        "--checkpoint",
+        "500ms",
+        "--quiet",
+        "--db",
+        &fx.db,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
+    std::fs::create_dir_all(&out).unwrap();
+    let page = out.join("report.html");
+    report(&["report", "last", "-o", page.to_str().unwrap(), "--db", &fx.db]);
+    // The check itself: a page with a broken SVG attribute logs an error.
+    let broken = out.join("broken.html");
+    std::fs::write(&broken, "<!DOCTYPE html><svg width=\"10\" height=\"10\"><path d=\"M 1 x\"/></svg>").unwrap();
+    let (err, _) = headless(&browser, &broken, &["--dump-dom"]);
+    assert!(!console_messages(&err).is_empty(), "chromium's console errors must be seen: {err}");
+    // The report: no console message at all (it has no script), every
+    // plot in the rendered DOM has something drawn.
+    let png = out.join("report.png");
+    let (err, _) = headless(&browser, &page, &["--window-size=1280,7000", &format!("--screenshot={}", png.display())]);
+    let console = console_messages(&err);
+    assert!(console.is_empty(), "console errors rendering the report:\n{}", console.join("\n"));
+    let (err, dom) = headless(&browser, &page, &["--dump-dom"]);
+    assert!(console_messages(&err).is_empty());
+    let dom = String::from_utf8(dom).unwrap();
+    let plots: Vec<&str> = dom.split("<svg").skip(1).map(|s| &s[..s.find("</svg>").unwrap()]).collect();
+    assert!(plots.len() >= 4, "{} plots in the rendered page", plots.len());
+    for p in &plots {
+        assert!(p.contains("class=\"series\""), "an empty plot in the rendered page");
+    }
+    // The screenshot has ink, and colour: the plots' lines and bars.
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let pixels = buf[..info.buffer_size()].chunks(px);
+    let (mut ink, mut colour, mut n) = (0usize, 0usize, 0usize);
+    for p in pixels {
+        n += 1;
+        let (r, g, b) = (p[0] as i32, p[1] as i32, p[2] as i32);
+        if r + g + b < 600 {
+            ink += 1;
+        }
+        if (r - g).abs() > 60 || (g - b).abs() > 60 || (r - b).abs() > 60 {
+            colour += 1;
+        }
+    }
+    eprintln!("screenshot {}: {n} pixels, {ink} ink, {colour} in colour", png.display());
+    assert!(ink * 100 > n, "the page is nearly blank: {ink} of {n} pixels have ink");
+    assert!(colour > 5_000, "the plots' colours are missing: {colour} coloured pixels");
+}
+
+#[test]
+fn compare_catches_an_injected_spinner_and_gates_on_it() {
+    let Some(fx) = Fixture::root() else { return };
+    let cpu = last_cpu().to_string();
+    let measure = || {
+        let o = rtscope(&["wakeup", "--cpus", &cpu, "--duration", "3s", "--quiet", "--db", &fx.db]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    };
+    measure();
+    let mut spinner = Command::new(BIN)
+        .args(["disturb", "--cpu", &cpu, "--priority", "99", "--period", "20ms", "--spin", "400us"])
+        .args(["--phase-jitter", "1ms", "--duration", "4500ms"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    measure();
+    spinner.wait().unwrap();
+    // Run 2 had the spinner: its tail is worse beyond the noise, and the gate fails.
+    let o = rtscope(&["compare", "1", "2", "--max-regression", "50", "--db", &fx.db]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("FAIL"), "{out}");
+    let o = rtscope(&["compare", "1", "2", "--json", "--max-regression", "50", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["passed"], false);
+    let regs = v["regressions"].as_array().unwrap();
+    let series = format!("wakeup latency cpu{cpu}");
+    assert!(
+        regs.iter()
+            .any(|r| r["series"] == series.as_str() && r["figure"] == "p99" && r["ratio"].as_f64().unwrap() > 1.5),
+        "p99 of {series} must be a regression: {regs:?}"
+    );
+    // The other way round it is an improvement, and the gate passes.
+    let o = rtscope(&["compare", "2", "1", "--json", "--max-regression", "50", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = v["series"].as_array().unwrap().iter().find(|s| s["cpu"].as_i64() == cpu.parse().ok()).unwrap();
+    let p99 = row["figures"].as_array().unwrap().iter().find(|f| f["figure"] == "p99").unwrap();
+    assert_eq!(p99["changes"][1], "better", "{p99}");
+}
