@@ -3,6 +3,7 @@
 //! locking, start, duration, stop, recording and the summary. Only
 //! [`Probe::measure`] runs on the real-time thread.
 
+pub mod netlat;
 pub mod noise;
 pub mod ptimer;
 pub mod sleep;

@@ -97,6 +97,24 @@ fn layout(probe: &str) -> (&'static [Col], &'static str) {
             ],
             "drift (us): event seen - (start + k x period), signed",
         ),
+        "netlat" => (
+            &[
+                Count("packets"),
+                Min,
+                Mean,
+                P50,
+                P90,
+                P99,
+                P999,
+                P9999,
+                Max,
+                Extra("lost", "lost"),
+                Extra("reordered", "reord"),
+            ],
+            "UDP latency (us): rx_* from the send call (stack: to the kernel's receive timestamp, wake: from it to \
+             recvmsg returning), tx_* from the send call to queued (sched) / handed to the driver (sw); peer mode: \
+             rtt and the target's own timing",
+        ),
         _ => (&[Count("samples"), Min, Mean, P50, P90, P99, P999, P9999, Max, Jitter, Overruns], ""),
     }
 }
