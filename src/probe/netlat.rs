@@ -996,7 +996,12 @@ impl Probe for Netlat {
                 m.insert(key.into(), slots[slot].into());
             }
         }
-        m.insert("path".into(), self.path.describe().into());
+        let path = match (self.peer, &self.path) {
+            (Some(p), NetPath::Iface(n)) => format!("round trip to {p} through {n}"),
+            (Some(p), _) => format!("round trip to {p}"),
+            (None, path) => path.describe(),
+        };
+        m.insert("path".into(), path.into());
         m.insert("timestamps".into(), self.timestamps.clone().into());
         m
     }
