@@ -105,6 +105,7 @@ fn netlat_cmd(a: crate::cli::NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32
                 priority,
                 until_ns: until,
                 quiet: common.quiet,
+                dma_latency: common.dma_latency,
             };
             netlat::serve(opts, signal)?;
             Ok(0)

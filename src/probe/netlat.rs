@@ -1024,13 +1024,25 @@ pub struct Serve<'a> {
     /// CLOCK_MONOTONIC end (u64::MAX: until a signal).
     pub until_ns: u64,
     pub quiet: bool,
+    /// Hold /dev/cpu_dma_latency at 0 while serving (as measuring does).
+    pub dma_latency: bool,
 }
 
 /// `rtscope netlat --serve ADDR:PORT`: echoes every rtscope datagram with
 /// the target's own receive and send timing, on a thread pinned to `cpu`
 /// at `policy`/`priority`, until `signal` or `until_ns`. Prints a summary.
 pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
-    let Serve { addr, iface, cpu, policy, priority, until_ns, quiet } = opts;
+    let Serve { addr, iface, cpu, policy, priority, until_ns, quiet, dma_latency } = opts;
+    let _dma = match dma_latency.then(|| crate::sys::dma::DmaLatency::hold(0)) {
+        Some(Err(e)) if !quiet => {
+            eprintln!(
+                "rtscope: warning: cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
+            );
+            None
+        }
+        Some(Ok(d)) => Some(d),
+        _ => None,
+    };
     let sock = UdpSock::bind(addr).with_context(|| format!("--serve {addr}: cannot bind"))?;
     if let Some(name) = iface {
         sock.bind_device(name).with_context(|| format!("--path iface:{name}: cannot bind to the interface"))?;
