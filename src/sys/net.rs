@@ -1,8 +1,8 @@
 //! UDP sockets with the kernel's own timestamps (`SO_TIMESTAMPING`): the
 //! software receive timestamp of each datagram, and the scheduler and
 //! software transmit timestamps of each sent one, read back from the
-//! socket's error queue (`SOF_TIMESTAMPING_OPT_ID` numbers them). Hardware
-//! timestamps where an interface has them. Nothing here allocates after a
+//! socket's error queue (`SOF_TIMESTAMPING_OPT_ID` numbers them), and what
+//! an interface can timestamp in hardware (`ethtool -T`). Nothing here allocates after a
 //! socket is made: the receive paths use fixed buffers on the stack.
 //!
 //! The kernel's software timestamps are CLOCK_REALTIME; [`realtime_offset`]
@@ -406,21 +406,6 @@ impl UdpSock {
             tx_types: info.tx_types,
             rx_filters: info.rx_filters,
         })
-    }
-
-    /// The interface's hardware timestamping configuration (tx type, rx filter).
-    pub fn hw_config(&self, name: &str) -> io::Result<(i32, i32)> {
-        let mut cfg = libc::hwtstamp_config { flags: 0, tx_type: 0, rx_filter: 0 };
-        let mut r = ifreq(name, (&mut cfg as *mut libc::hwtstamp_config).cast())?;
-        self.ioctl(libc::SIOCGHWTSTAMP, &mut r)?;
-        Ok((cfg.tx_type, cfg.rx_filter))
-    }
-
-    /// Sets the interface's hardware timestamping (tx type, rx filter).
-    pub fn set_hw_config(&self, name: &str, tx_type: i32, rx_filter: i32) -> io::Result<()> {
-        let mut cfg = libc::hwtstamp_config { flags: 0, tx_type, rx_filter };
-        let mut r = ifreq(name, (&mut cfg as *mut libc::hwtstamp_config).cast())?;
-        self.ioctl(libc::SIOCSHWTSTAMP, &mut r)
     }
 }
 
