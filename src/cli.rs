@@ -1,6 +1,7 @@
 //! The command line: one subcommand per probe and per action.
 
 use crate::probe::Common;
+use crate::probe::netlat::{self, NetPath, Netlat};
 use crate::probe::noise::{self, Noise};
 use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
@@ -40,6 +41,11 @@ pub enum Cmd {
     /// Periodic timer drift (the references' multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
     /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
     Ptimer(PtimerArgs),
+    /// UDP/IP stack latency (the references' network stack test): a sender and a real-time receiver per CPU over
+    /// loopback or a veth pair between two namespaces; rx_stack = send call -> kernel receive timestamp, rx_wake ->
+    /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
+    /// to a responder on another host.
+    Netlat(NetlatArgs),
     /// List the runs in the store.
     Runs(StoreArgs),
     /// Summarise a stored run (its machine, warnings and figures).
@@ -61,6 +67,8 @@ pub enum Cmd {
     Disturb(DisturbArgs),
     #[command(name = "__second-process", hide = true)]
     SecondProcess(SecondArgs),
+    #[command(name = "__netlat-sender", hide = true)]
+    NetlatSender(NetlatSenderArgs),
 }
 
 fn flush_size(s: &str) -> Result<usize, String> {
@@ -253,6 +261,59 @@ pub struct PtimerArgs {
     pub timer: Vec<TimerKind>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct NetlatArgs {
+    /// Send one datagram every DUR per measured CPU (the reference's 10 ms; 100us..10s).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur)]
+    pub interval: u64,
+    /// UDP payload bytes (the reference's 54; 52..1472, one Ethernet frame at most).
+    #[arg(long, value_name = "BYTES", default_value_t = 54,
+          value_parser = clap::value_parser!(u16).range(netlat::MIN_SIZE as i64..=netlat::MAX_SIZE as i64))]
+    pub size: u16,
+    /// loopback (127.0.0.1, the loopback driver); netns (a veth pair between two network namespaces rtscope creates
+    /// and the kernel removes with rtscope, on any exit); iface:NAME (with --peer or --serve: through interface
+    /// NAME, hardware timestamps noted where it has them).
+    #[arg(long, value_name = "PATH", default_value = "loopback", value_parser = NetPath::parse)]
+    pub path: NetPath,
+    /// Run each sender as its own process (the receive then crosses address spaces), not a thread.
+    #[arg(long)]
+    pub processes: bool,
+    /// Pin every sender to CPU N [default: its receiver's CPU, so that the receive softirq runs there]
+    #[arg(long, value_name = "N")]
+    pub sender_cpu: Option<usize>,
+    /// Be the responder on the target: echo every rtscope datagram arriving at ADDR:PORT at --priority on the first
+    /// of --cpus [default: the last CPU], with the target's own receive and send timing. Runs until Ctrl-C or
+    /// --duration; stores nothing (the --peer side does).
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with_all = ["peer", "processes", "sender_cpu"])]
+    pub serve: Option<std::net::SocketAddrV4>,
+    /// Measure the round trip to an `rtscope netlat --serve ADDR:PORT` on the target (it must answer a hello
+    /// first): rtt, transit, rx_wake and the target's target_wake, target_turnaround, target_tx_sw.
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with_all = ["processes", "sender_cpu"])]
+    pub peer: Option<std::net::SocketAddrV4>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct NetlatSenderArgs {
+    #[arg(long)]
+    pub cpu: usize,
+    #[arg(long, value_enum)]
+    pub policy: Policy,
+    #[arg(long)]
+    pub priority: u8,
+    #[arg(long)]
+    pub size: usize,
+    #[arg(long)]
+    pub session: u32,
+}
+
+/// What `rtscope netlat` is asked to do.
+pub enum NetlatPlan {
+    Measure(Common, Netlat, Vec<String>),
+    Serve { addr: std::net::SocketAddrV4, iface: Option<String>, cpu: usize, common: Common },
 }
 
 #[derive(Args, Debug)]
@@ -561,6 +622,52 @@ fn check_at_most_10s(flag: &str, ns: u64) -> Result<()> {
         bail!("{flag} must be at most 10s: a thread only sees a stop request between two of them (e.g. {flag} 33ms)");
     }
     Ok(())
+}
+
+impl NetlatArgs {
+    pub fn resolve(&self, kind: &str) -> Result<NetlatPlan> {
+        use rtscope_model::units::human;
+        if self.interval < netlat::MIN_INTERVAL_NS {
+            bail!(
+                "--interval {} is below 100us: netlat sends at most 10000 datagrams per second per CPU (e.g. --interval 1ms)",
+                human(self.interval)
+            );
+        }
+        check_at_most_10s("--interval", self.interval)?;
+        check_duration_covers(&self.common, "--interval", self.interval)?;
+        let common = self.common.resolve(kind)?;
+        if let Some(c) = self.sender_cpu {
+            cpu::parse_selection("--sender-cpu", &c.to_string())?;
+        }
+        let iface = match &self.path {
+            NetPath::Iface(n) => Some(n.clone()),
+            _ => None,
+        };
+        if let Some(addr) = self.serve {
+            if self.path == NetPath::Netns {
+                bail!(
+                    "--serve with --path netns: run the responder inside a namespace of your own instead (ip netns exec NS rtscope netlat --serve ...)"
+                );
+            }
+            let cpu = match &self.common.cpus {
+                Some(_) => common.cpus[0],
+                None => *common.cpus.last().unwrap_or(&0),
+            };
+            return Ok(NetlatPlan::Serve { addr, iface, cpu, common });
+        }
+        let (probe, warnings) = match self.peer {
+            Some(peer) => Netlat::peer(self.interval, self.size as usize, self.path.clone(), peer, &common.cpus)?,
+            None => Netlat::local(
+                self.interval,
+                self.size as usize,
+                self.path.clone(),
+                self.processes,
+                self.sender_cpu,
+                &common.cpus,
+            )?,
+        };
+        Ok(NetlatPlan::Measure(common, probe, warnings))
+    }
 }
 
 impl NoiseArgs {

@@ -5,7 +5,7 @@ use crate::cli::{
     ShowArgs, StoreArgs,
 };
 use crate::disturb::{self, SpinSpec};
-use crate::probe::{self, wakeup};
+use crate::probe::{self, netlat, wakeup};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, mem, sched, signals};
 use anyhow::{Context, Result, bail};
@@ -33,7 +33,13 @@ pub fn main() -> Result<i32> {
     // the second process) keep the default actions.
     if matches!(
         cli.cmd,
-        Cmd::Run(_) | Cmd::Wakeup(_) | Cmd::Noise(_) | Cmd::Sleep(_) | Cmd::Ptimer(_) | Cmd::Disturb(_)
+        Cmd::Run(_)
+            | Cmd::Wakeup(_)
+            | Cmd::Noise(_)
+            | Cmd::Sleep(_)
+            | Cmd::Ptimer(_)
+            | Cmd::Netlat(_)
+            | Cmd::Disturb(_)
     ) {
         signals::install(&signal).context("installing signal handlers")?;
     }
@@ -55,6 +61,7 @@ pub fn main() -> Result<i32> {
             let (common, probe) = a.resolve("ptimer")?;
             probe::run_probe(&probe, &common, &signal)
         }
+        Cmd::Netlat(a) => netlat_cmd(a, &signal),
         Cmd::Runs(a) => runs(a),
         Cmd::Show(a) => show(a),
         Cmd::Export(a) => export_run(a),
@@ -66,6 +73,47 @@ pub fn main() -> Result<i32> {
         Cmd::SecondProcess(a) => {
             let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
             wakeup::second_process(&cpus, a.interval_ns, a.priority)?;
+            Ok(0)
+        }
+        Cmd::NetlatSender(a) => {
+            let cfg = netlat::SenderCfg { size: a.size, session: a.session };
+            netlat::sender_process(a.cpu, a.policy, a.priority, cfg)?;
+            Ok(0)
+        }
+    }
+}
+
+/// `rtscope netlat`: a measuring run, or the responder of `--serve`.
+fn netlat_cmd(a: crate::cli::NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
+    match a.resolve("netlat")? {
+        crate::cli::NetlatPlan::Measure(common, probe, warnings) => {
+            if !common.quiet {
+                for w in &warnings {
+                    eprintln!("rtscope: warning: {w}");
+                }
+            }
+            probe::run_probe(&probe, &common, signal)
+        }
+        crate::cli::NetlatPlan::Serve { addr, iface, cpu, common } => {
+            let (mut policy, mut priority) = (common.policy, common.priority);
+            if policy.is_rt() && !sched::can_use_rt(priority) {
+                eprintln!(
+                    "rtscope: warning: cannot use real-time priority {priority}: serving at SCHED_OTHER (fix: run as root or grant CAP_SYS_NICE)"
+                );
+                (policy, priority) = (sched::Policy::Other, 0);
+            }
+            let until = common.duration_ns.map_or(u64::MAX, |d| clock::now() + d);
+            let opts = netlat::Serve {
+                addr,
+                iface: iface.as_deref(),
+                cpu,
+                policy,
+                priority,
+                until_ns: until,
+                quiet: common.quiet,
+                dma_latency: common.dma_latency,
+            };
+            netlat::serve(opts, signal)?;
             Ok(0)
         }
     }

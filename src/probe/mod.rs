@@ -3,6 +3,7 @@
 //! locking, start, duration, stop, recording and the summary. Only
 //! [`Probe::measure`] runs on the real-time thread.
 
+pub mod netlat;
 pub mod noise;
 pub mod ptimer;
 pub mod sleep;
@@ -12,12 +13,11 @@ use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Writer};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
 use crate::trace::TraceOpts;
-use crate::trace::decompose::{CpuTrace, Sample, Settings};
+use crate::trace::decompose::{CpuTrace, Sample, Settings, WakePath};
 use crate::trace::instance::Instance;
 use crate::trace::mark::Marker;
 use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
-use rtscope_model::episode::Stages;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::{Inventory, Warning};
 use rtscope_model::run::{RunHeader, RunStatus, SeriesKey};
@@ -60,6 +60,11 @@ pub trait Probe: Sync {
     /// it is only a window of lost time to attribute, `None` when not yet.
     fn trace_stages(&self) -> Option<bool> {
         None
+    }
+    /// With `trace_stages() == Some(true)`: which path the wake-up takes
+    /// (a timer's, or a received datagram's NET_RX softirq).
+    fn wake_path(&self) -> WakePath {
+        WakePath::Timer
     }
     /// The measuring loop, on a pinned real-time thread: no allocation,
     /// lock, formatting or I/O. Records one sample per `rec` per turn until
@@ -207,6 +212,7 @@ pub fn new_header(kind: &str, command_line: Vec<String>, representative: bool, w
 /// crossed.
 pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
     let stages = probe.trace_stages();
+    let path = probe.wake_path();
     if common.trace.is_some() && stages.is_none() {
         return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
     }
@@ -352,8 +358,8 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
             recs[0].set_mirror(Mirror { tx, lost: Arc::clone(&lost) });
             mirror_lost.push(lost);
             let mut stage_recs = Vec::new();
-            if stages == Some(true) && inst.stages {
-                for metric in Stages::SERIES {
+            if stages == Some(true) && inst.can_follow(path) {
+                for metric in path.series() {
                     let key = SeriesKey { probe: probe.name().into(), metric: metric.into(), cpu: c as i64 };
                     let sid = store.add_series(run_id, &key, "ns", &common.exceed.describe())?;
                     let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
@@ -472,7 +478,8 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
                 cause_threshold: opts.cause_threshold,
                 max_episodes: opts.max_episodes,
                 timer_entry: inst.timer_entry,
-                stages: stages == Some(true) && inst.stages,
+                stages: stages == Some(true) && inst.can_follow(path),
+                path,
             };
             let metric = probe.metrics()[0];
             let lanes = lane_parts

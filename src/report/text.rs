@@ -97,6 +97,24 @@ pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
             ],
             "drift (us): event seen - (start + k x period), signed",
         ),
+        "netlat" => (
+            &[
+                Count("packets"),
+                Min,
+                Mean,
+                P50,
+                P90,
+                P99,
+                P999,
+                P9999,
+                Max,
+                Extra("lost", "lost"),
+                Extra("reordered", "reord"),
+            ],
+            "UDP latency (us): rx_* from the send call (stack: to the kernel's receive timestamp, wake: from it to \
+             recvmsg returning), tx_* from the send call to queued (sched) / handed to the driver (sw); peer mode: \
+             rtt and the target's own timing",
+        ),
         _ => (&[Count("samples"), Min, Mean, P50, P90, P99, P999, P9999, Max, Jitter, Overruns], ""),
     }
 }
@@ -329,9 +347,10 @@ fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> S
     Ok(())
 }
 
-/// A stage series of a traced run (`irq`, `handler`, ..., `thread_abs`).
+/// A stage series of a traced run (`irq`, `handler`, ..., `thread_abs`;
+/// `queue`, `stack`, ... for netlat).
 pub(super) fn is_stage(s: &Series) -> bool {
-    Stages::SERIES.contains(&s.key.metric.as_str())
+    Stages::SERIES.contains(&s.key.metric.as_str()) || Stages::NET_SERIES.contains(&s.key.metric.as_str())
 }
 
 /// The stage table of a traced run, like the references' ISR / DPC /
@@ -341,12 +360,22 @@ fn write_stages(run: &Run, out: &mut dyn Write) -> Result<()> {
     if stages.is_empty() {
         return Ok(());
     }
-    writeln!(
-        out,
-        "\n{} stages (us): irq = programmed time -> timer interrupt, handler -> the probe's hrtimer callback, \
-         wake -> sched_waking, thread -> switch-in, user -> the probe's timestamp; *_abs: from the programmed time",
-        stages[0].key.probe
-    )?;
+    let net = stages.iter().any(|s| s.key.metric == "queue");
+    let (series, what) = if net {
+        (
+            Stages::NET_SERIES,
+            "queue = kernel receive timestamp -> NET_RX softirq entry, stack -> sched_waking of the receiver, \
+             softirq -> the softirq's exit, thread -> switch-in, user -> recvmsg returns; *_abs: from the receive \
+             timestamp",
+        )
+    } else {
+        (
+            Stages::SERIES,
+            "irq = programmed time -> timer interrupt, handler -> the probe's hrtimer callback, wake -> \
+             sched_waking, thread -> switch-in, user -> the probe's timestamp; *_abs: from the programmed time",
+        )
+    };
+    writeln!(out, "\n{} stages (us): {what}", stages[0].key.probe)?;
     let mut cpus: Vec<i64> = stages.iter().map(|s| s.key.cpu).collect();
     cpus.sort_unstable();
     cpus.dedup();
@@ -354,7 +383,7 @@ fn write_stages(run: &Run, out: &mut dyn Write) -> Result<()> {
     let rows: Vec<&Series> = cpus
         .iter()
         .flat_map(|&cpu| {
-            Stages::SERIES
+            series
                 .iter()
                 .filter_map(move |name| stages.iter().find(|s| s.key.cpu == cpu && s.key.metric == *name).copied())
         })

@@ -1,13 +1,16 @@
 //! Everything that touches the kernel directly. The only place with
 //! `unsafe` and `libc`: scheduling, affinity, memory locking, clocks,
 //! signals, child processes, `/dev/cpu_dma_latency`, the system inventory,
-//! timers and sleeps, the CPU's cycle counter.
+//! timers and sleeps, the CPU's cycle counter, UDP sockets with kernel
+//! timestamps and network namespaces.
 
 pub mod clock;
 pub mod cpu;
 pub mod dma;
 pub mod inventory;
 pub mod mem;
+pub mod net;
+pub mod netns;
 pub mod process;
 pub mod sched;
 pub mod signals;

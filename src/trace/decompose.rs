@@ -10,6 +10,14 @@
 //! Stages: irq = I - P, handler = X - I, wake = K - X, thread = S - K,
 //! user = W - S. Each mark is clamped to the previous one, so the stages
 //! always add up to W - P.
+//!
+//! A received datagram's path ([`WakePath::NetRx`], `netlat`): its sample
+//! runs from the kernel's receive timestamp `P` to the receiver's recvmsg
+//! returning `W`. Backwards from `W`: the switch-in `S`, the receiver's
+//! `sched_waking` `K`, the NET_RX softirq entry `E` enclosing `K`, and that
+//! softirq's exit `X` after `K`. Stages (in the five slots, named
+//! [`Stages::NET_NAMES`]): queue = E - P, stack = K - E, softirq = X - K,
+//! thread = S - X, user = W - S, clamped alike.
 
 use super::event::{Decoder, Ev, Kind, SOFTIRQ_NAMES};
 use rtscope_model::episode::{self, Cause, CauseKind, Episode, KindTotal, Lane, Slice, Stages};
@@ -143,6 +151,34 @@ enum Owner {
     Task(i32),
 }
 
+/// Which path a sample's wake-up took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WakePath {
+    /// A timer: interrupt, hrtimer callback, waking, switch.
+    #[default]
+    Timer,
+    /// A received datagram: NET_RX softirq, waking, switch.
+    NetRx,
+}
+
+impl WakePath {
+    /// The names of the five stages.
+    pub fn names(self) -> [&'static str; 5] {
+        match self {
+            WakePath::Timer => Stages::NAMES,
+            WakePath::NetRx => Stages::NET_NAMES,
+        }
+    }
+
+    /// The stage series recorded for a traced run.
+    pub fn series(self) -> [&'static str; 8] {
+        match self {
+            WakePath::Timer => Stages::SERIES,
+            WakePath::NetRx => Stages::NET_SERIES,
+        }
+    }
+}
+
 /// The wake-up path found in a window: event indices.
 #[derive(Clone, Copy, Debug)]
 struct Chain {
@@ -155,6 +191,9 @@ struct Chain {
     /// not trace the switch out of the idle task): the switch-in is taken
     /// to be the last interrupt exit before the wake-up.
     inferred: bool,
+    /// NetRx: the exit of the softirq that woke the thread (`expire` is
+    /// its entry).
+    end: Option<usize>,
 }
 
 /// The kernel's scheduling of a task, from its priority in the trace and
@@ -183,6 +222,8 @@ pub struct Settings {
     /// Whether samples have a wake-up path to split (wakeup) or only a
     /// window to attribute (an interruption of the noise probe).
     pub stages: bool,
+    /// Which wake-up path to follow when `stages`.
+    pub path: WakePath,
 }
 
 /// One CPU's decomposer.
@@ -317,9 +358,13 @@ impl CpuTrace {
         let evs = self.events.make_contiguous();
         let upto = evs.partition_point(|e| e.ts <= s.t_ns);
         let win = &evs[..upto];
-        let chain =
-            if self.settings.stages { find_chain(win, self.tid, p, self.prev_woke, self.settings) } else { None };
-        let stages = chain.map(|c| stages_of(win, &c, p, s.t_ns));
+        let net = self.settings.path == WakePath::NetRx;
+        let chain = match (self.settings.stages, net) {
+            (false, _) => None,
+            (true, false) => find_chain(win, self.tid, p, self.prev_woke, self.settings),
+            (true, true) => find_net_chain(win, self.tid, p, self.prev_woke),
+        };
+        let stages = chain.map(|c| if net { net_stages_of(win, &c, p, s.t_ns) } else { stages_of(win, &c, p, s.t_ns) });
         if self.settings.stages {
             match stages {
                 Some(st) => {
@@ -344,8 +389,20 @@ impl CpuTrace {
         // An episode's timeline starts at the previous sample.
         let start = if keep { self.prev_woke.max(s.t_ns.saturating_sub(RETAIN_NS)) } else { p };
         let wakeup = self.settings.stages;
-        let (causes, mut slices) =
-            attribute(win, &self.front, chain.as_ref(), stages.as_ref(), self.tid, p, s.t_ns, start, wakeup, names);
+        let path = self.settings.path;
+        let (causes, mut slices) = attribute(
+            win,
+            &self.front,
+            chain.as_ref(),
+            stages.as_ref(),
+            path,
+            self.tid,
+            p,
+            s.t_ns,
+            start,
+            wakeup,
+            names,
+        );
         if windows {
             KindTotal::add(&mut self.by_kind, &causes);
         }
@@ -354,13 +411,14 @@ impl CpuTrace {
         }
         if let Some(st) = stages.as_ref() {
             let marks = st.marks(p);
-            for (i, (name, ns)) in Stages::NAMES.iter().zip(st.values()).enumerate() {
+            for (i, (name, ns)) in path.names().iter().zip(st.values()).enumerate() {
                 if ns > 0 {
                     slices.push(Slice { lane: Lane::Stage, name: (*name).to_string(), start_ns: marks[i], dur_ns: ns });
                 }
             }
         }
-        let verdict = episode::verdict(self.cpu, s.seq, self.metric, s.value_ns, stages.as_ref(), &causes);
+        let verdict =
+            episode::verdict_named(&path.names(), self.cpu, s.seq, self.metric, s.value_ns, stages.as_ref(), &causes);
         let ep = Episode {
             probe: self.probe.to_string(),
             metric: self.metric.to_string(),
@@ -369,7 +427,9 @@ impl CpuTrace {
             programmed_ns: p,
             woke_ns: s.t_ns,
             latency_ns: s.value_ns,
-            stages,
+            // A datagram's stages have other names: they are in the verdict,
+            // the Stage slices and the stage series, not in the timer fields.
+            stages: stages.filter(|_| !net),
             causes,
             verdict,
             slices,
@@ -390,29 +450,7 @@ impl CpuTrace {
 fn find_chain(win: &[Ev], tid: i32, p: u64, after: u64, settings: Settings) -> Option<Chain> {
     let floor = p.saturating_sub(EARLY_NS).max(after.saturating_add(1));
     let valid = |i: usize| win[i].ts >= floor;
-    let switch =
-        win.iter().rposition(|e| matches!(e.kind, Kind::Switch { next, .. } if next == tid)).filter(|&i| valid(i));
-    let waking = |end: usize| {
-        win[..end].iter().rposition(|e| matches!(e.kind, Kind::Waking { pid } if pid == tid)).filter(|&i| valid(i))
-    };
-    let (s, k, inferred) = match switch {
-        Some(s) => (s, waking(s)?, false),
-        None => {
-            let k = waking(win.len())?;
-            // The last event after the waking that ends an interrupt.
-            let exit = win[k..].iter().rposition(|e| {
-                matches!(
-                    e.kind,
-                    Kind::TimerExit
-                        | Kind::IrqExit(_)
-                        | Kind::SoftExit(_)
-                        | Kind::VectorExit(_)
-                        | Kind::ExpireExit { .. }
-                )
-            });
-            (exit.map_or(k, |i| k + i), k, true)
-        }
-    };
+    let (s, k, inferred) = switch_and_waking(win, tid, floor)?;
     let x = win[..k].iter().rposition(|e| matches!(e.kind, Kind::ExpireEntry { .. })).filter(|&i| valid(i))?;
     let irq = if settings.timer_entry {
         let i = win[..x].iter().rposition(|e| matches!(e.kind, Kind::TimerEntry | Kind::TimerExit))?;
@@ -423,7 +461,79 @@ fn find_chain(win: &[Ev], tid: i32, p: u64, after: u64, settings: Settings) -> O
     if settings.timer_entry && irq.is_none() {
         return None;
     }
-    Some(Chain { irq, expire: x, waking: k, switch_in: s, inferred })
+    Some(Chain { irq, expire: x, waking: k, switch_in: s, inferred, end: None })
+}
+
+/// The switch-in of `tid` at or before the end of `win`, its waking before
+/// it, or (no switch traced) the waking and the last event after it that
+/// ends an interrupt; both not before `floor`.
+fn switch_and_waking(win: &[Ev], tid: i32, floor: u64) -> Option<(usize, usize, bool)> {
+    let valid = |i: usize| win[i].ts >= floor;
+    let switch =
+        win.iter().rposition(|e| matches!(e.kind, Kind::Switch { next, .. } if next == tid)).filter(|&i| valid(i));
+    let waking = |end: usize| {
+        win[..end].iter().rposition(|e| matches!(e.kind, Kind::Waking { pid } if pid == tid)).filter(|&i| valid(i))
+    };
+    match switch {
+        Some(s) => Some((s, waking(s)?, false)),
+        None => {
+            let k = waking(win.len())?;
+            let exit = win[k..].iter().rposition(|e| {
+                matches!(
+                    e.kind,
+                    Kind::TimerExit
+                        | Kind::IrqExit(_)
+                        | Kind::SoftExit(_)
+                        | Kind::VectorExit(_)
+                        | Kind::ExpireExit { .. }
+                )
+            });
+            Some((exit.map_or(k, |i| k + i), k, true))
+        }
+    }
+}
+
+/// The NET_RX softirq vector.
+const NET_RX: u8 = 3;
+
+/// Finds a received datagram's path to the thread `tid` (stamped by the
+/// kernel at `p`): the switch-in, the waking, and the NET_RX softirq that
+/// ran the waking (its entry may precede `p`: a softirq already running
+/// when the datagram was stamped, as in a NIC's NAPI poll). None when the
+/// waking was not on this CPU (the softirq ran elsewhere).
+fn find_net_chain(win: &[Ev], tid: i32, p: u64, after: u64) -> Option<Chain> {
+    let floor = p.saturating_sub(EARLY_NS).max(after.saturating_add(1));
+    let (s, k, inferred) = switch_and_waking(win, tid, floor)?;
+    let mut depth = 0u32;
+    let mut entry = None;
+    for i in (0..k).rev() {
+        match win[i].kind {
+            Kind::SoftExit(NET_RX) => depth += 1,
+            Kind::SoftEntry(NET_RX) if depth == 0 => {
+                entry = Some(i);
+                break;
+            }
+            Kind::SoftEntry(NET_RX) => depth -= 1,
+            // A switch happens in task context: no softirq encloses what
+            // comes after it.
+            Kind::Switch { .. } => break,
+            _ => {}
+        }
+    }
+    let e = entry.filter(|&i| win[i].ts > after)?;
+    let end = win[k..=s.max(k)].iter().position(|e| e.kind == Kind::SoftExit(NET_RX)).map(|i| k + i);
+    Some(Chain { irq: None, expire: e, waking: k, switch_in: s, inferred, end })
+}
+
+/// A datagram's stages: queue, stack, softirq, thread, user; each mark
+/// clamped to the one before, so they add up to `w - p`.
+fn net_stages_of(win: &[Ev], c: &Chain, p: u64, w: u64) -> Stages {
+    let m1 = win[c.expire].ts.max(p);
+    let m2 = win[c.waking].ts.max(m1);
+    let m3 = c.end.map_or(m2, |x| win[x].ts).max(m2);
+    let m4 = win[c.switch_in].ts.max(m3);
+    let m5 = w.max(m4);
+    Stages { irq_ns: m1 - p, handler_ns: m2 - m1, wake_ns: m3 - m2, thread_ns: m4 - m3, user_ns: m5 - m4 }
 }
 
 /// Each mark is clamped to the one before, so the stages add up to `w - p`.
@@ -470,6 +580,7 @@ fn attribute(
     front: &Ctx,
     chain: Option<&Chain>,
     stages: Option<&Stages>,
+    path: WakePath,
     tid: i32,
     p: u64,
     w: u64,
@@ -477,7 +588,9 @@ fn attribute(
     wakeup: bool,
     names: &Names,
 ) -> (Vec<Cause>, Vec<Slice>) {
-    let waking_ts = chain.map(|c| win[c.waking].ts);
+    // Before a timer's waking, a running thread cannot have delayed it
+    // (unaccounted); a datagram's softirq can wait for threads.
+    let waking_ts = chain.filter(|_| path == WakePath::Timer).map(|c| win[c.waking].ts);
     let ours = chain.and_then(|c| c.irq);
     let mut ctx = front.clone();
     let mut by: BTreeMap<(CauseKind, String, Option<i32>), [u64; 6]> = BTreeMap::new();
@@ -558,7 +671,7 @@ fn attribute(
         .map(|((kind, name, pid), acc)| {
             let ns = acc[5];
             let stage = (marks.is_some() && ns > 0)
-                .then(|| (0..5).max_by_key(|&i| (acc[i], 5 - i)).map(|i| Stages::NAMES[i].to_string()))
+                .then(|| (0..5).max_by_key(|&i| (acc[i], 5 - i)).map(|i| path.names()[i].to_string()))
                 .flatten();
             let (pid, irq) = if kind == CauseKind::Irq { (None, pid) } else { (pid, None) };
             let sched = (kind == CauseKind::Thread)
@@ -637,7 +750,13 @@ mod tests {
     }
 
     fn settings(max: usize, threshold: CauseThreshold) -> Settings {
-        Settings { cause_threshold: threshold, max_episodes: max, timer_entry: true, stages: true }
+        Settings {
+            cause_threshold: threshold,
+            max_episodes: max,
+            timer_entry: true,
+            stages: true,
+            path: WakePath::Timer,
+        }
     }
 
     /// Sample 1 wakes cleanly; sample 2 is held up by a FIFO 99 spinner
@@ -808,6 +927,64 @@ mod tests {
         }
         // A handful of early record breakers, then about 9 + 1 per 1000.
         assert!((10..=60).contains(&kept), "{kept}");
+    }
+
+    /// A datagram stamped at 1000us reaches its receiver (pid 100) through
+    /// the sender's (pid 300) NET_RX softirq; a second one is delivered
+    /// from another CPU (no waking here) while a flood's softirq runs.
+    #[test]
+    fn splits_a_received_datagram_along_the_net_rx_path() {
+        use Kind::*;
+        let mut d = decoder();
+        d.tasks.insert(300, Task { comm: "rtscope-netsend1".into(), prio: 5 });
+        let set = Settings { path: WakePath::NetRx, ..settings(10, CauseThreshold::Fixed(0)) };
+        let mut t = CpuTrace::new(1, "netlat", "rx_wake", 100, set);
+        let on = |ts_us: u64, pid: i32, kind: Kind| Ev { ts: ts_us * US, pid, kind };
+        for e in [
+            on(990, 300, Switch { prev: 100, next: 300 }),
+            on(1002, 300, SoftEntry(3)),
+            on(1010, 300, Waking { pid: 100 }),
+            on(1030, 300, SoftExit(3)),
+            on(1032, 300, Switch { prev: 300, next: 100 }),
+            on(1050, 100, Switch { prev: 100, next: 200 }),
+            on(2005, 200, SoftEntry(3)),
+            on(2060, 200, SoftExit(3)),
+            on(2062, 200, Switch { prev: 200, next: 100 }),
+        ] {
+            t.push_event(e);
+        }
+        t.push_sample(Sample { seq: 1, t_ns: 1040 * US, value_ns: 40 * US });
+        t.push_sample(Sample { seq: 2, t_ns: 2070 * US, value_ns: 70 * US });
+        let policy = |_pid: i32| Some(1);
+        let names = Names { decoder: &d, policy: &policy };
+        let mut outs = Vec::new();
+        t.process(0, true, &names, &mut |o| outs.push(o));
+        let st: Vec<Stages> =
+            outs.iter().filter_map(|o| if let Out::Stages { stages, .. } = o { Some(*stages) } else { None }).collect();
+        let want = Stages { irq_ns: 2 * US, handler_ns: 8 * US, wake_ns: 20 * US, thread_ns: 2 * US, user_ns: 8 * US };
+        assert_eq!(st, [want], "queue 2, stack 8, softirq 20, thread 2, user 8");
+        assert_eq!((t.decomposed, t.incomplete), (1, 1), "the second was woken from another CPU");
+        let eps: Vec<&Episode> =
+            outs.iter().filter_map(|o| if let Out::Keep(e) = o { Some(&**e) } else { None }).collect();
+        assert_eq!(eps.len(), 2);
+        let e = eps[0];
+        assert_eq!(e.stages, None, "net stages are not the timer's fields");
+        let find = |e: &Episode, k: CauseKind| e.causes.iter().find(|c| c.kind == k).map(|c| (c.name.clone(), c.ns));
+        assert_eq!(find(e, CauseKind::Softirq), Some(("NET_RX".into(), 28 * US)));
+        assert_eq!(find(e, CauseKind::Thread), Some(("rtscope-netsend1".into(), 4 * US)), "not unaccounted");
+        assert_eq!(find(e, CauseKind::User), Some(("return to user".into(), 8 * US)));
+        assert_eq!(e.causes.iter().map(|c| c.ns).sum::<u64>(), 40 * US);
+        assert_eq!(
+            e.verdict,
+            "cpu1 #1 latency 40.0us: softirq 20.0us, in softirq NET_RX 28.0us; user 8.0us; thread 4.0us (rtscope-netsend1 4.0us)"
+        );
+        let stage_names: Vec<&str> =
+            e.slices.iter().filter(|s| s.lane == Lane::Stage).map(|s| s.name.as_str()).collect();
+        assert_eq!(stage_names, ["queue", "stack", "softirq", "thread", "user"]);
+        // The second: 55 us of the flood's NET_RX on this CPU.
+        let e = eps[1];
+        assert_eq!(find(e, CauseKind::Softirq), Some(("NET_RX".into(), 55 * US)));
+        assert!(e.verdict.contains("in softirq NET_RX 55.0us"), "{}", e.verdict);
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub struct Instance {
     pub timer_entry: bool,
     /// Whether the wake-up path can be followed at all.
     pub stages: bool,
+    /// Whether a received datagram's path (NET_RX softirq, waking, switch)
+    /// can be followed.
+    pub net_stages: bool,
     pub buffer_kb: u64,
 }
 
@@ -105,6 +108,7 @@ impl Instance {
             missing: Vec::new(),
             timer_entry: false,
             stages: false,
+            net_stages: false,
             buffer_kb,
         };
         // From here on, Drop removes the instance on any error.
@@ -152,6 +156,10 @@ impl Instance {
         let has = |e: &str| self.enabled.iter().any(|x| x == e);
         self.timer_entry = has("irq_vectors/local_timer_entry") && has("irq_vectors/local_timer_exit");
         self.stages = has("timer/hrtimer_expire_entry") && has("sched/sched_waking") && has("sched/sched_switch");
+        self.net_stages = has("irq/softirq_entry")
+            && has("irq/softirq_exit")
+            && has("sched/sched_waking")
+            && has("sched/sched_switch");
         if !self.stages {
             warnings.push(Warning {
                 topic: "trace".into(),
@@ -177,6 +185,14 @@ impl Instance {
             });
         }
         Ok(warnings)
+    }
+
+    /// Whether the events to split a sample along `path` are enabled.
+    pub fn can_follow(&self, path: crate::trace::decompose::WakePath) -> bool {
+        match path {
+            crate::trace::decompose::WakePath::Timer => self.stages,
+            crate::trace::decompose::WakePath::NetRx => self.net_stages,
+        }
     }
 
     /// Opens the per-CPU binary buffers, non-blocking.

@@ -33,6 +33,18 @@ impl Stages {
     pub const SERIES: [&'static str; 8] =
         ["irq", "handler", "wake", "thread", "user", "handler_abs", "wake_abs", "thread_abs"];
 
+    /// The five stages of a received datagram's path to its thread
+    /// (`netlat`): queue = kernel receive timestamp -> the NET_RX softirq
+    /// that delivers it starts, stack -> `sched_waking` of the receiver
+    /// (protocol work, other datagrams' included), softirq -> that softirq
+    /// ends, thread -> switch-in of the receiver, user -> recvmsg returns.
+    /// They fill the same five slots as the timer stages.
+    pub const NET_NAMES: [&'static str; 5] = ["queue", "stack", "softirq", "thread", "user"];
+
+    /// The stage series of a traced `netlat` run, as [`Stages::SERIES`].
+    pub const NET_SERIES: [&'static str; 8] =
+        ["queue", "stack", "softirq", "thread", "user", "stack_abs", "softirq_abs", "thread_abs"];
+
     /// The values of [`Stages::SERIES`].
     pub fn series_values(&self) -> [u64; 8] {
         let [a, b, c, d, e] = self.values();
@@ -196,16 +208,32 @@ pub fn verdict(
     stages: Option<&Stages>,
     causes: &[Cause],
 ) -> String {
+    verdict_named(&Stages::NAMES, cpu, sample, metric, latency_ns, stages, causes)
+}
+
+/// [`verdict`] with the stages named `names` (e.g. [`Stages::NET_NAMES`]).
+pub fn verdict_named(
+    names: &[&str; 5],
+    cpu: i64,
+    sample: u64,
+    metric: &str,
+    latency_ns: u64,
+    stages: Option<&Stages>,
+    causes: &[Cause],
+) -> String {
     let mut s = format!("cpu{cpu} #{sample} {metric} {}", us(latency_ns));
     let main = causes.iter().max_by_key(|c| c.ns);
     let mut parts: Vec<String> = Vec::new();
     // The stage the main cause fell in (else the longest), as the head.
     let mut first = String::new();
     if let Some(st) = stages {
-        let named = main.and_then(|m| m.stage.as_deref()).and_then(|n| Stages::NAMES.iter().position(|x| *x == n));
+        let named = main.and_then(|m| m.stage.as_deref()).and_then(|n| names.iter().position(|x| *x == n));
         let (name, ns) = match named {
-            Some(i) => (Stages::NAMES[i], st.values()[i]),
-            None => st.largest(),
+            Some(i) => (names[i], st.values()[i]),
+            None => {
+                let (largest, ns) = st.largest();
+                (Stages::NAMES.iter().position(|x| *x == largest).map_or(largest, |i| names[i]), ns)
+            }
         };
         first = format!("{name} {}", us(ns));
     }
@@ -484,6 +512,16 @@ pub(crate) mod tests {
         let share: f64 = rows.iter().map(|r| r.share_pct).sum();
         assert!(share > 0.0 && share <= 100.0 + 1e-9, "{share}");
         assert!(top_causes(&[]).is_empty());
+    }
+
+    #[test]
+    fn net_verdicts_name_the_net_stages() {
+        let st = Stages { irq_ns: 1_000, handler_ns: 2_000, wake_ns: 40_000, thread_ns: 3_000, user_ns: 1_000 };
+        let c = Cause { stage: Some("softirq".into()), ..cause(CauseKind::Softirq, "NET_RX", 42_000) };
+        let v = verdict_named(&Stages::NET_NAMES, 1, 7, st.total(), Some(&st), &[c]);
+        assert_eq!(v, "cpu1 #7 latency 47.0us: softirq 40.0us, in softirq NET_RX 42.0us");
+        let v = verdict_named(&Stages::NET_NAMES, 1, 7, st.total(), Some(&st), &[]);
+        assert_eq!(v, "cpu1 #7 latency 47.0us: softirq 40.0us");
     }
 
     #[test]

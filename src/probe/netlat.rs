@@ -1,0 +1,1240 @@
+//! `netlat`: how long the UDP/IP stack takes to deliver a datagram to a
+//! waiting real-time thread, and to take one from a thread (the references'
+//! network stack test with a pseudo network card), and the round trip to a
+//! responder on another host.
+//!
+//! Local mode: per measured CPU, a receiver (the measuring thread, at the
+//! probe's policy and priority, pinned) and a sender (a thread, or a process
+//! with `--processes`, one priority below, pinned to the receiver's CPU
+//! unless `--sender-cpu`). The sender sends a datagram every `--interval`
+//! carrying its sequence number and CLOCK_MONOTONIC read just before the
+//! send call. With `SO_TIMESTAMPING`:
+//!
+//! - `rx_stack` = send call -> the kernel's software receive timestamp
+//!   (taken where the datagram enters the receive path: `netif_rx` on
+//!   loopback and veth, the driver's NAPI poll on a NIC);
+//! - `rx_wake` = that timestamp -> the receiver's recvmsg() returning (the
+//!   softirq's protocol work, the wake-up and the switch to the receiver);
+//! - `rx_total` = send call -> recvmsg() returning = rx_stack + rx_wake;
+//! - `tx_sched` = send call -> the datagram queued to the device
+//!   (`SOF_TIMESTAMPING_TX_SCHED`, before the qdisc);
+//! - `tx_sw` = send call -> handed to the driver (`SOF_TIMESTAMPING_TX_SOFTWARE`,
+//!   the driver's `skb_tx_timestamp`).
+//!
+//! The transmit timestamps come back on the sender's error queue, numbered
+//! by `SOF_TIMESTAMPING_OPT_ID`; the sender puts those of datagram k into
+//! datagram k+1, so that the receiver records every metric (and a sender
+//! process needs no channel of its own).
+//!
+//! Peer mode (`--peer ADDR:PORT`): the measuring thread sends to an
+//! `rtscope netlat --serve` on the target and times the echo: `rtt`, its own
+//! `rx_wake`, and the target's `target_wake`, `target_turnaround` and
+//! `target_tx_sw` from the timestamps the echo carries (each host's
+//! differences on its own clock: no clock synchronisation needed);
+//! `transit` = rtt - target_turnaround - rx_wake (both trips through the
+//! stacks and the wire).
+//!
+//! The kernel's software timestamps are CLOCK_REALTIME: each is mapped to
+//! CLOCK_MONOTONIC with the offset read right after the datagram arrives
+//! (`sys::net::realtime_offset`).
+
+use super::{Probe, ThreadCtx};
+use crate::recorder::Recorder;
+use crate::sys::net::{self, SCM_TSTAMP_SCHED, SCM_TSTAMP_SND, UdpSock};
+use crate::sys::netns::NsPair;
+use crate::sys::{clock, cpu, mem, process, sched, sched::Policy, signals};
+use crate::trace::decompose::WakePath;
+use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::hist::Tally;
+use rtscope_model::units;
+use serde::Serialize;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// The smallest `--interval`: 10 000 datagrams per second per pair.
+pub const MIN_INTERVAL_NS: u64 = 100_000;
+/// Payload sizes: the packet's fields, up to one Ethernet frame.
+pub const MIN_SIZE: usize = 52;
+pub const MAX_SIZE: usize = 1472;
+/// How long a blocked receive waits before looking at the stop flag.
+const POLL_NS: u64 = 50_000_000;
+/// A sender stops by itself this long after the run's planned end.
+const SENDER_GRACE_NS: u64 = 2_000_000_000;
+
+pub const LOCAL_METRICS: &[&str] = &["rx_wake", "rx_stack", "rx_total", "tx_sched", "tx_sw"];
+pub const PEER_METRICS: &[&str] = &["rtt", "transit", "rx_wake", "target_wake", "target_turnaround", "target_tx_sw"];
+
+// Per-thread figures (extra slots).
+const SLOT_LOST: usize = 0;
+const SLOT_REORDERED: usize = 1;
+const SLOT_DUPLICATES: usize = 2;
+const SLOT_NO_STAMP: usize = 3;
+const SLOT_CLAMPED: usize = 4;
+const SLOT_STRAYS: usize = 5;
+const SLOT_ERRORS: usize = 6;
+const SLOT_SENT: usize = 7;
+const SLOTS: usize = 8;
+
+/// The datagram: little-endian fields, zero padding to the size.
+pub mod packet {
+    pub const MAGIC: u32 = 0x4353_5452; // "RTSC"
+    pub const DATA: u8 = 1;
+    /// Receiver -> sender: start at `t_send`, stop by `seq` (u64::MAX: no end).
+    pub const START: u8 = 2;
+    pub const STOP: u8 = 3;
+    /// Peer -> server and back: is an rtscope responder there?
+    pub const HELLO: u8 = 4;
+    pub const HELLO_ACK: u8 = 5;
+    pub const ECHO: u8 = 6;
+    /// A missing 32-bit duration.
+    pub const NONE: u32 = u32::MAX;
+    pub const LEN: usize = 52;
+
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct Packet {
+        pub kind: u8,
+        pub session: u32,
+        pub seq: u64,
+        /// The originator's CLOCK_MONOTONIC just before its send call.
+        pub t_send: u64,
+        /// ECHO: the target's kernel receive timestamp -> its recvmsg returning.
+        pub a: u32,
+        /// ECHO: the target's kernel receive timestamp -> its send call.
+        pub b: u32,
+        /// The datagram whose transmit timestamps follow (u64::MAX: none).
+        pub tx_seq: u64,
+        /// Its send call -> queued to the device, ns (NONE: missing).
+        pub tx_sched: u32,
+        /// Its send call -> handed to the driver, ns (NONE: missing).
+        pub tx_sw: u32,
+    }
+
+    /// A duration in 32 bits: saturates just below NONE (4.29 s).
+    pub fn d32(ns: u64) -> u32 {
+        ns.min(u64::from(NONE - 1)) as u32
+    }
+
+    impl Packet {
+        pub fn new(kind: u8, session: u32, seq: u64, t_send: u64) -> Packet {
+            Packet { kind, session, seq, t_send, a: NONE, b: NONE, tx_seq: u64::MAX, tx_sched: NONE, tx_sw: NONE }
+        }
+
+        /// Writes the packet into `buf` (at least LEN bytes; the rest is
+        /// left as it is: zero padding the caller set once).
+        pub fn encode(&self, buf: &mut [u8]) {
+            buf[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+            buf[4] = self.kind;
+            buf[5] = 0;
+            buf[6..8].copy_from_slice(&0u16.to_le_bytes());
+            buf[8..16].copy_from_slice(&self.seq.to_le_bytes());
+            buf[16..24].copy_from_slice(&self.t_send.to_le_bytes());
+            buf[24..28].copy_from_slice(&self.a.to_le_bytes());
+            buf[28..32].copy_from_slice(&self.b.to_le_bytes());
+            buf[32..40].copy_from_slice(&self.tx_seq.to_le_bytes());
+            buf[40..44].copy_from_slice(&self.tx_sched.to_le_bytes());
+            buf[44..48].copy_from_slice(&self.tx_sw.to_le_bytes());
+            buf[48..52].copy_from_slice(&self.session.to_le_bytes());
+        }
+
+        /// None unless `buf` is an rtscope packet.
+        pub fn decode(buf: &[u8]) -> Option<Packet> {
+            if buf.len() < LEN {
+                return None;
+            }
+            let u32_at = |i: usize| u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+            let u64_at = |i: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&buf[i..i + 8]);
+                u64::from_le_bytes(b)
+            };
+            if u32_at(0) != MAGIC {
+                return None;
+            }
+            Some(Packet {
+                kind: buf[4],
+                session: u32_at(48),
+                seq: u64_at(8),
+                t_send: u64_at(16),
+                a: u32_at(24),
+                b: u32_at(28),
+                tx_seq: u64_at(32),
+                tx_sched: u32_at(40),
+                tx_sw: u32_at(44),
+            })
+        }
+    }
+}
+use packet::Packet;
+
+/// Lost, reordered and duplicated datagrams from their sequence numbers.
+/// A gap counts as lost until its datagram comes late: then it counts as
+/// reordered instead. Duplicates are found within the last 1024 numbers.
+#[derive(Clone, Debug, Default)]
+pub struct SeqTracker {
+    /// The next number expected (one past the highest seen).
+    next: u64,
+    /// Bit i: number `next - 1 - i` was seen.
+    window: [u64; 16],
+    pub received: u64,
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicates: u64,
+}
+
+impl SeqTracker {
+    const BITS: u64 = 16 * 64;
+
+    fn bit(&self, back: u64) -> bool {
+        self.window[(back / 64) as usize] >> (back % 64) & 1 == 1
+    }
+
+    fn set(&mut self, back: u64) {
+        self.window[(back / 64) as usize] |= 1 << (back % 64);
+    }
+
+    /// Shifts the window by `n` numbers (towards older).
+    fn shift(&mut self, n: u64) {
+        if n >= Self::BITS {
+            self.window = [0; 16];
+            return;
+        }
+        let (words, bits) = ((n / 64) as usize, n % 64);
+        for i in (0..16).rev() {
+            let hi = if i >= words { self.window[i - words] } else { 0 };
+            let lo = if i > words { self.window[i - words - 1] } else { 0 };
+            self.window[i] = if bits == 0 { hi } else { hi << bits | lo >> (64 - bits) };
+        }
+    }
+
+    /// Takes number `seq`; false when it is a duplicate (not to record).
+    pub fn see(&mut self, seq: u64) -> bool {
+        if seq >= self.next {
+            self.lost += seq - self.next;
+            self.shift(seq + 1 - self.next);
+            self.next = seq + 1;
+            self.set(0);
+            self.received += 1;
+            return true;
+        }
+        let back = self.next - 1 - seq;
+        if back < Self::BITS {
+            if self.bit(back) {
+                self.duplicates += 1;
+                return false;
+            }
+            self.set(back);
+        }
+        self.lost = self.lost.saturating_sub(1);
+        self.reordered += 1;
+        self.received += 1;
+        true
+    }
+}
+
+/// How the datagrams travel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetPath {
+    /// 127.0.0.1 to 127.0.0.1 (the loopback driver).
+    Loopback,
+    /// A veth pair between two namespaces rtscope creates.
+    Netns,
+    /// A real interface, to a `--peer`.
+    Iface(String),
+}
+
+impl NetPath {
+    /// `loopback`, `netns` or `iface:NAME`.
+    pub fn parse(s: &str) -> Result<NetPath, String> {
+        match s {
+            "loopback" | "lo" => Ok(NetPath::Loopback),
+            "netns" => Ok(NetPath::Netns),
+            _ => match s.strip_prefix("iface:") {
+                Some(n) if !n.is_empty() && n.len() < 16 && !n.contains(['/', ' ']) => Ok(NetPath::Iface(n.into())),
+                _ => Err(format!("'{s}': write loopback, netns or iface:NAME (e.g. iface:eth1)")),
+            },
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            NetPath::Loopback => "loopback".into(),
+            NetPath::Netns => "veth between two namespaces".into(),
+            NetPath::Iface(n) => format!("interface {n}"),
+        }
+    }
+}
+
+/// One measured CPU's sockets.
+#[derive(Debug)]
+struct Pair {
+    /// The receiver's (local mode) or the peer's (peer mode) socket.
+    rx: Arc<UdpSock>,
+    /// The sender's socket (local mode).
+    tx: Option<Arc<UdpSock>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Netlat {
+    pub interval_ns: u64,
+    /// UDP payload bytes.
+    pub size: usize,
+    pub path: NetPath,
+    /// Senders are processes rather than threads.
+    pub processes: bool,
+    /// Where the senders run (None: on their receiver's CPU).
+    pub sender_cpu: Option<usize>,
+    /// Peer mode: the `--serve` address.
+    pub peer: Option<SocketAddrV4>,
+    /// `software`, or what hardware timestamps were used.
+    pub timestamps: String,
+    /// Tags this run's datagrams.
+    pub session: u32,
+    #[serde(skip)]
+    pairs: Vec<Pair>,
+    /// The namespaces of `--path netns`: removed by the kernel once these
+    /// descriptors and the sockets in them are closed.
+    #[serde(skip)]
+    ns: Option<NsPair>,
+}
+
+/// Timestamps every sender socket asks for.
+pub fn tx_flags() -> u32 {
+    net::SOFTWARE_FLAGS.iter().fold(0, |f, (x, _)| f | x)
+}
+
+/// Timestamps a receiving socket asks for.
+fn rx_flags() -> u32 {
+    libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE
+}
+
+fn session_id() -> u32 {
+    let t = clock::now() ^ (u64::from(std::process::id()) << 20);
+    (t ^ (t >> 32)) as u32 | 1
+}
+
+/// What the sender of a pair needs to know.
+#[derive(Clone, Copy, Debug)]
+pub struct SenderCfg {
+    pub size: usize,
+    pub session: u32,
+}
+
+impl Netlat {
+    /// Sets up the sockets (and the namespaces) of a local run on `cpus`,
+    /// and checks that the path gives every timestamp needed. Returns the
+    /// probe and its warnings.
+    pub fn local(
+        interval_ns: u64,
+        size: usize,
+        path: NetPath,
+        processes: bool,
+        sender_cpu: Option<usize>,
+        cpus: &[usize],
+    ) -> Result<(Netlat, Vec<String>)> {
+        let ns = match path {
+            NetPath::Netns => Some(NsPair::create().map_err(|e| {
+                anyhow!(
+                    "--path netns: cannot create the two network namespaces and their veth pair: {e} \
+                     (needs root or CAP_SYS_ADMIN and CAP_NET_ADMIN, and a kernel with CONFIG_VETH)"
+                )
+            })?),
+            NetPath::Loopback => None,
+            NetPath::Iface(_) => bail!(
+                "--path iface:NAME measures the round trip to a responder: give --peer ADDR:PORT of a host running \
+                 `rtscope netlat --serve ADDR:PORT` (rtscope sends only to loopback, its own namespaces, or a \
+                 responder that answers)"
+            ),
+        };
+        let session = session_id();
+        let mut pairs = Vec::new();
+        let mut warnings = Vec::new();
+        for _ in cpus {
+            let lo = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0);
+            let (rx, tx) = match &ns {
+                Some(n) => (n.socket(false)?, n.socket(true)?),
+                None => (UdpSock::bind(lo)?, UdpSock::bind(lo)?),
+            };
+            rx.connect(tx.local_addr()?)?;
+            tx.connect(rx.local_addr()?)?;
+            rx.enable_timestamps(rx_flags()).map_err(|e| anyhow!("netlat: {e}"))?;
+            tx.enable_timestamps(tx_flags()).map_err(|e| anyhow!("netlat: {e}"))?;
+            if let Some(w) = self_test(&rx, &tx, size, session, &path)?
+                && !warnings.contains(&w)
+            {
+                warnings.push(w);
+            }
+            rx.set_recv_timeout(POLL_NS)?;
+            pairs.push(Pair { rx: Arc::new(rx), tx: Some(Arc::new(tx)) });
+        }
+        let probe = Netlat {
+            interval_ns,
+            size,
+            path,
+            processes,
+            sender_cpu,
+            peer: None,
+            timestamps: "software".into(),
+            session,
+            pairs,
+            ns,
+        };
+        Ok((probe, warnings))
+    }
+
+    /// Sets up peer mode: one socket per measured CPU to the responder at
+    /// `peer`, which must answer a hello first.
+    pub fn peer(
+        interval_ns: u64,
+        size: usize,
+        path: NetPath,
+        peer: SocketAddrV4,
+        cpus: &[usize],
+    ) -> Result<(Netlat, Vec<String>)> {
+        if path == NetPath::Netns {
+            bail!(
+                "--path netns is a local path: drop --peer to measure across rtscope's own namespaces, or run \
+                 `rtscope netlat --serve` inside one namespace and --peer in the other"
+            );
+        }
+        let session = session_id();
+        let mut warnings = Vec::new();
+        let mut timestamps = "software".to_string();
+        let mut pairs = Vec::new();
+        for _ in cpus {
+            let sock = UdpSock::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
+            if let NetPath::Iface(name) = &path {
+                sock.bind_device(name).with_context(|| {
+                    format!("--path iface:{name}: cannot bind to the interface (does it exist? `ip link`)")
+                })?;
+                let hw = sock.ts_info(name).map(|i| i.hardware()).unwrap_or(false);
+                if hw {
+                    timestamps = format!("software (interface {name} has hardware timestamps; see README)");
+                } else {
+                    let w = format!(
+                        "--path iface:{name}: the interface has no hardware timestamps (ethtool -T {name}); \
+                         software timestamps used"
+                    );
+                    if !warnings.contains(&w) {
+                        warnings.push(w);
+                    }
+                }
+            }
+            sock.connect(peer).with_context(|| format!("--peer {peer}: cannot reach it"))?;
+            sock.enable_timestamps(rx_flags()).map_err(|e| anyhow!("netlat: {e}"))?;
+            hello(&sock, size, session, peer)?;
+            sock.set_recv_timeout(interval_ns.clamp(MIN_INTERVAL_NS, POLL_NS))?;
+            pairs.push(Pair { rx: Arc::new(sock), tx: None });
+        }
+        let probe = Netlat {
+            interval_ns,
+            size,
+            path,
+            processes: false,
+            sender_cpu: None,
+            peer: Some(peer),
+            timestamps,
+            session,
+            pairs,
+            ns: None,
+        };
+        Ok((probe, warnings))
+    }
+
+    fn sender_cfg(&self) -> SenderCfg {
+        SenderCfg { size: self.size, session: self.session }
+    }
+
+    /// The namespaces' inode numbers (`--path netns`), for the run's plan.
+    pub fn namespaces(&self) -> Option<(u64, u64)> {
+        self.ns.as_ref().map(NsPair::inodes)
+    }
+}
+
+/// One datagram from the sender to the receiver of a fresh pair: a
+/// software receive timestamp must come with it, and the sender's error
+/// queue must give its scheduler and software transmit timestamps. A
+/// missing transmit software timestamp (a driver without
+/// `skb_tx_timestamp`) is a warning; the rest is an error naming the option.
+fn self_test(rx: &UdpSock, tx: &UdpSock, size: usize, session: u32, path: &NetPath) -> Result<Option<String>> {
+    let mut buf = vec![0u8; size.max(packet::LEN)];
+    let mut back = vec![0u8; MAX_SIZE + 64];
+    rx.set_recv_timeout(2_000_000_000)?;
+    // The kernel turns receive timestamping on from a work item when the
+    // first socket asks for it: the first datagrams may come without.
+    let mut stamped = false;
+    for _ in 0..50 {
+        Packet::new(packet::DATA, session, u64::MAX, clock::now()).encode(&mut buf);
+        tx.send(&buf).with_context(|| format!("netlat: cannot send over {}", path.describe()))?;
+        let info = rx
+            .recv(&mut back)
+            .map_err(|e| anyhow!("netlat: a test datagram over {} did not arrive within 2 s: {e}", path.describe()))?;
+        if info.sw_ns != 0 {
+            stamped = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    if !stamped {
+        bail!(
+            "netlat: SO_TIMESTAMPING with SOF_TIMESTAMPING_RX_SOFTWARE gave no software receive timestamp over {} \
+             (this kernel lacks it?); netlat cannot time the receive path without it",
+            path.describe()
+        );
+    }
+    let (mut sched, mut snd) = (false, false);
+    let until = clock::now() + 200_000_000;
+    while clock::now() < until && !(sched && snd) {
+        match tx.next_tx_stamp() {
+            Ok(Some(t)) if t.kind == SCM_TSTAMP_SCHED && t.sw_ns != 0 => sched = true,
+            Ok(Some(t)) if t.kind == SCM_TSTAMP_SND && t.sw_ns != 0 => snd = true,
+            Ok(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+            Err(e) => bail!("netlat: reading the transmit timestamps from the error queue (MSG_ERRQUEUE): {e}"),
+        }
+    }
+    if !sched {
+        bail!(
+            "netlat: SO_TIMESTAMPING with SOF_TIMESTAMPING_TX_SCHED gave no scheduler transmit timestamp over {} \
+             (kernel older than 4.8?); netlat needs it for tx_sched",
+            path.describe()
+        );
+    }
+    // Reset the OPT_ID numbering so that the sender's datagram k is id k,
+    // and forget the test's stamps.
+    tx.enable_timestamps(tx_flags() & !libc::SOF_TIMESTAMPING_OPT_ID).map_err(|e| anyhow!("netlat: {e}"))?;
+    tx.enable_timestamps(tx_flags()).map_err(|e| anyhow!("netlat: {e}"))?;
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    while let Ok(Some(_)) = tx.next_tx_stamp() {}
+    Ok((!snd).then(|| {
+        format!(
+            "no SOF_TIMESTAMPING_TX_SOFTWARE timestamp from the driver of {} (it does not call skb_tx_timestamp): \
+             tx_sw stays empty",
+            path.describe()
+        )
+    }))
+}
+
+/// Asks the responder at `peer` whether it is an rtscope `--serve`.
+fn hello(sock: &UdpSock, size: usize, session: u32, peer: SocketAddrV4) -> Result<()> {
+    let mut buf = vec![0u8; size.max(packet::LEN)];
+    let mut back = vec![0u8; MAX_SIZE + 64];
+    sock.set_recv_timeout(300_000_000)?;
+    for _ in 0..5 {
+        Packet::new(packet::HELLO, session, 0, clock::now()).encode(&mut buf);
+        let _ = sock.send(&buf);
+        while let Ok(info) = sock.recv(&mut back) {
+            if let Some(p) = Packet::decode(&back[..info.len])
+                && p.kind == packet::HELLO_ACK
+                && p.session == session
+            {
+                return Ok(());
+            }
+        }
+    }
+    bail!(
+        "--peer {peer}: no rtscope responder answered within 1.5 s; start `rtscope netlat --serve {peer}` on the \
+         target first (and let UDP port {} through its firewall)",
+        peer.port()
+    )
+}
+
+/// The transmit timestamps of recent datagrams, by sequence number.
+struct TxRing {
+    /// (seq, send call, sched, snd) per slot; times CLOCK_MONOTONIC.
+    slots: [(u64, u64, u64, u64); 64],
+}
+
+impl TxRing {
+    fn new() -> TxRing {
+        TxRing { slots: [(u64::MAX, 0, 0, 0); 64] }
+    }
+
+    fn sent(&mut self, seq: u64, t: u64) {
+        self.slots[(seq % 64) as usize] = (seq, t, 0, 0);
+    }
+
+    /// Reads every stamp queued on `sock` (id = seq + `base`).
+    fn drain(&mut self, sock: &UdpSock) -> io::Result<()> {
+        while let Some(t) = sock.next_tx_stamp()? {
+            let seq = u64::from(t.id);
+            let slot = &mut self.slots[(seq % 64) as usize];
+            if slot.0 != seq || t.sw_ns == 0 {
+                continue;
+            }
+            let mono = net::to_mono(t.sw_ns, net::realtime_offset());
+            match t.kind {
+                SCM_TSTAMP_SCHED => slot.2 = mono,
+                SCM_TSTAMP_SND => slot.3 = mono,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts datagram `seq`'s transmit times into `p`, if it was sent.
+    fn report(&self, seq: u64, p: &mut Packet) {
+        let (s, t, sched, snd) = self.slots[(seq % 64) as usize];
+        if s != seq {
+            return;
+        }
+        p.tx_seq = seq;
+        let d = |x: u64| if x == 0 { packet::NONE } else { packet::d32(x.saturating_sub(t)) };
+        p.tx_sched = d(sched);
+        p.tx_sw = d(snd);
+    }
+}
+
+/// The sender of a local pair (a thread, or the `--processes` child):
+/// waits for the receiver's START, then sends a datagram every interval
+/// until STOP, the planned end (plus a grace), `stop`, or an error (the
+/// receiver's socket gone). Returns the datagrams sent.
+pub fn sender_loop(sock: &UdpSock, cfg: SenderCfg, stop: &AtomicBool) -> io::Result<u64> {
+    let mut buf = [0u8; MAX_SIZE];
+    let mut inbox = [0u8; MAX_SIZE + 64];
+    let size = cfg.size.clamp(MIN_SIZE, MAX_SIZE);
+    sock.set_recv_timeout(POLL_NS)?;
+    let (t0, interval, end) = loop {
+        if stop.load(Relaxed) {
+            return Ok(0);
+        }
+        match sock.recv(&mut inbox) {
+            Ok(info) => {
+                if let Some(p) = Packet::decode(&inbox[..info.len])
+                    && p.session == cfg.session
+                {
+                    match p.kind {
+                        packet::START => break (p.t_send, u64::from(p.a) * 1000, p.seq),
+                        packet::STOP => return Ok(0),
+                        _ => {}
+                    }
+                }
+            }
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e),
+        }
+    };
+    let interval = interval.max(MIN_INTERVAL_NS);
+    let deadline = end.saturating_add(SENDER_GRACE_NS);
+    let mut ring = TxRing::new();
+    let mut next = t0;
+    let mut seq = 0u64;
+    loop {
+        clock::sleep_until(next);
+        if stop.load(Relaxed) || clock::now() >= deadline {
+            break;
+        }
+        // STOP, or stray datagrams, queued meanwhile.
+        while let Ok(info) = sock.try_recv(&mut inbox) {
+            if Packet::decode(&inbox[..info.len]).is_some_and(|p| p.session == cfg.session && p.kind == packet::STOP) {
+                return Ok(seq);
+            }
+        }
+        ring.drain(sock)?;
+        let t = clock::now();
+        let mut p = Packet::new(packet::DATA, cfg.session, seq, t);
+        if seq > 0 {
+            ring.report(seq - 1, &mut p);
+        }
+        p.encode(&mut buf);
+        ring.sent(seq, t);
+        match sock.send(&buf[..size]) {
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => break,
+            Err(e) => return Err(e),
+        }
+        seq += 1;
+        ring.drain(sock)?;
+        next += interval;
+        let now = clock::now();
+        if now > next + interval {
+            // Fell behind by a period or more: back on the grid, no burst.
+            next += (now - next) / interval * interval;
+        }
+    }
+    Ok(seq)
+}
+
+/// The sender threads or processes of a run; stopped when dropped.
+struct Senders {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    children: Vec<std::process::Child>,
+}
+
+impl Drop for Senders {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for c in &mut self.children {
+            process::stop_child(c, std::time::Duration::from_secs(1));
+        }
+    }
+}
+
+/// The sender process (`rtscope __netlat-sender`): its socket is fd 3.
+pub fn sender_process(cpu: usize, policy: Policy, priority: u8, cfg: SenderCfg) -> Result<()> {
+    // SAFETY: the parent made fd 3 this process's copy of the sender socket.
+    let sock = unsafe { UdpSock::from_raw(3) };
+    let _ = mem::lock_all();
+    cpu::pin_self(&[cpu]).context("netlat sender: cannot pin")?;
+    sched::set_self(policy, priority).context("netlat sender: cannot set its priority")?;
+    sender_loop(&sock, cfg, &AtomicBool::new(false))?;
+    Ok(())
+}
+
+fn record_checked(rec: &mut Recorder, now: u64, value: u32) {
+    if value != packet::NONE {
+        rec.record(now, u64::from(value));
+    }
+}
+
+impl Netlat {
+    fn measure_local(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
+        let sock = &self.pairs[ctx.index].rx;
+        let mut buf = [0u8; MAX_SIZE + 64];
+        let mut out = [0u8; packet::LEN];
+        let mut start = Packet::new(packet::START, self.session, ctx.end_ns(), ctx.start_ns + self.interval_ns);
+        start.a = (self.interval_ns / 1000).min(u64::from(u32::MAX)) as u32;
+        start.encode(&mut out);
+        let end = ctx.end_ns();
+        let mut seqs = SeqTracker::default();
+        let (mut no_stamp, mut clamped, mut strays, mut errors) = (0u64, 0u64, 0u64, 0u64);
+        // The sender waits for this; a lost START would leave it waiting.
+        for _ in 0..3 {
+            let _ = sock.send(&out);
+        }
+        loop {
+            let info = match sock.recv(&mut buf) {
+                Ok(i) => i,
+                Err(e) => {
+                    if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+                        errors += 1;
+                        ctx.set_extra(SLOT_ERRORS, errors);
+                    }
+                    if ctx.done(clock::now(), rec[0].count()) {
+                        break;
+                    }
+                    continue;
+                }
+            };
+            let now = clock::now();
+            let offset = net::realtime_offset();
+            let p = match Packet::decode(&buf[..info.len]) {
+                Some(p) if p.session == self.session && p.kind == packet::DATA && p.seq != u64::MAX => p,
+                _ => {
+                    strays += 1;
+                    ctx.set_extra(SLOT_STRAYS, strays);
+                    continue;
+                }
+            };
+            if p.t_send >= end || ctx.stopping() {
+                break;
+            }
+            if !seqs.see(p.seq) {
+                ctx.set_extra(SLOT_DUPLICATES, seqs.duplicates);
+                continue;
+            }
+            ctx.set_extra(SLOT_LOST, seqs.lost);
+            ctx.set_extra(SLOT_REORDERED, seqs.reordered);
+            if info.sw_ns == 0 {
+                no_stamp += 1;
+                ctx.set_extra(SLOT_NO_STAMP, no_stamp);
+            } else {
+                let raw = net::to_mono(info.sw_ns, offset);
+                let rx = raw.clamp(p.t_send, now.max(p.t_send));
+                if rx != raw {
+                    clamped += 1;
+                    ctx.set_extra(SLOT_CLAMPED, clamped);
+                }
+                let total = now.saturating_sub(p.t_send);
+                rec[0].record(now, now.saturating_sub(rx));
+                rec[1].record(now, rx - p.t_send);
+                rec[2].record(now, total);
+                if p.tx_seq != u64::MAX {
+                    record_checked(&mut rec[3], now, p.tx_sched);
+                    record_checked(&mut rec[4], now, p.tx_sw);
+                }
+                if ctx.breached(now, total) {
+                    break;
+                }
+            }
+            if ctx.done(now, rec[2].count()) {
+                break;
+            }
+            for r in rec.iter_mut() {
+                r.maybe_checkpoint(now);
+            }
+        }
+        Packet::new(packet::STOP, self.session, 0, clock::now()).encode(&mut out);
+        for _ in 0..3 {
+            let _ = sock.send(&out);
+        }
+    }
+
+    fn measure_peer(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
+        let sock = &self.pairs[ctx.index].rx;
+        let mut buf = [0u8; MAX_SIZE + 64];
+        let mut out = [0u8; MAX_SIZE];
+        let size = self.size.clamp(MIN_SIZE, MAX_SIZE);
+        let mut seqs = SeqTracker::default();
+        let (mut sent, mut no_stamp, mut clamped, mut strays, mut errors) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let mut next = ctx.start_ns + self.interval_ns;
+        let mut seq = 0u64;
+        'run: loop {
+            clock::sleep_until(next);
+            let t = clock::now();
+            if ctx.done(t, rec[0].count()) {
+                break;
+            }
+            Packet::new(packet::DATA, self.session, seq, t).encode(&mut out);
+            if sock.send(&out[..size]).is_err() {
+                errors += 1;
+                ctx.set_extra(SLOT_ERRORS, errors);
+            }
+            sent += 1;
+            ctx.set_extra(SLOT_SENT, sent);
+            seq += 1;
+            next += self.interval_ns;
+            // Echoes until the next send is due: this one, or late ones.
+            loop {
+                let info = match sock.recv(&mut buf) {
+                    Ok(i) => i,
+                    Err(e) => {
+                        if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+                            errors += 1;
+                            ctx.set_extra(SLOT_ERRORS, errors);
+                        }
+                        if clock::now() >= next || ctx.stopping() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let now = clock::now();
+                let offset = net::realtime_offset();
+                let p = match Packet::decode(&buf[..info.len]) {
+                    Some(p) if p.session == self.session && p.kind == packet::ECHO && p.seq < seq => p,
+                    _ => {
+                        strays += 1;
+                        ctx.set_extra(SLOT_STRAYS, strays);
+                        continue;
+                    }
+                };
+                if seqs.see(p.seq) {
+                    ctx.set_extra(SLOT_REORDERED, seqs.reordered);
+                    let rtt = now.saturating_sub(p.t_send);
+                    let wake = if info.sw_ns == 0 {
+                        no_stamp += 1;
+                        ctx.set_extra(SLOT_NO_STAMP, no_stamp);
+                        None
+                    } else {
+                        let raw = net::to_mono(info.sw_ns, offset);
+                        let rx = raw.clamp(p.t_send, now.max(p.t_send));
+                        if rx != raw {
+                            clamped += 1;
+                            ctx.set_extra(SLOT_CLAMPED, clamped);
+                        }
+                        Some(now - rx)
+                    };
+                    rec[0].record(now, rtt);
+                    if let Some(w) = wake {
+                        rec[2].record(now, w);
+                        if p.b != packet::NONE {
+                            rec[1].record(now, rtt.saturating_sub(w).saturating_sub(u64::from(p.b)));
+                        }
+                    }
+                    record_checked(&mut rec[3], now, p.a);
+                    record_checked(&mut rec[4], now, p.b);
+                    if p.tx_seq != u64::MAX {
+                        record_checked(&mut rec[5], now, p.tx_sw);
+                    }
+                    if ctx.breached(now, rtt) {
+                        break 'run;
+                    }
+                    for r in rec.iter_mut() {
+                        r.maybe_checkpoint(now);
+                    }
+                } else {
+                    ctx.set_extra(SLOT_DUPLICATES, seqs.duplicates);
+                }
+                if p.seq == seq - 1 && clock::now() < next {
+                    // This period's echo is in: wait for the next send.
+                    break;
+                }
+                if clock::now() >= next {
+                    break;
+                }
+            }
+            let now = clock::now();
+            if now > next + self.interval_ns {
+                next += (now - next) / self.interval_ns * self.interval_ns;
+            }
+        }
+        // Echoes still owed when measuring stopped are lost.
+        ctx.set_extra(SLOT_LOST, sent.saturating_sub(seqs.received));
+    }
+}
+
+impl Probe for Netlat {
+    fn name(&self) -> &'static str {
+        "netlat"
+    }
+
+    fn metrics(&self) -> &'static [&'static str] {
+        if self.peer.is_some() { PEER_METRICS } else { LOCAL_METRICS }
+    }
+
+    fn plan(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some((a, b)) = self.namespaces() {
+            v["namespaces"] = serde_json::json!({
+                "sender": format!("net:[{a}]"),
+                "receiver": format!("net:[{b}]"),
+                "sender_addr": crate::sys::netns::ADDR_A.to_string(),
+                "receiver_addr": crate::sys::netns::ADDR_B.to_string(),
+            });
+        }
+        v
+    }
+
+    fn describe(&self) -> String {
+        let mut s = match self.peer {
+            Some(p) => format!("round trip to {p}"),
+            None => self.path.describe(),
+        };
+        s += &format!(", {}-byte UDP every {}", self.size, units::human(self.interval_ns));
+        if self.peer.is_none() {
+            s += if self.processes { ", sender processes" } else { ", sender threads" };
+            match self.sender_cpu {
+                Some(c) => s += &format!(" on CPU {c}"),
+                None => s += " on the receiver's CPU",
+            }
+        }
+        s += &format!(", {} timestamps", self.timestamps);
+        s
+    }
+
+    fn trace_stages(&self) -> Option<bool> {
+        // Local mode: a datagram's path to the receiver is split into
+        // stages; peer mode: the round trip is a window to attribute.
+        Some(self.peer.is_none())
+    }
+
+    fn wake_path(&self) -> WakePath {
+        WakePath::NetRx
+    }
+
+    fn start_helpers(&self, cpus: &[usize], policy: Policy, priority: u8) -> Result<Box<dyn Send>> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut senders = Senders { stop: Arc::clone(&stop), threads: Vec::new(), children: Vec::new() };
+        if self.peer.is_some() {
+            return Ok(Box::new(senders));
+        }
+        let prio = if policy.is_rt() { priority.saturating_sub(1).max(1) } else { 0 };
+        let cfg = self.sender_cfg();
+        for (pair, &c) in self.pairs.iter().zip(cpus) {
+            let Some(tx) = &pair.tx else { continue };
+            let on = self.sender_cpu.unwrap_or(c);
+            if self.processes {
+                let exe = std::env::current_exe().context("--processes: cannot find rtscope's own executable")?;
+                let mut cmd = std::process::Command::new(exe);
+                cmd.args(["__netlat-sender", "--cpu", &on.to_string(), "--priority", &prio.to_string()])
+                    .args(["--size", &cfg.size.to_string(), "--session", &cfg.session.to_string()])
+                    .args(["--policy", &format!("{policy:?}").to_lowercase()])
+                    .stdin(std::process::Stdio::null());
+                let fd = tx.raw();
+                // SAFETY: dup2 and fcntl are async-signal-safe; fd stays open
+                // in the parent until the child has exec'd.
+                unsafe {
+                    use std::os::unix::process::CommandExt;
+                    cmd.pre_exec(move || {
+                        let rc = if fd == 3 { libc::fcntl(3, libc::F_SETFD, 0) } else { libc::dup2(fd, 3) };
+                        if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+                    });
+                }
+                senders.children.push(process::spawn_tied(&mut cmd).context("--processes: starting a sender")?);
+            } else {
+                let (tx, stop) = (Arc::clone(tx), Arc::clone(&stop));
+                let t = std::thread::Builder::new()
+                    .name(format!("rtscope-netsend{c}"))
+                    .stack_size(super::STACK_SIZE)
+                    .spawn(move || {
+                        signals::block_in_this_thread();
+                        if cpu::pin_self(&[on]).is_err() || sched::set_self(policy, prio).is_err() {
+                            stop.store(true, Relaxed);
+                        }
+                        mem::prefault_stack(64 * 1024);
+                        let _ = sender_loop(&tx, cfg, &stop);
+                    })
+                    .context("starting a sender thread")?;
+                senders.threads.push(t);
+            }
+        }
+        Ok(Box::new(senders))
+    }
+
+    fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
+        if self.peer.is_some() { self.measure_peer(ctx, rec) } else { self.measure_local(ctx, rec) }
+    }
+
+    fn extra_slots(&self) -> usize {
+        SLOTS
+    }
+
+    fn row_extras(&self, _metric: usize, slots: &[u64], _total: &Tally) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("lost".into(), slots[SLOT_LOST].into());
+        m.insert("reordered".into(), slots[SLOT_REORDERED].into());
+        m.insert("duplicates".into(), slots[SLOT_DUPLICATES].into());
+        if self.peer.is_some() {
+            m.insert("sent".into(), slots[SLOT_SENT].into());
+        }
+        for (slot, key) in [
+            (SLOT_NO_STAMP, "no_rx_timestamp"),
+            (SLOT_CLAMPED, "clock_clamped"),
+            (SLOT_STRAYS, "strays"),
+            (SLOT_ERRORS, "socket_errors"),
+        ] {
+            if slots[slot] > 0 {
+                m.insert(key.into(), slots[slot].into());
+            }
+        }
+        let path = match (self.peer, &self.path) {
+            (Some(p), NetPath::Iface(n)) => format!("round trip to {p} through {n}"),
+            (Some(p), _) => format!("round trip to {p}"),
+            (None, path) => path.describe(),
+        };
+        m.insert("path".into(), path.into());
+        m.insert("timestamps".into(), self.timestamps.clone().into());
+        m
+    }
+}
+
+/// The responder's settings.
+pub struct Serve<'a> {
+    pub addr: SocketAddrV4,
+    pub iface: Option<&'a str>,
+    pub cpu: usize,
+    pub policy: Policy,
+    pub priority: u8,
+    /// CLOCK_MONOTONIC end (u64::MAX: until a signal).
+    pub until_ns: u64,
+    pub quiet: bool,
+    /// Hold /dev/cpu_dma_latency at 0 while serving (as measuring does).
+    pub dma_latency: bool,
+}
+
+/// `rtscope netlat --serve ADDR:PORT`: echoes every rtscope datagram with
+/// the target's own receive and send timing, on a thread pinned to `cpu`
+/// at `policy`/`priority`, until `signal` or `until_ns`. Prints a summary.
+pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
+    let Serve { addr, iface, cpu, policy, priority, until_ns, quiet, dma_latency } = opts;
+    let _dma = match dma_latency.then(|| crate::sys::dma::DmaLatency::hold(0)) {
+        Some(Err(e)) if !quiet => {
+            eprintln!(
+                "rtscope: warning: cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
+            );
+            None
+        }
+        Some(Ok(d)) => Some(d),
+        _ => None,
+    };
+    let sock = UdpSock::bind(addr).with_context(|| format!("--serve {addr}: cannot bind"))?;
+    if let Some(name) = iface {
+        sock.bind_device(name).with_context(|| format!("--path iface:{name}: cannot bind to the interface"))?;
+    }
+    sock.enable_timestamps(tx_flags()).map_err(|e| anyhow!("--serve: {e}"))?;
+    sock.set_recv_timeout(POLL_NS)?;
+    let _ = mem::lock_all();
+    let mut wake = Tally::new();
+    let mut turnaround = Tally::new();
+    let mut tx_sw = Tally::new();
+    let mut peers: Vec<SocketAddrV4> = Vec::with_capacity(64);
+    let (mut echoed, mut strays) = (0u64, 0u64);
+    if !quiet {
+        eprintln!(
+            "rtscope netlat: serving on {} (CPU {cpu}, SCHED_{} {priority}); stop with Ctrl-C",
+            sock.local_addr()?,
+            format!("{policy:?}").to_uppercase()
+        );
+    }
+    std::thread::scope(|s| -> Result<()> {
+        let t = s.spawn(|| -> Result<()> {
+            signals::block_in_this_thread();
+            cpu::pin_self(&[cpu]).with_context(|| format!("--serve: cannot pin to CPU {cpu}"))?;
+            sched::set_self(policy, priority).with_context(|| format!("--serve: cannot set priority {priority}"))?;
+            mem::prefault_stack(64 * 1024);
+            let mut buf = [0u8; MAX_SIZE + 64];
+            // Echo id (OPT_ID) -> (seq, send call, peer).
+            let mut sent: [(u64, u64, Option<SocketAddrV4>); 256] = [(u64::MAX, 0, None); 256];
+            let mut id = 0u64;
+            // The last echo's transmit time, for the next echo to that peer.
+            let mut pending: Option<(SocketAddrV4, u64, u32)> = None;
+            while !signal.load(Relaxed) && clock::now() < until_ns {
+                let info = match sock.recv(&mut buf) {
+                    Ok(i) => i,
+                    Err(_) => continue,
+                };
+                let now = clock::now();
+                let offset = net::realtime_offset();
+                let (Some(mut p), Some(from)) = (Packet::decode(&buf[..info.len]), info.from) else {
+                    strays += 1;
+                    continue;
+                };
+                match p.kind {
+                    packet::HELLO => p.kind = packet::HELLO_ACK,
+                    packet::DATA => {
+                        p.kind = packet::ECHO;
+                        if info.sw_ns != 0 {
+                            let rx = net::to_mono(info.sw_ns, offset).min(now);
+                            p.a = packet::d32(now - rx);
+                            wake.record(now - rx);
+                            p.b = 0; // set right before sending
+                            p.tx_seq = u64::MAX;
+                            if let Some((who, seq, d)) = pending.take() {
+                                if who == from {
+                                    p.tx_seq = seq;
+                                    p.tx_sw = d;
+                                } else {
+                                    pending = Some((who, seq, d));
+                                }
+                            }
+                            let t = clock::now();
+                            p.b = packet::d32(t - rx);
+                            turnaround.record(t - rx);
+                            p.encode(&mut buf);
+                            sent[(id % 256) as usize] = (p.seq, t, Some(from));
+                        } else {
+                            let t = clock::now();
+                            p.encode(&mut buf);
+                            sent[(id % 256) as usize] = (p.seq, t, Some(from));
+                        }
+                        if !peers.contains(&from) && peers.len() < peers.capacity() {
+                            peers.push(from);
+                        }
+                        echoed += 1;
+                    }
+                    _ => {
+                        strays += 1;
+                        continue;
+                    }
+                }
+                if p.kind == packet::HELLO_ACK {
+                    p.encode(&mut buf);
+                    sent[(id % 256) as usize] = (u64::MAX, 0, None);
+                }
+                if sock.send_to(&buf[..info.len], from).is_ok() {
+                    id += 1;
+                }
+                while let Ok(Some(st)) = sock.next_tx_stamp() {
+                    let (seq, t, who) = sent[(u64::from(st.id) % 256) as usize];
+                    if st.kind == SCM_TSTAMP_SND
+                        && st.sw_ns != 0
+                        && let Some(who) = who
+                    {
+                        let d = net::to_mono(st.sw_ns, net::realtime_offset()).saturating_sub(t);
+                        tx_sw.record(d);
+                        pending = Some((who, seq, packet::d32(d)));
+                    }
+                }
+            }
+            Ok(())
+        });
+        t.join().map_err(|_| anyhow!("the responder thread panicked"))?
+    })?;
+    if !quiet {
+        let line = |name: &str, t: &Tally| {
+            let m = t.summary();
+            eprintln!(
+                "  {name:<18} {:>8} samples  min {}us  p50 {}us  p99 {}us  max {}us",
+                m.count,
+                units::us_i(m.min_ns),
+                units::us_i(m.p50_ns),
+                units::us_i(m.p99_ns),
+                units::us_i(m.max_ns)
+            );
+        };
+        eprintln!(
+            "rtscope netlat --serve: echoed {echoed} datagrams for {} peer socket(s), {strays} strays",
+            peers.len()
+        );
+        line("target_wake", &wake);
+        line("target_turnaround", &turnaround);
+        line("target_tx_sw", &tx_sw);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packets_round_trip() {
+        let mut p = Packet::new(packet::DATA, 77, 12, 1_000_000);
+        p.tx_seq = 11;
+        p.tx_sched = 1500;
+        p.a = 3;
+        let mut buf = [0u8; 54];
+        p.encode(&mut buf);
+        assert_eq!(Packet::decode(&buf), Some(p));
+        assert_eq!(Packet::decode(&buf[..51]), None);
+        buf[0] ^= 1;
+        assert_eq!(Packet::decode(&buf), None, "not rtscope's");
+        assert_eq!(packet::d32(u64::MAX), packet::NONE - 1);
+    }
+
+    #[test]
+    fn sequence_numbers_count_losses_reordering_and_duplicates() {
+        let mut s = SeqTracker::default();
+        for q in [0, 1, 2, 5, 3, 6, 6, 4, 7] {
+            s.see(q);
+        }
+        // 3 and 4 came late: reordered, not lost; 6 twice: a duplicate.
+        assert_eq!((s.lost, s.reordered, s.duplicates, s.received), (0, 2, 1, 8));
+        s.see(100);
+        assert_eq!(s.lost, 92);
+        assert!(!s.see(100), "a duplicate");
+        s.see(50);
+        assert_eq!((s.lost, s.reordered), (91, 3));
+        // Far back (beyond the window): taken as reordered.
+        s.see(5000);
+        assert!(s.see(10));
+    }
+
+    #[test]
+    fn window_shifts_keep_older_bits() {
+        let mut s = SeqTracker::default();
+        s.see(0);
+        s.see(70);
+        assert!(!s.see(0), "seen 70 numbers ago");
+        s.see(1200);
+        assert!(s.see(0), "out of the window: not recognised as a duplicate");
+    }
+
+    #[test]
+    fn paths_parse() {
+        assert_eq!(NetPath::parse("loopback"), Ok(NetPath::Loopback));
+        assert_eq!(NetPath::parse("netns"), Ok(NetPath::Netns));
+        assert_eq!(NetPath::parse("iface:eth1"), Ok(NetPath::Iface("eth1".into())));
+        assert!(NetPath::parse("iface:").unwrap_err().contains("iface:NAME"));
+        assert!(NetPath::parse("wifi").is_err());
+    }
+
+    #[test]
+    fn tx_ring_reports_deltas() {
+        let mut r = TxRing::new();
+        r.sent(5, 1000);
+        r.slots[5].2 = 1700;
+        let mut p = Packet::new(packet::DATA, 1, 6, 0);
+        r.report(5, &mut p);
+        assert_eq!((p.tx_seq, p.tx_sched, p.tx_sw), (5, 700, packet::NONE));
+        let mut q = Packet::new(packet::DATA, 1, 6, 0);
+        r.report(69, &mut q);
+        assert_eq!(q.tx_seq, u64::MAX, "slot reused by another number");
+    }
+}
