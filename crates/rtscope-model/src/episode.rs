@@ -518,10 +518,10 @@ pub(crate) mod tests {
     fn net_verdicts_name_the_net_stages() {
         let st = Stages { irq_ns: 1_000, handler_ns: 2_000, wake_ns: 40_000, thread_ns: 3_000, user_ns: 1_000 };
         let c = Cause { stage: Some("softirq".into()), ..cause(CauseKind::Softirq, "NET_RX", 42_000) };
-        let v = verdict_named(&Stages::NET_NAMES, 1, 7, st.total(), Some(&st), &[c]);
-        assert_eq!(v, "cpu1 #7 latency 47.0us: softirq 40.0us, in softirq NET_RX 42.0us");
-        let v = verdict_named(&Stages::NET_NAMES, 1, 7, st.total(), Some(&st), &[]);
-        assert_eq!(v, "cpu1 #7 latency 47.0us: softirq 40.0us");
+        let v = verdict_named(&Stages::NET_NAMES, 1, 7, "rx_wake", st.total(), Some(&st), &[c]);
+        assert_eq!(v, "cpu1 #7 rx_wake 47.0us: softirq 40.0us, in softirq NET_RX 42.0us");
+        let v = verdict_named(&Stages::NET_NAMES, 1, 7, "rx_wake", st.total(), Some(&st), &[]);
+        assert_eq!(v, "cpu1 #7 rx_wake 47.0us: softirq 40.0us");
     }
 
     #[test]
