@@ -976,7 +976,7 @@ mod tests {
         assert_eq!(e.causes.iter().map(|c| c.ns).sum::<u64>(), 40 * US);
         assert_eq!(
             e.verdict,
-            "cpu1 #1 latency 40.0us: softirq 20.0us, in softirq NET_RX 28.0us; user 8.0us; thread 4.0us (rtscope-netsend1 4.0us)"
+            "cpu1 #1 rx_wake 40.0us: softirq 20.0us, in softirq NET_RX 28.0us; user 8.0us; thread 4.0us (rtscope-netsend1 4.0us)"
         );
         let stage_names: Vec<&str> =
             e.slices.iter().filter(|s| s.lane == Lane::Stage).map(|s| s.name.as_str()).collect();
