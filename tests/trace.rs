@@ -162,8 +162,14 @@ fn episodes_name_a_known_spinner() {
     let cpu = last_cpu().to_string();
     let (doc, tids) = traced_beside_spinner(&fx, &["wakeup"], &cpu, "400us", "200us");
     let (big, named) = named_spinner(&doc, &cpu, 200_000, &tids);
-    assert!(big.len() >= 10, "a 400 us spin every 20 ms: {} episodes above 200 us", big.len());
-    assert!(named * 10 >= big.len() * 9, "{named} of {} name the spinner {tids:?}:\n{}", big.len(), verdicts(&big));
+    // A 400 us spin every 20 ms delays about 150 wake-ups by more than
+    // 200 us in 6 s. The host's preemption of this VM adds unaccounted
+    // episodes of its own: the spinner must be named in those blamed on a
+    // thread, and in most of all.
+    let threads = big.iter().filter(|e| main_cause(e)["kind"] == "thread").count();
+    assert!(named >= 30, "a 400 us spin every 20 ms: {named} of {} episodes above 200 us name it", big.len());
+    assert!(named * 10 >= threads * 9, "{named} of {threads} blamed on a thread name the spinner:\n{}", verdicts(&big));
+    assert!(named * 10 >= big.len() * 6, "{named} of {} name the spinner {tids:?}:\n{}", big.len(), verdicts(&big));
 }
 
 /// `noise --trace`: each interruption is a window attributed to what ran
