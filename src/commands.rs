@@ -30,7 +30,13 @@ pub fn main() -> Result<i32> {
     // the second process) keep the default actions.
     if matches!(
         cli.cmd,
-        Cmd::Run(_) | Cmd::Wakeup(_) | Cmd::Noise(_) | Cmd::Sleep(_) | Cmd::Ptimer(_) | Cmd::Disturb(_)
+        Cmd::Run(_)
+            | Cmd::Wakeup(_)
+            | Cmd::Noise(_)
+            | Cmd::Sleep(_)
+            | Cmd::Ptimer(_)
+            | Cmd::Disturb(_)
+            | Cmd::Osbench(_)
     ) {
         signals::install(&signal).context("installing signal handlers")?;
     }
@@ -51,6 +57,14 @@ pub fn main() -> Result<i32> {
         Cmd::Ptimer(a) => {
             let (common, probe) = a.resolve("ptimer")?;
             probe::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Osbench(a) => {
+            if a.list {
+                crate::osbench::list(&mut std::io::stdout().lock())?;
+                return Ok(0);
+            }
+            let plan = crate::osbench::Plan::from_args(&a)?;
+            crate::osbench::run(&plan, &signal)
         }
         Cmd::Runs(a) => runs(a),
         Cmd::Show(a) => show(a),

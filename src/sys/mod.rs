@@ -7,6 +7,7 @@ pub mod clock;
 pub mod cpu;
 pub mod dma;
 pub mod inventory;
+pub mod ipc;
 pub mod mem;
 pub mod process;
 pub mod sched;
