@@ -502,6 +502,7 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
             let t1 = w.wait();
             samples_ref.record(i, ctl.t0.load(Acquire), t1);
             w.after();
+            ctl.turn.store(u64::from(step), Release);
         }
         ctl.stop.store(1, Release);
         ctl.ready.store(u32::MAX, Release);
@@ -510,6 +511,14 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
         for i in 0.. {
             let step = i as u32 + 1;
             if arm {
+                // Not before the leader is done with the last iteration: on
+                // two CPUs the follower would take the mutex back first.
+                while ctl.turn.load(Acquire) < u64::from(step - 1) {
+                    if ctl.stopped() {
+                        return;
+                    }
+                    ipc::yield_now();
+                }
                 w.arm();
                 ctl.armed.store(step, Release);
                 ipc::futex_wake(&ctl.armed, 1, inter);
@@ -610,24 +619,19 @@ mod tests {
         }
     }
 
-    /// Turns of [`Busy`] that take about `ns`, and the exact time per
-    /// operation of that many turns, from long runs (where the clock's
-    /// overhead is negligible): the median of 21 runs of 1000 operations.
-    fn calibrate(ns: u64) -> (u64, f64) {
-        let per_op = |turns: u64| {
-            let mut b = Busy(turns);
-            let mut v: Vec<u64> = (0..21)
-                .map(|_| {
-                    let t = clock::now();
-                    timed(&mut b, 1000);
-                    clock::now() - t
-                })
-                .collect();
-            median(&mut v) as f64 / 1000.0
-        };
-        let probe = 1000;
-        let turns = ((ns as f64 / per_op(probe)) * probe as f64).max(1.0) as u64;
-        (turns, per_op(turns))
+    /// A busy operation of a known length: it spins on CLOCK_MONOTONIC
+    /// until `0` ns after its start. Preemption cannot stretch it (the end
+    /// is a deadline), so it stays calibrated on a busy machine.
+    struct Spin(u64);
+
+    impl Single for Spin {
+        #[inline(always)]
+        fn op(&mut self) {
+            let end = clock::now() + self.0;
+            while clock::now() < end {
+                std::hint::spin_loop();
+            }
+        }
     }
 
     fn median_value(o: &Outcome) -> u64 {
@@ -636,28 +640,18 @@ mod tests {
         median(&mut v)
     }
 
-    /// The base subtraction: a busy operation of about 2 us, measured one
-    /// per sample and ten per sample, comes out within 5 % of its length.
+    /// The base subtraction: a busy operation of 2 us, measured one per
+    /// sample and ten per sample, comes out within 5 % of its length.
     #[test]
     fn a_calibrated_2us_operation_measures_within_5_percent() {
         let stop = AtomicBool::new(false);
-        let mut last = String::new();
-        // A noisy machine can disturb a calibration: three tries.
-        for _ in 0..3 {
-            let (turns, truth) = calibrate(2_000);
-            let mut ok = true;
-            for ips in [1, 10] {
-                let o = single_loop(&mut Busy(turns), ips, 50, 2000, None, &stop);
-                let m = median_value(&o) as f64;
-                last = format!("ips {ips}: median {m} ns, truth {truth:.1} ns, base {} ns", o.base_ns);
-                eprintln!("{last}");
-                ok &= (m - truth).abs() <= truth * 0.05;
-            }
-            if ok {
-                return;
-            }
+        for ips in [1, 10] {
+            let o = single_loop(&mut Spin(2_000), ips, 50, 2000, None, &stop);
+            let m = median_value(&o) as f64;
+            eprintln!("ips {ips}: median {m} ns for a 2000 ns operation, base {} ns", o.base_ns);
+            assert!((m - 2_000.0).abs() <= 100.0, "ips {ips}: {m} ns for a 2000 ns operation, base {}", o.base_ns);
+            assert!(o.base_ns > 0);
         }
-        panic!("outside 5 %: {last}");
     }
 
     /// IPS loops are not optimised away, and an empty operation measures
@@ -672,7 +666,10 @@ mod tests {
         eprintln!("empty op: base {} ns per 1000, mean {mean:.3} ns, median {med}, {below} below the base", o.base_ns);
         assert!(o.base_ns > 0, "the empty loop of 1000 took no time: optimised away?");
         assert!(med <= 1, "median {med} ns for an empty operation");
-        assert!(mean < 2.0, "mean {mean} ns for an empty operation");
+        // The mean takes any preemption of a sample (a noisy machine):
+        // most samples must be within 2 ns of nothing.
+        let near = v.iter().filter(|p| p.1 <= 2).count();
+        assert!(near * 10 >= v.len() * 9, "{near} of {} samples within 2 ns", v.len());
         // A real operation in the same loop is not optimised away either.
         let mut b = Busy(10);
         let o = single_loop(&mut b, 1000, 10, 300, None, &stop);

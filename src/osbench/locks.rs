@@ -217,6 +217,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
             let t1 = clock::now();
             s.record(i, if span == Span::Blocked { t_lock } else { ctl.t0.load(Acquire) }, t1);
             m.unlock();
+            ctl.turn.store(u64::from(step), Release);
         }
         ctl.stop.store(1, Release);
         ctl.ready.store(u32::MAX, Release);
@@ -243,6 +244,14 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
     let low = move || {
         for i in 0.. {
             let step = i as u32 + 1;
+            // Not before the waiter has taken and released the mutex of the
+            // last iteration (on two CPUs the owner would take it back first).
+            while ctl.turn.load(Acquire) < u64::from(step - 1) {
+                if ctl.stopped() {
+                    return;
+                }
+                ipc::yield_now();
+            }
             if ctl.stopped() {
                 return;
             }

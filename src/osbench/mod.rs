@@ -736,6 +736,12 @@ pub static TESTS: &[TestDef] = &[
     },
 ];
 
+impl std::fmt::Debug for TestDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TestDef({})", self.id)
+    }
+}
+
 impl TestDef {
     /// The test's 1-based number in [`TESTS`].
     pub fn num(&self) -> usize {
@@ -864,7 +870,7 @@ impl Plan {
         let online = cpu::online();
         let cpu_ = match a.cpu {
             Some(c) => cpu::parse_selection("--cpu", &c.to_string())?[0],
-            None => *cpu::allowed().iter().filter(|c| online.contains(c)).last().unwrap_or(&0),
+            None => *cpu::allowed().iter().rfind(|c| online.contains(c)).unwrap_or(&0),
         };
         let other_cpu = if a.cross_cpu {
             let o = match a.other_cpu {
@@ -1049,7 +1055,7 @@ pub fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
                     notes.push(format!("{}: no sample", job.metric()));
                 }
             }
-            Ok(out) => store_outcome(&mut store, run_id, plan, job, &env, &out)?,
+            Ok(out) => store_outcome(&mut store, run_id, job, &env, &out)?,
             Err(e) => {
                 failed += 1;
                 let msg = format!("{}: not measured: {e:#}", job.metric());
@@ -1118,7 +1124,7 @@ fn describe(plan: &Plan, policy: Policy) -> String {
 
 /// Stores one test as a series: its histogram, its samples at or above
 /// its p99.9, and its own figures.
-fn store_outcome(store: &mut Store, run_id: i64, plan: &Plan, job: &Job, env: &Env, out: &Outcome) -> Result<()> {
+fn store_outcome(store: &mut Store, run_id: i64, job: &Job, env: &Env, out: &Outcome) -> Result<()> {
     let t = job.test;
     let (values, below) = out.values();
     let mut tally = Tally::new();
@@ -1153,7 +1159,6 @@ fn store_outcome(store: &mut Store, run_id: i64, plan: &Plan, job: &Job, env: &E
     if let Some(n) = &out.note {
         extra.insert("note".into(), json!(n));
     }
-    let _ = plan;
     store.set_series_extra(sid, &extra)?;
     Ok(())
 }
