@@ -40,6 +40,7 @@ pub fn main() -> Result<i32> {
             | Cmd::Ptimer(_)
             | Cmd::Netlat(_)
             | Cmd::Disturb(_)
+            | Cmd::Osbench(_)
     ) {
         signals::install(&signal).context("installing signal handlers")?;
     }
@@ -62,6 +63,14 @@ pub fn main() -> Result<i32> {
             probe::run_probe(&probe, &common, &signal)
         }
         Cmd::Netlat(a) => netlat_cmd(a, &signal),
+        Cmd::Osbench(a) => {
+            if a.list {
+                crate::osbench::list(&mut std::io::stdout().lock())?;
+                return Ok(0);
+            }
+            let plan = crate::osbench::Plan::from_args(&a)?;
+            crate::osbench::run(&plan, &signal)
+        }
         Cmd::Runs(a) => runs(a),
         Cmd::Show(a) => show(a),
         Cmd::Export(a) => export_run(a),

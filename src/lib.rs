@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod cli;
 pub mod commands;
 pub mod disturb;
+pub mod osbench;
 pub mod probe;
 pub mod recorder;
 pub mod report;

@@ -197,6 +197,10 @@ impl Report for Text {
         // Series by probe, metrics in the order the probe made them.
         let by_probe = series_by_probe(run);
         for (probe, list) in by_probe {
+            if probe == "osbench" {
+                osbench_tables(out, &list)?;
+                continue;
+            }
             let metrics = metrics_in_order(run, &list);
             let (cols, what) = layout(probe);
             if metrics.len() == 1 {
@@ -269,6 +273,67 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
             write!(out, " {:>w$}", c.value(s, &m), w = c.width())?;
         }
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// `osbench`: a table per test group, a row per test (and variant), as
+/// the references print them: last, min, mean, p50, p99, max in us.
+fn osbench_tables(out: &mut dyn Write, list: &[&Series]) -> Result<()> {
+    let x = |s: &Series, k: &str| s.extra.get(k).cloned().unwrap_or(serde_json::Value::Null);
+    let yes = |v: serde_json::Value| if v.as_bool() == Some(true) { "yes" } else { "no" };
+    writeln!(
+        out,
+        "\nosbench, us per operation: (t1 - t0 - base) / IPS; base: the timing overhead subtracted (ns); IP: inter-process; CF: cache flushed before each sample; CPU: measured party's (>other party's)"
+    )?;
+    let mut list = list.to_vec();
+    list.sort_by_key(|s| (x(s, "num").as_u64().unwrap_or(u64::MAX), s.key.metric.clone()));
+    let order = |g: &str| crate::osbench::Group::ALL.iter().position(|x| x.name() == g).unwrap_or(usize::MAX);
+    let mut groups: Vec<String> = Vec::new();
+    for s in &list {
+        let g = x(s, "group").as_str().unwrap_or("").to_string();
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    groups.sort_by_key(|g| order(g));
+    for g in groups {
+        let title = crate::osbench::Group::ALL.iter().find(|x| x.name() == g).map_or(g.as_str(), |x| x.title());
+        writeln!(out, "\n{title}")?;
+        writeln!(
+            out,
+            "{:>3} {:<28} {:<36} {:>5} {:>3} {:>3} {:>5} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>5}",
+            "#", "id", "name", "IPS", "IP", "CF", "CPU", "samples", "last", "min", "mean", "p50", "p99", "max", "base"
+        )?;
+        for s in list.iter().filter(|s| x(s, "group").as_str() == Some(g.as_str())) {
+            let m = s.total().summary();
+            let cpu = match x(s, "other_cpu").as_i64() {
+                Some(o) if o != s.key.cpu => format!("{}>{o}", s.key.cpu),
+                _ => s.key.cpu.to_string(),
+            };
+            writeln!(
+                out,
+                "{:>3} {:<28} {:<36} {:>5} {:>3} {:>3} {:>5} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>5}",
+                x(s, "num").as_u64().map_or("-".into(), |n| n.to_string()),
+                s.key.metric,
+                x(s, "name").as_str().unwrap_or(""),
+                x(s, "ips").as_u64().unwrap_or(1),
+                yes(x(s, "inter_process")),
+                yes(x(s, "cache_flush")),
+                cpu,
+                m.count,
+                us(x(s, "last_ns").as_u64().unwrap_or(0)),
+                us_i(m.min_ns),
+                units::us_f(m.mean_ns),
+                us_i(m.p50_ns),
+                us_i(m.p99_ns),
+                us_i(m.max_ns),
+                x(s, "base_ns").as_u64().unwrap_or(0),
+            )?;
+            if let Some(n) = x(s, "note").as_str() {
+                writeln!(out, "    note: {n}")?;
+            }
+        }
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod clock;
 pub mod cpu;
 pub mod dma;
 pub mod inventory;
+pub mod ipc;
 pub mod mem;
 pub mod net;
 pub mod netns;

@@ -1,0 +1,686 @@
+//! The machinery every `osbench` test shares: the parties (threads of
+//! rtscope, or a forked child), their CPUs and priorities, the timing
+//! overhead measured first and subtracted, the sample buffer in shared
+//! memory, warm-up, cache flush and stopping on a signal.
+//!
+//! Timestamps are CLOCK_MONOTONIC (`sys::clock::now`, the vDSO). A sample
+//! is `t1 - t0` of two such reads; when the parties are two, `t0` crosses
+//! from one to the other through a shared-memory page (MAP_SHARED, so that
+//! a forked child writes the same page). The base (the cost of the reads
+//! and, for IPS loops, of the empty loop) is measured on the measuring
+//! thread before the test, with the same code shape, and subtracted from
+//! every sample before it is divided by the IPS.
+
+use crate::probe::wakeup::FlushBuffer;
+use crate::sys::ipc::{self, Janitor, Shared, Zeroable};
+use crate::sys::{clock, cpu, mem, sched, sched::Policy};
+use anyhow::{Result, anyhow};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering::*};
+use std::time::Duration;
+
+/// Stack prefaulted by every party before it measures.
+const PREFAULT: usize = 128 * 1024;
+/// In --cross-cpu runs (and without real-time priorities) a signalling
+/// party waits until the other announced that it is about to block, then
+/// this much longer, so that the other is asleep in the kernel.
+pub const SETTLE_NS: u64 = 30_000;
+/// A party that has not finished this long after it was asked to stop is
+/// given up: rtscope exits (the janitor removes what is left).
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// What a test runs with.
+pub struct Env<'a> {
+    /// The measuring (woken, or only) party's CPU.
+    pub cpu: usize,
+    /// The other party's CPU: `cpu`, or another one with --cross-cpu.
+    pub other: usize,
+    pub cross: bool,
+    pub policy: Policy,
+    /// The base priority: "higher" is this, "medium" 5 below, "lower" 10 below.
+    pub prio: u8,
+    /// Iterations per sample of this test (1: no loop).
+    pub ips: u32,
+    pub n: usize,
+    pub warmup: usize,
+    pub flush: Option<&'a FlushBuffer>,
+    /// Set by SIGINT/SIGTERM.
+    pub stop: &'a AtomicBool,
+    pub janitor: &'a Janitor,
+    /// A unique number for IPC names.
+    pub seq: u32,
+}
+
+impl Env<'_> {
+    pub fn total(&self) -> usize {
+        self.warmup + self.n
+    }
+    pub fn high(&self) -> u8 {
+        self.prio
+    }
+    pub fn medium(&self) -> u8 {
+        self.prio.saturating_sub(5).max(1)
+    }
+    pub fn low(&self) -> u8 {
+        self.prio.saturating_sub(10).max(1)
+    }
+    pub fn rt(&self) -> bool {
+        self.policy.is_rt()
+    }
+    /// Whether a signalling party must make sure the other blocked.
+    pub fn settle(&self) -> bool {
+        self.cross || !self.rt()
+    }
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Relaxed)
+    }
+    /// A POSIX IPC name with rtscope's pid.
+    pub fn ipc_name(&self, what: &str) -> std::ffi::CString {
+        std::ffi::CString::new(format!("/rtscope-{}-{}-{what}", std::process::id(), self.seq))
+            .expect("no NUL in the name")
+    }
+    #[inline]
+    pub fn flush(&self) {
+        if let Some(f) = self.flush {
+            f.flush();
+        }
+    }
+}
+
+/// Pins the calling thread (or child) to `cpu` at `prio` under `policy`
+/// and prefaults its stack.
+pub fn enter(cpu_: usize, policy: Policy, prio: u8) -> Result<(), String> {
+    // The priority first: a thread that moves to a CPU where a real-time
+    // party spins must arrive with its own real-time priority.
+    let p = if policy.is_rt() { prio } else { 0 };
+    sched::set_self(policy, p).map_err(|e| format!("cannot set {policy:?} {p}: {e}"))?;
+    cpu::pin_self(&[cpu_]).map_err(|e| format!("cannot pin to CPU {cpu_}: {e}"))?;
+    mem::prefault_stack(PREFAULT);
+    Ok(())
+}
+
+/// Where samples go: `(t1, raw ns)` pairs in shared memory, so that a
+/// forked party can record too. Index `i` of a test's iterations; the
+/// first `warmup` are not kept.
+pub struct Samples {
+    buf: Shared<AtomicU64>,
+    filled: Shared<AtomicU64>,
+    warmup: usize,
+    n: usize,
+}
+
+impl Samples {
+    pub fn new(env: &Env) -> Result<Samples> {
+        Ok(Samples { buf: Shared::slice(2 * env.n)?, filled: Shared::new()?, warmup: env.warmup, n: env.n })
+    }
+
+    /// Records iteration `i`: a sample from `t0` to `t1`.
+    #[inline(always)]
+    pub fn record(&self, i: usize, t0: u64, t1: u64) {
+        if i < self.warmup || i - self.warmup >= self.n {
+            return;
+        }
+        let k = i - self.warmup;
+        let b = self.buf.as_slice();
+        b[2 * k].store(t1, Relaxed);
+        b[2 * k + 1].store(t1.saturating_sub(t0), Relaxed);
+        self.filled.fetch_max(k as u64 + 1, Release);
+    }
+
+    /// The recorded `(t1, raw)` pairs, in order.
+    pub fn take(&self) -> Vec<(u64, u64)> {
+        let k = self.filled.load(Acquire) as usize;
+        let b = self.buf.as_slice();
+        (0..k).map(|i| (b[2 * i].load(Relaxed), b[2 * i + 1].load(Relaxed))).collect()
+    }
+}
+
+/// What one test measured.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// `(t1, raw ns)` per sample; raw = t1 - t0, the base not yet subtracted.
+    pub raw: Vec<(u64, u64)>,
+    pub base_ns: u64,
+    pub ips: u32,
+    /// Something the user should know (calls that failed, a skipped part).
+    pub note: Option<String>,
+}
+
+impl Outcome {
+    /// Per-operation values: (raw - base) / IPS, rounded, at least 0;
+    /// and how many raw samples were below the base.
+    pub fn values(&self) -> (Vec<(u64, u64)>, u64) {
+        let ips = u64::from(self.ips.max(1));
+        let mut below = 0;
+        let v = self
+            .raw
+            .iter()
+            .map(|&(t, raw)| {
+                if raw < self.base_ns {
+                    below += 1;
+                }
+                (t, (raw.saturating_sub(self.base_ns) + ips / 2) / ips)
+            })
+            .collect();
+        (v, below)
+    }
+}
+
+/// The median of `v` (sorted in place); 0 when empty.
+fn median(v: &mut [u64]) -> u64 {
+    if v.is_empty() {
+        return 0;
+    }
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// The timing base of a sample of `ips` iterations of an empty operation
+/// in the loop shape every test uses: the median of 501 tries.
+pub fn base(ips: u32) -> u64 {
+    let mut empty = Empty;
+    let mut v: Vec<u64> = (0..501)
+        .map(|_| {
+            let t0 = clock::now();
+            timed(&mut empty, ips);
+            clock::now() - t0
+        })
+        .collect();
+    median(&mut v)
+}
+
+/// An operation timed `ips` times in a row per sample by [`single`].
+pub trait Single {
+    /// Untimed, before each sample (e.g. fill what the timed part empties).
+    fn pre(&mut self) {}
+    /// One iteration of the timed operation.
+    fn op(&mut self);
+    /// Untimed, after each sample.
+    fn post(&mut self) {}
+    /// Calls that failed (counted, never hidden).
+    fn failures(&self) -> u64 {
+        0
+    }
+}
+
+/// The empty operation: what the base measures.
+pub struct Empty;
+
+impl Single for Empty {
+    #[inline(always)]
+    fn op(&mut self) {
+        std::hint::black_box(());
+    }
+}
+
+#[inline(always)]
+fn timed<S: Single + ?Sized>(s: &mut S, ips: u32) {
+    for _ in 0..ips {
+        s.op();
+    }
+}
+
+/// The loop of [`single`] on the calling thread: the base first, then
+/// `warmup + n` samples of `ips` operations. Returns the outcome.
+pub fn single_loop<S: Single>(
+    s: &mut S,
+    ips: u32,
+    warmup: usize,
+    n: usize,
+    flush: Option<&FlushBuffer>,
+    stop: &AtomicBool,
+) -> Outcome {
+    let base_ns = base(ips);
+    let mut raw = Vec::with_capacity(n);
+    for i in 0..warmup + n {
+        if stop.load(Relaxed) {
+            break;
+        }
+        s.pre();
+        if let Some(f) = flush {
+            f.flush();
+        }
+        let t0 = clock::now();
+        timed(s, ips);
+        let t1 = clock::now();
+        s.post();
+        if i >= warmup {
+            raw.push((t1, t1 - t0));
+        }
+    }
+    let failed = s.failures();
+    Outcome {
+        raw,
+        base_ns,
+        ips,
+        note: (failed > 0).then(|| format!("{failed} calls failed (their time is in the samples)")),
+    }
+}
+
+/// Runs a single-party test on a thread pinned to `env.cpu` at `prio`:
+/// `make` builds the state there, outside the timed part.
+pub fn single<S: Single>(env: &Env, prio: u8, make: impl FnOnce() -> Result<S> + Send) -> Result<Outcome> {
+    let (ips, warmup, n, flush, stop, policy, c) =
+        (env.ips, env.warmup, env.n, env.flush, env.stop, env.policy, env.cpu);
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("rtscope-osbench".into())
+            .stack_size(crate::probe::STACK_SIZE)
+            .spawn_scoped(scope, move || -> Result<Outcome> {
+                crate::sys::signals::block_in_this_thread();
+                enter(c, policy, prio).map_err(anyhow::Error::msg)?;
+                let mut s = make()?;
+                Ok(single_loop(&mut s, ips, warmup, n, flush, stop))
+            })?
+            .join()
+            .map_err(|_| anyhow!("the measuring thread panicked"))?
+    })
+}
+
+/// The control page two parties share.
+#[repr(C)]
+#[derive(Default)]
+pub struct Ctl {
+    /// 1: the leader is done; the follower returns.
+    pub stop: AtomicU32,
+    /// Iteration + 1 the leader is about to block in.
+    pub ready: AtomicU32,
+    /// Iteration + 1 the follower has prepared.
+    pub armed: AtomicU32,
+    /// The start of the sample, from the party that takes it.
+    pub t0: AtomicU64,
+    /// A thread id one party publishes for the other.
+    pub tid: AtomicI32,
+    /// A counter both parties advance (yield).
+    pub turn: AtomicU64,
+    pub who: AtomicU32,
+}
+
+unsafe impl Zeroable for Ctl {}
+
+impl Ctl {
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Acquire) != 0
+    }
+}
+
+/// A party: its CPU and priority.
+#[derive(Clone, Copy, Debug)]
+pub struct Party {
+    pub cpu: usize,
+    pub prio: u8,
+}
+
+/// Runs `leader` on a thread of rtscope and `follower` on another thread
+/// (`inter` false) or in a forked child (`inter` true). The leader
+/// measures the base, then runs; when it returns, it must have left the
+/// follower able to return (its protocol's stop). Returns the base.
+pub fn pair(
+    env: &Env,
+    inter: bool,
+    lead: Party,
+    follow: Party,
+    leader: impl FnOnce() + Send,
+    follower: impl FnOnce() + Send,
+) -> Result<u64> {
+    let policy = env.policy;
+    let base_ns = AtomicU64::new(0);
+    // The follower starts once the leader has its CPU and priority and
+    // has measured the base.
+    let go: Shared<AtomicU32> = Shared::new()?;
+    let go = &*go;
+    let wait_go = move || {
+        while go.load(Acquire) == 0 {
+            ipc::futex_wait(go, 0, inter);
+        }
+    };
+    let mut child = None;
+    let mut follower = Some(follower);
+    if inter {
+        let f = follower.take().expect("a follower");
+        let pid = ipc::fork_child(move || {
+            let _ = mem::lock_all();
+            if enter(follow.cpu, policy, follow.prio).is_err() {
+                return 2;
+            }
+            wait_go();
+            f();
+            0
+        })?;
+        child = Some(pid);
+    }
+    let outcome = std::thread::scope(|scope| -> Result<()> {
+        let mut follower_thread = None;
+        if let Some(f) = follower.take() {
+            follower_thread = Some(
+                std::thread::Builder::new()
+                    .name("rtscope-osbench-b".into())
+                    .stack_size(crate::probe::STACK_SIZE)
+                    .spawn_scoped(scope, move || -> Result<(), String> {
+                        crate::sys::signals::block_in_this_thread();
+                        enter(follow.cpu, policy, follow.prio)?;
+                        wait_go();
+                        f();
+                        Ok(())
+                    })?,
+            );
+        }
+        let base_ns = &base_ns;
+        let leader_thread = std::thread::Builder::new()
+            .name("rtscope-osbench-a".into())
+            .stack_size(crate::probe::STACK_SIZE)
+            .spawn_scoped(scope, move || -> Result<(), String> {
+                crate::sys::signals::block_in_this_thread();
+                let entered = enter(lead.cpu, policy, lead.prio);
+                base_ns.store(base(1), Relaxed);
+                go.store(1, Release);
+                ipc::futex_wake(go, 1, inter);
+                entered?;
+                leader();
+                Ok(())
+            })?;
+        // Watch: a signal the leader does not act on in time, or a child
+        // that died under it, leave no way to unblock it: give up.
+        let mut stop_seen: Option<std::time::Instant> = None;
+        let mut child_gone: Option<std::time::Instant> = None;
+        while !leader_thread.is_finished() {
+            std::thread::sleep(Duration::from_millis(5));
+            if env.stopping() && stop_seen.is_none() {
+                stop_seen = Some(std::time::Instant::now());
+            }
+            if let Some(pid) = child
+                && child_gone.is_none()
+                && !matches!(ipc::try_wait_child(pid), Ok(ipc::ChildState::Running))
+            {
+                child_gone = Some(std::time::Instant::now());
+                child = None;
+            }
+            if child_gone.is_none() && follower_thread.as_ref().is_some_and(|t| t.is_finished()) {
+                child_gone = Some(std::time::Instant::now());
+            }
+            let late = |t: Option<std::time::Instant>| t.is_some_and(|t| t.elapsed() > STOP_GRACE);
+            if late(stop_seen) || late(child_gone) {
+                eprintln!(
+                    "rtscope: error: osbench: {} and the measuring thread is stuck; exiting (the tests before this one are stored)",
+                    if late(child_gone) { "the other party ended early" } else { "a stop was requested" }
+                );
+                std::process::exit(1);
+            }
+        }
+        let led = leader_thread.join().map_err(|_| anyhow!("the measuring thread panicked"))?;
+        if let Some(t) = follower_thread {
+            let deadline = std::time::Instant::now() + STOP_GRACE;
+            while !t.is_finished() {
+                if std::time::Instant::now() > deadline {
+                    eprintln!("rtscope: error: osbench: the other thread did not stop; exiting");
+                    std::process::exit(1);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            t.join().map_err(|_| anyhow!("the other thread panicked"))?.map_err(anyhow::Error::msg)?;
+        }
+        led.map_err(anyhow::Error::msg)
+    });
+    if let Some(pid) = child {
+        reap(pid)?;
+    }
+    outcome?;
+    Ok(base_ns.load(Relaxed))
+}
+
+/// Waits up to a second for child `pid` to end, then kills it; an exit
+/// status other than 0 is an error.
+pub fn reap(pid: i32) -> Result<()> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        match ipc::try_wait_child(pid)? {
+            ipc::ChildState::Running | ipc::ChildState::Stopped(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            ipc::ChildState::Running | ipc::ChildState::Stopped(_) => {
+                ipc::kill(pid, libc::SIGKILL);
+                ipc::wait_child(pid)?;
+                return Err(anyhow!("the other process did not stop and was killed"));
+            }
+            ipc::ChildState::Exited(0) => return Ok(()),
+            ipc::ChildState::Exited(2) => {
+                return Err(anyhow!("the other process could not take its CPU or priority"));
+            }
+            other => return Err(anyhow!("the other process ended {other:?}")),
+        }
+    }
+}
+
+/// A wake-up primitive: the lower-priority party signals, the
+/// higher-priority one, blocked, runs.
+pub trait Wake: Sync {
+    /// Once, on the waiting party's thread before its first wait.
+    fn leader_start(&self) {}
+    /// Whether the signalling party must prepare (`arm`) before each wait.
+    fn needs_arm(&self) -> bool {
+        false
+    }
+    /// The signalling party's preparation (e.g. take the mutex).
+    fn arm(&self) {}
+    /// Untimed, just before the signaller's t0.
+    fn pre_signal(&self) {}
+    /// The signal; t0 is read just before it.
+    fn signal(&self);
+    /// Blocks until signalled; returns t1, read as soon as it returns.
+    fn wait(&self) -> u64;
+    /// Untimed, after the waiter's t1 (e.g. release the mutex).
+    fn after(&self) {}
+}
+
+/// The wake-up family: `w.signal()` in the follower (lower priority) to
+/// `w.wait()` returning in the leader (higher priority). Both on one CPU
+/// by default: the follower only runs once the leader has blocked.
+pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
+    let ctl: Shared<Ctl> = Shared::new()?;
+    let samples = Samples::new(env)?;
+    let total = env.total();
+    let settle = env.settle();
+    let arm = w.needs_arm();
+    let (ctl, samples_ref) = (&*ctl, &samples);
+    let leader = move || {
+        w.leader_start();
+        for i in 0..total {
+            if env.stopping() {
+                break;
+            }
+            let step = i as u32 + 1;
+            if arm {
+                loop {
+                    let a = ctl.armed.load(Acquire);
+                    if a >= step {
+                        break;
+                    }
+                    ipc::futex_wait(&ctl.armed, a, inter);
+                }
+            }
+            env.flush();
+            ctl.ready.store(step, Release);
+            let t1 = w.wait();
+            samples_ref.record(i, ctl.t0.load(Acquire), t1);
+            w.after();
+            ctl.turn.store(u64::from(step), Release);
+        }
+        ctl.stop.store(1, Release);
+        ctl.ready.store(u32::MAX, Release);
+    };
+    let follower = move || {
+        for i in 0.. {
+            let step = i as u32 + 1;
+            if arm {
+                // Not before the leader is done with the last iteration: on
+                // two CPUs the follower would take the mutex back first.
+                while ctl.turn.load(Acquire) < u64::from(step - 1) {
+                    if ctl.stopped() {
+                        return;
+                    }
+                    ipc::yield_now();
+                }
+                w.arm();
+                ctl.armed.store(step, Release);
+                ipc::futex_wake(&ctl.armed, 1, inter);
+            }
+            while ctl.ready.load(Acquire) < step {
+                if ctl.stopped() {
+                    return;
+                }
+                ipc::yield_now();
+            }
+            if ctl.stopped() {
+                return;
+            }
+            if settle {
+                let until = clock::now() + SETTLE_NS;
+                while clock::now() < until {
+                    ipc::yield_now();
+                }
+            }
+            env.flush();
+            w.pre_signal();
+            ctl.t0.store(clock::now(), Release);
+            w.signal();
+        }
+    };
+    let lead = Party { cpu: env.cpu, prio: env.high() };
+    let follow = Party { cpu: env.other, prio: env.low() };
+    let base_ns = pair(env, inter, lead, follow, leader, follower)?;
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+}
+
+/// A ping-pong: `ping` from the leader, the follower waits for it and
+/// answers with `pong`.
+pub trait PingPong: Sync {
+    fn ping(&self);
+    /// Blocks until the pong; returns t1, read as soon as it returns.
+    fn wait_pong(&self) -> u64;
+    fn wait_ping(&self);
+    fn pong(&self);
+}
+
+/// The ping-pong family: a round trip from the leader's t0, read just
+/// before its ping, to its t1, read as soon as the pong arrives; both
+/// parties at the same priority.
+pub fn ping_pair(env: &Env, inter: bool, p: &dyn PingPong) -> Result<Outcome> {
+    ping_pair_at(env, inter, p, env.high(), env.high())
+}
+
+/// [`ping_pair`] with the leader at `lp` and the follower at `fp`.
+pub fn ping_pair_at(env: &Env, inter: bool, p: &dyn PingPong, lp: u8, fp: u8) -> Result<Outcome> {
+    let ctl: Shared<Ctl> = Shared::new()?;
+    let samples = Samples::new(env)?;
+    let total = env.total();
+    let (ctl, samples_ref) = (&*ctl, &samples);
+    let leader = move || {
+        for i in 0..total {
+            if env.stopping() {
+                break;
+            }
+            env.flush();
+            let t0 = clock::now();
+            p.ping();
+            let t1 = p.wait_pong();
+            samples_ref.record(i, t0, t1);
+        }
+        ctl.stop.store(1, Release);
+        p.ping();
+    };
+    let follower = move || {
+        loop {
+            p.wait_ping();
+            if ctl.stopped() {
+                return;
+            }
+            p.pong();
+        }
+    };
+    let base_ns =
+        pair(env, inter, Party { cpu: env.cpu, prio: lp }, Party { cpu: env.other, prio: fp }, leader, follower)?;
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A busy loop of a fixed number of turns.
+    struct Busy(u64);
+
+    impl Single for Busy {
+        #[inline(always)]
+        fn op(&mut self) {
+            let mut x = 0u64;
+            for k in 0..self.0 {
+                x = std::hint::black_box(x.wrapping_add(k));
+            }
+            std::hint::black_box(x);
+        }
+    }
+
+    /// A busy operation of a known length: it spins on CLOCK_MONOTONIC
+    /// until `0` ns after its start. Preemption cannot stretch it (the end
+    /// is a deadline), so it stays calibrated on a busy machine.
+    struct Spin(u64);
+
+    impl Single for Spin {
+        #[inline(always)]
+        fn op(&mut self) {
+            let end = clock::now() + self.0;
+            while clock::now() < end {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    fn median_value(o: &Outcome) -> u64 {
+        let (v, _) = o.values();
+        let mut v: Vec<u64> = v.into_iter().map(|p| p.1).collect();
+        median(&mut v)
+    }
+
+    /// The base subtraction: a busy operation of 2 us, measured one per
+    /// sample and ten per sample, comes out within 5 % of its length.
+    #[test]
+    fn a_calibrated_2us_operation_measures_within_5_percent() {
+        let stop = AtomicBool::new(false);
+        for ips in [1, 10] {
+            let o = single_loop(&mut Spin(2_000), ips, 50, 2000, None, &stop);
+            let m = median_value(&o) as f64;
+            eprintln!("ips {ips}: median {m} ns for a 2000 ns operation, base {} ns", o.base_ns);
+            assert!((m - 2_000.0).abs() <= 100.0, "ips {ips}: {m} ns for a 2000 ns operation, base {}", o.base_ns);
+            assert!(o.base_ns > 0);
+        }
+    }
+
+    /// IPS loops are not optimised away, and an empty operation measures
+    /// near 0 per iteration, never below.
+    #[test]
+    fn an_empty_operation_measures_near_zero() {
+        let stop = AtomicBool::new(false);
+        let o = single_loop(&mut Empty, 1000, 50, 3000, None, &stop);
+        let (v, below) = o.values();
+        let mean = v.iter().map(|p| p.1).sum::<u64>() as f64 / v.len() as f64;
+        let med = median_value(&o);
+        eprintln!("empty op: base {} ns per 1000, mean {mean:.3} ns, median {med}, {below} below the base", o.base_ns);
+        assert!(o.base_ns > 0, "the empty loop of 1000 took no time: optimised away?");
+        assert!(med <= 1, "median {med} ns for an empty operation");
+        // The mean takes any preemption of a sample (a noisy machine):
+        // most samples must be within 2 ns of nothing.
+        let near = v.iter().filter(|p| p.1 <= 2).count();
+        assert!(near * 10 >= v.len() * 9, "{near} of {} samples within 2 ns", v.len());
+        // A real operation in the same loop is not optimised away either.
+        let mut b = Busy(10);
+        let o = single_loop(&mut b, 1000, 10, 300, None, &stop);
+        assert!(median_value(&o) >= 1, "a 10-turn loop measured 0");
+    }
+
+    #[test]
+    fn values_subtract_the_base_and_divide_by_ips() {
+        let o = Outcome { raw: vec![(1, 1_050), (2, 40), (3, 2_049)], base_ns: 50, ips: 10, note: None };
+        let (v, below) = o.values();
+        assert_eq!(v, vec![(1, 100), (2, 0), (3, 200)]);
+        assert_eq!(below, 1);
+    }
+}

@@ -1,0 +1,328 @@
+//! Locks: pthread mutex fast paths, the handoff to a blocked waiter, the
+//! switch to the owner when a waiter blocks, and priority inversion with
+//! and without priority inheritance.
+
+use super::harness::{self, Ctl, Env, Outcome, Party, Samples, Single, Wake};
+use crate::sys::clock;
+use crate::sys::ipc::{self, PMutex, Shared};
+use anyhow::{Result, anyhow};
+use std::sync::atomic::{AtomicU32, Ordering::*};
+
+/// IPS distinct uncontended mutexes: each iteration takes (or releases) the next.
+struct Mutexes {
+    m: Box<[PMutex]>,
+    k: usize,
+    lock: bool,
+    failed: u64,
+}
+
+impl Mutexes {
+    fn new(ips: u32, lock: bool) -> Result<Mutexes> {
+        let m: Box<[PMutex]> = (0..ips).map(|_| PMutex::zeroed()).collect();
+        for x in m.iter() {
+            x.init(false, false)?;
+        }
+        Ok(Mutexes { m, k: 0, lock, failed: 0 })
+    }
+}
+
+impl Single for Mutexes {
+    fn pre(&mut self) {
+        self.k = 0;
+        if !self.lock {
+            for x in self.m.iter() {
+                x.lock();
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn op(&mut self) {
+        let x = &self.m[self.k];
+        let ok = if self.lock { x.lock() } else { x.unlock() };
+        self.failed += u64::from(!ok);
+        self.k += 1;
+    }
+
+    fn post(&mut self) {
+        if self.lock {
+            for x in self.m.iter() {
+                x.unlock();
+            }
+        }
+    }
+
+    fn failures(&self) -> u64 {
+        self.failed
+    }
+}
+
+/// `mutex.lock`: pthread_mutex_lock of an uncontended mutex.
+pub fn lock(env: &Env) -> Result<Outcome> {
+    let ips = env.ips;
+    harness::single(env, env.high(), move || Mutexes::new(ips, true))
+}
+
+/// `mutex.unlock`: pthread_mutex_unlock of a mutex nobody waits for.
+pub fn unlock(env: &Env) -> Result<Outcome> {
+    let ips = env.ips;
+    harness::single(env, env.high(), move || Mutexes::new(ips, false))
+}
+
+/// The lower-priority party holds the mutex; the higher one blocks in
+/// pthread_mutex_lock; the sample runs from the holder's unlock to the
+/// waiter's return from lock.
+struct Handoff(Shared<PMutex>);
+
+impl Wake for Handoff {
+    fn needs_arm(&self) -> bool {
+        true
+    }
+    fn arm(&self) {
+        self.0.lock();
+    }
+    fn signal(&self) {
+        self.0.unlock();
+    }
+    fn wait(&self) -> u64 {
+        self.0.lock();
+        clock::now()
+    }
+    fn after(&self) {
+        self.0.unlock();
+    }
+}
+
+/// `mutex.handoff-*`.
+pub fn handoff(env: &Env, inter: bool) -> Result<Outcome> {
+    let m: Shared<PMutex> = Shared::new()?;
+    m.init(inter, false)?;
+    harness::wake_pair(env, inter, &Handoff(m))
+}
+
+/// `mutex.block-*`: the higher-priority party reads t0 and blocks in
+/// pthread_mutex_lock of a mutex the lower one holds; the lower one, which
+/// it had preempted, reads t1 when it runs again.
+pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
+    let ctl: Shared<Ctl> = Shared::new()?;
+    let m: Shared<PMutex> = Shared::new()?;
+    m.init(inter, false)?;
+    let samples = Samples::new(env)?;
+    let total = env.total();
+    let (ctl, m, s) = (&*ctl, &*m, &samples);
+    let leader = move || {
+        for i in 0..total {
+            if env.stopping() {
+                break;
+            }
+            let step = i as u32 + 1;
+            ctl.ready.store(step, Release);
+            loop {
+                let a = ctl.armed.load(Acquire);
+                if a >= step {
+                    break;
+                }
+                ipc::futex_wait(&ctl.armed, a, inter);
+            }
+            env.flush();
+            ctl.t0.store(clock::now(), Release);
+            m.lock();
+            m.unlock();
+        }
+        ctl.stop.store(1, Release);
+        ctl.ready.store(u32::MAX, Release);
+    };
+    let follower = move || {
+        for i in 0.. {
+            // The leader waits for this iteration (on one CPU it has
+            // blocked by now: the follower runs only then).
+            while ctl.ready.load(Acquire) < i as u32 + 1 {
+                if ctl.stopped() {
+                    return;
+                }
+                ipc::yield_now();
+            }
+            if ctl.stopped() {
+                return;
+            }
+            m.lock();
+            ctl.armed.store(i as u32 + 1, Release);
+            ipc::futex_wake(&ctl.armed, 1, inter);
+            let t1 = clock::now();
+            s.record(i, ctl.t0.load(Acquire), t1);
+            m.unlock();
+        }
+    };
+    let base_ns = harness::pair(
+        env,
+        inter,
+        Party { cpu: env.cpu, prio: env.high() },
+        Party { cpu: env.other, prio: env.low() },
+        leader,
+        follower,
+    )?;
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+}
+
+/// How long the medium-priority thread of the inversion tests runs once
+/// woken: the inversion a plain mutex lets happen.
+pub const INVERSION_NS: u64 = 50_000;
+
+/// Which span of the inversion scenario a test records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// The owner's unlock to the waiter's return from lock.
+    UnlockWake,
+    /// The waiter's lock call to its return (the whole time it was blocked).
+    Blocked,
+}
+
+/// Priority inversion, three threads: the lower-priority owner L holds
+/// the mutex; the higher-priority H wakes a medium-priority M (runnable,
+/// busy for [`INVERSION_NS`] once it runs) and blocks on the mutex. With
+/// priority inheritance L is boosted above M and releases at once;
+/// without, M runs first.
+pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
+    let ctl: Shared<Ctl> = Shared::new()?;
+    let m: Shared<PMutex> = Shared::new()?;
+    m.init(false, pi)?;
+    let mgo: Shared<AtomicU32> = Shared::new()?;
+    let samples = Samples::new(env)?;
+    let total = env.total();
+    let settle = env.settle();
+    let policy = env.policy;
+    let (ctl, m, mgo, s) = (&*ctl, &*m, &*mgo, &samples);
+    let high = move || {
+        for i in 0..total {
+            if env.stopping() || ctl.stopped() {
+                break;
+            }
+            let step = i as u32 + 1;
+            loop {
+                let a = ctl.armed.load(Acquire);
+                if a >= step {
+                    break;
+                }
+                ipc::futex_wait(&ctl.armed, a, false);
+            }
+            if ctl.stopped() {
+                break;
+            }
+            env.flush();
+            mgo.fetch_add(1, Release);
+            ipc::futex_wake(mgo, 1, false);
+            ctl.ready.store(step, Release);
+            let t_lock = clock::now();
+            m.lock();
+            let t1 = clock::now();
+            s.record(i, if span == Span::Blocked { t_lock } else { ctl.t0.load(Acquire) }, t1);
+            m.unlock();
+            ctl.turn.store(u64::from(step), Release);
+        }
+        ctl.stop.store(1, Release);
+        ctl.ready.store(u32::MAX, Release);
+        mgo.fetch_add(1, Release);
+        ipc::futex_wake(mgo, 1, false);
+    };
+    let medium = move || {
+        let mut seen = 0;
+        loop {
+            let now = loop {
+                let v = mgo.load(Acquire);
+                if v != seen {
+                    break v;
+                }
+                ipc::futex_wait(mgo, v, false);
+            };
+            seen = now;
+            if ctl.stopped() {
+                return;
+            }
+            clock::spin_until(clock::now() + INVERSION_NS);
+        }
+    };
+    let low = move || {
+        for i in 0.. {
+            let step = i as u32 + 1;
+            // Not before the waiter has taken and released the mutex of the
+            // last iteration (on two CPUs the owner would take it back first).
+            while ctl.turn.load(Acquire) < u64::from(step - 1) {
+                if ctl.stopped() {
+                    return;
+                }
+                ipc::yield_now();
+            }
+            if ctl.stopped() {
+                return;
+            }
+            m.lock();
+            ctl.armed.store(step, Release);
+            ipc::futex_wake(&ctl.armed, 1, false);
+            while ctl.ready.load(Acquire) < step {
+                if ctl.stopped() {
+                    m.unlock();
+                    return;
+                }
+                ipc::yield_now();
+            }
+            if settle {
+                let until = clock::now() + harness::SETTLE_NS;
+                while clock::now() < until {
+                    ipc::yield_now();
+                }
+            }
+            ctl.t0.store(clock::now(), Release);
+            m.unlock();
+        }
+    };
+    let base_ns = std::sync::atomic::AtomicU64::new(0);
+    let (cpu, other) = (env.cpu, env.other);
+    let (hp, mp, lp) = (env.high(), env.medium(), env.low());
+    // A thread that cannot take its CPU or priority lets the other two return.
+    let abort = move || {
+        ctl.stop.store(1, Release);
+        ctl.ready.store(u32::MAX, Release);
+        ctl.armed.store(u32::MAX, Release);
+        ipc::futex_wake(&ctl.armed, 1, false);
+        mgo.fetch_add(1, Release);
+        ipc::futex_wake(mgo, 1, false);
+    };
+    let base_ref = &base_ns;
+    std::thread::scope(|scope| -> Result<()> {
+        let lt = spawn_in(scope, "l", other, policy, lp, &abort, low)?;
+        let mt = spawn_in(scope, "m", other, policy, mp, &abort, medium)?;
+        let ht = spawn_in(scope, "h", cpu, policy, hp, &abort, move || {
+            base_ref.store(harness::base(1), Relaxed);
+            high()
+        })?;
+        for t in [ht, mt, lt] {
+            t.join().map_err(|_| anyhow!("a measuring thread panicked"))?.map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
+    })?;
+    Ok(Outcome { raw: samples.take(), base_ns: base_ns.load(Relaxed), ips: 1, note: None })
+}
+
+/// A party thread of the inversion tests.
+fn spawn_in<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    name: &str,
+    cpu: usize,
+    policy: crate::sys::sched::Policy,
+    prio: u8,
+    abort: &'scope (dyn Fn() + Sync),
+    f: impl FnOnce() + Send + 'scope,
+) -> std::io::Result<std::thread::ScopedJoinHandle<'scope, Result<(), String>>> {
+    std::thread::Builder::new()
+        .name(format!("rtscope-osbench-{name}"))
+        .stack_size(crate::probe::STACK_SIZE)
+        .spawn_scoped(scope, move || {
+            crate::sys::signals::block_in_this_thread();
+            if let Err(e) = harness::enter(cpu, policy, prio) {
+                abort();
+                return Err(e);
+            }
+            f();
+            Ok(())
+        })
+}

@@ -1,0 +1,201 @@
+//! Ping-pong round trips between two parties of equal priority, and the
+//! yield to a same-priority party.
+
+use super::harness::{self, Ctl, Env, Outcome, Party, PingPong, Samples};
+use super::wakeup::CondEvent;
+use crate::sys::clock;
+use crate::sys::ipc::{self, FutexEvent, Mq, PSem, Shared};
+use anyhow::{Result, anyhow};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::Ordering::*;
+
+/// Which mechanism a ping-pong uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mech {
+    Event,
+    Sem,
+    Mutex,
+    Mqueue,
+    Pipe,
+    Socket,
+}
+
+struct Futexes {
+    ab: Shared<FutexEvent>,
+    ba: Shared<FutexEvent>,
+    shared: bool,
+}
+
+impl PingPong for Futexes {
+    fn ping(&self) {
+        self.ab.set(self.shared);
+    }
+    fn wait_pong(&self) -> u64 {
+        self.ba.wait(self.shared);
+        clock::now()
+    }
+    fn wait_ping(&self) {
+        self.ab.wait(self.shared);
+    }
+    fn pong(&self) {
+        self.ba.set(self.shared);
+    }
+}
+
+struct Sems(Shared<PSem>, Shared<PSem>);
+
+impl PingPong for Sems {
+    fn ping(&self) {
+        self.0.post();
+    }
+    fn wait_pong(&self) -> u64 {
+        self.1.wait();
+        clock::now()
+    }
+    fn wait_ping(&self) {
+        self.0.wait();
+    }
+    fn pong(&self) {
+        self.1.post();
+    }
+}
+
+struct Conds(Shared<CondEvent>, Shared<CondEvent>);
+
+impl PingPong for Conds {
+    fn ping(&self) {
+        self.0.set();
+    }
+    fn wait_pong(&self) -> u64 {
+        self.1.wait()
+    }
+    fn wait_ping(&self) {
+        self.0.wait();
+    }
+    fn pong(&self) {
+        self.1.set();
+    }
+}
+
+struct Queues(Mq, Mq);
+
+impl PingPong for Queues {
+    fn ping(&self) {
+        self.0.send(&[1u8; 8]);
+    }
+    fn wait_pong(&self) -> u64 {
+        let mut b = [0u8; 8];
+        self.1.receive(&mut b);
+        clock::now()
+    }
+    fn wait_ping(&self) {
+        let mut b = [0u8; 8];
+        self.0.receive(&mut b);
+    }
+    fn pong(&self) {
+        self.1.send(&[2u8; 8]);
+    }
+}
+
+/// Two byte streams: the leader writes `a_tx` and reads `a_rx`; the
+/// follower reads `b_rx` and writes `b_tx`.
+struct Streams {
+    a_tx: OwnedFd,
+    a_rx: OwnedFd,
+    b_rx: OwnedFd,
+    b_tx: OwnedFd,
+    len: usize,
+}
+
+impl PingPong for Streams {
+    fn ping(&self) {
+        let _ = ipc::write_fd(&self.a_tx, &[1u8; 8][..self.len]);
+    }
+    fn wait_pong(&self) -> u64 {
+        let mut b = [0u8; 8];
+        let _ = ipc::read_fd(&self.a_rx, &mut b[..self.len]);
+        clock::now()
+    }
+    fn wait_ping(&self) {
+        let mut b = [0u8; 8];
+        let _ = ipc::read_fd(&self.b_rx, &mut b[..self.len]);
+    }
+    fn pong(&self) {
+        let _ = ipc::write_fd(&self.b_tx, &[2u8; 8][..self.len]);
+    }
+}
+
+/// Runs the ping-pong of `mech`.
+pub fn run(env: &Env, mech: Mech, inter: bool) -> Result<Outcome> {
+    match mech {
+        Mech::Event => {
+            harness::ping_pair(env, inter, &Futexes { ab: Shared::new()?, ba: Shared::new()?, shared: inter })
+        }
+        Mech::Sem => {
+            let (a, b): (Shared<PSem>, Shared<PSem>) = (Shared::new()?, Shared::new()?);
+            a.init(inter, 0)?;
+            b.init(inter, 0)?;
+            harness::ping_pair(env, inter, &Sems(a, b))
+        }
+        Mech::Mutex => harness::ping_pair(env, inter, &Conds(CondEvent::new(inter)?, CondEvent::new(inter)?)),
+        Mech::Mqueue => {
+            let q = |w: &str| {
+                Mq::new(&env.ipc_name(w), 10, 8, false)
+                    .map_err(|e| anyhow!("POSIX message queues unavailable ({e}; CONFIG_POSIX_MQUEUE?)"))
+            };
+            harness::ping_pair(env, inter, &Queues(q("ping")?, q("pong")?))
+        }
+        Mech::Pipe => {
+            let (b_rx, a_tx) = ipc::pipe()?;
+            let (a_rx, b_tx) = ipc::pipe()?;
+            harness::ping_pair(env, inter, &Streams { a_tx, a_rx, b_rx, b_tx, len: 1 })
+        }
+        Mech::Socket => {
+            let (a, b) = ipc::socketpair(libc::SOCK_STREAM)?;
+            let (a2, b2) = (a.try_clone()?, b.try_clone()?);
+            harness::ping_pair(env, inter, &Streams { a_tx: a, a_rx: a2, b_rx: b, b_tx: b2, len: 8 })
+        }
+    }
+}
+
+/// `yield-*`: two parties of equal priority on one CPU take turns through
+/// sched_yield. Each reads t0 and calls sched_yield; the other, returning
+/// from its own sched_yield, reads t1 (only when the first one's mark
+/// shows that it ran in between).
+pub fn yield_test(env: &Env, inter: bool) -> Result<Outcome> {
+    let ctl: Shared<Ctl> = Shared::new()?;
+    let samples = Samples::new(env)?;
+    let total = env.total() as u64;
+    let (ctl, s) = (&*ctl, &samples);
+    let party = move |me: u32, watch: bool| {
+        let mut turns = 0u64;
+        loop {
+            if ctl.stopped() || (watch && env.stopping()) {
+                ctl.stop.store(1, Release);
+                return;
+            }
+            ctl.t0.store(clock::now(), Release);
+            ctl.who.store(me, Release);
+            ipc::yield_now();
+            let t1 = clock::now();
+            if ctl.who.load(Acquire) != me {
+                let k = ctl.turn.fetch_add(1, AcqRel);
+                if k >= total {
+                    ctl.stop.store(1, Release);
+                    return;
+                }
+                s.record(k as usize, ctl.t0.load(Acquire), t1);
+            }
+            turns += 1;
+            // Alone on the CPU (the other party gone or elsewhere), a yield
+            // returns at once: give up after many turns without a switch.
+            if turns > 100 * total + 100_000 {
+                ctl.stop.store(1, Release);
+                return;
+            }
+        }
+    };
+    let p = Party { cpu: env.cpu, prio: env.high() };
+    let base_ns = harness::pair(env, inter, p, p, move || party(1, true), move || party(2, false))?;
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+}

@@ -1,0 +1,212 @@
+//! `rtscope osbench`: every test runs and is stored; bad input is refused;
+//! nothing is left behind (processes, POSIX queues, /dev/shm, SysV
+//! semaphores), also when rtscope is stopped by SIGTERM or killed.
+
+mod common;
+use common::*;
+use rtscope_model::export::RESULT_KEYS;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn dir_entries(path: &str) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(path)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// SysV semaphore set ids (from /proc/sysvipc/sem).
+fn sysv_sems() -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/sysvipc/sem").unwrap_or_default();
+    let mut v: Vec<String> =
+        text.lines().skip(1).filter_map(|l| l.split_whitespace().nth(1).map(String::from)).collect();
+    v.sort();
+    v
+}
+
+/// What osbench could leave behind: processes whose command line names
+/// `marker`, rtscope's POSIX queues and shared memory, SysV semaphore sets.
+#[derive(Debug, PartialEq)]
+struct Traces {
+    processes: usize,
+    mqueues: Vec<String>,
+    shm: Vec<String>,
+    sysv: Vec<String>,
+}
+
+fn traces(marker: &str) -> Traces {
+    let rtscope = |v: Vec<String>| v.into_iter().filter(|n| n.contains("rtscope")).collect::<Vec<_>>();
+    Traces {
+        processes: processes().iter().filter(|c| c.contains(marker)).count(),
+        mqueues: rtscope(dir_entries("/dev/mqueue")),
+        shm: rtscope(dir_entries("/dev/shm")),
+        sysv: sysv_sems(),
+    }
+}
+
+/// Waits up to 3 s for the traces to go back to `before`.
+fn settles_to(before: &Traces, marker: &str) -> Traces {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let now = traces(marker);
+        if now == *before || Instant::now() > until {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn every_test_runs_and_is_stored() {
+    let Some(fx) = Fixture::root() else { return };
+    let json = fx.dir.join("o.json");
+    let csv = fx.dir.join("o.csv");
+    let o = rtscope(&[
+        "osbench",
+        "-n",
+        "60",
+        "--db",
+        &fx.db,
+        "--json",
+        json.to_str().unwrap(),
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for g in ["locks:", "wake-up primitives", "ping-pong", "calls:", "the SSC set"] {
+        assert!(out.contains(g), "no table for {g}:\n{out}");
+    }
+    let v = json_file(&json);
+    assert_eq!(v["status"], "complete", "{}", text(&o));
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), rtscope::osbench::TESTS.len(), "{}", text(&o));
+    for t in rtscope::osbench::TESTS {
+        let r = rows.iter().find(|r| r["metric"] == t.id).unwrap_or_else(|| panic!("{} missing", t.id));
+        for k in RESULT_KEYS {
+            assert!(!r[k].is_null(), "{k} missing in {r}");
+        }
+        assert_eq!(r["probe"], "osbench");
+        assert_eq!(r["count"], 60, "{r}");
+        assert_eq!(r["inter_process"], t.inter, "{r}");
+        assert_eq!(r["cache_flush"], false);
+        assert!(r["base_ns"].as_u64().is_some() && r["last_ns"].as_u64().is_some(), "{r}");
+        assert!(r["min_ns"].as_i64().unwrap() >= 0, "{r}");
+        // A two-party test takes a context switch: at least a few hundred ns.
+        if t.ips == rtscope::osbench::Ips::One {
+            assert!(r["p50_ns"].as_i64().unwrap() >= 200, "{} p50 {} ns", t.id, r["p50_ns"]);
+        }
+    }
+    let lines = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(lines.lines().count(), rtscope::osbench::TESTS.len() + 1, "{lines}");
+    assert!(lines.starts_with("run_id,group,num,id,"), "{lines}");
+    // show and export read the run back.
+    let o = rtscope(&["show", "last", "--db", &fx.db]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("wake.futex-inter"), "{}", text(&o));
+    let o = rtscope(&["export", "last", "--format", "csv", "--db", &fx.db]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("osbench,ssc.mmap"), "{}", text(&o));
+}
+
+#[test]
+fn variants_cross_cpu_and_cache_flush() {
+    let Some(fx) = Fixture::root() else { return };
+    let json = fx.dir.join("v.json");
+    let mut args = vec!["osbench", "-n", "100", "-t", "wake.futex-intra", "-t", "atomic.inc", "--cache-flush"];
+    let two_cpus = last_cpu() > 0;
+    if two_cpus {
+        args.push("--cross-cpu");
+    }
+    args.extend(["--db", &fx.db, "--json", json.to_str().unwrap(), "-q"]);
+    let o = rtscope(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json_file(&json);
+    let metrics: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["metric"].as_str().unwrap()).collect();
+    let mut want = vec!["wake.futex-intra", "wake.futex-intra+flush", "atomic.inc"];
+    if two_cpus {
+        want.extend(["wake.futex-intra+cross", "wake.futex-intra+cross+flush"]);
+    }
+    for m in &want {
+        assert!(metrics.contains(m), "{m} missing in {metrics:?}");
+    }
+    // A loop of 1000 atomics has no cache-flushed variant.
+    assert_eq!(metrics.len(), want.len(), "{metrics:?}");
+    let cross = v["results"].as_array().unwrap().iter().find(|r| r["metric"] == "wake.futex-intra+cross");
+    if let Some(r) = cross {
+        assert_ne!(r["other_cpu"], r["cpu"], "{r}");
+    }
+}
+
+#[test]
+fn bad_input_is_refused_with_the_flag_named() {
+    for (args, want) in [
+        (vec!["osbench", "-t", "nope"], "-t nope"),
+        (vec!["osbench", "--priority", "5"], "--priority"),
+        (vec!["osbench", "--other-cpu", "0"], "--other-cpu"),
+        (vec!["osbench", "--cpu", "4095"], "--cpu"),
+        (vec!["osbench", "-n", "0"], "--samples"),
+    ] {
+        let o = rtscope(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(want), "{args:?}: {}", text(&o));
+    }
+    let o = rtscope(&["osbench", "--list"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let list = String::from_utf8_lossy(&o.stdout);
+    for t in rtscope::osbench::TESTS {
+        assert!(list.contains(t.id) && list.contains(t.def), "{} not listed", t.id);
+    }
+}
+
+/// Starts osbench on the inter-process tests with many samples, lets it
+/// run `after`, sends `sig`, and checks that nothing is left behind.
+fn interrupted_leaves_nothing(sig: i32, tests: &[&str]) {
+    let Some(fx) = Fixture::root() else { return };
+    let before = traces(&fx.db);
+    let mut args =
+        vec!["osbench".to_string(), "-n".into(), "3000000".into(), "-q".into(), "--db".into(), fx.db.clone()];
+    for t in tests {
+        args.extend(["-t".to_string(), t.to_string()]);
+    }
+    let mut child = Command::new(BIN).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    // Long enough to be inside the first test, with its child and objects.
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let t = traces(&fx.db);
+        if t.processes >= 3 && (t.sysv.len() > before.sysv.len() || !tests[0].contains("sysv")) {
+            break;
+        }
+        assert!(Instant::now() < until, "the inter-process test never started: {t:?}");
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let status = child.wait().unwrap();
+    let after = settles_to(&before, &fx.db);
+    assert_eq!(after, before, "left behind after signal {sig} ({status:?})");
+    if sig == libc::SIGTERM {
+        assert_eq!(status.code(), Some(0), "{status:?}");
+        let v = show_json(&fx.db, "last");
+        assert_eq!(v["status"], "interrupted", "{v}");
+        assert!(v["results"].as_array().unwrap().iter().any(|r| r["count"].as_u64() > Some(0)), "nothing stored: {v}");
+    }
+}
+
+#[test]
+fn sigterm_leaves_no_process_or_ipc_object() {
+    interrupted_leaves_nothing(libc::SIGTERM, &["wake.sysv-inter", "wake.mq-inter"]);
+}
+
+#[test]
+fn sigkill_leaves_no_process_or_ipc_object() {
+    interrupted_leaves_nothing(libc::SIGKILL, &["wake.sysv-inter"]);
+}
+
+#[test]
+fn a_run_leaves_no_process_or_ipc_object() {
+    let Some(fx) = Fixture::root() else { return };
+    let before = traces(&fx.db);
+    let o = rtscope(&["osbench", "-n", "50", "-t", "wakeup", "-t", "ping", "-t", "ssc", "-q", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(settles_to(&before, &fx.db), before);
+}
