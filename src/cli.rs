@@ -389,6 +389,7 @@ impl CommonArgs {
                 clock: self.trace_clock,
             }),
             tracemark: self.tracemark,
+            warmup_ns: 0,
         })
     }
 }

@@ -348,6 +348,7 @@ impl CpuTrace {
         let verdict = episode::verdict(self.cpu, s.seq, s.value_ns, stages.as_ref(), &causes);
         let ep = Episode {
             probe: self.probe.to_string(),
+            load: None,
             metric: self.metric.to_string(),
             cpu: self.cpu,
             sample: s.seq,

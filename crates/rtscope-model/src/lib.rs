@@ -3,6 +3,7 @@
 //! other tools can link this crate to read rtscope runs.
 #![forbid(unsafe_code)]
 
+pub mod characterisation;
 pub mod episode;
 pub mod export;
 pub mod hist;
