@@ -3,11 +3,14 @@
 //! Everything that touches the OS lives here; the result model and the pure
 //! analysis are in `rtscope-model`.
 
+pub mod assess;
 pub mod cli;
 pub mod commands;
 pub mod disturb;
+pub mod load;
 pub mod probe;
 pub mod recorder;
 pub mod report;
+pub mod score;
 pub mod sys;
 pub mod trace;

@@ -1,6 +1,7 @@
 //! Output formats, one file each behind [`Report`].
 
 mod json;
+mod matrix;
 mod perfetto;
 mod text;
 

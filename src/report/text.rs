@@ -161,21 +161,66 @@ impl Report for Text {
         let elapsed =
             h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
         let plan = &run.plan;
-        let policy = plan["effective_policy"].as_str().unwrap_or("?").to_uppercase();
-        let prio = plan["effective_priority"].as_u64().unwrap_or(0);
+        // A loads-only run has no measuring threads.
+        let sched = match plan["effective_policy"].as_str() {
+            Some(p) => format!("SCHED_{} {} · ", p.to_uppercase(), plan["effective_priority"].as_u64().unwrap_or(0)),
+            None => String::new(),
+        };
         writeln!(
             out,
-            "rtscope {} · run {} · {} · {} · SCHED_{policy} {prio} · {}{}",
+            "rtscope {} · run {} · {} · {} · {sched}{}{}",
             h.kind,
             h.id,
             h.status.as_str(),
             run.inventory.kernel_release,
-            if self.describe.is_empty() { plan["settings"].to_string() } else { self.describe.clone() },
+            if !self.describe.is_empty() {
+                self.describe.clone()
+            } else {
+                plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from)
+            },
             elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
         )?;
         if !h.representative {
             writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
         }
+        if super::matrix::is_matrix(run) {
+            super::matrix::write_score(run, out)?;
+            super::matrix::write_matrix(run, out)?;
+            super::matrix::write_characterisation(run, out)?;
+        } else {
+            write_probes(run, out)?;
+            write_stages(run, out)?;
+        }
+        write_trace(run, out)?;
+        if !run.episodes.is_empty() {
+            writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
+            for e in run.episodes.iter().take(3) {
+                writeln!(out, "  {}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
+            }
+            write_top_causes(run, out, 8)?;
+        }
+        let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
+        let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
+        if !serious.is_empty() || !info.is_empty() {
+            writeln!(out)?;
+        }
+        for w in serious {
+            writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
+        }
+        for w in info {
+            writeln!(out, "note: {}", w.message)?;
+        }
+        for n in &h.notes {
+            writeln!(out, "note: {n}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Each probe's table and histogram (a single probe's run).
+fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let plan = &run.plan;
+    {
         // Series by probe, metrics in the order the probe made them.
         let mut by_probe: Vec<(&str, Vec<&Series>)> = Vec::new();
         for s in run.series.iter().filter(|s| !is_stage(s)) {
@@ -218,31 +263,8 @@ impl Report for Text {
                 }
             }
         }
-        write_stages(run, out)?;
-        write_trace(run, out)?;
-        if !run.episodes.is_empty() {
-            writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
-            for e in run.episodes.iter().take(3) {
-                writeln!(out, "  {}", e.verdict)?;
-            }
-            write_top_causes(run, out, 8)?;
-        }
-        let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
-        let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
-        if !serious.is_empty() || !info.is_empty() {
-            writeln!(out)?;
-        }
-        for w in serious {
-            writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
-        }
-        for w in info {
-            writeln!(out, "note: {}", w.message)?;
-        }
-        for n in &h.notes {
-            writeln!(out, "note: {n}")?;
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 /// The figures table: a row per series; with `metric_width`, a first
