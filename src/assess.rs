@@ -155,10 +155,10 @@ impl Plan {
         if names.is_empty() {
             bail!("{origin}: probes is empty (e.g. --probes wakeup,noise)");
         }
+        // Options of a probe left out (by --probes) are kept for nothing;
+        // a name that is no probe is a mistake.
         for n in file.args.keys() {
-            if !names.contains(n) {
-                bail!("{origin}: [args] {n}: {n} is not among the probes measured ({})", names.join(", "));
-            }
+            registry::find(n).with_context(|| format!("{origin}: [args] {n}"))?;
         }
         let trace = file.trace.unwrap_or(false);
         let mut probes = Vec::new();
@@ -574,7 +574,7 @@ mod tests {
                 "probes = [\"wakeup\"]\n[args]\nwakeup = [\"--interval\", \"1\"]",
                 &["plan.toml", "wakeup", "--interval"][..],
             ),
-            ("probes = [\"wakeup\"]\n[args]\nnoise = []", &["plan.toml", "noise"][..]),
+            ("probes = [\"wakeup\"]\n[args]\nnoyse = []", &["plan.toml", "noyse"][..]),
             ("probes = [\"wakeup\"]\nduration = \"100ms\"", &["plan.toml", "1s"][..]),
             ("probes = []", &["plan.toml", "empty"][..]),
         ] {

@@ -69,26 +69,33 @@ fn no_child_or_temporary_file_outlives_a_run_or_a_sigterm() {
     assert!(running_with(&mark).is_empty(), "{:?}", running_with(&mark));
     assert!(running_with(fx.dir.to_str().unwrap()).is_empty(), "{:?}", running_with(fx.dir.to_str().unwrap()));
     assert!(leftovers(&fx.dir).is_empty(), "{:?}", leftovers(&fx.dir));
-    // SIGTERM in the middle of an assessment's cell under those loads.
-    let mut child = Command::new(BIN)
-        .args(["run", "--quick", "--probes", "wakeup", "--loads", &loads, "--db", &fx.db, "-q"])
-        .env("TMPDIR", &fx.dir)
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(3000));
-    assert!(!running_with(&mark).is_empty(), "the cmd load should be running by now");
-    assert!(!leftovers(&fx.dir).is_empty(), "the compile load has its directory by now");
-    // SAFETY-free: the kill command.
-    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "a SIGTERM ends the run cleanly");
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(running_with(&mark).is_empty(), "{:?}", running_with(&mark));
-    assert!(running_with(fx.dir.to_str().unwrap()).is_empty(), "{:?}", running_with(fx.dir.to_str().unwrap()));
-    assert!(leftovers(&fx.dir).is_empty(), "{:?}", leftovers(&fx.dir));
-    let v = show_json(&fx.db, "last");
-    assert_eq!(v["status"], "interrupted", "{}", v["run"]["notes"]);
-    assert!(v["results"].as_array().unwrap().iter().all(|r| r["load"].is_string()));
+    // SIGTERM in the middle of an assessment's cell (under compile), and in
+    // the middle of `rtscope load` (every load at once).
+    let run = ["run", "--quick", "--probes", "wakeup", "--loads", "compile,fork", "--db", &fx.db, "-q"];
+    let load = ["load", &loads, "--db", &fx.db, "-q"];
+    for (args, settle, has_cmd) in [(&run[..], 2500, false), (&load[..], 1500, true)] {
+        let mut child = Command::new(BIN).args(args).env("TMPDIR", &fx.dir).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(settle));
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("{args:?} ended early ({status}): run it by hand to see why");
+        }
+        assert!(!leftovers(&fx.dir).is_empty(), "{args:?}: the compile load has its directory by now");
+        assert!(!has_cmd || !running_with(&mark).is_empty(), "{args:?}: the cmd load should be running");
+        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?}: a SIGTERM ends it cleanly");
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(running_with(&mark).is_empty(), "{args:?}: {:?}", running_with(&mark));
+        let dir = fx.dir.to_str().unwrap();
+        assert!(running_with(dir).is_empty(), "{args:?}: {:?}", running_with(dir));
+        assert!(leftovers(&fx.dir).is_empty(), "{args:?}: {:?}", leftovers(&fx.dir));
+        let v = show_json(&fx.db, "last");
+        // `rtscope load` without --duration runs until a signal: its planned end.
+        let want = if has_cmd { "complete" } else { "interrupted" };
+        assert_eq!(v["status"], want, "{args:?}: {}", v["run"]["notes"]);
+        assert!(v["results"].as_array().unwrap().iter().all(|r| r["load"].is_string()));
+        assert!(!has_cmd || !v["characterisation"].as_array().unwrap().is_empty(), "{v}");
+    }
 }
 
 #[test]

@@ -384,7 +384,7 @@ impl Drop for Running {
 }
 
 /// Runs `make()`'s command until the load stops: waits for it, starts it
-/// again when it ends (`restart`), and stops it and everything it started
+/// again when it ends (`restart`), and kills it and everything it started
 /// when the load stops. Reports a command that fails to start, or that
 /// exits at once over and over.
 pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> std::process::Command) {
@@ -400,7 +400,7 @@ pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> st
         };
         let status = loop {
             if ctx.stopping() {
-                process::stop_tree(&mut child, Duration::from_millis(500));
+                process::stop_tree(&mut child);
                 return;
             }
             match child.try_wait() {

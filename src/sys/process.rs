@@ -80,31 +80,43 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     out
 }
 
-/// Stops `child` and everything it started: SIGTERM to all, SIGKILL to
-/// what is left after `grace`, and reaps the child.
-pub fn stop_tree(child: &mut Child, grace: std::time::Duration) {
+/// Kills `child` and everything it started, and reaps it. The family is
+/// frozen first (SIGSTOP, again for each process found, until no new one
+/// appears) so that nobody can start another process while it is being
+/// collected; then every member gets SIGKILL.
+pub fn stop_tree(child: &mut Child) {
     if let Ok(Some(_)) = child.try_wait() {
         return;
     }
-    let family = descendants(child.id());
-    for &p in &family {
-        // SAFETY: kill() on a descendant of our own child.
-        unsafe {
-            libc::kill(p as libc::pid_t, libc::SIGTERM);
+    let mut family = vec![child.id()];
+    signal(child.id(), libc::SIGSTOP);
+    for _ in 0..100 {
+        let found: Vec<u32> = descendants(child.id()).into_iter().filter(|p| !family.contains(p)).collect();
+        if found.is_empty() {
+            break;
         }
+        for &p in &found {
+            signal(p, libc::SIGSTOP);
+        }
+        family.extend(found);
     }
-    stop_child(child, grace);
-    for p in family {
+    for &p in &family {
         kill(p);
+    }
+    let _ = child.wait();
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill() with a plain pid and signal; a process already gone
+    // makes it fail harmlessly.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
     }
 }
 
 /// Kills process `pid` (SIGKILL); a process already gone is no error.
 pub fn kill(pid: u32) {
-    // SAFETY: kill() with a plain pid and signal.
-    unsafe {
-        libc::kill(pid as libc::pid_t, libc::SIGKILL);
-    }
+    signal(pid, libc::SIGKILL);
 }
 
 /// Sets the calling thread's nice value (threads and processes it creates
