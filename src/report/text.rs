@@ -433,7 +433,7 @@ pub fn write_episodes(run: &Run, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(out, "run {}: {} cause episodes, worst first", run.header.id, run.episodes.len())?;
     for e in &run.episodes {
-        writeln!(out, "{}", e.verdict)?;
+        writeln!(out, "{}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
     }
     write_top_causes(run, out, usize::MAX)?;
     write_trace(run, out)

@@ -30,8 +30,8 @@ pub fn block_in_this_thread() {
     }
 }
 
-/// Blocks SIGINT, SIGTERM, SIGHUP and every real-time signal in the
-/// calling thread: for rtscope's background threads (loads, the /proc
+/// Blocks SIGINT, SIGTERM, SIGHUP, SIGPIPE and every real-time signal in
+/// the calling thread: for rtscope's background threads (loads, the /proc
 /// sampler), which live across cells. A probe's timers signal the process
 /// with real-time signals that only its measuring threads may take; a
 /// thread started before them, with those signals open, would take (and,
@@ -45,6 +45,9 @@ pub fn block_in_background_thread() {
         for s in libc::SIGRTMIN()..=libc::SIGRTMAX() {
             libc::sigaddset(&mut set, s);
         }
+        // A load writing to a socket whose reader has stopped gets EPIPE,
+        // not the SIGPIPE that ends rtscope (see `default_sigpipe`).
+        libc::sigaddset(&mut set, libc::SIGPIPE);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
