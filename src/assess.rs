@@ -591,6 +591,71 @@ mod tests {
         assert!(e.contains("plan.toml") && e.contains("probe"), "{e}");
     }
 
+    /// A measurement with its own runner: one series per cell, one sample
+    /// per millisecond of the cell.
+    struct Counter;
+
+    impl crate::probe::registry::OwnCell for Counter {
+        fn name(&self) -> &'static str {
+            "counter"
+        }
+        fn plan(&self) -> serde_json::Value {
+            serde_json::json!({"what": "test"})
+        }
+        fn measure(
+            &self,
+            run: &mut crate::probe::OpenRun,
+            load: &str,
+            duration_ns: u64,
+            _: &Arc<AtomicBool>,
+        ) -> Result<CellOutcome> {
+            std::thread::sleep(Duration::from_nanos(duration_ns));
+            let id = run.run_id;
+            let store = run.store()?;
+            let key = rtscope_model::run::SeriesKey {
+                load: Some(load.into()),
+                ..rtscope_model::run::SeriesKey::new("counter", "n", -1)
+            };
+            let sid = store.add_series(id, &key, "ns", "none")?;
+            let mut t = rtscope_model::hist::Tally::new();
+            t.record(duration_ns / 1_000_000);
+            let iv = rtscope_model::run::Interval::new(0, 0, duration_ns, &t, 0, 0);
+            store.commit_checkpoint(&[(sid, &iv)], &[])?;
+            Ok(CellOutcome::default())
+        }
+    }
+
+    #[test]
+    fn a_measurement_with_its_own_runner_joins_the_matrix() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        let file = PlanFile {
+            probes: Some(vec!["wakeup".into()]),
+            loads: Some(vec!["idle".into(), "cpu@0".into()]),
+            duration: Some("1s".into()),
+            warmup: Some("0".into()),
+            ramp_up: Some("0".into()),
+            score: Some("100ms".into()),
+            ..Default::default()
+        };
+        let mut plan = Plan::resolve(&file, "test", &db).unwrap();
+        plan.probes = vec![Built::Own(Box::new(Counter))];
+        let opts = Options { db: db.clone(), json: None, quiet: true, no_dma_latency: true };
+        let code = run(plan, &opts, &Arc::new(AtomicBool::new(false))).unwrap();
+        assert_eq!(code, 0);
+        let run = Store::open(&db).unwrap().load_run(1).unwrap();
+        assert_eq!(run.header.status, RunStatus::Complete, "{:?}", run.header.notes);
+        let loads: Vec<_> = run.series.iter().map(|s| (s.key.probe.as_str(), s.key.load.as_deref())).collect();
+        assert_eq!(loads, [("counter", Some("cpu@0")), ("counter", Some("idle"))]);
+        assert_eq!(run.characterisation.len(), 2);
+        assert!(run.characterisation[1].cpu_busy_pct >= 50.0, "{:?}", run.characterisation[1]);
+        assert!(run.cpu_score.is_some());
+        let mut text = Vec::new();
+        crate::report::Text { describe: String::new() }.write(&run, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("counter n") && text.contains("characterisation"), "{text}");
+    }
+
     #[test]
     fn shuffling_keeps_every_cell() {
         let v: Vec<u32> = (0..24).collect();
