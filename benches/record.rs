@@ -44,11 +44,11 @@ fn recorder() -> (tempfile::TempDir, Recorder, Writer) {
     let mut store = Store::open(&dir.path().join("bench.db")).expect("store");
     let header = rtscope::probe::new_header("bench", vec![], true, vec![]);
     let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).expect("run");
-    let key = SeriesKey { probe: "bench".into(), metric: "record".into(), cpu: 0 };
+    let key = SeriesKey::new("bench", "record", 0);
     let sid = store.add_series(run, &key, "ns", "fixed").expect("series");
     let (mut rec, sink, _live) = recorder::channel(sid, u64::MAX / 2, ExceedMode::Fixed(THRESHOLD_NS));
     rec.start(0);
-    (dir, rec, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None })
+    (dir, rec, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None })
 }
 
 /// Ends the recorder and returns (exceedances stored, lost).

@@ -172,7 +172,7 @@ struct TailOut<'a> {
 
 fn tail(a: TailArgs) -> Result<i32> {
     let (values, times) = read_samples(&a.samples, "--samples")?;
-    let key = SeriesKey { probe: "samples".into(), metric: a.samples.display().to_string(), cpu: -1 };
+    let key = SeriesKey::new("samples", &a.samples.display().to_string(), -1);
     let opts = Options { threshold: a.threshold.0.map(|t| t as f64), periods: vec![], ..Options::default() };
     let s = series::analyze_samples(key, &values, times.as_deref(), a.rate, &opts)
         .map_err(|e| anyhow!("--samples {}: {e}", a.samples.display()))?;
@@ -245,7 +245,7 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
         }
         (None, Some(f)) => {
             let (values, times) = read_samples(f, "--samples")?;
-            let key = SeriesKey { probe: "samples".into(), metric: f.display().to_string(), cpu: -1 };
+            let key = SeriesKey::new("samples", &f.display().to_string(), -1);
             vec![
                 series::analyze_samples(key, &values, times.as_deref(), a.rate, &opts)
                     .map_err(|e| anyhow!("--samples {}: {e}", f.display()))?,

@@ -26,8 +26,13 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// The main job: assess this machine (for now: `wakeup` on every CPU for 30 s), store it and print the summary.
+    /// The main job: assess this machine. Every probe under every load (one cell each), all in one stored run; prints
+    /// the matrix (worst case and p99.9 per probe metric and load), the loads' characterisation (kernel counters per
+    /// second) and a CPU score. Without arguments: the embedded default, about five minutes.
     Run(RunArgs),
+    /// Run loads alone (a stressor beside other tools): characterised from the kernel's counters and stored.
+    #[command(after_help = crate::load::help_table())]
+    Load(LoadArgs),
     /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
     /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
     Wakeup(WakeupArgs),
@@ -322,13 +327,69 @@ pub enum NetlatPlan {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// How long to measure.
-    #[arg(long, short = 'D', value_name = "DUR", default_value = "30s", value_parser = dur)]
-    pub duration: u64,
+    /// A campaign file (TOML: probes, loads, durations, each probe's options; see plans/ and the README) [default: the
+    /// embedded default assessment, about five minutes]. Flags given here override its keys.
+    #[arg(value_name = "PLAN.toml")]
+    pub plan: Option<PathBuf>,
+    /// A short assessment, under a minute: every probe under idle, cpu and net, 3 s per cell.
+    #[arg(long, conflicts_with = "plan")]
+    pub quick: bool,
+    /// The probes, each in its own cell under each load (default plan: wakeup,noise,sleep,ptimer).
+    #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
+    pub probes: Option<Vec<String>>,
+    /// The loads, each NAME[:INTENSITY][@CPUS] (`rtscope load --help` lists them), e.g. idle,cpu,net:1000,disk,
+    /// cmd:'make -j2'. Each starts before its cells and ramps up (--ramp-up).
+    #[arg(long, value_name = "LOAD,...")]
+    pub loads: Option<String>,
+    /// How long each cell (one probe under one load) is recorded.
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    pub duration: Option<u64>,
+    /// Each cell measures this long first without recording (its warm-up).
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub warmup: Option<u64>,
+    /// A load runs this long before its first cell, unmeasured.
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub ramp_up: Option<u64>,
+    /// Measure the cells in a random order (a load restarts, and ramps up, whenever the next cell has another one).
+    #[arg(long)]
+    pub shuffle: bool,
+    /// The seed of --shuffle (stored with the run), to repeat an order.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// CPUs to measure [default: all online]
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
+    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub load_cpus: Option<String>,
+    /// Trace the probes that can be traced (wakeup: its stages become rows of the matrix; cause episodes per load).
+    #[arg(long)]
+    pub trace: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
+    #[arg(long)]
+    pub no_dma_latency: bool,
     /// Also write the results as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// The loads, run together, each NAME[:INTENSITY][@CPUS] (see below), e.g. cpu,net:1000@1,cmd:'make -j2'.
+    #[arg(value_name = "LOAD,...")]
+    pub loads: String,
+    /// Stop after DUR [default: until Ctrl-C]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    pub duration: Option<u64>,
+    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub load_cpus: Option<String>,
+    /// Also write the run (its characterisation) as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Print nothing but errors.
@@ -569,6 +630,7 @@ impl CommonArgs {
                 clock: self.trace_clock,
             }),
             tracemark: self.tracemark,
+            warmup_ns: 0,
         })
     }
 }

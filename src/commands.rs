@@ -1,10 +1,12 @@
 //! One function per subcommand: parse, act, map to an exit code.
 
+use crate::assess::{self, PlanFile};
 use crate::cli::{
-    Cli, Cmd, CompareArgs, DisturbArgs, ExportArgs, ExportFormat, ImportArgs, ReportArgs, ReportFormat, RunArgs,
-    ShowArgs, StoreArgs,
+    Cli, Cmd, CompareArgs, DisturbArgs, ExportArgs, ExportFormat, ImportArgs, LoadArgs, ReportArgs, ReportFormat,
+    RunArgs, ShowArgs, StoreArgs,
 };
 use crate::disturb::{self, SpinSpec};
+use crate::load;
 use crate::probe::{self, netlat, wakeup};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, mem, sched, signals};
@@ -34,6 +36,7 @@ pub fn main() -> Result<i32> {
     if matches!(
         cli.cmd,
         Cmd::Run(_)
+            | Cmd::Load(_)
             | Cmd::Wakeup(_)
             | Cmd::Noise(_)
             | Cmd::Sleep(_)
@@ -46,6 +49,7 @@ pub fn main() -> Result<i32> {
     }
     match cli.cmd {
         Cmd::Run(a) => run(a, &signal),
+        Cmd::Load(a) => load_cmd(a, &signal),
         Cmd::Wakeup(a) => {
             let (common, probe) = a.resolve("wakeup")?;
             probe::run_probe(&probe, &common, &signal)
@@ -128,22 +132,76 @@ fn netlat_cmd(a: crate::cli::NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32
     }
 }
 
-/// `rtscope run`: for now, wakeup on the chosen CPUs with the defaults.
+/// `rtscope run`: the assessment, from the embedded default, `--quick` or a
+/// campaign file, with the flags over its keys.
 fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
-    let mut args = vec!["rtscope".to_string(), "wakeup".into(), "--duration".into(), format!("{}ns", a.duration)];
-    if let Some(c) = &a.cpus {
-        args.extend(["--cpus".into(), c.clone()]);
+    let (base, origin) = match &a.plan {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the campaign file {}", path.display()))?;
+            (PlanFile::parse(&text, &path.display().to_string())?, path.display().to_string())
+        }
+        None if a.quick => (PlanFile::parse(assess::QUICK_PLAN, "quick")?, "--quick".to_string()),
+        None => (PlanFile::parse(assess::DEFAULT_PLAN, "default")?, "default".to_string()),
+    };
+    // Flags are checked under their own names first.
+    if let Some(text) = &a.loads {
+        let cpus = match &a.load_cpus {
+            Some(list) => cpu::parse_selection("--load-cpus", list)?,
+            None => cpu::online(),
+        };
+        load::parse_list(text, &cpus, "--loads")?;
     }
-    if let Some(j) = &a.json {
-        args.extend(["--json".into(), j.display().to_string()]);
+    if let Some(cpus) = &a.cpus {
+        cpu::parse_selection("--cpus", cpus)?;
     }
-    if a.quiet {
-        args.push("--quiet".into());
+    for p in a.probes.iter().flatten() {
+        crate::probe::registry::find(p)?;
     }
-    args.extend(["--db".into(), a.store.db.display().to_string()]);
-    let Cmd::Wakeup(w) = Cli::try_parse_from(&args)?.cmd else { unreachable!("parsed a wakeup command") };
-    let (common, probe) = w.resolve("run")?;
-    probe::run_probe(&probe, &common, signal)
+    if let Some(d) = a.duration.filter(|&d| d < 1_000_000_000) {
+        bail!("--duration {} is per cell and must be at least 1s (e.g. --duration 10s)", units::human(d));
+    }
+    let ns = |v: Option<u64>| v.map(|n| format!("{n}ns"));
+    let flags = PlanFile {
+        probes: a.probes.clone(),
+        loads: a.loads.as_deref().map(load::split_list).transpose()?,
+        duration: ns(a.duration),
+        warmup: ns(a.warmup),
+        ramp_up: ns(a.ramp_up),
+        shuffle: a.shuffle.then_some(true),
+        seed: a.seed,
+        cpus: a.cpus.clone(),
+        load_cpus: a.load_cpus.clone(),
+        trace: a.trace.then_some(true),
+        ..Default::default()
+    };
+    let any_flag = flags.probes.is_some() || flags.loads.is_some() || flags.duration.is_some();
+    let origin = if any_flag { format!("{origin} with flags") } else { origin };
+    crate::cli::check_writable("--db", &a.store.db)?;
+    if let Some(json) = a.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+        crate::cli::check_writable("--json", json)?;
+    }
+    let plan = assess::Plan::resolve(&base.overlay(flags), &origin, &a.store.db)?;
+    let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: a.no_dma_latency };
+    assess::run(plan, &opts, signal)
+}
+
+/// `rtscope load`: loads alone, characterised and stored.
+fn load_cmd(a: LoadArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let cpus = match &a.load_cpus {
+        Some(list) => cpu::parse_selection("--load-cpus", list)?,
+        None => cpu::online(),
+    };
+    let loads = load::parse_list(&a.loads, &cpus, "LOAD")?;
+    if a.duration == Some(0) {
+        bail!("--duration must be longer than 0 (e.g. --duration 30s)");
+    }
+    crate::cli::check_writable("--db", &a.store.db)?;
+    if let Some(json) = a.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+        crate::cli::check_writable("--json", json)?;
+    }
+    let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: true };
+    assess::loads_only(&loads, a.duration, &opts, signal)
 }
 
 fn open_existing(s: &StoreArgs) -> Result<Store> {

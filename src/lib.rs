@@ -4,12 +4,15 @@
 //! analysis are in `rtscope-model`.
 
 pub mod analyze;
+pub mod assess;
 pub mod cli;
 pub mod commands;
 pub mod disturb;
+pub mod load;
 pub mod osbench;
 pub mod probe;
 pub mod recorder;
 pub mod report;
+pub mod score;
 pub mod sys;
 pub mod trace;

@@ -108,6 +108,10 @@ pub struct Recorder {
     checkpoint_ns: u64,
     total_max: u64,
     total_count: u64,
+    /// Samples taken before this instant are a warm-up: not recorded.
+    from_ns: u64,
+    /// No sample at or after `from_ns` yet: overruns are the warm-up's too.
+    warming: bool,
     threshold: Arc<AtomicU64>,
     live: Arc<Live>,
     full_tx: rtrb::Producer<IntervalMsg>,
@@ -170,6 +174,8 @@ pub fn channel_with(
         checkpoint_ns,
         total_max: 0,
         total_count: 0,
+        from_ns: 0,
+        warming: false,
         threshold: Arc::clone(&threshold),
         live: Arc::clone(&live),
         full_tx,
@@ -195,8 +201,16 @@ pub fn channel_with(
 impl Recorder {
     /// Starts the first interval at `now`.
     pub fn start(&mut self, now: u64) {
-        self.open.start_ns = now;
-        self.next_checkpoint = now.saturating_add(self.checkpoint_ns);
+        self.start_after_warmup(now);
+    }
+
+    /// Starts the first interval at `from`; samples taken before it (a
+    /// warm-up) are dropped.
+    pub fn start_after_warmup(&mut self, from: u64) {
+        self.from_ns = from;
+        self.warming = true;
+        self.open.start_ns = from;
+        self.next_checkpoint = from.saturating_add(self.checkpoint_ns);
     }
 
     /// Copies every sample to the tracer from now on.
@@ -212,6 +226,12 @@ impl Recorder {
     /// Records one sample taken at `t_ns`. Never allocates or blocks.
     #[inline(always)]
     pub fn record(&mut self, t_ns: u64, value: u64) {
+        if self.warming {
+            if t_ns < self.from_ns {
+                return;
+            }
+            self.warming = false;
+        }
         self.cur.record(value);
         self.total_count += 1;
         if let Some(m) = &mut self.mirror
@@ -246,6 +266,12 @@ impl Recorder {
     /// exceedances are the high tail). Never allocates or blocks.
     #[inline(always)]
     pub fn record_signed(&mut self, t_ns: u64, value: i64) {
+        if self.warming {
+            if t_ns < self.from_ns {
+                return;
+            }
+            self.warming = false;
+        }
         if value >= 0 {
             self.record(t_ns, value as u64);
         } else {
@@ -255,10 +281,12 @@ impl Recorder {
         }
     }
 
-    /// Counts `n` missed periods.
+    /// Counts `n` missed periods (none during the warm-up).
     #[inline]
     pub fn overrun(&mut self, n: u64) {
-        self.open.overruns += n;
+        if !self.warming {
+            self.open.overruns += n;
+        }
     }
 
     /// Samples recorded so far.
@@ -355,6 +383,8 @@ pub struct Writer {
     pub lost_exceedances: u64,
     /// A traced run's episodes, from the reader thread: (run id, channel).
     pub episodes: Option<(i64, Receiver<EpisodeMsg>)>,
+    /// The load the episodes were measured under (an assessment's cell).
+    pub load: Option<String>,
 }
 
 impl Writer {
@@ -415,7 +445,10 @@ impl Writer {
         let mut drop = Vec::new();
         while let Ok(msg) = rx.try_recv() {
             match msg {
-                EpisodeMsg::Keep(e) => keep.push(*e),
+                EpisodeMsg::Keep(mut e) => {
+                    e.load.clone_from(&self.load);
+                    keep.push(*e)
+                }
                 EpisodeMsg::Drop(probe, metric, cpu, sample) => {
                     let pending = keep
                         .iter()
@@ -424,7 +457,7 @@ impl Writer {
                         Some(i) => {
                             keep.swap_remove(i);
                         }
-                        None => drop.push((probe, metric, cpu, sample)),
+                        None => drop.push((self.load.clone(), probe, metric, cpu, sample)),
                     }
                 }
             }
@@ -446,10 +479,10 @@ mod tests {
         let mut store = Store::open(&dir.path().join("t.db")).unwrap();
         let header = crate::probe::new_header("wakeup", vec![], true, vec![]);
         let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
-        let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu: 0 };
+        let key = SeriesKey::new("wakeup", "latency", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (rec, sink, _live) = channel(sid, 1_000, mode);
-        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None }, rec, run)
+        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None }, rec, run)
     }
 
     #[test]
@@ -484,10 +517,10 @@ mod tests {
         let mut store = Store::open(&dir.path().join("t.db")).unwrap();
         let header = crate::probe::new_header("sleep", vec![], true, vec![]);
         let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
-        let key = SeriesKey { probe: "sleep".into(), metric: "nanosleep@1ms".into(), cpu: 0 };
+        let key = SeriesKey::new("sleep", "nanosleep@1ms", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (mut rec, sink, _live) = channel_with(sid, 1_000, ExceedMode::Fixed(50_000), true);
-        let mut w = Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None };
+        let mut w = Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None };
         rec.start(0);
         for i in 0..1_000i64 {
             rec.record_signed(i as u64 * 10, i * 100 - 20_000);

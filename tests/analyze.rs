@@ -192,7 +192,7 @@ fn store_run(db: &str) {
             }
             intervals.push(Interval::new(seq as u32, start, start + 1_000_000_000, &t, 0, 0));
         }
-        let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu };
+        let key = SeriesKey::new("wakeup", "latency", cpu);
         series.push(Series::new(key, "ns".into(), "fixed 30000".into(), intervals, exceedances).unwrap());
     }
     let run = Run {
@@ -219,6 +219,8 @@ fn store_run(db: &str) {
         series,
         episodes: vec![],
         trace: None,
+        characterisation: vec![],
+        cpu_score: None,
     };
     Store::open(Path::new(db)).unwrap().insert_run(&run).unwrap();
 }

@@ -70,6 +70,33 @@ fn bad_noise_sleep_and_ptimer_flags_are_refused_before_measuring() {
 }
 
 #[test]
+fn bad_assessments_and_loads_are_refused_before_measuring() {
+    refused(&["run", "--loads", "idle,spin"], &["--loads", "spin", "known"]);
+    refused(&["run", "--loads", "cpu:lots"], &["--loads", "not a number"]);
+    refused(&["run", "--loads", "cmd:'make"], &["--loads", "quote"]);
+    refused(&["run", "--probes", "wakeup,nope"], &["--probes", "nope"]);
+    refused(&["run", "--duration", "500ms"], &["--duration", "1s"]);
+    refused(&["run", "--cpus", "4000"], &["--cpus"]);
+    refused(&["run", "/nonexistent-dir/plan.toml"], &["plan.toml"]);
+    refused(&["run", "--quick", "plan.toml"], &["--quick"]);
+    refused(&["load", "spin"], &["LOAD", "spin"]);
+    refused(&["load", "cpu", "--duration", "0"], &["--duration"]);
+    refused(&["load", "net:0"], &["net", "packets/s"]);
+    refused(&["load", "cpu", "--json", "/nonexistent-dir/l.json"], &["--json"]);
+    if !std::process::Command::new("sh").args(["-c", "command -v stress-ng"]).status().unwrap().success() {
+        refused(&["load", "stress-ng:'--cpu 1'"], &["stress-ng", "apt-get install stress-ng"]);
+    }
+    // A campaign file's mistakes name the file and the key.
+    let dir = tempdir();
+    let plan = dir.join("bad-plan.toml");
+    std::fs::write(&plan, "probes = [\"wakeup\"]\nloads = [\"idle\"]\nduration = \"forever\"\n").unwrap();
+    refused(&["run", plan.to_str().unwrap()], &["bad-plan.toml", "duration"]);
+    std::fs::write(&plan, "probes = [\"wakeup\"]\nlods = [\"idle\"]\n").unwrap();
+    refused(&["run", plan.to_str().unwrap()], &["bad-plan.toml", "lods"]);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn unwritable_db_is_named() {
     let o = rtscope(&["wakeup", "--duration", "1s", "--db", "/nonexistent-dir/x.db"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -103,7 +130,8 @@ fn help_names_every_command_and_exits_zero() {
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
     for cmd in [
-        "run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "report", "compare", "disturb",
+        "run", "load", "wakeup", "noise", "sleep", "ptimer", "netlat", "osbench", "runs", "show", "export", "import",
+        "report", "compare", "analyze", "disturb",
     ] {
         assert!(out.contains(cmd), "{cmd} missing from --help");
     }

@@ -168,7 +168,7 @@ fn negative_deviations_stay_negative_through_the_store() {
     for v in [-40_000i64, -3_000, -3_000, 2_000, 15_000] {
         t.record_signed(v);
     }
-    let key = SeriesKey { probe: "sleep".into(), metric: "nanosleep@5ms".into(), cpu: 0 };
+    let key = SeriesKey::new("sleep", "nanosleep@5ms", 0);
     let series =
         Series::new(key, "ns".into(), "adaptive".into(), vec![Interval::new(0, 1, 2, &t, 0, 0)], vec![]).unwrap();
     let run = Run {
@@ -178,6 +178,8 @@ fn negative_deviations_stay_negative_through_the_store() {
         series: vec![series],
         episodes: vec![],
         trace: None,
+        characterisation: vec![],
+        cpu_score: None,
     };
     let file = dir.join("neg.json");
     let mut out = std::fs::File::create(&file).unwrap();

@@ -1140,7 +1140,7 @@ fn store_outcome(store: &mut Store, run_id: i64, job: &Job, env: &Env, out: &Out
         .filter(|&&(_, v)| v >= threshold)
         .map(|&(t_ns, value_ns)| Exceedance { t_ns, value_ns })
         .collect();
-    let key = SeriesKey { probe: "osbench".into(), metric: job.metric(), cpu: env.cpu as i64 };
+    let key = SeriesKey::new("osbench", &job.metric(), env.cpu as i64);
     let sid = store.add_series(run_id, &key, "ns", &ExceedMode::Adaptive.describe())?;
     store.commit_checkpoint(&[(sid, &iv)], &[(sid, &exc)])?;
     let mut extra = serde_json::Map::new();

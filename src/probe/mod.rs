@@ -1,11 +1,14 @@
-//! Probes, one file each behind [`Probe`], and [`run_probe`], the one
-//! run-to-finish function: it owns the store, pinning, priority, memory
-//! locking, start, duration, stop, recording and the summary. Only
-//! [`Probe::measure`] runs on the real-time thread.
+//! Probes, one file each behind [`Probe`], and the one way to measure
+//! them: a [`Session`] opens the store and the machine's settings, becomes
+//! an [`OpenRun`], and each [`Cell`] (one probe, under one load in an
+//! assessment) owns pinning, priority, start, duration, stop and recording
+//! into it. [`run_probe`] is a single probe's run: one cell, then the
+//! summary. Only [`Probe::measure`] runs on the real-time thread.
 
 pub mod netlat;
 pub mod noise;
 pub mod ptimer;
+pub mod registry;
 pub mod sleep;
 pub mod wakeup;
 
@@ -18,13 +21,14 @@ use crate::trace::instance::Instance;
 use crate::trace::mark::Marker;
 use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
+use rtscope_model::episode::TraceSummary;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::{Inventory, Warning};
-use rtscope_model::run::{RunHeader, RunStatus, SeriesKey};
+use rtscope_model::run::{Run, RunHeader, RunStatus, SeriesKey};
 use rtscope_model::store::Store;
 use rtscope_model::units;
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
@@ -109,6 +113,9 @@ pub struct Common {
     /// `--trace`: stages and cause episodes.
     pub trace: Option<TraceOpts>,
     pub tracemark: bool,
+    /// Samples before this much time from the start are a warm-up, not
+    /// recorded (an assessment's cells; 0 for a single probe).
+    pub warmup_ns: u64,
 }
 
 /// Samples in flight from a measuring thread to the trace reader: 65 s at
@@ -207,438 +214,600 @@ pub fn new_header(kind: &str, command_line: Vec<String>, representative: bool, w
     }
 }
 
-/// Runs `probe` on `common.cpus` to the end and stores it. Prints the
-/// summary unless quiet. Returns the exit code: 2 when `--threshold` was
-/// crossed.
-pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
-    let stages = probe.trace_stages();
-    let path = probe.wake_path();
-    if common.trace.is_some() && stages.is_none() {
-        return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
-    }
-    let mut store = Store::open(&common.db)?;
-    let inv: Inventory = inventory::collect();
-    let mut warnings = inv.warnings(&common.cpus);
-    let mut policy = common.policy;
-    let mut priority = common.priority;
-    let mut representative = inv.representative();
-    if policy.is_rt() && !sched::can_use_rt(priority) {
-        warnings.insert(
-            0,
-            Warning {
-                topic: "privileges".into(),
-                message: format!(
-                    "cannot use SCHED_{} priority {priority}: measuring at SCHED_OTHER; the run is NOT representative",
-                    format!("{policy:?}").to_uppercase()
-                ),
-                fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
-            },
-        );
-        policy = Policy::Other;
-        priority = 0;
-        representative = false;
-    }
-    if let Err(e) = mem::lock_all() {
-        warnings.push(Warning {
-            topic: "memory".into(),
-            message: format!("mlockall failed ({e}): page faults may add latency"),
-            fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
-        });
-    }
-    let _dma = if common.dma_latency {
-        match DmaLatency::hold(0) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                warnings.push(Warning {
-                    topic: "cstates".into(),
-                    message: format!("cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"),
-                    fix: "run as root, or pass --no-dma-latency to measure with C-states on purpose".into(),
-                });
-                None
-            }
+/// Before a run exists: the store, the machine and what may make the run
+/// unrepresentative. Locks memory and holds `/dev/cpu_dma_latency` for the
+/// whole run.
+pub struct Session {
+    store: Store,
+    db: PathBuf,
+    pub inv: Inventory,
+    pub warnings: Vec<Warning>,
+    pub representative: bool,
+    dma: Option<DmaLatency>,
+    rt_refused: bool,
+}
+
+impl Session {
+    /// Opens the store at `db`, takes the machine's inventory (warnings for
+    /// `cpus`), locks memory and, with `dma_latency`, holds C-states off.
+    pub fn open(db: &Path, cpus: &[usize], dma_latency: bool) -> Result<Session> {
+        let store = Store::open(db)?;
+        let inv: Inventory = inventory::collect();
+        let mut warnings = inv.warnings(cpus);
+        let representative = inv.representative();
+        if let Err(e) = mem::lock_all() {
+            warnings.push(Warning {
+                topic: "memory".into(),
+                message: format!("mlockall failed ({e}): page faults may add latency"),
+                fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
+            });
         }
-    } else {
-        None
-    };
-    let mut instance = None;
-    if let Some(opts) = &common.trace {
-        match Instance::create(&common.cpus, opts.buffer_kb, opts.clock.as_str()) {
-            Ok((inst, w)) => {
-                warnings.extend(w);
-                instance = Some(inst);
-            }
-            Err(e) => warnings.push(trace_warning(
-                format!("--trace: {e}; measuring without the stage split and cause episodes"),
-                "run as root on a kernel with tracefs (CONFIG_FTRACE), or drop --trace",
-            )),
-        }
-    }
-    let mut markers: Vec<Marker> = Vec::new();
-    if common.tracemark {
-        let metric = probe.metrics()[0];
-        for &c in &common.cpus {
-            match Marker::open(probe.name(), metric, c) {
-                Ok(m) => markers.push(m),
+        let dma = if dma_latency {
+            match DmaLatency::hold(0) {
+                Ok(d) => Some(d),
                 Err(e) => {
-                    warnings.push(trace_warning(
-                        format!("--tracemark: {e}; no markers written"),
-                        "start the tracer first (e.g. trace-cmd record), as root",
-                    ));
-                    markers.clear();
-                    break;
+                    warnings.push(Warning {
+                        topic: "cstates".into(),
+                        message: format!(
+                            "cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
+                        ),
+                        fix: "run as root, or pass --no-dma-latency to measure with C-states on purpose".into(),
+                    });
+                    None
                 }
             }
-        }
+        } else {
+            None
+        };
+        Ok(Session { store, db: db.to_path_buf(), inv, warnings, representative, dma, rt_refused: false })
     }
-    if !common.quiet {
-        for w in warnings.iter().filter(|w| !w.is_informational()) {
+
+    /// The policy and priority a cell can have: the asked ones, or
+    /// SCHED_OTHER (once with a warning, and the run is not representative)
+    /// when real-time scheduling is refused.
+    pub fn effective(&mut self, policy: Policy, priority: u8) -> (Policy, u8) {
+        if !policy.is_rt() || sched::can_use_rt(priority) {
+            return (policy, priority);
+        }
+        if !self.rt_refused {
+            self.rt_refused = true;
+            self.representative = false;
+            self.warnings.insert(
+                0,
+                Warning {
+                    topic: "privileges".into(),
+                    message: format!(
+                        "cannot use SCHED_{} priority {priority}: measuring at SCHED_OTHER; the run is NOT representative",
+                        format!("{policy:?}").to_uppercase()
+                    ),
+                    fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
+                },
+            );
+        }
+        (Policy::Other, 0)
+    }
+
+    /// Prints the warnings that matter (not the informational ones).
+    pub fn print_warnings(&self) {
+        for w in self.warnings.iter().filter(|w| !w.is_informational()) {
             eprintln!("rtscope: warning: {} (fix: {})", w.message, w.fix);
         }
     }
 
-    // rtscope's own threads stay off the measured CPUs and their siblings.
-    let housekeeping = cpu::housekeeping(&cpu::online(), &common.cpus, &inv.siblings);
-    if !housekeeping.is_empty() {
+    /// Pins the calling thread (and so the threads it creates: the writer,
+    /// the trace reader) off the measured CPUs and their SMT siblings.
+    /// Returns those housekeeping CPUs' description for the plan.
+    pub fn pin_housekeeping(&self, measured: &[usize]) -> String {
+        let housekeeping = cpu::housekeeping(&cpu::online(), measured, &self.inv.siblings);
+        if housekeeping.is_empty() {
+            return "none: every CPU is measured, rtscope's writer shares them at SCHED_OTHER".to_string();
+        }
         let _ = cpu::pin_self(&housekeeping);
-    }
-    let plan = serde_json::json!({
-        "housekeeping_cpus": if housekeeping.is_empty() {
-            "none: every CPU is measured, rtscope's writer shares them at SCHED_OTHER".to_string()
-        } else {
-            rtscope_model::inventory::format_cpu_list(&housekeeping)
-        },
-        "probe": probe.name(),
-        "metrics": probe.metrics(),
-        "common": common,
-        "exceed": common.exceed.describe(),
-        "effective_policy": policy,
-        "effective_priority": priority,
-        "settings": probe.plan(),
-        "describe": probe.describe(),
-        "trace": instance.as_ref().map(|i| serde_json::json!({
-            "instance": i.name,
-            "options": common.trace,
-            "events": i.enabled,
-            "missing": i.missing,
-        })),
-    });
-    // Helpers start before the run is stored, so that a failure leaves no
-    // run behind.
-    let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
-    let header = new_header(&common.kind, std::env::args().collect(), representative, warnings);
-    let run_id = store.create_run(&header, &inv, &plan)?;
-
-    // Series and their rings, allocated before any thread starts.
-    let mut recorders: Vec<Vec<Recorder>> = Vec::new();
-    let mut sinks = Vec::new();
-    let mut lives: Vec<(usize, Arc<Live>)> = Vec::new();
-    for &c in &common.cpus {
-        let mut per_thread = Vec::new();
-        for metric in probe.metrics() {
-            let key = SeriesKey { probe: probe.name().into(), metric: (*metric).into(), cpu: c as i64 };
-            let sid = store.add_series(run_id, &key, "ns", &common.exceed.describe())?;
-            let (rec, sink, live) = recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
-            per_thread.push(rec);
-            sinks.push(sink);
-            if lives.iter().all(|(cpu, _)| *cpu != c) {
-                lives.push((c, live));
-            }
-        }
-        recorders.push(per_thread);
-    }
-    // --trace: every sample is mirrored to the reader, which records the
-    // stage series itself.
-    let mut mirror_lost: Vec<Arc<AtomicU64>> = Vec::new();
-    let mut lane_parts = Vec::new();
-    if let Some(inst) = &instance {
-        let buffers = inst.buffers(&common.cpus).map_err(anyhow::Error::msg)?;
-        for ((recs, &c), buffer) in recorders.iter_mut().zip(&common.cpus).zip(buffers) {
-            let (tx, rx) = rtrb::RingBuffer::<Sample>::new(MIRROR_RING);
-            let lost = Arc::new(AtomicU64::new(0));
-            recs[0].set_mirror(Mirror { tx, lost: Arc::clone(&lost) });
-            mirror_lost.push(lost);
-            let mut stage_recs = Vec::new();
-            if stages == Some(true) && inst.can_follow(path) {
-                for metric in path.series() {
-                    let key = SeriesKey { probe: probe.name().into(), metric: metric.into(), cpu: c as i64 };
-                    let sid = store.add_series(run_id, &key, "ns", &common.exceed.describe())?;
-                    let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
-                    stage_recs.push(rec);
-                    sinks.push(sink);
-                }
-            }
-            lane_parts.push((c, buffer, rx, stage_recs));
-        }
-    }
-    for (recs, marker) in recorders.iter_mut().zip(markers) {
-        recs[0].set_marker(marker);
-    }
-    let (episode_tx, episode_rx) = std::sync::mpsc::channel();
-    let tids: Vec<AtomicI32> = common.cpus.iter().map(|_| AtomicI32::new(0)).collect();
-    let reader_done = AtomicBool::new(false);
-
-    let stop = AtomicBool::new(false);
-    let breach = Breach::default();
-    let slots = probe.extra_slots();
-    let extras: Vec<AtomicU64> = (0..slots * common.cpus.len()).map(|_| AtomicU64::new(0)).collect();
-    // Threads count themselves ready; then the main thread publishes the
-    // common start instant (0: not yet). A failed setup or spawn sets
-    // `stop` instead, and nobody measures.
-    let ready = AtomicUsize::new(0);
-    let start_at = AtomicU64::new(0);
-    let writer =
-        Writer { store, sinks, lost_exceedances: 0, episodes: instance.is_some().then_some((run_id, episode_rx)) };
-    let loops = common.loops.unwrap_or(u64::MAX);
-    let mut setup_errors: Vec<String> = Vec::new();
-
-    type Ended = ((Writer, Option<anyhow::Error>), Option<crate::trace::reader::ReaderReport>);
-    let writer = std::thread::scope(|scope| -> Result<Ended> {
-        let writer_thread = std::thread::Builder::new()
-            .name("rtscope-writer".into())
-            .stack_size(WRITER_STACK)
-            .spawn_scoped(scope, || {
-                let mut writer = writer;
-                signals::block_in_this_thread();
-                loop {
-                    match writer.poll() {
-                        Ok(true) => return (writer, None),
-                        Ok(false) => std::thread::sleep(Duration::from_millis(50)),
-                        Err(e) => return (writer, Some(e)),
-                    }
-                }
-            })?;
-        let mut threads = Vec::new();
-        for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
-            let (stop, breach, ready, start_at, tid) = (&stop, &breach, &ready, &start_at, &tids[index]);
-            let extras = &extras[index * slots..(index + 1) * slots];
-            let spawned = std::thread::Builder::new()
-                .name(format!("rtscope-{}{c}", probe.name()))
-                .stack_size(STACK_SIZE)
-                .spawn_scoped(scope, move || -> std::result::Result<(), String> {
-                    let mut recs = recs;
-                    signals::block_in_this_thread();
-                    let mut err = None;
-                    if let Err(e) = cpu::pin_self(&[c]) {
-                        err = Some(format!("CPU {c}: cannot pin: {e}"));
-                    } else if let Err(e) = sched::set_self(policy, priority) {
-                        err = Some(format!("CPU {c}: cannot set SCHED_{policy:?} {priority}: {e}"));
-                    }
-                    if err.is_some() {
-                        stop.store(true, Relaxed);
-                    }
-                    mem::prefault_stack(STACK_PREFAULT);
-                    tid.store(sched::thread_id(), Relaxed);
-                    ready.fetch_add(1, Release);
-                    let start = loop {
-                        let at = start_at.load(Acquire);
-                        if at != 0 || stop.load(Relaxed) {
-                            break at;
-                        }
-                        std::thread::sleep(Duration::from_millis(1));
-                    };
-                    if start != 0 && !stop.load(Relaxed) {
-                        let ctx = ThreadCtx {
-                            index,
-                            cpu: c,
-                            start_ns: start,
-                            end_ns: common.duration_ns.map_or(u64::MAX, |d| start + d),
-                            loops,
-                            limit_ns: common.threshold_ns.unwrap_or(u64::MAX),
-                            stop,
-                            breach,
-                            extras,
-                        };
-                        for r in recs.iter_mut() {
-                            r.start(start);
-                        }
-                        probe.measure(&ctx, &mut recs);
-                    }
-                    let now = clock::now();
-                    for r in recs {
-                        r.finish(now);
-                    }
-                    err.map_or(Ok(()), Err)
-                });
-            match spawned {
-                Ok(t) => threads.push(t),
-                Err(e) => {
-                    setup_errors.push(format!("CPU {c}: cannot start the measuring thread: {e}"));
-                    stop.store(true, Relaxed);
-                    break;
-                }
-            }
-        }
-        while ready.load(Acquire) < threads.len() && !stop.load(Relaxed) {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let start_ns = clock::now() + START_DELAY_NS;
-        let mut reader_thread = None;
-        if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace) {
-            let settings = Settings {
-                cause_threshold: opts.cause_threshold,
-                max_episodes: opts.max_episodes,
-                timer_entry: inst.timer_entry,
-                stages: stages == Some(true) && inst.can_follow(path),
-                path,
-            };
-            let metric = probe.metrics()[0];
-            let lanes = lane_parts
-                .drain(..)
-                .zip(&tids)
-                .map(|((c, buffer, samples, stage_recs), tid)| {
-                    let trace = CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings);
-                    Lane::new(buffer, trace, samples, stage_recs, opts.clock)
-                })
-                .collect();
-            let reader = Reader {
-                layout: inst.layout,
-                decoder: std::mem::take(&mut inst.decoder),
-                lanes,
-                episodes: episode_tx.clone(),
-            };
-            if let Err(e) = inst.set_on(true) {
-                setup_errors.push(format!("--trace: {e}"));
-                stop.store(true, Relaxed);
-            }
-            let done = &reader_done;
-            let spawned = std::thread::Builder::new()
-                .name("rtscope-trace".into())
-                .stack_size(WRITER_STACK)
-                .spawn_scoped(scope, move || {
-                    signals::block_in_this_thread();
-                    reader.run(start_ns, done)
-                });
-            match spawned {
-                Ok(t) => reader_thread = Some(t),
-                Err(e) => {
-                    setup_errors.push(format!("--trace: cannot start the reader thread: {e}"));
-                    stop.store(true, Relaxed);
-                }
-            }
-        }
-        drop(episode_tx);
-        start_at.store(start_ns, Release);
-
-        let progress = !common.quiet && std::io::stderr().is_terminal();
-        let mut last_progress = clock::now();
-        while threads.iter().any(|t| !t.is_finished()) {
-            std::thread::sleep(Duration::from_millis(50));
-            if signal.load(Relaxed) || writer_thread.is_finished() {
-                stop.store(true, Relaxed);
-            }
-            if progress && clock::now() >= last_progress + 1_000_000_000 {
-                last_progress = clock::now();
-                let elapsed = last_progress.saturating_sub(start_ns);
-                let mut line = format!("\r{} ", units::human(elapsed / 1_000_000_000 * 1_000_000_000));
-                for (c, live) in &lives {
-                    line.push_str(&format!(
-                        " cpu{c}: {} max {}us",
-                        live.count.load(Relaxed),
-                        units::us(live.max.load(Relaxed))
-                    ));
-                }
-                eprint!("{line}   ");
-            }
-        }
-        if progress {
-            eprintln!();
-        }
-        for t in threads {
-            match t.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => setup_errors.push(e),
-                Err(_) => setup_errors.push("a measuring thread panicked".into()),
-            }
-        }
-        reader_done.store(true, Release);
-        let report = match reader_thread.map(|t| t.join()) {
-            Some(Ok(r)) => Some(r),
-            Some(Err(_)) => {
-                setup_errors.push("the trace reader thread panicked".into());
-                None
-            }
-            None => None,
-        };
-        let writer = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?;
-        Ok((writer, report))
-    });
-    drop(helpers);
-    mem::unlock_all();
-    let ((mut writer, store_error), report) = writer?;
-    if store_error.is_none() {
-        let metrics = probe.metrics().len();
-        let values: Vec<u64> = extras.iter().map(|v| v.load(Relaxed)).collect();
-        let Writer { store, sinks, .. } = &mut writer;
-        // The probe's own series come first; the trace's stage series after.
-        for (i, sink) in sinks.iter().enumerate().take(common.cpus.len() * metrics) {
-            let thread = &values[i / metrics * slots..(i / metrics + 1) * slots];
-            let row = probe.row_extras(i % metrics, thread, sink.total());
-            if !row.is_empty() {
-                store.set_series_extra(sink.series_id, &row)?;
-            }
-        }
+        rtscope_model::inventory::format_cpu_list(&housekeeping)
     }
 
-    let mut notes = Vec::new();
-    if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
-        let windows = stages == Some(false);
-        let (summary, trace_notes) = crate::trace::summarize(inst, report, &opts, &mirror_lost, windows);
-        notes.extend(trace_notes);
-        if store_error.is_none() {
-            writer.store.put_run_data(run_id, "trace", &serde_json::to_value(&summary)?)?;
-        }
+    /// Stores the run as `running` with its plan.
+    pub fn create(mut self, kind: &str, plan: &serde_json::Value) -> Result<OpenRun> {
+        let header = new_header(kind, std::env::args().collect(), self.representative, self.warnings);
+        let run_id = self.store.create_run(&header, &self.inv, plan)?;
+        Ok(OpenRun { store: Some(self.store), db: self.db, run_id, _dma: self.dma })
+    }
+}
+
+/// A run in the store, being recorded.
+pub struct OpenRun {
+    /// None while a cell's writer thread has it.
+    store: Option<Store>,
+    pub db: PathBuf,
+    pub run_id: i64,
+    _dma: Option<DmaLatency>,
+}
+
+impl OpenRun {
+    pub fn store(&mut self) -> Result<&mut Store> {
+        self.store.as_mut().ok_or_else(|| anyhow!("the run store was lost with the writer thread"))
     }
 
-    let mut exit_code = 0;
-    let status = if let Some(e) = &store_error {
-        exit_code = 1;
+    /// Ends the run with `status`, `exit_code` and `notes`, unlocks memory
+    /// and loads it back.
+    pub fn finish(mut self, status: RunStatus, exit_code: i32, notes: &[String]) -> Result<Run> {
+        mem::unlock_all();
+        let id = self.run_id;
+        let store = self.store()?;
+        store.finish_run(id, status, Some(exit_code), clock::now_unix(), notes, mem::peak_rss_kb())?;
+        store.load_run(id)
+    }
+}
+
+/// What measuring a cell came to.
+#[derive(Default)]
+pub struct CellOutcome {
+    /// The `--threshold` breach, as a note.
+    pub breach: Option<String>,
+    /// Threads that could not be set up or started.
+    pub errors: Vec<String>,
+    /// Storing failed: data after the last commit is lost.
+    pub store_error: Option<anyhow::Error>,
+    pub notes: Vec<String>,
+    pub lost_exceedances: u64,
+    /// What the tracer did, when traced.
+    pub trace: Option<TraceSummary>,
+}
+
+/// A run's status, exit code and notes from its cells' outcomes.
+pub fn verdict(outcomes: &mut [CellOutcome], signal: &AtomicBool) -> (RunStatus, i32, Vec<String>) {
+    let mut notes: Vec<String> = outcomes.iter_mut().flat_map(|o| std::mem::take(&mut o.notes)).collect();
+    let errors: Vec<String> = outcomes.iter().flat_map(|o| o.errors.iter().cloned()).collect();
+    let (status, code) = if let Some(e) = outcomes.iter().find_map(|o| o.store_error.as_ref()) {
         notes.push(format!("storing failed, data after the last commit is lost: {e:#}"));
-        RunStatus::Failed
-    } else if breach.hit.load(Relaxed) {
-        exit_code = 2;
-        notes.push(format!(
-            "stopped at --threshold {}us: CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
-            units::us(common.threshold_ns.unwrap_or(0)),
-            breach.cpu.load(Relaxed),
-            units::us(breach.value_ns.load(Relaxed)),
-            breach.t_ns.load(Relaxed)
-        ));
-        RunStatus::Interrupted
-    } else if !setup_errors.is_empty() {
-        exit_code = 1;
-        notes.extend(setup_errors.iter().cloned());
-        RunStatus::Failed
+        (RunStatus::Failed, 1)
+    } else if let Some(b) = outcomes.iter().find_map(|o| o.breach.clone()) {
+        notes.push(b);
+        (RunStatus::Interrupted, 2)
+    } else if !errors.is_empty() {
+        notes.extend(errors);
+        (RunStatus::Failed, 1)
     } else if signal.load(Relaxed) {
         notes.push("stopped by a signal (SIGINT/SIGTERM) before its planned end".into());
-        RunStatus::Interrupted
+        (RunStatus::Interrupted, 0)
     } else {
-        RunStatus::Complete
+        (RunStatus::Complete, 0)
     };
-    if writer.lost_exceedances > 0 {
+    let lost: u64 = outcomes.iter().map(|o| o.lost_exceedances).sum();
+    if lost > 0 {
         notes.push(format!(
-            "{} exceedances did not fit the ring to the writer and were dropped (histograms are complete)",
-            writer.lost_exceedances
+            "{lost} exceedances did not fit the ring to the writer and were dropped (histograms are complete)"
         ));
     }
-    writer.store.finish_run(run_id, status, Some(exit_code), clock::now_unix(), &notes, mem::peak_rss_kb())?;
-    if let Some(e) = store_error {
+    (status, code, notes)
+}
+
+/// One probe measured on its CPUs (under one load, in an assessment):
+/// what it needs beside its threads, set up before it starts.
+pub struct Cell<'a> {
+    probe: &'a dyn Probe,
+    common: &'a Common,
+    policy: Policy,
+    priority: u8,
+    load: Option<String>,
+    instance: Option<Instance>,
+    markers: Vec<Marker>,
+    helpers: Box<dyn Send>,
+}
+
+/// `--trace` on a probe that cannot be traced yet is refused.
+fn check_trace(probe: &dyn Probe, common: &Common) -> Result<()> {
+    if common.trace.is_some() && probe.trace_stages().is_none() {
+        return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
+    }
+    Ok(())
+}
+
+impl<'a> Cell<'a> {
+    /// Sets up the trace instance, the trace markers and the probe's
+    /// helpers (last, so that a failure leaves nothing running). What
+    /// degrades is added to `warnings`.
+    pub fn prepare(
+        probe: &'a dyn Probe,
+        common: &'a Common,
+        (policy, priority): (Policy, u8),
+        load: Option<String>,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Cell<'a>> {
+        check_trace(probe, common)?;
+        let mut instance = None;
+        if let Some(opts) = &common.trace {
+            match Instance::create(&common.cpus, opts.buffer_kb, opts.clock.as_str()) {
+                Ok((inst, w)) => {
+                    warnings.extend(w);
+                    instance = Some(inst);
+                }
+                Err(e) => warnings.push(trace_warning(
+                    format!("--trace: {e}; measuring without the stage split and cause episodes"),
+                    "run as root on a kernel with tracefs (CONFIG_FTRACE), or drop --trace",
+                )),
+            }
+        }
+        let mut markers: Vec<Marker> = Vec::new();
+        if common.tracemark {
+            let metric = probe.metrics()[0];
+            for &c in &common.cpus {
+                match Marker::open(probe.name(), metric, c) {
+                    Ok(m) => markers.push(m),
+                    Err(e) => {
+                        warnings.push(trace_warning(
+                            format!("--tracemark: {e}; no markers written"),
+                            "start the tracer first (e.g. trace-cmd record), as root",
+                        ));
+                        markers.clear();
+                        break;
+                    }
+                }
+            }
+        }
+        let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
+        Ok(Cell { probe, common, policy, priority, load, instance, markers, helpers })
+    }
+
+    /// The cell's settings, for the run's plan.
+    pub fn plan(&self) -> serde_json::Value {
+        let (probe, common) = (self.probe, self.common);
+        serde_json::json!({
+            "probe": probe.name(),
+            "metrics": probe.metrics(),
+            "common": common,
+            "exceed": common.exceed.describe(),
+            "effective_policy": self.policy,
+            "effective_priority": self.priority,
+            "settings": probe.plan(),
+            "describe": probe.describe(),
+            "trace": self.instance.as_ref().map(|i| serde_json::json!({
+                "instance": i.name,
+                "options": common.trace,
+                "events": i.enabled,
+                "missing": i.missing,
+            })),
+        })
+    }
+
+    /// Measures the cell into `run`, its series keyed by the cell's load:
+    /// warm-up (`common.warmup_ns`), then `common.duration_ns` or until a
+    /// signal, a breach or `--loops`. Stops the helpers and the tracer.
+    pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
+        let Cell { probe, common, policy, priority, load, mut instance, markers, helpers } = self;
+        let run_id = run.run_id;
+        let stages = probe.trace_stages();
+        let path = probe.wake_path();
+        let store = run.store()?;
+        let key = |metric: &str, c: usize| SeriesKey {
+            probe: probe.name().into(),
+            metric: metric.into(),
+            cpu: c as i64,
+            load: load.clone(),
+        };
+
+        // Series and their rings, allocated before any thread starts.
+        let mut recorders: Vec<Vec<Recorder>> = Vec::new();
+        let mut sinks = Vec::new();
+        let mut lives: Vec<(usize, Arc<Live>)> = Vec::new();
+        for &c in &common.cpus {
+            let mut per_thread = Vec::new();
+            for metric in probe.metrics() {
+                let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
+                let (rec, sink, live) =
+                    recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
+                per_thread.push(rec);
+                sinks.push(sink);
+                if lives.iter().all(|(cpu, _)| *cpu != c) {
+                    lives.push((c, live));
+                }
+            }
+            recorders.push(per_thread);
+        }
+        // --trace: every sample is mirrored to the reader, which records the
+        // stage series itself.
+        let mut mirror_lost: Vec<Arc<AtomicU64>> = Vec::new();
+        let mut lane_parts = Vec::new();
+        if let Some(inst) = &instance {
+            let buffers = inst.buffers(&common.cpus).map_err(anyhow::Error::msg)?;
+            for ((recs, &c), buffer) in recorders.iter_mut().zip(&common.cpus).zip(buffers) {
+                let (tx, rx) = rtrb::RingBuffer::<Sample>::new(MIRROR_RING);
+                let lost = Arc::new(AtomicU64::new(0));
+                recs[0].set_mirror(Mirror { tx, lost: Arc::clone(&lost) });
+                mirror_lost.push(lost);
+                let mut stage_recs = Vec::new();
+                if stages == Some(true) && inst.can_follow(path) {
+                    for metric in path.series() {
+                        let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
+                        let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
+                        stage_recs.push(rec);
+                        sinks.push(sink);
+                    }
+                }
+                lane_parts.push((c, buffer, rx, stage_recs));
+            }
+        }
+        for (recs, marker) in recorders.iter_mut().zip(markers) {
+            recs[0].set_marker(marker);
+        }
+        let (episode_tx, episode_rx) = std::sync::mpsc::channel();
+        let tids: Vec<AtomicI32> = common.cpus.iter().map(|_| AtomicI32::new(0)).collect();
+        let reader_done = AtomicBool::new(false);
+
+        let stop = AtomicBool::new(false);
+        let breach = Breach::default();
+        let slots = probe.extra_slots();
+        let extras: Vec<AtomicU64> = (0..slots * common.cpus.len()).map(|_| AtomicU64::new(0)).collect();
+        // Threads count themselves ready; then the main thread publishes the
+        // common start instant (0: not yet). A failed setup or spawn sets
+        // `stop` instead, and nobody measures.
+        let ready = AtomicUsize::new(0);
+        let start_at = AtomicU64::new(0);
+        let writer = Writer {
+            store: run.store.take().ok_or_else(|| anyhow!("the run store was lost with the writer thread"))?,
+            sinks,
+            lost_exceedances: 0,
+            episodes: instance.is_some().then_some((run_id, episode_rx)),
+            load: load.clone(),
+        };
+        let loops = common.loops.unwrap_or(u64::MAX);
+        let mut out = CellOutcome::default();
+        let warmup = common.warmup_ns;
+
+        type Ended = ((Writer, Option<anyhow::Error>), Option<crate::trace::reader::ReaderReport>);
+        let ended = std::thread::scope(|scope| -> Result<Ended> {
+            let writer_thread = std::thread::Builder::new()
+                .name("rtscope-writer".into())
+                .stack_size(WRITER_STACK)
+                .spawn_scoped(scope, || {
+                    let mut writer = writer;
+                    signals::block_in_this_thread();
+                    loop {
+                        match writer.poll() {
+                            Ok(true) => return (writer, None),
+                            Ok(false) => std::thread::sleep(Duration::from_millis(50)),
+                            Err(e) => return (writer, Some(e)),
+                        }
+                    }
+                })?;
+            let mut threads = Vec::new();
+            for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
+                let (stop, breach, ready, start_at, tid) = (&stop, &breach, &ready, &start_at, &tids[index]);
+                let extras = &extras[index * slots..(index + 1) * slots];
+                let spawned = std::thread::Builder::new()
+                    .name(format!("rtscope-{}{c}", probe.name()))
+                    .stack_size(STACK_SIZE)
+                    .spawn_scoped(scope, move || -> std::result::Result<(), String> {
+                        let mut recs = recs;
+                        signals::block_in_this_thread();
+                        let mut err = None;
+                        if let Err(e) = cpu::pin_self(&[c]) {
+                            err = Some(format!("CPU {c}: cannot pin: {e}"));
+                        } else if let Err(e) = sched::set_self(policy, priority) {
+                            err = Some(format!("CPU {c}: cannot set SCHED_{policy:?} {priority}: {e}"));
+                        }
+                        if err.is_some() {
+                            stop.store(true, Relaxed);
+                        }
+                        mem::prefault_stack(STACK_PREFAULT);
+                        tid.store(sched::thread_id(), Relaxed);
+                        ready.fetch_add(1, Release);
+                        let start = loop {
+                            let at = start_at.load(Acquire);
+                            if at != 0 || stop.load(Relaxed) {
+                                break at;
+                            }
+                            std::thread::sleep(Duration::from_millis(1));
+                        };
+                        if start != 0 && !stop.load(Relaxed) {
+                            let ctx = ThreadCtx {
+                                index,
+                                cpu: c,
+                                start_ns: start,
+                                end_ns: common.duration_ns.map_or(u64::MAX, |d| start + warmup + d),
+                                loops,
+                                limit_ns: common.threshold_ns.unwrap_or(u64::MAX),
+                                stop,
+                                breach,
+                                extras,
+                            };
+                            for r in recs.iter_mut() {
+                                r.start_after_warmup(start + warmup);
+                            }
+                            probe.measure(&ctx, &mut recs);
+                        }
+                        let now = clock::now();
+                        for r in recs {
+                            r.finish(now);
+                        }
+                        err.map_or(Ok(()), Err)
+                    });
+                match spawned {
+                    Ok(t) => threads.push(t),
+                    Err(e) => {
+                        out.errors.push(format!("CPU {c}: cannot start the measuring thread: {e}"));
+                        stop.store(true, Relaxed);
+                        break;
+                    }
+                }
+            }
+            while ready.load(Acquire) < threads.len() && !stop.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let start_ns = clock::now() + START_DELAY_NS;
+            let mut reader_thread = None;
+            if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace) {
+                let settings = Settings {
+                    cause_threshold: opts.cause_threshold,
+                    max_episodes: opts.max_episodes,
+                    timer_entry: inst.timer_entry,
+                    stages: stages == Some(true) && inst.can_follow(path),
+                    path,
+                };
+                let metric = probe.metrics()[0];
+                let lanes = lane_parts
+                    .drain(..)
+                    .zip(&tids)
+                    .map(|((c, buffer, samples, stage_recs), tid)| {
+                        let trace = CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings);
+                        Lane::new(buffer, trace, samples, stage_recs, opts.clock)
+                    })
+                    .collect();
+                let reader = Reader {
+                    layout: inst.layout,
+                    decoder: std::mem::take(&mut inst.decoder),
+                    lanes,
+                    episodes: episode_tx.clone(),
+                };
+                if let Err(e) = inst.set_on(true) {
+                    out.errors.push(format!("--trace: {e}"));
+                    stop.store(true, Relaxed);
+                }
+                let done = &reader_done;
+                let spawned = std::thread::Builder::new()
+                    .name("rtscope-trace".into())
+                    .stack_size(WRITER_STACK)
+                    .spawn_scoped(scope, move || {
+                        signals::block_in_this_thread();
+                        reader.run(start_ns, done)
+                    });
+                match spawned {
+                    Ok(t) => reader_thread = Some(t),
+                    Err(e) => {
+                        out.errors.push(format!("--trace: cannot start the reader thread: {e}"));
+                        stop.store(true, Relaxed);
+                    }
+                }
+            }
+            drop(episode_tx);
+            start_at.store(start_ns, Release);
+
+            let progress = !common.quiet && std::io::stderr().is_terminal();
+            let mut last_progress = clock::now();
+            while threads.iter().any(|t| !t.is_finished()) {
+                std::thread::sleep(Duration::from_millis(50));
+                if signal.load(Relaxed) || writer_thread.is_finished() {
+                    stop.store(true, Relaxed);
+                }
+                if progress && clock::now() >= last_progress + 1_000_000_000 {
+                    last_progress = clock::now();
+                    let elapsed = last_progress.saturating_sub(start_ns + warmup);
+                    let mut line = format!("\r{} ", units::human(elapsed / 1_000_000_000 * 1_000_000_000));
+                    for (c, live) in &lives {
+                        line.push_str(&format!(
+                            " cpu{c}: {} max {}us",
+                            live.count.load(Relaxed),
+                            units::us(live.max.load(Relaxed))
+                        ));
+                    }
+                    eprint!("{line}   ");
+                }
+            }
+            if progress {
+                eprintln!();
+            }
+            for t in threads {
+                match t.join() {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => out.errors.push(e),
+                    Err(_) => out.errors.push("a measuring thread panicked".into()),
+                }
+            }
+            reader_done.store(true, Release);
+            let report = match reader_thread.map(|t| t.join()) {
+                Some(Ok(r)) => Some(r),
+                Some(Err(_)) => {
+                    out.errors.push("the trace reader thread panicked".into());
+                    None
+                }
+                None => None,
+            };
+            let writer = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?;
+            Ok((writer, report))
+        });
+        drop(helpers);
+        let ((mut writer, store_error), report) = ended?;
+        if store_error.is_none() {
+            let metrics = probe.metrics().len();
+            let values: Vec<u64> = extras.iter().map(|v| v.load(Relaxed)).collect();
+            let Writer { store, sinks, .. } = &mut writer;
+            // The probe's own series come first; the trace's stage series after.
+            for (i, sink) in sinks.iter().enumerate().take(common.cpus.len() * metrics) {
+                let thread = &values[i / metrics * slots..(i / metrics + 1) * slots];
+                let row = probe.row_extras(i % metrics, thread, sink.total());
+                if !row.is_empty() {
+                    store.set_series_extra(sink.series_id, &row)?;
+                }
+            }
+        }
+        if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
+            let (summary, trace_notes) =
+                crate::trace::summarize(inst, report, &opts, &mirror_lost, stages == Some(false));
+            out.notes.extend(trace_notes);
+            out.trace = Some(summary);
+        }
+        if breach.hit.load(Relaxed) {
+            out.breach = Some(format!(
+                "stopped at --threshold {}us: CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
+                units::us(common.threshold_ns.unwrap_or(0)),
+                breach.cpu.load(Relaxed),
+                units::us(breach.value_ns.load(Relaxed)),
+                breach.t_ns.load(Relaxed)
+            ));
+        }
+        out.lost_exceedances = writer.lost_exceedances;
+        out.store_error = store_error;
+        run.store = Some(writer.store);
+        Ok(out)
+    }
+}
+
+/// Runs `probe` on `common.cpus` to the end and stores it. Prints the
+/// summary unless quiet. Returns the exit code: 2 when `--threshold` was
+/// crossed.
+pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
+    // Refused before the store is opened: nothing is created.
+    check_trace(probe, common)?;
+    let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
+    let effective = session.effective(common.policy, common.priority);
+    // Helpers start before the run is stored, so that a failure leaves no
+    // run behind.
+    let cell = Cell::prepare(probe, common, effective, None, &mut session.warnings)?;
+    if !common.quiet {
+        session.print_warnings();
+    }
+    // rtscope's own threads stay off the measured CPUs and their siblings.
+    let housekeeping = session.pin_housekeeping(&common.cpus);
+    let mut plan = cell.plan();
+    plan["housekeeping_cpus"] = housekeeping.into();
+    let mut run = session.create(&common.kind, &plan)?;
+    let run_id = run.run_id;
+    let mut outcomes = [cell.measure(&mut run, signal)?];
+    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
+        run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
+    }
+    let errors = outcomes[0].errors.clone();
+    let (status, exit_code, notes) = verdict(&mut outcomes, signal);
+    let db = run.db.clone();
+    let loaded = run.finish(status, exit_code, &notes);
+    if let Some(e) = outcomes[0].store_error.take() {
         return Err(e.context(format!("run {run_id} ended failed")));
     }
-    let run = writer.store.load_run(run_id)?;
+    let loaded = loaded?;
     if let Some(path) = &common.json {
-        report::write_file(path, &report::Json, &run)?;
+        report::write_file(path, &report::Json, &loaded)?;
     }
     let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
     if !common.quiet && !json_on_stdout {
         let mut out = std::io::stdout().lock();
-        report::Text { describe: probe.describe() }.write(&run, &mut out)?;
+        report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
         println!(
             "run {run_id} stored in {} (rtscope show {run_id}, rtscope export {run_id} --format json)",
-            common.db.display()
+            db.display()
         );
     }
-    if !setup_errors.is_empty() {
-        return Err(anyhow!("{}", setup_errors.join("; ")));
+    if !errors.is_empty() {
+        return Err(anyhow!("{}", errors.join("; ")));
     }
     Ok(exit_code)
 }

@@ -6,6 +6,7 @@ mod doc;
 pub mod html;
 mod json;
 pub mod markdown;
+mod matrix;
 mod perfetto;
 mod sections;
 mod svg;

@@ -33,7 +33,8 @@ impl Report for Perfetto {
         for (i, e) in run.episodes.iter().enumerate() {
             let pid = i + 1;
             let head = format!(
-                "cpu{} #{} {:.1}us{}",
+                "{}cpu{} #{} {:.1}us{}",
+                e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(),
                 e.cpu,
                 e.sample,
                 e.latency_ns as f64 / 1000.0,

@@ -179,58 +179,41 @@ impl Report for Text {
         let elapsed =
             h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
         let plan = &run.plan;
-        let policy = plan["effective_policy"].as_str().unwrap_or("?").to_uppercase();
-        let prio = plan["effective_priority"].as_u64().unwrap_or(0);
+        // A loads-only run has no measuring threads.
+        let sched = match plan["effective_policy"].as_str() {
+            Some(p) => format!("SCHED_{} {} · ", p.to_uppercase(), plan["effective_priority"].as_u64().unwrap_or(0)),
+            None => String::new(),
+        };
         writeln!(
             out,
-            "rtscope {} · run {} · {} · {} · SCHED_{policy} {prio} · {}{}",
+            "rtscope {} · run {} · {} · {} · {sched}{}{}",
             h.kind,
             h.id,
             h.status.as_str(),
             run.inventory.kernel_release,
-            if self.describe.is_empty() { plan["settings"].to_string() } else { self.describe.clone() },
+            if !self.describe.is_empty() {
+                self.describe.clone()
+            } else {
+                plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from)
+            },
             elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
         )?;
         if !h.representative {
             writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
         }
-        // Series by probe, metrics in the order the probe made them.
-        let by_probe = series_by_probe(run);
-        for (probe, list) in by_probe {
-            if probe == "osbench" {
-                osbench_tables(out, &list)?;
-                continue;
-            }
-            let metrics = metrics_in_order(run, &list);
-            let (cols, what) = layout(probe);
-            if metrics.len() == 1 {
-                let title =
-                    if what.is_empty() { format!("{probe} {} (us)", metrics[0]) } else { format!("{probe} {what}") };
-                writeln!(out, "\n{title}")?;
-                table(out, cols, None, &list)?;
-                histogram(out, &list, |s| format!("CPU{}", s.key.cpu))?;
-            } else {
-                writeln!(out, "\n{probe} {what}")?;
-                let rows: Vec<&Series> =
-                    metrics.iter().flat_map(|m| list.iter().filter(move |s| s.key.metric == *m).copied()).collect();
-                let name = metrics.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
-                table(out, cols, Some(name), &rows)?;
-                let mut cpus: Vec<i64> = list.iter().map(|s| s.key.cpu).collect();
-                cpus.sort_unstable();
-                cpus.dedup();
-                for cpu in cpus {
-                    let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
-                    writeln!(out, "\nCPU {cpu}")?;
-                    histogram(out, &of_cpu, |s| s.key.metric.clone())?;
-                }
-            }
+        if super::matrix::is_matrix(run) {
+            super::matrix::write_score(run, out)?;
+            super::matrix::write_matrix(run, out)?;
+            super::matrix::write_characterisation(run, out)?;
+        } else {
+            write_probes(run, out)?;
+            write_stages(run, out)?;
         }
-        write_stages(run, out)?;
         write_trace(run, out)?;
         if !run.episodes.is_empty() {
             writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
             for e in run.episodes.iter().take(3) {
-                writeln!(out, "  {}", e.verdict)?;
+                writeln!(out, "  {}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
             }
             write_top_causes(run, out, 8)?;
         }
@@ -250,6 +233,42 @@ impl Report for Text {
         }
         Ok(())
     }
+}
+
+/// Each probe's table and histogram (a single probe's run).
+fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
+    // Series by probe, metrics in the order the probe made them.
+    let by_probe = series_by_probe(run);
+    for (probe, list) in by_probe {
+        if probe == "osbench" {
+            osbench_tables(out, &list)?;
+            continue;
+        }
+        let metrics = metrics_in_order(run, &list);
+        let (cols, what) = layout(probe);
+        if metrics.len() == 1 {
+            let title =
+                if what.is_empty() { format!("{probe} {} (us)", metrics[0]) } else { format!("{probe} {what}") };
+            writeln!(out, "\n{title}")?;
+            table(out, cols, None, &list)?;
+            histogram(out, &list, |s| format!("CPU{}", s.key.cpu))?;
+        } else {
+            writeln!(out, "\n{probe} {what}")?;
+            let rows: Vec<&Series> =
+                metrics.iter().flat_map(|m| list.iter().filter(move |s| s.key.metric == *m).copied()).collect();
+            let name = metrics.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
+            table(out, cols, Some(name), &rows)?;
+            let mut cpus: Vec<i64> = list.iter().map(|s| s.key.cpu).collect();
+            cpus.sort_unstable();
+            cpus.dedup();
+            for cpu in cpus {
+                let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
+                writeln!(out, "\nCPU {cpu}")?;
+                histogram(out, &of_cpu, |s| s.key.metric.clone())?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The figures table: a row per series; with `metric_width`, a first
@@ -573,7 +592,7 @@ pub fn write_episodes(run: &Run, out: &mut dyn Write) -> Result<()> {
     }
     writeln!(out, "run {}: {} cause episodes, worst first", run.header.id, run.episodes.len())?;
     for e in &run.episodes {
-        writeln!(out, "{}", e.verdict)?;
+        writeln!(out, "{}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
     }
     write_top_causes(run, out, usize::MAX)?;
     write_trace(run, out)

@@ -4,11 +4,14 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command};
 
 /// Spawns `cmd` so that the kernel kills it (SIGKILL) when rtscope exits,
-/// by any path, SIGKILL included.
+/// by any path, SIGKILL included (strictly: when the thread that spawned it
+/// ends, so that thread must outlive the child). The child stays in
+/// rtscope's process group, with no signal blocked.
 pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<Child> {
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec and only calls
-    // async-signal-safe functions (prctl, getppid, _exit).
+    // async-signal-safe functions (prctl, getppid, _exit, sigemptyset,
+    // sigprocmask) on a local sigset.
     unsafe {
         cmd.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
@@ -18,6 +21,11 @@ pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<Child> {
             if libc::getppid() as u32 != parent {
                 libc::_exit(1);
             }
+            // rtscope's threads block SIGINT/SIGTERM; the child must not
+            // inherit that, or it could not be asked to stop.
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             Ok(())
         });
     }
@@ -39,4 +47,97 @@ pub fn stop_child(child: &mut Child, grace: std::time::Duration) {
     }
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Every descendant of `pid` (children, their children, ...), from the
+/// parent pids in /proc: a shell's commands, a compiler driver's passes.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+            // Field 4 (ppid) follows the ")" that closes the name.
+            let ppid = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().nth(1))
+                .and_then(|f| f.parse::<u32>().ok());
+            if let Some(pp) = ppid {
+                parents.push((p, pp));
+            }
+        }
+    }
+    let mut out = vec![];
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(child, parent) in &parents {
+            if parent == p && !out.contains(&child) {
+                out.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    out
+}
+
+/// Kills `child` and everything it started, and reaps it. The family is
+/// frozen first (SIGSTOP, again for each process found, until no new one
+/// appears) so that nobody can start another process while it is being
+/// collected; then every member gets SIGKILL.
+pub fn stop_tree(child: &mut Child) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    let mut family = vec![child.id()];
+    signal(child.id(), libc::SIGSTOP);
+    for _ in 0..100 {
+        let found: Vec<u32> = descendants(child.id()).into_iter().filter(|p| !family.contains(p)).collect();
+        if found.is_empty() {
+            break;
+        }
+        for &p in &found {
+            signal(p, libc::SIGSTOP);
+        }
+        family.extend(found);
+    }
+    for &p in &family {
+        kill(p);
+    }
+    let _ = child.wait();
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill() with a plain pid and signal; a process already gone
+    // makes it fail harmlessly.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Kills process `pid` (SIGKILL); a process already gone is no error.
+pub fn kill(pid: u32) {
+    signal(pid, libc::SIGKILL);
+}
+
+/// Sets the calling thread's nice value (threads and processes it creates
+/// from now on inherit it).
+pub fn set_nice(nice: i32) -> std::io::Result<()> {
+    let tid = crate::sys::sched::thread_id();
+    // SAFETY: setpriority on this thread's own id.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Whether a process with this pid exists.
+pub fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The program `name` on PATH, if there.
+pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| {
+        use std::os::unix::fs::PermissionsExt;
+        p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
 }

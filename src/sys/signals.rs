@@ -30,6 +30,28 @@ pub fn block_in_this_thread() {
     }
 }
 
+/// Blocks SIGINT, SIGTERM, SIGHUP, SIGPIPE and every real-time signal in
+/// the calling thread: for rtscope's background threads (loads, the /proc
+/// sampler), which live across cells. A probe's timers signal the process
+/// with real-time signals that only its measuring threads may take; a
+/// thread started before them, with those signals open, would take (and,
+/// as they are ignored, lose) them.
+pub fn block_in_background_thread() {
+    block_in_this_thread();
+    // SAFETY: plain sigset manipulation on a local, zeroed sigset_t.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in libc::SIGRTMIN()..=libc::SIGRTMAX() {
+            libc::sigaddset(&mut set, s);
+        }
+        // A load writing to a socket whose reader has stopped gets EPIPE,
+        // not the SIGPIPE that ends rtscope (see `default_sigpipe`).
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// Output piped into `head` ends rtscope quietly, as any Unix tool: SIGPIPE
 /// gets its default action back (Rust ignores it).
 pub fn default_sigpipe() {

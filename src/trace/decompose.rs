@@ -421,6 +421,7 @@ impl CpuTrace {
             episode::verdict_named(&path.names(), self.cpu, s.seq, self.metric, s.value_ns, stages.as_ref(), &causes);
         let ep = Episode {
             probe: self.probe.to_string(),
+            load: None,
             metric: self.metric.to_string(),
             cpu: self.cpu,
             sample: s.seq,

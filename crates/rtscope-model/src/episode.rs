@@ -169,6 +169,9 @@ pub struct Slice {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Episode {
     pub probe: String,
+    /// The workload, in an assessment (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
     pub metric: String,
     pub cpu: i64,
     /// The sample's number on its CPU, from 1.
@@ -428,11 +431,81 @@ impl TraceSummary {
     pub fn lost(&self) -> u64 {
         self.per_cpu.iter().map(|c| c.lost).sum()
     }
+
+    /// Adds what the tracer did in another part of the same run (an
+    /// assessment traces each cell with its own instance): counts add up
+    /// per CPU, the reader's CPU share is over both parts' wall time.
+    pub fn absorb(&mut self, other: &TraceSummary) {
+        if self.instance.is_empty() {
+            *self = other.clone();
+            return;
+        }
+        let wall = |t: &TraceSummary| {
+            if t.reader_cpu_pct > 0.0 { t.reader_cpu_ns as f64 * 100.0 / t.reader_cpu_pct } else { 0.0 }
+        };
+        let walls = wall(self) + wall(other);
+        self.reader_cpu_ns += other.reader_cpu_ns;
+        self.reader_cpu_pct = if walls > 0.0 { 100.0 * self.reader_cpu_ns as f64 / walls } else { 0.0 };
+        for e in &other.events {
+            if !self.events.contains(e) {
+                self.events.push(e.clone());
+            }
+        }
+        for m in &other.missing {
+            if !self.missing.contains(m) {
+                self.missing.push(m.clone());
+            }
+        }
+        for c in &other.per_cpu {
+            match self.per_cpu.iter_mut().find(|x| x.cpu == c.cpu) {
+                Some(x) => {
+                    x.events += c.events;
+                    x.lost += c.lost;
+                    x.bytes += c.bytes;
+                    x.samples += c.samples;
+                    x.decomposed += c.decomposed;
+                    x.incomplete += c.incomplete;
+                    x.switch_inferred += c.switch_inferred;
+                    x.samples_dropped += c.samples_dropped;
+                    x.read_errors += c.read_errors;
+                }
+                None => self.per_cpu.push(c.clone()),
+            }
+        }
+        self.episodes_built += other.episodes_built;
+        self.episodes_kept += other.episodes_kept;
+    }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn trace_summaries_of_two_cells_add_up() {
+        let a = TraceSummary {
+            instance: "rtscope-1".into(),
+            events: vec!["sched:sched_switch".into()],
+            per_cpu: vec![TraceCpu { cpu: 0, events: 10, lost: 1, ..Default::default() }],
+            reader_cpu_ns: 1_000,
+            reader_cpu_pct: 1.0,
+            episodes_kept: 2,
+            ..Default::default()
+        };
+        let mut sum = TraceSummary::default();
+        sum.absorb(&a);
+        let mut b = a.clone();
+        b.reader_cpu_pct = 0.5;
+        b.per_cpu.push(TraceCpu { cpu: 1, events: 5, ..Default::default() });
+        sum.absorb(&b);
+        assert_eq!(sum.per_cpu[0].events, 20);
+        assert_eq!(sum.per_cpu[1].events, 5);
+        assert_eq!(sum.lost(), 2);
+        assert_eq!(sum.episodes_kept, 4);
+        assert_eq!(sum.events.len(), 1);
+        // 2000 ns of reader CPU over 100_000 + 200_000 ns of wall time.
+        assert!((sum.reader_cpu_pct - 2000.0 * 100.0 / 300_000.0).abs() < 1e-9, "{}", sum.reader_cpu_pct);
+    }
 
     fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
         Cause { kind, name: name.into(), pid: None, irq: None, sched: None, stage: None, ns }
@@ -470,6 +543,7 @@ pub(crate) mod tests {
         let latency = stages.total();
         Episode {
             probe: "wakeup".into(),
+            load: None,
             metric: "latency".into(),
             cpu: 1,
             sample: 8412,

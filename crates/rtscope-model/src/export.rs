@@ -2,6 +2,7 @@
 //! shares, plus full per-interval histograms), CSV per bucket, and the
 //! HdrHistogram interval log. JSON imports back exactly.
 
+use crate::characterisation::{Characterisation, CpuScore};
 use crate::episode::{Episode, TraceSummary};
 use crate::hist::{self, Stats};
 use crate::inventory::Inventory;
@@ -36,8 +37,10 @@ pub const RESULT_KEYS: [&str; 14] = [
 ];
 /// The newest format version this build reads and writes. A document
 /// holds version 1 when no series in it is signed (the format before signed
-/// series existed: older readers read it), 2 when one is.
-pub const FORMAT_VERSION: u32 = 2;
+/// series existed: older readers read it), 2 when one is, 3 when its rows
+/// carry a `load` (an assessment: a reader of version 2 would take the
+/// same probe, metric and CPU under two loads for a duplicate).
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The JSON document: `run_id`, `status`, `results` first (the common
 /// shape), then the run header and, in a full export, every series.
@@ -56,6 +59,11 @@ pub struct RunDoc {
     pub trace: Option<TraceSummary>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub episodes: Vec<Episode>,
+    /// Per load, the kernel's per-second rates while it ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub characterisation: Vec<Characterisation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_score: Option<CpuScore>,
 }
 
 /// A result row with its whole-run histogram as `[lowest_ns, highest_ns,
@@ -125,7 +133,13 @@ pub fn run_doc(run: &Run, full: bool) -> RunDoc {
         run.series.iter().map(|s| ResultDoc { row: s.result(), histogram: hist::signed_buckets(s.total()) }).collect();
     RunDoc {
         format: FORMAT.into(),
-        format_version: if run.series.iter().any(Series::is_signed) { 2 } else { 1 },
+        format_version: if run.series.iter().any(|s| s.key.load.is_some()) {
+            3
+        } else if run.series.iter().any(Series::is_signed) {
+            2
+        } else {
+            1
+        },
         run_id: run.header.id,
         status: run.header.status,
         results,
@@ -133,6 +147,8 @@ pub fn run_doc(run: &Run, full: bool) -> RunDoc {
         series: full.then(|| run.series.iter().map(series_doc).collect()),
         trace: run.trace.clone(),
         episodes: run.episodes.clone(),
+        characterisation: run.characterisation.clone(),
+        cpu_score: run.cpu_score.clone(),
     }
 }
 
@@ -198,7 +214,7 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
     for s in series_docs {
         let mut intervals = Vec::new();
         for iv in s.intervals {
-            let where_ = || format!("{origin}: {}/{} cpu {} interval {}", s.key.probe, s.key.metric, s.key.cpu, iv.seq);
+            let where_ = || format!("{origin}: {} interval {}", s.key.describe(), iv.seq);
             let bytes = B64.decode(iv.hdr.as_bytes()).map_err(|e| anyhow!("{}: bad base64: {e}", where_()))?;
             let neg = match iv.neg {
                 Some(n) => Some(NegHalf {
@@ -230,7 +246,7 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
                 neg,
             });
         }
-        let what = format!("{origin}: {}/{} cpu {}", s.key.probe, s.key.metric, s.key.cpu);
+        let what = format!("{origin}: {}", s.key.describe());
         let exceedances = s.exceedances.into_iter().map(|[t_ns, value_ns]| Exceedance { t_ns, value_ns }).collect();
         let mut one =
             Series::new(s.key, s.unit, s.exceed, intervals, exceedances).map_err(|e| anyhow!("{what} {e}"))?;
@@ -244,17 +260,26 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
         series,
         episodes: doc.episodes,
         trace: doc.trace,
+        characterisation: doc.characterisation,
+        cpu_score: doc.cpu_score,
     })
 }
 
 /// One row per non-empty histogram bucket of each series' whole-run
 /// histogram (a signed series' negative buckets first, with negative bounds).
+/// An assessment's rows end with the load (a last column `load`).
 pub fn write_csv(run: &Run, out: &mut dyn Write) -> Result<()> {
-    writeln!(out, "run_id,probe,metric,cpu,lowest_ns,highest_ns,count")?;
+    let loads = run.series.iter().any(|s| s.key.load.is_some());
+    writeln!(out, "run_id,probe,metric,cpu,lowest_ns,highest_ns,count{}", if loads { ",load" } else { "" })?;
     for s in &run.series {
         let total = s.total();
+        let load = match (&s.key.load, loads) {
+            (Some(l), _) => format!(",{}", csv_field(l)),
+            (None, true) => ",".into(),
+            (None, false) => String::new(),
+        };
         let row = |out: &mut dyn Write, lo: i64, hi: i64, n: u64| {
-            writeln!(out, "{},{},{},{},{lo},{hi},{n}", run.header.id, s.key.probe, s.key.metric, s.key.cpu)
+            writeln!(out, "{},{},{},{},{lo},{hi},{n}{load}", run.header.id, s.key.probe, s.key.metric, s.key.cpu)
         };
         let beyond = hist::HIGHEST_NS as i64 + 1;
         if let Some(neg) = total.neg.as_ref().filter(|n| n.stats.overflows > 0) {
@@ -270,8 +295,14 @@ pub fn write_csv(run: &Run, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
+/// A CSV field, quoted when it holds a comma or a quote (a `cmd:` load).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
 /// The HdrHistogram interval log: one line per checkpoint interval and
-/// series, tagged `probe.metric.cpuN`, values in nanoseconds.
+/// series, tagged `probe.metric.cpuN` (`probe.metric.cpuN@load` in an
+/// assessment), values in nanoseconds.
 pub fn write_hdr_log(run: &Run, out: &mut dyn Write) -> Result<()> {
     let start = UNIX_EPOCH + Duration::from_nanos(run.header.started_unix_ns.max(0) as u64);
     let mut serializer = V2DeflateSerializer::new();
@@ -286,7 +317,12 @@ pub fn write_hdr_log(run: &Run, out: &mut dyn Write) -> Result<()> {
     // magnitudes (an HdrHistogram holds no negative value).
     let mut lines: Vec<(u64, String, &Interval, bool)> = Vec::new();
     for s in &run.series {
-        let tag = format!("{}.{}.cpu{}", s.key.probe, s.key.metric, s.key.cpu);
+        let mut tag = format!("{}.{}.cpu{}", s.key.probe, s.key.metric, s.key.cpu);
+        if let Some(l) = &s.key.load {
+            // Tags hold no whitespace or comma.
+            tag.push('@');
+            tag.extend(l.chars().map(|c| if c.is_whitespace() || c == ',' { '_' } else { c }));
+        }
         for iv in &s.intervals {
             lines.push((iv.start_ns, tag.clone(), iv, false));
             if iv.neg.is_some() {
@@ -373,6 +409,35 @@ mod tests {
             })
             .collect();
         assert!(tags.iter().any(|t| t == "sleep.nanosleep@5ms.cpu1.neg"), "{tags:?}");
+    }
+
+    #[test]
+    fn an_assessment_is_version_3_with_loads_and_characterisation() {
+        let run = crate::store::tests_support::matrix_run();
+        let mut text = Vec::new();
+        write_json(&run, true, &mut text).unwrap();
+        let back = read_json(std::str::from_utf8(&text).unwrap(), "m.json").unwrap();
+        assert_eq!(back, run);
+        let v: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(v["format_version"], 3);
+        assert!(v["results"].as_array().unwrap().iter().all(|r| r["load"].is_string()));
+        assert_eq!(v["characterisation"].as_array().unwrap().len(), 2);
+        assert_eq!(v["characterisation"][0]["load"], "idle");
+        assert_eq!(v["cpu_score"]["score"], 41_000);
+        let mut csv = Vec::new();
+        write_csv(&run, &mut csv).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        assert!(csv.starts_with("run_id,probe,metric,cpu,lowest_ns,highest_ns,count,load\n"), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().ends_with(",cpu"));
+        let mut log = Vec::new();
+        write_hdr_log(&run, &mut log).unwrap();
+        assert!(String::from_utf8_lossy(&log).contains("wakeup.latency.cpu0@idle"));
+        // Single-probe documents carry no load, no characterisation.
+        let mut plain = Vec::new();
+        write_json(&sample_run(), false, &mut plain).unwrap();
+        let plain = String::from_utf8(plain).unwrap();
+        assert!(!plain.contains("\"load\"") && !plain.contains("characterisation") && !plain.contains("cpu_score"));
+        assert_eq!(csv_field("cmd:'a, b'"), "\"cmd:'a, b'\"");
     }
 
     #[test]

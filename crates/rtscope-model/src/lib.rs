@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+pub mod characterisation;
 pub mod compare;
 pub mod episode;
 pub mod export;

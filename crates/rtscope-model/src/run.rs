@@ -1,6 +1,7 @@
 //! The result model: a run, its series (one per probe, metric and CPU),
 //! their checkpoint intervals and exceedances.
 
+use crate::characterisation::{Characterisation, CpuScore};
 use crate::episode::{Episode, TraceSummary};
 use crate::hist::{Hist, Stats, Summary, Tally};
 use crate::inventory::{Inventory, Warning};
@@ -84,6 +85,26 @@ pub struct SeriesKey {
     pub metric: String,
     /// The CPU measured, or -1 for a series not tied to one.
     pub cpu: i64,
+    /// The workload it was measured under, in an assessment (`rtscope
+    /// run`): `idle`, `cpu`, `net:1000@1`, ...; None for a single probe's
+    /// run, which knows nothing of what else ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
+}
+
+impl SeriesKey {
+    /// A key without a load (a single probe's run).
+    pub fn new(probe: &str, metric: &str, cpu: i64) -> SeriesKey {
+        SeriesKey { probe: probe.into(), metric: metric.into(), cpu, load: None }
+    }
+
+    /// `probe/metric cpu N` and ` under LOAD` when there is one, for messages.
+    pub fn describe(&self) -> String {
+        match &self.load {
+            Some(l) => format!("{}/{} cpu {} under {l}", self.probe, self.metric, self.cpu),
+            None => format!("{}/{} cpu {}", self.probe, self.metric, self.cpu),
+        }
+    }
 }
 
 /// One checkpoint interval of one series.
@@ -237,6 +258,7 @@ impl Series {
             probe: self.key.probe.clone(),
             metric: self.key.metric.clone(),
             cpu: self.key.cpu,
+            load: self.key.load.clone(),
             summary: total.summary(),
             overruns: self.overruns(),
             lost_exceedances: self.lost_exceedances(),
@@ -254,6 +276,9 @@ pub struct ResultRow {
     pub probe: String,
     pub metric: String,
     pub cpu: i64,
+    /// The workload, in an assessment's rows (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
     #[serde(flatten)]
     pub summary: Summary,
     pub overruns: u64,
@@ -277,6 +302,11 @@ pub struct Run {
     pub episodes: Vec<Episode>,
     /// What the tracer did, for a traced run.
     pub trace: Option<TraceSummary>,
+    /// Per workload, what the kernel counted while it ran (an assessment
+    /// or `rtscope load`); empty otherwise.
+    pub characterisation: Vec<Characterisation>,
+    /// The short CPU score measured with the run, when it was.
+    pub cpu_score: Option<CpuScore>,
 }
 
 impl Run {

@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes. Bump it with a step in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -74,7 +74,7 @@ CREATE INDEX exceedances_by_series ON exceedances (series_id, t_ns);
 
 /// The steps from each schema version to the next, applied in order to a
 /// new store (after `SCHEMA`, which is version 1) and to an older one.
-const MIGRATIONS: [(i64, &str); 2] = [
+const MIGRATIONS: [(i64, &str); 3] = [
     (
         // 2: signed series (the negative half of each interval) and the
         // probes' own per-series figures. NULL for unsigned series and for
@@ -111,7 +111,60 @@ const MIGRATIONS: [(i64, &str); 2] = [
             PRIMARY KEY (run_id, name)
         );",
     ),
+    (
+        // 4: the workload dimension of an assessment: a series and an
+        // episode are also keyed by the load they were measured under.
+        // SQLite cannot change a table's key in place: each table is
+        // rebuilt (with foreign keys off, see `init`) and its rows copied;
+        // older rows get load '' (none: a single probe's run).
+        4,
+        "CREATE TABLE series_v4 (
+            id      INTEGER PRIMARY KEY,
+            run_id  INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            probe   TEXT NOT NULL,
+            metric  TEXT NOT NULL,
+            cpu     INTEGER NOT NULL,
+            unit    TEXT NOT NULL,
+            exceed  TEXT NOT NULL,
+            extra   TEXT,
+            load    TEXT NOT NULL DEFAULT '',
+            UNIQUE (run_id, probe, metric, cpu, load)
+        );
+        INSERT INTO series_v4 (id, run_id, probe, metric, cpu, unit, exceed, extra)
+            SELECT id, run_id, probe, metric, cpu, unit, exceed, extra FROM series;
+        DROP TABLE series;
+        ALTER TABLE series_v4 RENAME TO series;
+        CREATE TABLE episodes_v4 (
+            run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+            load       TEXT NOT NULL DEFAULT '',
+            probe      TEXT NOT NULL,
+            metric     TEXT NOT NULL,
+            cpu        INTEGER NOT NULL,
+            sample     INTEGER NOT NULL,
+            woke_ns    INTEGER NOT NULL,
+            latency_ns INTEGER NOT NULL,
+            verdict    TEXT NOT NULL,
+            doc        TEXT NOT NULL,
+            PRIMARY KEY (run_id, load, probe, metric, cpu, sample)
+        );
+        INSERT INTO episodes_v4 (run_id, probe, metric, cpu, sample, woke_ns, latency_ns, verdict, doc)
+            SELECT run_id, probe, metric, cpu, sample, woke_ns, latency_ns, verdict, doc FROM episodes;
+        DROP TABLE episodes;
+        ALTER TABLE episodes_v4 RENAME TO episodes;",
+    ),
 ];
+
+/// A cause episode's key in a run: (load, probe, metric, cpu, sample).
+pub type EpisodeKey = (Option<String>, String, String, i64, u64);
+
+/// The load column: '' for none.
+fn load_col(load: &Option<String>) -> &str {
+    load.as_deref().unwrap_or("")
+}
+
+fn load_of(col: String) -> Option<String> {
+    (!col.is_empty()).then_some(col)
+}
 
 /// An open run store.
 pub struct Store {
@@ -165,7 +218,16 @@ impl Store {
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
             bail!("cannot switch to WAL mode (got {mode})");
         }
-        self.conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")?;
+        // Foreign keys stay off while the schema is created or migrated: a
+        // migration that rebuilds a table must not cascade its DROP to the
+        // rows that refer to it (SQLite's documented procedure).
+        self.conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;")?;
+        self.create_or_migrate()?;
+        self.conn.execute_batch("PRAGMA foreign_keys=ON;")?;
+        Ok(())
+    }
+
+    fn create_or_migrate(&mut self) -> Result<()> {
         let has_meta: bool = self
             .conn
             .query_row("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'", [], |r| {
@@ -198,6 +260,10 @@ impl Store {
         }
         if version < SCHEMA_VERSION {
             migrate(&tx, version).with_context(|| format!("upgrading the store from schema version {version}"))?;
+            let broken: i64 = tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))?;
+            if broken > 0 {
+                bail!("upgrading the store from schema version {version} left {broken} rows without their parent");
+            }
         }
         tx.commit()?;
         Ok(())
@@ -271,12 +337,12 @@ impl Store {
 
     /// Keeps new cause episodes and drops those pushed out of the worst-N
     /// (`(probe, metric, cpu, sample)`), atomically.
-    pub fn store_episodes(&mut self, run_id: i64, keep: &[Episode], drop: &[(String, String, i64, u64)]) -> Result<()> {
+    pub fn store_episodes(&mut self, run_id: i64, keep: &[Episode], drop: &[EpisodeKey]) -> Result<()> {
         let tx = self.conn.transaction()?;
-        for (probe, metric, cpu, sample) in drop {
+        for (load, probe, metric, cpu, sample) in drop {
             tx.execute(
-                "DELETE FROM episodes WHERE run_id=?1 AND probe=?2 AND metric=?3 AND cpu=?4 AND sample=?5",
-                params![run_id, probe, metric, cpu, i(*sample)],
+                "DELETE FROM episodes WHERE run_id=?1 AND load=?2 AND probe=?3 AND metric=?4 AND cpu=?5 AND sample=?6",
+                params![run_id, load_col(load), probe, metric, cpu, i(*sample)],
             )?;
         }
         for e in keep {
@@ -432,14 +498,15 @@ impl Store {
             self.conn
                 .query_row("SELECT inventory, plan FROM runs WHERE id=?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))?;
         let mut st = self.conn.prepare(
-            "SELECT id, probe, metric, cpu, unit, exceed, extra FROM series WHERE run_id=?1 ORDER BY probe, metric, cpu",
+            "SELECT id, probe, metric, cpu, unit, exceed, extra, load FROM series WHERE run_id=?1
+             ORDER BY probe, metric, cpu, load",
         )?;
         type Row = (i64, SeriesKey, String, String, Option<String>);
         let rows: Vec<Row> = st
             .query_map([id], |r| {
                 Ok((
                     r.get(0)?,
-                    SeriesKey { probe: r.get(1)?, metric: r.get(2)?, cpu: r.get(3)? },
+                    SeriesKey { probe: r.get(1)?, metric: r.get(2)?, cpu: r.get(3)?, load: load_of(r.get(7)?) },
                     r.get(4)?,
                     r.get(5)?,
                     r.get(6)?,
@@ -512,7 +579,7 @@ impl Store {
             let exceedances = est
                 .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
                 .collect::<Result<_, _>>()?;
-            let what = format!("run {id}, {}/{} cpu {}", key.probe, key.metric, key.cpu);
+            let what = format!("run {id}, {}", key.describe());
             let mut s = Series::new(key, unit, exceed, intervals, exceedances).map_err(|e| anyhow!("{what}: {e}"))?;
             if let Some(text) = extra {
                 s.extra = serde_json::from_str(&text).with_context(|| format!("{what}: stored extra figures"))?;
@@ -521,6 +588,14 @@ impl Store {
         }
         let trace =
             self.run_data(id, "trace")?.map(serde_json::from_value).transpose().context("stored trace summary")?;
+        let characterisation = self
+            .run_data(id, "characterisation")?
+            .map(serde_json::from_value)
+            .transpose()
+            .context("stored characterisation")?
+            .unwrap_or_default();
+        let cpu_score =
+            self.run_data(id, "cpu_score")?.map(serde_json::from_value).transpose().context("stored CPU score")?;
         Ok(Run {
             header,
             inventory: serde_json::from_str(&inv).context("stored inventory")?,
@@ -528,6 +603,8 @@ impl Store {
             series,
             episodes: self.episodes(id)?,
             trace,
+            characterisation,
+            cpu_score,
         })
     }
 
@@ -540,7 +617,7 @@ impl Store {
         }
         let mut seen = std::collections::HashSet::new();
         if let Some(dup) = run.series.iter().find(|s| !seen.insert(&s.key)) {
-            bail!("run {} lists {}/{} cpu {} twice", run.header.uuid, dup.key.probe, dup.key.metric, dup.key.cpu);
+            bail!("run {} lists {} twice", run.header.uuid, dup.key.describe());
         }
         // A run still measuring elsewhere (or dead there) is partial here.
         let mut header = run.header.clone();
@@ -563,11 +640,18 @@ impl Store {
         for e in &run.episodes {
             insert_episode(&tx, id, e)?;
         }
+        let mut docs = Vec::new();
         if let Some(t) = &run.trace {
-            tx.execute(
-                "INSERT INTO run_data (run_id, name, doc) VALUES (?1, 'trace', ?2)",
-                params![id, serde_json::to_string(t)?],
-            )?;
+            docs.push(("trace", serde_json::to_string(t)?));
+        }
+        if !run.characterisation.is_empty() {
+            docs.push(("characterisation", serde_json::to_string(&run.characterisation)?));
+        }
+        if let Some(c) = &run.cpu_score {
+            docs.push(("cpu_score", serde_json::to_string(c)?));
+        }
+        for (name, doc) in docs {
+            tx.execute("INSERT INTO run_data (run_id, name, doc) VALUES (?1, ?2, ?3)", params![id, name, doc])?;
         }
         tx.commit()?;
         Ok(id)
@@ -621,8 +705,8 @@ fn insert_header(
 
 fn insert_series(conn: &Connection, run_id: i64, key: &SeriesKey, unit: &str, exceed: &str) -> Result<i64> {
     conn.execute(
-        "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        params![run_id, key.probe, key.metric, key.cpu, unit, exceed],
+        "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed, load) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![run_id, key.probe, key.metric, key.cpu, unit, exceed, load_col(&key.load)],
     )?;
     Ok(conn.last_insert_rowid())
 }
@@ -666,8 +750,8 @@ fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> Result<()> {
 
 fn insert_episode(tx: &Transaction, run: i64, e: &Episode) -> Result<()> {
     tx.execute(
-        "INSERT OR REPLACE INTO episodes (run_id, probe, metric, cpu, sample, woke_ns, latency_ns, verdict, doc)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT OR REPLACE INTO episodes (run_id, probe, metric, cpu, sample, woke_ns, latency_ns, verdict, doc, load)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             run,
             e.probe,
@@ -677,7 +761,8 @@ fn insert_episode(tx: &Transaction, run: i64, e: &Episode) -> Result<()> {
             i(e.woke_ns),
             i(e.latency_ns),
             e.verdict,
-            serde_json::to_string(e)?
+            serde_json::to_string(e)?,
+            load_col(&e.load),
         ],
     )?;
     Ok(())
@@ -735,7 +820,7 @@ pub(crate) mod tests_support {
                     0,
                 ));
             }
-            let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu };
+            let key = SeriesKey::new("wakeup", "latency", cpu);
             let exceedances =
                 vec![Exceedance { t_ns: 5_000, value_ns: 9_000 }, Exceedance { t_ns: 7_000, value_ns: 8_990 }];
             series.push(Series::new(key, "ns".into(), "adaptive".into(), intervals, exceedances).unwrap());
@@ -769,6 +854,8 @@ pub(crate) mod tests_support {
                 per_cpu: vec![crate::episode::TraceCpu { cpu: 1, events: 10, lost: 2, ..Default::default() }],
                 ..Default::default()
             }),
+            characterisation: vec![],
+            cpu_score: None,
         }
     }
 
@@ -785,11 +872,46 @@ pub(crate) mod tests_support {
             }
             intervals.push(Interval::new(seq, u64::from(seq) * 100, u64::from(seq + 1) * 100, &t, 0, 0));
         }
-        let key = SeriesKey { probe: "sleep".into(), metric: "nanosleep@5ms".into(), cpu: 1 };
+        let key = SeriesKey::new("sleep", "nanosleep@5ms", 1);
         let mut s = Series::new(key, "ns".into(), "adaptive".into(), intervals, vec![]).unwrap();
         s.extra.insert("timer_slack_ns".into(), 50_000.into());
         // The store lists series by probe, metric and CPU.
         run.series.insert(0, s);
+        run
+    }
+
+    /// An assessment: the sample run's series under two loads, their
+    /// characterisation and a CPU score.
+    pub(crate) fn matrix_run() -> Run {
+        use crate::characterisation::{Accumulator, CpuScore};
+        let mut run = sample_run();
+        run.header.uuid.push_str("-matrix");
+        run.header.kind = "run".into();
+        let mut series = Vec::new();
+        for load in ["cpu", "idle"] {
+            for s in &run.series {
+                let mut s = s.clone();
+                s.key.load = Some(load.into());
+                series.push(s);
+            }
+        }
+        // The store lists them by probe, metric, CPU, then load.
+        series.sort_by(|a, b| a.key.cmp(&b.key));
+        run.series = series;
+        for e in &mut run.episodes {
+            e.load = Some("cpu".into());
+        }
+        run.characterisation = ["idle", "cpu"].iter().map(|l| Accumulator::new(l, &[0, 1]).finish()).collect();
+        run.cpu_score = Some(CpuScore {
+            score: 41_000,
+            method: "test".into(),
+            version: 1,
+            cpu: 0,
+            slices: 10,
+            slice_ms: 200,
+            min: 40_000,
+            max: 42_000,
+        });
         run
     }
 }
@@ -905,6 +1027,93 @@ mod tests {
     }
 
     #[test]
+    fn an_assessment_round_trips_with_its_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("m.db")).unwrap();
+        let run = super::tests_support::matrix_run();
+        let id = store.insert_run(&run).unwrap();
+        let mut back = store.load_run(id).unwrap();
+        back.header.id = 0;
+        assert_eq!(back.series.len(), 4);
+        assert_eq!(back.series[0].key.load.as_deref(), Some("cpu"));
+        assert_eq!(back.characterisation.len(), 2);
+        assert_eq!(back.cpu_score.as_ref().unwrap().score, 41_000);
+        assert_eq!(back.episodes[0].load.as_deref(), Some("cpu"));
+        assert!(back == run, "the runs differ");
+        // An episode is dropped by its whole key, load included.
+        let e = &run.episodes[0];
+        let other = (None, e.probe.clone(), e.metric.clone(), e.cpu, e.sample);
+        store.store_episodes(id, &[], &[other]).unwrap();
+        assert_eq!(store.episodes(id).unwrap().len(), 1);
+        let key = (e.load.clone(), e.probe.clone(), e.metric.clone(), e.cpu, e.sample);
+        store.store_episodes(id, &[], &[key]).unwrap();
+        assert!(store.episodes(id).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_version_3_store_keeps_its_rows_when_upgraded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v3.db");
+        let run = super::tests_support::signed_run();
+        {
+            // A store as version 3 wrote it, with a run in it.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA).unwrap();
+            conn.execute_batch(
+                "INSERT INTO meta VALUES ('schema_version', '1'); INSERT INTO meta VALUES ('application', 'rtscope');",
+            )
+            .unwrap();
+            let tx = conn.unchecked_transaction().unwrap();
+            for (_, sql) in MIGRATIONS.iter().filter(|(v, _)| *v <= 3) {
+                tx.execute_batch(sql).unwrap();
+            }
+            tx.execute("UPDATE meta SET value='3' WHERE key='schema_version'", []).unwrap();
+            let id = insert_header(&tx, &run.header, &run.inventory, &run.plan, None).unwrap();
+            for s in &run.series {
+                tx.execute(
+                    "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![id, s.key.probe, s.key.metric, s.key.cpu, s.unit, s.exceed],
+                )
+                .unwrap();
+                let sid = tx.last_insert_rowid();
+                set_extra(&tx, sid, &s.extra).unwrap();
+                for iv in &s.intervals {
+                    insert_interval(&tx, sid, iv).unwrap();
+                }
+                insert_exceedances(&tx, sid, &s.exceedances).unwrap();
+            }
+            let e = &run.episodes[0];
+            tx.execute(
+                "INSERT INTO episodes VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                params![id, e.probe, e.metric, e.cpu, 5, 1, 2, e.verdict, serde_json::to_string(e).unwrap()],
+            )
+            .unwrap();
+            tx.commit().unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        let mut back = store.load_run(1).unwrap();
+        back.header.id = 0;
+        assert_eq!(back.series.len(), run.series.len());
+        for (a, b) in back.series.iter().zip(&run.series) {
+            assert_eq!(a.key, b.key, "old series have no load");
+            assert!(a.intervals == b.intervals && a.exceedances == b.exceedances, "{:?}", a.key);
+        }
+        assert_eq!(back.episodes.len(), 1);
+        drop(store);
+        // The rebuilt tables still cascade a run's deletion.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA foreign_keys=ON; DELETE FROM runs;").unwrap();
+        let left: i64 = conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM series) + (SELECT count(*) FROM intervals) + (SELECT count(*) FROM episodes)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 0);
+    }
+
+    #[test]
     fn refuses_unusable_paths() {
         let err = Store::open(Path::new("/nonexistent-dir/x.db")).err().unwrap().to_string();
         assert!(err.contains("--db"), "{err}");
@@ -959,7 +1168,7 @@ mod tests {
         b.latency_ns = 2_000_000;
         store.store_episodes(id, &[a.clone(), b.clone()], &[]).unwrap();
         assert_eq!(store.episodes(id).unwrap(), vec![b.clone(), a.clone()], "worst first");
-        let key = (a.probe.clone(), a.metric.clone(), a.cpu, a.sample);
+        let key = (None, a.probe.clone(), a.metric.clone(), a.cpu, a.sample);
         store.store_episodes(id, &[], &[key]).unwrap();
         assert_eq!(store.load_run(id).unwrap().episodes, vec![b]);
         store.put_run_data(id, "trace", &serde_json::json!({"instance": "x", "clock": "mono"})).unwrap();

@@ -539,7 +539,7 @@ mod tests {
     }
 
     fn series(values: &[i64], rate: f64) -> SeriesAnalysis {
-        let key = SeriesKey { probe: "wakeup".into(), metric: "latency".into(), cpu: 0 };
+        let key = SeriesKey::new("wakeup", "latency", 0);
         let opts = Options { periods: vec![], ..Options::default() };
         analyze_samples(key, values, None, Some(rate), &opts).unwrap()
     }

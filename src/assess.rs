@@ -1,0 +1,670 @@
+//! The assessment (`rtscope run`): every probe under every load, one cell
+//! each, all in one stored run; then the matrix (worst case and p99.9 per
+//! probe metric and load), the loads' characterisation and a CPU score.
+//! Also `rtscope load`: loads alone, characterised.
+//!
+//! A run: the CPU score on an idle machine; then for each cell in order
+//! (load by load, or shuffled): start its load if another one runs (it
+//! ramps up for `ramp_up` before anything is measured, and the /proc
+//! sampler characterises it from then until it stops), then measure the
+//! probe under it for `warmup` (not recorded) + `duration`.
+
+use crate::load::sampler::Sampler;
+use crate::load::{self, LoadSpec, Running};
+use crate::probe::registry::{self, Built};
+use crate::probe::{Cell, CellOutcome, Session, verdict};
+use crate::report::{self, Report};
+use crate::sys::{clock, cpu, inventory, process};
+use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::characterisation::Accumulator;
+use rtscope_model::episode::TraceSummary;
+use rtscope_model::inventory::format_cpu_list;
+use rtscope_model::run::RunStatus;
+use rtscope_model::store::Store;
+use rtscope_model::units::{self, parse_duration};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+/// The embedded default assessment (`rtscope run`).
+pub const DEFAULT_PLAN: &str = include_str!("../plans/default.toml");
+/// `rtscope run --quick`.
+pub const QUICK_PLAN: &str = include_str!("../plans/quick.toml");
+
+/// A campaign file, or the embedded plans: every key optional.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    pub probes: Option<Vec<String>>,
+    pub loads: Option<Vec<String>>,
+    /// Per cell.
+    pub duration: Option<String>,
+    pub warmup: Option<String>,
+    pub ramp_up: Option<String>,
+    /// How long the CPU score measures.
+    pub score: Option<String>,
+    pub shuffle: Option<bool>,
+    pub seed: Option<u64>,
+    /// Measured CPUs.
+    pub cpus: Option<String>,
+    /// The loads' CPUs.
+    pub load_cpus: Option<String>,
+    pub trace: Option<bool>,
+    pub checkpoint: Option<String>,
+    /// Each probe's own arguments.
+    #[serde(default)]
+    pub args: BTreeMap<String, Vec<String>>,
+}
+
+impl PlanFile {
+    /// Parses a plan's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<PlanFile> {
+        toml::from_str(text).map_err(|e| anyhow!("{origin}: {}", e.to_string().trim_end()))
+    }
+
+    /// `other`'s keys over this plan's.
+    pub fn overlay(mut self, other: PlanFile) -> PlanFile {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if other.$f.is_some() { self.$f = other.$f; } )* };
+        }
+        take!(probes, loads, duration, warmup, ramp_up, score, shuffle, seed, cpus, load_cpus, trace, checkpoint);
+        self.args.extend(other.args);
+        self
+    }
+}
+
+/// What `rtscope run` was asked, beyond the plan.
+pub struct Options {
+    pub db: PathBuf,
+    pub json: Option<PathBuf>,
+    pub quiet: bool,
+    pub no_dma_latency: bool,
+}
+
+/// A validated plan: everything checked before anything is measured.
+pub struct Plan {
+    /// Where it came from: `default`, `quick`, a file.
+    pub source: String,
+    pub cpus: Vec<usize>,
+    pub load_cpus: Vec<usize>,
+    pub probes: Vec<Built>,
+    pub loads: Vec<LoadSpec>,
+    pub cell_ns: u64,
+    pub warmup_ns: u64,
+    pub ramp_ns: u64,
+    pub score_ns: u64,
+    pub shuffle: bool,
+    pub seed: u64,
+    /// (load index, probe index), in the order measured.
+    pub cells: Vec<(usize, usize)>,
+    /// Probes measured without --trace (they cannot be traced yet).
+    pub untraced: Vec<&'static str>,
+    pub trace: bool,
+}
+
+fn dur(key: &str, v: &Option<String>, origin: &str) -> Result<Option<u64>> {
+    v.as_deref().map(|s| parse_duration(s).map_err(|e| anyhow!("{origin}: {key} = '{s}': {e}"))).transpose()
+}
+
+/// A tiny xorshift: the shuffle needs no crate.
+fn shuffled<T>(mut v: Vec<T>, seed: u64) -> Vec<T> {
+    let mut x = seed | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+impl Plan {
+    /// Checks `file` (from `origin`) and builds every probe and load.
+    pub fn resolve(file: &PlanFile, origin: &str, db: &Path) -> Result<Plan> {
+        let cpus = match &file.cpus {
+            Some(list) => cpu::parse_selection(&format!("{origin}: cpus"), list)?,
+            None => cpu::online(),
+        };
+        let load_cpus = match &file.load_cpus {
+            Some(list) => cpu::parse_selection(&format!("{origin}: load_cpus"), list)?,
+            None => cpu::online(),
+        };
+        let cell_ns = dur("duration", &file.duration, origin)?.unwrap_or(10_000_000_000);
+        if cell_ns < 1_000_000_000 {
+            bail!("{origin}: duration (per cell) must be at least 1s (e.g. --duration 10s)");
+        }
+        let warmup_ns = dur("warmup", &file.warmup, origin)?.unwrap_or(1_000_000_000);
+        let ramp_ns = dur("ramp_up", &file.ramp_up, origin)?.unwrap_or(2_000_000_000);
+        let score_ns = dur("score", &file.score, origin)?.unwrap_or(2_000_000_000);
+        for (key, v, max) in [("warmup", warmup_ns, 600), ("ramp_up", ramp_ns, 600), ("score", score_ns, 60)] {
+            if v > max * 1_000_000_000 {
+                bail!("{origin}: {key} must be at most {max}s");
+            }
+        }
+        if score_ns < 100_000_000 {
+            bail!("{origin}: score must be at least 100ms (e.g. score = \"2s\")");
+        }
+        let checkpoint = file.checkpoint.clone().unwrap_or_else(|| "10s".into());
+        let names = file
+            .probes
+            .clone()
+            .unwrap_or_else(|| registry::PROBES.iter().filter(|e| e.default).map(|e| e.name.to_string()).collect());
+        if names.is_empty() {
+            bail!("{origin}: probes is empty (e.g. --probes wakeup,noise)");
+        }
+        // Options of a probe left out (by --probes) are kept for nothing;
+        // a name that is no probe is a mistake.
+        for n in file.args.keys() {
+            registry::find(n).with_context(|| format!("{origin}: [args] {n}"))?;
+        }
+        let trace = file.trace.unwrap_or(false);
+        let mut probes = Vec::new();
+        let mut untraced = Vec::new();
+        for name in &names {
+            let entry = registry::find(name).with_context(|| origin.to_string())?;
+            if probes.iter().any(|p: &Built| p.name() == entry.name) {
+                bail!("{origin}: probe {name} is listed twice");
+            }
+            let mut args: Vec<String> = vec![
+                "--cpus".into(),
+                format_cpu_list(&cpus),
+                "--duration".into(),
+                format!("{cell_ns}ns"),
+                "--checkpoint".into(),
+                checkpoint.clone(),
+                "--db".into(),
+                db.display().to_string(),
+                "--quiet".into(),
+            ];
+            if trace {
+                args.push("--trace".into());
+            }
+            args.extend(file.args.get(name).cloned().unwrap_or_default());
+            let mut built = (entry.build)(&args).with_context(|| format!("{origin}: [args] {name}"))?;
+            if let Built::PerCpu(common, probe) = &mut built {
+                common.warmup_ns = warmup_ns;
+                common.kind = "run".into();
+                common.json = None;
+                if common.trace.is_some() && probe.trace_stages().is_none() {
+                    common.trace = None;
+                    untraced.push(entry.name);
+                }
+            }
+            probes.push(built);
+        }
+        let specs = file.loads.clone().unwrap_or_else(|| vec!["idle".into()]);
+        if specs.is_empty() {
+            bail!("{origin}: loads is empty (e.g. --loads idle,cpu)");
+        }
+        let mut loads: Vec<LoadSpec> = Vec::new();
+        for text in &specs {
+            let spec = load::parse(text, &load_cpus, &format!("{origin}: loads"))?;
+            if loads.iter().any(|l| l.label == spec.label) {
+                bail!("{origin}: load {text} is listed twice");
+            }
+            spec.kind.check(&spec)?;
+            loads.push(spec);
+        }
+        let shuffle = file.shuffle.unwrap_or(false);
+        let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
+        let mut cells: Vec<(usize, usize)> =
+            (0..loads.len()).flat_map(|l| (0..probes.len()).map(move |p| (l, p))).collect();
+        if shuffle {
+            cells = shuffled(cells, seed);
+        }
+        Ok(Plan {
+            source: origin.to_string(),
+            cpus,
+            load_cpus,
+            probes,
+            loads,
+            cell_ns,
+            warmup_ns,
+            ramp_ns,
+            score_ns,
+            shuffle,
+            seed,
+            cells,
+            untraced,
+            trace,
+        })
+    }
+
+    /// How many times a load starts (each start ramps up).
+    fn load_starts(&self) -> usize {
+        self.cells.iter().enumerate().filter(|(i, c)| *i == 0 || self.cells[i - 1].0 != c.0).count()
+    }
+
+    /// The planned length, ns.
+    pub fn length_ns(&self) -> u64 {
+        self.score_ns
+            + self.load_starts() as u64 * self.ramp_ns
+            + self.cells.len() as u64 * (self.cell_ns + self.warmup_ns + 200_000_000)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} probes x {} loads: {} cells of {} (+{} warm-up), about {}",
+            self.probes.len(),
+            self.loads.len(),
+            self.cells.len(),
+            units::human(self.cell_ns),
+            units::human(self.warmup_ns),
+            units::human(self.length_ns() / 1_000_000_000 * 1_000_000_000)
+        )
+    }
+
+    fn json(&self, cells: &[serde_json::Value], housekeeping: &str) -> serde_json::Value {
+        serde_json::json!({
+            "assessment": {
+                "source": self.source,
+                "probes": self.probes.iter().map(Built::name).collect::<Vec<_>>(),
+                "loads": self.loads,
+                "cell_ns": self.cell_ns,
+                "warmup_ns": self.warmup_ns,
+                "ramp_up_ns": self.ramp_ns,
+                "score_ns": self.score_ns,
+                "shuffle": self.shuffle,
+                "seed": self.seed,
+                "order": self.cells.iter().map(|&(l, p)| [self.probes[p].name(), &self.loads[l].label]).collect::<Vec<_>>(),
+                "untraced": self.untraced,
+                "trace": self.trace,
+            },
+            "cpus": format_cpu_list(&self.cpus),
+            "load_cpus": format_cpu_list(&self.load_cpus),
+            "housekeeping_cpus": housekeeping,
+            "describe": self.describe(),
+            "effective_policy": cells.first().map(|c| c["effective_policy"].clone()),
+            "effective_priority": cells.first().map(|c| c["effective_priority"].clone()),
+            "cells": cells,
+        })
+    }
+}
+
+/// The running load and its characterisation so far.
+struct Active {
+    index: usize,
+    running: Running,
+    sampler: Sampler,
+}
+
+/// Sleeps `ns` unless a signal comes.
+fn wait(ns: u64, signal: &AtomicBool) {
+    let end = clock::now() + ns;
+    while clock::now() < end && !signal.load(Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops the active load; its errors become notes.
+fn stop_load(active: Option<Active>, accs: &mut [Accumulator], notes: &mut Vec<String>) {
+    if let Some(a) = active {
+        accs[a.index] = a.sampler.stop();
+        let label = a.running.label.clone();
+        notes.extend(a.running.stop().into_iter().map(|e| format!("load {label}: {e}")));
+    }
+}
+
+/// Runs the assessment `plan` and prints it. Returns the exit code.
+pub fn run(plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i32> {
+    load::remove_stale_temp_dirs();
+    if !opts.quiet {
+        eprintln!("rtscope run ({}): {}", plan.source, plan.describe());
+    }
+    let mut session = Session::open(&opts.db, &plan.cpus, !opts.no_dma_latency)?;
+    // rtscope's own non-RT threads (writer, trace reader, /proc sampler)
+    // run ahead of the loads where allowed; the loads reset their nice.
+    let _ = process::set_nice(-5);
+    let mut cell_plans = Vec::new();
+    let mut effective = Vec::new();
+    for b in &plan.probes {
+        match b {
+            Built::PerCpu(common, probe) => {
+                let e = session.effective(common.policy, common.priority);
+                effective.push(e);
+                cell_plans.push(serde_json::json!({
+                    "probe": probe.name(),
+                    "metrics": probe.metrics(),
+                    "common": common,
+                    "effective_policy": e.0,
+                    "effective_priority": e.1,
+                    "settings": probe.plan(),
+                    "describe": probe.describe(),
+                }));
+            }
+            Built::Own(o) => {
+                effective.push((crate::sys::sched::Policy::Other, 0));
+                cell_plans.push(serde_json::json!({"probe": o.name(), "settings": o.plan()}));
+            }
+        }
+    }
+    if !opts.quiet {
+        session.print_warnings();
+    }
+    let housekeeping = session.pin_housekeeping(&plan.cpus);
+    // The CPU score, on an idle machine, on the first measured CPU.
+    let slices = (plan.score_ns / 200_000_000).clamp(1, 50) as u32;
+    let score = crate::score::measure(plan.cpus[0], slices, plan.score_ns / u64::from(slices) / 1_000_000);
+    let mut run = session.create("run", &plan.json(&cell_plans, &housekeeping))?;
+    let run_id = run.run_id;
+    run.store()?.put_run_data(run_id, "cpu_score", &serde_json::to_value(&score)?)?;
+
+    let mut accs: Vec<Accumulator> = plan.loads.iter().map(|l| Accumulator::new(&l.label, &l.cpus)).collect();
+    let mut outcomes: Vec<CellOutcome> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mut trace = TraceSummary::default();
+    let mut active: Option<Active> = None;
+    let result = (|| -> Result<()> {
+        for (n, &(l, p)) in plan.cells.iter().enumerate() {
+            if signal.load(Relaxed) {
+                break;
+            }
+            if active.as_ref().is_none_or(|a| a.index != l) {
+                stop_load(active.take(), &mut accs, &mut notes);
+                let spec = &plan.loads[l];
+                if !opts.quiet {
+                    eprintln!(
+                        "load {} on CPUs {}: ramping up {}",
+                        spec.label,
+                        format_cpu_list(&spec.cpus),
+                        units::human(plan.ramp_ns)
+                    );
+                }
+                let running = Running::start(spec, signal)?;
+                wait(plan.ramp_ns, signal);
+                let acc = std::mem::take(&mut accs[l]);
+                let sampler = Sampler::start(acc).context("starting the /proc sampler")?;
+                active = Some(Active { index: l, running, sampler });
+            }
+            let label = plan.loads[l].label.clone();
+            if !opts.quiet {
+                eprintln!("[{}/{}] {} under {label}", n + 1, plan.cells.len(), plan.probes[p].name());
+            }
+            let outcome = match &plan.probes[p] {
+                Built::PerCpu(common, probe) => {
+                    let mut warnings = Vec::new();
+                    let cell = Cell::prepare(probe.as_ref(), common, effective[p], Some(label.clone()), &mut warnings);
+                    for w in warnings {
+                        notes.push(format!("{} under {label}: {} (fix: {})", probe.name(), w.message, w.fix));
+                    }
+                    match cell {
+                        Ok(cell) => cell.measure(&mut run, signal)?,
+                        Err(e) => CellOutcome {
+                            errors: vec![format!("{} under {label}: {e:#}", probe.name())],
+                            ..Default::default()
+                        },
+                    }
+                }
+                Built::Own(o) => o.measure(&mut run, &label, plan.cell_ns, signal)?,
+            };
+            if let Some(t) = &outcome.trace {
+                trace.absorb(t);
+            }
+            let stop = outcome.store_error.is_some() || outcome.breach.is_some();
+            outcomes.push(outcome);
+            if stop {
+                break;
+            }
+            if let Some(a) = &active {
+                let errors = a.running.errors();
+                if !errors.is_empty() && !opts.quiet {
+                    for e in &errors {
+                        eprintln!("rtscope: load {label}: {e}");
+                    }
+                }
+            }
+        }
+        Ok(())
+    })();
+    stop_load(active.take(), &mut accs, &mut notes);
+    notes.dedup();
+    let characterisation: Vec<_> = accs.iter().filter(|a| a.covered_ns() > 0).map(Accumulator::finish).collect();
+    let stored = outcomes.iter().all(|o| o.store_error.is_none());
+    if stored {
+        let store = run.store()?;
+        store.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
+        if !trace.instance.is_empty() {
+            store.put_run_data(run_id, "trace", &serde_json::to_value(&trace)?)?;
+        }
+    }
+    if !plan.untraced.is_empty() {
+        notes.push(format!("--trace: {} measured without it (not supported yet)", plan.untraced.join(", ")));
+    }
+    let (mut status, mut code, more) = verdict(&mut outcomes, signal);
+    notes.extend(more);
+    if let Err(e) = &result {
+        notes.push(format!("the assessment stopped: {e:#}"));
+        (status, code) = (RunStatus::Failed, 1);
+    }
+    let loaded = run.finish(status, code, &notes);
+    if let Some(e) = outcomes.iter_mut().find_map(|o| o.store_error.take()) {
+        return Err(e.context(format!("run {run_id} ended failed")));
+    }
+    result?;
+    let loaded = loaded?;
+    output(&loaded, opts)?;
+    Ok(code)
+}
+
+/// Prints the run (unless quiet or JSON on stdout) and writes `--json`.
+fn output(run: &rtscope_model::run::Run, opts: &Options) -> Result<()> {
+    if let Some(path) = &opts.json {
+        report::write_file(path, &report::Json, run)?;
+    }
+    let json_on_stdout = opts.json.as_deref() == Some(Path::new("-"));
+    if !opts.quiet && !json_on_stdout {
+        let mut out = std::io::stdout().lock();
+        report::Text { describe: String::new() }.write(run, &mut out)?;
+        let id = run.header.id;
+        println!("run {id} stored in {} (rtscope show {id}, rtscope export {id} --format json)", opts.db.display());
+    }
+    Ok(())
+}
+
+/// `rtscope load`: runs `loads` together for `duration_ns` (or until a
+/// signal), characterises them and stores that as a run.
+pub fn loads_only(
+    loads: &[LoadSpec],
+    duration_ns: Option<u64>,
+    opts: &Options,
+    signal: &Arc<AtomicBool>,
+) -> Result<i32> {
+    load::remove_stale_temp_dirs();
+    let mut store = Store::open(&opts.db)?;
+    let inv = inventory::collect();
+    let label = loads.iter().map(|l| l.label.as_str()).collect::<Vec<_>>().join(",");
+    let mut cpus: Vec<usize> = loads.iter().flat_map(|l| l.cpus.iter().copied()).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let plan = serde_json::json!({
+        "loads": loads,
+        "duration_ns": duration_ns,
+        "describe": format!("loads {label} on CPUs {}", format_cpu_list(&cpus)),
+    });
+    let header = crate::probe::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
+    let run_id = store.create_run(&header, &inv, &plan)?;
+    if !opts.quiet {
+        eprintln!(
+            "rtscope load: {label} on CPUs {}{} (Ctrl-C stops)",
+            format_cpu_list(&cpus),
+            duration_ns.map(|d| format!(" for {}", units::human(d))).unwrap_or_default()
+        );
+    }
+    let mut running = Vec::new();
+    let mut notes = Vec::new();
+    let mut failed = None;
+    for spec in loads {
+        match Running::start(spec, signal) {
+            Ok(r) => running.push(r),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let mut acc = Accumulator::new(&label, &cpus);
+    if failed.is_none() {
+        let sampler = Sampler::start(acc).context("starting the /proc sampler")?;
+        wait(duration_ns.unwrap_or(u64::MAX / 2), signal);
+        acc = sampler.stop();
+    }
+    for r in running {
+        let l = r.label.clone();
+        notes.extend(r.stop().into_iter().map(|e| format!("load {l}: {e}")));
+    }
+    let characterisation = vec![acc.finish()];
+    store.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
+    let (status, code) = match &failed {
+        Some(e) => {
+            notes.push(format!("{e:#}"));
+            (RunStatus::Failed, 1)
+        }
+        None if signal.load(Relaxed) && duration_ns.is_some() => {
+            notes.push("stopped by a signal (SIGINT/SIGTERM) before its planned end".into());
+            (RunStatus::Interrupted, 0)
+        }
+        None => (RunStatus::Complete, 0),
+    };
+    store.finish_run(run_id, status, Some(code), clock::now_unix(), &notes, crate::sys::mem::peak_rss_kb())?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    output(&store.load_run(run_id)?, opts)?;
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_plans_resolve_and_fit_their_time() {
+        let db = Path::new("/tmp/never-created.db");
+        let default = Plan::resolve(&PlanFile::parse(DEFAULT_PLAN, "default").unwrap(), "default", db).unwrap();
+        assert_eq!(default.probes.len(), registry::PROBES.len());
+        let s = default.length_ns() / 1_000_000_000;
+        assert!((240..=330).contains(&s), "default plan: {s} s");
+        let quick = Plan::resolve(&PlanFile::parse(QUICK_PLAN, "quick").unwrap(), "quick", db).unwrap();
+        assert!(quick.length_ns() < 55_000_000_000, "quick plan: {} s", quick.length_ns() / 1_000_000_000);
+        assert_eq!(quick.cells.len(), quick.probes.len() * quick.loads.len());
+        // Load by load unless shuffled.
+        assert_eq!(quick.cells[0], (0, 0));
+        assert_eq!(quick.cells[1], (0, 1));
+    }
+
+    #[test]
+    fn the_campaign_example_parses() {
+        let f = PlanFile::parse(include_str!("../plans/campaign-12h.toml"), "campaign-12h.toml").unwrap();
+        assert_eq!(f.duration.as_deref(), Some("12h"));
+        assert_eq!(f.loads.as_ref().unwrap().len(), 8);
+        assert_eq!(f.args["wakeup"], vec!["--interval", "500us", "--priority", "98"]);
+    }
+
+    #[test]
+    fn bad_plans_name_the_key() {
+        let db = Path::new("/tmp/never-created.db");
+        for (text, words) in [
+            ("probes = [\"wakeup\"]\nduration = \"10parsecs\"", &["plan.toml", "duration"][..]),
+            ("probes = [\"nope\"]", &["plan.toml", "nope", "known"][..]),
+            ("probes = [\"wakeup\"]\nloads = [\"spin\"]", &["plan.toml", "loads", "spin"][..]),
+            (
+                "probes = [\"wakeup\"]\n[args]\nwakeup = [\"--interval\", \"1\"]",
+                &["plan.toml", "wakeup", "--interval"][..],
+            ),
+            ("probes = [\"wakeup\"]\n[args]\nnoyse = []", &["plan.toml", "noyse"][..]),
+            ("probes = [\"wakeup\"]\nduration = \"100ms\"", &["plan.toml", "1s"][..]),
+            ("probes = []", &["plan.toml", "empty"][..]),
+        ] {
+            let e = PlanFile::parse(text, "plan.toml")
+                .and_then(|f| Plan::resolve(&f, "plan.toml", db))
+                .err()
+                .map(|e| format!("{e:#}"))
+                .unwrap_or_default();
+            for w in words {
+                assert!(e.contains(w), "{text}: {e}");
+            }
+        }
+        let e = PlanFile::parse("probe = [\"wakeup\"]", "plan.toml").unwrap_err().to_string();
+        assert!(e.contains("plan.toml") && e.contains("probe"), "{e}");
+    }
+
+    /// A measurement with its own runner: one series per cell, one sample
+    /// per millisecond of the cell.
+    struct Counter;
+
+    impl crate::probe::registry::OwnCell for Counter {
+        fn name(&self) -> &'static str {
+            "counter"
+        }
+        fn plan(&self) -> serde_json::Value {
+            serde_json::json!({"what": "test"})
+        }
+        fn measure(
+            &self,
+            run: &mut crate::probe::OpenRun,
+            load: &str,
+            duration_ns: u64,
+            _: &Arc<AtomicBool>,
+        ) -> Result<CellOutcome> {
+            std::thread::sleep(Duration::from_nanos(duration_ns));
+            let id = run.run_id;
+            let store = run.store()?;
+            let key = rtscope_model::run::SeriesKey {
+                load: Some(load.into()),
+                ..rtscope_model::run::SeriesKey::new("counter", "n", -1)
+            };
+            let sid = store.add_series(id, &key, "ns", "none")?;
+            let mut t = rtscope_model::hist::Tally::new();
+            t.record(duration_ns / 1_000_000);
+            let iv = rtscope_model::run::Interval::new(0, 0, duration_ns, &t, 0, 0);
+            store.commit_checkpoint(&[(sid, &iv)], &[])?;
+            Ok(CellOutcome::default())
+        }
+    }
+
+    #[test]
+    fn a_measurement_with_its_own_runner_joins_the_matrix() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        let file = PlanFile {
+            probes: Some(vec!["wakeup".into()]),
+            loads: Some(vec!["idle".into(), "cpu@0".into()]),
+            duration: Some("1s".into()),
+            warmup: Some("0".into()),
+            ramp_up: Some("0".into()),
+            score: Some("100ms".into()),
+            ..Default::default()
+        };
+        let mut plan = Plan::resolve(&file, "test", &db).unwrap();
+        plan.probes = vec![Built::Own(Box::new(Counter))];
+        let opts = Options { db: db.clone(), json: None, quiet: true, no_dma_latency: true };
+        let code = run(plan, &opts, &Arc::new(AtomicBool::new(false))).unwrap();
+        assert_eq!(code, 0);
+        let run = Store::open(&db).unwrap().load_run(1).unwrap();
+        assert_eq!(run.header.status, RunStatus::Complete, "{:?}", run.header.notes);
+        let loads: Vec<_> = run.series.iter().map(|s| (s.key.probe.as_str(), s.key.load.as_deref())).collect();
+        assert_eq!(loads, [("counter", Some("cpu@0")), ("counter", Some("idle"))]);
+        assert_eq!(run.characterisation.len(), 2);
+        assert!(run.characterisation[1].cpu_busy_pct >= 50.0, "{:?}", run.characterisation[1]);
+        assert!(run.cpu_score.is_some());
+        let mut text = Vec::new();
+        crate::report::Text { describe: String::new() }.write(&run, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.contains("counter n") && text.contains("characterisation"), "{text}");
+    }
+
+    #[test]
+    fn shuffling_keeps_every_cell() {
+        let v: Vec<u32> = (0..24).collect();
+        let mut s = shuffled(v.clone(), 7);
+        assert_ne!(s, v);
+        s.sort_unstable();
+        assert_eq!(s, v);
+        let a = PlanFile { shuffle: Some(true), seed: Some(3), ..Default::default() };
+        let b = PlanFile::parse(QUICK_PLAN, "q").unwrap().overlay(a);
+        assert_eq!((b.shuffle, b.seed, b.loads.unwrap().len()), (Some(true), Some(3), 3));
+    }
+}

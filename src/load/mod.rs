@@ -1,0 +1,497 @@
+//! Workloads: what the machine carries while it is measured (the
+//! references measure under math, network, disk and compile loads). One
+//! file per workload behind [`Workload`], all in [`TABLE`]. A load runs as
+//! SCHED_OTHER threads of rtscope (never real-time), some of which start
+//! child processes: each child is tied to rtscope (`PR_SET_PDEATHSIG`, in
+//! its process group) and stopped with everything it started when the load
+//! stops; temporary files live in one directory removed at the end.
+//!
+//! A load is written `NAME[:INTENSITY][@CPUS]` (`cpu`, `cpu:2@1`,
+//! `net:1000`, `disk:256@0`), or `cmd:'COMMAND'[:COPIES][@CPUS]` and
+//! `stress-ng:'ARGS'[@CPUS]`.
+
+pub mod cmd;
+pub mod compile;
+pub mod cpu;
+pub mod disk;
+pub mod fork;
+pub mod idle;
+pub mod memory;
+pub mod net;
+pub mod sampler;
+pub mod sched;
+pub mod stress_ng;
+
+use crate::sys::{cpu as syscpu, process, sched as syssched, signals};
+use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::inventory::format_cpu_list;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What a load's intensity means.
+pub struct Intensity {
+    /// e.g. "threads per CPU", "packets/s".
+    pub unit: &'static str,
+    pub min: u64,
+    pub max: u64,
+    /// The default, from the number of the load's CPUs.
+    pub default: fn(usize) -> u64,
+}
+
+/// A workload.
+pub trait Workload: Sync {
+    fn name(&self) -> &'static str;
+    /// One line: what it does.
+    fn about(&self) -> &'static str;
+    /// What its intensity means; None when it has none.
+    fn intensity(&self) -> Option<Intensity>;
+    /// Whether it takes a quoted argument (`cmd:'...'`).
+    fn takes_argument(&self) -> bool {
+        false
+    }
+    /// Checks what it needs on this machine (a compiler, a program),
+    /// before anything is measured.
+    fn check(&self, _spec: &LoadSpec) -> Result<()> {
+        Ok(())
+    }
+    /// Starts it: threads and children go into `run`.
+    fn start(&self, spec: &LoadSpec, run: &mut Running) -> Result<()>;
+}
+
+/// Every workload, in the order of `rtscope load --help`.
+pub static TABLE: &[&dyn Workload] = &[
+    &idle::Idle,
+    &cpu::Cpu,
+    &memory::Memory,
+    &disk::Disk,
+    &net::Net(net::Mode::Rate),
+    &net::Net(net::Mode::Flood),
+    &net::Net(net::Mode::Tcp),
+    &fork::Fork,
+    &sched::Sched,
+    &compile::Compile,
+    &cmd::Cmd,
+    &stress_ng::StressNg,
+];
+
+/// The workloads for `rtscope load --help`.
+pub fn help_table() -> String {
+    let mut s = String::from("Loads (NAME[:INTENSITY][@CPUS]):\n");
+    for w in TABLE {
+        s.push_str(&format!("  {:<10} {}\n", w.name(), w.about()));
+    }
+    s.push_str(
+        "Every thread is SCHED_OTHER; children are tied to rtscope (PR_SET_PDEATHSIG) and stopped with what they \
+         started; temporary files go in $TMPDIR (default /var/tmp) and are removed.",
+    );
+    s
+}
+
+/// One load as asked for.
+#[derive(Clone)]
+pub struct LoadSpec {
+    /// As written: the load's name in the store and the tables.
+    pub label: String,
+    pub kind: &'static dyn Workload,
+    pub intensity: u64,
+    pub cpus: Vec<usize>,
+    /// The command of `cmd:` and `stress-ng:`.
+    pub arg: Option<String>,
+}
+
+impl std::fmt::Debug for LoadSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.label)
+    }
+}
+
+impl serde::Serialize for LoadSpec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        serde_json::json!({
+            "load": self.label,
+            "workload": self.kind.name(),
+            "intensity": self.kind.intensity().map(|i| serde_json::json!({"value": self.intensity, "unit": i.unit})),
+            "cpus": format_cpu_list(&self.cpus),
+            "arg": self.arg,
+        })
+        .serialize(s)
+    }
+}
+
+/// Splits a `--loads` list at the commas outside quotes.
+pub fn split_list(text: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    for ch in text.chars() {
+        match (quote, ch) {
+            (None, '\'' | '"') => {
+                quote = Some(ch);
+                cur.push(ch);
+            }
+            (Some(q), c) if c == q => {
+                quote = None;
+                cur.push(ch);
+            }
+            (None, ',') => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(ch),
+        }
+    }
+    if quote.is_some() {
+        bail!("--loads '{text}': a quote is not closed (e.g. --loads \"cpu,cmd:'make -j2'\")");
+    }
+    out.push(cur);
+    let out: Vec<String> = out.into_iter().map(|s| s.trim().to_string()).collect();
+    if out.iter().any(String::is_empty) {
+        bail!("--loads '{text}': an empty load (e.g. --loads idle,cpu,net)");
+    }
+    Ok(out)
+}
+
+fn names() -> String {
+    TABLE.iter().map(|w| w.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Parses one load, its CPUs defaulting to `default_cpus`. `flag` names
+/// where it came from in errors.
+pub fn parse(text: &str, default_cpus: &[usize], flag: &str) -> Result<LoadSpec> {
+    let hint = "write NAME[:INTENSITY][@CPUS], e.g. cpu, cpu:2@1, net:1000, cmd:'make -j2'@0-1";
+    let (name, rest) = match text.split_once(':') {
+        Some((n, r)) => (n, Some(r)),
+        None => (text.split('@').next().unwrap_or(text), None),
+    };
+    let kind = *TABLE
+        .iter()
+        .find(|w| w.name() == name)
+        .ok_or_else(|| anyhow!("{flag}: no load '{name}' in '{text}' (known: {}); {hint}", names()))?;
+    let mut arg = None;
+    let mut tail = if rest.is_none() { &text[name.len()..] } else { "" };
+    if let Some(rest) = rest {
+        if kind.takes_argument() {
+            match rest.chars().next() {
+                Some(q @ ('\'' | '"')) => {
+                    let end = rest[1..].find(q).ok_or_else(|| anyhow!("{flag}: '{text}': the quote is not closed"))?;
+                    arg = Some(rest[1..1 + end].to_string());
+                    tail = &rest[end + 2..];
+                }
+                _ => {
+                    arg = Some(rest.to_string());
+                }
+            }
+            if arg.as_deref().is_some_and(|a| a.trim().is_empty()) {
+                bail!("{flag}: '{text}': {name} needs a command, e.g. {name}:'{}'", example_arg(name));
+            }
+        } else {
+            tail = &text[name.len()..];
+        }
+    } else if kind.takes_argument() {
+        bail!("{flag}: '{text}': {name} needs a command, e.g. {name}:'{}'", example_arg(name));
+    }
+    // What follows: [:INTENSITY][@CPUS].
+    let (intensity_text, cpus_text) = match tail.split_once('@') {
+        Some((a, b)) => (a, Some(b)),
+        None => (tail, None),
+    };
+    let cpus = match cpus_text {
+        Some(list) => syscpu::parse_selection(&format!("{flag} {text}: @CPUS"), list)?,
+        None => default_cpus.to_vec(),
+    };
+    let intensity = match (intensity_text.strip_prefix(':'), kind.intensity()) {
+        (None, _) if !intensity_text.is_empty() => bail!("{flag}: '{text}': {hint}"),
+        (None, Some(i)) => (i.default)(cpus.len()),
+        (None, None) => 0,
+        (Some(_), None) => bail!("{flag}: '{text}': {name} takes no intensity; {hint}"),
+        (Some(n), Some(i)) => {
+            let v: u64 = n.parse().map_err(|_| anyhow!("{flag}: '{text}': intensity '{n}' is not a number; {hint}"))?;
+            if !(i.min..=i.max).contains(&v) {
+                bail!("{flag}: '{text}': {name}'s intensity is {} from {} to {}", i.unit, i.min, i.max);
+            }
+            v
+        }
+    };
+    Ok(LoadSpec { label: text.to_string(), kind, intensity, cpus, arg })
+}
+
+fn example_arg(name: &str) -> &'static str {
+    if name == "stress-ng" { "--cpu 2 --io 1" } else { "make -j2" }
+}
+
+/// Parses a whole `--loads` list and checks each load can run here.
+pub fn parse_list(text: &str, default_cpus: &[usize], flag: &str) -> Result<Vec<LoadSpec>> {
+    let mut specs: Vec<LoadSpec> = Vec::new();
+    for item in split_list(text)? {
+        let spec = parse(&item, default_cpus, flag)?;
+        if specs.iter().any(|s| s.label == spec.label) {
+            bail!("{flag}: '{}' is listed twice", spec.label);
+        }
+        spec.kind.check(&spec)?;
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+/// What a load's thread sees.
+#[derive(Clone)]
+pub struct LoadCtx {
+    stop: Arc<AtomicBool>,
+    signal: Arc<AtomicBool>,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl LoadCtx {
+    /// Whether the load is being stopped (or rtscope got a signal).
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Relaxed) || self.signal.load(Relaxed)
+    }
+
+    /// Reports a failure (kept once per text) for the run's notes.
+    pub fn error(&self, text: String) {
+        if let Ok(mut e) = self.errors.lock()
+            && !e.contains(&text)
+        {
+            e.push(text);
+        }
+    }
+
+    /// Sleeps `d` in short steps, returning early when stopping.
+    pub fn pause(&self, d: Duration) {
+        let end = std::time::Instant::now() + d;
+        while !self.stopping() {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+    }
+}
+
+/// A running load: its threads (which own its children) and its
+/// temporary directory. Dropping it stops everything and removes the
+/// directory.
+pub struct Running {
+    pub label: String,
+    pub cpus: Vec<usize>,
+    ctx: LoadCtx,
+    threads: Vec<JoinHandle<()>>,
+    tmp: Option<PathBuf>,
+}
+
+/// The directory the temporary directories of loads go in: `$TMPDIR`, or
+/// /var/tmp (on disk, where /tmp may be memory).
+pub fn temp_base() -> PathBuf {
+    std::env::var_os("TMPDIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/var/tmp"))
+}
+
+const TMP_PREFIX: &str = "rtscope-load-";
+
+/// Removes the temporary directories of rtscope processes that died
+/// without cleaning up (SIGKILL).
+pub fn remove_stale_temp_dirs() {
+    let Ok(dir) = std::fs::read_dir(temp_base()) else { return };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(TMP_PREFIX).and_then(|r| r.split('-').next()?.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !process::alive(pid) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+impl Running {
+    /// Starts `spec`. `signal` is rtscope's stop flag.
+    pub fn start(spec: &LoadSpec, signal: &Arc<AtomicBool>) -> Result<Running> {
+        let mut run = Running {
+            label: spec.label.clone(),
+            cpus: spec.cpus.clone(),
+            ctx: LoadCtx {
+                stop: Arc::new(AtomicBool::new(false)),
+                signal: Arc::clone(signal),
+                errors: Arc::new(Mutex::new(Vec::new())),
+            },
+            threads: Vec::new(),
+            tmp: None,
+        };
+        spec.kind.start(spec, &mut run).with_context(|| format!("starting load {}", spec.label))?;
+        Ok(run)
+    }
+
+    /// A thread of the load on `cpus`, at SCHED_OTHER nice 0, with
+    /// rtscope's signals blocked.
+    pub fn spawn(&mut self, name: &str, cpus: &[usize], f: impl FnOnce(&LoadCtx) + Send + 'static) -> Result<()> {
+        let ctx = self.ctx.clone();
+        let cpus = cpus.to_vec();
+        let t = std::thread::Builder::new()
+            .name(format!("load-{name}"))
+            .spawn(move || {
+                signals::block_in_background_thread();
+                let _ = syscpu::pin_self(&cpus);
+                let _ = syssched::set_self(syssched::Policy::Other, 0);
+                let _ = process::set_nice(0);
+                f(&ctx)
+            })
+            .with_context(|| format!("cannot start a {name} thread"))?;
+        self.threads.push(t);
+        Ok(())
+    }
+
+    /// The load's temporary directory, created on first use.
+    pub fn temp_dir(&mut self) -> Result<PathBuf> {
+        if let Some(t) = &self.tmp {
+            return Ok(t.clone());
+        }
+        let base = temp_base();
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
+            .tempdir_in(&base)
+            .with_context(|| format!("cannot create a temporary directory in {} (set TMPDIR)", base.display()))?
+            .keep();
+        self.tmp = Some(dir.clone());
+        Ok(dir)
+    }
+
+    /// Failures the load's threads reported.
+    pub fn errors(&self) -> Vec<String> {
+        self.ctx.errors.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    /// Stops everything and returns the failures reported.
+    pub fn stop(mut self) -> Vec<String> {
+        self.halt();
+        self.errors()
+    }
+
+    fn halt(&mut self) {
+        self.ctx.stop.store(true, Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        if let Some(t) = self.tmp.take() {
+            let _ = std::fs::remove_dir_all(t);
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Runs `make()`'s command until the load stops: waits for it, starts it
+/// again when it ends (`restart`), and kills it and everything it started
+/// when the load stops. Reports a command that fails to start, or that
+/// exits at once over and over.
+pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> std::process::Command) {
+    let mut quick_failures = 0;
+    while !ctx.stopping() {
+        let started = std::time::Instant::now();
+        let mut child = match process::spawn_tied(&mut make()) {
+            Ok(c) => c,
+            Err(e) => {
+                ctx.error(format!("{what}: cannot start: {e}"));
+                return;
+            }
+        };
+        let status = loop {
+            if ctx.stopping() {
+                process::stop_tree(&mut child);
+                return;
+            }
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) => break None,
+            }
+        };
+        if !restart {
+            return;
+        }
+        if started.elapsed() < Duration::from_millis(200) {
+            quick_failures += 1;
+            if quick_failures >= 20 {
+                ctx.error(format!(
+                    "{what}: exits at once ({}), 20 times in a row: stopped restarting it",
+                    status.map(|s| s.to_string()).unwrap_or_default()
+                ));
+                return;
+            }
+            ctx.pause(Duration::from_millis(100));
+        } else {
+            quick_failures = 0;
+        }
+    }
+}
+
+/// `cmd` for `program` with its output discarded.
+pub fn quiet_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut c = std::process::Command::new(program);
+    c.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_split_outside_quotes() {
+        assert_eq!(split_list("idle,cpu, net:1000").unwrap(), vec!["idle", "cpu", "net:1000"]);
+        assert_eq!(split_list("cmd:'a, b'@0,cpu").unwrap(), vec!["cmd:'a, b'@0", "cpu"]);
+        assert!(split_list("cmd:'a").unwrap_err().to_string().contains("quote"));
+        assert!(split_list("cpu,,net").unwrap_err().to_string().contains("empty"));
+    }
+
+    #[test]
+    fn loads_parse_with_intensity_and_cpus() {
+        let all = [0usize];
+        let l = parse("cpu", &all, "--loads").unwrap();
+        assert_eq!((l.kind.name(), l.intensity, l.cpus.clone()), ("cpu", 1, vec![0]));
+        let l = parse("cpu:3@0", &all, "--loads").unwrap();
+        assert_eq!((l.intensity, l.label.as_str()), (3, "cpu:3@0"));
+        assert_eq!(parse("net", &all, "--loads").unwrap().intensity, 250);
+        assert_eq!(parse("net:1000", &all, "--loads").unwrap().intensity, 1000);
+        let l = parse("cmd:'sleep 1; echo a,b'@0", &all, "--loads").unwrap();
+        assert_eq!(l.arg.as_deref(), Some("sleep 1; echo a,b"));
+        assert_eq!(l.intensity, 1);
+        let l = parse("cmd:'true':2", &all, "--loads").unwrap();
+        assert_eq!(l.intensity, 2);
+        let l = parse("cmd:/bin/true", &all, "--loads").unwrap();
+        assert_eq!(l.arg.as_deref(), Some("/bin/true"));
+        assert!(parse("idle@0", &all, "--loads").is_ok());
+        for (bad, word) in [
+            ("spin", "no load 'spin'"),
+            ("cpu:lots", "not a number"),
+            ("cpu:0", "from 1"),
+            ("idle:3", "no intensity"),
+            ("cpu@4000", "not online"),
+            ("cmd", "needs a command"),
+            ("cmd:''", "needs a command"),
+            ("cpux", "no load"),
+        ] {
+            let e = parse(bad, &all, "--loads").err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains(word) && e.contains("--loads"), "{bad}: {e}");
+        }
+        assert!(parse_list("cpu,cpu", &all, "--loads").unwrap_err().to_string().contains("twice"));
+    }
+
+    #[test]
+    fn every_load_has_a_sane_default_intensity() {
+        for w in TABLE {
+            if let Some(i) = w.intensity() {
+                for n in [1, 2, 64] {
+                    assert!((i.min..=i.max).contains(&(i.default)(n)), "{}", w.name());
+                }
+            }
+        }
+        let names: Vec<&str> = TABLE.iter().map(|w| w.name()).collect();
+        for n in ["idle", "cpu", "memory", "disk", "net", "net-flood", "net-tcp", "fork", "sched", "compile", "cmd"] {
+            assert!(names.contains(&n), "{n}");
+        }
+    }
+}
