@@ -84,7 +84,7 @@ pub static PROBES: &[Entry] = &[
     Entry { name: "noise", default: true, rows: "interruption length", build: per_cpu!("noise", Noise) },
     Entry { name: "sleep", default: true, rows: "deviation per sleep API", build: per_cpu!("sleep", Sleep) },
     Entry { name: "ptimer", default: true, rows: "drift per timer kind", build: per_cpu!("ptimer", Ptimer) },
-    Entry { name: "netlat", default: false, rows: "UDP stack latency (rx_wake, rx_stack, ...)", build: netlat },
+    Entry { name: "netlat", default: true, rows: "UDP stack latency (rx_wake, rx_stack, ...)", build: netlat },
 ];
 
 /// netlat's local mode (sender and receiver per CPU); the two-host modes
