@@ -594,6 +594,10 @@ pub fn sender_loop(sock: &UdpSock, cfg: SenderCfg, stop: &AtomicBool) -> io::Res
     let mut buf = [0u8; MAX_SIZE];
     let mut inbox = [0u8; MAX_SIZE + 64];
     let size = cfg.size.clamp(MIN_SIZE, MAX_SIZE);
+    // A STOP sent before this sender started is a previous cell's (an
+    // assessment measures the same pair under several loads): stale.
+    let born = clock::now();
+    let stop_now = |p: &Packet| p.session == cfg.session && p.kind == packet::STOP && p.t_send >= born;
     sock.set_recv_timeout(POLL_NS)?;
     let (t0, interval, end) = loop {
         if stop.load(Relaxed) {
@@ -606,7 +610,7 @@ pub fn sender_loop(sock: &UdpSock, cfg: SenderCfg, stop: &AtomicBool) -> io::Res
                 {
                     match p.kind {
                         packet::START => break (p.t_send, u64::from(p.a) * 1000, p.seq),
-                        packet::STOP => return Ok(0),
+                        packet::STOP if stop_now(&p) => return Ok(0),
                         _ => {}
                     }
                 }
@@ -627,7 +631,7 @@ pub fn sender_loop(sock: &UdpSock, cfg: SenderCfg, stop: &AtomicBool) -> io::Res
         }
         // STOP, or stray datagrams, queued meanwhile.
         while let Ok(info) = sock.try_recv(&mut inbox) {
-            if Packet::decode(&inbox[..info.len]).is_some_and(|p| p.session == cfg.session && p.kind == packet::STOP) {
+            if Packet::decode(&inbox[..info.len]).is_some_and(|p| stop_now(&p)) {
                 return Ok(seq);
             }
         }
