@@ -1,0 +1,258 @@
+//! Tests of `store`.
+
+use super::tests_support::sample_run;
+use super::*;
+
+#[test]
+fn insert_load_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let run = sample_run();
+    let id = store.insert_run(&run).unwrap();
+    let mut back = store.load_run(id).unwrap();
+    assert_eq!(back.header.id, id);
+    back.header.id = 0;
+    assert_eq!(back, run);
+    assert!(store.insert_run(&run).unwrap_err().to_string().contains("already"));
+    assert_eq!(store.resolve("last").unwrap(), id);
+    assert!(store.resolve("77").is_err());
+    assert!(store.resolve("latest").unwrap_err().to_string().contains("'last'"));
+    let list = store.list_runs().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].samples, 2 * 3 * 1001);
+}
+
+#[test]
+fn signed_series_and_extras_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let run = super::tests_support::signed_run();
+    let id = store.insert_run(&run).unwrap();
+    let mut back = store.load_run(id).unwrap();
+    back.header.id = 0;
+    assert_eq!(back.series.len(), run.series.len());
+    for (a, b) in back.series.iter().zip(&run.series) {
+        assert_eq!(a.key, b.key);
+        assert_eq!(a.extra, b.extra, "{:?}", a.key);
+        assert!(a.intervals == b.intervals, "{:?}: intervals differ", a.key);
+        assert!(a.total() == b.total(), "{:?}: totals differ", a.key);
+    }
+    assert!(back == run, "the runs differ");
+    let s = back.series.iter().find(|s| s.key.probe == "sleep").unwrap();
+    assert!(s.is_signed());
+    let r = s.result();
+    assert_eq!(r.summary.count, 4000);
+    assert_eq!(r.summary.min_ns, -5500);
+    assert_eq!(r.summary.max_ns, 1499 * 11 + 1);
+    assert_eq!(r.extra["timer_slack_ns"], 50_000);
+    // The unsigned series stay unsigned, without extra figures.
+    assert!(back.series.iter().filter(|s| s.key.probe == "wakeup").all(|s| !s.is_signed() && s.extra.is_empty()));
+}
+
+#[test]
+fn a_version_1_store_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute_batch(
+            "INSERT INTO meta VALUES ('schema_version', '1'); INSERT INTO meta VALUES ('application', 'rtscope');",
+        )
+        .unwrap();
+    }
+    let mut store = Store::open(&path).unwrap();
+    let version: String =
+        store.conn.query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, SCHEMA_VERSION.to_string());
+    let run = super::tests_support::signed_run();
+    let id = store.insert_run(&run).unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.load_run(id).unwrap().series.len(), run.series.len());
+}
+
+#[test]
+fn checkpoints_and_dead_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let mut run = sample_run();
+    run.header.status = RunStatus::Running;
+    run.header.ended_unix_ns = None;
+    run.header.exit_code = None;
+    run.header.pid = std::process::id();
+    let id;
+    {
+        let mut store = Store::open(&path).unwrap();
+        id = store.create_run(&run.header, &run.inventory, &run.plan).unwrap();
+        let sid = store.add_series(id, &run.series[0].key, "ns", "adaptive").unwrap();
+        let iv = &run.series[0].intervals[0];
+        store.commit_checkpoint(&[(sid, iv)], &[(sid, &run.series[0].exceedances)]).unwrap();
+    }
+    // This process is alive: the run stays running.
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.load_run(id).unwrap().header.status, RunStatus::Running);
+    drop(store);
+    // Pretend it belonged to a dead process.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute("UPDATE runs SET process_id='gone' WHERE id=?1", [id]).unwrap();
+    drop(conn);
+    let mut store = Store::open(&path).unwrap();
+    let loaded = store.load_run(id).unwrap();
+    assert_eq!(loaded.header.status, RunStatus::Partial);
+    assert_eq!(loaded.series[0].intervals.len(), 1);
+    assert_eq!(loaded.series[0].exceedances.len(), 2);
+    assert!(loaded.header.ended_unix_ns.is_some());
+    assert!(loaded.header.notes.iter().any(|n| n.contains("died")));
+    store.finish_run(id, RunStatus::Interrupted, Some(0), 5, &["x".into()], Some(10)).unwrap();
+    assert_eq!(store.load_run(id).unwrap().header.peak_rss_kb, Some(10));
+}
+
+#[test]
+fn an_assessment_round_trips_with_its_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("m.db")).unwrap();
+    let run = super::tests_support::matrix_run();
+    let id = store.insert_run(&run).unwrap();
+    let mut back = store.load_run(id).unwrap();
+    back.header.id = 0;
+    assert_eq!(back.series.len(), 4);
+    assert_eq!(back.series[0].key.load.as_deref(), Some("cpu"));
+    assert_eq!(back.characterisation.len(), 2);
+    assert_eq!(back.cpu_score.as_ref().unwrap().score, 41_000);
+    assert_eq!(back.episodes[0].load.as_deref(), Some("cpu"));
+    assert!(back == run, "the runs differ");
+    // An episode is dropped by its whole key, load included.
+    let e = &run.episodes[0];
+    let other = (None, e.probe.clone(), e.metric.clone(), e.cpu, e.sample);
+    store.store_episodes(id, &[], &[other]).unwrap();
+    assert_eq!(store.episodes(id).unwrap().len(), 1);
+    let key = (e.load.clone(), e.probe.clone(), e.metric.clone(), e.cpu, e.sample);
+    store.store_episodes(id, &[], &[key]).unwrap();
+    assert!(store.episodes(id).unwrap().is_empty());
+}
+
+#[test]
+fn a_version_3_store_keeps_its_rows_when_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v3.db");
+    let run = super::tests_support::signed_run();
+    {
+        // A store as version 3 wrote it, with a run in it.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute_batch(
+            "INSERT INTO meta VALUES ('schema_version', '1'); INSERT INTO meta VALUES ('application', 'rtscope');",
+        )
+        .unwrap();
+        let tx = conn.unchecked_transaction().unwrap();
+        for (_, sql) in MIGRATIONS.iter().filter(|(v, _)| *v <= 3) {
+            tx.execute_batch(sql).unwrap();
+        }
+        tx.execute("UPDATE meta SET value='3' WHERE key='schema_version'", []).unwrap();
+        let id = insert_header(&tx, &run.header, &run.inventory, &run.plan, None).unwrap();
+        for s in &run.series {
+            tx.execute(
+                "INSERT INTO series (run_id, probe, metric, cpu, unit, exceed) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![id, s.key.probe, s.key.metric, s.key.cpu, s.unit, s.exceed],
+            )
+            .unwrap();
+            let sid = tx.last_insert_rowid();
+            set_extra(&tx, sid, &s.extra).unwrap();
+            for iv in &s.intervals {
+                insert_interval(&tx, sid, iv).unwrap();
+            }
+            insert_exceedances(&tx, sid, &s.exceedances).unwrap();
+        }
+        let e = &run.episodes[0];
+        tx.execute(
+            "INSERT INTO episodes VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![id, e.probe, e.metric, e.cpu, 5, 1, 2, e.verdict, serde_json::to_string(e).unwrap()],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let mut back = store.load_run(1).unwrap();
+    back.header.id = 0;
+    assert_eq!(back.series.len(), run.series.len());
+    for (a, b) in back.series.iter().zip(&run.series) {
+        assert_eq!(a.key, b.key, "old series have no load");
+        assert!(a.intervals == b.intervals && a.exceedances == b.exceedances, "{:?}", a.key);
+    }
+    assert_eq!(back.episodes.len(), 1);
+    drop(store);
+    // The rebuilt tables still cascade a run's deletion.
+    let conn = Connection::open(&path).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys=ON; DELETE FROM runs;").unwrap();
+    let left: i64 = conn
+        .query_row(
+            "SELECT (SELECT count(*) FROM series) + (SELECT count(*) FROM intervals) + (SELECT count(*) FROM episodes)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn refuses_unusable_paths() {
+    let err = Store::open(Path::new("/nonexistent-dir/x.db")).err().unwrap().to_string();
+    assert!(err.contains("--db"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.db");
+    std::fs::write(&bad, b"this is not a database, not at all, no sir").unwrap();
+    let err = format!("{:#}", Store::open(&bad).err().unwrap());
+    assert!(err.contains("--db"), "{err}");
+    // Another application's database is left alone.
+    let foreign = dir.path().join("other.db");
+    Connection::open(&foreign).unwrap().execute_batch("CREATE TABLE mine (x INTEGER);").unwrap();
+    let err = format!("{:#}", Store::open(&foreign).err().unwrap());
+    assert!(err.contains("another application"), "{err}");
+    let conn = Connection::open(&foreign).unwrap();
+    let n: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
+    assert_eq!(n, 1, "no table was added");
+}
+
+#[test]
+fn imports_a_running_run_as_partial_and_refuses_duplicate_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let mut run = sample_run();
+    run.header.status = RunStatus::Running;
+    let id = store.insert_run(&run).unwrap();
+    assert_eq!(store.load_run(id).unwrap().header.status, RunStatus::Partial);
+    let mut twice = sample_run();
+    twice.header.uuid = "other".into();
+    twice.series[1] = twice.series[0].clone();
+    assert!(store.insert_run(&twice).unwrap_err().to_string().contains("twice"));
+}
+
+#[test]
+fn episodes_are_kept_and_dropped_and_old_stores_migrate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.db");
+    {
+        // A schema-1 store, as the first release wrote it.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(SCHEMA).unwrap();
+        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')", []).unwrap();
+        conn.execute("INSERT INTO meta (key, value) VALUES ('application', 'rtscope')", []).unwrap();
+    }
+    let mut store = Store::open(&path).unwrap();
+    let mut run = sample_run();
+    run.episodes.clear();
+    run.trace = None;
+    let id = store.insert_run(&run).unwrap();
+    let a = crate::episode::tests::sample_episode();
+    let mut b = a.clone();
+    b.sample = 9000;
+    b.latency_ns = 2_000_000;
+    store.store_episodes(id, &[a.clone(), b.clone()], &[]).unwrap();
+    assert_eq!(store.episodes(id).unwrap(), vec![b.clone(), a.clone()], "worst first");
+    let key = (None, a.probe.clone(), a.metric.clone(), a.cpu, a.sample);
+    store.store_episodes(id, &[], &[key]).unwrap();
+    assert_eq!(store.load_run(id).unwrap().episodes, vec![b]);
+    store.put_run_data(id, "trace", &serde_json::json!({"instance": "x", "clock": "mono"})).unwrap();
+    assert_eq!(store.load_run(id).unwrap().trace.unwrap().instance, "x");
+}
