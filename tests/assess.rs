@@ -130,6 +130,22 @@ fn the_quick_assessment_stores_every_probe_under_every_load() {
         }
     }
     assert_eq!(rtscope::probe::registry::PROBES.len(), probes.len(), "a new probe joins this test too");
+    // Every metric under every load (a probe measured again in a later
+    // cell must not lose part of its metrics).
+    let mut metrics: Vec<(String, String)> =
+        rows.iter().map(|r| (r["probe"].as_str().unwrap().into(), r["metric"].as_str().unwrap().into())).collect();
+    metrics.sort();
+    metrics.dedup();
+    for load in ["idle", "cpu", "net"] {
+        for (p, m) in &metrics {
+            let n: u64 = rows
+                .iter()
+                .filter(|r| r["probe"] == p.as_str() && r["metric"] == m.as_str() && r["load"] == load)
+                .map(|r| r["count"].as_u64().unwrap())
+                .sum();
+            assert!(n > 0, "{p} {m} under {load}: no samples");
+        }
+    }
     let ch = v["characterisation"].as_array().unwrap();
     let names: Vec<&str> = ch.iter().map(|c| c["load"].as_str().unwrap()).collect();
     assert_eq!(names, ["idle", "cpu", "net"]);

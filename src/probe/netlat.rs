@@ -598,6 +598,11 @@ pub fn sender_loop(sock: &UdpSock, cfg: SenderCfg, stop: &AtomicBool) -> io::Res
     // assessment measures the same pair under several loads): stale.
     let born = clock::now();
     let stop_now = |p: &Packet| p.session == cfg.session && p.kind == packet::STOP && p.t_send >= born;
+    // The kernel numbers datagrams per socket (OPT_ID): restart at 0 so
+    // that datagram k is id k in this cell too, and forget older stamps.
+    sock.enable_timestamps(tx_flags() & !libc::SOF_TIMESTAMPING_OPT_ID).map_err(io::Error::other)?;
+    sock.enable_timestamps(tx_flags()).map_err(io::Error::other)?;
+    while let Ok(Some(_)) = sock.next_tx_stamp() {}
     sock.set_recv_timeout(POLL_NS)?;
     let (t0, interval, end) = loop {
         if stop.load(Relaxed) {
