@@ -2,13 +2,12 @@
 //! Each takes the run and returns no section when the run lacks its data,
 //! so a section appears exactly when there is something to show.
 //!
-//! Sections join this table as runs store more: the workloads matrix
-//! (probes x loads) and the load characterisation table, osbench's table,
-//! and the tail analysis (return levels, MTTF against buffering,
-//! schedulability) with its verdicts against requirements. Series are
-//! grouped by their load ([`load_of`]), a single implicit load today.
+//! An assessment (`rtscope run`) adds the workloads matrix (probes x loads),
+//! the loads' characterisation and the CPU score. Series are grouped by
+//! their load ([`load_of`]), so every load has its curve in a plot.
 
 use super::doc::{Block, Chapter, Outcome, Section, Table};
+use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe};
 use rtscope_model::compare::load_of;
@@ -21,7 +20,8 @@ use rtscope_model::units::{self, us, us_i};
 type SectionFn = fn(&Run, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: verdicts first.
-const SECTIONS: [SectionFn; 7] = [verdicts, machine, probes, stages, causes, episodes, tracer];
+const SECTIONS: [SectionFn; 9] =
+    [verdicts, matrix, characterisation, machine, probes, stages, causes, episodes, tracer];
 
 /// A run's chapter: every section it has data for.
 pub fn chapter(run: &Run, prefix: &str) -> Chapter {
@@ -128,6 +128,54 @@ fn verdicts(run: &Run, p: &str) -> Vec<Section> {
     for n in &run.header.notes {
         sec.push(Block::Para(n.clone()));
     }
+    vec![sec]
+}
+
+/// An assessment's grid as a table: the labels under `first`, a numeric
+/// column per load.
+fn grid_table(g: &Grid, first: &str) -> Table {
+    let mut head = vec![first.to_string()];
+    head.extend(g.columns.iter().cloned());
+    let mut t = Table::new(head, 1);
+    for (label, cells) in &g.rows {
+        let mut r = vec![label.clone()];
+        r.extend(cells.iter().cloned());
+        t.row(r);
+    }
+    t
+}
+
+/// An assessment's matrix: the worst case and the p99.9 of every probe
+/// metric (rows) under every load (columns), and the CPU score.
+fn matrix(run: &Run, p: &str) -> Vec<Section> {
+    if !is_matrix(run) {
+        return Vec::new();
+    }
+    let grids = matrix_grids(run);
+    if grids.is_empty() && run.cpu_score.is_none() {
+        return Vec::new();
+    }
+    let mut sec = Section::new(format!("{p}-matrix"), "Assessment: probes under each load");
+    if let Some(l) = score_line(run) {
+        sec.push(Block::Para(l));
+    }
+    for g in &grids {
+        sec.push(Block::Para(g.title.clone()));
+        sec.push(Block::Table(grid_table(g, "probe metric")));
+    }
+    if !grids.is_empty() {
+        sec.push(Block::Para(matrix_legend(run)));
+    }
+    vec![sec]
+}
+
+/// What each load did to the machine: the kernel's counters per second, a
+/// column per load.
+fn characterisation(run: &Run, p: &str) -> Vec<Section> {
+    let Some(g) = characterisation_grid(run) else { return Vec::new() };
+    let mut sec = Section::new(format!("{p}-characterisation"), "Loads' characterisation");
+    sec.push(Block::Para(g.title.clone()));
+    sec.push(Block::Table(grid_table(&g, "counter")));
     vec![sec]
 }
 
@@ -376,18 +424,25 @@ fn probes(run: &Run, p: &str) -> Vec<Section> {
 
 /// The figures of `rows` in the probe's columns.
 fn figures_table(cols: &[Col], with_metric: bool, rows: &[&Series]) -> Table {
+    let with_load = rows.iter().any(|s| !load_of(s).is_empty());
     let mut head: Vec<String> = Vec::new();
+    if with_load {
+        head.push("load".into());
+    }
     if with_metric {
         head.push("metric".into());
     }
     head.push("CPU".into());
     head.extend(cols.iter().map(|c| c.header().to_string()));
-    let mut t = Table::new(head, usize::from(with_metric));
+    let mut t = Table::new(head, usize::from(with_metric) + usize::from(with_load));
     for s in rows {
         let m = s.total().summary();
         let mut cells = Vec::new();
+        if with_load {
+            cells.push(load_of(s).to_string());
+        }
         if with_metric {
-            cells.push(format!("{}{}", s.key.metric, load_suffix(s)));
+            cells.push(s.key.metric.clone());
         }
         cells.push(s.key.cpu.to_string());
         cells.extend(cols.iter().map(|c| c.value(s, &m)));
