@@ -434,3 +434,31 @@ fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
     }
     assert!(html.contains("-matrix\"") && html.contains("-characterisation\""), "the sections' anchors");
 }
+
+#[test]
+fn an_osbench_report_has_a_table_per_group_and_its_plot() {
+    let Some(fx) = Fixture::root() else { return };
+    let o = rtscope(&["osbench", "-t", "call", "-t", "wake.futex-intra", "-n", "200", "--db", &fx.db, "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = report(&["report", "last", "--format", "md", "-o", "-", "--db", &fx.db]);
+    assert!(md.contains("### osbench: OS services (us per operation)"), "{md}");
+    assert!(!md.contains("### osbench: value"), "osbench has its own section, not the generic probe's: {md}");
+    let calls = md_table_after(&md, "calls: ");
+    assert_eq!(calls[0][..3], ["#", "id", "name"]);
+    let ids: Vec<&str> = calls[1..].iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(ids, ["call.syscall", "call.ipc"], "the call tests in their number's order");
+    for r in &calls[1..] {
+        assert_eq!(r.len(), 15, "{r:?}");
+        assert_eq!(r[7], "200", "samples: {r:?}");
+        let (min, p50, max): (f64, f64, f64) = (r[9].parse().unwrap(), r[11].parse().unwrap(), r[13].parse().unwrap());
+        assert!(0.0 <= min && min <= p50 && p50 <= max, "{r:?}");
+    }
+    assert_eq!(calls[2][4], "yes", "call.ipc is inter-process");
+    // wake.futex-intra is in its own group's table.
+    let tables = md.matches("| # | id | name |").count();
+    assert_eq!(tables, 2, "a table per group: {md}");
+    assert!(md.contains("| wake.futex-intra |"), "wake.futex-intra's row: {md}");
+    let html = report(&["report", "last", "-o", "-", "--db", &fx.db]);
+    let plots = html.matches("percent of operations at or over each time").count();
+    assert!(plots >= 2, "a plot per group ({plots})");
+}

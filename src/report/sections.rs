@@ -10,6 +10,7 @@ use super::doc::{Block, Chapter, Outcome, Section, Table};
 use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe};
+use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups};
 use rtscope_model::compare::load_of;
 use rtscope_model::episode::{Lane, Stages, top_causes};
 use rtscope_model::hist::{Tally, signed_buckets};
@@ -20,8 +21,8 @@ use rtscope_model::units::{self, us, us_i};
 type SectionFn = fn(&Run, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: verdicts first.
-const SECTIONS: [SectionFn; 9] =
-    [verdicts, matrix, characterisation, machine, probes, stages, causes, episodes, tracer];
+const SECTIONS: [SectionFn; 10] =
+    [verdicts, matrix, characterisation, machine, osbench, probes, stages, causes, episodes, tracer];
 
 /// A run's chapter: every section it has data for.
 pub fn chapter(run: &Run, prefix: &str) -> Chapter {
@@ -322,6 +323,9 @@ fn probes(run: &Run, p: &str) -> Vec<Section> {
     let req = requirement_ns(run).map(|r| r as f64 / 1000.0);
     let mut out = Vec::new();
     for (probe, list) in series_by_probe(run) {
+        if probe == "osbench" {
+            continue;
+        }
         let metrics = metrics_in_order(run, &list);
         let (cols, what) = layout(probe);
         let name = value_name(probe);
@@ -420,6 +424,60 @@ fn probes(run: &Run, p: &str) -> Vec<Section> {
         out.push(sec);
     }
     out
+}
+
+/// `rtscope osbench`: a table per test group, a row per test (as the text
+/// report), and the group's exceedance plot, a curve per test.
+fn osbench(run: &Run, p: &str) -> Vec<Section> {
+    let list: Vec<&Series> = run.series.iter().filter(|s| s.key.probe == "osbench").collect();
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let mut sec = Section::new(format!("{p}-osbench"), "osbench: OS services (us per operation)");
+    sec.push(Block::Para(OSBENCH_LEGEND.into()));
+    if let Some(d) = run.plan["describe"].as_str().filter(|d| !d.is_empty()) {
+        sec.push(Block::Para(format!("settings: {d}")));
+    }
+    for (gi, g) in osbench_groups(&list).into_iter().enumerate() {
+        sec.push(Block::Para(g.title.clone()));
+        let mut t = Table::new(OSBENCH_HEAD.map(|(h, _)| h.to_string()).to_vec(), 0);
+        for i in [1, 2, 4, 5, 6] {
+            t.numeric[i] = false;
+        }
+        for (cells, _, _) in &g.rows {
+            t.row(cells.clone());
+        }
+        sec.push(Block::Table(t));
+        for (cells, note, _) in &g.rows {
+            if let Some(n) = note {
+                sec.push(Block::Para(format!("{}: {n}", cells[1])));
+            }
+        }
+        let curves: Vec<Curve> = g
+            .rows
+            .iter()
+            .take(CURVES_PER_PLOT)
+            .map(|(cells, _, s)| Curve { label: cells[1].clone(), points: exceedance_points(s.total()) })
+            .filter(|c| !c.points.is_empty())
+            .collect();
+        if !curves.is_empty() {
+            let title = format!("{}: percent of operations at or over each time", g.title);
+            let svg =
+                svg::exceedance(&format!("{p}-exc-osbench-{gi}"), &title, "time per operation (us)", &curves, None);
+            sec.push(Block::Figure {
+                svg,
+                caption: format!(
+                    "{title} (log-log; a curve per test{})",
+                    if g.rows.len() > CURVES_PER_PLOT {
+                        format!(", the first {CURVES_PER_PLOT} of {}", g.rows.len())
+                    } else {
+                        String::new()
+                    }
+                ),
+            });
+        }
+    }
+    vec![sec]
 }
 
 /// The figures of `rows` in the probe's columns.
