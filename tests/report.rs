@@ -426,6 +426,18 @@ fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
     for l in ["idle", "cpu"] {
         assert!(figures.iter().any(|r| r[0] == l), "{l} missing in {figures:?}");
     }
+    // The tail analysis: a row per series, each horizon a level with its
+    // interval or its refusal (1 s observed is too short for an hour).
+    let tail = md_table_after(&md, "### Tail analysis");
+    assert_eq!(tail[0][4..7], ["per hour", "per day", "per week"]);
+    assert_eq!(tail.len() - 1, figures.len() - 1, "a tail row per series: {tail:?}");
+    for r in &tail[1..] {
+        assert!(r[0].starts_with("wakeup latency CPU") && (r[0].ends_with("[idle]") || r[0].ends_with("[cpu]")));
+        for c in &r[4..7] {
+            assert!(c.contains("refused: ") && c.contains("measure at least"), "{r:?}");
+        }
+    }
+    assert!(md.contains("| period | n=2 | n=3 | n=4 | smallest n |"), "the MTTF table: {md}");
     let html = report(&["report", "last", "-o", "-", "--db", &fx.db]);
     let exc = &html[html.find("percent of samples at or over").expect("the exceedance plot")..];
     let exc = &exc[..exc.find("</svg>").unwrap()];

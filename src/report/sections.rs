@@ -6,23 +6,25 @@
 //! the loads' characterisation and the CPU score. Series are grouped by
 //! their load ([`load_of`]), so every load has its curve in a plot.
 
+use super::analyze::{dur_s, level_cell, levels, mttf_cell};
 use super::doc::{Block, Chapter, Outcome, Section, Table};
 use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe};
 use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups};
+use rtscope_model::analysis::series::{self, Options};
 use rtscope_model::compare::load_of;
 use rtscope_model::episode::{Lane, Stages, top_causes};
 use rtscope_model::hist::{Tally, signed_buckets};
 use rtscope_model::run::{Interval, Run, Series};
-use rtscope_model::units::{self, us, us_i};
+use rtscope_model::units::{self, us, us_f, us_i};
 
 /// A section builder: the run and the prefix that makes its anchors unique.
 type SectionFn = fn(&Run, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: verdicts first.
-const SECTIONS: [SectionFn; 10] =
-    [verdicts, matrix, characterisation, machine, osbench, probes, stages, causes, episodes, tracer];
+const SECTIONS: [SectionFn; 11] =
+    [verdicts, matrix, characterisation, machine, osbench, probes, tail, stages, causes, episodes, tracer];
 
 /// A run's chapter: every section it has data for.
 pub fn chapter(run: &Run, prefix: &str) -> Chapter {
@@ -476,6 +478,96 @@ fn osbench(run: &Run, p: &str) -> Vec<Section> {
                 ),
             });
         }
+    }
+    vec![sec]
+}
+
+/// The tail analysis of every measured series (as `rtscope analyze RUN`
+/// with its defaults): the expected worst case per hour, day and week with
+/// its 95 % interval, or why it is refused, and the MTTF of a buffered
+/// consumer against the series' delays.
+fn tail(run: &Run, p: &str) -> Vec<Section> {
+    let list: Vec<&Series> =
+        run.series.iter().filter(|s| !is_stage(s) && s.key.probe != "osbench" && s.total().count() > 0).collect();
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let opts = Options::default();
+    let mut sec = Section::new(format!("{p}-tail"), "Tail analysis: the expected worst case");
+    sec.push(Block::Para(format!(
+        "A generalised Pareto tail fitted above a threshold (peaks over threshold), declustered; the expected worst \
+         case over an hour, a day and a week of the same conditions, with its 95 % profile-likelihood interval; \
+         refused when it would extrapolate beyond 100x the time observed. Diagnostics and options: rtscope analyze {}",
+        run.header.id
+    )));
+    let mut t = Table::new(
+        ["series", "samples", "max (us)", "tail fit", "per hour", "per day", "per week", "confidence"]
+            .map(String::from)
+            .to_vec(),
+        1,
+    );
+    for i in [3, 4, 5, 6, 7] {
+        t.numeric[i] = false;
+    }
+    let mut mttfs = Vec::new();
+    for s in list {
+        let name = format!("{} {} CPU{}{}", s.key.probe, s.key.metric, s.key.cpu, load_suffix(s));
+        let a = match series::analyze_series(s, crate::analyze::timer_period(run, &s.key), &opts) {
+            Ok(a) => a,
+            Err(e) => {
+                t.row(vec![name, s.total().count().to_string(), us_i(s.total().max()), format!("no analysis: {e}")]);
+                t.rows.last_mut().expect("pushed").resize(8, String::new());
+                continue;
+            }
+        };
+        let r = &a.report;
+        let mut cells = vec![name.clone(), r.stats.count.to_string(), us_i(r.stats.max_ns)];
+        match (&r.tail, &r.tail_error) {
+            (Some(tl), _) => {
+                cells.push(format!(
+                    "above {} us: {} exceedances, xi {:.3} ± {:.3}",
+                    us_f(tl.threshold_ns),
+                    tl.exceedances,
+                    tl.xi,
+                    tl.se_xi
+                ));
+                cells.extend(levels(tl).iter().map(|(_, l)| level_cell(l).trim().to_string()));
+                cells.push(tl.confidence.to_string());
+            }
+            (None, e) => {
+                cells.push(format!("no fit: {}", e.as_deref().unwrap_or("unknown reason")));
+                cells.extend(["-", "-", "-", "-"].map(String::from));
+            }
+        }
+        t.row(cells);
+        if let Some(m) = &r.mttf {
+            mttfs.push((name, m.clone()));
+        }
+    }
+    sec.push(Block::Table(t));
+    for (name, m) in mttfs {
+        sec.push(Block::Para(format!(
+            "{name}: mean time to a buffer underrun of a consumer with n buffers of one period each, compute time = \
+             {}, target {} (o: observed, f: fitted tail, ?: not enough data)",
+            m.compute,
+            dur_s(m.target_s)
+        )));
+        let mut ns: Vec<u32> = m.rows.iter().map(|r| r.buffers).collect();
+        ns.sort_unstable();
+        ns.dedup();
+        let mut head = vec!["period".to_string()];
+        head.extend(ns.iter().map(|n| format!("n={n}")));
+        head.push("smallest n".into());
+        let mut tab = Table::new(head, 1);
+        for (period, small) in &m.smallest_n {
+            let mut cells = vec![units::human(*period)];
+            cells.extend(ns.iter().map(|n| {
+                m.rows.iter().find(|r| r.period_ns == *period && r.buffers == *n).map_or("-".into(), mttf_cell)
+            }));
+            cells.push(small.map_or("> 64".into(), |n| n.to_string()));
+            tab.row(cells);
+        }
+        sec.push(Block::Table(tab));
     }
     vec![sec]
 }
