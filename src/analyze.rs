@@ -90,7 +90,7 @@ fn json_out<T: Serialize>(v: &T) -> Result<()> {
 }
 
 /// The period of the timer a series' probe waited for, from the run's plan.
-fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
+pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
     let s = &run.plan["settings"];
     match key.probe.as_str() {
         "wakeup" if s["distance_ns"].as_u64().unwrap_or(0) == 0 => s["interval_ns"].as_u64(),

@@ -377,3 +377,100 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
     let p99 = row["figures"].as_array().unwrap().iter().find(|f| f["figure"] == "p99").unwrap();
     assert_eq!(p99["changes"][1], "better", "{p99}");
 }
+
+/// The rows of the Markdown table that follows the line `heading` (a
+/// paragraph) in `md`: each row's cells.
+fn md_table_after(md: &str, heading: &str) -> Vec<Vec<String>> {
+    let start = md.find(heading).unwrap_or_else(|| panic!("{heading} missing:\n{md}"));
+    md[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .filter(|l| !l.starts_with("|---"))
+        .map(|l| l.trim_matches('|').split(" | ").map(|c| c.trim().to_string()).collect())
+        .collect()
+}
+
+#[test]
+fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
+    let Some(fx) = Fixture::root() else { return };
+    let run = ["run", "--quick", "--probes", "wakeup", "--loads", "idle,cpu", "--duration", "1s", "--db", &fx.db, "-q"];
+    let o = rtscope(&run);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = report(&["report", "last", "--format", "md", "-o", "-", "--db", &fx.db]);
+    assert!(md.contains("### Assessment: probes under each load") && md.contains("CPU score "), "{md}");
+    for title in ["worst case (us)", "p99.9 (us)"] {
+        let t = md_table_after(&md, title);
+        assert_eq!(t[0], ["probe metric", "idle", "cpu"], "{title}: a column per load in the plan's order");
+        assert_eq!(t.len(), 2, "{title}: one row, wakeup latency: {t:?}");
+        assert_eq!(t[1][0], "wakeup latency");
+        for v in &t[1][1..] {
+            let us: f64 = v.parse().unwrap_or_else(|_| panic!("{title}: {v} is not a number"));
+            assert!(us > 0.0 && us < 1e6, "{title}: {v}");
+        }
+    }
+    // The worst case is at least the p99.9 under each load.
+    let (w, p) = (md_table_after(&md, "worst case (us)"), md_table_after(&md, "p99.9 (us)"));
+    for i in 1..3 {
+        assert!(w[1][i].parse::<f64>().unwrap() >= p[1][i].parse::<f64>().unwrap(), "{w:?} {p:?}");
+    }
+    let ch = md_table_after(&md, "### Loads' characterisation");
+    assert_eq!(ch[0], ["counter", "idle", "cpu"]);
+    let busy = ch.iter().find(|r| r[0].starts_with("CPU busy %")).expect("the busy row");
+    let cpu_busy: f64 = busy[2].parse().unwrap();
+    assert!(cpu_busy > 50.0, "the cpu load keeps its CPUs busy: {busy:?}");
+    assert!(ch.iter().any(|r| r[0] == "context switches/s"), "{ch:?}");
+    // Every load has its rows in the probe's table and its curve in the plot.
+    let figures = md_table_after(&md, "### wakeup");
+    assert_eq!(figures[0][..2], ["load", "CPU"]);
+    for l in ["idle", "cpu"] {
+        assert!(figures.iter().any(|r| r[0] == l), "{l} missing in {figures:?}");
+    }
+    // The tail analysis: a row per series, each horizon a level with its
+    // interval or its refusal (1 s observed is too short for an hour).
+    let tail = md_table_after(&md, "### Tail analysis");
+    assert_eq!(tail[0][4..7], ["per hour", "per day", "per week"]);
+    assert_eq!(tail.len() - 1, figures.len() - 1, "a tail row per series: {tail:?}");
+    for r in &tail[1..] {
+        assert!(r[0].starts_with("wakeup latency CPU") && (r[0].ends_with("[idle]") || r[0].ends_with("[cpu]")));
+        for c in &r[4..7] {
+            assert!(c.contains("refused: ") && c.contains("measure at least"), "{r:?}");
+        }
+    }
+    assert!(md.contains("| period | n=2 | n=3 | n=4 | smallest n |"), "the MTTF table: {md}");
+    let html = report(&["report", "last", "-o", "-", "--db", &fx.db]);
+    let exc = &html[html.find("percent of samples at or over").expect("the exceedance plot")..];
+    let exc = &exc[..exc.find("</svg>").unwrap()];
+    for l in ["[idle]", "[cpu]"] {
+        assert!(exc.contains(l), "the exceedance plot has no curve {l}");
+    }
+    assert!(html.contains("-matrix\"") && html.contains("-characterisation\""), "the sections' anchors");
+}
+
+#[test]
+fn an_osbench_report_has_a_table_per_group_and_its_plot() {
+    let Some(fx) = Fixture::root() else { return };
+    let o = rtscope(&["osbench", "-t", "call", "-t", "wake.futex-intra", "-n", "200", "--db", &fx.db, "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = report(&["report", "last", "--format", "md", "-o", "-", "--db", &fx.db]);
+    assert!(md.contains("### osbench: OS services (us per operation)"), "{md}");
+    assert!(!md.contains("### osbench: value"), "osbench has its own section, not the generic probe's: {md}");
+    let calls = md_table_after(&md, "calls: ");
+    assert_eq!(calls[0][..3], ["#", "id", "name"]);
+    let ids: Vec<&str> = calls[1..].iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(ids, ["call.syscall", "call.ipc"], "the call tests in their number's order");
+    for r in &calls[1..] {
+        assert_eq!(r.len(), 15, "{r:?}");
+        assert_eq!(r[7], "200", "samples: {r:?}");
+        let (min, p50, max): (f64, f64, f64) = (r[9].parse().unwrap(), r[11].parse().unwrap(), r[13].parse().unwrap());
+        assert!(0.0 <= min && min <= p50 && p50 <= max, "{r:?}");
+    }
+    assert_eq!(calls[2][4], "yes", "call.ipc is inter-process");
+    // wake.futex-intra is in its own group's table.
+    let tables = md.matches("| # | id | name |").count();
+    assert_eq!(tables, 2, "a table per group: {md}");
+    assert!(md.contains("| wake.futex-intra |"), "wake.futex-intra's row: {md}");
+    let html = report(&["report", "last", "-o", "-", "--db", &fx.db]);
+    let plots = html.matches("percent of operations at or over each time").count();
+    assert!(plots >= 2, "a plot per group ({plots})");
+}

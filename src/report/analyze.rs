@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 use rtscope_model::analysis::mttf::{Mttf, Source};
-use rtscope_model::analysis::pot::TailReport;
+use rtscope_model::analysis::pot::{Level, TailReport};
 use rtscope_model::analysis::rta::{PseudoWorstCase, RtaReport};
 use rtscope_model::analysis::series::SeriesAnalysis;
 use rtscope_model::analysis::verdict::{Status, Verdict};
@@ -12,7 +12,7 @@ use rtscope_model::run::Run;
 use rtscope_model::units::{human, us_f, us_i};
 use std::io::Write;
 
-fn dur_s(s: f64) -> String {
+pub fn dur_s(s: f64) -> String {
     if !s.is_finite() || s > 1e15 {
         return "> 30 My".into();
     }
@@ -123,7 +123,7 @@ pub fn write_series(s: &SeriesAnalysis, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-fn mttf_cell(m: &Mttf) -> String {
+pub fn mttf_cell(m: &Mttf) -> String {
     let tag = match m.source {
         Source::Observed => "o",
         Source::FittedTail => "f",
@@ -133,6 +133,26 @@ fn mttf_cell(m: &Mttf) -> String {
         Some(s) => format!("{} {tag}", dur_s(s)),
         None => format!("never {tag}"),
     }
+}
+
+/// The return levels of a tail: per hour, day and week.
+pub fn levels(t: &TailReport) -> [(&'static str, &Level); 3] {
+    [("hour", &t.return_levels.hour), ("day", &t.return_levels.day), ("week", &t.return_levels.week)]
+}
+
+/// A return level with its 95 % interval, or why it was refused.
+pub fn level_cell(l: &Level) -> String {
+    if let Some(r) = &l.refused {
+        return format!("refused: {r}");
+    }
+    format!(
+        "{:>10} us  [{} .. {}]{}{}",
+        opt_us(l.value_ns),
+        opt_us(l.ci_low_ns),
+        l.ci_high_ns.map_or("unbounded".into(), us_i),
+        if l.extrapolated { "  extrapolated" } else { "" },
+        l.observed_ns.map(|o| format!("  observed {} us", us_i(o))).unwrap_or_default()
+    )
 }
 
 fn write_tail(t: &TailReport, out: &mut dyn Write) -> Result<()> {
@@ -149,20 +169,8 @@ fn write_tail(t: &TailReport, out: &mut dyn Write) -> Result<()> {
         t.theta_note
     )?;
     writeln!(out, "  expected worst case (95 % interval):")?;
-    for (name, l) in [("hour", &t.return_levels.hour), ("day", &t.return_levels.day), ("week", &t.return_levels.week)] {
-        if let Some(r) = &l.refused {
-            writeln!(out, "    per {name:<5} refused: {r}")?;
-            continue;
-        }
-        writeln!(
-            out,
-            "    per {name:<5} {:>10} us  [{} .. {}]{}{}",
-            opt_us(l.value_ns),
-            opt_us(l.ci_low_ns),
-            l.ci_high_ns.map_or("unbounded".into(), us_i),
-            if l.extrapolated { "  extrapolated" } else { "" },
-            l.observed_ns.map(|o| format!("  observed {} us", us_i(o))).unwrap_or_default()
-        )?;
+    for (name, l) in levels(t) {
+        writeln!(out, "    per {name:<5} {}", level_cell(l))?;
     }
     let d = &t.diagnostics;
     let test = |name: &str, passed: Option<bool>, p: Option<f64>, note: &str| -> String {

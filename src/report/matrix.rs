@@ -17,8 +17,17 @@ pub fn is_matrix(run: &Run) -> bool {
     run.series.iter().any(|s| s.key.load.is_some()) || !run.characterisation.is_empty()
 }
 
-/// A text grid: a first column of labels, then right-aligned columns.
-fn grid(out: &mut dyn Write, title: &str, columns: &[String], rows: &[(String, Vec<String>)]) -> Result<()> {
+/// A table of the assessment: a title, a first column of labels, then a
+/// column per load. Text and document reports render the same grid.
+pub struct Grid {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<(String, Vec<String>)>,
+}
+
+/// A grid as text: the labels, then right-aligned columns.
+fn write_grid(out: &mut dyn Write, g: &Grid) -> Result<()> {
+    let (title, columns, rows) = (&g.title, &g.columns, &g.rows);
     let first = rows.iter().map(|r| r.0.len()).chain([title.len()]).max().unwrap_or(0);
     let widths: Vec<usize> = columns
         .iter()
@@ -105,11 +114,12 @@ fn pooled(list: &[&Series]) -> Option<Tally> {
     Some(t)
 }
 
-/// The matrix tables of an assessment: worst case, then p99.9.
-pub fn write_matrix(run: &Run, out: &mut dyn Write) -> Result<()> {
+/// The matrix tables of an assessment: worst case, then p99.9; none
+/// without series.
+pub fn matrix_grids(run: &Run) -> Vec<Grid> {
     let loads = loads(run);
     if run.series.is_empty() {
-        return Ok(());
+        return Vec::new();
     }
     let mut worst = Vec::new();
     let mut p999 = Vec::new();
@@ -138,15 +148,36 @@ pub fn write_matrix(run: &Run, out: &mut dyn Write) -> Result<()> {
         worst.push((name.clone(), w));
         p999.push((name, p));
     }
-    grid(out, "worst case (us): the highest sample on any measured CPU", &loads, &worst)?;
-    grid(out, "p99.9 (us): every measured CPU together", &loads, &p999)?;
-    writeln!(
-        out,
-        "\nlatency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \
+    vec![
+        Grid {
+            title: "worst case (us): the highest sample on any measured CPU".into(),
+            columns: loads.clone(),
+            rows: worst,
+        },
+        Grid { title: "p99.9 (us): every measured CPU together".into(), columns: loads, rows: p999 },
+    ]
+}
+
+/// What the matrix's values time, and where the per-CPU figures are.
+pub fn matrix_legend(run: &Run) -> String {
+    format!(
+        "latency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \
          requested; drift: event seen - programmed expiry (signed). Per CPU: rtscope show {} --json, rtscope \
          export {}",
         run.header.id, run.header.id
-    )?;
+    )
+}
+
+/// The matrix tables of an assessment as text.
+pub fn write_matrix(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let grids = matrix_grids(run);
+    if grids.is_empty() {
+        return Ok(());
+    }
+    for g in &grids {
+        write_grid(out, g)?;
+    }
+    writeln!(out, "\n{}", matrix_legend(run))?;
     Ok(())
 }
 
@@ -154,11 +185,11 @@ fn f1(x: f64) -> String {
     if x >= 100.0 { format!("{x:.0}") } else { format!("{x:.1}") }
 }
 
-/// The characterisation table: a column per load.
-pub fn write_characterisation(run: &Run, out: &mut dyn Write) -> Result<()> {
+/// The characterisation table: a column per load; None without one.
+pub fn characterisation_grid(run: &Run) -> Option<Grid> {
     let ch = &run.characterisation;
     if ch.is_empty() {
-        return Ok(());
+        return None;
     }
     let columns: Vec<String> = ch.iter().map(|c| c.load.clone()).collect();
     let mut rows: Vec<(String, Vec<String>)> = Vec::new();
@@ -220,19 +251,32 @@ pub fn write_characterisation(run: &Run, out: &mut dyn Write) -> Result<()> {
         row(&format!("irq {short}/s"), &|c| c.top_interrupts.iter().find(|x| &x.name == s).map_or(0.0, |x| x.per_s));
     }
     row("seconds sampled", &|c| c.seconds);
-    grid(out, "characterisation (per second, from /proc while each load ran)", &columns, &rows)?;
+    Some(Grid { title: "characterisation (per second, from /proc while each load ran)".into(), columns, rows })
+}
+
+/// The characterisation table as text.
+pub fn write_characterisation(run: &Run, out: &mut dyn Write) -> Result<()> {
+    if let Some(g) = characterisation_grid(run) {
+        write_grid(out, &g)?;
+    }
     Ok(())
 }
 
-/// The CPU score line.
-pub fn write_score(run: &Run, out: &mut dyn Write) -> Result<()> {
-    if let Some(s) = &run.cpu_score {
-        writeln!(
-            out,
-            "\nCPU score {} (thousand iterations/s of rtscope's integer+string loop v{}, one thread on CPU {}; \
+/// The CPU score line; None without a score.
+pub fn score_line(run: &Run) -> Option<String> {
+    run.cpu_score.as_ref().map(|s| {
+        format!(
+            "CPU score {} (thousand iterations/s of rtscope's integer+string loop v{}, one thread on CPU {}; \
              slices {}-{})",
             s.score, s.version, s.cpu, s.min, s.max
-        )?;
+        )
+    })
+}
+
+/// The CPU score line as text.
+pub fn write_score(run: &Run, out: &mut dyn Write) -> Result<()> {
+    if let Some(l) = score_line(run) {
+        writeln!(out, "\n{l}")?;
     }
     Ok(())
 }

@@ -2,26 +2,29 @@
 //! Each takes the run and returns no section when the run lacks its data,
 //! so a section appears exactly when there is something to show.
 //!
-//! Sections join this table as runs store more: the workloads matrix
-//! (probes x loads) and the load characterisation table, osbench's table,
-//! and the tail analysis (return levels, MTTF against buffering,
-//! schedulability) with its verdicts against requirements. Series are
-//! grouped by their load ([`load_of`]), a single implicit load today.
+//! An assessment (`rtscope run`) adds the workloads matrix (probes x loads),
+//! the loads' characterisation and the CPU score. Series are grouped by
+//! their load ([`load_of`]), so every load has its curve in a plot.
 
+use super::analyze::{dur_s, level_cell, levels, mttf_cell};
 use super::doc::{Block, Chapter, Outcome, Section, Table};
+use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe};
+use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups};
+use rtscope_model::analysis::series::{self, Options};
 use rtscope_model::compare::load_of;
 use rtscope_model::episode::{Lane, Stages, top_causes};
 use rtscope_model::hist::{Tally, signed_buckets};
 use rtscope_model::run::{Interval, Run, Series};
-use rtscope_model::units::{self, us, us_i};
+use rtscope_model::units::{self, us, us_f, us_i};
 
 /// A section builder: the run and the prefix that makes its anchors unique.
 type SectionFn = fn(&Run, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: verdicts first.
-const SECTIONS: [SectionFn; 7] = [verdicts, machine, probes, stages, causes, episodes, tracer];
+const SECTIONS: [SectionFn; 11] =
+    [verdicts, matrix, characterisation, machine, osbench, probes, tail, stages, causes, episodes, tracer];
 
 /// A run's chapter: every section it has data for.
 pub fn chapter(run: &Run, prefix: &str) -> Chapter {
@@ -128,6 +131,54 @@ fn verdicts(run: &Run, p: &str) -> Vec<Section> {
     for n in &run.header.notes {
         sec.push(Block::Para(n.clone()));
     }
+    vec![sec]
+}
+
+/// An assessment's grid as a table: the labels under `first`, a numeric
+/// column per load.
+fn grid_table(g: &Grid, first: &str) -> Table {
+    let mut head = vec![first.to_string()];
+    head.extend(g.columns.iter().cloned());
+    let mut t = Table::new(head, 1);
+    for (label, cells) in &g.rows {
+        let mut r = vec![label.clone()];
+        r.extend(cells.iter().cloned());
+        t.row(r);
+    }
+    t
+}
+
+/// An assessment's matrix: the worst case and the p99.9 of every probe
+/// metric (rows) under every load (columns), and the CPU score.
+fn matrix(run: &Run, p: &str) -> Vec<Section> {
+    if !is_matrix(run) {
+        return Vec::new();
+    }
+    let grids = matrix_grids(run);
+    if grids.is_empty() && run.cpu_score.is_none() {
+        return Vec::new();
+    }
+    let mut sec = Section::new(format!("{p}-matrix"), "Assessment: probes under each load");
+    if let Some(l) = score_line(run) {
+        sec.push(Block::Para(l));
+    }
+    for g in &grids {
+        sec.push(Block::Para(g.title.clone()));
+        sec.push(Block::Table(grid_table(g, "probe metric")));
+    }
+    if !grids.is_empty() {
+        sec.push(Block::Para(matrix_legend(run)));
+    }
+    vec![sec]
+}
+
+/// What each load did to the machine: the kernel's counters per second, a
+/// column per load.
+fn characterisation(run: &Run, p: &str) -> Vec<Section> {
+    let Some(g) = characterisation_grid(run) else { return Vec::new() };
+    let mut sec = Section::new(format!("{p}-characterisation"), "Loads' characterisation");
+    sec.push(Block::Para(g.title.clone()));
+    sec.push(Block::Table(grid_table(&g, "counter")));
     vec![sec]
 }
 
@@ -274,6 +325,9 @@ fn probes(run: &Run, p: &str) -> Vec<Section> {
     let req = requirement_ns(run).map(|r| r as f64 / 1000.0);
     let mut out = Vec::new();
     for (probe, list) in series_by_probe(run) {
+        if probe == "osbench" {
+            continue;
+        }
         let metrics = metrics_in_order(run, &list);
         let (cols, what) = layout(probe);
         let name = value_name(probe);
@@ -374,20 +428,171 @@ fn probes(run: &Run, p: &str) -> Vec<Section> {
     out
 }
 
+/// `rtscope osbench`: a table per test group, a row per test (as the text
+/// report), and the group's exceedance plot, a curve per test.
+fn osbench(run: &Run, p: &str) -> Vec<Section> {
+    let list: Vec<&Series> = run.series.iter().filter(|s| s.key.probe == "osbench").collect();
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let mut sec = Section::new(format!("{p}-osbench"), "osbench: OS services (us per operation)");
+    sec.push(Block::Para(OSBENCH_LEGEND.into()));
+    if let Some(d) = run.plan["describe"].as_str().filter(|d| !d.is_empty()) {
+        sec.push(Block::Para(format!("settings: {d}")));
+    }
+    for (gi, g) in osbench_groups(&list).into_iter().enumerate() {
+        sec.push(Block::Para(g.title.clone()));
+        let mut t = Table::new(OSBENCH_HEAD.map(|(h, _)| h.to_string()).to_vec(), 0);
+        for i in [1, 2, 4, 5, 6] {
+            t.numeric[i] = false;
+        }
+        for (cells, _, _) in &g.rows {
+            t.row(cells.clone());
+        }
+        sec.push(Block::Table(t));
+        for (cells, note, _) in &g.rows {
+            if let Some(n) = note {
+                sec.push(Block::Para(format!("{}: {n}", cells[1])));
+            }
+        }
+        let curves: Vec<Curve> = g
+            .rows
+            .iter()
+            .take(CURVES_PER_PLOT)
+            .map(|(cells, _, s)| Curve { label: cells[1].clone(), points: exceedance_points(s.total()) })
+            .filter(|c| !c.points.is_empty())
+            .collect();
+        if !curves.is_empty() {
+            let title = format!("{}: percent of operations at or over each time", g.title);
+            let svg =
+                svg::exceedance(&format!("{p}-exc-osbench-{gi}"), &title, "time per operation (us)", &curves, None);
+            sec.push(Block::Figure {
+                svg,
+                caption: format!(
+                    "{title} (log-log; a curve per test{})",
+                    if g.rows.len() > CURVES_PER_PLOT {
+                        format!(", the first {CURVES_PER_PLOT} of {}", g.rows.len())
+                    } else {
+                        String::new()
+                    }
+                ),
+            });
+        }
+    }
+    vec![sec]
+}
+
+/// The tail analysis of every measured series (as `rtscope analyze RUN`
+/// with its defaults): the expected worst case per hour, day and week with
+/// its 95 % interval, or why it is refused, and the MTTF of a buffered
+/// consumer against the series' delays.
+fn tail(run: &Run, p: &str) -> Vec<Section> {
+    let list: Vec<&Series> =
+        run.series.iter().filter(|s| !is_stage(s) && s.key.probe != "osbench" && s.total().count() > 0).collect();
+    if list.is_empty() {
+        return Vec::new();
+    }
+    let opts = Options::default();
+    let mut sec = Section::new(format!("{p}-tail"), "Tail analysis: the expected worst case");
+    sec.push(Block::Para(format!(
+        "A generalised Pareto tail fitted above a threshold (peaks over threshold), declustered; the expected worst \
+         case over an hour, a day and a week of the same conditions, with its 95 % profile-likelihood interval; \
+         refused when it would extrapolate beyond 100x the time observed. Diagnostics and options: rtscope analyze {}",
+        run.header.id
+    )));
+    let mut t = Table::new(
+        ["series", "samples", "max (us)", "tail fit", "per hour", "per day", "per week", "confidence"]
+            .map(String::from)
+            .to_vec(),
+        1,
+    );
+    for i in [3, 4, 5, 6, 7] {
+        t.numeric[i] = false;
+    }
+    let mut mttfs = Vec::new();
+    for s in list {
+        let name = format!("{} {} CPU{}{}", s.key.probe, s.key.metric, s.key.cpu, load_suffix(s));
+        let a = match series::analyze_series(s, crate::analyze::timer_period(run, &s.key), &opts) {
+            Ok(a) => a,
+            Err(e) => {
+                t.row(vec![name, s.total().count().to_string(), us_i(s.total().max()), format!("no analysis: {e}")]);
+                t.rows.last_mut().expect("pushed").resize(8, String::new());
+                continue;
+            }
+        };
+        let r = &a.report;
+        let mut cells = vec![name.clone(), r.stats.count.to_string(), us_i(r.stats.max_ns)];
+        match (&r.tail, &r.tail_error) {
+            (Some(tl), _) => {
+                cells.push(format!(
+                    "above {} us: {} exceedances, xi {:.3} ± {:.3}",
+                    us_f(tl.threshold_ns),
+                    tl.exceedances,
+                    tl.xi,
+                    tl.se_xi
+                ));
+                cells.extend(levels(tl).iter().map(|(_, l)| level_cell(l).trim().to_string()));
+                cells.push(tl.confidence.to_string());
+            }
+            (None, e) => {
+                cells.push(format!("no fit: {}", e.as_deref().unwrap_or("unknown reason")));
+                cells.extend(["-", "-", "-", "-"].map(String::from));
+            }
+        }
+        t.row(cells);
+        if let Some(m) = &r.mttf {
+            mttfs.push((name, m.clone()));
+        }
+    }
+    sec.push(Block::Table(t));
+    for (name, m) in mttfs {
+        sec.push(Block::Para(format!(
+            "{name}: mean time to a buffer underrun of a consumer with n buffers of one period each, compute time = \
+             {}, target {} (o: observed, f: fitted tail, ?: not enough data)",
+            m.compute,
+            dur_s(m.target_s)
+        )));
+        let mut ns: Vec<u32> = m.rows.iter().map(|r| r.buffers).collect();
+        ns.sort_unstable();
+        ns.dedup();
+        let mut head = vec!["period".to_string()];
+        head.extend(ns.iter().map(|n| format!("n={n}")));
+        head.push("smallest n".into());
+        let mut tab = Table::new(head, 1);
+        for (period, small) in &m.smallest_n {
+            let mut cells = vec![units::human(*period)];
+            cells.extend(ns.iter().map(|n| {
+                m.rows.iter().find(|r| r.period_ns == *period && r.buffers == *n).map_or("-".into(), mttf_cell)
+            }));
+            cells.push(small.map_or("> 64".into(), |n| n.to_string()));
+            tab.row(cells);
+        }
+        sec.push(Block::Table(tab));
+    }
+    vec![sec]
+}
+
 /// The figures of `rows` in the probe's columns.
 fn figures_table(cols: &[Col], with_metric: bool, rows: &[&Series]) -> Table {
+    let with_load = rows.iter().any(|s| !load_of(s).is_empty());
     let mut head: Vec<String> = Vec::new();
+    if with_load {
+        head.push("load".into());
+    }
     if with_metric {
         head.push("metric".into());
     }
     head.push("CPU".into());
     head.extend(cols.iter().map(|c| c.header().to_string()));
-    let mut t = Table::new(head, usize::from(with_metric));
+    let mut t = Table::new(head, usize::from(with_metric) + usize::from(with_load));
     for s in rows {
         let m = s.total().summary();
         let mut cells = Vec::new();
+        if with_load {
+            cells.push(load_of(s).to_string());
+        }
         if with_metric {
-            cells.push(format!("{}{}", s.key.metric, load_suffix(s)));
+            cells.push(s.key.metric.clone());
         }
         cells.push(s.key.cpu.to_string());
         cells.extend(cols.iter().map(|c| c.value(s, &m)));

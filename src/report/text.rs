@@ -296,15 +296,41 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
     Ok(())
 }
 
-/// `osbench`: a table per test group, a row per test (and variant), as
-/// the references print them: last, min, mean, p50, p99, max in us.
-fn osbench_tables(out: &mut dyn Write, list: &[&Series]) -> Result<()> {
+/// What osbench's columns mean.
+pub const OSBENCH_LEGEND: &str = "osbench, us per operation: (t1 - t0 - base) / IPS; base: the timing overhead subtracted (ns); IP: inter-process; CF: cache flushed before each sample; CPU: measured party's (>other party's)";
+
+/// osbench's columns, and their text widths (negative: left-aligned).
+pub const OSBENCH_HEAD: [(&str, i32); 15] = [
+    ("#", 3),
+    ("id", -28),
+    ("name", -36),
+    ("IPS", 5),
+    ("IP", 3),
+    ("CF", 3),
+    ("CPU", 5),
+    ("samples", 7),
+    ("last", 9),
+    ("min", 9),
+    ("mean", 9),
+    ("p50", 9),
+    ("p99", 9),
+    ("max", 10),
+    ("base", 5),
+];
+
+/// One group of osbench's tests: its title, and a row per test (and
+/// variant) with its note and its series.
+pub struct OsbenchGroup<'a> {
+    pub title: String,
+    pub rows: Vec<(Vec<String>, Option<String>, &'a Series)>,
+}
+
+/// `osbench`'s series as the references print them: a group per test
+/// group, a row per test in its number's order, in [`OSBENCH_HEAD`]'s
+/// columns (last, min, mean, p50, p99, max in us).
+pub fn osbench_groups<'a>(list: &[&'a Series]) -> Vec<OsbenchGroup<'a>> {
     let x = |s: &Series, k: &str| s.extra.get(k).cloned().unwrap_or(serde_json::Value::Null);
     let yes = |v: serde_json::Value| if v.as_bool() == Some(true) { "yes" } else { "no" };
-    writeln!(
-        out,
-        "\nosbench, us per operation: (t1 - t0 - base) / IPS; base: the timing overhead subtracted (ns); IP: inter-process; CF: cache flushed before each sample; CPU: measured party's (>other party's)"
-    )?;
     let mut list = list.to_vec();
     list.sort_by_key(|s| (x(s, "num").as_u64().unwrap_or(u64::MAX), s.key.metric.clone()));
     let order = |g: &str| crate::osbench::Group::ALL.iter().position(|x| x.name() == g).unwrap_or(usize::MAX);
@@ -316,40 +342,66 @@ fn osbench_tables(out: &mut dyn Write, list: &[&Series]) -> Result<()> {
         }
     }
     groups.sort_by_key(|g| order(g));
-    for g in groups {
-        let title = crate::osbench::Group::ALL.iter().find(|x| x.name() == g).map_or(g.as_str(), |x| x.title());
-        writeln!(out, "\n{title}")?;
-        writeln!(
-            out,
-            "{:>3} {:<28} {:<36} {:>5} {:>3} {:>3} {:>5} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>5}",
-            "#", "id", "name", "IPS", "IP", "CF", "CPU", "samples", "last", "min", "mean", "p50", "p99", "max", "base"
-        )?;
-        for s in list.iter().filter(|s| x(s, "group").as_str() == Some(g.as_str())) {
-            let m = s.total().summary();
-            let cpu = match x(s, "other_cpu").as_i64() {
-                Some(o) if o != s.key.cpu => format!("{}>{o}", s.key.cpu),
-                _ => s.key.cpu.to_string(),
-            };
-            writeln!(
-                out,
-                "{:>3} {:<28} {:<36} {:>5} {:>3} {:>3} {:>5} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>5}",
-                x(s, "num").as_u64().map_or("-".into(), |n| n.to_string()),
-                s.key.metric,
-                x(s, "name").as_str().unwrap_or(""),
-                x(s, "ips").as_u64().unwrap_or(1),
-                yes(x(s, "inter_process")),
-                yes(x(s, "cache_flush")),
-                cpu,
-                m.count,
-                us(x(s, "last_ns").as_u64().unwrap_or(0)),
-                us_i(m.min_ns),
-                units::us_f(m.mean_ns),
-                us_i(m.p50_ns),
-                us_i(m.p99_ns),
-                us_i(m.max_ns),
-                x(s, "base_ns").as_u64().unwrap_or(0),
-            )?;
-            if let Some(n) = x(s, "note").as_str() {
+    groups
+        .into_iter()
+        .map(|g| {
+            let title =
+                crate::osbench::Group::ALL.iter().find(|x| x.name() == g).map_or(g.as_str(), |x| x.title()).to_string();
+            let rows = list
+                .iter()
+                .filter(|s| x(s, "group").as_str() == Some(g.as_str()))
+                .map(|s| {
+                    let m = s.total().summary();
+                    let cpu = match x(s, "other_cpu").as_i64() {
+                        Some(o) if o != s.key.cpu => format!("{}>{o}", s.key.cpu),
+                        _ => s.key.cpu.to_string(),
+                    };
+                    let cells = vec![
+                        x(s, "num").as_u64().map_or("-".into(), |n| n.to_string()),
+                        s.key.metric.clone(),
+                        x(s, "name").as_str().unwrap_or("").to_string(),
+                        x(s, "ips").as_u64().unwrap_or(1).to_string(),
+                        yes(x(s, "inter_process")).to_string(),
+                        yes(x(s, "cache_flush")).to_string(),
+                        cpu,
+                        m.count.to_string(),
+                        us(x(s, "last_ns").as_u64().unwrap_or(0)),
+                        us_i(m.min_ns),
+                        units::us_f(m.mean_ns),
+                        us_i(m.p50_ns),
+                        us_i(m.p99_ns),
+                        us_i(m.max_ns),
+                        x(s, "base_ns").as_u64().unwrap_or(0).to_string(),
+                    ];
+                    (cells, x(s, "note").as_str().map(String::from), *s)
+                })
+                .collect();
+            OsbenchGroup { title, rows }
+        })
+        .collect()
+}
+
+/// `osbench`: a table per test group, a row per test (and variant).
+fn osbench_tables(out: &mut dyn Write, list: &[&Series]) -> Result<()> {
+    writeln!(out, "\n{OSBENCH_LEGEND}")?;
+    let line = |out: &mut dyn Write, cells: &[&str]| -> Result<()> {
+        let mut l = String::new();
+        for (i, (c, (_, w))) in cells.iter().zip(OSBENCH_HEAD).enumerate() {
+            if i > 0 {
+                l.push(' ');
+            }
+            let n = w.unsigned_abs() as usize;
+            l.push_str(&if w < 0 { format!("{c:<n$}") } else { format!("{c:>n$}") });
+        }
+        writeln!(out, "{l}")?;
+        Ok(())
+    };
+    for g in osbench_groups(list) {
+        writeln!(out, "\n{}", g.title)?;
+        line(out, &OSBENCH_HEAD.map(|(h, _)| h))?;
+        for (cells, note, _) in &g.rows {
+            line(out, &cells.iter().map(String::as_str).collect::<Vec<_>>())?;
+            if let Some(n) = note {
                 writeln!(out, "    note: {n}")?;
             }
         }

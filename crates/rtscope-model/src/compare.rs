@@ -21,11 +21,12 @@ use crate::hist::{Tally, signed_buckets};
 use crate::run::{Run, Series};
 use serde::{Deserialize, Serialize};
 
-/// The load a series was measured under. Today a run has one implicit load
-/// (the machine as it was), named by the empty string; when runs hold
-/// several loads, series group by this key in reports and comparisons.
-pub fn load_of(_series: &Series) -> &str {
-    ""
+/// The load a series was measured under (`rtscope run`'s assessments store
+/// it); a run of a single probe has one implicit load (the machine as it
+/// was), named by the empty string. Series group by this key in reports and
+/// comparisons.
+pub fn load_of(series: &Series) -> &str {
+    series.key.load.as_deref().unwrap_or("")
 }
 
 /// Bootstrap replicates per interval: the 2.5 % and 97.5 % points of 2000
