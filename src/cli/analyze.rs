@@ -1,0 +1,153 @@
+//! `rtscope analyze`'s arguments.
+
+use super::*;
+
+/// A tail threshold: `auto` (None) or a duration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Threshold(pub Option<u64>);
+
+fn threshold(s: &str) -> Result<Threshold, String> {
+    if s == "auto" { Ok(Threshold(None)) } else { dur(s).map(|d| Threshold(Some(d))) }
+}
+
+fn rate(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .ok_or_else(|| format!("'{s}' is not a sample rate in Hz above 0 (e.g. 1000)"))
+}
+
+fn error_rate(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|r| *r > 0.0 && *r < 1.0)
+        .ok_or_else(|| format!("'{s}' is not a probability between 0 and 1 (e.g. 1e-6)"))
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct AnalyzeArgs {
+    #[command(subcommand)]
+    pub cmd: Option<AnalyzeCmd>,
+    /// A run id, or `last`.
+    #[arg(default_value = "last")]
+    pub run: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The tail threshold: auto (the highest value leaving at least 100 exceedances) or a duration.
+    #[arg(long, value_name = "DUR|auto", default_value = "auto", value_parser = threshold)]
+    pub threshold: Threshold,
+    /// Judge the run against a profile: omac (wake-up latency and 1 ms timer jitter <= 100us), audio (48 kHz with
+    /// 64/128/256 frames, 2 and 3 periods: MTTF > 24h with half the period as compute time), audio64, audio128,
+    /// audio256. Repeatable.
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profiles: Vec<String>,
+    /// A requirement, e.g. 'wakeup.latency.p99.99 < 50us' (PROBE.METRIC.STAT with STAT min, max, mean, jitter,
+    /// pNN.NNN, hour, day, week) or 'mttf(n=3,t=2.67ms,c=1ms) > 24h'. Repeatable; a failed one exits with code 2.
+    #[arg(long = "require", value_name = "EXPR")]
+    pub requires: Vec<String>,
+    /// Buffer periods of the MTTF table [default: 1.333ms,2.667ms,5.333ms,1ms: 48 kHz audio with 64/128/256
+    /// frames, and the 1 ms cycle]
+    #[arg(long, value_name = "DUR,...", value_delimiter = ',', value_parser = dur)]
+    pub period: Vec<u64>,
+    /// Buffer counts of the MTTF table [default: 2,3,4]
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub buffers: Vec<u32>,
+    /// Compute time per period in the MTTF table [default: half the period]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub compute: Option<u64>,
+    /// The MTTF the table's "smallest n" must reach.
+    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = dur)]
+    pub target: u64,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AnalyzeCmd {
+    /// Fit the tail of a sample file: threshold, Generalized Pareto shape and scale, extremal index, return levels
+    /// for an hour, a day and a week with 95 % intervals, and the diagnostics.
+    Tail(TailArgs),
+    /// Mean time to a buffer underrun: n buffers of period t and compute time c leave a slack (n-1) t - c; an
+    /// underrun is a latency above it; MTTF = t / (theta p).
+    Mttf(MttfArgs),
+    /// Fixed-priority response-time analysis of a task set (TOML), with release jitter and blocking; with
+    /// --jitter-from, the measured wake-up latency at --error-rate becomes every task's release jitter.
+    Rta(RtaArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct TailArgs {
+    /// One value per line in nanoseconds, or two columns `timestamp_ns value_ns`; '#' starts a comment.
+    #[arg(long, value_name = "FILE")]
+    pub samples: PathBuf,
+    /// Samples per second, for a file without timestamps.
+    #[arg(long, value_name = "HZ", value_parser = rate)]
+    pub rate: Option<f64>,
+    /// The tail threshold: auto (the highest value leaving at least 100 exceedances) or a duration.
+    #[arg(long, value_name = "DUR|auto", default_value = "auto", value_parser = threshold)]
+    pub threshold: Threshold,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["run", "samples"])))]
+pub struct MttfArgs {
+    /// A stored run (id or `last`): its wakeup latency series (or --series), every CPU.
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// Latency samples: one value per line in ns, or `timestamp_ns value_ns`.
+    #[arg(long, value_name = "FILE")]
+    pub samples: Option<PathBuf>,
+    /// Samples per second of --samples (required unless the file has timestamps).
+    #[arg(long, value_name = "HZ", value_parser = rate)]
+    pub rate: Option<f64>,
+    /// Buffer period t.
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub period: u64,
+    /// Number of buffers n (at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub buffers: u32,
+    /// Compute time per period c.
+    #[arg(long, value_name = "DUR", value_parser = dur, required_unless_present = "compute_samples")]
+    pub compute: Option<u64>,
+    /// Instead of --compute: a file of measured compute times (one ns value per line), as a distribution.
+    #[arg(long, value_name = "FILE", conflicts_with = "compute")]
+    pub compute_samples: Option<PathBuf>,
+    /// The MTTF to reach: also print the smallest n that reaches it.
+    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = dur)]
+    pub target: u64,
+    /// With --run: the series to use, PROBE.METRIC [default: wakeup.latency, else the run's first]
+    #[arg(long, value_name = "PROBE.METRIC")]
+    pub series: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RtaArgs {
+    /// The task set: [[task]] tables with name, wcet, period and optionally deadline (default: period), blocking,
+    /// jitter (durations with units) and priority (higher = more urgent; without: file order, most urgent first).
+    #[arg(long, value_name = "FILE")]
+    pub tasks: PathBuf,
+    /// A stored run (id or `last`) whose wake-up latency at --error-rate becomes every task's release jitter.
+    #[arg(long, value_name = "RUN", requires = "error_rate")]
+    pub jitter_from: Option<String>,
+    /// The permissible probability that one wake-up exceeds the pseudo worst case (e.g. 1e-6).
+    #[arg(long, value_name = "EPS", value_parser = error_rate, requires = "jitter_from")]
+    pub error_rate: Option<f64>,
+    /// With --jitter-from: the series, PROBE.METRIC [default: wakeup.latency]
+    #[arg(long, value_name = "PROBE.METRIC")]
+    pub series: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}

@@ -1,0 +1,505 @@
+//! The command line: one subcommand per probe and per action.
+
+use crate::probe::Common;
+use crate::probe::netlat::{self, NetPath, Netlat};
+use crate::probe::noise::{self, Noise};
+use crate::probe::ptimer::{self, Ptimer, TimerKind};
+use crate::probe::sleep::Sleep;
+use crate::probe::wakeup::{FlushBuffer, SpinnerOpt, Wakeup};
+use crate::recorder::ExceedMode;
+use crate::sys::timers;
+use crate::sys::{cpu, sched::Policy};
+use crate::trace::decompose::CauseThreshold;
+use crate::trace::{TraceClock, TraceOpts};
+use anyhow::{Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+mod analyze;
+mod probes;
+pub use analyze::*;
+pub use probes::*;
+
+const ABOUT: &str = "How real-time is this Linux machine, under the load it will really carry, and why not more?";
+
+#[derive(Parser, Debug)]
+#[command(name = "rtscope", version, about = ABOUT, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// The main job: assess this machine. Every probe under every load (one cell each), all in one stored run; prints
+    /// the matrix (worst case and p99.9 per probe metric and load), the loads' characterisation (kernel counters per
+    /// second) and a CPU score. Without arguments: the embedded default, about five minutes.
+    Run(RunArgs),
+    /// Run loads alone (a stressor beside other tools): characterised from the kernel's counters and stored.
+    #[command(after_help = crate::load::help_table())]
+    Load(LoadArgs),
+    /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
+    /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
+    Wakeup(WakeupArgs),
+    /// OS noise (like oslat and rtla osnoise, the references' preemption test): one SCHED_FIFO thread per CPU
+    /// busy-loops reading the CPU counter; a gap between two reads longer than --ratio x the shortest (reference)
+    /// iteration is an interruption, recorded as its length minus the reference.
+    Noise(NoiseArgs),
+    /// Sleep accuracy (the references' SleepEx test): relative sleeps through nanosleep, clock_nanosleep, poll,
+    /// epoll_wait, select and a one-shot timerfd; deviation = actual - requested, signed.
+    Sleep(SleepArgs),
+    /// Periodic timer drift (the references' multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
+    /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
+    Ptimer(PtimerArgs),
+    /// UDP/IP stack latency (the references' network stack test): a sender and a real-time receiver per CPU over
+    /// loopback or a veth pair between two namespaces; rx_stack = send call -> kernel receive timestamp, rx_wake ->
+    /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
+    /// to a responder on another host.
+    Netlat(NetlatArgs),
+    /// List the runs in the store.
+    Runs(StoreArgs),
+    /// Summarise a stored run (its machine, warnings and figures).
+    Show(ShowArgs),
+    /// Export a stored run: json (lossless, re-importable), csv (per histogram bucket) or hdr (HdrHistogram interval log).
+    Export(ExportArgs),
+    /// Import a run exported with `rtscope export --format json` (from this or another machine).
+    Import(ImportArgs),
+    /// Turn a stored run (or a sample file) into engineering answers: statistics, the expected worst case per
+    /// hour/day/week (peaks over threshold), MTTF against buffering, schedulability, verdicts (--profile, --require).
+    Analyze(AnalyzeArgs),
+    /// Write a report of runs: one self-contained HTML file (plots as inline SVG, nothing fetched: it opens offline
+    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki.
+    Report(ReportArgs),
+    /// Compare runs side by side: per series and figure, each run against the first, with a bootstrap interval of the
+    /// ratio and whether the difference is beyond the runs' noise; --max-regression gates a CI pipeline (exit code 2).
+    Compare(CompareArgs),
+    /// The cost and wake-up latency of OS services (CEBench / OSBench and the SSC benchmark): locks, wake-up
+    /// primitives, ping-pongs, yield, system calls, clock reads, atomics, task creation, queues, memory; intra- and
+    /// inter-process. `--list` says exactly what each test times.
+    Osbench(OsbenchArgs),
+    /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
+    Disturb(DisturbArgs),
+    #[command(name = "__second-process", hide = true)]
+    SecondProcess(SecondArgs),
+    #[command(name = "__netlat-sender", hide = true)]
+    NetlatSender(NetlatSenderArgs),
+}
+
+fn flush_size(s: &str) -> Result<usize, String> {
+    crate::probe::wakeup::parse_size(s)
+        .filter(|&n| n >= 4096)
+        .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 2M, 64M)"))
+}
+
+/// A duration with a unit: 250ns, 500us, 1ms, 1.5ms, 10s, 5m, 12h.
+pub fn dur(s: &str) -> Result<u64, String> {
+    rtscope_model::units::parse_duration(s)
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The run store (SQLite, created if missing).
+    #[arg(long, value_name = "PATH", default_value = "rtscope.db")]
+    pub db: PathBuf,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// CPUs to measure, e.g. 0,2-3 [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Scheduling policy of the measuring threads.
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub policy: Policy,
+    /// Real-time priority of the measuring threads (1..99; ignored with --policy other).
+    #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(0..=99))]
+    pub priority: u8,
+    /// Stop after this long (e.g. 30s, 5m, 12h) [default: until Ctrl-C, or --loops]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    pub duration: Option<u64>,
+    /// Stop each thread after N samples.
+    #[arg(long, short = 'l', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub loops: Option<u64>,
+    /// Commit histograms, maxima and exceedances to the store this often.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = dur)]
+    pub checkpoint: u64,
+    /// Keep the raw (time, value) of every sample above DUR [default: adaptive, the running p99.9]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub exceed: Option<u64>,
+    /// Stop at the first sample above DUR, store the run and exit with code 2 (cyclictest -b).
+    #[arg(long, short = 'b', value_name = "DUR", value_parser = dur)]
+    pub threshold: Option<u64>,
+    /// Also write the results as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
+    #[arg(long)]
+    pub no_dma_latency: bool,
+    /// Allow settings that are usually mistakes (e.g. an interval below 50us).
+    #[arg(long)]
+    pub force: bool,
+    /// Find where the latency comes from: record the kernel's interrupt, timer and scheduler events in rtscope's own
+    /// tracefs instance; wakeup: split each sample into stages (irq, handler, wake, thread, user); noise: attribute
+    /// every interruption to IRQs, softirqs, threads or unaccounted time; both: explain the worst samples (cause
+    /// episodes: `rtscope show RUN --episodes`). Needs root; sleep and ptimer do not support it yet.
+    #[arg(long)]
+    pub trace: bool,
+    /// With --trace: explain every sample above DUR [default: adaptive: each new maximum for the first 1000 samples
+    /// of a CPU, then its running p99.9, and p99.99 from 10000 samples on]
+    #[arg(long, value_name = "DUR", value_parser = dur, requires = "trace")]
+    pub cause_threshold: Option<u64>,
+    /// With --trace: keep the worst N episodes per CPU.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub episodes: u64,
+    /// With --trace: the kernel ring buffer per traced CPU (e.g. 4M); events that overflow it are counted as lost.
+    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer)]
+    pub trace_buffer: usize,
+    /// With --trace: the kernel's trace clock. local (sched_clock) costs least per event; rtscope maps it to
+    /// CLOCK_MONOTONIC with each hrtimer expiry's own CLOCK_MONOTONIC reading (its `now`), so event and probe times
+    /// share one clock. mono reads CLOCK_MONOTONIC in every event: exact without mapping, slower where that read is
+    /// slow (VMs).
+    #[arg(long, value_enum, default_value = "local")]
+    pub trace_clock: TraceClock,
+    /// Write each sample above the exceedance threshold (--exceed) to the kernel's trace_marker, so that a tracer
+    /// running beside rtscope (trace-cmd, perf) sees it.
+    #[arg(long)]
+    pub tracemark: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+fn trace_buffer(s: &str) -> Result<usize, String> {
+    crate::probe::wakeup::parse_size(s)
+        .filter(|&n| (64 << 10..=1 << 30).contains(&n))
+        .ok_or_else(|| format!("'{s}' is not a size between 64K and 1G (e.g. 4M)"))
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// A campaign file (TOML: probes, loads, durations, each probe's options; see plans/ and the README) [default: the
+    /// embedded default assessment, about five minutes]. Flags given here override its keys.
+    #[arg(value_name = "PLAN.toml")]
+    pub plan: Option<PathBuf>,
+    /// A short assessment, under a minute: every probe under idle, cpu and net, 3 s per cell.
+    #[arg(long, conflicts_with = "plan")]
+    pub quick: bool,
+    /// The probes, each in its own cell under each load (default plan: wakeup,noise,sleep,ptimer).
+    #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
+    pub probes: Option<Vec<String>>,
+    /// The loads, each NAME[:INTENSITY][@CPUS] (`rtscope load --help` lists them), e.g. idle,cpu,net:1000,disk,
+    /// cmd:'make -j2'. Each starts before its cells and ramps up (--ramp-up).
+    #[arg(long, value_name = "LOAD,...")]
+    pub loads: Option<String>,
+    /// How long each cell (one probe under one load) is recorded.
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    pub duration: Option<u64>,
+    /// Each cell measures this long first without recording (its warm-up).
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub warmup: Option<u64>,
+    /// A load runs this long before its first cell, unmeasured.
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub ramp_up: Option<u64>,
+    /// Measure the cells in a random order (a load restarts, and ramps up, whenever the next cell has another one).
+    #[arg(long)]
+    pub shuffle: bool,
+    /// The seed of --shuffle (stored with the run), to repeat an order.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// CPUs to measure [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub load_cpus: Option<String>,
+    /// Trace the probes that can be traced (wakeup: its stages become rows of the matrix; cause episodes per load).
+    #[arg(long)]
+    pub trace: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
+    #[arg(long)]
+    pub no_dma_latency: bool,
+    /// Also write the results as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// The loads, run together, each NAME[:INTENSITY][@CPUS] (see below), e.g. cpu,net:1000@1,cmd:'make -j2'.
+    #[arg(value_name = "LOAD,...")]
+    pub loads: String,
+    /// Stop after DUR [default: until Ctrl-C]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    pub duration: Option<u64>,
+    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub load_cpus: Option<String>,
+    /// Also write the run (its characterisation) as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// A run id, or `last`.
+    #[arg(default_value = "last")]
+    pub run: String,
+    /// Print the common JSON shape instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Print every cause episode of a --trace run (worst first) and the top causes.
+    #[arg(long)]
+    pub episodes: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Self-contained and lossless: every interval's histogram, every exceedance; `rtscope import` reads it back.
+    Json,
+    /// One row per non-empty histogram bucket of each series.
+    Csv,
+    /// HdrHistogram interval log (tags probe.metric.cpuN, values in ns): HdrHistogram's own tools read it.
+    Hdr,
+    /// The cause episodes of a --trace run as a timeline (Chrome JSON trace): open it in ui.perfetto.dev.
+    Perfetto,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// A run id, or `last`.
+    pub run: String,
+    #[arg(long, short = 'f', value_enum, default_value = "json")]
+    pub format: ExportFormat,
+    /// Output file ('-' for stdout).
+    #[arg(long, short = 'o', value_name = "FILE", default_value = "-")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// One self-contained HTML file with inline SVG plots.
+    Html,
+    /// Markdown: the tables, verdicts and warnings, without the plots.
+    Md,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// Run ids, `last`, or files written by `rtscope export RUN --format json`; a chapter each.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// Output file ('-' for stdout).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+    /// [default: md when FILE ends in .md, else html]
+    #[arg(long, short = 'f', value_enum)]
+    pub format: Option<ReportFormat>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Two or more run ids (or `last`, or files written by `rtscope export RUN --format json`); the first is the
+    /// baseline.
+    #[arg(required = true, num_args = 2.., value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// Print the comparison as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the comparison as a self-contained HTML page, with every run's exceedance curve overlaid.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Exit with code 2 when any compared figure (mean, p50, p99, p99.9, p99.99 of any series) of a later run is
+    /// higher than the first run's by more than PCT percent and the difference is beyond the runs' noise (its
+    /// bootstrap interval lies above 1). The maximum, one sample, is shown but not gated.
+    #[arg(long, value_name = "PCT", value_parser = percent)]
+    pub max_regression: Option<f64>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+fn percent(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim_end_matches('%').parse().map_err(|_| format!("'{s}' is not a percentage (e.g. 10 or 2.5)"))?;
+    if !(0.0..=100_000.0).contains(&v) {
+        return Err(format!("'{s}' must be between 0 and 100000 (percent)"));
+    }
+    Ok(v)
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// A file written by `rtscope export RUN --format json`.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct DisturbArgs {
+    /// The CPU to disturb.
+    #[arg(long)]
+    pub cpu: usize,
+    /// SCHED_FIFO priority of the spinner (1..99).
+    #[arg(long, short = 'p', default_value_t = 99, value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub priority: u8,
+    /// One spin every DUR.
+    #[arg(long, value_name = "DUR", default_value = "20ms", value_parser = dur)]
+    pub period: u64,
+    /// Busy-spin this long each period.
+    #[arg(long, value_name = "DUR", default_value = "400us", value_parser = dur)]
+    pub spin: u64,
+    /// Start each spin at a random offset in [0, DUR) of its period, to avoid staying in phase with a probe.
+    #[arg(long, value_name = "DUR", default_value = "0", value_parser = dur)]
+    pub phase_jitter: u64,
+    /// Stop after DUR [default: until Ctrl-C]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    pub duration: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+pub struct OsbenchArgs {
+    /// List every test: its id, name, parties and exactly what is timed (from which event to which event).
+    #[arg(long)]
+    pub list: bool,
+    /// Run only this test: an id (wake.futex-intra), a number from --list, an id prefix (wake, atomic) or a group
+    /// (locks, wakeup, ping, calls, ssc); repeatable [default: all]
+    #[arg(long = "test", short = 't', value_name = "ID")]
+    pub test: Vec<String>,
+    /// Samples per test [default: 10000; 5000 for ssc.fork, 2000 for ssc.spawn]
+    #[arg(short = 'n', long = "samples", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub samples: Option<u64>,
+    /// Iterations per sample of the tests that loop (operations shorter than a few hundred ns: mutex fast paths,
+    /// atomics, clock reads, system calls, malloc/free): a sample is the loop's time minus the timing overhead,
+    /// divided by N [default: each test's own, 100 or 1000]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub ips: Option<u32>,
+    /// Run every test of 1 iteration per sample again with the CPU's private caches flushed before each sample
+    /// (outside the timed part; by both parties, each on its own CPU).
+    #[arg(long)]
+    pub cache_flush: bool,
+    /// Run the two-party tests again with the other party on another CPU (--other-cpu), besides the default where
+    /// both share --cpu.
+    #[arg(long)]
+    pub cross_cpu: bool,
+    /// The CPU of the measured party (and of both by default) [default: the last online CPU]
+    #[arg(long, value_name = "CPU")]
+    pub cpu: Option<usize>,
+    /// With --cross-cpu: the other party's CPU [default: the first other online CPU]
+    #[arg(long, value_name = "CPU")]
+    pub other_cpu: Option<usize>,
+    /// Scheduling policy of the parties.
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub policy: Policy,
+    /// The "higher" priority of the tests (11..99); "medium" is 5 below it, "lower" 10 below.
+    #[arg(long, short = 'p', default_value_t = 90, value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub priority: u8,
+    /// Also write one CSV row per test (times in us) to FILE ('-' for stdout).
+    #[arg(long, short = 'o', value_name = "FILE.csv")]
+    pub output: Option<PathBuf>,
+    /// Also write the results as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print nothing but errors.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
+    #[arg(long)]
+    pub no_dma_latency: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+impl CommonArgs {
+    /// Validates everything that can be checked before measuring.
+    pub fn resolve(&self, kind: &str) -> Result<Common> {
+        let cpus = match &self.cpus {
+            Some(list) => cpu::parse_selection("--cpus", list)?,
+            None => cpu::online(),
+        };
+        if self.checkpoint < 100_000_000 {
+            bail!("--checkpoint must be at least 100ms (e.g. --checkpoint 10s)");
+        }
+        if self.checkpoint > 3_600_000_000_000 {
+            bail!(
+                "--checkpoint must be at most 1h: a crash loses up to one checkpoint interval (e.g. --checkpoint 10s)"
+            );
+        }
+        if let Some(0) = self.duration {
+            bail!("--duration must be longer than 0 (e.g. --duration 30s)");
+        }
+        if self.policy.is_rt() && self.priority == 0 {
+            bail!("--priority must be 1..99 for --policy {:?} (0 is only for --policy other)", self.policy);
+        }
+        check_writable("--db", &self.store.db)?;
+        if let Some(json) = self.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+            check_writable("--json", json)?;
+        }
+        Ok(Common {
+            cpus,
+            policy: self.policy,
+            priority: if self.policy.is_rt() { self.priority } else { 0 },
+            duration_ns: self.duration,
+            loops: self.loops,
+            checkpoint_ns: self.checkpoint,
+            exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),
+            threshold_ns: self.threshold,
+            db: self.store.db.clone(),
+            json: self.json.clone(),
+            quiet: self.quiet,
+            dma_latency: !self.no_dma_latency,
+            kind: kind.into(),
+            trace: self.trace.then(|| TraceOpts {
+                cause_threshold: self.cause_threshold.map_or(CauseThreshold::Adaptive, CauseThreshold::Fixed),
+                max_episodes: self.episodes as usize,
+                buffer_kb: (self.trace_buffer >> 10) as u64,
+                clock: self.trace_clock,
+            }),
+            tracemark: self.tracemark,
+            warmup_ns: 0,
+        })
+    }
+}
+
+/// Fails early, naming `flag`, when `path` cannot be created or written.
+pub fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        bail!(
+            "{flag} {}: directory {} does not exist (create it or pick another {flag})",
+            path.display(),
+            dir.display()
+        );
+    }
+    if path.is_dir() {
+        bail!("{flag} {} is a directory; name a file in it", path.display());
+    }
+    let probe = if path.exists() {
+        std::fs::OpenOptions::new().append(true).open(path).map(|_| ())
+    } else {
+        let tmp = dir.join(format!(".rtscope-write-check-{}", std::process::id()));
+        let r = std::fs::File::create(&tmp).map(|_| ());
+        let _ = std::fs::remove_file(&tmp);
+        r
+    };
+    probe.map_err(|e| anyhow::anyhow!("{flag} {}: not writable ({e}); pick a writable {flag} PATH", path.display()))
+}

@@ -1,0 +1,399 @@
+//! The probes' arguments (`wakeup`, `noise`, `sleep`, `ptimer`, `netlat`)
+//! and their checks before measuring.
+
+use super::*;
+
+#[derive(Args, Debug)]
+pub struct WakeupArgs {
+    /// Period of each thread.
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    pub interval: u64,
+    /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0).
+    #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur)]
+    pub distance: u64,
+    /// N background busy threads per measured CPU at priority PRIO (0: SCHED_OTHER), busy --spin-active then
+    /// idle --spin-pause; `N@PRIO:sys` spins in system calls (IntrTime's idle threads).
+    #[arg(long, value_name = "N@PRIO", value_parser = SpinnerOpt::parse)]
+    pub spinners: Option<SpinnerOpt>,
+    /// Spinners' busy time per cycle.
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    pub spin_active: u64,
+    /// Spinners' idle time per cycle.
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    pub spin_pause: u64,
+    /// Run a second process that wakes on the same CPUs half a period apart, so that every wake-up switches address
+    /// spaces (IntrTime -sp).
+    #[arg(long)]
+    pub second_process: bool,
+    /// Evict the caches after each sample, outside the timed part: read a buffer twice the size of the CPU's private
+    /// caches (L1/L2).
+    #[arg(long)]
+    pub cache_flush: bool,
+    /// Bytes read per --cache-flush (e.g. 64M to evict a 32 MB L3 too; needs a long --interval).
+    #[arg(long, value_name = "SIZE", requires = "cache_flush", value_parser = flush_size)]
+    pub flush_size: Option<usize>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct NoiseArgs {
+    /// An interruption is a gap between two consecutive counter reads longer than RATIO x the reference iteration
+    /// (the shortest mean iteration over the 1 ms windows of a 20 ms warm-up of the same loop); it is recorded as
+    /// its length minus the reference (metric `interruption`).
+    #[arg(long, value_name = "RATIO", default_value_t = 4.0)]
+    pub ratio: f64,
+    /// Instead of --ratio: an interruption is a gap longer than DUR (e.g. 1us, as oslat's buckets).
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub gap: Option<u64>,
+    /// Busy-loop this long per cycle.
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    pub active: u64,
+    /// Then sleep this long, so that a real-time spinner never starves the machine (0: no pause; RT throttling
+    /// then still stops the thread for what it reserves, which shows as interruptions).
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    pub pause: u64,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SleepArgs {
+    /// The APIs to time, each its own metric `<api>@<length>`: from CLOCK_MONOTONIC read just before the call to
+    /// CLOCK_MONOTONIC read when it returns, minus the requested length (signed: an early wake-up is negative).
+    /// poll uses ppoll and epoll_wait uses epoll_pwait2 (ns timeouts); select rounds up to 1us.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "API,...",
+        default_value = "nanosleep,clock-nanosleep,poll,epoll-wait,select,timerfd"
+    )]
+    pub api: Vec<timers::SleepApi>,
+    /// Sleep lengths, e.g. 100us,1ms,5ms.
+    #[arg(long, value_name = "DUR,...", value_delimiter = ',', default_value = "5ms", value_parser = dur)]
+    pub sleep: Vec<u64>,
+    /// Busy-wait a random time in [0, DUR) before each sleep, so that the sleeps do not stay in phase with the
+    /// timer interrupt.
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    pub phase: u64,
+    /// Set the measuring threads' timer slack (PR_SET_TIMERSLACK) [default: leave it; the value in force is stored]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub timer_slack: Option<u64>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PtimerArgs {
+    /// Timer period (1ms: the OMAC cycle; the reference used 5ms).
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    pub period: u64,
+    /// The timer kinds, each its own metric: drift = CLOCK_MONOTONIC when the wait returns (read(2) of the timerfd,
+    /// sigwaitinfo(2) for the POSIX timers) minus the programmed expiry start + k x period, signed.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "KIND,...",
+        default_value = "timerfd,posix-signal,posix-thread"
+    )]
+    pub timer: Vec<TimerKind>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct NetlatArgs {
+    /// Send one datagram every DUR per measured CPU (the reference's 10 ms; 100us..10s).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur)]
+    pub interval: u64,
+    /// UDP payload bytes (the reference's 54; 52..1472, one Ethernet frame at most).
+    #[arg(long, value_name = "BYTES", default_value_t = 54,
+          value_parser = clap::value_parser!(u16).range(netlat::MIN_SIZE as i64..=netlat::MAX_SIZE as i64))]
+    pub size: u16,
+    /// loopback (127.0.0.1, the loopback driver); netns (a veth pair between two network namespaces rtscope creates
+    /// and the kernel removes with rtscope, on any exit); iface:NAME (with --peer or --serve: through interface
+    /// NAME, hardware timestamps noted where it has them).
+    #[arg(long, value_name = "PATH", default_value = "loopback", value_parser = NetPath::parse)]
+    pub path: NetPath,
+    /// Run each sender as its own process (the receive then crosses address spaces), not a thread.
+    #[arg(long)]
+    pub processes: bool,
+    /// Pin every sender to CPU N [default: its receiver's CPU, so that the receive softirq runs there]
+    #[arg(long, value_name = "N")]
+    pub sender_cpu: Option<usize>,
+    /// Be the responder on the target: echo every rtscope datagram arriving at ADDR:PORT at --priority on the first
+    /// of --cpus [default: the last CPU], with the target's own receive and send timing. Runs until Ctrl-C or
+    /// --duration; stores nothing (the --peer side does).
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with_all = ["peer", "processes", "sender_cpu"])]
+    pub serve: Option<std::net::SocketAddrV4>,
+    /// Measure the round trip to an `rtscope netlat --serve ADDR:PORT` on the target (it must answer a hello
+    /// first): rtt, transit, rx_wake and the target's target_wake, target_turnaround, target_tx_sw.
+    #[arg(long, value_name = "ADDR:PORT", conflicts_with_all = ["processes", "sender_cpu"])]
+    pub peer: Option<std::net::SocketAddrV4>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct NetlatSenderArgs {
+    #[arg(long)]
+    pub cpu: usize,
+    #[arg(long, value_enum)]
+    pub policy: Policy,
+    #[arg(long)]
+    pub priority: u8,
+    #[arg(long)]
+    pub size: usize,
+    #[arg(long)]
+    pub session: u32,
+}
+
+/// What `rtscope netlat` is asked to do.
+pub enum NetlatPlan {
+    Measure(Common, Netlat, Vec<String>),
+    Serve { addr: std::net::SocketAddrV4, iface: Option<String>, cpu: usize, common: Common },
+}
+
+#[derive(Args, Debug)]
+pub struct SecondArgs {
+    #[arg(long)]
+    pub cpus: String,
+    #[arg(long)]
+    pub interval_ns: u64,
+    #[arg(long)]
+    pub priority: u8,
+}
+
+impl WakeupArgs {
+    pub fn resolve(&self, kind: &str) -> Result<(Common, Wakeup)> {
+        const MIN_INTERVAL: u64 = 50_000;
+        if self.interval == 0 {
+            bail!("--interval must be longer than 0 (e.g. --interval 1ms)");
+        }
+        if let Some(d) = self.common.duration.filter(|&d| d < self.interval) {
+            bail!(
+                "--duration {} is shorter than --interval {}: no sample would be taken",
+                rtscope_model::units::human(d),
+                rtscope_model::units::human(self.interval)
+            );
+        }
+        if self.interval < MIN_INTERVAL && !self.common.force {
+            bail!(
+                "--interval {} is below 50us: the probe would mostly measure itself and can starve the CPU; add --force if you mean it",
+                rtscope_model::units::human(self.interval)
+            );
+        }
+        if self.spinners.is_some() && (self.spin_active == 0 || self.spin_pause == 0) && !self.common.force {
+            bail!(
+                "--spin-active and --spin-pause must both be above 0 so that spinners cannot starve the machine (or add --force)"
+            );
+        }
+        let common = self.common.resolve(kind)?;
+        const MAX_PERIOD: u64 = 10_000_000_000;
+        let longest = (common.cpus.len() as u64 - 1).saturating_mul(self.distance).saturating_add(self.interval);
+        if longest > MAX_PERIOD {
+            bail!(
+                "--interval (plus --distance per further thread) must stay within 10s: a thread only sees a stop request when it wakes"
+            );
+        }
+        let flush = self.cache_flush.then(|| FlushBuffer::new(self.flush_size));
+        if let Some(f) = &flush {
+            let cost = f.cost_ns();
+            if cost > self.interval / 2 && !self.common.force {
+                bail!(
+                    "--cache-flush reads {} KiB in {} per sample, more than half of --interval {}: use a longer --interval or a smaller --flush-size (or --force)",
+                    f.bytes() >> 10,
+                    rtscope_model::units::human(cost),
+                    rtscope_model::units::human(self.interval)
+                );
+            }
+        }
+        Ok((
+            common,
+            Wakeup {
+                interval_ns: self.interval,
+                distance_ns: self.distance,
+                spinners: self.spinners,
+                spin_active_ns: self.spin_active,
+                spin_pause_ns: self.spin_pause,
+                second_process: self.second_process,
+                cache_flush: self.cache_flush,
+                flush_bytes: flush.as_ref().map(FlushBuffer::bytes),
+                flush,
+            },
+        ))
+    }
+}
+
+/// Refuses a `--duration` shorter than `what` (`flag` `len`): no sample would be taken.
+fn check_duration_covers(common: &CommonArgs, flag: &str, len: u64) -> Result<()> {
+    if let Some(d) = common.duration.filter(|&d| d < len) {
+        bail!(
+            "--duration {} is shorter than {flag} {}: no sample would be taken",
+            rtscope_model::units::human(d),
+            rtscope_model::units::human(len)
+        );
+    }
+    Ok(())
+}
+
+/// At most 10 s: a thread only sees a stop request between two of them.
+fn check_at_most_10s(flag: &str, ns: u64) -> Result<()> {
+    if ns > 10_000_000_000 {
+        bail!("{flag} must be at most 10s: a thread only sees a stop request between two of them (e.g. {flag} 33ms)");
+    }
+    Ok(())
+}
+
+impl NetlatArgs {
+    pub fn resolve(&self, kind: &str) -> Result<NetlatPlan> {
+        use rtscope_model::units::human;
+        if self.interval < netlat::MIN_INTERVAL_NS {
+            bail!(
+                "--interval {} is below 100us: netlat sends at most 10000 datagrams per second per CPU (e.g. --interval 1ms)",
+                human(self.interval)
+            );
+        }
+        check_at_most_10s("--interval", self.interval)?;
+        check_duration_covers(&self.common, "--interval", self.interval)?;
+        let common = self.common.resolve(kind)?;
+        if let Some(c) = self.sender_cpu {
+            cpu::parse_selection("--sender-cpu", &c.to_string())?;
+        }
+        let iface = match &self.path {
+            NetPath::Iface(n) => Some(n.clone()),
+            _ => None,
+        };
+        if let Some(addr) = self.serve {
+            if self.path == NetPath::Netns {
+                bail!(
+                    "--serve with --path netns: run the responder inside a namespace of your own instead (ip netns exec NS rtscope netlat --serve ...)"
+                );
+            }
+            let cpu = match &self.common.cpus {
+                Some(_) => common.cpus[0],
+                None => *common.cpus.last().unwrap_or(&0),
+            };
+            return Ok(NetlatPlan::Serve { addr, iface, cpu, common });
+        }
+        let (probe, warnings) = match self.peer {
+            Some(peer) => Netlat::peer(self.interval, self.size as usize, self.path.clone(), peer, &common.cpus)?,
+            None => Netlat::local(
+                self.interval,
+                self.size as usize,
+                self.path.clone(),
+                self.processes,
+                self.sender_cpu,
+                &common.cpus,
+            )?,
+        };
+        Ok(NetlatPlan::Measure(common, probe, warnings))
+    }
+}
+
+impl NoiseArgs {
+    pub fn resolve(&self, kind: &str) -> Result<(Common, Noise)> {
+        if !(1.0..=1000.0).contains(&self.ratio) {
+            bail!("--ratio must be between 1 and 1000 (e.g. --ratio 4, the reference's)");
+        }
+        if self.active < 100_000 {
+            bail!("--active must be at least 100us (e.g. --active 33ms)");
+        }
+        check_at_most_10s("--active", self.active)?;
+        check_at_most_10s("--pause", self.pause)?;
+        if let Some(g) = self.gap.filter(|&g| g < 10 || g >= self.active) {
+            bail!("--gap {} must be between 10ns and --active (e.g. --gap 1us)", rtscope_model::units::human(g));
+        }
+        check_duration_covers(&self.common, "--active", self.active)?;
+        let common = self.common.resolve(kind)?;
+        if self.pause == 0 && !common.quiet {
+            eprintln!(
+                "rtscope: warning: --pause 0: the busy loop never sleeps; RT throttling (/proc/sys/kernel/sched_rt_runtime_us) still stops it for the time it reserves each period, which shows as interruptions"
+            );
+        }
+        let throttling_off =
+            std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").map(|s| s.trim() == "-1").unwrap_or(false);
+        if self.pause == 0 && common.policy.is_rt() && throttling_off && !self.common.force {
+            bail!(
+                "--pause 0 at --policy {:?} with RT throttling off (sched_rt_runtime_us = -1) would starve everything else on the measured CPUs: give a --pause, use --policy other, or add --force",
+                common.policy
+            );
+        }
+        let calibration = crate::sys::tsc::calibrate(50_000_000);
+        Ok((
+            common,
+            Noise {
+                ratio: self.ratio,
+                gap_ns: self.gap,
+                active_ns: self.active,
+                pause_ns: self.pause,
+                warmup_ns: noise::WARMUP_NS,
+                calibration,
+            },
+        ))
+    }
+}
+
+impl SleepArgs {
+    pub fn resolve(&self, kind: &str) -> Result<(Common, Sleep)> {
+        let mut apis = self.api.clone();
+        dedup(&mut apis);
+        let mut lengths = self.sleep.clone();
+        dedup(&mut lengths);
+        if let Some(&l) = lengths.iter().find(|&&l| l == 0) {
+            bail!("--sleep {l}: every sleep length must be longer than 0 (e.g. --sleep 100us,1ms,5ms)");
+        }
+        for &l in &lengths {
+            check_at_most_10s("--sleep", l)?;
+        }
+        check_at_most_10s("--phase", self.phase)?;
+        if self.timer_slack == Some(0) {
+            bail!(
+                "--timer-slack 0 would reset the slack to the thread's default (a kernel rule); use --timer-slack 1ns for the least"
+            );
+        }
+        check_duration_covers(&self.common, "--sleep", lengths.iter().copied().min().unwrap_or(0))?;
+        let common = self.common.resolve(kind)?;
+        Ok((common, Sleep::new(apis, lengths, self.phase, self.timer_slack)))
+    }
+}
+
+impl PtimerArgs {
+    pub fn resolve(&self, kind: &str) -> Result<(Common, Ptimer)> {
+        const MIN_PERIOD: u64 = 50_000;
+        if self.period == 0 {
+            bail!("--period must be longer than 0 (e.g. --period 1ms)");
+        }
+        if self.period < MIN_PERIOD && !self.common.force {
+            bail!(
+                "--period {} is below 50us: the probe would mostly measure itself and can starve the CPU; add --force if you mean it",
+                rtscope_model::units::human(self.period)
+            );
+        }
+        check_at_most_10s("--period", self.period)?;
+        check_duration_covers(&self.common, "--period", self.period)?;
+        let mut kinds = self.timer.clone();
+        dedup(&mut kinds);
+        let common = self.common.resolve(kind)?;
+        let probe = Ptimer::new(self.period, kinds, common.cpus.len()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "--timer posix-signal needs one real-time signal per measured CPU and this system has {} for {} CPUs: measure fewer --cpus or leave posix-signal out of --timer",
+                ptimer::max_signal_threads(),
+                common.cpus.len()
+            )
+        })?;
+        Ok((common, probe))
+    }
+}
+
+/// Removes repeats, keeping the first of each.
+fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
+    let mut seen = Vec::new();
+    v.retain(|x| {
+        let new = !seen.contains(x);
+        seen.push(*x);
+        new
+    });
+}
