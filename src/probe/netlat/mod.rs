@@ -458,6 +458,21 @@ fn hello(sock: &UdpSock, size: usize, session: u32, peer: SocketAddrV4) -> Resul
     )
 }
 
+/// A datagram received, or None after a timeout or an error; errors
+/// other than the receive timeout are counted (`socket_errors`).
+fn received(r: io::Result<net::RxInfo>, errors: &mut u64, ctx: &ThreadCtx) -> Option<net::RxInfo> {
+    match r {
+        Ok(info) => Some(info),
+        Err(e) => {
+            if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+                *errors += 1;
+                ctx.set_extra(SLOT_ERRORS, *errors);
+            }
+            None
+        }
+    }
+}
+
 fn record_checked(rec: &mut Recorder, now: u64, value: u32) {
     if value != packet::NONE {
         rec.record(now, u64::from(value));
@@ -480,18 +495,11 @@ impl Netlat {
             let _ = sock.send(&out);
         }
         loop {
-            let info = match sock.recv(&mut buf) {
-                Ok(i) => i,
-                Err(e) => {
-                    if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
-                        errors += 1;
-                        ctx.set_extra(SLOT_ERRORS, errors);
-                    }
-                    if ctx.done(clock::now(), rec[0].count()) {
-                        break;
-                    }
-                    continue;
+            let Some(info) = received(sock.recv(&mut buf), &mut errors, ctx) else {
+                if ctx.done(clock::now(), rec[0].count()) {
+                    break;
                 }
+                continue;
             };
             let now = clock::now();
             let offset = net::realtime_offset();
@@ -573,18 +581,11 @@ impl Netlat {
             next += self.interval_ns;
             // Echoes until the next send is due: this one, or late ones.
             loop {
-                let info = match sock.recv(&mut buf) {
-                    Ok(i) => i,
-                    Err(e) => {
-                        if !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
-                            errors += 1;
-                            ctx.set_extra(SLOT_ERRORS, errors);
-                        }
-                        if clock::now() >= next || ctx.stopping() {
-                            break;
-                        }
-                        continue;
+                let Some(info) = received(sock.recv(&mut buf), &mut errors, ctx) else {
+                    if clock::now() >= next || ctx.stopping() {
+                        break;
                     }
+                    continue;
                 };
                 let now = clock::now();
                 let offset = net::realtime_offset();
