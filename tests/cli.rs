@@ -172,3 +172,28 @@ fn help_names_every_command_and_exits_zero() {
         }
     }
 }
+
+/// CI runs `.ci/run`, and the benchmarks are scripts: a shell syntax error in
+/// any of them (a lost `fi` in a merge) must fail here, not in CI after 0 s.
+/// The scripts must also run exactly the README's test command.
+#[test]
+fn ci_and_bench_scripts_parse() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut scripts = vec![root.join(".ci/run")];
+    for e in std::fs::read_dir(root.join("bench")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "sh") {
+            scripts.push(p);
+        }
+    }
+    assert!(scripts.len() > 3, "bench scripts missing: {scripts:?}");
+    for s in &scripts {
+        let o = std::process::Command::new("bash").arg("-n").arg(s).output().unwrap();
+        assert!(o.status.success(), "{}: {}", s.display(), String::from_utf8_lossy(&o.stderr));
+    }
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let cmd = "cargo test --workspace --locked";
+    assert!(ci.lines().any(|l| l.trim() == cmd), ".ci/run must run `{cmd}`");
+    assert!(readme.lines().any(|l| l.trim() == cmd), "the README must show `{cmd}`");
+}
