@@ -107,7 +107,7 @@ fn netlat_cmd(a: crate::cli::NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32
             }
             probe::run_probe(&probe, &common, signal)
         }
-        crate::cli::NetlatPlan::Serve { addr, iface, cpu, common } => {
+        crate::cli::NetlatPlan::Serve { addr, iface, cpu, hw_wanted, common } => {
             let (mut policy, mut priority) = (common.policy, common.priority);
             if policy.is_rt() && !sched::can_use_rt(priority) {
                 eprintln!(
@@ -125,6 +125,7 @@ fn netlat_cmd(a: crate::cli::NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32
                 until_ns: until,
                 quiet: common.quiet,
                 dma_latency: common.dma_latency,
+                hw_wanted,
             };
             netlat::serve(opts, signal)?;
             Ok(0)

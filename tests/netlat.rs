@@ -156,6 +156,8 @@ fn sigterm_ends_a_netns_run_and_removes_its_namespaces() {
 /// when dropped (with `ip`, as a user would set up two hosts).
 struct TwoHosts {
     names: [String; 2],
+    /// The veth ends: the target's, the peer's.
+    links: [String; 2],
 }
 
 impl TwoHosts {
@@ -165,7 +167,10 @@ impl TwoHosts {
             return None;
         }
         let id = std::process::id();
-        let t = TwoHosts { names: [format!("rtscope-test-{id}-t"), format!("rtscope-test-{id}-p")] };
+        let t = TwoHosts {
+            names: [format!("rtscope-test-{id}-t"), format!("rtscope-test-{id}-p")],
+            links: [format!("rtt{id}"), format!("rtp{id}")],
+        };
         let ip = |args: &[&str]| {
             let o = Command::new("ip").args(args).output().unwrap();
             assert!(o.status.success(), "ip {args:?}: {}", text(&o));
@@ -173,12 +178,12 @@ impl TwoHosts {
         let (nt, np) = (&t.names[0], &t.names[1]);
         ip(&["netns", "add", nt]);
         ip(&["netns", "add", np]);
-        let (vt, vp) = (format!("rtt{id}"), format!("rtp{id}"));
-        ip(&["link", "add", &vt, "netns", nt, "type", "veth", "peer", "name", &vp, "netns", np]);
-        ip(&["-n", nt, "addr", "add", "198.18.7.1/30", "dev", &vt]);
-        ip(&["-n", np, "addr", "add", "198.18.7.2/30", "dev", &vp]);
-        ip(&["-n", nt, "link", "set", &vt, "up"]);
-        ip(&["-n", np, "link", "set", &vp, "up"]);
+        let (vt, vp) = (&t.links[0], &t.links[1]);
+        ip(&["link", "add", vt, "netns", nt, "type", "veth", "peer", "name", vp, "netns", np]);
+        ip(&["-n", nt, "addr", "add", "198.18.7.1/30", "dev", vt]);
+        ip(&["-n", np, "addr", "add", "198.18.7.2/30", "dev", vp]);
+        ip(&["-n", nt, "link", "set", vt, "up"]);
+        ip(&["-n", np, "link", "set", vp, "up"]);
         Some(t)
     }
 
@@ -203,15 +208,18 @@ fn serve_and_peer_across_two_namespaces() {
     let Some(hosts) = TwoHosts::new() else { return };
     let last = last_cpu();
     let (server_cpu, peer_cpu) = (if last > 0 { last - 1 } else { 0 }.to_string(), last.to_string());
+    // Both ends bound to their veth end (`--path iface:NAME`): veth has no
+    // hardware timestamps, so both say so and measure with software ones.
+    let (target_if, peer_if) = (format!("iface:{}", hosts.links[0]), format!("iface:{}", hosts.links[1]));
     let server = hosts
-        .exec(0, &["netlat", "--serve", "198.18.7.1:47911", "--cpus", &server_cpu, "--duration", "10s"])
+        .exec(0, &["netlat", "--serve", "198.18.7.1:47911", "--path", &target_if, "--cpus", &server_cpu, "-D", "10s"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let json = fx.dir.join("peer.json");
     let o = hosts
-        .exec(1, &["netlat", "--peer", "198.18.7.1:47911", "--cpus", &peer_cpu, "--duration", "2s"])
+        .exec(1, &["netlat", "--peer", "198.18.7.1:47911", "--path", &peer_if, "--cpus", &peer_cpu, "-D", "2s"])
         .args(["--quiet", "--db", &fx.db, "--json", json.to_str().unwrap()])
         .output()
         .unwrap();
@@ -221,6 +229,9 @@ fn serve_and_peer_across_two_namespaces() {
     assert_eq!(o.status.code(), Some(0), "{}\nserver: {}", text(&o), text(&s));
     let served = String::from_utf8_lossy(&s.stderr);
     assert!(served.contains("echoed") && served.contains("target_turnaround"), "{served}");
+    let no_hw = format!("{} has no hardware timestamps", hosts.links[0]);
+    assert!(served.contains(&no_hw) && served.contains("software timestamps"), "{served}");
+    assert!(!served.contains("target_turnaround_wire"), "{served}");
     let v = json_file(&json);
     let rows: HashMap<String, serde_json::Value> = v["results"]
         .as_array()
@@ -235,8 +246,10 @@ fn serve_and_peer_across_two_namespaces() {
         assert!(u(r, "min_ns") > 0, "{m}: {r}");
         assert_eq!(u(r, "lost"), 0, "{r}");
         assert_eq!(u(r, "sent"), u(&rows["rtt"], "count"), "{r}");
-        assert_eq!(r["path"], "round trip to 198.18.7.1:47911", "{r}");
+        assert_eq!(r["path"], format!("round trip to 198.18.7.1:47911 through {}", hosts.links[1]), "{r}");
+        assert_eq!(r["timestamps"], "software", "{r}");
     }
+    assert!(!rows.contains_key("rtt_wire"), "no NIC stamps on veth: {rows:?}");
     // rtt = transit + the target's turnaround + the peer's own wake-up.
     let mean = |m: &str| rows[m]["mean_ns"].as_f64().unwrap();
     let parts = mean("transit") + mean("target_turnaround") + mean("rx_wake");

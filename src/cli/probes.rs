@@ -114,9 +114,14 @@ pub struct NetlatArgs {
     pub size: u16,
     /// loopback (127.0.0.1, the loopback driver); netns (a veth pair between two network namespaces rtscope creates
     /// and the kernel removes with rtscope, on any exit); iface:NAME (with --peer or --serve: through interface
-    /// NAME, hardware timestamps noted where it has them).
+    /// NAME, with its NIC's hardware timestamps where it has them).
     #[arg(long, value_name = "PATH", default_value = "loopback", value_parser = NetPath::parse)]
     pub path: NetPath,
+    /// With --path iface:NAME: leave the NIC's hardware timestamping configuration alone (e.g. when ptp4l owns it)
+    /// and use software timestamps only. Without it, rtscope turns the NIC's timestamping of every packet on for
+    /// the run where the NIC can, and puts the previous configuration back after.
+    #[arg(long)]
+    pub software_timestamps: bool,
     /// Run each sender as its own process (the receive then crosses address spaces), not a thread.
     #[arg(long)]
     pub processes: bool,
@@ -153,7 +158,7 @@ pub struct NetlatSenderArgs {
 /// What `rtscope netlat` is asked to do.
 pub enum NetlatPlan {
     Measure(Common, Netlat, Vec<String>),
-    Serve { addr: std::net::SocketAddrV4, iface: Option<String>, cpu: usize, common: Common },
+    Serve { addr: std::net::SocketAddrV4, iface: Option<String>, cpu: usize, hw_wanted: bool, common: Common },
 }
 
 #[derive(Args, Debug)]
@@ -276,10 +281,17 @@ impl NetlatArgs {
                 Some(_) => common.cpus[0],
                 None => *common.cpus.last().unwrap_or(&0),
             };
-            return Ok(NetlatPlan::Serve { addr, iface, cpu, common });
+            return Ok(NetlatPlan::Serve { addr, iface, cpu, hw_wanted: !self.software_timestamps, common });
         }
         let (probe, warnings) = match self.peer {
-            Some(peer) => Netlat::peer(self.interval, self.size as usize, self.path.clone(), peer, &common.cpus)?,
+            Some(peer) => Netlat::peer(
+                self.interval,
+                self.size as usize,
+                self.path.clone(),
+                peer,
+                &common.cpus,
+                !self.software_timestamps,
+            )?,
             None => Netlat::local(
                 self.interval,
                 self.size as usize,

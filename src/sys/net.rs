@@ -409,6 +409,119 @@ impl UdpSock {
     }
 }
 
+/// `SIOCSHWTSTAMP` / `SIOCGHWTSTAMP` (linux/sockios.h).
+const SIOCSHWTSTAMP: libc::c_ulong = 0x89b0;
+const SIOCGHWTSTAMP: libc::c_ulong = 0x89b1;
+/// linux/net_tstamp.h: `hwtstamp_tx_types` and `hwtstamp_rx_filters`.
+pub const HWTSTAMP_TX_ON: i32 = 1;
+pub const HWTSTAMP_FILTER_NONE: i32 = 0;
+pub const HWTSTAMP_FILTER_ALL: i32 = 1;
+
+/// An interface's hardware timestamping configuration (`struct
+/// hwtstamp_config`, what `hwstamp_ctl` shows).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HwConfig {
+    pub flags: i32,
+    pub tx_type: i32,
+    pub rx_filter: i32,
+}
+
+impl HwConfig {
+    /// Transmit and receive of every packet timestamped: what netlat needs.
+    pub fn full(&self) -> bool {
+        self.tx_type == HWTSTAMP_TX_ON && self.rx_filter == HWTSTAMP_FILTER_ALL
+    }
+}
+
+impl UdpSock {
+    fn hw_ioctl(&self, request: libc::c_ulong, name: &str, cfg: &mut HwConfig) -> io::Result<()> {
+        let mut r = ifreq(name, (cfg as *mut HwConfig).cast())?;
+        self.ioctl(request, &mut r)
+    }
+
+    /// Interface `name`'s hardware timestamping configuration.
+    pub fn hw_config(&self, name: &str) -> io::Result<HwConfig> {
+        let mut cfg = HwConfig::default();
+        self.hw_ioctl(SIOCGHWTSTAMP, name, &mut cfg)?;
+        Ok(cfg)
+    }
+
+    /// Sets it; returns what the driver applied (it may widen a filter).
+    pub fn set_hw_config(&self, name: &str, cfg: HwConfig) -> io::Result<HwConfig> {
+        let mut c = cfg;
+        self.hw_ioctl(SIOCSHWTSTAMP, name, &mut c)?;
+        Ok(c)
+    }
+}
+
+/// Hardware timestamping of every packet on an interface, for as long as
+/// this lives: the interface's previous configuration is put back on drop
+/// (the machine is left as found). When the interface already timestamps
+/// everything, nothing is changed and nothing is put back.
+#[derive(Debug)]
+pub struct HwStamping {
+    sock: UdpSock,
+    name: String,
+    previous: Option<HwConfig>,
+    /// The NIC's PTP hardware clock (`/dev/ptpN`).
+    pub phc_index: i32,
+}
+
+impl HwStamping {
+    /// Turns it on for `name`. The error says why not (no hardware
+    /// timestamps, no filter for every packet, a driver that does not
+    /// report its configuration so that it could not be put back).
+    pub fn enable(name: &str) -> Result<HwStamping, String> {
+        let sock = UdpSock::bind(SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| e.to_string())?;
+        let info = sock.ts_info(name).map_err(|e| format!("ethtool -T {name}: {e}"))?;
+        if !info.hardware() {
+            return Err(format!("{name} has no hardware timestamps (ethtool -T {name})"));
+        }
+        if info.rx_filters & (1 << HWTSTAMP_FILTER_ALL) == 0 || info.tx_types & (1 << HWTSTAMP_TX_ON) == 0 {
+            return Err(format!(
+                "{name} cannot timestamp every received packet in hardware (its receive filters are PTP-only; \
+                 ethtool -T {name})"
+            ));
+        }
+        let previous = sock.hw_config(name).map_err(|e| {
+            format!("{name}: its timestamping configuration cannot be read (SIOCGHWTSTAMP: {e}), so it could not be put back")
+        })?;
+        let mut me = HwStamping { sock, name: name.to_string(), previous: None, phc_index: info.phc_index };
+        if previous.full() {
+            return Ok(me);
+        }
+        let want = HwConfig { flags: 0, tx_type: HWTSTAMP_TX_ON, rx_filter: HWTSTAMP_FILTER_ALL };
+        let applied = me.sock.set_hw_config(name, want).map_err(|e| format!("{name}: SIOCSHWTSTAMP: {e}"))?;
+        me.previous = Some(previous);
+        if !applied.full() {
+            return Err(format!("{name}: the driver applied {applied:?}, not every packet"));
+        }
+        Ok(me)
+    }
+
+    /// What was changed, for the run's record.
+    pub fn describe(&self) -> String {
+        let what = match self.previous {
+            Some(p) => {
+                format!("turned on for the run (was tx_type {}, rx_filter {}; put back after)", p.tx_type, p.rx_filter)
+            }
+            None => "already on".into(),
+        };
+        format!("hardware (NIC {}, /dev/ptp{}, {what})", self.name, self.phc_index)
+    }
+}
+
+impl Drop for HwStamping {
+    fn drop(&mut self) {
+        if let Some(p) = self.previous
+            && let Err(e) = self.sock.set_hw_config(&self.name, p)
+        {
+            eprintln!("rtscope: warning: {}: could not put back its timestamping configuration {p:?}: {e}", self.name);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,5 +583,23 @@ mod tests {
             assert!(!info.hardware(), "{info:?}");
         }
         assert!(a.ts_info("").is_err());
+    }
+
+    #[test]
+    fn hardware_stamping_is_refused_with_the_reason_where_there_is_none() {
+        // struct hwtstamp_config is three ints.
+        assert_eq!(size_of::<HwConfig>(), 12);
+        let e = HwStamping::enable("lo").unwrap_err();
+        assert!(e.contains("lo has no hardware timestamps"), "{e}");
+        let e = HwStamping::enable("rtscope-none0").unwrap_err();
+        assert!(e.contains("ethtool -T rtscope-none0"), "{e}");
+        // Nothing was changed on lo: it still reports no configuration or
+        // timestamps nothing.
+        let a = UdpSock::bind(lo()).unwrap();
+        if let Ok(c) = a.hw_config("lo") {
+            assert!(!c.full(), "{c:?}");
+        }
+        assert!(HwConfig { flags: 0, tx_type: HWTSTAMP_TX_ON, rx_filter: HWTSTAMP_FILTER_ALL }.full());
+        assert!(!HwConfig { flags: 0, tx_type: HWTSTAMP_TX_ON, rx_filter: HWTSTAMP_FILTER_NONE }.full());
     }
 }

@@ -32,7 +32,11 @@
 //! `target_tx_sw` from the timestamps the echo carries (each host's
 //! differences on its own clock: no clock synchronisation needed);
 //! `transit` = rtt - target_turnaround - rx_wake (both trips through the
-//! stacks and the wire).
+//! stacks and the wire). Through a NIC with hardware timestamps
+//! (`--path iface:NAME`), its stamps add `rtt_wire` (the NIC's transmit
+//! stamp -> its receive stamp of the echo), the target NIC's
+//! `target_turnaround_wire` and `wire` = rtt_wire - target_turnaround_wire:
+//! differences on one NIC's clock each, no conversion to CLOCK_MONOTONIC.
 //!
 //! The kernel's software timestamps are CLOCK_REALTIME: each is mapped to
 //! CLOCK_MONOTONIC with the offset read right after the datagram arrives
@@ -65,6 +69,21 @@ const SENDER_GRACE_NS: u64 = 2_000_000_000;
 
 pub const LOCAL_METRICS: &[&str] = &["rx_wake", "rx_stack", "rx_total", "tx_sched", "tx_sw"];
 pub const PEER_METRICS: &[&str] = &["rtt", "transit", "rx_wake", "target_wake", "target_turnaround", "target_tx_sw"];
+/// Peer mode through a NIC with hardware timestamps: also the round trip
+/// between the NIC's transmit and receive timestamps (`rtt_wire`), the
+/// target NIC's receive -> transmit (`target_turnaround_wire`, when the
+/// target's NIC has them too) and the difference (`wire`).
+pub const PEER_HW_METRICS: &[&str] = &[
+    "rtt",
+    "transit",
+    "rx_wake",
+    "target_wake",
+    "target_turnaround",
+    "target_tx_sw",
+    "rtt_wire",
+    "target_turnaround_wire",
+    "wire",
+];
 
 // Per-thread figures (extra slots).
 const SLOT_LOST: usize = 0;
@@ -75,7 +94,10 @@ const SLOT_CLAMPED: usize = 4;
 const SLOT_STRAYS: usize = 5;
 const SLOT_ERRORS: usize = 6;
 const SLOT_SENT: usize = 7;
-const SLOTS: usize = 8;
+/// Peer mode with hardware timestamps: echoes without a NIC timestamp
+/// for the datagram or for its echo.
+const SLOT_NO_HW_STAMP: usize = 8;
+const SLOTS: usize = 9;
 
 pub mod packet;
 mod sender;
@@ -151,6 +173,72 @@ impl SeqTracker {
     }
 }
 
+/// Peer mode's NIC timestamps, matched by sequence number over the last
+/// 256 datagrams (fixed arrays: it lives on the measuring thread's stack).
+/// The NIC's transmit stamp of a datagram (from the error queue, numbered
+/// by OPT_ID) and its receive stamp of the echo may come in either order.
+#[derive(Clone, Debug)]
+pub struct HwMatch {
+    /// OPT_ID -> sequence number.
+    id_seq: [u64; 256],
+    next_id: u64,
+    /// (seq, NIC transmit ns) of each datagram.
+    tx: [(u64, u64); 256],
+    /// (seq, NIC receive ns) of each echo.
+    rx: [(u64, u64); 256],
+    /// (seq, rtt_wire ns).
+    rtt: [(u64, u64); 256],
+}
+
+impl Default for HwMatch {
+    fn default() -> Self {
+        let none = [(u64::MAX, 0); 256];
+        HwMatch { id_seq: [u64::MAX; 256], next_id: 0, tx: none, rx: none, rtt: none }
+    }
+}
+
+impl HwMatch {
+    /// Datagram `seq` left (the socket's next OPT_ID).
+    pub fn sent(&mut self, seq: u64) {
+        self.id_seq[(self.next_id % 256) as usize] = seq;
+        self.next_id += 1;
+    }
+
+    fn pair(&mut self, seq: u64) -> Option<(u64, u64)> {
+        let i = (seq % 256) as usize;
+        let ((ts, t), (rs, r)) = (self.tx[i], self.rx[i]);
+        if ts != seq || rs != seq || r < t {
+            return None;
+        }
+        self.rtt[i] = (seq, r - t);
+        Some((seq, r - t))
+    }
+
+    /// The NIC's transmit stamp of the datagram with OPT_ID `id`: its
+    /// (seq, rtt_wire) when the echo is already in.
+    pub fn tx_stamp(&mut self, id: u32, ns: u64) -> Option<(u64, u64)> {
+        let seq = self.id_seq[(id % 256) as usize];
+        if seq == u64::MAX {
+            return None;
+        }
+        self.tx[(seq % 256) as usize] = (seq, ns);
+        self.pair(seq)
+    }
+
+    /// The NIC's receive stamp of the echo of `seq`: (seq, rtt_wire) when
+    /// the transmit stamp is already in.
+    pub fn echo(&mut self, seq: u64, ns: u64) -> Option<(u64, u64)> {
+        self.rx[(seq % 256) as usize] = (seq, ns);
+        self.pair(seq)
+    }
+
+    /// rtt_wire of `seq`, if both its stamps came.
+    pub fn rtt_of(&self, seq: u64) -> Option<u64> {
+        let (s, v) = self.rtt[(seq % 256) as usize];
+        (s == seq).then_some(v)
+    }
+}
+
 /// How the datagrams travel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -208,6 +296,10 @@ pub struct Netlat {
     pub peer: Option<SocketAddrV4>,
     /// `software`, or what hardware timestamps were used.
     pub timestamps: String,
+    /// Peer mode: the interface's hardware timestamps are on (and put
+    /// back as they were when this is dropped).
+    #[serde(skip)]
+    hw: Option<net::HwStamping>,
     /// Tags this run's datagrams.
     pub session: u32,
     #[serde(skip)]
@@ -226,6 +318,18 @@ pub fn tx_flags() -> u32 {
 /// Timestamps a receiving socket asks for.
 fn rx_flags() -> u32 {
     libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE
+}
+
+/// What a socket adds for the NIC's timestamps (its own clock, raw):
+/// transmit ones numbered on the error queue, both software and hardware
+/// transmit stamps when both are asked (OPT_TX_SWHW).
+pub fn hw_flags() -> u32 {
+    libc::SOF_TIMESTAMPING_TX_HARDWARE
+        | libc::SOF_TIMESTAMPING_RX_HARDWARE
+        | libc::SOF_TIMESTAMPING_RAW_HARDWARE
+        | libc::SOF_TIMESTAMPING_OPT_ID
+        | libc::SOF_TIMESTAMPING_OPT_TSONLY
+        | libc::SOF_TIMESTAMPING_OPT_TX_SWHW
 }
 
 fn session_id() -> u32 {
@@ -295,6 +399,7 @@ impl Netlat {
             sender_cpu,
             peer: None,
             timestamps: "software".into(),
+            hw: None,
             session,
             pairs,
             ns,
@@ -310,6 +415,7 @@ impl Netlat {
         path: NetPath,
         peer: SocketAddrV4,
         cpus: &[usize],
+        hw_wanted: bool,
     ) -> Result<(Netlat, Vec<String>)> {
         if path == NetPath::Netns {
             bail!(
@@ -320,6 +426,24 @@ impl Netlat {
         let session = session_id();
         let mut warnings = Vec::new();
         let mut timestamps = "software".to_string();
+        let hw = match &path {
+            NetPath::Iface(name) if hw_wanted => match net::HwStamping::enable(name) {
+                Ok(h) => {
+                    timestamps = format!("{} + software", h.describe());
+                    Some(h)
+                }
+                Err(e) => {
+                    warnings.push(format!("--path iface:{name}: software timestamps only: {e}"));
+                    None
+                }
+            },
+            NetPath::Iface(name) => {
+                timestamps = format!("software (--software-timestamps: {name}'s hardware timestamping left alone)");
+                None
+            }
+            _ => None,
+        };
+        let flags = if hw.is_some() { rx_flags() | hw_flags() } else { rx_flags() };
         let mut pairs = Vec::new();
         for _ in cpus {
             let sock = UdpSock::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))?;
@@ -327,22 +451,18 @@ impl Netlat {
                 sock.bind_device(name).with_context(|| {
                     format!("--path iface:{name}: cannot bind to the interface (does it exist? `ip link`)")
                 })?;
-                let hw = sock.ts_info(name).map(|i| i.hardware()).unwrap_or(false);
-                if hw {
-                    timestamps = format!("software (interface {name} has hardware timestamps; see README)");
-                } else {
-                    let w = format!(
-                        "--path iface:{name}: the interface has no hardware timestamps (ethtool -T {name}); \
-                         software timestamps used"
-                    );
-                    if !warnings.contains(&w) {
-                        warnings.push(w);
-                    }
-                }
             }
             sock.connect(peer).with_context(|| format!("--peer {peer}: cannot reach it"))?;
-            sock.enable_timestamps(rx_flags()).map_err(|e| anyhow!("netlat: {e}"))?;
+            sock.enable_timestamps(flags).map_err(|e| anyhow!("netlat: {e}"))?;
             hello(&sock, size, session, peer)?;
+            if hw.is_some() {
+                // Number the measured datagrams from 0 (OPT_ID) and forget
+                // the hello's transmit stamps.
+                sock.enable_timestamps(flags & !libc::SOF_TIMESTAMPING_OPT_ID).map_err(|e| anyhow!("netlat: {e}"))?;
+                sock.enable_timestamps(flags).map_err(|e| anyhow!("netlat: {e}"))?;
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                while let Ok(Some(_)) = sock.next_tx_stamp() {}
+            }
             sock.set_recv_timeout(interval_ns.clamp(MIN_INTERVAL_NS, POLL_NS))?;
             pairs.push(Pair { rx: Arc::new(sock), tx: None });
         }
@@ -354,6 +474,7 @@ impl Netlat {
             sender_cpu: None,
             peer: Some(peer),
             timestamps,
+            hw,
             session,
             pairs,
             ns: None,
@@ -562,6 +683,9 @@ impl Netlat {
         let size = self.size.clamp(MIN_SIZE, MAX_SIZE);
         let mut seqs = SeqTracker::default();
         let (mut sent, mut no_stamp, mut clamped, mut strays, mut errors) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        let hw = self.hw.is_some();
+        let mut nic = HwMatch::default();
+        let mut no_hw = 0u64;
         let mut next = ctx.start_ns + self.interval_ns;
         let mut seq = 0u64;
         'run: loop {
@@ -574,6 +698,8 @@ impl Netlat {
             if sock.send(&out[..size]).is_err() {
                 errors += 1;
                 ctx.set_extra(SLOT_ERRORS, errors);
+            } else if hw {
+                nic.sent(seq);
             }
             sent += 1;
             ctx.set_extra(SLOT_SENT, sent);
@@ -625,6 +751,31 @@ impl Netlat {
                     if p.tx_seq != u64::MAX {
                         record_checked(&mut rec[5], now, p.tx_sw);
                     }
+                    if hw {
+                        // The NIC's stamps: this datagram's transmit one
+                        // from the error queue, the echo's receive one.
+                        while let Ok(Some(st)) = sock.next_tx_stamp() {
+                            if st.kind == SCM_TSTAMP_SND
+                                && st.hw_ns != 0
+                                && let Some((_, w)) = nic.tx_stamp(st.id, st.hw_ns)
+                            {
+                                rec[6].record(now, w);
+                            }
+                        }
+                        if info.hw_ns == 0 {
+                            no_hw += 1;
+                            ctx.set_extra(SLOT_NO_HW_STAMP, no_hw);
+                        } else if let Some((_, w)) = nic.echo(p.seq, info.hw_ns) {
+                            rec[6].record(now, w);
+                        }
+                        // The target NIC's turnaround of an earlier echo.
+                        if p.tx_seq != u64::MAX && p.tx_sched != packet::NONE {
+                            rec[7].record(now, u64::from(p.tx_sched));
+                            if let Some(w) = nic.rtt_of(p.tx_seq) {
+                                rec[8].record(now, w.saturating_sub(u64::from(p.tx_sched)));
+                            }
+                        }
+                    }
                     if ctx.breached(now, rtt) {
                         break 'run;
                     }
@@ -658,7 +809,11 @@ impl Probe for Netlat {
     }
 
     fn metrics(&self) -> &'static [&'static str] {
-        if self.peer.is_some() { PEER_METRICS } else { LOCAL_METRICS }
+        match (self.peer, &self.hw) {
+            (Some(_), Some(_)) => PEER_HW_METRICS,
+            (Some(_), None) => PEER_METRICS,
+            (None, _) => LOCAL_METRICS,
+        }
     }
 
     fn plan(&self) -> serde_json::Value {
@@ -768,6 +923,7 @@ impl Probe for Netlat {
         }
         for (slot, key) in [
             (SLOT_NO_STAMP, "no_rx_timestamp"),
+            (SLOT_NO_HW_STAMP, "no_hw_timestamp"),
             (SLOT_CLAMPED, "clock_clamped"),
             (SLOT_STRAYS, "strays"),
             (SLOT_ERRORS, "socket_errors"),
@@ -790,6 +946,45 @@ impl Probe for Netlat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nic_stamps_pair_in_either_order_by_sequence_number() {
+        let mut m = HwMatch::default();
+        // Datagrams 0..3 leave as OPT_ID 0..3.
+        for seq in 0..3 {
+            m.sent(seq);
+        }
+        // Transmit stamp first, then the echo.
+        assert_eq!(m.tx_stamp(0, 1_000), None);
+        assert_eq!(m.echo(0, 31_000), Some((0, 30_000)));
+        // Echo first, then the transmit stamp.
+        assert_eq!(m.echo(1, 52_000), None);
+        assert_eq!(m.tx_stamp(1, 2_000), Some((1, 50_000)));
+        assert_eq!(m.rtt_of(0), Some(30_000));
+        assert_eq!(m.rtt_of(1), Some(50_000));
+        assert_eq!(m.rtt_of(2), None, "no stamp yet");
+        // A stamp for an id never sent, and an echo older than its
+        // transmit stamp (a clock step), give nothing.
+        assert_eq!(m.tx_stamp(200, 9), None);
+        assert_eq!(m.tx_stamp(2, 100_000), None);
+        assert_eq!(m.echo(2, 99_000), None);
+        // 256 datagrams later the slots hold the new numbers: no stale pair.
+        for seq in 3..=258 {
+            m.sent(seq);
+        }
+        assert_eq!(m.rtt_of(1), Some(50_000));
+        assert_eq!(m.echo(257, 70_000), None, "datagram 1's transmit stamp is not 257's");
+        assert_eq!(m.tx_stamp(257, 60_000), Some((257, 10_000)));
+        assert_eq!(m.rtt_of(1), None, "overwritten by 257");
+        // OPT_ID is 32 bits: it wraps at a multiple of 256.
+        let mut w = HwMatch { next_id: u64::from(u32::MAX), ..HwMatch::default() };
+        w.sent(7);
+        w.sent(8);
+        assert_eq!(w.tx_stamp(u32::MAX, 5), None);
+        assert_eq!(w.tx_stamp(0, 6), None);
+        assert_eq!(w.echo(7, 10), Some((7, 5)));
+        assert_eq!(w.echo(8, 10), Some((8, 4)));
+    }
 
     #[test]
     fn packets_round_trip() {

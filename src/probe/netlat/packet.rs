@@ -26,7 +26,10 @@ pub struct Packet {
     pub b: u32,
     /// The datagram whose transmit timestamps follow (u64::MAX: none).
     pub tx_seq: u64,
-    /// Its send call -> queued to the device, ns (NONE: missing).
+    /// DATA: its send call -> queued to the device, ns. ECHO: the target
+    /// NIC's turnaround of echo `tx_seq`, its hardware receive stamp of the
+    /// datagram -> its hardware transmit stamp of the echo, ns (the NIC's
+    /// clock). NONE: missing.
     pub tx_sched: u32,
     /// Its send call -> handed to the driver, ns (NONE: missing).
     pub tx_sw: u32,
