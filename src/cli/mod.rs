@@ -226,6 +226,10 @@ pub struct RunArgs {
     /// Print nothing but errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    // Stored with the run (over the plan's profiles and require keys): the verdicts are printed at the end, a failed
+    // one exits with code 2, and `rtscope analyze` and `rtscope report` apply them without flags.
+    #[command(flatten)]
+    pub req: RequireArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -310,6 +314,9 @@ pub struct ReportArgs {
     /// [default: md when FILE ends in .md, else html]
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<ReportFormat>,
+    // The Verdicts section's requirements [default: those stored with the run, else the profile omac as a yardstick].
+    #[command(flatten)]
+    pub req: RequireArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
