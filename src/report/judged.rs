@@ -173,7 +173,9 @@ pub fn summary(verdicts: &[Verdict]) -> (Outcome, String) {
 /// The verdicts on the requirements asked (or the default yardstick): the
 /// overall outcome, then each requirement with its evidence.
 pub fn requirement_blocks(a: &Analysed) -> Vec<Block> {
-    if a.asked.reqs.is_empty() {
+    // Nothing asked, or nothing measured to hold to the yardstick (a
+    // `rtscope load` run).
+    if a.asked.reqs.is_empty() || (a.asked.source == ReqSource::Default && a.all.is_empty()) {
         return Vec::new();
     }
     let mut out = vec![Block::Para(a.asked.origin())];
