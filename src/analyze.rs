@@ -2,7 +2,7 @@
 //! analysis of `rtscope_model::analysis` and prints it (text through
 //! `report::analyze`, or JSON). Exit code 2 when a requirement fails.
 
-use crate::cli::{AnalyzeArgs, AnalyzeCmd, MttfArgs, RtaArgs, StoreArgs, TailArgs};
+use crate::cli::{AnalyzeArgs, AnalyzeCmd, MttfArgs, RequireArgs, RtaArgs, StoreArgs, TailArgs};
 use crate::report::analyze as text;
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::mttf::{self, Compute};
@@ -10,7 +10,7 @@ use rtscope_model::analysis::pot::MIN_OBSERVED;
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
 use rtscope_model::episode::Stages;
-use rtscope_model::run::{Run, SeriesKey};
+use rtscope_model::run::{Run, Series, SeriesKey};
 use rtscope_model::store::Store;
 use serde::Serialize;
 use std::io::Write;
@@ -89,9 +89,11 @@ fn json_out<T: Serialize>(v: &T) -> Result<()> {
     Ok(())
 }
 
-/// The period of the timer a series' probe waited for, from the run's plan.
+/// The period of the timer a series' probe waited for, from the run's plan
+/// (an assessment's: the settings of the probe's cells).
 pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
-    let s = &run.plan["settings"];
+    let cell = run.plan["cells"].as_array().and_then(|c| c.iter().find(|c| c["probe"].as_str() == Some(&key.probe)));
+    let s = cell.map_or(&run.plan["settings"], |c| &c["settings"]);
     match key.probe.as_str() {
         "wakeup" if s["distance_ns"].as_u64().unwrap_or(0) == 0 => s["interval_ns"].as_u64(),
         "ptimer" => s["period_ns"].as_u64(),
@@ -99,15 +101,142 @@ pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
     }
 }
 
-fn run_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {
+/// Every measured series of `run` that `keep` accepts (trace stages and
+/// empty series aside), with its analysis or why there is none.
+pub fn analyse<'r>(
+    run: &'r Run,
+    opts: &Options,
+    keep: impl Fn(&Series) -> bool,
+) -> Vec<(&'r Series, Result<SeriesAnalysis, String>)> {
     run.series
         .iter()
-        .filter(|s| !Stages::SERIES.contains(&s.key.metric.as_str()) && s.total().count() > 0)
-        .map(|s| {
-            series::analyze_series(s, timer_period(run, &s.key), opts)
-                .map_err(|e| anyhow!("run {} {}.{} CPU {}: {e}", run.header.id, s.key.probe, s.key.metric, s.key.cpu))
+        .filter(|s| !Stages::SERIES.contains(&s.key.metric.as_str()) && s.total().count() > 0 && keep(s))
+        .map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts)))
+        .collect()
+}
+
+fn run_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {
+    analyse(run, opts, |_| true)
+        .into_iter()
+        .map(|(s, a)| {
+            a.map_err(|e| anyhow!("run {} {}.{} CPU {}: {e}", run.header.id, s.key.probe, s.key.metric, s.key.cpu))
         })
         .collect()
+}
+
+/// Where the requirements a run is judged against come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReqSource {
+    /// --profile / --require given to this command.
+    Flags,
+    /// Stored with the run (`rtscope run --profile/--require`, the plan's keys).
+    Stored,
+    /// Nothing asked: the report's yardstick, the profile omac.
+    Default,
+}
+
+/// The requirements a run is judged against, and where they come from.
+#[derive(Clone, Debug)]
+pub struct Asked {
+    pub source: ReqSource,
+    pub profiles: Vec<String>,
+    pub requires: Vec<String>,
+    pub reqs: Vec<verdict::Requirement>,
+}
+
+/// The profile a report judges a run against when nothing is asked.
+pub const YARDSTICK: &str = "omac";
+
+impl Asked {
+    /// Nothing to judge.
+    pub fn none() -> Asked {
+        Asked { source: ReqSource::Flags, profiles: vec![], requires: vec![], reqs: vec![] }
+    }
+
+    /// What was asked, for people: "the profile omac and 'wakeup.latency.p99 < 50us'".
+    pub fn what(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if !self.profiles.is_empty() {
+            let s = if self.profiles.len() > 1 { "s" } else { "" };
+            parts.push(format!("the profile{s} {}", self.profiles.join(", ")));
+        }
+        parts.extend(self.requires.iter().map(|r| format!("'{r}'")));
+        parts.join(" and ")
+    }
+
+    /// One sentence: what the verdicts judge and where that comes from.
+    pub fn origin(&self) -> String {
+        match self.source {
+            ReqSource::Flags => format!("Judged against {}, given with --profile / --require.", self.what()),
+            ReqSource::Stored => format!(
+                "Judged against {}, stored with the run (`rtscope run --profile / --require`, or the campaign file's \
+                 profiles / require); --profile / --require given to analyze or report replace them.",
+                self.what()
+            ),
+            ReqSource::Default => format!(
+                "No requirement was stored with the run or given: judged against the default yardstick, the profile \
+                 {YARDSTICK} (OMAC: thread wake-up latency <= 100 us, worst case and expected worst per hour, and the \
+                 jitter of a 1 ms periodic timer <= 100 us), where the run has the data. Choose another with \
+                 `rtscope report RUN --profile audio` or `--require 'wakeup.latency.p99.99 < 50us'`, or store \
+                 requirements with the run (`rtscope run --profile / --require`, or profiles / require in the \
+                 campaign file)."
+            ),
+        }
+    }
+}
+
+/// The verdicts of `asked` on `run` (every measured series analysed
+/// without the MTTF table; a series that cannot be analysed is left out).
+pub fn judge(run: &Run, asked: &Asked) -> Vec<verdict::Verdict> {
+    if asked.reqs.is_empty() {
+        return Vec::new();
+    }
+    let opts = Options { periods: vec![], ..Options::default() };
+    let all: Vec<SeriesAnalysis> = analyse(run, &opts, |_| true).into_iter().filter_map(|(_, a)| a.ok()).collect();
+    asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect()
+}
+
+/// Parses profiles and requirements (the messages name --profile / --require).
+pub fn parse_requirements(profiles: &[String], requires: &[String]) -> Result<Vec<verdict::Requirement>, String> {
+    let mut reqs = Vec::new();
+    for p in profiles {
+        reqs.extend(verdict::profile(p)?);
+    }
+    for r in requires {
+        reqs.push(verdict::parse_requirement(r)?);
+    }
+    Ok(reqs)
+}
+
+/// The requirements stored with a run: (profiles, requirements).
+pub fn stored_requirements(run: &Run) -> (Vec<String>, Vec<String>) {
+    let list = |key: &str| -> Vec<String> {
+        run.plan["requirements"][key]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    (list("profiles"), list("require"))
+}
+
+/// What `run` is judged against: the flags, else the requirements stored
+/// with it, else (with `yardstick`) the profile omac, else nothing.
+pub fn asked(run: &Run, flags: &RequireArgs, yardstick: bool) -> Result<Asked> {
+    let (source, profiles, requires) = if !flags.is_empty() {
+        (ReqSource::Flags, flags.profiles.clone(), flags.requires.clone())
+    } else {
+        match stored_requirements(run) {
+            (p, r) if !p.is_empty() || !r.is_empty() => (ReqSource::Stored, p, r),
+            _ if yardstick => (ReqSource::Default, vec![YARDSTICK.to_string()], vec![]),
+            _ => return Ok(Asked::none()),
+        }
+    };
+    let reqs = parse_requirements(&profiles, &requires).map_err(|e| match source {
+        ReqSource::Stored => anyhow!("run {}: a requirement stored with it: {e}", run.header.id),
+        _ => anyhow!(e),
+    })?;
+    Ok(Asked { source, profiles, requires, reqs })
 }
 
 #[derive(Serialize)]
@@ -117,20 +246,19 @@ struct RunAnalysis<'a> {
     status: &'a str,
     representative: bool,
     series: Vec<&'a series::SeriesReport>,
+    /// flags or stored; absent without requirements.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    requirements_from: Option<ReqSource>,
     verdicts: Vec<verdict::Verdict>,
     /// False when a requirement failed.
     passed: bool,
 }
 
 fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
-    let mut reqs = Vec::new();
-    for p in &a.profiles {
-        reqs.extend(verdict::profile(p).map_err(anyhow::Error::msg)?);
-    }
-    for r in &a.requires {
-        reqs.push(verdict::parse_requirement(r).map_err(anyhow::Error::msg)?);
-    }
+    // Bad flags are refused before the store is opened.
+    parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     let run = load(&a.store, &a.run)?;
+    let asked = asked(&run, &a.req, false)?;
     let mut opts = Options { threshold: a.threshold.0.map(|t| t as f64), ..Options::default() };
     if !a.period.is_empty() {
         opts.periods = a.period.clone();
@@ -144,7 +272,7 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     if all.is_empty() {
         bail!("run {} holds no samples to analyze", run.header.id);
     }
-    let verdicts: Vec<verdict::Verdict> = reqs.iter().map(|r| verdict::evaluate(r, &all)).collect();
+    let verdicts: Vec<verdict::Verdict> = asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect();
     let failed = verdicts.iter().any(|v| v.status == verdict::Status::Fail);
     if a.json {
         json_out(&RunAnalysis {
@@ -153,12 +281,13 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             status: run.header.status.as_str(),
             representative: run.header.representative,
             series: all.iter().map(|s| &s.report).collect(),
+            requirements_from: (!asked.reqs.is_empty()).then_some(asked.source),
             verdicts,
             passed: !failed,
         })?;
     } else {
         let mut out = std::io::stdout().lock();
-        text::write_run(&run, &all, &verdicts, &mut out)?;
+        text::write_run(&run, &all, &verdicts, &asked.origin(), &mut out)?;
     }
     Ok(if failed { 2 } else { 0 })
 }
@@ -274,8 +403,7 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
         .iter()
         .map(|(_, _, s)| mttf::smallest_n(&s.obs, s.model.as_ref(), a.period, &compute, target_s))
         .try_fold(0u32, |acc, n| n.map(|n| acc.max(n)));
-    let curve: Vec<mttf::Mttf> =
-        (1..=a.buffers.max(8)).map(|n| mttf::mttf(&ws.obs, ws.model.as_ref(), n, a.period, &compute)).collect();
+    let curve = mttf::curve(&ws.obs, ws.model.as_ref(), a.period, &compute, a.buffers.max(8), true);
     let out = MttfOut {
         worst: worst.1.clone(),
         series: worst.0.clone(),
@@ -359,4 +487,38 @@ fn rta_cmd(a: RtaArgs) -> Result<i32> {
         text::write_rta(&out.report, out.pseudo_worst_case.as_ref(), &mut o)?;
     }
     Ok(if out.report.schedulable { 0 } else { 2 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requirements_come_from_the_flags_else_the_run_else_the_yardstick() {
+        let mut run = rtscope_model::export::read_json(include_str!("../tests/data/report-run.json"), "fixture")
+            .expect("the fixture reads");
+        let none = RequireArgs::default();
+        let flags = RequireArgs { profiles: vec![], requires: vec!["wakeup.latency.max < 1ms".into()] };
+        assert!(asked(&run, &none, false).unwrap().reqs.is_empty(), "analyze judges nothing unasked");
+        let d = asked(&run, &none, true).unwrap();
+        assert_eq!((d.source, d.profiles.as_slice(), d.reqs.len()), (ReqSource::Default, &["omac".to_string()][..], 3));
+        assert!(d.origin().contains("default yardstick") && d.origin().contains("--profile audio"));
+        run.plan["requirements"] =
+            serde_json::json!({"profiles": ["audio64"], "require": ["wakeup.latency.p99 < 1ms"]});
+        let s = asked(&run, &none, true).unwrap();
+        assert_eq!((s.source, s.reqs.len()), (ReqSource::Stored, 3));
+        assert_eq!(s.what(), "the profile audio64 and 'wakeup.latency.p99 < 1ms'");
+        let f = asked(&run, &flags, true).unwrap();
+        assert_eq!((f.source, f.reqs.len()), (ReqSource::Flags, 1), "flags replace the stored requirements");
+        run.plan["requirements"]["require"] = serde_json::json!(["wakeup.latency < 1ms"]);
+        let e = asked(&run, &none, false).unwrap_err().to_string();
+        assert!(e.contains("run 1") && e.contains("stored") && e.contains("wakeup.latency < 1ms"), "{e}");
+        // An assessment's timer period is its probe's cell's.
+        let key = SeriesKey::new("ptimer", "timerfd", 0);
+        assert_eq!(timer_period(&run, &key), None);
+        run.plan["cells"] = serde_json::json!([{"probe": "wakeup", "settings": {"interval_ns": 500000, "distance_ns": 0}},
+            {"probe": "ptimer", "settings": {"period_ns": 1000000}}]);
+        assert_eq!(timer_period(&run, &key), Some(1_000_000));
+        assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "latency", 1)), Some(500_000));
+    }
 }

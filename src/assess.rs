@@ -24,6 +24,7 @@ use rtscope_model::store::Store;
 use rtscope_model::units::{self, parse_duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -54,6 +55,9 @@ pub struct PlanFile {
     pub load_cpus: Option<String>,
     pub trace: Option<bool>,
     pub checkpoint: Option<String>,
+    /// Requirements stored with the run (as `--profile` and `--require`).
+    pub profiles: Option<Vec<String>>,
+    pub require: Option<Vec<String>>,
     /// Each probe's own arguments.
     #[serde(default)]
     pub args: BTreeMap<String, Vec<String>>,
@@ -70,7 +74,10 @@ impl PlanFile {
         macro_rules! take {
             ($($f:ident),*) => { $( if other.$f.is_some() { self.$f = other.$f; } )* };
         }
-        take!(probes, loads, duration, warmup, ramp_up, score, shuffle, seed, cpus, load_cpus, trace, checkpoint);
+        take!(
+            probes, loads, duration, warmup, ramp_up, score, shuffle, seed, cpus, load_cpus, trace, checkpoint,
+            profiles, require
+        );
         self.args.extend(other.args);
         self
     }
@@ -103,6 +110,16 @@ pub struct Plan {
     /// Probes measured without --trace (they cannot be traced yet).
     pub untraced: Vec<&'static str>,
     pub trace: bool,
+    /// Stored with the run: profiles and requirements, checked.
+    pub profiles: Vec<String>,
+    pub requires: Vec<String>,
+}
+
+/// A verdict module's message about a plan's key: `--profile dvd: ...`
+/// becomes `ORIGIN: profiles = dvd: ...`.
+fn plan_key_error(origin: &str, e: &str) -> anyhow::Error {
+    let e = e.replacen("--profile ", "profiles = ", 1).replacen("--require ", "require = ", 1);
+    anyhow!("{origin}: {e}")
 }
 
 fn dur(key: &str, v: &Option<String>, origin: &str) -> Result<Option<u64>> {
@@ -208,6 +225,9 @@ impl Plan {
             spec.kind.check(&spec)?;
             loads.push(spec);
         }
+        let profiles = file.profiles.clone().unwrap_or_default();
+        let requires = file.require.clone().unwrap_or_default();
+        crate::analyze::parse_requirements(&profiles, &requires).map_err(|e| plan_key_error(origin, &e))?;
         let shuffle = file.shuffle.unwrap_or(false);
         let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
         let mut cells: Vec<(usize, usize)> =
@@ -230,6 +250,8 @@ impl Plan {
             cells,
             untraced,
             trace,
+            profiles,
+            requires,
         })
     }
 
@@ -273,6 +295,7 @@ impl Plan {
                 "untraced": self.untraced,
                 "trace": self.trace,
             },
+            "requirements": {"profiles": self.profiles, "require": self.requires},
             "cpus": format_cpu_list(&self.cpus),
             "load_cpus": format_cpu_list(&self.load_cpus),
             "housekeeping_cpus": housekeeping,
@@ -446,7 +469,17 @@ pub fn run(plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i32> 
     result?;
     let loaded = loaded?;
     output(&loaded, opts)?;
-    Ok(code)
+    // The requirements stored with the run: judged as `rtscope analyze`
+    // would, printed last; a failed one exits with code 2.
+    let asked = crate::analyze::asked(&loaded, &Default::default(), false)?;
+    let verdicts = crate::analyze::judge(&loaded, &asked);
+    if !verdicts.is_empty() && !opts.quiet && opts.json.as_deref() != Some(Path::new("-")) {
+        let mut out = std::io::stdout().lock();
+        writeln!(out)?;
+        report::analyze::write_verdicts(&verdicts, &asked.origin(), &mut out)?;
+    }
+    let failed = verdicts.iter().any(|v| v.status == rtscope_model::analysis::verdict::Status::Fail);
+    Ok(if failed && code == 0 { 2 } else { code })
 }
 
 /// Prints the run (unless quiet or JSON on stdout) and writes `--json`.
@@ -564,6 +597,23 @@ mod tests {
     }
 
     #[test]
+    fn requirements_are_stored_with_the_plan_and_flags_replace_the_files() {
+        let db = Path::new("/tmp/never-created.db");
+        let text = "probes = [\"wakeup\"]\nprofiles = [\"omac\"]\nrequire = [\"wakeup.latency.p99 < 50us\"]";
+        let file = PlanFile::parse(text, "plan.toml").unwrap();
+        let plan = Plan::resolve(&file, "plan.toml", db).unwrap();
+        let json = plan.json(&[], "");
+        assert_eq!(json["requirements"]["profiles"], serde_json::json!(["omac"]));
+        assert_eq!(json["requirements"]["require"], serde_json::json!(["wakeup.latency.p99 < 50us"]));
+        let flags = PlanFile { profiles: Some(vec!["audio".into()]), ..Default::default() };
+        let both = file.overlay(flags);
+        assert_eq!(both.profiles, Some(vec!["audio".to_string()]), "--profile replaces the file's profiles");
+        assert_eq!(both.require.unwrap().len(), 1, "the file's require stays");
+        let none = Plan::resolve(&PlanFile::parse(QUICK_PLAN, "quick").unwrap(), "quick", db).unwrap();
+        assert_eq!(none.json(&[], "")["requirements"]["profiles"], serde_json::json!([]));
+    }
+
+    #[test]
     fn bad_plans_name_the_key() {
         let db = Path::new("/tmp/never-created.db");
         for (text, words) in [
@@ -577,6 +627,11 @@ mod tests {
             ("probes = [\"wakeup\"]\n[args]\nnoyse = []", &["plan.toml", "noyse"][..]),
             ("probes = [\"wakeup\"]\nduration = \"100ms\"", &["plan.toml", "1s"][..]),
             ("probes = []", &["plan.toml", "empty"][..]),
+            ("probes = [\"wakeup\"]\nprofiles = [\"dvd\"]", &["plan.toml: profiles = dvd", "omac"][..]),
+            (
+                "probes = [\"wakeup\"]\nrequire = [\"wakeup.latency < 50us\"]",
+                &["plan.toml: require = 'wakeup.latency < 50us'", "statistic"][..],
+            ),
         ] {
             let e = PlanFile::parse(text, "plan.toml")
                 .and_then(|f| Plan::resolve(&f, "plan.toml", db))

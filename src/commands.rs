@@ -162,6 +162,8 @@ fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if let Some(d) = a.duration.filter(|&d| d < 1_000_000_000) {
         bail!("--duration {} is per cell and must be at least 1s (e.g. --duration 10s)", units::human(d));
     }
+    crate::analyze::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    let some = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
     let ns = |v: Option<u64>| v.map(|n| format!("{n}ns"));
     let flags = PlanFile {
         probes: a.probes.clone(),
@@ -174,6 +176,8 @@ fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         cpus: a.cpus.clone(),
         load_cpus: a.load_cpus.clone(),
         trace: a.trace.then_some(true),
+        profiles: some(&a.req.profiles),
+        require: some(&a.req.requires),
         ..Default::default()
     };
     let any_flag = flags.probes.is_some() || flags.loads.is_some() || flags.duration.is_some();
@@ -369,12 +373,16 @@ fn report_cmd(a: ReportArgs) -> Result<i32> {
     } else {
         ReportFormat::Html
     });
+    // Bad flags are refused before anything is read.
+    crate::analyze::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     let runs = load_runs(&a.runs, &a.store)?;
+    let (doc, failed) = report::run_doc(&runs, &a.req)?;
     report::write_to("--output", &a.output, |out| match format {
-        ReportFormat::Html => report::html::write_runs(&runs, out),
-        ReportFormat::Md => report::markdown::write_runs(&runs, out),
+        ReportFormat::Html => report::html::write_doc(&doc, out),
+        ReportFormat::Md => report::markdown::write_doc(&doc, out),
     })?;
-    Ok(0)
+    // A requirement given or stored with a run failed: exit code 2, as analyze.
+    Ok(if failed { 2 } else { 0 })
 }
 
 fn compare_cmd(a: CompareArgs) -> Result<i32> {

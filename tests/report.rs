@@ -61,10 +61,26 @@ fn markdown_report_of_the_fixed_run_matches_its_snapshot() {
     let (dir, db) = imported();
     let md = report(&["report", "1", "--format", "md", "-o", "-", "--db", &db]);
     snapshot("report-run.md", &md);
-    for part in ["### Verdicts", "**PASS**", "### Machine and setup", "| histogram | CPU0 | CPU1 |", "top causes over"]
-    {
+    for part in [
+        "### Verdicts",
+        "judged against the default yardstick, the profile omac",
+        "**FAIL**: wakeup.latency.max <= 100us",
+        "- evidence: wakeup.latency CPU 1: observed max 831.599 us",
+        "- measure for: 36s",
+        "**PASS**: every sample of 2 series",
+        "### Machine and setup",
+        "| histogram | CPU0 | CPU1 |",
+        "| series | Ljung-Box | runs | KPSS |",
+        "### MTTF against buffering",
+        "| curve | n=1 |",
+        "top causes over",
+    ] {
         assert!(md.contains(part), "{part} missing");
     }
+    // The verdicts come first, the requirements before the --threshold.
+    let (v, omac, threshold) =
+        (md.find("### Verdicts").unwrap(), md.find("<= 100us").unwrap(), md.find("(--threshold)").unwrap());
+    assert!(v < omac && omac < threshold && threshold < md.find("### Machine").unwrap());
     assert!(!md.contains("<svg"), "Markdown leaves the plots out");
     // The same report straight from the export, and -o FILE.md picks Markdown.
     let file = dir.join("r.md");
@@ -164,13 +180,59 @@ fn html_report_structure_matches_its_snapshot_and_is_self_contained() {
     let outside = html.replace("http://www.w3.org/2000/svg", "");
     assert!(!outside.contains("http://") && !outside.contains("https://"), "an external address in the report");
     assert!(html.contains("@media print"), "a print style");
-    // Every plot drew something.
+    // Every plot drew something; the MTTF curves are there, with the target.
     let plots = html.matches("<svg").count();
-    assert!(plots >= 5, "{plots} plots");
+    assert!(plots >= 6, "{plots} plots");
+    let mttf = &html[html.find("<svg id=\"r1-mttf-0-0\"").expect("the MTTF plot")..];
+    let mttf = &mttf[..mttf.find("</svg>").unwrap()];
+    assert_eq!(mttf.matches("<polyline class=\"series\"").count(), 4, "a curve per default period");
+    assert!(mttf.contains("class=\"requirement\"") && mttf.contains(">1 day<"), "the target on a human axis");
     for svg in html.split("<svg").skip(1) {
         let svg = &svg[..svg.find("</svg>").unwrap()];
         assert!(svg.contains("class=\"series\""), "an empty plot: {}", &svg[..svg.len().min(200)]);
     }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_verdicts_judge_the_requirements_given_or_stored_with_the_run() {
+    let (dir, db) = imported();
+    // Given: they replace the yardstick; a failed one exits with code 2
+    // once the report is written.
+    let args = ["report", "1", "-o", "-", "--format", "md", "--profile", "audio64", "--db", &db];
+    let o = rtscope(&[&args[..], &["--require", "wakeup.latency.max < 1ms"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(md.contains("Judged against the profile audio64 and 'wakeup.latency.max < 1ms', given with"), "{md}");
+    assert!(!md.contains("yardstick"), "{md}");
+    assert!(md.contains("**FAIL**: 2 of 3 requirements failed; 1 passed"), "{md}");
+    assert!(md.contains("**PASS**: wakeup.latency.max < 1ms"), "{md}");
+    assert!(md.contains("**FAIL**: audio 48kHz 64 frames x 2 periods"), "{md}");
+    assert!(md.contains("- confidence: low (from the fitted tail), limited by:\n  - threshold stability"), "{md}");
+    // The MTTF plot's data has the required periods' curves; its x range
+    // stops one past the first n reaching the target, or at 16.
+    assert!(md.contains("| t=1.333ms, c=666.666us |"), "{md}");
+    // Stored with the run (as `rtscope run --require` stores them):
+    // report and analyze apply them without flags.
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
+    run["run"]["plan"]["requirements"] = serde_json::json!({"profiles": [], "require": ["wakeup.latency.p99 < 1ms"]});
+    let file = dir.join("stored.json");
+    std::fs::write(&file, serde_json::to_string(&run).unwrap()).unwrap();
+    let md = report(&["report", file.to_str().unwrap(), "-o", "-", "--format", "md"]);
+    assert!(md.contains("Judged against 'wakeup.latency.p99 < 1ms', stored with the run"), "{md}");
+    assert!(md.contains("**PASS**: wakeup.latency.p99 < 1ms"), "{md}");
+    let db = dir.join("stored.db").to_str().unwrap().to_string();
+    let o = rtscope(&["import", file.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = rtscope(&["analyze", "1", "--json", "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["requirements_from"], "stored");
+    assert_eq!(v["verdicts"][0]["requirement"], "wakeup.latency.p99 < 1ms");
+    let o = rtscope(&["analyze", "1", "--require", "wakeup.latency.max < 100us", "--db", &db]);
+    assert_eq!(o.status.code(), Some(2), "the flag replaces the stored requirement: {}", text(&o));
+    assert!(text(&o).contains("verdicts · Judged against 'wakeup.latency.max < 100us', given"), "{}", text(&o));
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -189,6 +251,8 @@ fn report_and_compare_refuse_bad_input_naming_it() {
     bad(&["report", "1", "-o", "/nonexistent-dir/r.html", "--db", &db], &["--output"]);
     bad(&["report", "gone.json", "-o", "-", "--db", &db], &["gone.json"]);
     bad(&["report", "1", "-o", "-", "--db", "/nonexistent-dir/x.db"], &["--db"]);
+    bad(&["report", "1", "-o", "-", "--require", "wakeup.latency < 1ms", "--db", &db], &["--require", "statistic"]);
+    bad(&["report", "1", "-o", "-", "--profile", "dvd", "--db", &db], &["--profile dvd", "omac"]);
     bad(&["compare", "1", "--db", &db], &["RUN"]);
     bad(&["compare", "1", "1", "--max-regression", "lots", "--db", &db], &["--max-regression"]);
     bad(&["compare", "1", "1", "--html", "/nonexistent-dir/c.html", "--db", &db], &["--html"]);
@@ -309,10 +373,13 @@ fn chromium_renders_the_report_of_a_real_run_without_a_console_error() {
     assert!(console_messages(&err).is_empty());
     let dom = String::from_utf8(dom).unwrap();
     let plots: Vec<&str> = dom.split("<svg").skip(1).map(|s| &s[..s.find("</svg>").unwrap()]).collect();
-    assert!(plots.len() >= 4, "{} plots in the rendered page", plots.len());
+    assert!(plots.len() >= 5, "{} plots in the rendered page", plots.len());
     for p in &plots {
         assert!(p.contains("class=\"series\""), "an empty plot in the rendered page");
     }
+    // The MTTF curves of the tail analysis, with their points and target.
+    let mttf = plots.iter().find(|p| p.starts_with(" id=\"r1-mttf-0-0\"")).expect("the MTTF plot in the rendered page");
+    assert!(mttf.contains("class=\"pt\"") && mttf.contains("class=\"requirement\""), "MTTF points and target");
     // The screenshot has ink, and colour: the plots' lines and bars.
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&png).unwrap()));
     let mut reader = decoder.read_info().unwrap();
@@ -394,10 +461,31 @@ fn md_table_after(md: &str, heading: &str) -> Vec<Vec<String>> {
 #[test]
 fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
     let Some(fx) = Fixture::root() else { return };
-    let run = ["run", "--quick", "--probes", "wakeup", "--loads", "idle,cpu", "--duration", "1s", "--db", &fx.db, "-q"];
-    let o = rtscope(&run);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let md = report(&["report", "last", "--format", "md", "-o", "-", "--db", &fx.db]);
+    // A requirement that fails: stored with the run, printed at its end,
+    // exit code 2.
+    let run = ["run", "--quick", "--probes", "wakeup", "--loads", "idle,cpu", "--duration", "1s", "--db", &fx.db];
+    let o = rtscope(&[&run[..], &["--require", "wakeup.latency.min > 1s"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let tail = &out[out.find("verdicts · Judged against 'wakeup.latency.min > 1s', stored").expect("the verdicts")..];
+    assert!(tail.contains("FAIL") && tail.contains("[idle]") || tail.contains("[cpu]"), "{tail}");
+    // The report applies it (and exits 2); flags replace it.
+    let o = rtscope(&["report", "last", "--format", "md", "-o", "-", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let stored = String::from_utf8(o.stdout).unwrap();
+    assert!(stored.contains("**FAIL**: wakeup.latency.min > 1s"), "{stored}");
+    let md = report(&[
+        "report",
+        "last",
+        "--format",
+        "md",
+        "-o",
+        "-",
+        "--require",
+        "wakeup.latency.min < 1s",
+        "--db",
+        &fx.db,
+    ]);
     assert!(md.contains("### Assessment: probes under each load") && md.contains("CPU score "), "{md}");
     for title in ["worst case (us)", "p99.9 (us)"] {
         let t = md_table_after(&md, title);
@@ -438,7 +526,11 @@ fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
         }
     }
     assert!(md.contains("| period | n=2 | n=3 | n=4 | smallest n |"), "the MTTF table: {md}");
-    let html = report(&["report", "last", "-o", "-", "--db", &fx.db]);
+    // The MTTF curves: one per period and load (the worst CPU of each).
+    for l in ["[idle]", "[cpu]"] {
+        assert!(md.contains(&format!("| t=1ms, c=500us {l} |")), "the 1 ms curve under {l}: {md}");
+    }
+    let html = report(&["report", "last", "-o", "-", "--require", "wakeup.latency.min < 1s", "--db", &fx.db]);
     let exc = &html[html.find("percent of samples at or over").expect("the exceedance plot")..];
     let exc = &exc[..exc.find("</svg>").unwrap()];
     for l in ["[idle]", "[cpu]"] {

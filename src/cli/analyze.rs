@@ -24,6 +24,27 @@ fn error_rate(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("'{s}' is not a probability between 0 and 1 (e.g. 1e-6)"))
 }
 
+/// The requirements a run is judged against (`analyze`, `report`, `run`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct RequireArgs {
+    /// Judge the run against a profile: omac (wake-up latency and 1 ms timer jitter <= 100us), audio (48 kHz with
+    /// 64/128/256 frames, 2 and 3 periods: MTTF > 24h with half the period as compute time), audio64, audio128,
+    /// audio256. Repeatable. `run` stores them with the run (over the plan's profiles and require keys); given to
+    /// `analyze` or `report` they replace the requirements stored with the run.
+    #[arg(long = "profile", value_name = "NAME")]
+    pub profiles: Vec<String>,
+    /// A requirement, e.g. 'wakeup.latency.p99.99 < 50us' (PROBE.METRIC.STAT with STAT min, max, mean, jitter,
+    /// pNN.NNN, hour, day, week) or 'mttf(n=3,t=2.67ms,c=1ms) > 24h'. Repeatable; a failed one exits with code 2.
+    #[arg(long = "require", value_name = "EXPR")]
+    pub requires: Vec<String>,
+}
+
+impl RequireArgs {
+    pub fn is_empty(&self) -> bool {
+        self.profiles.is_empty() && self.requires.is_empty()
+    }
+}
+
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct AnalyzeArgs {
@@ -38,15 +59,8 @@ pub struct AnalyzeArgs {
     /// The tail threshold: auto (the highest value leaving at least 100 exceedances) or a duration.
     #[arg(long, value_name = "DUR|auto", default_value = "auto", value_parser = threshold)]
     pub threshold: Threshold,
-    /// Judge the run against a profile: omac (wake-up latency and 1 ms timer jitter <= 100us), audio (48 kHz with
-    /// 64/128/256 frames, 2 and 3 periods: MTTF > 24h with half the period as compute time), audio64, audio128,
-    /// audio256. Repeatable.
-    #[arg(long = "profile", value_name = "NAME")]
-    pub profiles: Vec<String>,
-    /// A requirement, e.g. 'wakeup.latency.p99.99 < 50us' (PROBE.METRIC.STAT with STAT min, max, mean, jitter,
-    /// pNN.NNN, hour, day, week) or 'mttf(n=3,t=2.67ms,c=1ms) > 24h'. Repeatable; a failed one exits with code 2.
-    #[arg(long = "require", value_name = "EXPR")]
-    pub requires: Vec<String>,
+    #[command(flatten)]
+    pub req: RequireArgs,
     /// Buffer periods of the MTTF table [default: 1.333ms,2.667ms,5.333ms,1ms: 48 kHz audio with 64/128/256
     /// frames, and the 1 ms cycle]
     #[arg(long, value_name = "DUR,...", value_delimiter = ',', value_parser = dur)]

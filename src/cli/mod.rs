@@ -68,7 +68,8 @@ pub enum Cmd {
     /// hour/day/week (peaks over threshold), MTTF against buffering, schedulability, verdicts (--profile, --require).
     Analyze(AnalyzeArgs),
     /// Write a report of runs: one self-contained HTML file (plots as inline SVG, nothing fetched: it opens offline
-    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki.
+    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki. Verdicts first: against --profile
+    /// / --require, else the requirements stored with the run, else the profile omac as a yardstick.
     Report(ReportArgs),
     /// Compare runs side by side: per series and figure, each run against the first, with a bootstrap interval of the
     /// ratio and whether the difference is beyond the runs' noise; --max-regression gates a CI pipeline (exit code 2).
@@ -226,6 +227,10 @@ pub struct RunArgs {
     /// Print nothing but errors.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    // Stored with the run (over the plan's profiles and require keys): the verdicts are printed at the end, a failed
+    // one exits with code 2, and `rtscope analyze` and `rtscope report` apply them without flags.
+    #[command(flatten)]
+    pub req: RequireArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -310,6 +315,9 @@ pub struct ReportArgs {
     /// [default: md when FILE ends in .md, else html]
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<ReportFormat>,
+    // The Verdicts section's requirements [default: those stored with the run, else the profile omac as a yardstick].
+    #[command(flatten)]
+    pub req: RequireArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }

@@ -31,7 +31,13 @@ fn opt_us(v: Option<i64>) -> String {
 }
 
 /// `rtscope analyze RUN`.
-pub fn write_run(run: &Run, all: &[SeriesAnalysis], verdicts: &[Verdict], out: &mut dyn Write) -> Result<()> {
+pub fn write_run(
+    run: &Run,
+    all: &[SeriesAnalysis],
+    verdicts: &[Verdict],
+    origin: &str,
+    out: &mut dyn Write,
+) -> Result<()> {
     let h = &run.header;
     writeln!(out, "rtscope analyze · run {} · {} · {} · {}", h.id, h.kind, h.status.as_str(), h.hostname)?;
     if !h.representative {
@@ -42,10 +48,17 @@ pub fn write_run(run: &Run, all: &[SeriesAnalysis], verdicts: &[Verdict], out: &
         write_series(s, out)?;
     }
     if !verdicts.is_empty() {
-        writeln!(out, "\nverdicts")?;
-        for v in verdicts {
-            write_verdict(v, out)?;
-        }
+        writeln!(out)?;
+        write_verdicts(verdicts, origin, out)?;
+    }
+    Ok(())
+}
+
+/// The verdicts, after one line on where their requirements come from.
+pub fn write_verdicts(verdicts: &[Verdict], origin: &str, out: &mut dyn Write) -> Result<()> {
+    writeln!(out, "verdicts · {origin}")?;
+    for v in verdicts {
+        write_verdict(v, out)?;
     }
     Ok(())
 }

@@ -228,7 +228,11 @@ impl<'a> Comparison<'a> {
         runs.push(Block::Table(t));
         runs.push(Block::Para(self.legend()));
         if let Some((ok, text)) = self.gate_text() {
-            runs.push(Block::Verdict { outcome: if ok { Outcome::Pass } else { Outcome::Fail }, text });
+            runs.push(Block::Verdict {
+                outcome: if ok { Outcome::Pass } else { Outcome::Fail },
+                text,
+                details: vec![],
+            });
         }
         sections.push(runs);
         // A section per (load, probe, metric): its CPUs' tables and one plot.

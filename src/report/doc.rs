@@ -43,10 +43,13 @@ impl Table {
 #[derive(Clone, Debug)]
 pub enum Block {
     Para(String),
-    /// A requirement's outcome and its evidence.
+    /// A requirement's outcome and its evidence: the requirement, and lines
+    /// under it (evidence, confidence, how long to measure), each with its
+    /// own sub-items (the reasons that limit the confidence).
     Verdict {
         outcome: Outcome,
         text: String,
+        details: Vec<(String, Vec<String>)>,
     },
     /// A tuning warning (serious) or note, with its fix.
     Warning {
@@ -60,6 +63,9 @@ pub enum Block {
         svg: String,
         caption: String,
     },
+    /// The data of the figure before it, for a format without plots
+    /// (Markdown); the HTML shows the figure instead.
+    FigureData(Table),
     /// Preformatted lines (episode verdicts).
     Code(Vec<String>),
     /// A run of small figures side by side (one per CPU or metric).

@@ -13,14 +13,10 @@ use std::io::Write;
 pub struct Html;
 
 impl Report for Html {
+    /// The run judged against its stored requirements, else the default yardstick.
     fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        write_runs(std::slice::from_ref(run), out)
+        write_doc(&super::run_doc(std::slice::from_ref(run), &Default::default())?.0, out)
     }
-}
-
-/// A report of several runs: a chapter each, in the order given.
-pub fn write_runs(runs: &[Run], out: &mut dyn Write) -> Result<()> {
-    write_doc(&super::run_doc(runs), out)
 }
 
 const STYLE: &str = "
@@ -46,6 +42,9 @@ pre { background: #f6f6f6; padding: .4em .6em; white-space: pre-wrap; margin: .6
 .verdict { font-weight: 600; padding: .4em .7em; border-left: 6px solid; margin: .5em 0; }
 .verdict.pass { border-color: #009E73; } .verdict.fail { border-color: #D55E00; } .verdict.none { border-color: #888; }
 .badge { display: inline-block; min-width: 7em; }
+.verdict.none .badge { min-width: 10.5em; }
+.verdict ul.details { font-weight: normal; margin: .25em 0 0 7em; padding-left: 1.1em; }
+.verdict ul.details ul { color: #333; font-size: .94em; padding-left: 1.2em; }
 .warn { margin: .3em 0; padding: .2em .6em; border-left: 4px solid #E69F00; }
 .warn.note { border-color: #56B4E9; }
 .warn .fix { color: #333; }
@@ -84,19 +83,36 @@ fn table(out: &mut dyn Write, t: &Table, class: &str) -> Result<()> {
 fn block(out: &mut dyn Write, b: &Block) -> Result<()> {
     match b {
         Block::Para(s) => writeln!(out, "<p>{}</p>", esc(s))?,
-        Block::Verdict { outcome, text } => {
+        Block::Verdict { outcome, text, details } => {
             let class = match outcome {
                 Outcome::Pass => "pass",
                 Outcome::Fail => "fail",
                 Outcome::NotEnoughData => "none",
             };
-            writeln!(
+            write!(
                 out,
-                "<div class=\"verdict {class}\"><span class=\"badge\">{}</span> {}</div>",
+                "<div class=\"verdict {class}\"><span class=\"badge\">{}</span> {}",
                 esc(&outcome.as_str().to_uppercase()),
                 esc(text)
-            )?
+            )?;
+            if !details.is_empty() {
+                write!(out, "<ul class=\"details\">")?;
+                for (line, subs) in details {
+                    write!(out, "<li>{}", esc(line))?;
+                    if !subs.is_empty() {
+                        write!(out, "<ul>")?;
+                        for s in subs {
+                            write!(out, "<li>{}</li>", esc(s))?;
+                        }
+                        write!(out, "</ul>")?;
+                    }
+                    write!(out, "</li>")?;
+                }
+                write!(out, "</ul>")?;
+            }
+            writeln!(out, "</div>")?
         }
+        Block::FigureData(_) => {}
         Block::Warning { serious, message, fix } => writeln!(
             out,
             "<div class=\"warn{}\"><b>{}</b> {}<br><span class=\"fix\">fix: {}</span></div>",

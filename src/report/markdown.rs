@@ -11,13 +11,10 @@ use std::io::Write;
 pub struct Markdown;
 
 impl Report for Markdown {
+    /// The run judged against its stored requirements, else the default yardstick.
     fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        write_runs(std::slice::from_ref(run), out)
+        write_doc(&super::run_doc(std::slice::from_ref(run), &Default::default())?.0, out)
     }
-}
-
-pub fn write_runs(runs: &[Run], out: &mut dyn Write) -> Result<()> {
-    write_doc(&super::run_doc(runs), out)
 }
 
 /// A cell: pipes escaped, line breaks flattened.
@@ -55,9 +52,19 @@ pub fn write_doc(doc: &Doc, out: &mut dyn Write) -> Result<()> {
                 flush(out, &mut code)?;
                 match b {
                     Block::Para(p) => writeln!(out, "\n{p}")?,
-                    Block::Verdict { outcome, text } => {
-                        writeln!(out, "\n**{}**: {text}", outcome.as_str().to_uppercase())?
+                    Block::Verdict { outcome, text, details } => {
+                        writeln!(out, "\n**{}**: {text}", outcome.as_str().to_uppercase())?;
+                        if !details.is_empty() {
+                            writeln!(out)?;
+                        }
+                        for (line, subs) in details {
+                            writeln!(out, "- {}", line.replace('\n', " "))?;
+                            for s in subs {
+                                writeln!(out, "  - {}", s.replace('\n', " "))?;
+                            }
+                        }
                     }
+                    Block::FigureData(t) => table(out, t)?,
                     Block::Warning { serious, message, fix } => {
                         writeln!(out, "\n- {} {message} (fix: {fix})", if *serious { "**warning:**" } else { "note:" })?
                     }

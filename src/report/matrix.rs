@@ -50,7 +50,7 @@ fn write_grid(out: &mut dyn Write, g: &Grid) -> Result<()> {
 }
 
 /// The loads in the plan's order (then any other seen).
-fn loads(run: &Run) -> Vec<String> {
+pub fn loads(run: &Run) -> Vec<String> {
     let mut out: Vec<String> = run.plan["assessment"]["loads"]
         .as_array()
         .map(|a| a.iter().filter_map(|l| l["load"].as_str().map(String::from)).collect())

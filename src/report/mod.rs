@@ -5,11 +5,13 @@ pub mod comparison;
 mod doc;
 pub mod html;
 mod json;
+mod judged;
 pub mod markdown;
 mod matrix;
 mod perfetto;
 mod sections;
 mod svg;
+mod tailplot;
 mod text;
 
 pub use comparison::Comparison;
@@ -19,6 +21,7 @@ pub use markdown::Markdown;
 pub use perfetto::Perfetto;
 pub use text::{Text, write_episodes};
 
+use crate::cli::RequireArgs;
 use anyhow::{Context, Result};
 use rtscope_model::run::Run;
 use std::io::Write;
@@ -29,15 +32,24 @@ pub trait Report {
     fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()>;
 }
 
-/// The report of `runs` as a document: a chapter per run.
-fn run_doc(runs: &[Run]) -> doc::Doc {
+/// The report of `runs` as a document: a chapter per run, each judged
+/// against the requirements of `req` (else those stored with it, else the
+/// default yardstick). Also returns whether a requirement asked for (given
+/// or stored, not the yardstick) failed.
+pub fn run_doc(runs: &[Run], req: &RequireArgs) -> Result<(doc::Doc, bool)> {
     let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
     let title = match runs {
         [one] => format!("rtscope report: run {} ({}, {})", one.header.id, one.header.kind, one.header.hostname),
         _ => format!("rtscope report: runs {}", ids.join(", ")),
     };
-    let chapters = runs.iter().enumerate().map(|(i, r)| sections::chapter(r, &format!("r{}", i + 1))).collect();
-    doc::Doc { title, chapters }
+    let mut chapters = Vec::new();
+    let mut failed = false;
+    for (i, r) in runs.iter().enumerate() {
+        let a = judged::Analysed::new(r, crate::analyze::asked(r, req, true)?);
+        failed |= a.failed();
+        chapters.push(sections::chapter(&a, &format!("r{}", i + 1)));
+    }
+    Ok((doc::Doc { title, chapters }, failed))
 }
 
 /// Writes `report` of `run` to `path` (`-` for stdout).

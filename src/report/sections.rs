@@ -6,28 +6,40 @@
 //! the loads' characterisation and the CPU score. Series are grouped by
 //! their load ([`load_of`]), so every load has its curve in a plot.
 
-use super::analyze::{dur_s, level_cell, levels, mttf_cell};
 use super::doc::{Block, Chapter, Outcome, Section, Table};
+use super::judged::{self, Analysed};
 use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe};
 use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups};
-use rtscope_model::analysis::series::{self, Options};
 use rtscope_model::compare::load_of;
 use rtscope_model::episode::{Lane, Stages, top_causes};
 use rtscope_model::hist::{Tally, signed_buckets};
 use rtscope_model::run::{Interval, Run, Series};
-use rtscope_model::units::{self, us, us_f, us_i};
+use rtscope_model::units::{self, us, us_i};
 
-/// A section builder: the run and the prefix that makes its anchors unique.
-type SectionFn = fn(&Run, &str) -> Vec<Section>;
+/// A section builder: the analysed run and the prefix that makes its anchors unique.
+type SectionFn = fn(&Analysed, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: verdicts first.
-const SECTIONS: [SectionFn; 11] =
-    [verdicts, matrix, characterisation, machine, osbench, probes, tail, stages, causes, episodes, tracer];
+const SECTIONS: [SectionFn; 12] = [
+    verdicts,
+    matrix,
+    characterisation,
+    machine,
+    osbench,
+    probes,
+    judged::tail,
+    judged::mttf,
+    stages,
+    causes,
+    episodes,
+    tracer,
+];
 
 /// A run's chapter: every section it has data for.
-pub fn chapter(run: &Run, prefix: &str) -> Chapter {
+pub fn chapter(a: &Analysed, prefix: &str) -> Chapter {
+    let run = a.run;
     let h = &run.header;
     let elapsed =
         h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
@@ -44,7 +56,7 @@ pub fn chapter(run: &Run, prefix: &str) -> Chapter {
         id: prefix.to_string(),
         title: format!("Run {} ({})", h.id, h.kind),
         subtitle,
-        sections: SECTIONS.iter().flat_map(|f| f(run, prefix)).collect(),
+        sections: SECTIONS.iter().flat_map(|f| f(a, prefix)).collect(),
     }
 }
 
@@ -78,11 +90,25 @@ fn series_label(s: &Series, metrics: usize) -> String {
     }
 }
 
-/// The verdicts against the run's requirement: pass when every sample of
-/// every series stayed within it, with the evidence per series.
-fn verdicts(run: &Run, p: &str) -> Vec<Section> {
-    let Some(req) = requirement_ns(run) else { return Vec::new() };
+/// The verdicts: on the requirements asked (or the default yardstick),
+/// each with its evidence, confidence and how long to measure; then on the
+/// run's --threshold: pass when every sample of every series stayed within
+/// it, with the evidence per series.
+fn verdicts(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
+    let blocks = judged::requirement_blocks(a);
+    let threshold = requirement_ns(run);
+    if blocks.is_empty() && threshold.is_none() {
+        return Vec::new();
+    }
     let mut sec = Section::new(format!("{p}-verdicts"), "Verdicts");
+    for b in blocks {
+        sec.push(b);
+    }
+    let Some(req) = threshold else { return vec![sec] };
+    if !sec.blocks.is_empty() {
+        sec.push(Block::Para(format!("The run's own requirement: no sample above {} us (--threshold).", us(req))));
+    }
     let measured: Vec<&Series> = run.series.iter().filter(|s| !is_stage(s)).collect();
     let mut t =
         Table::new(["series", "samples", "max (us)", "requirement (us)", "outcome"].map(String::from).to_vec(), 1);
@@ -126,7 +152,7 @@ fn verdicts(run: &Run, p: &str) -> Vec<Section> {
         }
         Outcome::NotEnoughData => format!("a series has no sample to hold to the requirement of {} us", us(req)),
     };
-    sec.push(Block::Verdict { outcome: overall, text });
+    sec.push(Block::Verdict { outcome: overall, text, details: vec![] });
     sec.push(Block::Table(t));
     for n in &run.header.notes {
         sec.push(Block::Para(n.clone()));
@@ -150,7 +176,8 @@ fn grid_table(g: &Grid, first: &str) -> Table {
 
 /// An assessment's matrix: the worst case and the p99.9 of every probe
 /// metric (rows) under every load (columns), and the CPU score.
-fn matrix(run: &Run, p: &str) -> Vec<Section> {
+fn matrix(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     if !is_matrix(run) {
         return Vec::new();
     }
@@ -174,7 +201,8 @@ fn matrix(run: &Run, p: &str) -> Vec<Section> {
 
 /// What each load did to the machine: the kernel's counters per second, a
 /// column per load.
-fn characterisation(run: &Run, p: &str) -> Vec<Section> {
+fn characterisation(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     let Some(g) = characterisation_grid(run) else { return Vec::new() };
     let mut sec = Section::new(format!("{p}-characterisation"), "Loads' characterisation");
     sec.push(Block::Para(g.title.clone()));
@@ -184,7 +212,8 @@ fn characterisation(run: &Run, p: &str) -> Vec<Section> {
 
 /// The machine and the run's setup: inventory, kernel and preemption
 /// model, and every tuning warning with its fix.
-fn machine(run: &Run, p: &str) -> Vec<Section> {
+fn machine(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     let h = &run.header;
     let inv = &run.inventory;
     let mut sec = Section::new(format!("{p}-machine"), "Machine and setup");
@@ -321,8 +350,8 @@ const CURVES_PER_PLOT: usize = 14;
 
 /// Per probe: its figures, the exceedance plot, the power-of-two table and
 /// min / mean / max per checkpoint interval.
-fn probes(run: &Run, p: &str) -> Vec<Section> {
-    let req = requirement_ns(run).map(|r| r as f64 / 1000.0);
+fn probes(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     let mut out = Vec::new();
     for (probe, list) in series_by_probe(run) {
         if probe == "osbench" {
@@ -359,6 +388,9 @@ fn probes(run: &Run, p: &str) -> Vec<Section> {
             vec![rows.clone()]
         };
         for (gi, group) in groups.iter().enumerate() {
+            let mut group_metrics: Vec<&str> = group.iter().map(|s| s.key.metric.as_str()).collect();
+            group_metrics.dedup();
+            let req = a.limit_us(probe, &group_metrics);
             let curves: Vec<Curve> = group
                 .iter()
                 .map(|s| Curve { label: series_label(s, metrics.len()), points: exceedance_points(s.total()) })
@@ -430,7 +462,8 @@ fn probes(run: &Run, p: &str) -> Vec<Section> {
 
 /// `rtscope osbench`: a table per test group, a row per test (as the text
 /// report), and the group's exceedance plot, a curve per test.
-fn osbench(run: &Run, p: &str) -> Vec<Section> {
+fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     let list: Vec<&Series> = run.series.iter().filter(|s| s.key.probe == "osbench").collect();
     if list.is_empty() {
         return Vec::new();
@@ -478,96 +511,6 @@ fn osbench(run: &Run, p: &str) -> Vec<Section> {
                 ),
             });
         }
-    }
-    vec![sec]
-}
-
-/// The tail analysis of every measured series (as `rtscope analyze RUN`
-/// with its defaults): the expected worst case per hour, day and week with
-/// its 95 % interval, or why it is refused, and the MTTF of a buffered
-/// consumer against the series' delays.
-fn tail(run: &Run, p: &str) -> Vec<Section> {
-    let list: Vec<&Series> =
-        run.series.iter().filter(|s| !is_stage(s) && s.key.probe != "osbench" && s.total().count() > 0).collect();
-    if list.is_empty() {
-        return Vec::new();
-    }
-    let opts = Options::default();
-    let mut sec = Section::new(format!("{p}-tail"), "Tail analysis: the expected worst case");
-    sec.push(Block::Para(format!(
-        "A generalised Pareto tail fitted above a threshold (peaks over threshold), declustered; the expected worst \
-         case over an hour, a day and a week of the same conditions, with its 95 % profile-likelihood interval; \
-         refused when it would extrapolate beyond 100x the time observed. Diagnostics and options: rtscope analyze {}",
-        run.header.id
-    )));
-    let mut t = Table::new(
-        ["series", "samples", "max (us)", "tail fit", "per hour", "per day", "per week", "confidence"]
-            .map(String::from)
-            .to_vec(),
-        1,
-    );
-    for i in [3, 4, 5, 6, 7] {
-        t.numeric[i] = false;
-    }
-    let mut mttfs = Vec::new();
-    for s in list {
-        let name = format!("{} {} CPU{}{}", s.key.probe, s.key.metric, s.key.cpu, load_suffix(s));
-        let a = match series::analyze_series(s, crate::analyze::timer_period(run, &s.key), &opts) {
-            Ok(a) => a,
-            Err(e) => {
-                t.row(vec![name, s.total().count().to_string(), us_i(s.total().max()), format!("no analysis: {e}")]);
-                t.rows.last_mut().expect("pushed").resize(8, String::new());
-                continue;
-            }
-        };
-        let r = &a.report;
-        let mut cells = vec![name.clone(), r.stats.count.to_string(), us_i(r.stats.max_ns)];
-        match (&r.tail, &r.tail_error) {
-            (Some(tl), _) => {
-                cells.push(format!(
-                    "above {} us: {} exceedances, xi {:.3} ± {:.3}",
-                    us_f(tl.threshold_ns),
-                    tl.exceedances,
-                    tl.xi,
-                    tl.se_xi
-                ));
-                cells.extend(levels(tl).iter().map(|(_, l)| level_cell(l).trim().to_string()));
-                cells.push(tl.confidence.to_string());
-            }
-            (None, e) => {
-                cells.push(format!("no fit: {}", e.as_deref().unwrap_or("unknown reason")));
-                cells.extend(["-", "-", "-", "-"].map(String::from));
-            }
-        }
-        t.row(cells);
-        if let Some(m) = &r.mttf {
-            mttfs.push((name, m.clone()));
-        }
-    }
-    sec.push(Block::Table(t));
-    for (name, m) in mttfs {
-        sec.push(Block::Para(format!(
-            "{name}: mean time to a buffer underrun of a consumer with n buffers of one period each, compute time = \
-             {}, target {} (o: observed, f: fitted tail, ?: not enough data)",
-            m.compute,
-            dur_s(m.target_s)
-        )));
-        let mut ns: Vec<u32> = m.rows.iter().map(|r| r.buffers).collect();
-        ns.sort_unstable();
-        ns.dedup();
-        let mut head = vec!["period".to_string()];
-        head.extend(ns.iter().map(|n| format!("n={n}")));
-        head.push("smallest n".into());
-        let mut tab = Table::new(head, 1);
-        for (period, small) in &m.smallest_n {
-            let mut cells = vec![units::human(*period)];
-            cells.extend(ns.iter().map(|n| {
-                m.rows.iter().find(|r| r.period_ns == *period && r.buffers == *n).map_or("-".into(), mttf_cell)
-            }));
-            cells.push(small.map_or("> 64".into(), |n| n.to_string()));
-            tab.row(cells);
-        }
-        sec.push(Block::Table(tab));
     }
     vec![sec]
 }
@@ -621,7 +564,8 @@ fn pow2(list: &[&Series], label: impl Fn(&Series) -> String) -> Option<Table> {
 /// A traced run's stages: mean per stage and CPU as stacked bars (the
 /// relative stages add up to the latency), the stage table, and the
 /// stages of the worst episodes.
-fn stages(run: &Run, p: &str) -> Vec<Section> {
+fn stages(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     let stage: Vec<&Series> = run.series.iter().filter(|s| is_stage(s)).collect();
     let with_stages: Vec<_> = run.episodes.iter().filter_map(|e| e.stages.map(|s| (e, s))).collect();
     if stage.is_empty() && with_stages.is_empty() {
@@ -683,7 +627,8 @@ fn stages(run: &Run, p: &str) -> Vec<Section> {
 
 /// Which sources account for how much of the tail, and (noise) every
 /// sample by kind of cause.
-fn causes(run: &Run, p: &str) -> Vec<Section> {
+fn causes(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     let by_kind = run.trace.as_ref().is_some_and(|t| t.per_cpu.iter().any(|c| !c.by_kind.is_empty()));
     if run.episodes.is_empty() && !by_kind {
         return Vec::new();
@@ -733,7 +678,8 @@ fn causes(run: &Run, p: &str) -> Vec<Section> {
 }
 
 /// Every stored episode: its verdict and its CPU's timeline.
-fn episodes(run: &Run, p: &str) -> Vec<Section> {
+fn episodes(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     if run.episodes.is_empty() {
         return Vec::new();
     }
@@ -773,7 +719,8 @@ fn episodes(run: &Run, p: &str) -> Vec<Section> {
 }
 
 /// What the tracer did: events, losses, its cost, samples explained.
-fn tracer(run: &Run, p: &str) -> Vec<Section> {
+fn tracer(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
     let Some(t) = &run.trace else { return Vec::new() };
     let mut sec = Section::new(format!("{p}-trace"), "Tracer");
     sec.push(Block::Para(format!(

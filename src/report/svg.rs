@@ -16,7 +16,7 @@ pub fn colour(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
-fn dash_attr(i: usize) -> String {
+pub(super) fn dash_attr(i: usize) -> String {
     let d = DASHES[i % DASHES.len()];
     if d.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{d}\"") }
 }
@@ -108,7 +108,7 @@ pub fn num_label(v: f64) -> String {
     if t == "-0" { "0".into() } else { t.to_string() }
 }
 
-fn open(out: &mut String, id: &str, w: f64, h: f64, title: &str) {
+pub(super) fn open(out: &mut String, id: &str, w: f64, h: f64, title: &str) {
     let _ = write!(
         out,
         "<svg id=\"{id}\" class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-labelledby=\"{id}-t\"><title id=\"{id}-t\">{}</title>",
@@ -117,7 +117,7 @@ fn open(out: &mut String, id: &str, w: f64, h: f64, title: &str) {
     let _ = write!(out, "<rect x=\"0\" y=\"0\" width=\"{w}\" height=\"{h}\" fill=\"#fff\"/>");
 }
 
-fn text(out: &mut String, x: f64, y: f64, anchor: &str, size: f64, s: &str) {
+pub(super) fn text(out: &mut String, x: f64, y: f64, anchor: &str, size: f64, s: &str) {
     let _ = write!(
         out,
         "<text x=\"{x:.1}\" y=\"{y:.1}\" text-anchor=\"{anchor}\" font-size=\"{size}\" fill=\"#222\">{}</text>",
@@ -125,7 +125,7 @@ fn text(out: &mut String, x: f64, y: f64, anchor: &str, size: f64, s: &str) {
     );
 }
 
-fn line(out: &mut String, [x1, y1, x2, y2]: [f64; 4], stroke: &str, width: f64, extra: &str) {
+pub(super) fn line(out: &mut String, [x1, y1, x2, y2]: [f64; 4], stroke: &str, width: f64, extra: &str) {
     let _ = write!(
         out,
         "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"{stroke}\" stroke-width=\"{width}\"{extra}/>"
@@ -134,7 +134,7 @@ fn line(out: &mut String, [x1, y1, x2, y2]: [f64; 4], stroke: &str, width: f64, 
 
 /// Polyline points, leaving out points less than half a pixel from the
 /// last one kept (a histogram has thousands of buckets) but always the last.
-fn points(pts: &[(f64, f64)]) -> String {
+pub(super) fn points(pts: &[(f64, f64)]) -> String {
     let mut s = String::new();
     let mut last: Option<(f64, f64)> = None;
     for (i, &(x, y)) in pts.iter().enumerate() {
@@ -187,7 +187,7 @@ fn log_grid(out: &mut String, xa: &LogAxis, ya: &LogAxis, x_label: &str, y_label
 }
 
 /// A legend: a line sample (colour and dash of series i) and a label per entry.
-fn legend(out: &mut String, x: f64, y: f64, labels: &[String]) {
+pub(super) fn legend(out: &mut String, x: f64, y: f64, labels: &[String]) {
     for (i, l) in labels.iter().enumerate() {
         let yy = y + i as f64 * 17.0;
         line(out, [x, yy, x + 28.0, yy], colour(i), 2.2, &dash_attr(i));

@@ -108,12 +108,18 @@ fn p_exceed_with(
 
 /// The MTTF of `n` buffers of period `t_ns` with compute time `c`.
 pub fn mttf(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute) -> Mttf {
+    mttf_with(obs, tail, n, t_ns, c, true)
+}
+
+/// [`mttf`]; from the fitted tail, with its 95 % interval only if
+/// `interval` (the profile likelihood costs most of the time).
+fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute, interval: bool) -> Mttf {
     let theta = tail.map_or(1.0, |t| t.theta);
     let base = (n.saturating_sub(1) as f64) * t_ns as f64;
     let (p, lo, hi, source, slack) = match c {
         Compute::Fixed(c) => {
             let s = base - *c as f64;
-            let (p, lo, hi, src) = p_exceed(obs, tail, s);
+            let (p, lo, hi, src) = p_exceed_with(obs, tail, s, interval);
             (p, lo, hi, src, s)
         }
         Compute::Dist(d) => {
@@ -165,6 +171,12 @@ pub fn mttf(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute)
         underruns_per_hour: p.map(|p| 3600.0 / t_s * theta * p),
         note,
     }
+}
+
+/// The MTTF against the number of buffers: n = 1 ..= `n_max` (figures 6
+/// and 7 of 002); the fitted tail's 95 % intervals only if `intervals`.
+pub fn curve(obs: &Obs, tail: Option<&TailModel>, t_ns: u64, c: &Compute, n_max: u32, intervals: bool) -> Vec<Mttf> {
+    (1..=n_max.max(1)).map(|n| mttf_with(obs, tail, n, t_ns, c, intervals)).collect()
 }
 
 /// The smallest n (2..=64) whose MTTF reaches `target_s`, judged on the
@@ -263,6 +275,18 @@ mod tests {
         let c = Compute::from_samples(&[1_000_000, 2_500_000]);
         let m4 = mttf(&o, None, 3, 1_000_000, &c);
         assert!((m4.p_exceed.unwrap() - 0.505).abs() < 1e-12, "{m4:?}");
+        // The curve: n = 1 leaves no slack (every period underruns); the
+        // slack grows by t with each buffer.
+        let cv = curve(&o, None, 1_000_000, &Compute::Fixed(1_000_000), 7, true);
+        assert_eq!(cv.iter().map(|m| m.buffers).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(cv[0].p_exceed, Some(1.0));
+        assert!((cv[0].mttf_s.unwrap() - 1e-3).abs() < 1e-12);
+        assert_eq!(cv[2].slack_ns, 1_000_000);
+        assert!(cv.windows(2).all(|w| w[1].slack_ns - w[0].slack_ns == 1_000_000));
+        let quick = curve(&o, None, 1_000_000, &Compute::Fixed(1_000_000), 7, false);
+        assert!(quick.iter().zip(&cv).all(|(q, c)| q.mttf_s == c.mttf_s && q.source == c.source));
+        assert_eq!(cv[5].p_exceed, Some(0.01), "4 ms of slack: the 5 ms samples still exceed it");
+        assert_eq!(cv[6].source, Source::NotEnoughData, "5 ms of slack: no sample above it");
         assert_eq!(smallest_n(&o, None, 1_000_000, &Compute::Fixed(0), 0.05), Some(2));
         assert_eq!(smallest_n(&o, None, 1_000_000, &Compute::Fixed(1_000_000), 1.0), None);
     }

@@ -263,8 +263,10 @@ pub struct Verdict {
     pub measure_for: Option<String>,
 }
 
+/// The series that decided: probe.metric, CPU and, in an assessment, load.
 fn name(s: &SeriesAnalysis) -> String {
-    format!("{}.{} CPU {}", s.key.probe, s.key.metric, s.key.cpu)
+    let load = s.key.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
+    format!("{}.{} CPU {}{load}", s.key.probe, s.key.metric, s.key.cpu)
 }
 
 /// Seconds for people: whole seconds from a minute on, whole ms from a
@@ -298,7 +300,31 @@ fn us(v: f64) -> String {
     format!("{} us", us_f(v))
 }
 
-fn eval_stat(s: &SeriesAnalysis, stat: &Stat, op: Op, limit: f64) -> Verdict {
+/// The figure a statistic requirement judges, to rank the series: NaN
+/// where there is none.
+fn stat_figure(s: &SeriesAnalysis, stat: &Stat) -> f64 {
+    let st = &s.report.stats;
+    match stat {
+        Stat::Min => st.min_ns as f64,
+        Stat::Max => st.max_ns as f64,
+        Stat::Mean => st.mean_ns,
+        Stat::Jitter => st.jitter_ns as f64,
+        Stat::Quantile(q) => s.obs.quantile(*q),
+        Stat::Period(pname, _) => s
+            .report
+            .tail
+            .as_ref()
+            .and_then(|t| t.return_levels.get(pname))
+            .and_then(|l| l.value_ns)
+            .map_or(f64::NAN, |v| v as f64),
+    }
+}
+
+fn eval_stat(s: &SeriesAnalysis, stat: &Stat, op: Op, limit: f64) -> (Verdict, f64) {
+    (eval_stat_verdict(s, stat, op, limit), stat_figure(s, stat))
+}
+
+fn eval_stat_verdict(s: &SeriesAnalysis, stat: &Stat, op: Op, limit: f64) -> Verdict {
     let st = &s.report.stats;
     let mut v = Verdict {
         requirement: String::new(),
@@ -380,8 +406,25 @@ fn eval_stat(s: &SeriesAnalysis, stat: &Stat, op: Op, limit: f64) -> Verdict {
     v
 }
 
-fn eval_mttf(s: &SeriesAnalysis, n: u32, t_ns: u64, c_ns: u64, op: Op, limit_s: f64) -> Verdict {
+fn eval_mttf(s: &SeriesAnalysis, n: u32, t_ns: u64, c_ns: u64, op: Op, limit_s: f64) -> (Verdict, f64) {
     let m = mttf::mttf(&s.obs, s.model.as_ref(), n, t_ns, &Compute::Fixed(c_ns));
+    let figure = match (m.mttf_s, m.p_exceed) {
+        (Some(x), _) => x,
+        (None, Some(_)) => f64::INFINITY,
+        (None, None) => f64::NAN,
+    };
+    (eval_mttf_verdict(s, &m, n, t_ns, c_ns, op, limit_s), figure)
+}
+
+fn eval_mttf_verdict(
+    s: &SeriesAnalysis,
+    m: &mttf::Mttf,
+    n: u32,
+    t_ns: u64,
+    c_ns: u64,
+    op: Op,
+    limit_s: f64,
+) -> Verdict {
     let d = s.report.stats.observed_duration_s;
     let mut v = Verdict {
         requirement: String::new(),
@@ -430,33 +473,37 @@ fn eval_mttf(s: &SeriesAnalysis, n: u32, t_ns: u64, c_ns: u64, op: Op, limit_s: 
     v
 }
 
-fn eval_timer_jitter(all: &[SeriesAnalysis], period_ns: u64, op: Op, limit: f64) -> Vec<Verdict> {
+fn eval_timer_jitter(all: &[SeriesAnalysis], period_ns: u64, op: Op, limit: f64) -> Vec<(Verdict, f64)> {
     let timers: Vec<&SeriesAnalysis> = all
         .iter()
         .filter(|s| s.timer_period_ns == Some(period_ns) && matches!(s.key.probe.as_str(), "ptimer" | "wakeup"))
         .collect();
     if timers.is_empty() {
-        return vec![Verdict {
-            requirement: String::new(),
-            status: Status::NotEnoughData,
-            series: None,
-            evidence: format!("the run has no {} periodic timer", human(period_ns)),
-            confidence: "observed".into(),
-            reasons: vec![],
-            measure_for: Some(format!(
-                "a run of `rtscope ptimer --period {0}` or `rtscope wakeup --interval {0}`",
-                human(period_ns)
-            )),
-        }];
+        return vec![(
+            Verdict {
+                requirement: String::new(),
+                status: Status::NotEnoughData,
+                series: None,
+                evidence: format!("the run has no {} periodic timer", human(period_ns)),
+                confidence: "observed".into(),
+                reasons: vec![],
+                measure_for: Some(format!(
+                    "a run of `rtscope ptimer --period {0}` or `rtscope wakeup --interval {0}`",
+                    human(period_ns)
+                )),
+            },
+            f64::NAN,
+        )];
     }
     timers.iter().map(|s| eval_stat(s, &Stat::Jitter, op, limit)).collect()
 }
 
 /// The verdict on one requirement over every matching series (every CPU):
-/// the worst of them decides.
+/// the worst of them decides (a fail before not enough data before a pass;
+/// within one, the figure furthest on the wrong side of the limit).
 pub fn evaluate(req: &Requirement, all: &[SeriesAnalysis]) -> Verdict {
     let limit = req.limit_ns as f64;
-    let per: Vec<Verdict> = match &req.lhs {
+    let per: Vec<(Verdict, f64)> = match &req.lhs {
         Lhs::Stat { probe, metric, stat } => {
             let list: Vec<&SeriesAnalysis> =
                 all.iter().filter(|s| &s.key.probe == probe && &s.key.metric == metric).collect();
@@ -464,15 +511,18 @@ pub fn evaluate(req: &Requirement, all: &[SeriesAnalysis]) -> Verdict {
                 let have: Vec<String> = all.iter().map(|s| format!("{}.{}", s.key.probe, s.key.metric)).collect();
                 let mut have = have;
                 have.dedup();
-                vec![Verdict {
-                    requirement: String::new(),
-                    status: Status::NotEnoughData,
-                    series: None,
-                    evidence: format!("the run has no {probe}.{metric} series (it has {})", have.join(", ")),
-                    confidence: "observed".into(),
-                    reasons: vec![],
-                    measure_for: Some(format!("a run of `rtscope {probe}`")),
-                }]
+                vec![(
+                    Verdict {
+                        requirement: String::new(),
+                        status: Status::NotEnoughData,
+                        series: None,
+                        evidence: format!("the run has no {probe}.{metric} series (it has {})", have.join(", ")),
+                        confidence: "observed".into(),
+                        reasons: vec![],
+                        measure_for: Some(format!("a run of `rtscope {probe}`")),
+                    },
+                    f64::NAN,
+                )]
             } else {
                 list.iter().map(|s| eval_stat(s, stat, req.op, limit)).collect()
             }
@@ -489,7 +539,20 @@ pub fn evaluate(req: &Requirement, all: &[SeriesAnalysis]) -> Verdict {
         }
         Lhs::TimerJitter { period_ns } => eval_timer_jitter(all, *period_ns, req.op, limit),
     };
-    let mut worst = per.into_iter().min_by_key(|v| v.status.rank()).unwrap_or_else(|| Verdict {
+    // How far on the wrong side: the higher, the worse.
+    let badness = |f: f64| {
+        if f.is_nan() {
+            f64::NEG_INFINITY
+        } else if req.op.upper_limit() {
+            f
+        } else {
+            -f
+        }
+    };
+    let worst = per.into_iter().min_by(|(a, fa), (b, fb)| {
+        a.status.rank().cmp(&b.status.rank()).then_with(|| badness(*fb).total_cmp(&badness(*fa)))
+    });
+    let mut worst = worst.map(|(v, _)| v).unwrap_or_else(|| Verdict {
         requirement: String::new(),
         status: Status::NotEnoughData,
         series: None,
@@ -583,5 +646,21 @@ mod tests {
         timed[0].timer_period_ns = Some(1_000_000);
         let j = evaluate(&profile("omac").unwrap()[2], &timed);
         assert_eq!(j.status, Status::Pass, "{j:?}");
+        // Of two CPUs that both fail, the one further over the limit decides.
+        let mut two = all.clone();
+        let worse: Vec<i64> = v.iter().map(|x| x + 5_000).collect();
+        let mut cpu1 = series(&worse, 1000.0);
+        cpu1.key.cpu = 1;
+        two.insert(0, cpu1);
+        two.reverse();
+        let w = evaluate(&parse_requirement("wakeup.latency.max < 50us").unwrap(), &two);
+        assert_eq!(w.series.as_deref(), Some("wakeup.latency CPU 1"), "{w:?}");
+        assert!(w.evidence.contains("88.663 us"), "{}", w.evidence);
+        let m = evaluate(&parse_requirement("mttf(n=2,t=1ms,c=978us) > 1h").unwrap(), &two);
+        assert_eq!(m.series.as_deref(), Some("wakeup.latency CPU 1"), "the shorter MTTF decides: {m:?}");
+        // In an assessment the deciding series names its load.
+        timed[0].key.load = Some("cpu".into());
+        let l = evaluate(&parse_requirement("wakeup.latency.max < 50us").unwrap(), &timed);
+        assert_eq!(l.series.as_deref(), Some("wakeup.latency CPU 0 [cpu]"));
     }
 }
