@@ -160,7 +160,7 @@ fn osbench(args: &[String]) -> Result<Built> {
     match parse("osbench", args)? {
         Cmd::Osbench(a) => crate::osbench::Cell::from_args(&a)
             .map(|c| Built::Own(Box::new(c)))
-            .map_err(|e| anyhow!("probe osbench: {e:#} (see rtscope osbench --help)")),
+            .map_err(|e| anyhow!("probe osbench: {e:#}")),
         _ => unreachable!("`rtscope osbench` parses as itself"),
     }
 }
