@@ -185,29 +185,37 @@ impl Plan {
             if probes.iter().any(|p: &Built| p.name() == entry.name) {
                 bail!("{origin}: probe {name} is listed twice");
             }
-            let mut args: Vec<String> = vec![
-                "--cpus".into(),
-                format_cpu_list(&cpus),
-                "--duration".into(),
-                format!("{cell_ns}ns"),
-                "--checkpoint".into(),
-                checkpoint.clone(),
-                "--db".into(),
-                db.display().to_string(),
-                "--quiet".into(),
-            ];
-            if trace {
-                args.push("--trace".into());
+            let mut args: Vec<String> = vec!["--db".into(), db.display().to_string(), "--quiet".into()];
+            if entry.common_args {
+                args.extend([
+                    "--cpus".into(),
+                    format_cpu_list(&cpus),
+                    "--duration".into(),
+                    format!("{cell_ns}ns"),
+                    "--checkpoint".into(),
+                    checkpoint.clone(),
+                ]);
+                if trace {
+                    args.push("--trace".into());
+                }
             }
             args.extend(file.args.get(name).cloned().unwrap_or_default());
             let mut built = (entry.build)(&args).with_context(|| format!("{origin}: [args] {name}"))?;
-            if let Built::PerCpu(common, probe) = &mut built {
-                common.warmup_ns = warmup_ns;
-                common.kind = "run".into();
-                common.json = None;
-                if common.trace.is_some() && probe.trace_stages().is_none() {
-                    common.trace = None;
-                    untraced.push(entry.name);
+            match &mut built {
+                Built::PerCpu(common, probe) => {
+                    common.warmup_ns = warmup_ns;
+                    common.kind = "run".into();
+                    common.json = None;
+                    if common.trace.is_some() && probe.trace_stages().is_none() {
+                        common.trace = None;
+                        untraced.push(entry.name);
+                    }
+                }
+                Built::Own(own) => {
+                    own.place(&cpus).with_context(|| format!("{origin}: [args] {name}"))?;
+                    if trace {
+                        untraced.push(entry.name);
+                    }
                 }
             }
             probes.push(built);
@@ -260,11 +268,13 @@ impl Plan {
         self.cells.iter().enumerate().filter(|(i, c)| *i == 0 || self.cells[i - 1].0 != c.0).count()
     }
 
-    /// The planned length, ns.
+    /// The planned length, ns. A measurement with its own runner warms
+    /// up within its cell.
     pub fn length_ns(&self) -> u64 {
+        let warmup = |p: usize| if matches!(self.probes[p], Built::PerCpu(..)) { self.warmup_ns } else { 0 };
         self.score_ns
             + self.load_starts() as u64 * self.ramp_ns
-            + self.cells.len() as u64 * (self.cell_ns + self.warmup_ns + 200_000_000)
+            + self.cells.iter().map(|&(_, p)| self.cell_ns + warmup(p) + 200_000_000).sum::<u64>()
     }
 
     fn describe(&self) -> String {
@@ -332,7 +342,16 @@ fn stop_load(active: Option<Active>, accs: &mut [Accumulator], notes: &mut Vec<S
 }
 
 /// Runs the assessment `plan` and prints it. Returns the exit code.
-pub fn run(plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i32> {
+pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i32> {
+    // Measurements with their own runner start first, while rtscope has
+    // one thread, no store open and no load running (osbench forks the
+    // process that removes its IPC objects should rtscope die).
+    for b in &mut plan.probes {
+        if let Built::Own(o) = b {
+            let name = o.name();
+            o.start().with_context(|| format!("starting {name}"))?;
+        }
+    }
     load::remove_stale_temp_dirs();
     if !opts.quiet {
         eprintln!("rtscope run ({}): {}", plan.source, plan.describe());
@@ -359,8 +378,17 @@ pub fn run(plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i32> 
                 }));
             }
             Built::Own(o) => {
-                effective.push((crate::sys::sched::Policy::Other, 0));
-                cell_plans.push(serde_json::json!({"probe": o.name(), "settings": o.plan()}));
+                let (policy, priority) = o.scheduling();
+                let e = session.effective(policy, priority);
+                effective.push(e);
+                cell_plans.push(serde_json::json!({
+                    "probe": o.name(),
+                    "metrics": o.metrics(),
+                    "effective_policy": e.0,
+                    "effective_priority": e.1,
+                    "settings": o.plan(),
+                    "describe": o.describe(),
+                }));
             }
         }
     }
@@ -421,7 +449,7 @@ pub fn run(plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i32> 
                         },
                     }
                 }
-                Built::Own(o) => o.measure(&mut run, &label, plan.cell_ns, signal)?,
+                Built::Own(o) => o.measure(&mut run, &label, plan.cell_ns, effective[p], signal)?,
             };
             if let Some(t) = &outcome.trace {
                 trace.absorb(t);
@@ -657,11 +685,15 @@ mod tests {
         fn plan(&self) -> serde_json::Value {
             serde_json::json!({"what": "test"})
         }
+        fn metrics(&self) -> Vec<String> {
+            vec!["n".into()]
+        }
         fn measure(
             &self,
             run: &mut crate::probe::OpenRun,
             load: &str,
             duration_ns: u64,
+            _: (crate::sys::sched::Policy, u8),
             _: &Arc<AtomicBool>,
         ) -> Result<CellOutcome> {
             std::thread::sleep(Duration::from_nanos(duration_ns));

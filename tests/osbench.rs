@@ -210,3 +210,59 @@ fn a_run_leaves_no_process_or_ipc_object() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert_eq!(settles_to(&before, &fx.db), before);
 }
+
+/// In an assessment (`rtscope run`), osbench's cell runs beside a load
+/// that forks processes and one that keeps the CPUs busy; a signal in the
+/// middle of the cell leaves no process or IPC object behind either.
+fn assessment_interrupted_leaves_nothing(sig: i32) {
+    let Some(fx) = Fixture::root() else { return };
+    let before = traces(&fx.db);
+    let plan = fx.dir.join("os.toml");
+    std::fs::write(
+        &plan,
+        "probes = [\"osbench\"]\nloads = [\"fork:1\", \"cpu\"]\nduration = \"60s\"\nwarmup = \"0s\"\n\
+         ramp_up = \"300ms\"\nscore = \"100ms\"\n[args]\nosbench = [\"-t\", \"wake.sysv-inter\", \"-t\", \"wake.mq-inter\"]\n",
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", plan.to_str().unwrap(), "-q", "--db", &fx.db])
+        .env("TMPDIR", &fx.dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Inside the SysV test: rtscope, the janitor and the other party.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let t = traces(&fx.db);
+        if t.processes >= 3 && t.sysv.len() > before.sysv.len() {
+            break;
+        }
+        assert!(Instant::now() < until, "the inter-process test never started: {t:?}");
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+    let status = child.wait().unwrap();
+    let after = settles_to(&before, &fx.db);
+    assert_eq!(after, before, "left behind after signal {sig} ({status:?})");
+    if sig == libc::SIGTERM {
+        assert_eq!(status.code(), Some(0), "{status:?}");
+        let v = show_json(&fx.db, "last");
+        assert_eq!(v["status"], "interrupted", "{v}");
+        let rows = v["results"].as_array().unwrap();
+        let sysv = rows.iter().find(|r| r["metric"] == "wake.sysv-inter").expect("the interrupted test is stored");
+        assert_eq!(sysv["load"], "fork:1", "{sysv}");
+        assert!(sysv["count"].as_u64() > Some(0), "{sysv}");
+    }
+}
+
+#[test]
+fn sigterm_in_an_assessment_cell_leaves_no_process_or_ipc_object() {
+    assessment_interrupted_leaves_nothing(libc::SIGTERM);
+}
+
+#[test]
+fn sigkill_in_an_assessment_cell_leaves_no_process_or_ipc_object() {
+    assessment_interrupted_leaves_nothing(libc::SIGKILL);
+}

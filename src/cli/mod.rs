@@ -184,10 +184,11 @@ pub struct RunArgs {
     /// embedded default assessment, about five minutes]. Flags given here override its keys.
     #[arg(value_name = "PLAN.toml")]
     pub plan: Option<PathBuf>,
-    /// A short assessment, under a minute: every probe under idle, cpu and net, 3 s per cell.
+    /// A short assessment, under a minute: every probe under idle, cpu and net, 2 s per cell.
     #[arg(long, conflicts_with = "plan")]
     pub quick: bool,
-    /// The probes, each in its own cell under each load (default plan: wakeup,noise,sleep,ptimer).
+    /// The probes, each in its own cell under each load (default plan: wakeup,noise,sleep,ptimer,netlat,osbench;
+    /// osbench's cell runs 13 wake-up tests, each for its share of the cell, unless the plan's [args] pick others).
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
     pub probes: Option<Vec<String>>,
     /// The loads, each NAME[:INTENSITY][@CPUS] (`rtscope load --help` lists them), e.g. idle,cpu,net:1000,disk,

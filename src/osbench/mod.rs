@@ -163,7 +163,7 @@ macro_rules! call {
 
 use calls::Call;
 use ping::Mech;
-pub use runner::{Csv, Plan, run};
+pub use runner::{CELL_MAX_SAMPLES, CELL_TESTS, Cell, Csv, Plan, Settings, run};
 use wakeup::Prim;
 
 /// Every test, in the order they run. `-t` takes an id, a number (the

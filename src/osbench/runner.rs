@@ -1,6 +1,13 @@
-//! Running the selected tests: the run in the store, its series, the CSV.
+//! Running the selected tests and storing them, a series per test: for
+//! `rtscope osbench` ([`run`]) and for the assessment's cell ([`Cell`],
+//! a test's series keyed with the cell's load). Both measure and store
+//! through [`Bench`]; the CSV of `-o`.
 
 use super::*;
+use crate::probe::registry::OwnCell;
+use crate::probe::{CellOutcome, OpenRun};
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
 
 /// One measurement to make: a test and its variant.
 struct Job {
@@ -22,8 +29,60 @@ impl Job {
     }
 }
 
-/// Settings of an osbench run, validated.
-pub struct Plan {
+/// The tests an assessment's cell runs when its arguments pick none: the
+/// wake-up paths a real-time program waits on, from the signalling call in
+/// a lower-priority party to the blocked higher-priority one running, each
+/// within a process and across two (the priority-inheritance handoff has
+/// no inter-process variant in the table).
+pub const CELL_TESTS: [&str; 13] = [
+    "wake.futex-intra",
+    "wake.futex-inter",
+    "pi.unlock-wake",
+    "wake.pipe-intra",
+    "wake.pipe-inter",
+    "wake.eventfd-intra",
+    "wake.eventfd-inter",
+    "wake.mq-intra",
+    "wake.mq-inter",
+    "wake.signal-intra",
+    "wake.signal-inter",
+    "wake.unix-intra",
+    "wake.unix-inter",
+];
+
+/// In a cell without `-n`, a test takes samples until its share of the
+/// cell ends, at most this many (16 bytes each in shared memory).
+pub const CELL_MAX_SAMPLES: u64 = 200_000;
+/// ... and at least room for this many.
+const CELL_MIN_SAMPLES: u64 = 1_000;
+/// Warm-up iterations of a test in a cell, at most (its share is short).
+const CELL_WARMUP: usize = 100;
+/// A test's share of its cell is at least this long.
+const CELL_MIN_SHARE_NS: u64 = 25_000_000;
+/// A test's next round starts only with at least this much of its share left.
+const ROUND_MIN_NS: u64 = 20_000_000;
+/// How often a cell's deadline and the signal are checked.
+const DEADLINE_POLL: Duration = Duration::from_millis(10);
+
+/// The other party's CPU for --cross-cpu: the first of `prefer`, else of
+/// the CPUs this process may use, that is not `cpu`.
+fn other_than(cpu_: usize, prefer: &[usize]) -> Result<usize> {
+    let online = cpu::online();
+    let allowed: Vec<usize> = cpu::allowed().into_iter().filter(|c| online.contains(c)).collect();
+    prefer
+        .iter()
+        .chain(&allowed)
+        .copied()
+        .find(|&c| c != cpu_ && allowed.contains(&c))
+        .ok_or_else(|| anyhow::anyhow!("--cross-cpu needs a second CPU and this process may run on CPU {cpu_} only"))
+}
+
+/// Unique numbers for the tests' POSIX IPC names, across cells.
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// What is measured and how: the tests, their variants, CPUs and
+/// priorities; validated. `rtscope osbench` and the cell share it.
+pub struct Settings {
     pub tests: Vec<&'static TestDef>,
     pub n: Option<u64>,
     pub ips: Option<u32>,
@@ -33,48 +92,42 @@ pub struct Plan {
     pub other_cpu: Option<usize>,
     pub policy: Policy,
     pub priority: u8,
-    pub csv: Option<std::path::PathBuf>,
-    pub json: Option<std::path::PathBuf>,
-    pub db: std::path::PathBuf,
-    pub quiet: bool,
-    pub dma_latency: bool,
+    /// Whether `--cpu` / `--other-cpu` were given (else an assessment
+    /// places the parties on its measured CPUs).
+    cpu_given: bool,
+    other_given: bool,
 }
 
-impl Plan {
-    pub fn from_args(a: &OsbenchArgs) -> Result<Plan> {
-        let tests = select(&a.test)?;
+impl Settings {
+    /// Checks the measuring options of `a`; `default_tests` when `-t`
+    /// picks none.
+    pub fn from_args(a: &OsbenchArgs, default_tests: &[&str]) -> Result<Settings> {
+        let tests = if a.test.is_empty() && !default_tests.is_empty() {
+            select(&default_tests.iter().map(|t| t.to_string()).collect::<Vec<_>>())?
+        } else {
+            select(&a.test)?
+        };
         let online = cpu::online();
         let cpu_ = match a.cpu {
             Some(c) => cpu::parse_selection("--cpu", &c.to_string())?[0],
             None => *cpu::allowed().iter().rfind(|c| online.contains(c)).unwrap_or(&0),
         };
-        let other_cpu = if a.cross_cpu {
-            let o = match a.other_cpu {
-                Some(o) => cpu::parse_selection("--other-cpu", &o.to_string())?[0],
-                None => *cpu::allowed().iter().find(|&&c| c != cpu_ && online.contains(&c)).ok_or_else(|| {
-                    anyhow::anyhow!("--cross-cpu needs a second CPU and this process may run on CPU {cpu_} only")
-                })?,
-            };
-            if o == cpu_ {
-                bail!("--other-cpu {o} is the measured CPU (--cpu); pick another");
-            }
-            Some(o)
-        } else {
-            if a.other_cpu.is_some() {
-                bail!("--other-cpu only means something with --cross-cpu");
-            }
-            None
-        };
+        if a.other_cpu.is_some() && !a.cross_cpu {
+            bail!("--other-cpu only means something with --cross-cpu");
+        }
+        if let Some(o) = a.other_cpu {
+            cpu::parse_selection("--other-cpu", &o.to_string())?;
+        }
         if a.policy.is_rt() && !(11..=99).contains(&a.priority) {
             bail!("--priority must be 11..99: the lower party runs 10 below it (e.g. --priority 90)");
         }
-        crate::cli::check_writable("--db", &a.store.db)?;
-        for (flag, p) in [("--json", &a.json), ("--output", &a.output)] {
-            if let Some(p) = p.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-                crate::cli::check_writable(flag, p)?;
-            }
-        }
-        Ok(Plan {
+        let other_cpu = match (a.cross_cpu, a.other_cpu) {
+            (false, _) => None,
+            (true, Some(o)) if o == cpu_ => bail!("--other-cpu {o} is the measured CPU (--cpu); pick another"),
+            (true, Some(o)) => Some(o),
+            (true, None) => Some(other_than(cpu_, &[])?),
+        };
+        Ok(Settings {
             tests,
             n: a.samples,
             ips: a.ips,
@@ -84,12 +137,27 @@ impl Plan {
             other_cpu,
             policy: a.policy,
             priority: a.priority,
-            csv: a.output.clone(),
-            json: a.json.clone(),
-            db: a.store.db.clone(),
-            quiet: a.quiet,
-            dma_latency: !a.no_dma_latency,
+            cpu_given: a.cpu.is_some(),
+            other_given: a.other_cpu.is_some(),
         })
+    }
+
+    /// An assessment's measured CPUs: the measured party goes to the last
+    /// of them and, with --cross-cpu, the other party to the first other
+    /// one, unless --cpu / --other-cpu said otherwise.
+    pub fn place(&mut self, measured: &[usize]) -> Result<()> {
+        if !self.cpu_given
+            && let Some(&last) = measured.last()
+        {
+            self.cpu = last;
+        }
+        if self.cross_cpu && !self.other_given {
+            self.other_cpu = Some(other_than(self.cpu, measured)?);
+        }
+        if self.other_cpu == Some(self.cpu) {
+            bail!("--other-cpu {} is the measured CPU (--cpu); pick another", self.cpu);
+        }
+        Ok(())
     }
 
     fn jobs(&self) -> Vec<Job> {
@@ -111,6 +179,325 @@ impl Plan {
         }
         jobs
     }
+
+    /// The metrics (series names) in the order they are measured.
+    pub fn metrics(&self) -> Vec<String> {
+        self.jobs().iter().map(Job::metric).collect()
+    }
+
+    /// Whether some job flushes the caches.
+    fn flushes(&self) -> bool {
+        self.jobs().iter().any(|j| j.flush)
+    }
+
+    /// The settings as stored in the run's plan.
+    pub fn json(&self, flush: Option<&FlushBuffer>) -> Value {
+        json!({
+            "tests": self.tests.iter().map(|t| t.id).collect::<Vec<_>>(),
+            "samples": self.n,
+            "ips": self.ips,
+            "cache_flush": self.cache_flush,
+            "flush_bytes": flush.map(FlushBuffer::bytes),
+            "cross_cpu": self.cross_cpu,
+            "cpu": self.cpu,
+            "other_cpu": self.other_cpu,
+            "priority": self.priority,
+            "policy": self.policy,
+            "clock": "CLOCK_MONOTONIC, clock_gettime through the vDSO",
+            "settle_ns": harness::SETTLE_NS,
+            "inversion_ns": locks::INVERSION_NS,
+        })
+    }
+
+    /// One line: CPUs, priorities and options, for the report's header.
+    pub fn describe(&self, policy: Policy) -> String {
+        let mut s = format!("CPU {}", self.cpu);
+        if let Some(o) = self.other_cpu {
+            s += &format!(" (+cross-CPU: other party on CPU {o})");
+        }
+        if policy.is_rt() {
+            s += &format!(", priorities {}/{}/{}", self.priority, self.priority - 5, self.priority - 10);
+        }
+        if let Some(n) = self.n {
+            s += &format!(", {n} samples per test");
+        }
+        if let Some(i) = self.ips {
+            s += &format!(", IPS {i}");
+        }
+        if self.cache_flush {
+            s += ", cache flush";
+        }
+        s
+    }
+}
+
+/// Settings of an `rtscope osbench` run: what is measured, and where the
+/// results go.
+pub struct Plan {
+    pub settings: Settings,
+    pub csv: Option<std::path::PathBuf>,
+    pub json: Option<std::path::PathBuf>,
+    pub db: std::path::PathBuf,
+    pub quiet: bool,
+    pub dma_latency: bool,
+}
+
+impl Plan {
+    pub fn from_args(a: &OsbenchArgs) -> Result<Plan> {
+        let settings = Settings::from_args(a, &[])?;
+        crate::cli::check_writable("--db", &a.store.db)?;
+        for (flag, p) in [("--json", &a.json), ("--output", &a.output)] {
+            if let Some(p) = p.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+                crate::cli::check_writable(flag, p)?;
+            }
+        }
+        Ok(Plan {
+            settings,
+            csv: a.output.clone(),
+            json: a.json.clone(),
+            db: a.store.db.clone(),
+            quiet: a.quiet,
+            dma_latency: !a.no_dma_latency,
+        })
+    }
+}
+
+/// What measuring the tests came to.
+pub struct Measured {
+    /// Tests not measured, or with no sample: one line each.
+    pub notes: Vec<String>,
+    /// Tests that failed.
+    pub failed: usize,
+    pub jobs: usize,
+}
+
+/// Measures the settings' tests and stores each as a series of a run:
+/// the measuring and storing `rtscope osbench` and the cell share.
+pub struct Bench<'a> {
+    pub settings: &'a Settings,
+    /// The policy the parties get (SCHED_OTHER where real-time is refused).
+    pub policy: Policy,
+    pub janitor: &'a Janitor,
+    pub flush: Option<&'a FlushBuffer>,
+    /// Set by SIGINT/SIGTERM.
+    pub signal: &'a AtomicBool,
+    /// The assessment's load of this cell: each series is keyed with it.
+    pub load: Option<&'a str>,
+    /// The cell's time: the tests share it, each stopping at the end of
+    /// its share (the time left divided by the tests left) with what it
+    /// measured; without `-n`, a test takes samples until then.
+    pub budget_ns: Option<u64>,
+    /// Progress on a terminal, and warnings on stderr.
+    pub progress: bool,
+    pub quiet: bool,
+}
+
+/// A test's series in the store, across its rounds.
+struct Stored {
+    sid: i64,
+    rounds: u32,
+    below: u64,
+}
+
+impl Bench<'_> {
+    /// Measures every job and stores it in run `run_id`. Errors only when
+    /// storing fails; a test that cannot be measured is a note.
+    ///
+    /// In a cell without `-n`, a test runs in rounds of at most
+    /// [`CELL_MAX_SAMPLES`] until its share ends (each round a checkpoint
+    /// interval of its series), so that a long cell measures for its
+    /// whole length with a bounded buffer.
+    pub fn measure(&self, store: &mut Store, run_id: i64) -> Result<Measured> {
+        let jobs = self.settings.jobs();
+        let end = self.budget_ns.map(|b| clock::now() + b);
+        let under = self.load.map(|l| format!(" under {l}")).unwrap_or_default();
+        let mut notes = Vec::new();
+        let mut failed = 0;
+        for (k, job) in jobs.iter().enumerate() {
+            if self.signal.load(Relaxed) {
+                break;
+            }
+            let t = job.test;
+            // The end of this test's share: the cell's time left divided by
+            // the tests left, and never less than a minimum (tests before it
+            // that ran late make the cell a little longer, not it empty).
+            let job_end = end.map(|end| {
+                let now = clock::now();
+                now + (end.saturating_sub(now) / (jobs.len() - k) as u64).max(CELL_MIN_SHARE_NS)
+            });
+            if self.progress {
+                eprint!("\r\x1b[K[{}/{}] {}", k + 1, jobs.len(), job.metric());
+            }
+            let mut stored: Option<Stored> = None;
+            loop {
+                let (n, warmup) = match job_end {
+                    None => {
+                        let n = self.settings.n.unwrap_or(t.n) as usize;
+                        (n, (n / 10).clamp(5, 1000))
+                    }
+                    Some(e) => {
+                        let left = e.saturating_sub(clock::now());
+                        let n = self.settings.n.unwrap_or_else(|| cell_samples(left)) as usize;
+                        (n, (n / 10).clamp(5, CELL_WARMUP))
+                    }
+                };
+                let result = until(job_end, self.signal, |stop| {
+                    let env = Env {
+                        cpu: self.settings.cpu,
+                        other: if job.cross {
+                            self.settings.other_cpu.unwrap_or(self.settings.cpu)
+                        } else {
+                            self.settings.cpu
+                        },
+                        cross: job.cross,
+                        policy: self.policy,
+                        prio: self.settings.priority,
+                        ips: t.effective_ips(self.settings.ips),
+                        n,
+                        warmup,
+                        flush: if job.flush { self.flush } else { None },
+                        stop,
+                        janitor: self.janitor,
+                        seq: SEQ.fetch_add(1, Relaxed),
+                    };
+                    (t.run)(&env).map(|out| (out, env.cpu, env.other))
+                });
+                match result {
+                    Ok((out, _, _)) if out.raw.is_empty() => {
+                        if stored.is_none() && !self.signal.load(Relaxed) {
+                            let why = if job_end.is_some() { " within its share of the cell" } else { "" };
+                            notes.push(format!("{}{under}: no sample{why}", job.metric()));
+                        }
+                        break;
+                    }
+                    Ok((out, cpu_, other)) => {
+                        let full = out.raw.len() >= n;
+                        stored = Some(self.store(store, run_id, job, (cpu_, other), &out, stored)?);
+                        // Another round while its share lasts (a cell without -n).
+                        let more = job_end.is_some_and(|e| clock::now() + ROUND_MIN_NS < e);
+                        if !full || !more || self.settings.n.is_some() || self.signal.load(Relaxed) {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        let msg = format!("{}{under}: not measured: {e:#}", job.metric());
+                        if !self.quiet {
+                            if self.progress {
+                                eprintln!();
+                            }
+                            eprintln!("rtscope: warning: {msg}");
+                        }
+                        notes.push(msg);
+                        break;
+                    }
+                }
+            }
+        }
+        if self.progress {
+            eprint!("\r\x1b[K");
+        }
+        Ok(Measured { notes, failed, jobs: jobs.len() })
+    }
+
+    /// Stores one test (one round of it) as a series: its histogram, its
+    /// samples at or above its p99.9, and its own figures. A later round
+    /// (`prev`) adds a checkpoint interval to the same series.
+    fn store(
+        &self,
+        store: &mut Store,
+        run_id: i64,
+        job: &Job,
+        (cpu_, other): (usize, usize),
+        out: &Outcome,
+        prev: Option<Stored>,
+    ) -> Result<Stored> {
+        let t = job.test;
+        let (values, below) = out.values();
+        let mut tally = Tally::new();
+        for &(_, v) in &values {
+            tally.record(v);
+        }
+        let first = out.raw.first().map_or(0, |&(t1, raw)| t1.saturating_sub(raw));
+        let last = values.last().map_or((0, 0), |&p| p);
+        let rounds = prev.as_ref().map_or(0, |p| p.rounds);
+        let iv = Interval::new(rounds, first, last.0.max(first), &tally, 0, 0);
+        let threshold = tally.quantile(0.999).max(0) as u64;
+        let exc: Vec<Exceedance> = values
+            .iter()
+            .filter(|&&(_, v)| v >= threshold)
+            .map(|&(t_ns, value_ns)| Exceedance { t_ns, value_ns })
+            .collect();
+        let sid = match &prev {
+            Some(p) => p.sid,
+            None => {
+                let key = SeriesKey {
+                    load: self.load.map(String::from),
+                    ..SeriesKey::new("osbench", &job.metric(), cpu_ as i64)
+                };
+                store.add_series(run_id, &key, "ns", &ExceedMode::Adaptive.describe())?
+            }
+        };
+        store.commit_checkpoint(&[(sid, &iv)], &[(sid, &exc)])?;
+        let below = below + prev.as_ref().map_or(0, |p| p.below);
+        let mut extra = serde_json::Map::new();
+        extra.insert("test".into(), json!(t.id));
+        extra.insert("num".into(), json!(t.num()));
+        extra.insert("name".into(), json!(t.name));
+        extra.insert("group".into(), json!(t.group.name()));
+        extra.insert("ips".into(), json!(out.ips));
+        extra.insert("inter_process".into(), json!(t.inter));
+        extra.insert("cache_flush".into(), json!(job.flush));
+        extra.insert("cross_cpu".into(), json!(job.cross));
+        extra.insert("other_cpu".into(), if t.parties == ONE { Value::Null } else { json!(other) });
+        extra.insert("base_ns".into(), json!(out.base_ns));
+        extra.insert("last_ns".into(), json!(last.1));
+        extra.insert("below_base".into(), json!(below));
+        if rounds > 0 {
+            extra.insert("rounds".into(), json!(rounds + 1));
+        }
+        if let Some(n) = &out.note {
+            extra.insert("note".into(), json!(n));
+        }
+        store.set_series_extra(sid, &extra)?;
+        Ok(Stored { sid, rounds: rounds + 1, below })
+    }
+}
+
+/// Samples a test of a cell without `-n` has room for: one per
+/// microsecond of its share, within [`CELL_MIN_SAMPLES`, `CELL_MAX_SAMPLES`].
+fn cell_samples(share_ns: u64) -> u64 {
+    (share_ns / 1_000).clamp(CELL_MIN_SAMPLES, CELL_MAX_SAMPLES)
+}
+
+/// Runs `f` with a stop flag: `signal` itself without a deadline; with
+/// one, a flag a watching thread sets at the deadline or on the signal
+/// (the measuring loops only read a flag, never the clock, between
+/// samples).
+fn until<R>(deadline: Option<u64>, signal: &AtomicBool, f: impl FnOnce(&AtomicBool) -> R) -> R {
+    let Some(deadline) = deadline else { return f(signal) };
+    let stop = AtomicBool::new(false);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let watcher = std::thread::Builder::new().name("rtscope-osbench-deadline".into()).spawn_scoped(scope, || {
+            crate::sys::signals::block_in_background_thread();
+            while !done.load(Relaxed) {
+                let now = clock::now();
+                if now >= deadline || signal.load(Relaxed) {
+                    stop.store(true, Relaxed);
+                    return;
+                }
+                std::thread::sleep(DEADLINE_POLL.min(Duration::from_nanos(deadline - now)));
+            }
+        });
+        if watcher.is_err() {
+            // No thread: the signal alone stops the test, which ends with its samples.
+            return f(signal);
+        }
+        let r = f(&stop);
+        done.store(true, Relaxed);
+        r
+    })
 }
 
 /// Runs the plan, stores the run, prints the tables. Returns the exit code.
@@ -118,12 +505,13 @@ pub fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     // The janitor first, while rtscope has one thread and no file open
     // that it should not hold.
     let janitor = Janitor::start()?;
+    let settings = &plan.settings;
     let inv = inventory::collect();
-    let measured: Vec<usize> = std::iter::once(plan.cpu).chain(plan.other_cpu).collect();
+    let measured: Vec<usize> = std::iter::once(settings.cpu).chain(settings.other_cpu).collect();
     let mut warnings = inv.warnings(&measured);
-    let mut policy = plan.policy;
+    let mut policy = settings.policy;
     let mut representative = inv.representative();
-    if policy.is_rt() && !sched::can_use_rt(plan.priority) {
+    if policy.is_rt() && !sched::can_use_rt(settings.priority) {
         warnings.insert(
             0,
             Warning {
@@ -169,85 +557,32 @@ pub fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     if !housekeeping.is_empty() {
         let _ = cpu::pin_self(&housekeeping);
     }
-    let jobs = plan.jobs();
-    let flush = (plan.cache_flush && jobs.iter().any(|j| j.flush)).then(|| FlushBuffer::new(None));
-    let describe = describe(plan, policy);
+    let flush = settings.flushes().then(|| FlushBuffer::new(None));
+    let describe = settings.describe(policy);
     let plan_doc = json!({
         "probe": "osbench",
-        "metrics": jobs.iter().map(Job::metric).collect::<Vec<_>>(),
+        "metrics": settings.metrics(),
         "effective_policy": policy,
-        "effective_priority": if policy.is_rt() { plan.priority } else { 0 },
+        "effective_priority": if policy.is_rt() { settings.priority } else { 0 },
         "describe": describe,
         "housekeeping_cpus": rtscope_model::inventory::format_cpu_list(&housekeeping),
-        "settings": {
-            "tests": plan.tests.iter().map(|t| t.id).collect::<Vec<_>>(),
-            "samples": plan.n,
-            "ips": plan.ips,
-            "cache_flush": plan.cache_flush,
-            "flush_bytes": flush.as_ref().map(FlushBuffer::bytes),
-            "cross_cpu": plan.cross_cpu,
-            "cpu": plan.cpu,
-            "other_cpu": plan.other_cpu,
-            "priority": plan.priority,
-            "policy": plan.policy,
-            "clock": "CLOCK_MONOTONIC, clock_gettime through the vDSO",
-            "settle_ns": harness::SETTLE_NS,
-            "inversion_ns": locks::INVERSION_NS,
-        },
+        "settings": settings.json(flush.as_ref()),
     });
     let mut store = Store::open(&plan.db)?;
     let header = crate::probe::new_header("osbench", std::env::args().collect(), representative, warnings);
     let run_id = store.create_run(&header, &inv, &plan_doc)?;
-    let progress = !plan.quiet && std::io::stderr().is_terminal();
-    let mut notes: Vec<String> = Vec::new();
-    let mut failed = 0;
-    for (k, job) in jobs.iter().enumerate() {
-        if signal.load(Relaxed) {
-            break;
-        }
-        let t = job.test;
-        let n = plan.n.unwrap_or(t.n) as usize;
-        let ips = t.effective_ips(plan.ips);
-        let env = Env {
-            cpu: plan.cpu,
-            other: if job.cross { plan.other_cpu.unwrap_or(plan.cpu) } else { plan.cpu },
-            cross: job.cross,
-            policy,
-            prio: plan.priority,
-            ips,
-            n,
-            warmup: (n / 10).clamp(5, 1000),
-            flush: if job.flush { flush.as_ref() } else { None },
-            stop: signal,
-            janitor: &janitor,
-            seq: k as u32,
-        };
-        if progress {
-            eprint!("\r\x1b[K[{}/{}] {}", k + 1, jobs.len(), job.metric());
-        }
-        match (t.run)(&env) {
-            Ok(out) if out.raw.is_empty() => {
-                if !signal.load(Relaxed) {
-                    notes.push(format!("{}: no sample", job.metric()));
-                }
-            }
-            Ok(out) => store_outcome(&mut store, run_id, job, &env, &out)?,
-            Err(e) => {
-                failed += 1;
-                let msg = format!("{}: not measured: {e:#}", job.metric());
-                if !plan.quiet {
-                    if progress {
-                        eprintln!();
-                    }
-                    eprintln!("rtscope: warning: {msg}");
-                }
-                notes.push(msg);
-            }
-        }
-    }
-    if progress {
-        eprint!("\r\x1b[K");
-    }
+    let bench = Bench {
+        settings,
+        policy,
+        janitor: &janitor,
+        flush: flush.as_ref(),
+        signal,
+        load: None,
+        budget_ns: None,
+        progress: !plan.quiet && std::io::stderr().is_terminal(),
+        quiet: plan.quiet,
+    };
+    let Measured { mut notes, failed, jobs } = bench.measure(&mut store, run_id)?;
     let interrupted = signal.load(Relaxed);
     if interrupted {
         notes.push("stopped by a signal (SIGINT/SIGTERM) before its planned end; the tests done are stored".into());
@@ -272,71 +607,107 @@ pub fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
             plan.db.display()
         );
     }
-    if failed > 0 && failed == jobs.len() {
+    if failed > 0 && failed == jobs {
         bail!("no test could be measured (see the warnings above)");
     }
     Ok(0)
 }
 
-fn describe(plan: &Plan, policy: Policy) -> String {
-    let mut s = format!("CPU {}", plan.cpu);
-    if let Some(o) = plan.other_cpu {
-        s += &format!(" (+cross-CPU: other party on CPU {o})");
-    }
-    if policy.is_rt() {
-        s += &format!(", priorities {}/{}/{}", plan.priority, plan.priority - 5, plan.priority - 10);
-    }
-    if let Some(n) = plan.n {
-        s += &format!(", {n} samples per test");
-    }
-    if let Some(i) = plan.ips {
-        s += &format!(", IPS {i}");
-    }
-    if plan.cache_flush {
-        s += ", cache flush";
-    }
-    s
+/// osbench as a cell of the assessment (`rtscope run`): its tests under
+/// each load, a series per test keyed with the load, measured and stored
+/// as `rtscope osbench` does.
+pub struct Cell {
+    settings: Settings,
+    janitor: Option<Janitor>,
+    flush: Option<FlushBuffer>,
 }
 
-/// Stores one test as a series: its histogram, its samples at or above
-/// its p99.9, and its own figures.
-fn store_outcome(store: &mut Store, run_id: i64, job: &Job, env: &Env, out: &Outcome) -> Result<()> {
-    let t = job.test;
-    let (values, below) = out.values();
-    let mut tally = Tally::new();
-    for &(_, v) in &values {
-        tally.record(v);
+impl Cell {
+    /// From `rtscope osbench`'s arguments: without `-t`, [`CELL_TESTS`].
+    pub fn from_args(a: &OsbenchArgs) -> Result<Cell> {
+        for (flag, given) in [
+            ("--list", a.list),
+            ("--output", a.output.is_some()),
+            ("--json", a.json.is_some()),
+            ("--no-dma-latency", a.no_dma_latency),
+        ] {
+            if given {
+                bail!(
+                    "{flag} is not an option of osbench's cell: the assessment stores, prints and holds C-states for every cell (rtscope run --help)"
+                );
+            }
+        }
+        Ok(Cell { settings: Settings::from_args(a, &CELL_TESTS)?, janitor: None, flush: None })
     }
-    let first = out.raw.first().map_or(0, |&(t1, raw)| t1.saturating_sub(raw));
-    let last = values.last().map_or((0, 0), |&p| p);
-    let iv = Interval::new(0, first, last.0.max(first), &tally, 0, 0);
-    let threshold = tally.quantile(0.999).max(0) as u64;
-    let exc: Vec<Exceedance> = values
-        .iter()
-        .filter(|&&(_, v)| v >= threshold)
-        .map(|&(t_ns, value_ns)| Exceedance { t_ns, value_ns })
-        .collect();
-    let key = SeriesKey::new("osbench", &job.metric(), env.cpu as i64);
-    let sid = store.add_series(run_id, &key, "ns", &ExceedMode::Adaptive.describe())?;
-    store.commit_checkpoint(&[(sid, &iv)], &[(sid, &exc)])?;
-    let mut extra = serde_json::Map::new();
-    extra.insert("test".into(), json!(t.id));
-    extra.insert("num".into(), json!(t.num()));
-    extra.insert("name".into(), json!(t.name));
-    extra.insert("group".into(), json!(t.group.name()));
-    extra.insert("ips".into(), json!(out.ips));
-    extra.insert("inter_process".into(), json!(t.inter));
-    extra.insert("cache_flush".into(), json!(job.flush));
-    extra.insert("cross_cpu".into(), json!(job.cross));
-    extra.insert("other_cpu".into(), if t.parties == ONE { Value::Null } else { json!(env.other) });
-    extra.insert("base_ns".into(), json!(out.base_ns));
-    extra.insert("last_ns".into(), json!(last.1));
-    extra.insert("below_base".into(), json!(below));
-    if let Some(n) = &out.note {
-        extra.insert("note".into(), json!(n));
+}
+
+impl OwnCell for Cell {
+    fn name(&self) -> &'static str {
+        "osbench"
     }
-    store.set_series_extra(sid, &extra)?;
-    Ok(())
+
+    fn plan(&self) -> Value {
+        self.settings.json(self.flush.as_ref())
+    }
+
+    fn metrics(&self) -> Vec<String> {
+        self.settings.metrics()
+    }
+
+    fn describe(&self) -> String {
+        let s = &self.settings;
+        format!("{} tests, {}", s.tests.len(), s.describe(s.policy))
+    }
+
+    fn scheduling(&self) -> (Policy, u8) {
+        (self.settings.policy, self.settings.priority)
+    }
+
+    fn place(&mut self, measured: &[usize]) -> Result<()> {
+        self.settings.place(measured)
+    }
+
+    fn start(&mut self) -> Result<()> {
+        self.janitor = Some(Janitor::start()?);
+        if self.settings.flushes() {
+            self.flush = Some(FlushBuffer::new(None));
+        }
+        Ok(())
+    }
+
+    fn measure(
+        &self,
+        run: &mut OpenRun,
+        load: &str,
+        duration_ns: u64,
+        (policy, _): (Policy, u8),
+        signal: &Arc<AtomicBool>,
+    ) -> Result<CellOutcome> {
+        let janitor = self.janitor.as_ref().ok_or_else(|| anyhow::anyhow!("osbench: the cell was not started"))?;
+        let bench = Bench {
+            settings: &self.settings,
+            policy,
+            janitor,
+            flush: self.flush.as_ref(),
+            signal,
+            load: Some(load),
+            budget_ns: Some(duration_ns),
+            progress: false,
+            quiet: true,
+        };
+        let run_id = run.run_id;
+        let mut outcome = CellOutcome::default();
+        match bench.measure(run.store()?, run_id) {
+            Ok(m) => {
+                outcome.notes = m.notes.into_iter().map(|n| format!("osbench {n}")).collect();
+                if m.failed > 0 && m.failed == m.jobs {
+                    outcome.errors.push(format!("osbench under {load}: no test could be measured"));
+                }
+            }
+            Err(e) => outcome.store_error = Some(e),
+        }
+        Ok(outcome)
+    }
 }
 
 /// `-o FILE.csv`: one row per test, times in microseconds.
@@ -379,5 +750,72 @@ impl Report for Csv {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(line: &[&str]) -> OsbenchArgs {
+        let argv = ["rtscope", "osbench"].iter().chain(line).map(|s| s.to_string());
+        match crate::cli::Cli::try_parse_from(argv).unwrap().cmd {
+            crate::cli::Cmd::Osbench(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_cell_test_stops_at_its_deadline_or_on_the_signal() {
+        let wait = |stop: &AtomicBool| {
+            while !stop.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        let quiet = AtomicBool::new(false);
+        let t0 = clock::now();
+        until(Some(t0 + 50_000_000), &quiet, wait);
+        let took = clock::now() - t0;
+        // A noisy machine may wake the watcher late, never early.
+        assert!((50_000_000..1_000_000_000).contains(&took), "stopped after {took} ns for a 50 ms deadline");
+        let signal = AtomicBool::new(true);
+        let t0 = clock::now();
+        until(Some(t0 + 60_000_000_000), &signal, wait);
+        assert!(clock::now() - t0 < 1_000_000_000, "a signal stops the test at once");
+        // Without a deadline the signal itself is the stop flag.
+        until(None, &quiet, |stop| assert!(std::ptr::eq(stop, &quiet)));
+    }
+
+    #[test]
+    fn a_cell_takes_samples_for_its_share_within_bounds() {
+        assert_eq!(cell_samples(0), CELL_MIN_SAMPLES);
+        assert_eq!(cell_samples(100_000_000), 100_000);
+        assert_eq!(cell_samples(3_600_000_000_000), CELL_MAX_SAMPLES);
+    }
+
+    #[test]
+    fn a_cell_runs_the_wakeup_set_on_the_last_measured_cpu() {
+        let mut s = Settings::from_args(&args(&[]), &CELL_TESTS).unwrap();
+        assert_eq!(s.metrics(), {
+            let mut v: Vec<String> = CELL_TESTS.iter().map(|t| t.to_string()).collect();
+            v.sort_by_key(|m| TESTS.iter().position(|t| t.id == m).unwrap());
+            v
+        });
+        s.place(&[0]).unwrap();
+        assert_eq!(s.cpu, 0);
+        // -t replaces the set; --cpu stays where it was put.
+        let mut s = Settings::from_args(&args(&["-t", "ping.pipe-inter", "--cpu", "0"]), &CELL_TESTS).unwrap();
+        assert_eq!(s.metrics(), ["ping.pipe-inter"]);
+        s.place(&[1, 2]).unwrap();
+        assert_eq!(s.cpu, 0);
+        // Without CELL_TESTS (`rtscope osbench`), every test.
+        assert_eq!(Settings::from_args(&args(&[]), &[]).unwrap().tests.len(), TESTS.len());
+        if cpu::online().len() > 1 {
+            let mut s = Settings::from_args(&args(&["--cross-cpu"]), &CELL_TESTS).unwrap();
+            s.place(&[0, 1]).unwrap();
+            assert_eq!((s.cpu, s.other_cpu), (1, Some(0)));
+            assert!(s.metrics().contains(&"wake.futex-intra+cross".to_string()));
+        }
     }
 }

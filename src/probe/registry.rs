@@ -3,11 +3,14 @@
 //! arguments, so that the matrix gets the same defaults and the same
 //! checks as `rtscope <probe>`; the assessment adds the common ones
 //! (`--cpus`, `--duration`, `--db`, `--trace`, ...). A measurement that is
-//! not a per-CPU [`Probe`] (e.g. an OS-service benchmark) joins as
-//! [`Built::Own`], recording its own series into the run.
+//! not a per-CPU [`Probe`] (`osbench`, the OS-service benchmark) joins as
+//! [`Built::Own`], recording its own series into the run: it gets only
+//! `--db` and `--quiet` on its command line, the measured CPUs through
+//! [`OwnCell::place`] and the cell's length through [`OwnCell::measure`].
 
 use super::{CellOutcome, Common, OpenRun, Probe};
 use crate::cli::{Cli, Cmd};
+use crate::sys::sched::Policy;
 use anyhow::{Result, anyhow};
 use clap::Parser;
 use std::sync::Arc;
@@ -20,6 +23,10 @@ pub struct Entry {
     pub default: bool,
     /// What its rows in the matrix are.
     pub rows: &'static str,
+    /// Takes the assessment's common options (`--cpus`, `--duration`,
+    /// `--checkpoint`, `--trace`) on its command line, as a per-CPU probe
+    /// does; else only `--db` and `--quiet`.
+    pub common_args: bool,
     /// Builds it from its subcommand's arguments.
     pub build: fn(&[String]) -> Result<Built>,
 }
@@ -47,10 +54,38 @@ pub trait OwnCell {
     fn name(&self) -> &'static str;
     /// Its settings, for the run's plan.
     fn plan(&self) -> serde_json::Value;
-    /// Measures for about `duration_ns` (or until `signal`), its series
-    /// keyed with `load`.
-    fn measure(&self, run: &mut OpenRun, load: &str, duration_ns: u64, signal: &Arc<AtomicBool>)
-    -> Result<CellOutcome>;
+    /// Its metrics, in the order of its rows in the matrix.
+    fn metrics(&self) -> Vec<String>;
+    /// One line on what it measures where, for the run's plan.
+    fn describe(&self) -> String {
+        String::new()
+    }
+    /// The policy and priority it asks for; the assessment checks that it
+    /// can have them and passes what it can to [`OwnCell::measure`].
+    fn scheduling(&self) -> (Policy, u8) {
+        (Policy::Other, 0)
+    }
+    /// The assessment's measured CPUs (`--cpus`), before anything starts.
+    fn place(&mut self, _measured: &[usize]) -> Result<()> {
+        Ok(())
+    }
+    /// Called once when the assessment starts, before its store is open
+    /// and before any load, thread or child process: while rtscope has a
+    /// single thread (e.g. to fork a helper process that must not inherit
+    /// the loads' descriptors).
+    fn start(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Measures for about `duration_ns` (or until `signal`) at `effective`
+    /// scheduling, its series keyed with `load`.
+    fn measure(
+        &self,
+        run: &mut OpenRun,
+        load: &str,
+        duration_ns: u64,
+        effective: (Policy, u8),
+        signal: &Arc<AtomicBool>,
+    ) -> Result<CellOutcome>;
 }
 
 /// Parses `rtscope <name> <args>`.
@@ -79,13 +114,56 @@ pub static PROBES: &[Entry] = &[
         name: "wakeup",
         default: true,
         rows: "latency (and its stages with --trace)",
+        common_args: true,
         build: per_cpu!("wakeup", Wakeup),
     },
-    Entry { name: "noise", default: true, rows: "interruption length", build: per_cpu!("noise", Noise) },
-    Entry { name: "sleep", default: true, rows: "deviation per sleep API", build: per_cpu!("sleep", Sleep) },
-    Entry { name: "ptimer", default: true, rows: "drift per timer kind", build: per_cpu!("ptimer", Ptimer) },
-    Entry { name: "netlat", default: true, rows: "UDP stack latency (rx_wake, rx_stack, ...)", build: netlat },
+    Entry {
+        name: "noise",
+        default: true,
+        rows: "interruption length",
+        common_args: true,
+        build: per_cpu!("noise", Noise),
+    },
+    Entry {
+        name: "sleep",
+        default: true,
+        rows: "deviation per sleep API",
+        common_args: true,
+        build: per_cpu!("sleep", Sleep),
+    },
+    Entry {
+        name: "ptimer",
+        default: true,
+        rows: "drift per timer kind",
+        common_args: true,
+        build: per_cpu!("ptimer", Ptimer),
+    },
+    Entry {
+        name: "netlat",
+        default: true,
+        rows: "UDP stack latency (rx_wake, rx_stack, ...)",
+        common_args: true,
+        build: netlat,
+    },
+    Entry {
+        name: "osbench",
+        default: true,
+        rows: "OS-service wake-up time per test (futex, PI mutex, pipe, eventfd, mq, signal, unix socket)",
+        common_args: false,
+        build: osbench,
+    },
 ];
+
+/// `rtscope osbench`'s tests (without -t, the cell's default set), each
+/// time its cell runs taking its share of the cell.
+fn osbench(args: &[String]) -> Result<Built> {
+    match parse("osbench", args)? {
+        Cmd::Osbench(a) => crate::osbench::Cell::from_args(&a)
+            .map(|c| Built::Own(Box::new(c)))
+            .map_err(|e| anyhow!("probe osbench: {e:#}")),
+        _ => unreachable!("`rtscope osbench` parses as itself"),
+    }
+}
 
 /// netlat's local mode (sender and receiver per CPU); the two-host modes
 /// are not matrix cells.
@@ -114,10 +192,18 @@ mod tests {
     #[test]
     fn every_probe_builds_with_its_defaults_and_names_bad_arguments() {
         for e in PROBES {
-            let args = ["--duration", "2s", "--db", "/tmp/x.db", "--cpus", "0"].map(String::from);
+            let mut args = vec!["--db", "/tmp/x.db", "--quiet"];
+            if e.common_args {
+                args.extend(["--duration", "2s", "--cpus", "0"]);
+            }
+            let args: Vec<String> = args.into_iter().map(String::from).collect();
             let built = (e.build)(&args).unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
             assert_eq!(built.name(), e.name);
         }
+        let bad = (find("osbench").unwrap().build)(&["-t".into(), "wake.nope".into()]).err().unwrap().to_string();
+        assert!(bad.contains("probe osbench") && bad.contains("-t wake.nope"), "{bad}");
+        let bad = (find("osbench").unwrap().build)(&["-o".into(), "x.csv".into()]).err().unwrap().to_string();
+        assert!(bad.contains("--output"), "{bad}");
         let err = (find("wakeup").unwrap().build)(&["--interval".into(), "lots".into()]).err().unwrap().to_string();
         assert!(err.contains("probe wakeup") && err.contains("--interval"), "{err}");
         assert!(find("nope").err().unwrap().to_string().contains("wakeup, noise"));

@@ -160,10 +160,16 @@ pub fn matrix_grids(run: &Run) -> Vec<Grid> {
 
 /// What the matrix's values time, and where the per-CPU figures are.
 pub fn matrix_legend(run: &Run) -> String {
+    let osbench = if run.series.iter().any(|s| s.key.probe == "osbench") {
+        "; osbench <test>: the test's span per operation, e.g. wake.*: the lower-priority party's signalling call \
+         -> the blocked higher-priority one running (rtscope osbench --list)"
+    } else {
+        ""
+    };
     format!(
         "latency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \
-         requested; drift: event seen - programmed expiry (signed). Per CPU: rtscope show {} --json, rtscope \
-         export {}",
+         requested; drift: event seen - programmed expiry (signed){osbench}. Per CPU: rtscope show {} --json, \
+         rtscope export {}",
         run.header.id, run.header.id
     )
 }

@@ -461,19 +461,39 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
 }
 
 /// `rtscope osbench`: a table per test group, a row per test (as the text
-/// report), and the group's exceedance plot, a curve per test.
+/// report), and the group's exceedance plot, a curve per test. In an
+/// assessment, a row per test and load, and a plot per test, a curve per
+/// load.
 fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
     let list: Vec<&Series> = run.series.iter().filter(|s| s.key.probe == "osbench").collect();
     if list.is_empty() {
         return Vec::new();
     }
+    let loads = super::matrix::loads(run);
+    let by_load = list.iter().any(|s| s.key.load.is_some());
     let mut sec = Section::new(format!("{p}-osbench"), "osbench: OS services (us per operation)");
     sec.push(Block::Para(OSBENCH_LEGEND.into()));
-    if let Some(d) = run.plan["describe"].as_str().filter(|d| !d.is_empty()) {
+    let describe = if by_load {
+        run.plan["cells"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["probe"] == "osbench")
+            .and_then(|c| c["describe"].as_str())
+    } else {
+        run.plan["describe"].as_str()
+    };
+    if let Some(d) = describe.filter(|d| !d.is_empty()) {
         sec.push(Block::Para(format!("settings: {d}")));
     }
-    for (gi, g) in osbench_groups(&list).into_iter().enumerate() {
+    if by_load {
+        sec.push(Block::Para(format!(
+            "measured in each load's cell ({}): a row per test and load, [load] after the id",
+            loads.join(", ")
+        )));
+    }
+    for (gi, g) in osbench_groups(&list, &loads).into_iter().enumerate() {
         sec.push(Block::Para(g.title.clone()));
         let mut t = Table::new(OSBENCH_HEAD.map(|(h, _)| h.to_string()).to_vec(), 0);
         for i in [1, 2, 4, 5, 6] {
@@ -487,6 +507,41 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
             if let Some(n) = note {
                 sec.push(Block::Para(format!("{}: {n}", cells[1])));
             }
+        }
+        if by_load {
+            let mut metrics: Vec<&str> = Vec::new();
+            for (_, _, s) in &g.rows {
+                if !metrics.contains(&s.key.metric.as_str()) {
+                    metrics.push(&s.key.metric);
+                }
+            }
+            let svgs: Vec<String> = metrics
+                .iter()
+                .enumerate()
+                .filter_map(|(mi, m)| {
+                    let curves: Vec<Curve> = g
+                        .rows
+                        .iter()
+                        .filter(|(_, _, s)| s.key.metric == *m)
+                        .map(|(_, _, s)| Curve { label: load_of(s).to_string(), points: exceedance_points(s.total()) })
+                        .filter(|c| !c.points.is_empty())
+                        .collect();
+                    (!curves.is_empty()).then(|| {
+                        let title = format!("osbench {m}: percent of operations at or over each time, per load");
+                        svg::exceedance(
+                            &format!("{p}-exc-osbench-{gi}-{mi}"),
+                            &title,
+                            "time per operation (us)",
+                            &curves,
+                            None,
+                        )
+                    })
+                })
+                .collect();
+            if !svgs.is_empty() {
+                sec.push(Block::Figures(svgs, format!("{}: a plot per test, a curve per load (log-log)", g.title)));
+            }
+            continue;
         }
         let curves: Vec<Curve> = g
             .rows

@@ -327,12 +327,16 @@ pub struct OsbenchGroup<'a> {
 
 /// `osbench`'s series as the references print them: a group per test
 /// group, a row per test in its number's order, in [`OSBENCH_HEAD`]'s
-/// columns (last, min, mean, p50, p99, max in us).
-pub fn osbench_groups<'a>(list: &[&'a Series]) -> Vec<OsbenchGroup<'a>> {
+/// columns (last, min, mean, p50, p99, max in us). In an assessment a
+/// test has a row per load, in the order of `loads`, its id followed by
+/// `[load]`.
+pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchGroup<'a>> {
     let x = |s: &Series, k: &str| s.extra.get(k).cloned().unwrap_or(serde_json::Value::Null);
     let yes = |v: serde_json::Value| if v.as_bool() == Some(true) { "yes" } else { "no" };
     let mut list = list.to_vec();
-    list.sort_by_key(|s| (x(s, "num").as_u64().unwrap_or(u64::MAX), s.key.metric.clone()));
+    let load_pos =
+        |s: &Series| s.key.load.as_ref().map_or(0, |l| loads.iter().position(|x| x == l).unwrap_or(usize::MAX));
+    list.sort_by_key(|s| (x(s, "num").as_u64().unwrap_or(u64::MAX), s.key.metric.clone(), load_pos(s)));
     let order = |g: &str| crate::osbench::Group::ALL.iter().position(|x| x.name() == g).unwrap_or(usize::MAX);
     let mut groups: Vec<String> = Vec::new();
     for s in &list {
@@ -358,7 +362,10 @@ pub fn osbench_groups<'a>(list: &[&'a Series]) -> Vec<OsbenchGroup<'a>> {
                     };
                     let cells = vec![
                         x(s, "num").as_u64().map_or("-".into(), |n| n.to_string()),
-                        s.key.metric.clone(),
+                        match &s.key.load {
+                            Some(l) => format!("{} [{l}]", s.key.metric),
+                            None => s.key.metric.clone(),
+                        },
                         x(s, "name").as_str().unwrap_or("").to_string(),
                         x(s, "ips").as_u64().unwrap_or(1).to_string(),
                         yes(x(s, "inter_process")).to_string(),
@@ -396,7 +403,7 @@ fn osbench_tables(out: &mut dyn Write, list: &[&Series]) -> Result<()> {
         writeln!(out, "{l}")?;
         Ok(())
     };
-    for g in osbench_groups(list) {
+    for g in osbench_groups(list, &[]) {
         writeln!(out, "\n{}", g.title)?;
         line(out, &OSBENCH_HEAD.map(|(h, _)| h))?;
         for (cells, note, _) in &g.rows {
