@@ -110,7 +110,7 @@ pub fn analyse<'r>(
 ) -> Vec<(&'r Series, Result<SeriesAnalysis, String>)> {
     run.series
         .iter()
-        .filter(|s| !Stages::SERIES.contains(&s.key.metric.as_str()) && s.total().count() > 0 && keep(s))
+        .filter(|s| !Stages::is_series(&s.key.metric) && s.total().count() > 0 && keep(s))
         .map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts)))
         .collect()
 }

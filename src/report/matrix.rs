@@ -75,7 +75,7 @@ fn rows(run: &Run) -> Vec<(String, String)> {
             for m in c["metrics"].as_array().into_iter().flatten().filter_map(|m| m.as_str()) {
                 out.push((probe.into(), m.into()));
             }
-            for st in Stages::SERIES {
+            for &st in Stages::of_probe(probe).1 {
                 if run.series.iter().any(|s| s.key.probe == probe && s.key.metric == st) {
                     out.push((probe.into(), st.into()));
                 }
@@ -97,7 +97,7 @@ fn label(probe: &str, metric: &str) -> String {
         ("noise", "interruption") => "interruption (noise max)".to_string(),
         ("sleep", m) => format!("{m} deviation"),
         ("ptimer", m) => format!("{m} drift"),
-        (_, m) if Stages::SERIES.contains(&m) => format!("stage {m}"),
+        (_, m) if Stages::is_series(m) => format!("stage {m}"),
         (_, m) => m.to_string(),
     };
     format!("{probe} {what}")

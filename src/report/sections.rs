@@ -10,7 +10,9 @@ use super::doc::{Block, Chapter, Outcome, Section, Table};
 use super::judged::{self, Analysed};
 use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
 use super::svg::{self, Bar, Curve, IntervalBar};
-use super::text::{Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe};
+use super::text::{
+    Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe, stages_text,
+};
 use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups};
 use rtscope_model::compare::load_of;
 use rtscope_model::episode::{Lane, Stages, top_causes};
@@ -616,68 +618,81 @@ fn pow2(list: &[&Series], label: impl Fn(&Series) -> String) -> Option<Table> {
     Some(t)
 }
 
-/// A traced run's stages: mean per stage and CPU as stacked bars (the
-/// relative stages add up to the latency), the stage table, and the
-/// stages of the worst episodes.
+/// A traced run's stages, a section per probe with stages (an assessment
+/// may trace wakeup's timer path and netlat's receive path): mean per
+/// stage, CPU and load as stacked bars (the relative stages add up to the
+/// latency), the stage table, and the stages of the worst episodes.
 fn stages(a: &Analysed, p: &str) -> Vec<Section> {
-    let run = a.run;
-    let stage: Vec<&Series> = run.series.iter().filter(|s| is_stage(s)).collect();
-    let with_stages: Vec<_> = run.episodes.iter().filter_map(|e| e.stages.map(|s| (e, s))).collect();
-    if stage.is_empty() && with_stages.is_empty() {
-        return Vec::new();
+    stages_of(a.run, p)
+}
+
+fn stages_of(run: &Run, p: &str) -> Vec<Section> {
+    let mut probes = stages_by_probe(run);
+    for e in run.episodes.iter().filter(|e| e.stages.is_some()) {
+        if !probes.iter().any(|(q, _)| *q == e.probe) {
+            probes.push((&e.probe, Vec::new()));
+        }
     }
-    let probe = stage.first().map_or("wakeup", |s| s.key.probe.as_str());
-    let mut sec = Section::new(format!("{p}-stages"), format!("{probe}: where the latency goes (stages)"));
-    sec.push(Block::Para(
-        "irq = programmed time -> timer interrupt entry; handler -> the probe's hrtimer callback; wake -> \
-         sched_waking; thread -> switch-in; user -> the probe's own timestamp. The five add up to the latency; \
-         *_abs are from the programmed time."
-            .into(),
-    ));
-    let mut cpus: Vec<i64> = stage.iter().map(|s| s.key.cpu).collect();
-    cpus.sort_unstable();
-    cpus.dedup();
-    let find = |cpu: i64, name: &str| stage.iter().find(|s| s.key.cpu == cpu && s.key.metric == name).copied();
-    let bars: Vec<(String, Vec<f64>)> = cpus
+    probes.into_iter().map(|(probe, stage)| probe_stages(run, probe, &stage, &format!("{p}-{probe}"))).collect()
+}
+
+fn probe_stages(run: &Run, probe: &str, stage: &[&Series], p: &str) -> Section {
+    let (names, series) = Stages::of_probe(probe);
+    let what = if probe == "netlat" { "rx_wake" } else { "latency" };
+    let mut sec = Section::new(format!("{p}-stages"), format!("{probe}: where the {what} goes (stages)"));
+    sec.push(Block::Para(stages_text(probe).into()));
+    // (CPU, load) in the order of the series.
+    let mut keys: Vec<(i64, Option<&str>)> = Vec::new();
+    for s in stage {
+        let k = (s.key.cpu, s.key.load.as_deref());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let find = |(cpu, load): (i64, Option<&str>), name: &str| {
+        stage.iter().find(|s| s.key.cpu == cpu && s.key.load.as_deref() == load && s.key.metric == name).copied()
+    };
+    let bars: Vec<(String, Vec<f64>)> = keys
         .iter()
-        .filter(|&&cpu| Stages::NAMES.iter().all(|n| find(cpu, n).is_some()))
-        .map(|&cpu| {
-            let means = Stages::NAMES.iter().map(|n| find(cpu, n).map_or(0.0, |s| s.total().mean() / 1000.0)).collect();
-            (format!("CPU {cpu} mean"), means)
+        .filter(|&&k| names.iter().all(|n| find(k, n).is_some()))
+        .map(|&k| {
+            let means = names.iter().map(|n| find(k, n).map_or(0.0, |s| s.total().mean() / 1000.0)).collect();
+            let load = k.1.map(|l| format!(" [{l}]")).unwrap_or_default();
+            (format!("CPU {}{load} mean", k.0), means)
         })
         .collect();
     if !bars.is_empty() {
         sec.push(Block::Figure {
-            svg: svg::stacked(&format!("{p}-stages-mean"), "mean time per stage", "us", &Stages::NAMES, &bars),
-            caption: "Mean time per stage and CPU (us), stacked: the bar's length is the mean latency of the decomposed samples".into(),
+            svg: svg::stacked(&format!("{p}-stages-mean"), "mean time per stage", "us", names, &bars),
+            caption: format!(
+                "Mean time per stage, CPU and load (us), stacked: the bar's length is the mean {what} of the \
+                 decomposed samples"
+            ),
         });
     }
     if !stage.is_empty() {
-        let rows: Vec<&Series> =
-            cpus.iter().flat_map(|&cpu| Stages::SERIES.iter().filter_map(move |n| find(cpu, n))).collect();
+        let rows: Vec<&Series> = keys.iter().flat_map(|&k| series.iter().filter_map(move |n| find(k, n))).collect();
         use Col::*;
         sec.push(Block::Table(figures_table(&[Count("samples"), Min, Mean, P50, P99, P999, Max], true, &rows)));
     }
-    if !with_stages.is_empty() {
-        let worst: Vec<(String, Vec<f64>)> = with_stages
-            .iter()
-            .take(12)
-            .map(|(e, s)| {
-                (format!("cpu{} #{}", e.cpu, e.sample), s.values().iter().map(|v| *v as f64 / 1000.0).collect())
-            })
-            .collect();
+    let worst: Vec<(String, Vec<f64>)> = run
+        .episodes
+        .iter()
+        .filter(|e| e.probe == probe)
+        .filter_map(|e| e.stages.map(|s| (e, s)))
+        .take(12)
+        .map(|(e, s)| {
+            let load = e.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
+            (format!("cpu{} #{}{load}", e.cpu, e.sample), s.values().iter().map(|v| *v as f64 / 1000.0).collect())
+        })
+        .collect();
+    if !worst.is_empty() {
         sec.push(Block::Figure {
-            svg: svg::stacked(
-                &format!("{p}-stages-worst"),
-                "stages of the worst episodes",
-                "us",
-                &Stages::NAMES,
-                &worst,
-            ),
+            svg: svg::stacked(&format!("{p}-stages-worst"), "stages of the worst episodes", "us", names, &worst),
             caption: format!("Stages of the {} worst explained samples (us), worst first", worst.len()),
         });
     }
-    vec![sec]
+    sec
 }
 
 /// Which sources account for how much of the tail, and (noise) every
@@ -830,6 +845,37 @@ fn tracer(a: &Analysed, p: &str) -> Vec<Section> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An assessment traced both wakeup's timer path and netlat's receive
+    /// path: a stage section each, with its own stage names and text, a
+    /// bar per CPU and load.
+    #[test]
+    fn each_probe_with_stages_gets_its_own_section() {
+        let mut run = rtscope_model::export::read_json(include_str!("../../tests/data/report-run.json"), "fixture")
+            .expect("the fixture reads");
+        let timer: Vec<Series> =
+            run.series.iter().filter(|s| Stages::SERIES.contains(&s.key.metric.as_str())).cloned().collect();
+        assert!(!timer.is_empty());
+        for (load, probe) in [("idle", "wakeup"), ("cpu", "wakeup"), ("idle", "netlat")] {
+            for s in &timer {
+                let mut s = s.clone();
+                let i = Stages::SERIES.iter().position(|m| *m == s.key.metric).unwrap();
+                s.key.probe = probe.into();
+                s.key.metric = Stages::of_probe(probe).1[i].into();
+                s.key.load = Some(load.into());
+                run.series.push(s);
+            }
+        }
+        run.series.retain(|s| !is_stage(s) || s.key.load.is_some());
+        let secs = stages_of(&run, "r");
+        assert_eq!(secs.len(), 2);
+        let text = |sec: &Section| format!("{sec:?}");
+        let (w, n) = (text(&secs[0]), text(&secs[1]));
+        assert!(w.contains("r-wakeup-stages") && w.contains("programmed time") && !w.contains("NET_RX"), "{w}");
+        assert!(n.contains("r-netlat-stages") && n.contains("NET_RX") && n.contains("rx_wake goes"), "{n}");
+        assert!(w.contains("[idle] mean") && w.contains("[cpu] mean"), "a bar per CPU and load: {w}");
+        assert!(n.contains("queue") && !n.contains("\"irq\""), "{n}");
+    }
 
     #[test]
     fn exceedance_points_fall_from_the_share_above_zero_to_the_rarest() {

@@ -493,46 +493,55 @@ fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> S
 /// A stage series of a traced run (`irq`, `handler`, ..., `thread_abs`;
 /// `queue`, `stack`, ... for netlat).
 pub(super) fn is_stage(s: &Series) -> bool {
-    Stages::SERIES.contains(&s.key.metric.as_str()) || Stages::NET_SERIES.contains(&s.key.metric.as_str())
+    Stages::is_series(&s.key.metric)
+}
+
+/// What `probe`'s stages time, from which event to which.
+pub(super) fn stages_text(probe: &str) -> &'static str {
+    if probe == "netlat" {
+        "queue = kernel receive timestamp -> NET_RX softirq entry, stack -> sched_waking of the receiver, \
+         softirq -> the softirq's exit, thread -> switch-in, user -> recvmsg returns; the five add up to rx_wake; \
+         *_abs: from the receive timestamp"
+    } else {
+        "irq = programmed time -> timer interrupt entry, handler -> the probe's hrtimer callback, wake -> \
+         sched_waking, thread -> switch-in, user -> the probe's own timestamp; the five add up to the latency; \
+         *_abs: from the programmed time"
+    }
+}
+
+/// The probes with stage series in `run`, in order of appearance, each
+/// with its stage series ordered by load, CPU and stage.
+pub(super) fn stages_by_probe(run: &Run) -> Vec<(&str, Vec<&Series>)> {
+    let mut out: Vec<(&str, Vec<&Series>)> = Vec::new();
+    for s in run.series.iter().filter(|s| is_stage(s)) {
+        match out.iter_mut().find(|(p, _)| *p == s.key.probe) {
+            Some((_, v)) => v.push(s),
+            None => out.push((&s.key.probe, vec![s])),
+        }
+    }
+    for (probe, v) in &mut out {
+        let order = Stages::of_probe(probe).1;
+        let rank = |s: &Series| order.iter().position(|m| *m == s.key.metric).unwrap_or(order.len());
+        v.sort_by(|a, b| (a.key.load.as_deref(), a.key.cpu, rank(a)).cmp(&(b.key.load.as_deref(), b.key.cpu, rank(b))));
+    }
+    out
 }
 
 /// The stage table of a traced run, like the references' ISR / DPC /
 /// thread tables: relative stages, then absolute times.
 fn write_stages(run: &Run, out: &mut dyn Write) -> Result<()> {
-    let stages: Vec<&Series> = run.series.iter().filter(|s| is_stage(s)).collect();
-    if stages.is_empty() {
-        return Ok(());
-    }
-    let net = stages.iter().any(|s| s.key.metric == "queue");
-    let (series, what) = if net {
-        (
-            Stages::NET_SERIES,
-            "queue = kernel receive timestamp -> NET_RX softirq entry, stack -> sched_waking of the receiver, \
-             softirq -> the softirq's exit, thread -> switch-in, user -> recvmsg returns; *_abs: from the receive \
-             timestamp",
-        )
-    } else {
-        (
-            Stages::SERIES,
-            "irq = programmed time -> timer interrupt, handler -> the probe's hrtimer callback, wake -> \
-             sched_waking, thread -> switch-in, user -> the probe's timestamp; *_abs: from the programmed time",
-        )
-    };
-    writeln!(out, "\n{} stages (us): {what}", stages[0].key.probe)?;
-    let mut cpus: Vec<i64> = stages.iter().map(|s| s.key.cpu).collect();
-    cpus.sort_unstable();
-    cpus.dedup();
-    let stages = &stages;
-    let rows: Vec<&Series> = cpus
-        .iter()
-        .flat_map(|&cpu| {
-            series
-                .iter()
-                .filter_map(move |name| stages.iter().find(|s| s.key.cpu == cpu && s.key.metric == *name).copied())
-        })
-        .collect();
     use Col::*;
-    table(out, &[Count("samples"), Min, Mean, P50, P99, P999, Max], Some(11), &rows)
+    for (probe, rows) in stages_by_probe(run) {
+        writeln!(out, "\n{probe} stages (us): {}", stages_text(probe))?;
+        // In an assessment, a table per load (rows come ordered by load).
+        for group in rows.chunk_by(|a, b| a.key.load == b.key.load) {
+            if let Some(load) = &group[0].key.load {
+                writeln!(out, "under load {load}")?;
+            }
+            table(out, &[Count("samples"), Min, Mean, P50, P99, P999, Max], Some(11), group)?;
+        }
+    }
+    Ok(())
 }
 
 /// What the tracer did: events, losses, its cost, samples explained.

@@ -328,7 +328,8 @@ pub fn compare(runs: &[&Run]) -> Vec<SeriesCmp> {
         .and_then(|r| r.plan["metrics"].as_array())
         .map(|a| a.iter().filter_map(|m| m.as_str()).collect())
         .unwrap_or_default();
-    let rank = |m: &str| match (planned.iter().position(|p| *p == m), Stages::SERIES.iter().position(|s| *s == m)) {
+    let stage = |m: &str| Stages::SERIES.iter().chain(&Stages::NET_SERIES).position(|s| *s == m);
+    let rank = |m: &str| match (planned.iter().position(|p| *p == m), stage(m)) {
         (Some(i), _) => (0, i),
         (None, None) => (1, 0),
         (None, Some(i)) => (2, i),

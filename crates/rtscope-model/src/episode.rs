@@ -45,6 +45,18 @@ impl Stages {
     pub const NET_SERIES: [&'static str; 8] =
         ["queue", "stack", "softirq", "thread", "user", "stack_abs", "softirq_abs", "thread_abs"];
 
+    /// The stage names and series of `probe`'s traced samples: a
+    /// datagram's receive path for `netlat`, a timer wake-up otherwise.
+    pub fn of_probe(probe: &str) -> (&'static [&'static str; 5], &'static [&'static str; 8]) {
+        if probe == "netlat" { (&Self::NET_NAMES, &Self::NET_SERIES) } else { (&Self::NAMES, &Self::SERIES) }
+    }
+
+    /// Whether `metric` is a stage series (of any probe), not a measured
+    /// metric.
+    pub fn is_series(metric: &str) -> bool {
+        Self::SERIES.contains(&metric) || Self::NET_SERIES.contains(&metric)
+    }
+
     /// The values of [`Stages::SERIES`].
     pub fn series_values(&self) -> [u64; 8] {
         let [a, b, c, d, e] = self.values();
