@@ -168,13 +168,31 @@ fn interrupted_leaves_nothing(sig: i32, tests: &[&str]) {
     for t in tests {
         args.extend(["-t".to_string(), t.to_string()]);
     }
-    let mut child = Command::new(BIN).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = Command::new(BIN).args(&args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     // Long enough to be inside the first test, with its child and objects.
-    let until = Instant::now() + Duration::from_secs(5);
+    let v = signal_inside(child, sig, &before, &fx.db, 5, tests[0].contains("sysv"));
+    if let Some(v) = v {
+        assert!(v["results"].as_array().unwrap().iter().any(|r| r["count"].as_u64() > Some(0)), "nothing stored: {v}");
+    }
+}
+
+/// Waits (up to `secs`) until `child` is inside an inter-process test
+/// (rtscope, the janitor and the other party; a new SysV semaphore when
+/// `sysv`), sends it `sig` and checks that nothing outlives it. After a
+/// SIGTERM, the stored run is `interrupted` and returned.
+fn signal_inside(
+    mut child: std::process::Child,
+    sig: i32,
+    before: &Traces,
+    db: &str,
+    secs: u64,
+    sysv: bool,
+) -> Option<serde_json::Value> {
+    let until = Instant::now() + Duration::from_secs(secs);
     loop {
         std::thread::sleep(Duration::from_millis(100));
-        let t = traces(&fx.db);
-        if t.processes >= 3 && (t.sysv.len() > before.sysv.len() || !tests[0].contains("sysv")) {
+        let t = traces(db);
+        if t.processes >= 3 && (t.sysv.len() > before.sysv.len() || !sysv) {
             break;
         }
         assert!(Instant::now() < until, "the inter-process test never started: {t:?}");
@@ -182,14 +200,15 @@ fn interrupted_leaves_nothing(sig: i32, tests: &[&str]) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, sig) };
     let status = child.wait().unwrap();
-    let after = settles_to(&before, &fx.db);
-    assert_eq!(after, before, "left behind after signal {sig} ({status:?})");
-    if sig == libc::SIGTERM {
-        assert_eq!(status.code(), Some(0), "{status:?}");
-        let v = show_json(&fx.db, "last");
-        assert_eq!(v["status"], "interrupted", "{v}");
-        assert!(v["results"].as_array().unwrap().iter().any(|r| r["count"].as_u64() > Some(0)), "nothing stored: {v}");
+    let after = settles_to(before, db);
+    assert_eq!(&after, before, "left behind after signal {sig} ({status:?})");
+    if sig != libc::SIGTERM {
+        return None;
     }
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let v = show_json(db, "last");
+    assert_eq!(v["status"], "interrupted", "{v}");
+    Some(v)
 }
 
 #[test]
@@ -224,7 +243,7 @@ fn assessment_interrupted_leaves_nothing(sig: i32) {
          ramp_up = \"300ms\"\nscore = \"100ms\"\n[args]\nosbench = [\"-t\", \"wake.sysv-inter\", \"-t\", \"wake.mq-inter\"]\n",
     )
     .unwrap();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["run", plan.to_str().unwrap(), "-q", "--db", &fx.db])
         .env("TMPDIR", &fx.dir)
         .stdout(Stdio::null())
@@ -232,24 +251,7 @@ fn assessment_interrupted_leaves_nothing(sig: i32) {
         .spawn()
         .unwrap();
     // Inside the SysV test: rtscope, the janitor and the other party.
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let t = traces(&fx.db);
-        if t.processes >= 3 && t.sysv.len() > before.sysv.len() {
-            break;
-        }
-        assert!(Instant::now() < until, "the inter-process test never started: {t:?}");
-    }
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, sig) };
-    let status = child.wait().unwrap();
-    let after = settles_to(&before, &fx.db);
-    assert_eq!(after, before, "left behind after signal {sig} ({status:?})");
-    if sig == libc::SIGTERM {
-        assert_eq!(status.code(), Some(0), "{status:?}");
-        let v = show_json(&fx.db, "last");
-        assert_eq!(v["status"], "interrupted", "{v}");
+    if let Some(v) = signal_inside(child, sig, &before, &fx.db, 10, true) {
         let rows = v["results"].as_array().unwrap();
         let sysv = rows.iter().find(|r| r["metric"] == "wake.sysv-inter").expect("the interrupted test is stored");
         assert_eq!(sysv["load"], "fork:1", "{sysv}");

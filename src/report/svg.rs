@@ -16,6 +16,19 @@ pub fn colour(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
+/// Curve `i` of a plot through `pts` (SVG coordinates), in the i-th
+/// colour and dash, with its label as a tooltip.
+pub(super) fn series_line(o: &mut String, i: usize, pts: &[(f64, f64)], label: &str) {
+    let _ = write!(
+        o,
+        "<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{} stroke-linejoin=\"round\" points=\"{}\"><title>{}</title></polyline>",
+        colour(i),
+        dash_attr(i),
+        points(pts),
+        esc(label)
+    );
+}
+
 pub(super) fn dash_attr(i: usize) -> String {
     let d = DASHES[i % DASHES.len()];
     if d.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{d}\"") }
@@ -236,14 +249,7 @@ pub fn exceedance(id: &str, title: &str, x_label: &str, curves: &[Curve], requir
         if pts.is_empty() {
             continue;
         }
-        let _ = write!(
-            o,
-            "<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{} stroke-linejoin=\"round\" points=\"{}\"><title>{}</title></polyline>",
-            colour(i),
-            dash_attr(i),
-            points(&pts),
-            esc(&c.label)
-        );
+        series_line(&mut o, i, &pts, &c.label);
     }
     let labels: Vec<String> = curves.iter().map(|c| c.label.clone()).collect();
     if let Some(r) = requirement_us {

@@ -4,7 +4,7 @@
 //! interval beside the observed maximum. Same conventions as `svg`: plain
 //! SVG, Okabe-Ito colours with a dash per curve, the requirement in red.
 
-use super::svg::{LogAxis, colour, dash_attr, esc, legend, line, num_label, open, points, pow10_label, text};
+use super::svg::{LogAxis, colour, esc, legend, line, num_label, open, pow10_label, series_line, text};
 use std::fmt::Write;
 
 /// How an MTTF point was obtained.
@@ -150,14 +150,7 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
         if pts.is_empty() {
             continue;
         }
-        let _ = write!(
-            o,
-            "<polyline class=\"series\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{} stroke-linejoin=\"round\" points=\"{}\"><title>{}</title></polyline>",
-            colour(i),
-            dash_attr(i),
-            points(&pts),
-            esc(&c.label)
-        );
+        series_line(&mut o, i, &pts, &c.label);
         for p in &c.points {
             let tip = format!(
                 "{}, n={}: {}",
