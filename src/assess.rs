@@ -519,8 +519,7 @@ fn output(run: &rtscope_model::run::Run, opts: &Options) -> Result<()> {
     if !opts.quiet && !json_on_stdout {
         let mut out = std::io::stdout().lock();
         report::Text { describe: String::new() }.write(run, &mut out)?;
-        let id = run.header.id;
-        println!("run {id} stored in {} (rtscope show {id}, rtscope export {id} --format json)", opts.db.display());
+        println!("{}", report::stored_line(run.header.id, &opts.db));
     }
     Ok(())
 }

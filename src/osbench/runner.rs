@@ -602,10 +602,7 @@ pub fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     if !plan.quiet && !to_stdout(&plan.json) && !to_stdout(&plan.csv) {
         let mut out = std::io::stdout().lock();
         report::Text { describe }.write(&run, &mut out)?;
-        println!(
-            "run {run_id} stored in {} (rtscope show {run_id}, rtscope export {run_id} --format json)",
-            plan.db.display()
-        );
+        println!("{}", report::stored_line(run_id, &plan.db));
     }
     if failed > 0 && failed == jobs {
         bail!("no test could be measured (see the warnings above)");

@@ -801,10 +801,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     if !common.quiet && !json_on_stdout {
         let mut out = std::io::stdout().lock();
         report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
-        println!(
-            "run {run_id} stored in {} (rtscope show {run_id}, rtscope export {run_id} --format json)",
-            db.display()
-        );
+        println!("{}", report::stored_line(run_id, &db));
     }
     if !errors.is_empty() {
         return Err(anyhow!("{}", errors.join("; ")));

@@ -75,3 +75,14 @@ pub fn write_to(flag: &str, path: &Path, write: impl FnOnce(&mut dyn Write) -> R
     write(&mut file)?;
     file.flush().with_context(|| format!("{flag} {}: cannot write it", path.display()))
 }
+
+/// The line after a stored run: where it is and what to run next on it
+/// (`--db` named unless it is the default store).
+pub fn stored_line(run_id: i64, db: &Path) -> String {
+    let at = if db == Path::new("rtscope.db") { String::new() } else { format!(" --db {}", db.display()) };
+    format!(
+        "run {run_id} stored in {}: rtscope report {run_id}{at} -o run{run_id}.html (plots, verdicts), \
+         rtscope analyze {run_id}{at} (worst case per hour/day/week), rtscope show {run_id}{at}",
+        db.display()
+    )
+}
