@@ -472,7 +472,12 @@ fn chromium_renders_the_report_of_a_real_run_without_a_console_error() {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
     std::fs::create_dir_all(&out).unwrap();
     let page = out.join("report.html");
-    report(&["report", "last", "-o", page.to_str().unwrap(), "--db", &fx.db]);
+    // With a task set: the response-time plot is rendered too (at 1e-2 the
+    // jitter is observed, far below the 1 s deadline).
+    let tasks = out.join("tasks.toml");
+    std::fs::write(&tasks, "[[task]]\nname = \"slow\"\nwcet = \"1ms\"\nperiod = \"1s\"\n").unwrap();
+    let tasks = tasks.to_str().unwrap();
+    report(&["report", "last", "-o", page.to_str().unwrap(), "--tasks", tasks, "--error-rate", "1e-2", "--db", &fx.db]);
     // The check itself: a page with a broken SVG attribute logs an error.
     let broken = out.join("broken.html");
     std::fs::write(&broken, "<!DOCTYPE html><svg width=\"10\" height=\"10\"><path d=\"M 1 x\"/></svg>").unwrap();
@@ -492,6 +497,8 @@ fn chromium_renders_the_report_of_a_real_run_without_a_console_error() {
     for p in &plots {
         assert!(p.contains("class=\"series\""), "an empty plot in the rendered page");
     }
+    let sched = plots.iter().find(|p| p.starts_with(" id=\"r1-sched-0\"")).expect("the response-time plot");
+    assert!(sched.contains("class=\"requirement\""), "the deadline drawn");
     // The MTTF curves of the tail analysis, with their points and target.
     let mttf = plots.iter().find(|p| p.starts_with(" id=\"r1-mttf-0-0\"")).expect("the MTTF plot in the rendered page");
     assert!(mttf.contains("class=\"pt\"") && mttf.contains("class=\"requirement\""), "MTTF points and target");

@@ -445,7 +445,7 @@ pub fn response_times(id: &str, title: &str, tasks: &[TaskBar], jitter_label: &s
     let h = bottom + 42.0;
     let d_max = tasks.iter().map(|t| t.deadline_ns).max().unwrap_or(1) as f64;
     let r_max = tasks.iter().flat_map(|t| [Some(t.given_ns), t.measured_ns]).flatten().max().unwrap_or(0) as f64;
-    let cap = r_max.max(d_max).min(2.0 * d_max);
+    let cap = r_max.max(1.05 * d_max).min(2.0 * d_max);
     let (unit, unit_name) = time_unit(cap);
     let xa = LinAxis::covering(0.0, cap / unit, left, right);
     let x = |ns: u64| xa.map((ns as f64).min(cap) / unit);
