@@ -6,7 +6,7 @@
 //! hyperbolic (Bini, Buttazzo and Buttazzo 2003) utilisation bounds.
 
 use super::pot::{EXTRAPOLATED, REFUSED};
-use super::verdict::{Status, Verdict};
+use super::verdict::{Status, Verdict, dur_s};
 use crate::units::{human, parse_duration, us_i};
 use serde::{Deserialize, Serialize};
 
@@ -367,10 +367,6 @@ pub fn probability(p: f64) -> String {
     if p >= 1.0 { "1".into() } else { format!("{p:.3e}") }
 }
 
-fn seconds(s: f64) -> String {
-    human((s.clamp(0.0, 1e9 * 86_400.0) * 1e9).ceil() as u64)
-}
-
 /// Judges `set` with the measured `latency` at its error rate (or why the
 /// run cannot give it).
 pub fn schedulability(set: &TaskSet, latency: Result<PseudoLatency, String>) -> Schedulability {
@@ -413,13 +409,13 @@ pub fn schedulability(set: &TaskSet, latency: Result<PseudoLatency, String>) -> 
                      rate of at least {:.1e}",
                     l.samples,
                     l.series,
-                    seconds(need_s),
+                    dur_s(need_s),
                     1.0 / (REFUSED * l.samples.max(1) as f64)
                 );
                 if given.schedulable {
                     v.evidence = format!("schedulable as written; {e}");
                     v.measure_for =
-                        Some(format!("at least {} per CPU and load, or a larger error rate", seconds(need_s)));
+                        Some(format!("at least {} per CPU and load, or a larger error rate", dur_s(need_s)));
                 }
                 (None, Some(e))
             } else {
