@@ -2,7 +2,7 @@
 //! analysis of `rtscope_model::analysis` and prints it (text through
 //! `report::analyze`, or JSON). Exit code 2 when a requirement fails.
 
-use crate::cli::{AnalyzeArgs, AnalyzeCmd, MttfArgs, RequireArgs, RtaArgs, StoreArgs, TailArgs};
+use crate::cli::{AnalyzeArgs, AnalyzeCmd, MttfArgs, RequireArgs, RtaArgs, StoreArgs, TailArgs, TasksArgs};
 use crate::report::analyze as text;
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::mttf::{self, Compute};
@@ -186,15 +186,16 @@ impl Asked {
     }
 }
 
-/// The verdicts of `asked` on `run` (every measured series analysed
+/// What `rtscope run` judges at its end: the verdicts of `asked` and the
+/// schedulability of `set` on `run` (every measured series analysed
 /// without the MTTF table; a series that cannot be analysed is left out).
-pub fn judge(run: &Run, asked: &Asked) -> Vec<verdict::Verdict> {
-    if asked.reqs.is_empty() {
-        return Vec::new();
+pub fn judge(run: &Run, asked: &Asked, set: Option<&AskedSet>) -> (Vec<verdict::Verdict>, Option<rta::Schedulability>) {
+    if asked.reqs.is_empty() && set.is_none() {
+        return (Vec::new(), None);
     }
     let opts = Options { periods: vec![], ..Options::default() };
     let all: Vec<SeriesAnalysis> = analyse(run, &opts, |_| true).into_iter().filter_map(|(_, a)| a.ok()).collect();
-    asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect()
+    (asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect(), set.map(|s| schedulability(&all, s)))
 }
 
 /// Parses profiles and requirements (the messages name --profile / --require).
@@ -250,15 +251,28 @@ struct RunAnalysis<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     requirements_from: Option<ReqSource>,
     verdicts: Vec<verdict::Verdict>,
-    /// False when a requirement failed.
+    /// The task set given or stored with the run, judged; absent without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schedulability: Option<SchedOut<'a>>,
+    /// False when a requirement failed or the task set misses a deadline.
     passed: bool,
+}
+
+/// A task set judged, with where it comes from.
+#[derive(Serialize)]
+pub struct SchedOut<'a> {
+    pub tasks_from: SetSource,
+    #[serde(flatten)]
+    pub result: &'a rta::Schedulability,
 }
 
 fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     // Bad flags are refused before the store is opened.
     parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    check_tasks_flags(&a.sched)?;
     let run = load(&a.store, &a.run)?;
     let asked = asked(&run, &a.req, false)?;
+    let set = asked_set(&run, &a.sched)?;
     let mut opts = Options { threshold: a.threshold.0.map(|t| t as f64), ..Options::default() };
     if !a.period.is_empty() {
         opts.periods = a.period.clone();
@@ -273,7 +287,9 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
         bail!("run {} holds no samples to analyze", run.header.id);
     }
     let verdicts: Vec<verdict::Verdict> = asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect();
-    let failed = verdicts.iter().any(|v| v.status == verdict::Status::Fail);
+    let sched = set.as_ref().map(|s| schedulability(&all, s));
+    let failed = verdicts.iter().any(|v| v.status == verdict::Status::Fail)
+        || sched.as_ref().is_some_and(|s| s.verdict.status == verdict::Status::Fail);
     if a.json {
         json_out(&RunAnalysis {
             run_id: run.header.id,
@@ -283,11 +299,19 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             series: all.iter().map(|s| &s.report).collect(),
             requirements_from: (!asked.reqs.is_empty()).then_some(asked.source),
             verdicts,
+            schedulability: set
+                .as_ref()
+                .zip(sched.as_ref())
+                .map(|(set, result)| SchedOut { tasks_from: set.from, result }),
             passed: !failed,
         })?;
     } else {
         let mut out = std::io::stdout().lock();
         text::write_run(&run, &all, &verdicts, &asked.origin(), &mut out)?;
+        if let (Some(set), Some(s)) = (&set, &sched) {
+            writeln!(out)?;
+            text::write_schedulability(s, &set.origin(), &mut out)?;
+        }
     }
     Ok(if failed { 2 } else { 0 })
 }
@@ -355,7 +379,11 @@ fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str) -> Result
 }
 
 fn label(s: &SeriesAnalysis) -> String {
-    if s.key.cpu < 0 { s.key.metric.clone() } else { format!("{}.{} CPU {}", s.key.probe, s.key.metric, s.key.cpu) }
+    if s.key.cpu < 0 {
+        return s.key.metric.clone();
+    }
+    let load = s.key.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
+    format!("{}.{} CPU {}{load}", s.key.probe, s.key.metric, s.key.cpu)
 }
 
 fn mttf_cmd(a: MttfArgs) -> Result<i32> {
@@ -428,18 +456,18 @@ struct RtaOut {
     pseudo_worst_case: Option<rta::PseudoWorstCase>,
 }
 
-/// The wake-up latency exceeded with probability `eps` per wake-up: observed
-/// where at least 10 samples lie above it, else from the fitted tail;
-/// the worst CPU.
-fn latency_at(list: &[&SeriesAnalysis], eps: f64) -> Result<(u64, String)> {
-    let mut worst: Option<(f64, String)> = None;
+/// The wake-up latency exceeded with probability `eps` per wake-up (the
+/// pseudo worst case): observed where at least 10 samples lie above it,
+/// else from the fitted tail; the worst series (CPU, load) decides.
+pub fn pseudo_latency(list: &[&SeriesAnalysis], eps: f64) -> Result<rta::PseudoLatency, String> {
+    let mut worst: Option<(f64, &SeriesAnalysis, bool)> = None;
     for s in list {
         let n = s.obs.n as f64;
-        let (x, how) = if n * eps >= MIN_OBSERVED as f64 {
-            (s.obs.value_with_above((n * eps).floor() as u64), "observed")
+        let (x, observed) = if n * eps >= MIN_OBSERVED as f64 {
+            (s.obs.value_with_above((n * eps).floor() as u64), true)
         } else {
             let m = s.model.as_ref().ok_or_else(|| {
-                anyhow!(
+                format!(
                     "{}: {} samples hold fewer than {MIN_OBSERVED} above the {eps:e} level and there is no tail fit ({}); measure longer",
                     label(s),
                     s.obs.n,
@@ -447,17 +475,127 @@ fn latency_at(list: &[&SeriesAnalysis], eps: f64) -> Result<(u64, String)> {
                 )
             })?;
             if eps >= m.zeta {
-                (s.obs.value_with_above((n * eps).floor() as u64), "observed")
+                (s.obs.value_with_above((n * eps).floor() as u64), true)
             } else {
-                (m.u + m.fit.gpd.quantile(1.0 - eps / m.zeta), "fitted tail")
+                (m.u + m.fit.gpd.quantile(1.0 - eps / m.zeta), false)
             }
         };
         if worst.as_ref().is_none_or(|w| x > w.0) {
-            worst = Some((x, format!("{} ({how}, {} samples)", label(s), s.obs.n)));
+            worst = Some((x, s, observed));
         }
     }
-    let (x, how) = worst.ok_or_else(|| anyhow!("no series"))?;
-    Ok((x.max(0.0).round() as u64, how))
+    let (x, s, observed) = worst.ok_or("no series")?;
+    let tail = s.report.tail.as_ref().filter(|_| !observed);
+    Ok(rta::PseudoLatency {
+        latency_ns: x.max(0.0).round() as u64,
+        series: label(s),
+        observed,
+        confidence: tail.map_or("observed".into(), |t| t.confidence.to_string()),
+        reasons: tail.map_or(vec![], |t| t.reasons.clone()),
+        samples: s.obs.n,
+        rate_hz: s.report.stats.rate_hz,
+    })
+}
+
+/// Where the task set a run is judged with comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SetSource {
+    /// --tasks given to this command.
+    Flags,
+    /// Stored with the run (`rtscope run --tasks`, the plan's tasks or [[task]]).
+    Stored,
+}
+
+/// The task set a run is judged with, and where it and its error rate come from.
+#[derive(Clone, Debug)]
+pub struct AskedSet {
+    pub from: SetSource,
+    pub rate_from_flag: bool,
+    pub set: rta::TaskSet,
+}
+
+impl AskedSet {
+    /// One sentence: which set, at which error rate, from where.
+    pub fn origin(&self) -> String {
+        let eps = format!(
+            "an error rate of {:e} per wake-up{}",
+            self.set.error_rate,
+            if self.rate_from_flag { " (--error-rate)" } else { "" }
+        );
+        match self.from {
+            SetSource::Flags => format!("The task set {}, given with --tasks, at {eps}.", self.set.source),
+            SetSource::Stored => format!(
+                "The task set {}, stored with the run (`rtscope run --tasks`, or the campaign file's tasks / [[task]]), \
+                 at {eps}; --tasks / --error-rate given to analyze or report replace them.",
+                self.set.source
+            ),
+        }
+    }
+}
+
+/// Reads the task file `path`; `what` names it in errors (`--tasks FILE`,
+/// `plan.toml: tasks = FILE`).
+pub fn read_tasks(path: &Path, what: &str) -> Result<Vec<rta::Task>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("{what}: cannot read it"))?;
+    rta::parse_tasks(&text, what).map_err(anyhow::Error::msg)
+}
+
+/// The task set stored with a run (its plan's `schedulability`).
+pub fn stored_task_set(run: &Run) -> Result<Option<rta::TaskSet>> {
+    match run.plan.get("schedulability") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
+            anyhow!("run {}: the task set stored with it (plan.schedulability) is malformed: {e}", run.header.id)
+        }),
+    }
+}
+
+/// Checks --tasks and --error-rate before anything is read: the file's
+/// tasks, or None without --tasks.
+pub fn check_tasks_flags(flags: &TasksArgs) -> Result<Option<Vec<rta::Task>>> {
+    flags.tasks.as_deref().map(|p| read_tasks(p, &format!("--tasks {}", p.display()))).transpose()
+}
+
+/// The task set `run` is judged with: --tasks (at --error-rate, else the
+/// stored error rate, else the default), else the one stored with it (at
+/// --error-rate if given), else none.
+pub fn asked_set(run: &Run, flags: &TasksArgs) -> Result<Option<AskedSet>> {
+    let stored = stored_task_set(run)?;
+    let rate_from_flag = flags.error_rate.is_some();
+    if let Some(tasks) = check_tasks_flags(flags)? {
+        let path = flags.tasks.as_deref().expect("checked above");
+        let error_rate = flags.error_rate.or(stored.as_ref().map(|s| s.error_rate)).unwrap_or(rta::DEFAULT_ERROR_RATE);
+        let set = rta::TaskSet { source: path.display().to_string(), error_rate, tasks };
+        return Ok(Some(AskedSet { from: SetSource::Flags, rate_from_flag, set }));
+    }
+    match stored {
+        Some(mut set) => {
+            if let Some(eps) = flags.error_rate {
+                set.error_rate = eps;
+            }
+            Ok(Some(AskedSet { from: SetSource::Stored, rate_from_flag, set }))
+        }
+        None if rate_from_flag => {
+            bail!("--error-rate: run {} has no task set stored with it; give one with --tasks FILE", run.header.id)
+        }
+        None => Ok(None),
+    }
+}
+
+/// Judges `asked` with the wake-up latency of `all` (every CPU and load of
+/// wakeup.latency; the worst decides), as `analyze rta --jitter-from` does.
+pub fn schedulability(all: &[SeriesAnalysis], asked: &AskedSet) -> rta::Schedulability {
+    let list: Vec<&SeriesAnalysis> =
+        all.iter().filter(|s| s.key.probe == "wakeup" && s.key.metric == "latency").collect();
+    let latency = if list.is_empty() {
+        Err("the run has no wake-up latency (wakeup.latency) to take the release jitter from; \
+             `rtscope analyze rta --tasks FILE --jitter-from RUN --series PROBE.METRIC` takes another series"
+            .to_string())
+    } else {
+        pseudo_latency(&list, asked.set.error_rate)
+    };
+    rta::schedulability(&asked.set, latency)
 }
 
 fn rta_cmd(a: RtaArgs) -> Result<i32> {
@@ -473,7 +611,8 @@ fn rta_cmd(a: RtaArgs) -> Result<i32> {
             bail!("--jitter-from {r}: the run holds no samples");
         }
         let list = pick(&all, a.series.as_deref(), "--series")?;
-        let (lat, how) = latency_at(&list, eps)?;
+        let l = pseudo_latency(&list, eps).map_err(anyhow::Error::msg)?;
+        let (lat, how) = (l.latency_ns, l.source());
         tasks = rta::with_jitter(&tasks, lat);
         pseudo = Some((eps, lat, how));
     }

@@ -16,6 +16,7 @@ use crate::probe::{Cell, CellOutcome, Session, verdict};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, inventory, process};
 use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::analysis::rta;
 use rtscope_model::characterisation::Accumulator;
 use rtscope_model::episode::TraceSummary;
 use rtscope_model::inventory::format_cpu_list;
@@ -58,6 +59,11 @@ pub struct PlanFile {
     /// Requirements stored with the run (as `--profile` and `--require`).
     pub profiles: Option<Vec<String>>,
     pub require: Option<Vec<String>>,
+    /// A task set stored with the run: a task file (relative to the plan
+    /// file), or `[[task]]` tables in the plan itself; and its error rate.
+    pub tasks: Option<String>,
+    pub task: Option<Vec<rta::TaskSpec>>,
+    pub error_rate: Option<f64>,
     /// Each probe's own arguments.
     #[serde(default)]
     pub args: BTreeMap<String, Vec<String>>,
@@ -69,14 +75,28 @@ impl PlanFile {
         toml::from_str(text).map_err(|e| anyhow!("{origin}: {}", e.to_string().trim_end()))
     }
 
-    /// `other`'s keys over this plan's.
+    /// A plan read from `path`: its task file is relative to the plan's directory.
+    pub fn read(path: &Path) -> Result<PlanFile> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the campaign file {name}"))?;
+        let mut file = PlanFile::parse(&text, &name)?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        file.tasks =
+            file.tasks.map(|t| if Path::new(&t).is_relative() { dir.join(t).display().to_string() } else { t });
+        Ok(file)
+    }
+
+    /// `other`'s keys over this plan's. A task file replaces `[[task]]` tables.
     pub fn overlay(mut self, other: PlanFile) -> PlanFile {
         macro_rules! take {
             ($($f:ident),*) => { $( if other.$f.is_some() { self.$f = other.$f; } )* };
         }
+        if other.tasks.is_some() || other.task.is_some() {
+            (self.tasks, self.task) = (None, None);
+        }
         take!(
             probes, loads, duration, warmup, ramp_up, score, shuffle, seed, cpus, load_cpus, trace, checkpoint,
-            profiles, require
+            profiles, require, tasks, task, error_rate
         );
         self.args.extend(other.args);
         self
@@ -113,6 +133,8 @@ pub struct Plan {
     /// Stored with the run: profiles and requirements, checked.
     pub profiles: Vec<String>,
     pub requires: Vec<String>,
+    /// Stored with the run: the task set, checked.
+    pub tasks: Option<rta::TaskSet>,
 }
 
 /// A verdict module's message about a plan's key: `--profile dvd: ...`
@@ -236,6 +258,7 @@ impl Plan {
         let profiles = file.profiles.clone().unwrap_or_default();
         let requires = file.require.clone().unwrap_or_default();
         crate::analyze::parse_requirements(&profiles, &requires).map_err(|e| plan_key_error(origin, &e))?;
+        let tasks = Self::task_set(file, origin, &names)?;
         let shuffle = file.shuffle.unwrap_or(false);
         let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
         let mut cells: Vec<(usize, usize)> =
@@ -260,7 +283,42 @@ impl Plan {
             trace,
             profiles,
             requires,
+            tasks,
         })
+    }
+
+    /// The plan's task set (`tasks = FILE` or `[[task]]` tables) at its
+    /// `error_rate`, checked; it needs the wakeup probe's latency.
+    fn task_set(file: &PlanFile, origin: &str, probes: &[String]) -> Result<Option<rta::TaskSet>> {
+        let error_rate = file
+            .error_rate
+            .map(|e| rta::check_error_rate(e).map_err(|m| anyhow!("{origin}: error_rate = {e}: {m}")))
+            .transpose()?;
+        let (source, tasks) = match (&file.tasks, &file.task) {
+            (Some(_), Some(_)) => {
+                bail!("{origin}: give a task set once: tasks = \"FILE\" or [[task]] tables in the plan, not both")
+            }
+            (Some(path), None) => {
+                (path.clone(), crate::analyze::read_tasks(Path::new(path), &format!("{origin}: tasks = {path}"))?)
+            }
+            (None, Some(specs)) => (
+                format!("{origin} [[task]]"),
+                rta::from_specs(specs.clone(), &format!("{origin}: [[task]]")).map_err(anyhow::Error::msg)?,
+            ),
+            (None, None) if error_rate.is_some() => bail!(
+                "{origin}: error_rate needs a task set: tasks = \"FILE\" or [[task]] tables in the plan (or --tasks FILE)"
+            ),
+            (None, None) => return Ok(None),
+        };
+        if !probes.iter().any(|p| p == "wakeup") {
+            bail!(
+                "{origin}: the task set's release jitter is the measured wake-up latency, and probes ({}) has no \
+                 wakeup: add it (e.g. --probes wakeup,{})",
+                probes.join(","),
+                probes.join(",")
+            );
+        }
+        Ok(Some(rta::TaskSet { source, error_rate: error_rate.unwrap_or(rta::DEFAULT_ERROR_RATE), tasks }))
     }
 
     /// How many times a load starts (each start ramps up).
@@ -306,6 +364,7 @@ impl Plan {
                 "trace": self.trace,
             },
             "requirements": {"profiles": self.profiles, "require": self.requires},
+            "schedulability": self.tasks,
             "cpus": format_cpu_list(&self.cpus),
             "load_cpus": format_cpu_list(&self.load_cpus),
             "housekeeping_cpus": housekeeping,
@@ -499,14 +558,25 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     output(&loaded, opts)?;
     // The requirements stored with the run: judged as `rtscope analyze`
     // would, printed last; a failed one exits with code 2.
+    // So is the task set stored with it: a set that misses a deadline with
+    // the measured release jitter counts as a failed requirement.
     let asked = crate::analyze::asked(&loaded, &Default::default(), false)?;
-    let verdicts = crate::analyze::judge(&loaded, &asked);
-    if !verdicts.is_empty() && !opts.quiet && opts.json.as_deref() != Some(Path::new("-")) {
+    let set = crate::analyze::asked_set(&loaded, &Default::default())?;
+    let (verdicts, sched) = crate::analyze::judge(&loaded, &asked, set.as_ref());
+    let printing = !opts.quiet && opts.json.as_deref() != Some(Path::new("-"));
+    if !verdicts.is_empty() && printing {
         let mut out = std::io::stdout().lock();
         writeln!(out)?;
         report::analyze::write_verdicts(&verdicts, &asked.origin(), &mut out)?;
     }
-    let failed = verdicts.iter().any(|v| v.status == rtscope_model::analysis::verdict::Status::Fail);
+    if let (Some(set), Some(s), true) = (&set, &sched, printing) {
+        let mut out = std::io::stdout().lock();
+        writeln!(out)?;
+        report::analyze::write_schedulability(s, &set.origin(), &mut out)?;
+    }
+    use rtscope_model::analysis::verdict::Status;
+    let failed = verdicts.iter().any(|v| v.status == Status::Fail)
+        || sched.as_ref().is_some_and(|s| s.verdict.status == Status::Fail);
     Ok(if failed && code == 0 { 2 } else { code })
 }
 
@@ -641,6 +711,54 @@ mod tests {
     }
 
     #[test]
+    fn a_task_set_comes_with_the_plan_from_a_file_or_inline_and_is_stored() {
+        let db = Path::new("/tmp/never-created.db");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sets")).unwrap();
+        std::fs::write(
+            dir.path().join("sets/ctl.toml"),
+            "[[task]]\nname = \"io\"\nwcet = \"200us\"\nperiod = \"1ms\"\n\
+             [[task]]\nname = \"ctl\"\nwcet = \"1ms\"\nperiod = \"5ms\"\ndeadline = \"4ms\"\n",
+        )
+        .unwrap();
+        // A task file relative to the plan file, at the plan's error rate.
+        let plan_path = dir.path().join("plan.toml");
+        std::fs::write(&plan_path, "probes = [\"wakeup\"]\ntasks = \"sets/ctl.toml\"\nerror_rate = 1e-4\n").unwrap();
+        let file = PlanFile::read(&plan_path).unwrap();
+        let plan = Plan::resolve(&file, "plan.toml", db).unwrap();
+        let set = plan.tasks.as_ref().unwrap();
+        assert_eq!((set.tasks.len(), set.tasks[1].deadline_ns, set.error_rate), (2, 4_000_000, 1e-4));
+        assert!(set.source.ends_with("sets/ctl.toml"), "{}", set.source);
+        // Stored with the run, as the model reads it back.
+        let stored = &plan.json(&[], "")["schedulability"];
+        let back: rta::TaskSet = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(&back, set);
+        assert_eq!(stored["tasks"][0]["wcet_ns"], 200_000);
+        // Inline [[task]] tables (after [args]: still top-level tables), at the default error rate.
+        let inline = "probes = [\"wakeup\", \"noise\"]\n[args]\nwakeup = [\"--interval\", \"1ms\"]\n\
+                      [[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"10ms\"\npriority = 5\n\
+                      [[task]]\nname = \"b\"\nwcet = \"1ms\"\nperiod = \"2ms\"\npriority = 9\n";
+        let file = PlanFile::parse(inline, "p.toml").unwrap();
+        let plan = Plan::resolve(&file, "p.toml", db).unwrap();
+        let set = plan.tasks.unwrap();
+        assert_eq!((set.source.as_str(), set.tasks[0].name.as_str()), ("p.toml [[task]]", "b"));
+        assert_eq!(set.error_rate, rta::DEFAULT_ERROR_RATE);
+        // --tasks replaces the inline tables; --error-rate the rate.
+        let flags = PlanFile {
+            tasks: Some(dir.path().join("sets/ctl.toml").display().to_string()),
+            error_rate: Some(1e-3),
+            ..Default::default()
+        };
+        let both = file.clone().overlay(flags);
+        assert!(both.task.is_none() && both.tasks.is_some() && both.error_rate == Some(1e-3));
+        let plan = Plan::resolve(&both, "p.toml with flags", db).unwrap();
+        assert_eq!(plan.tasks.unwrap().tasks[0].name, "io");
+        // Without a task set: none stored.
+        let none = Plan::resolve(&PlanFile::parse(QUICK_PLAN, "quick").unwrap(), "quick", db).unwrap();
+        assert!(none.json(&[], "")["schedulability"].is_null());
+    }
+
+    #[test]
     fn bad_plans_name_the_key() {
         let db = Path::new("/tmp/never-created.db");
         for (text, words) in [
@@ -658,6 +776,31 @@ mod tests {
             (
                 "probes = [\"wakeup\"]\nrequire = [\"wakeup.latency < 50us\"]",
                 &["plan.toml: require = 'wakeup.latency < 50us'", "statistic"][..],
+            ),
+            (
+                "probes = [\"wakeup\"]\ntasks = \"/nonexistent/set.toml\"",
+                &["plan.toml: tasks = /nonexistent/set.toml", "cannot read"][..],
+            ),
+            (
+                "probes = [\"wakeup\"]\n[[task]]\nname = \"a\"\nwcet = \"1\"\nperiod = \"1ms\"",
+                &["plan.toml: [[task]]", "task 'a'", "wcet"][..],
+            ),
+            (
+                "probes = [\"wakeup\"]\n[[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"1ms\"\nwcett = 1",
+                &["plan.toml", "wcett"][..],
+            ),
+            (
+                "probes = [\"wakeup\"]\ntasks = \"x.toml\"\n[[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"2ms\"",
+                &["plan.toml", "not both"][..],
+            ),
+            ("probes = [\"wakeup\"]\nerror_rate = 1e-3", &["plan.toml: error_rate needs a task set", "[[task]]"][..]),
+            (
+                "probes = [\"wakeup\"]\nerror_rate = 2.0\n[[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"2ms\"",
+                &["plan.toml: error_rate = 2", "between 0 and 1"][..],
+            ),
+            (
+                "probes = [\"noise\"]\n[[task]]\nname = \"a\"\nwcet = \"1ms\"\nperiod = \"2ms\"",
+                &["plan.toml", "wake-up latency", "add it", "--probes wakeup,noise"][..],
             ),
         ] {
             let e = PlanFile::parse(text, "plan.toml")

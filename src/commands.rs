@@ -137,11 +137,7 @@ fn netlat_cmd(a: crate::cli::NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32
 /// campaign file, with the flags over its keys.
 fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let (base, origin) = match &a.plan {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the campaign file {}", path.display()))?;
-            (PlanFile::parse(&text, &path.display().to_string())?, path.display().to_string())
-        }
+        Some(path) => (PlanFile::read(path)?, path.display().to_string()),
         None if a.quick => (PlanFile::parse(assess::QUICK_PLAN, "quick")?, "--quick".to_string()),
         None => (PlanFile::parse(assess::DEFAULT_PLAN, "default")?, "default".to_string()),
     };
@@ -163,6 +159,10 @@ fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         bail!("--duration {} is per cell and must be at least 1s (e.g. --duration 10s)", units::human(d));
     }
     crate::analyze::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    crate::analyze::check_tasks_flags(&a.sched)?;
+    if a.sched.error_rate.is_some() && a.sched.tasks.is_none() && base.tasks.is_none() && base.task.is_none() {
+        bail!("--error-rate needs a task set: give --tasks FILE, or tasks / [[task]] in the campaign file");
+    }
     let some = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
     let ns = |v: Option<u64>| v.map(|n| format!("{n}ns"));
     let flags = PlanFile {
@@ -178,6 +178,8 @@ fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         trace: a.trace.then_some(true),
         profiles: some(&a.req.profiles),
         require: some(&a.req.requires),
+        tasks: a.sched.tasks.as_ref().map(|p| p.display().to_string()),
+        error_rate: a.sched.error_rate,
         ..Default::default()
     };
     let any_flag = flags.probes.is_some() || flags.loads.is_some() || flags.duration.is_some();
@@ -375,8 +377,9 @@ fn report_cmd(a: ReportArgs) -> Result<i32> {
     });
     // Bad flags are refused before anything is read.
     crate::analyze::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    crate::analyze::check_tasks_flags(&a.sched)?;
     let runs = load_runs(&a.runs, &a.store)?;
-    let (doc, failed) = report::run_doc(&runs, &a.req)?;
+    let (doc, failed) = report::run_doc(&runs, &a.req, &a.sched)?;
     report::write_to("--output", &a.output, |out| match format {
         ReportFormat::Html => report::html::write_doc(&doc, out),
         ReportFormat::Md => report::markdown::write_doc(&doc, out),

@@ -230,3 +230,78 @@ fn a_plan_gives_osbench_its_own_arguments_under_two_loads() {
         assert!(html.contains(w), "{w} missing in the report");
     }
 }
+
+/// A task set in the plan is stored with the run and judged at its end
+/// with the measured wake-up latency as release jitter: a task whose
+/// deadline is its execution time misses with any jitter at all, so the
+/// run exits with code 2, as `report` and `analyze` do on it; their
+/// numbers are `analyze rta --jitter-from`'s.
+#[test]
+fn a_task_set_in_the_plan_is_judged_with_the_measured_jitter() {
+    let Some(fx) = Fixture::root() else { return };
+    let task = "[[task]]\nname = \"edge\"\nwcet = \"1ms\"\nperiod = \"10ms\"\ndeadline = \"1ms\"\n";
+    let plan = fx.dir.join("sched.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "probes = [\"wakeup\"]\nloads = [\"idle\"]\nduration = \"2s\"\nwarmup = \"0s\"\nramp_up = \"0s\"\n\
+             score = \"100ms\"\ncpus = \"{}\"\nerror_rate = 0.01\n{task}",
+            last_cpu()
+        ),
+    )
+    .unwrap();
+    // Bad input is refused before anything is measured, naming it.
+    let p = plan.to_str().unwrap();
+    let o = rtscope_in(&fx.dir, &["run", p, "--tasks", "/nonexistent/set.toml", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--tasks /nonexistent/set.toml: cannot read it"), "{}", text(&o));
+    let o = rtscope_in(&fx.dir, &["run", "--quick", "--error-rate", "1e-3", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--error-rate needs a task set"), "{}", text(&o));
+    let o = rtscope_in(&fx.dir, &["run", p, "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(&format!("schedulability · The task set {p} [[task]], stored with the run")), "{out}");
+    assert!(out.contains("FAIL            task set") && out.contains("edge: R = "), "{out}");
+    let stored = &show_json(&fx.db, "last")["run"]["plan"]["schedulability"];
+    assert_eq!((&stored["error_rate"], &stored["tasks"][0]["deadline_ns"]), (&0.01.into(), &1_000_000.into()));
+    // analyze and report apply it; analyze rta on the same run agrees.
+    let file = fx.dir.join("edge.toml");
+    std::fs::write(&file, task).unwrap();
+    let o = rtscope(&[
+        "analyze",
+        "rta",
+        "--tasks",
+        file.to_str().unwrap(),
+        "--jitter-from",
+        "last",
+        "--error-rate",
+        "0.01",
+        "--json",
+        "--db",
+        &fx.db,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let want: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = rtscope(&["analyze", "last", "--json", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &v["schedulability"];
+    assert_eq!(
+        (&s["tasks_from"], &s["verdict"]["status"], &v["passed"]),
+        (&"stored".into(), &"fail".into(), &false.into())
+    );
+    assert_eq!(s["measured"]["tasks"], want["tasks"]);
+    assert_eq!(s["measured"]["pseudo_worst_case"], want["pseudo_worst_case"]);
+    let lat = want["pseudo_worst_case"]["latency_ns"].as_u64().unwrap();
+    assert!(lat > 0 && want["tasks"][0]["response_time_ns"] == 1_000_000 + lat, "{want}");
+    assert!(want["pseudo_worst_case"]["source"].as_str().unwrap().contains("(observed, "), "{want}");
+    let o = rtscope(&["report", "last", "-o", "-", "--format", "md", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        md.contains("### Schedulability")
+            && md.contains("| edge | 1 | 1ms | 10ms | 1ms | 0ns | 0ns | 1ms | 0ns | meets |"),
+        "{md}"
+    );
+}

@@ -236,6 +236,114 @@ fn the_verdicts_judge_the_requirements_given_or_stored_with_the_run() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Two tasks in milliseconds: schedulable as written and with the
+/// fixture's wake-up latency at 1e-2 (173 us, observed).
+const TASKS: &str = "[[task]]\nname = \"io\"\nwcet = \"200us\"\nperiod = \"1ms\"\n\
+                     [[task]]\nname = \"control\"\nwcet = \"1.5ms\"\nperiod = \"5ms\"\ndeadline = \"4ms\"\nblocking = \"50us\"\n";
+
+#[test]
+fn the_report_and_analyze_judge_a_task_set_as_analyze_rta_does() {
+    use rtscope_model::units::{human, us_i};
+    let (dir, db) = imported();
+    let set = dir.join("set.toml");
+    std::fs::write(&set, TASKS).unwrap();
+    let set = set.to_str().unwrap();
+    let rta = |file: &str| {
+        let o = rtscope(&[
+            "analyze",
+            "rta",
+            "--tasks",
+            file,
+            "--jitter-from",
+            "1",
+            "--error-rate",
+            "1e-2",
+            "--json",
+            "--db",
+            &db,
+        ]);
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap_or_else(|_| panic!("{}", text(&o)))
+    };
+    let want = rta(set);
+    let lat = want["pseudo_worst_case"]["latency_ns"].as_i64().unwrap();
+    assert_eq!(want["schedulable"], true, "{want}");
+    // The report: the verdict first, the section with the same numbers.
+    let md = report(&["report", "1", "--tasks", set, "--error-rate", "1e-2", "-o", "-", "--format", "md", "--db", &db]);
+    let (verdicts, machine, sched) = (
+        md.find("### Verdicts").unwrap(),
+        md.find("### Machine").unwrap(),
+        md.find("### Schedulability").expect("the section"),
+    );
+    let first = md.find("**PASS**: task set ").expect("the task set's verdict");
+    assert!(verdicts < first && first < machine && machine < sched, "{md}");
+    let section = &md[sched..];
+    assert!(section.contains("given with --tasks, at an error rate of 1e-2 per wake-up (--error-rate)"), "{section}");
+    assert!(section.contains(&format!("the wake-up latency at 1e-2 per wake-up is {} us", us_i(lat))), "{section}");
+    assert!(section.contains("| io | 2 | 200us | 1ms | 1ms | 0ns | 0ns | 200us | 800us | meets |"), "{section}");
+    assert!(
+        section.contains("| control | 1 | 1.5ms | 5ms | 4ms | 50us | 0ns | 1.95ms | 2.05ms | meets |"),
+        "{section}"
+    );
+    for t in want["tasks"].as_array().unwrap() {
+        let r = t["response_time_ns"].as_u64().unwrap();
+        let row = format!("| {} | {} | {} |", t["name"].as_str().unwrap(), human(lat as u64), human(r));
+        assert!(section.contains(&row), "{row} missing: {section}");
+    }
+    assert!(section.contains("Utilisation U = 0.5000. Liu-Layland bound"), "{section}");
+    assert!(
+        section.contains("Deadline-miss probability per hour <= 1 (union bound: 1e-2 x 4320000 releases"),
+        "{section}"
+    );
+    // analyze RUN: the same numbers in its JSON.
+    let o = rtscope(&["analyze", "1", "--tasks", set, "--error-rate", "1e-2", "--json", "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &v["schedulability"];
+    assert_eq!(
+        (&s["tasks_from"], &s["verdict"]["status"], &v["passed"]),
+        (&"flags".into(), &"pass".into(), &true.into())
+    );
+    assert_eq!(s["measured"]["tasks"], want["tasks"]);
+    assert_eq!(s["measured"]["pseudo_worst_case"], want["pseudo_worst_case"]);
+    assert_eq!(s["given"]["tasks"][1]["response_time_ns"], 1_950_000);
+    // The HTML draws each task's response times against its deadline.
+    let html = dir.join("r.html");
+    report(&["report", "1", "--tasks", set, "--error-rate", "1e-2", "-o", html.to_str().unwrap(), "--db", &db]);
+    let html = std::fs::read_to_string(&html).unwrap();
+    let svg = &html[html.find("<svg id=\"r1-sched-0\"").expect("the response-time plot")..];
+    let svg = &svg[..svg.find("</svg>").unwrap()];
+    assert_eq!(svg.matches("<rect class=\"series\"").count(), 2 + 4, "2 legend swatches, 2 bars per task");
+    assert_eq!(svg.matches("class=\"requirement\"").count(), 2, "a deadline per task");
+    // Stored with the run (as `rtscope run --tasks` stores it): applied
+    // without flags; a set that misses a deadline with the measured
+    // jitter fails like a requirement (exit code 2); --tasks replaces it.
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
+    run["run"]["plan"]["schedulability"] = serde_json::json!({"source": "tight.toml", "error_rate": 1e-2, "tasks": [
+        {"name": "tight", "wcet_ns": 900_000, "period_ns": 1_000_000, "deadline_ns": 1_000_000, "blocking_ns": 0,
+         "jitter_ns": 0, "priority": 1}]});
+    let file = dir.join("stored.json");
+    std::fs::write(&file, serde_json::to_string(&run).unwrap()).unwrap();
+    let o = rtscope(&["report", file.to_str().unwrap(), "-o", "-", "--format", "md"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(md.contains("Schedulability: The task set tight.toml, stored with the run"), "{md}");
+    let miss =
+        format!("tight: R = {} > D = 1ms with a release jitter of {} us", human(900_000 + lat as u64), us_i(lat));
+    assert!(md.contains("**FAIL**: task set tight.toml") && md.contains(&miss), "{md}");
+    assert!(md.contains("| tight | 1 | 900us | 1ms | 1ms | 0ns | 0ns | 900us | 100us | meets |"), "as written: {md}");
+    let row = format!(
+        "| tight | {} | {} | -{} | MISSES |",
+        human(lat as u64),
+        human(900_000 + lat as u64),
+        human(lat as u64 - 100_000)
+    );
+    assert!(md.contains(&row), "{row}: {md}");
+    let o = rtscope(&["report", file.to_str().unwrap(), "-o", "-", "--format", "md", "--tasks", set]);
+    assert_eq!(o.status.code(), Some(0), "--tasks replaces the stored set: {}", text(&o));
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn report_and_compare_refuse_bad_input_naming_it() {
     let (dir, db) = imported();
@@ -253,6 +361,13 @@ fn report_and_compare_refuse_bad_input_naming_it() {
     bad(&["report", "1", "-o", "-", "--db", "/nonexistent-dir/x.db"], &["--db"]);
     bad(&["report", "1", "-o", "-", "--require", "wakeup.latency < 1ms", "--db", &db], &["--require", "statistic"]);
     bad(&["report", "1", "-o", "-", "--profile", "dvd", "--db", &db], &["--profile dvd", "omac"]);
+    bad(
+        &["report", "1", "-o", "-", "--tasks", "/nonexistent/set.toml", "--db", &db],
+        &["--tasks /nonexistent/set.toml"],
+    );
+    bad(&["report", "1", "-o", "-", "--error-rate", "1e-3", "--db", &db], &["--error-rate", "no task set", "--tasks"]);
+    bad(&["report", "1", "-o", "-", "--error-rate", "2", "--db", &db], &["--error-rate", "between 0 and 1"]);
+    bad(&["analyze", "1", "--error-rate", "1e-3", "--db", &db], &["--error-rate", "--tasks"]);
     bad(&["compare", "1", "--db", &db], &["RUN"]);
     bad(&["compare", "1", "1", "--max-regression", "lots", "--db", &db], &["--max-regression"]);
     bad(&["compare", "1", "1", "--html", "/nonexistent-dir/c.html", "--db", &db], &["--html"]);
@@ -357,7 +472,12 @@ fn chromium_renders_the_report_of_a_real_run_without_a_console_error() {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-browser");
     std::fs::create_dir_all(&out).unwrap();
     let page = out.join("report.html");
-    report(&["report", "last", "-o", page.to_str().unwrap(), "--db", &fx.db]);
+    // With a task set: the response-time plot is rendered too (at 1e-2 the
+    // jitter is observed, far below the 1 s deadline).
+    let tasks = out.join("tasks.toml");
+    std::fs::write(&tasks, "[[task]]\nname = \"slow\"\nwcet = \"1ms\"\nperiod = \"1s\"\n").unwrap();
+    let tasks = tasks.to_str().unwrap();
+    report(&["report", "last", "-o", page.to_str().unwrap(), "--tasks", tasks, "--error-rate", "1e-2", "--db", &fx.db]);
     // The check itself: a page with a broken SVG attribute logs an error.
     let broken = out.join("broken.html");
     std::fs::write(&broken, "<!DOCTYPE html><svg width=\"10\" height=\"10\"><path d=\"M 1 x\"/></svg>").unwrap();
@@ -377,6 +497,8 @@ fn chromium_renders_the_report_of_a_real_run_without_a_console_error() {
     for p in &plots {
         assert!(p.contains("class=\"series\""), "an empty plot in the rendered page");
     }
+    let sched = plots.iter().find(|p| p.starts_with(" id=\"r1-sched-0\"")).expect("the response-time plot");
+    assert!(sched.contains("class=\"requirement\""), "the deadline drawn");
     // The MTTF curves of the tail analysis, with their points and target.
     let mttf = plots.iter().find(|p| p.starts_with(" id=\"r1-mttf-0-0\"")).expect("the MTTF plot in the rendered page");
     assert!(mttf.contains("class=\"pt\"") && mttf.contains("class=\"requirement\""), "MTTF points and target");

@@ -45,6 +45,21 @@ impl RequireArgs {
     }
 }
 
+/// A task set to judge a run's schedulability with (`run`, `analyze`, `report`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct TasksArgs {
+    /// A task set (TOML: [[task]] tables, as `analyze rta --tasks`): its response times with the run's wake-up
+    /// latency at --error-rate as every task's release jitter (the pseudo worst case), and the deadline-miss
+    /// probability per hour; a set that misses a deadline exits with code 2. `run` stores it with the run (over the
+    /// plan's tasks or [[task]]); given to `analyze` or `report` it replaces the set stored with the run.
+    #[arg(long, value_name = "FILE")]
+    pub tasks: Option<PathBuf>,
+    /// The permissible probability that one wake-up exceeds the pseudo worst case [default: the plan's or stored
+    /// error_rate, else 1e-5]
+    #[arg(long, value_name = "EPS", value_parser = error_rate)]
+    pub error_rate: Option<f64>,
+}
+
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct AnalyzeArgs {
@@ -61,6 +76,8 @@ pub struct AnalyzeArgs {
     pub threshold: Threshold,
     #[command(flatten)]
     pub req: RequireArgs,
+    #[command(flatten)]
+    pub sched: TasksArgs,
     /// Buffer periods of the MTTF table [default: 1.333ms,2.667ms,5.333ms,1ms: 48 kHz audio with 64/128/256
     /// frames, and the 1 ms cycle]
     #[arg(long, value_name = "DUR,...", value_delimiter = ',', value_parser = dur)]

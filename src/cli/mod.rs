@@ -232,6 +232,10 @@ pub struct RunArgs {
     // one exits with code 2, and `rtscope analyze` and `rtscope report` apply them without flags.
     #[command(flatten)]
     pub req: RequireArgs,
+    // Stored with the run (over the plan's tasks / [[task]] and error_rate): the schedulability is printed at the
+    // end, a set that misses a deadline exits with code 2.
+    #[command(flatten)]
+    pub sched: TasksArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -319,6 +323,9 @@ pub struct ReportArgs {
     // The Verdicts section's requirements [default: those stored with the run, else the profile omac as a yardstick].
     #[command(flatten)]
     pub req: RequireArgs,
+    // The Schedulability section's task set [default: the one stored with the run, if any].
+    #[command(flatten)]
+    pub sched: TasksArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }

@@ -7,8 +7,10 @@
 //! the sleeps do not stay in phase with the timer interrupt (the
 //! stroboscopic effect the reference describes). The deviation is signed:
 //!
-//!     deviation = (CLOCK_MONOTONIC after the call returns
-//!                  - CLOCK_MONOTONIC just before the call) - requested
+//! ```text
+//! deviation = (CLOCK_MONOTONIC after the call returns
+//!              - CLOCK_MONOTONIC just before the call) - requested
+//! ```
 //!
 //! so an early wake-up is negative. The thread's timer slack
 //! (`PR_GET_TIMERSLACK`, after `--timer-slack` if given) is stored with

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use rtscope_model::analysis::mttf::{Mttf, Source};
 use rtscope_model::analysis::pot::{Level, TailReport};
-use rtscope_model::analysis::rta::{PseudoWorstCase, RtaReport};
+use rtscope_model::analysis::rta::{PseudoWorstCase, RtaReport, Schedulability};
 use rtscope_model::analysis::series::SeriesAnalysis;
 use rtscope_model::analysis::verdict::{Status, Verdict};
 use rtscope_model::run::Run;
@@ -325,4 +325,22 @@ pub fn write_rta(r: &RtaReport, pseudo: Option<&PseudoWorstCase>, out: &mut dyn 
         }
     }
     Ok(())
+}
+
+/// A task set judged against a run (`analyze RUN`, `run`): the RTA as
+/// written, the RTA with the measured release jitter, the verdict.
+pub fn write_schedulability(s: &Schedulability, origin: &str, out: &mut dyn Write) -> Result<()> {
+    writeln!(out, "schedulability · {origin}")?;
+    writeln!(out, "as written:")?;
+    write_rta(&s.given, None, out)?;
+    writeln!(out)?;
+    match (&s.measured, &s.measured_error) {
+        (Some(m), _) => {
+            writeln!(out, "with the measured release jitter:")?;
+            write_rta(&m.report, Some(&m.pseudo_worst_case), out)?;
+        }
+        (None, e) => writeln!(out, "no measured release jitter: {}", e.as_deref().unwrap_or("unknown"))?,
+    }
+    writeln!(out)?;
+    write_verdict(&s.verdict, out)
 }

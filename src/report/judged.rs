@@ -1,16 +1,18 @@
 //! What a report concludes from a run: every measured series analysed once
 //! (as `rtscope analyze RUN` does), the verdicts on the requirements asked
 //! (the same `verdict` module), the tail analysis (return levels with their
-//! intervals, each fit's diagnostics) and the MTTF against buffering.
+//! intervals, each fit's diagnostics), the MTTF against buffering and the
+//! schedulability of a task set given or stored with the run.
 
 use super::analyze::{dur_s, level_cell, levels, mttf_cell};
 use super::doc::{Block, Outcome, Section, Table};
 use super::tailplot::{self, LevelMark, LevelRow, Mark, MttfCurve, MttfPoint};
 use super::text::is_stage;
-use crate::analyze::{Asked, ReqSource, analyse};
+use crate::analyze::{Asked, AskedSet, ReqSource, analyse};
 use rtscope_model::analysis::diagnostics::TestResult;
 use rtscope_model::analysis::mttf::{self, Compute, Source};
 use rtscope_model::analysis::pot::{Level, TailReport};
+use rtscope_model::analysis::rta::{self, RtaReport, Schedulability, TaskResult};
 use rtscope_model::analysis::series::{Options, SeriesAnalysis};
 use rtscope_model::analysis::verdict::{self, Lhs, Op, Stat, Status, Verdict};
 use rtscope_model::run::{Run, Series};
@@ -30,10 +32,12 @@ pub struct Analysed<'r> {
     pub verdicts: Vec<Verdict>,
     /// The default yardstick's requirements the run has no data for.
     pub left_out: Vec<String>,
+    /// The task set given or stored with the run, judged.
+    pub sched: Option<(AskedSet, Schedulability)>,
 }
 
 impl<'r> Analysed<'r> {
-    pub fn new(run: &'r Run, asked: Asked) -> Analysed<'r> {
+    pub fn new(run: &'r Run, asked: Asked, set: Option<AskedSet>) -> Analysed<'r> {
         let osbench = asked.reqs.iter().any(|r| matches!(&r.lhs, Lhs::Stat { probe, .. } if probe == "osbench"));
         let mut all = Vec::new();
         let rows = analyse(run, &Options::default(), |s| !is_stage(s) && (osbench || s.key.probe != "osbench"))
@@ -58,12 +62,18 @@ impl<'r> Analysed<'r> {
                 verdicts.push(v);
             }
         }
-        Analysed { run, rows, all, asked, verdicts, left_out }
+        let sched = set.map(|set| {
+            let s = crate::analyze::schedulability(&all, &set);
+            (set, s)
+        });
+        Analysed { run, rows, all, asked, verdicts, left_out, sched }
     }
 
-    /// A requirement asked for (not the default yardstick) failed.
+    /// A requirement asked for (not the default yardstick) failed, or the
+    /// task set misses a deadline.
     pub fn failed(&self) -> bool {
-        self.asked.source != ReqSource::Default && self.verdicts.iter().any(|v| v.status == Status::Fail)
+        (self.asked.source != ReqSource::Default && self.verdicts.iter().any(|v| v.status == Status::Fail))
+            || self.sched.as_ref().is_some_and(|(_, s)| s.verdict.status == Status::Fail)
     }
 
     /// The analysed series, with their analysis, osbench's aside.
@@ -381,6 +391,160 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
         ));
         sec.push(Block::Table(diag));
     }
+    vec![sec]
+}
+
+/// The task set's verdict for the Verdicts section: where the set comes
+/// from, then the outcome with its evidence.
+pub fn schedulability_blocks(a: &Analysed) -> Vec<Block> {
+    let Some((set, s)) = &a.sched else { return Vec::new() };
+    vec![Block::Para(format!("Schedulability: {}", set.origin())), verdict_block(&s.verdict)]
+}
+
+/// A task's slack: D - R, negative when it misses.
+fn slack(t: &TaskResult) -> String {
+    let d = t.deadline_ns as i64 - t.response_time_ns as i64;
+    if d >= 0 { units::human(d as u64) } else { format!("-{}", units::human(d.unsigned_abs())) }
+}
+
+fn meets(t: &TaskResult) -> String {
+    if t.schedulable { "meets".into() } else { "MISSES".into() }
+}
+
+/// The utilisation and the two bounds, in a sentence.
+fn bounds(r: &RtaReport) -> String {
+    let b = |b: &rta::Bound, what: &str| {
+        let mut name = b.name.to_string();
+        name[..1].make_ascii_uppercase();
+        format!(
+            "{name} bound ({what}): {:.4} {} {:.4}, {}",
+            b.value,
+            if b.passed { "<=" } else { ">" },
+            b.limit,
+            if b.passed { "holds" } else { "does not hold (sufficient only)" }
+        )
+    };
+    format!(
+        "Utilisation U = {:.4}. {}. {}.",
+        r.utilization,
+        b(&r.liu_layland, "U against n (2^(1/n) - 1)"),
+        b(&r.hyperbolic, "the product of (U_i + 1) against 2")
+    )
+}
+
+/// The schedulability of the task set given or stored with the run
+/// (`analyze rta --jitter-from` on the run): the set's response-time
+/// analysis as written, the utilisation and bounds; then, with the run's
+/// wake-up latency at the error rate as every task's release jitter (the
+/// references' pseudo worst case), the response times again and the
+/// bound on the deadline-miss probability per hour; a plot of each task's
+/// response times against its deadline.
+pub fn schedulability(a: &Analysed, p: &str) -> Vec<Section> {
+    let Some((set, s)) = &a.sched else { return Vec::new() };
+    let mut sec = Section::new(format!("{p}-sched"), "Schedulability");
+    sec.push(Block::Para(format!(
+        "{} Fixed-priority response-time analysis with release jitter and blocking (Audsley et al. 1993), as \
+         `rtscope analyze rta`: R is a task's worst response time from its release, its release jitter included; it \
+         meets its deadline when R <= D. Then the references' pseudo worst case: the run's wake-up latency exceeded \
+         with probability {:e} per wake-up (the worst CPU{}) becomes every task's release jitter, and the union bound \
+         (error rate x releases per hour) caps the probability of a deadline miss per hour.",
+        set.origin(),
+        s.error_rate,
+        if super::matrix::loads(a.run).is_empty() { "" } else { " and load" }
+    )));
+    sec.push(verdict_block(&s.verdict));
+    let head = |cols: &[&str]| cols.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    let mut t = Table::new(head(&["task", "priority", "C", "T", "D", "B", "J", "R", "D - R", "deadline"]), 1);
+    t.numeric[9] = false;
+    for r in &s.given.tasks {
+        t.row(vec![
+            r.name.clone(),
+            r.priority.to_string(),
+            units::human(r.wcet_ns),
+            units::human(r.period_ns),
+            units::human(r.deadline_ns),
+            units::human(r.blocking_ns),
+            units::human(r.jitter_ns),
+            units::human(r.response_time_ns),
+            slack(r),
+            meets(r),
+        ]);
+    }
+    sec.push(Block::Para(
+        "As written (C: worst-case execution time, T: period, D: deadline, B: blocking, J: release jitter, most \
+         urgent first):"
+            .into(),
+    ));
+    sec.push(Block::Table(t));
+    let mut notes = vec![bounds(&s.given)];
+    notes.extend(s.given.notes.iter().map(|n| format!("Note: {n}.")));
+    sec.push(Block::Para(notes.join(" ")));
+    let mut jitter_label = String::new();
+    match (&s.measured, &s.measured_error) {
+        (Some(m), _) => {
+            let pwc = &m.pseudo_worst_case;
+            jitter_label = format!("J = {} us", us_i(pwc.latency_ns as i64));
+            sec.push(Block::Para(format!(
+                "With the measured release jitter: the wake-up latency at {:e} per wake-up is {} us, from {}; it \
+                 replaces every smaller release jitter:",
+                pwc.error_rate,
+                us_i(pwc.latency_ns as i64),
+                pwc.source
+            )));
+            let mut t = Table::new(head(&["task", "J", "R", "D - R", "deadline"]), 1);
+            t.numeric[4] = false;
+            for r in &m.report.tasks {
+                t.row(vec![
+                    r.name.clone(),
+                    units::human(r.jitter_ns),
+                    units::human(r.response_time_ns),
+                    slack(r),
+                    meets(r),
+                ]);
+            }
+            sec.push(Block::Table(t));
+            sec.push(Block::Para(match pwc.miss_probability_per_hour {
+                Some(q) => format!(
+                    "Deadline-miss probability per hour <= {} (union bound: {:e} x {:.0} releases per hour; at most \
+                     {:.3e} misses per hour expected).",
+                    rta::probability(q),
+                    pwc.error_rate,
+                    pwc.releases_per_hour,
+                    pwc.expected_misses_per_hour_at_most.unwrap_or(0.0)
+                ),
+                None => {
+                    "Deadline misses are not bounded: the set misses a deadline even at the pseudo worst case.".into()
+                }
+            }));
+        }
+        (None, e) => sec.push(Block::Para(format!(
+            "No measured release jitter: {}.",
+            e.as_deref().unwrap_or("unknown").trim_end_matches('.')
+        ))),
+    }
+    let bars: Vec<tailplot::TaskBar> = s
+        .given
+        .tasks
+        .iter()
+        .map(|g| tailplot::TaskBar {
+            name: g.name.clone(),
+            deadline_ns: g.deadline_ns,
+            given_ns: g.response_time_ns,
+            measured_ns: s
+                .measured
+                .as_ref()
+                .and_then(|m| m.report.tasks.iter().find(|t| t.name == g.name))
+                .map(|t| t.response_time_ns),
+        })
+        .collect();
+    let title = format!("Task set {}: worst-case response time against the deadline", set.set.source);
+    sec.push(Block::Figure {
+        svg: tailplot::response_times(&format!("{p}-sched-0"), &title, &bars, &jitter_label),
+        caption: format!(
+            "{title} (a bar per task from its release: solid as written, hatched with the measured release jitter; \
+             the dashed red tick is the deadline)"
+        ),
+    });
     vec![sec]
 }
 
@@ -704,7 +868,7 @@ mod tests {
             profiles: vec!["omac".into()],
             requires: vec!["mttf(n=3,t=2ms,c=1ms) > 1h".into(), "wakeup.latency.max < 1ms".into()],
         };
-        let a = Analysed::new(&run, crate::analyze::asked(&run, &flags, true).unwrap());
+        let a = Analysed::new(&run, crate::analyze::asked(&run, &flags, true).unwrap(), None);
         assert_eq!(a.asked.source, ReqSource::Flags);
         assert_eq!(a.verdicts.len(), 5, "omac's three and the two given");
         assert!(a.left_out.is_empty());

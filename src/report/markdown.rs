@@ -13,7 +13,7 @@ pub struct Markdown;
 impl Report for Markdown {
     /// The run judged against its stored requirements, else the default yardstick.
     fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        write_doc(&super::run_doc(std::slice::from_ref(run), &Default::default())?.0, out)
+        write_doc(&super::run_doc(std::slice::from_ref(run), &Default::default(), &Default::default())?.0, out)
     }
 }
 

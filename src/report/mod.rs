@@ -21,7 +21,7 @@ pub use markdown::Markdown;
 pub use perfetto::Perfetto;
 pub use text::{Text, write_episodes};
 
-use crate::cli::RequireArgs;
+use crate::cli::{RequireArgs, TasksArgs};
 use anyhow::{Context, Result};
 use rtscope_model::run::Run;
 use std::io::Write;
@@ -34,9 +34,10 @@ pub trait Report {
 
 /// The report of `runs` as a document: a chapter per run, each judged
 /// against the requirements of `req` (else those stored with it, else the
-/// default yardstick). Also returns whether a requirement asked for (given
-/// or stored, not the yardstick) failed.
-pub fn run_doc(runs: &[Run], req: &RequireArgs) -> Result<(doc::Doc, bool)> {
+/// default yardstick) and the task set of `tasks` (else the one stored with
+/// it). Also returns whether a requirement asked for (given or stored, not
+/// the yardstick) failed, or the task set missed a deadline.
+pub fn run_doc(runs: &[Run], req: &RequireArgs, tasks: &TasksArgs) -> Result<(doc::Doc, bool)> {
     let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
     let title = match runs {
         [one] => format!("rtscope report: run {} ({}, {})", one.header.id, one.header.kind, one.header.hostname),
@@ -45,7 +46,8 @@ pub fn run_doc(runs: &[Run], req: &RequireArgs) -> Result<(doc::Doc, bool)> {
     let mut chapters = Vec::new();
     let mut failed = false;
     for (i, r) in runs.iter().enumerate() {
-        let a = judged::Analysed::new(r, crate::analyze::asked(r, req, true)?);
+        let set = crate::analyze::asked_set(r, tasks)?;
+        let a = judged::Analysed::new(r, crate::analyze::asked(r, req, true)?, set);
         failed |= a.failed();
         chapters.push(sections::chapter(&a, &format!("r{}", i + 1)));
     }

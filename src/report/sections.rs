@@ -24,7 +24,7 @@ use rtscope_model::units::{self, us, us_i};
 type SectionFn = fn(&Analysed, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: verdicts first.
-const SECTIONS: [SectionFn; 12] = [
+const SECTIONS: [SectionFn; 13] = [
     verdicts,
     matrix,
     characterisation,
@@ -33,6 +33,7 @@ const SECTIONS: [SectionFn; 12] = [
     probes,
     judged::tail,
     judged::mttf,
+    judged::schedulability,
     stages,
     causes,
     episodes,
@@ -98,7 +99,8 @@ fn series_label(s: &Series, metrics: usize) -> String {
 /// it, with the evidence per series.
 fn verdicts(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
-    let blocks = judged::requirement_blocks(a);
+    let mut blocks = judged::requirement_blocks(a);
+    blocks.extend(judged::schedulability_blocks(a));
     let threshold = requirement_ns(run);
     if blocks.is_empty() && threshold.is_none() {
         return Vec::new();

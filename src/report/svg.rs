@@ -362,7 +362,7 @@ pub fn intervals(id: &str, title: &str, y_label: &str, bars: &[IntervalBar]) -> 
 }
 
 /// Fill patterns laid over the colours, so that segments stay apart in grey.
-fn patterns(o: &mut String, id: &str) {
+pub(super) fn patterns(o: &mut String, id: &str) {
     let defs = [
         "",
         "<path d=\"M0,6 L6,0\" stroke=\"#fff\" stroke-width=\"1.2\"/>",
@@ -382,7 +382,7 @@ fn patterns(o: &mut String, id: &str) {
     o.push_str("</defs>");
 }
 
-fn swatch(o: &mut String, id: &str, i: usize, [x, y, w, h]: [f64; 4], tip: &str) {
+pub(super) fn swatch(o: &mut String, id: &str, i: usize, [x, y, w, h]: [f64; 4], tip: &str) {
     let i = i % PALETTE.len();
     let _ = write!(
         o,

@@ -1,10 +1,13 @@
 //! The tail analysis as plots: the mean time to a buffer underrun against
 //! the number of buffers (the references' soft-modem figures 6 and 7 of
 //! 002), and the expected worst case per hour, day and week with its 95 %
-//! interval beside the observed maximum. Same conventions as `svg`: plain
-//! SVG, Okabe-Ito colours with a dash per curve, the requirement in red.
+//! interval beside the observed maximum; the response times of a task set
+//! against its deadlines. Same conventions as `svg`: plain SVG, Okabe-Ito
+//! colours with a dash per curve (a hatch per bar), the requirement in red.
 
-use super::svg::{LogAxis, colour, esc, legend, line, num_label, open, pow10_label, series_line, text};
+use super::svg::{
+    LinAxis, LogAxis, colour, esc, legend, line, num_label, open, patterns, pow10_label, series_line, swatch, text,
+};
 use std::fmt::Write;
 
 /// How an MTTF point was obtained.
@@ -398,6 +401,116 @@ pub fn levels(id: &str, title: &str, rows: &[LevelRow], requirement_us: Option<f
     o
 }
 
+/// A task's row in the response-time plot (ns): its deadline, the
+/// response time as written and with the measured release jitter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskBar {
+    pub name: String,
+    pub deadline_ns: u64,
+    pub given_ns: u64,
+    pub measured_ns: Option<u64>,
+}
+
+/// The unit of a time axis up to `max_ns`: its size in ns and its name.
+fn time_unit(max_ns: f64) -> (f64, &'static str) {
+    if max_ns >= 2e9 {
+        (1e9, "s")
+    } else if max_ns >= 2e6 {
+        (1e6, "ms")
+    } else {
+        (1e3, "us")
+    }
+}
+
+/// The worst-case response time of each task as a bar from its release
+/// (as written, and with the measured release jitter, hatched) against its
+/// deadline (a dashed red tick); a bar that misses its deadline says so.
+/// The axis ends at twice the longest deadline: a longer bar ends in an
+/// arrow.
+pub fn response_times(id: &str, title: &str, tasks: &[TaskBar], jitter_label: &str) -> String {
+    let label_w = 7.0 * tasks.iter().map(|t| t.name.chars().count()).max().unwrap_or(4).clamp(4, 28) as f64;
+    let measured = tasks.iter().any(|t| t.measured_ns.is_some());
+    let (w, bar_h, gap) = (820.0, 12.0, 12.0);
+    let row_h = if measured { 2.0 * bar_h + 2.0 + gap } else { bar_h + gap };
+    let (left, right, top) = (label_w + 16.0, w - 90.0, 48.0);
+    let bottom = top + tasks.len() as f64 * row_h;
+    let h = bottom + 42.0;
+    let d_max = tasks.iter().map(|t| t.deadline_ns).max().unwrap_or(1) as f64;
+    let r_max = tasks.iter().flat_map(|t| [Some(t.given_ns), t.measured_ns]).flatten().max().unwrap_or(0) as f64;
+    let cap = r_max.max(1.05 * d_max).min(2.0 * d_max);
+    let (unit, unit_name) = time_unit(cap);
+    let xa = LinAxis::covering(0.0, cap / unit, left, right);
+    let x = |ns: u64| xa.map((ns as f64).min(cap) / unit);
+    let mut o = String::new();
+    open(&mut o, id, w, h, title);
+    patterns(&mut o, id);
+    // The legend on top.
+    let mut lx = left;
+    let mut entries = vec![(Some(0), "R as written".to_string())];
+    if measured {
+        entries.push((Some(1), format!("R with the measured release jitter ({jitter_label})")));
+    }
+    entries.push((None, "deadline D".into()));
+    for (i, label) in &entries {
+        match i {
+            Some(i) => swatch(&mut o, id, *i, [lx, 8.0, 14.0, 12.0], label),
+            None => line(&mut o, [lx + 7.0, 6.0, lx + 7.0, 22.0], "#b30000", 2.0, " stroke-dasharray=\"3 2\""),
+        }
+        text(&mut o, lx + 19.0, 18.0, "start", 11.0, label);
+        lx += 34.0 + 6.2 * label.chars().count() as f64;
+    }
+    for t in xa.ticks() {
+        let xx = xa.map(t);
+        line(&mut o, [xx, top - 4.0, xx, bottom], "#ddd", 0.7, "");
+        text(&mut o, xx, bottom + 15.0, "middle", 10.0, &num_label(t));
+    }
+    text(&mut o, (left + right) / 2.0, bottom + 32.0, "middle", 11.0, &format!("time from release ({unit_name})"));
+    for (row, t) in tasks.iter().enumerate() {
+        let y0 = top + row as f64 * row_h;
+        text(&mut o, left - 6.0, y0 + row_h / 2.0 - gap / 2.0 + 4.0, "end", 11.0, &t.name);
+        for (k, r) in [Some(t.given_ns), t.measured_ns].into_iter().enumerate() {
+            let Some(r) = r else { continue };
+            let y = y0 + k as f64 * (bar_h + 2.0);
+            let misses = r > t.deadline_ns;
+            let tip = format!(
+                "{}: R = {} {} D = {}{}",
+                t.name,
+                rtscope_model::units::human(r),
+                if misses { ">" } else { "<=" },
+                rtscope_model::units::human(t.deadline_ns),
+                if k == 1 { format!(" with the measured release jitter ({jitter_label})") } else { String::new() }
+            );
+            let x1 = x(r).max(left + 1.0);
+            swatch(&mut o, id, k, [left, y, x1 - left, bar_h], &tip);
+            if r as f64 > cap {
+                let _ = write!(
+                    o,
+                    "<path d=\"M{x1:.1},{:.1} L{:.1},{:.1} L{x1:.1},{:.1} Z\" fill=\"{}\"/>",
+                    y - 2.0,
+                    x1 + 8.0,
+                    y + bar_h / 2.0,
+                    y + bar_h + 2.0,
+                    colour(k)
+                );
+            }
+            let note = format!("{}{}", rtscope_model::units::human(r), if misses { " MISSES" } else { "" });
+            text(&mut o, x1 + if r as f64 > cap { 11.0 } else { 4.0 }, y + bar_h - 2.0, "start", 10.0, &note);
+        }
+        let xd = x(t.deadline_ns);
+        let y1 = y0 + row_h - gap + 3.0;
+        line(&mut o, [xd, y0 - 3.0, xd, y1], "#b30000", 2.0, " stroke-dasharray=\"3 2\" class=\"requirement\"");
+    }
+    let _ = write!(
+        o,
+        "<rect x=\"{left:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#444\" stroke-width=\"1\"/>",
+        top - 4.0,
+        right - left,
+        bottom - top + 4.0
+    );
+    o.push_str("</svg>");
+    o
+}
+
 fn diamond(o: &mut String, x: f64, y: f64, tip: &str) {
     let _ = write!(
         o,
@@ -413,6 +526,27 @@ fn diamond(o: &mut String, x: f64, y: f64, tip: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn response_times_draw_a_bar_per_task_and_analysis_and_a_tick_per_deadline() {
+        let t = |name: &str, d: u64, g: u64, m: Option<u64>| TaskBar {
+            name: name.into(),
+            deadline_ns: d,
+            given_ns: g,
+            measured_ns: m,
+        };
+        let tasks = [t("io", 1_000_000, 200_000, Some(300_000)), t("ctl", 4_000_000, 1_950_000, Some(9_000_000))];
+        let svg = response_times("s", "tasks", &tasks, "J = 100 us");
+        assert_eq!(svg.matches("<rect class=\"series\"").count(), 4 + 2, "2 bars per task and 2 legend swatches");
+        assert_eq!(svg.matches("class=\"requirement\"").count(), 2, "a deadline tick per task");
+        assert!(svg.contains("time from release (ms)") && svg.contains(">9ms MISSES<"), "{svg}");
+        assert_eq!(svg.matches("Z\" fill=").count(), 1, "9 ms is beyond twice the longest deadline: an arrow");
+        assert!(svg.contains("R with the measured release jitter (J = 100 us)"));
+        // Without a measured jitter: one bar per task, no second legend entry.
+        let plain = response_times("p", "tasks", &[t("a", 500_000, 100_000, None)], "");
+        assert_eq!(plain.matches("<rect class=\"series\"").count(), 2);
+        assert!(plain.contains("time from release (us)") && !plain.contains("measured"));
+    }
 
     fn curve(label: &str, pts: &[(u32, f64, Mark)]) -> MttfCurve {
         MttfCurve {

@@ -5,11 +5,13 @@
 //! deadline beyond the period is handled too; the Liu-Layland (1973) and
 //! hyperbolic (Bini, Buttazzo and Buttazzo 2003) utilisation bounds.
 
-use crate::units::{human, parse_duration};
+use super::pot::{EXTRAPOLATED, REFUSED};
+use super::verdict::{Status, Verdict, dur_s};
+use crate::units::{human, parse_duration, us_i};
 use serde::{Deserialize, Serialize};
 
 /// One task, all times in ns; higher `priority` = more urgent.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
     pub name: String,
     pub wcet_ns: u64,
@@ -23,12 +25,14 @@ pub struct Task {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    task: Vec<Spec>,
+    task: Vec<TaskSpec>,
 }
 
-#[derive(Deserialize)]
+/// A `[[task]]` table as written (durations with units), in a task file or
+/// inline in a campaign file.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Spec {
+pub struct TaskSpec {
     name: String,
     wcet: String,
     period: String,
@@ -47,18 +51,28 @@ pub fn parse_tasks(text: &str, origin: &str) -> Result<Vec<Task>, String> {
     let file: File = toml::from_str(text).map_err(|e| {
         format!("{origin}: {e}; expected [[task]] tables with name, wcet, period and optionally deadline, blocking, jitter, priority")
     })?;
-    if file.task.is_empty() {
+    from_specs(file.task, origin)
+}
+
+/// The tasks of `[[task]]` tables (as [`parse_tasks`]), most urgent first.
+pub fn from_specs(specs: Vec<TaskSpec>, origin: &str) -> Result<Vec<Task>, String> {
+    if specs.is_empty() {
         return Err(format!("{origin}: no [[task]] in it"));
     }
-    let with = file.task.iter().filter(|t| t.priority.is_some()).count();
-    if with != 0 && with != file.task.len() {
+    let with = specs.iter().filter(|t| t.priority.is_some()).count();
+    if with != 0 && with != specs.len() {
         return Err(format!(
             "{origin}: give every task a priority or none (then file order is priority order, highest first)"
         ));
     }
-    let count = file.task.len() as i64;
+    let count = specs.len() as i64;
     let mut tasks = Vec::new();
-    for (i, s) in file.task.into_iter().enumerate() {
+    for (i, s) in specs.iter().enumerate() {
+        if specs[..i].iter().any(|o| o.name == s.name) {
+            return Err(format!("{origin}: two tasks are named '{}'; give each its own name", s.name));
+        }
+    }
+    for (i, s) in specs.into_iter().enumerate() {
         let dur =
             |field: &str, v: &str| parse_duration(v).map_err(|e| format!("{origin}: task '{}': {field}: {e}", s.name));
         let wcet_ns = dur("wcet", &s.wcet)?;
@@ -252,6 +266,203 @@ pub fn describe(r: &TaskResult) -> String {
     format!("R = {} {} D = {}", human(r.response_time_ns), if r.schedulable { "<=" } else { ">" }, human(r.deadline_ns))
 }
 
+/// The error rate of a task set stored without one: one wake-up in 100 000
+/// may exceed the pseudo worst case (at 1 kHz, one in 100 s; the
+/// reference's tolerances run from a dropped buffer every few minutes for
+/// low-latency audio to one an hour for a soft modem of 4 ms periods,
+/// about 3e-4 per period). Within 100x the samples of a 1 kHz wake-up
+/// series from 1 s of measurement on, so `rtscope run` (7 s cells) and
+/// `--quick` (2 s) can answer it.
+pub const DEFAULT_ERROR_RATE: f64 = 1e-5;
+
+/// Checks an error rate: a probability per wake-up, strictly between 0 and 1.
+pub fn check_error_rate(eps: f64) -> Result<f64, String> {
+    if eps.is_finite() && eps > 0.0 && eps < 1.0 {
+        Ok(eps)
+    } else {
+        Err(format!("{eps} is not a probability between 0 and 1 (e.g. 1e-6)"))
+    }
+}
+
+/// A task set stored with a run (its plan's `schedulability`), so that the
+/// run stays self-contained: where it was read from, its tasks (most urgent
+/// first, times in ns) and the permissible error rate per wake-up.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TaskSet {
+    pub source: String,
+    pub error_rate: f64,
+    pub tasks: Vec<Task>,
+}
+
+/// The measured wake-up latency at the error rate: the pseudo worst case,
+/// and how far it rests on the data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PseudoLatency {
+    pub latency_ns: u64,
+    /// The series that decided (the worst), for people: "wakeup.latency CPU 1 [cpu]".
+    pub series: String,
+    /// Read from the data (at least 10 samples above it), or from the fitted tail.
+    pub observed: bool,
+    /// "observed", or the tail fit's confidence (high / medium / low).
+    pub confidence: String,
+    /// What limits that confidence.
+    pub reasons: Vec<String>,
+    /// Samples of the shortest series (each CPU and load is a series) and its
+    /// rate (Hz): the pseudo worst case lies 1 / (eps n) times beyond it.
+    pub samples: u64,
+    pub rate_hz: f64,
+}
+
+impl PseudoLatency {
+    /// "wakeup.latency CPU 1 (fitted tail, 3000 samples)", as `analyze rta` prints it.
+    pub fn source(&self) -> String {
+        format!(
+            "{} ({}, {} samples)",
+            self.series,
+            if self.observed { "observed" } else { "fitted tail" },
+            self.samples
+        )
+    }
+}
+
+/// The RTA of a set with the pseudo worst case as its release jitter.
+#[derive(Clone, Debug, Serialize)]
+pub struct Jittered {
+    #[serde(flatten)]
+    pub report: RtaReport,
+    pub pseudo_worst_case: PseudoWorstCase,
+}
+
+/// A task set judged against a run: the RTA of the set as written, the
+/// RTA with the run's wake-up latency at the error rate as every task's
+/// release jitter (the pseudo worst case), and the verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct Schedulability {
+    pub source: String,
+    pub error_rate: f64,
+    /// The set as written (its own release jitter).
+    pub given: RtaReport,
+    /// With the measured release jitter; None when the run cannot give it.
+    pub measured: Option<Jittered>,
+    /// Why there is no measured release jitter.
+    pub measured_error: Option<String>,
+    /// Pass: every deadline met with the measured jitter; fail: a deadline
+    /// missed as written or with it; not enough data: the run cannot give
+    /// the jitter (no wake-up latency, no tail fit, or a pseudo worst case
+    /// more than 100x beyond the samples measured: refused).
+    pub verdict: Verdict,
+}
+
+/// The most critical task of a report: the first to miss its deadline,
+/// else the one with the least slack (D - R).
+fn critical(r: &RtaReport) -> Option<&TaskResult> {
+    r.tasks
+        .iter()
+        .find(|t| !t.schedulable)
+        .or_else(|| r.tasks.iter().min_by_key(|t| t.deadline_ns as i128 - t.response_time_ns as i128))
+}
+
+/// A probability for people: 1.620e-3; 1 where the union bound caps it.
+pub fn probability(p: f64) -> String {
+    if p >= 1.0 { "1".into() } else { format!("{p:.3e}") }
+}
+
+/// Judges `set` with the measured `latency` at its error rate (or why the
+/// run cannot give it).
+pub fn schedulability(set: &TaskSet, latency: Result<PseudoLatency, String>) -> Schedulability {
+    let eps = set.error_rate;
+    let given = analyze(&set.tasks);
+    let mut v = Verdict {
+        requirement: format!(
+            "task set {}: every deadline met with the wake-up latency at {eps:e} as release jitter",
+            set.source
+        ),
+        status: Status::NotEnoughData,
+        series: None,
+        evidence: String::new(),
+        confidence: "observed".into(),
+        reasons: vec![],
+        measure_for: None,
+    };
+    let miss = |r: &RtaReport, with: &str| {
+        let t = critical(r).expect("a task set has a task");
+        format!("{}: {} {with}", t.name, describe(t))
+    };
+    let (measured, measured_error) = match latency {
+        Err(e) => {
+            if given.schedulable {
+                v.evidence = format!("schedulable as written, but no measured release jitter: {e}");
+                v.measure_for = Some("a run with the wakeup probe".into());
+            }
+            (None, Some(e))
+        }
+        Ok(l) => {
+            // The pseudo worst case is a return level: once in 1 / eps
+            // wake-ups. Like the return levels, it is refused beyond 100x
+            // the samples measured, labelled extrapolated beyond 10x.
+            let beyond = 1.0 / (eps * l.samples.max(1) as f64);
+            if !l.observed && beyond > REFUSED {
+                let need_s = 1.0 / (eps * REFUSED * l.rate_hz.max(1e-9));
+                let e = format!(
+                    "the wake-up latency at {eps:e} lies {beyond:.0}x beyond the {} samples of {} (more than \
+                     {REFUSED:.0}x: too far to extrapolate); measure at least {} per CPU and load, or give an error \
+                     rate of at least {:.1e}",
+                    l.samples,
+                    l.series,
+                    dur_s(need_s),
+                    1.0 / (REFUSED * l.samples.max(1) as f64)
+                );
+                if given.schedulable {
+                    v.evidence = format!("schedulable as written; {e}");
+                    v.measure_for =
+                        Some(format!("at least {} per CPU and load, or a larger error rate", dur_s(need_s)));
+                }
+                (None, Some(e))
+            } else {
+                let tasks = with_jitter(&set.tasks, l.latency_ns);
+                let report = analyze(&tasks);
+                let pwc = pseudo_worst_case(&tasks, &report, eps, l.latency_ns, l.source());
+                v.series = Some(l.series.clone());
+                v.confidence = l.confidence.clone();
+                v.reasons = l.reasons.clone();
+                let jitter = format!(
+                    "release jitter of {} us ({}, the wake-up latency at {eps:e}{})",
+                    us_i(l.latency_ns as i64),
+                    if l.observed { "observed" } else { "fitted tail" },
+                    if !l.observed && beyond > EXTRAPOLATED {
+                        format!(", extrapolated {beyond:.0}x beyond the samples")
+                    } else {
+                        String::new()
+                    }
+                );
+                if report.schedulable {
+                    v.status = Status::Pass;
+                    v.evidence = format!(
+                        "{}; deadline-miss probability per hour <= {} (at most {:.3e} misses per hour expected)",
+                        miss(&report, &format!("with a {jitter}")),
+                        probability(pwc.miss_probability_per_hour.unwrap_or(1.0)),
+                        pwc.expected_misses_per_hour_at_most.unwrap_or(f64::INFINITY)
+                    );
+                } else {
+                    v.status = Status::Fail;
+                    v.evidence = miss(&report, &format!("with a {jitter}"));
+                }
+                (Some(Jittered { report, pseudo_worst_case: pwc }), None)
+            }
+        }
+    };
+    if !given.schedulable {
+        // Decided without the run: no confidence to qualify, nothing to measure.
+        v.status = Status::Fail;
+        v.evidence = miss(&given, "as written, before any measured jitter");
+        v.series = None;
+        v.confidence = "observed".into();
+        v.reasons.clear();
+        v.measure_for = None;
+    }
+    Schedulability { source: set.source.clone(), error_rate: eps, given, measured, measured_error, verdict: v }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,6 +610,94 @@ mod tests {
         let mixed =
             "[[task]]\nname='a'\nwcet='1ms'\nperiod='10ms'\npriority=1\n[[task]]\nname='b'\nwcet='1ms'\nperiod='2ms'\n";
         assert!(parse_tasks(mixed, "f").unwrap_err().contains("every task a priority"));
+        let twice = "[[task]]\nname='a'\nwcet='1ms'\nperiod='10ms'\n[[task]]\nname='a'\nwcet='1ms'\nperiod='2ms'\n";
+        assert!(parse_tasks(twice, "f").unwrap_err().contains("two tasks are named 'a'"));
+    }
+
+    fn latency(ns: u64, observed: bool, samples: u64) -> PseudoLatency {
+        PseudoLatency {
+            latency_ns: ns,
+            series: "wakeup.latency CPU 1".into(),
+            observed,
+            confidence: if observed { "observed".into() } else { "medium".into() },
+            reasons: vec![],
+            samples,
+            rate_hz: 1000.0,
+        }
+    }
+
+    #[test]
+    fn a_task_set_is_judged_with_the_measured_jitter() {
+        // 1 ms of 4 ms and 1 ms of 5 ms: schedulable with up to 2 ms of
+        // jitter on the first (t2: R = J + w, w = 1 + ceil((w + J1) / 4)).
+        let ts = TaskSet {
+            source: "set.toml".into(),
+            error_rate: 1e-3,
+            tasks: set(&[(1_000_000, 4_000_000), (1_000_000, 5_000_000)]),
+        };
+        let s = schedulability(&ts, Ok(latency(100_000, true, 100_000)));
+        assert!(s.given.schedulable);
+        let m = s.measured.as_ref().unwrap();
+        assert_eq!(m.report.tasks[0].response_time_ns, 1_100_000);
+        assert_eq!(m.report.tasks[0].jitter_ns, 100_000);
+        assert_eq!(s.verdict.status, Status::Pass);
+        // The union bound: 1e-3 x 450 releases/s x 3600 s, capped at 1.
+        assert_eq!(m.pseudo_worst_case.miss_probability_per_hour, Some(1.0));
+        // Both have 2.9 ms of slack: the more urgent is named.
+        assert!(
+            s.verdict.evidence.starts_with("t1: R = 1.1ms <= D = 4ms with a release jitter of 100.000 us"),
+            "{:?}",
+            s.verdict
+        );
+        assert!(s.verdict.evidence.contains("per hour <= 1 (at most 1.620e3 misses"), "{:?}", s.verdict);
+        // A jitter that makes t2 miss: fail, naming the task.
+        let s = schedulability(&ts, Ok(latency(3_500_000, true, 100_000)));
+        assert_eq!(s.verdict.status, Status::Fail);
+        assert!(
+            s.verdict.evidence.starts_with("t1: R = 4.5ms > D = 4ms with a release jitter of 3500.000 us"),
+            "{:?}",
+            s.verdict
+        );
+        // No measured jitter: not enough data, the reason kept.
+        let s = schedulability(&ts, Err("the run has no wakeup.latency".into()));
+        assert_eq!(s.verdict.status, Status::NotEnoughData);
+        assert!(s.measured.is_none() && s.measured_error.as_deref() == Some("the run has no wakeup.latency"));
+        // A tail extrapolated 1000x beyond the data: refused, with how long
+        // to measure (1e6 wake-ups / 100 at 1 kHz: 10 s) or the error rate
+        // the data can give (1e-5).
+        let far = TaskSet { error_rate: 1e-6, ..ts.clone() };
+        let s = schedulability(&far, Ok(latency(100_000_000, false, 1000)));
+        assert_eq!(s.verdict.status, Status::NotEnoughData, "{:?}", s.verdict);
+        assert!(s.measured.is_none());
+        let e = s.measured_error.as_deref().unwrap();
+        assert!(
+            e.contains("1000x beyond the 1000 samples") && e.contains("at least 10s") && e.contains("1.0e-5"),
+            "{e}"
+        );
+        assert!(s.verdict.measure_for.as_deref().unwrap().starts_with("at least 10s"), "{:?}", s.verdict);
+        // 50x beyond: kept, labelled extrapolated, with the fit's confidence.
+        let s = schedulability(&far, Ok(latency(100_000, false, 20_000)));
+        assert_eq!((s.verdict.status, s.verdict.confidence.as_str()), (Status::Pass, "medium"), "{:?}", s.verdict);
+        assert!(
+            s.verdict.evidence.contains("fitted tail, the wake-up latency at 1e-6, extrapolated 50x"),
+            "{:?}",
+            s.verdict
+        );
+        // Unschedulable as written: fail whatever the run says.
+        let over = TaskSet { tasks: set(&[(3, 4), (2, 5)]), ..ts.clone() };
+        for l in [Ok(latency(1, true, 10)), Err("none".to_string())] {
+            let s = schedulability(&over, l);
+            assert_eq!(s.verdict.status, Status::Fail);
+            assert!(s.verdict.evidence.contains("as written"), "{:?}", s.verdict);
+            assert_eq!(s.verdict.confidence, "observed");
+        }
+        assert!(check_error_rate(1e-6).is_ok());
+        for bad in [0.0, 1.0, -1e-3, f64::NAN] {
+            assert!(check_error_rate(bad).unwrap_err().contains("between 0 and 1"));
+        }
+        // Stored and read back unchanged.
+        let json = serde_json::to_value(&ts).unwrap();
+        assert_eq!(serde_json::from_value::<TaskSet>(json).unwrap(), ts);
     }
 
     #[test]

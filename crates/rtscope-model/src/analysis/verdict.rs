@@ -271,7 +271,7 @@ fn name(s: &SeriesAnalysis) -> String {
 
 /// Seconds for people: whole seconds from a minute on, whole ms from a
 /// second on (rounded up: these are mostly "measure at least" figures).
-fn dur_s(s: f64) -> String {
+pub(crate) fn dur_s(s: f64) -> String {
     let s = s.clamp(0.0, 1e9 * 86_400.0);
     let ns = if s >= 60.0 {
         (s * (1.0 - 1e-9)).ceil() * 1e9
