@@ -426,6 +426,10 @@ pub struct OsbenchArgs {
     /// The "higher" priority of the tests (11..99); "medium" is 5 below it, "lower" 10 below.
     #[arg(long, short = 'p', default_value_t = 90, value_parser = clap::value_parser!(u8).range(1..=99))]
     pub priority: u8,
+    /// Priorities of the two parties of the wake-up and mutex-handoff tests (the other tests run as they are
+    /// defined); `equal` times what rt-tests' ptsematest, pmqtest, svsematest and sigwaittest time.
+    #[arg(long, value_enum, value_name = "MODE", default_value = "test")]
+    pub priorities: crate::osbench::Priorities,
     /// Also write one CSV row per test (times in us) to FILE ('-' for stdout).
     #[arg(long, short = 'o', value_name = "FILE.csv")]
     pub output: Option<PathBuf>,

@@ -35,6 +35,10 @@ pub struct Env<'a> {
     /// The other party's CPU: `cpu`, or another one with --cross-cpu.
     pub other: usize,
     pub cross: bool,
+    /// Both parties of a wake-up or handoff test at `prio` (`--priorities
+    /// equal`): the woken party runs only once the signaller, right after
+    /// its signal, blocks waiting for the woken party's reply.
+    pub equal: bool,
     pub policy: Policy,
     /// The base priority: "higher" is this, "medium" 5 below, "lower" 10 below.
     pub prio: u8,
@@ -143,6 +147,9 @@ pub struct Outcome {
     pub ips: u32,
     /// Something the user should know (calls that failed, a skipped part).
     pub note: Option<String>,
+    /// Of a wake-up or handoff test: the priorities the waiter and the
+    /// signaller read back with sched_getparam(2) before measuring.
+    pub priorities: Option<(u8, u8)>,
 }
 
 impl Outcome {
@@ -253,6 +260,7 @@ pub fn single_loop<S: Single>(
         base_ns,
         ips,
         note: (failed > 0).then(|| format!("{failed} calls failed (their time is in the samples)")),
+        priorities: None,
     }
 }
 
@@ -293,6 +301,10 @@ pub struct Ctl {
     /// A counter both parties advance (yield).
     pub turn: AtomicU64,
     pub who: AtomicU32,
+    /// The leader's and the follower's priority as each read it back, + 1
+    /// (0: not read).
+    pub prio_lead: AtomicU32,
+    pub prio_follow: AtomicU32,
 }
 
 unsafe impl Zeroable for Ctl {}
@@ -451,10 +463,14 @@ pub fn reap(pid: i32) -> Result<()> {
 }
 
 /// A wake-up primitive: the lower-priority party signals, the
-/// higher-priority one, blocked, runs.
+/// higher-priority one, blocked, runs. With equal priorities (`Env::equal`)
+/// the signaller blocks right after its signal until the woken party
+/// replies on a second object of the same kind, as rt-tests' senders do.
 pub trait Wake: Sync {
     /// Once, on the waiting party's thread before its first wait.
     fn leader_start(&self) {}
+    /// Once, on the signalling party's thread before its first signal.
+    fn follower_start(&self) {}
     /// Whether the signalling party must prepare (`arm`) before each wait.
     fn needs_arm(&self) -> bool {
         false
@@ -469,19 +485,37 @@ pub trait Wake: Sync {
     fn wait(&self) -> u64;
     /// Untimed, after the waiter's t1 (e.g. release the mutex).
     fn after(&self) {}
+    /// Equal priorities: the waiter's reply, after its sample.
+    fn reply(&self);
+    /// Equal priorities: the signaller's wait for the reply, called right
+    /// after [`Wake::signal`]; on one CPU the woken party runs when the
+    /// signaller blocks here, so the sample includes this call's entry.
+    fn wait_reply(&self);
+}
+
+/// The calling party's priority as the kernel holds it, + 1 (0: unknown).
+fn read_back() -> u32 {
+    sched::priority_of_self().map_or(0, |p| u32::from(p) + 1)
 }
 
 /// The wake-up family: `w.signal()` in the follower (lower priority) to
 /// `w.wait()` returning in the leader (higher priority). Both on one CPU
 /// by default: the follower only runs once the leader has blocked.
+///
+/// With `env.equal` both run at the higher priority: the woken leader does
+/// not preempt the follower, which after its signal blocks in
+/// `w.wait_reply()` until the leader, done with its sample, replies; on one
+/// CPU the leader runs when the follower blocks there (rt-tests' pattern).
 pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
     let ctl: Shared<Ctl> = Shared::new()?;
     let samples = Samples::new(env)?;
     let total = env.total();
     let settle = env.settle();
     let arm = w.needs_arm();
+    let equal = env.equal;
     let (ctl, samples_ref) = (&*ctl, &samples);
     let leader = move || {
+        ctl.prio_lead.store(read_back(), Release);
         w.leader_start();
         for i in 0..total {
             if env.stopping() {
@@ -503,11 +537,18 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
             samples_ref.record(i, ctl.t0.load(Acquire), t1);
             w.after();
             ctl.turn.store(u64::from(step), Release);
+            if equal {
+                w.reply();
+            }
         }
         ctl.stop.store(1, Release);
         ctl.ready.store(u32::MAX, Release);
     };
     let follower = move || {
+        ctl.prio_follow.store(read_back(), Release);
+        if equal {
+            w.follower_start();
+        }
         for i in 0.. {
             let step = i as u32 + 1;
             if arm {
@@ -542,12 +583,17 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
             w.pre_signal();
             ctl.t0.store(clock::now(), Release);
             w.signal();
+            if equal {
+                w.wait_reply();
+            }
         }
     };
     let lead = Party { cpu: env.cpu, prio: env.high() };
-    let follow = Party { cpu: env.other, prio: env.low() };
+    let follow = Party { cpu: env.other, prio: if equal { env.high() } else { env.low() } };
     let base_ns = pair(env, inter, lead, follow, leader, follower)?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+    let (l, f) = (ctl.prio_lead.load(Acquire), ctl.prio_follow.load(Acquire));
+    let priorities = (l > 0 && f > 0).then(|| ((l - 1) as u8, (f - 1) as u8));
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities })
 }
 
 /// A ping-pong: `ping` from the leader, the follower waits for it and
@@ -598,7 +644,7 @@ pub fn ping_pair_at(env: &Env, inter: bool, p: &dyn PingPong, lp: u8, fp: u8) ->
     };
     let base_ns =
         pair(env, inter, Party { cpu: env.cpu, prio: lp }, Party { cpu: env.other, prio: fp }, leader, follower)?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
 }
 
 #[cfg(test)]
@@ -679,7 +725,8 @@ mod tests {
 
     #[test]
     fn values_subtract_the_base_and_divide_by_ips() {
-        let o = Outcome { raw: vec![(1, 1_050), (2, 40), (3, 2_049)], base_ns: 50, ips: 10, note: None };
+        let o =
+            Outcome { raw: vec![(1, 1_050), (2, 40), (3, 2_049)], base_ns: 50, ips: 10, note: None, priorities: None };
         let (v, below) = o.values();
         assert_eq!(v, vec![(1, 100), (2, 0), (3, 200)]);
         assert_eq!(below, 1);

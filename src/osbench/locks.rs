@@ -4,7 +4,7 @@
 
 use super::harness::{self, Ctl, Env, Outcome, Party, Samples, Single, Wake};
 use crate::sys::clock;
-use crate::sys::ipc::{self, PMutex, Shared};
+use crate::sys::ipc::{self, FutexEvent, PMutex, Shared};
 use anyhow::{Result, anyhow};
 use std::sync::atomic::{AtomicU32, Ordering::*};
 
@@ -71,8 +71,10 @@ pub fn unlock(env: &Env) -> Result<Outcome> {
 
 /// The lower-priority party holds the mutex; the higher one blocks in
 /// pthread_mutex_lock; the sample runs from the holder's unlock to the
-/// waiter's return from lock.
-struct Handoff(Shared<PMutex>);
+/// waiter's return from lock. The reply of `--priorities equal` is a futex
+/// event: the holder blocks in FUTEX_WAIT, the system call in which
+/// ptsematest's sender blocks (pthread_mutex_lock of a second, held, mutex).
+struct Handoff(Shared<PMutex>, Shared<FutexEvent>, bool);
 
 impl Wake for Handoff {
     fn needs_arm(&self) -> bool {
@@ -91,13 +93,19 @@ impl Wake for Handoff {
     fn after(&self) {
         self.0.unlock();
     }
+    fn reply(&self) {
+        self.1.set(self.2);
+    }
+    fn wait_reply(&self) {
+        self.1.wait(self.2);
+    }
 }
 
 /// `mutex.handoff-*`.
 pub fn handoff(env: &Env, inter: bool) -> Result<Outcome> {
     let m: Shared<PMutex> = Shared::new()?;
     m.init(inter, false)?;
-    harness::wake_pair(env, inter, &Handoff(m))
+    harness::wake_pair(env, inter, &Handoff(m, Shared::new()?, inter))
 }
 
 /// `mutex.block-*`: the higher-priority party reads t0 and blocks in
@@ -161,7 +169,7 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
         leader,
         follower,
     )?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
 }
 
 /// How long the medium-priority thread of the inversion tests runs once
@@ -300,7 +308,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
         }
         Ok(())
     })?;
-    Ok(Outcome { raw: samples.take(), base_ns: base_ns.load(Relaxed), ips: 1, note: None })
+    Ok(Outcome { raw: samples.take(), base_ns: base_ns.load(Relaxed), ips: 1, note: None, priorities: None })
 }
 
 /// A party thread of the inversion tests.

@@ -75,6 +75,30 @@ impl Group {
     }
 }
 
+/// The parties' priorities in the tests with an equal-priority variant
+/// (the wake-up primitives and the mutex handoff): `--priorities`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priorities {
+    /// As each test defines: the waiter 10 above the signaller, so that it preempts inside the signalling call.
+    #[default]
+    Test,
+    /// Both parties at -p, as rt-tests run them: the woken party runs when the signaller blocks for its reply.
+    Equal,
+    /// Each such test both ways: a +equal row beside the test's own.
+    Both,
+}
+
+impl Priorities {
+    pub fn name(self) -> &'static str {
+        match self {
+            Priorities::Test => "test",
+            Priorities::Equal => "equal",
+            Priorities::Both => "both",
+        }
+    }
+}
+
 /// Iterations per sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ips {
@@ -100,6 +124,10 @@ pub struct TestDef {
     pub ips: Ips,
     /// Whether a --cross-cpu variant means something.
     pub cross: bool,
+    /// Whether it has an equal-priority variant (`--priorities equal`):
+    /// then the call in which the signalling party blocks for the woken
+    /// party's reply right after its signal.
+    pub equal: Option<&'static str>,
     /// Samples when -n is not given (default 10000).
     pub n: u64,
     pub run: fn(&Env) -> Result<Outcome>,
@@ -111,7 +139,7 @@ const EQ: &str = "two parties, equal priority";
 const ONE: &str = "one thread";
 
 macro_rules! wake {
-    ($id:literal, $name:literal, $def:literal, $prim:expr, $inter:literal) => {
+    ($id:literal, $name:literal, $def:literal, $reply:literal, $prim:expr, $inter:literal) => {
         TestDef {
             id: $id,
             name: $name,
@@ -121,6 +149,7 @@ macro_rules! wake {
             parties: HL,
             ips: Ips::One,
             cross: true,
+            equal: Some($reply),
             n: N,
             run: |e| wakeup::run(e, $prim, $inter),
         }
@@ -138,6 +167,7 @@ macro_rules! ping {
             parties: EQ,
             ips: Ips::One,
             cross: true,
+            equal: None,
             n: N,
             run: |e| ping::run(e, $mech, $inter),
         }
@@ -155,6 +185,7 @@ macro_rules! call {
             parties: ONE,
             ips: Ips::Loop($ips),
             cross: false,
+            equal: None,
             n: N,
             run: |e| calls::run(e, $call),
         }
@@ -179,6 +210,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Loop(1000),
         cross: false,
+        equal: None,
         n: N,
         run: locks::lock,
     },
@@ -191,6 +223,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Loop(1000),
         cross: false,
+        equal: None,
         n: N,
         run: locks::unlock,
     },
@@ -203,6 +236,9 @@ pub static TESTS: &[TestDef] = &[
         parties: "waiter higher, owner lower",
         ips: Ips::One,
         cross: true,
+        equal: Some(
+            "FUTEX_WAIT on a futex word (ptsematest's sender blocks in pthread_mutex_lock of a second, held mutex: a FUTEX_WAIT too)",
+        ),
         n: N,
         run: |e| locks::handoff(e, false),
     },
@@ -215,6 +251,9 @@ pub static TESTS: &[TestDef] = &[
         parties: "waiter higher, owner lower",
         ips: Ips::One,
         cross: true,
+        equal: Some(
+            "FUTEX_WAIT on a futex word (ptsematest's sender blocks in pthread_mutex_lock of a second, held mutex: a FUTEX_WAIT too)",
+        ),
         n: N,
         run: |e| locks::handoff(e, true),
     },
@@ -227,6 +266,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "blocker higher, owner lower (one CPU only)",
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: |e| locks::block(e, false),
     },
@@ -239,6 +279,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "blocker higher, owner lower (one CPU only)",
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: |e| locks::block(e, true),
     },
@@ -251,6 +292,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "waiter higher, medium, owner lower",
         ips: Ips::One,
         cross: true,
+        equal: None,
         n: N,
         run: |e| locks::inversion(e, true, locks::Span::UnlockWake),
     },
@@ -263,6 +305,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "waiter higher, medium, owner lower",
         ips: Ips::One,
         cross: true,
+        equal: None,
         n: N,
         run: |e| locks::inversion(e, false, locks::Span::UnlockWake),
     },
@@ -275,6 +318,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "waiter higher, medium, owner lower",
         ips: Ips::One,
         cross: true,
+        equal: None,
         n: N,
         run: |e| locks::inversion(e, true, locks::Span::Blocked),
     },
@@ -287,6 +331,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "waiter higher, medium, owner lower",
         ips: Ips::One,
         cross: true,
+        equal: None,
         n: N,
         run: |e| locks::inversion(e, false, locks::Span::Blocked),
     },
@@ -295,6 +340,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.futex-intra",
         "futex wake",
         "from the lower-priority thread's FUTEX_WAKE to the return of FUTEX_WAIT in the higher-priority thread blocked on the word, same process (private futex)",
+        "FUTEX_WAIT on a second futex word",
         Prim::Futex,
         false
     ),
@@ -302,6 +348,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.futex-inter",
         "futex wake",
         "the same on a shared futex word in shared memory, the waker in another process",
+        "FUTEX_WAIT on a second futex word",
         Prim::Futex,
         true
     ),
@@ -309,14 +356,23 @@ pub static TESTS: &[TestDef] = &[
         "wake.eventfd-intra",
         "eventfd",
         "from the lower-priority thread's write(2) of 1 to an eventfd to the return of read(2) in the higher-priority thread blocked on it, same process",
+        "read(2) of a second eventfd",
         Prim::Eventfd,
         false
     ),
-    wake!("wake.eventfd-inter", "eventfd", "the same, the writer in another process", Prim::Eventfd, true),
+    wake!(
+        "wake.eventfd-inter",
+        "eventfd",
+        "the same, the writer in another process",
+        "read(2) of a second eventfd",
+        Prim::Eventfd,
+        true
+    ),
     wake!(
         "wake.condvar-intra",
         "condition variable",
         "the lower-priority thread sets the predicate under the mutex and releases it; from its call to pthread_cond_signal to the return of pthread_cond_wait (mutex re-taken) in the higher-priority thread, same process (CEBench event)",
+        "pthread_cond_wait on a second condition variable",
         Prim::Condvar,
         false
     ),
@@ -324,6 +380,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.condvar-inter",
         "condition variable",
         "the same with a process-shared mutex and condition variable in shared memory, the signaller in another process",
+        "pthread_cond_wait on a second condition variable",
         Prim::Condvar,
         true
     ),
@@ -331,6 +388,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.sem-intra",
         "POSIX semaphore",
         "from the lower-priority thread's sem_post to the return of sem_wait in the higher-priority thread blocked on the unnamed semaphore, same process (CEBench 11)",
+        "sem_wait on a second semaphore",
         Prim::PosixSem,
         false
     ),
@@ -338,6 +396,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.sem-inter",
         "POSIX semaphore",
         "the same with a process-shared semaphore in shared memory, the poster in another process (CEBench 12)",
+        "sem_wait on a second semaphore",
         Prim::PosixSem,
         true
     ),
@@ -345,6 +404,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.sysv-intra",
         "SysV semaphore",
         "from the lower-priority thread's semop(+1) to the return of semop(-1) in the higher-priority thread blocked on it, same process",
+        "semop(-1) on the set's second semaphore (svsematest)",
         Prim::SysvSem,
         false
     ),
@@ -352,6 +412,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.sysv-inter",
         "SysV semaphore",
         "the same, the poster in another process (svsematest)",
+        "semop(-1) on the set's second semaphore (svsematest)",
         Prim::SysvSem,
         true
     ),
@@ -359,6 +420,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.mq-intra",
         "POSIX message queue",
         "from the lower-priority thread's mq_send of an 8-byte message to the return of mq_receive in the higher-priority thread blocked on the empty queue, same process",
+        "mq_receive on a second, empty queue (pmqtest)",
         Prim::Mqueue,
         false
     ),
@@ -366,6 +428,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.mq-inter",
         "POSIX message queue",
         "the same, the sender in another process (pmqtest)",
+        "mq_receive on a second, empty queue (pmqtest)",
         Prim::Mqueue,
         true
     ),
@@ -373,22 +436,39 @@ pub static TESTS: &[TestDef] = &[
         "wake.pipe-intra",
         "pipe",
         "from the lower-priority thread's write(2) of 1 byte to a pipe to the return of read(2) in the higher-priority thread blocked on it, same process",
+        "read(2) of a second pipe",
         Prim::Pipe,
         false
     ),
-    wake!("wake.pipe-inter", "pipe", "the same, the writer in another process", Prim::Pipe, true),
+    wake!(
+        "wake.pipe-inter",
+        "pipe",
+        "the same, the writer in another process",
+        "read(2) of a second pipe",
+        Prim::Pipe,
+        true
+    ),
     wake!(
         "wake.unix-intra",
         "unix datagram socket",
         "from the lower-priority thread's write(2) of an 8-byte datagram on a SOCK_DGRAM socketpair to the return of read(2) in the higher-priority thread blocked on the other end, same process",
+        "read(2) of the reply datagram on its own end of the socket pair",
         Prim::UnixDgram,
         false
     ),
-    wake!("wake.unix-inter", "unix datagram socket", "the same, the sender in another process", Prim::UnixDgram, true),
+    wake!(
+        "wake.unix-inter",
+        "unix datagram socket",
+        "the same, the sender in another process",
+        "read(2) of the reply datagram on its own end of the socket pair",
+        Prim::UnixDgram,
+        true
+    ),
     wake!(
         "wake.signal-intra",
         "signal",
         "from the lower-priority thread's tgkill(2) of a real-time signal to the higher-priority thread to the return of sigwaitinfo(2) there (the signal blocked, never delivered to a handler), same process (sigwaittest -t)",
+        "sigwaitinfo(2) of a second real-time signal (sigwaittest: sigwait(3))",
         Prim::Signal,
         false
     ),
@@ -396,6 +476,7 @@ pub static TESTS: &[TestDef] = &[
         "wake.signal-inter",
         "signal",
         "the same, the sender in another process (sigwaittest -f)",
+        "sigwaitinfo(2) of a second real-time signal (sigwaittest: sigwait(3))",
         Prim::Signal,
         true
     ),
@@ -475,6 +556,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "two parties, equal priority (one CPU only)",
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: |e| ping::yield_test(e, false),
     },
@@ -487,6 +569,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "two parties, equal priority (one CPU only)",
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: |e| ping::yield_test(e, true),
     },
@@ -507,6 +590,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "server higher, client lower",
         ips: Ips::One,
         cross: true,
+        equal: None,
         n: N,
         run: calls::ipc_call,
     },
@@ -565,6 +649,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "creator lower, thread higher",
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: ssc::thread_create,
     },
@@ -577,6 +662,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: 5_000,
         run: ssc::fork,
     },
@@ -589,6 +675,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: 2_000,
         run: ssc::spawn,
     },
@@ -601,6 +688,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "suspended higher, resumer lower",
         ips: Ips::One,
         cross: true,
+        equal: None,
         n: N,
         run: |e| ssc::suspend(e, true),
     },
@@ -613,6 +701,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "sender higher, target lower",
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: |e| ssc::suspend(e, false),
     },
@@ -625,6 +714,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Fixed(ssc::QUEUE_MSGS),
         cross: false,
+        equal: None,
         n: N,
         run: |e| ssc::queue(e, ssc::QueueMode::Fill),
     },
@@ -637,6 +727,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Fixed(ssc::QUEUE_MSGS),
         cross: false,
+        equal: None,
         n: N,
         run: |e| ssc::queue(e, ssc::QueueMode::Drain),
     },
@@ -649,6 +740,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: |e| ssc::queue(e, ssc::QueueMode::SendReceive),
     },
@@ -661,6 +753,7 @@ pub static TESTS: &[TestDef] = &[
         parties: "waiter higher, setter lower (one CPU only)",
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: ssc::event_pending,
     },
@@ -673,6 +766,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Loop(100),
         cross: false,
+        equal: None,
         n: N,
         run: ssc::set_event,
     },
@@ -685,6 +779,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Loop(1000),
         cross: false,
+        equal: None,
         n: N,
         run: |e| ssc::alloc(e, 32, true),
     },
@@ -697,6 +792,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Loop(1000),
         cross: false,
+        equal: None,
         n: N,
         run: |e| ssc::alloc(e, 32, false),
     },
@@ -709,6 +805,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Loop(1000),
         cross: false,
+        equal: None,
         n: N,
         run: |e| ssc::alloc(e, 128, true),
     },
@@ -721,6 +818,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::Loop(1000),
         cross: false,
+        equal: None,
         n: N,
         run: |e| ssc::alloc(e, 128, false),
     },
@@ -733,6 +831,7 @@ pub static TESTS: &[TestDef] = &[
         parties: ONE,
         ips: Ips::One,
         cross: false,
+        equal: None,
         n: N,
         run: ssc::mmap,
     },
@@ -748,6 +847,15 @@ impl TestDef {
     /// The test's 1-based number in [`TESTS`].
     pub fn num(&self) -> usize {
         TESTS.iter().position(|t| std::ptr::eq(t, self)).map_or(0, |p| p + 1)
+    }
+
+    /// What is timed with `--priorities equal`, when it has that variant.
+    pub fn equal_def(&self) -> Option<String> {
+        self.equal.map(|w| {
+            format!(
+                "the same span with both parties at -p: the woken party does not preempt the signaller and runs only when the signaller, right after its call, blocks in {w} until the woken party has taken its sample and answers (as rt-tests' senders do), so the span adds the return from the signalling call and the entry into that wait up to the switch"
+            )
+        })
     }
 
     /// Its IPS under `--ips`.
@@ -801,7 +909,7 @@ pub fn list(out: &mut dyn Write) -> Result<()> {
     writeln!(out, "rtscope osbench tests: id, name, inter-process, IPS default, parties; what exactly is timed")?;
     writeln!(
         out,
-        "(times are CLOCK_MONOTONIC reads through the vDSO; the timing overhead, measured first, is subtracted;\n two-party tests: both parties on one CPU unless --cross-cpu; priorities: higher = -p, medium = -p - 5, lower = -p - 10)"
+        "(times are CLOCK_MONOTONIC reads through the vDSO; the timing overhead, measured first, is subtracted;\n two-party tests: both parties on one CPU unless --cross-cpu; priorities: higher = -p, medium = -p - 5, lower = -p - 10;\n tests marked --priorities equal also run with both parties at -p, as rt-tests do: a +equal row)"
     )?;
     for g in Group::ALL {
         writeln!(out, "\n{}", g.title())?;
@@ -813,16 +921,20 @@ pub fn list(out: &mut dyn Write) -> Result<()> {
             };
             writeln!(
                 out,
-                "{:>3}  {:<22} {}  [{}; IPS {ips}; {}{}{}]",
+                "{:>3}  {:<22} {}  [{}; IPS {ips}; {}{}{}{}]",
                 t.num(),
                 t.id,
                 t.name,
                 if t.inter { "inter-process" } else { "intra-process" },
                 t.parties,
                 if t.cross { "; --cross-cpu" } else { "" },
+                if t.equal.is_some() { "; --priorities equal" } else { "" },
                 if t.n != N { format!("; -n default {}", t.n) } else { String::new() },
             )?;
             writeln!(out, "     timed: {}", t.def)?;
+            if let Some(e) = t.equal_def() {
+                writeln!(out, "     timed, --priorities equal: {e}")?;
+            }
         }
     }
     Ok(())
@@ -847,6 +959,16 @@ mod tests {
             let of: Vec<&TestDef> = TESTS.iter().filter(|t| t.group == g).collect();
             assert_eq!(of.iter().filter(|t| t.inter).count() * 2, of.len());
         }
+        // Every wake-up test and the handoff have an equal-priority variant
+        // (the tests rt-tests' peers time), and nothing else has.
+        for t in TESTS {
+            let want = t.group == Group::Wakeup || t.id.starts_with("mutex.handoff");
+            assert_eq!(t.equal.is_some(), want, "{}", t.id);
+            if let Some(e) = t.equal {
+                assert!(e.len() > 10 && !e.starts_with("the same"), "{}: {e}", t.id);
+                assert!(t.equal_def().unwrap().contains(e));
+            }
+        }
     }
 
     #[test]
@@ -869,6 +991,9 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         for t in TESTS {
             assert!(text.contains(t.id) && text.contains(t.def), "{}", t.id);
+            if let Some(e) = t.equal_def() {
+                assert!(text.contains(&format!("timed, --priorities equal: {e}")), "{}", t.id);
+            }
         }
     }
 }

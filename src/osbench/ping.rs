@@ -197,5 +197,5 @@ pub fn yield_test(env: &Env, inter: bool) -> Result<Outcome> {
     };
     let p = Party { cpu: env.cpu, prio: env.high() };
     let base_ns = harness::pair(env, inter, p, p, move || party(1, true), move || party(2, false))?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
 }

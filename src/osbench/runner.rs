@@ -12,6 +12,8 @@ use std::time::Duration;
 /// One measurement to make: a test and its variant.
 struct Job {
     test: &'static TestDef,
+    /// Both parties at one priority (`--priorities equal`).
+    equal: bool,
     cross: bool,
     flush: bool,
 }
@@ -19,6 +21,9 @@ struct Job {
 impl Job {
     fn metric(&self) -> String {
         let mut m = self.test.id.to_string();
+        if self.equal {
+            m.push_str("+equal");
+        }
         if self.cross {
             m.push_str("+cross");
         }
@@ -92,6 +97,8 @@ pub struct Settings {
     pub other_cpu: Option<usize>,
     pub policy: Policy,
     pub priority: u8,
+    /// The parties' priorities in the tests with an equal-priority variant.
+    pub priorities: Priorities,
     /// Whether `--cpu` / `--other-cpu` were given (else an assessment
     /// places the parties on its measured CPUs).
     cpu_given: bool,
@@ -118,6 +125,12 @@ impl Settings {
         if let Some(o) = a.other_cpu {
             cpu::parse_selection("--other-cpu", &o.to_string())?;
         }
+        if a.priorities != Priorities::Test && !tests.iter().any(|t| t.equal.is_some()) {
+            bail!(
+                "--priorities {}: none of the tests picked has an equal-priority variant; it applies to the wake-up tests (-t wakeup) and the mutex handoff (-t mutex.handoff-intra), see rtscope osbench --list",
+                a.priorities.name()
+            );
+        }
         if a.policy.is_rt() && !(11..=99).contains(&a.priority) {
             bail!("--priority must be 11..99: the lower party runs 10 below it (e.g. --priority 90)");
         }
@@ -137,6 +150,7 @@ impl Settings {
             other_cpu,
             policy: a.policy,
             priority: a.priority,
+            priorities: a.priorities,
             cpu_given: a.cpu.is_some(),
             other_given: a.other_cpu.is_some(),
         })
@@ -168,12 +182,17 @@ impl Settings {
             if self.cross_cpu && t.cross {
                 crosses.push(true);
             }
-            for &cross in &crosses {
-                jobs.push(Job { test: t, cross, flush: false });
-            }
-            if self.cache_flush && one {
-                for &cross in &crosses {
-                    jobs.push(Job { test: t, cross, flush: true });
+            let equals: &[bool] = match (self.priorities, t.equal.is_some()) {
+                (Priorities::Equal, true) => &[true],
+                (Priorities::Both, true) => &[false, true],
+                _ => &[false],
+            };
+            let flushes: &[bool] = if self.cache_flush && one { &[false, true] } else { &[false] };
+            for &flush in flushes {
+                for &equal in equals {
+                    for &cross in &crosses {
+                        jobs.push(Job { test: t, equal, cross, flush });
+                    }
                 }
             }
         }
@@ -202,6 +221,7 @@ impl Settings {
             "cpu": self.cpu,
             "other_cpu": self.other_cpu,
             "priority": self.priority,
+            "priorities": self.priorities,
             "policy": self.policy,
             "clock": "CLOCK_MONOTONIC, clock_gettime through the vDSO",
             "settle_ns": harness::SETTLE_NS,
@@ -217,6 +237,11 @@ impl Settings {
         }
         if policy.is_rt() {
             s += &format!(", priorities {}/{}/{}", self.priority, self.priority - 5, self.priority - 10);
+        }
+        match self.priorities {
+            Priorities::Test => {}
+            Priorities::Equal => s += ", wake-up and handoff tests at equal priorities (+equal)",
+            Priorities::Both => s += ", wake-up and handoff tests also at equal priorities (+equal)",
         }
         if let Some(n) = self.n {
             s += &format!(", {n} samples per test");
@@ -350,6 +375,7 @@ impl Bench<'_> {
                             self.settings.cpu
                         },
                         cross: job.cross,
+                        equal: job.equal,
                         policy: self.policy,
                         prio: self.settings.priority,
                         ips: t.effective_ips(self.settings.ips),
@@ -449,6 +475,10 @@ impl Bench<'_> {
         extra.insert("inter_process".into(), json!(t.inter));
         extra.insert("cache_flush".into(), json!(job.flush));
         extra.insert("cross_cpu".into(), json!(job.cross));
+        extra.insert("equal_priorities".into(), json!(job.equal));
+        if let Some((waiter, signaller)) = out.priorities {
+            extra.insert("priorities".into(), json!({ "waiter": waiter, "signaller": signaller }));
+        }
         extra.insert("other_cpu".into(), if t.parties == ONE { Value::Null } else { json!(other) });
         extra.insert("base_ns".into(), json!(out.base_ns));
         extra.insert("last_ns".into(), json!(last.1));
@@ -714,7 +744,7 @@ impl Report for Csv {
     fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
         writeln!(
             out,
-            "run_id,group,num,id,metric,name,ips,inter_process,cache_flush,cross_cpu,cpu,other_cpu,samples,last_us,min_us,mean_us,p50_us,p99_us,max_us,base_ns"
+            "run_id,group,num,id,metric,name,ips,inter_process,cache_flush,cross_cpu,equal_priorities,cpu,other_cpu,samples,last_us,min_us,mean_us,p50_us,p99_us,max_us,base_ns"
         )?;
         for s in run.series.iter().filter(|s| s.key.probe == "osbench") {
             let m = s.total().summary();
@@ -724,7 +754,7 @@ impl Report for Csv {
             let name = x("name").replace('"', "'");
             writeln!(
                 out,
-                "{},{},{},{},{},\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 run.header.id,
                 x("group"),
                 x("num"),
@@ -734,6 +764,7 @@ impl Report for Csv {
                 x("inter_process"),
                 x("cache_flush"),
                 x("cross_cpu"),
+                s.extra.get("equal_priorities").and_then(Value::as_bool).unwrap_or(false),
                 s.key.cpu,
                 x("other_cpu").replace("null", ""),
                 m.count,
@@ -782,6 +813,71 @@ mod tests {
         assert!(clock::now() - t0 < 1_000_000_000, "a signal stops the test at once");
         // Without a deadline the signal itself is the stop flag.
         until(None, &quiet, |stop| assert!(std::ptr::eq(stop, &quiet)));
+    }
+
+    #[test]
+    fn equal_priorities_add_a_variant_to_the_tests_that_have_one() {
+        let pick = ["-t", "wake.futex-intra", "-t", "ping.pipe-intra", "-t", "mutex.handoff-inter"];
+        let with = |mode: &str| {
+            let mut line = pick.to_vec();
+            line.extend(["--priorities", mode]);
+            Settings::from_args(&args(&line), &[]).unwrap()
+        };
+        // The default: every test as it is defined.
+        let s = Settings::from_args(&args(&pick), &[]).unwrap();
+        assert_eq!(s.priorities, Priorities::Test);
+        assert_eq!(s.metrics(), ["mutex.handoff-inter", "wake.futex-intra", "ping.pipe-intra"]);
+        assert_eq!(s.json(None)["priorities"], "test");
+        // equal: the wake-up and handoff tests at equal priorities only; a
+        // ping-pong has equal priorities by definition and runs as it is.
+        let s = with("equal");
+        assert_eq!(s.metrics(), ["mutex.handoff-inter+equal", "wake.futex-intra+equal", "ping.pipe-intra"]);
+        assert_eq!(s.json(None)["priorities"], "equal");
+        assert!(s.describe(Policy::Fifo).contains("equal priorities"), "{}", s.describe(Policy::Fifo));
+        // both: each such test both ways, back to back.
+        let s = with("both");
+        assert_eq!(
+            s.metrics(),
+            [
+                "mutex.handoff-inter",
+                "mutex.handoff-inter+equal",
+                "wake.futex-intra",
+                "wake.futex-intra+equal",
+                "ping.pipe-intra"
+            ]
+        );
+        // With the other variants: +equal comes before +cross and +flush.
+        let mut line = vec!["-t", "wake.sem-intra", "--priorities", "both", "--cache-flush"];
+        if cpu::online().len() > 1 {
+            line.push("--cross-cpu");
+        }
+        let m = Settings::from_args(&args(&line), &[]).unwrap().metrics();
+        assert!(m.contains(&"wake.sem-intra+equal+flush".to_string()), "{m:?}");
+        if cpu::online().len() > 1 {
+            assert!(m.contains(&"wake.sem-intra+equal+cross+flush".to_string()), "{m:?}");
+            assert_eq!(m.len(), 8, "{m:?}");
+        }
+        // In a cell (rtscope run's [args]) too.
+        let c = Cell::from_args(&args(&["--priorities", "both"])).unwrap();
+        let m = c.metrics();
+        assert!(m.contains(&"wake.mq-inter+equal".to_string()) && m.contains(&"wake.mq-inter".to_string()), "{m:?}");
+        assert!(m.contains(&"pi.unlock-wake".to_string()) && !m.contains(&"pi.unlock-wake+equal".to_string()));
+        assert_eq!(c.plan()["priorities"], "both");
+    }
+
+    #[test]
+    fn bad_priorities_are_refused_naming_the_flag() {
+        // Tests without an equal-priority variant.
+        for t in ["ping", "pi.unlock-wake", "call.syscall"] {
+            let e = Settings::from_args(&args(&["-t", t, "--priorities", "equal"]), &[]).err().unwrap().to_string();
+            assert!(e.contains("--priorities equal") && e.contains("-t wakeup"), "{e}");
+        }
+        let e = Settings::from_args(&args(&["-t", "ssc", "--priorities", "both"]), &[]).err().unwrap().to_string();
+        assert!(e.contains("--priorities both"), "{e}");
+        // A value that is not a mode.
+        let argv = ["rtscope", "osbench", "--priorities", "same"];
+        let e = crate::cli::Cli::try_parse_from(argv).err().unwrap().to_string();
+        assert!(e.contains("--priorities") && e.contains("equal"), "{e}");
     }
 
     #[test]

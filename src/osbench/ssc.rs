@@ -259,7 +259,7 @@ pub fn event_pending(env: &Env) -> Result<Outcome> {
         leader,
         follower,
     )?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
 }
 
 struct SetEvent(OwnedFd, Failed);

@@ -1,5 +1,9 @@
 //! Wake-up primitives: from the signal in the lower-priority party to the
-//! blocked higher-priority party running, intra- and inter-process.
+//! blocked higher-priority party running, intra- and inter-process. Each
+//! has a second object of its kind for the reply of `--priorities equal`
+//! (the waiter answers, the signaller blocks for the answer right after
+//! its signal), as rt-tests' ptsematest, pmqtest, svsematest and
+//! sigwaittest do.
 
 use super::harness::{self, Ctl, Env, Outcome, Wake};
 use crate::sys::clock;
@@ -7,7 +11,7 @@ use crate::sys::ipc::{self, FutexEvent, Mq, PCond, PMutex, PSem, Shared, SysvSem
 use crate::sys::timers::{SigSet, rt_signal};
 use anyhow::{Result, anyhow};
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU32, Ordering::*};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering::*};
 
 /// Which primitive a wake-up test uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +29,7 @@ pub enum Prim {
 
 struct Futex {
     ev: Shared<FutexEvent>,
+    back: Shared<FutexEvent>,
     shared: bool,
 }
 
@@ -36,13 +41,29 @@ impl Wake for Futex {
         self.ev.wait(self.shared);
         clock::now()
     }
+    fn reply(&self) {
+        self.back.set(self.shared);
+    }
+    fn wait_reply(&self) {
+        self.back.wait(self.shared);
+    }
 }
 
-/// A file descriptor pair: write one message on `tx`, read it on `rx`.
+/// File descriptors: write one message on `tx`, read it on `rx`; the reply
+/// is written on `back_tx` and read on `back_rx`.
 struct Fds {
     rx: OwnedFd,
     tx: OwnedFd,
+    back_rx: OwnedFd,
+    back_tx: OwnedFd,
     len: usize,
+}
+
+impl Fds {
+    /// A one-way pair `(rx, tx)` and another one for the reply.
+    fn two(one: (OwnedFd, OwnedFd), back: (OwnedFd, OwnedFd), len: usize) -> Fds {
+        Fds { rx: one.0, tx: one.1, back_rx: back.0, back_tx: back.1, len }
+    }
 }
 
 impl Wake for Fds {
@@ -53,6 +74,13 @@ impl Wake for Fds {
         let mut b = [0u8; 8];
         let _ = ipc::read_fd(&self.rx, &mut b[..self.len]);
         clock::now()
+    }
+    fn reply(&self) {
+        let _ = ipc::write_fd(&self.back_tx, &1u64.to_ne_bytes()[..self.len]);
+    }
+    fn wait_reply(&self) {
+        let mut b = [0u8; 8];
+        let _ = ipc::read_fd(&self.back_rx, &mut b[..self.len]);
     }
 }
 
@@ -97,7 +125,8 @@ impl CondEvent {
     }
 }
 
-struct Cond(Shared<CondEvent>);
+/// The event, and the one of the reply.
+struct Cond(Shared<CondEvent>, Shared<CondEvent>);
 
 impl Wake for Cond {
     fn pre_signal(&self) {
@@ -111,9 +140,16 @@ impl Wake for Cond {
     fn wait(&self) -> u64 {
         self.0.wait()
     }
+    fn reply(&self) {
+        self.1.set();
+    }
+    fn wait_reply(&self) {
+        self.1.wait();
+    }
 }
 
-struct Sem(Shared<PSem>);
+/// The semaphore, and the one of the reply.
+struct Sem(Shared<PSem>, Shared<PSem>);
 
 impl Wake for Sem {
     fn signal(&self) {
@@ -123,8 +159,15 @@ impl Wake for Sem {
         self.0.wait();
         clock::now()
     }
+    fn reply(&self) {
+        self.1.post();
+    }
+    fn wait_reply(&self) {
+        self.1.wait();
+    }
 }
 
+/// A set of two: semaphore 0 for the signal, 1 for the reply.
 struct Sysv(SysvSem);
 
 impl Wake for Sysv {
@@ -135,9 +178,16 @@ impl Wake for Sysv {
         self.0.op(0, -1);
         clock::now()
     }
+    fn reply(&self) {
+        self.0.op(1, 1);
+    }
+    fn wait_reply(&self) {
+        self.0.op(1, -1);
+    }
 }
 
-struct Queue(Mq);
+/// The queue, and the one of the reply.
+struct Queue(Mq, Mq);
 
 impl Wake for Queue {
     fn signal(&self) {
@@ -148,15 +198,36 @@ impl Wake for Queue {
         self.0.receive(&mut b);
         clock::now()
     }
+    fn reply(&self) {
+        self.1.send(&[2u8; 8]);
+    }
+    fn wait_reply(&self) {
+        let mut b = [0u8; 8];
+        self.1.receive(&mut b);
+    }
 }
 
+/// Where the signalling party is, for the reply signal.
+#[repr(C)]
+#[derive(Default)]
+struct Peer {
+    pid: AtomicI32,
+    tid: AtomicI32,
+}
+
+unsafe impl Zeroable for Peer {}
+
 /// A real-time signal sent with tgkill to the waiting thread, taken with
-/// sigwaitinfo (blocked in that thread, so never delivered to a handler).
+/// sigwaitinfo (blocked in that thread, so never delivered to a handler);
+/// the reply is another one, sent to the signalling thread the same way.
 struct Sig {
     sig: i32,
     set: SigSet,
     pid: i32,
     ctl: Shared<Ctl>,
+    back: SigSet,
+    back_sig: i32,
+    peer: Shared<Peer>,
 }
 
 impl Wake for Sig {
@@ -164,12 +235,24 @@ impl Wake for Sig {
         self.set.block();
         self.ctl.tid.store(crate::sys::sched::thread_id(), Release);
     }
+    fn follower_start(&self) {
+        self.back.block();
+        self.peer.pid.store(ipc::getpid(), Relaxed);
+        self.peer.tid.store(crate::sys::sched::thread_id(), Release);
+    }
     fn signal(&self) {
         ipc::tgkill(self.pid, self.ctl.tid.load(Acquire), self.sig);
     }
     fn wait(&self) -> u64 {
         let _ = self.set.wait();
         clock::now()
+    }
+    fn reply(&self) {
+        let tid = self.peer.tid.load(Acquire);
+        ipc::tgkill(self.peer.pid.load(Relaxed), tid, self.back_sig);
+    }
+    fn wait_reply(&self) {
+        let _ = self.back.wait();
     }
 }
 
@@ -179,41 +262,65 @@ pub fn test_signal() -> Option<i32> {
     rt_signal(10)
 }
 
+/// The signal of the reply in `--priorities equal`.
+pub fn reply_signal() -> Option<i32> {
+    rt_signal(11)
+}
+
 /// Runs the wake-up test of `prim`.
 pub fn run(env: &Env, prim: Prim, inter: bool) -> Result<Outcome> {
     match prim {
-        Prim::Futex => harness::wake_pair(env, inter, &Futex { ev: Shared::new()?, shared: inter }),
+        Prim::Futex => {
+            harness::wake_pair(env, inter, &Futex { ev: Shared::new()?, back: Shared::new()?, shared: inter })
+        }
         Prim::Eventfd => {
-            let e = ipc::eventfd()?;
-            let tx = e.try_clone()?;
-            harness::wake_pair(env, inter, &Fds { rx: e, tx, len: 8 })
+            let eventfd = || -> Result<(OwnedFd, OwnedFd)> {
+                let e = ipc::eventfd()?;
+                let tx = e.try_clone()?;
+                Ok((e, tx))
+            };
+            harness::wake_pair(env, inter, &Fds::two(eventfd()?, eventfd()?, 8))
         }
-        Prim::Condvar => harness::wake_pair(env, inter, &Cond(CondEvent::new(inter)?)),
+        Prim::Condvar => harness::wake_pair(env, inter, &Cond(CondEvent::new(inter)?, CondEvent::new(inter)?)),
         Prim::PosixSem => {
-            let s: Shared<PSem> = Shared::new()?;
-            s.init(inter, 0)?;
-            harness::wake_pair(env, inter, &Sem(s))
+            let sem = || -> Result<Shared<PSem>> {
+                let s: Shared<PSem> = Shared::new()?;
+                s.init(inter, 0)?;
+                Ok(s)
+            };
+            harness::wake_pair(env, inter, &Sem(sem()?, sem()?))
         }
-        Prim::SysvSem => harness::wake_pair(env, inter, &Sysv(SysvSem::new(1, env.janitor)?)),
+        Prim::SysvSem => harness::wake_pair(env, inter, &Sysv(SysvSem::new(2, env.janitor)?)),
         Prim::Mqueue => {
-            let q = Mq::new(&env.ipc_name("wake"), 10, 8, false)
-                .map_err(|e| anyhow!("POSIX message queues unavailable ({e}; CONFIG_POSIX_MQUEUE?)"))?;
-            harness::wake_pair(env, inter, &Queue(q))
+            let queue = |what: &str| {
+                Mq::new(&env.ipc_name(what), 10, 8, false)
+                    .map_err(|e| anyhow!("POSIX message queues unavailable ({e}; CONFIG_POSIX_MQUEUE?)"))
+            };
+            harness::wake_pair(env, inter, &Queue(queue("wake")?, queue("reply")?))
         }
-        Prim::Pipe => {
-            let (rx, tx) = ipc::pipe()?;
-            harness::wake_pair(env, inter, &Fds { rx, tx, len: 1 })
-        }
+        Prim::Pipe => harness::wake_pair(env, inter, &Fds::two(ipc::pipe()?, ipc::pipe()?, 1)),
         Prim::UnixDgram => {
+            // The reply goes back over the same socket pair.
             let (rx, tx) = ipc::socketpair(libc::SOCK_DGRAM)?;
-            harness::wake_pair(env, inter, &Fds { rx, tx, len: 8 })
+            let back = (tx.try_clone()?, rx.try_clone()?);
+            harness::wake_pair(env, inter, &Fds::two((rx, tx), back, 8))
         }
         Prim::Signal => {
-            let sig = test_signal().ok_or_else(|| anyhow!("this system has too few real-time signals"))?;
+            let few = || anyhow!("this system has too few real-time signals");
+            let sig = test_signal().ok_or_else(few)?;
+            let back_sig = reply_signal().ok_or_else(few)?;
             harness::wake_pair(
                 env,
                 inter,
-                &Sig { sig, set: SigSet::of(&[sig]), pid: ipc::getpid(), ctl: Shared::new()? },
+                &Sig {
+                    sig,
+                    set: SigSet::of(&[sig]),
+                    pid: ipc::getpid(),
+                    ctl: Shared::new()?,
+                    back: SigSet::of(&[back_sig]),
+                    back_sig,
+                    peer: Shared::new()?,
+                },
             )
         }
     }

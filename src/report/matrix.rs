@@ -160,11 +160,19 @@ pub fn matrix_grids(run: &Run) -> Vec<Grid> {
 
 /// What the matrix's values time, and where the per-CPU figures are.
 pub fn matrix_legend(run: &Run) -> String {
-    let osbench = if run.series.iter().any(|s| s.key.probe == "osbench") {
-        "; osbench <test>: the test's span per operation, e.g. wake.*: the lower-priority party's signalling call \
-         -> the blocked higher-priority one running (rtscope osbench --list)"
+    let osbench = run.series.iter().filter(|s| s.key.probe == "osbench").collect::<Vec<_>>();
+    let osbench = if osbench.is_empty() {
+        String::new()
     } else {
-        ""
+        let equal = if osbench.iter().any(|s| s.key.metric.contains("+equal")) {
+            "; +equal: both at one priority, the woken one running when the signaller blocks for its reply"
+        } else {
+            ""
+        };
+        format!(
+            "; osbench <test>: the test's span per operation, e.g. wake.*: the lower-priority party's signalling \
+             call -> the blocked higher-priority one running{equal} (rtscope osbench --list)"
+        )
     };
     format!(
         "latency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \

@@ -297,7 +297,7 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
 }
 
 /// What osbench's columns mean.
-pub const OSBENCH_LEGEND: &str = "osbench, us per operation: (t1 - t0 - base) / IPS; base: the timing overhead subtracted (ns); IP: inter-process; CF: cache flushed before each sample; CPU: measured party's (>other party's)";
+pub const OSBENCH_LEGEND: &str = "osbench, us per operation: (t1 - t0 - base) / IPS; base: the timing overhead subtracted (ns); IP: inter-process; CF: cache flushed before each sample; CPU: measured party's (>other party's); +equal: both parties at one priority (--priorities)";
 
 /// osbench's columns, and their text widths (negative: left-aligned).
 pub const OSBENCH_HEAD: [(&str, i32); 15] = [

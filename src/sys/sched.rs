@@ -32,6 +32,15 @@ pub fn set_self(policy: Policy, priority: u8) -> std::io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
+/// The calling thread's real-time priority as the kernel holds it
+/// (sched_getparam(2); 0 under SCHED_OTHER).
+pub fn priority_of_self() -> std::io::Result<u8> {
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param to fill.
+    let rc = unsafe { libc::sched_getparam(0, &mut param) };
+    if rc == 0 { Ok(param.sched_priority.clamp(0, 99) as u8) } else { Err(std::io::Error::last_os_error()) }
+}
+
 /// Whether this process may use real-time policies (root, CAP_SYS_NICE or
 /// an RLIMIT_RTPRIO allowing `priority`). Probed by trying it on a
 /// throw-away thread.
@@ -51,6 +60,11 @@ mod tests {
 
     #[test]
     fn other_is_always_allowed() {
-        std::thread::spawn(|| set_self(Policy::Other, 0).unwrap()).join().unwrap();
+        std::thread::spawn(|| {
+            set_self(Policy::Other, 0).unwrap();
+            assert_eq!(priority_of_self().unwrap(), 0);
+        })
+        .join()
+        .unwrap();
     }
 }
