@@ -62,7 +62,9 @@ pub const CELL_MAX_SAMPLES: u64 = 200_000;
 const CELL_MIN_SAMPLES: u64 = 1_000;
 /// Warm-up iterations of a test in a cell, at most (its share is short).
 const CELL_WARMUP: usize = 100;
-/// A test's share of its cell is at least this long.
+/// A test's share of its cell is at least this long, and at least half
+/// its fair share (the cell's time divided by its tests): tests before it
+/// that ran late make the cell a little longer, not its share tiny.
 const CELL_MIN_SHARE_NS: u64 = 25_000_000;
 /// A test's next round starts only with at least this much of its share left.
 const ROUND_MIN_NS: u64 = 20_000_000;
@@ -335,6 +337,7 @@ impl Bench<'_> {
     pub fn measure(&self, store: &mut Store, run_id: i64) -> Result<Measured> {
         let jobs = self.settings.jobs();
         let end = self.budget_ns.map(|b| clock::now() + b);
+        let floor = self.budget_ns.map_or(0, |b| share_floor(b, jobs.len()));
         let under = self.load.map(|l| format!(" under {l}")).unwrap_or_default();
         let mut notes = Vec::new();
         let mut failed = 0;
@@ -344,12 +347,11 @@ impl Bench<'_> {
             }
             let t = job.test;
             // The end of this test's share: the cell's time left divided by
-            // the tests left, and never less than a minimum (tests before it
-            // that ran late make the cell a little longer, not it empty).
-            let job_end = end.map(|end| {
-                let now = clock::now();
-                now + (end.saturating_sub(now) / (jobs.len() - k) as u64).max(CELL_MIN_SHARE_NS)
-            });
+            // the tests left, and never less than `floor`.
+            let mut job_end = end.map(|end| share_end(clock::now(), end, jobs.len() - k, floor));
+            // A share that ends before the first sample (a slow start under
+            // a heavy load) gets one more of the same length.
+            let mut retried = false;
             if self.progress {
                 eprint!("\r\x1b[K[{}/{}] {}", k + 1, jobs.len(), job.metric());
             }
@@ -390,6 +392,11 @@ impl Bench<'_> {
                 });
                 match result {
                     Ok((out, _, _)) if out.raw.is_empty() => {
+                        if stored.is_none() && !retried && !self.signal.load(Relaxed) && job_end.is_some() {
+                            retried = true;
+                            job_end = Some(clock::now() + floor);
+                            continue;
+                        }
                         if stored.is_none() && !self.signal.load(Relaxed) {
                             let why = if job_end.is_some() { " within its share of the cell" } else { "" };
                             notes.push(format!("{}{under}: no sample{why}", job.metric()));
@@ -498,6 +505,18 @@ impl Bench<'_> {
 /// microsecond of its share, within [`CELL_MIN_SAMPLES`, `CELL_MAX_SAMPLES`].
 fn cell_samples(share_ns: u64) -> u64 {
     (share_ns / 1_000).clamp(CELL_MIN_SAMPLES, CELL_MAX_SAMPLES)
+}
+
+/// The shortest share a test of a cell of `budget_ns` with `jobs` tests
+/// gets: half an even share, at least [`CELL_MIN_SHARE_NS`].
+fn share_floor(budget_ns: u64, jobs: usize) -> u64 {
+    (budget_ns / jobs.max(1) as u64 / 2).max(CELL_MIN_SHARE_NS)
+}
+
+/// When the share of a test starting at `now` ends: the cell's time left
+/// (to `end`) divided by the `left` tests still to run, at least `floor`.
+fn share_end(now: u64, end: u64, left: usize, floor: u64) -> u64 {
+    now + (end.saturating_sub(now) / left.max(1) as u64).max(floor)
 }
 
 /// Runs `f` with a stop flag: `signal` itself without a deadline; with
@@ -878,6 +897,20 @@ mod tests {
         let argv = ["rtscope", "osbench", "--priorities", "same"];
         let e = crate::cli::Cli::try_parse_from(argv).err().unwrap().to_string();
         assert!(e.contains("--priorities") && e.contains("equal"), "{e}");
+    }
+
+    #[test]
+    fn late_tests_keep_at_least_half_an_even_share() {
+        // 13 tests in a 2 s cell: about 154 ms each, never below 77 ms.
+        let floor = share_floor(2_000_000_000, 13);
+        assert_eq!(floor, 76_923_076);
+        assert_eq!(share_end(0, 2_000_000_000, 13, floor), 153_846_153);
+        // The tests before the last ran 1.9 s late: it still gets 77 ms.
+        assert_eq!(share_end(1_950_000_000, 2_000_000_000, 1, floor), 1_950_000_000 + floor);
+        // Past the cell's end entirely, likewise.
+        assert_eq!(share_end(2_500_000_000, 2_000_000_000, 1, floor), 2_500_000_000 + floor);
+        // A short cell: 25 ms at least.
+        assert_eq!(share_floor(100_000_000, 13), CELL_MIN_SHARE_NS);
     }
 
     #[test]
