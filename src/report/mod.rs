@@ -9,6 +9,7 @@ mod judged;
 pub mod markdown;
 mod matrix;
 mod perfetto;
+mod schedule;
 mod sections;
 mod svg;
 mod tailplot;

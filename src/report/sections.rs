@@ -9,6 +9,7 @@
 use super::doc::{Block, Chapter, Outcome, Section, Table};
 use super::judged::{self, Analysed};
 use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
+use super::schedule;
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{
     Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe, stages_text,
@@ -33,7 +34,7 @@ const SECTIONS: [SectionFn; 13] = [
     probes,
     judged::tail,
     judged::mttf,
-    judged::schedulability,
+    schedule::schedulability,
     stages,
     causes,
     episodes,
@@ -100,7 +101,7 @@ fn series_label(s: &Series, metrics: usize) -> String {
 fn verdicts(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
     let mut blocks = judged::requirement_blocks(a);
-    blocks.extend(judged::schedulability_blocks(a));
+    blocks.extend(schedule::schedulability_blocks(a));
     let threshold = requirement_ns(run);
     if blocks.is_empty() && threshold.is_none() {
         return Vec::new();
