@@ -612,6 +612,9 @@ fn rta_cmd(a: RtaArgs) -> Result<i32> {
         }
         let list = pick(&all, a.series.as_deref(), "--series")?;
         let l = pseudo_latency(&list, eps).map_err(anyhow::Error::msg)?;
+        if let Some(e) = l.refused(eps) {
+            bail!("--error-rate {eps:e}: {e}");
+        }
         let (lat, how) = (l.latency_ns, l.source());
         tasks = rta::with_jitter(&tasks, lat);
         pseudo = Some((eps, lat, how));

@@ -308,4 +308,24 @@ fn analyze_a_stored_run_with_verdicts() {
     // Union bound: 1e-3 x (1000 + 200) releases/s x 3600 s = 4320 (a probability capped at 1).
     assert!((pwc["expected_misses_per_hour_at_most"].as_f64().unwrap() - 4320.0).abs() < 1e-6, "{pwc}");
     assert_eq!(pwc["miss_probability_per_hour"], 1.0);
+    // One wake-up in 1e8 from 60 000 samples lies 1667x beyond them: refused
+    // as the return levels are, saying how long to measure.
+    let o = rtscope(&[
+        "analyze",
+        "rta",
+        "--tasks",
+        tasks.to_str().unwrap(),
+        "--jitter-from",
+        "last",
+        "--error-rate",
+        "1e-8",
+        "--db",
+        &db,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--error-rate 1e-8") && err.contains("too far to extrapolate") && err.contains("measure at least"),
+        "{err}"
+    );
 }

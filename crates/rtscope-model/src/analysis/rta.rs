@@ -314,6 +314,37 @@ pub struct PseudoLatency {
 }
 
 impl PseudoLatency {
+    /// How many times beyond the samples the level at `eps` lies (once in
+    /// 1 / eps wake-ups, against the shortest series' samples).
+    pub fn beyond(&self, eps: f64) -> f64 {
+        1.0 / (eps * self.samples.max(1) as f64)
+    }
+
+    /// Why the level at `eps` is refused: like the return levels, a fitted
+    /// tail is not extrapolated beyond 100x the samples measured. Says how
+    /// long to measure, or which error rate the data can answer.
+    pub fn refused(&self, eps: f64) -> Option<String> {
+        let beyond = self.beyond(eps);
+        if self.observed || beyond <= REFUSED {
+            return None;
+        }
+        let need_s = 1.0 / (eps * REFUSED * self.rate_hz.max(1e-9));
+        Some(format!(
+            "the wake-up latency at {eps:e} lies {beyond:.0}x beyond the {} samples of {} (more than \
+             {REFUSED:.0}x: too far to extrapolate); measure at least {} per CPU and load, or give an error \
+             rate of at least {:.1e}",
+            self.samples,
+            self.series,
+            dur_s(need_s),
+            1.0 / (REFUSED * self.samples.max(1) as f64)
+        ))
+    }
+
+    /// How long to measure for the level at `eps` to be answered.
+    pub fn measure_for(&self, eps: f64) -> String {
+        dur_s(1.0 / (eps * REFUSED * self.rate_hz.max(1e-9)))
+    }
+
     /// "wakeup.latency CPU 1 (fitted tail, 3000 samples)", as `analyze rta` prints it.
     pub fn source(&self) -> String {
         format!(
@@ -400,22 +431,12 @@ pub fn schedulability(set: &TaskSet, latency: Result<PseudoLatency, String>) -> 
             // The pseudo worst case is a return level: once in 1 / eps
             // wake-ups. Like the return levels, it is refused beyond 100x
             // the samples measured, labelled extrapolated beyond 10x.
-            let beyond = 1.0 / (eps * l.samples.max(1) as f64);
-            if !l.observed && beyond > REFUSED {
-                let need_s = 1.0 / (eps * REFUSED * l.rate_hz.max(1e-9));
-                let e = format!(
-                    "the wake-up latency at {eps:e} lies {beyond:.0}x beyond the {} samples of {} (more than \
-                     {REFUSED:.0}x: too far to extrapolate); measure at least {} per CPU and load, or give an error \
-                     rate of at least {:.1e}",
-                    l.samples,
-                    l.series,
-                    dur_s(need_s),
-                    1.0 / (REFUSED * l.samples.max(1) as f64)
-                );
+            let beyond = l.beyond(eps);
+            if let Some(e) = l.refused(eps) {
                 if given.schedulable {
                     v.evidence = format!("schedulable as written; {e}");
                     v.measure_for =
-                        Some(format!("at least {} per CPU and load, or a larger error rate", dur_s(need_s)));
+                        Some(format!("at least {} per CPU and load, or a larger error rate", l.measure_for(eps)));
                 }
                 (None, Some(e))
             } else {
