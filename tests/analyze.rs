@@ -285,19 +285,23 @@ fn analyze_a_stored_run_with_verdicts() {
         "[[task]]\nname='io'\nwcet='200us'\nperiod='1ms'\n[[task]]\nname='ctl'\nwcet='1ms'\nperiod='5ms'\n",
     )
     .unwrap();
-    let o = rtscope(&[
-        "analyze",
-        "rta",
-        "--tasks",
-        tasks.to_str().unwrap(),
-        "--jitter-from",
-        "last",
-        "--error-rate",
-        "1e-3",
-        "--json",
-        "--db",
-        &db,
-    ]);
+    let rta = |eps: &str| {
+        let tasks = tasks.to_str().unwrap();
+        rtscope(&[
+            "analyze",
+            "rta",
+            "--tasks",
+            tasks,
+            "--jitter-from",
+            "last",
+            "--error-rate",
+            eps,
+            "--json",
+            "--db",
+            &db,
+        ])
+    };
+    let o = rta("1e-3");
     assert!(o.status.success(), "{}", text(&o));
     let r = json(&o);
     let pwc = &r["pseudo_worst_case"];
@@ -310,18 +314,7 @@ fn analyze_a_stored_run_with_verdicts() {
     assert_eq!(pwc["miss_probability_per_hour"], 1.0);
     // One wake-up in 1e8 from 60 000 samples lies 1667x beyond them: refused
     // as the return levels are, saying how long to measure.
-    let o = rtscope(&[
-        "analyze",
-        "rta",
-        "--tasks",
-        tasks.to_str().unwrap(),
-        "--jitter-from",
-        "last",
-        "--error-rate",
-        "1e-8",
-        "--db",
-        &db,
-    ]);
+    let o = rta("1e-8");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
