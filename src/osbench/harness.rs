@@ -67,6 +67,14 @@ impl Env<'_> {
     pub fn low(&self) -> u8 {
         self.prio.saturating_sub(10).max(1)
     }
+    /// The higher-priority party of a two-party test, on the measured CPU.
+    pub fn upper(&self) -> Party {
+        Party { cpu: self.cpu, prio: self.high() }
+    }
+    /// The lower-priority party, on the other party's CPU.
+    pub fn lower(&self) -> Party {
+        Party { cpu: self.other, prio: self.low() }
+    }
     pub fn rt(&self) -> bool {
         self.policy.is_rt()
     }
@@ -588,9 +596,8 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
             }
         }
     };
-    let lead = Party { cpu: env.cpu, prio: env.high() };
-    let follow = Party { cpu: env.other, prio: if equal { env.high() } else { env.low() } };
-    let base_ns = pair(env, inter, lead, follow, leader, follower)?;
+    let follow = if equal { Party { prio: env.high(), ..env.lower() } } else { env.lower() };
+    let base_ns = pair(env, inter, env.upper(), follow, leader, follower)?;
     let (l, f) = (ctl.prio_lead.load(Acquire), ctl.prio_follow.load(Acquire));
     let priorities = (l > 0 && f > 0).then(|| ((l - 1) as u8, (f - 1) as u8));
     Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities })

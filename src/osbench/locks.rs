@@ -2,7 +2,7 @@
 //! switch to the owner when a waiter blocks, and priority inversion with
 //! and without priority inheritance.
 
-use super::harness::{self, Ctl, Env, Outcome, Party, Samples, Single, Wake};
+use super::harness::{self, Ctl, Env, Outcome, Samples, Single, Wake};
 use crate::sys::clock;
 use crate::sys::ipc::{self, FutexEvent, PMutex, Shared};
 use anyhow::{Result, anyhow};
@@ -161,14 +161,7 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
             m.unlock();
         }
     };
-    let base_ns = harness::pair(
-        env,
-        inter,
-        Party { cpu: env.cpu, prio: env.high() },
-        Party { cpu: env.other, prio: env.low() },
-        leader,
-        follower,
-    )?;
+    let base_ns = harness::pair(env, inter, env.upper(), env.lower(), leader, follower)?;
     Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
 }
 

@@ -1,7 +1,7 @@
 //! Ping-pong round trips between two parties of equal priority, and the
 //! yield to a same-priority party.
 
-use super::harness::{self, Ctl, Env, Outcome, Party, PingPong, Samples};
+use super::harness::{self, Ctl, Env, Outcome, PingPong, Samples};
 use super::wakeup::CondEvent;
 use crate::sys::clock;
 use crate::sys::ipc::{self, FutexEvent, Mq, PSem, Shared};
@@ -195,7 +195,7 @@ pub fn yield_test(env: &Env, inter: bool) -> Result<Outcome> {
             }
         }
     };
-    let p = Party { cpu: env.cpu, prio: env.high() };
+    let p = env.upper();
     let base_ns = harness::pair(env, inter, p, p, move || party(1, true), move || party(2, false))?;
     Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
 }

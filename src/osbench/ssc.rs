@@ -1,7 +1,7 @@
 //! The SSC benchmark's services on Linux: task creation, suspend and
 //! resume, message queue fill / drain / send-to-self, events, memory.
 
-use super::harness::{self, Ctl, Env, Outcome, Party, Samples, Single};
+use super::harness::{self, Ctl, Env, Outcome, Samples, Single};
 use crate::sys::clock;
 use crate::sys::ipc::{self, ChildState, FutexEvent, Mq, Shared, ThreadAttr};
 use anyhow::{Result, anyhow, bail};
@@ -251,14 +251,7 @@ pub fn event_pending(env: &Env) -> Result<Outcome> {
             let _ = ipc::write_fd(efd, &1u64.to_ne_bytes());
         }
     };
-    let base_ns = harness::pair(
-        env,
-        false,
-        Party { cpu: env.cpu, prio: env.high() },
-        Party { cpu: env.other, prio: env.low() },
-        leader,
-        follower,
-    )?;
+    let base_ns = harness::pair(env, false, env.upper(), env.lower(), leader, follower)?;
     Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
 }
 
