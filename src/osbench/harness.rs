@@ -8,7 +8,8 @@
 //! from one to the other through a shared-memory page (MAP_SHARED, so that
 //! a forked child writes the same page). The base (the cost of the reads
 //! and, for IPS loops, of the empty loop) is measured on the measuring
-//! thread before the test, with the same code shape, and subtracted from
+//! thread with the same code shape (for single-party tests interleaved
+//! with the samples, for two-party tests before them) and subtracted from
 //! every sample before it is divided by the IPS.
 
 use crate::probe::wakeup::FlushBuffer;
@@ -234,8 +235,13 @@ fn timed<S: Single + ?Sized>(s: &mut S, ips: u32) {
     }
 }
 
-/// The loop of [`single`] on the calling thread: the base first, then
-/// `warmup + n` samples of `ips` operations. Returns the outcome.
+/// The loop of [`single`] on the calling thread: `warmup + n` samples of
+/// `ips` operations, each paired with a timing of `ips` empty iterations
+/// (before `pre` and the flush, so neither touches it). The base is the
+/// median of those empty timings, so it is measured under the same
+/// conditions as the samples: a machine whose speed changes during a test
+/// (a frequency step, a VM's neighbour) shifts both alike instead of
+/// biasing the subtraction. Returns the outcome.
 pub fn single_loop<S: Single>(
     s: &mut S,
     ips: u32,
@@ -244,12 +250,16 @@ pub fn single_loop<S: Single>(
     flush: Option<&FlushBuffer>,
     stop: &AtomicBool,
 ) -> Outcome {
-    let base_ns = base(ips);
     let mut raw = Vec::with_capacity(n);
+    let mut empties = Vec::with_capacity(warmup + n);
+    let mut empty = Empty;
     for i in 0..warmup + n {
         if stop.load(Relaxed) {
             break;
         }
+        let t0 = clock::now();
+        timed(&mut empty, ips);
+        empties.push(clock::now() - t0);
         s.pre();
         if let Some(f) = flush {
             f.flush();
@@ -262,6 +272,8 @@ pub fn single_loop<S: Single>(
             raw.push((t1, t1 - t0));
         }
     }
+    // Stopped before the first sample: the base of a separate measurement.
+    let base_ns = if empties.is_empty() { base(ips) } else { median(&mut empties) };
     let failed = s.failures();
     Outcome {
         raw,
