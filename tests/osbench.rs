@@ -241,6 +241,10 @@ fn signal_inside(
         }
         assert!(Instant::now() < until, "the inter-process test never started: {t:?}");
     }
+    // The parties exist before the warm-up (up to 1000 samples, none
+    // kept): let the test get past it, so that a SIGTERM has samples to
+    // store even on a loaded machine.
+    std::thread::sleep(Duration::from_millis(500));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, sig) };
     let status = child.wait().unwrap();
