@@ -320,13 +320,16 @@ impl Recorder {
         self.next_checkpoint = now.saturating_add(self.checkpoint_ns);
     }
 
-    /// Ships the last interval. Called once measuring is over.
+    /// Ships the last interval. Called once measuring is over; stopped
+    /// within the warm-up (a signal), the series keeps one empty interval
+    /// of no length where recording would have begun.
     pub fn finish(mut self, now: u64) {
         let o = &self.open;
         if self.cur.count() == 0 && o.overruns == 0 && o.lost == 0 && o.seq > 0 {
             return;
         }
-        let _ = self.full_tx.push(self.open.close(self.cur, now));
+        let end = now.max(o.start_ns);
+        let _ = self.full_tx.push(self.open.close(self.cur, end));
     }
 }
 
@@ -483,6 +486,22 @@ mod tests {
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (rec, sink, _live) = channel(sid, 1_000, mode);
         (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None }, rec, run)
+    }
+
+    /// A signal within the warm-up: the series is stored, empty, and the
+    /// run stays valid (its interval does not end before it starts).
+    #[test]
+    fn stopped_within_the_warmup_stores_an_empty_series() {
+        let (_dir, mut w, mut rec, run) = writer_with(ExceedMode::Fixed(5_000));
+        rec.start_after_warmup(1_000_000);
+        rec.record(400_000, 7_000);
+        rec.finish(500_000);
+        while !w.poll().unwrap() {}
+        let loaded = w.store.load_run(run).unwrap();
+        let s = &loaded.series[0];
+        assert_eq!(s.total().stats.count, 0);
+        assert!(s.exceedances.is_empty());
+        assert!(s.intervals.iter().all(|i| i.start_ns <= i.end_ns), "{:?}", s.intervals);
     }
 
     #[test]

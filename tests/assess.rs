@@ -73,14 +73,23 @@ fn no_child_or_temporary_file_outlives_a_run_or_a_sigterm() {
     // the middle of `rtscope load` (every load at once).
     let run = ["run", "--quick", "--probes", "wakeup", "--loads", "compile,fork", "--db", &fx.db, "-q"];
     let load = ["load", &loads, "--db", &fx.db, "-q"];
-    for (args, settle, has_cmd) in [(&run[..], 2500, false), (&load[..], 1500, true)] {
+    for (args, has_cmd) in [(&run[..], false), (&load[..], true)] {
         let mut child = Command::new(BIN).args(args).env("TMPDIR", &fx.dir).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(settle));
+        // Until the loads run (the compile load's directory is there, and
+        // the cmd load's process), then a little longer: a loaded VM may
+        // take seconds to get there.
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while leftovers(&fx.dir).is_empty() || (has_cmd && running_with(&mark).is_empty()) {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("{args:?} ended early ({status}): run it by hand to see why");
+            }
+            assert!(std::time::Instant::now() < until, "{args:?}: the loads never started");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(Duration::from_millis(300));
         if let Some(status) = child.try_wait().unwrap() {
             panic!("{args:?} ended early ({status}): run it by hand to see why");
         }
-        assert!(!leftovers(&fx.dir).is_empty(), "{args:?}: the compile load has its directory by now");
-        assert!(!has_cmd || !running_with(&mark).is_empty(), "{args:?}: the cmd load should be running");
         Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(0), "{args:?}: a SIGTERM ends it cleanly");
@@ -106,9 +115,9 @@ fn the_quick_assessment_stores_every_probe_under_every_load() {
     let o = rtscope_in(&fx.dir, &["run", "--quick", "--db", &fx.db, "--json", json.to_str().unwrap()]);
     let took = started.elapsed();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    // Planned at 51 s (a unit test checks the plan stays under 55 s); a
-    // noisy VM may stretch it a little.
-    assert!(took < Duration::from_secs(70), "--quick took {took:?}");
+    // Planned at 51 s (a unit test checks the plan stays under 55 s). Not
+    // a speed test: twice that means a cell did not stop at its end.
+    assert!(took < Duration::from_secs(110), "--quick took {took:?}");
     let out = String::from_utf8_lossy(&o.stdout);
     for w in [
         "worst case (us)",

@@ -709,6 +709,7 @@ mod tests {
     /// sample and ten per sample, comes out within 5 % of its length.
     #[test]
     fn a_calibrated_2us_operation_measures_within_5_percent() {
+        let _machine = crate::machine_lock();
         let stop = AtomicBool::new(false);
         for ips in [1, 10] {
             let o = single_loop(&mut Spin(2_000), ips, 50, 2000, None, &stop);
@@ -723,6 +724,7 @@ mod tests {
     /// near 0 per iteration, never below.
     #[test]
     fn an_empty_operation_measures_near_zero() {
+        let _machine = crate::machine_lock();
         let stop = AtomicBool::new(false);
         let o = single_loop(&mut Empty, 1000, 50, 3000, None, &stop);
         let (v, below) = o.values();
