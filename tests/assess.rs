@@ -314,3 +314,38 @@ fn a_task_set_in_the_plan_is_judged_with_the_measured_jitter() {
         "{md}"
     );
 }
+
+/// SIGKILL gives rtscope no chance to stop its loads: the kernel kills its
+/// direct children (parent-death signal), and the janitor kills their
+/// process groups, i.e. what a load's command started (a shell's commands,
+/// the compiler's passes).
+#[test]
+fn a_sigkill_leaves_no_load_command_nor_what_it_started() {
+    let Some(fx) = Fixture::root() else { return };
+    let mark = format!("308{}.5", std::process::id() % 1000);
+    let loads = format!("cmd:'sleep {mark} & sleep {mark}; wait',compile");
+    let mut child =
+        Command::new(BIN).args(["load", &loads, "--db", &fx.db, "-q"]).env("TMPDIR", &fx.dir).spawn().unwrap();
+    let dir = fx.dir.to_str().unwrap().to_string();
+    // Both sleeps (grandchildren: the shell started them) and a compiler
+    // pass working in the compile load's directory.
+    let grandchildren = || running_with(&mark).iter().filter(|c| c.starts_with("sleep")).count();
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while grandchildren() < 2 || running_with(&dir).is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "rtscope load ended early");
+        assert!(std::time::Instant::now() < until, "the loads never started: {:?}", running_with(&mark));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while !running_with(&mark).is_empty() || !running_with(&dir).is_empty() {
+        assert!(
+            std::time::Instant::now() < until,
+            "left running after a SIGKILL: {:?} {:?}",
+            running_with(&mark),
+            running_with(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -19,6 +19,9 @@ impl Workload for Cmd {
     fn takes_argument(&self) -> bool {
         true
     }
+    fn commands(&self) -> bool {
+        true
+    }
     fn start(&self, spec: &LoadSpec, run: &mut Running) -> Result<()> {
         let command = spec.arg.clone().unwrap_or_default();
         let dir = std::env::current_dir().unwrap_or_else(|_| "/".into());

@@ -34,6 +34,9 @@ impl Workload for Compile {
         }
         Ok(())
     }
+    fn commands(&self) -> bool {
+        true
+    }
     fn start(&self, spec: &LoadSpec, run: &mut Running) -> Result<()> {
         let dir = run.temp_dir()?;
         let sources: Vec<PathBuf> = (0..FILES)

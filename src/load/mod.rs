@@ -22,6 +22,7 @@ pub mod sampler;
 pub mod sched;
 pub mod stress_ng;
 
+use crate::sys::ipc::Janitor;
 use crate::sys::{cpu as syscpu, process, sched as syssched, signals};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::inventory::format_cpu_list;
@@ -50,6 +51,11 @@ pub trait Workload: Sync {
     fn intensity(&self) -> Option<Intensity>;
     /// Whether it takes a quoted argument (`cmd:'...'`).
     fn takes_argument(&self) -> bool {
+        false
+    }
+    /// Whether it runs commands through [`supervise`] (each in its own
+    /// process group, which a janitor kills should rtscope be SIGKILLed).
+    fn commands(&self) -> bool {
         false
     }
     /// Checks what it needs on this machine (a compiler, a program),
@@ -239,6 +245,9 @@ pub struct LoadCtx {
     stop: Arc<AtomicBool>,
     signal: Arc<AtomicBool>,
     errors: Arc<Mutex<Vec<String>>>,
+    /// For loads that run commands ([`Workload::commands`]): kills their
+    /// process groups should rtscope die by SIGKILL.
+    janitor: Option<Arc<Janitor>>,
 }
 
 impl LoadCtx {
@@ -313,6 +322,10 @@ impl Running {
                 stop: Arc::new(AtomicBool::new(false)),
                 signal: Arc::clone(signal),
                 errors: Arc::new(Mutex::new(Vec::new())),
+                janitor: match spec.kind.commands() {
+                    true => Some(Arc::new(Janitor::start().context("cannot start the janitor of load commands")?)),
+                    false => None,
+                },
             },
             threads: Vec::new(),
             tmp: None,
@@ -391,16 +404,30 @@ pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> st
     let mut quick_failures = 0;
     while !ctx.stopping() {
         let started = std::time::Instant::now();
-        let mut child = match process::spawn_tied(&mut make()) {
+        let groups = ctx.janitor.as_ref().map(|j| j.registry());
+        let spawned = match groups {
+            Some(g) => process::spawn_grouped(&mut make(), g),
+            None => process::spawn_tied(&mut make()),
+        };
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 ctx.error(format!("{what}: cannot start: {e}"));
                 return;
             }
         };
+        // The command's process group goes with it: what it left running
+        // (a `cmd &` of a shell, say) belongs to the load.
+        let end = |child: &mut std::process::Child| {
+            if let Some(g) = groups {
+                process::kill_group(child.id());
+                g.remove_group(child.id() as i32);
+            }
+        };
         let status = loop {
             if ctx.stopping() {
                 process::stop_tree(&mut child);
+                end(&mut child);
                 return;
             }
             match child.try_wait() {
@@ -409,6 +436,7 @@ pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> st
                 Err(_) => break None,
             }
         };
+        end(&mut child);
         if !restart {
             return;
         }

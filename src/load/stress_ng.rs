@@ -29,6 +29,9 @@ impl Workload for StressNg {
         }
         Ok(())
     }
+    fn commands(&self) -> bool {
+        true
+    }
     fn start(&self, spec: &LoadSpec, run: &mut Running) -> Result<()> {
         let args = spec.arg.clone().unwrap_or_default();
         run.spawn("stress-ng", &spec.cpus, move |ctx| {

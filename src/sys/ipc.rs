@@ -711,36 +711,97 @@ pub fn map_touch_unmap() -> bool {
     }
 }
 
-/// The SysV objects the janitor removes should rtscope die first.
+/// What the janitor removes should rtscope die first: SysV semaphore
+/// sets, and the process groups of loads' commands (killed, with all they
+/// started).
 #[repr(C)]
 pub struct Registry {
     /// SysV semaphore set ids + 1 (0: free slot).
     sysv: [AtomicI64; 32],
+    /// Process group ids (0: free slot).
+    groups: [AtomicI64; 32],
 }
 
 unsafe impl Zeroable for Registry {}
 
+/// Puts `v` (not 0) in a free slot; false when none is free. Lock-free and
+/// async-signal-safe: a child calls it between fork and exec.
+fn put(slots: &[AtomicI64], v: i64) -> bool {
+    slots.iter().any(|s| s.compare_exchange(0, v, Ordering::AcqRel, Ordering::Relaxed).is_ok())
+}
+
+fn take(slots: &[AtomicI64], v: i64) {
+    for s in slots {
+        let _ = s.compare_exchange(v, 0, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
 impl Registry {
     fn register(&self, id: i32) {
-        for s in &self.sysv {
-            if s.compare_exchange(0, i64::from(id) + 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                return;
-            }
-        }
+        put(&self.sysv, i64::from(id) + 1);
     }
 
     fn unregister(&self, id: i32) {
+        take(&self.sysv, i64::from(id) + 1);
+    }
+
+    /// Registers process group `pgid`; false when the table is full.
+    /// Async-signal-safe (called by the group's leader before exec).
+    pub fn add_group(&self, pgid: i32) -> bool {
+        pgid > 0 && put(&self.groups, i64::from(pgid))
+    }
+
+    pub fn remove_group(&self, pgid: i32) {
+        take(&self.groups, i64::from(pgid));
+    }
+
+    /// What the janitor does when rtscope is gone.
+    fn clean(&self) {
         for s in &self.sysv {
-            let _ = s.compare_exchange(i64::from(id) + 1, 0, Ordering::AcqRel, Ordering::Relaxed);
+            let id = s.load(Ordering::Acquire);
+            if id > 0 {
+                // SAFETY: removing a set rtscope made.
+                unsafe { libc::semctl((id - 1) as i32, 0, libc::IPC_RMID) };
+            }
+        }
+        for s in &self.groups {
+            let g = s.load(Ordering::Acquire);
+            if g > 0 {
+                // SAFETY: killing a process group a load's command leads.
+                unsafe { libc::kill(-(g as libc::pid_t), libc::SIGKILL) };
+            }
         }
     }
 }
 
-/// A child process that removes the SysV objects registered with it when
-/// rtscope ends, by any path (SIGKILL included): it waits for end-of-file
-/// on a pipe whose only writer is rtscope (and rtscope's own children,
-/// which die with it). It ignores SIGINT/SIGTERM/SIGHUP, so a Ctrl-C to
-/// the process group leaves the cleaning to it and to rtscope.
+/// Closes every descriptor from 3 up but `keep`. Async-signal-safe.
+fn close_all_but(keep: RawFd) {
+    let keep = keep as libc::c_uint;
+    // SAFETY: close_range(2) on descriptors this (forked) process owns.
+    let ranges = unsafe {
+        (keep <= 3 || libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, keep - 1, 0 as libc::c_uint) == 0)
+            && libc::syscall(libc::SYS_close_range, keep + 1, libc::c_uint::MAX, 0 as libc::c_uint) == 0
+    };
+    if !ranges {
+        // Before Linux 5.9.
+        for fd in 3..65_536 {
+            if fd != keep as RawFd {
+                // SAFETY: as above; closing a descriptor not open is harmless.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
+}
+
+/// A child process that cleans up after rtscope when it ends by any path
+/// (SIGKILL included): it removes the SysV objects and kills the process
+/// groups registered with it. It waits for end-of-file on a pipe whose
+/// only writer is rtscope (the end is close-on-exec, and the janitor
+/// closes every descriptor it inherited but its own, so a second janitor
+/// never holds the first one's pipe open). It ignores SIGINT/SIGTERM/SIGHUP,
+/// so a Ctrl-C to the process group leaves the cleaning to it and to
+/// rtscope. It may be started at any time: the child only makes
+/// async-signal-safe calls.
 pub struct Janitor {
     pid: i32,
     writer: Option<OwnedFd>,
@@ -748,7 +809,7 @@ pub struct Janitor {
 }
 
 impl Janitor {
-    /// Starts the janitor. Call while this process has a single thread.
+    /// Starts the janitor.
     pub fn start() -> io::Result<Janitor> {
         let shared: Shared<Registry> = Shared::new()?;
         // The page stays mapped for the life of the process (a few bytes,
@@ -757,24 +818,16 @@ impl Janitor {
         let registry: &'static Registry = unsafe { &*(&*shared as *const Registry) };
         std::mem::forget(shared);
         let (r, w) = pipe()?;
-        let raw_w = w.as_raw_fd();
         // Not tied: the janitor outlives a SIGKILL of rtscope.
         let pid = fork_with(false, move || {
-            // SAFETY: closing our copy of the write end.
-            unsafe { libc::close(raw_w) };
+            close_all_but(r.as_raw_fd());
             let mut buf = [0u8; 16];
             while let Ok(n) = read_fd(&r, &mut buf) {
                 if n == 0 {
                     break;
                 }
             }
-            for s in &registry.sysv {
-                let id = s.load(Ordering::Acquire);
-                if id > 0 {
-                    // SAFETY: removing a set rtscope made.
-                    unsafe { libc::semctl((id - 1) as i32, 0, libc::IPC_RMID) };
-                }
-            }
+            registry.clean();
             0
         })?;
         Ok(Janitor { pid, writer: Some(w), registry })
@@ -782,6 +835,11 @@ impl Janitor {
 
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Where process groups are registered (also from a child before exec).
+    pub fn registry(&self) -> &'static Registry {
+        self.registry
     }
 }
 

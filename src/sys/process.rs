@@ -8,6 +8,12 @@ use std::process::{Child, Command};
 /// ends, so that thread must outlive the child). The child stays in
 /// rtscope's process group, with no signal blocked.
 pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<Child> {
+    tie(cmd);
+    cmd.spawn()
+}
+
+/// The child part of [`spawn_tied`], run between fork and exec.
+fn tie(cmd: &mut Command) {
     let parent = std::process::id();
     // SAFETY: the closure runs between fork and exec and only calls
     // async-signal-safe functions (prctl, getppid, _exit, sigemptyset,
@@ -29,7 +35,44 @@ pub fn spawn_tied(cmd: &mut Command) -> std::io::Result<Child> {
             Ok(())
         });
     }
+}
+
+/// As [`spawn_tied`], and the child leads a new process group that it
+/// registers with `groups` itself, before exec (so that no moment exists
+/// where it runs unregistered): should rtscope die, even by SIGKILL, the
+/// janitor kills the group, i.e. the command and whatever it started (a
+/// shell's commands, a compiler driver's passes), which the kernel's
+/// parent-death signal alone would leave running. The child is not in
+/// rtscope's process group, so a Ctrl-C at the terminal reaches rtscope
+/// alone, which stops its loads. Unregister with `groups.remove_group`
+/// once the group is gone ([`kill_group`]).
+pub fn spawn_grouped(cmd: &mut Command, groups: &'static crate::sys::ipc::Registry) -> std::io::Result<Child> {
+    tie(cmd);
+    // Last, so that nothing fails after the registration.
+    // SAFETY: setpgid, getpid and the registry's compare-exchange on shared
+    // memory are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if !groups.add_group(libc::getpid()) {
+                // Not io::Error::other: no allocation between fork and exec.
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            Ok(())
+        });
+    }
     cmd.spawn()
+}
+
+/// Kills every process left in process group `pgid` (SIGKILL).
+pub fn kill_group(pgid: u32) {
+    // SAFETY: kill() of a process group rtscope made; one already empty
+    // makes it fail harmlessly.
+    unsafe {
+        libc::kill(-(pgid as libc::pid_t), libc::SIGKILL);
+    }
 }
 
 /// Asks the child to stop (SIGTERM), then kills it after `grace`.
