@@ -131,6 +131,13 @@ fn the_quick_assessment_stores_every_probe_under_every_load() {
     ] {
         assert!(out.contains(w), "{w} missing: {out}");
     }
+    // Nothing outlives a run that ended normally: no child (a load's, a
+    // sender process, osbench's other party or janitor: their command lines
+    // hold the store's path or the temporary directory), no temporary file.
+    std::thread::sleep(Duration::from_millis(200));
+    let dir = fx.dir.to_str().unwrap();
+    assert!(running_with(dir).is_empty(), "{:?}", running_with(dir));
+    assert!(leftovers(&fx.dir).is_empty(), "{:?}", leftovers(&fx.dir));
     let v = json_file(&json);
     assert_eq!(v["status"], "complete");
     assert_eq!(v["format_version"], 3);
