@@ -123,7 +123,17 @@ impl TailModel {
         let g = self.fit.gpd;
         let d = g.quantile(1.0 - 1.0 / m_eff);
         let (lo, hi) = gpd::profile_interval(&self.excesses, &self.fit, d, m_eff);
-        Estimate { value: self.u + d, low: Some(self.u + lo), high: hi.map(|h| self.u + h) }
+        // The profile holds zeta (the share of samples above u) fixed; its
+        // own uncertainty (binomial, its variance grown by 1/theta for
+        // clustered exceedances) is independent of the GPD's estimates
+        // (Coles 2001, 4.3.3), so the two half-widths add in quadrature.
+        let se = (self.zeta * (1.0 - self.zeta) / (obs.n as f64 * self.theta)).sqrt();
+        let at =
+            |z: f64| g.quantile(1.0 - 1.0 / (m_obs * z.clamp(f64::MIN_POSITIVE, 1.0) * self.theta).max(1.0 + 1e-9));
+        let (dz_low, dz_high) = (d - at(self.zeta - 1.96 * se), at(self.zeta + 1.96 * se) - d);
+        let low = d - (d - lo).hypot(dz_low.max(0.0));
+        let high = hi.map(|h| d + (h - d).hypot(dz_high.max(0.0)));
+        Estimate { value: self.u + d, low: Some(self.u + low.max(0.0)), high: high.map(|h| self.u + h) }
     }
 
     /// Per-sample P(X > x) for x above u with its 95 % profile-likelihood
