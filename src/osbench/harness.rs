@@ -745,7 +745,19 @@ mod tests {
             let m = median_value(&o) as f64;
             eprintln!("ips {ips}: median {m} ns for a 2000 ns operation, base {} ns", o.base_ns);
             assert!((m - 2_000.0).abs() <= 100.0, "ips {ips}: {m} ns for a 2000 ns operation, base {}", o.base_ns);
-            assert!(o.base_ns > 0);
+            // The base is the reads' own cost (tens of ns), and it is what
+            // separates the raw samples from the values: the same sample is
+            // the median of both (the subtraction keeps the order), so raw
+            // median - IPS x value median is the base, up to the rounding.
+            assert!(o.base_ns > 0 && o.base_ns < 1_000, "ips {ips}: base {} ns", o.base_ns);
+            let mut raw: Vec<u64> = o.raw.iter().map(|p| p.1).collect();
+            let raw_median = median(&mut raw);
+            let removed = raw_median as i64 - (median_value(&o) * u64::from(ips)) as i64;
+            assert!(
+                (removed - o.base_ns as i64).abs() <= i64::from(ips),
+                "ips {ips}: raw median {raw_median} ns - {ips} x value median {m} ns = {removed} ns, base {} ns",
+                o.base_ns
+            );
         }
     }
 
