@@ -1,7 +1,7 @@
 //! Calls: a trivial system call, a call into a server process, clock
 //! reads and atomic operations.
 
-use super::harness::{self, Env, Outcome, PingPong, Single};
+use super::harness::{self, Env, Failures, Outcome, PingPong, Single};
 use crate::sys::clock;
 use crate::sys::ipc;
 use anyhow::Result;
@@ -110,6 +110,7 @@ struct Rpc {
     client: OwnedFd,
     server: OwnedFd,
     sum: AtomicU64,
+    failed: Failures,
 }
 
 impl PingPong for Rpc {
@@ -118,21 +119,24 @@ impl PingPong for Rpc {
         for (k, c) in req.chunks_exact_mut(8).enumerate() {
             c.copy_from_slice(&(k as u64 + 1).to_ne_bytes());
         }
-        let _ = ipc::write_fd(&self.client, &req);
+        self.failed.check(ipc::write_fd(&self.client, &req).is_ok());
     }
     fn wait_pong(&self) -> u64 {
         let mut b = [0u8; 8];
-        let _ = ipc::read_fd(&self.client, &mut b);
+        self.failed.check(ipc::read_fd(&self.client, &mut b).is_ok_and(|n| n == b.len()));
         clock::now()
     }
     fn wait_ping(&self) {
         let mut req = [0u8; 8 * ARGS];
-        let _ = ipc::read_fd(&self.server, &mut req);
+        self.failed.check(ipc::read_fd(&self.server, &mut req).is_ok_and(|n| n == req.len()));
         let sum = req.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).sum::<u64>();
         self.sum.store(sum, Relaxed);
     }
     fn pong(&self) {
-        let _ = ipc::write_fd(&self.server, &self.sum.load(Relaxed).to_ne_bytes());
+        self.failed.check(ipc::write_fd(&self.server, &self.sum.load(Relaxed).to_ne_bytes()).is_ok());
+    }
+    fn failures(&self) -> u64 {
+        self.failed.count()
     }
 }
 
@@ -140,6 +144,6 @@ impl PingPong for Rpc {
 /// and waits for the reply of a server process at higher priority.
 pub fn ipc_call(env: &Env) -> Result<Outcome> {
     let (client, server) = ipc::socketpair(libc::SOCK_SEQPACKET)?;
-    let rpc = Rpc { client, server, sum: AtomicU64::new(0) };
+    let rpc = Rpc { client, server, sum: AtomicU64::new(0), failed: Failures::new()? };
     harness::ping_pair_at(env, true, &rpc, env.low(), env.high())
 }

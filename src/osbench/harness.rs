@@ -181,6 +181,34 @@ impl Outcome {
     }
 }
 
+/// The note of a test whose calls failed `failed` times (None: none did).
+pub fn failed_note(failed: u64) -> Option<String> {
+    (failed > 0).then(|| format!("{failed} calls failed (their time is in the samples)"))
+}
+
+/// Calls of a two-party test that failed, counted in shared memory so that
+/// a forked party's count is seen too: one atomic add on the measuring
+/// path, no allocation, no lock.
+pub struct Failures(Shared<AtomicU64>);
+
+impl Failures {
+    pub fn new() -> Result<Failures> {
+        Ok(Failures(Shared::new()?))
+    }
+
+    /// Counts a call whose result was `ok == false`.
+    #[inline(always)]
+    pub fn check(&self, ok: bool) {
+        if !ok {
+            self.0.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
 /// The median of `v` (sorted in place); 0 when empty.
 fn median(v: &mut [u64]) -> u64 {
     if v.is_empty() {
@@ -275,13 +303,7 @@ pub fn single_loop<S: Single>(
     // Stopped before the first sample: the base of a separate measurement.
     let base_ns = if empties.is_empty() { base(ips) } else { median(&mut empties) };
     let failed = s.failures();
-    Outcome {
-        raw,
-        base_ns,
-        ips,
-        note: (failed > 0).then(|| format!("{failed} calls failed (their time is in the samples)")),
-        priorities: None,
-    }
+    Outcome { raw, base_ns, ips, note: failed_note(failed), priorities: None }
 }
 
 /// Runs a single-party test on a thread pinned to `env.cpu` at `prio`:
@@ -511,6 +533,10 @@ pub trait Wake: Sync {
     /// after [`Wake::signal`]; on one CPU the woken party runs when the
     /// signaller blocks here, so the sample includes this call's entry.
     fn wait_reply(&self);
+    /// Calls that failed (counted by both parties, never hidden).
+    fn failures(&self) -> u64 {
+        0
+    }
 }
 
 /// The calling party's priority as the kernel holds it, + 1 (0: unknown).
@@ -612,7 +638,7 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
     let base_ns = pair(env, inter, env.upper(), follow, leader, follower)?;
     let (l, f) = (ctl.prio_lead.load(Acquire), ctl.prio_follow.load(Acquire));
     let priorities = (l > 0 && f > 0).then(|| ((l - 1) as u8, (f - 1) as u8));
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: failed_note(w.failures()), priorities })
 }
 
 /// A ping-pong: `ping` from the leader, the follower waits for it and
@@ -623,6 +649,10 @@ pub trait PingPong: Sync {
     fn wait_pong(&self) -> u64;
     fn wait_ping(&self);
     fn pong(&self);
+    /// Calls that failed (counted by both parties, never hidden).
+    fn failures(&self) -> u64 {
+        0
+    }
 }
 
 /// The ping-pong family: a round trip from the leader's t0, read just
@@ -663,7 +693,7 @@ pub fn ping_pair_at(env: &Env, inter: bool, p: &dyn PingPong, lp: u8, fp: u8) ->
     };
     let base_ns =
         pair(env, inter, Party { cpu: env.cpu, prio: lp }, Party { cpu: env.other, prio: fp }, leader, follower)?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: failed_note(p.failures()), priorities: None })
 }
 
 #[cfg(test)]
@@ -716,7 +746,19 @@ mod tests {
             let m = median_value(&o) as f64;
             eprintln!("ips {ips}: median {m} ns for a 2000 ns operation, base {} ns", o.base_ns);
             assert!((m - 2_000.0).abs() <= 100.0, "ips {ips}: {m} ns for a 2000 ns operation, base {}", o.base_ns);
-            assert!(o.base_ns > 0);
+            // The base is the reads' own cost (tens of ns), and it is what
+            // separates the raw samples from the values: the same sample is
+            // the median of both (the subtraction keeps the order), so raw
+            // median - IPS x value median is the base, up to the rounding.
+            assert!(o.base_ns > 0 && o.base_ns < 1_000, "ips {ips}: base {} ns", o.base_ns);
+            let mut raw: Vec<u64> = o.raw.iter().map(|p| p.1).collect();
+            let raw_median = median(&mut raw);
+            let removed = raw_median as i64 - (median_value(&o) * u64::from(ips)) as i64;
+            assert!(
+                (removed - o.base_ns as i64).abs() <= i64::from(ips),
+                "ips {ips}: raw median {raw_median} ns - {ips} x value median {m} ns = {removed} ns, base {} ns",
+                o.base_ns
+            );
         }
     }
 

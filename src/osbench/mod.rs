@@ -193,6 +193,7 @@ macro_rules! call {
 }
 
 use calls::Call;
+pub use locks::INVERSION_NS;
 use ping::Mech;
 pub use runner::{CELL_MAX_SAMPLES, CELL_TESTS, Cell, Csv, Plan, Settings, run};
 use wakeup::Prim;

@@ -1,7 +1,7 @@
 //! Ping-pong round trips between two parties of equal priority, and the
 //! yield to a same-priority party.
 
-use super::harness::{self, Ctl, Env, Outcome, PingPong, Samples};
+use super::harness::{self, Ctl, Env, Failures, Outcome, PingPong, Samples};
 use super::wakeup::CondEvent;
 use crate::sys::clock;
 use crate::sys::ipc::{self, FutexEvent, Mq, PSem, Shared};
@@ -77,23 +77,26 @@ impl PingPong for Conds {
     }
 }
 
-struct Queues(Mq, Mq);
+struct Queues(Mq, Mq, Failures);
 
 impl PingPong for Queues {
     fn ping(&self) {
-        self.0.send(&[1u8; 8]);
+        self.2.check(self.0.send(&[1u8; 8]));
     }
     fn wait_pong(&self) -> u64 {
         let mut b = [0u8; 8];
-        self.1.receive(&mut b);
+        self.2.check(self.1.receive(&mut b));
         clock::now()
     }
     fn wait_ping(&self) {
         let mut b = [0u8; 8];
-        self.0.receive(&mut b);
+        self.2.check(self.0.receive(&mut b));
     }
     fn pong(&self) {
-        self.1.send(&[2u8; 8]);
+        self.2.check(self.1.send(&[2u8; 8]));
+    }
+    fn failures(&self) -> u64 {
+        self.2.count()
     }
 }
 
@@ -105,23 +108,39 @@ struct Streams {
     b_rx: OwnedFd,
     b_tx: OwnedFd,
     len: usize,
+    failed: Failures,
+}
+
+impl Streams {
+    #[inline(always)]
+    fn write(&self, fd: &OwnedFd, byte: u8) {
+        self.failed.check(ipc::write_fd(fd, &[byte; 8][..self.len]).is_ok());
+    }
+
+    /// Reads one message; a short read or the end of the stream fails.
+    #[inline(always)]
+    fn read(&self, fd: &OwnedFd) {
+        let mut b = [0u8; 8];
+        self.failed.check(ipc::read_fd(fd, &mut b[..self.len]).is_ok_and(|n| n == self.len));
+    }
 }
 
 impl PingPong for Streams {
     fn ping(&self) {
-        let _ = ipc::write_fd(&self.a_tx, &[1u8; 8][..self.len]);
+        self.write(&self.a_tx, 1);
     }
     fn wait_pong(&self) -> u64 {
-        let mut b = [0u8; 8];
-        let _ = ipc::read_fd(&self.a_rx, &mut b[..self.len]);
+        self.read(&self.a_rx);
         clock::now()
     }
     fn wait_ping(&self) {
-        let mut b = [0u8; 8];
-        let _ = ipc::read_fd(&self.b_rx, &mut b[..self.len]);
+        self.read(&self.b_rx);
     }
     fn pong(&self) {
-        let _ = ipc::write_fd(&self.b_tx, &[2u8; 8][..self.len]);
+        self.write(&self.b_tx, 2);
+    }
+    fn failures(&self) -> u64 {
+        self.failed.count()
     }
 }
 
@@ -143,17 +162,21 @@ pub fn run(env: &Env, mech: Mech, inter: bool) -> Result<Outcome> {
                 Mq::new(&env.ipc_name(w), 10, 8, false)
                     .map_err(|e| anyhow!("POSIX message queues unavailable ({e}; CONFIG_POSIX_MQUEUE?)"))
             };
-            harness::ping_pair(env, inter, &Queues(q("ping")?, q("pong")?))
+            harness::ping_pair(env, inter, &Queues(q("ping")?, q("pong")?, Failures::new()?))
         }
         Mech::Pipe => {
             let (b_rx, a_tx) = ipc::pipe()?;
             let (a_rx, b_tx) = ipc::pipe()?;
-            harness::ping_pair(env, inter, &Streams { a_tx, a_rx, b_rx, b_tx, len: 1 })
+            harness::ping_pair(env, inter, &Streams { a_tx, a_rx, b_rx, b_tx, len: 1, failed: Failures::new()? })
         }
         Mech::Socket => {
             let (a, b) = ipc::socketpair(libc::SOCK_STREAM)?;
             let (a2, b2) = (a.try_clone()?, b.try_clone()?);
-            harness::ping_pair(env, inter, &Streams { a_tx: a, a_rx: a2, b_rx: b, b_tx: b2, len: 8 })
+            harness::ping_pair(
+                env,
+                inter,
+                &Streams { a_tx: a, a_rx: a2, b_rx: b, b_tx: b2, len: 8, failed: Failures::new()? },
+            )
         }
     }
 }

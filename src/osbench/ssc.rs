@@ -1,7 +1,7 @@
 //! The SSC benchmark's services on Linux: task creation, suspend and
 //! resume, message queue fill / drain / send-to-self, events, memory.
 
-use super::harness::{self, Ctl, Env, Outcome, Samples, Single};
+use super::harness::{self, Ctl, Env, Failures, Outcome, Samples, Single};
 use crate::sys::clock;
 use crate::sys::ipc::{self, ChildState, FutexEvent, Mq, Shared, ThreadAttr};
 use anyhow::{Result, anyhow, bail};
@@ -225,8 +225,9 @@ pub fn event_pending(env: &Env) -> Result<Outcome> {
     let gate: Shared<FutexEvent> = Shared::new()?;
     let efd = ipc::eventfd()?;
     let samples = Samples::new(env)?;
+    let failed = Failures::new()?;
     let total = env.total();
-    let (ctl, gate, efd, s) = (&*ctl, &*gate, &efd, &samples);
+    let (ctl, gate, efd, s, failed) = (&*ctl, &*gate, &efd, &samples, &failed);
     let leader = move || {
         let mut b = [0u8; 8];
         for i in 0..total {
@@ -236,8 +237,9 @@ pub fn event_pending(env: &Env) -> Result<Outcome> {
             env.flush();
             gate.set(false);
             let t0 = clock::now();
-            let _ = ipc::read_fd(efd, &mut b);
+            let ok = ipc::read_fd(efd, &mut b).is_ok_and(|n| n == b.len());
             s.record(i, t0, clock::now());
+            failed.check(ok);
         }
         ctl.stop.store(1, Release);
         gate.set(false);
@@ -248,11 +250,11 @@ pub fn event_pending(env: &Env) -> Result<Outcome> {
             if ctl.stopped() {
                 return;
             }
-            let _ = ipc::write_fd(efd, &1u64.to_ne_bytes());
+            failed.check(ipc::write_fd(efd, &1u64.to_ne_bytes()).is_ok());
         }
     };
     let base_ns = harness::pair(env, false, env.upper(), env.lower(), leader, follower)?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: harness::failed_note(failed.count()), priorities: None })
 }
 
 struct SetEvent(OwnedFd, Failed);

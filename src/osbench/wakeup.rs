@@ -5,7 +5,7 @@
 //! its signal), as rt-tests' ptsematest, pmqtest, svsematest and
 //! sigwaittest do.
 
-use super::harness::{self, Ctl, Env, Outcome, Wake};
+use super::harness::{self, Ctl, Env, Failures, Outcome, Wake};
 use crate::sys::clock;
 use crate::sys::ipc::{self, FutexEvent, Mq, PCond, PMutex, PSem, Shared, SysvSem, Zeroable};
 use crate::sys::timers::{SigSet, rt_signal};
@@ -57,30 +57,44 @@ struct Fds {
     back_rx: OwnedFd,
     back_tx: OwnedFd,
     len: usize,
+    failed: Failures,
 }
 
 impl Fds {
     /// A one-way pair `(rx, tx)` and another one for the reply.
-    fn two(one: (OwnedFd, OwnedFd), back: (OwnedFd, OwnedFd), len: usize) -> Fds {
-        Fds { rx: one.0, tx: one.1, back_rx: back.0, back_tx: back.1, len }
+    fn two(one: (OwnedFd, OwnedFd), back: (OwnedFd, OwnedFd), len: usize) -> Result<Fds> {
+        Ok(Fds { rx: one.0, tx: one.1, back_rx: back.0, back_tx: back.1, len, failed: Failures::new()? })
+    }
+
+    #[inline(always)]
+    fn write(&self, fd: &OwnedFd) {
+        self.failed.check(ipc::write_fd(fd, &1u64.to_ne_bytes()[..self.len]).is_ok());
+    }
+
+    /// Reads one message; a short read or the end of the stream fails.
+    #[inline(always)]
+    fn read(&self, fd: &OwnedFd) {
+        let mut b = [0u8; 8];
+        self.failed.check(ipc::read_fd(fd, &mut b[..self.len]).is_ok_and(|n| n == self.len));
     }
 }
 
 impl Wake for Fds {
     fn signal(&self) {
-        let _ = ipc::write_fd(&self.tx, &1u64.to_ne_bytes()[..self.len]);
+        self.write(&self.tx);
     }
     fn wait(&self) -> u64 {
-        let mut b = [0u8; 8];
-        let _ = ipc::read_fd(&self.rx, &mut b[..self.len]);
+        self.read(&self.rx);
         clock::now()
     }
     fn reply(&self) {
-        let _ = ipc::write_fd(&self.back_tx, &1u64.to_ne_bytes()[..self.len]);
+        self.write(&self.back_tx);
     }
     fn wait_reply(&self) {
-        let mut b = [0u8; 8];
-        let _ = ipc::read_fd(&self.back_rx, &mut b[..self.len]);
+        self.read(&self.back_rx);
+    }
+    fn failures(&self) -> u64 {
+        self.failed.count()
     }
 }
 
@@ -168,42 +182,48 @@ impl Wake for Sem {
 }
 
 /// A set of two: semaphore 0 for the signal, 1 for the reply.
-struct Sysv(SysvSem);
+struct Sysv(SysvSem, Failures);
 
 impl Wake for Sysv {
     fn signal(&self) {
-        self.0.op(0, 1);
+        self.1.check(self.0.op(0, 1));
     }
     fn wait(&self) -> u64 {
-        self.0.op(0, -1);
+        self.1.check(self.0.op(0, -1));
         clock::now()
     }
     fn reply(&self) {
-        self.0.op(1, 1);
+        self.1.check(self.0.op(1, 1));
     }
     fn wait_reply(&self) {
-        self.0.op(1, -1);
+        self.1.check(self.0.op(1, -1));
+    }
+    fn failures(&self) -> u64 {
+        self.1.count()
     }
 }
 
 /// The queue, and the one of the reply.
-struct Queue(Mq, Mq);
+struct Queue(Mq, Mq, Failures);
 
 impl Wake for Queue {
     fn signal(&self) {
-        self.0.send(&[1u8; 8]);
+        self.2.check(self.0.send(&[1u8; 8]));
     }
     fn wait(&self) -> u64 {
         let mut b = [0u8; 8];
-        self.0.receive(&mut b);
+        self.2.check(self.0.receive(&mut b));
         clock::now()
     }
     fn reply(&self) {
-        self.1.send(&[2u8; 8]);
+        self.2.check(self.1.send(&[2u8; 8]));
     }
     fn wait_reply(&self) {
         let mut b = [0u8; 8];
-        self.1.receive(&mut b);
+        self.2.check(self.1.receive(&mut b));
+    }
+    fn failures(&self) -> u64 {
+        self.2.count()
     }
 }
 
@@ -228,6 +248,7 @@ struct Sig {
     back: SigSet,
     back_sig: i32,
     peer: Shared<Peer>,
+    failed: Failures,
 }
 
 impl Wake for Sig {
@@ -241,18 +262,21 @@ impl Wake for Sig {
         self.peer.tid.store(crate::sys::sched::thread_id(), Release);
     }
     fn signal(&self) {
-        ipc::tgkill(self.pid, self.ctl.tid.load(Acquire), self.sig);
+        self.failed.check(ipc::tgkill(self.pid, self.ctl.tid.load(Acquire), self.sig));
     }
     fn wait(&self) -> u64 {
-        let _ = self.set.wait();
+        self.failed.check(self.set.wait().is_ok_and(|s| s == self.sig));
         clock::now()
     }
     fn reply(&self) {
         let tid = self.peer.tid.load(Acquire);
-        ipc::tgkill(self.peer.pid.load(Relaxed), tid, self.back_sig);
+        self.failed.check(ipc::tgkill(self.peer.pid.load(Relaxed), tid, self.back_sig));
     }
     fn wait_reply(&self) {
-        let _ = self.back.wait();
+        self.failed.check(self.back.wait().is_ok_and(|s| s == self.back_sig));
+    }
+    fn failures(&self) -> u64 {
+        self.failed.count()
     }
 }
 
@@ -279,7 +303,7 @@ pub fn run(env: &Env, prim: Prim, inter: bool) -> Result<Outcome> {
                 let tx = e.try_clone()?;
                 Ok((e, tx))
             };
-            harness::wake_pair(env, inter, &Fds::two(eventfd()?, eventfd()?, 8))
+            harness::wake_pair(env, inter, &Fds::two(eventfd()?, eventfd()?, 8)?)
         }
         Prim::Condvar => harness::wake_pair(env, inter, &Cond(CondEvent::new(inter)?, CondEvent::new(inter)?)),
         Prim::PosixSem => {
@@ -290,20 +314,20 @@ pub fn run(env: &Env, prim: Prim, inter: bool) -> Result<Outcome> {
             };
             harness::wake_pair(env, inter, &Sem(sem()?, sem()?))
         }
-        Prim::SysvSem => harness::wake_pair(env, inter, &Sysv(SysvSem::new(2, env.janitor)?)),
+        Prim::SysvSem => harness::wake_pair(env, inter, &Sysv(SysvSem::new(2, env.janitor)?, Failures::new()?)),
         Prim::Mqueue => {
             let queue = |what: &str| {
                 Mq::new(&env.ipc_name(what), 10, 8, false)
                     .map_err(|e| anyhow!("POSIX message queues unavailable ({e}; CONFIG_POSIX_MQUEUE?)"))
             };
-            harness::wake_pair(env, inter, &Queue(queue("wake")?, queue("reply")?))
+            harness::wake_pair(env, inter, &Queue(queue("wake")?, queue("reply")?, Failures::new()?))
         }
-        Prim::Pipe => harness::wake_pair(env, inter, &Fds::two(ipc::pipe()?, ipc::pipe()?, 1)),
+        Prim::Pipe => harness::wake_pair(env, inter, &Fds::two(ipc::pipe()?, ipc::pipe()?, 1)?),
         Prim::UnixDgram => {
             // The reply goes back over the same socket pair.
             let (rx, tx) = ipc::socketpair(libc::SOCK_DGRAM)?;
             let back = (tx.try_clone()?, rx.try_clone()?);
-            harness::wake_pair(env, inter, &Fds::two((rx, tx), back, 8))
+            harness::wake_pair(env, inter, &Fds::two((rx, tx), back, 8)?)
         }
         Prim::Signal => {
             let few = || anyhow!("this system has too few real-time signals");
@@ -320,6 +344,7 @@ pub fn run(env: &Env, prim: Prim, inter: bool) -> Result<Outcome> {
                     back: SigSet::of(&[back_sig]),
                     back_sig,
                     peer: Shared::new()?,
+                    failed: Failures::new()?,
                 },
             )
         }

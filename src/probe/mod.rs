@@ -90,6 +90,12 @@ pub trait Probe: Sync {
     fn row_extras(&self, _metric: usize, _slots: &[u64], _total: &Tally) -> serde_json::Map<String, serde_json::Value> {
         serde_json::Map::new()
     }
+    /// Why the thread on `cpu` failed although it ran (e.g. nothing arrived
+    /// to measure, a helper gave up), from its extra slots and its series'
+    /// whole-run tallies (in `metrics()` order): the cell fails with it.
+    fn thread_error(&self, _cpu: usize, _slots: &[u64], _totals: &[&Tally]) -> Option<String> {
+        None
+    }
 }
 
 /// Settings every probe shares, already validated.
@@ -727,9 +733,16 @@ impl<'a> Cell<'a> {
         });
         drop(helpers);
         let ((mut writer, store_error), report) = ended?;
+        let metrics = probe.metrics().len();
+        let values: Vec<u64> = extras.iter().map(|v| v.load(Relaxed)).collect();
+        for (index, &c) in common.cpus.iter().enumerate() {
+            let totals: Vec<&Tally> =
+                writer.sinks.iter().skip(index * metrics).take(metrics).map(|s| s.total()).collect();
+            if let Some(e) = probe.thread_error(c, &values[index * slots..(index + 1) * slots], &totals) {
+                out.errors.push(format!("CPU {c}: {e}"));
+            }
+        }
         if store_error.is_none() {
-            let metrics = probe.metrics().len();
-            let values: Vec<u64> = extras.iter().map(|v| v.load(Relaxed)).collect();
             let Writer { store, sinks, .. } = &mut writer;
             // The probe's own series come first; the trace's stage series after.
             for (i, sink) in sinks.iter().enumerate().take(common.cpus.len() * metrics) {

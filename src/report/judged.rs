@@ -99,7 +99,10 @@ impl<'r> Analysed<'r> {
                 _ => None,
             })
             .min();
-        from_reqs.or_else(|| super::sections::requirement_ns(self.run)).map(|ns| ns as f64 / 1000.0)
+        // The run's --threshold, where it holds every metric of the plot.
+        let threshold = super::sections::requirement_ns(self.run)
+            .filter(|_| metrics.iter().all(|m| super::sections::threshold_applies(probe, m)));
+        from_reqs.or(threshold).map(|ns| ns as f64 / 1000.0)
     }
 }
 
@@ -720,6 +723,11 @@ mod tests {
         assert!(a.left_out.is_empty());
         assert_eq!(a.limit_us("wakeup", &["latency"]), Some(100.0), "omac's 100 us is tighter than 1 ms");
         assert_eq!(a.limit_us("sleep", &["nanosleep"]), Some(20_000.0), "else the run's --threshold");
+        // netlat's --threshold holds rx_total (rtt in peer mode) only.
+        assert_eq!(a.limit_us("netlat", &["rx_total"]), Some(20_000.0));
+        assert_eq!(a.limit_us("netlat", &["rtt"]), Some(20_000.0));
+        assert_eq!(a.limit_us("netlat", &["tx_sched"]), None, "not what --threshold stops on");
+        assert_eq!(a.limit_us("netlat", &["rx_total", "rx_wake"]), None, "a plot of several metrics");
         // The hour's level from 400 s is estimated; the day's is refused.
         let tail = &tail(&a, "r1")[0];
         let figures: Vec<&String> = tail

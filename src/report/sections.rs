@@ -71,6 +71,7 @@ pub fn value_name(probe: &str) -> &'static str {
         "noise" => "interruption length",
         "sleep" => "deviation",
         "ptimer" => "drift",
+        "netlat" => "UDP latency",
         _ => "value",
     }
 }
@@ -78,6 +79,13 @@ pub fn value_name(probe: &str) -> &'static str {
 /// The requirement a run was held to (`--threshold`), ns.
 pub fn requirement_ns(run: &Run) -> Option<u64> {
     run.plan["common"]["threshold_ns"].as_u64()
+}
+
+/// Whether the run's `--threshold` holds `probe`'s `metric`: netlat's
+/// stops on rx_total (local) or rtt (peer) only, every other probe's on
+/// all its metrics.
+pub fn threshold_applies(probe: &str, metric: &str) -> bool {
+    probe != "netlat" || matches!(metric, "rx_total" | "rtt")
 }
 
 fn load_suffix(s: &Series) -> String {
@@ -114,7 +122,8 @@ fn verdicts(a: &Analysed, p: &str) -> Vec<Section> {
     if !sec.blocks.is_empty() {
         sec.push(Block::Para(format!("The run's own requirement: no sample above {} us (--threshold).", us(req))));
     }
-    let measured: Vec<&Series> = run.series.iter().filter(|s| !is_stage(s)).collect();
+    let measured: Vec<&Series> =
+        run.series.iter().filter(|s| !is_stage(s) && threshold_applies(&s.key.probe, &s.key.metric)).collect();
     let mut t =
         Table::new(["series", "samples", "max (us)", "requirement (us)", "outcome"].map(String::from).to_vec(), 1);
     t.numeric[4] = false;
@@ -577,6 +586,7 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
 
 /// The figures of `rows` in the probe's columns.
 fn figures_table(cols: &[Col], with_metric: bool, rows: &[&Series]) -> Table {
+    let cols = &super::text::shown(cols, rows);
     let with_load = rows.iter().any(|s| !load_of(s).is_empty());
     let mut head: Vec<String> = Vec::new();
     if with_load {

@@ -45,6 +45,15 @@ pub(super) enum Col {
     Overruns,
     /// A probe's own figure (`Series::extra`): key and header.
     Extra(&'static str, &'static str),
+    /// The same, shown only when a row has it above 0 (a count that is
+    /// nearly always 0).
+    Nonzero(&'static str, &'static str),
+}
+
+/// `cols` less the [`Col::Nonzero`] columns no row of `rows` has above 0.
+pub(super) fn shown(cols: &[Col], rows: &[&Series]) -> Vec<Col> {
+    let any = |key: &str| rows.iter().any(|s| s.extra.get(key).is_some_and(|v| v.as_f64().is_some_and(|x| x != 0.0)));
+    cols.iter().copied().filter(|c| !matches!(c, Col::Nonzero(key, _) if !any(key))).collect()
 }
 
 /// What each probe's rows show, and what a metric's values are.
@@ -108,8 +117,16 @@ pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
                 P999,
                 P9999,
                 Max,
+                Extra("sent", "sent"),
                 Extra("lost", "lost"),
                 Extra("reordered", "reord"),
+                Nonzero("skipped", "skipped"),
+                Nonzero("duplicates", "dup"),
+                Nonzero("no_rx_timestamp", "no stamp"),
+                Nonzero("no_hw_timestamp", "no hw stamp"),
+                Nonzero("clock_clamped", "clamped"),
+                Nonzero("strays", "strays"),
+                Nonzero("socket_errors", "sock err"),
             ],
             "UDP latency (us): rx_* from the send call (stack: to the kernel's receive timestamp, wake: from it to \
              recvmsg returning), tx_* from the send call to queued (sched) / handed to the driver (sw); peer mode: \
@@ -122,7 +139,7 @@ pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
 impl Col {
     pub(super) fn header(self) -> &'static str {
         match self {
-            Col::Count(h) | Col::Extra(_, h) => h,
+            Col::Count(h) | Col::Extra(_, h) | Col::Nonzero(_, h) => h,
             Col::Min => "min",
             Col::Mean => "mean",
             Col::P50 => "p50",
@@ -158,7 +175,7 @@ impl Col {
             Col::Max => us_i(m.max_ns),
             Col::Jitter => us(m.jitter_ns()),
             Col::Overruns => s.overruns().to_string(),
-            Col::Extra(key, _) => match s.extra.get(key) {
+            Col::Extra(key, _) | Col::Nonzero(key, _) => match s.extra.get(key) {
                 None => "-".into(),
                 // Times in us (the reference iteration and the threshold
                 // in ns, as oslat and osnoise print them).
@@ -274,6 +291,7 @@ fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
 /// The figures table: a row per series; with `metric_width`, a first
 /// column names the metric.
 fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &[&Series]) -> Result<()> {
+    let cols = &shown(cols, rows);
     if let Some(w) = metric_width {
         write!(out, "{:<w$} ", "metric")?;
     }
@@ -664,4 +682,39 @@ pub fn write_episodes(run: &Run, out: &mut dyn Write) -> Result<()> {
     }
     write_top_causes(run, out, usize::MAX)?;
     write_trace(run, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtscope_model::run::SeriesKey;
+
+    fn row(extra: serde_json::Value) -> Series {
+        let mut s =
+            Series::new(SeriesKey::new("netlat", "rx_total", 1), "ns".into(), "adaptive".into(), vec![], vec![])
+                .unwrap();
+        s.extra = extra.as_object().unwrap().clone();
+        s
+    }
+
+    /// netlat's rare counts get a column only when a row has one above 0.
+    #[test]
+    fn rare_counts_show_only_when_non_zero() {
+        let (cols, _) = layout("netlat");
+        let headers = |rows: &[&Series]| shown(cols, rows).iter().map(|c| c.header()).collect::<Vec<_>>();
+        let quiet = row(serde_json::json!({"lost": 0, "reordered": 0, "duplicates": 0, "sent": 10}));
+        let h = headers(&[&quiet]);
+        assert!(h.contains(&"lost") && h.contains(&"sent"), "{h:?}");
+        assert!(!h.contains(&"dup") && !h.contains(&"strays") && !h.contains(&"no stamp"), "{h:?}");
+        let noisy = row(serde_json::json!({"duplicates": 2, "strays": 1, "no_rx_timestamp": 3, "socket_errors": 4}));
+        let h = headers(&[&quiet, &noisy]);
+        for want in ["dup", "strays", "no stamp", "sock err"] {
+            assert!(h.contains(&want), "{want} missing: {h:?}");
+        }
+        assert!(!h.contains(&"clamped"), "{h:?}");
+        let mut out = Vec::new();
+        table(&mut out, cols, Some(8), &[&quiet, &noisy]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("strays") && text.lines().nth(2).unwrap().contains('4'), "{text}");
+    }
 }

@@ -433,11 +433,11 @@ impl Drop for Mq {
     }
 }
 
-/// Sends `sig` to thread `tid` of process `pid` (tgkill).
+/// Sends `sig` to thread `tid` of process `pid` (tgkill); false when it failed.
 #[inline]
-pub fn tgkill(pid: i32, tid: i32, sig: i32) {
+pub fn tgkill(pid: i32, tid: i32, sig: i32) -> bool {
     // SAFETY: plain system call.
-    unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, sig) };
+    unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, sig) == 0 }
 }
 
 /// Sends `sig` to process `pid`.

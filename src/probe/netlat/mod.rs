@@ -66,6 +66,11 @@ pub const MAX_SIZE: usize = 1472;
 const POLL_NS: u64 = 50_000_000;
 /// A sender stops by itself this long after the run's planned end.
 const SENDER_GRACE_NS: u64 = 2_000_000_000;
+/// How long a sender may take to report READY (a process starts first).
+const READY_WAIT_NS: u64 = 5_000_000_000;
+/// After STOP, how long beyond one interval (at most 1 s) the receiver
+/// waits for the sender's count.
+const SENT_WAIT_NS: u64 = 100_000_000;
 
 pub const LOCAL_METRICS: &[&str] = &["rx_wake", "rx_stack", "rx_total", "tx_sched", "tx_sw"];
 pub const PEER_METRICS: &[&str] = &["rtt", "transit", "rx_wake", "target_wake", "target_turnaround", "target_tx_sw"];
@@ -97,7 +102,16 @@ const SLOT_SENT: usize = 7;
 /// Peer mode with hardware timestamps: echoes without a NIC timestamp
 /// for the datagram or for its echo.
 const SLOT_NO_HW_STAMP: usize = 8;
-const SLOTS: usize = 9;
+/// 1: the local sender answered STOP with its count (SLOT_SENT is exact).
+const SLOT_SENT_KNOWN: usize = 9;
+/// The sender's FAIL: what failed << 32 | errno (0: none).
+const SLOT_SENDER_FAILED: usize = 10;
+/// 1: measuring ran; 2: and was stopped before its end (a signal, a breach).
+const SLOT_ENDED: usize = 11;
+/// Periods at which nothing was sent: the sender (the measuring thread in
+/// peer mode) ran a period or more late and went back on the grid.
+const SLOT_SKIPPED: usize = 12;
+const SLOTS: usize = 13;
 
 pub mod packet;
 mod sender;
@@ -471,8 +485,58 @@ fn record_checked(rec: &mut Recorder, now: u64, value: u32) {
     }
 }
 
+/// A local receiver's running counts (its extra slots).
+#[derive(Default)]
+struct LocalCounts {
+    seqs: SeqTracker,
+    no_stamp: u64,
+    clamped: u64,
+}
+
 impl Netlat {
+    /// Takes data datagram `p` received at `now`: its numbers and its
+    /// samples. rx_total needs no receive timestamp; rx_stack and rx_wake
+    /// do. Returns rx_total, or None for a duplicate.
+    #[inline]
+    fn take_local(
+        ctx: &ThreadCtx,
+        rec: &mut [Recorder],
+        c: &mut LocalCounts,
+        p: &Packet,
+        info: &net::RxInfo,
+        now: u64,
+        offset: i64,
+    ) -> Option<u64> {
+        if !c.seqs.see(p.seq) {
+            ctx.set_extra(SLOT_DUPLICATES, c.seqs.duplicates);
+            return None;
+        }
+        ctx.set_extra(SLOT_LOST, c.seqs.lost);
+        ctx.set_extra(SLOT_REORDERED, c.seqs.reordered);
+        let total = now.saturating_sub(p.t_send);
+        if info.sw_ns == 0 {
+            c.no_stamp += 1;
+            ctx.set_extra(SLOT_NO_STAMP, c.no_stamp);
+        } else {
+            let raw = net::to_mono(info.sw_ns, offset);
+            let rx = raw.clamp(p.t_send, now.max(p.t_send));
+            if rx != raw {
+                c.clamped += 1;
+                ctx.set_extra(SLOT_CLAMPED, c.clamped);
+            }
+            rec[0].record(now, now.saturating_sub(rx));
+            rec[1].record(now, rx - p.t_send);
+        }
+        rec[2].record(now, total);
+        if p.tx_seq != u64::MAX {
+            record_checked(&mut rec[3], now, p.tx_sched);
+            record_checked(&mut rec[4], now, p.tx_sw);
+        }
+        Some(total)
+    }
+
     fn measure_local(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
+        ctx.set_extra(SLOT_ENDED, 1);
         let sock = &self.pairs[ctx.index].rx;
         let mut buf = [0u8; MAX_SIZE + 64];
         let mut out = [0u8; packet::LEN];
@@ -480,15 +544,21 @@ impl Netlat {
         start.a = (self.interval_ns / 1000).min(u64::from(u32::MAX)) as u32;
         start.encode(&mut out);
         let end = ctx.end_ns();
-        let mut seqs = SeqTracker::default();
-        let (mut no_stamp, mut clamped, mut strays, mut errors) = (0u64, 0u64, 0u64, 0u64);
+        let mut c = LocalCounts::default();
+        let (mut strays, mut errors) = (0u64, 0u64);
+        let mut failed = false;
+        // The end of the measured time, on the sender's clock reads: the
+        // planned end, or when measuring stopped before it.
+        let mut cut = end;
         // The sender waits for this; a lost START would leave it waiting.
         for _ in 0..3 {
             let _ = sock.send(&out);
         }
         loop {
             let Some(info) = received(sock.recv(&mut buf), &mut errors, ctx) else {
-                if ctx.done(clock::now(), rec[0].count()) {
+                let now = clock::now();
+                if ctx.done(now, rec[2].count()) {
+                    cut = cut.min(now);
                     break;
                 }
                 continue;
@@ -497,57 +567,95 @@ impl Netlat {
             let offset = net::realtime_offset();
             let p = match Packet::decode(&buf[..info.len]) {
                 Some(p) if p.session == self.session && p.kind == packet::DATA && p.seq != u64::MAX => p,
+                Some(p) if p.session == self.session && p.kind == packet::FAIL => {
+                    ctx.set_extra(SLOT_SENDER_FAILED, u64::from(p.a) << 32 | u64::from(p.b));
+                    failed = true;
+                    cut = cut.min(now);
+                    break;
+                }
                 _ => {
                     strays += 1;
                     ctx.set_extra(SLOT_STRAYS, strays);
                     continue;
                 }
             };
-            if p.t_send >= end || ctx.stopping() {
+            if p.t_send >= cut {
+                // Sent after the end: every number below it was sent
+                // before, so a gap just before the end is lost.
+                c.seqs.end_at(p.seq);
+                ctx.set_extra(SLOT_LOST, c.seqs.lost);
                 break;
             }
-            if !seqs.see(p.seq) {
-                ctx.set_extra(SLOT_DUPLICATES, seqs.duplicates);
-                continue;
-            }
-            ctx.set_extra(SLOT_LOST, seqs.lost);
-            ctx.set_extra(SLOT_REORDERED, seqs.reordered);
-            if info.sw_ns == 0 {
-                no_stamp += 1;
-                ctx.set_extra(SLOT_NO_STAMP, no_stamp);
-            } else {
-                let raw = net::to_mono(info.sw_ns, offset);
-                let rx = raw.clamp(p.t_send, now.max(p.t_send));
-                if rx != raw {
-                    clamped += 1;
-                    ctx.set_extra(SLOT_CLAMPED, clamped);
-                }
-                let total = now.saturating_sub(p.t_send);
-                rec[0].record(now, now.saturating_sub(rx));
-                rec[1].record(now, rx - p.t_send);
-                rec[2].record(now, total);
-                if p.tx_seq != u64::MAX {
-                    record_checked(&mut rec[3], now, p.tx_sched);
-                    record_checked(&mut rec[4], now, p.tx_sw);
-                }
-                if ctx.breached(now, total) {
-                    break;
-                }
+            let taken = Self::take_local(ctx, rec, &mut c, &p, &info, now, offset);
+            if taken.is_some_and(|total| ctx.breached(now, total)) {
+                cut = now;
+                break;
             }
             if ctx.done(now, rec[2].count()) {
+                cut = if now >= end {
+                    end
+                } else if ctx.stopping() {
+                    now
+                } else {
+                    // --loops: this datagram is the last one measured.
+                    p.t_send + 1
+                };
                 break;
             }
             for r in rec.iter_mut() {
                 r.maybe_checkpoint(now);
             }
         }
-        Packet::new(packet::STOP, self.session, 0, clock::now()).encode(&mut out);
+        if ctx.stopping() && clock::now() < end {
+            ctx.set_extra(SLOT_ENDED, 2);
+        }
+        // STOP carries the end of the measured time; the sender answers
+        // how many it sent before it. Datagrams sent before it and still
+        // queued are taken meanwhile.
+        Packet::new(packet::STOP, self.session, 0, cut).encode(&mut out);
         for _ in 0..3 {
             let _ = sock.send(&out);
+        }
+        let until = clock::now() + self.interval_ns.min(1_000_000_000) + SENT_WAIT_NS;
+        while !failed && clock::now() < until {
+            let Some(info) = received(sock.recv(&mut buf), &mut errors, ctx) else { continue };
+            let now = clock::now();
+            let offset = net::realtime_offset();
+            let Some(p) = Packet::decode(&buf[..info.len]).filter(|p| p.session == self.session) else {
+                strays += 1;
+                ctx.set_extra(SLOT_STRAYS, strays);
+                continue;
+            };
+            match p.kind {
+                packet::DATA if p.seq != u64::MAX && p.t_send < cut => {
+                    Self::take_local(ctx, rec, &mut c, &p, &info, now, offset);
+                }
+                packet::DATA => {
+                    c.seqs.end_at(p.seq);
+                    ctx.set_extra(SLOT_LOST, c.seqs.lost);
+                }
+                packet::SENT if p.t_send == cut => {
+                    c.seqs.end_at(p.seq);
+                    ctx.set_extra(SLOT_LOST, c.seqs.lost);
+                    ctx.set_extra(SLOT_SENT, p.seq);
+                    ctx.set_extra(SLOT_SKIPPED, u64::from(p.a));
+                    ctx.set_extra(SLOT_SENT_KNOWN, 1);
+                    break;
+                }
+                packet::FAIL => {
+                    ctx.set_extra(SLOT_SENDER_FAILED, u64::from(p.a) << 32 | u64::from(p.b));
+                    break;
+                }
+                _ => {
+                    strays += 1;
+                    ctx.set_extra(SLOT_STRAYS, strays);
+                }
+            }
         }
     }
 
     fn measure_peer(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
+        ctx.set_extra(SLOT_ENDED, 1);
         let sock = &self.pairs[ctx.index].rx;
         let mut buf = [0u8; MAX_SIZE + 64];
         let mut out = [0u8; MAX_SIZE];
@@ -559,6 +667,7 @@ impl Netlat {
         let mut no_hw = 0u64;
         let mut next = ctx.start_ns + self.interval_ns;
         let mut seq = 0u64;
+        let mut skips = sender::SkipLog::default();
         'run: loop {
             clock::sleep_until(next);
             let t = clock::now();
@@ -666,11 +775,68 @@ impl Netlat {
             }
             let now = clock::now();
             if now > next + self.interval_ns {
-                next += (now - next) / self.interval_ns * self.interval_ns;
+                let skip = (now - next) / self.interval_ns;
+                skips.add(next, self.interval_ns, skip);
+                next += skip * self.interval_ns;
             }
         }
+        ctx.set_extra(SLOT_SKIPPED, skips.before(ctx.end_ns().min(clock::now())));
         // Echoes still owed when measuring stopped are lost.
         ctx.set_extra(SLOT_LOST, sent.saturating_sub(seqs.received));
+        if ctx.stopping() && clock::now() < ctx.end_ns() {
+            ctx.set_extra(SLOT_ENDED, 2);
+        }
+    }
+}
+
+/// Why a sender did not become ready.
+enum NotReady {
+    /// Its FAIL: what failed, errno.
+    Failed(u32, u32),
+    /// Its process ended first.
+    Exited(std::process::ExitStatus),
+    Silent,
+}
+
+impl NotReady {
+    fn message(&self, cpu: usize, on: usize, policy: Policy, priority: u8) -> String {
+        match self {
+            NotReady::Failed(what, errno) => sender::failure(*what, *errno, cpu, on, policy, priority),
+            NotReady::Exited(st) => {
+                format!("netlat: the sender process for CPU {cpu} ended ({st}) before it was ready (--processes)")
+            }
+            NotReady::Silent => format!(
+                "netlat: the sender for CPU {cpu} did not report ready within {} (a machine too loaded to start it? \
+                 try again, or without --processes)",
+                units::human(READY_WAIT_NS)
+            ),
+        }
+    }
+}
+
+impl Netlat {
+    /// Waits for sender `i`'s READY on its receiver's socket (what else
+    /// is queued there, e.g. a previous cell's late datagrams, is dropped).
+    fn wait_ready(&self, rx: &UdpSock, senders: &mut Senders, i: usize) -> Result<(), NotReady> {
+        let mut buf = [0u8; MAX_SIZE + 64];
+        let until = clock::now() + READY_WAIT_NS;
+        while clock::now() < until {
+            if let Ok(info) = rx.recv(&mut buf)
+                && let Some(p) = Packet::decode(&buf[..info.len]).filter(|p| p.session == self.session)
+            {
+                match p.kind {
+                    packet::READY => return Ok(()),
+                    packet::FAIL => return Err(NotReady::Failed(p.a, p.b)),
+                    _ => {}
+                }
+            }
+            if let Some(child) = senders.children.get_mut(i)
+                && let Ok(Some(st)) = child.try_wait()
+            {
+                return Err(NotReady::Exited(st));
+            }
+        }
+        Err(NotReady::Silent)
     }
 }
 
@@ -763,15 +929,18 @@ impl Probe for Netlat {
                     .stack_size(super::STACK_SIZE)
                     .spawn(move || {
                         signals::block_in_this_thread();
-                        if cpu::pin_self(&[on]).is_err() || sched::set_self(policy, prio).is_err() {
-                            stop.store(true, Relaxed);
-                        }
-                        mem::prefault_stack(64 * 1024);
-                        let _ = sender_loop(&tx, cfg, &stop);
+                        // A failure is told to the receiver (FAIL).
+                        let _ = sender::run_sender(&tx, on, policy, prio, cfg, &stop);
                     })
                     .context("starting a sender thread")?;
                 senders.threads.push(t);
             }
+        }
+        // Every sender reports READY, or why it cannot run: then the cell
+        // fails now, naming the flag (dropping `senders` stops the rest).
+        for (i, (pair, &c)) in self.pairs.iter().zip(cpus).enumerate() {
+            let on = self.sender_cpu.unwrap_or(c);
+            self.wait_ready(&pair.rx, &mut senders, i).map_err(|e| anyhow!("{}", e.message(c, on, policy, prio)))?;
         }
         Ok(Box::new(senders))
     }
@@ -789,8 +958,9 @@ impl Probe for Netlat {
         m.insert("lost".into(), slots[SLOT_LOST].into());
         m.insert("reordered".into(), slots[SLOT_REORDERED].into());
         m.insert("duplicates".into(), slots[SLOT_DUPLICATES].into());
-        if self.peer.is_some() {
+        if self.peer.is_some() || slots[SLOT_SENT_KNOWN] == 1 {
             m.insert("sent".into(), slots[SLOT_SENT].into());
+            m.insert("skipped".into(), slots[SLOT_SKIPPED].into());
         }
         for (slot, key) in [
             (SLOT_NO_STAMP, "no_rx_timestamp"),
@@ -811,6 +981,34 @@ impl Probe for Netlat {
         m.insert("path".into(), path.into());
         m.insert("timestamps".into(), self.timestamps.clone().into());
         m
+    }
+
+    fn thread_error(&self, cpu: usize, slots: &[u64], totals: &[&Tally]) -> Option<String> {
+        let failed = slots[SLOT_SENDER_FAILED];
+        if failed != 0 {
+            let on = self.sender_cpu.unwrap_or(cpu);
+            return Some(sender::failure((failed >> 32) as u32, failed as u32, cpu, on, Policy::Other, 0));
+        }
+        // Not measured (the thread's own error says why), or stopped early.
+        if slots[SLOT_ENDED] != 1 {
+            return None;
+        }
+        let measured = if self.peer.is_some() { totals[0].count() } else { totals[2].count() };
+        if measured > 0 {
+            return None;
+        }
+        let sent = if self.peer.is_some() || slots[SLOT_SENT_KNOWN] == 1 {
+            format!("{} sent", slots[SLOT_SENT])
+        } else {
+            "the sender did not say how many it sent".into()
+        };
+        Some(match self.peer {
+            Some(p) => format!(
+                "netlat: no echo came back from {p} ({sent}): is `rtscope netlat --serve {p}` still running there, and \
+                 does UDP pass both ways?"
+            ),
+            None => format!("netlat: no datagram arrived over {} ({sent})", self.path.describe()),
+        })
     }
 }
 

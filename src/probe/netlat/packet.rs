@@ -9,6 +9,18 @@ pub const STOP: u8 = 3;
 pub const HELLO: u8 = 4;
 pub const HELLO_ACK: u8 = 5;
 pub const ECHO: u8 = 6;
+/// Sender -> receiver: pinned and at its priority, waiting for START.
+pub const READY: u8 = 7;
+/// Sender -> receiver: it gave up; `a` = what failed (`FAIL_*`), `b` =
+/// the errno (0: none).
+pub const FAIL: u8 = 8;
+/// Sender -> receiver, the answer to STOP: `seq` datagrams were sent before
+/// STOP's `t_send` (the end of the measured time), which `t_send` repeats.
+pub const SENT: u8 = 9;
+/// What a FAIL reports.
+pub const FAIL_PIN: u32 = 1;
+pub const FAIL_PRIORITY: u32 = 2;
+pub const FAIL_SEND: u32 = 3;
 /// A missing 32-bit duration.
 pub const NONE: u32 = u32::MAX;
 pub const LEN: usize = 52;

@@ -42,6 +42,16 @@ impl SeqTracker {
         }
     }
 
+    /// Numbers below `n` were all sent: those not seen yet are lost (until
+    /// one of them comes late: then reordered).
+    pub fn end_at(&mut self, n: u64) {
+        if n > self.next {
+            self.lost += n - self.next;
+            self.shift(n - self.next);
+            self.next = n;
+        }
+    }
+
     /// Takes number `seq`; false when it is a duplicate (not to record).
     pub fn see(&mut self, seq: u64) -> bool {
         if seq >= self.next {
@@ -192,6 +202,25 @@ mod tests {
         // Far back (beyond the window): taken as reordered.
         s.see(5000);
         assert!(s.see(10));
+    }
+
+    #[test]
+    fn the_end_counts_a_gap_just_before_it() {
+        let mut s = SeqTracker::default();
+        for q in [0, 1, 2, 3] {
+            s.see(q);
+        }
+        // 4 and 5 never came; the sender says 6 were sent.
+        s.end_at(6);
+        assert_eq!((s.received, s.lost), (4, 2));
+        s.end_at(5);
+        assert_eq!(s.lost, 2, "an earlier end changes nothing");
+        // 5 comes late after all: reordered, not lost, no duplicate.
+        assert!(s.see(5));
+        assert_eq!((s.received, s.lost, s.reordered, s.duplicates), (5, 1, 1, 0));
+        assert!(!s.see(3), "still a duplicate");
+        // sent == received + lost.
+        assert_eq!(s.received + s.lost, 6);
     }
 
     #[test]
