@@ -32,9 +32,14 @@ fn run_label(r: &Run) -> String {
     format!("run {}", r.header.id)
 }
 
-/// A p-value for people: 3 significant digits, `<0.0001` below.
+/// A p-value for people: 4 decimals, `<0.0001` below.
 fn p_text(p: f64) -> String {
     if p < 1e-4 { "<0.0001".into() } else { format!("{p:.4}") }
+}
+
+/// `p=0.0312`, `p<0.0001`.
+fn p_is(p: f64) -> String {
+    if p < 1e-4 { "p<0.0001".into() } else { format!("p={p:.4}") }
 }
 
 /// What the test of run `i`'s figure rests on: the bootstrap interval of
@@ -43,7 +48,7 @@ fn evidence(f: &FigureCmp, i: usize) -> String {
     match (f.tests[i], f.intervals[i], f.tails[i], f.p_values[i]) {
         (Some(Test::Bootstrap), Some([lo, hi]), ..) => format!("[{lo:.3}, {hi:.3}]"),
         (Some(Test::Exceedance), _, Some(t), Some(p)) => {
-            format!("{}->{} over {} p={}", t.baseline_above, t.above, us_f(t.threshold_ns), p_text(p))
+            format!("{}->{} over {} {}", t.baseline_above, t.above, us_f(t.threshold_ns), p_is(p))
         }
         _ => "-".into(),
     }
@@ -197,8 +202,8 @@ impl<'a> Comparison<'a> {
                     let ratio = r.ratio.map_or_else(|| "from 0".to_string(), |x| format!("x{x:.3}"));
                     let why = match (r.interval, r.p_value, r.delta_ns) {
                         (Some([lo, hi]), _, Some(d)) => format!(" [{lo:.3}, {hi:.3}], +{}us", us_f(d)),
-                        (_, Some(p), Some(d)) => format!(" ({} test p={}), +{}us", r.test.as_str(), p_text(p), us_f(d)),
-                        (_, Some(p), None) => format!(" ({} test p={})", r.test.as_str(), p_text(p)),
+                        (_, Some(p), Some(d)) => format!(" ({} test {}), +{}us", r.test.as_str(), p_is(p), us_f(d)),
+                        (_, Some(p), None) => format!(" ({} test {})", r.test.as_str(), p_is(p)),
                         _ => String::new(),
                     };
                     format!("{} {} in {}: {ratio}{why}", r.series, r.figure, run_label(&self.runs[r.run]))
