@@ -396,7 +396,13 @@ fn compare_cmd(a: CompareArgs) -> Result<i32> {
         crate::cli::check_writable("--html", h)?;
     }
     let runs = load_runs(&a.runs, &a.store)?;
-    let cmp = report::Comparison::new(&runs, a.max_regression);
+    let gate = a.max_regression.map(|pct| rtscope_model::compare::Gate {
+        max_regression_pct: pct,
+        min_delta_ns: a.min_delta,
+        selectors: a.gate.clone(),
+        allow_incomplete: a.allow_incomplete,
+    });
+    let cmp = report::Comparison::new(&runs, gate)?;
     let mut out = std::io::stdout().lock();
     if a.json {
         cmp.write_json(&mut out)?;

@@ -371,6 +371,13 @@ fn report_and_compare_refuse_bad_input_naming_it() {
     bad(&["compare", "1", "--db", &db], &["RUN"]);
     bad(&["compare", "1", "1", "--max-regression", "lots", "--db", &db], &["--max-regression"]);
     bad(&["compare", "1", "1", "--html", "/nonexistent-dir/c.html", "--db", &db], &["--html"]);
+    bad(&["compare", "1", "1", "--min-delta", "2us", "--db", &db], &["--max-regression"]);
+    bad(&["compare", "1", "1", "--max-regression", "5", "--min-delta", "soon", "--db", &db], &["--min-delta"]);
+    bad(&["compare", "1", "1", "--max-regression", "5", "--gate", "wakeup latency", "--db", &db], &["--gate", "PROBE"]);
+    bad(
+        &["compare", "1", "1", "--max-regression", "5", "--gate", "wakeup.latncy.p99", "--db", &db],
+        &["--gate wakeup.latncy.p99", "no compared row", "wakeup.latency"],
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -383,18 +390,67 @@ fn a_run_compared_with_itself_is_within_its_noise() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("wakeup latency cpu1") && out.contains("PASS"), "{out}");
     assert!(out.contains("0 figure(s) worse beyond the noise, 0 better"), "{out}");
+    // The header gives each run's status and CPU score; the merged row gates.
+    assert!(out.contains("run 1: wakeup on vm") && out.contains("complete, CPU score"), "{out}");
+    assert!(out.contains("wakeup latency all CPUs (us), gated") && !out.contains("cpu1 (us), gated"), "{out}");
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains("run 1") && !page.contains("<script"));
     let o = rtscope(&["compare", "1", "1", "--json", "--db", &db]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("compare --json is JSON");
     assert_eq!(v["format"], "rtscope-compare");
     assert_eq!(v["passed"], true);
+    let mut tests = Vec::new();
     for s in v["series"].as_array().unwrap() {
         for f in s["figures"].as_array().unwrap() {
             assert_eq!(f["ratios"][1], 1.0, "{f}");
-            assert!(["within_noise", "same", "untested"].contains(&f["changes"][1].as_str().unwrap()), "{f}");
+            // A figure equal to itself is within the noise, whichever test judged it.
+            assert_eq!(f["changes"][1], "within_noise", "{f}");
+            tests.push(f["tests"][1].as_str().unwrap().to_string());
         }
     }
+    // 3000 samples per CPU: the maximum and p99.9 go to the exceedance test.
+    assert!(tests.contains(&"bootstrap".to_string()) && tests.contains(&"exceedance".to_string()), "{tests:?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn an_incomplete_run_fails_the_gate_unless_allowed() {
+    let dir = tempdir();
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
+    run["run"]["status"] = "interrupted".into();
+    run["status"] = "interrupted".into();
+    let cut = dir.join("interrupted.json");
+    std::fs::write(&cut, serde_json::to_string(&run).unwrap()).unwrap();
+    let (full, cut) = (data("report-run.json"), cut.to_str().unwrap().to_string());
+    let db = db(&dir);
+    let o = rtscope(&["compare", full.to_str().unwrap(), &cut, "--max-regression", "10", "--db", &db]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("interrupted, CPU score") && out.contains("FAIL") && out.contains("--allow-incomplete"),
+        "{out}"
+    );
+    let o = rtscope(&[
+        "compare",
+        full.to_str().unwrap(),
+        &cut,
+        "--max-regression",
+        "10",
+        "--allow-incomplete",
+        "--db",
+        &db,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("PASS"));
+    let o = rtscope(&["compare", full.to_str().unwrap(), &cut, "--json", "--max-regression", "10", "--db", &db]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["incomplete"], serde_json::json!([{"run": 1, "status": "interrupted"}]));
+    assert_eq!(v["passed"], false);
+    // Without a gate, the status is only shown.
+    let o = rtscope(&["compare", full.to_str().unwrap(), &cut, "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("note: run 1 is interrupted"), "{}", text(&o));
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -558,6 +614,22 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
             .any(|r| r["series"] == series.as_str() && r["figure"] == "p99" && r["ratio"].as_f64().unwrap() > 1.5),
         "p99 of {series} must be a regression: {regs:?}"
     );
+    // p99.9 and the maximum of 3000 samples are judged by the exceedance
+    // test. The spinner's 400 us spikes (about 60 in 3 s) are a new
+    // population above the quiet run's p99.9 (3 samples above it), unless
+    // the host itself stalled the quiet run that long 3 times.
+    let row = v["series"].as_array().unwrap().iter().find(|s| s["cpu"].as_i64() == cpu.parse().ok()).unwrap();
+    let fig = |name: &str| row["figures"].as_array().unwrap().iter().find(|f| f["figure"] == name).unwrap().clone();
+    for name in ["p99.9", "max"] {
+        assert_eq!(fig(name)["tests"][1], "exceedance", "{}", fig(name));
+    }
+    let p999 = fig("p99.9");
+    if p999["values_ns"][0].as_f64().unwrap() < 200_000.0 {
+        assert_eq!(p999["changes"][1], "worse", "{p999}");
+    }
+    // Gated on the median only, the run passes: the spinner takes a few % of the periods.
+    let o = rtscope(&["compare", "1", "2", "--max-regression", "50", "--gate", "wakeup.latency.p50", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // The other way round it is an improvement, and the gate passes.
     let o = rtscope(&["compare", "2", "1", "--json", "--max-regression", "50", "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));

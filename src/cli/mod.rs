@@ -342,13 +342,30 @@ pub struct CompareArgs {
     /// Also write the comparison as a self-contained HTML page, with every run's exceedance curve overlaid.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Exit with code 2 when any compared figure (mean, p50, p99, p99.9, p99.99 of any series) of a later run is
-    /// higher than the first run's by more than PCT percent and the difference is beyond the runs' noise (its
-    /// bootstrap interval lies above 1). The maximum, one sample, is shown but not gated.
+    /// Exit with code 2 when a gated figure (mean, p50, p99, p99.9, p99.99, max) or count rate of a later run is
+    /// higher than the first run's by more than PCT percent, beyond the runs' noise (bootstrap interval above 1,
+    /// or the exceedance or Poisson test at 5%) and, for a figure, by at least --min-delta; or when a run did not
+    /// complete. Gated by default: each metric's merged-CPU row (or its only CPU), not the trace's stage series.
     #[arg(long, value_name = "PCT", value_parser = percent)]
     pub max_regression: Option<f64>,
+    /// With --max-regression: a figure that rose by less than DUR never fails the gate, whatever its ratio.
+    #[arg(long, value_name = "DUR", default_value = "1us", value_parser = dur, requires = "max_regression")]
+    pub min_delta: u64,
+    /// With --max-regression: gate only on the figures picked (repeatable): PROBE[.METRIC[.FIGURE[.CPU]]], `*` a
+    /// wildcard, CPU `all` (default: the merged row), `cpuN` or `cpu*`; e.g. wakeup.latency.p99, wakeup.latency,
+    /// netlat.*.max, ptimer.*.missed, wakeup.latency.max.cpu*.
+    #[arg(long, value_name = "SELECTOR", value_parser = gate_selector, requires = "max_regression")]
+    pub gate: Vec<rtscope_model::compare::Selector>,
+    /// With --max-regression: a run that did not complete (interrupted, partial, failed, still running) does not
+    /// fail the gate.
+    #[arg(long, requires = "max_regression")]
+    pub allow_incomplete: bool,
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+fn gate_selector(s: &str) -> Result<rtscope_model::compare::Selector, String> {
+    rtscope_model::compare::Selector::parse(s)
 }
 
 fn percent(s: &str) -> Result<f64, String> {

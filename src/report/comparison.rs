@@ -7,43 +7,79 @@ use super::doc::{Block, Chapter, Doc, Outcome, Section, Table};
 use super::sections::{exceedance_points, value_name};
 use super::svg::{self, Curve};
 use anyhow::Result;
-use rtscope_model::compare::{self, CONFIDENCE, Change, REPLICATES, Regression, SeriesCmp, load_of};
+use rtscope_model::compare::{
+    self, CONFIDENCE, Change, Compared, FigureCmp, Gate, MAX_BLOCKS, MIN_INTERVALS, REPLICATES, RateCmp, Regression,
+    Resampling, SeriesCmp, Test, load_of,
+};
 use rtscope_model::hist::Tally;
-use rtscope_model::run::Run;
-use rtscope_model::units::us_f;
+use rtscope_model::run::{Run, RunStatus};
+use rtscope_model::units::{human, us_f};
 use serde_json::json;
 use std::io::Write;
 
 pub struct Comparison<'a> {
     pub runs: &'a [Run],
-    pub rows: Vec<SeriesCmp>,
-    /// `--max-regression PCT`.
-    pub max_regression: Option<f64>,
-    /// The figures beyond it (empty without a limit).
+    pub compared: Compared,
+    /// `--max-regression` and the options that shape it.
+    pub gate: Option<Gate>,
+    /// The gated figures and rates beyond it (empty without a gate).
     pub regressions: Vec<Regression>,
+    /// The runs that did not complete: (index, status).
+    pub incomplete: Vec<(usize, RunStatus)>,
 }
 
 fn run_label(r: &Run) -> String {
     format!("run {}", r.header.id)
 }
 
-fn ratio_text(r: Option<f64>, iv: Option<[f64; 2]>) -> (String, String) {
-    let ratio = r.map_or_else(|| "-".to_string(), |r| format!("x{r:.3}"));
-    let iv = iv.map_or_else(|| "-".to_string(), |[lo, hi]| format!("[{lo:.3}, {hi:.3}]"));
-    (ratio, iv)
+/// A p-value for people: 4 decimals, `<0.0001` below.
+fn p_text(p: f64) -> String {
+    if p < 1e-4 { "<0.0001".into() } else { format!("{p:.4}") }
+}
+
+/// `p=0.0312`, `p<0.0001`.
+fn p_is(p: f64) -> String {
+    if p < 1e-4 { "p<0.0001".into() } else { format!("p={p:.4}") }
+}
+
+/// What the test of run `i`'s figure rests on: the bootstrap interval of
+/// the ratio, or the exceedance counts and p-value.
+fn evidence(f: &FigureCmp, i: usize) -> String {
+    match (f.tests[i], f.intervals[i], f.tails[i], f.p_values[i]) {
+        (Some(Test::Bootstrap), Some([lo, hi]), ..) => format!("[{lo:.3}, {hi:.3}]"),
+        (Some(Test::Exceedance), _, Some(t), Some(p)) => {
+            format!("{}->{} over {} {}", t.baseline_above, t.above, us_f(t.threshold_ns), p_is(p))
+        }
+        _ => "-".into(),
+    }
+}
+
+fn cpu_score(r: &Run) -> String {
+    r.cpu_score.as_ref().map_or_else(|| "-".into(), |s| format!("{} (v{})", s.score, s.version))
 }
 
 impl<'a> Comparison<'a> {
-    pub fn new(runs: &'a [Run], max_regression: Option<f64>) -> Comparison<'a> {
+    /// Compares `runs` (the first is the baseline) and, with a gate, judges
+    /// it; fails on a `--gate` selector that picks no row.
+    pub fn new(runs: &'a [Run], gate: Option<Gate>) -> Result<Comparison<'a>> {
         let refs: Vec<&Run> = runs.iter().collect();
-        let rows = compare::compare(&refs);
-        let regressions = max_regression.map(|p| compare::regressions(&rows, p)).unwrap_or_default();
-        Comparison { runs, rows, max_regression, regressions }
+        let mut compared = compare::compare(&refs);
+        let mut regressions = Vec::new();
+        if let Some(g) = &gate {
+            compared.gate_rows(g).map_err(anyhow::Error::msg)?;
+            regressions = compare::regressions(&compared, g);
+        }
+        Ok(Comparison { runs, compared, gate, regressions, incomplete: compare::incomplete(&refs) })
+    }
+
+    /// Whether the runs that did not complete fail the gate.
+    fn incomplete_fails(&self) -> bool {
+        self.gate.as_ref().is_some_and(|g| !g.allow_incomplete) && !self.incomplete.is_empty()
     }
 
     /// Whether the gate (if any) passed.
     pub fn passed(&self) -> bool {
-        self.regressions.is_empty()
+        self.regressions.is_empty() && !self.incomplete_fails()
     }
 
     fn figure_table(&self, s: &SeriesCmp) -> Table {
@@ -51,7 +87,7 @@ impl<'a> Comparison<'a> {
         for (i, r) in self.runs.iter().enumerate() {
             head.push(format!("{} (us)", run_label(r)));
             if i > 0 {
-                head.extend(["ratio", "95% interval", "change"].map(String::from));
+                head.extend(["ratio", "95% interval / exceedances", "change"].map(String::from));
             }
         }
         let mut t = Table::new(head, 1);
@@ -68,8 +104,8 @@ impl<'a> Comparison<'a> {
             for i in 0..self.runs.len() {
                 cells.push(f.values_ns[i].map_or_else(|| "-".into(), us_f));
                 if i > 0 {
-                    let (ratio, iv) = ratio_text(f.ratios[i], f.intervals[i]);
-                    cells.extend([ratio, iv, f.changes[i].as_str().to_string()]);
+                    let ratio = f.ratios[i].map_or_else(|| "-".to_string(), |r| format!("x{r:.3}"));
+                    cells.extend([ratio, evidence(f, i), f.changes[i].as_str().to_string()]);
                 }
             }
             t.row(cells);
@@ -77,87 +113,187 @@ impl<'a> Comparison<'a> {
         t
     }
 
-    fn gate_text(&self) -> Option<(bool, String)> {
-        let pct = self.max_regression?;
-        if self.regressions.is_empty() {
-            return Some((true, format!("no figure got worse by more than {pct}% beyond the runs' noise")));
-        }
-        let list: Vec<String> = self
-            .regressions
+    /// A row's title: its label, whether it gates, how each run was resampled.
+    fn series_title(&self, s: &SeriesCmp) -> String {
+        let how: Vec<String> = s
+            .resampled
             .iter()
-            .map(|r| {
-                format!(
-                    "{} {} in {}: x{:.3} [{:.3}, {:.3}]",
-                    r.series,
-                    r.figure,
-                    run_label(&self.runs[r.run]),
-                    r.ratio,
-                    r.interval[0],
-                    r.interval[1]
-                )
+            .zip(self.runs)
+            .filter_map(|(r, run)| {
+                r.map(|r| {
+                    let by = match r {
+                        Resampling::Intervals => "by checkpoint intervals",
+                        Resampling::Samples => "by samples",
+                    };
+                    format!("{} {by}", run_label(run))
+                })
             })
             .collect();
-        Some((
-            false,
-            format!("{} figure(s) got worse by more than {pct}% beyond the noise: {}", list.len(), list.join("; ")),
-        ))
+        format!(
+            "{} (us){}; bootstrap: {}",
+            s.label(),
+            if s.gated { ", gated" } else { "" },
+            if how.is_empty() { "-".into() } else { how.join(", ") }
+        )
+    }
+
+    fn rates_table(&self) -> Option<Table> {
+        if self.compared.rates.is_empty() {
+            return None;
+        }
+        let mut head = vec!["count".to_string(), "gated".to_string()];
+        for (i, r) in self.runs.iter().enumerate() {
+            head.push(format!("{} n", run_label(r)));
+            head.push(format!("{} /s", run_label(r)));
+            if i > 0 {
+                head.extend(["ratio", "p", "change"].map(String::from));
+            }
+        }
+        let mut t = Table::new(head, 2);
+        for r in &self.compared.rates {
+            t.row(self.rate_cells(r));
+        }
+        Some(t)
+    }
+
+    fn rate_cells(&self, r: &RateCmp) -> Vec<String> {
+        let mut cells = vec![format!("{} {}", r.label(), r.figure), if r.gated { "yes" } else { "" }.to_string()];
+        for i in 0..self.runs.len() {
+            cells.push(r.counts[i].map_or_else(|| "-".into(), |c| c.to_string()));
+            cells.push(r.rates_per_s[i].map_or_else(|| "-".into(), |x| format!("{x:.3}")));
+            if i > 0 {
+                let ratio = match (r.ratios[i], r.changes[i]) {
+                    (Some(x), _) => format!("x{x:.3}"),
+                    (None, Change::Worse | Change::WithinNoise) => "from 0".into(),
+                    _ => "-".into(),
+                };
+                cells.extend([ratio, r.p_values[i].map_or_else(|| "-".into(), p_text), r.changes[i].as_str().into()]);
+            }
+        }
+        cells
+    }
+
+    /// What the gate judges, in words.
+    fn gate_scope(g: &Gate) -> String {
+        let rows = if g.selectors.is_empty() {
+            "each metric's merged-CPU row (or its only CPU) and each merged count, not the trace's stage series".into()
+        } else {
+            format!("--gate {}", g.selectors.iter().map(|s| s.text.as_str()).collect::<Vec<_>>().join(", "))
+        };
+        format!(
+            "gated: {rows}; a figure fails when it rose by more than {}% and by at least {} beyond the noise, a count \
+             when its rate rose by more than {}% beyond the noise{}",
+            g.max_regression_pct,
+            human(g.min_delta_ns),
+            g.max_regression_pct,
+            if g.allow_incomplete { "" } else { "; a run that did not complete fails it" }
+        )
+    }
+
+    fn gate_text(&self) -> Option<(bool, String)> {
+        let g = self.gate.as_ref()?;
+        let pct = g.max_regression_pct;
+        let mut parts = Vec::new();
+        if !self.regressions.is_empty() {
+            let list: Vec<String> = self
+                .regressions
+                .iter()
+                .map(|r| {
+                    let ratio = r.ratio.map_or_else(|| "from 0".to_string(), |x| format!("x{x:.3}"));
+                    let why = match (r.interval, r.p_value, r.delta_ns) {
+                        (Some([lo, hi]), _, Some(d)) => format!(" [{lo:.3}, {hi:.3}], +{}us", us_f(d)),
+                        (_, Some(p), Some(d)) => format!(" ({} test {}), +{}us", r.test.as_str(), p_is(p), us_f(d)),
+                        (_, Some(p), None) => format!(" ({} test {})", r.test.as_str(), p_is(p)),
+                        _ => String::new(),
+                    };
+                    format!("{} {} in {}: {ratio}{why}", r.series, r.figure, run_label(&self.runs[r.run]))
+                })
+                .collect();
+            parts.push(format!(
+                "{} figure(s) got worse by more than {pct}% beyond the noise: {}",
+                list.len(),
+                list.join("; ")
+            ));
+        }
+        if self.incomplete_fails() {
+            let list: Vec<String> = self
+                .incomplete
+                .iter()
+                .map(|(i, st)| format!("{} is {}", run_label(&self.runs[*i]), st.as_str()))
+                .collect();
+            parts.push(format!(
+                "{}: an incomplete run may lack its worst part (--allow-incomplete accepts it)",
+                list.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            return Some((true, format!("no gated figure got worse by more than {pct}% beyond the runs' noise")));
+        }
+        Some((false, parts.join("; ")))
     }
 
     fn legend(&self) -> String {
         format!(
-            "ratio = the run's figure / {}'s; interval: {:.0}% bootstrap interval of the ratio ({REPLICATES} replicates, \
-             sampling noise of both runs); worse / better: the interval lies above / below 1; the maximum is one sample \
-             and is not tested; a percentile needs 10 samples above it",
+            "ratio = the run's figure / {}'s. Mean and percentiles with 10+ samples above them in both runs: {:.0}% \
+             bootstrap interval of the ratio ({REPLICATES} replicates), resampling whole checkpoint intervals (in at most \
+             {MAX_BLOCKS} blocks) when a run has {MIN_INTERVALS}+ of them, single samples otherwise; worse / better: the \
+             interval lies above / below 1. The maximum and percentiles further out: exceedance test, A->B over X = the \
+             baseline's and the run's samples above X (the baseline's figure, or the run's when lower), exact binomial \
+             test at 5%. Counts: rate per second of measurement, exact Poisson (conditional binomial) test at 5%",
             run_label(&self.runs[0]),
             CONFIDENCE * 100.0
         )
     }
 
-    /// The text comparison: a table per series.
-    pub fn write_text(&self, out: &mut dyn Write) -> Result<()> {
-        let names: Vec<String> = self
-            .runs
+    /// A line per run: what it was, its status and CPU score.
+    fn run_lines(&self) -> Vec<String> {
+        self.runs
             .iter()
             .map(|r| {
                 format!(
-                    "{} ({} on {}, {}, {} UTC)",
+                    "{}: {} on {}, {}, {} UTC, {}, CPU score {}",
                     run_label(r),
                     r.header.kind,
                     r.header.hostname,
                     r.inventory.kernel_release,
-                    crate::commands::utc(r.header.started_unix_ns)
+                    crate::commands::utc(r.header.started_unix_ns),
+                    r.header.status.as_str(),
+                    cpu_score(r)
                 )
             })
-            .collect();
-        writeln!(out, "compare: {}", names.join(" · "))?;
-        writeln!(out, "{}", self.legend())?;
-        for s in &self.rows {
-            writeln!(out, "\n{} (us)", s.label())?;
-            let t = self.figure_table(s);
-            let widths: Vec<usize> = (0..t.head.len())
-                .map(|i| t.rows.iter().map(|r| r[i].len()).chain([t.head[i].len()]).max().unwrap_or(0))
-                .collect();
-            let line = |cells: &[String]| {
-                cells
-                    .iter()
-                    .enumerate()
-                    .map(
-                        |(i, c)| {
-                            if i == 0 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) }
-                        },
-                    )
-                    .collect::<Vec<_>>()
-                    .join("  ")
-                    .trim_end()
-                    .to_string()
-            };
-            writeln!(out, "{}", line(&t.head))?;
-            for r in &t.rows {
-                writeln!(out, "{}", line(r))?;
-            }
+            .collect()
+    }
+
+    /// The text comparison: a table per series, then the counts.
+    pub fn write_text(&self, out: &mut dyn Write) -> Result<()> {
+        writeln!(out, "compare:")?;
+        for l in self.run_lines() {
+            writeln!(out, "  {l}")?;
         }
-        let count =
-            |c: Change| self.rows.iter().flat_map(|s| &s.figures).flat_map(|f| &f.changes).filter(|x| **x == c).count();
+        if !self.incomplete.is_empty() && !self.incomplete_fails() {
+            let list: Vec<String> = self
+                .incomplete
+                .iter()
+                .map(|(i, st)| format!("{} is {}", run_label(&self.runs[*i]), st.as_str()))
+                .collect();
+            writeln!(out, "note: {}: an incomplete run may lack its worst part", list.join(", "))?;
+        }
+        writeln!(out, "{}", self.legend())?;
+        if let Some(g) = &self.gate {
+            writeln!(out, "{}", Self::gate_scope(g))?;
+        }
+        for s in &self.compared.series {
+            writeln!(out, "\n{}", self.series_title(s))?;
+            write_table(out, &self.figure_table(s))?;
+        }
+        if let Some(t) = self.rates_table() {
+            writeln!(out, "\ncounts (rate per second of measurement)")?;
+            write_table(out, &t)?;
+        }
+        let count = |c: Change| {
+            self.compared.series.iter().flat_map(|s| &s.figures).flat_map(|f| &f.changes).filter(|x| **x == c).count()
+                + self.compared.rates.iter().flat_map(|r| &r.changes).filter(|x| **x == c).count()
+        };
         writeln!(
             out,
             "\n{} figure(s) worse beyond the noise, {} better, {} within it",
@@ -181,18 +317,26 @@ impl<'a> Comparison<'a> {
                     "hostname": r.header.hostname, "started_unix_ns": r.header.started_unix_ns,
                     "status": r.header.status, "kernel_release": r.inventory.kernel_release,
                     "preempt_model": r.inventory.preempt_model,
+                    "cpu_score": r.cpu_score.as_ref().map(|s| s.score),
                 })
             })
             .collect();
+        let g = self.gate.as_ref();
         let doc = json!({
             "format": "rtscope-compare",
-            "format_version": 1,
+            "format_version": 2,
             "runs": runs,
             "confidence": CONFIDENCE,
             "replicates": REPLICATES,
-            "series": self.rows,
-            "max_regression_pct": self.max_regression,
+            "min_intervals": MIN_INTERVALS,
+            "series": self.compared.series,
+            "rates": self.compared.rates,
+            "max_regression_pct": g.map(|g| g.max_regression_pct),
+            "min_delta_ns": g.map(|g| g.min_delta_ns),
+            "gate": g.map(|g| g.selectors.iter().map(|s| s.text.clone()).collect::<Vec<_>>()),
+            "allow_incomplete": g.map(|g| g.allow_incomplete),
             "regressions": self.regressions,
+            "incomplete": self.incomplete.iter().map(|(i, st)| json!({"run": i, "status": st})).collect::<Vec<_>>(),
             "passed": self.passed(),
         });
         serde_json::to_writer_pretty(&mut *out, &doc)?;
@@ -206,12 +350,12 @@ impl<'a> Comparison<'a> {
         let mut sections = Vec::new();
         let mut runs = Section::new("cmp-runs", "Runs");
         let mut t = Table::new(
-            ["run", "kind", "host", "kernel", "preemption", "started (UTC)", "status", "command"]
+            ["run", "kind", "host", "kernel", "preemption", "started (UTC)", "status", "CPU score", "command"]
                 .map(String::from)
                 .to_vec(),
-            8,
+            9,
         );
-        t.numeric = vec![false; 8];
+        t.numeric = vec![false; 9];
         for r in self.runs {
             let h = &r.header;
             t.row(vec![
@@ -222,11 +366,15 @@ impl<'a> Comparison<'a> {
                 r.inventory.preempt_model.clone(),
                 crate::commands::utc(h.started_unix_ns),
                 h.status.as_str().into(),
+                cpu_score(r),
                 h.command_line.join(" "),
             ]);
         }
         runs.push(Block::Table(t));
         runs.push(Block::Para(self.legend()));
+        if let Some(g) = &self.gate {
+            runs.push(Block::Para(Self::gate_scope(g)));
+        }
         if let Some((ok, text)) = self.gate_text() {
             runs.push(Block::Verdict {
                 outcome: if ok { Outcome::Pass } else { Outcome::Fail },
@@ -237,7 +385,7 @@ impl<'a> Comparison<'a> {
         sections.push(runs);
         // A section per (load, probe, metric): its CPUs' tables and one plot.
         let mut groups: Vec<(String, String, String)> = Vec::new();
-        for s in &self.rows {
+        for s in &self.compared.series {
             let g = (s.load.clone(), s.probe.clone(), s.metric.clone());
             if !groups.contains(&g) {
                 groups.push(g);
@@ -273,10 +421,21 @@ impl<'a> Comparison<'a> {
                 ),
                 caption: format!("{title}: every run's exceedance curve, its CPUs merged (log-log)"),
             });
-            for s in self.rows.iter().filter(|s| s.load == *load && s.probe == *probe && s.metric == *metric) {
-                sec.push(Block::Para(s.label()));
+            for s in self.compared.series.iter().filter(|s| s.load == *load && s.probe == *probe && s.metric == *metric)
+            {
+                sec.push(Block::Para(self.series_title(s)));
                 sec.push(Block::Table(self.figure_table(s)));
             }
+            sections.push(sec);
+        }
+        if let Some(t) = self.rates_table() {
+            let mut sec = Section::new("cmp-rates", "Counts");
+            sec.push(Block::Para(
+                "Counts the runs store (missed periods, lost datagrams, noise interruptions, overruns), as a rate per \
+                 second of measurement, with the exact Poisson test of the two rates"
+                    .into(),
+            ));
+            sec.push(Block::Table(t));
             sections.push(sec);
         }
         let ids: Vec<String> = self.runs.iter().map(|r| r.header.id.to_string()).collect();
@@ -290,4 +449,26 @@ impl<'a> Comparison<'a> {
             }],
         }
     }
+}
+
+/// A table as aligned text: the first column left, the others right.
+fn write_table(out: &mut dyn Write, t: &Table) -> Result<()> {
+    let widths: Vec<usize> = (0..t.head.len())
+        .map(|i| t.rows.iter().map(|r| r[i].len()).chain([t.head[i].len()]).max().unwrap_or(0))
+        .collect();
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i == 0 { format!("{c:<w$}", w = widths[i]) } else { format!("{c:>w$}", w = widths[i]) })
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    writeln!(out, "{}", line(&t.head))?;
+    for r in &t.rows {
+        writeln!(out, "{}", line(r))?;
+    }
+    Ok(())
 }
