@@ -331,6 +331,7 @@ fn a_cells_warm_up_is_not_counted_by_noise_or_ptimer() {
     assert!((0.8..=1.2).contains(&active_s), "active {active_s} s: {noise}");
     let (long, _) = at_or_above(noise, 1_000_000);
     let rate = long as f64 / active_s;
+    eprintln!("noise: {long} interruptions >= 1 ms in {active_s:.3} s active: {rate:.1}/s; row {noise}");
     assert!((35.0..=70.0).contains(&rate), "{rate:.1} interruptions >= 1 ms per active second, want about 50: {noise}");
     let per_s = noise["per_s"].as_f64().unwrap();
     assert!((per_s - noise["count"].as_u64().unwrap() as f64 / active_s).abs() < 0.01 * per_s + 0.01, "{noise}");
