@@ -9,6 +9,12 @@ use std::time::Duration;
 
 /// Runs a probe with `--json` and returns its result rows.
 fn rows(fx: &Fixture, name: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    run_json(fx, name, args)["results"].as_array().unwrap().clone()
+}
+
+/// Runs a probe (or `run`) with `--json` and returns the whole JSON,
+/// checking that it completed with the common keys.
+fn run_json(fx: &Fixture, name: &str, args: &[&str]) -> serde_json::Value {
     let json = fx.dir.join(name);
     let mut all: Vec<&str> = args.to_vec();
     all.extend(["--quiet", "--db", &fx.db, "--json", json.to_str().unwrap()]);
@@ -16,13 +22,12 @@ fn rows(fx: &Fixture, name: &str, args: &[&str]) -> Vec<serde_json::Value> {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v = json_file(&json);
     assert_eq!(v["status"], "complete", "{v}");
-    let rows = v["results"].as_array().unwrap().clone();
-    for r in &rows {
+    for r in v["results"].as_array().unwrap() {
         for k in RESULT_KEYS {
             assert!(!r[k].is_null(), "{k} missing in {r}");
         }
     }
-    rows
+    v
 }
 
 fn spinner(cpu: &str, period: &str, spin: &str, duration: &str) -> std::process::Child {
@@ -65,8 +70,9 @@ fn noise_sees_a_known_spinner() {
     let Some(fx) = Fixture::root() else { return };
     let cpu = last_cpu().to_string();
     let mut spin = spinner(&cpu, "20ms", "200us", "7s");
-    let r = rows(&fx, "n.json", &["noise", "--cpus", &cpu, "--priority", "50", "--duration", "5s"]).remove(0);
+    let v = run_json(&fx, "n.json", &["noise", "--cpus", &cpu, "--priority", "50", "--duration", "5s"]);
     spin.wait().unwrap();
+    let r = v["results"][0].clone();
     assert_eq!(r["metric"], "interruption");
     let active_s = r["active_ns"].as_u64().unwrap() as f64 / 1e9;
     // 33 ms active out of every 66 ms.
@@ -79,11 +85,14 @@ fn noise_sees_a_known_spinner() {
     // the upper bound allows them.
     assert!((42.5..=65.0).contains(&rate), "{rate:.1} interruptions >= 100 us per active second, want 50 -15/+30 %");
     assert!((150_000..=260_000).contains(&median), "median length {median} ns, want 150-260 us");
+    // The threshold is --ratio 4 x the reference, rounded up to a whole
+    // counter tick (both stored with 3 decimals).
     let reference = r["reference_ns"].as_f64().unwrap();
     let threshold = r["threshold_ns"].as_f64().unwrap();
+    let tick_ns = 1e9 / v["run"]["plan"]["settings"]["calibration"]["ticks_per_s"].as_f64().unwrap();
     assert!(
-        reference > 0.0 && (threshold - 4.0 * reference).abs() <= 1.0,
-        "reference {reference}, threshold {threshold}"
+        reference > 0.0 && threshold >= 4.0 * reference - 0.005 && threshold <= 4.0 * reference + tick_ns + 0.005,
+        "reference {reference}, threshold {threshold}, tick {tick_ns} ns"
     );
     let available = r["available_pct"].as_f64().unwrap();
     // 200 us of every 20 ms is gone: about 99 %.
@@ -101,33 +110,46 @@ fn noise_without_pause_warns_and_runs_under_rt_throttling() {
     assert!(err.contains("--pause 0") && err.contains("RT throttling"), "{err}");
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("interrupts") && out.contains("avail %") && out.contains("gap > 1us"), "{out}");
-    let r = &show_json(&fx.db, "last")["results"][0];
+    let v = show_json(&fx.db, "last");
+    // Stored with the run's warnings, so that -q or a report still says it.
+    let warnings = v["run"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w["topic"] == "noise" && w["message"].as_str().unwrap().contains("--pause 0")),
+        "{warnings:?}"
+    );
+    let r = &v["results"][0];
     // Never paused: active about the whole run.
     assert!(r["active_ns"].as_u64().unwrap() > 1_300_000_000, "{r}");
     assert!(r["threshold_ns"].as_f64().unwrap() >= 999.0, "{r}");
     assert!(r["min_ns"].as_i64().unwrap() >= 900, "--gap 1us: nothing shorter is an interruption: {r}");
 }
 
-fn mean_of(rows: &[serde_json::Value], metric: &str) -> f64 {
-    let r = rows.iter().find(|r| r["metric"] == metric).unwrap_or_else(|| panic!("no {metric} in {rows:?}"));
-    r["mean_ns"].as_f64().unwrap()
+fn row<'a>(rows: &'a [serde_json::Value], metric: &str) -> &'a serde_json::Value {
+    rows.iter().find(|r| r["metric"] == metric).unwrap_or_else(|| panic!("no {metric} in {rows:?}"))
 }
 
-/// SCHED_OTHER keeps the default 50 us timer slack, which nanosleep adds
-/// to every wake-up; a SCHED_FIFO thread has none.
+/// SCHED_OTHER pays the timer slack, which nanosleep adds to every
+/// wake-up; a SCHED_FIFO thread has none. Medians: a few host stalls of
+/// milliseconds move a mean of 1000 samples by tens of microseconds.
 #[test]
 fn sleep_pays_the_timer_slack_only_under_sched_other() {
     let Some(fx) = Fixture::root() else { return };
     let cpu = last_cpu().to_string();
     let base = ["sleep", "--cpus", &cpu, "--api", "nanosleep,timerfd", "--sleep", "1ms", "--duration", "3s"];
-    let other: Vec<&str> = base.iter().copied().chain(["--policy", "other"]).collect();
+    // The kernel's default slack, set rather than inherited from whatever
+    // started the tests.
+    let other: Vec<&str> = base.iter().copied().chain(["--policy", "other", "--timer-slack", "50us"]).collect();
     let other = rows(&fx, "o.json", &other);
     let fifo = rows(&fx, "f.json", &base);
-    let (o, f) = (mean_of(&other, "nanosleep@1ms"), mean_of(&fifo, "nanosleep@1ms"));
-    eprintln!("nanosleep@1ms mean deviation: SCHED_OTHER {o} ns, SCHED_FIFO {f} ns");
-    assert!(o >= 50_000.0, "SCHED_OTHER: mean {o} ns, want >= 50 us (the default timer slack)");
-    assert!(f < 50_000.0, "SCHED_FIFO: mean {f} ns, want < 50 us");
-    assert_eq!(other[0]["timer_slack_ns"], 50_000, "{}", other[0]);
+    let p50 = |rows: &[serde_json::Value]| row(rows, "nanosleep@1ms")["p50_ns"].as_i64().unwrap();
+    let (o, f) = (p50(&other), p50(&fifo));
+    eprintln!("nanosleep@1ms median deviation: SCHED_OTHER {o} ns, SCHED_FIFO {f} ns");
+    assert_eq!(row(&other, "nanosleep@1ms")["timer_slack_ns"], 50_000, "{other:?}");
+    // The timer fires at the end of its slack unless another interrupt
+    // comes first: most sleeps pay all of it.
+    assert!(o >= 50_000, "SCHED_OTHER: median {o} ns, want >= the 50 us timer slack");
+    assert_eq!(row(&fifo, "nanosleep@1ms")["timer_slack_ns"], 0, "a real-time thread has no slack: {fifo:?}");
+    assert!(f < 50_000, "SCHED_FIFO: median {f} ns, want < 50 us");
     for r in other.iter().chain(&fifo) {
         // 1 ms + a phase of 0.5 ms on average: about 2000 in 3 s, split over two APIs.
         assert!((600..=1_400).contains(&r["count"].as_u64().unwrap()), "{r}");
@@ -155,7 +177,7 @@ fn sleep_pays_the_timer_slack_only_under_sched_other() {
         ],
     );
     assert_eq!(slack[0]["timer_slack_ns"], 200_000);
-    assert!(slack[0]["mean_ns"].as_f64().unwrap() >= 100_000.0, "a larger slack, a later wake-up: {}", slack[0]);
+    assert!(slack[0]["p50_ns"].as_i64().unwrap() >= 100_000, "a larger slack, a later wake-up: {}", slack[0]);
 }
 
 /// No sleep API wakes early here, so negative deviations are made by hand:
@@ -215,8 +237,11 @@ fn ptimer_counts_every_period_of_every_kind() {
     }
     for r in &rows {
         let (n, missed) = (r["count"].as_u64().unwrap(), r["missed"].as_u64().unwrap());
-        assert!((4_900..=5_050).contains(&n), "about 5000 events in 5 s at 1 ms: {r}");
-        assert!((4_990..=5_010).contains(&(n + missed)), "events + missed = periods: {r}");
+        // A host stall of some milliseconds turns periods into missed ones
+        // (counted); a probe that lost events would fail the sum.
+        assert!((4_500..=5_010).contains(&n), "about 5000 events in 5 s at 1 ms: {r}");
+        // The last wait may return a few periods late, with them.
+        assert!((4_995..=5_020).contains(&(n + missed)), "events + missed = periods: {r}");
         assert_eq!(r["overruns"], missed, "{r}");
         let mean = r["mean_ns"].as_f64().unwrap();
         assert!((0.0..200_000.0).contains(&mean), "mean drift {mean} ns: near 0 within this VM's noise: {r}");
@@ -250,18 +275,78 @@ fn ptimer_counts_missed_expirations_under_a_spinner() {
 #[test]
 fn sigint_ends_a_ptimer_run_cleanly() {
     let Some(fx) = Fixture::root() else { return };
+    let spawned = std::time::Instant::now();
     let mut child = Command::new(BIN)
         .args(["ptimer", "--duration", "60s", "--checkpoint", "1s", "--quiet", "--db", &fx.db])
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(2_000));
+    // At least 1 s measured once the first checkpoint is stored; 1 s more.
+    wait_for_first_checkpoint(&fx.db);
+    std::thread::sleep(Duration::from_millis(1_000));
     // SAFETY: kill() on our own child.
     assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let most = spawned.elapsed().as_millis() as u64;
     assert_eq!(child.wait().unwrap().code(), Some(0));
     let v = show_json(&fx.db, "last");
     assert_eq!(v["status"], "interrupted", "{v}");
     for r in v["results"].as_array().unwrap() {
-        assert!((1_200..=2_000).contains(&r["count"].as_u64().unwrap()), "{r}");
+        // 1 ms periods: at least the 2 s measured, at most the time since
+        // the process started.
+        let periods = r["count"].as_u64().unwrap() + r["missed"].as_u64().unwrap();
+        assert!((1_990..=most + 5).contains(&periods), "{periods} periods, {most} ms since the start: {r}");
+        assert_eq!(r["overruns"], r["missed"], "{r}");
+    }
+}
+
+/// In an assessment's cell the warm-up is not counted: noise's active
+/// time (and so interruptions per second and % available) and ptimer's
+/// missed expirations cover the recorded part only, as the samples do. A
+/// SCHED_FIFO 99 spinner takes 2 ms of every 20 ms of the measured CPU
+/// through both cells: 50 interruptions of 1 ms or more per active second,
+/// 90 % available, and a missed expiration or two per block.
+#[test]
+fn a_cells_warm_up_is_not_counted_by_noise_or_ptimer() {
+    let Some(fx) = Fixture::root() else { return };
+    let cpu = last_cpu().to_string();
+    let plan = fx.dir.join("warm.toml");
+    std::fs::write(
+        &plan,
+        format!(
+            "probes = [\"noise\", \"ptimer\"]\nloads = [\"idle\"]\nduration = \"2s\"\nwarmup = \"2s\"\n\
+             ramp_up = \"0s\"\nscore = \"100ms\"\ncpus = \"{cpu}\"\n"
+        ),
+    )
+    .unwrap();
+    let mut spin = spinner(&cpu, "20ms", "2ms", "12s");
+    let v = run_json(&fx, "warm.json", &["run", plan.to_str().unwrap()]);
+    // SAFETY: kill() on our own child.
+    unsafe { libc::kill(spin.id() as libc::pid_t, libc::SIGTERM) };
+    spin.wait().unwrap();
+    let results = v["results"].as_array().unwrap();
+    let noise = results.iter().find(|r| r["probe"] == "noise").unwrap();
+    let active_s = noise["active_ns"].as_u64().unwrap() as f64 / 1e9;
+    // 33 ms active of every 66 ms of the 2 s recorded (with the 2 s
+    // warm-up counted, about 2 s).
+    assert!((0.8..=1.2).contains(&active_s), "active {active_s} s: {noise}");
+    let (long, _) = at_or_above(noise, 1_000_000);
+    let rate = long as f64 / active_s;
+    eprintln!("noise: {long} interruptions >= 1 ms in {active_s:.3} s active: {rate:.1}/s; row {noise}");
+    assert!((35.0..=70.0).contains(&rate), "{rate:.1} interruptions >= 1 ms per active second, want about 50: {noise}");
+    let per_s = noise["per_s"].as_f64().unwrap();
+    assert!((per_s - noise["count"].as_u64().unwrap() as f64 / active_s).abs() < 0.01 * per_s + 0.01, "{noise}");
+    let available = noise["available_pct"].as_f64().unwrap();
+    assert!((84.0..=94.0).contains(&available), "available {available} %, want about 90: {noise}");
+    let noise_ns = noise["noise_ns"].as_u64().unwrap() as f64;
+    let expected = 100.0 * (1.0 - noise_ns / noise["active_ns"].as_u64().unwrap() as f64);
+    assert!((available - expected).abs() < 0.01, "{noise}");
+    for r in results.iter().filter(|r| r["probe"] == "ptimer") {
+        let (n, missed) = (r["count"].as_u64().unwrap(), r["missed"].as_u64().unwrap());
+        eprintln!("{}: {n} events, {missed} missed", r["metric"]);
+        assert_eq!(r["overruns"], missed, "missed is the recorded samples' overruns: {r}");
+        // 100 blocks of 2 ms in the 2 s recorded: 1 or 2 missed each (the
+        // warm-up counted would double it).
+        assert!((60..=260).contains(&missed), "{r}");
+        assert!((1_995..=2_020).contains(&(n + missed)), "events + missed = the 2000 recorded periods: {r}");
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::probe::Common;
 use crate::probe::netlat::{self, NetPath, Netlat};
-use crate::probe::noise::{self, Noise};
+use crate::probe::noise::Noise;
 use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
 use crate::probe::wakeup::{FlushBuffer, SpinnerOpt, Wakeup};

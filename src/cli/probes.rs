@@ -61,7 +61,9 @@ pub struct NoiseArgs {
 pub struct SleepArgs {
     /// The APIs to time, each its own metric `<api>@<length>`: from CLOCK_MONOTONIC read just before the call to
     /// CLOCK_MONOTONIC read when it returns, minus the requested length (signed: an early wake-up is negative).
-    /// poll uses ppoll and epoll_wait uses epoll_pwait2 (ns timeouts); select rounds up to 1us.
+    /// poll uses ppoll and epoll_wait uses epoll_pwait2 (ns timeouts; before Linux 5.11 epoll_wait, whose
+    /// timeout is in ms, rounded up, with a warning); select rounds up to 1us. A call that fails is counted
+    /// (failed_calls, a note); an API failing 10 times in a row ends the run with an error.
     #[arg(
         long,
         value_enum,
@@ -74,7 +76,8 @@ pub struct SleepArgs {
     #[arg(long, value_name = "DUR,...", value_delimiter = ',', default_value = "5ms", value_parser = dur)]
     pub sleep: Vec<u64>,
     /// Busy-wait a random time in [0, DUR) before each sleep, so that the sleeps do not stay in phase with the
-    /// timer interrupt.
+    /// timer interrupt; capped at each sleep's length (a 100us sleep gets [0, 100us)), so that the real-time thread
+    /// is busy at most about a third of the time.
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
     pub phase: u64,
     /// Set the measuring threads' timer slack (PR_SET_TIMERSLACK) [default: leave it; the value in force is stored]
@@ -320,11 +323,7 @@ impl NoiseArgs {
         }
         check_duration_covers(&self.common, "--active", self.active)?;
         let common = self.common.resolve(kind)?;
-        if self.pause == 0 && !common.quiet {
-            eprintln!(
-                "rtscope: warning: --pause 0: the busy loop never sleeps; RT throttling (/proc/sys/kernel/sched_rt_runtime_us) still stops it for the time it reserves each period, which shows as interruptions"
-            );
-        }
+        // --pause 0 is warned about with the run's warnings (Noise::warnings).
         let throttling_off =
             std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").map(|s| s.trim() == "-1").unwrap_or(false);
         if self.pause == 0 && common.policy.is_rt() && throttling_off && !self.common.force {
@@ -334,17 +333,7 @@ impl NoiseArgs {
             );
         }
         let calibration = crate::sys::tsc::calibrate(50_000_000);
-        Ok((
-            common,
-            Noise {
-                ratio: self.ratio,
-                gap_ns: self.gap,
-                active_ns: self.active,
-                pause_ns: self.pause,
-                warmup_ns: noise::WARMUP_NS,
-                calibration,
-            },
-        ))
+        Ok((common, Noise::new(self.ratio, self.gap, self.active, self.pause, calibration)))
     }
 }
 
@@ -368,7 +357,8 @@ impl SleepArgs {
         }
         check_duration_covers(&self.common, "--sleep", lengths.iter().copied().min().unwrap_or(0))?;
         let common = self.common.resolve(kind)?;
-        Ok((common, Sleep::new(apis, lengths, self.phase, self.timer_slack)))
+        let epoll_pwait2 = !apis.contains(&timers::SleepApi::EpollWait) || timers::has_epoll_pwait2();
+        Ok((common, Sleep::new(apis, lengths, self.phase, self.timer_slack, epoll_pwait2)))
     }
 }
 

@@ -96,6 +96,17 @@ pub trait Probe: Sync {
     fn thread_error(&self, _cpu: usize, _slots: &[u64], _totals: &[&Tally]) -> Option<String> {
         None
     }
+    /// Notes on one thread's measuring from its extra slots (e.g. calls
+    /// that failed), for the run's notes; each is prefixed with the CPU.
+    fn notes(&self, _slots: &[u64]) -> Vec<String> {
+        Vec::new()
+    }
+    /// What the probe's settings degrade or leave unusual (a fallback for a
+    /// missing kernel feature, a setting that can disturb the machine):
+    /// stored with the run's warnings, as the cell's others.
+    fn warnings(&self) -> Vec<Warning> {
+        Vec::new()
+    }
 }
 
 /// Settings every probe shares, already validated.
@@ -139,12 +150,19 @@ pub struct ThreadCtx<'a> {
     pub cpu: usize,
     /// CLOCK_MONOTONIC instant at which every thread starts.
     pub start_ns: u64,
+    /// CLOCK_MONOTONIC instant at which recording starts: the end of the
+    /// warm-up (`start_ns` without one). Samples taken before it are
+    /// dropped by the recorders; a probe's own counters (active time,
+    /// missed periods) must leave that part out too.
+    pub record_from_ns: u64,
     end_ns: u64,
     loops: u64,
     limit_ns: u64,
     stop: &'a AtomicBool,
     breach: &'a Breach,
     extras: &'a [AtomicU64],
+    /// Why the thread could not measure (see [`ThreadCtx::fail`]).
+    failure: std::cell::RefCell<Option<String>>,
 }
 
 impl ThreadCtx<'_> {
@@ -154,9 +172,34 @@ impl ThreadCtx<'_> {
         self.extras[slot].store(value, Relaxed);
     }
 
+    /// Per-thread figure `slot`, as last set.
+    #[inline]
+    pub fn extra(&self, slot: usize) -> u64 {
+        self.extras[slot].load(Relaxed)
+    }
+
     /// CLOCK_MONOTONIC instant at which `--duration` ends (u64::MAX: none).
     pub fn end_ns(&self) -> u64 {
         self.end_ns
+    }
+
+    /// Whether a sample taken at `now` is recorded (past the warm-up).
+    #[inline(always)]
+    pub fn recording(&self, now: u64) -> bool {
+        now >= self.record_from_ns
+    }
+
+    /// Ends the run with an error: the thread could not set up (a timer, a
+    /// setting) or its calls keep failing. `message` names the flag or API
+    /// and what failed; the run ends `failed` with it, every thread stops.
+    /// Formats and allocates: only before or instead of measuring.
+    #[cold]
+    pub fn fail(&self, message: String) {
+        self.stop.store(true, Relaxed);
+        let mut f = self.failure.borrow_mut();
+        if f.is_none() {
+            *f = Some(message);
+        }
     }
 
     /// Whether a stop was requested (a signal, a breach elsewhere).
@@ -421,6 +464,7 @@ impl<'a> Cell<'a> {
         warnings: &mut Vec<Warning>,
     ) -> Result<Cell<'a>> {
         check_trace(probe, common)?;
+        warnings.extend(probe.warnings());
         let mut instance = None;
         if let Some(opts) = &common.trace {
             match Instance::create(&common.cpus, opts.buffer_kb, opts.clock.as_str()) {
@@ -610,17 +654,22 @@ impl<'a> Cell<'a> {
                                 index,
                                 cpu: c,
                                 start_ns: start,
+                                record_from_ns: start + warmup,
                                 end_ns: common.duration_ns.map_or(u64::MAX, |d| start + warmup + d),
                                 loops,
                                 limit_ns: common.threshold_ns.unwrap_or(u64::MAX),
                                 stop,
                                 breach,
                                 extras,
+                                failure: Default::default(),
                             };
                             for r in recs.iter_mut() {
                                 r.start_after_warmup(start + warmup);
                             }
                             probe.measure(&ctx, &mut recs);
+                            if let Some(f) = ctx.failure.take() {
+                                err = err.or(Some(format!("CPU {c}: {f}")));
+                            }
                         }
                         let now = clock::now();
                         for r in recs {
@@ -753,6 +802,12 @@ impl<'a> Cell<'a> {
                 }
             }
         }
+        let under = load.as_ref().map(|l| format!(" under {l}")).unwrap_or_default();
+        for (i, &c) in common.cpus.iter().enumerate() {
+            for n in probe.notes(&values[i * slots..(i + 1) * slots]) {
+                out.notes.push(format!("{} CPU {c}{under}: {n}", probe.name()));
+            }
+        }
         if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
             let (summary, trace_notes) =
                 crate::trace::summarize(inst, report, &opts, &mirror_lost, stages == Some(false));
@@ -820,4 +875,52 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         return Err(anyhow!("{}", errors.join("; ")));
     }
     Ok(exit_code)
+}
+
+/// A measuring thread's context for the probes' unit tests, which call
+/// `measure` directly on the test's thread.
+#[cfg(test)]
+pub(crate) struct TestThread {
+    stop: AtomicBool,
+    breach: Breach,
+    extras: Vec<AtomicU64>,
+}
+
+#[cfg(test)]
+impl TestThread {
+    pub fn new(slots: usize) -> TestThread {
+        TestThread {
+            stop: AtomicBool::new(false),
+            breach: Breach::default(),
+            extras: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    /// Starts at `start_ns`, records from `record_from_ns`, ends at `end_ns`.
+    pub fn ctx(&self, start_ns: u64, record_from_ns: u64, end_ns: u64) -> ThreadCtx<'_> {
+        ThreadCtx {
+            index: 0,
+            cpu: 0,
+            start_ns,
+            record_from_ns,
+            end_ns,
+            loops: u64::MAX,
+            limit_ns: u64::MAX,
+            stop: &self.stop,
+            breach: &self.breach,
+            extras: &self.extras,
+            failure: Default::default(),
+        }
+    }
+
+    pub fn extras(&self) -> Vec<u64> {
+        self.extras.iter().map(|v| v.load(Relaxed)).collect()
+    }
+
+    /// A recorder of a series nobody reads, warm-up until `from_ns`.
+    pub fn recorder(signed: bool, from_ns: u64) -> Recorder {
+        let (mut rec, _sink, _live) = recorder::channel_with(0, u64::MAX / 4, ExceedMode::Fixed(u64::MAX), signed);
+        rec.start_after_warmup(from_ns);
+        rec
+    }
 }

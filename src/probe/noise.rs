@@ -3,12 +3,15 @@
 //! osnoise, oslat).
 //!
 //! Each thread busy-loops reading the CPU's counter (`rdtsc`, `cntvct_el0`,
-//! or CLOCK_MONOTONIC elsewhere), calibrated against CLOCK_MONOTONIC. The
+//! or CLOCK_MONOTONIC elsewhere, and where the counter is not invariant),
+//! calibrated against CLOCK_MONOTONIC. The
 //! reference iteration is the shortest one seen in a warm-up of the same
 //! loop. A gap between two consecutive reads longer than `--ratio` times
 //! the reference (or than `--gap`) is an interruption; its length minus the
 //! reference is recorded. The loop is active for `--active`, then sleeps
 //! `--pause`, so that a real-time spinner never starves the machine.
+//! In an assessment's cell, the active time, the iterations and the
+//! interruptions all start with the recording, after the cell's warm-up.
 //!
 //! `--trace` attributes each interruption (the window `[t - length, t]` on
 //! CLOCK_MONOTONIC that a sample stands for) to the IRQs, softirqs and
@@ -18,8 +21,9 @@
 use super::{Probe, ThreadCtx};
 use crate::recorder::Recorder;
 use crate::sys::clock;
-use crate::sys::tsc::{self, Calibration};
+use crate::sys::tsc::{self, Calibration, Counter};
 use rtscope_model::hist::Tally;
+use rtscope_model::inventory::Warning;
 use rtscope_model::units;
 use serde::Serialize;
 
@@ -48,6 +52,9 @@ pub struct Noise {
     pub warmup_ns: u64,
     /// The counter against CLOCK_MONOTONIC, measured before the run.
     pub calibration: Calibration,
+    /// Why the busy loop reads CLOCK_MONOTONIC rather than the CPU's
+    /// counter (the counter is not invariant), stored with the run.
+    pub counter_fallback: Option<String>,
 }
 
 /// What one active window measured.
@@ -60,6 +67,13 @@ struct Window {
 }
 
 impl Noise {
+    /// The probe, reading the counter `measured` calibrated, or
+    /// CLOCK_MONOTONIC when that counter is not invariant.
+    pub fn new(ratio: f64, gap_ns: Option<u64>, active_ns: u64, pause_ns: u64, measured: Calibration) -> Noise {
+        let (calibration, counter_fallback) = measured.or_monotonic();
+        Noise { ratio, gap_ns, active_ns, pause_ns, warmup_ns: WARMUP_NS, calibration, counter_fallback }
+    }
+
     /// The threshold in ticks for a reference iteration of `reference` ticks.
     fn threshold(&self, reference: f64) -> u64 {
         let t = match self.gap_ns {
@@ -74,8 +88,9 @@ impl Noise {
     /// warm-up). `mono0` is CLOCK_MONOTONIC at tick `t0`, to time-stamp
     /// interruptions.
     #[inline(always)]
-    fn spin(
+    fn spin<R: Fn() -> u64>(
         &self,
+        read: &R,
         ctx: &ThreadCtx,
         mut rec: Option<&mut Recorder>,
         end: u64,
@@ -84,7 +99,7 @@ impl Noise {
     ) -> Window {
         let cal = &self.calibration;
         let check = cal.ticks(CHECK_NS);
-        let t0 = tsc::read();
+        let t0 = read();
         let mono0 = clock::now();
         let mut prev = t0;
         let mut excluded = 0u64;
@@ -92,7 +107,7 @@ impl Noise {
         let mut next_check = t0.saturating_add(check).min(end);
         let mut done = false;
         loop {
-            let now = tsc::read();
+            let now = read();
             let d = now.wrapping_sub(prev);
             prev = now;
             iterations += 1;
@@ -109,7 +124,7 @@ impl Noise {
                     break;
                 }
                 // Recording is not part of the loop: leave it out.
-                let after = tsc::read();
+                let after = read();
                 excluded += after - now;
                 prev = after;
             }
@@ -155,6 +170,29 @@ impl Probe for Noise {
         4
     }
 
+    fn warnings(&self) -> Vec<Warning> {
+        let mut w = Vec::new();
+        if self.pause_ns == 0 {
+            w.push(Warning {
+                topic: "noise".into(),
+                message: "--pause 0: the busy loop never sleeps; RT throttling (/proc/sys/kernel/sched_rt_runtime_us) \
+                          still stops it for the time it reserves each period, which shows as interruptions"
+                    .into(),
+                fix: "give a --pause (e.g. --pause 33ms, the default) unless the throttling's interruptions are wanted"
+                    .into(),
+            });
+        }
+        if let Some(why) = &self.counter_fallback {
+            w.push(Warning {
+                topic: "noise".into(),
+                message: format!("noise: {why}"),
+                fix: "compare such a run only with runs that read the same clock (the run's calibration names it)"
+                    .into(),
+            });
+        }
+        w
+    }
+
     /// An interruption is a window of lost time to attribute, not a
     /// wake-up to split into stages.
     fn trace_stages(&self) -> Option<bool> {
@@ -183,13 +221,23 @@ impl Probe for Noise {
     }
 
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
-        let rec = &mut rec[0];
+        // One loop per clock, so that the busy loop has no branch on it.
+        match self.calibration.counter() {
+            Counter::Cpu => self.run(&tsc::read, ctx, &mut rec[0]),
+            Counter::Monotonic => self.run(&clock::now, ctx, &mut rec[0]),
+        }
+    }
+}
+
+impl Noise {
+    #[inline(always)]
+    fn run<R: Fn() -> u64>(&self, read: &R, ctx: &ThreadCtx, rec: &mut Recorder) {
         let cal = &self.calibration;
         // Warm-up before the common start: the same loop, nothing recorded;
         // its shortest mean iteration over short windows is the reference.
         let mut reference = f64::MAX;
         for _ in 0..self.warmup_ns / WARMUP_WINDOW_NS {
-            let w = self.spin(ctx, None, tsc::read() + cal.ticks(WARMUP_WINDOW_NS), u64::MAX, 0);
+            let w = self.spin(read, ctx, None, read() + cal.ticks(WARMUP_WINDOW_NS), u64::MAX, 0);
             reference = reference.min(w.active as f64 / w.iterations.max(1) as f64);
         }
         let reference_ns = (reference * 1e9 / cal.ticks_per_s).round() as u64;
@@ -197,19 +245,36 @@ impl Probe for Noise {
         ctx.set_extra(SLOT_REFERENCE, (reference * 1000.0).round() as u64);
         ctx.set_extra(SLOT_THRESHOLD, threshold);
         let (mut active, mut iterations) = (0u64, 0u64);
+        let from = ctx.record_from_ns;
         let mut begin = ctx.start_ns;
         loop {
             if begin > clock::now() {
                 clock::sleep_until(begin);
             }
             let now = clock::now();
-            let left = ctx.end_ns().saturating_sub(now);
-            let end = tsc::read().saturating_add(cal.ticks(self.active_ns.min(left)));
-            let w = self.spin(ctx, Some(rec), end, threshold, reference_ns);
-            active += w.active;
-            iterations += w.iterations;
-            ctx.set_extra(SLOT_ACTIVE, active);
-            ctx.set_extra(SLOT_ITERATIONS, iterations);
+            let len = self.active_ns.min(ctx.end_ns().saturating_sub(now));
+            let t = read();
+            // A cell's warm-up is measured as the rest (its interruptions
+            // are dropped by the recorder) but not counted: a window that
+            // starts in it is split where recording starts, and only what
+            // follows counts, so that active time, iterations and
+            // interruptions cover the same span.
+            let straddles = now < from && from < now.saturating_add(len);
+            if straddles {
+                let w =
+                    self.spin(read, ctx, Some(rec), t.saturating_add(cal.ticks(from - now)), threshold, reference_ns);
+                if w.done {
+                    break;
+                }
+            }
+            let end = t.saturating_add(cal.ticks(len));
+            let w = self.spin(read, ctx, Some(rec), end, threshold, reference_ns);
+            if straddles || now >= from {
+                active += w.active;
+                iterations += w.iterations;
+                ctx.set_extra(SLOT_ACTIVE, active);
+                ctx.set_extra(SLOT_ITERATIONS, iterations);
+            }
             let now = clock::now();
             if w.done || ctx.done(now, rec.count()) {
                 break;
@@ -217,5 +282,73 @@ impl Probe for Noise {
             rec.maybe_checkpoint(now);
             begin = now + self.pause_ns;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::TestThread;
+
+    /// In a cell, the warm-up before recording starts is measured like the
+    /// rest but its active time and iterations are not counted: they cover
+    /// the recorded part only, as the interruptions do.
+    #[test]
+    fn active_time_and_iterations_cover_only_the_recorded_part() {
+        let noise = Noise::new(4.0, None, 20_000_000, 10_000_000, tsc::calibrate(20_000_000));
+        let t = TestThread::new(noise.extra_slots());
+        // After the 20 ms reference warm-up; then 300 ms of a cell's warm-up
+        // and 300 ms recorded.
+        let start = clock::now() + 40_000_000;
+        let from = start + 300_000_000;
+        let end = from + 300_000_000;
+        let ctx = t.ctx(start, from, end);
+        let mut rec = [TestThread::recorder(false, from)];
+        noise.measure(&ctx, &mut rec);
+        assert!(clock::now() >= end, "measured until the end");
+        let slots = t.extras();
+        let active = noise.calibration.ns(slots[SLOT_ACTIVE]);
+        // 20 ms of every 30 ms of the 300 ms recorded: 200 ms, less when
+        // this unprivileged test thread wakes late from its pauses; counting
+        // the warm-up too would give about 400 ms.
+        assert!((120_000_000..=230_000_000).contains(&active), "active {active} ns for 300 ms recorded at 20/10 ms");
+        let (iterations, reference) = (slots[SLOT_ITERATIONS], slots[SLOT_REFERENCE] as f64 / 1000.0);
+        // No iteration is shorter than the reference (a 2 % margin).
+        assert!(iterations > 0 && iterations as f64 * reference <= slots[SLOT_ACTIVE] as f64 * 1.02, "{slots:?}");
+        let row = noise.row_extras(0, &slots, &Tally::new());
+        assert_eq!(row["active_ns"], active);
+        assert_eq!(row["available_pct"], 100.0);
+    }
+
+    #[test]
+    fn pause_zero_and_a_clock_fallback_are_stored_warnings() {
+        let c = Calibration::monotonic();
+        assert!(Noise::new(4.0, None, 33_000_000, 33_000_000, c).warnings().is_empty());
+        let w = Noise::new(4.0, None, 33_000_000, 0, c).warnings();
+        assert_eq!(w.len(), 1);
+        assert!(w[0].message.contains("--pause 0") && w[0].message.contains("RT throttling"), "{w:?}");
+        assert!(!w[0].is_informational());
+        let mut n = Noise::new(4.0, None, 33_000_000, 33_000_000, c);
+        n.counter_fallback = Some("rdtsc is not invariant".into());
+        assert!(n.warnings()[0].message.contains("rdtsc is not invariant"));
+    }
+
+    /// The CLOCK_MONOTONIC loop (a counter that is not invariant) measures
+    /// with one tick per ns.
+    #[test]
+    fn the_monotonic_loop_measures_in_ns() {
+        let noise = Noise::new(4.0, None, 10_000_000, 5_000_000, Calibration::monotonic());
+        let t = TestThread::new(noise.extra_slots());
+        let start = clock::now() + 40_000_000;
+        let end = start + 100_000_000;
+        let ctx = t.ctx(start, start, end);
+        let mut rec = [TestThread::recorder(false, start)];
+        noise.measure(&ctx, &mut rec);
+        let slots = t.extras();
+        assert!((50_000_000..=100_000_000).contains(&slots[SLOT_ACTIVE]), "{slots:?}");
+        // clock_gettime through the vDSO: tens of ns; a threshold 4 times that.
+        let reference = slots[SLOT_REFERENCE] as f64 / 1000.0;
+        assert!((1.0..5_000.0).contains(&reference), "{slots:?}");
+        assert!(slots[SLOT_THRESHOLD] >= (4.0 * reference) as u64, "{slots:?}");
     }
 }

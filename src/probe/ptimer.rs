@@ -13,7 +13,11 @@
 //! Drift of event k = CLOCK_MONOTONIC when the wait returns - (start + k x
 //! period), signed. When expirations were missed (the timerfd's expiration
 //! count above 1, `timer_getoverrun` above 0), they count as `missed` and k
-//! is the latest expiration.
+//! is the latest expiration. In an assessment's cell, `missed` counts only
+//! after the warm-up, as the recorded events and `overruns` do.
+//!
+//! A timer that cannot be created or armed, or a wait that fails, ends the
+//! run with an error naming the timer kind and the call.
 //!
 //! The kinds expire together; the order they are waited in rotates every
 //! period, so that no kind is always the one seen after the others (seeing
@@ -125,14 +129,38 @@ enum Armed {
 impl Armed {
     /// Waits for the next expiry; returns the expirations it stands for.
     #[inline]
-    fn wait(&self) -> u64 {
+    fn wait(&self) -> std::io::Result<u64> {
         match self {
-            Armed::Fd(fd) => fd.wait().expect("ptimer: reading the timerfd failed"),
+            Armed::Fd(fd) => fd.wait(),
             Armed::Posix(t, set) => {
-                set.wait().expect("ptimer: sigwaitinfo failed");
-                1 + t.overrun()
+                set.wait()?;
+                Ok(1 + t.overrun())
             }
         }
+    }
+
+    /// Creates a timer of `kind` that expires at `base` and every `period`
+    /// after, for thread `index`. The error names the kind and the call.
+    fn arm(p: &Ptimer, kind: TimerKind, index: usize, base: u64, period: u64) -> Result<Armed, String> {
+        let fail = |call: &str, e: std::io::Error| format!("--timer {}: {call} failed: {e}", kind.name());
+        Ok(match kind {
+            TimerKind::Timerfd => {
+                let fd = TimerFd::new().map_err(|e| fail("timerfd_create(CLOCK_MONOTONIC)", e))?;
+                fd.arm_periodic(base, period).map_err(|e| fail("timerfd_settime", e))?;
+                Armed::Fd(fd)
+            }
+            TimerKind::PosixSignal | TimerKind::PosixThread => {
+                let (signo, t) = if kind == TimerKind::PosixSignal {
+                    let s = p.process_signals[index];
+                    (s, PosixTimer::to_process(s))
+                } else {
+                    (p.thread_signal, PosixTimer::to_this_thread(p.thread_signal))
+                };
+                let t = t.map_err(|e| fail("timer_create(CLOCK_MONOTONIC)", e))?;
+                t.arm_periodic(base, period).map_err(|e| fail("timer_settime", e))?;
+                Armed::Posix(t, SigSet::of(&[signo]))
+            }
+        })
     }
 }
 
@@ -178,29 +206,19 @@ impl Probe for Ptimer {
         let p = self.period_ns;
         let n = self.kinds.len();
         // Made here (a SIGEV_THREAD_ID timer names this thread), before
-        // measuring; no allocation.
+        // measuring; no allocation but on a failure, which ends the run.
         let mut timers: [Option<(Armed, u64)>; 3] = [None, None, None];
-        for (j, kind) in self.kinds.iter().enumerate() {
+        for (j, &kind) in self.kinds.iter().enumerate() {
             let base = ctx.start_ns + p;
-            let armed = match kind {
-                TimerKind::Timerfd => {
-                    let fd = TimerFd::new().expect("ptimer: timerfd_create failed");
-                    fd.arm_periodic(base, p).expect("ptimer: timerfd_settime failed");
-                    Armed::Fd(fd)
+            match Armed::arm(self, kind, ctx.index, base, p) {
+                Ok(armed) => timers[j] = Some((armed, base)),
+                Err(e) => {
+                    ctx.fail(e);
+                    drop(timers);
+                    self.all_signals.drain();
+                    return;
                 }
-                TimerKind::PosixSignal | TimerKind::PosixThread => {
-                    let (signo, t) = if *kind == TimerKind::PosixSignal {
-                        let s = self.process_signals[ctx.index];
-                        (s, PosixTimer::to_process(s))
-                    } else {
-                        (self.thread_signal, PosixTimer::to_this_thread(self.thread_signal))
-                    };
-                    let t = t.expect("ptimer: timer_create failed");
-                    t.arm_periodic(base, p).expect("ptimer: timer_settime failed");
-                    Armed::Posix(t, SigSet::of(&[signo]))
-                }
-            };
-            timers[j] = Some((armed, base));
+            }
         }
         let mut seen = [0u64; 3];
         let mut missed = [0u64; 3];
@@ -209,7 +227,14 @@ impl Probe for Ptimer {
             let mut now = 0;
             for j in (first..n).chain(0..first) {
                 let Some((timer, base)) = &timers[j] else { continue };
-                let expirations = timer.wait();
+                let expirations = match timer.wait() {
+                    Ok(n) => n,
+                    Err(e) => {
+                        let call = if matches!(timer, Armed::Fd(_)) { "read(2)" } else { "sigwaitinfo(2)" };
+                        ctx.fail(format!("--timer {}: {call} failed while measuring: {e}", self.kinds[j].name()));
+                        break 'run;
+                    }
+                };
                 now = clock::now();
                 seen[j] += expirations;
                 let due = base + (seen[j] - 1) * p;
@@ -217,8 +242,11 @@ impl Probe for Ptimer {
                 rec[j].record_signed(now, drift);
                 if expirations > 1 {
                     rec[j].overrun(expirations - 1);
-                    missed[j] += expirations - 1;
-                    ctx.set_extra(j, missed[j]);
+                    // As the recorder's overruns: none in a warm-up.
+                    if ctx.recording(now) {
+                        missed[j] += expirations - 1;
+                        ctx.set_extra(j, missed[j]);
+                    }
                 }
                 if drift > 0 && ctx.breached(now, drift as u64) {
                     break 'run;
@@ -236,5 +264,30 @@ impl Probe for Ptimer {
         // signal outlives the run.
         drop(timers);
         self.all_signals.drain();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::TestThread;
+
+    /// A timer the kernel refuses ends the thread with an error naming the
+    /// kind and the call, and stops the run: no panic.
+    #[test]
+    fn a_timer_that_cannot_be_made_is_an_error_naming_it() {
+        let mut p = Ptimer::new(1_000_000, vec![TimerKind::Timerfd, TimerKind::PosixSignal], 1).unwrap();
+        // No such signal: timer_create says EINVAL.
+        p.process_signals = vec![1000];
+        let t = TestThread::new(p.extra_slots());
+        let now = clock::now();
+        let ctx = t.ctx(now, now, now + 2_000_000_000);
+        let mut rec = [TestThread::recorder(true, now), TestThread::recorder(true, now)];
+        p.measure(&ctx, &mut rec);
+        assert!(clock::now() - now < 1_000_000_000, "it does not measure");
+        assert!(ctx.stopping());
+        let f = ctx.failure.take().unwrap();
+        assert!(f.contains("--timer posix-signal: timer_create(CLOCK_MONOTONIC) failed"), "{f}");
+        assert_eq!(rec[0].count(), 0);
     }
 }

@@ -273,7 +273,8 @@ pub enum SleepApi {
     ClockNanosleep,
     /// poll(2) on no descriptor with a timeout (ppoll, ns timeout).
     Poll,
-    /// epoll_wait(2) on an empty epoll set with a timeout (epoll_pwait2, ns timeout).
+    /// epoll_wait(2) on an empty epoll set with a timeout (epoll_pwait2, ns timeout; before Linux 5.11
+    /// epoll_wait, ms timeout rounded up).
     EpollWait,
     /// select(2) on no descriptor with a timeout (us timeout).
     Select,
@@ -301,6 +302,56 @@ impl SleepApi {
             SleepApi::Timerfd => "timerfd",
         }
     }
+
+    /// The value `--api` takes for it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            SleepApi::ClockNanosleep => "clock-nanosleep",
+            SleepApi::EpollWait => "epoll-wait",
+            other => other.name(),
+        }
+    }
+
+    /// The system call(s) that sleep, with `epoll_pwait2` or without.
+    pub fn calls(self, epoll_pwait2: bool) -> &'static str {
+        match self {
+            SleepApi::Nanosleep => "nanosleep(2)",
+            SleepApi::ClockNanosleep => "clock_nanosleep(2)",
+            SleepApi::Poll => "ppoll(2)",
+            SleepApi::EpollWait if epoll_pwait2 => "epoll_pwait2(2)",
+            SleepApi::EpollWait => "epoll_wait(2)",
+            SleepApi::Select => "select(2)",
+            SleepApi::Timerfd => "timerfd_settime(2) and read(2)",
+        }
+    }
+}
+
+/// epoll_pwait2(2) on `epoll` with timeout `t`, for at most one event.
+fn epoll_pwait2(epoll: &OwnedFd, t: &libc::timespec) -> libc::c_long {
+    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+    // SAFETY: a live epoll fd, room for one event, a valid timeout, no sigmask.
+    unsafe {
+        libc::syscall(
+            libc::SYS_epoll_pwait2,
+            epoll.as_fd().as_raw_fd(),
+            ev.as_mut_ptr(),
+            1,
+            t as *const libc::timespec,
+            std::ptr::null::<libc::sigset_t>(),
+            0usize,
+        )
+    }
+}
+
+/// Whether the kernel has epoll_pwait2(2) (Linux 5.11; ns timeouts): asked
+/// once, on an empty epoll set with a zero timeout. Only ENOSYS says no.
+pub fn has_epoll_pwait2() -> bool {
+    let Ok(epoll) = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC) else {
+        // No epoll set to ask with: the sleeps' own setup will say why.
+        return true;
+    };
+    let rc = epoll_pwait2(&epoll, &libc::timespec { tv_sec: 0, tv_nsec: 0 });
+    rc >= 0 || last_error().raw_os_error() != Some(libc::ENOSYS)
 }
 
 /// What the relative sleeps need, made once before measuring: an empty
@@ -308,14 +359,28 @@ impl SleepApi {
 pub struct Sleeper {
     epoll: OwnedFd,
     timer: TimerFd,
+    /// `epoll-wait` sleeps in epoll_pwait2 (else epoll_wait, ms timeouts).
+    epoll_pwait2: bool,
 }
 
 impl Sleeper {
-    pub fn new() -> io::Result<Sleeper> {
+    /// With `epoll_pwait2` false (the kernel lacks it, [`has_epoll_pwait2`]),
+    /// `epoll-wait` calls epoll_wait(2) with the timeout in milliseconds,
+    /// rounded up.
+    pub fn new(epoll_pwait2: bool) -> io::Result<Sleeper> {
         Ok(Sleeper {
             epoll: rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)?,
             timer: TimerFd::new()?,
+            epoll_pwait2,
         })
+    }
+
+    /// A sleeper whose epoll "set" is a timerfd: every `epoll-wait` fails
+    /// (EINVAL), as a call the kernel refuses would.
+    #[cfg(test)]
+    pub fn with_failing_epoll() -> Sleeper {
+        let not_epoll = timerfd_create(TimerfdClockId::Monotonic, TimerfdFlags::CLOEXEC).unwrap();
+        Sleeper { epoll: not_epoll, timer: TimerFd::new().unwrap(), epoll_pwait2: true }
     }
 
     /// Sleeps about `ns` through `api` (resuming after a signal for the
@@ -343,19 +408,16 @@ impl Sleeper {
                 Err(e) => Err(e.into()),
             },
             SleepApi::EpollWait => {
-                let mut ev = [0u8; 16];
-                let t = libc::timespec { tv_sec: left.tv_sec as _, tv_nsec: left.tv_nsec as _ };
-                // SAFETY: a live epoll fd, room for one event, a valid timeout.
-                let rc = unsafe {
-                    libc::syscall(
-                        libc::SYS_epoll_pwait2,
-                        self.epoll.as_fd().as_raw_fd(),
-                        ev.as_mut_ptr(),
-                        1,
-                        &t as *const libc::timespec,
-                        std::ptr::null::<libc::sigset_t>(),
-                        0usize,
-                    )
+                let rc = if self.epoll_pwait2 {
+                    let t = libc::timespec { tv_sec: left.tv_sec as _, tv_nsec: left.tv_nsec as _ };
+                    epoll_pwait2(&self.epoll, &t)
+                } else {
+                    let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+                    let ms = ns.div_ceil(1_000_000).min(i32::MAX as u64) as i32;
+                    // SAFETY: a live epoll fd, room for one event.
+                    libc::c_long::from(unsafe {
+                        libc::epoll_wait(self.epoll.as_fd().as_raw_fd(), ev.as_mut_ptr(), 1, ms)
+                    })
                 };
                 if rc < 0 && last_error().raw_os_error() != Some(libc::EINTR) { Err(last_error()) } else { Ok(()) }
             }
@@ -385,13 +447,31 @@ mod tests {
 
     #[test]
     fn every_sleep_api_sleeps_at_least_about_its_length() {
-        let s = Sleeper::new().unwrap();
+        let s = Sleeper::new(has_epoll_pwait2()).unwrap();
         for api in SleepApi::ALL {
             let t0 = clock::now();
             s.sleep(api, 2_000_000).unwrap();
             let took = clock::now() - t0;
             assert!((1_990_000..200_000_000).contains(&took), "{api:?} slept {took} ns for 2 ms");
         }
+    }
+
+    /// epoll_pwait2 came with Linux 5.11; without it, epoll_wait sleeps
+    /// whole milliseconds, rounded up.
+    #[test]
+    fn epoll_pwait2_is_found_and_epoll_wait_rounds_up_to_a_millisecond() {
+        let release = rustix::system::uname().release().to_string_lossy().into_owned();
+        let mut v = release.split(['.', '-']).map(|p| p.parse::<u32>().unwrap_or(0));
+        let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+        assert_eq!(has_epoll_pwait2(), (major, minor) >= (5, 11), "kernel {release}");
+        let ms = Sleeper::new(false).unwrap();
+        let t0 = clock::now();
+        ms.sleep(SleepApi::EpollWait, 200_000).unwrap();
+        let took = clock::now() - t0;
+        assert!(took >= 990_000, "epoll_wait with 200us asked for slept {took} ns: want the 1 ms it rounds up to");
+        let failing = Sleeper::with_failing_epoll();
+        let e = failing.sleep(SleepApi::EpollWait, 200_000).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The CPU's own counter for busy loops (`noise`): `rdtsc` on x86_64, the
 //! virtual counter `cntvct_el0` on aarch64, CLOCK_MONOTONIC elsewhere. It
 //! is calibrated against CLOCK_MONOTONIC; the calibration is stored with
-//! the run.
+//! the run. A counter that is not invariant (its rate follows the CPU
+//! frequency or stops in idle states) gives way to CLOCK_MONOTONIC
+//! ([`Calibration::or_monotonic`]).
 
 use super::clock;
 use serde::Serialize;
@@ -12,7 +14,16 @@ pub const SOURCE: &str = "rdtsc";
 #[cfg(target_arch = "aarch64")]
 pub const SOURCE: &str = "cntvct_el0";
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub const SOURCE: &str = "clock_gettime(CLOCK_MONOTONIC)";
+pub const SOURCE: &str = MONOTONIC;
+/// The clock a busy loop reads when the CPU's counter cannot be trusted.
+pub const MONOTONIC: &str = "clock_gettime(CLOCK_MONOTONIC)";
+
+/// What a busy loop reads: [`read`] or CLOCK_MONOTONIC ([`clock::now`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    Cpu,
+    Monotonic,
+}
 
 /// The counter now, in ticks.
 #[inline(always)]
@@ -54,6 +65,8 @@ pub struct Calibration {
     /// ns per tick in 32.32 fixed point.
     #[serde(skip)]
     mult: u64,
+    #[serde(skip)]
+    counter: Counter,
 }
 
 /// CLOCK_MONOTONIC and the counter read together: the counter between two
@@ -86,10 +99,45 @@ pub fn calibrate(window_ns: u64) -> Calibration {
         error_ns: e0 + e1,
         invariant: invariant(),
         mult: (ns_per_tick * (1u64 << 32) as f64).round().max(1.0) as u64,
+        counter: Counter::Cpu,
     }
 }
 
 impl Calibration {
+    /// CLOCK_MONOTONIC itself: one tick per ns, nothing to measure.
+    pub fn monotonic() -> Calibration {
+        Calibration {
+            source: MONOTONIC,
+            ticks_per_s: 1e9,
+            window_ns: 0,
+            error_ns: 0,
+            invariant: true,
+            mult: 1 << 32,
+            counter: Counter::Monotonic,
+        }
+    }
+
+    /// What a busy loop with this calibration reads.
+    pub fn counter(&self) -> Counter {
+        self.counter
+    }
+
+    /// This calibration when its counter is invariant; else CLOCK_MONOTONIC,
+    /// with the reason (a counter whose rate follows the CPU frequency, or
+    /// that stops in idle states, would turn a frequency change into
+    /// interruptions or hide them).
+    pub fn or_monotonic(self) -> (Calibration, Option<String>) {
+        if self.invariant || self.counter == Counter::Monotonic {
+            return (self, None);
+        }
+        let why = format!(
+            "{} is not invariant (the CPU flags lack constant_tsc or nonstop_tsc): the busy loop reads {MONOTONIC} instead, \
+             whose iterations are longer (a higher reference and detection threshold)",
+            self.source
+        );
+        (Calibration::monotonic(), Some(why))
+    }
+
     /// `ticks` in ns.
     #[inline(always)]
     pub fn ns(&self, ticks: u64) -> u64 {
@@ -132,5 +180,23 @@ mod tests {
             "{measured} ns by the counter, {truth} by the clock"
         );
         assert!(c.ns(c.ticks(1_000_000)).abs_diff(1_000_000) < 10);
+    }
+
+    #[test]
+    fn a_counter_that_is_not_invariant_gives_way_to_the_monotonic_clock() {
+        let c = calibrate(2_000_000);
+        let (kept, why) = Calibration { invariant: true, ..c }.or_monotonic();
+        assert_eq!((kept.counter(), kept.source, why), (Counter::Cpu, SOURCE, None));
+        let (fallback, why) = Calibration { invariant: false, ..c }.or_monotonic();
+        assert_eq!(fallback.counter(), Counter::Monotonic);
+        assert_eq!(fallback.source, MONOTONIC);
+        let why = why.unwrap();
+        assert!(why.contains("not invariant") && why.contains(MONOTONIC), "{why}");
+        // One tick per ns, both ways.
+        assert_eq!(fallback.ticks_per_s, 1e9);
+        for ns in [1, 999, 33_000_000, 10_000_000_000] {
+            assert_eq!(fallback.ns(ns), ns);
+            assert_eq!(fallback.ticks(ns), ns);
+        }
     }
 }

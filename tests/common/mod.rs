@@ -123,3 +123,24 @@ impl Drop for Fixture {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Waits (at most 60 s) until the last run in `db` has stored its first
+/// checkpoint interval, i.e. has measured at least one `--checkpoint`:
+/// a fixed sleep before signalling a run depends on how long the start
+/// takes on a loaded machine. Returns when it saw it.
+pub fn wait_for_first_checkpoint(db: &str) -> std::time::Instant {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if Path::new(db).exists() {
+            let o = rtscope(&["show", "last", "--json", "--db", db]);
+            if o.status.success() {
+                let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("show --json is JSON");
+                if v["results"].as_array().is_some_and(|r| r.iter().any(|r| r["count"].as_u64() > Some(0))) {
+                    return std::time::Instant::now();
+                }
+            }
+        }
+        assert!(std::time::Instant::now() < until, "no checkpoint stored in {db} after 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
