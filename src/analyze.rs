@@ -247,15 +247,46 @@ struct RunAnalysis<'a> {
     status: &'a str,
     representative: bool,
     series: Vec<&'a series::SeriesReport>,
+    #[serde(flatten)]
+    judged: Judged<'a>,
+}
+
+/// A run judged: the keys `rtscope analyze RUN --json` ends with, and
+/// `rtscope run --json` too when the run has requirements or a task set.
+#[derive(Serialize)]
+pub struct Judged<'a> {
     /// flags or stored; absent without requirements.
     #[serde(skip_serializing_if = "Option::is_none")]
-    requirements_from: Option<ReqSource>,
-    verdicts: Vec<verdict::Verdict>,
+    pub requirements_from: Option<ReqSource>,
+    pub verdicts: &'a [verdict::Verdict],
     /// The task set given or stored with the run, judged; absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    schedulability: Option<SchedOut<'a>>,
+    pub schedulability: Option<SchedOut<'a>>,
     /// False when a requirement failed or the task set misses a deadline.
-    passed: bool,
+    pub passed: bool,
+}
+
+impl<'a> Judged<'a> {
+    pub fn new(
+        asked: &Asked,
+        verdicts: &'a [verdict::Verdict],
+        set: Option<&AskedSet>,
+        sched: Option<&'a rta::Schedulability>,
+    ) -> Judged<'a> {
+        let failed = verdicts.iter().any(|v| v.status == verdict::Status::Fail)
+            || sched.is_some_and(|s| s.verdict.status == verdict::Status::Fail);
+        Judged {
+            requirements_from: (!asked.reqs.is_empty()).then_some(asked.source),
+            verdicts,
+            schedulability: set.zip(sched).map(|(set, result)| SchedOut { tasks_from: set.from, result }),
+            passed: !failed,
+        }
+    }
+
+    /// The exit code it asks for: 2 when something failed, else 0.
+    pub fn code(&self) -> i32 {
+        if self.passed { 0 } else { 2 }
+    }
 }
 
 /// A task set judged, with where it comes from.
@@ -288,8 +319,8 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     }
     let verdicts: Vec<verdict::Verdict> = asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect();
     let sched = set.as_ref().map(|s| schedulability(&all, s));
-    let failed = verdicts.iter().any(|v| v.status == verdict::Status::Fail)
-        || sched.as_ref().is_some_and(|s| s.verdict.status == verdict::Status::Fail);
+    let judged = Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref());
+    let code = judged.code();
     if a.json {
         json_out(&RunAnalysis {
             run_id: run.header.id,
@@ -297,13 +328,7 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             status: run.header.status.as_str(),
             representative: run.header.representative,
             series: all.iter().map(|s| &s.report).collect(),
-            requirements_from: (!asked.reqs.is_empty()).then_some(asked.source),
-            verdicts,
-            schedulability: set
-                .as_ref()
-                .zip(sched.as_ref())
-                .map(|(set, result)| SchedOut { tasks_from: set.from, result }),
-            passed: !failed,
+            judged,
         })?;
     } else {
         let mut out = std::io::stdout().lock();
@@ -313,7 +338,7 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             text::write_schedulability(s, &set.origin(), &mut out)?;
         }
     }
-    Ok(if failed { 2 } else { 0 })
+    Ok(code)
 }
 
 #[derive(Serialize)]
@@ -353,6 +378,11 @@ struct MttfOut {
     series: String,
     target_s: f64,
     smallest_n: Option<u32>,
+    /// Why there is no smallest n: more than 64 buffers, not enough data,
+    /// or a target only the fitted tail reaches, beyond 100x the observed
+    /// duration; absent with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    smallest_n_why: Option<String>,
     per_series: Vec<(String, mttf::Mttf)>,
     /// MTTF against n for this period: the curve.
     curve: Vec<mttf::Mttf>,
@@ -427,16 +457,22 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
         .expect("at least one series");
     let target_s = a.target as f64 / 1e9;
     let ws = worst.2;
+    // Every series must reach the target: the largest n decides, and the
+    // first series that cannot tell says why.
     let smallest_n = per
         .iter()
-        .map(|(_, _, s)| mttf::smallest_n(&s.obs, s.model.as_ref(), a.period, &compute, target_s))
+        .map(|(l, _, s)| {
+            mttf::smallest_n_why(&s.obs, s.model.as_ref(), a.period, &compute, target_s)
+                .map_err(|e| if per.len() > 1 { format!("{l}: {e}") } else { e })
+        })
         .try_fold(0u32, |acc, n| n.map(|n| acc.max(n)));
     let curve = mttf::curve(&ws.obs, ws.model.as_ref(), a.period, &compute, a.buffers.max(8), true);
     let out = MttfOut {
         worst: worst.1.clone(),
         series: worst.0.clone(),
         target_s,
-        smallest_n,
+        smallest_n: smallest_n.as_ref().ok().copied(),
+        smallest_n_why: smallest_n.as_ref().err().cloned(),
         per_series: per.iter().map(|(l, m, _)| (l.clone(), m.clone())).collect(),
         curve,
     };
@@ -444,7 +480,8 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
         json_out(&out)?;
     } else {
         let mut o = std::io::stdout().lock();
-        text::write_mttf(&out.worst, &out.series, &out.per_series, &out.curve, target_s, smallest_n, &mut o)?;
+        let small = smallest_n.as_ref().copied().map_err(String::as_str);
+        text::write_mttf(&out.worst, &out.series, &out.per_series, &out.curve, target_s, small, &mut o)?;
     }
     Ok(0)
 }

@@ -120,6 +120,9 @@ pub struct Plan {
     pub probes: Vec<Built>,
     pub loads: Vec<LoadSpec>,
     pub cell_ns: u64,
+    /// The per-CPU probes' checkpoint interval: each cell's series gets
+    /// about cell_ns / checkpoint_ns interval maxima.
+    pub checkpoint_ns: u64,
     pub warmup_ns: u64,
     pub ramp_ns: u64,
     pub score_ns: u64,
@@ -186,7 +189,14 @@ impl Plan {
         if score_ns < 100_000_000 {
             bail!("{origin}: score must be at least 100ms (e.g. score = \"2s\")");
         }
-        let checkpoint = file.checkpoint.clone().unwrap_or_else(|| "10s".into());
+        let checkpoint_ns = dur("checkpoint", &file.checkpoint, origin)?.unwrap_or(10_000_000_000);
+        if !(100_000_000..=3_600_000_000_000).contains(&checkpoint_ns) {
+            bail!(
+                "{origin}: checkpoint must be between 100ms and 1h (e.g. checkpoint = \"250ms\"; a crash loses up to \
+                 one checkpoint interval, and the tail's diagnostics need 20 to 40 of them per cell)"
+            );
+        }
+        let checkpoint = format!("{checkpoint_ns}ns");
         let names = file
             .probes
             .clone()
@@ -273,6 +283,7 @@ impl Plan {
             probes,
             loads,
             cell_ns,
+            checkpoint_ns,
             warmup_ns,
             ramp_ns,
             score_ns,
@@ -354,6 +365,7 @@ impl Plan {
                 "probes": self.probes.iter().map(Built::name).collect::<Vec<_>>(),
                 "loads": self.loads,
                 "cell_ns": self.cell_ns,
+                "checkpoint_ns": self.checkpoint_ns,
                 "warmup_ns": self.warmup_ns,
                 "ramp_up_ns": self.ramp_ns,
                 "score_ns": self.score_ns,
@@ -555,14 +567,16 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     }
     result?;
     let loaded = loaded?;
-    output(&loaded, opts)?;
     // The requirements stored with the run: judged as `rtscope analyze`
-    // would, printed last; a failed one exits with code 2.
+    // would, printed last (and in --json); a failed one exits with code 2.
     // So is the task set stored with it: a set that misses a deadline with
     // the measured release jitter counts as a failed requirement.
     let asked = crate::analyze::asked(&loaded, &Default::default(), false)?;
     let set = crate::analyze::asked_set(&loaded, &Default::default())?;
     let (verdicts, sched) = crate::analyze::judge(&loaded, &asked, set.as_ref());
+    let judged = (!asked.reqs.is_empty() || set.is_some())
+        .then(|| crate::analyze::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
+    output(&loaded, opts, judged.as_ref())?;
     let printing = !opts.quiet && opts.json.as_deref() != Some(Path::new("-"));
     if !verdicts.is_empty() && printing {
         let mut out = std::io::stdout().lock();
@@ -574,16 +588,19 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
         writeln!(out)?;
         report::analyze::write_schedulability(s, &set.origin(), &mut out)?;
     }
-    use rtscope_model::analysis::verdict::Status;
-    let failed = verdicts.iter().any(|v| v.status == Status::Fail)
-        || sched.as_ref().is_some_and(|s| s.verdict.status == Status::Fail);
+    let failed = judged.as_ref().is_some_and(|j| !j.passed);
     Ok(if failed && code == 0 { 2 } else { code })
 }
 
-/// Prints the run (unless quiet or JSON on stdout) and writes `--json`.
-fn output(run: &rtscope_model::run::Run, opts: &Options) -> Result<()> {
+/// Prints the run (unless quiet or JSON on stdout) and writes `--json`:
+/// the run's document, ending with its verdicts and schedulability as
+/// `rtscope analyze RUN --json` gives them when it was `judged`.
+fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::analyze::Judged>) -> Result<()> {
     if let Some(path) = &opts.json {
-        report::write_file(path, &report::Json, run)?;
+        match judged {
+            Some(j) => report::write_to("--json", path, |out| report::json::write_judged(run, j, out))?,
+            None => report::write_file(path, &report::Json, run)?,
+        }
     }
     let json_on_stdout = opts.json.as_deref() == Some(Path::new("-"));
     if !opts.quiet && !json_on_stdout {
@@ -662,7 +679,7 @@ pub fn loads_only(
     if let Some(e) = failed {
         return Err(e);
     }
-    output(&store.load_run(run_id)?, opts)?;
+    output(&store.load_run(run_id)?, opts, None)?;
     Ok(code)
 }
 

@@ -158,6 +158,13 @@ fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if let Some(d) = a.duration.filter(|&d| d < 1_000_000_000) {
         bail!("--duration {} is per cell and must be at least 1s (e.g. --duration 10s)", units::human(d));
     }
+    if let Some(c) = a.checkpoint.filter(|c| !(100_000_000..=3_600_000_000_000).contains(c)) {
+        bail!(
+            "--checkpoint {} must be between 100ms and 1h (e.g. --checkpoint 250ms: the tail's diagnostics need 20 \
+             to 40 intervals per cell)",
+            units::human(c)
+        );
+    }
     crate::analyze::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     crate::analyze::check_tasks_flags(&a.sched)?;
     if a.sched.error_rate.is_some() && a.sched.tasks.is_none() && base.tasks.is_none() && base.task.is_none() {
@@ -171,6 +178,7 @@ fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         duration: ns(a.duration),
         warmup: ns(a.warmup),
         ramp_up: ns(a.ramp_up),
+        checkpoint: ns(a.checkpoint),
         shuffle: a.shuffle.then_some(true),
         seed: a.seed,
         cpus: a.cpus.clone(),

@@ -176,9 +176,15 @@ fn response_time_analysis_of_task_files() {
 /// A wakeup run of 2 CPUs, 60 intervals of 1 s at 1 kHz each, stored
 /// through the model crate as the recorder would.
 fn store_run(db: &str) {
+    store_run_under(db, &[None]);
+}
+
+/// [`store_run`], the series measured under each of `loads` (an
+/// assessment's cells: `Some(load)`).
+fn store_run_under(db: &str, loads: &[Option<&str>]) {
     let mut series = Vec::new();
-    for cpu in 0..2 {
-        let v = samples(60_000, 10 + cpu as u64);
+    for (cpu, (li, load)) in (0..2).flat_map(|cpu| loads.iter().enumerate().map(move |l| (cpu, l))) {
+        let v = samples(60_000, 10 + cpu as u64 + 7 * li as u64);
         let mut intervals = Vec::new();
         let mut exceedances = Vec::new();
         for (seq, chunk) in v.chunks(1000).enumerate() {
@@ -192,7 +198,7 @@ fn store_run(db: &str) {
             }
             intervals.push(Interval::new(seq as u32, start, start + 1_000_000_000, &t, 0, 0));
         }
-        let key = SeriesKey::new("wakeup", "latency", cpu);
+        let key = SeriesKey { load: load.map(String::from), ..SeriesKey::new("wakeup", "latency", cpu) };
         series.push(Series::new(key, "ns".into(), "fixed 30000".into(), intervals, exceedances).unwrap());
     }
     let run = Run {
@@ -279,6 +285,11 @@ fn analyze_a_stored_run_with_verdicts() {
     let m = json(&o);
     assert_eq!(m["slack_ns"], 20_000);
     assert!(m["mttf_s"].as_f64().unwrap() > 0.0 && m["per_series"].as_array().unwrap().len() == 2, "{m}");
+    // A day (the default target) from 60 s: only the fitted tail reaches
+    // it, more than 100x beyond the run: no smallest n, and why.
+    assert!(m["smallest_n"].is_null(), "{m}");
+    let why = m["smallest_n_why"].as_str().unwrap();
+    assert!(why.contains("fitted tail") && why.contains("measure at least 14m24s"), "{why}");
     let tasks = dir.path().join("t.toml");
     std::fs::write(
         &tasks,
@@ -321,4 +332,41 @@ fn analyze_a_stored_run_with_verdicts() {
         err.contains("--error-rate 1e-8") && err.contains("too far to extrapolate") && err.contains("measure at least"),
         "{err}"
     );
+}
+
+/// In an assessment every load gives series of the same probe, metric and
+/// CPU: each series of `analyze` names its load (JSON and text), and a
+/// single probe's run has no load key at all.
+#[test]
+fn analyze_names_the_load_of_each_series_of_an_assessment() {
+    let dir = tempdir();
+    let dir = Dir(dir);
+    let path = db(dir.path());
+    let at = path.as_str();
+    store_run_under(at, &[Some("idle"), Some("cpu:2@1")]);
+    let o = rtscope(&["analyze", "last", "--json", "--db", at]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j = json(&o);
+    let named: Vec<(i64, &str)> = j["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["cpu"].as_i64().unwrap(), s["load"].as_str().unwrap_or("none")))
+        .collect();
+    assert_eq!(named.len(), 4, "{named:?}");
+    for want in [(0, "idle"), (0, "cpu:2@1"), (1, "idle"), (1, "cpu:2@1")] {
+        assert!(named.contains(&want), "{want:?} missing in {named:?}");
+    }
+    let o = rtscope(&["analyze", "last", "--db", at]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for head in ["wakeup latency CPU 0 under load idle · ", "wakeup latency CPU 1 under load cpu:2@1 · "] {
+        assert_eq!(out.matches(head).count(), 1, "{head}: {out}");
+    }
+    // A single probe's run: no load.
+    let single = Dir(tempdir());
+    let single_db = db(single.path());
+    store_run(&single_db);
+    let j = json(&rtscope(&["analyze", "last", "--json", "--db", &single_db]));
+    assert!(j["series"].as_array().unwrap().iter().all(|s| s.get("load").is_none()), "{}", j["series"][0]["load"]);
 }

@@ -658,11 +658,43 @@ fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
     // A requirement that fails: stored with the run, printed at its end,
     // exit code 2.
     let run = ["run", "--quick", "--probes", "wakeup", "--loads", "idle,cpu", "--duration", "1s", "--db", &fx.db];
-    let o = rtscope(&[&run[..], &["--require", "wakeup.latency.min > 1s"]].concat());
+    let o = rtscope(&[&run[..], &["--checkpoint", "50ms"]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--checkpoint 50ms must be between 100ms and 1h"), "{}", text(&o));
+    let plan = Path::new(&fx.dir).join("cp.toml");
+    std::fs::write(&plan, "probes = [\"wakeup\"]\ncheckpoint = \"2h\"\n").unwrap();
+    let o = rtscope(&["run", plan.to_str().unwrap(), "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("cp.toml: checkpoint must be between 100ms and 1h"), "{}", text(&o));
+    let json = Path::new(&fx.dir).join("run.json");
+    let o = rtscope(
+        &[
+            &run[..],
+            &["--require", "wakeup.latency.min > 1s", "--checkpoint", "100ms", "--json"],
+            &[json.to_str().unwrap()],
+        ]
+        .concat(),
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     let tail = &out[out.find("verdicts · Judged against 'wakeup.latency.min > 1s', stored").expect("the verdicts")..];
     assert!(tail.contains("FAIL") && tail.contains("[idle]") || tail.contains("[cpu]"), "{tail}");
+    // The run's JSON ends with the verdicts, as `analyze RUN --json` gives them.
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let o = rtscope(&["analyze", "last", "--json", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let analysed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((&doc["requirements_from"], &doc["passed"]), (&"stored".into(), &false.into()), "{}", doc["verdicts"]);
+    assert_eq!(doc["verdicts"][0]["status"], "fail");
+    for key in ["requirements_from", "verdicts", "passed"] {
+        assert_eq!(doc[key], analysed[key], "{key}");
+    }
+    assert!(doc.get("schedulability").is_none() && doc["results"].as_array().unwrap().len() >= 4);
+    // --checkpoint: about ten intervals per 1 s cell.
+    assert_eq!(doc["run"]["plan"]["assessment"]["checkpoint_ns"], 100_000_000);
+    for r in doc["results"].as_array().unwrap() {
+        assert!((8..=12).contains(&r["intervals"].as_u64().unwrap()), "{r}");
+    }
     // The report applies it (and exits 2); flags replace it.
     let o = rtscope(&["report", "last", "--format", "md", "-o", "-", "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

@@ -201,6 +201,11 @@ pub struct RunArgs {
     /// Each cell measures this long first without recording (its warm-up).
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub warmup: Option<u64>,
+    /// Commit each cell's histograms, maxima and exceedances this often (100ms..1h); each interval gives the tail's
+    /// diagnostics (Ljung-Box, runs, KPSS, GEV) one interval maximum, and they need 20 to 40 per cell [default: the
+    /// plan's: 250ms in the default plan, 100ms with --quick; 10s in a campaign file without it]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub checkpoint: Option<u64>,
     /// A load runs this long before its first cell, unmeasured.
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub ramp_up: Option<u64>,

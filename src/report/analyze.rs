@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 use rtscope_model::analysis::mttf::{Mttf, Source};
-use rtscope_model::analysis::pot::{Level, TailReport};
+use rtscope_model::analysis::pot::{Level, REFUSED, TailReport};
 use rtscope_model::analysis::rta::{PseudoWorstCase, RtaReport, Schedulability};
 use rtscope_model::analysis::series::SeriesAnalysis;
 use rtscope_model::analysis::verdict::{Status, Verdict};
@@ -87,7 +87,10 @@ fn write_verdict(v: &Verdict, out: &mut dyn Write) -> Result<()> {
 pub fn write_series(s: &SeriesAnalysis, out: &mut dyn Write) -> Result<()> {
     let r = &s.report;
     let st = &r.stats;
-    let name = if r.cpu < 0 { r.metric.clone() } else { format!("{} {} CPU {}", r.probe, r.metric, r.cpu) };
+    let mut name = if r.cpu < 0 { r.metric.clone() } else { format!("{} {} CPU {}", r.probe, r.metric, r.cpu) };
+    if let Some(l) = &r.load {
+        name += &format!(" under load {l}");
+    }
     writeln!(out, "{name} · {} samples over {} · {:.1}/s", st.count, dur_s(st.observed_duration_s), st.rate_hz)?;
     write!(out, "  (us)  min {}  mean {}", us_i(st.min_ns), us_f(st.mean_ns))?;
     for p in &st.percentiles {
@@ -129,22 +132,52 @@ pub fn write_series(s: &SeriesAnalysis, out: &mut dyn Write) -> Result<()> {
                 let cell = m.rows.iter().find(|r| r.period_ns == *t && r.buffers == *n).map_or("-".into(), mttf_cell);
                 write!(out, " {cell:>14}")?;
             }
-            writeln!(out, "  {}", small.map_or("> 64".into(), |n| n.to_string()))?;
+            writeln!(out, "  {}", smallest_cell(*small, m.smallest_n_why.iter().find(|w| w.0 == *t)))?;
         }
-        writeln!(out, "    (o: observed, f: fitted tail, ?: not enough data)")?;
+        writeln!(out, "    ({MTTF_LEGEND})")?;
+        if m.rows.iter().any(|r| r.refused.is_some()) {
+            writeln!(
+                out,
+                "    refused: the fitted tail puts the MTTF beyond {REFUSED:.0}x the {} observed: too far to extrapolate",
+                dur_s(st.observed_duration_s)
+            )?;
+        }
+        for (periods, why) in m.smallest_n_notes() {
+            let periods: Vec<String> = periods.iter().map(|&t| human(t)).collect();
+            writeln!(out, "    smallest n ({}): {why}", periods.join(", "))?;
+        }
     }
     Ok(())
 }
 
+/// What the tags of an MTTF cell mean.
+pub const MTTF_LEGEND: &str = "o: observed, f: fitted tail, e: fitted tail, extrapolated beyond 10x the observed \
+                               duration, refused: beyond 100x, ?: not enough data";
+
+/// An MTTF for a table: the figure and where it comes from (see
+/// [`MTTF_LEGEND`]); "refused" from a fitted tail beyond 100x the
+/// observed duration (no underrun at all included).
 pub fn mttf_cell(m: &Mttf) -> String {
     let tag = match m.source {
         Source::Observed => "o",
+        Source::FittedTail if m.refused.is_some() => return "refused".into(),
+        Source::FittedTail if m.extrapolated => "e",
         Source::FittedTail => "f",
         Source::NotEnoughData => return "?".into(),
     };
     match m.mttf_s {
         Some(s) => format!("{} {tag}", dur_s(s)),
         None => format!("never {tag}"),
+    }
+}
+
+/// The smallest n of a period for a table: the number, "> 64", or "?"
+/// when the data cannot tell (why: beside the table).
+pub fn smallest_cell(n: Option<u32>, why: Option<&(u64, String)>) -> String {
+    match (n, why) {
+        (Some(n), _) => n.to_string(),
+        (None, Some((_, w))) if !w.starts_with("more than") => "?".into(),
+        (None, _) => "> 64".into(),
     }
 }
 
@@ -225,7 +258,7 @@ pub fn write_mttf(
     per: &[(String, Mttf)],
     curve: &[Mttf],
     target_s: f64,
-    smallest_n: Option<u32>,
+    smallest_n: Result<u32, &str>,
     out: &mut dyn Write,
 ) -> Result<()> {
     writeln!(
@@ -243,10 +276,16 @@ pub fn write_mttf(
             m.p_exceed.map_or("?".into(), |p| format!("{p:.3e}")),
             m.note,
             m.theta,
-            m.mttf_s.map_or(if m.p_exceed == Some(0.0) { "never".into() } else { "?".into() }, dur_s),
+            match (&m.refused, m.mttf_s) {
+                (Some(_), _) => "refused".into(),
+                (None, Some(s)) => format!("{}{}", dur_s(s), if m.extrapolated { " (extrapolated)" } else { "" }),
+                (None, None) => "?".into(),
+            },
             m.underruns_per_hour.map_or("?".into(), |u| format!("{u:.3e}"))
         )?;
-        if let (Some(lo), hi) = (m.mttf_low_s, m.mttf_high_s) {
+        if let Some(r) = &m.refused {
+            writeln!(out, "    refused: {r}")?;
+        } else if let (Some(lo), hi) = (m.mttf_low_s, m.mttf_high_s) {
             writeln!(out, "    MTTF 95 % interval {} .. {}", dur_s(lo), hi.map_or("unbounded".into(), dur_s))?;
         }
     }
@@ -255,9 +294,12 @@ pub fn write_mttf(
         out,
         "smallest n for an MTTF of {}: {}",
         dur_s(target_s),
-        smallest_n.map_or("more than 64, or not enough data to tell".into(), |n| n.to_string())
+        match smallest_n {
+            Ok(n) => n.to_string(),
+            Err(why) => why.to_string(),
+        }
     )?;
-    writeln!(out, "MTTF against n ({}):", series)?;
+    writeln!(out, "MTTF against n ({}; {MTTF_LEGEND}):", series)?;
     for m in curve {
         writeln!(out, "  n={:<3} slack {:>12} us  MTTF {}", m.buffers, us_i(m.slack_ns), mttf_cell(m))?;
     }

@@ -4,7 +4,7 @@
 //! intervals, each fit's diagnostics), the MTTF against buffering and the
 //! schedulability of a task set given or stored with the run.
 
-use super::analyze::{dur_s, level_cell, levels, mttf_cell};
+use super::analyze::{MTTF_LEGEND, dur_s, level_cell, levels, mttf_cell, smallest_cell};
 use super::doc::{Block, Outcome, Section, Table};
 use super::tailplot::{self, LevelMark, LevelRow, Mark, MttfCurve, MttfPoint};
 use super::text::is_stage;
@@ -417,10 +417,15 @@ pub fn worst_curve(list: &[&SeriesAnalysis], t_ns: u64, c: &Compute, n_max: u32)
                 return None;
             }
             let worst = at.iter().max_by(|x, y| x.p_exceed.unwrap_or(0.0).total_cmp(&y.p_exceed.unwrap_or(0.0)))?;
-            let (mttf_s, mark) = match (worst.mttf_s, worst.source) {
-                (None, _) => (f64::INFINITY, Mark::Never),
-                (Some(s), Source::Observed) => (s, Mark::Observed),
-                (Some(s), _) => (s, Mark::Fitted),
+            // A fitted tail's MTTF beyond 100x the observed duration (no
+            // underrun at all included) is refused: no point.
+            if worst.refused.is_some() {
+                return None;
+            }
+            let (mttf_s, mark) = match (worst.mttf_s?, worst.source) {
+                (s, Source::Observed) => (s, Mark::Observed),
+                (s, _) if worst.extrapolated => (s, Mark::Extrapolated),
+                (s, _) => (s, Mark::Fitted),
             };
             Some(MttfPoint { n: worst.buffers, mttf_s, mark })
         })
@@ -443,9 +448,9 @@ fn point_cell(p: Option<&MttfPoint>) -> String {
     match p {
         None => "?".into(),
         Some(p) => match p.mark {
-            Mark::Never => "never f".into(),
             Mark::Observed => format!("{} o", dur_s(p.mttf_s)),
             Mark::Fitted => format!("{} f", dur_s(p.mttf_s)),
+            Mark::Extrapolated => format!("{} e", dur_s(p.mttf_s)),
         },
     }
 }
@@ -585,9 +590,16 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
     for (name, m) in tables {
         sec.push(Block::Para(format!(
             "{name}: mean time to a buffer underrun of a consumer with n buffers of one period each, compute time = \
-             {}, target {} (o: observed, f: fitted tail, ?: not enough data)",
+             {}, target {} ({MTTF_LEGEND}){}",
             m.compute,
-            dur_s(m.target_s)
+            dur_s(m.target_s),
+            m.smallest_n_notes()
+                .iter()
+                .map(|(ts, w)| {
+                    let ts: Vec<String> = ts.iter().map(|&t| units::human(t)).collect();
+                    format!("; smallest n ({}): {w}", ts.join(", "))
+                })
+                .collect::<String>()
         )));
         let mut ns: Vec<u32> = m.rows.iter().map(|r| r.buffers).collect();
         ns.sort_unstable();
@@ -601,7 +613,7 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
             cells.extend(ns.iter().map(|n| {
                 m.rows.iter().find(|r| r.period_ns == *period && r.buffers == *n).map_or("-".into(), mttf_cell)
             }));
-            cells.push(small.map_or("> 64".into(), |n| n.to_string()));
+            cells.push(smallest_cell(*small, m.smallest_n_why.iter().find(|w| w.0 == *period)));
             tab.row(cells);
         }
         sec.push(Block::Table(tab));
@@ -651,7 +663,7 @@ mod tests {
         let never = c(vec![pt(1, 1e-3), pt(2, 0.01)]);
         assert_eq!(n_range(&[slow, never], 86_400.0), 16, "a curve that never reaches the target");
         assert_eq!(point_cell(None), "?");
-        assert_eq!(point_cell(Some(&MttfPoint { n: 3, mttf_s: f64::INFINITY, mark: Mark::Never })), "never f");
+        assert_eq!(point_cell(Some(&MttfPoint { n: 3, mttf_s: 7200.0, mark: Mark::Extrapolated })), "2h e");
     }
 
     /// The fixed run of tests/data with its series replaced by two CPUs of

@@ -1,6 +1,7 @@
 //! The assessment's text report, in the style of the references' tests x
 //! workloads tables: a row per probe metric, a column per load; the worst
-//! case (the highest sample on any measured CPU), then the p99.9 of all
+//! case (the sample farthest from zero on any measured CPU, with its sign:
+//! an early sleep or timer shows negative), then the p99.9 of all
 //! measured CPUs together; then the loads' characterisation (the kernel's
 //! counters per second) and the CPU score. Also `rtscope load`'s report.
 
@@ -114,6 +115,14 @@ fn pooled(list: &[&Series]) -> Option<Tally> {
     Some(t)
 }
 
+/// The worst case of a row: the sample farthest from zero, with its sign.
+/// For an unsigned metric it is the maximum; for a signed one (sleep
+/// deviation, timer drift) an early wake-up or a negative drift of a
+/// larger magnitude than the latest sample shows as a negative value.
+fn farthest(min_ns: i64, max_ns: i64) -> i64 {
+    if min_ns.unsigned_abs() > max_ns.unsigned_abs() { min_ns } else { max_ns }
+}
+
 /// The matrix tables of an assessment: worst case, then p99.9; none
 /// without series.
 pub fn matrix_grids(run: &Run) -> Vec<Grid> {
@@ -135,7 +144,7 @@ pub fn matrix_grids(run: &Run) -> Vec<Grid> {
             match pooled(&list) {
                 Some(t) => {
                     let m = t.summary();
-                    w.push(us_i(m.max_ns));
+                    w.push(us_i(farthest(m.min_ns, m.max_ns)));
                     p.push(us_i(m.p999_ns));
                 }
                 None => {
@@ -150,7 +159,7 @@ pub fn matrix_grids(run: &Run) -> Vec<Grid> {
     }
     vec![
         Grid {
-            title: "worst case (us): the highest sample on any measured CPU".into(),
+            title: "worst case (us): the sample farthest from zero on any measured CPU, with its sign".into(),
             columns: loads.clone(),
             rows: worst,
         },
@@ -176,7 +185,8 @@ pub fn matrix_legend(run: &Run) -> String {
     };
     format!(
         "latency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \
-         requested; drift: event seen - programmed expiry (signed){osbench}. Per CPU: rtscope show {} --json, \
+         requested; drift: event seen - programmed expiry; both signed: a negative worst case is an early return \
+         or event further from zero than the latest one{osbench}. Per CPU: rtscope show {} --json, \
          rtscope export {}",
         run.header.id, run.header.id
     )
@@ -293,4 +303,53 @@ pub fn write_score(run: &Run, out: &mut dyn Write) -> Result<()> {
         writeln!(out, "\n{l}")?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtscope_model::run::{Interval, SeriesKey};
+
+    /// A series of `values` on `cpu` under `load` (signed when any is negative).
+    fn series(probe: &str, metric: &str, cpu: i64, load: &str, values: &[i64]) -> Series {
+        let mut t = if values.iter().any(|&v| v < 0) { Tally::new_signed() } else { Tally::new() };
+        for &v in values {
+            t.record_signed(v);
+        }
+        let key = SeriesKey { load: Some(load.into()), ..SeriesKey::new(probe, metric, cpu) };
+        let iv = Interval::new(0, 0, 1_000_000_000, &t, 0, 0);
+        Series::new(key, "ns".into(), "adaptive".into(), vec![iv], vec![]).unwrap()
+    }
+
+    #[test]
+    fn the_worst_case_of_a_signed_row_keeps_the_sign_of_the_sample_farthest_from_zero() {
+        let mut run = rtscope_model::export::read_json(include_str!("../../tests/data/report-run.json"), "fixture")
+            .expect("the fixture reads");
+        run.plan = serde_json::json!({"assessment": {"loads": [{"load": "idle"}, {"load": "cpu"}]}});
+        run.series = vec![
+            // Under idle, CPU 1 returned 900 us early: that is the worst case,
+            // though every sample of CPU 0 is later than every one of CPU 1.
+            series("ptimer", "timerfd", 0, "idle", &[3_000, 5_000, 40_000]),
+            series("ptimer", "timerfd", 1, "idle", &[-900_000, -2_000, 1_000]),
+            // Under cpu the latest event is further from zero than the earliest.
+            series("ptimer", "timerfd", 0, "cpu", &[-20_000, 4_000, 300_000]),
+            // Early only.
+            series("sleep", "nanosleep@1ms", 0, "idle", &[-7_000, -5_000, -1_000]),
+            // Unsigned: the maximum.
+            series("wakeup", "latency", 0, "idle", &[2_000, 9_000, 75_000]),
+            series("wakeup", "latency", 0, "cpu", &[3_000, 8_000, 125_000]),
+        ];
+        let grids = matrix_grids(&run);
+        let worst = &grids[0];
+        assert!(worst.title.starts_with("worst case (us)") && worst.title.contains("farthest from zero"));
+        assert_eq!(worst.columns, ["idle", "cpu"]);
+        let row = |label: &str| worst.rows.iter().find(|r| r.0 == label).unwrap_or_else(|| panic!("{label}")).1.clone();
+        assert_eq!(row("ptimer timerfd drift"), ["-900.000", "300.000"]);
+        assert_eq!(row("sleep nanosleep@1ms deviation"), ["-7.000", "-"]);
+        assert_eq!(row("wakeup latency"), ["75.000", "125.000"]);
+        // The p99.9 stays the upper tail.
+        let p = &grids[1].rows.iter().find(|r| r.0 == "ptimer timerfd drift").unwrap().1;
+        assert!(p[0].parse::<f64>().unwrap() > 0.0, "{p:?}");
+        assert!(matrix_legend(&run).contains("a negative worst case is an early return"));
+    }
 }

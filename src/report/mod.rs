@@ -4,7 +4,7 @@ pub mod analyze;
 pub mod comparison;
 mod doc;
 pub mod html;
-mod json;
+pub mod json;
 mod judged;
 pub mod markdown;
 mod matrix;

@@ -17,12 +17,11 @@ pub enum Mark {
     Observed,
     /// From the fitted tail beyond the data.
     Fitted,
-    /// Beyond the fitted tail's end point: no underrun expected.
-    Never,
+    /// From the fitted tail, beyond 10x the observed duration.
+    Extrapolated,
 }
 
-/// One point of an MTTF curve: n buffers, the MTTF in seconds (infinite
-/// for [`Mark::Never`]).
+/// One point of an MTTF curve: n buffers, the MTTF in seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MttfPoint {
     pub n: u32,
@@ -160,9 +159,12 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
                 c.label,
                 p.n,
                 match p.mark {
-                    Mark::Never => "no underrun expected (beyond the fitted tail's end)".to_string(),
                     Mark::Observed => format!("MTTF {} (observed)", human_s(p.mttf_s)),
                     Mark::Fitted => format!("MTTF {} (fitted tail)", human_s(p.mttf_s)),
+                    Mark::Extrapolated => format!(
+                        "MTTF {} (fitted tail, extrapolated beyond 10x the observed duration)",
+                        human_s(p.mttf_s)
+                    ),
                 }
             );
             marker(&mut o, x(p.n), y(p.mttf_s), colour(i), beyond(p, top_s), p.mark, &tip);
@@ -175,7 +177,7 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
     for (mark, beyond, label) in [
         (Mark::Observed, false, "observed (>= 10 above the slack)"),
         (Mark::Fitted, false, "from the fitted tail"),
-        (Mark::Never, true, "beyond the axis, or never"),
+        (Mark::Fitted, true, "beyond the axis"),
     ] {
         marker(&mut o, lx + 14.0, ly, "#444", beyond, mark, label);
         text(&mut o, lx + 34.0, ly + 4.0, "start", 11.0, label);
@@ -191,7 +193,7 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
 }
 
 fn beyond(p: &MttfPoint, top_s: f64) -> bool {
-    p.mark == Mark::Never || !p.mttf_s.is_finite() || p.mttf_s > top_s
+    !p.mttf_s.is_finite() || p.mttf_s > top_s
 }
 
 /// A point: filled (observed) or hollow (fitted) circle, or an upward
@@ -570,7 +572,7 @@ mod tests {
         let small = [curve("t", &[(1, 0.002, Mark::Observed), (2, 0.03, Mark::Observed)])];
         let a = mttf_axis(&small, &[3_600.0], 0.0, 1.0);
         assert_eq!((a.lo, a.hi), (-3, 4));
-        let never = [curve("t", &[(4, f64::INFINITY, Mark::Never)])];
+        let never = [curve("t", &[(4, f64::INFINITY, Mark::Fitted)])];
         let a = mttf_axis(&never, &[], 0.0, 1.0);
         assert!(a.hi > a.lo);
         assert_eq!(human_s(5_400.0), "1.5 hours");
@@ -582,7 +584,10 @@ mod tests {
     fn the_mttf_plot_draws_a_curve_per_period_its_marks_and_the_target() {
         let c = [
             curve("1ms", &[(1, 1e-3, Mark::Observed), (2, 2.0, Mark::Observed), (3, 5e5, Mark::Fitted)]),
-            curve("2.667ms [cpu]", &[(1, 2.7e-3, Mark::Observed), (2, 1e3, Mark::Fitted), (3, 1.0, Mark::Never)]),
+            curve(
+                "2.667ms [cpu]",
+                &[(1, 2.7e-3, Mark::Observed), (2, 1e3, Mark::Fitted), (3, 9e40, Mark::Extrapolated)],
+            ),
         ];
         let svg = mttf("m", "MTTF", &c, 6, &[(86_400.0, "target 1 day".into())]);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
@@ -590,10 +595,10 @@ mod tests {
         assert!(svg.contains("stroke-dasharray=\"7 3\""), "the second curve is dashed");
         assert_eq!(svg.matches("class=\"requirement\"").count(), 1);
         assert!(svg.contains(">target 1 day<") && svg.contains(">1 day<") && svg.contains(">1 ms<"));
-        // Observed filled, fitted hollow, never a triangle (plus one each in the legend).
+        // Observed filled, fitted hollow, beyond the axis a triangle (plus one each in the legend).
         assert_eq!(svg.matches("<circle class=\"pt\"").count(), 5 + 2);
         assert_eq!(svg.matches("<path class=\"pt\"").count(), 1 + 1);
-        assert!(svg.contains("no underrun expected"));
+        assert!(svg.contains("extrapolated beyond 10x the observed duration"));
         assert!(svg.contains(">2.667ms [cpu]<"));
         for n in 1..=6 {
             assert!(svg.contains(&format!(">{n}</text>")), "the n axis tick {n}");

@@ -4,7 +4,7 @@
 //! latency exceeds it, with probability p per period; MTTF = t / (theta p).
 
 use super::obs::Obs;
-use super::pot::{MIN_OBSERVED, TailModel};
+use super::pot::{EXTRAPOLATED, MIN_OBSERVED, REFUSED, TailModel};
 use crate::units::human;
 use serde::Serialize;
 
@@ -75,6 +75,35 @@ pub struct Mttf {
     /// Underrun episodes per hour (clusters counted once): 3600 / MTTF.
     pub underruns_per_hour: Option<f64>,
     pub note: String,
+    /// From the fitted tail, an MTTF beyond 10x the observed duration.
+    pub extrapolated: bool,
+    /// From the fitted tail, an MTTF beyond 100x the observed duration (or
+    /// no underrun at all, past the fitted tail's end point): too far to
+    /// extrapolate, as a return level would be refused; why, and how long
+    /// to measure. The figures above are the fit's, not to be relied on.
+    pub refused: Option<String>,
+}
+
+/// How far an MTTF from the fitted tail (None: no underrun, past its end
+/// point) lies beyond the observed duration `d`: (extrapolated, refused).
+fn horizon(mttf_s: Option<f64>, d: f64) -> (bool, Option<String>) {
+    let m = mttf_s.unwrap_or(f64::INFINITY);
+    if m <= REFUSED * d {
+        return (m > EXTRAPOLATED * d, None);
+    }
+    let what = match mttf_s {
+        Some(m) => format!("an MTTF of {}", crate::analysis::verdict::dur_s(m)),
+        None => "no underrun (the slack is beyond the fitted tail's end point)".into(),
+    };
+    let measure = match mttf_s {
+        Some(m) => format!("measure at least {}", crate::analysis::verdict::dur_s(m / REFUSED)),
+        None => "measure longer".into(),
+    };
+    let why = format!(
+        "the fitted tail gives {what}, more than {REFUSED:.0}x the {} observed: too far to extrapolate; {measure}",
+        crate::analysis::verdict::dur_s(d)
+    );
+    (true, Some(why))
 }
 
 /// P(latency > s) per sample: (p, low, high, source).
@@ -146,6 +175,8 @@ fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute
     let t_s = t_ns as f64 / 1e9;
     let to_mttf = |p: f64| (p > 0.0).then(|| t_s / (theta * p));
     let mttf_s = p.and_then(to_mttf);
+    let (extrapolated, refused) =
+        if source == Source::FittedTail { horizon(mttf_s, obs.duration_s) } else { (false, None) };
     let note = match (source, p) {
         (Source::NotEnoughData, _) => format!(
             "fewer than {MIN_OBSERVED} samples above the slack {} and no tail fit: measure longer",
@@ -170,6 +201,8 @@ fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute
         mttf_high_s: lo.and_then(to_mttf),
         underruns_per_hour: p.map(|p| 3600.0 / t_s * theta * p),
         note,
+        extrapolated,
+        refused,
     }
 }
 
@@ -180,25 +213,47 @@ pub fn curve(obs: &Obs, tail: Option<&TailModel>, t_ns: u64, c: &Compute, n_max:
 }
 
 /// The smallest n (2..=64) whose MTTF reaches `target_s`, judged on the
-/// MTTF's point estimate.
+/// MTTF's point estimate; None when none does or the data cannot tell
+/// ([`smallest_n_why`] says which).
 pub fn smallest_n(obs: &Obs, tail: Option<&TailModel>, t_ns: u64, c: &Compute, target_s: f64) -> Option<u32> {
-    let theta = tail.map_or(1.0, |t| t.theta);
-    let t_s = t_ns as f64 / 1e9;
-    (2..=64).find(|&n| {
-        let base = (n - 1) as f64 * t_ns as f64;
-        let p = match c {
-            Compute::Fixed(c) => p_exceed_with(obs, tail, base - *c as f64, false).0,
-            Compute::Dist(d) => d
-                .iter()
-                .map(|&(cv, w)| p_exceed_with(obs, tail, base - cv, false).0.map(|p| w * p))
-                .sum::<Option<f64>>(),
+    smallest_n_why(obs, tail, t_ns, c, target_s).ok()
+}
+
+/// [`smallest_n`], or why there is none: more than 64 buffers, not enough
+/// data, or a target that only the fitted tail reaches and lies more than
+/// 100x beyond the observed duration (the claim "MTTF >= target" is then
+/// refused, as the verdicts refuse it).
+pub fn smallest_n_why(
+    obs: &Obs,
+    tail: Option<&TailModel>,
+    t_ns: u64,
+    c: &Compute,
+    target_s: f64,
+) -> Result<u32, String> {
+    let d = obs.duration_s;
+    for n in 2..=64 {
+        let m = mttf_with(obs, tail, n, t_ns, c, false);
+        let reached = match (m.source, m.p_exceed) {
+            (Source::NotEnoughData, _) | (_, None) => {
+                return Err(format!("not enough data: {}", m.note));
+            }
+            (_, Some(_)) => m.mttf_s.is_none_or(|s| s >= target_s),
         };
-        match p {
-            Some(0.0) => true,
-            Some(p) => t_s / (theta * p) >= target_s,
-            None => false,
+        if !reached {
+            continue;
         }
-    })
+        if m.source == Source::FittedTail && target_s > REFUSED * d {
+            return Err(format!(
+                "only the fitted tail reaches the target {}, more than {REFUSED:.0}x the {} observed: too far to \
+                 extrapolate; measure at least {}",
+                crate::analysis::verdict::dur_s(target_s),
+                crate::analysis::verdict::dur_s(d),
+                crate::analysis::verdict::dur_s(target_s / REFUSED)
+            ));
+        }
+        return Ok(n);
+    }
+    Err("more than 64 buffers".into())
 }
 
 /// The MTTF table of one measured series: every n in `buffers` for every
@@ -210,6 +265,23 @@ pub struct MttfTable {
     pub rows: Vec<Mttf>,
     /// (period ns, smallest n reaching the target) per period.
     pub smallest_n: Vec<(u64, Option<u32>)>,
+    /// Per period without a smallest n: (period ns, why).
+    pub smallest_n_why: Vec<(u64, String)>,
+}
+
+impl MttfTable {
+    /// Why some periods have no smallest n, when the data cannot tell
+    /// (not "more than 64"): each reason once, with its periods.
+    pub fn smallest_n_notes(&self) -> Vec<(Vec<u64>, &str)> {
+        let mut out: Vec<(Vec<u64>, &str)> = Vec::new();
+        for (t, why) in self.smallest_n_why.iter().filter(|w| !w.1.starts_with("more than")) {
+            match out.iter_mut().find(|o| o.1 == why.as_str()) {
+                Some(o) => o.0.push(*t),
+                None => out.push((vec![*t], why.as_str())),
+            }
+        }
+        out
+    }
 }
 
 pub fn table(
@@ -223,14 +295,19 @@ pub fn table(
 ) -> MttfTable {
     let mut rows = Vec::new();
     let mut small = Vec::new();
+    let mut why = Vec::new();
     for &t in periods {
         let c = compute(t);
         for &n in buffers {
             rows.push(mttf(obs, tail, n, t, &c));
         }
-        small.push((t, smallest_n(obs, tail, t, &c, target_s)));
+        let n = smallest_n_why(obs, tail, t, &c, target_s);
+        if let Err(e) = &n {
+            why.push((t, e.clone()));
+        }
+        small.push((t, n.ok()));
     }
-    MttfTable { target_s, compute: compute_text, rows, smallest_n: small }
+    MttfTable { target_s, compute: compute_text, rows, smallest_n: small, smallest_n_why: why }
 }
 
 #[cfg(test)]
@@ -289,5 +366,53 @@ mod tests {
         assert_eq!(cv[6].source, Source::NotEnoughData, "5 ms of slack: no sample above it");
         assert_eq!(smallest_n(&o, None, 1_000_000, &Compute::Fixed(0), 0.05), Some(2));
         assert_eq!(smallest_n(&o, None, 1_000_000, &Compute::Fixed(1_000_000), 1.0), None);
+    }
+
+    /// 100 s at 1 kHz of a bounded tail (uniform 10..20 us): the fit has an
+    /// end point near 20 us, so a slack of 500 us gives p = 0 from the fit.
+    /// The MTTF table must not say "never", nor smallest_n accept a target
+    /// more than 100x the observed duration on the fit's word.
+    #[test]
+    fn a_fitted_tail_is_not_extrapolated_beyond_100x_the_observed_duration() {
+        let mut rng = fastrand::Rng::with_seed(3);
+        let v: Vec<i64> = (0..100_000).map(|_| rng.i64(10_000..20_000)).collect();
+        let o = Obs::from_samples(&v, None, Some(1000.0)).unwrap();
+        let (model, report) = crate::analysis::pot::analyze(&o, None).unwrap();
+        assert!(report.xi < 0.0, "a bounded tail: {}", report.xi);
+        let m = mttf(&o, Some(&model), 2, 1_000_000, &Compute::Fixed(500_000));
+        assert_eq!((m.source, m.p_exceed, m.mttf_s), (Source::FittedTail, Some(0.0), None));
+        let why = m.refused.as_deref().expect("no underrun at all is a claim beyond 100x");
+        assert!(why.contains("no underrun") && why.contains("100x the 1m40s observed"), "{why}");
+        // Within 100x: a figure; beyond 10x labelled extrapolated.
+        assert_eq!(horizon(Some(500.0), 100.0), (false, None));
+        assert_eq!(horizon(Some(5_000.0), 100.0), (true, None));
+        let (ex, r) = horizon(Some(20_000.0), 100.0);
+        assert!(ex && r.as_deref().unwrap().contains("measure at least 3m20s"), "{r:?}");
+        // An observed MTTF is never refused.
+        let spikes: Vec<i64> = (0..100_000).map(|i| if i % 100 == 37 { 5_000_000 } else { 100_000 }).collect();
+        let so = Obs::from_samples(&spikes, None, Some(1000.0)).unwrap();
+        let observed = mttf(&so, None, 3, 1_000_000, &Compute::Fixed(1_000_000));
+        assert!(!observed.extrapolated && observed.refused.is_none());
+        // The smallest n: a target of a day is more than 100x the 100 s
+        // observed, and only the fit reaches it: refused, saying how long
+        // to measure; 2 h (72x) is within reach.
+        let c = Compute::Fixed(500_000);
+        assert_eq!(smallest_n(&o, Some(&model), 1_000_000, &c, 86_400.0), None);
+        let e = smallest_n_why(&o, Some(&model), 1_000_000, &c, 86_400.0).unwrap_err();
+        assert!(e.contains("fitted tail") && e.contains("measure at least 14m24s"), "{e}");
+        assert_eq!(smallest_n(&o, Some(&model), 1_000_000, &c, 7_200.0), Some(2));
+        // Without a fit: not enough data, said so; with enough buffers
+        // out of reach: more than 64.
+        let e = smallest_n_why(&so, None, 1_000_000, &Compute::Fixed(1_000_000), 1.0).unwrap_err();
+        assert!(e.starts_with("not enough data"), "{e}");
+        let long: Vec<i64> = (0..100_000).map(|i| if i % 100 == 37 { 90_000_000 } else { 100_000 }).collect();
+        let lo = Obs::from_samples(&long, None, Some(1000.0)).unwrap();
+        let e = smallest_n_why(&lo, None, 1_000_000, &Compute::Fixed(0), 1.0).unwrap_err();
+        assert_eq!(e, "more than 64 buffers");
+        // The table carries the reasons.
+        let t = table(&o, Some(&model), &[1_000_000], &[2, 3], |_| c.clone(), "500us".into(), 86_400.0);
+        assert_eq!(t.smallest_n, [(1_000_000, None)]);
+        assert!(t.smallest_n_why[0].1.contains("too far to extrapolate"), "{t:?}");
+        assert!(t.rows.iter().all(|r| r.refused.is_some()));
     }
 }

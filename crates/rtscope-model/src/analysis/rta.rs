@@ -464,6 +464,9 @@ pub fn schedulability(set: &TaskSet, latency: Result<PseudoLatency, String>) -> 
                         probability(pwc.miss_probability_per_hour.unwrap_or(1.0)),
                         pwc.expected_misses_per_hour_at_most.unwrap_or(f64::INFINITY)
                     );
+                    if !l.observed {
+                        super::verdict::withhold_low_confidence(&mut v, l.samples as f64 / l.rate_hz.max(1e-9));
+                    }
                 } else {
                     v.status = Status::Fail;
                     v.evidence = miss(&report, &format!("with a {jitter}"));
@@ -704,6 +707,19 @@ mod tests {
             "{:?}",
             s.verdict
         );
+        // The same from a fit of low confidence: not claimed as a pass.
+        let low = PseudoLatency {
+            confidence: "low".into(),
+            reasons: vec!["KPSS: rejected at 5 %".into()],
+            ..latency(100_000, false, 20_000)
+        };
+        let s = schedulability(&far, Ok(low.clone()));
+        assert_eq!(s.verdict.status, Status::NotEnoughData, "{:?}", s.verdict);
+        assert!(s.verdict.evidence.contains("confidence is low") && s.verdict.reasons[0].contains("KPSS"));
+        assert!(s.verdict.measure_for.as_deref().unwrap().contains("1m20s"), "4x the 20 s measured: {:?}", s.verdict);
+        // ... but a miss stays a fail.
+        let s = schedulability(&far, Ok(PseudoLatency { latency_ns: 3_500_000, ..low }));
+        assert_eq!(s.verdict.status, Status::Fail, "{:?}", s.verdict);
         // Unschedulable as written: fail whatever the run says.
         let over = TaskSet { tasks: set(&[(3, 4), (2, 5)]), ..ts.clone() };
         for l in [Ok(latency(1, true, 10)), Err("none".to_string())] {

@@ -85,6 +85,10 @@ pub struct SeriesReport {
     pub probe: String,
     pub metric: String,
     pub cpu: i64,
+    /// The workload the series was measured under, in an assessment
+    /// (`rtscope run`); absent for a single probe's run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
     pub stats: Stats,
     pub tail: Option<TailReport>,
     /// Why there is no tail fit.
@@ -215,6 +219,7 @@ fn build(
         probe: key.probe.clone(),
         metric: key.metric.clone(),
         cpu: key.cpu,
+        load: key.load.clone(),
         stats,
         tail,
         tail_error,

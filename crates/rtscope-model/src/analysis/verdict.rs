@@ -296,6 +296,26 @@ fn decide(op: Op, limit: f64, low: Option<f64>, high: Option<f64>) -> Status {
     }
 }
 
+/// A pass that rests on a fitted tail of low confidence (a series that is
+/// not stationary, halves or the GEV cross-check disagreeing with the fit,
+/// a shape that moves with the threshold) is not claimed: it becomes "not
+/// enough data", with the reason, so that such an extrapolation never
+/// passes a CI gate. A fail stays a fail. `observed_s`: the duration the
+/// fit rests on.
+pub(crate) fn withhold_low_confidence(v: &mut Verdict, observed_s: f64) {
+    if v.status != Status::Pass || v.confidence != "low" {
+        return;
+    }
+    v.status = Status::NotEnoughData;
+    v.evidence += "; it would pass, but the tail fit's confidence is low (the reasons below), and a low-confidence \
+                   extrapolation is not claimed as a pass";
+    v.measure_for = Some(format!(
+        "longer and under steady conditions (4x as long: {}), until the diagnostics agree; or judge an observed \
+         figure (max, a percentile)",
+        dur_s(4.0 * observed_s)
+    ));
+}
+
 fn us(v: f64) -> String {
     format!("{} us", us_f(v))
 }
@@ -401,6 +421,7 @@ fn eval_stat_verdict(s: &SeriesAnalysis, stat: &Stat, op: Op, limit: f64) -> Ver
                     dur_s(4.0 * st.observed_duration_s)
                 ));
             }
+            withhold_low_confidence(&mut v, st.observed_duration_s);
         }
     }
     v
@@ -469,6 +490,9 @@ fn eval_mttf_verdict(
         v.measure_for = Some(format!("longer: 4x as long ({}) roughly halves the interval", dur_s(4.0 * d)));
     } else if m.source == Source::FittedTail && horizon > EXTRAPOLATED * d {
         v.reasons.push(format!("extrapolated: {} is more than 10x the {} observed", dur_s(horizon), dur_s(d)));
+    }
+    if m.source == Source::FittedTail {
+        withhold_low_confidence(&mut v, d);
     }
     v
 }
@@ -662,5 +686,48 @@ mod tests {
         timed[0].key.load = Some("cpu".into());
         let l = evaluate(&parse_requirement("wakeup.latency.max < 50us").unwrap(), &timed);
         assert_eq!(l.series.as_deref(), Some("wakeup.latency CPU 0 [cpu]"));
+    }
+
+    /// 200 s at 1 kHz: a body of 10..20 us and one sample in 500 a spike
+    /// from a Pareto tail above 40 us (xi = 0.3); with `drift`, everything grows by half over the run
+    /// (the machine got slower: not stationary).
+    fn spiky(drift: bool) -> SeriesAnalysis {
+        let mut rng = fastrand::Rng::with_seed(7);
+        let v: Vec<i64> = (0..200_000i64)
+            .map(|i| {
+                let x = if rng.u32(0..500) == 0 {
+                    (40_000.0 * (1.0 - rng.f64()).powf(-0.3)) as i64
+                } else {
+                    rng.i64(10_000..20_000)
+                };
+                if drift { x + x * i / 400_000 } else { x }
+            })
+            .collect();
+        series(&v, 1000.0)
+    }
+
+    #[test]
+    fn a_pass_from_a_fitted_tail_of_low_confidence_is_not_enough_data() {
+        let steady = vec![spiky(false)];
+        let drifting = vec![spiky(true)];
+        let tail = |s: &[SeriesAnalysis]| s[0].report.tail.clone().expect("a tail fit");
+        assert_ne!(tail(&steady).confidence, "low", "{:?}", tail(&steady).reasons);
+        assert_eq!(tail(&drifting).confidence, "low", "{:?}", tail(&drifting).reasons);
+        assert!(tail(&drifting).reasons.iter().any(|r| r.contains("not stationary")), "{:?}", tail(&drifting));
+        for req in ["wakeup.latency.hour < 10ms", "mttf(n=2,t=1ms,c=600us) > 1m"] {
+            let r = parse_requirement(req).unwrap();
+            let ok = evaluate(&r, &steady);
+            assert_eq!(ok.status, Status::Pass, "{req}: {ok:?}");
+            let v = evaluate(&r, &drifting);
+            assert_eq!(v.status, Status::NotEnoughData, "{req}: {v:?}");
+            assert_eq!(v.confidence, "low");
+            assert!(v.evidence.contains("confidence is low") && !v.reasons.is_empty(), "{v:?}");
+            assert!(v.measure_for.as_deref().unwrap().contains("13m20s"), "4x the 200 s: {v:?}");
+        }
+        // A fail stays a fail, and an observed figure is judged as observed.
+        let fail = evaluate(&parse_requirement("wakeup.latency.hour < 30us").unwrap(), &drifting);
+        assert_eq!(fail.status, Status::Fail, "{fail:?}");
+        let max = evaluate(&parse_requirement("wakeup.latency.max < 10ms").unwrap(), &drifting);
+        assert_eq!((max.status, max.confidence.as_str()), (Status::Pass, "observed"));
     }
 }
