@@ -84,7 +84,9 @@ fn noise_sees_a_known_spinner() {
     // of its own (up to about 10 per second of 100-500 us seen here), so
     // the upper bound allows them.
     assert!((42.5..=65.0).contains(&rate), "{rate:.1} interruptions >= 100 us per active second, want 50 -15/+30 %");
-    assert!((150_000..=260_000).contains(&median), "median length {median} ns, want 150-260 us");
+    // 200 us of spinning plus two context switches; a VM whose host is
+    // busy stretches them (291 us seen beside two concurrent builds).
+    assert!((150_000..=330_000).contains(&median), "median length {median} ns, want 150-330 us");
     // The threshold is --ratio 4 x the reference, rounded up to a whole
     // counter tick (both stored with 3 decimals).
     let reference = r["reference_ns"].as_f64().unwrap();
