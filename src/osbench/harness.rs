@@ -25,6 +25,15 @@ const PREFAULT: usize = 128 * 1024;
 /// party waits until the other announced that it is about to block, then
 /// this much longer, so that the other is asleep in the kernel.
 pub const SETTLE_NS: u64 = 30_000;
+/// A test measures back to back for at most this long, then both parties
+/// sleep [`PAUSE_NS`] (outside any sample): a real-time loop that never
+/// leaves its CPU is throttled by the kernel once SCHED_OTHER tasks starve
+/// there (RT throttling, or since Linux 6.12 the fair server: 50 ms of
+/// every second), which under a CPU-hungry load put 50 ms stalls of
+/// rtscope's own making into the samples. 10 ms of every 110 give the
+/// other tasks more than their 50 ms per second.
+pub const ACTIVE_NS: u64 = 100_000_000;
+pub const PAUSE_NS: u64 = 10_000_000;
 /// A party that has not finished this long after it was asked to stop is
 /// given up: rtscope exits (the janitor removes what is left).
 const STOP_GRACE: Duration = Duration::from_secs(5);
@@ -281,10 +290,12 @@ pub fn single_loop<S: Single>(
     let mut raw = Vec::with_capacity(n);
     let mut empties = Vec::with_capacity(warmup + n);
     let mut empty = Empty;
+    let mut duty = Duty::new();
     for i in 0..warmup + n {
         if stop.load(Relaxed) {
             break;
         }
+        duty.pace(None);
         let t0 = clock::now();
         timed(&mut empty, ips);
         empties.push(clock::now() - t0);
@@ -347,6 +358,9 @@ pub struct Ctl {
     /// (0: not read).
     pub prio_lead: AtomicU32,
     pub prio_follow: AtomicU32,
+    /// CLOCK_MONOTONIC until which the leader pauses ([`Duty`]): a party
+    /// waiting for it sleeps too instead of yielding.
+    pub pause_until: AtomicU64,
 }
 
 unsafe impl Zeroable for Ctl {}
@@ -354,6 +368,51 @@ unsafe impl Zeroable for Ctl {}
 impl Ctl {
     pub fn stopped(&self) -> bool {
         self.stop.load(Acquire) != 0
+    }
+
+    /// One turn of a wait for the other party: a yield, or a sleep to the
+    /// end of the leader's pause while there is one.
+    pub fn idle(&self) {
+        let until = self.pause_until.load(Acquire);
+        if clock::now() < until {
+            clock::sleep_until(until);
+        } else {
+            ipc::yield_now();
+        }
+    }
+}
+
+/// The measuring loop's duty cycle: [`ACTIVE_NS`] back to back, then a
+/// pause of [`PAUSE_NS`], announced in the control page so that the other
+/// party sleeps as well.
+pub struct Duty {
+    since: u64,
+}
+
+impl Duty {
+    pub fn new() -> Duty {
+        Duty { since: clock::now() }
+    }
+
+    /// Called between samples: pauses when the active part is over.
+    #[inline]
+    pub fn pace(&mut self, ctl: Option<&Ctl>) {
+        let now = clock::now();
+        if now - self.since < ACTIVE_NS {
+            return;
+        }
+        let until = now + PAUSE_NS;
+        if let Some(c) = ctl {
+            c.pause_until.store(until, Release);
+        }
+        clock::sleep_until(until);
+        self.since = clock::now();
+    }
+}
+
+impl Default for Duty {
+    fn default() -> Duty {
+        Duty::new()
     }
 }
 
@@ -563,10 +622,14 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
     let leader = move || {
         ctl.prio_lead.store(read_back(), Release);
         w.leader_start();
+        let mut duty = Duty::new();
         for i in 0..total {
             if env.stopping() {
                 break;
             }
+            // Before this iteration's handshake: the follower is waiting
+            // for `ready` (or `turn`), and sleeps through the pause.
+            duty.pace(Some(ctl));
             let step = i as u32 + 1;
             if arm {
                 loop {
@@ -604,7 +667,7 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
                     if ctl.stopped() {
                         return;
                     }
-                    ipc::yield_now();
+                    ctl.idle();
                 }
                 w.arm();
                 ctl.armed.store(step, Release);
@@ -614,7 +677,7 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
                 if ctl.stopped() {
                     return;
                 }
-                ipc::yield_now();
+                ctl.idle();
             }
             if ctl.stopped() {
                 return;
@@ -669,10 +732,13 @@ pub fn ping_pair_at(env: &Env, inter: bool, p: &dyn PingPong, lp: u8, fp: u8) ->
     let total = env.total();
     let (ctl, samples_ref) = (&*ctl, &samples);
     let leader = move || {
+        let mut duty = Duty::new();
         for i in 0..total {
             if env.stopping() {
                 break;
             }
+            // The follower is blocked waiting for the ping.
+            duty.pace(None);
             env.flush();
             let t0 = clock::now();
             p.ping();

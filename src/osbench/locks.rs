@@ -119,10 +119,12 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
     let total = env.total();
     let (ctl, m, s) = (&*ctl, &*m, &samples);
     let leader = move || {
+        let mut duty = harness::Duty::new();
         for i in 0..total {
             if env.stopping() {
                 break;
             }
+            duty.pace(Some(ctl));
             let step = i as u32 + 1;
             ctl.ready.store(step, Release);
             loop {
@@ -148,7 +150,7 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
                 if ctl.stopped() {
                     return;
                 }
-                ipc::yield_now();
+                ctl.idle();
             }
             if ctl.stopped() {
                 return;
@@ -194,10 +196,14 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
     let policy = env.policy;
     let (ctl, m, mgo, s) = (&*ctl, &*m, &*mgo, &samples);
     let high = move || {
+        let mut duty = harness::Duty::new();
         for i in 0..total {
             if env.stopping() || ctl.stopped() {
                 break;
             }
+            // The owner waits for `turn` or `ready`, the medium thread for
+            // its go: both sleep through the pause.
+            duty.pace(Some(ctl));
             let step = i as u32 + 1;
             loop {
                 let a = ctl.armed.load(Acquire);
@@ -251,7 +257,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
                 if ctl.stopped() {
                     return;
                 }
-                ipc::yield_now();
+                ctl.idle();
             }
             if ctl.stopped() {
                 return;
@@ -264,7 +270,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
                     m.unlock();
                     return;
                 }
-                ipc::yield_now();
+                ctl.idle();
             }
             if settle {
                 let until = clock::now() + harness::SETTLE_NS;

@@ -230,10 +230,13 @@ pub fn event_pending(env: &Env) -> Result<Outcome> {
     let (ctl, gate, efd, s, failed) = (&*ctl, &*gate, &efd, &samples, &failed);
     let leader = move || {
         let mut b = [0u8; 8];
+        let mut duty = harness::Duty::new();
         for i in 0..total {
             if env.stopping() {
                 break;
             }
+            // The follower is blocked on the gate.
+            duty.pace(None);
             env.flush();
             gate.set(false);
             let t0 = clock::now();
