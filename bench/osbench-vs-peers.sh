@@ -127,7 +127,7 @@ How the definitions differ:
   call: the first ratio compares different spans. The +equal rows time rt-tests' span (same pattern, the
   reply on a second object of the same kind): the second ratio is the like-for-like one.
 - Left different: rt-tests' receiver sleeps -i us between samples (the CPU idles; rtscope's samples follow
-  each other at once, and it holds /dev/cpu_dma_latency at 0), rt-tests stamp with gettimeofday and keep
+  each other at once for 100 ms, then both parties sleep 10 ms, and it holds /dev/cpu_dma_latency at 0), rt-tests stamp with gettimeofday and keep
   whole microseconds, rtscope reads CLOCK_MONOTONIC in ns and subtracts its clock-read base (about 20 ns);
   sigwaittest's thread mode signals with glibc's pthread_kill, which adds three system calls to the span
   (rt_sigprocmask to block all signals, getpid, rt_sigprocmask to restore) around its tgkill; rtscope calls
