@@ -335,10 +335,12 @@ fn a_sigkill_leaves_no_load_command_nor_what_it_started() {
         Command::new(BIN).args(["load", &loads, "--db", &fx.db, "-q"]).env("TMPDIR", &fx.dir).spawn().unwrap();
     let dir = fx.dir.to_str().unwrap().to_string();
     // Both sleeps (grandchildren: the shell started them) and a compiler
-    // pass working in the compile load's directory.
+    // process working in the compile load's directory (rtscope's own
+    // command line holds `dir` too, for its store).
     let grandchildren = || running_with(&mark).iter().filter(|c| c.starts_with("sleep")).count();
+    let compiling = || !running_with(&format!("{dir}/rtscope-load-")).is_empty();
     let until = std::time::Instant::now() + Duration::from_secs(20);
-    while grandchildren() < 2 || running_with(&dir).is_empty() {
+    while grandchildren() < 2 || !compiling() {
         assert!(child.try_wait().unwrap().is_none(), "rtscope load ended early");
         assert!(std::time::Instant::now() < until, "the loads never started: {:?}", running_with(&mark));
         std::thread::sleep(Duration::from_millis(20));
