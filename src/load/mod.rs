@@ -322,9 +322,10 @@ impl Running {
                 stop: Arc::new(AtomicBool::new(false)),
                 signal: Arc::clone(signal),
                 errors: Arc::new(Mutex::new(Vec::new())),
-                janitor: match spec.kind.commands() {
-                    true => Some(Arc::new(Janitor::start().context("cannot start the janitor of load commands")?)),
-                    false => None,
+                janitor: if spec.kind.commands() {
+                    Some(Arc::new(Janitor::start().context("cannot start the janitor of load commands")?))
+                } else {
+                    None
                 },
             },
             threads: Vec::new(),
@@ -418,16 +419,17 @@ pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> st
         };
         // The command's process group goes with it: what it left running
         // (a `cmd &` of a shell, say) belongs to the load.
-        let end = |child: &mut std::process::Child| {
+        let pgid = child.id();
+        let end = || {
             if let Some(g) = groups {
-                process::kill_group(child.id());
-                g.remove_group(child.id() as i32);
+                process::kill_group(pgid);
+                g.remove_group(pgid as i32);
             }
         };
         let status = loop {
             if ctx.stopping() {
                 process::stop_tree(&mut child);
-                end(&mut child);
+                end();
                 return;
             }
             match child.try_wait() {
@@ -436,7 +438,7 @@ pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> st
                 Err(_) => break None,
             }
         };
-        end(&mut child);
+        end();
         if !restart {
             return;
         }

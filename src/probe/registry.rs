@@ -70,9 +70,8 @@ pub trait OwnCell {
         Ok(())
     }
     /// Called once when the assessment starts, before its store is open
-    /// and before any load, thread or child process: while rtscope has a
-    /// single thread (e.g. to fork a helper process that must not inherit
-    /// the loads' descriptors).
+    /// and before any load, thread or child process (e.g. to fork a helper
+    /// process, such as osbench's janitor, while nothing else runs).
     fn start(&mut self) -> Result<()> {
         Ok(())
     }
