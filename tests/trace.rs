@@ -196,7 +196,11 @@ fn noise_interruptions_name_a_known_spinner() {
         big.len(),
         verdicts(&big)
     );
-    assert!(named * 2 >= big.len(), "{named} of {} name the spinner:\n{}", big.len(), verdicts(&big));
+    // The host's preemption can add as many unaccounted episodes as the
+    // spinner's (147 of 297 once): the spinner must be named in those
+    // blamed on a thread, whatever the host adds.
+    let threads = big.iter().filter(|e| main_cause(e)["kind"] == "thread").count();
+    assert!(named * 10 >= threads * 9, "{named} of {threads} blamed on a thread name the spinner:\n{}", verdicts(&big));
     let trace = &doc["trace"];
     let lane = &trace["per_cpu"][0];
     assert!(trace["windows"] == true && lane["decomposed"] == 0, "no stages: {trace}");
