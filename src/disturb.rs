@@ -3,6 +3,7 @@
 //! `wakeup --spinners` and the ground truth of `rtscope disturb`.
 
 use crate::sys::{clock, cpu, sched, sched::Policy, signals};
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::thread::JoinHandle;
@@ -43,7 +44,7 @@ impl Spinners {
                         signals::block_in_this_thread();
                         let _ = cpu::pin_self(&[spec.cpu]);
                         let _ = sched::set_self(spec.policy, spec.priority);
-                        spin_loop(&spec, &stop, u64::MAX);
+                        spin_loop(&spec, &stop, u64::MAX, |_| {});
                     })?,
             );
         }
@@ -79,9 +80,23 @@ impl Rng {
     }
 }
 
-/// Runs the spinner until `stop` or `until_ns`. Returns the spins done.
-pub fn spin_loop(spec: &SpinSpec, stop: &AtomicBool, until_ns: u64) -> u64 {
+/// One burst as it ran: from the instant the spinner had the CPU (its
+/// first clock read after its sleep) to its last clock read of the spin,
+/// CLOCK_MONOTONIC ns. A host stall inside the burst is inside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Burst {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The spinning thread.
+    pub tid: i32,
+}
+
+/// Runs the spinner until `stop` or `until_ns`, handing each burst to
+/// `burst` as it ends (on this thread: keep it to a push into a
+/// preallocated ring). Returns the spins done.
+pub fn spin_loop(spec: &SpinSpec, stop: &AtomicBool, until_ns: u64, mut burst: impl FnMut(Burst)) -> u64 {
     let mut rng = Rng::seeded();
+    let tid = sched::thread_id();
     let mut period_start = clock::now();
     let mut spins = 0;
     while !stop.load(Relaxed) {
@@ -90,15 +105,22 @@ pub fn spin_loop(spec: &SpinSpec, stop: &AtomicBool, until_ns: u64) -> u64 {
             break;
         }
         clock::sleep_until(begin);
-        let end = clock::now() + spec.spin_ns;
+        let start_ns = clock::now();
+        let end = start_ns + spec.spin_ns;
+        let mut now = start_ns;
         if spec.syscalls {
-            while clock::now() < end {
+            while now < end {
                 // SAFETY: getppid has no preconditions; a real system call.
                 unsafe { libc::syscall(libc::SYS_getppid) };
+                now = clock::now();
             }
         } else {
-            clock::spin_until(end);
+            while now < end {
+                std::hint::spin_loop();
+                now = clock::now();
+            }
         }
+        burst(Burst { start_ns, end_ns: now, tid });
         spins += 1;
         period_start += spec.period_ns;
         let now = clock::now();
@@ -108,4 +130,82 @@ pub fn spin_loop(spec: &SpinSpec, stop: &AtomicBool, until_ns: u64) -> u64 {
         }
     }
     spins
+}
+
+/// Bursts in flight from the spinner to the log's writer (a drain every
+/// 20 ms sees at most a few; a full ring is counted, never waited on).
+const BURST_RING: usize = 4096;
+
+/// The burst log of `rtscope disturb --log FILE`: one line per burst,
+/// `start_ns end_ns tid`, written as the bursts happen by a thread other
+/// than the spinner, so that a test can judge a measurement against the
+/// disturbance it really got.
+pub struct BurstLog {
+    out: std::io::BufWriter<std::fs::File>,
+    rx: rtrb::Consumer<Burst>,
+    pub written: u64,
+}
+
+impl BurstLog {
+    /// Creates `path` with its header; the producer goes to the spinner.
+    pub fn create(path: &std::path::Path, header: &str) -> std::io::Result<(BurstLog, rtrb::Producer<Burst>)> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(out, "# {header}")?;
+        writeln!(out, "# start_ns end_ns tid (CLOCK_MONOTONIC; the spinner had the CPU from start to end)")?;
+        out.flush()?;
+        let (tx, rx) = rtrb::RingBuffer::new(BURST_RING);
+        Ok((BurstLog { out, rx, written: 0 }, tx))
+    }
+
+    /// Writes the bursts that have ended and flushes them to the file.
+    pub fn drain(&mut self) -> std::io::Result<()> {
+        while let Ok(b) = self.rx.pop() {
+            writeln!(self.out, "{} {} {}", b.start_ns, b.end_ns, b.tid)?;
+            self.written += 1;
+        }
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_burst_is_logged_with_its_times_and_thread() {
+        let _machine = crate::machine_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bursts");
+        let (mut log, mut tx) = BurstLog::create(&path, "test").unwrap();
+        let spec = SpinSpec {
+            cpu: 0,
+            policy: Policy::Other,
+            priority: 0,
+            period_ns: 3_000_000,
+            spin_ns: 200_000,
+            phase_ns: 0,
+            syscalls: false,
+        };
+        let stop = AtomicBool::new(false);
+        let t0 = clock::now();
+        let spins = spin_loop(&spec, &stop, t0 + 20_000_000, |b| {
+            let _ = tx.push(b);
+        });
+        log.drain().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let bursts: Vec<Vec<u64>> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.split(' ').map(|x| x.parse().unwrap()).collect())
+            .collect();
+        assert_eq!(bursts.len() as u64, spins);
+        assert_eq!(log.written, spins);
+        assert!(spins >= 2, "{spins} spins in 20 ms at 3 ms");
+        let mut last_end = t0;
+        for b in &bursts {
+            assert_eq!(b[2], sched::thread_id() as u64);
+            assert!(b[0] >= last_end && b[1] >= b[0] + 200_000, "{b:?} after {last_end}");
+            last_end = b[1];
+        }
+    }
 }

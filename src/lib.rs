@@ -17,12 +17,28 @@ pub mod score;
 pub mod sys;
 pub mod trace;
 
-/// Unit tests that time something, or load the machine, take this lock in
-/// turn: the unit-test binary runs its tests on parallel threads, and a
-/// test that keeps a CPU busy would otherwise slow down one that measures.
-#[cfg(test)]
-pub(crate) fn machine_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    // A test that failed holding it poisons it; the next one still runs.
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// The test suites' machine lock: a test that times something, or loads
+/// the machine, holds it, so that no measuring test runs beside another
+/// one, a load test or a second test binary (under `cargo nextest`, or a
+/// developer's second `cargo test`). An exclusive `flock` on one file in
+/// the temporary directory: it serialises the threads of one test binary
+/// (each takes its own open file) and the binaries alike, and it goes with
+/// the process however that ends. Not used by rtscope itself.
+#[doc(hidden)]
+pub fn machine_lock() -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = std::env::temp_dir().join("rtscope-tests.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o666)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("the test lock {}: {e}", path.display()));
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
+            Ok(()) => return file,
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => panic!("the test lock {}: flock: {e}", path.display()),
+        }
+    }
 }

@@ -18,14 +18,6 @@ fn instances() -> Vec<String> {
         .collect()
 }
 
-fn export(db: &str, args: &[&str]) -> serde_json::Value {
-    let mut all = vec!["export", "last", "--db", db];
-    all.extend_from_slice(args);
-    let o = rtscope(&all);
-    assert!(o.status.success(), "{}", text(&o));
-    serde_json::from_slice(&o.stdout).expect("export is JSON")
-}
-
 fn main_cause(e: &serde_json::Value) -> &serde_json::Value {
     e["causes"].as_array().unwrap().iter().max_by_key(|c| c["ns"].as_u64().unwrap()).unwrap()
 }

@@ -409,6 +409,10 @@ pub struct DisturbArgs {
     /// Stop after DUR [default: until Ctrl-C]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
     pub duration: Option<u64>,
+    /// Write each burst to FILE as it happens: `start_ns end_ns tid` (CLOCK_MONOTONIC), the disturbance's own
+    /// timestamps to judge a measurement against.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

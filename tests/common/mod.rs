@@ -3,15 +3,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+
+pub mod truth;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rtscope");
 
-/// Probe runs measure the same CPUs: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+/// Probe runs measure the same CPUs: one at a time, across the test
+/// binaries too (a file lock shared with the unit tests that time things).
+pub fn serial() -> std::fs::File {
+    rtscope::machine_lock()
 }
 
 pub fn is_root() -> bool {
@@ -50,6 +50,32 @@ pub fn db(dir: &Path) -> String {
 
 pub fn json_file(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("json file")).expect("valid json")
+}
+
+/// `rtscope export last` (the full document: every interval and
+/// exceedance, the episodes) of the store `db`, with `args`.
+pub fn export(db: &str, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["export", "last", "--db", db];
+    all.extend_from_slice(args);
+    let o = rtscope(&all);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("export is JSON")
+}
+
+/// The series `metric` of `cpu` in an export: its exceedances as (t, value)
+/// and the span [first interval's start, last interval's end].
+pub fn series_exceedances(doc: &serde_json::Value, metric: &str, cpu: u64) -> (Vec<(u64, u64)>, (u64, u64)) {
+    let s = doc["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == metric && s["cpu"].as_u64() == Some(cpu))
+        .unwrap_or_else(|| panic!("no series {metric} cpu{cpu}"));
+    let ivs = s["intervals"].as_array().unwrap();
+    let span = (ivs[0]["start_ns"].as_u64().unwrap(), ivs.last().unwrap()["end_ns"].as_u64().unwrap());
+    let exc =
+        s["exceedances"].as_array().unwrap().iter().map(|e| (e[0].as_u64().unwrap(), e[1].as_u64().unwrap())).collect();
+    (exc, span)
 }
 
 pub fn show_json(db: &str, run: &str) -> serde_json::Value {
@@ -100,7 +126,7 @@ pub fn processes() -> Vec<String> {
 /// A probe test's setup: root checked, the probe lock held, a fresh
 /// directory with a store path; the directory goes when it drops.
 pub struct Fixture {
-    _serial: MutexGuard<'static, ()>,
+    _serial: std::fs::File,
     pub dir: PathBuf,
     pub db: String,
 }

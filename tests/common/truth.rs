@@ -1,0 +1,272 @@
+//! Ground truth by timestamps. `rtscope disturb --log FILE` writes every
+//! burst it ran (start and end on CLOCK_MONOTONIC, its thread); a test
+//! judges a measurement against those bursts, sample by sample, rather than
+//! by shares of what a noisy host does.
+//!
+//! The physics the judgements rest on: while a SCHED_FIFO 99 spinner runs
+//! on a CPU, nothing of a lower priority runs there. So a wake-up
+//! programmed inside a burst cannot come before the burst's end (a strict
+//! bound, whatever the host does), and comes after it by the context
+//! switch, unless the host stalls this VM in that short window: no more
+//! often than the host's stalls of that size hit an ordinary sample of the
+//! same run, which sets the bound on how many may, at a false-failure rate
+//! of [`FALSE_FAILURE`] per judgement.
+
+use super::BIN;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The false-failure rate each judgement is built for.
+pub const FALSE_FAILURE: f64 = 1e-4;
+
+/// One burst of the disturber, as it logged it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Burst {
+    pub start: u64,
+    pub end: u64,
+    pub tid: i64,
+}
+
+impl Burst {
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// How much of [a, b] it covers.
+    pub fn overlap(&self, a: u64, b: u64) -> u64 {
+        self.end.min(b).saturating_sub(self.start.max(a))
+    }
+
+    /// Whether it comes within `margin` of [a, b].
+    pub fn near(&self, a: u64, b: u64, margin: u64) -> bool {
+        self.start < b + margin && a < self.end + margin
+    }
+}
+
+/// A running `rtscope disturb` with its burst log.
+pub struct Disturber {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Disturber {
+    /// A SCHED_FIFO 99 spinner on `cpu`: `spin` every `period` (choose one
+    /// that is no multiple of the probe's), each at a random phase in the
+    /// first millisecond of its period, for at most `duration`. Returns
+    /// once it has logged its first burst.
+    pub fn start(dir: &Path, cpu: &str, period: &str, spin: &str, duration: &str) -> Disturber {
+        let log = dir.join(format!("bursts-{}", std::process::id()));
+        let child = Command::new(BIN)
+            .args(["disturb", "--cpu", cpu, "--priority", "99", "--period", period, "--spin", spin])
+            .args(["--phase-jitter", "1ms", "--duration", duration, "--log", log.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start rtscope disturb");
+        let d = Disturber { child, log };
+        let until = Instant::now() + Duration::from_secs(10);
+        while d.read().is_empty() {
+            assert!(Instant::now() < until, "rtscope disturb logged no burst in 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        d
+    }
+
+    fn read(&self) -> Vec<Burst> {
+        read_bursts(&self.log)
+    }
+
+    /// Stops it (SIGTERM: it ends its log cleanly) and returns every burst.
+    pub fn finish(mut self) -> Vec<Burst> {
+        // SAFETY: kill() on our own child.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "rtscope disturb: {status}");
+        self.read()
+    }
+}
+
+impl Drop for Disturber {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// The bursts of a `disturb --log` file.
+pub fn read_bursts(path: &Path) -> Vec<Burst> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            Some(Burst { start: f.first()?.parse().ok()?, end: f.get(1)?.parse().ok()?, tid: f.get(2)?.parse().ok()? })
+        })
+        .collect()
+}
+
+/// The burst that covers most of [a, b], if any covers part of it.
+pub fn burst_over(bursts: &[Burst], a: u64, b: u64) -> Option<&Burst> {
+    bursts.iter().filter(|x| x.overlap(a, b) > 0).max_by_key(|x| x.overlap(a, b))
+}
+
+/// The first instant of the grid `phase + k * interval` in [a, b), if any.
+pub fn grid_point_in(phase: u64, interval: u64, a: u64, b: u64) -> Option<u64> {
+    let k = a.saturating_sub(phase).div_ceil(interval);
+    let p = phase + k * interval;
+    (p < b).then_some(p)
+}
+
+/// ln P(X = k) for X ~ Binomial(n, q), 0 < q < 1, for every k in 0..=n.
+fn log_pmf(n: u64, q: f64) -> Vec<f64> {
+    let mut lp = Vec::with_capacity(n as usize + 1);
+    let mut v = n as f64 * (1.0 - q).ln();
+    lp.push(v);
+    for k in 0..n {
+        v += ((n - k) as f64 / (k + 1) as f64).ln() + (q / (1.0 - q)).ln();
+        lp.push(v);
+    }
+    lp
+}
+
+/// The smallest k with P(X > k) < `alpha` for X ~ Binomial(n, q).
+pub fn binomial_upper(n: u64, q: f64, alpha: f64) -> u64 {
+    if q <= 0.0 {
+        return 0;
+    }
+    if q >= 1.0 {
+        return n;
+    }
+    let lp = log_pmf(n, q);
+    let mut tail = 0.0;
+    for k in (0..=n).rev() {
+        tail += lp[k as usize].exp();
+        if tail >= alpha {
+            return k;
+        }
+    }
+    0
+}
+
+/// The largest k with P(X < k) < `alpha` for X ~ Binomial(n, q).
+pub fn binomial_lower(n: u64, q: f64, alpha: f64) -> u64 {
+    if q <= 0.0 {
+        return 0;
+    }
+    if q >= 1.0 {
+        return n;
+    }
+    let lp = log_pmf(n, q);
+    let mut below = 0.0;
+    for k in 0..=n {
+        below += lp[k as usize].exp();
+        if below >= alpha {
+            return k;
+        }
+    }
+    n
+}
+
+/// An upper confidence bound (at about 1e-4) on a rate seen `k` times in
+/// `n` trials, never below `floor`.
+pub fn rate_upper(k: u64, n: u64, floor: f64) -> f64 {
+    let k = k as f64;
+    ((k + 4.0 + 4.0 * (k + 1.0).sqrt()) / n.max(1) as f64).max(floor).min(1.0)
+}
+
+/// One sample that a burst met: what the burst alone explains, and what
+/// was measured.
+#[derive(Clone, Copy, Debug)]
+pub struct Met {
+    /// The sample's time (CLOCK_MONOTONIC ns), to name it.
+    pub at: u64,
+    pub explained: u64,
+    pub measured: u64,
+    /// Measured time that is not the spinner's but may fall inside the
+    /// burst (interrupts on top of it): the strict lower bound allows it.
+    pub slack: u64,
+}
+
+/// Judges the samples the bursts met: none measured shorter than the burst
+/// explains (less `lo_tol` and its slack): that cannot happen, whatever
+/// the host does. Longer than it by more than `hi_tol` at most as often as
+/// the host's own stalls hit a sample, `q` (an upper bound, from the same
+/// run), allows at [`FALSE_FAILURE`]. Prints the figures; panics, listing
+/// the offending samples, when a bound is broken.
+pub fn judge(what: &str, met: &[Met], lo_tol: u64, hi_tol: u64, q: f64) {
+    let short: Vec<&Met> = met.iter().filter(|m| m.measured + lo_tol + m.slack < m.explained).collect();
+    let long: Vec<&Met> = met.iter().filter(|m| m.measured > m.explained + hi_tol).collect();
+    let allowed = binomial_upper(met.len() as u64, q, FALSE_FAILURE);
+    let mut excess: Vec<i64> = met.iter().map(|m| m.measured as i64 - m.explained as i64).collect();
+    excess.sort_unstable();
+    let median = excess.get(excess.len() / 2).copied().unwrap_or(0);
+    eprintln!(
+        "{what}: {} samples met by a burst; measured - explained: median {median} ns, {} below -{lo_tol} ns, {} above +{hi_tol} ns (host stalls at rate <= {q:.4} allow {allowed})",
+        met.len(),
+        short.len(),
+        long.len()
+    );
+    assert!(short.is_empty(), "{what}: measured shorter than the burst that held the CPU: {short:#?}");
+    assert!(
+        long.len() as u64 <= allowed,
+        "{what}: {} of {} longer than their burst by > {hi_tol} ns: {long:#?}",
+        long.len(),
+        met.len()
+    );
+}
+
+/// Judges a timer probe's samples against the bursts: `samples` are
+/// (programmed instant, latency) on a grid of `interval`, every sample of
+/// the run above `floor` (a fixed `--exceed`, or a fixed cause threshold's
+/// episodes); `total` samples were taken over [t0, t1].
+///
+/// Each burst that holds a programmed instant `p` with more than `floor`
+/// of the burst after it must have a sample at `p` late by the rest of the
+/// burst (see [`judge`]), or a previous sample that woke after `p` (the
+/// probe skips the periods it overran). Returns the samples met by bursts.
+pub fn judge_timer(
+    what: &str,
+    samples: &[(u64, u64)],
+    interval: u64,
+    floor: u64,
+    total: u64,
+    bursts: &[Burst],
+    (t0, t1): (u64, u64),
+) -> Vec<Met> {
+    const LO_TOL: u64 = 2_000;
+    const HI_TOL: u64 = 50_000;
+    assert!(!samples.is_empty(), "{what}: no sample above {floor} ns");
+    let phase = samples[0].0 % interval;
+    let off: Vec<_> = samples.iter().filter(|s| s.0 % interval != phase).collect();
+    assert!(off.is_empty(), "{what}: programmed instants off the probe's grid of {interval} ns: {off:?}");
+    let at: std::collections::HashMap<u64, u64> = samples.iter().copied().collect();
+    let (mut met, mut missing) = (Vec::new(), Vec::new());
+    for b in bursts.iter().filter(|b| b.start >= t0 + interval && b.end + interval <= t1) {
+        let Some(p) = grid_point_in(phase, interval, b.start, b.end) else { continue };
+        let rest = b.end - p;
+        if rest < floor + 10_000 {
+            continue;
+        }
+        match at.get(&p) {
+            Some(&latency) => met.push(Met { at: p, explained: rest, measured: latency, slack: 0 }),
+            None if samples.iter().any(|&(q, l)| q < p && q + l >= p) => {}
+            None => missing.push(*b),
+        }
+    }
+    // The host's stalls: samples no burst came near, late by more than the
+    // tolerance, among the samples no burst met.
+    let host =
+        samples.iter().filter(|&&(p, l)| l > HI_TOL && !bursts.iter().any(|b| b.near(p, p + l, HI_TOL))).count() as u64;
+    let q = rate_upper(host, total.saturating_sub(met.len() as u64), 0.002);
+    eprintln!(
+        "{what}: {} bursts, {} samples above {floor} ns, {host} of them the host's (no burst near)",
+        bursts.len(),
+        samples.len()
+    );
+    assert!(missing.is_empty(), "{what}: bursts that held a programmed instant but no sample shows: {missing:?}");
+    judge(what, &met, LO_TOL, HI_TOL, q);
+    met
+}
