@@ -270,3 +270,51 @@ pub fn judge_timer(
     judge(what, &met, LO_TOL, HI_TOL, q);
     met
 }
+
+/// Judges a spinning probe's interruptions (end, length), every one of
+/// the run above `floor`, against the bursts inside [t0, t1]. A burst that
+/// starts while the probe spins is one interruption at least as long as
+/// the burst (the probe cannot run before its end) and longer only by the
+/// spinner's wake-up and the context switches, or by a host stall next to
+/// it no more often than the host's stalls start in any other 100 us of
+/// the run's `active_ns`. A
+/// burst that starts in one of the probe's pauses is not seen: at least
+/// the bursts that a share `active_share` (a lower bound on the probe's
+/// duty cycle) would see at [`FALSE_FAILURE`] must be. Returns the bursts
+/// seen.
+pub fn judge_interruptions(
+    what: &str,
+    samples: &[(u64, u64)],
+    floor: u64,
+    active_ns: u64,
+    active_share: f64,
+    bursts: &[Burst],
+    (t0, t1): (u64, u64),
+) -> usize {
+    const LO_TOL: u64 = 2_000;
+    // Beyond the burst: the spinner's timer interrupt and wake-up before
+    // its first clock read, and two context switches (24-28 us seen on a
+    // KVM guest, where each is a VM exit).
+    const HI_TOL: u64 = 100_000;
+    let inside: Vec<&Burst> = bursts.iter().filter(|b| b.start >= t0 + 1_000_000 && b.end + 1_000_000 <= t1).collect();
+    let mut met = Vec::new();
+    for b in &inside {
+        let over: Vec<&(u64, u64)> = samples.iter().filter(|&&(t, l)| b.overlap(t - l, t) > 0).collect();
+        assert!(over.len() <= 1, "{what}: one burst split into interruptions: {b:?} {over:?}");
+        if let Some(&&(t, l)) = over.first() {
+            met.push(Met { at: t - l, explained: b.len(), measured: l, slack: 0 });
+        }
+    }
+    let host = samples.iter().filter(|&&(t, l)| !bursts.iter().any(|b| b.near(t - l, t, HI_TOL))).count() as u64;
+    let q = rate_upper(host, active_ns / HI_TOL, 0.002);
+    let want = binomial_lower(inside.len() as u64, active_share, FALSE_FAILURE);
+    eprintln!(
+        "{what}: {} of {} bursts seen (at least {want} at a duty cycle >= {active_share:.2}); {} interruptions above {floor} ns, {host} of them the host's (no burst near)",
+        met.len(),
+        inside.len(),
+        samples.len()
+    );
+    assert!(met.len() as u64 >= want, "{what}: only {} of {} bursts seen", met.len(), inside.len());
+    judge(what, &met, LO_TOL, HI_TOL, q);
+    met.len()
+}
