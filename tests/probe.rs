@@ -176,7 +176,7 @@ fn threshold_stops_the_run_with_exit_code_2() {
             "--cpu",
             &cpu,
             "--period",
-            "20ms",
+            "20333us",
             "--spin",
             "2ms",
             "--phase-jitter",

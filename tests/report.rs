@@ -8,7 +8,6 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
@@ -590,14 +589,15 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     };
     measure();
-    let mut spinner = Command::new(BIN)
-        .args(["disturb", "--cpu", &cpu, "--priority", "99", "--period", "20ms", "--spin", "400us"])
-        .args(["--phase-jitter", "1ms", "--duration", "4500ms"])
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // 400 us every 5.333 ms: 7.5 % of the wake-ups are late by up to 400
+    // us, which puts run 2's p99 near 350 us. The quiet run's p99 would
+    // have to be above 230 us, the host stalling it that long for 1 % of
+    // its wake-ups, for the gate to pass: ten times the host's worst rate
+    // seen here.
+    let spinner = truth::Disturber::start(&fx.dir, &cpu, "5333us", "400us", "30s");
     measure();
-    spinner.wait().unwrap();
+    let bursts = spinner.finish();
+    assert!(bursts.len() >= 500, "{} bursts in 3 s at 5.333 ms", bursts.len());
     // Run 2 had the spinner: its tail is worse beyond the noise, and the gate fails.
     let o = rtscope(&["compare", "1", "2", "--max-regression", "50", "--db", &fx.db]);
     let out = text(&o);
@@ -615,7 +615,7 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
         "p99 of {series} must be a regression: {regs:?}"
     );
     // p99.9 and the maximum of 3000 samples are judged by the exceedance
-    // test. The spinner's 400 us spikes (about 60 in 3 s) are a new
+    // test. The spinner's spikes (about 150 above 200 us in 3 s) are a new
     // population above the quiet run's p99.9 (3 samples above it), unless
     // the host itself stalled the quiet run that long 3 times.
     let row = v["series"].as_array().unwrap().iter().find(|s| s["cpu"].as_i64() == cpu.parse().ok()).unwrap();
@@ -630,9 +630,12 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
     // Gated on the median only, the run passes: the spinner takes a few % of the periods.
     let o = rtscope(&["compare", "1", "2", "--max-regression", "50", "--gate", "wakeup.latency.p50", "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    // The other way round it is an improvement, and the gate passes.
+    // The other way round its p99 is an improvement, and a gate on it
+    // passes (whatever the host did to the quiet run's other figures: its
+    // stalls can make missed periods there, 8 in 3 s once).
     let o = rtscope(&["compare", "2", "1", "--json", "--max-regression", "50", "--db", &fx.db]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o2 = rtscope(&["compare", "2", "1", "--gate", "wakeup.latency.p99", "--max-regression", "50", "--db", &fx.db]);
+    assert_eq!(o2.status.code(), Some(0), "{}", text(&o2));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let row = v["series"].as_array().unwrap().iter().find(|s| s["cpu"].as_i64() == cpu.parse().ok()).unwrap();
     let p99 = row["figures"].as_array().unwrap().iter().find(|f| f["figure"] == "p99").unwrap();

@@ -18,10 +18,6 @@ fn instances() -> Vec<String> {
         .collect()
 }
 
-fn main_cause(e: &serde_json::Value) -> &serde_json::Value {
-    e["causes"].as_array().unwrap().iter().max_by_key(|c| c["ns"].as_u64().unwrap()).unwrap()
-}
-
 #[test]
 fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
     let Some(fx) = Fixture::root() else { return };

@@ -170,3 +170,21 @@ pub fn wait_for_first_checkpoint(db: &str) -> std::time::Instant {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Exceedances of the series `metric` of `cpu` that the recorder could not
+/// keep (a full ring), over all its intervals.
+pub fn lost_exceedances(doc: &serde_json::Value, metric: &str, cpu: u64) -> u64 {
+    doc["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["metric"] == metric && s["cpu"].as_u64() == Some(cpu))
+        .flat_map(|s| s["intervals"].as_array().unwrap())
+        .map(|i| i["lost_exceedances"].as_u64().expect("an interval's lost_exceedances"))
+        .sum()
+}
+
+/// An episode's main cause: the one that held the CPU longest.
+pub fn main_cause(e: &serde_json::Value) -> &serde_json::Value {
+    e["causes"].as_array().unwrap().iter().max_by_key(|c| c["ns"].as_u64().unwrap()).unwrap()
+}

@@ -223,10 +223,12 @@ pub fn judge(what: &str, met: &[Met], lo_tol: u64, hi_tol: u64, q: f64) {
 /// the run above `floor` (a fixed `--exceed`, or a fixed cause threshold's
 /// episodes); `total` samples were taken over [t0, t1].
 ///
-/// Each burst that holds a programmed instant `p` with more than `floor`
-/// of the burst after it must have a sample at `p` late by the rest of the
-/// burst (see [`judge`]), or a previous sample that woke after `p` (the
-/// probe skips the periods it overran). Returns the samples met by bursts.
+/// Each burst that holds programmed instants, the last with more than
+/// `floor` of the burst after it, must have a sample at one of them (the
+/// first where the probe skips the periods it overran, the last where a
+/// timer counts them as missed), late by the rest of the burst (see
+/// [`judge`]), or a previous sample that woke after the first. Returns the
+/// samples met by bursts.
 pub fn judge_timer(
     what: &str,
     samples: &[(u64, u64)],
@@ -245,14 +247,29 @@ pub fn judge_timer(
     let at: std::collections::HashMap<u64, u64> = samples.iter().copied().collect();
     let (mut met, mut missing) = (Vec::new(), Vec::new());
     for b in bursts.iter().filter(|b| b.start >= t0 + interval && b.end + interval <= t1) {
-        let Some(p) = grid_point_in(phase, interval, b.start, b.end) else { continue };
-        let rest = b.end - p;
-        if rest < floor + 10_000 {
-            continue;
-        }
-        match at.get(&p) {
-            Some(&latency) => met.push(Met { at: p, explained: rest, measured: latency, slack: 0 }),
-            None if samples.iter().any(|&(q, l)| q < p && q + l >= p) => {}
+        // The programmed instants inside the burst: the thread runs once
+        // after it, so one of them has the sample (a probe that skips the
+        // periods it overran, the first; a timer that counts them as
+        // missed expirations, the last).
+        let points: Vec<u64> =
+            std::iter::successors(grid_point_in(phase, interval, b.start, b.end), |p| Some(p + interval))
+                .take_while(|&p| p < b.end)
+                .collect();
+        let Some(&last) = points.last() else { continue };
+        match points.iter().find_map(|p| at.get(p).map(|&latency| (*p, latency))) {
+            Some((p, latency)) if b.end - p >= floor + 10_000 => {
+                met.push(Met { at: p, explained: b.end - p, measured: latency, slack: 0 })
+            }
+            Some(_) => {}
+            // No sample: only a burst that ends within the floor of its
+            // last programmed instant may hide it ...
+            None if b.end - last < floor + 10_000 => {}
+            // ... or one so close to the next programmed instant that the
+            // thread, back after it, may read that one (a timer that
+            // counts missed expirations, late by less than the floor) ...
+            None if last + interval < b.end + HI_TOL => {}
+            // ... or one that a previous sample's lateness overlapped.
+            None if samples.iter().any(|&(q, l)| q < points[0] && q + l >= points[0]) => {}
             None => missing.push(*b),
         }
     }
@@ -317,4 +334,63 @@ pub fn judge_interruptions(
     assert!(met.len() as u64 >= want, "{what}: only {} of {} bursts seen", met.len(), inside.len());
     judge(what, &met, LO_TOL, HI_TOL, q);
     met.len()
+}
+
+/// The periods of a grid `phase + k * interval` that the bursts inside
+/// [t0, t1] must have made a timer miss: a burst holding k programmed
+/// instants lets the thread read them all at once after it, k - 1 missed.
+/// A strict lower bound: the host's stalls can only add.
+pub fn missed_at_least(bursts: &[Burst], phase: u64, interval: u64, (t0, t1): (u64, u64)) -> u64 {
+    bursts
+        .iter()
+        .filter(|b| b.start >= t0 + interval && b.end + interval <= t1)
+        .map(|b| {
+            std::iter::successors(grid_point_in(phase, interval, b.start, b.end), |p| Some(p + interval))
+                .take_while(|&p| p < b.end)
+                .count() as u64
+        })
+        .map(|k| k.saturating_sub(1))
+        .sum()
+}
+
+/// Judges relative sleeps against the bursts: `samples` are (programmed
+/// end, deviation), every sample of the run above `floor`; `total` were
+/// taken over [t0, t1]. A sleep whose end falls inside a burst, more than
+/// `floor` before the burst's end, returns late by the rest of the burst
+/// (see [`judge`]). The sleeps' ends are not on a grid (a random phase
+/// precedes each): at least the bursts that a share `hit_share` would
+/// catch at [`FALSE_FAILURE`] must hold one. Returns the samples met.
+pub fn judge_sleeps(
+    what: &str,
+    samples: &[(u64, u64)],
+    floor: u64,
+    total: u64,
+    hit_share: f64,
+    bursts: &[Burst],
+    (t0, t1): (u64, u64),
+) -> Vec<Met> {
+    const LO_TOL: u64 = 2_000;
+    const HI_TOL: u64 = 50_000;
+    let inside: Vec<&Burst> = bursts.iter().filter(|b| b.start >= t0 + 1_000_000 && b.end + 1_000_000 <= t1).collect();
+    let mut met = Vec::new();
+    for &(end, deviation) in samples {
+        if let Some(b) = inside.iter().find(|b| b.start <= end && end < b.end)
+            && b.end - end >= floor + 10_000
+        {
+            met.push(Met { at: end, explained: b.end - end, measured: deviation, slack: 0 });
+        }
+    }
+    let host =
+        samples.iter().filter(|&&(p, l)| l > HI_TOL && !bursts.iter().any(|b| b.near(p, p + l, HI_TOL))).count() as u64;
+    let q = rate_upper(host, total.saturating_sub(met.len() as u64), 0.002);
+    let want = binomial_lower(inside.len() as u64, hit_share, FALSE_FAILURE);
+    eprintln!(
+        "{what}: {} of {} bursts held a sleep's end (at least {want} at a share >= {hit_share:.2}); {} samples above {floor} ns, {host} of them the host's (no burst near)",
+        met.len(),
+        inside.len(),
+        samples.len()
+    );
+    assert!(met.len() as u64 >= want, "{what}: only {} of {} bursts held a sleep's end", met.len(), inside.len());
+    judge(what, &met, LO_TOL, HI_TOL, q);
+    met
 }
