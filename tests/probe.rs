@@ -282,7 +282,9 @@ fn without_privileges_the_run_is_flagged_not_representative() {
     let v = show_json(db, "last");
     assert_eq!(v["run"]["representative"], false);
     assert_eq!(v["run"]["plan"]["effective_policy"], "other");
-    assert!(v["results"][0]["count"].as_u64().unwrap() > 500);
+    // It measured: 1000 periods in 1 s, fewer when a SCHED_OTHER thread
+    // shares its CPU with something else (a late wake-up skips periods).
+    assert!(v["results"][0]["count"].as_u64().unwrap() > 100, "{v}");
 }
 
 #[test]

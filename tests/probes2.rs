@@ -139,8 +139,12 @@ fn sleep_pays_the_timer_slack_only_under_sched_other() {
     assert_eq!(row(&fifo, "nanosleep@1ms")["timer_slack_ns"], 0, "a real-time thread has no slack: {fifo:?}");
     assert!(f < 50_000, "SCHED_FIFO: median {f} ns, want < 50 us");
     for r in other.iter().chain(&fifo) {
-        // 1 ms + a phase of 0.5 ms on average: about 2000 in 3 s, split over two APIs.
-        assert!((600..=1_400).contains(&r["count"].as_u64().unwrap()), "{r}");
+        // 1 ms + a phase of 0.5 ms on average: about 2000 in 3 s, split
+        // over two APIs; fewer under SCHED_OTHER when something else wants
+        // the CPU (589 beside a CPU hog), never more.
+        let n = r["count"].as_u64().unwrap();
+        let least = if r["timer_slack_ns"] == 0 { 600 } else { 100 };
+        assert!((least..=1_400).contains(&n), "{n} samples, want {least}..=1400: {r}");
         assert!(r["min_ns"].as_i64().unwrap() > -100_000, "a sleep never ends 100 us early: {r}");
         assert!(r["mean_abs_ns"].as_f64().unwrap() >= r["mean_ns"].as_f64().unwrap());
     }
