@@ -180,7 +180,7 @@ fn trace_buffer(s: &str) -> Result<usize, String> {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// A campaign file (TOML: probes, loads, durations, each probe's options; see plans/ and the README) [default: the
+    /// A campaign file (TOML: probes, loads, durations, each probe's options; see plans/ and docs/run.md) [default: the
     /// embedded default assessment, about five minutes]. Flags given here override its keys.
     #[arg(value_name = "PLAN.toml")]
     pub plan: Option<PathBuf>,
