@@ -19,7 +19,7 @@
 # Environment:
 #   DURATION  seconds per run (default 10)
 #   ROUNDS    rounds, each one run of each tool (default 3)
-#   MSG       UDP payload bytes (default 54, the reference's)
+#   MSG       UDP payload bytes (default 54, the NT real-time study's)
 #   RATE      messages per second (default 100: rtscope's 10 ms interval)
 #   SERVER_CPU, CLIENT_CPU (default 0 and the last online CPU)
 #   PRIO      SCHED_FIFO priority (default 95)

@@ -41,17 +41,17 @@ pub enum Cmd {
     /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
     /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
     Wakeup(WakeupArgs),
-    /// OS noise (like oslat and rtla osnoise, the references' preemption test): one SCHED_FIFO thread per CPU
+    /// OS noise (like oslat and rtla osnoise, the NT real-time study's preemption test): one SCHED_FIFO thread per CPU
     /// busy-loops reading the CPU counter; a gap between two reads longer than --ratio x the shortest (reference)
     /// iteration is an interruption, recorded as its length minus the reference.
     Noise(NoiseArgs),
-    /// Sleep accuracy (the references' SleepEx test): relative sleeps through nanosleep, clock_nanosleep, poll,
+    /// Sleep accuracy (the NT real-time study's SleepEx test): relative sleeps through nanosleep, clock_nanosleep, poll,
     /// epoll_wait, select and a one-shot timerfd; deviation = actual - requested, signed.
     Sleep(SleepArgs),
-    /// Periodic timer drift (the references' multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
+    /// Periodic timer drift (the NT real-time study's multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
     /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
     Ptimer(PtimerArgs),
-    /// UDP/IP stack latency (the references' network stack test): a sender and a real-time receiver per CPU over
+    /// UDP/IP stack latency (the NT real-time study's network stack test): a sender and a real-time receiver per CPU over
     /// loopback or a veth pair between two namespaces; rx_stack = send call -> kernel receive timestamp, rx_wake ->
     /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
     /// to a responder on another host.
@@ -180,7 +180,7 @@ fn trace_buffer(s: &str) -> Result<usize, String> {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// A campaign file (TOML: probes, loads, durations, each probe's options; see plans/ and the README) [default: the
+    /// A campaign file (TOML: probes, loads, durations, each probe's options; see plans/ and docs/run.md) [default: the
     /// embedded default assessment, about five minutes]. Flags given here override its keys.
     #[arg(value_name = "PLAN.toml")]
     pub plan: Option<PathBuf>,

@@ -89,7 +89,7 @@ pub struct SleepArgs {
 
 #[derive(Args, Debug)]
 pub struct PtimerArgs {
-    /// Timer period (1ms: the OMAC cycle; the reference used 5ms).
+    /// Timer period (1ms: the OMAC cycle; the NT real-time study used 5ms).
     #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
     pub period: u64,
     /// The timer kinds, each its own metric: drift = CLOCK_MONOTONIC when the wait returns (read(2) of the timerfd,
@@ -108,10 +108,10 @@ pub struct PtimerArgs {
 
 #[derive(Args, Debug)]
 pub struct NetlatArgs {
-    /// Send one datagram every DUR per measured CPU (the reference's 10 ms; 100us..10s).
+    /// Send one datagram every DUR per measured CPU (the NT real-time study's 10 ms; 100us..10s).
     #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur)]
     pub interval: u64,
-    /// UDP payload bytes (the reference's 54; 52..1472, one Ethernet frame at most).
+    /// UDP payload bytes (the NT real-time study's 54; 52..1472, one Ethernet frame at most).
     #[arg(long, value_name = "BYTES", default_value_t = 54,
           value_parser = clap::value_parser!(u16).range(netlat::MIN_SIZE as i64..=netlat::MAX_SIZE as i64))]
     pub size: u16,
@@ -311,7 +311,7 @@ impl NetlatArgs {
 impl NoiseArgs {
     pub fn resolve(&self, kind: &str) -> Result<(Common, Noise)> {
         if !(1.0..=1000.0).contains(&self.ratio) {
-            bail!("--ratio must be between 1 and 1000 (e.g. --ratio 4, the reference's)");
+            bail!("--ratio must be between 1 and 1000 (e.g. --ratio 4, the NT real-time study's)");
         }
         if self.active < 100_000 {
             bail!("--active must be at least 100us (e.g. --active 33ms)");

@@ -1,5 +1,5 @@
 //! `compile`: a real C compiler over generated sources, over and over (the
-//! references' "make" load): parallel jobs each running `cc -O2 -c` on
+//! NT real-time study's "make" load): parallel jobs each running `cc -O2 -c` on
 //! the load's files in its temporary directory.
 
 use super::{Intensity, LoadSpec, Running, Workload, quiet_command, supervise};

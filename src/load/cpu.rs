@@ -1,5 +1,5 @@
 //! `cpu`: floating-point and integer arithmetic on every CPU of the load
-//! (the references' math load): N threads per CPU, each pinned, never
+//! (the Siemens CE 3.0 assessment's math load): N threads per CPU, each pinned, never
 //! sleeping.
 
 use super::{Intensity, LoadCtx, LoadSpec, Running, Workload};

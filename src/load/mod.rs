@@ -1,5 +1,6 @@
 //! Workloads: what the machine carries while it is measured (the
-//! references measure under math, network, disk and compile loads). One
+//! Siemens CE 3.0 assessment and the NT real-time study measure under math,
+//! network, disk and compile loads). One
 //! file per workload behind [`Workload`], all in [`TABLE`]. A load runs as
 //! SCHED_OTHER threads of rtscope (never real-time), some of which start
 //! child processes: each child is tied to rtscope (`PR_SET_PDEATHSIG`, in

@@ -1,6 +1,6 @@
 //! `net`, `net-flood`, `net-tcp`: traffic over loopback. `net` sends UDP
-//! datagrams at a set rate (250 packets/s by default, as the Siemens
-//! measurements did), `net-flood` as fast as it can, `net-tcp` streams
+//! datagrams at a set rate (250 packets/s by default, as the Siemens CE 3.0
+//! assessment did), `net-flood` as fast as it can, `net-tcp` streams
 //! bulk data through TCP connections. Each side is its own thread.
 
 use super::{Intensity, LoadCtx, LoadSpec, Running, Workload};

@@ -1,7 +1,8 @@
 //! `osbench`: the cost and wake-up latency of the OS services a real-time
 //! program calls at run time, the Linux counterpart of CEBench / OSBench
-//! and of the SSC benchmark (reference 004 lists CEBench's tests, 003
-//! shows OSBench's output, 000 the SSC set), and of lmbench, `perf bench`
+//! and of the SSC benchmark (the CE 3.0 real-time paper lists CEBench's tests,
+//! the CE .NET testing article shows OSBench's output, the Siemens CE 3.0
+//! assessment the SSC set), and of lmbench, `perf bench`
 //! and rt-tests' ptsematest, pmqtest, svsematest and sigwaittest.
 //!
 //! Every test says exactly what it times ([`TestDef::def`]). Two-party

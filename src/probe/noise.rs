@@ -1,5 +1,5 @@
 //! `noise`: what a busy real-time thread loses to everything else on its
-//! CPU (the references' preemption/interrupt disturbance test; rtla
+//! CPU (the NT real-time study's preemption/interrupt disturbance test; rtla
 //! osnoise, oslat).
 //!
 //! Each thread busy-loops reading the CPU's counter (`rdtsc`, `cntvct_el0`,

@@ -1,4 +1,4 @@
-//! `ptimer`: periodic timer drift (the references' multimedia-timer test).
+//! `ptimer`: periodic timer drift (the NT real-time study's multimedia-timer test).
 //!
 //! Each thread arms periodic timers of every chosen kind (`--timer`) on
 //! CLOCK_MONOTONIC with the same `--period` and the same grid, start + k x

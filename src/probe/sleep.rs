@@ -1,11 +1,11 @@
-//! `sleep`: how accurate a relative sleep is (the references' SleepEx()
+//! `sleep`: how accurate a relative sleep is (the NT real-time study's SleepEx()
 //! test).
 //!
 //! Each thread sleeps in turn through every chosen API (`--api`) for every
 //! chosen length (`--sleep`), each pair its own metric `<api>@<length>`.
 //! Before each sleep it busy-waits a random time in [0, min(`--phase`,
 //! length)), so that the sleeps do not stay in phase with the timer
-//! interrupt (the stroboscopic effect the reference describes), and the
+//! interrupt (the stroboscopic effect the NT real-time study describes), and the
 //! real-time thread is busy at most about a third of the time even with
 //! short sleeps. The deviation is signed:
 //!

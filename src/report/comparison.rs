@@ -1,5 +1,5 @@
 //! `rtscope compare`: runs side by side per series and figure (columns =
-//! runs, like the references' platform tables), each run's ratio to the
+//! runs, like the Siemens CE 3.0 assessment's platform tables), each run's ratio to the
 //! first with its bootstrap interval, and whether the difference is beyond
 //! the runs' noise; as text, JSON or an HTML page with overlaid plots.
 

@@ -460,7 +460,7 @@ const MTTF_CURVES: usize = 8;
 /// The highest n computed for an MTTF curve.
 const N_MAX: u32 = 16;
 
-/// MTTF against buffering (the references' soft-modem and audio analysis):
+/// MTTF against buffering (the WDM latency study's soft-modem and audio analysis):
 /// a plot of MTTF against the number of buffers, a curve per period and
 /// load (the worst CPU), the targets as lines, and the figure's data as a
 /// table for Markdown; then each series' MTTF table.

@@ -1,4 +1,4 @@
-//! The assessment's text report, in the style of the references' tests x
+//! The assessment's text report, in the style of the NT real-time study's tests x
 //! workloads tables: a row per probe metric, a column per load; the worst
 //! case (the sample farthest from zero on any measured CPU, with its sign:
 //! an early sleep or timer shows negative), then the p99.9 of all

@@ -51,7 +51,7 @@ fn bounds(r: &RtaReport) -> String {
 /// (`analyze rta --jitter-from` on the run): the set's response-time
 /// analysis as written, the utilisation and bounds; then, with the run's
 /// wake-up latency at the error rate as every task's release jitter (the
-/// references' pseudo worst case), the response times again and the
+/// WDM latency study's pseudo worst case), the response times again and the
 /// bound on the deadline-miss probability per hour; a plot of each task's
 /// response times against its deadline.
 pub fn schedulability(a: &Analysed, p: &str) -> Vec<Section> {
@@ -60,7 +60,7 @@ pub fn schedulability(a: &Analysed, p: &str) -> Vec<Section> {
     sec.push(Block::Para(format!(
         "{} Fixed-priority response-time analysis with release jitter and blocking (Audsley et al. 1993), as \
          `rtscope analyze rta`: R is a task's worst response time from its release, its release jitter included; it \
-         meets its deadline when R <= D. Then the references' pseudo worst case: the run's wake-up latency exceeded \
+         meets its deadline when R <= D. Then the WDM latency study's pseudo worst case: the run's wake-up latency exceeded \
          with probability {:e} per wake-up (the worst CPU{}) becomes every task's release jitter, and the union bound \
          (error rate x releases per hour) caps the probability of a deadline miss per hour.",
         set.origin(),

@@ -814,7 +814,7 @@ fn tracer(a: &Analysed, p: &str) -> Vec<Section> {
         sec.push(Block::Warning {
             serious: true,
             message: format!("missing event {m}"),
-            fix: "see the README's --trace section".into(),
+            fix: "see docs/trace.md (Degrading)".into(),
         });
     }
     let mut tab = Table::new(

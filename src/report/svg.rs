@@ -215,7 +215,7 @@ pub struct Curve {
     pub points: Vec<(f64, f64)>,
 }
 
-/// The references' log-log "percent of samples over latency" plot: every
+/// The WDM latency study's log-log "percent of samples over latency" plot: every
 /// curve overlaid, a decade grid labelled in us and percent, a legend, and
 /// the requirement as a vertical line where one applies.
 pub fn exceedance(id: &str, title: &str, x_label: &str, curves: &[Curve], requirement_us: Option<f64>) -> String {
@@ -277,8 +277,8 @@ pub struct IntervalBar {
     pub max: f64,
 }
 
-/// Min / mean / max per checkpoint interval over time, as the references'
-/// per-cycle bars: a bar from min to max and a tick at the mean; beyond 150
+/// Min / mean / max per checkpoint interval over time, as the Siemens CE 3.0
+/// assessment's per-cycle bars: a bar from min to max and a tick at the mean; beyond 150
 /// intervals, a band and a mean line. Log y, or linear for signed values.
 pub fn intervals(id: &str, title: &str, y_label: &str, bars: &[IntervalBar]) -> String {
     let (w, h) = (400.0, 220.0);

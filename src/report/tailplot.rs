@@ -1,6 +1,6 @@
 //! The tail analysis as plots: the mean time to a buffer underrun against
-//! the number of buffers (the references' soft-modem figures 6 and 7 of
-//! 002), and the expected worst case per hour, day and week with its 95 %
+//! the number of buffers (the WDM latency study's soft-modem figures 6
+//! and 7), and the expected worst case per hour, day and week with its 95 %
 //! interval beside the observed maximum; the response times of a task set
 //! against its deadlines. Same conventions as `svg`: plain SVG, Okabe-Ito
 //! colours with a dash per curve (a hatch per bar), the requirement in red.

@@ -1,4 +1,4 @@
-//! The text summary, in the style of the reference papers: a row of
+//! The text summary, in the style of the NT real-time study's tables: a row of
 //! figures per CPU (and per metric, for probes with several), then the
 //! power-of-two histogram with a column per CPU (or per metric).
 
@@ -343,7 +343,8 @@ pub struct OsbenchGroup<'a> {
     pub rows: Vec<(Vec<String>, Option<String>, &'a Series)>,
 }
 
-/// `osbench`'s series as the references print them: a group per test
+/// `osbench`'s series as CEBench (the CE 3.0 real-time paper) and the SSC
+/// benchmark (the Siemens CE 3.0 assessment) print them: a group per test
 /// group, a row per test in its number's order, in [`OSBENCH_HEAD`]'s
 /// columns (last, min, mean, p50, p99, max in us). In an assessment a
 /// test has a row per load, in the order of `loads`, its id followed by
@@ -545,7 +546,7 @@ pub(super) fn stages_by_probe(run: &Run) -> Vec<(&str, Vec<&Series>)> {
     out
 }
 
-/// The stage table of a traced run, like the references' ISR / DPC /
+/// The stage table of a traced run, like the NT real-time study's ISR / DPC /
 /// thread tables: relative stages, then absolute times.
 fn write_stages(run: &Run, out: &mut dyn Write) -> Result<()> {
     use Col::*;

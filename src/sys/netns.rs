@@ -1,5 +1,5 @@
 //! Two network namespaces joined by a veth pair, for `netlat --path netns`:
-//! the reference's pseudo network card, with a real driver (veth) between
+//! the NT real-time study's pseudo network card, with a real driver (veth) between
 //! the sender and the receiver.
 //!
 //! The namespaces are anonymous: a helper thread `unshare(CLONE_NEWNET)`s

@@ -1,4 +1,4 @@
-//! Workload characterisation (the references' workload table): what the
+//! Workload characterisation (the NT real-time study's workload table): what the
 //! kernel counted while a load ran, as per-second rates. The binary reads
 //! the /proc files once a second; parsing them, the deltas and the rates
 //! are here, pure. Also the short CPU score stored with an assessment.

@@ -180,8 +180,8 @@ impl Tally {
         if n == 0 { 0.0 } else { self.sum() as f64 / n as f64 }
     }
 
-    /// The exact mean of the samples' absolute values (the references'
-    /// "average (absolute)" drift); 0 when there are none.
+    /// The exact mean of the samples' absolute values (the NT real-time
+    /// study's "average (absolute)" drift); 0 when there are none.
     pub fn mean_abs(&self) -> f64 {
         let n = self.count();
         let abs = i128::from(self.stats.sum) + self.neg.as_ref().map_or(0, |n| i128::from(n.stats.sum));
@@ -258,7 +258,7 @@ impl Summary {
         }
     }
 
-    /// Jitter as the references define it: max - min.
+    /// Jitter as the Siemens CE 3.0 assessment defines it: max - min.
     pub fn jitter_ns(&self) -> u64 {
         self.max_ns.saturating_sub(self.min_ns).max(0) as u64
     }
@@ -292,7 +292,7 @@ pub struct Bucket {
     pub count: u64,
 }
 
-/// The power-of-two table of the reference papers, in microseconds:
+/// The power-of-two table of the NT real-time study, in microseconds:
 /// `0-1 us`, `1-2 us`, `2-4 us`, ... up to the bucket holding the maximum.
 /// Overflows (above 100 s) form a last bucket up to the exact max.
 pub fn pow2_buckets(hist: &Hist, stats: &Stats) -> Vec<Bucket> {

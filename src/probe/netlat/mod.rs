@@ -1,6 +1,6 @@
 //! `netlat`: how long the UDP/IP stack takes to deliver a datagram to a
-//! waiting real-time thread, and to take one from a thread (the references'
-//! network stack test with a pseudo network card), and the round trip to a
+//! waiting real-time thread, and to take one from a thread (the NT real-time
+//! study's network stack test with a pseudo network card), and the round trip to a
 //! responder on another host.
 //!
 //! Local mode: per measured CPU, a receiver (the measuring thread, at the

@@ -1,5 +1,5 @@
-//! Mean time to a buffer underrun (the references' soft-modem analysis,
-//! figures 6 and 7 of 002): n buffers of period t, compute time c per
+//! Mean time to a buffer underrun (the WDM latency study's soft-modem
+//! analysis, its figures 6 and 7): n buffers of period t, compute time c per
 //! period; the slack is s = (n - 1) t - c, an underrun happens when the
 //! latency exceeds it, with probability p per period; MTTF = t / (theta p).
 
@@ -207,7 +207,7 @@ fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute
 }
 
 /// The MTTF against the number of buffers: n = 1 ..= `n_max` (figures 6
-/// and 7 of 002); the fitted tail's 95 % intervals only if `intervals`.
+/// and 7 of the WDM latency study); the fitted tail's 95 % intervals only if `intervals`.
 pub fn curve(obs: &Obs, tail: Option<&TailModel>, t_ns: u64, c: &Compute, n_max: u32, intervals: bool) -> Vec<Mttf> {
     (1..=n_max.max(1)).map(|n| mttf_with(obs, tail, n, t_ns, c, intervals)).collect()
 }

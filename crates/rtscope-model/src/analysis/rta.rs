@@ -218,7 +218,7 @@ pub fn analyze(tasks: &[Task]) -> RtaReport {
     }
 }
 
-/// The reference's "pseudo worst case" (002, section 5.2): the measured
+/// The WDM latency study's "pseudo worst case" (its section 5.2): the measured
 /// wake-up latency at exceedance probability `eps` becomes every task's
 /// release jitter (where larger than the file's), and a union bound caps
 /// the probability of a deadline miss per hour: every release is a
@@ -268,7 +268,7 @@ pub fn describe(r: &TaskResult) -> String {
 
 /// The error rate of a task set stored without one: one wake-up in 100 000
 /// may exceed the pseudo worst case (at 1 kHz, one in 100 s; the
-/// reference's tolerances run from a dropped buffer every few minutes for
+/// WDM latency study's tolerances run from a dropped buffer every few minutes for
 /// low-latency audio to one an hour for a soft modem of 4 ms periods,
 /// about 3e-4 per period). Within 100x the samples of a 1 kHz wake-up
 /// series from 1 s of measurement on, so `rtscope run` (7 s cells) and

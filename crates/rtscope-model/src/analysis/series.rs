@@ -43,7 +43,7 @@ pub struct Stats {
     pub min_ns: i64,
     pub max_ns: i64,
     pub mean_ns: f64,
-    /// max - min, as the references define it.
+    /// max - min, as the Siemens CE 3.0 assessment defines it.
     pub jitter_ns: i64,
     pub observed_duration_s: f64,
     pub rate_hz: f64,
