@@ -29,7 +29,7 @@ fn open_store(s: &StoreArgs) -> Result<Store> {
     if !s.db.exists() {
         bail!("--db {}: no run store there (make one with `rtscope run`, or point --db at one)", s.db.display());
     }
-    Store::open(&s.db)
+    Store::open_for_reading(&s.db)
 }
 
 fn load(s: &StoreArgs, spec: &str) -> Result<Run> {

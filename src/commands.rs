@@ -223,7 +223,7 @@ fn open_existing(s: &StoreArgs) -> Result<Store> {
     if !s.db.exists() {
         bail!("--db {}: no run store there (make one with `rtscope run`, or point --db at one)", s.db.display());
     }
-    Store::open(&s.db)
+    Store::open_for_reading(&s.db)
 }
 
 fn runs(a: StoreArgs) -> Result<i32> {
