@@ -89,6 +89,9 @@ pub fn main() -> Result<i32> {
             Ok(0)
         }
         Cmd::NetlatSender(a) => {
+            if !(netlat::MIN_SIZE..=netlat::MAX_SIZE).contains(&a.size) {
+                bail!("--size {} must be {}..{} bytes", a.size, netlat::MIN_SIZE, netlat::MAX_SIZE);
+            }
             let cfg = netlat::SenderCfg { size: a.size, session: a.session };
             netlat::sender_process(a.cpu, a.policy, a.priority, cfg)?;
             Ok(0)
