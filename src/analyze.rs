@@ -12,6 +12,7 @@ use rtscope_model::analysis::{rta, verdict};
 use rtscope_model::episode::Stages;
 use rtscope_model::run::{Run, Series, SeriesKey};
 use rtscope_model::store::Store;
+use rtscope_model::units::{self, TimeUnit};
 use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
@@ -29,7 +30,7 @@ fn open_store(s: &StoreArgs) -> Result<Store> {
     if !s.db.exists() {
         bail!("--db {}: no run store there (make one with `rtscope run`, or point --db at one)", s.db.display());
     }
-    Store::open(&s.db)
+    Store::open_for_reading(&s.db)
 }
 
 fn load(s: &StoreArgs, spec: &str) -> Result<Run> {
@@ -37,13 +38,28 @@ fn load(s: &StoreArgs, spec: &str) -> Result<Run> {
     store.load_run(store.resolve(spec)?)
 }
 
-/// Samples from `path`: one value (ns) per line, or `timestamp_ns value_ns`.
-/// Returns the values and, with two columns, the times in seconds.
-pub fn read_samples(path: &Path, flag: &str) -> Result<(Vec<i64>, Option<Vec<f64>>)> {
+/// Samples from `path`: one value per line, or `timestamp value`, in
+/// `unit` and `time_unit` (decimals rounded to the nearest ns). Returns the values in ns
+/// and, with two columns, the times in seconds.
+pub fn read_samples(
+    path: &Path,
+    flag: &str,
+    unit: TimeUnit,
+    time_unit: TimeUnit,
+) -> Result<(Vec<i64>, Option<Vec<f64>>)> {
     let name = path.display();
+    // The file is read whole: at most half of the memory available.
+    let len = std::fs::metadata(path).map_or(0, |m| m.len());
+    crate::sys::mem::check_share(&format!("{flag} {name}"), len, "analyze a part of it (e.g. split -l 10000000)")
+        .map_err(anyhow::Error::msg)?;
     let text = std::fs::read_to_string(path).with_context(|| format!("{flag} {name}: cannot read it"))?;
-    let mut values = Vec::new();
+    let mut values: Vec<i64> = Vec::new();
     let mut times: Vec<f64> = Vec::new();
+    let lines = text.lines().count();
+    values
+        .try_reserve_exact(lines)
+        .and_then(|_| times.try_reserve_exact(lines))
+        .map_err(|e| anyhow!("{flag} {name}: cannot allocate memory for {lines} samples: {e}"))?;
     let mut columns = None;
     let mut t0 = None;
     for (i, line) in text.lines().enumerate() {
@@ -55,21 +71,27 @@ pub fn read_samples(path: &Path, flag: &str) -> Result<(Vec<i64>, Option<Vec<f64
         let n = fields.len();
         if !(1..=2).contains(&n) || columns.is_some_and(|c| c != n) {
             bail!(
-                "{flag} {name} line {}: expected {} (one value in ns per line, or `timestamp_ns value_ns`)",
+                "{flag} {name} line {}: expected {} (one value per line, or `timestamp value`)",
                 i + 1,
                 columns.map_or("1 or 2 columns".to_string(), |c| format!("{c} column(s) like the lines before"))
             );
         }
         columns = Some(n);
-        let num = |f: &str| -> Result<i64> {
-            f.parse::<i64>()
-                .map_err(|_| anyhow!("{flag} {name} line {}: '{f}' is not a whole number of nanoseconds", i + 1))
+        let num = |f: &str, u: TimeUnit, what: &str| -> Result<i64> {
+            units::scaled_ns(f, u.ns()).ok_or_else(|| {
+                anyhow!(
+                    "{flag} {name} line {}: '{f}' is not a number of {} ({what}; decimals are fine, e.g. 19.92; \
+                     --unit ns|us|ms|s sets the unit)",
+                    i + 1,
+                    u.name()
+                )
+            })
         };
-        values.push(num(fields[n - 1])?);
+        values.push(num(fields[n - 1], unit, "the value")?);
         if n == 2 {
-            let t = num(fields[0])?;
+            let t = num(fields[0], time_unit, "the timestamp")?;
             let base = *t0.get_or_insert(t);
-            let s = (t - base) as f64 / 1e9;
+            let s = t.saturating_sub(base) as f64 / 1e9;
             if times.last().is_some_and(|&last| s < last) {
                 bail!("{flag} {name} line {}: timestamps must not go backwards", i + 1);
             }
@@ -349,7 +371,8 @@ struct TailOut<'a> {
 }
 
 fn tail(a: TailArgs) -> Result<i32> {
-    let (values, times) = read_samples(&a.samples, "--samples")?;
+    let (values, times) =
+        read_samples(&a.samples, "--samples", a.units.unit, a.units.time_unit.unwrap_or(a.units.unit))?;
     let key = SeriesKey::new("samples", &a.samples.display().to_string(), -1);
     let opts = Options { threshold: a.threshold.0.map(|t| t as f64), periods: vec![], ..Options::default() };
     let s = series::analyze_samples(key, &values, times.as_deref(), a.rate, &opts)
@@ -431,7 +454,8 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
             all
         }
         (None, Some(f)) => {
-            let (values, times) = read_samples(f, "--samples")?;
+            let (values, times) =
+                read_samples(f, "--samples", a.units.unit, a.units.time_unit.unwrap_or(a.units.unit))?;
             let key = SeriesKey::new("samples", &f.display().to_string(), -1);
             vec![
                 series::analyze_samples(key, &values, times.as_deref(), a.rate, &opts)
@@ -443,7 +467,7 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
     let list = if a.run.is_some() { pick(&all, a.series.as_deref(), "--series")? } else { all.iter().collect() };
     let compute = match (&a.compute, &a.compute_samples) {
         (Some(c), _) => Compute::Fixed(*c),
-        (None, Some(f)) => Compute::from_samples(&read_samples(f, "--compute-samples")?.0),
+        (None, Some(f)) => Compute::from_samples(&read_samples(f, "--compute-samples", a.units.unit, a.units.unit)?.0),
         (None, None) => bail!("give --compute DUR or --compute-samples FILE"),
     };
     let per: Vec<(String, mttf::Mttf, &SeriesAnalysis)> = list

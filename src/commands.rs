@@ -89,6 +89,9 @@ pub fn main() -> Result<i32> {
             Ok(0)
         }
         Cmd::NetlatSender(a) => {
+            if !(netlat::MIN_SIZE..=netlat::MAX_SIZE).contains(&a.size) {
+                bail!("--size {} must be {}..{} bytes", a.size, netlat::MIN_SIZE, netlat::MAX_SIZE);
+            }
             let cfg = netlat::SenderCfg { size: a.size, session: a.session };
             netlat::sender_process(a.cpu, a.policy, a.priority, cfg)?;
             Ok(0)
@@ -223,7 +226,7 @@ fn open_existing(s: &StoreArgs) -> Result<Store> {
     if !s.db.exists() {
         bail!("--db {}: no run store there (make one with `rtscope run`, or point --db at one)", s.db.display());
     }
-    Store::open(&s.db)
+    Store::open_for_reading(&s.db)
 }
 
 fn runs(a: StoreArgs) -> Result<i32> {

@@ -89,6 +89,61 @@ fn tail_of_a_sample_file() {
 }
 
 #[test]
+fn sample_files_of_other_tools_with_decimals_and_units() {
+    let dir = tempdir();
+    let dir = Dir(dir);
+    let v = samples(20_000, 3);
+    let tail = |file: &Path, extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["analyze", "tail", "--samples", file.to_str().unwrap(), "--json"];
+        args.extend_from_slice(extra);
+        let o = rtscope(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        json(&o)
+    };
+    // The same samples in whole nanoseconds, and in microseconds with
+    // decimals (as other tools write them), at 1 kHz.
+    let ns = dir.path().join("ns.txt");
+    write(&ns, v.iter().map(|x| x.to_string()));
+    let us = dir.path().join("us.txt");
+    write(&us, v.iter().map(|&x| format!("{}", x as f64 / 1000.0)));
+    assert!(std::fs::read_to_string(&us).unwrap().contains('.'));
+    let a = tail(&ns, &["--rate", "1000"]);
+    let b = tail(&us, &["--rate", "1000", "--unit", "us"]);
+    for key in ["threshold_ns", "exceedances", "xi", "sigma_ns", "return_levels"] {
+        assert_eq!(a[key], b[key], "{key}: the same samples in another unit");
+    }
+    // Seconds since the epoch and milliseconds, comma-separated.
+    let epoch = dir.path().join("epoch.csv");
+    write(
+        &epoch,
+        v.iter().enumerate().map(|(i, &x)| format!("{:.6},{}", 1_700_000_000.0 + i as f64 / 1000.0, x as f64 / 1e6)),
+    );
+    let c = tail(&epoch, &["--unit", "ms", "--time-unit", "s"]);
+    assert!((c["rate_hz"].as_f64().unwrap() - 1000.0).abs() < 1.0, "{}", c["rate_hz"]);
+    assert_eq!(a["exceedances"], c["exceedances"]);
+    assert_eq!(a["threshold_ns"], c["threshold_ns"]);
+    // A hostile tester's line: decimals in the default unit (ns) are
+    // rounded to the nearest ns, not refused.
+    let frac = dir.path().join("frac.txt");
+    write(&frac, v.iter().map(|&x| format!("{x}.92047666533381")));
+    let d = tail(&frac, &["--rate", "1000"]);
+    assert_eq!(d["exceedances"], a["exceedances"]);
+    // What is not a number is still named, with its file and line.
+    let bad = dir.path().join("units.txt");
+    std::fs::write(&bad, "19.5\n20.25\n12us\n").unwrap();
+    let o = rtscope(&["analyze", "tail", "--samples", bad.to_str().unwrap(), "--rate", "10", "--unit", "us"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("units.txt line 3") && err.contains("'12us'") && err.contains("--unit"), "{err}");
+    let o = rtscope(&["analyze", "tail", "--samples", bad.to_str().unwrap(), "--unit", "parsecs"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--unit"), "{}", text(&o));
+    let o = rtscope(&["analyze", "tail", "--help"]);
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("--unit") && help.contains("nearest ns"), "{help}");
+}
+
+#[test]
 fn bad_analyze_input_is_named() {
     let dir = tempdir();
     let dir = Dir(dir);

@@ -197,3 +197,52 @@ fn ci_and_bench_scripts_parse() {
     assert!(ci.lines().any(|l| l.trim() == cmd), ".ci/run must run `{cmd}`");
     assert!(readme.lines().any(|l| l.trim() == cmd), "the README must show `{cmd}`");
 }
+
+/// MemAvailable, bytes.
+fn mem_available() -> u64 {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn sizes_beyond_half_the_available_memory_are_refused_at_once() {
+    // Refused before anything is allocated or measured: well under a second.
+    let at_once = |args: &[&str], words: &[&str]| {
+        let t = std::time::Instant::now();
+        refused(args, words);
+        assert!(t.elapsed() < std::time::Duration::from_millis(900), "{args:?} took {:?}", t.elapsed());
+    };
+    let avail = mem_available();
+    let mib = |bytes: u64| format!("{}M", bytes >> 20);
+    // 90% of what is available: more than the half allowed, and allocating
+    // it would have been possible (the old code read all of it first).
+    let most = mib(avail / 10 * 9);
+    at_once(&["wakeup", "--cache-flush", "--flush-size", "200G"], &["--flush-size", "half", "MemAvailable"]);
+    at_once(&["wakeup", "--cache-flush", "--flush-size", &most], &["--flush-size", "half", "MemAvailable"]);
+    at_once(&["wakeup", "--cache-flush", "--flush-size", "99999999999999999G"], &["--flush-size"]);
+    // The flags whose own ranges keep them small refuse only where the
+    // machine is small; each is checked where it applies.
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .unwrap()
+        .trim()
+        .split(',')
+        .map(|r| r.split_once('-').map_or(1, |(a, b)| b.parse::<u64>().unwrap() - a.parse::<u64>().unwrap() + 1))
+        .sum::<u64>();
+    if (1u64 << 30) * cpus > avail / 10 * 6 {
+        at_once(&["wakeup", "--trace", "--trace-buffer", "1G"], &["--trace-buffer", "half"]);
+    } else {
+        eprintln!("skipped: --trace-buffer 1G x {cpus} CPUs fits in half of MemAvailable here");
+    }
+    if (4096u64 << 20) * cpus > avail / 10 * 6 {
+        at_once(&["load", "memory:4096", "--duration", "1s"], &["memory:4096", "half"]);
+        at_once(&["run", "--loads", "memory:4096"], &["memory:4096", "half"]);
+    } else {
+        eprintln!("skipped: memory:4096 x {cpus} CPUs fits in half of MemAvailable here");
+    }
+    if 10_000_000u64 * 24 > avail / 10 * 6 {
+        at_once(&["osbench", "-n", "10000000"], &["--samples", "half"]);
+    } else {
+        eprintln!("skipped: osbench -n 10000000 fits in half of MemAvailable here");
+    }
+}

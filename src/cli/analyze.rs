@@ -1,6 +1,7 @@
 //! `rtscope analyze`'s arguments.
 
 use super::*;
+use rtscope_model::units::TimeUnit;
 
 /// A tail threshold: `auto` (None) or a duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,11 +109,27 @@ pub enum AnalyzeCmd {
     Rta(RtaArgs),
 }
 
+/// The units of a sample file's columns.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct SampleUnits {
+    /// The unit of the sample files' values: ns, us, ms or s (other tools write us or ms); decimals are accepted and
+    /// rounded to the nearest ns.
+    #[arg(long, value_name = "UNIT", default_value = "ns", value_parser = TimeUnit::parse)]
+    pub unit: TimeUnit,
+    /// The unit of the timestamps of a two-column file: ns, us, ms or s (e.g. s for seconds since the epoch)
+    /// [default: --unit]
+    #[arg(long, value_name = "UNIT", value_parser = TimeUnit::parse)]
+    pub time_unit: Option<TimeUnit>,
+}
+
 #[derive(Args, Debug)]
 pub struct TailArgs {
-    /// One value per line in nanoseconds, or two columns `timestamp_ns value_ns`; '#' starts a comment.
+    /// One value per line, or two columns `timestamp value` (space or comma apart), in nanoseconds unless --unit
+    /// (and --time-unit) say otherwise, decimals rounded to the nearest ns; '#' starts a comment.
     #[arg(long, value_name = "FILE")]
     pub samples: PathBuf,
+    #[command(flatten)]
+    pub units: SampleUnits,
     /// Samples per second, for a file without timestamps.
     #[arg(long, value_name = "HZ", value_parser = rate)]
     pub rate: Option<f64>,
@@ -130,9 +147,12 @@ pub struct MttfArgs {
     /// A stored run (id or `last`): its wakeup latency series (or --series), every CPU.
     #[arg(long, value_name = "RUN")]
     pub run: Option<String>,
-    /// Latency samples: one value per line in ns, or `timestamp_ns value_ns`.
+    /// Latency samples: one value per line, or `timestamp value`, in ns unless --unit (and --time-unit) say
+    /// otherwise, decimals rounded to the nearest ns.
     #[arg(long, value_name = "FILE")]
     pub samples: Option<PathBuf>,
+    #[command(flatten)]
+    pub units: SampleUnits,
     /// Samples per second of --samples (required unless the file has timestamps).
     #[arg(long, value_name = "HZ", value_parser = rate)]
     pub rate: Option<f64>,
@@ -145,7 +165,7 @@ pub struct MttfArgs {
     /// Compute time per period c.
     #[arg(long, value_name = "DUR", value_parser = dur, required_unless_present = "compute_samples")]
     pub compute: Option<u64>,
-    /// Instead of --compute: a file of measured compute times (one ns value per line), as a distribution.
+    /// Instead of --compute: a file of measured compute times (one value per line, in --unit), as a distribution.
     #[arg(long, value_name = "FILE", conflicts_with = "compute")]
     pub compute_samples: Option<PathBuf>,
     /// The MTTF to reach: also print the smallest n that reaches it.

@@ -156,6 +156,7 @@ pub struct CommonArgs {
     #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10000))]
     pub episodes: u64,
     /// With --trace: the kernel ring buffer per traced CPU (e.g. 4M); events that overflow it are counted as lost.
+    /// One per online CPU: together at most half of the memory available (MemAvailable).
     #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer)]
     pub trace_buffer: usize,
     /// With --trace: the kernel's trace clock. local (sched_clock) costs least per event; rtscope maps it to
@@ -424,7 +425,8 @@ pub struct OsbenchArgs {
     /// (locks, wakeup, ping, calls, ssc); repeatable [default: all]
     #[arg(long = "test", short = 't', value_name = "ID")]
     pub test: Vec<String>,
-    /// Samples per test [default: 10000; 5000 for ssc.fork, 2000 for ssc.spawn]
+    /// Samples per test [default: 10000; 5000 for ssc.fork, 2000 for ssc.spawn]; each takes 24 bytes while its test
+    /// runs, at most half of the memory available (MemAvailable).
     #[arg(short = 'n', long = "samples", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub samples: Option<u64>,
     /// Iterations per sample of the tests that loop (operations shorter than a few hundred ns: mutex fast paths,
@@ -492,6 +494,16 @@ impl CommonArgs {
         }
         if self.policy.is_rt() && self.priority == 0 {
             bail!("--priority must be 1..99 for --policy {:?} (0 is only for --policy other)", self.policy);
+        }
+        if self.trace {
+            // The kernel keeps one ring of --trace-buffer per online CPU.
+            let cpus = cpu::online().len().max(1) as u64;
+            crate::sys::mem::check_share(
+                "--trace-buffer",
+                (self.trace_buffer as u64).saturating_mul(cpus),
+                &format!("its size per CPU x {cpus} CPUs is kernel memory; give a smaller --trace-buffer (e.g. 4M)"),
+            )
+            .map_err(anyhow::Error::msg)?;
         }
         check_writable("--db", &self.store.db)?;
         if let Some(json) = self.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {

@@ -29,7 +29,8 @@ pub struct WakeupArgs {
     /// caches (L1/L2).
     #[arg(long)]
     pub cache_flush: bool,
-    /// Bytes read per --cache-flush (e.g. 64M to evict a 32 MB L3 too; needs a long --interval).
+    /// Bytes read per --cache-flush (e.g. 64M to evict a 32 MB L3 too; needs a long --interval); at most half of
+    /// the memory available (MemAvailable in /proc/meminfo), checked before anything is measured.
     #[arg(long, value_name = "SIZE", requires = "cache_flush", value_parser = flush_size)]
     pub flush_size: Option<usize>,
     #[command(flatten)]
@@ -206,7 +207,12 @@ impl WakeupArgs {
                 "--interval (plus --distance per further thread) must stay within 10s: a thread only sees a stop request when it wakes"
             );
         }
-        let flush = self.cache_flush.then(|| FlushBuffer::new(self.flush_size));
+        if let Some(size) = self.flush_size {
+            crate::sys::mem::check_share("--flush-size", size as u64, "give a smaller --flush-size (e.g. 64M)")
+                .map_err(anyhow::Error::msg)?;
+        }
+        let flush =
+            self.cache_flush.then(|| FlushBuffer::new(self.flush_size)).transpose().map_err(anyhow::Error::msg)?;
         if let Some(f) = &flush {
             let cost = f.cost_ns();
             if cost > self.interval / 2 && !self.common.force {

@@ -287,8 +287,11 @@ pub fn single_loop<S: Single>(
     flush: Option<&FlushBuffer>,
     stop: &AtomicBool,
 ) -> Outcome {
-    let mut raw = Vec::with_capacity(n);
-    let mut empties = Vec::with_capacity(warmup + n);
+    let (mut raw, mut empties) = (Vec::new(), Vec::new());
+    if raw.try_reserve_exact(n).is_err() || empties.try_reserve_exact(warmup + n).is_err() {
+        let note = format!("cannot allocate memory for {n} samples (give fewer --samples)");
+        return Outcome { raw: Vec::new(), base_ns: 0, ips, note: Some(note), priorities: None };
+    }
     let mut empty = Empty;
     let mut duty = Duty::new();
     for i in 0..warmup + n {

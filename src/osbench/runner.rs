@@ -136,6 +136,12 @@ impl Settings {
         if a.policy.is_rt() && !(11..=99).contains(&a.priority) {
             bail!("--priority must be 11..99: the lower party runs 10 below it (e.g. --priority 90)");
         }
+        if let Some(n) = a.samples {
+            // A test keeps (t, raw) and an empty-loop timing per sample.
+            let per = (std::mem::size_of::<(u64, u64)>() + std::mem::size_of::<u64>()) as u64;
+            crate::sys::mem::check_share("--samples", n.saturating_mul(per), "give fewer --samples (e.g. -n 100000)")
+                .map_err(anyhow::Error::msg)?;
+        }
         let other_cpu = match (a.cross_cpu, a.other_cpu) {
             (false, _) => None,
             (true, Some(o)) if o == cpu_ => bail!("--other-cpu {o} is the measured CPU (--cpu); pick another"),
@@ -606,7 +612,7 @@ pub fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     if !housekeeping.is_empty() {
         let _ = cpu::pin_self(&housekeeping);
     }
-    let flush = settings.flushes().then(|| FlushBuffer::new(None));
+    let flush = settings.flushes().then(|| FlushBuffer::new(None)).transpose().map_err(anyhow::Error::msg)?;
     let describe = settings.describe(policy);
     let plan_doc = json!({
         "probe": "osbench",
@@ -716,7 +722,7 @@ impl OwnCell for Cell {
     fn start(&mut self) -> Result<()> {
         self.janitor = Some(Janitor::start()?);
         if self.settings.flushes() {
-            self.flush = Some(FlushBuffer::new(None));
+            self.flush = Some(FlushBuffer::new(None).map_err(anyhow::Error::msg)?);
         }
         Ok(())
     }

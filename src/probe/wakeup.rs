@@ -75,10 +75,17 @@ pub struct FlushBuffer {
 }
 
 impl FlushBuffer {
-    pub fn new(bytes: Option<usize>) -> FlushBuffer {
+    /// Allocates it fallibly: a size the machine cannot give is an error,
+    /// never an abort (callers check `--flush-size` against
+    /// [`mem::check_share`](crate::sys::mem::check_share) first).
+    pub fn new(bytes: Option<usize>) -> Result<FlushBuffer, String> {
         let size = bytes.unwrap_or_else(|| 2 * largest_private_cache_bytes().unwrap_or(1 << 20)).max(64 << 10);
-        let buf: Vec<u8> = (0..size).map(|i| i as u8).collect();
-        FlushBuffer { buf: std::sync::Arc::new(buf) }
+        let mut buf: Vec<u8> = Vec::new();
+        buf.try_reserve_exact(size).map_err(|e| {
+            format!("cannot allocate the cache-flush buffer of {}: {e}", crate::sys::mem::human_bytes(size as u64))
+        })?;
+        buf.extend((0..size).map(|i| i as u8));
+        Ok(FlushBuffer { buf: std::sync::Arc::new(buf) })
     }
 
     pub fn bytes(&self) -> usize {
@@ -136,7 +143,7 @@ pub fn parse_size(s: &str) -> Option<usize> {
         'G' | 'g' => (&s[..s.len() - 1], 30),
         _ => (s, 0),
     };
-    num.parse::<usize>().ok().map(|n| n << shift)
+    num.parse::<usize>().ok()?.checked_mul(1 << shift)
 }
 
 /// What runs beside the measuring threads.
@@ -306,10 +313,13 @@ mod tests {
 
     #[test]
     fn flush_buffer_sizes() {
-        let f = FlushBuffer::new(None);
+        let f = FlushBuffer::new(None).unwrap();
         assert!(f.bytes() >= 64 << 10);
         assert!(f.cost_ns() > 0);
-        assert_eq!(FlushBuffer::new(Some(3 << 20)).bytes(), 3 << 20);
+        assert_eq!(FlushBuffer::new(Some(3 << 20)).unwrap().bytes(), 3 << 20);
+        // More than the address space: an error, not an abort.
+        assert!(FlushBuffer::new(Some(usize::MAX)).unwrap_err().contains("cannot allocate"));
+        assert_eq!(parse_size("99999999999999999G"), None, "no wrap-around");
         assert_eq!(parse_size("32K"), Some(32 << 10));
         assert_eq!(parse_size("64M"), Some(64 << 20));
         assert_eq!(parse_size("100"), Some(100));

@@ -10,7 +10,7 @@ use crate::hist;
 use crate::inventory::Inventory;
 use crate::run::{Exceedance, Interval, NegHalf, Run, RunHeader, RunStatus, Series, SeriesKey};
 use anyhow::{Context, Result, anyhow, bail};
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, params};
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes. Bump it with a step in `MIGRATIONS`.
@@ -198,14 +198,98 @@ impl Store {
                 dir.display()
             );
         }
-        let conn = Connection::open(path)
-            .with_context(|| format!("cannot open run store {} (pick a writable --db PATH)", path.display()))?;
+        let conn = Connection::open(path).map_err(|e| explain(path, e.into()))?;
         let mut store = Store { conn, path: path.to_path_buf() };
-        store
-            .init()
-            .with_context(|| format!("run store {} is not usable (pick a writable --db PATH)", path.display()))?;
+        store.init().map_err(|e| explain(path, e))?;
         store.mark_dead_runs()?;
         Ok(store)
+    }
+
+    /// Opens an existing store for a command that only reads it: as
+    /// [`Store::open`] where this process can write it (migrating it and
+    /// marking dead runs), read-only where it cannot (a store root wrote,
+    /// read by another user): then nothing is migrated or written, and a
+    /// store of an older schema is refused with the way to upgrade it.
+    pub fn open_for_reading(path: &Path) -> Result<Store> {
+        if let Err(e) = std::fs::File::open(path) {
+            bail!(
+                "cannot read run store {}: {e} (run as a user who can read it, or point --db at a copy you can read)",
+                path.display()
+            );
+        }
+        if std::fs::OpenOptions::new().write(true).open(path).is_ok() {
+            match Store::open(path) {
+                Ok(store) => return Ok(store),
+                // Writable file, unwritable directory (SQLite cannot make
+                // its -wal file): read it as a user who cannot write.
+                Err(e) if !unwritable(&e) => return Err(e),
+                Err(_) => {}
+            }
+        }
+        Store::open_read_only(path)
+    }
+
+    fn open_read_only(path: &Path) -> Result<Store> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let open = |uri: String| -> Result<Store> {
+            let conn = Connection::open_with_flags(uri, flags)?;
+            let store = Store { conn, path: path.to_path_buf() };
+            store.check_read_only()?;
+            Ok(store)
+        };
+        match open(sqlite_uri(path, "mode=ro")) {
+            Ok(store) => Ok(store),
+            // A WAL-mode store is read through its -shm file, which a user
+            // who cannot write the directory cannot create. Without a
+            // -wal file (no run is being written) the file holds every
+            // committed run: read it as immutable.
+            Err(e) if unwritable(&e) && !wal_has_frames(path) => {
+                open(sqlite_uri(path, "immutable=1")).map_err(|e| explain_read_only(path, e))
+            }
+            Err(e) if unwritable(&e) => Err(e.context(format!(
+                "cannot read run store {} without writing: its -wal file holds commits that only a user who can \
+                 write the store and its directory can read (run this as that user, e.g. with sudo, or let the \
+                 run end first)",
+                path.display()
+            ))),
+            Err(e) => Err(explain_read_only(path, e)),
+        }
+    }
+
+    /// A read-only store must already be an rtscope store of this schema:
+    /// creating or upgrading one needs write access.
+    fn check_read_only(&self) -> Result<()> {
+        self.conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let tables: Vec<String> = {
+            let mut st = self.conn.prepare("SELECT name FROM sqlite_master WHERE type='table'")?;
+            st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
+        if tables.is_empty() {
+            bail!("it is an empty file, not yet an rtscope run store, and this user cannot write it");
+        }
+        if !tables.iter().any(|t| t == "meta") {
+            bail!("it is an SQLite database of another application, not an rtscope run store");
+        }
+        let version: i64 = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get::<_, String>(0))
+            .context("no schema_version in meta")?
+            .parse()
+            .context("bad schema_version in meta")?;
+        if version > SCHEMA_VERSION {
+            bail!(
+                "schema version {version} is newer than this rtscope understands ({SCHEMA_VERSION}); upgrade rtscope"
+            );
+        }
+        if version < SCHEMA_VERSION {
+            bail!(
+                "schema version {version} must be upgraded to {SCHEMA_VERSION} before this rtscope reads it, which \
+                 writes to it: run any rtscope command on it once as a user who can write it and its directory \
+                 (e.g. `sudo rtscope runs --db {}`), or copy it somewhere writable",
+                self.path.display()
+            );
+        }
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -659,6 +743,72 @@ impl Store {
 }
 
 /// Applies every step of `MIGRATIONS` above `from`, and records the version.
+/// The SQLite error code under `e`, if SQLite raised it.
+fn sqlite_code(e: &anyhow::Error) -> Option<ErrorCode> {
+    e.chain().find_map(|c| c.downcast_ref::<rusqlite::Error>()).and_then(rusqlite::Error::sqlite_error_code)
+}
+
+/// Whether `e` says the store (or its -wal/-shm files) cannot be written.
+fn unwritable(e: &anyhow::Error) -> bool {
+    matches!(sqlite_code(e), Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied))
+}
+
+/// Whether `e` says the file is not an SQLite database or a damaged one.
+fn corrupt(e: &anyhow::Error) -> bool {
+    matches!(sqlite_code(e), Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt))
+}
+
+fn corrupt_message(path: &Path) -> String {
+    format!(
+        "run store {} is corrupt or not an SQLite file: point --db at an rtscope run store, or move the file away \
+         and rtscope makes a new one there",
+        path.display()
+    )
+}
+
+/// `e` with what it means for the user: a corrupt file is not a
+/// permission problem, and only an unwritable one asks for another path.
+fn explain(path: &Path, e: anyhow::Error) -> anyhow::Error {
+    if corrupt(&e) {
+        e.context(corrupt_message(path))
+    } else if unwritable(&e) {
+        e.context(format!("cannot write run store {} (pick a writable --db PATH)", path.display()))
+    } else {
+        e.context(format!("run store {} is not usable", path.display()))
+    }
+}
+
+fn explain_read_only(path: &Path, e: anyhow::Error) -> anyhow::Error {
+    if corrupt(&e) {
+        e.context(corrupt_message(path))
+    } else {
+        e.context(format!("cannot read run store {} (opened read-only: this user cannot write it)", path.display()))
+    }
+}
+
+/// Whether `path`'s write-ahead log holds anything.
+fn wal_has_frames(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::metadata(wal).is_ok_and(|m| m.len() > 0)
+}
+
+/// `file:PATH?query` with PATH percent-encoded (SQLite's URI filenames).
+fn sqlite_uri(path: &Path, query: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push('?');
+    uri.push_str(query);
+    uri
+}
+
 fn migrate(tx: &Transaction, from: i64) -> Result<()> {
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > from) {
         tx.execute_batch(sql)?;

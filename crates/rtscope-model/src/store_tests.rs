@@ -215,6 +215,29 @@ fn refuses_unusable_paths() {
 }
 
 #[test]
+fn a_corrupt_file_is_called_corrupt_not_unwritable() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.db");
+    let bytes: Vec<u8> = (0..8192u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    std::fs::write(&bad, &bytes).unwrap();
+    for err in [Store::open(&bad).err().unwrap(), Store::open_for_reading(&bad).err().unwrap()] {
+        let err = format!("{err:#}");
+        assert!(err.contains("corrupt") && err.contains("--db") && !err.contains("writable"), "{err}");
+    }
+    assert_eq!(std::fs::read(&bad).unwrap(), bytes, "left as it was");
+    // A store this process can write is opened as by `open`.
+    let good = dir.path().join("good.db");
+    Store::open(&good).unwrap().insert_run(&sample_run()).unwrap();
+    assert_eq!(Store::open_for_reading(&good).unwrap().list_runs().unwrap().len(), 1);
+}
+
+#[test]
+fn uri_filenames_are_percent_encoded() {
+    assert_eq!(sqlite_uri(Path::new("/a b/x?#%.db"), "mode=ro"), "file:/a%20b/x%3F%23%25.db?mode=ro");
+    assert_eq!(sqlite_uri(Path::new("rel/p.db"), "immutable=1"), "file:rel/p.db?immutable=1");
+}
+
+#[test]
 fn imports_a_running_run_as_partial_and_refuses_duplicate_series() {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();

@@ -99,6 +99,62 @@ pub fn human(ns: u64) -> String {
     format!("{ns}ns")
 }
 
+/// The unit of the numbers in another tool's file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    Ns,
+    Us,
+    Ms,
+    S,
+}
+
+impl TimeUnit {
+    /// `ns`, `us`, `ms` or `s`.
+    pub fn parse(text: &str) -> Result<TimeUnit, String> {
+        match text {
+            "ns" => Ok(TimeUnit::Ns),
+            "us" => Ok(TimeUnit::Us),
+            "ms" => Ok(TimeUnit::Ms),
+            "s" => Ok(TimeUnit::S),
+            _ => Err(format!("'{text}' is not a unit: ns, us, ms or s")),
+        }
+    }
+
+    pub fn ns(self) -> u64 {
+        match self {
+            TimeUnit::Ns => 1,
+            TimeUnit::Us => 1_000,
+            TimeUnit::Ms => 1_000_000,
+            TimeUnit::S => 1_000_000_000,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Ns => "ns",
+            TimeUnit::Us => "us",
+            TimeUnit::Ms => "ms",
+            TimeUnit::S => "s",
+        }
+    }
+}
+
+/// A number of `unit_ns` nanoseconds as written in another tool's file
+/// (`19920`, `19.92047666533381`, `-3.5`, `1.2e3`), rounded to the
+/// nearest nanosecond; None when it is not a finite number or does not fit.
+/// A whole number is converted exactly (no float rounding of large
+/// timestamps).
+pub fn scaled_ns(text: &str, unit_ns: u64) -> Option<i64> {
+    let unit = i64::try_from(unit_ns).ok()?;
+    if let Ok(n) = text.parse::<i64>() {
+        return n.checked_mul(unit);
+    }
+    let v: f64 = text.parse().ok()?;
+    let ns = (v * unit_ns as f64).round();
+    // i64::MAX as f64 rounds up to 2^63, which does not fit.
+    (ns.is_finite() && ns >= i64::MIN as f64 && ns < i64::MAX as f64).then_some(ns as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,5 +200,24 @@ mod tests {
         for ns in [250, 500_000, 1_500_000, 10_000_000_000, 150_000_000_000] {
             assert_eq!(parse_duration(&human(ns)), Ok(ns), "{ns}");
         }
+    }
+
+    #[test]
+    fn numbers_of_other_tools_in_nanoseconds() {
+        use super::scaled_ns;
+        assert_eq!(scaled_ns("19.92047666533381", 1), Some(20));
+        assert_eq!(scaled_ns("19.92047666533381", 1_000), Some(19_920));
+        assert_eq!(scaled_ns("19.5", 1), Some(20), "half away from zero");
+        assert_eq!(scaled_ns("-3.5", 1_000), Some(-3_500));
+        assert_eq!(scaled_ns("1.2e3", 1), Some(1_200));
+        assert_eq!(scaled_ns("0.001", 1_000_000_000), Some(1_000_000));
+        assert_eq!(scaled_ns("1700000000123456789", 1), Some(1_700_000_000_123_456_789), "exact");
+        assert_eq!(scaled_ns("9223372036854775807", 1_000), None);
+        assert_eq!(scaled_ns("1e300", 1), None);
+        for bad in ["abc", "", "inf", "NaN", "1,5", "12us"] {
+            assert_eq!(scaled_ns(bad, 1), None, "{bad}");
+        }
+        assert_eq!(super::TimeUnit::parse("us").map(super::TimeUnit::ns), Ok(1_000));
+        assert!(super::TimeUnit::parse("parsecs").unwrap_err().contains("ns, us, ms or s"));
     }
 }

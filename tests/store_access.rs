@@ -1,0 +1,174 @@
+//! Who can read a run store: one that root wrote (0644, in a directory only
+//! root can write) is read by any user, read-only, with nothing migrated or
+//! written; a corrupt file is called corrupt, never unwritable.
+
+mod common;
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const NOBODY: u32 = 65534;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+/// A directory every user can enter and read but only root can write,
+/// with a copy of rtscope every user can run (wherever the checkout lives).
+struct Shared {
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        let dir = tempdir();
+        let bin = dir.join("rtscope");
+        std::fs::copy(BIN, &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Shared { dir, bin }
+    }
+
+    fn as_nobody(&self, args: &[&str]) -> Output {
+        Command::new(&self.bin).args(args).current_dir("/").uid(NOBODY).gid(NOBODY).output().unwrap()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn a_store_root_wrote_is_read_by_any_user_without_writing_it() {
+    if !need_root() {
+        return;
+    }
+    let sh = Shared::new();
+    let db = sh.dir.join("p.db").display().to_string();
+    // The fixed run, and a copy of it under another uuid: two runs to compare.
+    let o = rtscope(&["import", data("report-run.json").to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
+    run["run"]["uuid"] = "store-access-second".into();
+    let second = sh.dir.join("second.json");
+    std::fs::write(&second, run.to_string()).unwrap();
+    let o = rtscope(&["import", second.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let listing = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    };
+    let files = listing(&sh.dir);
+    let ok = |args: &[&str]| -> String {
+        let mut all = args.to_vec();
+        all.extend(["--db", &db]);
+        let o = sh.as_nobody(&all);
+        assert_eq!(o.status.code(), Some(0), "{args:?} as nobody: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let runs = ok(&["runs"]);
+    assert!(runs.lines().count() == 3 && runs.contains("complete"), "{runs}");
+    assert!(ok(&["show", "last"]).contains("wakeup"));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&ok(&["show", "1", "--json"])).unwrap()["run"]["id"], 1);
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&ok(&["export", "1"])).unwrap()["format"], "rtscope-run");
+    assert!(ok(&["export", "1", "--format", "csv"]).starts_with("run_id,"));
+    assert!(ok(&["export", "1", "--format", "hdr"]).contains("Tag=wakeup.latency.cpu"));
+    assert!(ok(&["analyze", "last"]).contains("wakeup"));
+    assert!(ok(&["report", "1", "-o", "-", "--format", "md"]).contains("wakeup"));
+    assert!(ok(&["compare", "1", "2"]).contains("wakeup latency"));
+    assert_eq!(std::fs::read(&db).unwrap(), before, "reading as another user must not change the store");
+    assert_eq!(listing(&sh.dir), files, "reading as another user must leave no file beside the store");
+    // Root still writes it afterwards.
+    let o = rtscope(&["runs", "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn a_store_being_written_is_read_through_its_wal_by_another_user() {
+    if !need_root() {
+        return;
+    }
+    let sh = Shared::new();
+    let db = sh.dir.join("p.db");
+    let o = rtscope(&["import", data("report-run.json").to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A writer holding the store open (as a measuring run does), with a
+    // commit still in its -wal file.
+    let mut writer = rtscope_model::store::Store::open(&db).unwrap();
+    let mut run =
+        rtscope_model::export::read_json(&std::fs::read_to_string(data("report-run.json")).unwrap(), "report-run.json")
+            .unwrap();
+    run.header.uuid = "in-the-wal".into();
+    writer.insert_run(&run).unwrap();
+    for side in ["-wal", "-shm"] {
+        let mut p = db.clone().into_os_string();
+        p.push(side);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let o = sh.as_nobody(&["runs", "--db", db.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 3, "the committed run in the -wal: {}", text(&o));
+    drop(writer);
+}
+
+#[test]
+fn a_corrupt_store_is_called_corrupt_and_an_unreadable_one_unreadable() {
+    let dir = tempdir();
+    let bad = dir.join("bad.db");
+    let mut bytes = vec![0u8; 8192];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for b in &mut bytes {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    std::fs::write(&bad, &bytes).unwrap();
+    let bad_s = bad.to_str().unwrap();
+    let corrupt = |o: &Output| {
+        assert_eq!(o.status.code(), Some(1), "{}", text(o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("corrupt") && err.contains(bad_s) && err.contains("--db"), "{err}");
+        assert!(
+            !err.contains("writable") && !err.contains("panicked"),
+            "a corrupt file is not a permission problem: {err}"
+        );
+    };
+    // Writable and corrupt: the reading commands and a measuring one.
+    for args in [vec!["runs"], vec!["show", "last"], vec!["analyze", "last"], vec!["report", "1", "-o", "-"]] {
+        let mut all = args.clone();
+        all.extend(["--db", bad_s]);
+        corrupt(&rtscope(&all));
+    }
+    corrupt(&rtscope(&["import", data("report-run.json").to_str().unwrap(), "--db", bad_s]));
+    assert_eq!(std::fs::read(&bad).unwrap(), bytes, "a corrupt store is left as it was");
+    if is_root() {
+        // Unwritable and corrupt: still corrupt, for another user.
+        let sh = Shared::new();
+        let copy = sh.dir.join("bad.db");
+        std::fs::copy(&bad, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let o = sh.as_nobody(&["runs", "--db", copy.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("corrupt") && !err.contains("writable"), "{err}");
+        // Unreadable: says so, with the way out.
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let o = sh.as_nobody(&["runs", "--db", copy.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("cannot read run store") && err.contains("--db"), "{err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
