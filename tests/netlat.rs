@@ -91,8 +91,9 @@ fn check_local(rows: &HashMap<String, serde_json::Value>, periods: u64) {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn loopback_times_every_datagram_and_its_stages() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let (rows, v) = run(&fx, "lo.json", &["--cpus", &cpu, "--duration", "3s", "--interval", "5ms"]);
     check_local(&rows, 600);
@@ -106,8 +107,9 @@ fn loopback_times_every_datagram_and_its_stages() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sender_processes_over_loopback() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let (rows, _) = run(&fx, "p.json", &["--cpus", &cpu, "--duration", "2s", "--processes", "--size", "200"]);
     check_local(&rows, 200);
@@ -139,8 +141,9 @@ fn policy_of(pid: i32) -> Option<u32> {
 /// once it has its real-time priority (which it takes just before it
 /// reports ready, 100 ms or more before the first datagram is due).
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_run_whose_sender_dies_fails_and_says_why() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     for (i, when_ready) in [false, true].into_iter().enumerate() {
         let json = fx.dir.join(format!("dead{i}.json"));
@@ -205,8 +208,9 @@ fn live_net_namespaces() -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn netns_path_crosses_a_veth_pair_and_leaves_nothing() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let (rows, v) = run(&fx, "ns.json", &["--cpus", &cpu, "--duration", "3s", "--path", "netns"]);
     check_local(&rows, 300);
@@ -220,8 +224,9 @@ fn netns_path_crosses_a_veth_pair_and_leaves_nothing() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigterm_ends_a_netns_run_and_removes_its_namespaces() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let before = live_net_namespaces();
     let mut child = Command::new(BIN)
@@ -298,8 +303,9 @@ impl Drop for TwoHosts {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn serve_and_peer_across_two_namespaces() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let Some(hosts) = TwoHosts::new() else { return };
     let last = last_cpu();
     let (server_cpu, peer_cpu) = (if last > 0 { last - 1 } else { 0 }.to_string(), last.to_string());
@@ -462,8 +468,9 @@ fn flood_and_spin(
 /// No episode inside a busy-loop window names NET_RX: the receiver
 /// preempts a user-space loop at once.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_udp_flood_delays_rx_wake_through_net_rx_softirqs() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     if cpu == 0 {
         eprintln!("skipped: needs two CPUs");

@@ -56,8 +56,9 @@ fn at_or_above(row: &serde_json::Value, lo_ns: i64) -> (u64, i64) {
 /// 50 keeps every interruption above 50 us. Each burst that starts while
 /// noise spins is one interruption as long as the burst.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn noise_sees_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "20333us", "200us", "20s");
@@ -89,8 +90,9 @@ fn noise_sees_a_known_spinner() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn noise_without_pause_warns_and_runs_under_rt_throttling() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let o = rtscope(&["noise", "--cpus", &cpu, "--pause", "0", "--duration", "1500ms", "--gap", "1us", "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -120,8 +122,9 @@ fn row<'a>(rows: &'a [serde_json::Value], metric: &str) -> &'a serde_json::Value
 /// wake-up; a SCHED_FIFO thread has none. Medians: a few host stalls of
 /// milliseconds move a mean of 1000 samples by tens of microseconds.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sleep_pays_the_timer_slack_only_under_sched_other() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let base = ["sleep", "--cpus", &cpu, "--api", "nanosleep,timerfd", "--sleep", "1ms", "--duration", "3s"];
     // The kernel's default slack, set rather than inherited from whatever
@@ -174,8 +177,9 @@ fn sleep_pays_the_timer_slack_only_under_sched_other() {
 /// the rest of the burst; the sleeps' ends fall in about a quarter of the
 /// bursts (360 us of each in a cycle of at most 1.6 ms).
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sleep_sees_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "20333us", "400us", "20s");
@@ -238,8 +242,9 @@ fn negative_deviations_stay_negative_through_the_store() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn ptimer_counts_every_period_of_every_kind() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let rows = rows(&fx, "p.json", &["ptimer", "--duration", "5s"]);
     let cpus = rows.iter().map(|r| r["cpu"].as_i64().unwrap()).collect::<std::collections::BTreeSet<_>>().len();
     assert_eq!(rows.len(), 3 * cpus);
@@ -267,8 +272,9 @@ fn ptimer_counts_every_period_of_every_kind() {
 /// Each expiration due inside a burst is read late by the rest of the
 /// burst, for every kind of timer.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn ptimer_sees_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "20333us", "400us", "20s");
@@ -292,8 +298,9 @@ fn ptimer_sees_a_known_spinner() {
 /// can only add, up to 1 % of the periods), read late by the rest of the
 /// burst after the last.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn ptimer_counts_missed_expirations_under_a_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "100333us", "3ms", "20s");
@@ -323,8 +330,9 @@ fn ptimer_counts_missed_expirations_under_a_spinner() {
 /// Ctrl-C ends a ptimer run `interrupted`, its data stored, and the timer
 /// signals do not end the process.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigint_ends_a_ptimer_run_cleanly() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let spawned = std::time::Instant::now();
     let mut child = Command::new(BIN)
         .args(["ptimer", "--duration", "60s", "--checkpoint", "1s", "--quiet", "--db", &fx.db])
@@ -356,8 +364,9 @@ fn sigint_ends_a_ptimer_run_cleanly() {
 /// through both cells: 50 interruptions of 1 ms or more per active second,
 /// 90 % available, and a missed expiration or two per block.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_cells_warm_up_is_not_counted_by_noise_or_ptimer() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let plan = fx.dir.join("warm.toml");
     std::fs::write(

@@ -504,8 +504,9 @@ fn console_messages(stderr: &str) -> Vec<&str> {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn chromium_renders_the_report_of_a_real_run_without_a_console_error() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let Some(browser) = chromium() else { return };
     let cpu = last_cpu().to_string();
     let o = rtscope(&[
@@ -581,8 +582,9 @@ fn chromium_renders_the_report_of_a_real_run_without_a_console_error() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn compare_catches_an_injected_spinner_and_gates_on_it() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let measure = || {
         let o = rtscope(&["wakeup", "--cpus", &cpu, "--duration", "3s", "--quiet", "--db", &fx.db]);
@@ -656,8 +658,9 @@ fn md_table_after(md: &str, heading: &str) -> Vec<Vec<String>> {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     // A requirement that fails: stored with the run, printed at its end,
     // exit code 2.
     let run = ["run", "--quick", "--probes", "wakeup", "--loads", "idle,cpu", "--duration", "1s", "--db", &fx.db];
@@ -769,8 +772,9 @@ fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn an_osbench_report_has_a_table_per_group_and_its_plot() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let o = rtscope(&["osbench", "-t", "call", "-t", "wake.futex-intra", "-n", "200", "--db", &fx.db, "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let md = report(&["report", "last", "--format", "md", "-o", "-", "--db", &fx.db]);

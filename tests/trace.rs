@@ -19,8 +19,9 @@ fn instances() -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let mounted_before = tracefs_mounted();
     // A stale instance of a dead rtscope is removed at the next start.
     if mounted_before {
@@ -144,8 +145,9 @@ fn judge_causes(what: &str, episodes: &[&serde_json::Value], bursts: &[truth::Bu
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn episodes_name_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let (doc, bursts) = traced_beside_spinner(&fx, &["wakeup"], &cpu, "400us", "100us");
     let lane = &doc["trace"]["per_cpu"][0];
@@ -169,8 +171,9 @@ fn episodes_name_a_known_spinner() {
 /// in it (no stages); those the spinner's bursts made are as long as the
 /// bursts and name it for their length, and no other names it.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn noise_interruptions_name_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let (doc, bursts) = traced_beside_spinner(&fx, &["noise", "-p", "50"], &cpu, "200us", "100us");
     for e in doc["episodes"].as_array().unwrap() {
@@ -201,8 +204,9 @@ fn noise_interruptions_name_a_known_spinner() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_udp_flood_shows_as_network_softirq() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flood = {
@@ -257,10 +261,11 @@ fn a_udp_flood_shows_as_network_softirq() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn without_root_trace_degrades_with_a_warning() {
     use std::os::unix::fs::PermissionsExt;
     use std::os::unix::process::CommandExt;
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     std::fs::set_permissions(&fx.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let bin = fx.dir.join("rtscope");
     std::fs::copy(BIN, &bin).unwrap();
@@ -280,8 +285,9 @@ fn without_root_trace_degrades_with_a_warning() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn an_interrupted_traced_run_keeps_its_episodes_and_removes_its_instance() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let child = Command::new(BIN)
         .args(["wakeup", "--trace", "-D", "20s", "--cause-threshold", "20us", "--db", &fx.db, "-q"])
         .spawn()

@@ -14,6 +14,7 @@ pub fn serial() -> std::fs::File {
     rtscope::machine_lock()
 }
 
+/// Whether this process runs as root (effective uid 0).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .unwrap()
@@ -23,12 +24,36 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Skips (returns false) when not root: probe tests need real-time priority.
-pub fn need_root() -> bool {
-    if !is_root() {
-        eprintln!("skipped: this test runs real-time probes and needs root (CI runs as root)");
+/// Whether this is CI: `.ci/run` runs with `CI=true`.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !["", "0", "false"].contains(&v.as_str()))
+}
+
+/// The root-only tests are built to run (the cfg `rtscope_root`, see
+/// build.rs) when root builds them and to be ignored otherwise: a test
+/// binary built by one user and run by another would skip them as root or
+/// run them without root. It fails instead, saying how to fix it.
+pub fn check_built_for_this_user() {
+    match (cfg!(rtscope_root), is_root()) {
+        (true, false) => panic!(
+            "these tests were built by root and run by another user: build them as this user, \
+             in a target directory of its own (CARGO_TARGET_DIR)"
+        ),
+        (false, true) => panic!(
+            "these tests were built by another user and run by root, so the root-only ones are \
+             ignored: rebuild them as root (`touch build.rs`, then the same cargo command)"
+        ),
+        _ => {}
     }
-    is_root()
+}
+
+/// Every test binary checks that it was built for the user who runs it
+/// and, in CI, that this user is root: CI fails if a root-only test was
+/// ignored.
+#[test]
+fn built_for_the_user_who_runs_it() {
+    check_built_for_this_user();
+    assert!(is_root() || !in_ci(), "CI runs as root: as another user the root-only tests are ignored");
 }
 
 pub fn rtscope(args: &[&str]) -> Output {
@@ -123,8 +148,11 @@ pub fn processes() -> Vec<String> {
         .collect()
 }
 
-/// A probe test's setup: root checked, the probe lock held, a fresh
-/// directory with a store path; the directory goes when it drops.
+/// A root-only test's setup: the probe lock held, a fresh directory with a
+/// store path; the directory goes when it drops. A test that takes it
+/// carries `#[cfg_attr(not(rtscope_root), ignore = "needs root: ...")]`
+/// (see build.rs), so that it runs as root only and is listed as ignored
+/// otherwise.
 pub struct Fixture {
     _serial: std::fs::File,
     pub dir: PathBuf,
@@ -132,15 +160,15 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    /// None (the test is skipped) when not root.
-    pub fn root() -> Option<Fixture> {
-        if !need_root() {
-            return None;
-        }
+    /// Fails, saying why, when not root: the test was run with `--ignored`,
+    /// or built by another user.
+    pub fn root() -> Fixture {
+        check_built_for_this_user();
+        assert!(is_root(), "this test runs real-time probes and needs root (CI runs as root)");
         let serial = serial();
         let dir = tempdir();
         let db = db(&dir);
-        Some(Fixture { _serial: serial, dir, db })
+        Fixture { _serial: serial, dir, db }
     }
 }
 
