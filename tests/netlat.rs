@@ -262,8 +262,7 @@ struct TwoHosts {
 
 impl TwoHosts {
     fn new() -> Option<TwoHosts> {
-        if Command::new("ip").arg("-V").output().is_err() {
-            eprintln!("skipped: needs iproute2 (ip)");
+        if !has("iproute2 (ip)", Command::new("ip").arg("-V").output().is_ok()) {
             return None;
         }
         let id = std::process::id();
@@ -472,8 +471,7 @@ fn flood_and_spin(
 fn a_udp_flood_delays_rx_wake_through_net_rx_softirqs() {
     let fx = Fixture::root();
     let cpu = last_cpu();
-    if cpu == 0 {
-        eprintln!("skipped: needs two CPUs");
+    if !has("two CPUs", cpu > 0) || !has_tracefs() {
         return;
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -121,7 +121,7 @@ fn variants_cross_cpu_and_cache_flush() {
     let fx = Fixture::root();
     let json = fx.dir.join("v.json");
     let mut args = vec!["osbench", "-n", "100", "-t", "wake.futex-intra", "-t", "atomic.inc", "--cache-flush"];
-    let two_cpus = last_cpu() > 0;
+    let two_cpus = has("two CPUs for the --cross-cpu variants", last_cpu() > 0);
     if two_cpus {
         args.push("--cross-cpu");
     }

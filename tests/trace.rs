@@ -3,30 +3,50 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 use std::process::Command;
 
 fn tracefs_mounted() -> bool {
     std::fs::read_to_string("/proc/mounts").unwrap().lines().any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
 }
 
+/// Runs `f` on the tracefs root, mounting tracefs for it where nobody has
+/// (and unmounting it after): an instance outlives an unmount, so a stale
+/// one is there whether tracefs is mounted or not.
+fn in_tracefs<T>(f: impl FnOnce(&Path) -> T) -> T {
+    let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
+    let out = f(&root);
+    if mounted {
+        rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
+    }
+    out
+}
+
+/// rtscope's tracefs instances.
 fn instances() -> Vec<String> {
-    ["/sys/kernel/tracing/instances", "/sys/kernel/debug/tracing/instances"]
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flat_map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect::<Vec<_>>())
-        .filter(|n| n.starts_with("rtscope-"))
-        .collect()
+    in_tracefs(|root| {
+        std::fs::read_dir(root.join("instances"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("rtscope-"))
+            .collect()
+    })
 }
 
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
     let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let mounted_before = tracefs_mounted();
     // A stale instance of a dead rtscope is removed at the next start.
-    if mounted_before {
-        let _ = std::fs::create_dir("/sys/kernel/tracing/instances/rtscope-999999999");
-    }
+    in_tracefs(|root| match std::fs::create_dir(root.join("instances/rtscope-999999999")) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("a stale instance: {e}"),
+        _ => {}
+    });
     let o = rtscope(&["wakeup", "--trace", "-D", "3s", "--cause-threshold", "20us", "--db", &fx.db, "-q"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(instances().is_empty(), "instances left behind: {:?}", instances());
@@ -148,6 +168,9 @@ fn judge_causes(what: &str, episodes: &[&serde_json::Value], bursts: &[truth::Bu
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn episodes_name_a_known_spinner() {
     let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let cpu = last_cpu().to_string();
     let (doc, bursts) = traced_beside_spinner(&fx, &["wakeup"], &cpu, "400us", "100us");
     let lane = &doc["trace"]["per_cpu"][0];
@@ -174,6 +197,9 @@ fn episodes_name_a_known_spinner() {
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn noise_interruptions_name_a_known_spinner() {
     let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let cpu = last_cpu().to_string();
     let (doc, bursts) = traced_beside_spinner(&fx, &["noise", "-p", "50"], &cpu, "200us", "100us");
     for e in doc["episodes"].as_array().unwrap() {
@@ -207,6 +233,9 @@ fn noise_interruptions_name_a_known_spinner() {
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_udp_flood_shows_as_network_softirq() {
     let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let cpu = last_cpu();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flood = {
@@ -288,6 +317,9 @@ fn without_root_trace_degrades_with_a_warning() {
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn an_interrupted_traced_run_keeps_its_episodes_and_removes_its_instance() {
     let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let child = Command::new(BIN)
         .args(["wakeup", "--trace", "-D", "20s", "--cause-threshold", "20us", "--db", &fx.db, "-q"])
         .spawn()

@@ -56,6 +56,44 @@ fn built_for_the_user_who_runs_it() {
     assert!(is_root() || !in_ci(), "CI runs as root: as another user the root-only tests are ignored");
 }
 
+/// Whether a condition that CI guarantees holds (two CPUs, tracefs,
+/// chromium, iproute2), `needs` naming it. Where it does not, the test
+/// fails in CI; elsewhere it prints `skipped: TEST: needs ...` past the
+/// harness's capture, so that it shows beside the test's result, and its
+/// caller returns (or leaves out the part that needs it).
+pub fn has(needs: &str, holds: bool) -> bool {
+    if holds {
+        return true;
+    }
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    assert!(!in_ci(), "{test} needs {needs}, which CI guarantees");
+    skipped(&format!("needs {needs} (CI fails here)"));
+    false
+}
+
+/// Prints `skipped: TEST: what` where the test harness does not capture
+/// it (stderr itself, not `eprintln!`), so that it shows however the test
+/// ends.
+pub fn skipped(what: &str) {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    let _ = writeln!(std::io::stderr(), "skipped: {test}: {what}");
+}
+
+/// Whether tracefs can be used: mounted, or mountable (rtscope mounts it
+/// when nobody has); see [`has`].
+pub fn has_tracefs() -> bool {
+    match rtscope::sys::tracefs::find_or_mount() {
+        Ok((root, mounted)) => {
+            if mounted {
+                rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
+            }
+            true
+        }
+        Err(e) => has(&format!("tracefs ({e})"), false),
+    }
+}
+
 pub fn rtscope(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("run rtscope")
 }
