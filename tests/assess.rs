@@ -92,7 +92,7 @@ fn no_child_or_temporary_file_outlives_a_run_or_a_sigterm() {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("{args:?} ended early ({status}): run it by hand to see why");
         }
-        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        signal(child.id(), libc::SIGTERM);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(0), "{args:?}: a SIGTERM ends it cleanly");
         std::thread::sleep(Duration::from_millis(200));

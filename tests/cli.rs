@@ -17,7 +17,6 @@ fn refused(args: &[&str], must_name: &[&str]) {
     }
     assert!(!err.contains("panicked"), "{err}");
     assert!(!std::path::Path::new(&db).exists(), "{args:?}: nothing may be stored before validation");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -95,7 +94,6 @@ fn bad_assessments_and_loads_are_refused_before_measuring() {
     refused(&["run", plan.to_str().unwrap()], &["bad-plan.toml", "duration"]);
     std::fs::write(&plan, "probes = [\"wakeup\"]\nlods = [\"idle\"]\n").unwrap();
     refused(&["run", plan.to_str().unwrap()], &["bad-plan.toml", "lods"]);
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -123,7 +121,6 @@ fn corrupt_imports_are_named() {
     let o = rtscope(&["show", "last", "--db", &db]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--db"), "{}", text(&o));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

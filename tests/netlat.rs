@@ -4,7 +4,6 @@
 
 mod common;
 use common::*;
-use rtscope_model::export::RESULT_KEYS;
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -13,19 +12,9 @@ const LOCAL: [&str; 5] = ["rx_wake", "rx_stack", "rx_total", "tx_sched", "tx_sw"
 
 /// Runs netlat with `--json`; its rows by metric (one CPU measured).
 fn run(fx: &Fixture, name: &str, args: &[&str]) -> (HashMap<String, serde_json::Value>, serde_json::Value) {
-    let json = fx.dir.join(name);
-    let mut all = vec!["netlat"];
-    all.extend(args);
-    all.extend(["--quiet", "--db", &fx.db, "--json", json.to_str().unwrap()]);
-    let o = rtscope(&all);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let v = json_file(&json);
-    assert_eq!(v["status"], "complete", "{v}");
+    let v = fx.run_json(name, &[&["netlat"], args].concat());
     let mut rows = HashMap::new();
     for r in v["results"].as_array().unwrap() {
-        for k in RESULT_KEYS {
-            assert!(!r[k].is_null(), "{k} missing in {r}");
-        }
         assert_eq!(r["probe"], "netlat");
         rows.insert(r["metric"].as_str().unwrap().to_string(), r.clone());
     }
@@ -239,8 +228,7 @@ fn sigterm_ends_a_netns_run_and_removes_its_namespaces() {
     std::thread::sleep(Duration::from_millis(1500));
     let ours: Vec<String> = live_net_namespaces().into_iter().filter(|l| !before.contains(l)).collect();
     assert!(ours.len() >= 2, "rtscope's two namespaces are not visible: {ours:?}");
-    // SAFETY: kill() on our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    signal(child.id(), libc::SIGTERM);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     let after = live_net_namespaces();
@@ -323,8 +311,8 @@ fn serve_and_peer_across_two_namespaces() {
         .args(["--quiet", "--db", &fx.db, "--json", json.to_str().unwrap()])
         .output()
         .unwrap();
-    // SAFETY: kill() on our own child (ip exec's the server in place).
-    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGINT) };
+    // ip exec's the server in place: the child is the server.
+    signal(server.id(), libc::SIGINT);
     let s = server.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}\nserver: {}", text(&o), text(&s));
     let served = String::from_utf8_lossy(&s.stderr);

@@ -171,10 +171,9 @@ fn equal_priorities_are_applied_and_time_the_longer_span() {
     assert_eq!(v["run"]["plan"]["settings"]["priorities"], "both", "{}", v["run"]["plan"]);
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), 2 * tests.len(), "{}", text(&o));
-    let row = |m: &str| rows.iter().find(|r| r["metric"] == m).unwrap_or_else(|| panic!("no {m}: {}", text(&o)));
     let mut sums = (0, 0);
     for t in tests {
-        let (own, eq) = (row(t), row(&format!("{t}+equal")));
+        let (own, eq) = (row(rows, t), row(rows, &format!("{t}+equal")));
         assert_eq!(own["equal_priorities"], false, "{own}");
         assert_eq!(eq["equal_priorities"], true, "{eq}");
         // As sched_getparam(2) saw them in each party (a forked child for -inter).
@@ -212,8 +211,7 @@ fn priority_inheritance_cuts_the_inversion_short() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v = json_file(&json);
     let p50 = |m: &str| {
-        let r =
-            v["results"].as_array().unwrap().iter().find(|r| r["metric"] == m).unwrap_or_else(|| panic!("{m}: {v}"));
+        let r = row(v["results"].as_array().unwrap(), m);
         assert_eq!(r["count"], 300, "{r}");
         r["p50_ns"].as_i64().unwrap()
     };
@@ -244,7 +242,7 @@ fn ips_sets_the_iterations_of_the_looped_tests() {
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), tests.len(), "{v}");
     for t in tests {
-        let r = rows.iter().find(|r| r["metric"] == t).unwrap_or_else(|| panic!("{t}: {v}"));
+        let r = row(rows, t);
         // call.ipc is one call per sample; ssc.mq-fill fills the queue's
         // 10 places whatever --ips says.
         let want = if t == "call.ipc" { 1 } else { 10 };
@@ -321,8 +319,7 @@ fn signal_inside(
     // kept): let the test get past it, so that a SIGTERM has samples to
     // store even on a loaded machine.
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, sig) };
+    signal(child.id(), sig);
     let status = child.wait().unwrap();
     let after = settles_to(before, db);
     assert_eq!(&after, before, "left behind after signal {sig} ({status:?})");

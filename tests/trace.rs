@@ -292,19 +292,8 @@ fn a_udp_flood_shows_as_network_softirq() {
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn without_root_trace_degrades_with_a_warning() {
-    use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     let fx = Fixture::root();
-    std::fs::set_permissions(&fx.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let bin = fx.dir.join("rtscope");
-    std::fs::copy(BIN, &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let o = Command::new(&bin)
-        .args(["wakeup", "--trace", "--duration", "500ms", "--db", &fx.db])
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let o = fx.as_nobody().args(["wakeup", "--trace", "--duration", "500ms", "--db", &fx.db]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--trace:") && err.contains("without the stage split"), "{err}");
@@ -326,8 +315,7 @@ fn an_interrupted_traced_run_keeps_its_episodes_and_removes_its_instance() {
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2500));
     assert!(!instances().is_empty(), "the instance exists while tracing");
-    let k = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(k.success());
+    signal(child.id(), libc::SIGINT);
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(instances().is_empty(), "{:?}", instances());

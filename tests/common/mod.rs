@@ -166,10 +166,39 @@ pub fn samples_between(row: &serde_json::Value, lo_ns: u64, hi_ns: u64) -> u64 {
         .sum()
 }
 
-pub fn tempdir() -> PathBuf {
+/// A fresh directory, removed when the returned guard drops (however the
+/// test ends).
+pub fn tempdir() -> TempDir {
     let dir = std::env::temp_dir().join(format!("rtscope-test-{}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TempDir(dir)
+}
+
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn rand_suffix() -> u128 {
@@ -192,9 +221,10 @@ pub fn processes() -> Vec<String> {
 /// (see build.rs), so that it runs as root only and is listed as ignored
 /// otherwise.
 pub struct Fixture {
-    _serial: std::fs::File,
-    pub dir: PathBuf,
+    pub dir: TempDir,
     pub db: String,
+    // Dropped last: the lock is held until the directory is gone.
+    _serial: std::fs::File,
 }
 
 impl Fixture {
@@ -206,14 +236,58 @@ impl Fixture {
         let serial = serial();
         let dir = tempdir();
         let db = db(&dir);
-        Fixture { _serial: serial, dir, db }
+        Fixture { dir, db, _serial: serial }
+    }
+
+    /// Runs rtscope (a probe, or `run`) on the store with `--json` into
+    /// the file `name`, checks that it completed, each result row with the
+    /// common keys, and returns the whole JSON.
+    pub fn run_json(&self, name: &str, args: &[&str]) -> serde_json::Value {
+        let json = self.dir.join(name);
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--quiet", "--db", &self.db, "--json", json.to_str().unwrap()]);
+        let o = rtscope(&all);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v = json_file(&json);
+        assert_eq!(v["status"], "complete", "{v}");
+        for r in v["results"].as_array().unwrap() {
+            for k in rtscope_model::export::RESULT_KEYS {
+                assert!(!r[k].is_null(), "{k} missing in {r}");
+            }
+        }
+        v
+    }
+
+    /// [`Fixture::run_json`]'s result rows.
+    pub fn rows(&self, name: &str, args: &[&str]) -> Vec<serde_json::Value> {
+        self.run_json(name, args)["results"].as_array().unwrap().clone()
+    }
+
+    /// A command that runs a copy of rtscope as the unprivileged user
+    /// nobody, in the fixture's directory opened to it (wherever the
+    /// checkout lives).
+    pub fn as_nobody(&self) -> Command {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        std::fs::set_permissions(&*self.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let bin = self.dir.join("rtscope");
+        std::fs::copy(BIN, &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut c = Command::new(&bin);
+        c.uid(65534).gid(65534);
+        c
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The row of `metric` among result rows.
+pub fn row<'a>(rows: &'a [serde_json::Value], metric: &str) -> &'a serde_json::Value {
+    rows.iter().find(|r| r["metric"] == metric).unwrap_or_else(|| panic!("no {metric} in {rows:?}"))
+}
+
+/// Sends `sig` to `pid`, a process this test started.
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill() has no memory preconditions; the pid is the test's child.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0, "kill -{sig} {pid}");
 }
 
 /// Waits (at most 60 s) until the last run in `db` has stored its first

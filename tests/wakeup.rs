@@ -1,4 +1,6 @@
-//! The real probes, for a few seconds, as root (CI runs as root).
+//! The `wakeup` probe for a few seconds, as root (CI runs as root): its
+//! samples and JSON, its ground truth, a run's end by a signal or a
+//! threshold, export and import, and a run without privileges.
 
 mod common;
 use common::*;
@@ -73,7 +75,7 @@ fn stop_with(fx: &Fixture, signal: i32) {
     wait_for_first_checkpoint(&db);
     std::thread::sleep(Duration::from_millis(if signal == 9 { 2_600 } else { 2_100 }));
     let most = spawned.elapsed().as_millis() as u64;
-    unsafe_kill(child.id(), signal);
+    common::signal(child.id(), signal);
     let status = child.wait().unwrap();
     let v = show_json(&db, "last");
     let rows = v["results"].as_array().unwrap();
@@ -102,11 +104,6 @@ fn stop_with(fx: &Fixture, signal: i32) {
         // Everything until the signal: at least 3.1 s.
         assert!((3_090..=most + 5).contains(&periods), "{periods} periods stored, {most} ms since the start");
     }
-}
-
-fn unsafe_kill(pid: u32, signal: i32) {
-    // SAFETY: kill() on our own child.
-    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);
 }
 
 #[test]
@@ -273,16 +270,9 @@ fn export_import_round_trips_and_other_formats_are_readable() {
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn without_privileges_the_run_is_flagged_not_representative() {
-    use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
     let fx = Fixture::root();
-    let (dir, db) = (&fx.dir, fx.db.as_str());
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    // A copy the unprivileged user can reach, wherever the checkout lives.
-    let bin = dir.join("rtscope");
-    std::fs::copy(BIN, &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let o = Command::new(&bin).args(["wakeup", "--duration", "1s", "--db", db]).uid(65534).gid(65534).output().unwrap();
+    let db = fx.db.as_str();
+    let o = fx.as_nobody().args(["wakeup", "--duration", "1s", "--db", db]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("NOT representative") && err.contains("CAP_SYS_NICE"), "{err}");
