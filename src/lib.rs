@@ -23,17 +23,24 @@ pub mod trace;
 /// developer's second `cargo test`). An exclusive `flock` on one file in
 /// the temporary directory: it serialises the threads of one test binary
 /// (each takes its own open file) and the binaries alike, and it goes with
-/// the process however that ends. Not used by rtscope itself.
+/// the process however that ends. Every user's tests share it: it is
+/// opened read-only where it exists (`flock` needs no more), so that a
+/// user can take the one root made, and it is made readable by all. Not
+/// used by rtscope itself.
 #[doc(hidden)]
 pub fn machine_lock() -> std::fs::File {
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let path = std::env::temp_dir().join("rtscope-tests.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o666)
-        .open(&path)
-        .unwrap_or_else(|e| panic!("the test lock {}: {e}", path.display()));
+    let file = match std::fs::File::open(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::OpenOptions::new().create(true).append(true).mode(0o644).open(&path).inspect(|f| {
+                // Whatever the umask (where another user made it, its mode stays).
+                let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
+            })
+        }
+        opened => opened,
+    }
+    .unwrap_or_else(|e| panic!("the test lock {}: {e}", path.display()));
     loop {
         match rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
             Ok(()) => return file,

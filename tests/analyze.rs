@@ -9,19 +9,6 @@ use rtscope_model::run::{Exceedance, Interval, Run, RunHeader, RunStatus, Series
 use rtscope_model::store::Store;
 use std::path::Path;
 
-/// Removes the test's directory when done.
-struct Dir(std::path::PathBuf);
-impl Dir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(o)))
 }
@@ -50,8 +37,7 @@ fn write(path: &Path, lines: impl Iterator<Item = String>) {
 #[test]
 fn tail_of_a_sample_file() {
     let dir = tempdir();
-    let dir = Dir(dir);
-    let with_times = dir.path().join("t.txt");
+    let with_times = dir.join("t.txt");
     let v = samples(100_000, 1);
     write(&with_times, v.iter().enumerate().map(|(i, x)| format!("{} {x}", 5_000_000_000u64 + i as u64 * 1_000_000)));
     let o = rtscope(&["analyze", "tail", "--samples", with_times.to_str().unwrap(), "--json"]);
@@ -74,7 +60,7 @@ fn tail_of_a_sample_file() {
         assert!(j["diagnostics"][key].is_object(), "{key}");
     }
     // The same values without timestamps need --rate.
-    let plain = dir.path().join("p.txt");
+    let plain = dir.join("p.txt");
     write(&plain, v.iter().map(|x| x.to_string()));
     let o = rtscope(&["analyze", "tail", "--samples", plain.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
@@ -146,8 +132,7 @@ fn sample_files_of_other_tools_with_decimals_and_units() {
 #[test]
 fn bad_analyze_input_is_named() {
     let dir = tempdir();
-    let dir = Dir(dir);
-    let bad = dir.path().join("bad.txt");
+    let bad = dir.join("bad.txt");
     std::fs::write(&bad, "1000\n2000\nabc\n").unwrap();
     let o = rtscope(&["analyze", "tail", "--samples", bad.to_str().unwrap(), "--rate", "10"]);
     let err = String::from_utf8_lossy(&o.stderr);
@@ -155,16 +140,16 @@ fn bad_analyze_input_is_named() {
     assert!(err.contains("bad.txt line 3") && err.contains("'abc'"), "{err}");
     let o = rtscope(&["analyze", "tail", "--samples", "/nonexistent/x.txt"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--samples"), "{}", text(&o));
-    let few = dir.path().join("few.txt");
+    let few = dir.join("few.txt");
     write(&few, (0..30).map(|i| (1000 + i).to_string()));
     let o = rtscope(&["analyze", "tail", "--samples", few.to_str().unwrap(), "--rate", "10"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("at least 50"), "{}", text(&o));
     let o = rtscope(&["analyze", "tail", "--samples", few.to_str().unwrap(), "--rate", "0"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--rate"), "{}", text(&o));
-    let o = rtscope(&["analyze", "--require", "wakeup.latency.p99 < 50", "--db", &db(dir.path())]);
+    let o = rtscope(&["analyze", "--require", "wakeup.latency.p99 < 50", "--db", &db(&dir)]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--require"), "{}", text(&o));
-    let o = rtscope(&["analyze", "--profile", "dvd", "--db", &db(dir.path())]);
+    let o = rtscope(&["analyze", "--profile", "dvd", "--db", &db(&dir)]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("omac"), "{}", text(&o));
     let o = rtscope(&["analyze", "mttf", "--period", "1ms", "--buffers", "2", "--compute", "1ms"]);
     assert_eq!(o.status.code(), Some(1));
@@ -178,8 +163,7 @@ fn bad_analyze_input_is_named() {
 #[test]
 fn mttf_of_a_constructed_sample_set() {
     let dir = tempdir();
-    let dir = Dir(dir);
-    let f = dir.path().join("m.txt");
+    let f = dir.join("m.txt");
     write(&f, (0..100_000).map(|i| if i % 100 == 37 { "5000000".to_string() } else { "100000".to_string() }));
     let args = ["analyze", "mttf", "--samples", f.to_str().unwrap(), "--rate", "1000", "--period", "1ms"];
     let o = rtscope(&[&args[..], &["--buffers", "3", "--compute", "1ms", "--json"]].concat());
@@ -200,9 +184,8 @@ fn mttf_of_a_constructed_sample_set() {
 #[test]
 fn response_time_analysis_of_task_files() {
     let dir = tempdir();
-    let dir = Dir(dir);
     // SchedCAT's set (tests/fp.py), in milliseconds: R = 1, 2, 7, 18 ms.
-    let f = dir.path().join("schedcat.toml");
+    let f = dir.join("schedcat.toml");
     let mut toml = String::new();
     for (i, (c, t)) in [(1, 4), (1, 5), (3, 9), (3, 18)].iter().enumerate() {
         toml += &format!("[[task]]\nname = \"t{}\"\nwcet = \"{c}ms\"\nperiod = \"{t}ms\"\n", i + 1);
@@ -289,8 +272,7 @@ fn store_run_under(db: &str, loads: &[Option<&str>]) {
 #[test]
 fn analyze_a_stored_run_with_verdicts() {
     let dir = tempdir();
-    let dir = Dir(dir);
-    let db = db(dir.path());
+    let db = db(&dir);
     store_run(&db);
     let o = rtscope(&["analyze", "last", "--json", "--db", &db, "--require", "wakeup.latency.p99 < 50us"]);
     assert!(o.status.success(), "{}", text(&o));
@@ -345,7 +327,7 @@ fn analyze_a_stored_run_with_verdicts() {
     assert!(m["smallest_n"].is_null(), "{m}");
     let why = m["smallest_n_why"].as_str().unwrap();
     assert!(why.contains("fitted tail") && why.contains("measure at least 14m24s"), "{why}");
-    let tasks = dir.path().join("t.toml");
+    let tasks = dir.join("t.toml");
     std::fs::write(
         &tasks,
         "[[task]]\nname='io'\nwcet='200us'\nperiod='1ms'\n[[task]]\nname='ctl'\nwcet='1ms'\nperiod='5ms'\n",
@@ -395,8 +377,7 @@ fn analyze_a_stored_run_with_verdicts() {
 #[test]
 fn analyze_names_the_load_of_each_series_of_an_assessment() {
     let dir = tempdir();
-    let dir = Dir(dir);
-    let path = db(dir.path());
+    let path = db(&dir);
     let at = path.as_str();
     store_run_under(at, &[Some("idle"), Some("cpu:2@1")]);
     let o = rtscope(&["analyze", "last", "--json", "--db", at]);
@@ -419,8 +400,8 @@ fn analyze_names_the_load_of_each_series_of_an_assessment() {
         assert_eq!(out.matches(head).count(), 1, "{head}: {out}");
     }
     // A single probe's run: no load.
-    let single = Dir(tempdir());
-    let single_db = db(single.path());
+    let single = tempdir();
+    let single_db = db(&single);
     store_run(&single_db);
     let j = json(&rtscope(&["analyze", "last", "--json", "--db", &single_db]));
     assert!(j["series"].as_array().unwrap().iter().all(|s| s.get("load").is_none()), "{}", j["series"][0]["load"]);

@@ -29,8 +29,9 @@ fn running_with(mark: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn loads_are_characterised_from_the_kernel_counters() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let json = fx.dir.join("l.json");
     let o = rtscope_in(
         &fx.dir,
@@ -58,8 +59,9 @@ fn loads_are_characterised_from_the_kernel_counters() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn no_child_or_temporary_file_outlives_a_run_or_a_sigterm() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let mark = format!("307{}.5", std::process::id() % 1000);
     let loads = format!("cmd:'sleep {mark}',compile,fork");
     // To its end.
@@ -90,7 +92,7 @@ fn no_child_or_temporary_file_outlives_a_run_or_a_sigterm() {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("{args:?} ended early ({status}): run it by hand to see why");
         }
-        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        signal(child.id(), libc::SIGTERM);
         let status = child.wait().unwrap();
         assert_eq!(status.code(), Some(0), "{args:?}: a SIGTERM ends it cleanly");
         std::thread::sleep(Duration::from_millis(200));
@@ -108,8 +110,9 @@ fn no_child_or_temporary_file_outlives_a_run_or_a_sigterm() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn the_quick_assessment_stores_every_probe_under_every_load() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let json = fx.dir.join("q.json");
     let started = std::time::Instant::now();
     let o = rtscope_in(&fx.dir, &["run", "--quick", "--db", &fx.db, "--json", json.to_str().unwrap()]);
@@ -200,8 +203,9 @@ fn the_quick_assessment_stores_every_probe_under_every_load() {
 /// A plan's `[args] osbench` picks the tests and the samples; each test is
 /// a row of the matrix, a series per load, shown per load in the report.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_plan_gives_osbench_its_own_arguments_under_two_loads() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let plan = fx.dir.join("os.toml");
     std::fs::write(
         &plan,
@@ -253,8 +257,9 @@ fn a_plan_gives_osbench_its_own_arguments_under_two_loads() {
 /// run exits with code 2, as `report` and `analyze` do on it; their
 /// numbers are `analyze rta --jitter-from`'s.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_task_set_in_the_plan_is_judged_with_the_measured_jitter() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let task = "[[task]]\nname = \"edge\"\nwcet = \"1ms\"\nperiod = \"10ms\"\ndeadline = \"1ms\"\n";
     let plan = fx.dir.join("sched.toml");
     std::fs::write(
@@ -327,8 +332,9 @@ fn a_task_set_in_the_plan_is_judged_with_the_measured_jitter() {
 /// process groups, i.e. what a load's command started (a shell's commands,
 /// the compiler's passes).
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_sigkill_leaves_no_load_command_nor_what_it_started() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let mark = format!("308{}.5", std::process::id() % 1000);
     let loads = format!("cmd:'sleep {mark} & sleep {mark}; wait',compile");
     let mut child =

@@ -4,7 +4,6 @@
 
 mod common;
 use common::*;
-use rtscope_model::export::RESULT_KEYS;
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -13,19 +12,9 @@ const LOCAL: [&str; 5] = ["rx_wake", "rx_stack", "rx_total", "tx_sched", "tx_sw"
 
 /// Runs netlat with `--json`; its rows by metric (one CPU measured).
 fn run(fx: &Fixture, name: &str, args: &[&str]) -> (HashMap<String, serde_json::Value>, serde_json::Value) {
-    let json = fx.dir.join(name);
-    let mut all = vec!["netlat"];
-    all.extend(args);
-    all.extend(["--quiet", "--db", &fx.db, "--json", json.to_str().unwrap()]);
-    let o = rtscope(&all);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let v = json_file(&json);
-    assert_eq!(v["status"], "complete", "{v}");
+    let v = fx.run_json(name, &[&["netlat"], args].concat());
     let mut rows = HashMap::new();
     for r in v["results"].as_array().unwrap() {
-        for k in RESULT_KEYS {
-            assert!(!r[k].is_null(), "{k} missing in {r}");
-        }
         assert_eq!(r["probe"], "netlat");
         rows.insert(r["metric"].as_str().unwrap().to_string(), r.clone());
     }
@@ -91,8 +80,9 @@ fn check_local(rows: &HashMap<String, serde_json::Value>, periods: u64) {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn loopback_times_every_datagram_and_its_stages() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let (rows, v) = run(&fx, "lo.json", &["--cpus", &cpu, "--duration", "3s", "--interval", "5ms"]);
     check_local(&rows, 600);
@@ -106,8 +96,9 @@ fn loopback_times_every_datagram_and_its_stages() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sender_processes_over_loopback() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let (rows, _) = run(&fx, "p.json", &["--cpus", &cpu, "--duration", "2s", "--processes", "--size", "200"]);
     check_local(&rows, 200);
@@ -139,8 +130,9 @@ fn policy_of(pid: i32) -> Option<u32> {
 /// once it has its real-time priority (which it takes just before it
 /// reports ready, 100 ms or more before the first datagram is due).
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_run_whose_sender_dies_fails_and_says_why() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     for (i, when_ready) in [false, true].into_iter().enumerate() {
         let json = fx.dir.join(format!("dead{i}.json"));
@@ -205,8 +197,9 @@ fn live_net_namespaces() -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn netns_path_crosses_a_veth_pair_and_leaves_nothing() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let (rows, v) = run(&fx, "ns.json", &["--cpus", &cpu, "--duration", "3s", "--path", "netns"]);
     check_local(&rows, 300);
@@ -220,8 +213,9 @@ fn netns_path_crosses_a_veth_pair_and_leaves_nothing() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigterm_ends_a_netns_run_and_removes_its_namespaces() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let before = live_net_namespaces();
     let mut child = Command::new(BIN)
@@ -234,8 +228,7 @@ fn sigterm_ends_a_netns_run_and_removes_its_namespaces() {
     std::thread::sleep(Duration::from_millis(1500));
     let ours: Vec<String> = live_net_namespaces().into_iter().filter(|l| !before.contains(l)).collect();
     assert!(ours.len() >= 2, "rtscope's two namespaces are not visible: {ours:?}");
-    // SAFETY: kill() on our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) }, 0);
+    signal(child.id(), libc::SIGTERM);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     let after = live_net_namespaces();
@@ -257,8 +250,7 @@ struct TwoHosts {
 
 impl TwoHosts {
     fn new() -> Option<TwoHosts> {
-        if Command::new("ip").arg("-V").output().is_err() {
-            eprintln!("skipped: needs iproute2 (ip)");
+        if !has("iproute2 (ip)", Command::new("ip").arg("-V").output().is_ok()) {
             return None;
         }
         let id = std::process::id();
@@ -298,8 +290,9 @@ impl Drop for TwoHosts {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn serve_and_peer_across_two_namespaces() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let Some(hosts) = TwoHosts::new() else { return };
     let last = last_cpu();
     let (server_cpu, peer_cpu) = (if last > 0 { last - 1 } else { 0 }.to_string(), last.to_string());
@@ -318,8 +311,8 @@ fn serve_and_peer_across_two_namespaces() {
         .args(["--quiet", "--db", &fx.db, "--json", json.to_str().unwrap()])
         .output()
         .unwrap();
-    // SAFETY: kill() on our own child (ip exec's the server in place).
-    unsafe { libc::kill(server.id() as libc::pid_t, libc::SIGINT) };
+    // ip exec's the server in place: the child is the server.
+    signal(server.id(), libc::SIGINT);
     let s = server.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}\nserver: {}", text(&o), text(&s));
     let served = String::from_utf8_lossy(&s.stderr);
@@ -462,11 +455,11 @@ fn flood_and_spin(
 /// No episode inside a busy-loop window names NET_RX: the receiver
 /// preempts a user-space loop at once.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_udp_flood_delays_rx_wake_through_net_rx_softirqs() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
-    if cpu == 0 {
-        eprintln!("skipped: needs two CPUs");
+    if !has("two CPUs", cpu > 0) || !has_tracefs() {
         return;
     }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -58,8 +58,9 @@ fn settles_to(before: &Traces, marker: &str) -> Traces {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn every_test_runs_and_is_stored() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let json = fx.dir.join("o.json");
     let csv = fx.dir.join("o.csv");
     let o = rtscope(&[
@@ -115,11 +116,12 @@ fn every_test_runs_and_is_stored() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn variants_cross_cpu_and_cache_flush() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let json = fx.dir.join("v.json");
     let mut args = vec!["osbench", "-n", "100", "-t", "wake.futex-intra", "-t", "atomic.inc", "--cache-flush"];
-    let two_cpus = last_cpu() > 0;
+    let two_cpus = has("two CPUs for the --cross-cpu variants", last_cpu() > 0);
     if two_cpus {
         args.push("--cross-cpu");
     }
@@ -150,8 +152,9 @@ fn variants_cross_cpu_and_cache_flush() {
 /// return from the signalling call and the signaller's entry into its wait
 /// for the reply, is longer on one CPU.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn equal_priorities_are_applied_and_time_the_longer_span() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let json = fx.dir.join("eq.json");
     let tests = ["wake.futex-intra", "wake.sysv-inter", "mutex.handoff-intra"];
     let mut args = vec!["osbench", "-n", "20000", "-p", "70", "--priorities", "both"];
@@ -168,10 +171,9 @@ fn equal_priorities_are_applied_and_time_the_longer_span() {
     assert_eq!(v["run"]["plan"]["settings"]["priorities"], "both", "{}", v["run"]["plan"]);
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), 2 * tests.len(), "{}", text(&o));
-    let row = |m: &str| rows.iter().find(|r| r["metric"] == m).unwrap_or_else(|| panic!("no {m}: {}", text(&o)));
     let mut sums = (0, 0);
     for t in tests {
-        let (own, eq) = (row(t), row(&format!("{t}+equal")));
+        let (own, eq) = (row(rows, t), row(rows, &format!("{t}+equal")));
         assert_eq!(own["equal_priorities"], false, "{own}");
         assert_eq!(eq["equal_priorities"], true, "{eq}");
         // As sched_getparam(2) saw them in each party (a forked child for -inter).
@@ -196,8 +198,9 @@ fn equal_priorities_are_applied_and_time_the_longer_span() {
 /// the owner is boosted and releases at once. Medians over a few hundred
 /// samples, so that a host preemption moves neither.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn priority_inheritance_cuts_the_inversion_short() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let json = fx.dir.join("pi.json");
     let o = rtscope(
         &["osbench", "-n", "300", "-t", "pi.blocked", "-t", "plain.blocked", "-q"]
@@ -208,8 +211,7 @@ fn priority_inheritance_cuts_the_inversion_short() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v = json_file(&json);
     let p50 = |m: &str| {
-        let r =
-            v["results"].as_array().unwrap().iter().find(|r| r["metric"] == m).unwrap_or_else(|| panic!("{m}: {v}"));
+        let r = row(v["results"].as_array().unwrap(), m);
         assert_eq!(r["count"], 300, "{r}");
         r["p50_ns"].as_i64().unwrap()
     };
@@ -224,8 +226,9 @@ fn priority_inheritance_cuts_the_inversion_short() {
 /// keep theirs), and a loop of ten still measures the operation, not
 /// the loop: the base comes off and what is left is above 0.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn ips_sets_the_iterations_of_the_looped_tests() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let json = fx.dir.join("ips.json");
     let tests = ["call.syscall", "call.ipc", "atomic.inc", "mutex.lock", "ssc.mq-fill", "ssc.malloc-32"];
     let mut args = vec!["osbench", "-n", "300", "--ips", "10", "-q"];
@@ -239,7 +242,7 @@ fn ips_sets_the_iterations_of_the_looped_tests() {
     let rows = v["results"].as_array().unwrap();
     assert_eq!(rows.len(), tests.len(), "{v}");
     for t in tests {
-        let r = rows.iter().find(|r| r["metric"] == t).unwrap_or_else(|| panic!("{t}: {v}"));
+        let r = row(rows, t);
         // call.ipc is one call per sample; ssc.mq-fill fills the queue's
         // 10 places whatever --ips says.
         let want = if t == "call.ipc" { 1 } else { 10 };
@@ -276,7 +279,7 @@ fn bad_input_is_refused_with_the_flag_named() {
 /// Starts osbench on the inter-process tests with many samples, lets it
 /// run `after`, sends `sig`, and checks that nothing is left behind.
 fn interrupted_leaves_nothing(sig: i32, tests: &[&str]) {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let before = traces(&fx.db);
     let mut args =
         vec!["osbench".to_string(), "-n".into(), "3000000".into(), "-q".into(), "--db".into(), fx.db.clone()];
@@ -316,8 +319,7 @@ fn signal_inside(
     // kept): let the test get past it, so that a SIGTERM has samples to
     // store even on a loaded machine.
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(child.id() as i32, sig) };
+    signal(child.id(), sig);
     let status = child.wait().unwrap();
     let after = settles_to(before, db);
     assert_eq!(&after, before, "left behind after signal {sig} ({status:?})");
@@ -331,18 +333,21 @@ fn signal_inside(
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigterm_leaves_no_process_or_ipc_object() {
     interrupted_leaves_nothing(libc::SIGTERM, &["wake.sysv-inter", "wake.mq-inter"]);
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigkill_leaves_no_process_or_ipc_object() {
     interrupted_leaves_nothing(libc::SIGKILL, &["wake.sysv-inter"]);
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_run_leaves_no_process_or_ipc_object() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let before = traces(&fx.db);
     let o = rtscope(&["osbench", "-n", "50", "-t", "wakeup", "-t", "ping", "-t", "ssc", "-q", "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -353,7 +358,7 @@ fn a_run_leaves_no_process_or_ipc_object() {
 /// that forks processes and one that keeps the CPUs busy; a signal in the
 /// middle of the cell leaves no process or IPC object behind either.
 fn assessment_interrupted_leaves_nothing(sig: i32) {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let before = traces(&fx.db);
     let plan = fx.dir.join("os.toml");
     std::fs::write(
@@ -379,11 +384,13 @@ fn assessment_interrupted_leaves_nothing(sig: i32) {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigterm_in_an_assessment_cell_leaves_no_process_or_ipc_object() {
     assessment_interrupted_leaves_nothing(libc::SIGTERM);
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigkill_in_an_assessment_cell_leaves_no_process_or_ipc_object() {
     assessment_interrupted_leaves_nothing(libc::SIGKILL);
 }

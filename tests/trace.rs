@@ -3,29 +3,50 @@
 mod common;
 
 use common::*;
+use std::path::Path;
 use std::process::Command;
 
 fn tracefs_mounted() -> bool {
     std::fs::read_to_string("/proc/mounts").unwrap().lines().any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
 }
 
+/// Runs `f` on the tracefs root, mounting tracefs for it where nobody has
+/// (and unmounting it after): an instance outlives an unmount, so a stale
+/// one is there whether tracefs is mounted or not.
+fn in_tracefs<T>(f: impl FnOnce(&Path) -> T) -> T {
+    let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
+    let out = f(&root);
+    if mounted {
+        rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
+    }
+    out
+}
+
+/// rtscope's tracefs instances.
 fn instances() -> Vec<String> {
-    ["/sys/kernel/tracing/instances", "/sys/kernel/debug/tracing/instances"]
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flat_map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect::<Vec<_>>())
-        .filter(|n| n.starts_with("rtscope-"))
-        .collect()
+    in_tracefs(|root| {
+        std::fs::read_dir(root.join("instances"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("rtscope-"))
+            .collect()
+    })
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let mounted_before = tracefs_mounted();
     // A stale instance of a dead rtscope is removed at the next start.
-    if mounted_before {
-        let _ = std::fs::create_dir("/sys/kernel/tracing/instances/rtscope-999999999");
-    }
+    in_tracefs(|root| match std::fs::create_dir(root.join("instances/rtscope-999999999")) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("a stale instance: {e}"),
+        _ => {}
+    });
     let o = rtscope(&["wakeup", "--trace", "-D", "3s", "--cause-threshold", "20us", "--db", &fx.db, "-q"]);
     assert!(o.status.success(), "{}", text(&o));
     assert!(instances().is_empty(), "instances left behind: {:?}", instances());
@@ -144,8 +165,12 @@ fn judge_causes(what: &str, episodes: &[&serde_json::Value], bursts: &[truth::Bu
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn episodes_name_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let cpu = last_cpu().to_string();
     let (doc, bursts) = traced_beside_spinner(&fx, &["wakeup"], &cpu, "400us", "100us");
     let lane = &doc["trace"]["per_cpu"][0];
@@ -169,8 +194,12 @@ fn episodes_name_a_known_spinner() {
 /// in it (no stages); those the spinner's bursts made are as long as the
 /// bursts and name it for their length, and no other names it.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn noise_interruptions_name_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let cpu = last_cpu().to_string();
     let (doc, bursts) = traced_beside_spinner(&fx, &["noise", "-p", "50"], &cpu, "200us", "100us");
     for e in doc["episodes"].as_array().unwrap() {
@@ -201,8 +230,12 @@ fn noise_interruptions_name_a_known_spinner() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_udp_flood_shows_as_network_softirq() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let cpu = last_cpu();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flood = {
@@ -257,20 +290,10 @@ fn a_udp_flood_shows_as_network_softirq() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn without_root_trace_degrades_with_a_warning() {
-    use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
-    let Some(fx) = Fixture::root() else { return };
-    std::fs::set_permissions(&fx.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let bin = fx.dir.join("rtscope");
-    std::fs::copy(BIN, &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let o = Command::new(&bin)
-        .args(["wakeup", "--trace", "--duration", "500ms", "--db", &fx.db])
-        .uid(65534)
-        .gid(65534)
-        .output()
-        .unwrap();
+    let fx = Fixture::root();
+    let o = fx.as_nobody().args(["wakeup", "--trace", "--duration", "500ms", "--db", &fx.db]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--trace:") && err.contains("without the stage split"), "{err}");
@@ -280,16 +303,19 @@ fn without_root_trace_degrades_with_a_warning() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn an_interrupted_traced_run_keeps_its_episodes_and_removes_its_instance() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let child = Command::new(BIN)
         .args(["wakeup", "--trace", "-D", "20s", "--cause-threshold", "20us", "--db", &fx.db, "-q"])
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2500));
     assert!(!instances().is_empty(), "the instance exists while tracing");
-    let k = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
-    assert!(k.success());
+    signal(child.id(), libc::SIGINT);
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(instances().is_empty(), "{:?}", instances());

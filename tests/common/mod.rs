@@ -14,6 +14,7 @@ pub fn serial() -> std::fs::File {
     rtscope::machine_lock()
 }
 
+/// Whether this process runs as root (effective uid 0).
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .unwrap()
@@ -23,12 +24,74 @@ pub fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-/// Skips (returns false) when not root: probe tests need real-time priority.
-pub fn need_root() -> bool {
-    if !is_root() {
-        eprintln!("skipped: this test runs real-time probes and needs root (CI runs as root)");
+/// Whether this is CI: `.ci/run` runs with `CI=true`.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !["", "0", "false"].contains(&v.as_str()))
+}
+
+/// The root-only tests are built to run (the cfg `rtscope_root`, see
+/// build.rs) when root builds them and to be ignored otherwise: a test
+/// binary built by one user and run by another would skip them as root or
+/// run them without root. It fails instead, saying how to fix it.
+pub fn check_built_for_this_user() {
+    match (cfg!(rtscope_root), is_root()) {
+        (true, false) => panic!(
+            "these tests were built by root and run by another user: build them as this user, \
+             in a target directory of its own (CARGO_TARGET_DIR)"
+        ),
+        (false, true) => panic!(
+            "these tests were built by another user and run by root, so the root-only ones are \
+             ignored: rebuild them as root (`touch build.rs`, then the same cargo command)"
+        ),
+        _ => {}
     }
-    is_root()
+}
+
+/// Every test binary checks that it was built for the user who runs it
+/// and, in CI, that this user is root: CI fails if a root-only test was
+/// ignored.
+#[test]
+fn built_for_the_user_who_runs_it() {
+    check_built_for_this_user();
+    assert!(is_root() || !in_ci(), "CI runs as root: as another user the root-only tests are ignored");
+}
+
+/// Whether a condition that CI guarantees holds (two CPUs, tracefs,
+/// chromium, iproute2), `needs` naming it. Where it does not, the test
+/// fails in CI; elsewhere it prints `skipped: TEST: needs ...` past the
+/// harness's capture, so that it shows beside the test's result, and its
+/// caller returns (or leaves out the part that needs it).
+pub fn has(needs: &str, holds: bool) -> bool {
+    if holds {
+        return true;
+    }
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    assert!(!in_ci(), "{test} needs {needs}, which CI guarantees");
+    skipped(&format!("needs {needs} (CI fails here)"));
+    false
+}
+
+/// Prints `skipped: TEST: what` where the test harness does not capture
+/// it (stderr itself, not `eprintln!`), so that it shows however the test
+/// ends.
+pub fn skipped(what: &str) {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    let _ = writeln!(std::io::stderr(), "skipped: {test}: {what}");
+}
+
+/// Whether tracefs can be used: mounted, or mountable (rtscope mounts it
+/// when nobody has); see [`has`].
+pub fn has_tracefs() -> bool {
+    match rtscope::sys::tracefs::find_or_mount() {
+        Ok((root, mounted)) => {
+            if mounted {
+                rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
+            }
+            true
+        }
+        Err(e) => has(&format!("tracefs ({e})"), false),
+    }
 }
 
 pub fn rtscope(args: &[&str]) -> Output {
@@ -103,10 +166,39 @@ pub fn samples_between(row: &serde_json::Value, lo_ns: u64, hi_ns: u64) -> u64 {
         .sum()
 }
 
-pub fn tempdir() -> PathBuf {
+/// A fresh directory, removed when the returned guard drops (however the
+/// test ends).
+pub fn tempdir() -> TempDir {
     let dir = std::env::temp_dir().join(format!("rtscope-test-{}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    TempDir(dir)
+}
+
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 fn rand_suffix() -> u128 {
@@ -123,31 +215,79 @@ pub fn processes() -> Vec<String> {
         .collect()
 }
 
-/// A probe test's setup: root checked, the probe lock held, a fresh
-/// directory with a store path; the directory goes when it drops.
+/// A root-only test's setup: the probe lock held, a fresh directory with a
+/// store path; the directory goes when it drops. A test that takes it
+/// carries `#[cfg_attr(not(rtscope_root), ignore = "needs root: ...")]`
+/// (see build.rs), so that it runs as root only and is listed as ignored
+/// otherwise.
 pub struct Fixture {
-    _serial: std::fs::File,
-    pub dir: PathBuf,
+    pub dir: TempDir,
     pub db: String,
+    // Dropped last: the lock is held until the directory is gone.
+    _serial: std::fs::File,
 }
 
 impl Fixture {
-    /// None (the test is skipped) when not root.
-    pub fn root() -> Option<Fixture> {
-        if !need_root() {
-            return None;
-        }
+    /// Fails, saying why, when not root: the test was run with `--ignored`,
+    /// or built by another user.
+    pub fn root() -> Fixture {
+        check_built_for_this_user();
+        assert!(is_root(), "this test runs real-time probes and needs root (CI runs as root)");
         let serial = serial();
         let dir = tempdir();
         let db = db(&dir);
-        Some(Fixture { _serial: serial, dir, db })
+        Fixture { dir, db, _serial: serial }
+    }
+
+    /// Runs rtscope (a probe, or `run`) on the store with `--json` into
+    /// the file `name`, checks that it completed, each result row with the
+    /// common keys, and returns the whole JSON.
+    pub fn run_json(&self, name: &str, args: &[&str]) -> serde_json::Value {
+        let json = self.dir.join(name);
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--quiet", "--db", &self.db, "--json", json.to_str().unwrap()]);
+        let o = rtscope(&all);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v = json_file(&json);
+        assert_eq!(v["status"], "complete", "{v}");
+        for r in v["results"].as_array().unwrap() {
+            for k in rtscope_model::export::RESULT_KEYS {
+                assert!(!r[k].is_null(), "{k} missing in {r}");
+            }
+        }
+        v
+    }
+
+    /// [`Fixture::run_json`]'s result rows.
+    pub fn rows(&self, name: &str, args: &[&str]) -> Vec<serde_json::Value> {
+        self.run_json(name, args)["results"].as_array().unwrap().clone()
+    }
+
+    /// A command that runs a copy of rtscope as the unprivileged user
+    /// nobody, in the fixture's directory opened to it (wherever the
+    /// checkout lives).
+    pub fn as_nobody(&self) -> Command {
+        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::process::CommandExt;
+        std::fs::set_permissions(&*self.dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let bin = self.dir.join("rtscope");
+        std::fs::copy(BIN, &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut c = Command::new(&bin);
+        c.uid(65534).gid(65534);
+        c
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The row of `metric` among result rows.
+pub fn row<'a>(rows: &'a [serde_json::Value], metric: &str) -> &'a serde_json::Value {
+    rows.iter().find(|r| r["metric"] == metric).unwrap_or_else(|| panic!("no {metric} in {rows:?}"))
+}
+
+/// Sends `sig` to `pid`, a process this test started.
+pub fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill() has no memory preconditions; the pid is the test's child.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0, "kill -{sig} {pid}");
 }
 
 /// Waits (at most 60 s) until the last run in `db` has stored its first

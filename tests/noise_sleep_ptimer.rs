@@ -1,34 +1,11 @@
 //! The `noise`, `sleep` and `ptimer` probes, for a few seconds each, as
-//! root (CI runs as root), with their ground truth.
+//! root (CI runs as root), with their ground truth; `sleep`'s signed
+//! deviations through the store.
 
 mod common;
 use common::*;
-use rtscope_model::export::RESULT_KEYS;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// Runs a probe with `--json` and returns its result rows.
-fn rows(fx: &Fixture, name: &str, args: &[&str]) -> Vec<serde_json::Value> {
-    run_json(fx, name, args)["results"].as_array().unwrap().clone()
-}
-
-/// Runs a probe (or `run`) with `--json` and returns the whole JSON,
-/// checking that it completed with the common keys.
-fn run_json(fx: &Fixture, name: &str, args: &[&str]) -> serde_json::Value {
-    let json = fx.dir.join(name);
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--quiet", "--db", &fx.db, "--json", json.to_str().unwrap()]);
-    let o = rtscope(&all);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let v = json_file(&json);
-    assert_eq!(v["status"], "complete", "{v}");
-    for r in v["results"].as_array().unwrap() {
-        for k in RESULT_KEYS {
-            assert!(!r[k].is_null(), "{k} missing in {r}");
-        }
-    }
-    v
-}
 
 /// Histogram samples at or above `lo_ns`, and their median (ns).
 fn at_or_above(row: &serde_json::Value, lo_ns: i64) -> (u64, i64) {
@@ -56,13 +33,13 @@ fn at_or_above(row: &serde_json::Value, lo_ns: i64) -> (u64, i64) {
 /// 50 keeps every interruption above 50 us. Each burst that starts while
 /// noise spins is one interruption as long as the burst.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn noise_sees_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "20333us", "200us", "20s");
-    let v =
-        run_json(&fx, "n.json", &["noise", "--cpus", &c, "--priority", "50", "--duration", "5s", "--exceed", "50us"]);
+    let v = fx.run_json("n.json", &["noise", "--cpus", &c, "--priority", "50", "--duration", "5s", "--exceed", "50us"]);
     let bursts = spinner.finish();
     let r = v["results"][0].clone();
     assert_eq!(r["metric"], "interruption");
@@ -89,8 +66,9 @@ fn noise_sees_a_known_spinner() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn noise_without_pause_warns_and_runs_under_rt_throttling() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let o = rtscope(&["noise", "--cpus", &cpu, "--pause", "0", "--duration", "1500ms", "--gap", "1us", "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -112,23 +90,20 @@ fn noise_without_pause_warns_and_runs_under_rt_throttling() {
     assert!(r["min_ns"].as_i64().unwrap() >= 900, "--gap 1us: nothing shorter is an interruption: {r}");
 }
 
-fn row<'a>(rows: &'a [serde_json::Value], metric: &str) -> &'a serde_json::Value {
-    rows.iter().find(|r| r["metric"] == metric).unwrap_or_else(|| panic!("no {metric} in {rows:?}"))
-}
-
 /// SCHED_OTHER pays the timer slack, which nanosleep adds to every
 /// wake-up; a SCHED_FIFO thread has none. Medians: a few host stalls of
 /// milliseconds move a mean of 1000 samples by tens of microseconds.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sleep_pays_the_timer_slack_only_under_sched_other() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let base = ["sleep", "--cpus", &cpu, "--api", "nanosleep,timerfd", "--sleep", "1ms", "--duration", "3s"];
     // The kernel's default slack, set rather than inherited from whatever
     // started the tests.
     let other: Vec<&str> = base.iter().copied().chain(["--policy", "other", "--timer-slack", "50us"]).collect();
-    let other = rows(&fx, "o.json", &other);
-    let fifo = rows(&fx, "f.json", &base);
+    let other = fx.rows("o.json", &other);
+    let fifo = fx.rows("f.json", &base);
     let p50 = |rows: &[serde_json::Value]| row(rows, "nanosleep@1ms")["p50_ns"].as_i64().unwrap();
     let (o, f) = (p50(&other), p50(&fifo));
     eprintln!("nanosleep@1ms median deviation: SCHED_OTHER {o} ns, SCHED_FIFO {f} ns");
@@ -149,8 +124,7 @@ fn sleep_pays_the_timer_slack_only_under_sched_other() {
         assert!(r["mean_abs_ns"].as_f64().unwrap() >= r["mean_ns"].as_f64().unwrap());
     }
     // --timer-slack sets it, and it is stored.
-    let slack = rows(
-        &fx,
+    let slack = fx.rows(
         "s.json",
         &[
             "sleep",
@@ -178,13 +152,14 @@ fn sleep_pays_the_timer_slack_only_under_sched_other() {
 /// the rest of the burst; the sleeps' ends fall in about a quarter of the
 /// bursts (360 us of each in a cycle of at most 1.6 ms).
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sleep_sees_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "20333us", "400us", "20s");
     let args = ["sleep", "--cpus", &c, "--api", "nanosleep", "--sleep", "1ms", "--phase", "500us", "--duration", "5s"];
-    let v = run_json(&fx, "s.json", &[&args[..], &["--exceed", "30us"]].concat());
+    let v = fx.run_json("s.json", &[&args[..], &["--exceed", "30us"]].concat());
     let bursts = spinner.finish();
     let doc = export(&fx.db, &[]);
     let (exceedances, span) = series_exceedances(&doc, "nanosleep@1ms", cpu as u64);
@@ -238,13 +213,13 @@ fn negative_deviations_stay_negative_through_the_store() {
     assert!(out.contains("-40.000") && out.contains("-(32-64) us") && out.contains("-(2-4) us"), "{out}");
     let o = rtscope(&["export", "last", "--format", "csv", "--db", &db]);
     assert!(String::from_utf8_lossy(&o.stdout).contains(",sleep,nanosleep@5ms,0,-"), "{}", text(&o));
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn ptimer_counts_every_period_of_every_kind() {
-    let Some(fx) = Fixture::root() else { return };
-    let rows = rows(&fx, "p.json", &["ptimer", "--duration", "5s"]);
+    let fx = Fixture::root();
+    let rows = fx.rows("p.json", &["ptimer", "--duration", "5s"]);
     let cpus = rows.iter().map(|r| r["cpu"].as_i64().unwrap()).collect::<std::collections::BTreeSet<_>>().len();
     assert_eq!(rows.len(), 3 * cpus);
     for kind in ["timerfd", "posix-signal", "posix-thread"] {
@@ -271,12 +246,13 @@ fn ptimer_counts_every_period_of_every_kind() {
 /// Each expiration due inside a burst is read late by the rest of the
 /// burst, for every kind of timer.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn ptimer_sees_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "20333us", "400us", "20s");
-    let v = run_json(&fx, "p.json", &["ptimer", "--cpus", &c, "--duration", "5s", "--exceed", "30us"]);
+    let v = fx.run_json("p.json", &["ptimer", "--cpus", &c, "--duration", "5s", "--exceed", "30us"]);
     let bursts = spinner.finish();
     let doc = export(&fx.db, &[]);
     for r in v["results"].as_array().unwrap() {
@@ -296,12 +272,13 @@ fn ptimer_sees_a_known_spinner() {
 /// can only add, up to 1 % of the periods), read late by the rest of the
 /// burst after the last.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn ptimer_counts_missed_expirations_under_a_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "100333us", "3ms", "20s");
-    let v = run_json(&fx, "p.json", &["ptimer", "--cpus", &c, "--duration", "3s", "--exceed", "30us"]);
+    let v = fx.run_json("p.json", &["ptimer", "--cpus", &c, "--duration", "3s", "--exceed", "30us"]);
     let bursts = spinner.finish();
     let doc = export(&fx.db, &[]);
     for r in v["results"].as_array().unwrap() {
@@ -327,8 +304,9 @@ fn ptimer_counts_missed_expirations_under_a_spinner() {
 /// Ctrl-C ends a ptimer run `interrupted`, its data stored, and the timer
 /// signals do not end the process.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigint_ends_a_ptimer_run_cleanly() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let spawned = std::time::Instant::now();
     let mut child = Command::new(BIN)
         .args(["ptimer", "--duration", "60s", "--checkpoint", "1s", "--quiet", "--db", &fx.db])
@@ -338,8 +316,7 @@ fn sigint_ends_a_ptimer_run_cleanly() {
     // At least 1 s measured once the first checkpoint is stored; 1 s more.
     wait_for_first_checkpoint(&fx.db);
     std::thread::sleep(Duration::from_millis(1_000));
-    // SAFETY: kill() on our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    signal(child.id(), libc::SIGINT);
     let most = spawned.elapsed().as_millis() as u64;
     assert_eq!(child.wait().unwrap().code(), Some(0));
     let v = show_json(&fx.db, "last");
@@ -360,8 +337,9 @@ fn sigint_ends_a_ptimer_run_cleanly() {
 /// through both cells: 50 interruptions of 1 ms or more per active second,
 /// 90 % available, and a missed expiration or two per block.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_cells_warm_up_is_not_counted_by_noise_or_ptimer() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let plan = fx.dir.join("warm.toml");
     std::fs::write(
@@ -373,7 +351,7 @@ fn a_cells_warm_up_is_not_counted_by_noise_or_ptimer() {
     )
     .unwrap();
     let spinner = truth::Disturber::start(&fx.dir, &cpu, "20333us", "2ms", "30s");
-    let v = run_json(&fx, "warm.json", &["run", plan.to_str().unwrap()]);
+    let v = fx.run_json("warm.json", &["run", plan.to_str().unwrap()]);
     let bursts = spinner.finish();
     let doc = export(&fx.db, &[]);
     let c = cpu.parse().unwrap();

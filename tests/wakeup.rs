@@ -1,4 +1,6 @@
-//! The real probes, for a few seconds, as root (CI runs as root).
+//! The `wakeup` probe for a few seconds, as root (CI runs as root): its
+//! samples and JSON, its ground truth, a run's end by a signal or a
+//! threshold, export and import, and a run without privileges.
 
 mod common;
 use common::*;
@@ -7,8 +9,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn wakeup_counts_every_period_and_writes_the_common_json() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let (dir, db) = (&fx.dir, fx.db.as_str());
     let json = dir.join("w.json");
     let o = rtscope(&["wakeup", "--duration", "5s", "--db", db, "--json", json.to_str().unwrap()]);
@@ -72,7 +75,7 @@ fn stop_with(fx: &Fixture, signal: i32) {
     wait_for_first_checkpoint(&db);
     std::thread::sleep(Duration::from_millis(if signal == 9 { 2_600 } else { 2_100 }));
     let most = spawned.elapsed().as_millis() as u64;
-    unsafe_kill(child.id(), signal);
+    common::signal(child.id(), signal);
     let status = child.wait().unwrap();
     let v = show_json(&db, "last");
     let rows = v["results"].as_array().unwrap();
@@ -103,21 +106,18 @@ fn stop_with(fx: &Fixture, signal: i32) {
     }
 }
 
-fn unsafe_kill(pid: u32, signal: i32) {
-    // SAFETY: kill() on our own child.
-    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, signal) }, 0);
-}
-
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigint_and_sigterm_keep_everything_measured() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     stop_with(&fx, 2);
     stop_with(&fx, 15);
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn sigkill_leaves_a_partial_run_up_to_its_last_checkpoint() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     stop_with(&fx, 9);
 }
 
@@ -128,8 +128,9 @@ fn sigkill_leaves_a_partial_run_up_to_its_last_checkpoint() {
 /// that burst: never less, and more only as often as the host's stalls
 /// hit this run's other samples.
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn wakeup_sees_a_known_spinner() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let c = cpu.to_string();
     let spinner = truth::Disturber::start(&fx.dir, &c, "20333us", "400us", "20s");
@@ -166,8 +167,9 @@ fn ground_truth_helpers_compute_their_bounds() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn threshold_stops_the_run_with_exit_code_2() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let db = fx.db.as_str();
     let mut spinner = Command::new(BIN)
@@ -198,8 +200,9 @@ fn threshold_stops_the_run_with_exit_code_2() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn intrtime_variations_run_and_leave_nothing_behind() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let db = fx.db.as_str();
     let o = rtscope(&[
         "wakeup",
@@ -234,8 +237,9 @@ fn intrtime_variations_run_and_leave_nothing_behind() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn export_import_round_trips_and_other_formats_are_readable() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let (dir, db) = (&fx.dir, fx.db.as_str());
     let o = rtscope(&["wakeup", "--duration", "2s", "--checkpoint", "500ms", "--quiet", "--db", db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -264,17 +268,11 @@ fn export_import_round_trips_and_other_formats_are_readable() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn without_privileges_the_run_is_flagged_not_representative() {
-    use std::os::unix::fs::PermissionsExt;
-    use std::os::unix::process::CommandExt;
-    let Some(fx) = Fixture::root() else { return };
-    let (dir, db) = (&fx.dir, fx.db.as_str());
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    // A copy the unprivileged user can reach, wherever the checkout lives.
-    let bin = dir.join("rtscope");
-    std::fs::copy(BIN, &bin).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let o = Command::new(&bin).args(["wakeup", "--duration", "1s", "--db", db]).uid(65534).gid(65534).output().unwrap();
+    let fx = Fixture::root();
+    let db = fx.db.as_str();
+    let o = fx.as_nobody().args(["wakeup", "--duration", "1s", "--db", db]).output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("NOT representative") && err.contains("CAP_SYS_NICE"), "{err}");
@@ -288,8 +286,9 @@ fn without_privileges_the_run_is_flagged_not_representative() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn loops_and_distance_set_each_threads_sample_count_and_period() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let db = fx.db.as_str();
     let o = rtscope(&["wakeup", "--loops", "300", "--interval", "1ms", "--distance", "1ms", "--quiet", "--db", db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
