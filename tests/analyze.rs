@@ -77,7 +77,6 @@ fn tail_of_a_sample_file() {
 #[test]
 fn sample_files_of_other_tools_with_decimals_and_units() {
     let dir = tempdir();
-    let dir = Dir(dir);
     let v = samples(20_000, 3);
     let tail = |file: &Path, extra: &[&str]| -> serde_json::Value {
         let mut args = vec!["analyze", "tail", "--samples", file.to_str().unwrap(), "--json"];
@@ -88,9 +87,9 @@ fn sample_files_of_other_tools_with_decimals_and_units() {
     };
     // The same samples in whole nanoseconds, and in microseconds with
     // decimals (as other tools write them), at 1 kHz.
-    let ns = dir.path().join("ns.txt");
+    let ns = dir.join("ns.txt");
     write(&ns, v.iter().map(|x| x.to_string()));
-    let us = dir.path().join("us.txt");
+    let us = dir.join("us.txt");
     write(&us, v.iter().map(|&x| format!("{}", x as f64 / 1000.0)));
     assert!(std::fs::read_to_string(&us).unwrap().contains('.'));
     let a = tail(&ns, &["--rate", "1000"]);
@@ -99,7 +98,7 @@ fn sample_files_of_other_tools_with_decimals_and_units() {
         assert_eq!(a[key], b[key], "{key}: the same samples in another unit");
     }
     // Seconds since the epoch and milliseconds, comma-separated.
-    let epoch = dir.path().join("epoch.csv");
+    let epoch = dir.join("epoch.csv");
     write(
         &epoch,
         v.iter().enumerate().map(|(i, &x)| format!("{:.6},{}", 1_700_000_000.0 + i as f64 / 1000.0, x as f64 / 1e6)),
@@ -110,12 +109,12 @@ fn sample_files_of_other_tools_with_decimals_and_units() {
     assert_eq!(a["threshold_ns"], c["threshold_ns"]);
     // A hostile tester's line: decimals in the default unit (ns) are
     // rounded to the nearest ns, not refused.
-    let frac = dir.path().join("frac.txt");
+    let frac = dir.join("frac.txt");
     write(&frac, v.iter().map(|&x| format!("{x}.92047666533381")));
     let d = tail(&frac, &["--rate", "1000"]);
     assert_eq!(d["exceedances"], a["exceedances"]);
     // What is not a number is still named, with its file and line.
-    let bad = dir.path().join("units.txt");
+    let bad = dir.join("units.txt");
     std::fs::write(&bad, "19.5\n20.25\n12us\n").unwrap();
     let o = rtscope(&["analyze", "tail", "--samples", bad.to_str().unwrap(), "--rate", "10", "--unit", "us"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
