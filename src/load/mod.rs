@@ -4,7 +4,10 @@
 //! SCHED_OTHER threads of rtscope (never real-time), some of which start
 //! child processes: each child is tied to rtscope (`PR_SET_PDEATHSIG`, in
 //! its process group) and stopped with everything it started when the load
-//! stops; temporary files live in one directory removed at the end.
+//! stops; temporary files live in one directory removed at the end. Should
+//! rtscope be killed (SIGKILL), its janitor (`sys::ipc::janitor`) kills
+//! the commands' process groups and removes the directories, each
+//! registered with it before it is made.
 //!
 //! A load is written `NAME[:INTENSITY][@CPUS]` (`cpu`, `cpu:2@1`,
 //! `net:1000`, `disk:256@0`), or `cmd:'COMMAND'[:COPIES][@CPUS]` and
@@ -22,7 +25,7 @@ pub mod sampler;
 pub mod sched;
 pub mod stress_ng;
 
-use crate::sys::ipc::Janitor;
+use crate::sys::ipc::{self, Leftover, Registry};
 use crate::sys::{cpu as syscpu, process, sched as syssched, signals};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::inventory::format_cpu_list;
@@ -245,9 +248,10 @@ pub struct LoadCtx {
     stop: Arc<AtomicBool>,
     signal: Arc<AtomicBool>,
     errors: Arc<Mutex<Vec<String>>>,
-    /// For loads that run commands ([`Workload::commands`]): kills their
-    /// process groups should rtscope die by SIGKILL.
-    janitor: Option<Arc<Janitor>>,
+    /// For loads that run commands ([`Workload::commands`]): where their
+    /// process groups are registered with rtscope's janitor, which kills
+    /// them should rtscope die by SIGKILL.
+    groups: Option<&'static Registry>,
 }
 
 impl LoadCtx {
@@ -322,8 +326,8 @@ impl Running {
                 stop: Arc::new(AtomicBool::new(false)),
                 signal: Arc::clone(signal),
                 errors: Arc::new(Mutex::new(Vec::new())),
-                janitor: if spec.kind.commands() {
-                    Some(Arc::new(Janitor::start().context("cannot start the janitor of load commands")?))
+                groups: if spec.kind.commands() {
+                    Some(ipc::janitor().context("cannot start the janitor of load commands")?.registry())
                 } else {
                     None
                 },
@@ -360,13 +364,37 @@ impl Running {
             return Ok(t.clone());
         }
         let base = temp_base();
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
-            .tempdir_in(&base)
-            .with_context(|| format!("cannot create a temporary directory in {} (set TMPDIR)", base.display()))?
-            .keep();
-        self.tmp = Some(dir.clone());
-        Ok(dir)
+        let janitor = ipc::janitor().context("cannot start the janitor that removes loads' temporary directories")?;
+        // Registered before it exists, so that a SIGKILL at any moment
+        // leaves nothing: the janitor removes it (a name not there is no
+        // error).
+        let fail =
+            |e: std::io::Error| anyhow!("cannot create a temporary directory in {}: {e} (set TMPDIR)", base.display());
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        for attempt in 0u32.. {
+            let n = NEXT.fetch_add(1, Relaxed);
+            let dir = base.join(format!("{TMP_PREFIX}{}-{n}", std::process::id()));
+            if !janitor.registry().add_path(Leftover::Tree, &dir) {
+                return Err(anyhow!(
+                    "cannot register the temporary directory {} with the janitor (path too long or too many); \
+                     set TMPDIR to a shorter path",
+                    dir.display()
+                ));
+            }
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {
+                    self.tmp = Some(dir.clone());
+                    return Ok(dir);
+                }
+                Err(e) => {
+                    janitor.registry().remove_path(Leftover::Tree, &dir);
+                    if e.kind() != std::io::ErrorKind::AlreadyExists || attempt >= 100 {
+                        return Err(fail(e));
+                    }
+                }
+            }
+        }
+        unreachable!("the loop returns")
     }
 
     /// Failures the load's threads reported.
@@ -385,8 +413,11 @@ impl Running {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        if let Some(t) = self.tmp.take() {
-            let _ = std::fs::remove_dir_all(t);
+        if let Some(t) = self.tmp.take()
+            && (std::fs::remove_dir_all(&t).is_ok() || !t.exists())
+            && let Ok(j) = ipc::janitor()
+        {
+            j.registry().remove_path(Leftover::Tree, &t);
         }
     }
 }
@@ -405,7 +436,7 @@ pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> st
     let mut quick_failures = 0;
     while !ctx.stopping() {
         let started = std::time::Instant::now();
-        let groups = ctx.janitor.as_ref().map(|j| j.registry());
+        let groups = ctx.groups;
         let spawned = match groups {
             Some(g) => process::spawn_grouped(&mut make(), g),
             None => process::spawn_tied(&mut make()),
