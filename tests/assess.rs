@@ -358,3 +358,32 @@ fn a_sigkill_leaves_no_load_command_nor_what_it_started() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_sigkill_leaves_no_temporary_directory_of_a_load() {
+    let Some(fx) = Fixture::root() else { return };
+    let mut child =
+        Command::new(BIN).args(["load", "disk,compile", "--db", &fx.db, "-q"]).env("TMPDIR", &fx.dir).spawn().unwrap();
+    // Both directories, the disk load's file being written in one, the
+    // compiler's sources in the other.
+    let holds = |file: &str| {
+        leftovers(&fx.dir)
+            .iter()
+            .any(|d| std::fs::read_dir(fx.dir.join(d)).unwrap().flatten().any(|e| e.file_name() == file))
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while leftovers(&fx.dir).len() < 2 || !holds("disk-load.bin") || !holds("unit0.c") {
+        assert!(child.try_wait().unwrap().is_none(), "rtscope load ended early");
+        assert!(std::time::Instant::now() < until, "the loads never started: {:?}", leftovers(&fx.dir));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = std::time::Instant::now();
+    // The janitor removes them within a second; two allow for a loaded machine.
+    while !leftovers(&fx.dir).is_empty() {
+        assert!(killed.elapsed() < Duration::from_secs(2), "left after a SIGKILL: {:?}", leftovers(&fx.dir));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("removed {:?} after the SIGKILL", killed.elapsed());
+}
