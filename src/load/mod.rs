@@ -141,7 +141,9 @@ pub fn help_table() -> String {
     }
     s.push_str(
         "Every thread is SCHED_OTHER; children are tied to rtscope (PR_SET_PDEATHSIG) and stopped with what they \
-         started; temporary files go in $TMPDIR (default /var/tmp) and are removed.",
+         started; temporary files go in $TMPDIR (default /var/tmp) and are removed. A command that cannot start or \
+         keeps failing at once fails its load with its error; a load short of its target (cpu: its CPUs 90 % busy, \
+         net: 90 % of its rate, idle: other processes under 5 % of its CPUs, ...) is flagged (docs/loads.md).",
     );
     s
 }
