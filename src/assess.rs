@@ -17,7 +17,7 @@ use crate::report::{self, Report};
 use crate::sys::{clock, cpu, inventory, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
-use rtscope_model::characterisation::Accumulator;
+use rtscope_model::characterisation::{Accumulator, Characterisation};
 use rtscope_model::episode::TraceSummary;
 use rtscope_model::inventory::format_cpu_list;
 use rtscope_model::run::RunStatus;
@@ -403,13 +403,46 @@ fn wait(ns: u64, signal: &AtomicBool) {
     }
 }
 
-/// Stops the active load; its errors become notes.
-fn stop_load(active: Option<Active>, accs: &mut [Accumulator], notes: &mut Vec<String>) {
+/// Stops the active load; its errors become notes, its failure is kept
+/// in `failures` (by load).
+fn stop_load(
+    active: Option<Active>,
+    accs: &mut [Accumulator],
+    failures: &mut [Option<String>],
+    notes: &mut Vec<String>,
+) {
     if let Some(a) = active {
         accs[a.index] = a.sampler.stop();
+        if let Some(f) = a.running.failure() {
+            failures[a.index].get_or_insert(f);
+        }
         let label = a.running.label.clone();
         notes.extend(a.running.stop().into_iter().map(|e| format!("load {label}: {e}")));
     }
+}
+
+/// Each load's characterisation (those sampled), its target checked and
+/// its failure kept; a note for each flagged check.
+fn characterise(
+    loads: &[LoadSpec],
+    accs: &[Accumulator],
+    failures: &[Option<String>],
+    notes: &mut Vec<String>,
+) -> Vec<Characterisation> {
+    let mut out = Vec::new();
+    for ((spec, acc), failure) in loads.iter().zip(accs).zip(failures) {
+        if acc.covered_ns() == 0 {
+            continue;
+        }
+        let mut c = acc.finish();
+        if failure.is_none() {
+            c.checks = load::target(spec).map(|t| c.check(&t)).into_iter().collect();
+        }
+        c.failure = failure.clone();
+        notes.extend(c.checks.iter().filter(|k| k.flagged).map(|k| format!("load check: {}", k.message)));
+        out.push(c);
+    }
+    out
 }
 
 /// Runs the assessment `plan` and prints it. Returns the exit code.
@@ -475,6 +508,7 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     run.store()?.put_run_data(run_id, "cpu_score", &serde_json::to_value(&score)?)?;
 
     let mut accs: Vec<Accumulator> = plan.loads.iter().map(|l| Accumulator::new(&l.label, &l.cpus)).collect();
+    let mut failures: Vec<Option<String>> = vec![None; plan.loads.len()];
     let mut outcomes: Vec<CellOutcome> = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mut trace = TraceSummary::default();
@@ -485,7 +519,7 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
                 break;
             }
             if active.as_ref().is_none_or(|a| a.index != l) {
-                stop_load(active.take(), &mut accs, &mut notes);
+                stop_load(active.take(), &mut accs, &mut failures, &mut notes);
                 let spec = &plan.loads[l];
                 if !opts.quiet {
                     eprintln!(
@@ -505,7 +539,24 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
             if !opts.quiet {
                 eprintln!("[{}/{}] {} under {label}", n + 1, plan.cells.len(), plan.probes[p].name());
             }
-            let outcome = match &plan.probes[p] {
+            // A load that failed (its command cannot start, or keeps
+            // failing at once) fails its cells: what would be measured is
+            // not the machine under that load.
+            let failed = |a: &Option<Active>| a.as_ref().and_then(|a| a.running.failure()).or(failures[l].clone());
+            if let Some(f) = failed(&active) {
+                if !opts.quiet {
+                    eprintln!("rtscope: load {label} failed: {f}");
+                }
+                outcomes.push(CellOutcome {
+                    errors: vec![format!(
+                        "{} under {label}: not measured: load {label} failed: {f}",
+                        plan.probes[p].name()
+                    )],
+                    ..Default::default()
+                });
+                continue;
+            }
+            let mut outcome = match &plan.probes[p] {
                 Built::PerCpu(common, probe) => {
                     let mut warnings = Vec::new();
                     let cell = Cell::prepare(probe.as_ref(), common, effective[p], Some(label.clone()), &mut warnings);
@@ -522,6 +573,12 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
                 }
                 Built::Own(o) => o.measure(&mut run, &label, plan.cell_ns, effective[p], signal)?,
             };
+            if let Some(f) = failed(&active) {
+                outcome.errors.push(format!(
+                    "{} under {label}: load {label} failed while it was measured: {f}",
+                    plan.probes[p].name()
+                ));
+            }
             if let Some(t) = &outcome.trace {
                 trace.absorb(t);
             }
@@ -541,9 +598,9 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
         }
         Ok(())
     })();
-    stop_load(active.take(), &mut accs, &mut notes);
+    stop_load(active.take(), &mut accs, &mut failures, &mut notes);
     notes.dedup();
-    let characterisation: Vec<_> = accs.iter().filter(|a| a.covered_ns() > 0).map(Accumulator::finish).collect();
+    let characterisation = characterise(&plan.loads, &accs, &failures, &mut notes);
     let stored = outcomes.iter().all(|o| o.store_error.is_none());
     if stored {
         let store = run.store()?;
@@ -655,14 +712,33 @@ pub fn loads_only(
     let mut acc = Accumulator::new(&label, &cpus);
     if failed.is_none() {
         let sampler = Sampler::start(acc).context("starting the /proc sampler")?;
-        wait(duration_ns.unwrap_or(u64::MAX / 2), signal);
+        // Until the end, a signal, or a load that fails (its command cannot
+        // start, or keeps failing at once).
+        let end = clock::now().saturating_add(duration_ns.unwrap_or(u64::MAX / 2));
+        while clock::now() < end && !signal.load(Relaxed) && running.iter().all(|r| r.failure().is_none()) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         acc = sampler.stop();
     }
+    let mut load_failures = Vec::new();
     for r in running {
         let l = r.label.clone();
+        if let Some(f) = r.failure() {
+            load_failures.push(format!("load {l} failed: {f}"));
+        }
         notes.extend(r.stop().into_iter().map(|e| format!("load {l}: {e}")));
     }
-    let characterisation = vec![acc.finish()];
+    let mut characterisation = acc.finish();
+    if load_failures.is_empty() {
+        characterisation.checks = loads.iter().filter_map(load::target).map(|t| characterisation.check(&t)).collect();
+    } else {
+        characterisation.failure = Some(load_failures.join("; "));
+    }
+    notes.extend(characterisation.checks.iter().filter(|k| k.flagged).map(|k| format!("load check: {}", k.message)));
+    if failed.is_none() && !load_failures.is_empty() {
+        failed = Some(anyhow!("{}", load_failures.join("; ")));
+    }
+    let characterisation = vec![characterisation];
     store.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
     let (status, code) = match &failed {
         Some(e) => {

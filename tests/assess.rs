@@ -364,3 +364,207 @@ fn a_sigkill_leaves_no_load_command_nor_what_it_started() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_sigkill_leaves_no_temporary_directory_of_a_load() {
+    let Some(fx) = Fixture::root() else { return };
+    let mut child =
+        Command::new(BIN).args(["load", "disk,compile", "--db", &fx.db, "-q"]).env("TMPDIR", &fx.dir).spawn().unwrap();
+    // Both directories, the disk load's file being written in one, the
+    // compiler's sources in the other.
+    let holds = |file: &str| {
+        leftovers(&fx.dir)
+            .iter()
+            .any(|d| std::fs::read_dir(fx.dir.join(d)).unwrap().flatten().any(|e| e.file_name() == file))
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while leftovers(&fx.dir).len() < 2 || !holds("disk-load.bin") || !holds("unit0.c") {
+        assert!(child.try_wait().unwrap().is_none(), "rtscope load ended early");
+        assert!(std::time::Instant::now() < until, "the loads never started: {:?}", leftovers(&fx.dir));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = std::time::Instant::now();
+    // The janitor removes them within a second; two allow for a loaded machine.
+    while !leftovers(&fx.dir).is_empty() {
+        assert!(killed.elapsed() < Duration::from_secs(2), "left after a SIGKILL: {:?}", leftovers(&fx.dir));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("removed {:?} after the SIGKILL", killed.elapsed());
+}
+
+/// A busy loop of its own name (`busy-N`, its `comm`) on `cpu` at `nice`,
+/// killed when dropped.
+struct BusyLoop {
+    child: std::process::Child,
+    name: String,
+}
+
+impl BusyLoop {
+    fn start(dir: &std::path::Path, cpu: usize, nice: i32) -> BusyLoop {
+        use std::os::unix::fs::PermissionsExt;
+        let name = format!("busy-{}", std::process::id() % 100_000);
+        let script = dir.join(&name);
+        std::fs::write(&script, "#!/bin/sh\nwhile :; do :; done\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let child = Command::new("nice")
+            .args([&format!("-n{nice}"), "taskset", "-c", &cpu.to_string(), script.to_str().unwrap()])
+            .spawn()
+            .unwrap();
+        // `nice` and `taskset` exec the script: the pid is the loop's.
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap_or_default().trim() != name {
+            assert!(std::time::Instant::now() < until, "the busy loop never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        BusyLoop { child, name }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Still running (it was not what stopped).
+    fn alive(&self) -> bool {
+        std::path::Path::new(&format!("/proc/{}", self.pid())).exists()
+    }
+}
+
+impl Drop for BusyLoop {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_load_whose_command_cannot_start_or_keeps_failing_fails_with_its_error() {
+    let Some(fx) = Fixture::root() else { return };
+    // Not there: the shell says so (exit status 127) at once.
+    let started = std::time::Instant::now();
+    let o = rtscope_in(&fx.dir, &["load", "cmd:'/nope/x'", "-D", "5s", "--db", &fx.db, "-q"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(started.elapsed() < Duration::from_secs(4), "it stops when the load fails: {:?}", started.elapsed());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("exit status 127") && err.contains("/nope/x: not found"), "{err}");
+    let v = show_json(&fx.db, "last");
+    assert_eq!(v["status"], "failed", "{}", v["run"]["notes"]);
+    let notes = v["run"]["notes"].to_string();
+    assert!(notes.contains("cannot start") && notes.contains("/nope/x: not found"), "{notes}");
+    let failure = v["characterisation"][0]["failure"].as_str().unwrap_or_default();
+    assert!(failure.contains("exit status 127"), "{}", v["characterisation"]);
+    // Starts, then fails at once, over and over: its status and its stderr.
+    let o = rtscope_in(&fx.dir, &["load", "cmd:'echo broken-config >&2; exit 3'", "-D", "5s", "--db", &fx.db, "-q"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("exit status 3") && err.contains("broken-config") && err.contains("3 times"), "{err}");
+    // In an assessment, its cells fail with that error and are not
+    // measured; the other load's are.
+    let loads = "idle,cmd:'/nope/x'";
+    let cpu = last_cpu().to_string();
+    let args = ["run", "--quick", "--probes", "wakeup", "--loads", loads, "--cpus", &cpu, "-D", "1s", "--db", &fx.db];
+    let o = rtscope_in(&fx.dir, &args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out.lines().find(|l| l.starts_with("load as asked?")).unwrap_or_default();
+    assert!(row.contains("failed"), "the matrix says which column failed: {out}");
+    let v = show_json(&fx.db, "last");
+    assert_eq!(v["status"], "failed");
+    let notes = v["run"]["notes"].to_string();
+    assert!(notes.contains("wakeup under cmd:'/nope/x': not measured") && notes.contains("not found"), "{notes}");
+    let results = v["results"].as_array().unwrap();
+    assert!(results.iter().any(|r| r["load"] == "idle" && r["count"].as_u64() > Some(0)), "{results:?}");
+    assert!(results.iter().all(|r| r["load"] == "idle"), "nothing measured under the failed load: {results:?}");
+}
+
+#[test]
+fn a_load_short_of_its_target_is_flagged_with_what_took_the_cpu() {
+    let Some(fx) = Fixture::root() else { return };
+    let cpu = last_cpu();
+    let load = format!("cpu@{cpu}");
+    // Without a competitor: short only when other processes took the CPU.
+    let json = fx.dir.join("alone.json");
+    let o = rtscope_in(&fx.dir, &["load", &load, "-D", "3s", "--db", &fx.db, "-q", "--json", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let c = json_file(&json)["characterisation"][0].clone();
+    let check = &c["checks"][0];
+    eprintln!("alone: {check}");
+    assert_eq!(check["measure"], "cpu_busy", "{c}");
+    assert_eq!((check["asked"].as_f64(), check["limit"].as_f64()), (Some(100.0), Some(90.0)), "{check}");
+    let achieved = check["achieved"].as_f64().unwrap();
+    assert!(achieved >= 90.0 || c["others_busy_pct"].as_f64().unwrap() > 5.0, "{c}");
+    // A busy loop at nice -20 beside it leaves it about 1 % of the CPU.
+    let busy = BusyLoop::start(&fx.dir, cpu, -20);
+    let json = fx.dir.join("short.json");
+    let o = rtscope_in(&fx.dir, &["load", &load, "-D", "3s", "--db", &fx.db, "-q", "--json", json.to_str().unwrap()]);
+    assert!(busy.alive());
+    assert_eq!(o.status.code(), Some(0), "a load short of its target is flagged, not failed: {}", text(&o));
+    let v = json_file(&json);
+    let c = &v["characterisation"][0];
+    let check = &c["checks"][0];
+    eprintln!("beside a busy loop: {check}");
+    assert_eq!(check["flagged"], true, "{c}");
+    assert!(check["achieved"].as_f64().unwrap() < 50.0, "{check}");
+    let named = format!("{} (pid {})", busy.name, busy.pid());
+    assert!(check["message"].as_str().unwrap().contains(&named), "{check}");
+    assert!(c["others"].as_array().unwrap().iter().any(|p| p["pid"].as_u64() == Some(busy.pid().into())), "{c}");
+    assert!(v["run"]["notes"].to_string().contains(&format!("load check: {load} fell short")), "{}", v["run"]);
+    drop(busy);
+    let o = rtscope(&["show", "last", "--db", &fx.db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out.lines().find(|l| l.starts_with("load as asked?")).unwrap_or_default();
+    assert!(row.contains("short"), "{out}");
+    // A stress-ng asked for CPU workers that does nothing of the kind (a
+    // stand-in that sleeps) is flagged too.
+    let bin = fx.dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let fake = bin.join("stress-ng");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let json = fx.dir.join("sleeps.json");
+    let o = Command::new(BIN)
+        .args(["load", &format!("stress-ng:'--cpu 1'@{cpu}"), "-D", "3s", "--db", &fx.db, "-q"])
+        .args(["--json", json.to_str().unwrap()])
+        .env("TMPDIR", &fx.dir)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let check = json_file(&json)["characterisation"][0]["checks"][0].clone();
+    eprintln!("a stress-ng that sleeps: {check}");
+    assert_eq!(check["flagged"], true, "{check}");
+    assert!(check["achieved"].as_f64().unwrap() < 50.0, "{check}");
+}
+
+#[test]
+fn an_idle_column_beside_a_busy_process_is_flagged_naming_it() {
+    let Some(fx) = Fixture::root() else { return };
+    let cpu = last_cpu().to_string();
+    let busy = BusyLoop::start(&fx.dir, last_cpu(), 0);
+    // noise spins on the CPU half of the time (its duty cycle): rtscope's
+    // own work, which does not make the column busy.
+    let json = fx.dir.join("idle.json");
+    let args = ["run", "--quick", "--probes", "noise", "--loads", "idle", "--cpus", &cpu, "--load-cpus", &cpu];
+    let more = ["-D", "3s", "--db", &fx.db, "--json", json.to_str().unwrap()];
+    let o = rtscope_in(&fx.dir, &[&args[..], &more[..]].concat());
+    assert!(busy.alive());
+    assert_eq!(o.status.code(), Some(0), "a busy idle column is flagged, not failed: {}", text(&o));
+    let v = json_file(&json);
+    let c = &v["characterisation"][0];
+    let check = &c["checks"][0];
+    eprintln!("{check}\n{}", c["others"]);
+    assert_eq!((check["measure"].as_str(), check["flagged"].as_bool()), (Some("others_busy"), Some(true)), "{c}");
+    assert!(check["achieved"].as_f64().unwrap() > 20.0, "{check}");
+    let named = format!("{} (pid {})", busy.name, busy.pid());
+    assert!(check["message"].as_str().unwrap().contains(&named), "{check}");
+    assert!(c["others"].as_array().unwrap().iter().all(|p| !p["comm"].as_str().unwrap().starts_with("rtscope")), "{c}");
+    let own = c["cpu_busy_pct"].as_f64().unwrap() - c["others_busy_pct"].as_f64().unwrap();
+    assert!(own >= 25.0, "noise's spinner is rtscope's own work, not another process's: {c}");
+    assert!(v["run"]["notes"].to_string().contains("idle was not idle"), "{}", v["run"]["notes"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let row = out.lines().find(|l| l.starts_with("load as asked?")).unwrap_or_default();
+    assert!(row.contains("not idle"), "{out}");
+    assert!(out.contains(&named), "the report names it: {out}");
+}

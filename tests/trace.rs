@@ -324,3 +324,56 @@ fn an_interrupted_traced_run_keeps_its_episodes_and_removes_its_instance() {
     assert!(doc["trace"]["per_cpu"][0]["decomposed"].as_u64().unwrap() > 1000, "{}", doc["trace"]);
     assert!(!doc["episodes"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
+    let Some(fx) = Fixture::root() else { return };
+    let mounted_before = tracefs_mounted();
+    let mut child = Command::new(BIN)
+        .args(["wakeup", "--trace", "-D", "60s", "--cause-threshold", "20us", "--db", &fx.db, "-q"])
+        .spawn()
+        .unwrap();
+    let name = format!("rtscope-{}", child.id());
+    let dir = || {
+        ["/sys/kernel/tracing/instances", "/sys/kernel/debug/tracing/instances"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join(&name))
+            .find(|p| p.is_dir())
+    };
+    let tracing_on = |d: &std::path::Path| std::fs::read_to_string(d.join("tracing_on")).unwrap_or_default();
+    // Until the instance traces (a loaded VM may take seconds to get there).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("rtscope wakeup --trace ended early ({status}): run it by hand to see why");
+        }
+        if dir().is_some_and(|d| tracing_on(&d).trim() == "1") {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "{name} never traced");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed = std::time::Instant::now();
+    // The janitor stops tracing and removes the instance within a second;
+    // two allow for a loaded machine.
+    while let Some(d) = dir() {
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(2),
+            "{} left after a SIGKILL, tracing_on {}",
+            d.display(),
+            tracing_on(&d).trim()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    while tracefs_mounted() != mounted_before {
+        assert!(
+            killed.elapsed() < std::time::Duration::from_secs(2),
+            "tracefs mount state not restored (mounted before: {mounted_before})"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    eprintln!("instance removed {:?} after the SIGKILL", killed.elapsed());
+    assert!(!instances().contains(&name), "{:?}", instances());
+}

@@ -2,9 +2,10 @@
 //! NT real-time study's "make" load): parallel jobs each running `cc -O2 -c` on
 //! the load's files in its temporary directory.
 
-use super::{Intensity, LoadSpec, Running, Workload, quiet_command, supervise};
+use super::{Intensity, LoadSpec, Running, Streak, Workload, quiet_command, run_once};
 use crate::sys::process;
 use anyhow::{Context, Result, bail};
+use rtscope_model::characterisation::Target;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -37,6 +38,13 @@ impl Workload for Compile {
     fn commands(&self) -> bool {
         true
     }
+    /// As many CPUs busy as jobs (at most its CPUs), flagged below half of
+    /// that: a compiler also waits for fork, exec and its files.
+    fn target(&self, spec: &LoadSpec) -> Option<Target> {
+        let share = spec.intensity.min(spec.cpus.len() as u64) as f64 / spec.cpus.len().max(1) as f64;
+        let why = format!(" with {} compiler jobs, which also wait for fork, exec and files", spec.intensity);
+        Some(super::cpu_target(spec, share, 0.5, &why))
+    }
     fn start(&self, spec: &LoadSpec, run: &mut Running) -> Result<()> {
         let dir = run.temp_dir()?;
         let sources: Vec<PathBuf> = (0..FILES)
@@ -50,10 +58,13 @@ impl Workload for Compile {
             let (dir, sources) = (dir.clone(), sources.clone());
             run.spawn(&format!("cc{job}"), &spec.cpus, move |ctx| {
                 let mut next = job as usize;
-                while !ctx.stopping() {
+                let mut streak = Streak::default();
+                loop {
                     let src = &sources[next % sources.len()];
                     next += 1;
-                    compile_once(ctx, &dir, src, job);
+                    if !compile_once(ctx, &dir, src, job, &mut streak) {
+                        return;
+                    }
                 }
             })?;
         }
@@ -62,13 +73,15 @@ impl Workload for Compile {
 }
 
 /// One `cc -O2 -c`: stopped with its passes if the load stops meanwhile.
-fn compile_once(ctx: &super::LoadCtx, dir: &Path, src: &Path, job: u64) {
+/// One compilation; false when the load stops or cc failed it (it keeps
+/// failing at once).
+fn compile_once(ctx: &super::LoadCtx, dir: &Path, src: &Path, job: u64, streak: &mut Streak) -> bool {
     let out = dir.join(format!("job{job}.o"));
-    supervise(ctx, "compile: cc", false, || {
+    run_once(ctx, "compile: cc", streak, || {
         let mut c = quiet_command("cc");
         c.arg("-O2").arg("-c").arg(src).arg("-o").arg(&out).current_dir(dir);
         c
-    });
+    })
 }
 
 /// A translation unit with loops, branches, arrays and calls to optimise.

@@ -4,6 +4,7 @@
 
 use super::{Intensity, LoadCtx, LoadSpec, Running, Workload};
 use anyhow::Result;
+use rtscope_model::characterisation::Target;
 use std::hint::black_box;
 
 pub struct Cpu;
@@ -25,6 +26,9 @@ impl Workload for Cpu {
             }
         }
         Ok(())
+    }
+    fn target(&self, spec: &LoadSpec) -> Option<Target> {
+        Some(super::cpu_target(spec, 1.0, super::CPU_BUSY_LIMIT, ""))
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::{Intensity, LoadCtx, LoadSpec, Running, Workload};
 use anyhow::Result;
+use rtscope_model::characterisation::{Measure, Target};
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -31,6 +32,23 @@ impl Workload for Disk {
                 }
             }
             let _ = std::fs::remove_file(&file);
+        })
+    }
+    /// Its file written and fsynced over and over: flagged when less than
+    /// one write a second reaches a whole disk (its directory is in memory,
+    /// a tmpfs, or on a device that is not counted).
+    fn target(&self, spec: &LoadSpec) -> Option<Target> {
+        Some(Target {
+            load: spec.label.clone(),
+            cpus: spec.cpus.clone(),
+            measure: Measure::DiskWrites,
+            asked: 1.0,
+            limit: 1.0,
+            asked_text: format!(
+                "its file in {} written to a disk and fsynced, over and over (flagged below 1 write/s reaching a \
+                 whole disk: a directory in memory, a tmpfs, writes to none; set TMPDIR)",
+                super::temp_base().display()
+            ),
         })
     }
 }

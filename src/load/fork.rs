@@ -4,6 +4,7 @@
 use super::{Intensity, LoadSpec, Running, Workload, quiet_command};
 use crate::sys::process;
 use anyhow::{Result, bail};
+use rtscope_model::characterisation::{Measure, Target};
 
 pub struct Fork;
 
@@ -42,5 +43,21 @@ impl Workload for Fork {
             })?;
         }
         Ok(())
+    }
+    /// At least 20 processes/s per loop: a fork, exec and wait of
+    /// /bin/true takes about a millisecond.
+    fn target(&self, spec: &LoadSpec) -> Option<Target> {
+        let limit = 20.0 * spec.intensity as f64;
+        Some(Target {
+            load: spec.label.clone(),
+            cpus: spec.cpus.clone(),
+            measure: Measure::Forks,
+            asked: limit,
+            limit,
+            asked_text: format!(
+                "{} loops of fork, exec and wait of {PROGRAM} (flagged below {limit} processes/s)",
+                spec.intensity
+            ),
+        })
     }
 }

@@ -2,6 +2,7 @@
 
 use super::{Intensity, LoadSpec, Running, Workload};
 use anyhow::Result;
+use rtscope_model::characterisation::{Measure, Target};
 
 pub struct Idle;
 
@@ -17,5 +18,15 @@ impl Workload for Idle {
     }
     fn start(&self, _spec: &LoadSpec, _run: &mut Running) -> Result<()> {
         Ok(())
+    }
+    fn target(&self, spec: &LoadSpec) -> Option<Target> {
+        Some(Target {
+            load: spec.label.clone(),
+            cpus: spec.cpus.clone(),
+            measure: Measure::OthersBusy,
+            asked: 0.0,
+            limit: super::IDLE_LIMIT_PCT,
+            asked_text: "no process but rtscope's own on its CPUs".into(),
+        })
     }
 }

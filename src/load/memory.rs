@@ -4,6 +4,7 @@
 
 use super::{Intensity, LoadCtx, LoadSpec, Running, Workload};
 use anyhow::Result;
+use rtscope_model::characterisation::Target;
 
 pub struct Memory;
 
@@ -34,6 +35,9 @@ impl Workload for Memory {
             run.spawn(&format!("memory{c}"), &[c], move |ctx| thrash(ctx, mib))?;
         }
         Ok(())
+    }
+    fn target(&self, spec: &LoadSpec) -> Option<Target> {
+        Some(super::cpu_target(spec, 1.0, super::CPU_BUSY_LIMIT, ""))
     }
 }
 

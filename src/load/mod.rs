@@ -5,7 +5,10 @@
 //! SCHED_OTHER threads of rtscope (never real-time), some of which start
 //! child processes: each child is tied to rtscope (`PR_SET_PDEATHSIG`, in
 //! its process group) and stopped with everything it started when the load
-//! stops; temporary files live in one directory removed at the end.
+//! stops; temporary files live in one directory removed at the end. Should
+//! rtscope be killed (SIGKILL), its janitor (`sys::ipc::janitor`) kills
+//! the commands' process groups and removes the directories, each
+//! registered with it before it is made.
 //!
 //! A load is written `NAME[:INTENSITY][@CPUS]` (`cpu`, `cpu:2@1`,
 //! `net:1000`, `disk:256@0`), or `cmd:'COMMAND'[:COPIES][@CPUS]` and
@@ -23,9 +26,10 @@ pub mod sampler;
 pub mod sched;
 pub mod stress_ng;
 
-use crate::sys::ipc::Janitor;
+use crate::sys::ipc::{self, Leftover, Registry};
 use crate::sys::{cpu as syscpu, process, sched as syssched, signals};
 use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::characterisation::{Measure, Target};
 use rtscope_model::inventory::format_cpu_list;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -66,6 +70,52 @@ pub trait Workload: Sync {
     }
     /// Starts it: threads and children go into `run`.
     fn start(&self, spec: &LoadSpec, run: &mut Running) -> Result<()>;
+    /// What it asks of the machine in a figure the kernel counts, checked
+    /// against its characterisation; None when it states none (a command's
+    /// own work, as fast as TCP goes).
+    fn target(&self, _spec: &LoadSpec) -> Option<Target> {
+        None
+    }
+}
+
+/// Flagged below this share of the CPU busy asked of a load whose threads
+/// never sleep (`cpu`, `memory`, `stress-ng --cpu`): such a load keeps its
+/// CPUs above 99 % busy on a machine that lets it run; below 90 % the
+/// machine did not carry the load asked for.
+pub const CPU_BUSY_LIMIT: f64 = 0.9;
+/// Flagged below this share of the packets/s asked of `net`: its sender
+/// paces every datagram against CLOCK_MONOTONIC and catches up, so 10 %
+/// short is a sender or a loopback that cannot keep up.
+pub const RATE_LIMIT: f64 = 0.9;
+/// An idle load (the baseline) is flagged when processes other than
+/// rtscope use more than this share of its CPUs, percent: an idle machine
+/// runs under 1 % of background work; 5 % is a process that ran on its own
+/// for a twentieth of the time, enough to move a baseline's tail.
+pub const IDLE_LIMIT_PCT: f64 = 5.0;
+
+/// A CPU-busy target: `share` (0..1] of the load's CPUs busy, flagged below
+/// `limit` times that.
+pub fn cpu_target(spec: &LoadSpec, share: f64, limit: f64, why: &str) -> Target {
+    let asked = (100.0 * share).min(100.0);
+    let limit = (asked * limit * 10.0).round() / 10.0;
+    let n = spec.cpus.len();
+    Target {
+        load: spec.label.clone(),
+        cpus: spec.cpus.clone(),
+        measure: Measure::CpuBusy,
+        asked,
+        limit,
+        asked_text: format!(
+            "its {} {} {asked:.0} % busy{why} (flagged below {limit} %)",
+            if n == 1 { "CPU" } else { "CPUs" },
+            format_cpu_list(&spec.cpus),
+        ),
+    }
+}
+
+/// The target of `spec`, if its workload states one.
+pub fn target(spec: &LoadSpec) -> Option<Target> {
+    spec.kind.target(spec)
 }
 
 /// Every workload, in the order of `rtscope load --help`.
@@ -92,7 +142,9 @@ pub fn help_table() -> String {
     }
     s.push_str(
         "Every thread is SCHED_OTHER; children are tied to rtscope (PR_SET_PDEATHSIG) and stopped with what they \
-         started; temporary files go in $TMPDIR (default /var/tmp) and are removed.",
+         started; temporary files go in $TMPDIR (default /var/tmp) and are removed. A command that cannot start or \
+         keeps failing at once fails its load with its error; a load short of its target (cpu: its CPUs 90 % busy, \
+         net: 90 % of its rate, idle: other processes under 5 % of its CPUs, ...) is flagged (docs/loads.md).",
     );
     s
 }
@@ -246,9 +298,13 @@ pub struct LoadCtx {
     stop: Arc<AtomicBool>,
     signal: Arc<AtomicBool>,
     errors: Arc<Mutex<Vec<String>>>,
-    /// For loads that run commands ([`Workload::commands`]): kills their
-    /// process groups should rtscope die by SIGKILL.
-    janitor: Option<Arc<Janitor>>,
+    /// Why the load failed: it does not load the machine as asked (its
+    /// command cannot start, or keeps failing at once).
+    failure: Arc<Mutex<Option<String>>>,
+    /// For loads that run commands ([`Workload::commands`]): where their
+    /// process groups are registered with rtscope's janitor, which kills
+    /// them should rtscope die by SIGKILL.
+    groups: Option<&'static Registry>,
 }
 
 impl LoadCtx {
@@ -263,6 +319,17 @@ impl LoadCtx {
             && !e.contains(&text)
         {
             e.push(text);
+        }
+    }
+
+    /// Fails the load (the first failure is kept): what runs under it is
+    /// not measured under the load asked for. The thread that calls it
+    /// ends its part of the load.
+    pub fn fail(&self, text: String) {
+        if let Ok(mut f) = self.failure.lock()
+            && f.is_none()
+        {
+            *f = Some(text);
         }
     }
 
@@ -323,8 +390,9 @@ impl Running {
                 stop: Arc::new(AtomicBool::new(false)),
                 signal: Arc::clone(signal),
                 errors: Arc::new(Mutex::new(Vec::new())),
-                janitor: if spec.kind.commands() {
-                    Some(Arc::new(Janitor::start().context("cannot start the janitor of load commands")?))
+                failure: Arc::new(Mutex::new(None)),
+                groups: if spec.kind.commands() {
+                    Some(ipc::janitor().context("cannot start the janitor of load commands")?.registry())
                 } else {
                     None
                 },
@@ -361,18 +429,47 @@ impl Running {
             return Ok(t.clone());
         }
         let base = temp_base();
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
-            .tempdir_in(&base)
-            .with_context(|| format!("cannot create a temporary directory in {} (set TMPDIR)", base.display()))?
-            .keep();
-        self.tmp = Some(dir.clone());
-        Ok(dir)
+        let janitor = ipc::janitor().context("cannot start the janitor that removes loads' temporary directories")?;
+        // Registered before it exists, so that a SIGKILL at any moment
+        // leaves nothing: the janitor removes it (a name not there is no
+        // error).
+        let fail =
+            |e: std::io::Error| anyhow!("cannot create a temporary directory in {}: {e} (set TMPDIR)", base.display());
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        for attempt in 0u32.. {
+            let n = NEXT.fetch_add(1, Relaxed);
+            let dir = base.join(format!("{TMP_PREFIX}{}-{n}", std::process::id()));
+            if !janitor.registry().add_path(Leftover::Tree, &dir) {
+                return Err(anyhow!(
+                    "cannot register the temporary directory {} with the janitor (path too long or too many); \
+                     set TMPDIR to a shorter path",
+                    dir.display()
+                ));
+            }
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {
+                    self.tmp = Some(dir.clone());
+                    return Ok(dir);
+                }
+                Err(e) => {
+                    janitor.registry().remove_path(Leftover::Tree, &dir);
+                    if e.kind() != std::io::ErrorKind::AlreadyExists || attempt >= 100 {
+                        return Err(fail(e));
+                    }
+                }
+            }
+        }
+        unreachable!("the loop returns")
     }
 
     /// Failures the load's threads reported.
     pub fn errors(&self) -> Vec<String> {
         self.ctx.errors.lock().map(|e| e.clone()).unwrap_or_default()
+    }
+
+    /// Why the load failed, if it did ([`LoadCtx::fail`]).
+    pub fn failure(&self) -> Option<String> {
+        self.ctx.failure.lock().ok().and_then(|f| f.clone())
     }
 
     /// Stops everything and returns the failures reported.
@@ -386,8 +483,11 @@ impl Running {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        if let Some(t) = self.tmp.take() {
-            let _ = std::fs::remove_dir_all(t);
+        if let Some(t) = self.tmp.take()
+            && (std::fs::remove_dir_all(&t).is_ok() || !t.exists())
+            && let Ok(j) = ipc::janitor()
+        {
+            j.registry().remove_path(Leftover::Tree, &t);
         }
     }
 }
@@ -398,65 +498,191 @@ impl Drop for Running {
     }
 }
 
-/// Runs `make()`'s command until the load stops: waits for it, starts it
-/// again when it ends (`restart`), and kills it and everything it started
-/// when the load stops. Reports a command that fails to start, or that
-/// exits at once over and over.
-pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> std::process::Command) {
-    let mut quick_failures = 0;
-    while !ctx.stopping() {
-        let started = std::time::Instant::now();
-        let groups = ctx.janitor.as_ref().map(|j| j.registry());
-        let spawned = match groups {
-            Some(g) => process::spawn_grouped(&mut make(), g),
-            None => process::spawn_tied(&mut make()),
-        };
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                ctx.error(format!("{what}: cannot start: {e}"));
-                return;
+/// A command that exits with a failure this soon after its start failed
+/// at once ([`FAILURES_IN_A_ROW`] of them fail the load).
+const FAILS_AT_ONCE: Duration = Duration::from_secs(1);
+/// Failures at once in a row that fail the load: one may be a passing
+/// hiccup, three are the command.
+pub const FAILURES_IN_A_ROW: u32 = 3;
+/// A restarted command that ends, whatever its status, this soon after its
+/// start exits at once ([`QUICK_EXITS_IN_A_ROW`] of them fail the load: it
+/// loads nothing but fork and exec).
+const EXITS_AT_ONCE: Duration = Duration::from_millis(200);
+pub const QUICK_EXITS_IN_A_ROW: u32 = 20;
+
+/// How one command of a load has been ending: failures and quick exits in
+/// a row. `restarted`: the command is started again whenever it ends, so
+/// that quick exits count (a compiler run once per file ends quickly by
+/// nature).
+#[derive(Default)]
+pub struct Streak {
+    pub restarted: bool,
+    failures: u32,
+    quick: u32,
+}
+
+/// The end of what a command wrote to its standard error: the lines of the
+/// last [`StderrTail::KEEP`] bytes, read without blocking as it runs.
+struct StderrTail {
+    pipe: Option<std::process::ChildStderr>,
+    tail: Vec<u8>,
+}
+
+impl StderrTail {
+    const KEEP: usize = 600;
+
+    fn new(pipe: Option<std::process::ChildStderr>) -> StderrTail {
+        let pipe = pipe.filter(|p| rustix::io::ioctl_fionbio(p, true).is_ok());
+        StderrTail { pipe, tail: Vec::new() }
+    }
+
+    /// Reads what is there now.
+    fn read(&mut self) {
+        use std::io::Read;
+        let Some(p) = &mut self.pipe else { return };
+        let mut buf = [0u8; 4096];
+        loop {
+            match p.read(&mut buf) {
+                Ok(0) => {
+                    self.pipe = None;
+                    return;
+                }
+                Ok(n) => {
+                    self.tail.extend_from_slice(&buf[..n]);
+                    if self.tail.len() > 2 * Self::KEEP {
+                        self.tail.drain(..self.tail.len() - Self::KEEP);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
             }
-        };
-        // The command's process group goes with it: what it left running
-        // (a `cmd &` of a shell, say) belongs to the load.
-        let pgid = child.id();
-        let end = || {
-            if let Some(g) = groups {
-                process::kill_group(pgid);
-                g.remove_group(pgid as i32);
-            }
-        };
-        let status = loop {
-            if ctx.stopping() {
-                process::stop_tree(&mut child);
-                end();
-                return;
-            }
-            match child.try_wait() {
-                Ok(Some(s)) => break Some(s),
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(_) => break None,
-            }
-        };
-        end();
-        if !restart {
-            return;
-        }
-        if started.elapsed() < Duration::from_millis(200) {
-            quick_failures += 1;
-            if quick_failures >= 20 {
-                ctx.error(format!(
-                    "{what}: exits at once ({}), 20 times in a row: stopped restarting it",
-                    status.map(|s| s.to_string()).unwrap_or_default()
-                ));
-                return;
-            }
-            ctx.pause(Duration::from_millis(100));
-        } else {
-            quick_failures = 0;
         }
     }
+
+    /// `; its stderr: LINE | LINE` (the last lines, at most KEEP bytes),
+    /// or `; nothing on its stderr`.
+    fn describe(&self) -> String {
+        let text = String::from_utf8_lossy(&self.tail[self.tail.len().saturating_sub(Self::KEEP)..]).into_owned();
+        let lines: Vec<&str> = text.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        if lines.is_empty() {
+            return "; nothing on its stderr".into();
+        }
+        let last = &lines[lines.len().saturating_sub(4)..];
+        format!("; its stderr: {}", last.join(" | "))
+    }
+}
+
+/// How a command ended, in words.
+fn ended(status: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => s.to_string(),
+        },
+        None => "its status could not be read".into(),
+    }
+}
+
+/// Runs `make()`'s command until the load stops: waits for it, starts it
+/// again when it ends (`restart`), and kills it and everything it started
+/// when the load stops. A command that cannot start, or that keeps failing
+/// or exiting at once, fails the load ([`LoadCtx::fail`]).
+pub fn supervise(ctx: &LoadCtx, what: &str, restart: bool, make: impl Fn() -> std::process::Command) {
+    let mut streak = Streak { restarted: restart, ..Default::default() };
+    while run_once(ctx, what, &mut streak, &make) && restart {}
+}
+
+/// Runs `make()`'s command once, to its end or until the load stops, its
+/// standard error kept for a failure's message. False when the load stops
+/// or when this command failed it:
+/// - it cannot be started, or its shell says it cannot (exit status 126:
+///   not executable, 127: not found);
+/// - it failed (a status other than 0, or a signal) within 1 s of its
+///   start, 3 times in a row;
+/// - restarted, it ended within 200 ms of its start, 20 times in a row.
+///
+/// The message holds the command's own error: its exit status and the last
+/// lines of its standard error.
+pub fn run_once(ctx: &LoadCtx, what: &str, streak: &mut Streak, make: impl Fn() -> std::process::Command) -> bool {
+    if ctx.stopping() {
+        return false;
+    }
+    let started = std::time::Instant::now();
+    let mut command = make();
+    command.stderr(std::process::Stdio::piped());
+    let groups = ctx.groups;
+    let spawned = match groups {
+        Some(g) => process::spawn_grouped(&mut command, g),
+        None => process::spawn_tied(&mut command),
+    };
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            ctx.fail(format!("{what}: cannot start: {e}"));
+            return false;
+        }
+    };
+    let mut stderr = StderrTail::new(child.stderr.take());
+    // The command's process group goes with it: what it left running
+    // (a `cmd &` of a shell, say) belongs to the load.
+    let pgid = child.id();
+    let end = || {
+        if let Some(g) = groups {
+            process::kill_group(pgid);
+            g.remove_group(pgid as i32);
+        }
+    };
+    let status = loop {
+        stderr.read();
+        if ctx.stopping() {
+            process::stop_tree(&mut child);
+            end();
+            return false;
+        }
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(_) => break None,
+        }
+    };
+    stderr.read();
+    end();
+    let ran = started.elapsed();
+    let failed = status.is_none_or(|s| !s.success());
+    let code = status.and_then(|s| s.code());
+    if failed && ran < FAILS_AT_ONCE && matches!(code, Some(126 | 127)) {
+        ctx.fail(format!("{what}: cannot start: {}{}", ended(status), stderr.describe()));
+        return false;
+    }
+    streak.failures = if failed && ran < FAILS_AT_ONCE { streak.failures + 1 } else { 0 };
+    if streak.failures >= FAILURES_IN_A_ROW {
+        ctx.fail(format!(
+            "{what}: fails at once: {} within {} ms of its start, {FAILURES_IN_A_ROW} times in a row{}",
+            ended(status),
+            ran.as_millis(),
+            stderr.describe()
+        ));
+        return false;
+    }
+    if streak.restarted {
+        streak.quick = if ran < EXITS_AT_ONCE { streak.quick + 1 } else { 0 };
+        if streak.quick >= QUICK_EXITS_IN_A_ROW {
+            ctx.fail(format!(
+                "{what}: exits at once ({} within {} ms of its start), {QUICK_EXITS_IN_A_ROW} times in a row: it \
+                 loads little but fork and exec{}",
+                ended(status),
+                ran.as_millis(),
+                stderr.describe()
+            ));
+            return false;
+        }
+    }
+    if streak.quick > 0 || streak.failures > 0 {
+        ctx.pause(Duration::from_millis(100));
+    }
+    true
 }
 
 /// `cmd` for `program` with its output discarded.
@@ -509,6 +735,32 @@ mod tests {
             assert!(e.contains(word) && e.contains("--loads"), "{bad}: {e}");
         }
         assert!(parse_list("cpu,cpu", &all, "--loads").unwrap_err().to_string().contains("twice"));
+    }
+
+    /// The failure of `load`, waited for up to 5 s.
+    fn failure_of(load: &str) -> Option<String> {
+        let spec = parse(load, &[0], "--loads").unwrap();
+        let signal = Arc::new(AtomicBool::new(false));
+        let run = Running::start(&spec, &signal).unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while run.failure().is_none() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let f = run.failure();
+        run.stop();
+        f
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_or_keeps_failing_fails_the_load_with_its_error() {
+        let f = failure_of("cmd:'/nope/y'").expect("fails");
+        assert!(f.contains("cannot start: exit status 127") && f.contains("/nope/y: not found"), "{f}");
+        let f = failure_of("cmd:'echo one >&2; echo two-lines >&2; exit 3'").expect("fails");
+        assert!(f.contains("fails at once: exit status 3") && f.contains("3 times in a row"), "{f}");
+        assert!(f.ends_with("its stderr: one | two-lines"), "{f}");
+        let f = failure_of("cmd:'kill -9 $$'").expect("fails");
+        assert!(f.contains("killed by signal 9") && f.contains("nothing on its stderr"), "{f}");
+        assert_eq!(failure_of("cmd:'sleep 1; exit 1'"), None, "a failure after a second is not at once");
     }
 
     #[test]

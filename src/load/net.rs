@@ -6,6 +6,7 @@
 use super::{Intensity, LoadCtx, LoadSpec, Running, Workload};
 use crate::sys::clock;
 use anyhow::{Context, Result};
+use rtscope_model::characterisation::{Measure, Target};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::time::Duration;
@@ -52,6 +53,35 @@ impl Workload for Net {
             Mode::Flood => (0..spec.intensity).try_for_each(|_| udp_pair(spec, run, None)),
             Mode::Tcp => (0..spec.intensity).try_for_each(|_| tcp_pair(spec, run)),
         }
+    }
+    /// `net`: its rate, flagged 10 % short; `net-flood`: at least 1000
+    /// datagrams/s per sender (loopback carries hundreds of thousands);
+    /// `net-tcp` states none (segments of up to 64 kB: few packets).
+    fn target(&self, spec: &LoadSpec) -> Option<Target> {
+        let (asked, limit, asked_text) = match self.0 {
+            Mode::Rate => {
+                let asked = spec.intensity as f64;
+                let limit = asked * super::RATE_LIMIT;
+                (asked, limit, format!("{asked} datagrams/s received on lo (flagged below {limit})"))
+            }
+            Mode::Flood => {
+                let limit = 1000.0 * spec.intensity as f64;
+                (
+                    limit,
+                    limit,
+                    format!("datagrams on lo as fast as {} senders go (flagged below {limit}/s)", spec.intensity),
+                )
+            }
+            Mode::Tcp => return None,
+        };
+        Some(Target {
+            load: spec.label.clone(),
+            cpus: spec.cpus.clone(),
+            measure: Measure::LoopbackPackets,
+            asked,
+            limit,
+            asked_text,
+        })
     }
 }
 

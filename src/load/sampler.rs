@@ -1,8 +1,10 @@
 //! The /proc sampler: a SCHED_OTHER thread that reads the kernel's
 //! counters once a second while a load runs (/proc/stat, /proc/softirqs,
 //! /proc/interrupts, /proc/diskstats, /proc/net/dev, /proc/vmstat) and adds
-//! each second's deltas to the load's characterisation. The figures come
-//! from the kernel, not from the load's own claims.
+//! each second's deltas to the load's characterisation, and every
+//! process's CPU time (/proc/PID/stat), to tell rtscope's own work from
+//! other processes'. The figures come from the kernel, not from the load's
+//! own claims.
 
 use crate::sys::{clock, signals};
 use rtscope_model::characterisation::{self as ch, Accumulator, Counters};
@@ -37,7 +39,72 @@ pub fn read(disks: &[String]) -> Counters {
     ch::parse_diskstats(&file("/proc/diskstats"), &|d: &str| disks.iter().any(|x| x == d), &mut c);
     ch::parse_net_dev(&file("/proc/net/dev"), &mut c);
     ch::parse_vmstat(&file("/proc/vmstat"), &mut c);
+    c.procs = processes();
     c
+}
+
+/// Every thread's CPU time (/proc/PID/task/TID/stat), with its process's
+/// name, rtscope's own marked: this process and its descendants (its
+/// loads' commands and what they started, its helpers), and the members of
+/// its descendants' own process groups (what a load's command left running
+/// when its parent ended). Per thread, for the CPU each last ran on (a
+/// process's own figure follows its main thread only). A few microseconds
+/// per thread, once a second.
+pub fn processes() -> Vec<ch::ProcTicks> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    // Processes (pid, ppid, pgrp, comm), then their threads.
+    let mut procs: Vec<ch::ProcTicks> = dir
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter_map(|t| ch::parse_proc_stat(&t))
+        .collect();
+    procs.sort_unstable_by_key(|p| p.pid);
+    let me = std::process::id();
+    let parent = |pid: u32| procs.binary_search_by_key(&pid, |p| p.pid).ok().map(|i| procs[i].ppid);
+    let descends = |pid: u32| {
+        let mut at = pid;
+        for _ in 0..64 {
+            if at == me {
+                return true;
+            }
+            match parent(at) {
+                Some(pp) if pp > 1 => at = pp,
+                _ => return false,
+            }
+        }
+        false
+    };
+    let own: Vec<bool> = procs.iter().map(|p| descends(p.pid)).collect();
+    let my_group = procs.binary_search_by_key(&me, |p| p.pid).map_or(0, |i| procs[i].pgrp);
+    let mut groups: Vec<u32> =
+        procs.iter().zip(&own).filter(|(p, o)| **o && p.pgrp != my_group).map(|(p, _)| p.pgrp).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let mut out = Vec::with_capacity(procs.len() * 2);
+    for (p, o) in procs.into_iter().zip(own) {
+        let own = o || groups.binary_search(&p.pgrp).is_ok();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", p.pid)) else { continue };
+        for t in tasks.flatten() {
+            let Some(thread) =
+                std::fs::read_to_string(t.path().join("stat")).ok().and_then(|t| ch::parse_proc_stat(&t))
+            else {
+                continue;
+            };
+            out.push(ch::ProcTicks {
+                pid: p.pid,
+                tid: thread.pid,
+                start: thread.start,
+                comm: p.comm.clone(),
+                ppid: p.ppid,
+                pgrp: p.pgrp,
+                ticks: thread.ticks,
+                cpu: thread.cpu,
+                own,
+            });
+        }
+    }
+    out
 }
 
 /// A sampling window in progress.
@@ -95,5 +162,24 @@ mod tests {
         let c = acc.finish();
         assert!((0.2..1.0).contains(&c.seconds), "{}", c.seconds);
         assert!(c.context_switches_per_s > 0.0);
+    }
+
+    #[test]
+    fn knows_its_own_processes_from_the_others() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let procs = super::processes();
+        let _ = child.kill();
+        let _ = child.wait();
+        let find = |pid: u32| procs.iter().find(|p| p.tid == pid).unwrap_or_else(|| panic!("pid {pid}: {procs:?}"));
+        let me = find(std::process::id());
+        assert!(me.own, "{me:?}");
+        let sleep = find(child.id());
+        assert!(sleep.own && sleep.comm == "sleep", "a child is rtscope's own: {sleep:?}");
+        assert!(!find(1).own, "init is another process");
+        let parent = find(std::os::unix::process::parent_id());
+        assert!(!parent.own, "{parent:?}");
+        // Every thread of this process, under its process's name.
+        let mine: Vec<_> = procs.iter().filter(|p| p.pid == std::process::id()).collect();
+        assert!(mine.len() >= 2 && mine.iter().all(|t| t.own && t.comm == me.comm), "{mine:?}");
     }
 }

@@ -157,14 +157,27 @@ pub fn matrix_grids(run: &Run) -> Vec<Grid> {
         worst.push((name.clone(), w));
         p999.push((name, p));
     }
-    vec![
+    let mut grids = vec![
         Grid {
             title: "worst case (us): the sample farthest from zero on any measured CPU, with its sign".into(),
             columns: loads.clone(),
             rows: worst,
         },
-        Grid { title: "p99.9 (us): every measured CPU together".into(), columns: loads, rows: p999 },
-    ]
+        Grid { title: "p99.9 (us): every measured CPU together".into(), columns: loads.clone(), rows: p999 },
+    ];
+    // Whether each column ran under the load asked for.
+    if run.characterisation.iter().any(|c| !c.checks.is_empty() || c.failure.is_some()) {
+        let verdicts: Vec<String> = loads
+            .iter()
+            .map(|l| run.characterisation.iter().find(|c| &c.load == l).map_or("-", |c| c.verdict()).to_string())
+            .collect();
+        grids.push(Grid {
+            title: LOAD_CHECK_TITLE.into(),
+            columns: loads,
+            rows: vec![(LOAD_CHECK_ROW.into(), verdicts)],
+        });
+    }
+    grids
 }
 
 /// What the matrix's values time, and where the per-CPU figures are.
@@ -204,6 +217,13 @@ pub fn write_matrix(run: &Run, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "\n{}", matrix_legend(run))?;
     Ok(())
 }
+
+/// The matrix's table that says whether each column ran under the load
+/// asked for: `ok`, `short` (below its target), `not idle` (an idle
+/// column that other processes kept busy), `failed` (its command could not
+/// start or kept failing: the column's cells failed), `-` (no target).
+pub const LOAD_CHECK_TITLE: &str = "loads: each as asked? (the notes say why not)";
+pub const LOAD_CHECK_ROW: &str = "load as asked?";
 
 fn f1(x: f64) -> String {
     if x >= 100.0 { format!("{x:.0}") } else { format!("{x:.1}") }
@@ -274,7 +294,32 @@ pub fn characterisation_grid(run: &Run) -> Option<Grid> {
         let short: String = s.chars().take(34).collect();
         row(&format!("irq {short}/s"), &|c| c.top_interrupts.iter().find(|x| &x.name == s).map_or(0.0, |x| x.per_s));
     }
+    row("other processes' CPU % (not rtscope's)", &|c| c.others_busy_pct);
     row("seconds sampled", &|c| c.seconds);
+    rows.insert(
+        rows.len() - 1,
+        (
+            "  busiest other process".into(),
+            ch.iter()
+                .map(|c| c.others.first().map_or_else(|| "-".into(), |p| format!("{} {}", p.comm, f1(p.cpu_pct))))
+                .collect(),
+        ),
+    );
+    if ch.iter().any(|c| !c.checks.is_empty() || c.failure.is_some()) {
+        let fig = |k: &rtscope_model::characterisation::LoadCheck, v: f64| {
+            format!("{}{}", f1(v), if k.measure.unit() == "%" { " %" } else { "/s" })
+        };
+        let each = |f: &dyn Fn(&rtscope_model::characterisation::LoadCheck) -> String| {
+            ch.iter()
+                .map(|c| {
+                    if c.checks.is_empty() { "-".into() } else { c.checks.iter().map(f).collect::<Vec<_>>().join(" ") }
+                })
+                .collect()
+        };
+        rows.push(("load asked (flagged beyond)".into(), each(&|k| format!("{} ({})", fig(k, k.asked), f1(k.limit)))));
+        rows.push(("load achieved".into(), each(&|k| fig(k, k.achieved))));
+        rows.push((LOAD_CHECK_ROW.into(), ch.iter().map(|c| c.verdict().to_string()).collect()));
+    }
     Some(Grid { title: "characterisation (per second, from /proc while each load ran)".into(), columns, rows })
 }
 

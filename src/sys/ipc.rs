@@ -712,17 +712,54 @@ pub fn map_touch_unmap() -> bool {
 }
 
 /// What the janitor removes should rtscope die first: SysV semaphore
-/// sets, and the process groups of loads' commands (killed, with all they
-/// started).
+/// sets, the process groups of loads' commands (killed, with all they
+/// started), and what rtscope made in the file system: its tracefs
+/// instance (tracing stopped first), the loads' temporary directories,
+/// and tracefs itself when rtscope mounted it.
 #[repr(C)]
 pub struct Registry {
     /// SysV semaphore set ids + 1 (0: free slot).
     sysv: [AtomicI64; 32],
-    /// Process group ids (0: free slot).
-    groups: [AtomicI64; 32],
+    /// Process group ids (0: free slot). Room for every copy of a `cmd`
+    /// load and every job of a `compile` load at their highest intensity.
+    groups: [AtomicI64; 1024],
+    paths: [PathSlot; 16],
 }
 
 unsafe impl Zeroable for Registry {}
+
+// SAFETY: a slot's path bytes are written only by the thread that claimed
+// the slot (state CLAIMED) and read only by a thread that claimed it too,
+// or by the janitor after rtscope is gone; the state's Release/Acquire
+// orders the bytes before their readers.
+unsafe impl Sync for Registry {}
+
+/// The longest path the janitor keeps, with its terminating NUL.
+const PATH_BYTES: usize = 512;
+
+/// A path the janitor removes: its state (FREE, CLAIMED, or the
+/// [`Leftover`] it is) and the path as a C string.
+#[repr(C)]
+struct PathSlot {
+    state: AtomicU32,
+    path: UnsafeCell<[u8; PATH_BYTES]>,
+}
+
+const FREE: u32 = 0;
+const CLAIMED: u32 = 1;
+
+/// What a registered path is, i.e. how the janitor removes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leftover {
+    /// A tracefs instance: `tracing_on` set to 0, then the directory
+    /// removed (which frees its buffers and disables its events).
+    TraceInstance = 2,
+    /// A directory, removed with everything in it.
+    Tree = 3,
+    /// A tracefs that rtscope mounted: unmounted when no instance is left
+    /// in it (as rtscope does when it ends normally).
+    TracefsMount = 4,
+}
 
 /// Puts `v` (not 0) in a free slot; false when none is free. Lock-free and
 /// async-signal-safe: a child calls it between fork and exec.
@@ -755,7 +792,60 @@ impl Registry {
         take(&self.groups, i64::from(pgid));
     }
 
-    /// What the janitor does when rtscope is gone.
+    /// Registers `path` for the janitor to remove as `kind`, should
+    /// rtscope die before [`Registry::remove_path`]. Register before
+    /// making it, so that no moment exists where it is there unregistered
+    /// (the janitor finds nothing to do for a path that is not there).
+    /// False when the path is longer than 511 bytes or the table is full.
+    pub fn add_path(&self, kind: Leftover, path: &std::path::Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        if bytes.is_empty() || bytes.len() >= PATH_BYTES || bytes.contains(&0) {
+            return false;
+        }
+        for s in &self.paths {
+            if s.state.compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                // SAFETY: the slot is claimed: nobody else touches its bytes.
+                let buf = unsafe { &mut *s.path.get() };
+                buf[..bytes.len()].copy_from_slice(bytes);
+                buf[bytes.len()] = 0;
+                s.state.store(kind as u32, Ordering::Release);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Forgets `path` (registered as `kind`): it is gone, or rtscope has
+    /// decided, as it ends normally, to leave it.
+    pub fn remove_path(&self, kind: Leftover, path: &std::path::Path) {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        for s in &self.paths {
+            if s.state.compare_exchange(kind as u32, CLAIMED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+                continue;
+            }
+            // SAFETY: claimed, as above.
+            let buf = unsafe { &*s.path.get() };
+            let same = buf.get(bytes.len()) == Some(&0) && &buf[..bytes.len()] == bytes;
+            s.state.store(if same { FREE } else { kind as u32 }, Ordering::Release);
+            if same {
+                return;
+            }
+        }
+    }
+
+    /// The paths registered as `kind`, as C strings (for the janitor).
+    fn paths_of(&self, kind: Leftover) -> impl Iterator<Item = *const libc::c_char> + '_ {
+        self.paths
+            .iter()
+            .filter(move |s| s.state.load(Ordering::Acquire) == kind as u32)
+            .map(|s| s.path.get().cast::<libc::c_char>() as *const libc::c_char)
+    }
+
+    /// What the janitor does when rtscope is gone: the process groups
+    /// first (so that no command writes in a directory being removed),
+    /// then the trace instances, the directories, and last tracefs.
     fn clean(&self) {
         for s in &self.sysv {
             let id = s.load(Ordering::Acquire);
@@ -769,6 +859,204 @@ impl Registry {
             if g > 0 {
                 // SAFETY: killing a process group a load's command leads.
                 unsafe { libc::kill(-(g as libc::pid_t), libc::SIGKILL) };
+            }
+        }
+        // SAFETY (the three loops): NUL-terminated paths in this process's
+        // own copy of the registry; the helpers make system calls only.
+        for p in self.paths_of(Leftover::TraceInstance) {
+            unsafe { cleanup::remove_instance(p) };
+        }
+        for p in self.paths_of(Leftover::Tree) {
+            unsafe { cleanup::remove_tree(p) };
+        }
+        for p in self.paths_of(Leftover::TracefsMount) {
+            unsafe { cleanup::unmount_if_unused(p) };
+        }
+    }
+}
+
+/// The janitor's file-system work: system calls on stack buffers, nothing
+/// allocated (it runs in a child forked from a process with threads).
+mod cleanup {
+    use libc::c_char;
+
+    /// Retries of a removal that the kernel refuses while rtscope's last
+    /// descriptors close (EBUSY) or its killed commands end (ENOTEMPTY),
+    /// 10 ms apart: a second in all.
+    const TRIES: u32 = 100;
+
+    fn errno() -> i32 {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    }
+
+    fn nap() {
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: 10_000_000 };
+        // SAFETY: a valid timespec; no remainder wanted.
+        unsafe { libc::nanosleep(&ts, std::ptr::null_mut()) };
+    }
+
+    /// The length of the C string `p`.
+    unsafe fn len(p: *const c_char) -> usize {
+        // SAFETY: the caller's NUL-terminated string.
+        unsafe { libc::strlen(p) }
+    }
+
+    /// `dir` + `tail` (which starts with '/') as a C string in `buf`;
+    /// None when it does not fit.
+    unsafe fn join(buf: &mut [u8; super::PATH_BYTES + 64], dir: *const c_char, tail: &[u8]) -> Option<*const c_char> {
+        // SAFETY: `dir` is NUL-terminated; the copy stays inside `buf`.
+        let n = unsafe { len(dir) };
+        if n + tail.len() >= buf.len() {
+            return None;
+        }
+        unsafe { std::ptr::copy_nonoverlapping(dir.cast::<u8>(), buf.as_mut_ptr(), n) };
+        buf[n..n + tail.len()].copy_from_slice(tail);
+        buf[n + tail.len()] = 0;
+        Some(buf.as_ptr().cast())
+    }
+
+    /// Stops tracing in the instance `dir`, then removes it.
+    ///
+    /// # Safety
+    /// `dir` is a NUL-terminated path.
+    pub unsafe fn remove_instance(dir: *const c_char) {
+        let mut buf = [0u8; super::PATH_BYTES + 64];
+        // SAFETY: C strings; open/write/close/rmdir are plain system calls.
+        unsafe {
+            if let Some(on) = join(&mut buf, dir, b"/tracing_on") {
+                let fd = libc::open(on, libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    libc::write(fd, b"0".as_ptr().cast(), 1);
+                    libc::close(fd);
+                }
+            }
+            for _ in 0..TRIES {
+                if libc::rmdir(dir) == 0 || errno() == libc::ENOENT {
+                    return;
+                }
+                nap();
+            }
+        }
+    }
+
+    /// Removes the directory `path` and everything in it.
+    ///
+    /// # Safety
+    /// `path` is a NUL-terminated path.
+    pub unsafe fn remove_tree(path: *const c_char) {
+        for _ in 0..TRIES {
+            // SAFETY: C strings and descriptors of our own; plain system calls.
+            unsafe {
+                let fd = libc::open(path, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
+                if fd < 0 {
+                    if errno() == libc::ENOENT {
+                        return;
+                    }
+                    // Not a directory (or a link to one): the name goes.
+                    libc::unlink(path);
+                    return;
+                }
+                empty(fd, 0);
+                libc::close(fd);
+                if libc::rmdir(path) == 0 || errno() == libc::ENOENT {
+                    return;
+                }
+            }
+            nap();
+        }
+    }
+
+    /// Removes what the directory `fd` holds, `depth` levels down.
+    unsafe fn empty(fd: libc::c_int, depth: u32) {
+        // linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2),
+        // d_type (1), d_name (NUL-terminated).
+        let mut buf = [0u8; 2048];
+        loop {
+            // SAFETY: a buffer of buf.len() bytes for the kernel to fill.
+            let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+            if n <= 0 {
+                return;
+            }
+            let n = n as usize;
+            let mut at = 0;
+            while at + 19 < n {
+                let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
+                if reclen == 0 {
+                    return;
+                }
+                let name = &buf[at + 19..at + reclen];
+                at += reclen;
+                if name.starts_with(b".\0") || name.starts_with(b"..\0") {
+                    continue;
+                }
+                let c = name.as_ptr().cast::<c_char>();
+                // SAFETY: `c` is NUL-terminated inside the record; `fd` and
+                // `sub` are our own descriptors.
+                unsafe {
+                    if libc::unlinkat(fd, c, 0) == 0 {
+                        continue;
+                    }
+                    // A directory: emptied, then removed (a tree deeper
+                    // than 32 levels is left to the next rtscope).
+                    if depth < 32 {
+                        let sub = libc::openat(
+                            fd,
+                            c,
+                            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                        );
+                        if sub >= 0 {
+                            empty(sub, depth + 1);
+                            libc::close(sub);
+                        }
+                    }
+                    libc::unlinkat(fd, c, libc::AT_REMOVEDIR);
+                }
+            }
+        }
+    }
+
+    /// Unmounts the tracefs at `root` when its `instances/` is empty.
+    ///
+    /// # Safety
+    /// `root` is a NUL-terminated path.
+    pub unsafe fn unmount_if_unused(root: *const c_char) {
+        let mut buf = [0u8; super::PATH_BYTES + 64];
+        // SAFETY: C strings and a descriptor of our own; plain system calls.
+        unsafe {
+            let Some(instances) = join(&mut buf, root, b"/instances") else { return };
+            let fd = libc::open(instances, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return;
+            }
+            let mut used = false;
+            let mut d = [0u8; 2048];
+            loop {
+                let n = libc::syscall(libc::SYS_getdents64, fd, d.as_mut_ptr(), d.len());
+                if n <= 0 {
+                    break;
+                }
+                let mut at = 0;
+                while at + 19 < n as usize {
+                    let reclen = usize::from(u16::from_ne_bytes([d[at + 16], d[at + 17]]));
+                    if reclen == 0 {
+                        break;
+                    }
+                    let name = &d[at + 19..at + reclen];
+                    at += reclen;
+                    if !(name.starts_with(b".\0") || name.starts_with(b"..\0")) {
+                        used = true;
+                    }
+                }
+            }
+            libc::close(fd);
+            if used {
+                return;
+            }
+            for _ in 0..TRIES {
+                if libc::umount2(root, 0) == 0 || errno() != libc::EBUSY {
+                    return;
+                }
+                nap();
             }
         }
     }
@@ -794,8 +1082,8 @@ fn close_all_but(keep: RawFd) {
 }
 
 /// A child process that cleans up after rtscope when it ends by any path
-/// (SIGKILL included): it removes the SysV objects and kills the process
-/// groups registered with it. It waits for end-of-file on a pipe whose
+/// (SIGKILL included): it removes the SysV objects, kills the process
+/// groups and removes the paths registered with it ([`Registry`]). It waits for end-of-file on a pipe whose
 /// only writer is rtscope (the end is close-on-exec, and the janitor
 /// closes every descriptor it inherited but its own, so a second janitor
 /// never holds the first one's pipe open). It ignores SIGINT/SIGTERM/SIGHUP,
@@ -850,6 +1138,22 @@ impl Drop for Janitor {
     }
 }
 
+/// rtscope's own janitor, started on first use and kept for the life of
+/// the process: loads register their commands' process groups and their
+/// temporary directories with it, `--trace` its tracefs instance (and the
+/// tracefs it mounted), each as it is made. When rtscope ends normally it
+/// has removed all of them and the janitor finds nothing left to do.
+pub fn janitor() -> io::Result<&'static Janitor> {
+    static JANITOR: std::sync::Mutex<Option<&'static Janitor>> = std::sync::Mutex::new(None);
+    let mut j = JANITOR.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(j) = *j {
+        return Ok(j);
+    }
+    let started: &'static Janitor = Box::leak(Box::new(Janitor::start()?));
+    *j = Some(started);
+    Ok(started)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -864,6 +1168,35 @@ mod tests {
         .unwrap();
         assert_eq!(wait_child(pid).unwrap(), ChildState::Exited(0));
         assert_eq!(word.load(Ordering::Acquire), 7);
+    }
+
+    #[test]
+    fn the_janitor_removes_registered_trees_and_only_those() {
+        let base = tempfile::tempdir().unwrap();
+        let tree = base.path().join("tree");
+        let kept = base.path().join("kept");
+        std::fs::create_dir_all(tree.join("a/b/c")).unwrap();
+        for (i, d) in ["", "a", "a/b", "a/b/c"].iter().enumerate() {
+            for f in 0..40 {
+                std::fs::write(tree.join(d).join(format!("file-{i}-{f}.o")), b"x").unwrap();
+            }
+        }
+        std::os::unix::fs::symlink("/etc", tree.join("a/link")).unwrap();
+        std::fs::create_dir(&kept).unwrap();
+        let janitor = Janitor::start().unwrap();
+        let r = janitor.registry();
+        assert!(r.add_path(Leftover::Tree, &tree));
+        assert!(r.add_path(Leftover::Tree, &kept));
+        r.remove_path(Leftover::Tree, &kept);
+        // A path of another kind, or a prefix, is not forgotten by mistake.
+        r.remove_path(Leftover::TraceInstance, &tree);
+        r.remove_path(Leftover::Tree, base.path());
+        assert!(!r.add_path(Leftover::Tree, &base.path().join("x".repeat(600))), "too long");
+        // Ends the janitor as rtscope's death would, and waits for it.
+        drop(janitor);
+        assert!(!tree.exists(), "the registered tree is removed");
+        assert!(kept.exists(), "a path forgotten is left");
+        assert!(std::path::Path::new("/etc/hostname").exists() || std::path::Path::new("/etc").is_dir());
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! rtscope's own tracefs instance, `instances/rtscope-<pid>`: its own ring
 //! buffers, clock and events, so the top-level buffer another tool may be
-//! using is never touched. Removed on every exit path (a stale one of a
-//! dead rtscope is removed at the next start).
+//! using is never touched. Removed on every exit path: by rtscope, or
+//! should it be killed (SIGKILL), by its janitor (`sys::ipc::janitor`),
+//! with which the instance is registered before it is made; a stale one
+//! of a dead rtscope is also removed at the next start.
 
 use super::event::{Decoder, WANTED};
 use super::format::{Format, PageLayout};
+use crate::sys::ipc::{self, Leftover};
 use crate::sys::tracefs;
 use rtscope_model::inventory::Warning;
 use std::fs::File;
@@ -85,7 +88,18 @@ impl Instance {
         if dir.exists() {
             let _ = std::fs::remove_dir(&dir);
         }
+        // Registered with the janitor before it exists: should rtscope be
+        // killed (SIGKILL) at any moment from here on, the janitor stops
+        // tracing in it and removes it.
+        let janitor = ipc::janitor().map_err(|e| format!("cannot start rtscope's janitor ({e})"))?;
+        if !janitor.registry().add_path(Leftover::TraceInstance, &dir) {
+            if mounted {
+                let _ = tracefs::unmount(&root);
+            }
+            return Err(format!("cannot register the tracefs instance {} with rtscope's janitor", dir.display()));
+        }
         if let Err(e) = std::fs::create_dir(&dir) {
+            janitor.registry().remove_path(Leftover::TraceInstance, &dir);
             if mounted {
                 let _ = tracefs::unmount(&root);
             }
@@ -236,12 +250,22 @@ impl Drop for Instance {
             std::thread::sleep(std::time::Duration::from_millis(50));
             removed = std::fs::remove_dir(&self.dir).is_ok();
         }
-        if !removed {
+        if removed {
+            if let Ok(j) = ipc::janitor() {
+                j.registry().remove_path(Leftover::TraceInstance, &self.dir);
+            }
+        } else {
+            // Still registered: the janitor tries again when rtscope ends.
             eprintln!("rtscope: warning: could not remove the tracefs instance {}", self.dir.display());
         }
-        let others = std::fs::read_dir(self.root.join("instances")).map(|d| d.count()).unwrap_or(1);
-        if self.mounted && others == 0 {
-            let _ = tracefs::unmount(&self.root);
+        if self.mounted {
+            let others = std::fs::read_dir(self.root.join("instances")).map(|d| d.count()).unwrap_or(1);
+            if others == 0 {
+                let _ = tracefs::unmount(&self.root);
+            } else if removed {
+                // Another tracer's instance: left mounted, as found then.
+                tracefs::forget(&self.root);
+            }
         }
     }
 }

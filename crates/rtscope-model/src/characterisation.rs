@@ -96,6 +96,62 @@ pub struct Counters {
     /// /proc/vmstat `pgfault` and `pgmajfault`.
     pub page_faults: u64,
     pub major_faults: u64,
+    /// Every thread's CPU time (/proc/PID/task/TID/stat): at an instant, its
+    /// total; in a delta, what it used in it (threads that used none left
+    /// out). Per thread, for the CPU each ran on.
+    /// A sum of deltas ([`Counters::add`]) leaves them out: the
+    /// [`Accumulator`] keeps what it needs of them.
+    pub procs: Vec<ProcTicks>,
+}
+
+/// One thread's CPU time from /proc/PID/task/TID/stat, with its process's
+/// name, parent and group.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcTicks {
+    /// The process (thread group).
+    pub pid: u32,
+    pub tid: u32,
+    /// When the thread started (clock ticks after boot): an id used again
+    /// is another thread.
+    pub start: u64,
+    /// The process's name (`comm`, at most 15 bytes).
+    pub comm: String,
+    pub ppid: u32,
+    /// The process group.
+    pub pgrp: u32,
+    /// User + system time, clock ticks (the unit of /proc/stat).
+    pub ticks: u64,
+    /// The CPU it last ran on.
+    pub cpu: usize,
+    /// rtscope itself or one of its descendants (its loads' commands, its
+    /// helpers): set by the reader.
+    pub own: bool,
+}
+
+/// /proc/PID/stat (or a thread's, /proc/PID/task/TID/stat): `pid (comm)
+/// state ppid pgrp ...`, the name in parentheses (which may hold spaces and
+/// parentheses itself), then utime (field 14), stime (15), starttime (22)
+/// and processor (39). `pid` and `tid` are both the first field. None when
+/// malformed.
+pub fn parse_proc_stat(text: &str) -> Option<ProcTicks> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text[..open].trim().parse().ok()?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let f: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    // f[0] is field 3 (state).
+    let at = |field: usize| f.get(field - 3).and_then(|v| v.parse::<u64>().ok());
+    Some(ProcTicks {
+        pid,
+        tid: pid,
+        start: at(22)?,
+        comm,
+        ppid: at(4)? as u32,
+        pgrp: at(5)? as u32,
+        ticks: at(14)? + at(15)?,
+        cpu: at(39).unwrap_or(0) as usize,
+        own: false,
+    })
 }
 
 fn num(s: &str) -> u64 {
@@ -269,6 +325,18 @@ impl Counters {
                 .collect(),
             page_faults: s(self.page_faults, before.page_faults),
             major_faults: s(self.major_faults, before.major_faults),
+            procs: {
+                let earlier: std::collections::HashMap<(u32, u64), u64> =
+                    before.procs.iter().map(|p| ((p.tid, p.start), p.ticks)).collect();
+                // A thread not there before started since: all its time counts.
+                self.procs
+                    .iter()
+                    .filter_map(|p| {
+                        let d = p.ticks.saturating_sub(earlier.get(&(p.tid, p.start)).copied().unwrap_or(0));
+                        (d > 0).then(|| ProcTicks { ticks: d, ..p.clone() })
+                    })
+                    .collect()
+            },
         }
     }
 
@@ -341,6 +409,88 @@ pub struct Rate {
 pub struct CpuBusy {
     pub cpu: usize,
     pub busy_pct: f64,
+    /// The part of it that processes other than rtscope's own used (see
+    /// [`Characterisation::others`]).
+    #[serde(default)]
+    pub others_pct: f64,
+}
+
+/// A process other than rtscope's own, and the CPU it used.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessBusy {
+    pub pid: u32,
+    pub comm: String,
+    /// Its CPU time on the load's CPUs, percent of one CPU over the time
+    /// sampled.
+    pub cpu_pct: f64,
+}
+
+impl ProcessBusy {
+    /// `comm (pid N) 12.3 %`.
+    pub fn describe(&self) -> String {
+        format!("{} (pid {}) {:.1} %", self.comm, self.pid, self.cpu_pct)
+    }
+}
+
+/// What a load is asked to do, in a figure the kernel counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    /// Its CPUs busy with rtscope's work (the load, the probes, interrupts):
+    /// each CPU's busy share less what other processes used of it, percent.
+    CpuBusy,
+    /// Datagrams received on the loopback interface, per second.
+    LoopbackPackets,
+    /// Writes that reached a whole disk, per second.
+    DiskWrites,
+    /// Processes created, per second.
+    Forks,
+    /// Its CPUs used by processes other than rtscope's own, percent: an
+    /// idle load's (the baseline's) must stay below the limit.
+    OthersBusy,
+}
+
+impl Measure {
+    /// `%` or the rate's unit.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Measure::CpuBusy | Measure::OthersBusy => "%",
+            Measure::LoopbackPackets => "packets/s",
+            Measure::DiskWrites => "writes/s",
+            Measure::Forks => "processes/s",
+        }
+    }
+}
+
+/// A load's target: what it was asked for and how far below it (above,
+/// for [`Measure::OthersBusy`]) it is flagged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// The load as given.
+    pub load: String,
+    /// Its CPUs (every CPU of the characterisation when empty).
+    pub cpus: Vec<usize>,
+    pub measure: Measure,
+    pub asked: f64,
+    pub limit: f64,
+    /// What was asked and why the limit, in words, e.g. `its 2 CPUs 100 %
+    /// busy (flagged below 90 %)`.
+    pub asked_text: String,
+}
+
+/// A load's target against what the kernel counted while it ran.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoadCheck {
+    pub load: String,
+    pub measure: Measure,
+    pub asked: f64,
+    /// Flagged below it (above it for `others_busy`).
+    pub limit: f64,
+    pub achieved: f64,
+    pub flagged: bool,
+    /// One line: what was asked, what it achieved, and when flagged, which
+    /// other processes used the CPUs.
+    pub message: String,
 }
 
 /// One network interface's rates.
@@ -402,6 +552,22 @@ pub struct Characterisation {
     pub page_faults_per_s: f64,
     pub major_faults_per_s: f64,
     pub peak: Peaks,
+    /// Share of the load's CPUs that processes other than rtscope's own
+    /// (rtscope, its loads' commands, its helpers) used: each process's CPU
+    /// time in each one-second sample counted on the CPU it last ran on.
+    #[serde(default)]
+    pub others_busy_pct: f64,
+    /// Those processes, busiest first: at most 5, each above 0.5 % of one CPU.
+    #[serde(default)]
+    pub others: Vec<ProcessBusy>,
+    /// Each load's target against what it achieved (none in runs made
+    /// before rtscope checked them).
+    #[serde(default)]
+    pub checks: Vec<LoadCheck>,
+    /// Why the load failed (its command could not start, or kept failing
+    /// at once): the cells under it failed with this error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 impl Characterisation {
@@ -412,6 +578,90 @@ impl Characterisation {
 
     pub fn iface(&self, name: &str) -> Option<&NetRate> {
         self.net.iter().find(|n| n.iface == name)
+    }
+
+    /// The per-CPU figures of `cpus` (all when empty).
+    fn cpus_of<'a>(&'a self, cpus: &'a [usize]) -> impl Iterator<Item = &'a CpuBusy> + 'a {
+        self.per_cpu.iter().filter(move |c| cpus.is_empty() || cpus.contains(&c.cpu))
+    }
+
+    /// The busiest other processes, for a message: `: comm (pid N) 12.3 %, ...`
+    /// or nothing when none used 1 % of a CPU.
+    fn others_text(&self) -> String {
+        let list: Vec<String> = self.others.iter().filter(|p| p.cpu_pct >= 1.0).take(3).map(|p| p.describe()).collect();
+        if list.is_empty() { String::new() } else { format!(": {}", list.join(", ")) }
+    }
+
+    /// One word for a report's cell: `failed`, `not idle`, `short`, `ok`,
+    /// or `-` when nothing was checked.
+    pub fn verdict(&self) -> &'static str {
+        if self.failure.is_some() {
+            "failed"
+        } else if self.checks.iter().any(|c| c.flagged && c.measure == Measure::OthersBusy) {
+            "not idle"
+        } else if self.checks.iter().any(|c| c.flagged) {
+            "short"
+        } else if self.checks.is_empty() {
+            "-"
+        } else {
+            "ok"
+        }
+    }
+
+    /// Checks `t` against what was counted.
+    pub fn check(&self, t: &Target) -> LoadCheck {
+        let mean = |f: &dyn Fn(&CpuBusy) -> f64| {
+            let v: Vec<f64> = self.cpus_of(&t.cpus).map(f).collect();
+            if v.is_empty() { 0.0 } else { r2(v.iter().sum::<f64>() / v.len() as f64) }
+        };
+        let others = mean(&|c| c.others_pct);
+        let achieved = match t.measure {
+            Measure::CpuBusy => mean(&|c| (c.busy_pct - c.others_pct).max(0.0)),
+            Measure::OthersBusy => others,
+            Measure::LoopbackPackets => self.iface("lo").map_or(0.0, |n| n.rx_packets_per_s),
+            Measure::DiskWrites => self.disk_writes_per_s,
+            Measure::Forks => self.forks_per_s,
+        };
+        let flagged = match t.measure {
+            Measure::OthersBusy => achieved > t.limit,
+            _ => achieved < t.limit,
+        };
+        let unit = t.measure.unit();
+        let load = &t.load;
+        let message = match (t.measure, flagged) {
+            (Measure::OthersBusy, true) => format!(
+                "{load} was not idle: processes other than rtscope kept its CPUs {achieved:.1} % busy (flagged above \
+                 {} %){}",
+                t.limit,
+                self.others_text()
+            ),
+            (Measure::OthersBusy, false) => {
+                format!(
+                    "{load}: processes other than rtscope kept its CPUs {achieved:.1} % busy (flagged above {} %)",
+                    t.limit
+                )
+            }
+            (Measure::CpuBusy, true) => format!(
+                "{load} fell short: asked {}; achieved {achieved:.1} %{}",
+                t.asked_text,
+                if others >= 1.0 {
+                    format!(" (other processes used {others:.1} % of its CPUs{})", self.others_text())
+                } else {
+                    String::new()
+                }
+            ),
+            (_, true) => format!("{load} fell short: asked {}; achieved {achieved:.1} {unit}", t.asked_text),
+            (_, false) => format!("{load}: asked {}; achieved {achieved:.1} {unit}", t.asked_text),
+        };
+        LoadCheck {
+            load: t.load.clone(),
+            measure: t.measure,
+            asked: t.asked,
+            limit: t.limit,
+            achieved,
+            flagged,
+            message,
+        }
     }
 }
 
@@ -424,6 +674,10 @@ pub struct Accumulator {
     sum: Counters,
     samples: u64,
     peak: Peaks,
+    /// Other processes' ticks on each CPU (the one each last ran on).
+    others_on: Vec<(usize, u64)>,
+    /// Other processes' ticks on the load's CPUs, per (pid, comm).
+    others: Vec<ProcTicks>,
 }
 
 impl Accumulator {
@@ -438,6 +692,19 @@ impl Accumulator {
             return;
         }
         self.sum.add(d);
+        for p in d.procs.iter().filter(|p| !p.own) {
+            match self.others_on.iter_mut().find(|x| x.0 == p.cpu) {
+                Some(x) => x.1 += p.ticks,
+                None => self.others_on.push((p.cpu, p.ticks)),
+            }
+            if !(self.cpus.is_empty() || self.cpus.contains(&p.cpu)) {
+                continue;
+            }
+            match self.others.iter_mut().find(|x| x.pid == p.pid && x.comm == p.comm) {
+                Some(x) => x.ticks += p.ticks,
+                None => self.others.push(ProcTicks { tid: p.pid, ..p.clone() }),
+            }
+        }
         if d.t_ns >= 500_000_000 {
             self.samples += 1;
             let s = d.t_ns as f64 / 1e9;
@@ -471,6 +738,23 @@ impl Accumulator {
             c.irq_sources.iter().filter(|x| x.1 > 0).map(|(n, v)| Rate { name: n.clone(), per_s: rate(*v) }).collect();
         top.sort_by(|a, b| b.per_s.total_cmp(&a.per_s).then_with(|| a.name.cmp(&b.name)));
         top.truncate(5);
+        let others_on = |cpu: usize| self.others_on.iter().find(|x| x.0 == cpu).map_or(0, |x| x.1);
+        let (others_ticks, total) = c.cpu_sum(&self.cpus, |t| others_on(t.cpu).min(t.total()));
+        // Ticks per second of one CPU, from the CPUs' own totals.
+        let cpus_seen = c.cpus.iter().filter(|t| self.cpus.is_empty() || self.cpus.contains(&t.cpu)).count();
+        let hz = total as f64 / cpus_seen.max(1) as f64 / s;
+        let mut others: Vec<ProcessBusy> = self
+            .others
+            .iter()
+            .map(|p| ProcessBusy {
+                pid: p.pid,
+                comm: p.comm.clone(),
+                cpu_pct: if hz > 0.0 { r2(100.0 * p.ticks as f64 / hz / s) } else { 0.0 },
+            })
+            .filter(|p| p.cpu_pct > 0.5)
+            .collect();
+        others.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct).then_with(|| a.pid.cmp(&b.pid)));
+        others.truncate(5);
         Characterisation {
             load: self.load.clone(),
             cpus: self.cpus.clone(),
@@ -487,7 +771,11 @@ impl Accumulator {
                 .cpus
                 .iter()
                 .filter(|t| self.cpus.is_empty() || self.cpus.contains(&t.cpu))
-                .map(|t| CpuBusy { cpu: t.cpu, busy_pct: pct(t.busy(), t.total()) })
+                .map(|t| CpuBusy {
+                    cpu: t.cpu,
+                    busy_pct: pct(t.busy(), t.total()),
+                    others_pct: pct(others_on(t.cpu).min(t.total()), t.total()),
+                })
                 .collect(),
             interrupts_per_s: rate(c.interrupts),
             context_switches_per_s: rate(c.context_switches),
@@ -514,6 +802,10 @@ impl Accumulator {
             page_faults_per_s: rate(c.page_faults),
             major_faults_per_s: rate(c.major_faults),
             peak: self.peak.clone(),
+            others_busy_pct: pct(others_ticks, total),
+            others,
+            checks: Vec::new(),
+            failure: None,
         }
     }
 }
@@ -628,7 +920,7 @@ mod tests {
         assert_eq!(ch.context_switches_per_s, 5000.0);
         assert_eq!(ch.forks_per_s, 300.0);
         assert_eq!(ch.cpu_busy_pct, 20.0);
-        assert_eq!(ch.per_cpu, vec![CpuBusy { cpu: 1, busy_pct: 20.0 }]);
+        assert_eq!(ch.per_cpu, vec![CpuBusy { cpu: 1, busy_pct: 20.0, others_pct: 0.0 }]);
         assert_eq!(ch.user_pct, 10.0);
         assert_eq!(ch.softirqs_per_s, 330.0);
         assert_eq!(ch.top_interrupts[0].name, "LOC Local timer interrupts");
@@ -646,6 +938,97 @@ mod tests {
         assert_eq!(ch.seconds, 4.0);
         assert_eq!(ch.interrupts_per_s, 1000.0);
         assert_eq!(ch.samples, 2);
+    }
+
+    #[test]
+    fn process_stat_lines_parse_whatever_the_name() {
+        let line = "4242 (a (weird) name) R 17 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3 0 98765 \
+                    1000 200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        let p = parse_proc_stat(line).unwrap();
+        assert_eq!((p.pid, p.tid, p.ppid, p.pgrp), (4242, 4242, 17, 4242));
+        assert_eq!((p.comm.as_str(), p.ticks, p.start, p.cpu), ("a (weird) name", 300, 98765, 1));
+        assert!(parse_proc_stat("12 (gone").is_none());
+        assert!(parse_proc_stat("12 (short) R 1 1").is_none());
+    }
+
+    fn thread(pid: u32, tid: u32, start: u64, ticks: u64, cpu: usize, own: bool) -> ProcTicks {
+        ProcTicks { pid, tid, start, comm: format!("p{pid}"), ppid: 1, pgrp: pid, ticks, cpu, own }
+    }
+
+    /// One second of two CPUs, `busy` ticks of 100 busy on each, with `procs`.
+    fn second(t: u64, busy: [u64; 2], procs: Vec<ProcTicks>) -> Counters {
+        let cpus =
+            (0..2).map(|c| CpuTimes { cpu: c, user: busy[c] * t, idle: (100 - busy[c]) * t, ..Default::default() });
+        Counters { t_ns: t * 1_000_000_000, cpus: cpus.collect(), procs, ..Default::default() }
+    }
+
+    #[test]
+    fn other_processes_are_counted_on_the_cpu_they_ran_on() {
+        let a = second(1, [100, 100], vec![thread(10, 10, 5, 1000, 1, false), thread(20, 21, 6, 50, 0, true)]);
+        // Over the next second: 10 ran 60 ticks on CPU 1; 20's thread 21
+        // ran 90 on CPU 0 (rtscope's own); 30 is new (all its 20 ticks
+        // count); 11 reuses an id with another start (all its 5 count).
+        let b = second(
+            2,
+            [100, 100],
+            vec![
+                thread(10, 10, 5, 1060, 1, false),
+                thread(20, 21, 6, 140, 0, true),
+                thread(30, 30, 9, 20, 0, false),
+                thread(40, 11, 99, 5, 1, false),
+            ],
+        );
+        let d = b.since(&a);
+        let ticks: Vec<(u32, u64)> = d.procs.iter().map(|p| (p.tid, p.ticks)).collect();
+        assert_eq!(ticks, [(10, 60), (21, 90), (30, 20), (11, 5)]);
+        let mut acc = Accumulator::new("idle", &[1]);
+        acc.add(&d);
+        let c = acc.finish();
+        assert_eq!(c.per_cpu, vec![CpuBusy { cpu: 1, busy_pct: 100.0, others_pct: 65.0 }]);
+        assert_eq!(c.others_busy_pct, 65.0);
+        let names: Vec<(u32, f64)> = c.others.iter().map(|p| (p.pid, p.cpu_pct)).collect();
+        assert_eq!(names, [(10, 60.0), (40, 5.0)], "only CPU 1's, busiest first; rtscope's own left out");
+        assert_eq!(c.others[0].describe(), "p10 (pid 10) 60.0 %");
+    }
+
+    fn target(measure: Measure, cpus: &[usize], asked: f64, limit: f64) -> Target {
+        Target { load: "l".into(), cpus: cpus.to_vec(), measure, asked, limit, asked_text: "x".into() }
+    }
+
+    #[test]
+    fn checks_compare_what_was_asked_with_what_the_kernel_counted() {
+        let mut acc = Accumulator::new("cpu", &[0, 1]);
+        // CPU 0 busy 100 % with 30 % by another process; CPU 1 busy 70 %.
+        acc.add(&second(1, [100, 70], vec![thread(10, 10, 5, 30, 0, false)]).since(&second(0, [0, 0], vec![])));
+        let mut c = acc.finish();
+        let busy = c.check(&target(Measure::CpuBusy, &[0, 1], 100.0, 90.0));
+        assert_eq!((busy.achieved, busy.flagged), (70.0, true), "(70 + 70) / 2: {busy:?}");
+        assert!(busy.message.contains("other processes used 15.0 %") && busy.message.contains("p10 (pid 10)"));
+        let one = c.check(&target(Measure::CpuBusy, &[1], 60.0, 54.0));
+        assert_eq!((one.achieved, one.flagged), (70.0, false));
+        let idle = c.check(&target(Measure::OthersBusy, &[0], 0.0, 5.0));
+        assert_eq!((idle.achieved, idle.flagged), (30.0, true));
+        assert!(idle.message.starts_with("l was not idle") && idle.message.contains("p10 (pid 10) 30.0 %"), "{idle:?}");
+        assert!(!c.check(&target(Measure::OthersBusy, &[1], 0.0, 5.0)).flagged);
+        let net = c.check(&target(Measure::LoopbackPackets, &[], 250.0, 225.0));
+        assert_eq!((net.achieved, net.flagged), (0.0, true));
+        assert_eq!(c.verdict(), "-");
+        c.checks = vec![one.clone()];
+        assert_eq!(c.verdict(), "ok");
+        c.checks.push(busy);
+        assert_eq!(c.verdict(), "short");
+        c.checks.push(idle);
+        assert_eq!(c.verdict(), "not idle");
+        c.failure = Some("cannot start".into());
+        assert_eq!(c.verdict(), "failed");
+        // Older runs: none of the new fields.
+        let mut v = serde_json::to_value(&c).unwrap();
+        for k in ["others_busy_pct", "others", "checks", "failure"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        v["per_cpu"][0].as_object_mut().unwrap().remove("others_pct");
+        let old: Characterisation = serde_json::from_value(v).unwrap();
+        assert!(old.checks.is_empty() && old.failure.is_none() && old.others_busy_pct == 0.0);
     }
 
     #[test]
