@@ -366,8 +366,9 @@ fn a_sigkill_leaves_no_load_command_nor_what_it_started() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_sigkill_leaves_no_temporary_directory_of_a_load() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let mut child =
         Command::new(BIN).args(["load", "disk,compile", "--db", &fx.db, "-q"]).env("TMPDIR", &fx.dir).spawn().unwrap();
     // Both directories, the disk load's file being written in one, the
@@ -439,8 +440,9 @@ impl Drop for BusyLoop {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_load_whose_command_cannot_start_or_keeps_failing_fails_with_its_error() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     // Not there: the shell says so (exit status 127) at once.
     let started = std::time::Instant::now();
     let o = rtscope_in(&fx.dir, &["load", "cmd:'/nope/x'", "-D", "5s", "--db", &fx.db, "-q"]);
@@ -479,8 +481,9 @@ fn a_load_whose_command_cannot_start_or_keeps_failing_fails_with_its_error() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_load_short_of_its_target_is_flagged_with_what_took_the_cpu() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu();
     let load = format!("cpu@{cpu}");
     // Without a competitor: short only when other processes took the CPU.
@@ -539,8 +542,9 @@ fn a_load_short_of_its_target_is_flagged_with_what_took_the_cpu() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn an_idle_column_beside_a_busy_process_is_flagged_naming_it() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
     let cpu = last_cpu().to_string();
     let busy = BusyLoop::start(&fx.dir, last_cpu(), 0);
     // noise spins on the CPU half of the time (its duty cycle): rtscope's

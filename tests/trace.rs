@@ -226,7 +226,15 @@ fn noise_interruptions_name_a_known_spinner() {
     let kind = |k: &str| kinds.iter().find(|x| x["kind"] == k).map(|x| x["main"].as_u64().unwrap()).unwrap_or(0);
     let mains: u64 = kinds.iter().map(|x| x["main"].as_u64().unwrap()).sum();
     assert_eq!(mains, lane["samples"].as_u64().unwrap(), "each sample has one main kind: {trace}");
-    assert!(kind("thread") as usize >= seen, "the spinner's windows are thread time: {trace}");
+    // The spinner's windows count as thread time in the lane, where an
+    // episode names it as their main cause (else what the host added on
+    // top of them ran longer there, as the episode says).
+    let tids: Vec<i64> = bursts.iter().map(|b| b.tid).collect();
+    let named = episodes_of(&doc, &cpu)
+        .iter()
+        .filter(|e| main_cause(e)["kind"] == "thread" && tids.contains(&main_cause(e)["pid"].as_i64().unwrap_or(-1)))
+        .count();
+    assert!(kind("thread") as usize >= named, "the spinner's {named} windows are thread time: {trace}");
 }
 
 #[test]
@@ -326,8 +334,12 @@ fn an_interrupted_traced_run_keeps_its_episodes_and_removes_its_instance() {
 }
 
 #[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
-    let Some(fx) = Fixture::root() else { return };
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
     let mounted_before = tracefs_mounted();
     let mut child = Command::new(BIN)
         .args(["wakeup", "--trace", "-D", "60s", "--cause-threshold", "20us", "--db", &fx.db, "-q"])
