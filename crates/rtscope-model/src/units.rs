@@ -99,6 +99,20 @@ pub fn human(ns: u64) -> String {
     format!("{ns}ns")
 }
 
+/// Seconds for people: whole seconds from a minute on, whole ms from a
+/// second on (rounded up: these are mostly "measure at least" figures).
+pub(crate) fn dur_s(s: f64) -> String {
+    let s = s.clamp(0.0, 1e9 * 86_400.0);
+    let ns = if s >= 60.0 {
+        (s * (1.0 - 1e-9)).ceil() * 1e9
+    } else if s >= 1.0 {
+        (s * 1e3 * (1.0 - 1e-9)).ceil() * 1e6
+    } else {
+        (s * 1e9).round()
+    };
+    human(ns as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
