@@ -4,9 +4,7 @@
 //! thread through lock-free single-producer rings (`rtrb`). It never
 //! allocates, locks, formats or does I/O. The [`Writer`] owns the run store.
 
-use crate::trace::decompose::Sample;
-use crate::trace::mark::Marker;
-use crate::trace::reader::EpisodeMsg;
+use crate::sys::tracemark::Marker;
 use rtscope_model::episode::Episode;
 use rtscope_model::hist::{Tally, quantile};
 use rtscope_model::run::{Exceedance, Interval};
@@ -88,6 +86,22 @@ impl Open {
         self.start_ns = now;
         msg
     }
+}
+
+/// A sample as the probe recorded it: taken at `t_ns`, `value_ns` after
+/// the instant it was due (for `wakeup`, its programmed time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub seq: u64,
+    pub t_ns: u64,
+    pub value_ns: u64,
+}
+
+/// Episodes on their way to the writer.
+pub enum EpisodeMsg {
+    Keep(Box<Episode>),
+    /// (probe, metric, cpu, sample) pushed out of the worst-N.
+    Drop(String, String, i64, u64),
 }
 
 /// A copy of every sample for the tracer (`--trace`): the reader thread

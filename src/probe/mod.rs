@@ -12,13 +12,13 @@ pub mod registry;
 pub mod sleep;
 pub mod wakeup;
 
-use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Writer};
+use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Writer};
 use crate::report::{self, Report};
+use crate::sys::tracemark::Marker;
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
 use crate::trace::TraceOpts;
-use crate::trace::decompose::{CpuTrace, Sample, Settings, WakePath};
+use crate::trace::decompose::{CpuTrace, Settings, WakePath};
 use crate::trace::instance::Instance;
-use crate::trace::mark::Marker;
 use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
 use rtscope_model::episode::TraceSummary;

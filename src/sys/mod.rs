@@ -2,7 +2,8 @@
 //! `unsafe` and `libc`: scheduling, affinity, memory locking, clocks,
 //! signals, child processes, `/dev/cpu_dma_latency`, the system inventory,
 //! timers and sleeps, the CPU's cycle counter, UDP sockets with kernel
-//! timestamps and network namespaces.
+//! timestamps, network namespaces, and the `trace_marker` that
+//! `--tracemark` writes to.
 
 pub mod clock;
 pub mod cpu;
@@ -17,4 +18,5 @@ pub mod sched;
 pub mod signals;
 pub mod timers;
 pub mod tracefs;
+pub mod tracemark;
 pub mod tsc;
