@@ -100,10 +100,21 @@ impl<'r> Analysed<'r> {
             })
             .min();
         // The run's --threshold, where it holds every metric of the plot.
-        let threshold = super::sections::requirement_ns(self.run)
-            .filter(|_| metrics.iter().all(|m| super::sections::threshold_applies(probe, m)));
+        let threshold = requirement_ns(self.run).filter(|_| metrics.iter().all(|m| threshold_applies(probe, m)));
         from_reqs.or(threshold).map(|ns| ns as f64 / 1000.0)
     }
+}
+
+/// The requirement a run was held to (`--threshold`), ns.
+pub fn requirement_ns(run: &Run) -> Option<u64> {
+    run.plan["common"]["threshold_ns"].as_u64()
+}
+
+/// Whether the run's `--threshold` holds `probe`'s `metric`: netlat's
+/// stops on rx_total (local) or rtt (peer) only, every other probe's on
+/// all its metrics.
+pub fn threshold_applies(probe: &str, metric: &str) -> bool {
+    probe != "netlat" || matches!(metric, "rx_total" | "rtt")
 }
 
 fn outcome(s: Status) -> Outcome {
