@@ -51,7 +51,7 @@ pub fn chapter(a: &Analysed, prefix: &str) -> Chapter {
         "{} on {} · {} UTC{} · {}{}",
         h.kind,
         h.hostname,
-        crate::commands::utc(h.started_unix_ns),
+        units::utc(h.started_unix_ns),
         elapsed.map(|e| format!(" · {e}")).unwrap_or_default(),
         h.status.as_str(),
         if h.representative { "" } else { " · NOT REPRESENTATIVE (no real-time scheduling)" }

@@ -113,6 +113,23 @@ pub(crate) fn dur_s(s: f64) -> String {
     human(ns as u64)
 }
 
+/// `2026-11-21 06:10:00` from ns since the epoch (UTC, civil calendar).
+pub fn utc(unix_ns: i64) -> String {
+    let secs = unix_ns.div_euclid(1_000_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,6 +158,12 @@ mod tests {
         assert!(parse_duration("-5ms").is_err());
         assert!(parse_duration("1.5ns").is_err());
         assert!(parse_duration("99999999999999999d").is_err());
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(1_795_000_000_000_000_000), "2026-11-18 11:06:40");
     }
 
     #[test]
