@@ -5,8 +5,9 @@ use crate::probe::netlat::{self, NetPath, Netlat};
 use crate::probe::noise::Noise;
 use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
-use crate::probe::wakeup::{FlushBuffer, SpinnerOpt, Wakeup};
+use crate::probe::wakeup::{SpinnerOpt, Wakeup};
 use crate::recorder::ExceedMode;
+use crate::sys::cache::FlushBuffer;
 use crate::sys::timers;
 use crate::sys::{cpu, sched::Policy};
 use crate::trace::decompose::CauseThreshold;
@@ -87,7 +88,7 @@ pub enum Cmd {
 }
 
 fn flush_size(s: &str) -> Result<usize, String> {
-    crate::probe::wakeup::parse_size(s)
+    rtscope_model::units::parse_size(s)
         .filter(|&n| n >= 4096)
         .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 2M, 64M)"))
 }
@@ -173,7 +174,7 @@ pub struct CommonArgs {
 }
 
 fn trace_buffer(s: &str) -> Result<usize, String> {
-    crate::probe::wakeup::parse_size(s)
+    rtscope_model::units::parse_size(s)
         .filter(|&n| (64 << 10..=1 << 30).contains(&n))
         .ok_or_else(|| format!("'{s}' is not a size between 64K and 1G (e.g. 4M)"))
 }

@@ -23,9 +23,9 @@ mod ssc;
 mod wakeup;
 
 use crate::cli::OsbenchArgs;
-use crate::probe::wakeup::FlushBuffer;
 use crate::recorder::ExceedMode;
 use crate::report::{self, Report};
+use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, ipc::Janitor, mem, sched, sched::Policy};
 use anyhow::{Result, bail};
 use harness::{Env, Outcome};

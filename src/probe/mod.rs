@@ -14,6 +14,7 @@ pub mod wakeup;
 
 use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Writer};
 use crate::report::{self, Report};
+use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
 use crate::sys::tracemark::Marker;
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
 use crate::trace::TraceOpts;
@@ -35,10 +36,6 @@ use std::sync::atomic::{
 };
 use std::time::Duration;
 
-/// Stack of every measuring thread (all of it locked by mlockall) and the
-/// part prefaulted before measuring.
-pub const STACK_SIZE: usize = 512 * 1024;
-const STACK_PREFAULT: usize = 256 * 1024;
 /// The writer's stack: SQLite's recursion stays far below this.
 const WRITER_STACK: usize = 1024 * 1024;
 /// Measuring threads start together this long after they are created.

@@ -1,10 +1,11 @@
 //! Everything that touches the kernel directly. The only place with
 //! `unsafe` and `libc`: scheduling, affinity, memory locking, clocks,
 //! signals, child processes, `/dev/cpu_dma_latency`, the system inventory,
-//! timers and sleeps, the CPU's cycle counter, UDP sockets with kernel
+//! timers and sleeps, the CPU's cycle counter and caches, UDP sockets with kernel
 //! timestamps, network namespaces, and the `trace_marker` that
 //! `--tracemark` writes to.
 
+pub mod cache;
 pub mod clock;
 pub mod cpu;
 pub mod dma;

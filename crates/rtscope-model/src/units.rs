@@ -130,6 +130,18 @@ pub fn utc(unix_ns: i64) -> String {
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// `32K`, `1M`, `1024` (bytes): sysfs cache sizes and `--flush-size`.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, shift) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 10),
+        'M' | 'm' => (&s[..s.len() - 1], 20),
+        'G' | 'g' => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    num.parse::<usize>().ok().map(|n| n << shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +170,14 @@ mod tests {
         assert!(parse_duration("-5ms").is_err());
         assert!(parse_duration("1.5ns").is_err());
         assert!(parse_duration("99999999999999999d").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("32K"), Some(32 << 10));
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("lots"), None);
     }
 
     #[test]
