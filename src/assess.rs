@@ -11,9 +11,10 @@
 
 use crate::load::sampler::Sampler;
 use crate::load::{self, LoadSpec, Running};
+use crate::probe::Cell;
 use crate::probe::registry::{self, Built};
-use crate::probe::{Cell, CellOutcome, Session, verdict};
 use crate::report::{self, Report};
+use crate::session::{CellOutcome, Session, verdict};
 use crate::sys::{clock, cpu, inventory, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
@@ -631,7 +632,7 @@ pub fn loads_only(
         "duration_ns": duration_ns,
         "describe": format!("loads {label} on CPUs {}", format_cpu_list(&cpus)),
     });
-    let header = crate::probe::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
+    let header = crate::session::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
     let run_id = store.create_run(&header, &inv, &plan)?;
     if !opts.quiet {
         eprintln!(
@@ -837,7 +838,7 @@ mod tests {
     /// per millisecond of the cell.
     struct Counter;
 
-    impl crate::probe::registry::OwnCell for Counter {
+    impl crate::session::OwnCell for Counter {
         fn name(&self) -> &'static str {
             "counter"
         }
@@ -849,7 +850,7 @@ mod tests {
         }
         fn measure(
             &self,
-            run: &mut crate::probe::OpenRun,
+            run: &mut crate::session::OpenRun,
             load: &str,
             duration_ns: u64,
             _: (crate::sys::sched::Policy, u8),

@@ -14,6 +14,7 @@ pub mod probe;
 pub mod recorder;
 pub mod report;
 pub mod score;
+pub mod session;
 pub mod sys;
 pub mod trace;
 

@@ -494,7 +494,7 @@ mod tests {
     fn writer_with(mode: ExceedMode) -> (tempfile::TempDir, Writer, Recorder, i64) {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("t.db")).unwrap();
-        let header = crate::probe::new_header("wakeup", vec![], true, vec![]);
+        let header = crate::session::new_header("wakeup", vec![], true, vec![]);
         let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
         let key = SeriesKey::new("wakeup", "latency", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
@@ -548,7 +548,7 @@ mod tests {
     fn signed_samples_reach_the_store_negative() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("t.db")).unwrap();
-        let header = crate::probe::new_header("sleep", vec![], true, vec![]);
+        let header = crate::session::new_header("sleep", vec![], true, vec![]);
         let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
         let key = SeriesKey::new("sleep", "nanosleep@1ms", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();

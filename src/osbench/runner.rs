@@ -4,8 +4,7 @@
 //! through [`Bench`]; the CSV of `-o`.
 
 use super::*;
-use crate::probe::registry::OwnCell;
-use crate::probe::{CellOutcome, OpenRun};
+use crate::session::{CellOutcome, OpenRun, OwnCell};
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
@@ -618,7 +617,7 @@ pub fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
         "settings": settings.json(flush.as_ref()),
     });
     let mut store = Store::open(&plan.db)?;
-    let header = crate::probe::new_header("osbench", std::env::args().collect(), representative, warnings);
+    let header = crate::session::new_header("osbench", std::env::args().collect(), representative, warnings);
     let run_id = store.create_run(&header, &inv, &plan_doc)?;
     let bench = Bench {
         settings,

@@ -8,13 +8,11 @@
 //! `--db` and `--quiet` on its command line, the measured CPUs through
 //! [`OwnCell::place`] and the cell's length through [`OwnCell::measure`].
 
-use super::{CellOutcome, Common, OpenRun, Probe};
+use super::{Common, Probe};
 use crate::cli::{Cli, Cmd};
-use crate::sys::sched::Policy;
+use crate::session::OwnCell;
 use anyhow::{Result, anyhow};
 use clap::Parser;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 /// A measurement the assessment can run.
 pub struct Entry {
@@ -46,45 +44,6 @@ impl Built {
             Built::Own(o) => o.name(),
         }
     }
-}
-
-/// A measurement that is not a per-CPU periodic probe: it records its
-/// series (keyed with the cell's load) into the open run itself.
-pub trait OwnCell {
-    fn name(&self) -> &'static str;
-    /// Its settings, for the run's plan.
-    fn plan(&self) -> serde_json::Value;
-    /// Its metrics, in the order of its rows in the matrix.
-    fn metrics(&self) -> Vec<String>;
-    /// One line on what it measures where, for the run's plan.
-    fn describe(&self) -> String {
-        String::new()
-    }
-    /// The policy and priority it asks for; the assessment checks that it
-    /// can have them and passes what it can to [`OwnCell::measure`].
-    fn scheduling(&self) -> (Policy, u8) {
-        (Policy::Other, 0)
-    }
-    /// The assessment's measured CPUs (`--cpus`), before anything starts.
-    fn place(&mut self, _measured: &[usize]) -> Result<()> {
-        Ok(())
-    }
-    /// Called once when the assessment starts, before its store is open
-    /// and before any load, thread or child process (e.g. to fork a helper
-    /// process, such as osbench's janitor, while nothing else runs).
-    fn start(&mut self) -> Result<()> {
-        Ok(())
-    }
-    /// Measures for about `duration_ns` (or until `signal`) at `effective`
-    /// scheduling, its series keyed with `load`.
-    fn measure(
-        &self,
-        run: &mut OpenRun,
-        load: &str,
-        duration_ns: u64,
-        effective: (Policy, u8),
-        signal: &Arc<AtomicBool>,
-    ) -> Result<CellOutcome>;
 }
 
 /// Parses `rtscope <name> <args>`.
