@@ -268,7 +268,7 @@ impl Plan {
         }
         let profiles = file.profiles.clone().unwrap_or_default();
         let requires = file.require.clone().unwrap_or_default();
-        crate::analyze::parse_requirements(&profiles, &requires).map_err(|e| plan_key_error(origin, &e))?;
+        crate::judge::parse_requirements(&profiles, &requires).map_err(|e| plan_key_error(origin, &e))?;
         let tasks = Self::task_set(file, origin, &names)?;
         let shuffle = file.shuffle.unwrap_or(false);
         let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
@@ -311,7 +311,7 @@ impl Plan {
                 bail!("{origin}: give a task set once: tasks = \"FILE\" or [[task]] tables in the plan, not both")
             }
             (Some(path), None) => {
-                (path.clone(), crate::analyze::read_tasks(Path::new(path), &format!("{origin}: tasks = {path}"))?)
+                (path.clone(), crate::judge::read_tasks(Path::new(path), &format!("{origin}: tasks = {path}"))?)
             }
             (None, Some(specs)) => (
                 format!("{origin} [[task]]"),
@@ -572,11 +572,11 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     // would, printed last (and in --json); a failed one exits with code 2.
     // So is the task set stored with it: a set that misses a deadline with
     // the measured release jitter counts as a failed requirement.
-    let asked = crate::analyze::asked(&loaded, &Default::default(), false)?;
-    let set = crate::analyze::asked_set(&loaded, &Default::default())?;
-    let (verdicts, sched) = crate::analyze::judge(&loaded, &asked, set.as_ref());
+    let asked = crate::judge::asked(&loaded, &Default::default(), false)?;
+    let set = crate::judge::asked_set(&loaded, &Default::default())?;
+    let (verdicts, sched) = crate::judge::judge(&loaded, &asked, set.as_ref());
     let judged = (!asked.reqs.is_empty() || set.is_some())
-        .then(|| crate::analyze::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
+        .then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
     output(&loaded, opts, judged.as_ref())?;
     let printing = !opts.quiet && opts.json.as_deref() != Some(Path::new("-"));
     if !verdicts.is_empty() && printing {
@@ -596,7 +596,7 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
 /// Prints the run (unless quiet or JSON on stdout) and writes `--json`:
 /// the run's document, ending with its verdicts and schedulability as
 /// `rtscope analyze RUN --json` gives them when it was `judged`.
-fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::analyze::Judged>) -> Result<()> {
+fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::judge::Judged>) -> Result<()> {
     if let Some(path) = &opts.json {
         match judged {
             Some(j) => report::write_to("--json", path, |out| report::json::write_judged(run, j, out))?,

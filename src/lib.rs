@@ -3,11 +3,11 @@
 //! Everything that touches the OS lives here; the result model and the pure
 //! analysis are in `rtscope-model`.
 
-pub mod analyze;
 pub mod assess;
 pub mod cli;
 pub mod commands;
 pub mod disturb;
+pub mod judge;
 pub mod load;
 pub mod osbench;
 pub mod probe;

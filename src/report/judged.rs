@@ -8,7 +8,7 @@ use super::analyze::{MTTF_LEGEND, dur_s, level_cell, levels, mttf_cell, smallest
 use super::doc::{Block, Outcome, Section, Table};
 use super::tailplot::{self, LevelMark, LevelRow, Mark, MttfCurve, MttfPoint};
 use super::text::is_stage;
-use crate::analyze::{Asked, AskedSet, ReqSource, analyse};
+use crate::judge::{Asked, AskedSet, ReqSource, analyse};
 use rtscope_model::analysis::diagnostics::TestResult;
 use rtscope_model::analysis::mttf::{self, Compute, Source};
 use rtscope_model::analysis::pot::{Level, TailReport};
@@ -63,7 +63,7 @@ impl<'r> Analysed<'r> {
             }
         }
         let sched = set.map(|set| {
-            let s = crate::analyze::schedulability(&all, &set);
+            let s = crate::judge::schedulability(&all, &set);
             (set, s)
         });
         Analysed { run, rows, all, asked, verdicts, left_out, sched }
@@ -736,11 +736,11 @@ mod tests {
     #[test]
     fn a_long_run_has_its_verdicts_levels_plot_diagnostics_and_mttf_curves() {
         let run = long_run();
-        let flags = crate::cli::RequireArgs {
+        let flags = crate::judge::RequireSpec {
             profiles: vec!["omac".into()],
             requires: vec!["mttf(n=3,t=2ms,c=1ms) > 1h".into(), "wakeup.latency.max < 1ms".into()],
         };
-        let a = Analysed::new(&run, crate::analyze::asked(&run, &flags, true).unwrap(), None);
+        let a = Analysed::new(&run, crate::judge::asked(&run, &flags, true).unwrap(), None);
         assert_eq!(a.asked.source, ReqSource::Flags);
         assert_eq!(a.verdicts.len(), 5, "omac's three and the two given");
         assert!(a.left_out.is_empty());

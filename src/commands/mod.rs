@@ -1,5 +1,7 @@
 //! One function per subcommand: parse, act, map to an exit code.
 
+mod analyze;
+
 use crate::assess::{self, PlanFile};
 use crate::cli::{
     Cli, Cmd, CompareArgs, DisturbArgs, ExportArgs, ExportFormat, ImportArgs, LoadArgs, ReportArgs, ReportFormat,
@@ -79,7 +81,7 @@ pub fn main() -> Result<i32> {
         Cmd::Show(a) => show(a),
         Cmd::Export(a) => export_run(a),
         Cmd::Import(a) => import(a),
-        Cmd::Analyze(a) => crate::analyze::main(a),
+        Cmd::Analyze(a) => analyze::main(a),
         Cmd::Report(a) => report_cmd(a),
         Cmd::Compare(a) => compare_cmd(a),
         Cmd::Disturb(a) => disturb_cmd(a, &signal),
@@ -165,8 +167,8 @@ fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
             units::human(c)
         );
     }
-    crate::analyze::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
-    crate::analyze::check_tasks_flags(&a.sched)?;
+    crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    crate::judge::check_tasks_flags(&a.sched.spec())?;
     if a.sched.error_rate.is_some() && a.sched.tasks.is_none() && base.tasks.is_none() && base.task.is_none() {
         bail!("--error-rate needs a task set: give --tasks FILE, or tasks / [[task]] in the campaign file");
     }
@@ -367,10 +369,10 @@ fn report_cmd(a: ReportArgs) -> Result<i32> {
         ReportFormat::Html
     });
     // Bad flags are refused before anything is read.
-    crate::analyze::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
-    crate::analyze::check_tasks_flags(&a.sched)?;
+    crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    crate::judge::check_tasks_flags(&a.sched.spec())?;
     let runs = load_runs(&a.runs, &a.store)?;
-    let (doc, failed) = report::run_doc(&runs, &a.req, &a.sched)?;
+    let (doc, failed) = report::run_doc(&runs, &a.req.spec(), &a.sched.spec())?;
     report::write_to("--output", &a.output, |out| match format {
         ReportFormat::Html => report::html::write_doc(&doc, out),
         ReportFormat::Md => report::markdown::write_doc(&doc, out),
