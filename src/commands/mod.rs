@@ -1,6 +1,7 @@
 //! One function per subcommand: parse, act, map to an exit code.
 
 mod analyze;
+mod osbench;
 
 use crate::assess::{self, PlanFile};
 use crate::cli::{
@@ -69,14 +70,7 @@ pub fn main() -> Result<i32> {
             probe::run_probe(&probe, &common, &signal)
         }
         Cmd::Netlat(a) => netlat_cmd(a, &signal),
-        Cmd::Osbench(a) => {
-            if a.list {
-                crate::osbench::list(&mut std::io::stdout().lock())?;
-                return Ok(0);
-            }
-            let plan = crate::osbench::Plan::from_args(&a)?;
-            crate::osbench::run(&plan, &signal)
-        }
+        Cmd::Osbench(a) => osbench::main(a, &signal),
         Cmd::Runs(a) => runs(a),
         Cmd::Show(a) => show(a),
         Cmd::Export(a) => export_run(a),

@@ -116,9 +116,7 @@ pub static PROBES: &[Entry] = &[
 /// time its cell runs taking its share of the cell.
 fn osbench(args: &[String]) -> Result<Built> {
     match parse("osbench", args)? {
-        Cmd::Osbench(a) => crate::osbench::Cell::from_args(&a)
-            .map(|c| Built::Own(Box::new(c)))
-            .map_err(|e| anyhow!("probe osbench: {e:#}")),
+        Cmd::Osbench(a) => a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe osbench: {e:#}")),
         _ => unreachable!("`rtscope osbench` parses as itself"),
     }
 }

@@ -8,6 +8,7 @@ pub mod json;
 mod judged;
 pub mod markdown;
 mod matrix;
+mod osbench_csv;
 mod perfetto;
 mod schedule;
 mod sections;
@@ -19,6 +20,7 @@ pub use comparison::Comparison;
 pub use html::Html;
 pub use json::Json;
 pub use markdown::Markdown;
+pub use osbench_csv::OsbenchCsv;
 pub use perfetto::Perfetto;
 pub use text::{Text, write_episodes};
 
