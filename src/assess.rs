@@ -9,10 +9,10 @@
 //! sampler characterises it from then until it stops), then measure the
 //! probe under it for `warmup` (not recorded) + `duration`.
 
+use crate::cli::registry::{self, Built};
 use crate::load::sampler::Sampler;
 use crate::load::{self, LoadSpec, Running};
 use crate::probe::Cell;
-use crate::probe::registry::{self, Built};
 use crate::report::{self, Report};
 use crate::session::{CellOutcome, Session, verdict};
 use crate::sys::{clock, cpu, inventory, process};

@@ -19,6 +19,7 @@ use std::path::PathBuf;
 mod analyze;
 mod osbench;
 mod probes;
+pub mod registry;
 pub use analyze::*;
 pub use osbench::*;
 pub use probes::*;

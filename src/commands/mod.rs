@@ -2,6 +2,7 @@
 
 mod analyze;
 mod osbench;
+mod probes;
 
 use crate::assess::{self, PlanFile};
 use crate::cli::{
@@ -10,7 +11,7 @@ use crate::cli::{
 };
 use crate::disturb::{self, SpinSpec};
 use crate::load;
-use crate::probe::{self, netlat, wakeup};
+use crate::probe::{netlat, wakeup};
 use crate::report::{self, Report};
 use crate::sys::{clock, cpu, mem, sched, signals};
 use anyhow::{Context, Result, bail};
@@ -55,21 +56,21 @@ pub fn main() -> Result<i32> {
         Cmd::Load(a) => load_cmd(a, &signal),
         Cmd::Wakeup(a) => {
             let (common, probe) = a.resolve("wakeup")?;
-            probe::run_probe(&probe, &common, &signal)
+            probes::run_probe(&probe, &common, &signal)
         }
         Cmd::Noise(a) => {
             let (common, probe) = a.resolve("noise")?;
-            probe::run_probe(&probe, &common, &signal)
+            probes::run_probe(&probe, &common, &signal)
         }
         Cmd::Sleep(a) => {
             let (common, probe) = a.resolve("sleep")?;
-            probe::run_probe(&probe, &common, &signal)
+            probes::run_probe(&probe, &common, &signal)
         }
         Cmd::Ptimer(a) => {
             let (common, probe) = a.resolve("ptimer")?;
-            probe::run_probe(&probe, &common, &signal)
+            probes::run_probe(&probe, &common, &signal)
         }
-        Cmd::Netlat(a) => netlat_cmd(a, &signal),
+        Cmd::Netlat(a) => probes::netlat(a, &signal),
         Cmd::Osbench(a) => osbench::main(a, &signal),
         Cmd::Runs(a) => runs(a),
         Cmd::Show(a) => show(a),
@@ -87,43 +88,6 @@ pub fn main() -> Result<i32> {
         Cmd::NetlatSender(a) => {
             let cfg = netlat::SenderCfg { size: a.size, session: a.session };
             netlat::sender_process(a.cpu, a.policy, a.priority, cfg)?;
-            Ok(0)
-        }
-    }
-}
-
-/// `rtscope netlat`: a measuring run, or the responder of `--serve`.
-fn netlat_cmd(a: crate::cli::NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
-    match a.resolve("netlat")? {
-        crate::cli::NetlatPlan::Measure(common, probe, warnings) => {
-            if !common.quiet {
-                for w in &warnings {
-                    eprintln!("rtscope: warning: {w}");
-                }
-            }
-            probe::run_probe(&probe, &common, signal)
-        }
-        crate::cli::NetlatPlan::Serve { addr, iface, cpu, hw_wanted, common } => {
-            let (mut policy, mut priority) = (common.policy, common.priority);
-            if policy.is_rt() && !sched::can_use_rt(priority) {
-                eprintln!(
-                    "rtscope: warning: cannot use real-time priority {priority}: serving at SCHED_OTHER (fix: run as root or grant CAP_SYS_NICE)"
-                );
-                (policy, priority) = (sched::Policy::Other, 0);
-            }
-            let until = common.duration_ns.map_or(u64::MAX, |d| clock::now() + d);
-            let opts = netlat::Serve {
-                addr,
-                iface: iface.as_deref(),
-                cpu,
-                policy,
-                priority,
-                until_ns: until,
-                quiet: common.quiet,
-                dma_latency: common.dma_latency,
-                hw_wanted,
-            };
-            netlat::serve(opts, signal)?;
             Ok(0)
         }
     }
@@ -149,7 +113,7 @@ fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         cpu::parse_selection("--cpus", cpus)?;
     }
     for p in a.probes.iter().flatten() {
-        crate::probe::registry::find(p)?;
+        crate::cli::registry::find(p)?;
     }
     if let Some(d) = a.duration.filter(|&d| d < 1_000_000_000) {
         bail!("--duration {} is per cell and must be at least 1s (e.g. --duration 10s)", units::human(d));

@@ -1,20 +1,19 @@
 //! Probes, one file each behind [`Probe`], and the one way to measure
-//! them: a [`Session`] opens the store and the machine's settings, becomes
-//! an [`OpenRun`], and each [`Cell`] (one probe, under one load in an
-//! assessment) owns pinning, priority, start, duration, stop and recording
-//! into it. [`run_probe`] is a single probe's run: one cell, then the
-//! summary. Only [`Probe::measure`] runs on the real-time thread.
+//! them: a [`Session`](crate::session::Session) opens the store and the
+//! machine's settings, becomes an [`OpenRun`], and each [`Cell`] (one
+//! probe, under one load in an assessment) owns pinning, priority, start,
+//! duration, stop and recording into it. A single probe's run (one cell,
+//! then the summary) is `commands::probes::run_probe`. Only
+//! [`Probe::measure`] runs on the real-time thread.
 
 pub mod netlat;
 pub mod noise;
 pub mod ptimer;
-pub mod registry;
 pub mod sleep;
 pub mod wakeup;
 
 use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Writer};
-use crate::report::{self, Report};
-use crate::session::{CellOutcome, OpenRun, Session, verdict};
+use crate::session::{CellOutcome, OpenRun};
 use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
 use crate::sys::tracemark::Marker;
 use crate::sys::{clock, cpu, mem, sched, sched::Policy, signals};
@@ -250,7 +249,7 @@ pub struct Cell<'a> {
 }
 
 /// `--trace` on a probe that cannot be traced yet is refused.
-fn check_trace(probe: &dyn Probe, common: &Common) -> Result<()> {
+pub fn check_trace(probe: &dyn Probe, common: &Common) -> Result<()> {
     if common.trace.is_some() && probe.trace_stages().is_none() {
         return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
     }
@@ -633,53 +632,6 @@ impl<'a> Cell<'a> {
         run.put_store(writer.store);
         Ok(out)
     }
-}
-
-/// Runs `probe` on `common.cpus` to the end and stores it. Prints the
-/// summary unless quiet. Returns the exit code: 2 when `--threshold` was
-/// crossed.
-pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
-    // Refused before the store is opened: nothing is created.
-    check_trace(probe, common)?;
-    let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
-    let effective = session.effective(common.policy, common.priority);
-    // Helpers start before the run is stored, so that a failure leaves no
-    // run behind.
-    let cell = Cell::prepare(probe, common, effective, None, &mut session.warnings)?;
-    if !common.quiet {
-        session.print_warnings();
-    }
-    // rtscope's own threads stay off the measured CPUs and their siblings.
-    let housekeeping = session.pin_housekeeping(&common.cpus);
-    let mut plan = cell.plan();
-    plan["housekeeping_cpus"] = housekeeping.into();
-    let mut run = session.create(&common.kind, &plan)?;
-    let run_id = run.run_id;
-    let mut outcomes = [cell.measure(&mut run, signal)?];
-    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
-        run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
-    }
-    let errors = outcomes[0].errors.clone();
-    let (status, exit_code, notes) = verdict(&mut outcomes, signal);
-    let db = run.db.clone();
-    let loaded = run.finish(status, exit_code, &notes);
-    if let Some(e) = outcomes[0].store_error.take() {
-        return Err(e.context(format!("run {run_id} ended failed")));
-    }
-    let loaded = loaded?;
-    if let Some(path) = &common.json {
-        report::write_file(path, &report::Json, &loaded)?;
-    }
-    let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
-    if !common.quiet && !json_on_stdout {
-        let mut out = std::io::stdout().lock();
-        report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
-        println!("{}", report::stored_line(run_id, &db));
-    }
-    if !errors.is_empty() {
-        return Err(anyhow!("{}", errors.join("; ")));
-    }
-    Ok(exit_code)
 }
 
 /// A measuring thread's context for the probes' unit tests, which call

@@ -8,8 +8,8 @@
 //! `--db` and `--quiet` on its command line, the measured CPUs through
 //! [`OwnCell::place`] and the cell's length through [`OwnCell::measure`].
 
-use super::{Common, Probe};
-use crate::cli::{Cli, Cmd};
+use super::{Cli, Cmd, NetlatPlan};
+use crate::probe::{Common, Probe};
 use crate::session::OwnCell;
 use anyhow::{Result, anyhow};
 use clap::Parser;
@@ -126,8 +126,8 @@ fn osbench(args: &[String]) -> Result<Built> {
 fn netlat(args: &[String]) -> Result<Built> {
     match parse("netlat", args)? {
         Cmd::Netlat(a) => match a.resolve("run")? {
-            crate::cli::NetlatPlan::Measure(common, probe, _) => Ok(Built::PerCpu(Box::new(common), Box::new(probe))),
-            crate::cli::NetlatPlan::Serve { .. } => {
+            NetlatPlan::Measure(common, probe, _) => Ok(Built::PerCpu(Box::new(common), Box::new(probe))),
+            NetlatPlan::Serve { .. } => {
                 Err(anyhow!("probe netlat: --serve is not a measurement; run it apart with rtscope netlat --serve"))
             }
         },
