@@ -3,7 +3,6 @@
 //! Everything that touches the OS lives here; the result model and the pure
 //! analysis are in `rtscope-model`.
 
-pub mod assess;
 pub mod cli;
 pub mod commands;
 pub mod disturb;

@@ -33,9 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 /// The embedded default assessment (`rtscope run`).
-pub const DEFAULT_PLAN: &str = include_str!("../plans/default.toml");
+pub const DEFAULT_PLAN: &str = include_str!("../../plans/default.toml");
 /// `rtscope run --quick`.
-pub const QUICK_PLAN: &str = include_str!("../plans/quick.toml");
+pub const QUICK_PLAN: &str = include_str!("../../plans/quick.toml");
 
 /// A campaign file, or the embedded plans: every key optional.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -705,7 +705,7 @@ mod tests {
 
     #[test]
     fn the_campaign_example_parses() {
-        let f = PlanFile::parse(include_str!("../plans/campaign-12h.toml"), "campaign-12h.toml").unwrap();
+        let f = PlanFile::parse(include_str!("../../plans/campaign-12h.toml"), "campaign-12h.toml").unwrap();
         assert_eq!(f.duration.as_deref(), Some("12h"));
         assert_eq!(f.loads.as_ref().unwrap().len(), 8);
         assert_eq!(f.args["wakeup"], vec!["--interval", "500us", "--priority", "98"]);
