@@ -31,7 +31,7 @@ pub struct Entry {
 
 /// A measurement ready for a cell.
 pub enum Built {
-    /// A per-CPU probe, measured by [`super::Cell`].
+    /// A per-CPU probe, measured by [`crate::probe::Cell`].
     PerCpu(Box<Common>, Box<dyn Probe>),
     /// A measurement with its own runner.
     Own(Box<dyn OwnCell>),

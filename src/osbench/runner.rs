@@ -1,7 +1,7 @@
 //! Running the selected tests and storing them, a series per test: for
-//! `rtscope osbench` ([`run`]) and for the assessment's cell ([`Cell`],
-//! a test's series keyed with the cell's load). Both measure and store
-//! through [`Bench`]; the CSV of `-o`.
+//! `rtscope osbench` (`commands::osbench`) and for the assessment's cell
+//! ([`Cell`], a test's series keyed with the cell's load). Both measure
+//! and store through [`Bench`].
 
 use super::*;
 use crate::session::{CellOutcome, OpenRun, OwnCell};
