@@ -42,7 +42,7 @@ const PERIOD_NS: u64 = 1_000_000;
 fn recorder() -> (tempfile::TempDir, Recorder, Writer) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut store = Store::open(&dir.path().join("bench.db")).expect("store");
-    let header = rtscope::probe::new_header("bench", vec![], true, vec![]);
+    let header = rtscope::session::new_header("bench", vec![], true, vec![]);
     let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).expect("run");
     let key = SeriesKey::new("bench", "record", 0);
     let sid = store.add_series(run, &key, "ns", "fixed").expect("series");

@@ -39,7 +39,7 @@ impl Spinners {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("rtscope-spin{}", spec.cpu))
-                    .stack_size(crate::probe::STACK_SIZE)
+                    .stack_size(crate::sys::mem::STACK_SIZE)
                     .spawn(move || {
                         signals::block_in_this_thread();
                         let _ = cpu::pin_self(&[spec.cpu]);

@@ -3,19 +3,33 @@
 //! Everything that touches the OS lives here; the result model and the pure
 //! analysis are in `rtscope-model`.
 
-pub mod analyze;
-pub mod assess;
-pub mod cli;
-pub mod commands;
+// The layers, bottom up: a module imports only modules listed before its
+// own (and the model crate); docs/architecture.md has the map.
+
+// The kernel.
+pub mod sys;
+// Histograms and checkpoints, handed off the measuring thread.
+pub mod recorder;
+// `--trace`: the tracefs instance, its reader, decomposition, episodes.
+pub mod trace;
+// A run's lifecycle: the store, the machine's settings, cells, finish.
+pub mod session;
+// Measuring: the disturbances, loads and CPU score, then the probes and
+// the OS-service benchmarks.
 pub mod disturb;
 pub mod load;
+pub mod score;
+
 pub mod osbench;
 pub mod probe;
-pub mod recorder;
+// Requirements and task sets, judged.
+pub mod judge;
+// Output formats.
 pub mod report;
-pub mod score;
-pub mod sys;
-pub mod trace;
+// clap's structs, resolved into the types above.
+pub mod cli;
+// One file per subcommand (or group): act, map to an exit code.
+pub mod commands;
 
 /// The test suites' machine lock: a test that times something, or loads
 /// the machine, holds it, so that no measuring test runs beside another

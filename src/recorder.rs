@@ -4,9 +4,7 @@
 //! thread through lock-free single-producer rings (`rtrb`). It never
 //! allocates, locks, formats or does I/O. The [`Writer`] owns the run store.
 
-use crate::trace::decompose::Sample;
-use crate::trace::mark::Marker;
-use crate::trace::reader::EpisodeMsg;
+use crate::sys::tracemark::Marker;
 use rtscope_model::episode::Episode;
 use rtscope_model::hist::{Tally, quantile};
 use rtscope_model::run::{Exceedance, Interval};
@@ -88,6 +86,22 @@ impl Open {
         self.start_ns = now;
         msg
     }
+}
+
+/// A sample as the probe recorded it: taken at `t_ns`, `value_ns` after
+/// the instant it was due (for `wakeup`, its programmed time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub seq: u64,
+    pub t_ns: u64,
+    pub value_ns: u64,
+}
+
+/// Episodes on their way to the writer.
+pub enum EpisodeMsg {
+    Keep(Box<Episode>),
+    /// (probe, metric, cpu, sample) pushed out of the worst-N.
+    Drop(String, String, i64, u64),
 }
 
 /// A copy of every sample for the tracer (`--trace`): the reader thread
@@ -480,7 +494,7 @@ mod tests {
     fn writer_with(mode: ExceedMode) -> (tempfile::TempDir, Writer, Recorder, i64) {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("t.db")).unwrap();
-        let header = crate::probe::new_header("wakeup", vec![], true, vec![]);
+        let header = crate::session::new_header("wakeup", vec![], true, vec![]);
         let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
         let key = SeriesKey::new("wakeup", "latency", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
@@ -534,7 +548,7 @@ mod tests {
     fn signed_samples_reach_the_store_negative() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("t.db")).unwrap();
-        let header = crate::probe::new_header("sleep", vec![], true, vec![]);
+        let header = crate::session::new_header("sleep", vec![], true, vec![]);
         let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
         let key = SeriesKey::new("sleep", "nanosleep@1ms", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();

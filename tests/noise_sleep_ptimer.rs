@@ -187,7 +187,7 @@ fn negative_deviations_stay_negative_through_the_store() {
     let series =
         Series::new(key, "ns".into(), "adaptive".into(), vec![Interval::new(0, 1, 2, &t, 0, 0)], vec![]).unwrap();
     let run = Run {
-        header: rtscope::probe::new_header("sleep", vec!["rtscope".into(), "sleep".into()], true, vec![]),
+        header: rtscope::session::new_header("sleep", vec!["rtscope".into(), "sleep".into()], true, vec![]),
         inventory: Default::default(),
         plan: serde_json::json!({"probe": "sleep"}),
         series: vec![series],

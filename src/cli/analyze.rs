@@ -2,6 +2,7 @@
 
 use super::*;
 use rtscope_model::units::TimeUnit;
+use crate::judge::{RequireSpec, TasksSpec};
 
 /// A tail threshold: `auto` (None) or a duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,8 +42,9 @@ pub struct RequireArgs {
 }
 
 impl RequireArgs {
-    pub fn is_empty(&self) -> bool {
-        self.profiles.is_empty() && self.requires.is_empty()
+    /// What the flags ask for, as the judge takes it.
+    pub fn spec(&self) -> RequireSpec {
+        RequireSpec { profiles: self.profiles.clone(), requires: self.requires.clone() }
     }
 }
 
@@ -59,6 +61,13 @@ pub struct TasksArgs {
     /// error_rate, else 1e-5]
     #[arg(long, value_name = "EPS", value_parser = error_rate)]
     pub error_rate: Option<f64>,
+}
+
+impl TasksArgs {
+    /// What the flags ask for, as the judge takes it.
+    pub fn spec(&self) -> TasksSpec {
+        TasksSpec { tasks: self.tasks.clone(), error_rate: self.error_rate }
+    }
 }
 
 #[derive(Args, Debug)]

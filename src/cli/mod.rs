@@ -5,8 +5,9 @@ use crate::probe::netlat::{self, NetPath, Netlat};
 use crate::probe::noise::Noise;
 use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
-use crate::probe::wakeup::{FlushBuffer, SpinnerOpt, Wakeup};
+use crate::probe::wakeup::{SpinnerOpt, Wakeup};
 use crate::recorder::ExceedMode;
+use crate::sys::cache::FlushBuffer;
 use crate::sys::timers;
 use crate::sys::{cpu, sched::Policy};
 use crate::trace::decompose::CauseThreshold;
@@ -16,8 +17,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 mod analyze;
+mod osbench;
 mod probes;
+pub mod registry;
 pub use analyze::*;
+pub use osbench::*;
 pub use probes::*;
 
 const ABOUT: &str = "How real-time is this Linux machine, under the load it will really carry, and why not more?";
@@ -87,7 +91,7 @@ pub enum Cmd {
 }
 
 fn flush_size(s: &str) -> Result<usize, String> {
-    crate::probe::wakeup::parse_size(s)
+    rtscope_model::units::parse_size(s)
         .filter(|&n| n >= 4096)
         .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 2M, 64M)"))
 }
@@ -174,7 +178,7 @@ pub struct CommonArgs {
 }
 
 fn trace_buffer(s: &str) -> Result<usize, String> {
-    crate::probe::wakeup::parse_size(s)
+    rtscope_model::units::parse_size(s)
         .filter(|&n| (64 << 10..=1 << 30).contains(&n))
         .ok_or_else(|| format!("'{s}' is not a size between 64K and 1G (e.g. 4M)"))
 }
@@ -414,64 +418,6 @@ pub struct DisturbArgs {
     /// timestamps to judge a measurement against.
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct OsbenchArgs {
-    /// List every test: its id, name, parties and exactly what is timed (from which event to which event).
-    #[arg(long)]
-    pub list: bool,
-    /// Run only this test: an id (wake.futex-intra), a number from --list, an id prefix (wake, atomic) or a group
-    /// (locks, wakeup, ping, calls, ssc); repeatable [default: all]
-    #[arg(long = "test", short = 't', value_name = "ID")]
-    pub test: Vec<String>,
-    /// Samples per test [default: 10000; 5000 for ssc.fork, 2000 for ssc.spawn]; each takes 24 bytes while its test
-    /// runs, at most half of the memory available (MemAvailable).
-    #[arg(short = 'n', long = "samples", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub samples: Option<u64>,
-    /// Iterations per sample of the tests that loop (operations shorter than a few hundred ns: mutex fast paths,
-    /// atomics, clock reads, system calls, malloc/free): a sample is the loop's time minus the timing overhead,
-    /// divided by N [default: each test's own, 100 or 1000]
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub ips: Option<u32>,
-    /// Run every test of 1 iteration per sample again with the CPU's private caches flushed before each sample
-    /// (outside the timed part; by both parties, each on its own CPU).
-    #[arg(long)]
-    pub cache_flush: bool,
-    /// Run the two-party tests again with the other party on another CPU (--other-cpu), besides the default where
-    /// both share --cpu.
-    #[arg(long)]
-    pub cross_cpu: bool,
-    /// The CPU of the measured party (and of both by default) [default: the last online CPU]
-    #[arg(long, value_name = "CPU")]
-    pub cpu: Option<usize>,
-    /// With --cross-cpu: the other party's CPU [default: the first other online CPU]
-    #[arg(long, value_name = "CPU")]
-    pub other_cpu: Option<usize>,
-    /// Scheduling policy of the parties.
-    #[arg(long, value_enum, default_value = "fifo")]
-    pub policy: Policy,
-    /// The "higher" priority of the tests (11..99); "medium" is 5 below it, "lower" 10 below.
-    #[arg(long, short = 'p', default_value_t = 90, value_parser = clap::value_parser!(u8).range(1..=99))]
-    pub priority: u8,
-    /// Priorities of the two parties of the wake-up and mutex-handoff tests (the other tests run as they are
-    /// defined); `equal` times what rt-tests' ptsematest, pmqtest, svsematest and sigwaittest time.
-    #[arg(long, value_enum, value_name = "MODE", default_value = "test")]
-    pub priorities: crate::osbench::Priorities,
-    /// Also write one CSV row per test (times in us) to FILE ('-' for stdout).
-    #[arg(long, short = 'o', value_name = "FILE.csv")]
-    pub output: Option<PathBuf>,
-    /// Also write the results as JSON to FILE ('-' for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Print nothing but errors.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
-    #[arg(long)]
-    pub no_dma_latency: bool,
-    #[command(flatten)]
-    pub store: StoreArgs,
 }
 
 impl CommonArgs {

@@ -12,7 +12,7 @@
 //! with the samples, for two-party tests before them) and subtracted from
 //! every sample before it is divided by the IPS.
 
-use crate::probe::wakeup::FlushBuffer;
+use crate::sys::cache::FlushBuffer;
 use crate::sys::ipc::{self, Janitor, Shared, Zeroable};
 use crate::sys::{clock, cpu, mem, sched, sched::Policy};
 use anyhow::{Result, anyhow};
@@ -328,7 +328,7 @@ pub fn single<S: Single>(env: &Env, prio: u8, make: impl FnOnce() -> Result<S> +
     std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("rtscope-osbench".into())
-            .stack_size(crate::probe::STACK_SIZE)
+            .stack_size(crate::sys::mem::STACK_SIZE)
             .spawn_scoped(scope, move || -> Result<Outcome> {
                 crate::sys::signals::block_in_this_thread();
                 enter(c, policy, prio).map_err(anyhow::Error::msg)?;
@@ -470,7 +470,7 @@ pub fn pair(
             follower_thread = Some(
                 std::thread::Builder::new()
                     .name("rtscope-osbench-b".into())
-                    .stack_size(crate::probe::STACK_SIZE)
+                    .stack_size(crate::sys::mem::STACK_SIZE)
                     .spawn_scoped(scope, move || -> Result<(), String> {
                         crate::sys::signals::block_in_this_thread();
                         enter(follow.cpu, policy, follow.prio)?;
@@ -483,7 +483,7 @@ pub fn pair(
         let base_ns = &base_ns;
         let leader_thread = std::thread::Builder::new()
             .name("rtscope-osbench-a".into())
-            .stack_size(crate::probe::STACK_SIZE)
+            .stack_size(crate::sys::mem::STACK_SIZE)
             .spawn_scoped(scope, move || -> Result<(), String> {
                 crate::sys::signals::block_in_this_thread();
                 let entered = enter(lead.cpu, policy, lead.prio);

@@ -322,7 +322,7 @@ fn spawn_in<'scope>(
 ) -> std::io::Result<std::thread::ScopedJoinHandle<'scope, Result<(), String>>> {
     std::thread::Builder::new()
         .name(format!("rtscope-osbench-{name}"))
-        .stack_size(crate::probe::STACK_SIZE)
+        .stack_size(crate::sys::mem::STACK_SIZE)
         .spawn_scoped(scope, move || {
             crate::sys::signals::block_in_this_thread();
             if let Err(e) = harness::enter(cpu, policy, prio) {

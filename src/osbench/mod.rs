@@ -23,20 +23,16 @@ mod runner;
 mod ssc;
 mod wakeup;
 
-use crate::cli::OsbenchArgs;
-use crate::probe::wakeup::FlushBuffer;
 use crate::recorder::ExceedMode;
-use crate::report::{self, Report};
-use crate::sys::{clock, cpu, dma::DmaLatency, inventory, ipc::Janitor, mem, sched, sched::Policy};
+use crate::sys::cache::FlushBuffer;
+use crate::sys::{clock, cpu, ipc::Janitor, sched::Policy};
 use anyhow::{Result, bail};
 use harness::{Env, Outcome};
 use rtscope_model::hist::Tally;
-use rtscope_model::inventory::Warning;
-use rtscope_model::run::{Exceedance, Interval, Run, RunStatus, SeriesKey};
+use rtscope_model::run::{Exceedance, Interval, SeriesKey};
 use rtscope_model::store::Store;
-use rtscope_model::units;
 use serde_json::{Value, json};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -196,7 +192,7 @@ macro_rules! call {
 use calls::Call;
 pub use locks::INVERSION_NS;
 use ping::Mech;
-pub use runner::{CELL_MAX_SAMPLES, CELL_TESTS, Cell, Csv, Plan, Settings, run};
+pub use runner::{Bench, CELL_MAX_SAMPLES, CELL_TESTS, Cell, Measured, Plan, Settings, other_than};
 use wakeup::Prim;
 
 /// Every test, in the order they run. `-t` takes an id, a number (the

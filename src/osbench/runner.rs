@@ -1,11 +1,10 @@
 //! Running the selected tests and storing them, a series per test: for
-//! `rtscope osbench` ([`run`]) and for the assessment's cell ([`Cell`],
-//! a test's series keyed with the cell's load). Both measure and store
-//! through [`Bench`]; the CSV of `-o`.
+//! `rtscope osbench` (`commands::osbench`) and for the assessment's cell
+//! ([`Cell`], a test's series keyed with the cell's load). Both measure
+//! and store through [`Bench`].
 
 use super::*;
-use crate::probe::registry::OwnCell;
-use crate::probe::{CellOutcome, OpenRun};
+use crate::session::{CellOutcome, OpenRun, OwnCell};
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
@@ -73,7 +72,7 @@ const DEADLINE_POLL: Duration = Duration::from_millis(10);
 
 /// The other party's CPU for --cross-cpu: the first of `prefer`, else of
 /// the CPUs this process may use, that is not `cpu`.
-fn other_than(cpu_: usize, prefer: &[usize]) -> Result<usize> {
+pub fn other_than(cpu_: usize, prefer: &[usize]) -> Result<usize> {
     let online = cpu::online();
     let allowed: Vec<usize> = cpu::allowed().into_iter().filter(|c| online.contains(c)).collect();
     prefer
@@ -103,67 +102,11 @@ pub struct Settings {
     pub priorities: Priorities,
     /// Whether `--cpu` / `--other-cpu` were given (else an assessment
     /// places the parties on its measured CPUs).
-    cpu_given: bool,
-    other_given: bool,
+    pub cpu_given: bool,
+    pub other_given: bool,
 }
 
 impl Settings {
-    /// Checks the measuring options of `a`; `default_tests` when `-t`
-    /// picks none.
-    pub fn from_args(a: &OsbenchArgs, default_tests: &[&str]) -> Result<Settings> {
-        let tests = if a.test.is_empty() && !default_tests.is_empty() {
-            select(&default_tests.iter().map(|t| t.to_string()).collect::<Vec<_>>())?
-        } else {
-            select(&a.test)?
-        };
-        let online = cpu::online();
-        let cpu_ = match a.cpu {
-            Some(c) => cpu::parse_selection("--cpu", &c.to_string())?[0],
-            None => *cpu::allowed().iter().rfind(|c| online.contains(c)).unwrap_or(&0),
-        };
-        if a.other_cpu.is_some() && !a.cross_cpu {
-            bail!("--other-cpu only means something with --cross-cpu");
-        }
-        if let Some(o) = a.other_cpu {
-            cpu::parse_selection("--other-cpu", &o.to_string())?;
-        }
-        if a.priorities != Priorities::Test && !tests.iter().any(|t| t.equal.is_some()) {
-            bail!(
-                "--priorities {}: none of the tests picked has an equal-priority variant; it applies to the wake-up tests (-t wakeup) and the mutex handoff (-t mutex.handoff-intra), see rtscope osbench --list",
-                a.priorities.name()
-            );
-        }
-        if a.policy.is_rt() && !(11..=99).contains(&a.priority) {
-            bail!("--priority must be 11..99: the lower party runs 10 below it (e.g. --priority 90)");
-        }
-        if let Some(n) = a.samples {
-            // A test keeps (t, raw) and an empty-loop timing per sample.
-            let per = (std::mem::size_of::<(u64, u64)>() + std::mem::size_of::<u64>()) as u64;
-            crate::sys::mem::check_share("--samples", n.saturating_mul(per), "give fewer --samples (e.g. -n 100000)")
-                .map_err(anyhow::Error::msg)?;
-        }
-        let other_cpu = match (a.cross_cpu, a.other_cpu) {
-            (false, _) => None,
-            (true, Some(o)) if o == cpu_ => bail!("--other-cpu {o} is the measured CPU (--cpu); pick another"),
-            (true, Some(o)) => Some(o),
-            (true, None) => Some(other_than(cpu_, &[])?),
-        };
-        Ok(Settings {
-            tests,
-            n: a.samples,
-            ips: a.ips,
-            cache_flush: a.cache_flush,
-            cross_cpu: a.cross_cpu,
-            cpu: cpu_,
-            other_cpu,
-            policy: a.policy,
-            priority: a.priority,
-            priorities: a.priorities,
-            cpu_given: a.cpu.is_some(),
-            other_given: a.other_cpu.is_some(),
-        })
-    }
-
     /// An assessment's measured CPUs: the measured party goes to the last
     /// of them and, with --cross-cpu, the other party to the first other
     /// one, unless --cpu / --other-cpu said otherwise.
@@ -213,7 +156,7 @@ impl Settings {
     }
 
     /// Whether some job flushes the caches.
-    fn flushes(&self) -> bool {
+    pub fn flushes(&self) -> bool {
         self.jobs().iter().any(|j| j.flush)
     }
 
@@ -273,26 +216,6 @@ pub struct Plan {
     pub db: std::path::PathBuf,
     pub quiet: bool,
     pub dma_latency: bool,
-}
-
-impl Plan {
-    pub fn from_args(a: &OsbenchArgs) -> Result<Plan> {
-        let settings = Settings::from_args(a, &[])?;
-        crate::cli::check_writable("--db", &a.store.db)?;
-        for (flag, p) in [("--json", &a.json), ("--output", &a.output)] {
-            if let Some(p) = p.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-                crate::cli::check_writable(flag, p)?;
-            }
-        }
-        Ok(Plan {
-            settings,
-            csv: a.output.clone(),
-            json: a.json.clone(),
-            db: a.store.db.clone(),
-            quiet: a.quiet,
-            dma_latency: !a.no_dma_latency,
-        })
-    }
 }
 
 /// What measuring the tests came to.
@@ -555,116 +478,6 @@ fn until<R>(deadline: Option<u64>, signal: &AtomicBool, f: impl FnOnce(&AtomicBo
     })
 }
 
-/// Runs the plan, stores the run, prints the tables. Returns the exit code.
-pub fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
-    // The janitor first, while rtscope has one thread and no file open
-    // that it should not hold.
-    let janitor = Janitor::start()?;
-    let settings = &plan.settings;
-    let inv = inventory::collect();
-    let measured: Vec<usize> = std::iter::once(settings.cpu).chain(settings.other_cpu).collect();
-    let mut warnings = inv.warnings(&measured);
-    let mut policy = settings.policy;
-    let mut representative = inv.representative();
-    if policy.is_rt() && !sched::can_use_rt(settings.priority) {
-        warnings.insert(
-            0,
-            Warning {
-                topic: "privileges".into(),
-                message: format!(
-                    "cannot use SCHED_{} priorities: measuring at SCHED_OTHER, where the higher-priority party does not preempt the lower one; the run is NOT representative",
-                    format!("{policy:?}").to_uppercase()
-                ),
-                fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
-            },
-        );
-        policy = Policy::Other;
-        representative = false;
-    }
-    if let Err(e) = mem::lock_all() {
-        warnings.push(Warning {
-            topic: "memory".into(),
-            message: format!("mlockall failed ({e}): page faults may add latency"),
-            fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
-        });
-    }
-    let _dma = if plan.dma_latency {
-        match DmaLatency::hold(0) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                warnings.push(Warning {
-                    topic: "cstates".into(),
-                    message: format!("cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"),
-                    fix: "run as root, or pass --no-dma-latency to measure with C-states on purpose".into(),
-                });
-                None
-            }
-        }
-    } else {
-        None
-    };
-    if !plan.quiet {
-        for w in warnings.iter().filter(|w| !w.is_informational()) {
-            eprintln!("rtscope: warning: {} (fix: {})", w.message, w.fix);
-        }
-    }
-    let housekeeping = cpu::housekeeping(&cpu::online(), &measured, &inv.siblings);
-    if !housekeeping.is_empty() {
-        let _ = cpu::pin_self(&housekeeping);
-    }
-    let flush = settings.flushes().then(|| FlushBuffer::new(None)).transpose().map_err(anyhow::Error::msg)?;
-    let describe = settings.describe(policy);
-    let plan_doc = json!({
-        "probe": "osbench",
-        "metrics": settings.metrics(),
-        "effective_policy": policy,
-        "effective_priority": if policy.is_rt() { settings.priority } else { 0 },
-        "describe": describe,
-        "housekeeping_cpus": rtscope_model::inventory::format_cpu_list(&housekeeping),
-        "settings": settings.json(flush.as_ref()),
-    });
-    let mut store = Store::open(&plan.db)?;
-    let header = crate::probe::new_header("osbench", std::env::args().collect(), representative, warnings);
-    let run_id = store.create_run(&header, &inv, &plan_doc)?;
-    let bench = Bench {
-        settings,
-        policy,
-        janitor: &janitor,
-        flush: flush.as_ref(),
-        signal,
-        load: None,
-        budget_ns: None,
-        progress: !plan.quiet && std::io::stderr().is_terminal(),
-        quiet: plan.quiet,
-    };
-    let Measured { mut notes, failed, jobs } = bench.measure(&mut store, run_id)?;
-    let interrupted = signal.load(Relaxed);
-    if interrupted {
-        notes.push("stopped by a signal (SIGINT/SIGTERM) before its planned end; the tests done are stored".into());
-    }
-    let status = if interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
-    store.finish_run(run_id, status, Some(0), clock::now_unix(), &notes, mem::peak_rss_kb())?;
-    drop(janitor);
-    mem::unlock_all();
-    let run = store.load_run(run_id)?;
-    if let Some(path) = &plan.json {
-        report::write_file(path, &report::Json, &run)?;
-    }
-    if let Some(path) = &plan.csv {
-        report::write_file(path, &Csv, &run)?;
-    }
-    let to_stdout = |p: &Option<std::path::PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
-    if !plan.quiet && !to_stdout(&plan.json) && !to_stdout(&plan.csv) {
-        let mut out = std::io::stdout().lock();
-        report::Text { describe }.write(&run, &mut out)?;
-        println!("{}", report::stored_line(run_id, &plan.db));
-    }
-    if failed > 0 && failed == jobs {
-        bail!("no test could be measured (see the warnings above)");
-    }
-    Ok(0)
-}
-
 /// osbench as a cell of the assessment (`rtscope run`): its tests under
 /// each load, a series per test keyed with the load, measured and stored
 /// as `rtscope osbench` does.
@@ -675,21 +488,9 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// From `rtscope osbench`'s arguments: without `-t`, [`CELL_TESTS`].
-    pub fn from_args(a: &OsbenchArgs) -> Result<Cell> {
-        for (flag, given) in [
-            ("--list", a.list),
-            ("--output", a.output.is_some()),
-            ("--json", a.json.is_some()),
-            ("--no-dma-latency", a.no_dma_latency),
-        ] {
-            if given {
-                bail!(
-                    "{flag} is not an option of osbench's cell: the assessment stores, prints and holds C-states for every cell (rtscope run --help)"
-                );
-            }
-        }
-        Ok(Cell { settings: Settings::from_args(a, &CELL_TESTS)?, janitor: None, flush: None })
+    /// A cell measuring `settings`; [`OwnCell::start`] starts it.
+    pub fn new(settings: Settings) -> Cell {
+        Cell { settings, janitor: None, flush: None }
     }
 }
 
@@ -762,53 +563,10 @@ impl OwnCell for Cell {
     }
 }
 
-/// `-o FILE.csv`: one row per test, times in microseconds.
-pub struct Csv;
-
-impl Report for Csv {
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        writeln!(
-            out,
-            "run_id,group,num,id,metric,name,ips,inter_process,cache_flush,cross_cpu,equal_priorities,cpu,other_cpu,samples,last_us,min_us,mean_us,p50_us,p99_us,max_us,base_ns"
-        )?;
-        for s in run.series.iter().filter(|s| s.key.probe == "osbench") {
-            let m = s.total().summary();
-            let x =
-                |k: &str| s.extra.get(k).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string));
-            let last = s.extra.get("last_ns").and_then(Value::as_u64).unwrap_or(0);
-            let name = x("name").replace('"', "'");
-            writeln!(
-                out,
-                "{},{},{},{},{},\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                run.header.id,
-                x("group"),
-                x("num"),
-                x("test"),
-                s.key.metric,
-                x("ips"),
-                x("inter_process"),
-                x("cache_flush"),
-                x("cross_cpu"),
-                s.extra.get("equal_priorities").and_then(Value::as_bool).unwrap_or(false),
-                s.key.cpu,
-                x("other_cpu").replace("null", ""),
-                m.count,
-                units::us(last),
-                units::us_i(m.min_ns),
-                units::us_f(m.mean_ns),
-                units::us_i(m.p50_ns),
-                units::us_i(m.p99_ns),
-                units::us_i(m.max_ns),
-                x("base_ns"),
-            )?;
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::OsbenchArgs;
     use clap::Parser;
 
     fn args(line: &[&str]) -> OsbenchArgs {
@@ -846,10 +604,10 @@ mod tests {
         let with = |mode: &str| {
             let mut line = pick.to_vec();
             line.extend(["--priorities", mode]);
-            Settings::from_args(&args(&line), &[]).unwrap()
+            args(&line).settings(&[]).unwrap()
         };
         // The default: every test as it is defined.
-        let s = Settings::from_args(&args(&pick), &[]).unwrap();
+        let s = args(&pick).settings(&[]).unwrap();
         assert_eq!(s.priorities, Priorities::Test);
         assert_eq!(s.metrics(), ["mutex.handoff-inter", "wake.futex-intra", "ping.pipe-intra"]);
         assert_eq!(s.json(None)["priorities"], "test");
@@ -876,14 +634,14 @@ mod tests {
         if cpu::online().len() > 1 {
             line.push("--cross-cpu");
         }
-        let m = Settings::from_args(&args(&line), &[]).unwrap().metrics();
+        let m = args(&line).settings(&[]).unwrap().metrics();
         assert!(m.contains(&"wake.sem-intra+equal+flush".to_string()), "{m:?}");
         if cpu::online().len() > 1 {
             assert!(m.contains(&"wake.sem-intra+equal+cross+flush".to_string()), "{m:?}");
             assert_eq!(m.len(), 8, "{m:?}");
         }
         // In a cell (rtscope run's [args]) too.
-        let c = Cell::from_args(&args(&["--priorities", "both"])).unwrap();
+        let c = args(&["--priorities", "both"]).cell().unwrap();
         let m = c.metrics();
         assert!(m.contains(&"wake.mq-inter+equal".to_string()) && m.contains(&"wake.mq-inter".to_string()), "{m:?}");
         assert!(m.contains(&"pi.unlock-wake".to_string()) && !m.contains(&"pi.unlock-wake+equal".to_string()));
@@ -894,10 +652,10 @@ mod tests {
     fn bad_priorities_are_refused_naming_the_flag() {
         // Tests without an equal-priority variant.
         for t in ["ping", "pi.unlock-wake", "call.syscall"] {
-            let e = Settings::from_args(&args(&["-t", t, "--priorities", "equal"]), &[]).err().unwrap().to_string();
+            let e = args(&["-t", t, "--priorities", "equal"]).settings(&[]).err().unwrap().to_string();
             assert!(e.contains("--priorities equal") && e.contains("-t wakeup"), "{e}");
         }
-        let e = Settings::from_args(&args(&["-t", "ssc", "--priorities", "both"]), &[]).err().unwrap().to_string();
+        let e = args(&["-t", "ssc", "--priorities", "both"]).settings(&[]).err().unwrap().to_string();
         assert!(e.contains("--priorities both"), "{e}");
         // A value that is not a mode.
         let argv = ["rtscope", "osbench", "--priorities", "same"];
@@ -928,7 +686,7 @@ mod tests {
 
     #[test]
     fn a_cell_runs_the_wakeup_set_on_the_last_measured_cpu() {
-        let mut s = Settings::from_args(&args(&[]), &CELL_TESTS).unwrap();
+        let mut s = args(&[]).settings(&CELL_TESTS).unwrap();
         assert_eq!(s.metrics(), {
             let mut v: Vec<String> = CELL_TESTS.iter().map(|t| t.to_string()).collect();
             v.sort_by_key(|m| TESTS.iter().position(|t| t.id == m).unwrap());
@@ -937,14 +695,14 @@ mod tests {
         s.place(&[0]).unwrap();
         assert_eq!(s.cpu, 0);
         // -t replaces the set; --cpu stays where it was put.
-        let mut s = Settings::from_args(&args(&["-t", "ping.pipe-inter", "--cpu", "0"]), &CELL_TESTS).unwrap();
+        let mut s = args(&["-t", "ping.pipe-inter", "--cpu", "0"]).settings(&CELL_TESTS).unwrap();
         assert_eq!(s.metrics(), ["ping.pipe-inter"]);
         s.place(&[1, 2]).unwrap();
         assert_eq!(s.cpu, 0);
         // Without CELL_TESTS (`rtscope osbench`), every test.
-        assert_eq!(Settings::from_args(&args(&[]), &[]).unwrap().tests.len(), TESTS.len());
+        assert_eq!(args(&[]).settings(&[]).unwrap().tests.len(), TESTS.len());
         if cpu::online().len() > 1 {
-            let mut s = Settings::from_args(&args(&["--cross-cpu"]), &CELL_TESTS).unwrap();
+            let mut s = args(&["--cross-cpu"]).settings(&CELL_TESTS).unwrap();
             s.place(&[0, 1]).unwrap();
             assert_eq!((s.cpu, s.other_cpu), (1, Some(0)));
             assert!(s.metrics().contains(&"wake.futex-intra+cross".to_string()));

@@ -1,44 +1,39 @@
 //! Probes, one file each behind [`Probe`], and the one way to measure
-//! them: a [`Session`] opens the store and the machine's settings, becomes
-//! an [`OpenRun`], and each [`Cell`] (one probe, under one load in an
-//! assessment) owns pinning, priority, start, duration, stop and recording
-//! into it. [`run_probe`] is a single probe's run: one cell, then the
-//! summary. Only [`Probe::measure`] runs on the real-time thread.
+//! them: a [`Session`](crate::session::Session) opens the store and the
+//! machine's settings, becomes an [`OpenRun`], and each [`Cell`] (one
+//! probe, under one load in an assessment) owns pinning, priority, start,
+//! duration, stop and recording into it. A single probe's run (one cell,
+//! then the summary) is `commands::probes::run_probe`. Only
+//! [`Probe::measure`] runs on the real-time thread.
 
 pub mod netlat;
 pub mod noise;
 pub mod ptimer;
-pub mod registry;
 pub mod sleep;
 pub mod wakeup;
 
-use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Writer};
-use crate::report::{self, Report};
-use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
+use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Writer};
+use crate::session::{CellOutcome, OpenRun};
+use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
+use crate::sys::tracemark::Marker;
+use crate::sys::{clock, cpu, mem, sched, sched::Policy, signals};
 use crate::trace::TraceOpts;
-use crate::trace::decompose::{CpuTrace, Sample, Settings, WakePath};
+use crate::trace::decompose::{CpuTrace, Settings, WakePath};
 use crate::trace::instance::Instance;
-use crate::trace::mark::Marker;
 use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
-use rtscope_model::episode::TraceSummary;
 use rtscope_model::hist::Tally;
-use rtscope_model::inventory::{Inventory, Warning};
-use rtscope_model::run::{Run, RunHeader, RunStatus, SeriesKey};
-use rtscope_model::store::Store;
+use rtscope_model::inventory::Warning;
+use rtscope_model::run::SeriesKey;
 use rtscope_model::units;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
 use std::time::Duration;
 
-/// Stack of every measuring thread (all of it locked by mlockall) and the
-/// part prefaulted before measuring.
-pub const STACK_SIZE: usize = 512 * 1024;
-const STACK_PREFAULT: usize = 256 * 1024;
 /// The writer's stack: SQLite's recursion stays far below this.
 const WRITER_STACK: usize = 1024 * 1024;
 /// Measuring threads start together this long after they are created.
@@ -240,197 +235,6 @@ pub struct Breach {
     t_ns: AtomicU64,
 }
 
-/// A new run header for this process.
-pub fn new_header(kind: &str, command_line: Vec<String>, representative: bool, warnings: Vec<Warning>) -> RunHeader {
-    let started = clock::now_unix();
-    RunHeader {
-        id: 0,
-        uuid: format!("{:016x}-{:08x}-{:016x}", started, std::process::id(), clock::now()),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        command_line,
-        kind: kind.into(),
-        hostname: rustix::system::uname().nodename().to_string_lossy().into_owned(),
-        started_unix_ns: started,
-        ended_unix_ns: None,
-        start_mono_ns: clock::now(),
-        status: RunStatus::Running,
-        exit_code: None,
-        pid: std::process::id(),
-        representative,
-        warnings,
-        notes: vec![],
-        peak_rss_kb: None,
-    }
-}
-
-/// Before a run exists: the store, the machine and what may make the run
-/// unrepresentative. Locks memory and holds `/dev/cpu_dma_latency` for the
-/// whole run.
-pub struct Session {
-    store: Store,
-    db: PathBuf,
-    pub inv: Inventory,
-    pub warnings: Vec<Warning>,
-    pub representative: bool,
-    dma: Option<DmaLatency>,
-    rt_refused: bool,
-}
-
-impl Session {
-    /// Opens the store at `db`, takes the machine's inventory (warnings for
-    /// `cpus`), locks memory and, with `dma_latency`, holds C-states off.
-    pub fn open(db: &Path, cpus: &[usize], dma_latency: bool) -> Result<Session> {
-        let store = Store::open(db)?;
-        let inv: Inventory = inventory::collect();
-        let mut warnings = inv.warnings(cpus);
-        let representative = inv.representative();
-        if let Err(e) = mem::lock_all() {
-            warnings.push(Warning {
-                topic: "memory".into(),
-                message: format!("mlockall failed ({e}): page faults may add latency"),
-                fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
-            });
-        }
-        let dma = if dma_latency {
-            match DmaLatency::hold(0) {
-                Ok(d) => Some(d),
-                Err(e) => {
-                    warnings.push(Warning {
-                        topic: "cstates".into(),
-                        message: format!(
-                            "cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
-                        ),
-                        fix: "run as root, or pass --no-dma-latency to measure with C-states on purpose".into(),
-                    });
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        Ok(Session { store, db: db.to_path_buf(), inv, warnings, representative, dma, rt_refused: false })
-    }
-
-    /// The policy and priority a cell can have: the asked ones, or
-    /// SCHED_OTHER (once with a warning, and the run is not representative)
-    /// when real-time scheduling is refused.
-    pub fn effective(&mut self, policy: Policy, priority: u8) -> (Policy, u8) {
-        if !policy.is_rt() || sched::can_use_rt(priority) {
-            return (policy, priority);
-        }
-        if !self.rt_refused {
-            self.rt_refused = true;
-            self.representative = false;
-            self.warnings.insert(
-                0,
-                Warning {
-                    topic: "privileges".into(),
-                    message: format!(
-                        "cannot use SCHED_{} priority {priority}: measuring at SCHED_OTHER; the run is NOT representative",
-                        format!("{policy:?}").to_uppercase()
-                    ),
-                    fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
-                },
-            );
-        }
-        (Policy::Other, 0)
-    }
-
-    /// Prints the warnings that matter (not the informational ones).
-    pub fn print_warnings(&self) {
-        for w in self.warnings.iter().filter(|w| !w.is_informational()) {
-            eprintln!("rtscope: warning: {} (fix: {})", w.message, w.fix);
-        }
-    }
-
-    /// Pins the calling thread (and so the threads it creates: the writer,
-    /// the trace reader) off the measured CPUs and their SMT siblings.
-    /// Returns those housekeeping CPUs' description for the plan.
-    pub fn pin_housekeeping(&self, measured: &[usize]) -> String {
-        let housekeeping = cpu::housekeeping(&cpu::online(), measured, &self.inv.siblings);
-        if housekeeping.is_empty() {
-            return "none: every CPU is measured, rtscope's writer shares them at SCHED_OTHER".to_string();
-        }
-        let _ = cpu::pin_self(&housekeeping);
-        rtscope_model::inventory::format_cpu_list(&housekeeping)
-    }
-
-    /// Stores the run as `running` with its plan.
-    pub fn create(mut self, kind: &str, plan: &serde_json::Value) -> Result<OpenRun> {
-        let header = new_header(kind, std::env::args().collect(), self.representative, self.warnings);
-        let run_id = self.store.create_run(&header, &self.inv, plan)?;
-        Ok(OpenRun { store: Some(self.store), db: self.db, run_id, _dma: self.dma })
-    }
-}
-
-/// A run in the store, being recorded.
-pub struct OpenRun {
-    /// None while a cell's writer thread has it.
-    store: Option<Store>,
-    pub db: PathBuf,
-    pub run_id: i64,
-    _dma: Option<DmaLatency>,
-}
-
-impl OpenRun {
-    pub fn store(&mut self) -> Result<&mut Store> {
-        self.store.as_mut().ok_or_else(|| anyhow!("the run store was lost with the writer thread"))
-    }
-
-    /// Ends the run with `status`, `exit_code` and `notes`, unlocks memory
-    /// and loads it back.
-    pub fn finish(mut self, status: RunStatus, exit_code: i32, notes: &[String]) -> Result<Run> {
-        mem::unlock_all();
-        let id = self.run_id;
-        let store = self.store()?;
-        store.finish_run(id, status, Some(exit_code), clock::now_unix(), notes, mem::peak_rss_kb())?;
-        store.load_run(id)
-    }
-}
-
-/// What measuring a cell came to.
-#[derive(Default)]
-pub struct CellOutcome {
-    /// The `--threshold` breach, as a note.
-    pub breach: Option<String>,
-    /// Threads that could not be set up or started.
-    pub errors: Vec<String>,
-    /// Storing failed: data after the last commit is lost.
-    pub store_error: Option<anyhow::Error>,
-    pub notes: Vec<String>,
-    pub lost_exceedances: u64,
-    /// What the tracer did, when traced.
-    pub trace: Option<TraceSummary>,
-}
-
-/// A run's status, exit code and notes from its cells' outcomes.
-pub fn verdict(outcomes: &mut [CellOutcome], signal: &AtomicBool) -> (RunStatus, i32, Vec<String>) {
-    let mut notes: Vec<String> = outcomes.iter_mut().flat_map(|o| std::mem::take(&mut o.notes)).collect();
-    let errors: Vec<String> = outcomes.iter().flat_map(|o| o.errors.iter().cloned()).collect();
-    let (status, code) = if let Some(e) = outcomes.iter().find_map(|o| o.store_error.as_ref()) {
-        notes.push(format!("storing failed, data after the last commit is lost: {e:#}"));
-        (RunStatus::Failed, 1)
-    } else if let Some(b) = outcomes.iter().find_map(|o| o.breach.clone()) {
-        notes.push(b);
-        (RunStatus::Interrupted, 2)
-    } else if !errors.is_empty() {
-        notes.extend(errors);
-        (RunStatus::Failed, 1)
-    } else if signal.load(Relaxed) {
-        notes.push("stopped by a signal (SIGINT/SIGTERM) before its planned end".into());
-        (RunStatus::Interrupted, 0)
-    } else {
-        (RunStatus::Complete, 0)
-    };
-    let lost: u64 = outcomes.iter().map(|o| o.lost_exceedances).sum();
-    if lost > 0 {
-        notes.push(format!(
-            "{lost} exceedances did not fit the ring to the writer and were dropped (histograms are complete)"
-        ));
-    }
-    (status, code, notes)
-}
-
 /// One probe measured on its CPUs (under one load, in an assessment):
 /// what it needs beside its threads, set up before it starts.
 pub struct Cell<'a> {
@@ -445,7 +249,7 @@ pub struct Cell<'a> {
 }
 
 /// `--trace` on a probe that cannot be traced yet is refused.
-fn check_trace(probe: &dyn Probe, common: &Common) -> Result<()> {
+pub fn check_trace(probe: &dyn Probe, common: &Common) -> Result<()> {
     if common.trace.is_some() && probe.trace_stages().is_none() {
         return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
     }
@@ -594,7 +398,7 @@ impl<'a> Cell<'a> {
         let ready = AtomicUsize::new(0);
         let start_at = AtomicU64::new(0);
         let writer = Writer {
-            store: run.store.take().ok_or_else(|| anyhow!("the run store was lost with the writer thread"))?,
+            store: run.take_store()?,
             sinks,
             lost_exceedances: 0,
             episodes: instance.is_some().then_some((run_id, episode_rx)),
@@ -825,56 +629,9 @@ impl<'a> Cell<'a> {
         }
         out.lost_exceedances = writer.lost_exceedances;
         out.store_error = store_error;
-        run.store = Some(writer.store);
+        run.put_store(writer.store);
         Ok(out)
     }
-}
-
-/// Runs `probe` on `common.cpus` to the end and stores it. Prints the
-/// summary unless quiet. Returns the exit code: 2 when `--threshold` was
-/// crossed.
-pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
-    // Refused before the store is opened: nothing is created.
-    check_trace(probe, common)?;
-    let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
-    let effective = session.effective(common.policy, common.priority);
-    // Helpers start before the run is stored, so that a failure leaves no
-    // run behind.
-    let cell = Cell::prepare(probe, common, effective, None, &mut session.warnings)?;
-    if !common.quiet {
-        session.print_warnings();
-    }
-    // rtscope's own threads stay off the measured CPUs and their siblings.
-    let housekeeping = session.pin_housekeeping(&common.cpus);
-    let mut plan = cell.plan();
-    plan["housekeeping_cpus"] = housekeeping.into();
-    let mut run = session.create(&common.kind, &plan)?;
-    let run_id = run.run_id;
-    let mut outcomes = [cell.measure(&mut run, signal)?];
-    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
-        run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
-    }
-    let errors = outcomes[0].errors.clone();
-    let (status, exit_code, notes) = verdict(&mut outcomes, signal);
-    let db = run.db.clone();
-    let loaded = run.finish(status, exit_code, &notes);
-    if let Some(e) = outcomes[0].store_error.take() {
-        return Err(e.context(format!("run {run_id} ended failed")));
-    }
-    let loaded = loaded?;
-    if let Some(path) = &common.json {
-        report::write_file(path, &report::Json, &loaded)?;
-    }
-    let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
-    if !common.quiet && !json_on_stdout {
-        let mut out = std::io::stdout().lock();
-        report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
-        println!("{}", report::stored_line(run_id, &db));
-    }
-    if !errors.is_empty() {
-        return Err(anyhow!("{}", errors.join("; ")));
-    }
-    Ok(exit_code)
 }
 
 /// A measuring thread's context for the probes' unit tests, which call

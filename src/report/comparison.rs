@@ -13,7 +13,7 @@ use rtscope_model::compare::{
 };
 use rtscope_model::hist::Tally;
 use rtscope_model::run::{Run, RunStatus};
-use rtscope_model::units::{human, us_f};
+use rtscope_model::units::{self, human, us_f};
 use serde_json::json;
 use std::io::Write;
 
@@ -256,7 +256,7 @@ impl<'a> Comparison<'a> {
                     r.header.kind,
                     r.header.hostname,
                     r.inventory.kernel_release,
-                    crate::commands::utc(r.header.started_unix_ns),
+                    units::utc(r.header.started_unix_ns),
                     r.header.status.as_str(),
                     cpu_score(r)
                 )
@@ -364,7 +364,7 @@ impl<'a> Comparison<'a> {
                 h.hostname.clone(),
                 r.inventory.kernel_release.clone(),
                 r.inventory.preempt_model.clone(),
-                crate::commands::utc(h.started_unix_ns),
+                units::utc(h.started_unix_ns),
                 h.status.as_str().into(),
                 cpu_score(r),
                 h.command_line.join(" "),

@@ -19,13 +19,13 @@ impl Report for Json {
 
 /// The run's document followed by the keys of `rtscope analyze RUN --json`
 /// that judge it: `requirements_from`, `verdicts`, `schedulability`, `passed`.
-pub fn write_judged(run: &Run, judged: &crate::analyze::Judged, out: &mut dyn Write) -> Result<()> {
+pub fn write_judged(run: &Run, judged: &crate::judge::Judged, out: &mut dyn Write) -> Result<()> {
     #[derive(Serialize)]
     struct Doc<'a> {
         #[serde(flatten)]
         doc: export::RunDoc,
         #[serde(flatten)]
-        judged: &'a crate::analyze::Judged<'a>,
+        judged: &'a crate::judge::Judged<'a>,
     }
     serde_json::to_writer(&mut *out, &Doc { doc: export::run_doc(run, false), judged })?;
     out.write_all(b"\n")?;

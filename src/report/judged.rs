@@ -8,7 +8,7 @@ use super::analyze::{MTTF_LEGEND, dur_s, level_cell, levels, mttf_cell, smallest
 use super::doc::{Block, Outcome, Section, Table};
 use super::tailplot::{self, LevelMark, LevelRow, Mark, MttfCurve, MttfPoint};
 use super::text::is_stage;
-use crate::analyze::{Asked, AskedSet, ReqSource, analyse};
+use crate::judge::{Asked, AskedSet, ReqSource, analyse};
 use rtscope_model::analysis::diagnostics::TestResult;
 use rtscope_model::analysis::mttf::{self, Compute, Source};
 use rtscope_model::analysis::pot::{Level, TailReport};
@@ -63,7 +63,7 @@ impl<'r> Analysed<'r> {
             }
         }
         let sched = set.map(|set| {
-            let s = crate::analyze::schedulability(&all, &set);
+            let s = crate::judge::schedulability(&all, &set);
             (set, s)
         });
         Analysed { run, rows, all, asked, verdicts, left_out, sched }
@@ -100,10 +100,21 @@ impl<'r> Analysed<'r> {
             })
             .min();
         // The run's --threshold, where it holds every metric of the plot.
-        let threshold = super::sections::requirement_ns(self.run)
-            .filter(|_| metrics.iter().all(|m| super::sections::threshold_applies(probe, m)));
+        let threshold = requirement_ns(self.run).filter(|_| metrics.iter().all(|m| threshold_applies(probe, m)));
         from_reqs.or(threshold).map(|ns| ns as f64 / 1000.0)
     }
+}
+
+/// The requirement a run was held to (`--threshold`), ns.
+pub fn requirement_ns(run: &Run) -> Option<u64> {
+    run.plan["common"]["threshold_ns"].as_u64()
+}
+
+/// Whether the run's `--threshold` holds `probe`'s `metric`: netlat's
+/// stops on rx_total (local) or rtt (peer) only, every other probe's on
+/// all its metrics.
+pub fn threshold_applies(probe: &str, metric: &str) -> bool {
+    probe != "netlat" || matches!(metric, "rx_total" | "rtt")
 }
 
 fn outcome(s: Status) -> Outcome {
@@ -725,11 +736,11 @@ mod tests {
     #[test]
     fn a_long_run_has_its_verdicts_levels_plot_diagnostics_and_mttf_curves() {
         let run = long_run();
-        let flags = crate::cli::RequireArgs {
+        let flags = crate::judge::RequireSpec {
             profiles: vec!["omac".into()],
             requires: vec!["mttf(n=3,t=2ms,c=1ms) > 1h".into(), "wakeup.latency.max < 1ms".into()],
         };
-        let a = Analysed::new(&run, crate::analyze::asked(&run, &flags, true).unwrap(), None);
+        let a = Analysed::new(&run, crate::judge::asked(&run, &flags, true).unwrap(), None);
         assert_eq!(a.asked.source, ReqSource::Flags);
         assert_eq!(a.verdicts.len(), 5, "omac's three and the two given");
         assert!(a.left_out.is_empty());

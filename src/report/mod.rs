@@ -8,6 +8,7 @@ pub mod json;
 mod judged;
 pub mod markdown;
 mod matrix;
+mod osbench_csv;
 mod perfetto;
 mod schedule;
 mod sections;
@@ -19,10 +20,11 @@ pub use comparison::Comparison;
 pub use html::Html;
 pub use json::Json;
 pub use markdown::Markdown;
+pub use osbench_csv::OsbenchCsv;
 pub use perfetto::Perfetto;
 pub use text::{Text, write_episodes};
 
-use crate::cli::{RequireArgs, TasksArgs};
+use crate::judge::{RequireSpec, TasksSpec};
 use anyhow::{Context, Result};
 use rtscope_model::run::Run;
 use std::io::Write;
@@ -38,7 +40,7 @@ pub trait Report {
 /// default yardstick) and the task set of `tasks` (else the one stored with
 /// it). Also returns whether a requirement asked for (given or stored, not
 /// the yardstick) failed, or the task set missed a deadline.
-pub fn run_doc(runs: &[Run], req: &RequireArgs, tasks: &TasksArgs) -> Result<(doc::Doc, bool)> {
+pub fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::Doc, bool)> {
     let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
     let title = match runs {
         [one] => format!("rtscope report: run {} ({}, {})", one.header.id, one.header.kind, one.header.hostname),
@@ -47,8 +49,8 @@ pub fn run_doc(runs: &[Run], req: &RequireArgs, tasks: &TasksArgs) -> Result<(do
     let mut chapters = Vec::new();
     let mut failed = false;
     for (i, r) in runs.iter().enumerate() {
-        let set = crate::analyze::asked_set(r, tasks)?;
-        let a = judged::Analysed::new(r, crate::analyze::asked(r, req, true)?, set);
+        let set = crate::judge::asked_set(r, tasks)?;
+        let a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set);
         failed |= a.failed();
         chapters.push(sections::chapter(&a, &format!("r{}", i + 1)));
     }

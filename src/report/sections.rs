@@ -7,7 +7,7 @@
 //! their load ([`load_of`]), so every load has its curve in a plot.
 
 use super::doc::{Block, Chapter, Outcome, Section, Table};
-use super::judged::{self, Analysed};
+use super::judged::{self, Analysed, requirement_ns, threshold_applies};
 use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
 use super::schedule;
 use super::svg::{self, Bar, Curve, IntervalBar};
@@ -51,7 +51,7 @@ pub fn chapter(a: &Analysed, prefix: &str) -> Chapter {
         "{} on {} · {} UTC{} · {}{}",
         h.kind,
         h.hostname,
-        crate::commands::utc(h.started_unix_ns),
+        units::utc(h.started_unix_ns),
         elapsed.map(|e| format!(" · {e}")).unwrap_or_default(),
         h.status.as_str(),
         if h.representative { "" } else { " · NOT REPRESENTATIVE (no real-time scheduling)" }
@@ -74,18 +74,6 @@ pub fn value_name(probe: &str) -> &'static str {
         "netlat" => "UDP latency",
         _ => "value",
     }
-}
-
-/// The requirement a run was held to (`--threshold`), ns.
-pub fn requirement_ns(run: &Run) -> Option<u64> {
-    run.plan["common"]["threshold_ns"].as_u64()
-}
-
-/// Whether the run's `--threshold` holds `probe`'s `metric`: netlat's
-/// stops on rx_total (local) or rtt (peer) only, every other probe's on
-/// all its metrics.
-pub fn threshold_applies(probe: &str, metric: &str) -> bool {
-    probe != "netlat" || matches!(metric, "rx_total" | "rtt")
 }
 
 fn load_suffix(s: &Series) -> String {

@@ -2,6 +2,11 @@
 
 use rustix::mm::{MlockAllFlags, mlockall};
 
+/// Stack of every measuring thread (all of it locked by mlockall) and the
+/// part prefaulted before measuring.
+pub const STACK_SIZE: usize = 512 * 1024;
+pub const STACK_PREFAULT: usize = 256 * 1024;
+
 /// Locks all current and future pages in memory.
 pub fn lock_all() -> std::io::Result<()> {
     mlockall(MlockAllFlags::CURRENT | MlockAllFlags::FUTURE).map_err(Into::into)

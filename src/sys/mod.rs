@@ -1,9 +1,13 @@
-//! Everything that touches the kernel directly. The only place with
-//! `unsafe` and `libc`: scheduling, affinity, memory locking, clocks,
-//! signals, child processes, `/dev/cpu_dma_latency`, the system inventory,
-//! timers and sleeps, the CPU's cycle counter, UDP sockets with kernel
-//! timestamps and network namespaces.
+//! Everything that touches the kernel directly: scheduling, affinity,
+//! memory locking, clocks, signals, child processes,
+//! `/dev/cpu_dma_latency`, the system inventory, timers and sleeps, the
+//! CPU's cycle counter and caches, UDP sockets with kernel timestamps,
+//! network namespaces, and the `trace_marker` that `--tracemark` writes
+//! to. Most of rtscope's `unsafe` and `libc` is here; the rest sits in the
+//! measuring code that needs it (osbench's shared-memory tests, netlat's
+//! sender process, disturb's system-call spinner).
 
+pub mod cache;
 pub mod clock;
 pub mod cpu;
 pub mod dma;
@@ -17,4 +21,5 @@ pub mod sched;
 pub mod signals;
 pub mod timers;
 pub mod tracefs;
+pub mod tracemark;
 pub mod tsc;

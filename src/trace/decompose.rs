@@ -20,18 +20,10 @@
 //! thread = S - X, user = W - S, clamped alike.
 
 use super::event::{Decoder, Ev, Kind, SOFTIRQ_NAMES};
+use crate::recorder::Sample;
 use rtscope_model::episode::{self, Cause, CauseKind, Episode, KindTotal, Lane, Slice, Stages};
 use rtscope_model::hist::{Tally, quantile};
 use std::collections::{BTreeMap, VecDeque};
-
-/// A sample as the probe recorded it: taken at `t_ns`, `value_ns` after
-/// the instant it was due (for `wakeup`, its programmed time).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sample {
-    pub seq: u64,
-    pub t_ns: u64,
-    pub value_ns: u64,
-}
 
 /// How samples are chosen for an episode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

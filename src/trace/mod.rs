@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub mod event;
 pub mod format;
 pub mod instance;
-pub mod mark;
 pub mod page;
 pub mod reader;
 

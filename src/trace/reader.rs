@@ -5,13 +5,13 @@
 //! recorders and the episodes to the writer.
 
 use super::TraceClock;
-use super::decompose::{CpuTrace, Names, Out, Sample};
+use super::decompose::{CpuTrace, Names, Out};
 use super::event::{Decoder, Ev, Kind};
 use super::format::PageLayout;
 use super::page::Page;
-use crate::recorder::Recorder;
+use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
-use rtscope_model::episode::{Episode, Stages, TraceCpu};
+use rtscope_model::episode::{Stages, TraceCpu};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
@@ -22,13 +22,6 @@ use std::time::Duration;
 
 /// How often the buffers are drained.
 const PERIOD: Duration = Duration::from_millis(10);
-
-/// Episodes on their way to the writer.
-pub enum EpisodeMsg {
-    Keep(Box<Episode>),
-    /// (probe, metric, cpu, sample) pushed out of the worst-N.
-    Drop(String, String, i64, u64),
-}
 
 /// One traced CPU.
 pub struct Lane {

@@ -155,6 +155,49 @@ pub fn scaled_ns(text: &str, unit_ns: u64) -> Option<i64> {
     (ns.is_finite() && ns >= i64::MIN as f64 && ns < i64::MAX as f64).then_some(ns as i64)
 }
 
+/// Seconds for people: whole seconds from a minute on, whole ms from a
+/// second on (rounded up: these are mostly "measure at least" figures).
+pub(crate) fn dur_s(s: f64) -> String {
+    let s = s.clamp(0.0, 1e9 * 86_400.0);
+    let ns = if s >= 60.0 {
+        (s * (1.0 - 1e-9)).ceil() * 1e9
+    } else if s >= 1.0 {
+        (s * 1e3 * (1.0 - 1e-9)).ceil() * 1e6
+    } else {
+        (s * 1e9).round()
+    };
+    human(ns as u64)
+}
+
+/// `2026-11-21 06:10:00` from ns since the epoch (UTC, civil calendar).
+pub fn utc(unix_ns: i64) -> String {
+    let secs = unix_ns.div_euclid(1_000_000_000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// `32K`, `1M`, `1024` (bytes): sysfs cache sizes and `--flush-size`.
+pub fn parse_size(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let (num, shift) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 10),
+        'M' | 'm' => (&s[..s.len() - 1], 20),
+        'G' | 'g' => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    num.parse::<usize>().ok()?.checked_mul(1 << shift)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +226,20 @@ mod tests {
         assert!(parse_duration("-5ms").is_err());
         assert!(parse_duration("1.5ns").is_err());
         assert!(parse_duration("99999999999999999d").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("32K"), Some(32 << 10));
+        assert_eq!(parse_size("64M"), Some(64 << 20));
+        assert_eq!(parse_size("100"), Some(100));
+        assert_eq!(parse_size("lots"), None);
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(1_795_000_000_000_000_000), "2026-11-18 11:06:40");
     }
 
     #[test]

@@ -602,7 +602,7 @@ impl Probe for Netlat {
                 let (tx, stop) = (Arc::clone(tx), Arc::clone(&stop));
                 let t = std::thread::Builder::new()
                     .name(format!("rtscope-netsend{c}"))
-                    .stack_size(super::STACK_SIZE)
+                    .stack_size(crate::sys::mem::STACK_SIZE)
                     .spawn(move || {
                         signals::block_in_this_thread();
                         // A failure is told to the receiver (FAIL).

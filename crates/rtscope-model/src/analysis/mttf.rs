@@ -5,7 +5,7 @@
 
 use super::obs::Obs;
 use super::pot::{EXTRAPOLATED, MIN_OBSERVED, REFUSED, TailModel};
-use crate::units::human;
+use crate::units::{dur_s, human};
 use serde::Serialize;
 
 /// The compute time per period: fixed, or a distribution (value ns,
@@ -92,16 +92,16 @@ fn horizon(mttf_s: Option<f64>, d: f64) -> (bool, Option<String>) {
         return (m > EXTRAPOLATED * d, None);
     }
     let what = match mttf_s {
-        Some(m) => format!("an MTTF of {}", crate::analysis::verdict::dur_s(m)),
+        Some(m) => format!("an MTTF of {}", dur_s(m)),
         None => "no underrun (the slack is beyond the fitted tail's end point)".into(),
     };
     let measure = match mttf_s {
-        Some(m) => format!("measure at least {}", crate::analysis::verdict::dur_s(m / REFUSED)),
+        Some(m) => format!("measure at least {}", dur_s(m / REFUSED)),
         None => "measure longer".into(),
     };
     let why = format!(
         "the fitted tail gives {what}, more than {REFUSED:.0}x the {} observed: too far to extrapolate; {measure}",
-        crate::analysis::verdict::dur_s(d)
+        dur_s(d)
     );
     (true, Some(why))
 }
@@ -246,9 +246,9 @@ pub fn smallest_n_why(
             return Err(format!(
                 "only the fitted tail reaches the target {}, more than {REFUSED:.0}x the {} observed: too far to \
                  extrapolate; measure at least {}",
-                crate::analysis::verdict::dur_s(target_s),
-                crate::analysis::verdict::dur_s(d),
-                crate::analysis::verdict::dur_s(target_s / REFUSED)
+                dur_s(target_s),
+                dur_s(d),
+                dur_s(target_s / REFUSED)
             ));
         }
         return Ok(n);

@@ -6,8 +6,8 @@
 //! hyperbolic (Bini, Buttazzo and Buttazzo 2003) utilisation bounds.
 
 use super::pot::{EXTRAPOLATED, REFUSED};
-use super::verdict::{Status, Verdict, dur_s};
-use crate::units::{human, parse_duration, us_i};
+use super::verdict::{Status, Verdict};
+use crate::units::{dur_s, human, parse_duration, us_i};
 use serde::{Deserialize, Serialize};
 
 /// One task, all times in ns; higher `priority` = more urgent.

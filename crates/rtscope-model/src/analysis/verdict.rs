@@ -8,7 +8,7 @@
 use super::mttf::{self, Compute, Source};
 use super::pot::{EXTRAPOLATED, REFUSED};
 use super::series::SeriesAnalysis;
-use crate::units::{human, parse_duration, us_f};
+use crate::units::{dur_s, human, parse_duration, us_f};
 use serde::Serialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -267,20 +267,6 @@ pub struct Verdict {
 fn name(s: &SeriesAnalysis) -> String {
     let load = s.key.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
     format!("{}.{} CPU {}{load}", s.key.probe, s.key.metric, s.key.cpu)
-}
-
-/// Seconds for people: whole seconds from a minute on, whole ms from a
-/// second on (rounded up: these are mostly "measure at least" figures).
-pub(crate) fn dur_s(s: f64) -> String {
-    let s = s.clamp(0.0, 1e9 * 86_400.0);
-    let ns = if s >= 60.0 {
-        (s * (1.0 - 1e-9)).ceil() * 1e9
-    } else if s >= 1.0 {
-        (s * 1e3 * (1.0 - 1e-9)).ceil() * 1e6
-    } else {
-        (s * 1e9).round()
-    };
-    human(ns as u64)
 }
 
 /// Decides with an interval: pass when even the unfavourable end holds,

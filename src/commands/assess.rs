@@ -9,11 +9,12 @@
 //! sampler characterises it from then until it stops), then measure the
 //! probe under it for `warmup` (not recorded) + `duration`.
 
+use crate::cli::registry::{self, Built};
 use crate::load::sampler::Sampler;
 use crate::load::{self, LoadSpec, Running};
-use crate::probe::registry::{self, Built};
-use crate::probe::{Cell, CellOutcome, Session, verdict};
+use crate::probe::Cell;
 use crate::report::{self, Report};
+use crate::session::{CellOutcome, Session, verdict};
 use crate::sys::{clock, cpu, inventory, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
@@ -32,9 +33,9 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::Duration;
 
 /// The embedded default assessment (`rtscope run`).
-pub const DEFAULT_PLAN: &str = include_str!("../plans/default.toml");
+pub const DEFAULT_PLAN: &str = include_str!("../../plans/default.toml");
 /// `rtscope run --quick`.
-pub const QUICK_PLAN: &str = include_str!("../plans/quick.toml");
+pub const QUICK_PLAN: &str = include_str!("../../plans/quick.toml");
 
 /// A campaign file, or the embedded plans: every key optional.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -267,7 +268,7 @@ impl Plan {
         }
         let profiles = file.profiles.clone().unwrap_or_default();
         let requires = file.require.clone().unwrap_or_default();
-        crate::analyze::parse_requirements(&profiles, &requires).map_err(|e| plan_key_error(origin, &e))?;
+        crate::judge::parse_requirements(&profiles, &requires).map_err(|e| plan_key_error(origin, &e))?;
         let tasks = Self::task_set(file, origin, &names)?;
         let shuffle = file.shuffle.unwrap_or(false);
         let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
@@ -310,7 +311,7 @@ impl Plan {
                 bail!("{origin}: give a task set once: tasks = \"FILE\" or [[task]] tables in the plan, not both")
             }
             (Some(path), None) => {
-                (path.clone(), crate::analyze::read_tasks(Path::new(path), &format!("{origin}: tasks = {path}"))?)
+                (path.clone(), crate::judge::read_tasks(Path::new(path), &format!("{origin}: tasks = {path}"))?)
             }
             (None, Some(specs)) => (
                 format!("{origin} [[task]]"),
@@ -628,11 +629,11 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     // would, printed last (and in --json); a failed one exits with code 2.
     // So is the task set stored with it: a set that misses a deadline with
     // the measured release jitter counts as a failed requirement.
-    let asked = crate::analyze::asked(&loaded, &Default::default(), false)?;
-    let set = crate::analyze::asked_set(&loaded, &Default::default())?;
-    let (verdicts, sched) = crate::analyze::judge(&loaded, &asked, set.as_ref());
+    let asked = crate::judge::asked(&loaded, &Default::default(), false)?;
+    let set = crate::judge::asked_set(&loaded, &Default::default())?;
+    let (verdicts, sched) = crate::judge::judge(&loaded, &asked, set.as_ref());
     let judged = (!asked.reqs.is_empty() || set.is_some())
-        .then(|| crate::analyze::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
+        .then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
     output(&loaded, opts, judged.as_ref())?;
     let printing = !opts.quiet && opts.json.as_deref() != Some(Path::new("-"));
     if !verdicts.is_empty() && printing {
@@ -652,7 +653,7 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
 /// Prints the run (unless quiet or JSON on stdout) and writes `--json`:
 /// the run's document, ending with its verdicts and schedulability as
 /// `rtscope analyze RUN --json` gives them when it was `judged`.
-fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::analyze::Judged>) -> Result<()> {
+fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::judge::Judged>) -> Result<()> {
     if let Some(path) = &opts.json {
         match judged {
             Some(j) => report::write_to("--json", path, |out| report::json::write_judged(run, j, out))?,
@@ -688,7 +689,7 @@ pub fn loads_only(
         "duration_ns": duration_ns,
         "describe": format!("loads {label} on CPUs {}", format_cpu_list(&cpus)),
     });
-    let header = crate::probe::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
+    let header = crate::session::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
     let run_id = store.create_run(&header, &inv, &plan)?;
     if !opts.quiet {
         eprintln!(
@@ -780,7 +781,7 @@ mod tests {
 
     #[test]
     fn the_campaign_example_parses() {
-        let f = PlanFile::parse(include_str!("../plans/campaign-12h.toml"), "campaign-12h.toml").unwrap();
+        let f = PlanFile::parse(include_str!("../../plans/campaign-12h.toml"), "campaign-12h.toml").unwrap();
         assert_eq!(f.duration.as_deref(), Some("12h"));
         assert_eq!(f.loads.as_ref().unwrap().len(), 8);
         assert_eq!(f.args["wakeup"], vec!["--interval", "500us", "--priority", "98"]);
@@ -913,7 +914,7 @@ mod tests {
     /// per millisecond of the cell.
     struct Counter;
 
-    impl crate::probe::registry::OwnCell for Counter {
+    impl crate::session::OwnCell for Counter {
         fn name(&self) -> &'static str {
             "counter"
         }
@@ -925,7 +926,7 @@ mod tests {
         }
         fn measure(
             &self,
-            run: &mut crate::probe::OpenRun,
+            run: &mut crate::session::OpenRun,
             load: &str,
             duration_ns: u64,
             _: (crate::sys::sched::Policy, u8),

@@ -8,13 +8,11 @@
 //! `--db` and `--quiet` on its command line, the measured CPUs through
 //! [`OwnCell::place`] and the cell's length through [`OwnCell::measure`].
 
-use super::{CellOutcome, Common, OpenRun, Probe};
-use crate::cli::{Cli, Cmd};
-use crate::sys::sched::Policy;
+use super::{Cli, Cmd, NetlatPlan};
+use crate::probe::{Common, Probe};
+use crate::session::OwnCell;
 use anyhow::{Result, anyhow};
 use clap::Parser;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 /// A measurement the assessment can run.
 pub struct Entry {
@@ -33,7 +31,7 @@ pub struct Entry {
 
 /// A measurement ready for a cell.
 pub enum Built {
-    /// A per-CPU probe, measured by [`super::Cell`].
+    /// A per-CPU probe, measured by [`crate::probe::Cell`].
     PerCpu(Box<Common>, Box<dyn Probe>),
     /// A measurement with its own runner.
     Own(Box<dyn OwnCell>),
@@ -46,45 +44,6 @@ impl Built {
             Built::Own(o) => o.name(),
         }
     }
-}
-
-/// A measurement that is not a per-CPU periodic probe: it records its
-/// series (keyed with the cell's load) into the open run itself.
-pub trait OwnCell {
-    fn name(&self) -> &'static str;
-    /// Its settings, for the run's plan.
-    fn plan(&self) -> serde_json::Value;
-    /// Its metrics, in the order of its rows in the matrix.
-    fn metrics(&self) -> Vec<String>;
-    /// One line on what it measures where, for the run's plan.
-    fn describe(&self) -> String {
-        String::new()
-    }
-    /// The policy and priority it asks for; the assessment checks that it
-    /// can have them and passes what it can to [`OwnCell::measure`].
-    fn scheduling(&self) -> (Policy, u8) {
-        (Policy::Other, 0)
-    }
-    /// The assessment's measured CPUs (`--cpus`), before anything starts.
-    fn place(&mut self, _measured: &[usize]) -> Result<()> {
-        Ok(())
-    }
-    /// Called once when the assessment starts, before its store is open
-    /// and before any load, thread or child process (e.g. to fork a helper
-    /// process, such as osbench's janitor, while nothing else runs).
-    fn start(&mut self) -> Result<()> {
-        Ok(())
-    }
-    /// Measures for about `duration_ns` (or until `signal`) at `effective`
-    /// scheduling, its series keyed with `load`.
-    fn measure(
-        &self,
-        run: &mut OpenRun,
-        load: &str,
-        duration_ns: u64,
-        effective: (Policy, u8),
-        signal: &Arc<AtomicBool>,
-    ) -> Result<CellOutcome>;
 }
 
 /// Parses `rtscope <name> <args>`.
@@ -157,9 +116,7 @@ pub static PROBES: &[Entry] = &[
 /// time its cell runs taking its share of the cell.
 fn osbench(args: &[String]) -> Result<Built> {
     match parse("osbench", args)? {
-        Cmd::Osbench(a) => crate::osbench::Cell::from_args(&a)
-            .map(|c| Built::Own(Box::new(c)))
-            .map_err(|e| anyhow!("probe osbench: {e:#}")),
+        Cmd::Osbench(a) => a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe osbench: {e:#}")),
         _ => unreachable!("`rtscope osbench` parses as itself"),
     }
 }
@@ -169,8 +126,8 @@ fn osbench(args: &[String]) -> Result<Built> {
 fn netlat(args: &[String]) -> Result<Built> {
     match parse("netlat", args)? {
         Cmd::Netlat(a) => match a.resolve("run")? {
-            crate::cli::NetlatPlan::Measure(common, probe, _) => Ok(Built::PerCpu(Box::new(common), Box::new(probe))),
-            crate::cli::NetlatPlan::Serve { .. } => {
+            NetlatPlan::Measure(common, probe, _) => Ok(Built::PerCpu(Box::new(common), Box::new(probe))),
+            NetlatPlan::Serve { .. } => {
                 Err(anyhow!("probe netlat: --serve is not a measurement; run it apart with rtscope netlat --serve"))
             }
         },

@@ -1,0 +1,93 @@
+//! The subcommands: [`main`] parses the command line and dispatches; each
+//! subcommand (or group) has its file, which acts and maps the outcome to
+//! an exit code (0 ok, 1 error, 2 a requirement or threshold failed).
+//! `assess` is the assessment that `run` and `load` drive.
+
+mod analyze;
+pub mod assess;
+mod disturb;
+mod osbench;
+mod probes;
+mod report;
+mod run;
+mod store;
+
+use crate::cli::{Cli, Cmd};
+use crate::probe::{netlat, wakeup};
+use crate::sys::signals;
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+pub fn main() -> Result<i32> {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 1 } else { 0 };
+            let _ = e.print();
+            return Ok(code);
+        }
+    };
+    signals::default_sigpipe();
+    let signal = Arc::new(AtomicBool::new(false));
+    // Only measuring commands finish cleanly on a signal; the others (and
+    // the second process) keep the default actions.
+    if matches!(
+        cli.cmd,
+        Cmd::Run(_)
+            | Cmd::Load(_)
+            | Cmd::Wakeup(_)
+            | Cmd::Noise(_)
+            | Cmd::Sleep(_)
+            | Cmd::Ptimer(_)
+            | Cmd::Netlat(_)
+            | Cmd::Disturb(_)
+            | Cmd::Osbench(_)
+    ) {
+        signals::install(&signal).context("installing signal handlers")?;
+    }
+    match cli.cmd {
+        Cmd::Run(a) => run::run(a, &signal),
+        Cmd::Load(a) => run::load(a, &signal),
+        Cmd::Wakeup(a) => {
+            let (common, probe) = a.resolve("wakeup")?;
+            probes::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Noise(a) => {
+            let (common, probe) = a.resolve("noise")?;
+            probes::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Sleep(a) => {
+            let (common, probe) = a.resolve("sleep")?;
+            probes::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Ptimer(a) => {
+            let (common, probe) = a.resolve("ptimer")?;
+            probes::run_probe(&probe, &common, &signal)
+        }
+        Cmd::Netlat(a) => probes::netlat(a, &signal),
+        Cmd::Osbench(a) => osbench::main(a, &signal),
+        Cmd::Runs(a) => store::runs(a),
+        Cmd::Show(a) => store::show(a),
+        Cmd::Export(a) => store::export(a),
+        Cmd::Import(a) => store::import(a),
+        Cmd::Analyze(a) => analyze::main(a),
+        Cmd::Report(a) => report::report(a),
+        Cmd::Compare(a) => report::compare(a),
+        Cmd::Disturb(a) => disturb::main(a, &signal),
+        Cmd::SecondProcess(a) => {
+            let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
+            wakeup::second_process(&cpus, a.interval_ns, a.priority)?;
+            Ok(0)
+        }
+        Cmd::NetlatSender(a) => {
+            if !(netlat::MIN_SIZE..=netlat::MAX_SIZE).contains(&a.size) {
+                bail!("--size {} must be {}..{} bytes", a.size, netlat::MIN_SIZE, netlat::MAX_SIZE);
+            }
+            let cfg = netlat::SenderCfg { size: a.size, session: a.session };
+            netlat::sender_process(a.cpu, a.policy, a.priority, cfg)?;
+            Ok(0)
+        }
+    }
+}

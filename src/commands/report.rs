@@ -1,0 +1,84 @@
+//! The subcommands that write reports of runs: `report` (HTML or
+//! Markdown) and `compare`.
+
+use crate::cli::{CompareArgs, ReportArgs, ReportFormat, StoreArgs};
+use crate::report;
+use anyhow::{Context, Result, bail};
+use rtscope_model::export;
+use rtscope_model::store::Store;
+
+/// The runs named by `specs`: ids or `last` in the store, or JSON exports.
+fn load_runs(specs: &[String], store: &StoreArgs) -> Result<Vec<rtscope_model::run::Run>> {
+    let mut opened: Option<Store> = None;
+    let mut runs = Vec::new();
+    for spec in specs {
+        let path = std::path::Path::new(spec);
+        if path.is_file() {
+            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {spec}"))?;
+            runs.push(export::read_json(&text, spec)?);
+            continue;
+        }
+        if spec.ends_with(".json") {
+            bail!(
+                "RUN {spec}: no such file (give a run id, `last`, or a file from `rtscope export RUN --format json`)"
+            );
+        }
+        if opened.is_none() {
+            opened = Some(super::store::open_existing(store)?);
+        }
+        let s = opened.as_ref().expect("opened above");
+        runs.push(s.load_run(s.resolve(spec)?)?);
+    }
+    Ok(runs)
+}
+
+/// `rtscope report`.
+pub fn report(a: ReportArgs) -> Result<i32> {
+    if a.output != std::path::Path::new("-") {
+        crate::cli::check_writable("--output", &a.output)?;
+    }
+    let format = a.format.unwrap_or(if a.output.extension().is_some_and(|e| e == "md") {
+        ReportFormat::Md
+    } else {
+        ReportFormat::Html
+    });
+    // Bad flags are refused before anything is read.
+    crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    crate::judge::check_tasks_flags(&a.sched.spec())?;
+    let runs = load_runs(&a.runs, &a.store)?;
+    let (doc, failed) = report::run_doc(&runs, &a.req.spec(), &a.sched.spec())?;
+    report::write_to("--output", &a.output, |out| match format {
+        ReportFormat::Html => report::html::write_doc(&doc, out),
+        ReportFormat::Md => report::markdown::write_doc(&doc, out),
+    })?;
+    // A requirement given or stored with a run failed: exit code 2, as analyze.
+    Ok(if failed { 2 } else { 0 })
+}
+
+/// `rtscope compare`.
+pub fn compare(a: CompareArgs) -> Result<i32> {
+    if a.json && a.html.as_deref() == Some(std::path::Path::new("-")) {
+        bail!("--json and --html - would both write to stdout: give --html a FILE");
+    }
+    if let Some(h) = a.html.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+        crate::cli::check_writable("--html", h)?;
+    }
+    let runs = load_runs(&a.runs, &a.store)?;
+    let gate = a.max_regression.map(|pct| rtscope_model::compare::Gate {
+        max_regression_pct: pct,
+        min_delta_ns: a.min_delta,
+        selectors: a.gate.clone(),
+        allow_incomplete: a.allow_incomplete,
+    });
+    let cmp = report::Comparison::new(&runs, gate)?;
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        cmp.write_json(&mut out)?;
+    } else if a.html.as_deref() != Some(std::path::Path::new("-")) {
+        cmp.write_text(&mut out)?;
+    }
+    if let Some(h) = &a.html {
+        report::write_to("--html", h, |o| report::html::write_doc(&cmp.doc(), o))?;
+    }
+    Ok(if cmp.passed() { 0 } else { 2 })
+}

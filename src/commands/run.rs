@@ -1,0 +1,97 @@
+//! `rtscope run` (the assessment, from a plan and the flags over its keys)
+//! and `rtscope load` (loads alone): their flags checked, then `assess`.
+
+use super::assess::{self, PlanFile};
+use crate::cli::{LoadArgs, RunArgs};
+use crate::load;
+use crate::sys::cpu;
+use anyhow::{Result, bail};
+use rtscope_model::units;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+/// `rtscope run`: the assessment, from the embedded default, `--quick` or a
+/// campaign file, with the flags over its keys.
+pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let (base, origin) = match &a.plan {
+        Some(path) => (PlanFile::read(path)?, path.display().to_string()),
+        None if a.quick => (PlanFile::parse(assess::QUICK_PLAN, "quick")?, "--quick".to_string()),
+        None => (PlanFile::parse(assess::DEFAULT_PLAN, "default")?, "default".to_string()),
+    };
+    // Flags are checked under their own names first.
+    if let Some(text) = &a.loads {
+        let cpus = match &a.load_cpus {
+            Some(list) => cpu::parse_selection("--load-cpus", list)?,
+            None => cpu::online(),
+        };
+        load::parse_list(text, &cpus, "--loads")?;
+    }
+    if let Some(cpus) = &a.cpus {
+        cpu::parse_selection("--cpus", cpus)?;
+    }
+    for p in a.probes.iter().flatten() {
+        crate::cli::registry::find(p)?;
+    }
+    if let Some(d) = a.duration.filter(|&d| d < 1_000_000_000) {
+        bail!("--duration {} is per cell and must be at least 1s (e.g. --duration 10s)", units::human(d));
+    }
+    if let Some(c) = a.checkpoint.filter(|c| !(100_000_000..=3_600_000_000_000).contains(c)) {
+        bail!(
+            "--checkpoint {} must be between 100ms and 1h (e.g. --checkpoint 250ms: the tail's diagnostics need 20 \
+             to 40 intervals per cell)",
+            units::human(c)
+        );
+    }
+    crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    crate::judge::check_tasks_flags(&a.sched.spec())?;
+    if a.sched.error_rate.is_some() && a.sched.tasks.is_none() && base.tasks.is_none() && base.task.is_none() {
+        bail!("--error-rate needs a task set: give --tasks FILE, or tasks / [[task]] in the campaign file");
+    }
+    let some = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
+    let ns = |v: Option<u64>| v.map(|n| format!("{n}ns"));
+    let flags = PlanFile {
+        probes: a.probes.clone(),
+        loads: a.loads.as_deref().map(load::split_list).transpose()?,
+        duration: ns(a.duration),
+        warmup: ns(a.warmup),
+        ramp_up: ns(a.ramp_up),
+        checkpoint: ns(a.checkpoint),
+        shuffle: a.shuffle.then_some(true),
+        seed: a.seed,
+        cpus: a.cpus.clone(),
+        load_cpus: a.load_cpus.clone(),
+        trace: a.trace.then_some(true),
+        profiles: some(&a.req.profiles),
+        require: some(&a.req.requires),
+        tasks: a.sched.tasks.as_ref().map(|p| p.display().to_string()),
+        error_rate: a.sched.error_rate,
+        ..Default::default()
+    };
+    let any_flag = flags.probes.is_some() || flags.loads.is_some() || flags.duration.is_some();
+    let origin = if any_flag { format!("{origin} with flags") } else { origin };
+    crate::cli::check_writable("--db", &a.store.db)?;
+    if let Some(json) = a.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+        crate::cli::check_writable("--json", json)?;
+    }
+    let plan = assess::Plan::resolve(&base.overlay(flags), &origin, &a.store.db)?;
+    let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: a.no_dma_latency };
+    assess::run(plan, &opts, signal)
+}
+
+/// `rtscope load`: loads alone, characterised and stored.
+pub fn load(a: LoadArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let cpus = match &a.load_cpus {
+        Some(list) => cpu::parse_selection("--load-cpus", list)?,
+        None => cpu::online(),
+    };
+    let loads = load::parse_list(&a.loads, &cpus, "LOAD")?;
+    if a.duration == Some(0) {
+        bail!("--duration must be longer than 0 (e.g. --duration 30s)");
+    }
+    crate::cli::check_writable("--db", &a.store.db)?;
+    if let Some(json) = a.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+        crate::cli::check_writable("--json", json)?;
+    }
+    let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: true };
+    assess::loads_only(&loads, a.duration, &opts, signal)
+}

@@ -1,0 +1,52 @@
+//! `rtscope osbench -o FILE.csv`: one row per test, its figures in us.
+
+use super::Report;
+use anyhow::Result;
+use rtscope_model::run::Run;
+use rtscope_model::units;
+use serde_json::Value;
+use std::io::Write;
+
+/// `-o FILE.csv`: one row per test, times in microseconds.
+pub struct OsbenchCsv;
+
+impl Report for OsbenchCsv {
+    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
+        writeln!(
+            out,
+            "run_id,group,num,id,metric,name,ips,inter_process,cache_flush,cross_cpu,equal_priorities,cpu,other_cpu,samples,last_us,min_us,mean_us,p50_us,p99_us,max_us,base_ns"
+        )?;
+        for s in run.series.iter().filter(|s| s.key.probe == "osbench") {
+            let m = s.total().summary();
+            let x =
+                |k: &str| s.extra.get(k).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string));
+            let last = s.extra.get("last_ns").and_then(Value::as_u64).unwrap_or(0);
+            let name = x("name").replace('"', "'");
+            writeln!(
+                out,
+                "{},{},{},{},{},\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                run.header.id,
+                x("group"),
+                x("num"),
+                x("test"),
+                s.key.metric,
+                x("ips"),
+                x("inter_process"),
+                x("cache_flush"),
+                x("cross_cpu"),
+                s.extra.get("equal_priorities").and_then(Value::as_bool).unwrap_or(false),
+                s.key.cpu,
+                x("other_cpu").replace("null", ""),
+                m.count,
+                units::us(last),
+                units::us_i(m.min_ns),
+                units::us_f(m.mean_ns),
+                units::us_i(m.p50_ns),
+                units::us_i(m.p99_ns),
+                units::us_i(m.max_ns),
+                x("base_ns"),
+            )?;
+        }
+        Ok(())
+    }
+}

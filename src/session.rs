@@ -1,0 +1,259 @@
+//! A run's lifecycle, the one every measurement records into: a
+//! [`Session`] opens the store and takes the machine's settings (its
+//! inventory and warnings, locked memory, `/dev/cpu_dma_latency`), then
+//! becomes an [`OpenRun`] that cells record into; [`OpenRun::finish`] ends
+//! it with the status, exit code and notes that [`verdict`] draws from the
+//! cells' [`CellOutcome`]s. A per-CPU probe's cell is `probe::Cell`; a
+//! measurement with its own runner (osbench) is an [`OwnCell`]. Nothing
+//! here measures or prints.
+
+use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy};
+use anyhow::{Result, anyhow};
+use rtscope_model::episode::TraceSummary;
+use rtscope_model::inventory::{Inventory, Warning};
+use rtscope_model::run::{Run, RunHeader, RunStatus};
+use rtscope_model::store::Store;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// A new run header for this process.
+pub fn new_header(kind: &str, command_line: Vec<String>, representative: bool, warnings: Vec<Warning>) -> RunHeader {
+    let started = clock::now_unix();
+    RunHeader {
+        id: 0,
+        uuid: format!("{:016x}-{:08x}-{:016x}", started, std::process::id(), clock::now()),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        command_line,
+        kind: kind.into(),
+        hostname: rustix::system::uname().nodename().to_string_lossy().into_owned(),
+        started_unix_ns: started,
+        ended_unix_ns: None,
+        start_mono_ns: clock::now(),
+        status: RunStatus::Running,
+        exit_code: None,
+        pid: std::process::id(),
+        representative,
+        warnings,
+        notes: vec![],
+        peak_rss_kb: None,
+    }
+}
+
+/// Before a run exists: the store, the machine and what may make the run
+/// unrepresentative. Locks memory and holds `/dev/cpu_dma_latency` for the
+/// whole run.
+pub struct Session {
+    store: Store,
+    db: PathBuf,
+    pub inv: Inventory,
+    pub warnings: Vec<Warning>,
+    pub representative: bool,
+    dma: Option<DmaLatency>,
+    rt_refused: bool,
+}
+
+impl Session {
+    /// Opens the store at `db`, takes the machine's inventory (warnings for
+    /// `cpus`), locks memory and, with `dma_latency`, holds C-states off.
+    pub fn open(db: &Path, cpus: &[usize], dma_latency: bool) -> Result<Session> {
+        let store = Store::open(db)?;
+        let inv: Inventory = inventory::collect();
+        let mut warnings = inv.warnings(cpus);
+        let representative = inv.representative();
+        if let Err(e) = mem::lock_all() {
+            warnings.push(Warning {
+                topic: "memory".into(),
+                message: format!("mlockall failed ({e}): page faults may add latency"),
+                fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
+            });
+        }
+        let dma = if dma_latency {
+            match DmaLatency::hold(0) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    warnings.push(Warning {
+                        topic: "cstates".into(),
+                        message: format!(
+                            "cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
+                        ),
+                        fix: "run as root, or pass --no-dma-latency to measure with C-states on purpose".into(),
+                    });
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(Session { store, db: db.to_path_buf(), inv, warnings, representative, dma, rt_refused: false })
+    }
+
+    /// The policy and priority a cell can have: the asked ones, or
+    /// SCHED_OTHER (once with a warning, and the run is not representative)
+    /// when real-time scheduling is refused.
+    pub fn effective(&mut self, policy: Policy, priority: u8) -> (Policy, u8) {
+        if !policy.is_rt() || sched::can_use_rt(priority) {
+            return (policy, priority);
+        }
+        if !self.rt_refused {
+            self.rt_refused = true;
+            self.representative = false;
+            self.warnings.insert(
+                0,
+                Warning {
+                    topic: "privileges".into(),
+                    message: format!(
+                        "cannot use SCHED_{} priority {priority}: measuring at SCHED_OTHER; the run is NOT representative",
+                        format!("{policy:?}").to_uppercase()
+                    ),
+                    fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
+                },
+            );
+        }
+        (Policy::Other, 0)
+    }
+
+    /// Prints the warnings that matter (not the informational ones).
+    pub fn print_warnings(&self) {
+        for w in self.warnings.iter().filter(|w| !w.is_informational()) {
+            eprintln!("rtscope: warning: {} (fix: {})", w.message, w.fix);
+        }
+    }
+
+    /// Pins the calling thread (and so the threads it creates: the writer,
+    /// the trace reader) off the measured CPUs and their SMT siblings.
+    /// Returns those housekeeping CPUs' description for the plan.
+    pub fn pin_housekeeping(&self, measured: &[usize]) -> String {
+        let housekeeping = cpu::housekeeping(&cpu::online(), measured, &self.inv.siblings);
+        if housekeeping.is_empty() {
+            return "none: every CPU is measured, rtscope's writer shares them at SCHED_OTHER".to_string();
+        }
+        let _ = cpu::pin_self(&housekeeping);
+        rtscope_model::inventory::format_cpu_list(&housekeeping)
+    }
+
+    /// Stores the run as `running` with its plan.
+    pub fn create(mut self, kind: &str, plan: &serde_json::Value) -> Result<OpenRun> {
+        let header = new_header(kind, std::env::args().collect(), self.representative, self.warnings);
+        let run_id = self.store.create_run(&header, &self.inv, plan)?;
+        Ok(OpenRun { store: Some(self.store), db: self.db, run_id, _dma: self.dma })
+    }
+}
+
+/// A run in the store, being recorded.
+pub struct OpenRun {
+    /// None while a cell's writer thread has it.
+    store: Option<Store>,
+    pub db: PathBuf,
+    pub run_id: i64,
+    _dma: Option<DmaLatency>,
+}
+
+impl OpenRun {
+    pub fn store(&mut self) -> Result<&mut Store> {
+        self.store.as_mut().ok_or_else(|| anyhow!("the run store was lost with the writer thread"))
+    }
+
+    /// Hands the store to a cell's writer thread; [`OpenRun::put_store`]
+    /// gives it back.
+    pub fn take_store(&mut self) -> Result<Store> {
+        self.store.take().ok_or_else(|| anyhow!("the run store was lost with the writer thread"))
+    }
+
+    /// The store, back from a cell's writer thread.
+    pub fn put_store(&mut self, store: Store) {
+        self.store = Some(store);
+    }
+
+    /// Ends the run with `status`, `exit_code` and `notes`, unlocks memory
+    /// and loads it back.
+    pub fn finish(mut self, status: RunStatus, exit_code: i32, notes: &[String]) -> Result<Run> {
+        mem::unlock_all();
+        let id = self.run_id;
+        let store = self.store()?;
+        store.finish_run(id, status, Some(exit_code), clock::now_unix(), notes, mem::peak_rss_kb())?;
+        store.load_run(id)
+    }
+}
+
+/// What measuring a cell came to.
+#[derive(Default)]
+pub struct CellOutcome {
+    /// The `--threshold` breach, as a note.
+    pub breach: Option<String>,
+    /// Threads that could not be set up or started.
+    pub errors: Vec<String>,
+    /// Storing failed: data after the last commit is lost.
+    pub store_error: Option<anyhow::Error>,
+    pub notes: Vec<String>,
+    pub lost_exceedances: u64,
+    /// What the tracer did, when traced.
+    pub trace: Option<TraceSummary>,
+}
+
+/// A run's status, exit code and notes from its cells' outcomes.
+pub fn verdict(outcomes: &mut [CellOutcome], signal: &AtomicBool) -> (RunStatus, i32, Vec<String>) {
+    let mut notes: Vec<String> = outcomes.iter_mut().flat_map(|o| std::mem::take(&mut o.notes)).collect();
+    let errors: Vec<String> = outcomes.iter().flat_map(|o| o.errors.iter().cloned()).collect();
+    let (status, code) = if let Some(e) = outcomes.iter().find_map(|o| o.store_error.as_ref()) {
+        notes.push(format!("storing failed, data after the last commit is lost: {e:#}"));
+        (RunStatus::Failed, 1)
+    } else if let Some(b) = outcomes.iter().find_map(|o| o.breach.clone()) {
+        notes.push(b);
+        (RunStatus::Interrupted, 2)
+    } else if !errors.is_empty() {
+        notes.extend(errors);
+        (RunStatus::Failed, 1)
+    } else if signal.load(Relaxed) {
+        notes.push("stopped by a signal (SIGINT/SIGTERM) before its planned end".into());
+        (RunStatus::Interrupted, 0)
+    } else {
+        (RunStatus::Complete, 0)
+    };
+    let lost: u64 = outcomes.iter().map(|o| o.lost_exceedances).sum();
+    if lost > 0 {
+        notes.push(format!(
+            "{lost} exceedances did not fit the ring to the writer and were dropped (histograms are complete)"
+        ));
+    }
+    (status, code, notes)
+}
+
+/// A measurement that is not a per-CPU periodic probe: it records its
+/// series (keyed with the cell's load) into the open run itself.
+pub trait OwnCell {
+    fn name(&self) -> &'static str;
+    /// Its settings, for the run's plan.
+    fn plan(&self) -> serde_json::Value;
+    /// Its metrics, in the order of its rows in the matrix.
+    fn metrics(&self) -> Vec<String>;
+    /// One line on what it measures where, for the run's plan.
+    fn describe(&self) -> String {
+        String::new()
+    }
+    /// The policy and priority it asks for; the assessment checks that it
+    /// can have them and passes what it can to [`OwnCell::measure`].
+    fn scheduling(&self) -> (Policy, u8) {
+        (Policy::Other, 0)
+    }
+    /// The assessment's measured CPUs (`--cpus`), before anything starts.
+    fn place(&mut self, _measured: &[usize]) -> Result<()> {
+        Ok(())
+    }
+    /// Called once when the assessment starts, before its store is open
+    /// and before any load, thread or child process (e.g. to fork a helper
+    /// process, such as osbench's janitor, while nothing else runs).
+    fn start(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Measures for about `duration_ns` (or until `signal`) at `effective`
+    /// scheduling, its series keyed with `load`.
+    fn measure(
+        &self,
+        run: &mut OpenRun,
+        load: &str,
+        duration_ns: u64,
+        effective: (Policy, u8),
+        signal: &Arc<AtomicBool>,
+    ) -> Result<CellOutcome>;
+}
