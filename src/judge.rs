@@ -21,6 +21,9 @@ use std::path::{Path, PathBuf};
 pub struct RequireSpec {
     pub profiles: Vec<String>,
     pub requires: Vec<String>,
+    /// `--allow-insufficient`: a requirement without enough data does not
+    /// fail the gate.
+    pub allow_insufficient: bool,
 }
 
 impl RequireSpec {
@@ -81,6 +84,9 @@ pub struct Asked {
     pub profiles: Vec<String>,
     pub requires: Vec<String>,
     pub reqs: Vec<verdict::Requirement>,
+    /// A requirement asked for (not the yardstick) with not enough data
+    /// passes the gate (`--allow-insufficient`); else it fails it.
+    pub allow_insufficient: bool,
 }
 
 /// The profile a report judges a run against when nothing is asked.
@@ -89,7 +95,31 @@ pub const YARDSTICK: &str = "omac";
 impl Asked {
     /// Nothing to judge.
     pub fn none() -> Asked {
-        Asked { source: ReqSource::Flags, profiles: vec![], requires: vec![], reqs: vec![] }
+        Asked { source: ReqSource::Flags, profiles: vec![], requires: vec![], reqs: vec![], allow_insufficient: false }
+    }
+
+    /// Whether `verdicts` fail the gate: a requirement asked for (not the
+    /// default yardstick) failed, or had not enough data to be judged and
+    /// `--allow-insufficient` was not given. A gate that cannot judge what
+    /// it was asked does not pass.
+    pub fn fails(&self, verdicts: &[verdict::Verdict]) -> bool {
+        self.source != ReqSource::Default
+            && verdicts.iter().any(|v| {
+                v.status == verdict::Status::Fail
+                    || (v.status == verdict::Status::NotEnoughData && !self.allow_insufficient)
+            })
+    }
+
+    /// The line that says why a gate with not enough data did not pass,
+    /// if it did not for that reason.
+    pub fn short_note(&self, verdicts: &[verdict::Verdict]) -> Option<String> {
+        let n = verdicts.iter().filter(|v| v.status == verdict::Status::NotEnoughData).count();
+        (self.source != ReqSource::Default && n > 0 && !self.allow_insufficient).then(|| {
+            format!(
+                "{n} requirement(s) had not enough data to be judged: the gate does not pass (exit code 2); \
+                 measure longer, or give --allow-insufficient to let them pass"
+            )
+        })
     }
 
     /// What was asked, for people: "the profile omac and 'wakeup.latency.p99 < 50us'".
@@ -160,14 +190,19 @@ pub fn stored_requirements(run: &Run) -> (Vec<String>, Vec<String>) {
 }
 
 /// What `run` is judged against: the flags, else the requirements stored
-/// with it, else (with `yardstick`) the profile omac, else nothing.
+/// with it, else (with `yardstick`) the profile omac, else nothing. A
+/// requirement given with the flags that names a probe or metric the run
+/// has no series of is refused, naming those it has.
 pub fn asked(run: &Run, flags: &RequireSpec, yardstick: bool) -> Result<Asked> {
-    let (source, profiles, requires) = if !flags.is_empty() {
-        (ReqSource::Flags, flags.profiles.clone(), flags.requires.clone())
+    let stored_allow = run.plan["requirements"]["allow_insufficient"].as_bool().unwrap_or(false);
+    let (source, profiles, requires, allow) = if !flags.is_empty() {
+        (ReqSource::Flags, flags.profiles.clone(), flags.requires.clone(), flags.allow_insufficient)
     } else {
         match stored_requirements(run) {
-            (p, r) if !p.is_empty() || !r.is_empty() => (ReqSource::Stored, p, r),
-            _ if yardstick => (ReqSource::Default, vec![YARDSTICK.to_string()], vec![]),
+            (p, r) if !p.is_empty() || !r.is_empty() => {
+                (ReqSource::Stored, p, r, stored_allow || flags.allow_insufficient)
+            }
+            _ if yardstick => (ReqSource::Default, vec![YARDSTICK.to_string()], vec![], true),
             _ => return Ok(Asked::none()),
         }
     };
@@ -175,7 +210,87 @@ pub fn asked(run: &Run, flags: &RequireSpec, yardstick: bool) -> Result<Asked> {
         ReqSource::Stored => anyhow!("run {}: a requirement stored with it: {e}", run.header.id),
         _ => anyhow!(e),
     })?;
-    Ok(Asked { source, profiles, requires, reqs })
+    if source == ReqSource::Flags {
+        check_asked(&profiles, &requires, &run_metrics(run), &format!("run {}", run.header.id))
+            .map_err(anyhow::Error::msg)?;
+    }
+    Ok(Asked { source, profiles, requires, reqs, allow_insufficient: allow })
+}
+
+/// The probes of `run` and the metrics each has series of, stages too.
+pub fn run_metrics(run: &Run) -> Vec<(String, Vec<String>)> {
+    let mut have: Vec<(String, Vec<String>)> = Vec::new();
+    for s in &run.series {
+        let (p, m) = (&s.key.probe, &s.key.metric);
+        match have.iter_mut().find(|(q, _)| q == p) {
+            Some((_, ms)) if !ms.contains(m) => ms.push(m.clone()),
+            Some(_) => {}
+            None => have.push((p.clone(), vec![m.clone()])),
+        }
+    }
+    have
+}
+
+/// [`check_names`] for what was asked: each profile's requirements and
+/// each requirement, the message naming the `--profile` or `--require`.
+pub fn check_asked(
+    profiles: &[String],
+    requires: &[String],
+    have: &[(String, Vec<String>)],
+    origin: &str,
+) -> Result<(), String> {
+    for p in profiles {
+        check_names(&verdict::profile(p)?, have, origin).map_err(|e| format!("--profile {p}: {e}"))?;
+    }
+    for r in requires {
+        check_names(&[verdict::parse_requirement(r)?], have, origin).map_err(|e| format!("--require {e}"))?;
+    }
+    Ok(())
+}
+
+/// Refuses a requirement that names a probe or a metric `have` (what
+/// `origin`, a plan or a run, produces: each probe with its metrics) does
+/// not hold: a misspelled gate must not pass by judging nothing. The
+/// message names the requirement and what could be judged instead.
+pub fn check_names(reqs: &[verdict::Requirement], have: &[(String, Vec<String>)], origin: &str) -> Result<(), String> {
+    let listing = || have.iter().map(|(p, ms)| format!("{p} ({})", ms.join(", "))).collect::<Vec<_>>().join("; ");
+    for r in reqs {
+        let named = match &r.lhs {
+            verdict::Lhs::Stat { probe, metric, .. } => Some((probe, metric)),
+            verdict::Lhs::Mttf { series: Some((probe, metric)), .. } => Some((probe, metric)),
+            verdict::Lhs::Mttf { series: None, .. } => None,
+            verdict::Lhs::TimerJitter { .. } => {
+                if !have.iter().any(|(p, _)| p == "wakeup" || p == "ptimer") {
+                    return Err(format!(
+                        "'{}': the jitter of a periodic timer needs the wakeup or the ptimer probe, and {origin} \
+                         has neither (it has: {}); add one, or require what it measures",
+                        r.text,
+                        listing()
+                    ));
+                }
+                None
+            }
+        };
+        let Some((probe, metric)) = named else { continue };
+        match have.iter().find(|(p, _)| p == probe) {
+            None => {
+                return Err(format!(
+                    "'{}': {origin} has no probe '{probe}'; it can judge: {} (write PROBE.METRIC.STAT)",
+                    r.text,
+                    listing()
+                ));
+            }
+            Some((_, ms)) if !ms.contains(metric) => {
+                return Err(format!(
+                    "'{}': the probe {probe} of {origin} has no metric '{metric}'; it has: {}",
+                    r.text,
+                    ms.join(", ")
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// A run judged: the keys `rtscope analyze RUN --json` ends with, and
@@ -189,7 +304,8 @@ pub struct Judged<'a> {
     /// The task set given or stored with the run, judged; absent without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedulability: Option<SchedOut<'a>>,
-    /// False when a requirement failed or the task set misses a deadline.
+    /// False when a requirement failed, or had not enough data to be judged
+    /// (unless --allow-insufficient), or the task set misses a deadline.
     pub passed: bool,
 }
 
@@ -200,8 +316,7 @@ impl<'a> Judged<'a> {
         set: Option<&AskedSet>,
         sched: Option<&'a rta::Schedulability>,
     ) -> Judged<'a> {
-        let failed = verdicts.iter().any(|v| v.status == verdict::Status::Fail)
-            || sched.is_some_and(|s| s.verdict.status == verdict::Status::Fail);
+        let failed = asked.fails(verdicts) || sched.is_some_and(|s| s.verdict.status == verdict::Status::Fail);
         Judged {
             requirements_from: (!asked.reqs.is_empty()).then_some(asked.source),
             verdicts,
@@ -383,7 +498,7 @@ mod tests {
         let mut run = rtscope_model::export::read_json(include_str!("../tests/data/report-run.json"), "fixture")
             .expect("the fixture reads");
         let none = RequireSpec::default();
-        let flags = RequireSpec { profiles: vec![], requires: vec!["wakeup.latency.max < 1ms".into()] };
+        let flags = RequireSpec { requires: vec!["wakeup.latency.max < 1ms".into()], ..Default::default() };
         assert!(asked(&run, &none, false).unwrap().reqs.is_empty(), "analyze judges nothing unasked");
         let d = asked(&run, &none, true).unwrap();
         assert_eq!((d.source, d.profiles.as_slice(), d.reqs.len()), (ReqSource::Default, &["omac".to_string()][..], 3));

@@ -298,9 +298,28 @@ fn analyze_a_stored_run_with_verdicts() {
     assert!(out.contains("FAIL") && out.contains("observed max"), "{out}");
     // omac: the 1 ms wakeup interval is the periodic timer.
     assert!(out.contains("1ms periodic timer jitter <= 100us"), "{out}");
+    // Not enough data to judge what was asked: the gate does not pass,
+    // unless --allow-insufficient lets it.
     let o = rtscope(&["analyze", "--db", &db, "--require", "wakeup.latency.week < 1ms"]);
-    assert_eq!(o.status.code(), Some(0), "not enough data is not a failure: {}", text(&o));
+    assert_eq!(o.status.code(), Some(2), "a gate that cannot judge does not pass: {}", text(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("NOT ENOUGH DATA"), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-insufficient"), "{}", text(&o));
+    let o = rtscope(&["analyze", "--db", &db, "--require", "wakeup.latency.week < 1ms", "--allow-insufficient"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A requirement on a probe or metric the run has no series of is
+    // refused, naming what it has: a misspelled gate cannot pass.
+    for (req, says) in [
+        ("wakup.latency.max < 5us", "no probe 'wakup'"),
+        ("wakeup.bogus.max < 5us", "no metric 'bogus'"),
+        ("noise.latency.max < 5us", "no probe 'noise'"),
+    ] {
+        let o = rtscope(&["analyze", "--db", &db, "--require", req, "--allow-insufficient"]);
+        assert_eq!(o.status.code(), Some(1), "{req}: {}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says) && err.contains("latency"), "{req}: {err}");
+        let o = rtscope(&["report", "last", "-o", "-", "--db", &db, "--require", req]);
+        assert_eq!(o.status.code(), Some(1), "report {req}: {}", text(&o));
+    }
     // MTTF and the pseudo worst case from the run.
     let o = rtscope(&[
         "analyze",

@@ -78,6 +78,17 @@ fn bad_assessments_and_loads_are_refused_before_measuring() {
     refused(&["run", "--cpus", "4000"], &["--cpus"]);
     refused(&["run", "/nonexistent-dir/plan.toml"], &["plan.toml"]);
     refused(&["run", "--quick", "plan.toml"], &["--quick"]);
+    // A gate on what the plan cannot produce is refused before anything
+    // is measured, naming what it can judge: it could never pass honestly.
+    let gate = ["run", "--probes", "wakeup", "--loads", "idle", "-D", "1s", "--require"];
+    refused(
+        &[&gate[..], &["wakup.latency.max < 5us"]].concat(),
+        &["'wakup.latency.max < 5us'", "no probe 'wakup'", "wakeup (latency"],
+    );
+    refused(&[&gate[..], &["wakeup.bogus.max < 5us"]].concat(), &["no metric 'bogus'", "latency"]);
+    refused(&[&gate[..], &["noise.latency.max < 5us"]].concat(), &["no probe 'noise'"]);
+    refused(&[&gate[..], &["wakeup.irq.max < 5us"]].concat(), &["no metric 'irq'"]);
+    refused(&["run", "--probes", "noise", "--loads", "idle", "--profile", "omac"], &["omac", "wakeup"]);
     refused(&["load", "spin"], &["LOAD", "spin"]);
     refused(&["load", "cpu", "--duration", "0"], &["--duration"]);
     refused(&["load", "net:0"], &["net", "packets/s"]);

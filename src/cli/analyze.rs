@@ -1,8 +1,8 @@
 //! `rtscope analyze`'s arguments.
 
 use super::*;
-use rtscope_model::units::TimeUnit;
 use crate::judge::{RequireSpec, TasksSpec};
+use rtscope_model::units::TimeUnit;
 
 /// A tail threshold: `auto` (None) or a duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,12 +39,22 @@ pub struct RequireArgs {
     /// pNN.NNN, hour, day, week) or 'mttf(n=3,t=2.67ms,c=1ms) > 24h'. Repeatable; a failed one exits with code 2.
     #[arg(long = "require", value_name = "EXPR")]
     pub requires: Vec<String>,
+    /// Let a requirement that had not enough data to be judged (too few samples for a percentile or a return
+    /// level, a series the run came out without) pass; without it such a requirement fails the gate (exit code 2),
+    /// so that a gate cannot pass by judging nothing. A requirement on a probe or metric the plan or run cannot
+    /// produce is refused before anything is measured (exit code 1).
+    #[arg(long)]
+    pub allow_insufficient: bool,
 }
 
 impl RequireArgs {
     /// What the flags ask for, as the judge takes it.
     pub fn spec(&self) -> RequireSpec {
-        RequireSpec { profiles: self.profiles.clone(), requires: self.requires.clone() }
+        RequireSpec {
+            profiles: self.profiles.clone(),
+            requires: self.requires.clone(),
+            allow_insufficient: self.allow_insufficient,
+        }
     }
 }
 

@@ -174,6 +174,9 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             text::write_schedulability(s, &set.origin(), &mut out)?;
         }
     }
+    if let Some(note) = asked.short_note(&verdicts) {
+        eprintln!("rtscope: {note}");
+    }
     Ok(code)
 }
 

@@ -19,7 +19,7 @@ use crate::sys::{clock, cpu, inventory, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
 use rtscope_model::characterisation::{Accumulator, Characterisation};
-use rtscope_model::episode::TraceSummary;
+use rtscope_model::episode::{Stages, TraceSummary};
 use rtscope_model::inventory::format_cpu_list;
 use rtscope_model::run::RunStatus;
 use rtscope_model::store::Store;
@@ -60,6 +60,9 @@ pub struct PlanFile {
     /// Requirements stored with the run (as `--profile` and `--require`).
     pub profiles: Option<Vec<String>>,
     pub require: Option<Vec<String>>,
+    /// A requirement without enough data passes the gate (as
+    /// `--allow-insufficient`); else it fails it.
+    pub allow_insufficient: Option<bool>,
     /// A task set stored with the run: a task file (relative to the plan
     /// file), or `[[task]]` tables in the plan itself; and its error rate.
     pub tasks: Option<String>,
@@ -96,8 +99,24 @@ impl PlanFile {
             (self.tasks, self.task) = (None, None);
         }
         take!(
-            probes, loads, duration, warmup, ramp_up, score, shuffle, seed, cpus, load_cpus, trace, checkpoint,
-            profiles, require, tasks, task, error_rate
+            probes,
+            loads,
+            duration,
+            warmup,
+            ramp_up,
+            score,
+            shuffle,
+            seed,
+            cpus,
+            load_cpus,
+            trace,
+            checkpoint,
+            profiles,
+            require,
+            allow_insufficient,
+            tasks,
+            task,
+            error_rate
         );
         self.args.extend(other.args);
         self
@@ -137,8 +156,31 @@ pub struct Plan {
     /// Stored with the run: profiles and requirements, checked.
     pub profiles: Vec<String>,
     pub requires: Vec<String>,
+    /// Stored with the run: a requirement without enough data passes.
+    pub allow_insufficient: bool,
     /// Stored with the run: the task set, checked.
     pub tasks: Option<rta::TaskSet>,
+}
+
+/// Each measurement of the plan with the metrics it records: a per-CPU
+/// probe's, and its trace stages when traced; osbench's tests.
+fn produces(probes: &[Built]) -> Vec<(String, Vec<String>)> {
+    probes
+        .iter()
+        .map(|b| {
+            let metrics = match b {
+                Built::PerCpu(common, probe) => {
+                    let mut ms: Vec<String> = probe.metrics().iter().map(|m| m.to_string()).collect();
+                    if common.trace.is_some() && probe.trace_stages() == Some(true) {
+                        ms.extend(Stages::of_probe(probe.name()).1.iter().map(|m| m.to_string()));
+                    }
+                    ms
+                }
+                Built::Own(own) => own.metrics(),
+            };
+            (b.name().to_string(), metrics)
+        })
+        .collect()
 }
 
 /// A verdict module's message about a plan's key: `--profile dvd: ...`
@@ -269,6 +311,11 @@ impl Plan {
         let profiles = file.profiles.clone().unwrap_or_default();
         let requires = file.require.clone().unwrap_or_default();
         crate::judge::parse_requirements(&profiles, &requires).map_err(|e| plan_key_error(origin, &e))?;
+        // A requirement on what the plan cannot produce is refused before
+        // anything is measured (a misspelled gate must not pass).
+        crate::judge::check_asked(&profiles, &requires, &produces(&probes), "the plan")
+            .map_err(|e| plan_key_error(origin, &e))?;
+        let allow_insufficient = file.allow_insufficient.unwrap_or(false);
         let tasks = Self::task_set(file, origin, &names)?;
         let shuffle = file.shuffle.unwrap_or(false);
         let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
@@ -295,6 +342,7 @@ impl Plan {
             trace,
             profiles,
             requires,
+            allow_insufficient,
             tasks,
         })
     }
@@ -376,7 +424,11 @@ impl Plan {
                 "untraced": self.untraced,
                 "trace": self.trace,
             },
-            "requirements": {"profiles": self.profiles, "require": self.requires},
+            "requirements": {
+                "profiles": self.profiles,
+                "require": self.requires,
+                "allow_insufficient": self.allow_insufficient,
+            },
             "schedulability": self.tasks,
             "cpus": format_cpu_list(&self.cpus),
             "load_cpus": format_cpu_list(&self.load_cpus),
@@ -640,6 +692,9 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
         let mut out = std::io::stdout().lock();
         writeln!(out)?;
         report::analyze::write_verdicts(&verdicts, &asked.origin(), &mut out)?;
+    }
+    if let Some(note) = asked.short_note(&verdicts) {
+        eprintln!("rtscope: {note}");
     }
     if let (Some(set), Some(s), true) = (&set, &sched, printing) {
         let mut out = std::io::stdout().lock();

@@ -63,6 +63,7 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         trace: a.trace.then_some(true),
         profiles: some(&a.req.profiles),
         require: some(&a.req.requires),
+        allow_insufficient: a.req.allow_insufficient.then_some(true),
         tasks: a.sched.tasks.as_ref().map(|p| p.display().to_string()),
         error_rate: a.sched.error_rate,
         ..Default::default()

@@ -69,11 +69,11 @@ impl<'r> Analysed<'r> {
         Analysed { run, rows, all, asked, verdicts, left_out, sched }
     }
 
-    /// A requirement asked for (not the default yardstick) failed, or the
-    /// task set misses a deadline.
+    /// A requirement asked for (not the default yardstick) failed, or had
+    /// not enough data (unless --allow-insufficient), or the task set
+    /// misses a deadline.
     pub fn failed(&self) -> bool {
-        (self.asked.source != ReqSource::Default && self.verdicts.iter().any(|v| v.status == Status::Fail))
-            || self.sched.as_ref().is_some_and(|(_, s)| s.verdict.status == Status::Fail)
+        self.asked.fails(&self.verdicts) || self.sched.as_ref().is_some_and(|(_, s)| s.verdict.status == Status::Fail)
     }
 
     /// The analysed series, with their analysis, osbench's aside.
@@ -739,6 +739,7 @@ mod tests {
         let flags = crate::judge::RequireSpec {
             profiles: vec!["omac".into()],
             requires: vec!["mttf(n=3,t=2ms,c=1ms) > 1h".into(), "wakeup.latency.max < 1ms".into()],
+            allow_insufficient: false,
         };
         let a = Analysed::new(&run, crate::judge::asked(&run, &flags, true).unwrap(), None);
         assert_eq!(a.asked.source, ReqSource::Flags);
