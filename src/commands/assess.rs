@@ -13,7 +13,7 @@ use crate::cli::registry::{self, Built};
 use crate::load::sampler::Sampler;
 use crate::load::{self, LoadSpec, Running};
 use crate::probe::Cell;
-use crate::report::{self, Report};
+use crate::report::{self, Input};
 use crate::session::{CellOutcome, Session, verdict};
 use crate::sys::{clock, cpu, inventory, process};
 use anyhow::{Context, Result, anyhow, bail};
@@ -655,15 +655,12 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
 /// `rtscope analyze RUN --json` gives them when it was `judged`.
 fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::judge::Judged>) -> Result<()> {
     if let Some(path) = &opts.json {
-        match judged {
-            Some(j) => report::write_to("--json", path, |out| report::json::write_judged(run, j, out))?,
-            None => report::write_file(path, &report::Json, run)?,
-        }
+        report::write("--json", path, report::JSON, &Input { judged, ..Input::one(run) })?;
     }
     let json_on_stdout = opts.json.as_deref() == Some(Path::new("-"));
     if !opts.quiet && !json_on_stdout {
         let mut out = std::io::stdout().lock();
-        report::Text { describe: String::new() }.write(run, &mut out)?;
+        report::TEXT.write(&Input::one(run), &mut out)?;
         println!("{}", report::stored_line(run.header.id, &opts.db));
     }
     Ok(())
@@ -976,7 +973,7 @@ mod tests {
         assert!(run.characterisation[1].cpu_busy_pct >= 50.0, "{:?}", run.characterisation[1]);
         assert!(run.cpu_score.is_some());
         let mut text = Vec::new();
-        crate::report::Text { describe: String::new() }.write(&run, &mut text).unwrap();
+        crate::report::TEXT.write(&Input::one(&run), &mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("counter n") && text.contains("characterisation"), "{text}");
     }

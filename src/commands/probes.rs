@@ -4,7 +4,7 @@
 
 use crate::cli::{NetlatArgs, NetlatPlan};
 use crate::probe::{Cell, Common, Probe, check_trace, netlat};
-use crate::report::{self, Report};
+use crate::report::{self, Input};
 use crate::session::{Session, verdict};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
@@ -44,12 +44,12 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     }
     let loaded = loaded?;
     if let Some(path) = &common.json {
-        report::write_file(path, &report::Json, &loaded)?;
+        report::write("--json", path, report::JSON, &Input::one(&loaded))?;
     }
     let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
     if !common.quiet && !json_on_stdout {
         let mut out = std::io::stdout().lock();
-        report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
+        report::TEXT.write(&Input::one(&loaded), &mut out)?;
         println!("{}", report::stored_line(run_id, &db));
     }
     if !errors.is_empty() {
