@@ -118,18 +118,9 @@ fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     drop(janitor);
     mem::unlock_all();
     let run = store.load_run(run_id)?;
-    if let Some(path) = &plan.json {
-        report::write("--json", path, report::JSON, &Input::one(&run))?;
-    }
-    if let Some(path) = &plan.csv {
-        report::write("--output", path, report::OSBENCH_CSV, &Input::one(&run))?;
-    }
-    let to_stdout = |p: &Option<std::path::PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
-    if !plan.quiet && !to_stdout(&plan.json) && !to_stdout(&plan.csv) {
-        let mut out = std::io::stdout().lock();
-        report::TEXT.write(&Input::one(&run), &mut out)?;
-        println!("{}", report::stored_line(run_id, &plan.db));
-    }
+    let files =
+        [("--json", report::JSON, plan.json.as_deref()), ("--output", report::OSBENCH_CSV, plan.csv.as_deref())];
+    super::write_run(&Input::one(&run), &files, plan.quiet, &plan.db)?;
     if failed > 0 && failed == jobs {
         bail!("no test could be measured (see the warnings above)");
     }
