@@ -60,37 +60,7 @@ pub fn show(a: ShowArgs) -> Result<i32> {
         report::write_episodes(&run, &mut out)?;
         return Ok(0);
     }
-    let h = &run.header;
-    let inv = &run.inventory;
-    writeln!(out, "run {} ({})  {}  {}", h.id, h.uuid, h.kind, h.status.as_str())?;
-    writeln!(
-        out,
-        "started   {} UTC{}",
-        utc(h.started_unix_ns),
-        h.ended_unix_ns.map(|e| format!(", ended {} UTC", utc(e))).unwrap_or_default()
-    )?;
-    writeln!(out, "command   {}", h.command_line.join(" "))?;
-    writeln!(
-        out,
-        "host      {} · {} · {} CPUs ({}) · {}",
-        h.hostname, inv.cpu_model, inv.cpu_count, inv.cpus_online, inv.arch
-    )?;
-    writeln!(out, "kernel    {} {} · {}", inv.kernel_release, inv.kernel_version, inv.preempt_model)?;
-    writeln!(out, "cmdline   {}", inv.cmdline)?;
-    writeln!(
-        out,
-        "clock     {} · RT throttling {} · rtscope {}{}",
-        inv.clocksource,
-        match inv.rt_runtime_us {
-            Some(-1) => "off".to_string(),
-            Some(r) => format!("{r}us per {}us", inv.rt_period_us.unwrap_or(0)),
-            None => "unknown".into(),
-        },
-        h.tool_version,
-        h.peak_rss_kb.map(|k| format!(" · peak RSS {} MB", k / 1024)).unwrap_or_default()
-    )?;
-    writeln!(out)?;
-    report::TEXT.write(&Input::one(&run), &mut out)?;
+    report::TEXT.write(&Input { machine: true, ..Input::one(&run) }, &mut out)?;
     Ok(0)
 }
 

@@ -3,7 +3,9 @@
 //! and `show` choose from the table, and their `--help` lists come from it;
 //! the measuring commands write their summary and `--json` through it.
 //! Beside the formats: the document that HTML and Markdown render
-//! (`run_doc`, `doc.rs`, `sections.rs`), its plots and tables.
+//! (`run_doc`, `doc.rs`, `sections.rs`), its plots and tables, and the
+//! machine's rows that every format with a machine header shows
+//! (`machine.rs`).
 
 pub mod analyze;
 pub mod comparison;
@@ -13,6 +15,7 @@ mod hdr;
 pub mod html;
 mod json;
 mod judged;
+mod machine;
 mod markdown;
 mod matrix;
 mod osbench_csv;
@@ -112,6 +115,8 @@ pub struct Input<'a> {
     /// JSON: every interval's histogram and exceedance too (lossless, what
     /// `rtscope import` reads), not only the summary.
     pub full: bool,
+    /// Text: the machine and the run's setup first (`rtscope show`).
+    pub machine: bool,
     /// JSON: the run's verdicts and schedulability after its document (`rtscope run --json`).
     pub judged: Option<&'a Judged<'a>>,
     /// HTML, Markdown: the requirements to judge against (else those stored with each run, else the yardstick).
@@ -123,7 +128,7 @@ pub struct Input<'a> {
 impl<'a> Input<'a> {
     /// `runs`, and no choice taken.
     pub fn new(runs: &'a [Run]) -> Input<'a> {
-        Input { runs, full: false, judged: None, req: None, tasks: None }
+        Input { runs, full: false, machine: false, judged: None, req: None, tasks: None }
     }
 
     /// One run, and no choice taken.

@@ -205,9 +205,31 @@ impl Format for Text {
     }
 
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
-        write_summary(input.run()?, out)?;
+        let run = input.run()?;
+        if input.machine {
+            write_machine(run, out)?;
+        }
+        write_summary(run, out)?;
         Ok(Written::default())
     }
+}
+
+/// The machine and the run's setup (the report's "Machine and setup"
+/// rows), after when the run started and ended; then a blank line.
+fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let h = &run.header;
+    let started = format!(
+        "{} UTC{}",
+        units::utc(h.started_unix_ns),
+        h.ended_unix_ns.map(|e| format!(", ended {} UTC", units::utc(e))).unwrap_or_default()
+    );
+    let rows: Vec<(&str, String)> = std::iter::once(("started", started)).chain(super::machine::rows(run)).collect();
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in rows {
+        writeln!(out, "{k:<width$}  {v}")?;
+    }
+    writeln!(out)?;
+    Ok(())
 }
 
 /// The probe's line, its tables (or the assessment's matrix), the trace,
