@@ -87,6 +87,28 @@ fn markdown_report_of_the_fixed_run_matches_its_snapshot() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), md);
 }
 
+/// `show` prints the machine as the report's "Machine and setup" table has
+/// it, row for row, in one unit (MiB), before the figures.
+#[test]
+fn show_prints_the_machine_rows_of_the_report() {
+    let (_dir, db) = imported();
+    let md = report(&["report", "1", "--format", "md", "-o", "-", "--db", &db]);
+    let rows: Vec<Vec<String>> =
+        md_table_after(&md, "### Machine and setup").into_iter().filter(|r| !r[0].is_empty()).collect();
+    assert_eq!(rows.len(), 18, "{rows:?}");
+    let shown = report(&["show", "1", "--db", &db]);
+    for r in &rows {
+        let (k, v) = (&r[0], &r[1]);
+        assert!(
+            shown.lines().any(|l| l.strip_prefix(k.as_str()).is_some_and(|rest| rest.trim_start() == v)),
+            "{k}: {v} missing:\n{shown}"
+        );
+    }
+    assert!(shown.starts_with("started ") && shown.contains("peak RSS 42 MiB") && !shown.contains(" MB"), "{shown}");
+    let figures = shown.find("rtscope wakeup · run 1").expect("the text summary");
+    assert!(shown.find("memory").unwrap() < figures, "{shown}");
+}
+
 /// The HTML's skeleton: articles, sections, headings, verdicts, tables with
 /// their header and row count, and every plot with its drawn series; text
 /// and coordinates left out.

@@ -7,13 +7,15 @@ use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
 use crate::probe::wakeup::{SpinnerOpt, Wakeup};
 use crate::recorder::ExceedMode;
+use crate::report::{self, Format, Use};
 use crate::sys::cache::FlushBuffer;
 use crate::sys::timers;
 use crate::sys::{cpu, sched::Policy};
 use crate::trace::decompose::CauseThreshold;
 use crate::trace::{TraceClock, TraceOpts};
 use anyhow::{Result, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::TypedValueParser;
+use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 
 mod analyze;
@@ -64,7 +66,7 @@ pub enum Cmd {
     Runs(StoreArgs),
     /// Summarise a stored run (its machine, warnings and figures).
     Show(ShowArgs),
-    /// Export a stored run: json (lossless, re-importable), csv (per histogram bucket) or hdr (HdrHistogram interval log).
+    #[command(about = export_about())]
     Export(ExportArgs),
     /// Import a run exported with `rtscope export --format json` (from this or another machine).
     Import(ImportArgs),
@@ -286,37 +288,31 @@ pub struct ShowArgs {
     pub store: StoreArgs,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ExportFormat {
-    /// Self-contained and lossless: every interval's histogram, every exceedance; `rtscope import` reads it back.
-    Json,
-    /// One row per non-empty histogram bucket of each series.
-    Csv,
-    /// HdrHistogram interval log (tags probe.metric.cpuN, values in ns): HdrHistogram's own tools read it.
-    Hdr,
-    /// The cause episodes of a --trace run as a timeline (Chrome JSON trace): open it in ui.perfetto.dev.
-    Perfetto,
+/// `rtscope export`'s line in `--help`: its formats, from report's table.
+fn export_about() -> String {
+    let names: Vec<&str> = report::offered(Use::Export).map(|f| f.name()).collect();
+    format!("Export a stored run for other tools: --format {} (json: lossless, re-importable)", names.join(", "))
+}
+
+/// `--format`'s values: the formats that `u` offers, from report's table,
+/// each with its description for `--help`.
+fn format_of(u: Use) -> impl TypedValueParser<Value = &'static dyn Format> {
+    let values = report::offered(u).map(|f| clap::builder::PossibleValue::new(f.name()).help(f.description()));
+    clap::builder::PossibleValuesParser::new(values)
+        .map(|name: String| report::named(&name).expect("a value the parser offered"))
 }
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     /// A run id, or `last`.
     pub run: String,
-    #[arg(long, short = 'f', value_enum, default_value = "json")]
-    pub format: ExportFormat,
+    #[arg(long, short = 'f', value_parser = format_of(Use::Export), default_value = "json")]
+    pub format: &'static dyn Format,
     /// Output file ('-' for stdout).
     #[arg(long, short = 'o', value_name = "FILE", default_value = "-")]
     pub output: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    /// One self-contained HTML file with inline SVG plots.
-    Html,
-    /// Markdown: the tables, verdicts and warnings, without the plots.
-    Md,
 }
 
 #[derive(Args, Debug)]
@@ -327,9 +323,9 @@ pub struct ReportArgs {
     /// Output file ('-' for stdout).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
-    /// [default: md when FILE ends in .md, else html]
-    #[arg(long, short = 'f', value_enum)]
-    pub format: Option<ReportFormat>,
+    /// [default: by FILE's extension, else html]
+    #[arg(long, short = 'f', value_parser = format_of(Use::Report))]
+    pub format: Option<&'static dyn Format>,
     // The Verdicts section's requirements [default: those stored with the run, else the profile omac as a yardstick].
     #[command(flatten)]
     pub req: RequireArgs,

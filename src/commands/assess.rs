@@ -13,7 +13,7 @@ use crate::cli::registry::{self, Built};
 use crate::load::sampler::Sampler;
 use crate::load::{self, LoadSpec, Running};
 use crate::probe::Cell;
-use crate::report::{self, Report};
+use crate::report::{self, Input};
 use crate::session::{CellOutcome, Session, verdict};
 use crate::sys::{clock, cpu, inventory, process};
 use anyhow::{Context, Result, anyhow, bail};
@@ -686,8 +686,8 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     let (verdicts, sched) = crate::judge::judge(&loaded, &asked, set.as_ref());
     let judged = (!asked.reqs.is_empty() || set.is_some())
         .then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
-    output(&loaded, opts, judged.as_ref())?;
-    let printing = !opts.quiet && opts.json.as_deref() != Some(Path::new("-"));
+    let input = Input { judged: judged.as_ref(), ..Input::one(&loaded) };
+    let printing = super::write_run(&input, &[("--json", report::JSON, opts.json.as_deref())], opts.quiet, &opts.db)?;
     if !verdicts.is_empty() && printing {
         let mut out = std::io::stdout().lock();
         writeln!(out)?;
@@ -703,25 +703,6 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     }
     let failed = judged.as_ref().is_some_and(|j| !j.passed);
     Ok(if failed && code == 0 { 2 } else { code })
-}
-
-/// Prints the run (unless quiet or JSON on stdout) and writes `--json`:
-/// the run's document, ending with its verdicts and schedulability as
-/// `rtscope analyze RUN --json` gives them when it was `judged`.
-fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::judge::Judged>) -> Result<()> {
-    if let Some(path) = &opts.json {
-        match judged {
-            Some(j) => report::write_to("--json", path, |out| report::json::write_judged(run, j, out))?,
-            None => report::write_file(path, &report::Json, run)?,
-        }
-    }
-    let json_on_stdout = opts.json.as_deref() == Some(Path::new("-"));
-    if !opts.quiet && !json_on_stdout {
-        let mut out = std::io::stdout().lock();
-        report::Text { describe: String::new() }.write(run, &mut out)?;
-        println!("{}", report::stored_line(run.header.id, &opts.db));
-    }
-    Ok(())
 }
 
 /// `rtscope load`: runs `loads` together for `duration_ns` (or until a
@@ -811,7 +792,8 @@ pub fn loads_only(
     if let Some(e) = failed {
         return Err(e);
     }
-    output(&store.load_run(run_id)?, opts, None)?;
+    let run = store.load_run(run_id)?;
+    super::write_run(&Input::one(&run), &[("--json", report::JSON, opts.json.as_deref())], opts.quiet, &opts.db)?;
     Ok(code)
 }
 
@@ -1031,7 +1013,7 @@ mod tests {
         assert!(run.characterisation[1].cpu_busy_pct >= 50.0, "{:?}", run.characterisation[1]);
         assert!(run.cpu_score.is_some());
         let mut text = Vec::new();
-        crate::report::Text { describe: String::new() }.write(&run, &mut text).unwrap();
+        crate::report::TEXT.write(&Input::one(&run), &mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("counter n") && text.contains("characterisation"), "{text}");
     }

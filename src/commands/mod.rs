@@ -14,9 +14,12 @@ mod store;
 
 use crate::cli::{Cli, Cmd};
 use crate::probe::{netlat, wakeup};
+use crate::report::{Format, Input};
 use crate::sys::signals;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -90,4 +93,31 @@ pub fn main() -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// What a measuring command (a probe's, `osbench`, `run`, `load`) does once
+/// its run is finished and stored: writes each file asked for (`flag`,
+/// format, path or `-` for stdout: `--json`, osbench's `-o FILE.csv`), then,
+/// unless `quiet` or a file went to stdout, prints the text summary and
+/// where the run is stored (in `db`). Returns whether it printed.
+pub(crate) fn write_run(
+    input: &Input,
+    files: &[(&str, &dyn Format, Option<&Path>)],
+    quiet: bool,
+    db: &Path,
+) -> Result<bool> {
+    let mut on_stdout = false;
+    for &(flag, format, path) in files {
+        if let Some(path) = path {
+            crate::report::write(flag, path, format, input)?;
+            on_stdout |= path == Path::new("-");
+        }
+    }
+    if quiet || on_stdout {
+        return Ok(false);
+    }
+    let mut out = std::io::stdout().lock();
+    crate::report::TEXT.write(input, &mut out)?;
+    writeln!(out, "{}", crate::report::stored_line(input.run()?.header.id, db))?;
+    Ok(true)
 }

@@ -4,7 +4,7 @@
 
 use crate::cli::OsbenchArgs;
 use crate::osbench::{self, Bench, Measured, Plan};
-use crate::report::{self, Report};
+use crate::report::{self, Input};
 use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, ipc::Janitor, mem, sched, sched::Policy};
 use anyhow::{Result, bail};
@@ -118,18 +118,9 @@ fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     drop(janitor);
     mem::unlock_all();
     let run = store.load_run(run_id)?;
-    if let Some(path) = &plan.json {
-        report::write_file(path, &report::Json, &run)?;
-    }
-    if let Some(path) = &plan.csv {
-        report::write_file(path, &report::OsbenchCsv, &run)?;
-    }
-    let to_stdout = |p: &Option<std::path::PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
-    if !plan.quiet && !to_stdout(&plan.json) && !to_stdout(&plan.csv) {
-        let mut out = std::io::stdout().lock();
-        report::Text { describe }.write(&run, &mut out)?;
-        println!("{}", report::stored_line(run_id, &plan.db));
-    }
+    let files =
+        [("--json", report::JSON, plan.json.as_deref()), ("--output", report::OSBENCH_CSV, plan.csv.as_deref())];
+    super::write_run(&Input::one(&run), &files, plan.quiet, &plan.db)?;
     if failed > 0 && failed == jobs {
         bail!("no test could be measured (see the warnings above)");
     }

@@ -4,7 +4,7 @@
 
 use crate::cli::{NetlatArgs, NetlatPlan};
 use crate::probe::{Cell, Common, Probe, check_trace, netlat};
-use crate::report::{self, Report};
+use crate::report::{self, Input};
 use crate::session::{Session, verdict};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
@@ -43,15 +43,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         return Err(e.context(format!("run {run_id} ended failed")));
     }
     let loaded = loaded?;
-    if let Some(path) = &common.json {
-        report::write_file(path, &report::Json, &loaded)?;
-    }
-    let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
-    if !common.quiet && !json_on_stdout {
-        let mut out = std::io::stdout().lock();
-        report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
-        println!("{}", report::stored_line(run_id, &db));
-    }
+    super::write_run(&Input::one(&loaded), &[("--json", report::JSON, common.json.as_deref())], common.quiet, &db)?;
     if !errors.is_empty() {
         return Err(anyhow!("{}", errors.join("; ")));
     }

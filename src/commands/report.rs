@@ -1,8 +1,8 @@
-//! The subcommands that write reports of runs: `report` (HTML or
-//! Markdown) and `compare`.
+//! The subcommands that write reports of runs: `report` (a format of
+//! [`Use::Report`]: HTML or Markdown) and `compare`.
 
-use crate::cli::{CompareArgs, ReportArgs, ReportFormat, StoreArgs};
-use crate::report;
+use crate::cli::{CompareArgs, ReportArgs, StoreArgs};
+use crate::report::{self, Input, Use};
 use anyhow::{Context, Result, bail};
 use rtscope_model::export;
 use rtscope_model::store::Store;
@@ -37,22 +37,16 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     if a.output != std::path::Path::new("-") {
         crate::cli::check_writable("--output", &a.output)?;
     }
-    let format = a.format.unwrap_or(if a.output.extension().is_some_and(|e| e == "md") {
-        ReportFormat::Md
-    } else {
-        ReportFormat::Html
-    });
+    let format = a.format.or_else(|| report::by_extension(Use::Report, &a.output)).unwrap_or(report::HTML);
     // Bad flags are refused before anything is read.
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     crate::judge::check_tasks_flags(&a.sched.spec())?;
     let runs = load_runs(&a.runs, &a.store)?;
-    let (doc, failed) = report::run_doc(&runs, &a.req.spec(), &a.sched.spec())?;
-    report::write_to("--output", &a.output, |out| match format {
-        ReportFormat::Html => report::html::write_doc(&doc, out),
-        ReportFormat::Md => report::markdown::write_doc(&doc, out),
-    })?;
+    let (req, tasks) = (a.req.spec(), a.sched.spec());
+    let input = Input { req: Some(&req), tasks: Some(&tasks), ..Input::new(&runs) };
+    let written = report::write("--output", &a.output, format, &input)?;
     // A requirement given or stored with a run failed: exit code 2, as analyze.
-    Ok(if failed { 2 } else { 0 })
+    Ok(if written.failed { 2 } else { 0 })
 }
 
 /// `rtscope compare`.

@@ -1,7 +1,7 @@
 //! The run store's subcommands: `runs`, `show`, `export`, `import`.
 
-use crate::cli::{ExportArgs, ExportFormat, ImportArgs, ShowArgs, StoreArgs};
-use crate::report::{self, Report};
+use crate::cli::{ExportArgs, ImportArgs, ShowArgs, StoreArgs};
+use crate::report::{self, Input};
 use anyhow::{Context, Result, bail};
 use rtscope_model::export;
 use rtscope_model::store::Store;
@@ -53,64 +53,22 @@ pub fn show(a: ShowArgs) -> Result<i32> {
     let run = store.load_run(store.resolve(&a.run)?)?;
     let mut out = std::io::stdout().lock();
     if a.json {
-        report::Json.write(&run, &mut out)?;
+        report::JSON.write(&Input::one(&run), &mut out)?;
         return Ok(0);
     }
     if a.episodes {
         report::write_episodes(&run, &mut out)?;
         return Ok(0);
     }
-    let h = &run.header;
-    let inv = &run.inventory;
-    writeln!(out, "run {} ({})  {}  {}", h.id, h.uuid, h.kind, h.status.as_str())?;
-    writeln!(
-        out,
-        "started   {} UTC{}",
-        utc(h.started_unix_ns),
-        h.ended_unix_ns.map(|e| format!(", ended {} UTC", utc(e))).unwrap_or_default()
-    )?;
-    writeln!(out, "command   {}", h.command_line.join(" "))?;
-    writeln!(
-        out,
-        "host      {} · {} · {} CPUs ({}) · {}",
-        h.hostname, inv.cpu_model, inv.cpu_count, inv.cpus_online, inv.arch
-    )?;
-    writeln!(out, "kernel    {} {} · {}", inv.kernel_release, inv.kernel_version, inv.preempt_model)?;
-    writeln!(out, "cmdline   {}", inv.cmdline)?;
-    writeln!(
-        out,
-        "clock     {} · RT throttling {} · rtscope {}{}",
-        inv.clocksource,
-        match inv.rt_runtime_us {
-            Some(-1) => "off".to_string(),
-            Some(r) => format!("{r}us per {}us", inv.rt_period_us.unwrap_or(0)),
-            None => "unknown".into(),
-        },
-        h.tool_version,
-        h.peak_rss_kb.map(|k| format!(" · peak RSS {} MB", k / 1024)).unwrap_or_default()
-    )?;
-    let describe = run.plan["describe"].as_str().unwrap_or_default().to_string();
-    writeln!(out)?;
-    report::Text { describe }.write(&run, &mut out)?;
+    report::TEXT.write(&Input { machine: true, ..Input::one(&run) }, &mut out)?;
     Ok(0)
 }
 
-/// `rtscope export`.
+/// `rtscope export`: the run, lossless where the format can be.
 pub fn export(a: ExportArgs) -> Result<i32> {
     let store = open_existing(&a.store)?;
     let run = store.load_run(store.resolve(&a.run)?)?;
-    struct Fmt(ExportFormat);
-    impl Report for Fmt {
-        fn write(&self, run: &rtscope_model::run::Run, out: &mut dyn Write) -> Result<()> {
-            match self.0 {
-                ExportFormat::Json => export::write_json(run, true, out),
-                ExportFormat::Csv => export::write_csv(run, out),
-                ExportFormat::Hdr => export::write_hdr_log(run, out),
-                ExportFormat::Perfetto => report::Perfetto.write(run, out),
-            }
-        }
-    }
-    report::write_file(&a.output, &Fmt(a.format), &run)?;
+    report::write("--output", &a.output, a.format, &Input { full: true, ..Input::one(&run) })?;
     Ok(0)
 }
 

@@ -215,74 +215,9 @@ fn characterisation(a: &Analysed, p: &str) -> Vec<Section> {
 /// The machine and the run's setup: inventory, kernel and preemption
 /// model, and every tuning warning with its fix.
 fn machine(a: &Analysed, p: &str) -> Vec<Section> {
-    let run = a.run;
-    let h = &run.header;
-    let inv = &run.inventory;
+    let h = &a.run.header;
     let mut sec = Section::new(format!("{p}-machine"), "Machine and setup");
-    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    let yes = |b: Option<bool>| match b {
-        Some(true) => "yes",
-        Some(false) => "no",
-        None => "unknown",
-    };
-    let mut govs: Vec<String> = inv.governors.iter().filter_map(|g| g.governor.clone()).collect();
-    govs.sort();
-    govs.dedup();
-    let plan = &run.plan;
-    let sched = match (plan["effective_policy"].as_str(), plan["effective_priority"].as_u64()) {
-        (Some(pol), Some(prio)) => format!("SCHED_{} {prio}", pol.to_uppercase()),
-        _ => "-".into(),
-    };
-    let rows: Vec<(&str, String)> = vec![
-        ("host", format!("{} ({})", h.hostname, inv.arch)),
-        ("CPU", format!("{} · {} online ({})", inv.cpu_model, inv.cpu_count, inv.cpus_online)),
-        ("kernel", format!("{} {}", inv.kernel_release, inv.kernel_version)),
-        ("preemption model", inv.preempt_model.clone()),
-        ("cmdline", inv.cmdline.clone()),
-        (
-            "isolation",
-            format!(
-                "isolcpus {} · nohz_full {} · rcu_nocbs {} · irqaffinity {}",
-                opt(&inv.isolcpus),
-                opt(&inv.nohz_full),
-                opt(&inv.rcu_nocbs),
-                opt(&inv.irqaffinity)
-            ),
-        ),
-        ("clocksource", inv.clocksource.clone()),
-        ("governor", if govs.is_empty() { "no cpufreq".into() } else { govs.join(", ") }),
-        ("SMT active", yes(inv.smt_active).into()),
-        (
-            "RT throttling",
-            match inv.rt_runtime_us {
-                Some(-1) => "off".into(),
-                Some(r) => format!("{r} us per {} us", inv.rt_period_us.unwrap_or(0)),
-                None => "unknown".into(),
-            },
-        ),
-        ("hypervisor", inv.hypervisor.clone().unwrap_or_else(|| "none seen".into())),
-        ("idle driver", opt(&inv.cpu_idle_driver)),
-        ("memory", format!("{} MiB", inv.memory_total_kb / 1024)),
-        (
-            "privileges",
-            format!(
-                "{}{}",
-                if inv.is_root { "root" } else { "not root" },
-                if inv.cap_sys_nice { ", CAP_SYS_NICE" } else { "" }
-            ),
-        ),
-        ("command", h.command_line.join(" ")),
-        ("scheduling", sched),
-        (
-            "rtscope",
-            format!(
-                "{}{}",
-                h.tool_version,
-                h.peak_rss_kb.map(|k| format!(" · peak RSS {} MiB", k / 1024)).unwrap_or_default()
-            ),
-        ),
-        ("run", format!("{} ({}) · {}", h.id, h.uuid, h.status.as_str())),
-    ];
+    let rows = super::machine::rows(a.run);
     let mut t = Table::new(vec!["".into(), "".into()], 2);
     for (k, v) in rows {
         t.row(vec![k.into(), v]);

@@ -2,7 +2,7 @@
 //! figures per CPU (and per metric, for probes with several), then the
 //! power-of-two histogram with a column per CPU (or per metric).
 
-use super::Report;
+use super::{Format, Input, Use, Written};
 use anyhow::Result;
 use rtscope_model::episode::{Stages, top_causes};
 use rtscope_model::hist::{Bucket, Summary, pow2_table};
@@ -10,10 +10,7 @@ use rtscope_model::run::{Run, Series};
 use rtscope_model::units::{self, us, us_i};
 use std::io::Write;
 
-pub struct Text {
-    /// The probe's own settings line, e.g. "interval 1ms".
-    pub describe: String,
-}
+pub struct Text;
 
 pub(super) fn bucket_label(b: &Bucket) -> String {
     if b.lo_ns >= rtscope_model::hist::HIGHEST_NS as i64 {
@@ -190,66 +187,107 @@ impl Col {
     }
 }
 
-impl Report for Text {
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        let h = &run.header;
-        let elapsed =
-            h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
-        let plan = &run.plan;
-        // A loads-only run has no measuring threads.
-        let sched = match plan["effective_policy"].as_str() {
-            Some(p) => format!("SCHED_{} {} · ", p.to_uppercase(), plan["effective_priority"].as_u64().unwrap_or(0)),
-            None => String::new(),
-        };
-        writeln!(
-            out,
-            "rtscope {} · run {} · {} · {} · {sched}{}{}",
-            h.kind,
-            h.id,
-            h.status.as_str(),
-            run.inventory.kernel_release,
-            if !self.describe.is_empty() {
-                self.describe.clone()
-            } else {
-                plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from)
-            },
-            elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
-        )?;
-        if !h.representative {
-            writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
-        }
-        if super::matrix::is_matrix(run) {
-            super::matrix::write_score(run, out)?;
-            super::matrix::write_matrix(run, out)?;
-            super::matrix::write_characterisation(run, out)?;
-        } else {
-            write_probes(run, out)?;
-            write_stages(run, out)?;
-        }
-        write_trace(run, out)?;
-        if !run.episodes.is_empty() {
-            writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
-            for e in run.episodes.iter().take(3) {
-                writeln!(out, "  {}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
-            }
-            write_top_causes(run, out, 8)?;
-        }
-        let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
-        let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
-        if !serious.is_empty() || !info.is_empty() {
-            writeln!(out)?;
-        }
-        for w in serious {
-            writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
-        }
-        for w in info {
-            writeln!(out, "note: {}", w.message)?;
-        }
-        for n in &h.notes {
-            writeln!(out, "note: {n}")?;
-        }
-        Ok(())
+impl Format for Text {
+    fn name(&self) -> &'static str {
+        "text"
     }
+
+    fn extension(&self) -> &'static str {
+        "txt"
+    }
+
+    fn description(&self) -> &'static str {
+        "The summary: a table and a histogram per probe (an assessment: its matrix), then warnings and notes"
+    }
+
+    fn uses(&self) -> &'static [Use] {
+        &[Use::Summary]
+    }
+
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
+        let run = input.run()?;
+        if input.machine {
+            write_machine(run, out)?;
+        }
+        write_summary(run, out)?;
+        Ok(Written::default())
+    }
+}
+
+/// The machine and the run's setup (the report's "Machine and setup"
+/// rows), after when the run started and ended; then a blank line.
+fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let h = &run.header;
+    let started = format!(
+        "{} UTC{}",
+        units::utc(h.started_unix_ns),
+        h.ended_unix_ns.map(|e| format!(", ended {} UTC", units::utc(e))).unwrap_or_default()
+    );
+    let rows: Vec<(&str, String)> = std::iter::once(("started", started)).chain(super::machine::rows(run)).collect();
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in rows {
+        writeln!(out, "{k:<width$}  {v}")?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The probe's line, its tables (or the assessment's matrix), the trace,
+/// the worst episodes, warnings and notes.
+fn write_summary(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let h = &run.header;
+    let elapsed =
+        h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
+    let plan = &run.plan;
+    // A loads-only run has no measuring threads.
+    let sched = match plan["effective_policy"].as_str() {
+        Some(p) => format!("SCHED_{} {} · ", p.to_uppercase(), plan["effective_priority"].as_u64().unwrap_or(0)),
+        None => String::new(),
+    };
+    writeln!(
+        out,
+        "rtscope {} · run {} · {} · {} · {sched}{}{}",
+        h.kind,
+        h.id,
+        h.status.as_str(),
+        run.inventory.kernel_release,
+        plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from),
+        elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
+    )?;
+    if !h.representative {
+        writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
+    }
+    if super::matrix::is_matrix(run) {
+        super::matrix::write_score(run, out)?;
+        super::matrix::write_matrix(run, out)?;
+        super::matrix::write_characterisation(run, out)?;
+    } else {
+        write_probes(run, out)?;
+        write_stages(run, out)?;
+    }
+    write_trace(run, out)?;
+    if !run.episodes.is_empty() {
+        writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
+        for e in run.episodes.iter().take(3) {
+            writeln!(out, "  {}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
+        }
+        write_top_causes(run, out, 8)?;
+    }
+    let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
+    let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
+    if !serious.is_empty() || !info.is_empty() {
+        writeln!(out)?;
+    }
+    for w in serious {
+        writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
+    }
+    for w in info {
+        writeln!(out, "note: {}", w.message)?;
+    }
+    for n in &h.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    Ok(())
 }
 
 /// Each probe's table and histogram (a single probe's run).

@@ -1,5 +1,6 @@
-//! rtscope's result model: runs, histograms, the run store and the export
-//! formats, plus the pure analysis that reads them. No unsafe, no libc:
+//! rtscope's result model: runs, histograms, the run store and the JSON
+//! document (written by rtscope, read back here), plus the pure analysis
+//! that reads them. No unsafe, no libc:
 //! other tools can link this crate to read rtscope runs.
 #![forbid(unsafe_code)]
 
