@@ -642,9 +642,25 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
     if p999["values_ns"][0].as_f64().unwrap() < 200_000.0 {
         assert_eq!(p999["changes"][1], "worse", "{p999}");
     }
-    // Gated on the median only, the run passes: the spinner takes a few % of the periods.
-    let o = rtscope(&["compare", "1", "2", "--max-regression", "50", "--gate", "wakeup.latency.p50", "--db", &fx.db]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Gated on the median, only the median can fail the gate. (Whether it
+    // does is the host's: this VM's median moves from 14 to 25 us between
+    // two 3 s runs, with or without the spinner.)
+    let o = rtscope(&[
+        "compare",
+        "1",
+        "2",
+        "--json",
+        "--max-regression",
+        "50",
+        "--gate",
+        "wakeup.latency.p50",
+        "--db",
+        &fx.db,
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let regs = v["regressions"].as_array().unwrap();
+    assert!(regs.iter().all(|r| r["selector"].as_str().unwrap().starts_with("wakeup.latency.p50")), "{regs:?}");
+    assert_eq!(o.status.code(), Some(if regs.is_empty() { 0 } else { 2 }), "{}", text(&o));
     // The other way round its p99 is an improvement, and a gate on it
     // passes (whatever the host did to the quiet run's other figures: its
     // stalls can make missed periods there, 8 in 3 s once).
