@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::pot::MIN_OBSERVED;
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
+use rtscope_model::descriptor;
 use rtscope_model::episode::Stages;
 use rtscope_model::run::{Run, Series, SeriesKey};
 use serde::Serialize;
@@ -41,11 +42,7 @@ pub struct TasksSpec {
 pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
     let cell = run.plan["cells"].as_array().and_then(|c| c.iter().find(|c| c["probe"].as_str() == Some(&key.probe)));
     let s = cell.map_or(&run.plan["settings"], |c| &c["settings"]);
-    match key.probe.as_str() {
-        "wakeup" if s["distance_ns"].as_u64().unwrap_or(0) == 0 => s["interval_ns"].as_u64(),
-        "ptimer" => s["period_ns"].as_u64(),
-        _ => None,
-    }
+    descriptor::find(&key.probe)?.timer_period(s)
 }
 
 /// Every measured series of `run` that `keep` accepts (trace stages and
@@ -363,7 +360,7 @@ pub fn asked_set(run: &Run, flags: &TasksSpec) -> Result<Option<AskedSet>> {
 /// wakeup.latency; the worst decides), as `analyze rta --jitter-from` does.
 pub fn schedulability(all: &[SeriesAnalysis], asked: &AskedSet) -> rta::Schedulability {
     let list: Vec<&SeriesAnalysis> =
-        all.iter().filter(|s| s.key.probe == "wakeup" && s.key.metric == "latency").collect();
+        all.iter().filter(|s| descriptor::is_release_jitter(&s.key.probe, &s.key.metric)).collect();
     let latency = if list.is_empty() {
         Err("the run has no wake-up latency (wakeup.latency) to take the release jitter from; \
              `rtscope analyze rta --tasks FILE --jitter-from RUN --series PROBE.METRIC` takes another series"
