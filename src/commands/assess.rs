@@ -19,6 +19,7 @@ use crate::sys::{clock, cpu, inventory, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
 use rtscope_model::characterisation::{Accumulator, Characterisation};
+use rtscope_model::descriptor;
 use rtscope_model::episode::TraceSummary;
 use rtscope_model::inventory::format_cpu_list;
 use rtscope_model::run::RunStatus;
@@ -201,7 +202,7 @@ impl Plan {
         let names = file
             .probes
             .clone()
-            .unwrap_or_else(|| registry::PROBES.iter().filter(|e| e.default).map(|e| e.name.to_string()).collect());
+            .unwrap_or_else(|| descriptor::PROBES.iter().filter(|e| e.default).map(|e| e.name.to_string()).collect());
         if names.is_empty() {
             bail!("{origin}: probes is empty (e.g. --probes wakeup,noise)");
         }
@@ -219,7 +220,7 @@ impl Plan {
                 bail!("{origin}: probe {name} is listed twice");
             }
             let mut args: Vec<String> = vec!["--db".into(), db.display().to_string(), "--quiet".into()];
-            if entry.common_args {
+            if entry.per_cpu {
                 args.extend([
                     "--cpus".into(),
                     format_cpu_list(&cpus),
@@ -233,7 +234,7 @@ impl Plan {
                 }
             }
             args.extend(file.args.get(name).cloned().unwrap_or_default());
-            let mut built = (entry.build)(&args).with_context(|| format!("{origin}: [args] {name}"))?;
+            let mut built = registry::build(entry, &args).with_context(|| format!("{origin}: [args] {name}"))?;
             match &mut built {
                 Built::PerCpu(common, probe) => {
                     common.warmup_ns = warmup_ns;
@@ -322,10 +323,13 @@ impl Plan {
             ),
             (None, None) => return Ok(None),
         };
-        if !probes.iter().any(|p| p == "wakeup") {
+        let Some((jitter, _)) = descriptor::release_jitter() else {
+            bail!("{origin}: no probe measures the release jitter a task set needs")
+        };
+        if !probes.iter().any(|p| p == jitter) {
             bail!(
                 "{origin}: the task set's release jitter is the measured wake-up latency, and probes ({}) has no \
-                 wakeup: add it (e.g. --probes wakeup,{})",
+                 {jitter}: add it (e.g. --probes {jitter},{})",
                 probes.join(","),
                 probes.join(",")
             );
@@ -768,7 +772,7 @@ mod tests {
     fn embedded_plans_resolve_and_fit_their_time() {
         let db = Path::new("/tmp/never-created.db");
         let default = Plan::resolve(&PlanFile::parse(DEFAULT_PLAN, "default").unwrap(), "default", db).unwrap();
-        assert_eq!(default.probes.len(), registry::PROBES.len());
+        assert_eq!(default.probes.len(), descriptor::PROBES.len());
         let s = default.length_ns() / 1_000_000_000;
         assert!((240..=330).contains(&s), "default plan: {s} s");
         let quick = Plan::resolve(&PlanFile::parse(QUICK_PLAN, "quick").unwrap(), "quick", db).unwrap();
