@@ -15,7 +15,7 @@ use crate::load::{self, LoadSpec, Running};
 use crate::probe::Cell;
 use crate::report::{self, Report};
 use crate::session::{CellOutcome, Session, verdict};
-use crate::sys::{clock, cpu, inventory, process};
+use crate::sys::{clock, cpu, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
 use rtscope_model::characterisation::{Accumulator, Characterisation};
@@ -23,7 +23,6 @@ use rtscope_model::descriptor;
 use rtscope_model::episode::TraceSummary;
 use rtscope_model::inventory::format_cpu_list;
 use rtscope_model::run::RunStatus;
-use rtscope_model::store::Store;
 use rtscope_model::units::{self, parse_duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -682,8 +681,7 @@ pub fn loads_only(
     signal: &Arc<AtomicBool>,
 ) -> Result<i32> {
     load::remove_stale_temp_dirs();
-    let mut store = Store::open(&opts.db)?;
-    let inv = inventory::collect();
+    let session = Session::open_unmeasured(&opts.db)?;
     let label = loads.iter().map(|l| l.label.as_str()).collect::<Vec<_>>().join(",");
     let mut cpus: Vec<usize> = loads.iter().flat_map(|l| l.cpus.iter().copied()).collect();
     cpus.sort_unstable();
@@ -693,8 +691,7 @@ pub fn loads_only(
         "duration_ns": duration_ns,
         "describe": format!("loads {label} on CPUs {}", format_cpu_list(&cpus)),
     });
-    let header = crate::session::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
-    let run_id = store.create_run(&header, &inv, &plan)?;
+    let mut run = session.create("load", &plan)?;
     if !opts.quiet {
         eprintln!(
             "rtscope load: {label} on CPUs {}{} (Ctrl-C stops)",
@@ -744,7 +741,8 @@ pub fn loads_only(
         failed = Some(anyhow!("{}", load_failures.join("; ")));
     }
     let characterisation = vec![characterisation];
-    store.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
+    let run_id = run.run_id;
+    run.store()?.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
     let (status, code) = match &failed {
         Some(e) => {
             notes.push(format!("{e:#}"));
@@ -756,17 +754,18 @@ pub fn loads_only(
         }
         None => (RunStatus::Complete, 0),
     };
-    store.finish_run(run_id, status, Some(code), clock::now_unix(), &notes, crate::sys::mem::peak_rss_kb())?;
+    let loaded = run.finish(status, code, &notes)?;
     if let Some(e) = failed {
         return Err(e);
     }
-    output(&store.load_run(run_id)?, opts, None)?;
+    output(&loaded, opts, None)?;
     Ok(code)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtscope_model::store::Store;
 
     #[test]
     fn embedded_plans_resolve_and_fit_their_time() {
