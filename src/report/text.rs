@@ -45,7 +45,7 @@ pub(super) fn shown(cols: &[Col], rows: &[&Series]) -> Vec<Col> {
 pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
     match descriptor::find(probe).map(|d| d.layout) {
         Some(Layout::PerCpu { columns, what }) => (columns, what),
-        Some(Layout::Tests) | None => (descriptor::COLUMNS, ""),
+        Some(Layout::Tests { .. }) | None => (descriptor::COLUMNS, ""),
     }
 }
 
@@ -259,7 +259,9 @@ pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchG
     let load_pos =
         |s: &Series| s.key.load.as_ref().map_or(0, |l| loads.iter().position(|x| x == l).unwrap_or(usize::MAX));
     list.sort_by_key(|s| (x(s, "num").as_u64().unwrap_or(u64::MAX), s.key.metric.clone(), load_pos(s)));
-    let order = |g: &str| crate::osbench::Group::ALL.iter().position(|x| x.name() == g).unwrap_or(usize::MAX);
+    // The groups as the probe's row in the descriptor table orders and titles them.
+    let known = list.first().and_then(|s| descriptor::find(&s.key.probe)).map_or(&[][..], |d| d.test_groups());
+    let order = |g: &str| known.iter().position(|x| x.name == g).unwrap_or(usize::MAX);
     let mut groups: Vec<String> = Vec::new();
     for s in &list {
         let g = x(s, "group").as_str().unwrap_or("").to_string();
@@ -271,8 +273,7 @@ pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchG
     groups
         .into_iter()
         .map(|g| {
-            let title =
-                crate::osbench::Group::ALL.iter().find(|x| x.name() == g).map_or(g.as_str(), |x| x.title()).to_string();
+            let title = known.iter().find(|x| x.name == g).map_or(g.as_str(), |x| x.title).to_string();
             let rows = list
                 .iter()
                 .filter(|s| x(s, "group").as_str() == Some(g.as_str()))

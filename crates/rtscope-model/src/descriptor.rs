@@ -63,10 +63,18 @@ pub enum Layout {
     /// power-of-two histogram; `what` says what a metric's values are
     /// ("" for the metric's own name).
     PerCpu { columns: &'static [Column], what: &'static str },
-    /// A row per OS-service test, grouped by family (osbench's tables and
-    /// CSV); its series get the tail analysis only when a requirement
-    /// names the probe.
-    Tests,
+    /// A row per OS-service test, in a table per group (osbench's tables
+    /// and CSV), the groups in this order; its series get the tail
+    /// analysis only when a requirement names the probe.
+    Tests { groups: &'static [TestGroup] },
+}
+
+/// A group of OS-service tests: the name its series carry (`group` in
+/// `Series::extra`) and its table's title.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestGroup {
+    pub name: &'static str,
+    pub title: &'static str,
 }
 
 /// A column of a probe's result table.
@@ -195,7 +203,15 @@ impl Descriptor {
 
     /// Whether its series are OS-service tests (osbench's tables).
     pub fn per_test(&self) -> bool {
-        self.layout == Layout::Tests
+        matches!(self.layout, Layout::Tests { .. })
+    }
+
+    /// Its groups of tests, in order (none for a per-CPU probe).
+    pub fn test_groups(&self) -> &'static [TestGroup] {
+        match self.layout {
+            Layout::Tests { groups } => groups,
+            Layout::PerCpu { .. } => &[],
+        }
     }
 }
 
@@ -385,7 +401,18 @@ pub static OSBENCH: Descriptor = Descriptor {
     rows: "OS-service wake-up time per test (futex, PI mutex, pipe, eventfd, mq, signal, unix socket)",
     value_name: "value",
     row_suffix: "",
-    layout: Layout::Tests,
+    layout: Layout::Tests {
+        groups: &[
+            TestGroup { name: "locks", title: "locks: pthread mutexes, handoff, blocking, priority inversion" },
+            TestGroup {
+                name: "wakeup",
+                title: "wake-up primitives: signal in the lower-priority party -> the blocked higher-priority one runs",
+            },
+            TestGroup { name: "ping", title: "ping-pong round trips and yield between parties of equal priority" },
+            TestGroup { name: "calls", title: "calls: system call, call into another process, clock reads, atomics" },
+            TestGroup { name: "ssc", title: "the SSC set: task creation, suspend/resume, queues, events, memory" },
+        ],
+    },
     explain: "",
     signed: false,
     trace: Trace::No,
