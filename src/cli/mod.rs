@@ -44,24 +44,10 @@ pub enum Cmd {
     /// Run loads alone (a stressor beside other tools): characterised from the kernel's counters and stored.
     #[command(after_help = crate::load::help_table())]
     Load(LoadArgs),
-    /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
-    /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
-    Wakeup(WakeupArgs),
-    /// OS noise (like oslat and rtla osnoise, the NT real-time study's preemption test): one SCHED_FIFO thread per CPU
-    /// busy-loops reading the CPU counter; a gap between two reads longer than --ratio x the shortest (reference)
-    /// iteration is an interruption, recorded as its length minus the reference.
-    Noise(NoiseArgs),
-    /// Sleep accuracy (the NT real-time study's SleepEx test): relative sleeps through nanosleep, clock_nanosleep, poll,
-    /// epoll_wait, select and a one-shot timerfd; deviation = actual - requested, signed.
-    Sleep(SleepArgs),
-    /// Periodic timer drift (the NT real-time study's multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
-    /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
-    Ptimer(PtimerArgs),
-    /// UDP/IP stack latency (the NT real-time study's network stack test): a sender and a real-time receiver per CPU over
-    /// loopback or a veth pair between two namespaces; rx_stack = send call -> kernel receive timestamp, rx_wake ->
-    /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
-    /// to a responder on another host.
-    Netlat(NetlatArgs),
+    // The per-CPU probes (`wakeup`, `noise`, ...), one subcommand each, in
+    // this place of the list: [`ProbeCmd`].
+    #[command(flatten)]
+    Probe(ProbeCmd),
     /// List the runs in the store.
     Runs(StoreArgs),
     /// Summarise a stored run (its machine, warnings and figures).

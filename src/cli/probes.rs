@@ -1,7 +1,83 @@
 //! The probes' arguments (`wakeup`, `noise`, `sleep`, `ptimer`, `netlat`)
-//! and their checks before measuring.
+//! and their checks before measuring: each resolves ([`ProbeArgs`]) into
+//! a [`ProbePlan`]. [`ProbeCmd`] is their subcommands, one line each.
 
 use super::*;
+use crate::probe::Probe;
+use rtscope_model::descriptor::{self, Descriptor};
+
+/// The per-CPU probes' subcommands, and what each resolves with: a probe's
+/// one line, its row in the descriptor table (which names the subcommand),
+/// its variant and its arguments ([`ProbeArgs`]).
+macro_rules! probe_commands {
+    ($($(#[$doc:meta])* $row:ident => $variant:ident($args:ty),)*) => {
+        /// A per-CPU probe's subcommand (flattened into [`Cmd`]).
+        #[derive(Subcommand, Debug)]
+        pub enum ProbeCmd {
+            $($(#[$doc])* #[command(name = descriptor::$row.name)] $variant($args),)*
+        }
+
+        impl ProbeCmd {
+            /// The probe's row in the descriptor table.
+            pub fn descriptor(&self) -> &'static Descriptor {
+                match self {
+                    $(ProbeCmd::$variant(_) => &descriptor::$row,)*
+                }
+            }
+
+            /// Its arguments, checked and resolved for a run of `kind` (the
+            /// subcommand that makes it: the probe's own, or `run`).
+            pub fn resolve(&self, kind: &str) -> Result<ProbePlan> {
+                match self {
+                    $(ProbeCmd::$variant(a) => ProbeArgs::resolve(a, kind),)*
+                }
+            }
+        }
+    };
+}
+
+probe_commands! {
+    /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
+    /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
+    WAKEUP => Wakeup(WakeupArgs),
+    /// OS noise (like oslat and rtla osnoise, the NT real-time study's preemption test): one SCHED_FIFO thread per CPU
+    /// busy-loops reading the CPU counter; a gap between two reads longer than --ratio x the shortest (reference)
+    /// iteration is an interruption, recorded as its length minus the reference.
+    NOISE => Noise(NoiseArgs),
+    /// Sleep accuracy (the NT real-time study's SleepEx test): relative sleeps through nanosleep, clock_nanosleep, poll,
+    /// epoll_wait, select and a one-shot timerfd; deviation = actual - requested, signed.
+    SLEEP => Sleep(SleepArgs),
+    /// Periodic timer drift (the NT real-time study's multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
+    /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
+    PTIMER => Ptimer(PtimerArgs),
+    /// UDP/IP stack latency (the NT real-time study's network stack test): a sender and a real-time receiver per CPU over
+    /// loopback or a veth pair between two namespaces; rx_stack = send call -> kernel receive timestamp, rx_wake ->
+    /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
+    /// to a responder on another host.
+    NETLAT => Netlat(NetlatArgs),
+}
+
+/// A probe's arguments: checked, then resolved into what to do.
+pub trait ProbeArgs {
+    /// Resolves for a run of `kind` (the subcommand that makes the run).
+    fn resolve(&self, kind: &str) -> Result<ProbePlan>;
+}
+
+/// What a probe's subcommand asks for.
+pub enum ProbePlan {
+    /// A measuring run: the common settings, the probe, and warnings to
+    /// print before it (unless quiet).
+    Measure(Box<Common>, Box<dyn Probe>, Vec<String>),
+    /// `netlat --serve`: the responder to a peer's round trips, not a
+    /// measurement.
+    Serve { addr: std::net::SocketAddrV4, iface: Option<String>, cpu: usize, hw_wanted: bool, common: Box<Common> },
+}
+
+impl ProbePlan {
+    fn measure(common: Common, probe: impl Probe + 'static) -> ProbePlan {
+        ProbePlan::Measure(Box::new(common), Box::new(probe), Vec::new())
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct WakeupArgs {
@@ -159,12 +235,6 @@ pub struct NetlatSenderArgs {
     pub session: u32,
 }
 
-/// What `rtscope netlat` is asked to do.
-pub enum NetlatPlan {
-    Measure(Common, Netlat, Vec<String>),
-    Serve { addr: std::net::SocketAddrV4, iface: Option<String>, cpu: usize, hw_wanted: bool, common: Common },
-}
-
 #[derive(Args, Debug)]
 pub struct SecondArgs {
     #[arg(long)]
@@ -175,8 +245,8 @@ pub struct SecondArgs {
     pub priority: u8,
 }
 
-impl WakeupArgs {
-    pub fn resolve(&self, kind: &str) -> Result<(Common, Wakeup)> {
+impl ProbeArgs for WakeupArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         const MIN_INTERVAL: u64 = 50_000;
         if self.interval == 0 {
             bail!("--interval must be longer than 0 (e.g. --interval 1ms)");
@@ -224,7 +294,7 @@ impl WakeupArgs {
                 );
             }
         }
-        Ok((
+        Ok(ProbePlan::measure(
             common,
             Wakeup {
                 interval_ns: self.interval,
@@ -261,8 +331,8 @@ fn check_at_most_10s(flag: &str, ns: u64) -> Result<()> {
     Ok(())
 }
 
-impl NetlatArgs {
-    pub fn resolve(&self, kind: &str) -> Result<NetlatPlan> {
+impl ProbeArgs for NetlatArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         use rtscope_model::units::human;
         if self.interval < netlat::MIN_INTERVAL_NS {
             bail!(
@@ -290,7 +360,13 @@ impl NetlatArgs {
                 Some(_) => common.cpus[0],
                 None => *common.cpus.last().unwrap_or(&0),
             };
-            return Ok(NetlatPlan::Serve { addr, iface, cpu, hw_wanted: !self.software_timestamps, common });
+            return Ok(ProbePlan::Serve {
+                addr,
+                iface,
+                cpu,
+                hw_wanted: !self.software_timestamps,
+                common: Box::new(common),
+            });
         }
         let (probe, warnings) = match self.peer {
             Some(peer) => Netlat::peer(
@@ -310,12 +386,12 @@ impl NetlatArgs {
                 &common.cpus,
             )?,
         };
-        Ok(NetlatPlan::Measure(common, probe, warnings))
+        Ok(ProbePlan::Measure(Box::new(common), Box::new(probe), warnings))
     }
 }
 
-impl NoiseArgs {
-    pub fn resolve(&self, kind: &str) -> Result<(Common, Noise)> {
+impl ProbeArgs for NoiseArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         if !(1.0..=1000.0).contains(&self.ratio) {
             bail!("--ratio must be between 1 and 1000 (e.g. --ratio 4, the NT real-time study's)");
         }
@@ -339,12 +415,12 @@ impl NoiseArgs {
             );
         }
         let calibration = crate::sys::tsc::calibrate(50_000_000);
-        Ok((common, Noise::new(self.ratio, self.gap, self.active, self.pause, calibration)))
+        Ok(ProbePlan::measure(common, Noise::new(self.ratio, self.gap, self.active, self.pause, calibration)))
     }
 }
 
-impl SleepArgs {
-    pub fn resolve(&self, kind: &str) -> Result<(Common, Sleep)> {
+impl ProbeArgs for SleepArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         let mut apis = self.api.clone();
         dedup(&mut apis);
         let mut lengths = self.sleep.clone();
@@ -364,12 +440,12 @@ impl SleepArgs {
         check_duration_covers(&self.common, "--sleep", lengths.iter().copied().min().unwrap_or(0))?;
         let common = self.common.resolve(kind)?;
         let epoll_pwait2 = !apis.contains(&timers::SleepApi::EpollWait) || timers::has_epoll_pwait2();
-        Ok((common, Sleep::new(apis, lengths, self.phase, self.timer_slack, epoll_pwait2)))
+        Ok(ProbePlan::measure(common, Sleep::new(apis, lengths, self.phase, self.timer_slack, epoll_pwait2)))
     }
 }
 
-impl PtimerArgs {
-    pub fn resolve(&self, kind: &str) -> Result<(Common, Ptimer)> {
+impl ProbeArgs for PtimerArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         const MIN_PERIOD: u64 = 50_000;
         if self.period == 0 {
             bail!("--period must be longer than 0 (e.g. --period 1ms)");
@@ -392,7 +468,7 @@ impl PtimerArgs {
                 common.cpus.len()
             )
         })?;
-        Ok((common, probe))
+        Ok(ProbePlan::measure(common, probe))
     }
 }
 

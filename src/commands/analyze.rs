@@ -12,6 +12,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::mttf::{self, Compute};
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
+use rtscope_model::descriptor;
 use rtscope_model::run::{Run, SeriesKey};
 use rtscope_model::store::Store;
 use rtscope_model::units::{self, TimeUnit};
@@ -235,10 +236,13 @@ fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str) -> Result
                 s.split_once('.').ok_or_else(|| anyhow!("{flag} {s}: write PROBE.METRIC, e.g. wakeup.latency"))?;
             (p.to_string(), m.to_string())
         }
-        None if all.iter().any(|s| s.key.probe == "wakeup" && s.key.metric == "latency") => {
-            ("wakeup".into(), "latency".into())
-        }
-        None => (all[0].key.probe.clone(), all[0].key.metric.clone()),
+        // The release jitter (wakeup's latency), else the run's first metric.
+        None => match descriptor::release_jitter()
+            .filter(|&(p, m)| all.iter().any(|s| s.key.probe == p && s.key.metric == m))
+        {
+            Some((p, m)) => (p.to_string(), m.to_string()),
+            None => (all[0].key.probe.clone(), all[0].key.metric.clone()),
+        },
     };
     let list: Vec<&SeriesAnalysis> = all.iter().filter(|s| s.key.probe == p && s.key.metric == m).collect();
     if list.is_empty() {

@@ -15,14 +15,14 @@ use crate::load::{self, LoadSpec, Running};
 use crate::probe::Cell;
 use crate::report::{self, Input};
 use crate::session::{CellOutcome, Session, verdict};
-use crate::sys::{clock, cpu, inventory, process};
+use crate::sys::{clock, cpu, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
 use rtscope_model::characterisation::{Accumulator, Characterisation};
+use rtscope_model::descriptor;
 use rtscope_model::episode::{Stages, TraceSummary};
 use rtscope_model::inventory::format_cpu_list;
 use rtscope_model::run::RunStatus;
-use rtscope_model::store::Store;
 use rtscope_model::units::{self, parse_duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -243,7 +243,7 @@ impl Plan {
         let names = file
             .probes
             .clone()
-            .unwrap_or_else(|| registry::PROBES.iter().filter(|e| e.default).map(|e| e.name.to_string()).collect());
+            .unwrap_or_else(|| descriptor::PROBES.iter().filter(|e| e.default).map(|e| e.name.to_string()).collect());
         if names.is_empty() {
             bail!("{origin}: probes is empty (e.g. --probes wakeup,noise)");
         }
@@ -261,7 +261,7 @@ impl Plan {
                 bail!("{origin}: probe {name} is listed twice");
             }
             let mut args: Vec<String> = vec!["--db".into(), db.display().to_string(), "--quiet".into()];
-            if entry.common_args {
+            if entry.per_cpu {
                 args.extend([
                     "--cpus".into(),
                     format_cpu_list(&cpus),
@@ -275,7 +275,7 @@ impl Plan {
                 }
             }
             args.extend(file.args.get(name).cloned().unwrap_or_default());
-            let mut built = (entry.build)(&args).with_context(|| format!("{origin}: [args] {name}"))?;
+            let mut built = registry::build(entry, &args).with_context(|| format!("{origin}: [args] {name}"))?;
             match &mut built {
                 Built::PerCpu(common, probe) => {
                     common.warmup_ns = warmup_ns;
@@ -370,10 +370,13 @@ impl Plan {
             ),
             (None, None) => return Ok(None),
         };
-        if !probes.iter().any(|p| p == "wakeup") {
+        let Some((jitter, _)) = descriptor::release_jitter() else {
+            bail!("{origin}: no probe measures the release jitter a task set needs")
+        };
+        if !probes.iter().any(|p| p == jitter) {
             bail!(
                 "{origin}: the task set's release jitter is the measured wake-up latency, and probes ({}) has no \
-                 wakeup: add it (e.g. --probes wakeup,{})",
+                 {jitter}: add it (e.g. --probes {jitter},{})",
                 probes.join(","),
                 probes.join(",")
             );
@@ -714,8 +717,7 @@ pub fn loads_only(
     signal: &Arc<AtomicBool>,
 ) -> Result<i32> {
     load::remove_stale_temp_dirs();
-    let mut store = Store::open(&opts.db)?;
-    let inv = inventory::collect();
+    let session = Session::open_unmeasured(&opts.db)?;
     let label = loads.iter().map(|l| l.label.as_str()).collect::<Vec<_>>().join(",");
     let mut cpus: Vec<usize> = loads.iter().flat_map(|l| l.cpus.iter().copied()).collect();
     cpus.sort_unstable();
@@ -725,8 +727,7 @@ pub fn loads_only(
         "duration_ns": duration_ns,
         "describe": format!("loads {label} on CPUs {}", format_cpu_list(&cpus)),
     });
-    let header = crate::session::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
-    let run_id = store.create_run(&header, &inv, &plan)?;
+    let mut run = session.create("load", &plan)?;
     if !opts.quiet {
         eprintln!(
             "rtscope load: {label} on CPUs {}{} (Ctrl-C stops)",
@@ -776,7 +777,8 @@ pub fn loads_only(
         failed = Some(anyhow!("{}", load_failures.join("; ")));
     }
     let characterisation = vec![characterisation];
-    store.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
+    let run_id = run.run_id;
+    run.store()?.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
     let (status, code) = match &failed {
         Some(e) => {
             notes.push(format!("{e:#}"));
@@ -788,24 +790,24 @@ pub fn loads_only(
         }
         None => (RunStatus::Complete, 0),
     };
-    store.finish_run(run_id, status, Some(code), clock::now_unix(), &notes, crate::sys::mem::peak_rss_kb())?;
+    let loaded = run.finish(status, code, &notes)?;
     if let Some(e) = failed {
         return Err(e);
     }
-    let run = store.load_run(run_id)?;
-    super::write_run(&Input::one(&run), &[("--json", report::JSON, opts.json.as_deref())], opts.quiet, &opts.db)?;
+    super::write_run(&Input::one(&loaded), &[("--json", report::JSON, opts.json.as_deref())], opts.quiet, &opts.db)?;
     Ok(code)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtscope_model::store::Store;
 
     #[test]
     fn embedded_plans_resolve_and_fit_their_time() {
         let db = Path::new("/tmp/never-created.db");
         let default = Plan::resolve(&PlanFile::parse(DEFAULT_PLAN, "default").unwrap(), "default", db).unwrap();
-        assert_eq!(default.probes.len(), registry::PROBES.len());
+        assert_eq!(default.probes.len(), descriptor::PROBES.len());
         let s = default.length_ns() / 1_000_000_000;
         assert!((240..=330).contains(&s), "default plan: {s} s");
         let quick = Plan::resolve(&PlanFile::parse(QUICK_PLAN, "quick").unwrap(), "quick", db).unwrap();

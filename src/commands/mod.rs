@@ -36,40 +36,13 @@ pub fn main() -> Result<i32> {
     let signal = Arc::new(AtomicBool::new(false));
     // Only measuring commands finish cleanly on a signal; the others (and
     // the second process) keep the default actions.
-    if matches!(
-        cli.cmd,
-        Cmd::Run(_)
-            | Cmd::Load(_)
-            | Cmd::Wakeup(_)
-            | Cmd::Noise(_)
-            | Cmd::Sleep(_)
-            | Cmd::Ptimer(_)
-            | Cmd::Netlat(_)
-            | Cmd::Disturb(_)
-            | Cmd::Osbench(_)
-    ) {
+    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_)) {
         signals::install(&signal).context("installing signal handlers")?;
     }
     match cli.cmd {
         Cmd::Run(a) => run::run(a, &signal),
         Cmd::Load(a) => run::load(a, &signal),
-        Cmd::Wakeup(a) => {
-            let (common, probe) = a.resolve("wakeup")?;
-            probes::run_probe(&probe, &common, &signal)
-        }
-        Cmd::Noise(a) => {
-            let (common, probe) = a.resolve("noise")?;
-            probes::run_probe(&probe, &common, &signal)
-        }
-        Cmd::Sleep(a) => {
-            let (common, probe) = a.resolve("sleep")?;
-            probes::run_probe(&probe, &common, &signal)
-        }
-        Cmd::Ptimer(a) => {
-            let (common, probe) = a.resolve("ptimer")?;
-            probes::run_probe(&probe, &common, &signal)
-        }
-        Cmd::Netlat(a) => probes::netlat(a, &signal),
+        Cmd::Probe(p) => probes::main(&p, &signal),
         Cmd::Osbench(a) => osbench::main(a, &signal),
         Cmd::Runs(a) => store::runs(a),
         Cmd::Show(a) => store::show(a),

@@ -1,8 +1,8 @@
 //! The probes' subcommands (`wakeup`, `noise`, `sleep`, `ptimer`,
-//! `netlat`): a single probe's run, one cell in a run of its own, then the
-//! summary; and netlat's `--serve` responder.
+//! `netlat`, every [`ProbeCmd`]): a single probe's run, one cell in a run
+//! of its own, then the summary; and netlat's `--serve` responder.
 
-use crate::cli::{NetlatArgs, NetlatPlan};
+use crate::cli::{ProbeCmd, ProbePlan};
 use crate::probe::{Cell, Common, Probe, check_trace, netlat};
 use crate::report::{self, Input};
 use crate::session::{Session, verdict};
@@ -50,18 +50,18 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     Ok(exit_code)
 }
 
-/// `rtscope netlat`: a measuring run, or the responder of `--serve`.
-pub fn netlat(a: NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
-    match a.resolve("netlat")? {
-        NetlatPlan::Measure(common, probe, warnings) => {
+/// `rtscope <probe>`: a measuring run, or netlat's `--serve` responder.
+pub fn main(cmd: &ProbeCmd, signal: &Arc<AtomicBool>) -> Result<i32> {
+    match cmd.resolve(cmd.descriptor().name)? {
+        ProbePlan::Measure(common, probe, warnings) => {
             if !common.quiet {
                 for w in &warnings {
                     eprintln!("rtscope: warning: {w}");
                 }
             }
-            run_probe(&probe, &common, signal)
+            run_probe(probe.as_ref(), &common, signal)
         }
-        NetlatPlan::Serve { addr, iface, cpu, hw_wanted, common } => {
+        ProbePlan::Serve { addr, iface, cpu, hw_wanted, common } => {
             let (mut policy, mut priority) = (common.policy, common.priority);
             if policy.is_rt() && !sched::can_use_rt(priority) {
                 eprintln!(

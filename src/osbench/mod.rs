@@ -28,6 +28,7 @@ use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, cpu, ipc::Janitor, sched::Policy};
 use anyhow::{Result, bail};
 use harness::{Env, Outcome};
+use rtscope_model::descriptor::{OSBENCH, TestGroup};
 use rtscope_model::hist::Tally;
 use rtscope_model::run::{Exceedance, Interval, SeriesKey};
 use rtscope_model::store::Store;
@@ -49,26 +50,18 @@ pub enum Group {
 impl Group {
     pub const ALL: [Group; 5] = [Group::Locks, Group::Wakeup, Group::Ping, Group::Calls, Group::Ssc];
 
+    /// Its name and title: osbench's row in the descriptor table lists the
+    /// groups in this order.
+    fn row(self) -> &'static TestGroup {
+        &OSBENCH.test_groups()[self as usize]
+    }
+
     pub fn name(self) -> &'static str {
-        match self {
-            Group::Locks => "locks",
-            Group::Wakeup => "wakeup",
-            Group::Ping => "ping",
-            Group::Calls => "calls",
-            Group::Ssc => "ssc",
-        }
+        self.row().name
     }
 
     pub fn title(self) -> &'static str {
-        match self {
-            Group::Locks => "locks: pthread mutexes, handoff, blocking, priority inversion",
-            Group::Wakeup => {
-                "wake-up primitives: signal in the lower-priority party -> the blocked higher-priority one runs"
-            }
-            Group::Ping => "ping-pong round trips and yield between parties of equal priority",
-            Group::Calls => "calls: system call, call into another process, clock reads, atomics",
-            Group::Ssc => "the SSC set: task creation, suspend/resume, queues, events, memory",
-        }
+        self.row().title
     }
 }
 
@@ -941,6 +934,16 @@ pub fn list(out: &mut dyn Write) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_group_has_its_row_in_the_descriptor_table_in_order() {
+        assert_eq!(OSBENCH.test_groups().len(), Group::ALL.len());
+        for (i, g) in Group::ALL.into_iter().enumerate() {
+            assert_eq!(g as usize, i);
+            assert!(!g.name().is_empty() && g.title().starts_with(|c: char| c.is_lowercase()), "{g:?}");
+        }
+        assert_eq!(Group::Ssc.name(), "ssc");
+    }
 
     #[test]
     fn ids_are_unique_and_defined() {

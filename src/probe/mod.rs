@@ -22,6 +22,8 @@ use crate::trace::decompose::{CpuTrace, Settings, WakePath};
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
+use rtscope_model::descriptor::{Descriptor, Trace};
+use rtscope_model::episode::Stages;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::run::SeriesKey;
@@ -41,8 +43,13 @@ const START_DELAY_NS: u64 = 100_000_000;
 
 /// A measurement that runs one real-time thread per selected CPU.
 pub trait Probe: Sync {
+    /// Its row in the descriptor table (`rtscope_model::descriptor`): its
+    /// name, what its values are, what `--trace` makes of them.
+    fn descriptor(&self) -> &'static Descriptor;
     /// The probe's name, as in the CLI and the store.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.descriptor().name
+    }
     /// The metrics each thread records, one series per metric and CPU.
     fn metrics(&self) -> &'static [&'static str];
     /// The probe's own settings, stored with the run.
@@ -57,13 +64,18 @@ pub trait Probe: Sync {
     /// Whether `--trace` can explain this probe's samples: `Some(true)` when
     /// a sample is a timer wake-up (split into stages), `Some(false)` when
     /// it is only a window of lost time to attribute, `None` when not yet.
+    /// Its row's, unless its settings change it.
     fn trace_stages(&self) -> Option<bool> {
-        None
+        match self.descriptor().trace {
+            Trace::No => None,
+            Trace::Windows => Some(false),
+            Trace::Stages(_) => Some(true),
+        }
     }
     /// With `trace_stages() == Some(true)`: which path the wake-up takes
     /// (a timer's, or a received datagram's NET_RX softirq).
     fn wake_path(&self) -> WakePath {
-        WakePath::Timer
+        self.descriptor().wake_path()
     }
     /// The measuring loop, on a pinned real-time thread: no allocation,
     /// lock, formatting or I/O. Records one sample per `rec` per turn until
@@ -72,7 +84,7 @@ pub trait Probe: Sync {
     /// Whether the metrics' values are signed (a deviation that may be
     /// negative): then `measure` records with `Recorder::record_signed`.
     fn signed(&self) -> bool {
-        false
+        self.descriptor().signed
     }
     /// How many per-thread figures `measure` reports with
     /// [`ThreadCtx::set_extra`] (e.g. a calibration, an active time).
@@ -371,7 +383,7 @@ impl<'a> Cell<'a> {
                 mirror_lost.push(lost);
                 let mut stage_recs = Vec::new();
                 if stages == Some(true) && inst.can_follow(path) {
-                    for metric in path.series() {
+                    for &metric in Stages::of_path(path).1 {
                         let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
                         let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
                         stage_recs.push(rec);

@@ -2,6 +2,7 @@
 
 use super::{Format, Input, Use, Written};
 use anyhow::Result;
+use rtscope_model::descriptor;
 use rtscope_model::units;
 use serde_json::Value;
 use std::io::Write;
@@ -32,7 +33,7 @@ impl Format for OsbenchCsv {
             out,
             "run_id,group,num,id,metric,name,ips,inter_process,cache_flush,cross_cpu,equal_priorities,cpu,other_cpu,samples,last_us,min_us,mean_us,p50_us,p99_us,max_us,base_ns"
         )?;
-        for s in run.series.iter().filter(|s| s.key.probe == "osbench") {
+        for s in run.series.iter().filter(|s| descriptor::per_test(&s.key.probe)) {
             let m = s.total().summary();
             let x =
                 |k: &str| s.extra.get(k).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string));

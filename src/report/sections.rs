@@ -12,10 +12,12 @@ use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix
 use super::schedule;
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{
-    Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe, stages_text,
+    Col, ColFormat, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe,
+    stages_text,
 };
 use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups};
 use rtscope_model::compare::load_of;
+use rtscope_model::descriptor;
 use rtscope_model::episode::{Lane, Stages, top_causes};
 use rtscope_model::hist::{Tally, signed_buckets};
 use rtscope_model::run::{Interval, Run, Series};
@@ -64,16 +66,10 @@ pub fn chapter(a: &Analysed, prefix: &str) -> Chapter {
     }
 }
 
-/// What a probe's values are, for axis labels.
+/// What a probe's values are, for axis labels (its row in the descriptor
+/// table says).
 pub fn value_name(probe: &str) -> &'static str {
-    match probe {
-        "wakeup" => "latency",
-        "noise" => "interruption length",
-        "sleep" => "deviation",
-        "ptimer" => "drift",
-        "netlat" => "UDP latency",
-        _ => "value",
-    }
+    descriptor::find(probe).map_or("value", |d| d.value_name)
 }
 
 fn load_suffix(s: &Series) -> String {
@@ -291,7 +287,7 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
     let mut out = Vec::new();
     for (probe, list) in series_by_probe(run) {
-        if probe == "osbench" {
+        if descriptor::per_test(probe) {
             continue;
         }
         let metrics = metrics_in_order(run, &list);
@@ -305,12 +301,8 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
         let mut sec = Section::new(format!("{p}-probe-{probe}"), title);
         if !what.is_empty() {
             sec.push(Block::Para(format!("{probe} {what}")));
-        } else if probe == "wakeup" {
-            sec.push(Block::Para(
-                "latency = CLOCK_MONOTONIC read on waking - the programmed instant of clock_nanosleep(TIMER_ABSTIME): \
-                 timer interrupt, hrtimer handler, wake-up, context switch and return to user space"
-                    .into(),
-            ));
+        } else if let Some(explain) = descriptor::find(probe).map(|d| d.explain).filter(|e| !e.is_empty()) {
+            sec.push(Block::Para(explain.into()));
         }
         if let Some(d) = run.plan["describe"].as_str().filter(|d| !d.is_empty()) {
             sec.push(Block::Para(format!("settings: {d}")));
@@ -403,7 +395,7 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
 /// load.
 fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
-    let list: Vec<&Series> = run.series.iter().filter(|s| s.key.probe == "osbench").collect();
+    let list: Vec<&Series> = run.series.iter().filter(|s| descriptor::per_test(&s.key.probe)).collect();
     if list.is_empty() {
         return Vec::new();
     }
@@ -416,7 +408,7 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
             .as_array()
             .into_iter()
             .flatten()
-            .find(|c| c["probe"] == "osbench")
+            .find(|c| c["probe"].as_str().is_some_and(descriptor::per_test))
             .and_then(|c| c["describe"].as_str())
     } else {
         run.plan["describe"].as_str()
@@ -574,7 +566,7 @@ fn stages_of(run: &Run, p: &str) -> Vec<Section> {
 
 fn probe_stages(run: &Run, probe: &str, stage: &[&Series], p: &str) -> Section {
     let (names, series) = Stages::of_probe(probe);
-    let what = if probe == "netlat" { "rx_wake" } else { "latency" };
+    let what = descriptor::wake_path(probe).total();
     let mut sec = Section::new(format!("{p}-stages"), format!("{probe}: where the {what} goes (stages)"));
     sec.push(Block::Para(stages_text(probe).into()));
     // (CPU, load) in the order of the series.

@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod characterisation;
 pub mod compare;
+pub mod descriptor;
 pub mod episode;
 pub mod export;
 pub mod hist;
