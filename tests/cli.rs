@@ -38,6 +38,9 @@ fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["run", "--json", "/nonexistent-dir/w.json"], &["--json"]);
     refused(&["wakeup", "--spinners", "1@50", "--spin-pause", "0"], &["--spin-pause", "--force"]);
     refused(&["wakeup", "--priority", "0"], &["--priority"]);
+    // The policy as it is written on the command line.
+    refused(&["wakeup", "-p", "0"], &["--priority must be 1..99 for --policy fifo"]);
+    refused(&["wakeup", "-p", "0", "--policy", "rr"], &["--policy rr"]);
     refused(&["wakeup", "--cause-threshold", "100us"], &["--cause-threshold", "--trace"]);
     refused(&["wakeup", "--trace", "--trace-buffer", "1K"], &["--trace-buffer", "64K"]);
     refused(&["wakeup", "--trace", "--trace-clock", "tsc"], &["--trace-clock", "mono"]);
@@ -170,6 +173,41 @@ fn help_names_every_command_and_exits_zero() {
             assert!(out.contains(w), "{w} missing from {cmd} --help: {out}");
         }
     }
+}
+
+/// The list says how long a short run took, and an import with no sample
+/// in it is not a complete run.
+#[test]
+fn runs_lists_short_runs_and_sample_less_imports_as_they_are() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/report-run.json");
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let start = doc["run"]["started_unix_ns"].as_i64().unwrap();
+    doc["run"]["ended_unix_ns"] = (start + 153_400_000).into();
+    let short = dir.join("short.json");
+    std::fs::write(&short, doc.to_string()).unwrap();
+    let o = rtscope(&["import", short.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    doc["run"]["uuid"] = "no-samples".into();
+    doc["series"] = serde_json::json!([]);
+    doc["results"] = serde_json::json!([]);
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, doc.to_string()).unwrap();
+    let o = rtscope(&["import", empty.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("as run 2 (")
+            && String::from_utf8_lossy(&o.stdout).contains("): partial"),
+        "{}",
+        text(&o)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("without a single sample"), "{}", text(&o));
+    let o = rtscope(&["runs", "--db", &db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert!(rows[0].contains(" complete ") && rows[0].contains(" 153ms "), "{out}");
+    assert!(rows[1].contains(" partial ") && !rows[1].contains(" 0ns "), "{out}");
 }
 
 /// CI runs `.ci/run`, and the benchmarks are scripts: a shell syntax error in

@@ -1,8 +1,8 @@
 //! `rtscope analyze`'s arguments.
 
 use super::*;
-use rtscope_model::units::TimeUnit;
 use crate::judge::{RequireSpec, TasksSpec};
+use rtscope_model::units::TimeUnit;
 
 /// A tail threshold: `auto` (None) or a duration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -438,8 +438,11 @@ impl CommonArgs {
         if let Some(0) = self.duration {
             bail!("--duration must be longer than 0 (e.g. --duration 30s)");
         }
+        if let Some(0) = self.threshold {
+            bail!("--threshold must be above 0: every sample would cross it (e.g. --threshold 100us)");
+        }
         if self.policy.is_rt() && self.priority == 0 {
-            bail!("--priority must be 1..99 for --policy {:?} (0 is only for --policy other)", self.policy);
+            bail!("--priority must be 1..99 for --policy {} (0 is only for --policy other)", self.policy.flag_value());
         }
         if self.trace {
             // The kernel keeps one ring of --trace-buffer per online CPU.

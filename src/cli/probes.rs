@@ -334,8 +334,8 @@ impl NoiseArgs {
             std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").map(|s| s.trim() == "-1").unwrap_or(false);
         if self.pause == 0 && common.policy.is_rt() && throttling_off && !self.common.force {
             bail!(
-                "--pause 0 at --policy {:?} with RT throttling off (sched_rt_runtime_us = -1) would starve everything else on the measured CPUs: give a --pause, use --policy other, or add --force",
-                common.policy
+                "--pause 0 at --policy {} with RT throttling off (sched_rt_runtime_us = -1) would starve everything else on the measured CPUs: give a --pause, use --policy other, or add --force",
+                common.policy.flag_value()
             );
         }
         let calibration = crate::sys::tsc::calibrate(50_000_000);

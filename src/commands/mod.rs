@@ -47,7 +47,25 @@ pub fn main() -> Result<i32> {
     ) {
         signals::install(&signal).context("installing signal handlers")?;
     }
-    match cli.cmd {
+    let result = dispatch(cli.cmd, &signal);
+    // A store damaged past its first pages opens fine and fails on a read
+    // or a write: say so, as for one that does not open.
+    result.map_err(|e| {
+        let said = e.chain().any(|c| c.to_string().contains("is corrupt or not an SQLite file"));
+        if rtscope_model::store::corrupt(&e) && !said {
+            e.context(
+                "the run store (--db) is damaged: SQLite cannot read all of it; `sqlite3 DB .recover | sqlite3 NEW.db` \
+                 copies what it still can, or point --db at another store",
+            )
+        } else {
+            e
+        }
+    })
+}
+
+fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let signal = signal.clone();
+    match cmd {
         Cmd::Run(a) => run::run(a, &signal),
         Cmd::Load(a) => run::load(a, &signal),
         Cmd::Wakeup(a) => {

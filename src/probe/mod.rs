@@ -438,7 +438,7 @@ impl<'a> Cell<'a> {
                         if let Err(e) = cpu::pin_self(&[c]) {
                             err = Some(format!("CPU {c}: cannot pin: {e}"));
                         } else if let Err(e) = sched::set_self(policy, priority) {
-                            err = Some(format!("CPU {c}: cannot set SCHED_{policy:?} {priority}: {e}"));
+                            err = Some(format!("CPU {c}: cannot set {} {priority}: {e}", policy.kernel_name()));
                         }
                         if err.is_some() {
                             stop.store(true, Relaxed);

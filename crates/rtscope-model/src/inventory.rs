@@ -237,8 +237,11 @@ impl Inventory {
                 out.push(Warning::new(
                     TOPIC_SMT,
                     format!(
-                        "SMT is active and sibling CPUs {} of measured CPUs are neither measured nor isolated: they share the core",
-                        format_cpu_list(&busy)
+                        "SMT is active and sibling {} {} of the measured CPUs {} neither measured nor isolated: they share \
+                         the core",
+                        if busy.len() == 1 { "CPU" } else { "CPUs" },
+                        format_cpu_list(&busy),
+                        if busy.len() == 1 { "is" } else { "are" }
                     ),
                     format!(
                         "boot with nosmt (or echo off > /sys/devices/system/cpu/smt/control), or isolate CPUs {}",
@@ -307,8 +310,10 @@ impl Inventory {
             out.push(Warning::new(
                 TOPIC_ISOLATION,
                 format!(
-                    "measured CPUs {} are not in isolcpus/nohz_full: per-CPU figures include housekeeping noise",
-                    format_cpu_list(&housekeeping)
+                    "measured {} {} {} not in isolcpus/nohz_full: per-CPU figures include housekeeping noise",
+                    if housekeeping.len() == 1 { "CPU" } else { "CPUs" },
+                    format_cpu_list(&housekeeping),
+                    if housekeeping.len() == 1 { "is" } else { "are" }
                 ),
                 fix,
             ));
@@ -787,7 +792,7 @@ mod tests {
         inv.nohz_full_sysfs = Some("0,2-3".into());
         let w = inv.warnings(&[0]);
         assert_eq!(topics(&w), vec![TOPIC_SMT]);
-        assert!(w[0].message.contains("sibling CPUs 1 "));
+        assert!(w[0].message.contains("sibling CPU 1 of the measured CPUs is neither"), "{}", w[0].message);
         assert!(w[0].fix.contains("nosmt"));
         // Measuring both siblings, or SMT off: fine.
         assert!(!topics(&inv.warnings(&[0, 1])).contains(&TOPIC_SMT));
@@ -800,8 +805,11 @@ mod tests {
         let mut inv = tuned();
         let w = inv.warnings(&[0, 1, 2]);
         assert_eq!(topics(&w), vec![TOPIC_ISOLATION]);
-        assert!(w[0].message.contains("measured CPUs 0-1 "));
+        assert!(w[0].message.contains("measured CPUs 0-1 are not"));
         assert!(w[0].message.contains("housekeeping noise"));
+        let one = inv.warnings(&[1, 2]);
+        let one = one.iter().find(|w| w.topic == TOPIC_ISOLATION).expect("the isolation note");
+        assert!(one.message.contains("measured CPU 1 is not in isolcpus"), "{}", one.message);
         assert!(w[0].fix.contains("isolcpus="));
         assert!(w[0].is_informational());
         // Sysfs unknown: fall back to the cmdline (with isolcpus flags).
