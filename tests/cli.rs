@@ -210,6 +210,36 @@ fn runs_lists_short_runs_and_sample_less_imports_as_they_are() {
     assert!(rows[1].contains(" partial ") && !rows[1].contains(" 0ns "), "{out}");
 }
 
+/// Every message that asks for privileges gives the same fix: the one
+/// `setcap` line of `PRIVILEGES_FIX`, nowhere written out a second time.
+#[test]
+fn the_setcap_hint_is_one_and_the_same_everywhere() {
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("crates"), &mut files);
+    let mut hints = Vec::new();
+    for f in &files {
+        for (i, line) in std::fs::read_to_string(f).unwrap().lines().enumerate() {
+            if line.contains("setcap ") && !line.trim_start().starts_with("//") && !line.contains("assert") {
+                hints.push(format!("{}:{}: {}", f.strip_prefix(root).unwrap().display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert_eq!(hints.len(), 1, "one setcap hint (PRIVILEGES_FIX), not: {hints:#?}");
+    assert!(hints[0].contains("sudo setcap cap_sys_nice,cap_ipc_lock+ep"), "{hints:?}");
+}
+
 /// CI runs `.ci/run`, and the benchmarks are scripts: a shell syntax error in
 /// any of them (a lost `fi` in a merge) must fail here, not in CI after 0 s.
 /// The scripts must also run exactly the README's test command.

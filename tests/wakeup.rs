@@ -306,3 +306,51 @@ fn loops_and_distance_set_each_threads_sample_count_and_period() {
         assert!((want..want + 60).contains(&span_ms), "thread {i}: {span_ms} ms for 300 samples, want about {want}");
     }
 }
+
+/// A long cell says how far it is, how long is left and its worst case so
+/// far: on a terminal every second, in a pipe a plain line every 10 s; a
+/// second Ctrl-C says the run stays stored partial and exits with 130.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_cell_shows_its_progress_and_a_second_ctrl_c_leaves_it_partial() {
+    let fx = Fixture::root();
+    let cpu = last_cpu().to_string();
+    let script = Command::new("sh").args(["-c", "command -v script"]).output().unwrap();
+    if has("script (util-linux), for a pseudo-terminal", script.status.success()) {
+        let cmd = format!("{BIN} wakeup -D 3s --cpus {cpu} --db {}.tty", fx.db);
+        let o = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("\r\x1b[Kwakeup: 1s of 3s, 2s left; "), "{out:?}");
+        assert!(out.contains("\r\x1b[Kwakeup: 2s of 3s, 1s left; "), "{out:?}");
+        assert!(out.contains(" samples; worst latency ") && out.contains(&format!("us on CPU {cpu}")), "{out:?}");
+    }
+    let spawned = std::time::Instant::now();
+    let child = Command::new(BIN)
+        .args(["wakeup", "--duration", "60s", "--checkpoint", "1s", "--cpus", &cpu, "--db", &fx.db])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_first_checkpoint(&fx.db);
+    std::thread::sleep(Duration::from_millis(10_800).saturating_sub(spawned.elapsed()));
+    // Two SIGINTs, the second once the first is no longer pending (two
+    // pending ones would be one).
+    common::signal(child.id(), libc::SIGINT);
+    let pending = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        status.lines().filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:")).any(|l| {
+            u64::from_str_radix(l.split_whitespace().nth(1).unwrap_or("0"), 16).unwrap_or(0) & (1 << (libc::SIGINT - 1))
+                != 0
+        })
+    };
+    while pending() {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    common::signal(child.id(), libc::SIGINT);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("wakeup: 10s of 1m, ") && err.contains("s left; ") && err.contains("worst latency"), "{err}");
+    assert!(err.contains("run 1 is stored partial") && err.contains("rtscope show 1"), "{err}");
+    assert_eq!(show_json(&fx.db, "last")["status"], "partial");
+}

@@ -691,6 +691,7 @@ pub fn loads_only(
     });
     let header = crate::session::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
     let run_id = store.create_run(&header, &inv, &plan)?;
+    crate::sys::signals::recording(run_id);
     if !opts.quiet {
         eprintln!(
             "rtscope load: {label} on CPUs {}{} (Ctrl-C stops)",
@@ -753,6 +754,7 @@ pub fn loads_only(
         None => (RunStatus::Complete, 0),
     };
     store.finish_run(run_id, status, Some(code), clock::now_unix(), &notes, crate::sys::mem::peak_rss_kb())?;
+    crate::sys::signals::stored(run_id);
     if let Some(e) = failed {
         return Err(e);
     }

@@ -8,7 +8,7 @@ use crate::report::{self, Report};
 use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, ipc::Janitor, mem, sched, sched::Policy};
 use anyhow::{Result, bail};
-use rtscope_model::inventory::Warning;
+use rtscope_model::inventory::{PRIVILEGES_FIX, Warning};
 use rtscope_model::run::RunStatus;
 use rtscope_model::store::Store;
 use serde_json::json;
@@ -46,7 +46,7 @@ fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
                     "cannot use SCHED_{} priorities: measuring at SCHED_OTHER, where the higher-priority party does not preempt the lower one; the run is NOT representative",
                     format!("{policy:?}").to_uppercase()
                 ),
-                fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
+                fix: PRIVILEGES_FIX.into(),
             },
         );
         policy = Policy::Other;
@@ -56,7 +56,7 @@ fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
         warnings.push(Warning {
             topic: "memory".into(),
             message: format!("mlockall failed ({e}): page faults may add latency"),
-            fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
+            fix: PRIVILEGES_FIX.into(),
         });
     }
     let _dma = if plan.dma_latency {
@@ -97,6 +97,7 @@ fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     let mut store = Store::open(&plan.db)?;
     let header = crate::session::new_header("osbench", std::env::args().collect(), representative, warnings);
     let run_id = store.create_run(&header, &inv, &plan_doc)?;
+    crate::sys::signals::recording(run_id);
     let bench = Bench {
         settings,
         policy,
@@ -115,6 +116,7 @@ fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     }
     let status = if interrupted { RunStatus::Interrupted } else { RunStatus::Complete };
     store.finish_run(run_id, status, Some(0), clock::now_unix(), &notes, mem::peak_rss_kb())?;
+    crate::sys::signals::stored(run_id);
     drop(janitor);
     mem::unlock_all();
     let run = store.load_run(run_id)?;

@@ -8,6 +8,7 @@ use crate::report::{self, Report};
 use crate::session::{Session, verdict};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
+use rtscope_model::inventory::PRIVILEGES_FIX;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -73,7 +74,7 @@ pub fn netlat(a: NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
             let (mut policy, mut priority) = (common.policy, common.priority);
             if policy.is_rt() && !sched::can_use_rt(priority) {
                 eprintln!(
-                    "rtscope: warning: cannot use real-time priority {priority}: serving at SCHED_OTHER (fix: run as root or grant CAP_SYS_NICE)"
+                    "rtscope: warning: cannot use real-time priority {priority}: serving at SCHED_OTHER (fix: {PRIVILEGES_FIX})"
                 );
                 (policy, priority) = (sched::Policy::Other, 0);
             }

@@ -15,6 +15,11 @@ pub const MAX_CPU: usize = 1 << 20;
 /// Bit of `CAP_SYS_NICE` in the capability masks of `/proc/<pid>/status`.
 pub const CAP_SYS_NICE_BIT: u32 = 23;
 
+/// The one fix rtscope gives wherever it lacks a privilege (real-time
+/// scheduling, locked memory): root, or the capabilities granted once.
+pub const PRIVILEGES_FIX: &str = "run as root, or grant rtscope the capabilities once: \
+    sudo setcap cap_sys_nice,cap_ipc_lock+ep \"$(command -v rtscope)\" (or raise RLIMIT_RTPRIO and RLIMIT_MEMLOCK)";
+
 /// cpufreq state of one CPU. All fields are `None` where cpufreq is absent
 /// (typical in VMs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,7 +205,7 @@ impl Inventory {
             out.push(Warning::new(
                 TOPIC_PRIVILEGES,
                 "not root and no CAP_SYS_NICE: probes run at SCHED_OTHER; results are not representative",
-                "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice+ep rtscope)",
+                PRIVILEGES_FIX,
             ));
         }
 
@@ -763,7 +768,8 @@ mod tests {
         let w = inv.warnings(&[2]);
         assert_eq!(topics(&w), vec![TOPIC_PRIVILEGES]);
         assert!(w[0].message.contains("SCHED_OTHER"));
-        assert!(w[0].fix.contains("CAP_SYS_NICE"));
+        assert_eq!(w[0].fix, PRIVILEGES_FIX);
+        assert!(PRIVILEGES_FIX.contains("setcap cap_sys_nice,cap_ipc_lock+ep"));
         assert!(!w[0].is_informational());
         inv.cap_sys_nice = true;
         assert!(inv.representative());
