@@ -137,7 +137,8 @@ pub struct CommonArgs {
     /// Also write the results as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
+    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
     #[arg(long, short = 'q')]
     pub quiet: bool,
     /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
@@ -235,7 +236,8 @@ pub struct RunArgs {
     /// Also write the results as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
+    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
     #[arg(long, short = 'q')]
     pub quiet: bool,
     // Stored with the run (over the plan's profiles and require keys): the verdicts are printed at the end, a failed
@@ -264,7 +266,8 @@ pub struct LoadArgs {
     /// Also write the run (its characterisation) as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
+    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
     #[arg(long, short = 'q')]
     pub quiet: bool,
     #[command(flatten)]

@@ -635,7 +635,7 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     let judged = (!asked.reqs.is_empty() || set.is_some())
         .then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
     output(&loaded, opts, judged.as_ref())?;
-    let printing = !opts.quiet && opts.json.as_deref() != Some(Path::new("-"));
+    let printing = opts.json.as_deref() != Some(Path::new("-"));
     if !verdicts.is_empty() && printing {
         let mut out = std::io::stdout().lock();
         writeln!(out)?;
@@ -650,7 +650,7 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     Ok(if failed && code == 0 { 2 } else { code })
 }
 
-/// Prints the run (unless quiet or JSON on stdout) and writes `--json`:
+/// Prints the run (unless JSON goes to stdout; quiet too) and writes `--json`:
 /// the run's document, ending with its verdicts and schedulability as
 /// `rtscope analyze RUN --json` gives them when it was `judged`.
 fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::judge::Judged>) -> Result<()> {
@@ -661,7 +661,7 @@ fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::
         }
     }
     let json_on_stdout = opts.json.as_deref() == Some(Path::new("-"));
-    if !opts.quiet && !json_on_stdout {
+    if !json_on_stdout {
         let mut out = std::io::stdout().lock();
         report::Text { describe: String::new() }.write(run, &mut out)?;
         println!("{}", report::stored_line(run.header.id, &opts.db));

@@ -127,7 +127,7 @@ fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
         report::write_file(path, &report::OsbenchCsv, &run)?;
     }
     let to_stdout = |p: &Option<std::path::PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
-    if !plan.quiet && !to_stdout(&plan.json) && !to_stdout(&plan.csv) {
+    if !to_stdout(&plan.json) && !to_stdout(&plan.csv) {
         let mut out = std::io::stdout().lock();
         report::Text { describe }.write(&run, &mut out)?;
         println!("{}", report::stored_line(run_id, &plan.db));

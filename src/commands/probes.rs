@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// Runs `probe` on `common.cpus` to the end and stores it. Prints the
-/// summary unless quiet. Returns the exit code: 2 when `--threshold` was
-/// crossed.
+/// summary at the end (quiet too, as cyclictest -q; not when the JSON goes
+/// to stdout). Returns the exit code: 2 when `--threshold` was crossed.
 pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
     // Refused before the store is opened: nothing is created.
     check_trace(probe, common)?;
@@ -48,7 +48,7 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         report::write_file(path, &report::Json, &loaded)?;
     }
     let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
-    if !common.quiet && !json_on_stdout {
+    if !json_on_stdout {
         let mut out = std::io::stdout().lock();
         report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
         println!("{}", report::stored_line(run_id, &db));
