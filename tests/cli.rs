@@ -22,7 +22,7 @@ fn refused(args: &[&str], must_name: &[&str]) {
 #[test]
 fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["wakeup", "--interval", "10us"], &["--interval", "--force"]);
-    refused(&["wakeup", "--interval", "100"], &["--interval", "100us"]);
+    refused(&["wakeup", "--interval", "1ms", "--distance", "5parsecs"], &["--distance", "unit"]);
     refused(&["wakeup", "--priority", "100"], &["--priority"]);
     refused(&["wakeup", "--cpus", "4000"], &["--cpus", "not online"]);
     refused(&["wakeup", "--cpus", "zero"], &["--cpus"]);
@@ -173,6 +173,71 @@ fn help_names_every_command_and_exits_zero() {
             assert!(out.contains(w), "{w} missing from {cmd} --help: {out}");
         }
     }
+}
+
+/// cyclictest's habits on `rtscope wakeup`: its flags taken where rtscope
+/// has the concept, the others refused naming rtscope's way; its units for
+/// bare numbers; `-h N` is its histogram, `-h` alone the help.
+#[test]
+fn cyclictest_habits_are_taken_or_pointed_to_rtscope() {
+    // Refused with rtscope's flag, before anything is stored.
+    refused(&["wakeup", "-t", "4"], &["-t 4", "--cpus 0-3", "one thread per measured CPU"]);
+    refused(&["wakeup", "-t4"], &["--cpus 0-3"]);
+    refused(&["wakeup", "--mainaffinity", "0"], &["--mainaffinity", "off the measured CPUs"]);
+    refused(&["wakeup", "-a", "4000"], &["--cpus", "not online"]);
+    refused(&["wakeup", "-a", "0", "--cpus", "0"], &["--affinity", "--cpus"]);
+    refused(&["wakeup", "--histfile", "h.txt"], &["--histfile", "--histogram"]);
+    // -h with a number is the histogram (0 buckets is none), not the help.
+    refused(&["wakeup", "-h", "0"], &["--histogram", "0"]);
+    refused(&["wakeup", "-h0"], &["--histogram"]);
+    // A bare number takes cyclictest's unit: -i 10 is 10us (below 50us).
+    refused(&["wakeup", "-i", "10"], &["--interval 10us", "--force"]);
+    refused(&["wakeup", "-i", "1000", "-D", "0"], &["--duration"]);
+    refused(&["wakeup", "-b", "0"], &["--threshold"]);
+    // A negative duration is not a flag: its parser says what is wrong.
+    refused(&["wakeup", "-D", "-5s"], &["--duration", "'-5s' must be positive"]);
+    refused(&["wakeup", "-D", "-5"], &["--duration", "must be positive"]);
+    refused(&["wakeup", "-b", "-5us"], &["--threshold", "must be positive"]);
+    refused(&["run", "--duration", "-1s"], &["--duration", "must be positive"]);
+    refused(&["analyze", "last", "--require", "wakeup.latency.max < -5us"], &["--require", "must be positive"]);
+    // -h alone is the help, which lists cyclictest's flags and the units.
+    for help in ["-h", "--help"] {
+        let o = rtscope(&["wakeup", help]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        for w in ["cyclictest's flags", "-a, --affinity", "-t, --threads", "-m, --mlockall", "-S, --smp", "--histogram"]
+        {
+            assert!(out.contains(w), "{w} missing from wakeup {help}: {out}");
+        }
+    }
+    let o = rtscope(&["wakeup", "--help"]);
+    let out = String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    for w in
+        ["a bare number is microseconds", "a bare number is seconds", "# Max Latencies:", "only the summary at the end"]
+    {
+        assert!(out.contains(w), "{w} missing from wakeup --help: {out}");
+    }
+}
+
+/// `--db` works before the command as after it, and RTSCOPE_DB names the
+/// store when --db does not.
+#[test]
+fn db_is_taken_before_the_command_and_from_rtscope_db() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let o = rtscope(&["--db", &db, "runs"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("--db {db}: no run store there")), "{err}");
+    let o = std::process::Command::new(BIN).args(["show", "last"]).env("RTSCOPE_DB", &db).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("--db {db}: no run store there")), "{}", text(&o));
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/report-run.json");
+    let o = std::process::Command::new(BIN).args(["import", fixture]).env("RTSCOPE_DB", &db).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = rtscope(&[&format!("--db={db}"), "runs"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("wakeup"), "{}", text(&o));
+    let o = rtscope(&["--help"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("RTSCOPE_DB"), "{}", text(&o));
 }
 
 /// The list says how long a short run took, and an import with no sample

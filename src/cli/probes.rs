@@ -5,11 +5,12 @@ use super::*;
 
 #[derive(Args, Debug)]
 pub struct WakeupArgs {
-    /// Period of each thread.
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    /// Period of each thread (a bare number is microseconds, as cyclictest's -i).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur_us)]
     pub interval: u64,
-    /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0).
-    #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur)]
+    /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0; a bare
+    /// number is microseconds).
+    #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur_us)]
     pub distance: u64,
     /// N background busy threads per measured CPU at priority PRIO (0: SCHED_OTHER), busy --spin-active then
     /// idle --spin-pause; `N@PRIO:sys` spins in system calls (IntrTime's idle threads).
@@ -35,6 +36,8 @@ pub struct WakeupArgs {
     pub flush_size: Option<usize>,
     #[command(flatten)]
     pub common: CommonArgs,
+    #[command(flatten)]
+    pub cyclictest: Cyclictest,
 }
 
 #[derive(Args, Debug)]
@@ -109,8 +112,9 @@ pub struct PtimerArgs {
 
 #[derive(Args, Debug)]
 pub struct NetlatArgs {
-    /// Send one datagram every DUR per measured CPU (the NT real-time study's 10 ms; 100us..10s).
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur)]
+    /// Send one datagram every DUR per measured CPU (the NT real-time study's 10 ms; 100us..10s; a bare number is
+    /// microseconds, as cyclictest's -i).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur_us)]
     pub interval: u64,
     /// UDP payload bytes (the NT real-time study's 54; 52..1472, one Ethernet frame at most).
     #[arg(long, value_name = "BYTES", default_value_t = 54,
@@ -199,7 +203,7 @@ impl WakeupArgs {
                 "--spin-active and --spin-pause must both be above 0 so that spinners cannot starve the machine (or add --force)"
             );
         }
-        let common = self.common.resolve(kind)?;
+        let common = self.cyclictest.apply(&self.common)?.resolve(kind)?;
         const MAX_PERIOD: u64 = 10_000_000_000;
         let longest = (common.cpus.len() as u64 - 1).saturating_mul(self.distance).saturating_add(self.interval);
         if longest > MAX_PERIOD {

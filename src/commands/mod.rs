@@ -12,16 +12,15 @@ mod report;
 mod run;
 mod store;
 
-use crate::cli::{Cli, Cmd};
+use crate::cli::Cmd;
 use crate::probe::{netlat, wakeup};
 use crate::sys::signals;
 use anyhow::{Context, Result, bail};
-use clap::Parser;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub fn main() -> Result<i32> {
-    let cli = match Cli::try_parse() {
+    let cli = match crate::cli::parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 1 } else { 0 };
@@ -70,7 +69,7 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
         Cmd::Load(a) => run::load(a, &signal),
         Cmd::Wakeup(a) => {
             let (common, probe) = a.resolve("wakeup")?;
-            probes::run_probe(&probe, &common, &signal)
+            probes::run_probe_with(&probe, &common, &signal, a.cyclictest.histogram().as_ref())
         }
         Cmd::Noise(a) => {
             let (common, probe) = a.resolve("noise")?;

@@ -2,7 +2,7 @@
 //! `netlat`): a single probe's run, one cell in a run of its own, then the
 //! summary; and netlat's `--serve` responder.
 
-use crate::cli::{NetlatArgs, NetlatPlan};
+use crate::cli::{HistogramOpts, NetlatArgs, NetlatPlan};
 use crate::probe::{Cell, Common, Probe, check_trace, netlat};
 use crate::report::{self, Report};
 use crate::session::{Session, verdict};
@@ -16,6 +16,18 @@ use std::sync::atomic::AtomicBool;
 /// summary at the end (quiet too, as cyclictest -q; not when the JSON goes
 /// to stdout). Returns the exit code: 2 when `--threshold` was crossed.
 pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
+    run_probe_with(probe, common, signal, None)
+}
+
+/// [`run_probe`], ending with cyclictest's histogram of the probe's first
+/// metric (`--histogram`): on stdout instead of the summary, or in its
+/// `--histfile` beside the summary.
+pub fn run_probe_with(
+    probe: &dyn Probe,
+    common: &Common,
+    signal: &Arc<AtomicBool>,
+    histogram: Option<&HistogramOpts>,
+) -> Result<i32> {
     // Refused before the store is opened: nothing is created.
     check_trace(probe, common)?;
     let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
@@ -48,7 +60,20 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         report::write_file(path, &report::Json, &loaded)?;
     }
     let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
-    if !json_on_stdout {
+    if let Some(h) = histogram {
+        let hist = report::CyclictestHist { metric: probe.metrics()[0], buckets_us: h.buckets_us, all: h.all_column };
+        match &h.file {
+            Some(path) => report::write_to("--histfile", path, |out| hist.write(&loaded, out))?,
+            None if !json_on_stdout => {
+                hist.write(&loaded, &mut std::io::stdout().lock())?;
+                // As cyclictest's: the histogram replaces the summary on stdout.
+                eprintln!("{}", report::stored_line(run_id, &db));
+            }
+            None => {}
+        }
+    }
+    let histogram_on_stdout = histogram.is_some_and(|h| h.file.is_none());
+    if !json_on_stdout && !histogram_on_stdout {
         let mut out = std::io::stdout().lock();
         report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
         println!("{}", report::stored_line(run_id, &db));

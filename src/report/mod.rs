@@ -2,6 +2,7 @@
 
 pub mod analyze;
 pub mod comparison;
+mod cyclictest;
 mod doc;
 pub mod html;
 pub mod json;
@@ -17,6 +18,7 @@ mod tailplot;
 mod text;
 
 pub use comparison::Comparison;
+pub use cyclictest::CyclictestHist;
 pub use html::Html;
 pub use json::Json;
 pub use markdown::Markdown;
