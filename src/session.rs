@@ -7,10 +7,10 @@
 //! measurement with its own runner (osbench) is an [`OwnCell`]. Nothing
 //! here measures or prints.
 
-use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy};
+use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
 use anyhow::{Result, anyhow};
 use rtscope_model::episode::TraceSummary;
-use rtscope_model::inventory::{Inventory, Warning};
+use rtscope_model::inventory::{Inventory, PRIVILEGES_FIX, Warning};
 use rtscope_model::run::{Run, RunHeader, RunStatus};
 use rtscope_model::store::Store;
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ impl Session {
             warnings.push(Warning {
                 topic: "memory".into(),
                 message: format!("mlockall failed ({e}): page faults may add latency"),
-                fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
+                fix: PRIVILEGES_FIX.into(),
             });
         }
         let dma = if dma_latency {
@@ -141,7 +141,7 @@ impl Session {
                         "cannot use SCHED_{} {asked}: measuring at SCHED_OTHER{loses}; the run is NOT representative",
                         format!("{policy:?}").to_uppercase()
                     ),
-                    fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
+                    fix: PRIVILEGES_FIX.into(),
                 },
             );
         }
@@ -180,6 +180,7 @@ impl Session {
     pub fn create(mut self, kind: &str, plan: &serde_json::Value) -> Result<OpenRun> {
         let header = new_header(kind, std::env::args().collect(), self.representative, self.warnings);
         let run_id = self.store.create_run(&header, &self.inv, plan)?;
+        signals::recording(run_id);
         Ok(OpenRun { store: Some(self.store), db: self.db, run_id, _dma: self.dma })
     }
 }
@@ -216,6 +217,7 @@ impl OpenRun {
         let id = self.run_id;
         let store = self.store()?;
         store.finish_run(id, status, Some(exit_code), clock::now_unix(), notes, mem::peak_rss_kb())?;
+        signals::stored(id);
         store.load_run(id)
     }
 }

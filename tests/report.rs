@@ -828,3 +828,36 @@ fn an_osbench_report_has_a_table_per_group_and_its_plot() {
     let plots = html.matches("percent of operations at or over each time").count();
     assert!(plots >= 2, "a plot per group ({plots})");
 }
+
+/// On a terminal, `analyze` and `report` say what they are doing while
+/// they read and analyse a run (a big one takes a while), and clear that
+/// line before their output; on a pipe they print nothing of it.
+#[test]
+fn analyze_and_report_show_their_progress_on_a_terminal() {
+    let (dir, db) = imported();
+    let script = std::process::Command::new("sh").args(["-c", "command -v script"]).output().unwrap();
+    if !has("script (util-linux), for a pseudo-terminal", script.status.success()) {
+        return;
+    }
+    let html = dir.join("r.html");
+    let html = html.to_str().unwrap();
+    for (cmd, stages) in [
+        (
+            format!("{BIN} analyze 1 --db {db}"),
+            &["rtscope analyze: reading run 1", "rtscope analyze: analysing run 1: "][..],
+        ),
+        (
+            format!("{BIN} report 1 --db {db} -o {html}"),
+            &["rtscope report: reading run 1", "rtscope report: analysing ", "rtscope report: writing "][..],
+        ),
+    ] {
+        let o = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+        assert!(o.status.success(), "{cmd}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        for stage in stages {
+            assert!(out.contains(&format!("\r\x1b[K{stage}")), "{cmd}: no {stage:?} in {out:?}");
+        }
+    }
+    let o = rtscope(&["analyze", "1", "--db", &db]);
+    assert!(o.status.success() && !String::from_utf8_lossy(&o.stderr).contains("reading run"), "{}", text(&o));
+}

@@ -25,6 +25,13 @@ macro_rules! probe_commands {
                 }
             }
 
+            /// cyclictest's histogram to print at the end, if asked.
+            pub fn histogram(&self) -> Option<HistogramOpts> {
+                match self {
+                    $(ProbeCmd::$variant(a) => ProbeArgs::histogram(a),)*
+                }
+            }
+
             /// Its arguments, checked and resolved for a run of `kind` (the
             /// subcommand that makes it: the probe's own, or `run`).
             pub fn resolve(&self, kind: &str) -> Result<ProbePlan> {
@@ -61,6 +68,11 @@ probe_commands! {
 pub trait ProbeArgs {
     /// Resolves for a run of `kind` (the subcommand that makes the run).
     fn resolve(&self, kind: &str) -> Result<ProbePlan>;
+    /// cyclictest's histogram of its first metric, printed at the end
+    /// (`-h N`, wakeup's cyclictest habit); none by default.
+    fn histogram(&self) -> Option<HistogramOpts> {
+        None
+    }
 }
 
 /// What a probe's subcommand asks for.
@@ -81,11 +93,12 @@ impl ProbePlan {
 
 #[derive(Args, Debug)]
 pub struct WakeupArgs {
-    /// Period of each thread.
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    /// Period of each thread (a bare number is microseconds, as cyclictest's -i).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur_us)]
     pub interval: u64,
-    /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0).
-    #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur)]
+    /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0; a bare
+    /// number is microseconds).
+    #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur_us)]
     pub distance: u64,
     /// N background busy threads per measured CPU at priority PRIO (0: SCHED_OTHER), busy --spin-active then
     /// idle --spin-pause; `N@PRIO:sys` spins in system calls (IntrTime's idle threads).
@@ -111,6 +124,8 @@ pub struct WakeupArgs {
     pub flush_size: Option<usize>,
     #[command(flatten)]
     pub common: CommonArgs,
+    #[command(flatten)]
+    pub cyclictest: Cyclictest,
 }
 
 #[derive(Args, Debug)]
@@ -185,8 +200,9 @@ pub struct PtimerArgs {
 
 #[derive(Args, Debug)]
 pub struct NetlatArgs {
-    /// Send one datagram every DUR per measured CPU (the NT real-time study's 10 ms; 100us..10s).
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur)]
+    /// Send one datagram every DUR per measured CPU (the NT real-time study's 10 ms; 100us..10s; a bare number is
+    /// microseconds, as cyclictest's -i).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur_us)]
     pub interval: u64,
     /// UDP payload bytes (the NT real-time study's 54; 52..1472, one Ethernet frame at most).
     #[arg(long, value_name = "BYTES", default_value_t = 54,
@@ -246,6 +262,10 @@ pub struct SecondArgs {
 }
 
 impl ProbeArgs for WakeupArgs {
+    fn histogram(&self) -> Option<HistogramOpts> {
+        self.cyclictest.histogram()
+    }
+
     fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         const MIN_INTERVAL: u64 = 50_000;
         if self.interval == 0 {
@@ -269,7 +289,7 @@ impl ProbeArgs for WakeupArgs {
                 "--spin-active and --spin-pause must both be above 0 so that spinners cannot starve the machine (or add --force)"
             );
         }
-        let common = self.common.resolve(kind)?;
+        let common = self.cyclictest.apply(&self.common)?.resolve(kind)?;
         const MAX_PERIOD: u64 = 10_000_000_000;
         let longest = (common.cpus.len() as u64 - 1).saturating_mul(self.distance).saturating_add(self.interval);
         if longest > MAX_PERIOD {
@@ -410,8 +430,8 @@ impl ProbeArgs for NoiseArgs {
             std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").map(|s| s.trim() == "-1").unwrap_or(false);
         if self.pause == 0 && common.policy.is_rt() && throttling_off && !self.common.force {
             bail!(
-                "--pause 0 at --policy {:?} with RT throttling off (sched_rt_runtime_us = -1) would starve everything else on the measured CPUs: give a --pause, use --policy other, or add --force",
-                common.policy
+                "--pause 0 at --policy {} with RT throttling off (sched_rt_runtime_us = -1) would starve everything else on the measured CPUs: give a --pause, use --policy other, or add --force",
+                common.policy.flag_value()
             );
         }
         let calibration = crate::sys::tsc::calibrate(50_000_000);

@@ -400,10 +400,10 @@ impl Plan {
 
     fn describe(&self) -> String {
         format!(
-            "{} probes x {} loads: {} cells of {} (+{} warm-up), about {}",
-            self.probes.len(),
-            self.loads.len(),
-            self.cells.len(),
+            "{} x {}: {} of {} (+{} warm-up), about {}",
+            units::plural(self.probes.len(), "probe"),
+            units::plural(self.loads.len(), "load"),
+            units::plural(self.cells.len(), "cell"),
             units::human(self.cell_ns),
             units::human(self.warmup_ns),
             units::human(self.length_ns() / 1_000_000_000 * 1_000_000_000)
@@ -690,7 +690,7 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     let judged = (!asked.reqs.is_empty() || set.is_some())
         .then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
     let input = Input { judged: judged.as_ref(), ..Input::one(&loaded) };
-    let printing = super::write_run(&input, &[("--json", report::JSON, opts.json.as_deref())], opts.quiet, &opts.db)?;
+    let printing = super::write_run(&input, &[("--json", report::JSON, opts.json.as_deref())], &opts.db)?;
     if !verdicts.is_empty() && printing {
         let mut out = std::io::stdout().lock();
         writeln!(out)?;
@@ -794,7 +794,7 @@ pub fn loads_only(
     if let Some(e) = failed {
         return Err(e);
     }
-    super::write_run(&Input::one(&loaded), &[("--json", report::JSON, opts.json.as_deref())], opts.quiet, &opts.db)?;
+    super::write_run(&Input::one(&loaded), &[("--json", report::JSON, opts.json.as_deref())], &opts.db)?;
     Ok(code)
 }
 
@@ -1018,6 +1018,19 @@ mod tests {
         crate::report::TEXT.write(&Input::one(&run), &mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("counter n") && text.contains("characterisation"), "{text}");
+    }
+
+    #[test]
+    fn the_plan_counts_in_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        let one =
+            PlanFile { probes: Some(vec!["wakeup".into()]), loads: Some(vec!["idle".into()]), ..Default::default() };
+        let text = Plan::resolve(&one, "test", &db).unwrap().describe();
+        assert!(text.starts_with("1 probe x 1 load: 1 cell of 10s"), "{text}");
+        let two = PlanFile { probes: Some(vec!["wakeup".into(), "noise".into()]), ..one };
+        let text = Plan::resolve(&two, "test", &db).unwrap().describe();
+        assert!(text.starts_with("2 probes x 1 load: 2 cells of"), "{text}");
     }
 
     #[test]

@@ -12,19 +12,18 @@ mod report;
 mod run;
 mod store;
 
-use crate::cli::{Cli, Cmd};
+use crate::cli::Cmd;
 use crate::probe::{netlat, wakeup};
 use crate::report::{Format, Input};
 use crate::sys::signals;
 use anyhow::{Context, Result, bail};
-use clap::Parser;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub fn main() -> Result<i32> {
-    let cli = match Cli::try_parse() {
+    let cli = match crate::cli::parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 1 } else { 0 };
@@ -39,7 +38,25 @@ pub fn main() -> Result<i32> {
     if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_)) {
         signals::install(&signal).context("installing signal handlers")?;
     }
-    match cli.cmd {
+    let result = dispatch(cli.cmd, &signal);
+    // A store damaged past its first pages opens fine and fails on a read
+    // or a write: say so, as for one that does not open.
+    result.map_err(|e| {
+        let said = e.chain().any(|c| c.to_string().contains("is corrupt or not an SQLite file"));
+        if rtscope_model::store::corrupt(&e) && !said {
+            e.context(
+                "the run store (--db) is damaged: SQLite cannot read all of it; `sqlite3 DB .recover | sqlite3 NEW.db` \
+                 copies what it still can, or point --db at another store",
+            )
+        } else {
+            e
+        }
+    })
+}
+
+fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let signal = signal.clone();
+    match cmd {
         Cmd::Run(a) => run::run(a, &signal),
         Cmd::Load(a) => run::load(a, &signal),
         Cmd::Probe(p) => probes::main(&p, &signal),
@@ -68,17 +85,10 @@ pub fn main() -> Result<i32> {
     }
 }
 
-/// What a measuring command (a probe's, `osbench`, `run`, `load`) does once
-/// its run is finished and stored: writes each file asked for (`flag`,
-/// format, path or `-` for stdout: `--json`, osbench's `-o FILE.csv`), then,
-/// unless `quiet` or a file went to stdout, prints the text summary and
-/// where the run is stored (in `db`). Returns whether it printed.
-pub(crate) fn write_run(
-    input: &Input,
-    files: &[(&str, &dyn Format, Option<&Path>)],
-    quiet: bool,
-    db: &Path,
-) -> Result<bool> {
+/// Writes the files asked for (each a flag, a format and a path or `-`
+/// for stdout: `--json`, osbench's `-o FILE.csv`). Returns whether one went
+/// to stdout.
+pub(crate) fn write_files(input: &Input, files: &[(&str, &dyn Format, Option<&Path>)]) -> Result<bool> {
     let mut on_stdout = false;
     for &(flag, format, path) in files {
         if let Some(path) = path {
@@ -86,7 +96,16 @@ pub(crate) fn write_run(
             on_stdout |= path == Path::new("-");
         }
     }
-    if quiet || on_stdout {
+    Ok(on_stdout)
+}
+
+/// What every measuring command does once its run is stored: writes the
+/// files asked for ([`write_files`]), then, unless one of them went to
+/// stdout, prints the text summary and where the run is stored (in `db`):
+/// `--quiet` too, as cyclictest's `-q` prints its summary at the end.
+/// Returns whether it printed.
+pub(crate) fn write_run(input: &Input, files: &[(&str, &dyn Format, Option<&Path>)], db: &Path) -> Result<bool> {
+    if write_files(input, files)? {
         return Ok(false);
     }
     let mut out = std::io::stdout().lock();

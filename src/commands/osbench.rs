@@ -75,7 +75,7 @@ fn run(plan: &Plan, signal: &Arc<AtomicBool>) -> Result<i32> {
     drop(janitor);
     let files =
         [("--json", report::JSON, plan.json.as_deref()), ("--output", report::OSBENCH_CSV, plan.csv.as_deref())];
-    super::write_run(&Input::one(&run), &files, plan.quiet, &plan.db)?;
+    super::write_run(&Input::one(&run), &files, &plan.db)?;
     if failed > 0 && failed == jobs {
         bail!("no test could be measured (see the warnings above)");
     }

@@ -28,9 +28,7 @@ pub fn runs(a: StoreArgs) -> Result<i32> {
     )?;
     for r in list {
         let h = &r.header;
-        let dur = h
-            .ended_unix_ns
-            .map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000_000 * 1_000_000_000));
+        let dur = h.ended_unix_ns.map(|e| run_length((e - h.started_unix_ns).max(0) as u64));
         writeln!(
             out,
             "{:>5}  {:<20} {:<8} {:<12} {:>9} {:>12}  {}{}",
@@ -45,6 +43,16 @@ pub fn runs(a: StoreArgs) -> Result<i32> {
         )?;
     }
     Ok(0)
+}
+
+/// A run's length for the list: to the millisecond under a minute (a
+/// short osbench run is not `0s`), to the second above.
+fn run_length(ns: u64) -> String {
+    match ns {
+        0..1_000_000 => "<1ms".into(),
+        1_000_000..60_000_000_000 => units::human(ns / 1_000_000 * 1_000_000),
+        _ => units::human(ns / 1_000_000_000 * 1_000_000_000),
+    }
 }
 
 /// `rtscope show`.
@@ -80,6 +88,31 @@ pub fn import(a: ImportArgs) -> Result<i32> {
     crate::cli::check_writable("--db", &a.store.db)?;
     let mut store = Store::open(&a.store.db)?;
     let id = store.insert_run(&run)?;
-    println!("imported {name} as run {id} (from {}, {})", run.header.hostname, utc(run.header.started_unix_ns));
+    let header = rtscope_model::store::imported_header(&run);
+    println!(
+        "imported {name} as run {id} (from {}, {}): {}",
+        run.header.hostname,
+        utc(run.header.started_unix_ns),
+        header.status.as_str()
+    );
+    if header.status != run.header.status {
+        eprintln!(
+            "rtscope: warning: run {id} was {} in {name} and is {} here: {}",
+            run.header.status.as_str(),
+            header.status.as_str(),
+            header.notes.last().map(String::as_str).unwrap_or_default()
+        );
+    }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn run_lengths_are_never_zero_seconds() {
+        assert_eq!(super::run_length(153_400_000), "153ms");
+        assert_eq!(super::run_length(400_000), "<1ms");
+        assert_eq!(super::run_length(2_004_900_000), "2.004s");
+        assert_eq!(super::run_length(754_300_000_000), "12m34s");
+    }
 }

@@ -114,7 +114,7 @@ pub fn enter(cpu_: usize, policy: Policy, prio: u8) -> Result<(), String> {
     // The priority first: a thread that moves to a CPU where a real-time
     // party spins must arrive with its own real-time priority.
     let p = if policy.is_rt() { prio } else { 0 };
-    sched::set_self(policy, p).map_err(|e| format!("cannot set {policy:?} {p}: {e}"))?;
+    sched::set_self(policy, p).map_err(|e| format!("cannot set {} {p}: {e}", policy.kernel_name()))?;
     cpu::pin_self(&[cpu_]).map_err(|e| format!("cannot pin to CPU {cpu_}: {e}"))?;
     mem::prefault_stack(PREFAULT);
     Ok(())

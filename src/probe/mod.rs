@@ -12,6 +12,7 @@ pub mod ptimer;
 pub mod sleep;
 pub mod wakeup;
 
+use crate::progress::{self, CellProgress, Status};
 use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Writer};
 use crate::session::{CellOutcome, OpenRun};
 use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
@@ -28,7 +29,6 @@ use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::run::SeriesKey;
 use rtscope_model::units;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{
@@ -450,7 +450,7 @@ impl<'a> Cell<'a> {
                         if let Err(e) = cpu::pin_self(&[c]) {
                             err = Some(format!("CPU {c}: cannot pin: {e}"));
                         } else if let Err(e) = sched::set_self(policy, priority) {
-                            err = Some(format!("CPU {c}: cannot set SCHED_{policy:?} {priority}: {e}"));
+                            err = Some(format!("CPU {c}: cannot set {} {priority}: {e}", policy.kernel_name()));
                         }
                         if err.is_some() {
                             stop.store(true, Relaxed);
@@ -553,30 +553,36 @@ impl<'a> Cell<'a> {
             drop(episode_tx);
             start_at.store(start_ns, Release);
 
-            let progress = !common.quiet && std::io::stderr().is_terminal();
-            let mut last_progress = clock::now();
+            // Progress: elapsed, remaining and the running worst case.
+            let label = match &load {
+                Some(l) => format!("{} under {l}", probe.name()),
+                None => probe.name().to_string(),
+            };
+            let mut status = Status::new(!common.quiet, progress::stderr_is_tty(), common.duration_ns);
             while threads.iter().any(|t| !t.is_finished()) {
                 std::thread::sleep(Duration::from_millis(50));
                 if signal.load(Relaxed) || writer_thread.is_finished() {
                     stop.store(true, Relaxed);
                 }
-                if progress && clock::now() >= last_progress + 1_000_000_000 {
-                    last_progress = clock::now();
-                    let elapsed = last_progress.saturating_sub(start_ns + warmup);
-                    let mut line = format!("\r{} ", units::human(elapsed / 1_000_000_000 * 1_000_000_000));
-                    for (c, live) in &lives {
-                        line.push_str(&format!(
-                            " cpu{c}: {} max {}us",
-                            live.count.load(Relaxed),
-                            units::us(live.max.load(Relaxed))
-                        ));
+                let now = clock::now();
+                if status.due(now.saturating_sub(start_ns)) && !stop.load(Relaxed) {
+                    let worst =
+                        lives.iter().map(|(c, live)| (live.max.load(Relaxed), *c)).filter(|&(max, _)| max > 0).max();
+                    let line = CellProgress {
+                        label: &label,
+                        metric: probe.metrics()[0],
+                        elapsed_ns: now.saturating_sub(start_ns + warmup),
+                        warmup_left_ns: (start_ns + warmup).saturating_sub(now),
+                        planned_ns: common.duration_ns,
+                        loops: common.loops,
+                        samples: lives.iter().map(|(_, live)| live.count.load(Relaxed)).sum(),
+                        worst,
                     }
-                    eprint!("{line}   ");
+                    .line();
+                    status.show(now.saturating_sub(start_ns), &line);
                 }
             }
-            if progress {
-                eprintln!();
-            }
+            status.clear();
             for t in threads {
                 match t.join() {
                     Ok(Ok(())) => {}

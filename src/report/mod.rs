@@ -10,6 +10,7 @@
 pub mod analyze;
 pub mod comparison;
 mod csv;
+mod cyclictest;
 mod doc;
 mod hdr;
 pub mod html;
@@ -27,6 +28,7 @@ mod tailplot;
 mod text;
 
 pub use comparison::Comparison;
+pub use cyclictest::CyclictestHist;
 pub use text::write_episodes;
 
 use crate::judge::{Judged, RequireSpec, TasksSpec};

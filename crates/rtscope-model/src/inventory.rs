@@ -15,6 +15,11 @@ pub const MAX_CPU: usize = 1 << 20;
 /// Bit of `CAP_SYS_NICE` in the capability masks of `/proc/<pid>/status`.
 pub const CAP_SYS_NICE_BIT: u32 = 23;
 
+/// The one fix rtscope gives wherever it lacks a privilege (real-time
+/// scheduling, locked memory): root, or the capabilities granted once.
+pub const PRIVILEGES_FIX: &str = "run as root, or grant rtscope the capabilities once: \
+    sudo setcap cap_sys_nice,cap_ipc_lock+ep \"$(command -v rtscope)\" (or raise RLIMIT_RTPRIO and RLIMIT_MEMLOCK)";
+
 /// cpufreq state of one CPU. All fields are `None` where cpufreq is absent
 /// (typical in VMs).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,7 +205,7 @@ impl Inventory {
             out.push(Warning::new(
                 TOPIC_PRIVILEGES,
                 "not root and no CAP_SYS_NICE: probes run at SCHED_OTHER; results are not representative",
-                "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice+ep rtscope)",
+                PRIVILEGES_FIX,
             ));
         }
 
@@ -237,8 +242,11 @@ impl Inventory {
                 out.push(Warning::new(
                     TOPIC_SMT,
                     format!(
-                        "SMT is active and sibling CPUs {} of measured CPUs are neither measured nor isolated: they share the core",
-                        format_cpu_list(&busy)
+                        "SMT is active and sibling {} {} of the measured CPUs {} neither measured nor isolated: they share \
+                         the core",
+                        if busy.len() == 1 { "CPU" } else { "CPUs" },
+                        format_cpu_list(&busy),
+                        if busy.len() == 1 { "is" } else { "are" }
                     ),
                     format!(
                         "boot with nosmt (or echo off > /sys/devices/system/cpu/smt/control), or isolate CPUs {}",
@@ -307,8 +315,10 @@ impl Inventory {
             out.push(Warning::new(
                 TOPIC_ISOLATION,
                 format!(
-                    "measured CPUs {} are not in isolcpus/nohz_full: per-CPU figures include housekeeping noise",
-                    format_cpu_list(&housekeeping)
+                    "measured {} {} {} not in isolcpus/nohz_full: per-CPU figures include housekeeping noise",
+                    if housekeeping.len() == 1 { "CPU" } else { "CPUs" },
+                    format_cpu_list(&housekeeping),
+                    if housekeeping.len() == 1 { "is" } else { "are" }
                 ),
                 fix,
             ));
@@ -758,7 +768,8 @@ mod tests {
         let w = inv.warnings(&[2]);
         assert_eq!(topics(&w), vec![TOPIC_PRIVILEGES]);
         assert!(w[0].message.contains("SCHED_OTHER"));
-        assert!(w[0].fix.contains("CAP_SYS_NICE"));
+        assert_eq!(w[0].fix, PRIVILEGES_FIX);
+        assert!(PRIVILEGES_FIX.contains("setcap cap_sys_nice,cap_ipc_lock+ep"));
         assert!(!w[0].is_informational());
         inv.cap_sys_nice = true;
         assert!(inv.representative());
@@ -787,7 +798,7 @@ mod tests {
         inv.nohz_full_sysfs = Some("0,2-3".into());
         let w = inv.warnings(&[0]);
         assert_eq!(topics(&w), vec![TOPIC_SMT]);
-        assert!(w[0].message.contains("sibling CPUs 1 "));
+        assert!(w[0].message.contains("sibling CPU 1 of the measured CPUs is neither"), "{}", w[0].message);
         assert!(w[0].fix.contains("nosmt"));
         // Measuring both siblings, or SMT off: fine.
         assert!(!topics(&inv.warnings(&[0, 1])).contains(&TOPIC_SMT));
@@ -800,8 +811,11 @@ mod tests {
         let mut inv = tuned();
         let w = inv.warnings(&[0, 1, 2]);
         assert_eq!(topics(&w), vec![TOPIC_ISOLATION]);
-        assert!(w[0].message.contains("measured CPUs 0-1 "));
+        assert!(w[0].message.contains("measured CPUs 0-1 are not"));
         assert!(w[0].message.contains("housekeeping noise"));
+        let one = inv.warnings(&[1, 2]);
+        let one = one.iter().find(|w| w.topic == TOPIC_ISOLATION).expect("the isolation note");
+        assert!(one.message.contains("measured CPU 1 is not in isolcpus"), "{}", one.message);
         assert!(w[0].fix.contains("isolcpus="));
         assert!(w[0].is_informational());
         // Sysfs unknown: fall back to the cmdline (with isolcpus flags).

@@ -692,7 +692,8 @@ impl Store {
         })
     }
 
-    /// Inserts a whole run (from `rtscope import`); returns its new id.
+    /// Inserts a whole run (from `rtscope import`) with the header of
+    /// [`imported_header`]; returns its new id.
     pub fn insert_run(&mut self, run: &Run) -> Result<i64> {
         let dup: Option<i64> =
             self.conn.query_row("SELECT id FROM runs WHERE uuid=?1", [&run.header.uuid], |r| r.get(0)).optional()?;
@@ -703,14 +704,7 @@ impl Store {
         if let Some(dup) = run.series.iter().find(|s| !seen.insert(&s.key)) {
             bail!("run {} lists {} twice", run.header.uuid, dup.key.describe());
         }
-        // A run still measuring elsewhere (or dead there) is partial here.
-        let mut header = run.header.clone();
-        if header.status == RunStatus::Running {
-            header.status = RunStatus::Partial;
-            header
-                .notes
-                .push("imported while its run was still going or had died: data up to its last checkpoint".into());
-        }
+        let header = imported_header(run);
         let tx = self.conn.transaction()?;
         let id = insert_header(&tx, &header, &run.inventory, &run.plan, None)?;
         for s in &run.series {
@@ -748,17 +742,36 @@ fn sqlite_code(e: &anyhow::Error) -> Option<ErrorCode> {
     e.chain().find_map(|c| c.downcast_ref::<rusqlite::Error>()).and_then(rusqlite::Error::sqlite_error_code)
 }
 
+/// The header an imported run is stored with: a run still measuring
+/// elsewhere (or dead there) is partial here, and so is a run said to be
+/// complete whose file holds no sample (a measurement always has some; a
+/// `load` run has none by nature).
+pub fn imported_header(run: &Run) -> RunHeader {
+    let mut header = run.header.clone();
+    if header.status == RunStatus::Running {
+        header.status = RunStatus::Partial;
+        header.notes.push("imported while its run was still going or had died: data up to its last checkpoint".into());
+    }
+    let samples: u64 = run.series.iter().flat_map(|s| &s.intervals).map(|i| i.stats.count).sum();
+    if header.status == RunStatus::Complete && samples == 0 && header.kind != "load" {
+        header.status = RunStatus::Partial;
+        header.notes.push("imported without a single sample: the file holds none of the run's data".into());
+    }
+    header
+}
+
 /// Whether `e` says the store (or its -wal/-shm files) cannot be written.
 fn unwritable(e: &anyhow::Error) -> bool {
     matches!(sqlite_code(e), Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied))
 }
 
 /// Whether `e` says the file is not an SQLite database or a damaged one.
-fn corrupt(e: &anyhow::Error) -> bool {
+pub fn corrupt(e: &anyhow::Error) -> bool {
     matches!(sqlite_code(e), Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt))
 }
 
-fn corrupt_message(path: &Path) -> String {
+/// What a damaged store is told, when the store's path is known.
+pub fn corrupt_message(path: &Path) -> String {
     format!(
         "run store {} is corrupt or not an SQLite file: point --db at an rtscope run store, or move the file away \
          and rtscope makes a new one there",

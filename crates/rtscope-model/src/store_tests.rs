@@ -245,6 +245,19 @@ fn imports_a_running_run_as_partial_and_refuses_duplicate_series() {
     run.header.status = RunStatus::Running;
     let id = store.insert_run(&run).unwrap();
     assert_eq!(store.load_run(id).unwrap().header.status, RunStatus::Partial);
+    // A complete run without a sample is not complete here.
+    let mut empty = sample_run();
+    empty.header.uuid = "empty".into();
+    empty.series.iter_mut().for_each(|s| s.intervals.clear());
+    let id = store.insert_run(&empty).unwrap();
+    let back = store.load_run(id).unwrap();
+    assert_eq!(back.header.status, RunStatus::Partial);
+    assert!(back.header.notes.iter().any(|n| n.contains("without a single sample")), "{:?}", back.header.notes);
+    empty.series.clear();
+    empty.header.uuid = "no series".into();
+    assert_eq!(imported_header(&empty).status, RunStatus::Partial);
+    empty.header.kind = "load".into();
+    assert_eq!(imported_header(&empty).status, RunStatus::Complete, "a load run has no samples");
     let mut twice = sample_run();
     twice.header.uuid = "other".into();
     twice.series[1] = twice.series[0].clone();

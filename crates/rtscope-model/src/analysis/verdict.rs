@@ -603,6 +603,7 @@ mod tests {
             ("wakeup.latency.p99.99 50us", "comparison"),
             ("wakeup.latency < 50us", "statistic"),
             ("wakeup.latency.max < 50", "unit"),
+            ("wakeup.latency.max < -5us", "the limit '-5us' must be positive"),
             ("mttf(n=3) > 24h", "t (period)"),
             ("mttf(n=3,t=1ms,x=2) > 1h", "unknown mttf argument"),
             ("wakeup.latency.p120 < 1ms", "statistic"),
