@@ -848,7 +848,7 @@ fn analyze_and_report_show_their_progress_on_a_terminal() {
         ),
         (
             format!("{BIN} report 1 --db {db} -o {html}"),
-            &["rtscope report: reading run 1", "rtscope report: analysing ", "rtscope report: writing "][..],
+            &["rtscope report: reading run 1", "rtscope report: analysing 18 series, drawing the plots and writing "][..],
         ),
     ] {
         let o = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();

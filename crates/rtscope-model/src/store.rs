@@ -298,7 +298,20 @@ impl Store {
 
     fn init(&mut self) -> Result<()> {
         self.conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        let mode: String = self.conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        // Switching a new store to WAL takes its lock without the busy
+        // handler: another process opening it at the same moment gets
+        // SQLITE_BUSY here, so wait for it as the busy timeout would.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mode: String = loop {
+            match self.conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
             bail!("cannot switch to WAL mode (got {mode})");
         }
@@ -312,18 +325,20 @@ impl Store {
     }
 
     fn create_or_migrate(&mut self) -> Result<()> {
-        let has_meta: bool = self
-            .conn
+        // The write lock first, then the look: two processes that open a
+        // new store at once (a run starting, a `show` polling it) must not
+        // both find it empty and both create it.
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let has_meta: bool = tx
             .query_row("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'", [], |r| {
                 r.get::<_, i64>(0)
             })
             .map(|n| n > 0)?;
         if !has_meta {
-            let tables: i64 = self.conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+            let tables: i64 = tx.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
             if tables > 0 {
                 bail!("it is an SQLite database of another application, not an rtscope run store");
             }
-            let tx = self.conn.transaction()?;
             tx.execute_batch(SCHEMA)?;
             tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')", [])?;
             tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'rtscope')", [])?;
@@ -331,7 +346,6 @@ impl Store {
             tx.commit()?;
             return Ok(());
         }
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let version: i64 = tx
             .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get::<_, String>(0))
             .context("no schema_version in meta")?

@@ -292,3 +292,28 @@ fn episodes_are_kept_and_dropped_and_old_stores_migrate() {
     store.put_run_data(id, "trace", &serde_json::json!({"instance": "x", "clock": "mono"})).unwrap();
     assert_eq!(store.load_run(id).unwrap().trace.unwrap().instance, "x");
 }
+
+/// Two processes opening a new store at once (a run starting while a
+/// `show` polls for it) both get it: one creates the schema, the other
+/// waits for it and finds it made ("table meta already exists" before).
+#[test]
+fn a_new_store_opened_twice_at_once_is_created_once() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("race{round}.db"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let opened: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), std::sync::Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
+                })
+            })
+            .collect();
+        for t in opened {
+            t.join().unwrap().unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        assert_eq!(Store::open(&path).unwrap().list_runs().unwrap().len(), 0);
+    }
+}
