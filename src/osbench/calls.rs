@@ -2,12 +2,101 @@
 //! reads and atomic operations.
 
 use super::harness::{self, Env, Failures, Outcome, PingPong, Single};
+use super::{Group, Ips, N, ONE, TestDef};
 use crate::sys::clock;
 use crate::sys::ipc;
 use anyhow::Result;
 use std::hint::black_box;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering::*};
+
+/// The row of a single-thread call timed `$ips` times per sample by default.
+macro_rules! call {
+    ($id:literal, $name:literal, $def:literal, $call:expr, $ips:expr) => {
+        TestDef {
+            id: $id,
+            name: $name,
+            group: Group::Calls,
+            def: $def,
+            inter: false,
+            parties: ONE,
+            ips: Ips::Loop($ips),
+            cross: false,
+            equal: None,
+            n: N,
+            run: |e| run(e, $call),
+        }
+    };
+}
+
+/// The calls: this family's rows of [`TESTS`](super::TESTS), in order.
+pub(super) const TESTS: &[TestDef] = &[
+    call!(
+        "call.syscall",
+        "system call round trip",
+        "from before to after IPS getppid(2) calls through syscall(2) (entry, trivial work, exit), divided by IPS (perf bench syscall basic, CEBench 29)",
+        Call::Getppid,
+        100
+    ),
+    TestDef {
+        id: "call.ipc",
+        name: "call into another process",
+        group: Group::Calls,
+        def: "from the client's write(2) of a request of 7 u64 arguments on a SOCK_SEQPACKET socketpair to the return of its read(2) of the reply: a server process at higher priority, blocked in read(2), sums the arguments and writes the sum back (CEBench 26-28)",
+        inter: true,
+        parties: "server higher, client lower",
+        ips: Ips::One,
+        cross: true,
+        equal: None,
+        n: N,
+        run: ipc_call,
+    },
+    call!(
+        "clock.mono",
+        "clock_gettime MONOTONIC (vDSO)",
+        "from before to after IPS calls of clock_gettime(CLOCK_MONOTONIC) through the C library (the vDSO, no system call), divided by IPS",
+        Call::MonoVdso,
+        1000
+    ),
+    call!("clock.real", "clock_gettime REALTIME (vDSO)", "the same with CLOCK_REALTIME", Call::RealVdso, 1000),
+    call!(
+        "clock.mono-syscall",
+        "clock_gettime MONOTONIC (syscall)",
+        "from before to after IPS clock_gettime(CLOCK_MONOTONIC) system calls through syscall(2) (no vDSO), divided by IPS",
+        Call::MonoSyscall,
+        100
+    ),
+    call!(
+        "clock.real-syscall",
+        "clock_gettime REALTIME (syscall)",
+        "the same with CLOCK_REALTIME",
+        Call::RealSyscall,
+        100
+    ),
+    call!(
+        "clock.time",
+        "time()",
+        "from before to after IPS calls of time(NULL) through the C library (the vDSO on x86_64), divided by IPS",
+        Call::Time,
+        1000
+    ),
+    call!(
+        "atomic.inc",
+        "atomic increment",
+        "from before to after IPS atomic fetch-add of 1 (SeqCst; lock xadd on x86_64) on an uncontended 64-bit word, divided by IPS (CEBench 30)",
+        Call::AtomicInc,
+        1000
+    ),
+    call!("atomic.dec", "atomic decrement", "the same with fetch-sub of 1 (CEBench 31)", Call::AtomicDec, 1000),
+    call!("atomic.xchg", "atomic exchange", "the same with an atomic swap (CEBench 32)", Call::AtomicXchg, 1000),
+    call!(
+        "atomic.cas",
+        "atomic compare-exchange",
+        "the same with a compare-exchange that succeeds (CEBench 33)",
+        Call::AtomicCas,
+        1000
+    ),
+];
 
 /// What one iteration of a `calls` test does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,11 +3,130 @@
 
 use super::harness::{self, Ctl, Env, Failures, Outcome, PingPong, Samples};
 use super::wakeup::CondEvent;
+use super::{Group, Ips, N, TestDef};
 use crate::sys::clock;
 use crate::sys::ipc::{self, FutexEvent, Mq, PSem, Shared};
 use anyhow::{Result, anyhow};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering::*;
+
+/// The parties of a ping-pong.
+const EQ: &str = "two parties, equal priority";
+
+/// The row of a ping-pong: `$mech` intra- or inter-process (`$inter`).
+macro_rules! ping {
+    ($id:literal, $name:literal, $def:literal, $mech:expr, $inter:literal) => {
+        TestDef {
+            id: $id,
+            name: $name,
+            group: Group::Ping,
+            def: $def,
+            inter: $inter,
+            parties: EQ,
+            ips: Ips::One,
+            cross: true,
+            equal: None,
+            n: N,
+            run: |e| run(e, $mech, $inter),
+        }
+    };
+}
+
+/// The ping-pongs and the yield: this family's rows of [`TESTS`](super::TESTS), in order.
+pub(super) const TESTS: &[TestDef] = &[
+    ping!(
+        "ping.event-intra",
+        "ping event (futex)",
+        "round trip: from party A's read of the clock before setting event 1 (a futex word and FUTEX_WAKE) to A's return from waiting on event 2, which party B sets as soon as its wait on event 1 returns; same process (SSC Ping Event)",
+        Mech::Event,
+        false
+    ),
+    ping!(
+        "ping.event-inter",
+        "ping event (futex)",
+        "the same on shared futex words, B in another process",
+        Mech::Event,
+        true
+    ),
+    ping!(
+        "ping.sem-intra",
+        "ping semaphores",
+        "the same round trip through two POSIX semaphores (sem_post / sem_wait), same process (SSC Sema/Mutex Ping)",
+        Mech::Sem,
+        false
+    ),
+    ping!(
+        "ping.sem-inter",
+        "ping semaphores",
+        "the same with process-shared semaphores, B in another process",
+        Mech::Sem,
+        true
+    ),
+    ping!(
+        "ping.mutex-intra",
+        "ping mutex+condvar",
+        "the same round trip through two events built from a pthread mutex, a condition variable and a flag each (the pthread way), same process",
+        Mech::Mutex,
+        false
+    ),
+    ping!(
+        "ping.mutex-inter",
+        "ping mutex+condvar",
+        "the same with process-shared mutexes and condition variables, B in another process",
+        Mech::Mutex,
+        true
+    ),
+    ping!(
+        "ping.mq-intra",
+        "ping message queues",
+        "the same round trip through two POSIX message queues (mq_send / mq_receive of 8 bytes), same process (SSC Ping Queue)",
+        Mech::Mqueue,
+        false
+    ),
+    ping!("ping.mq-inter", "ping message queues", "the same, B in another process", Mech::Mqueue, true),
+    ping!(
+        "ping.pipe-intra",
+        "ping pipes",
+        "the same round trip through two pipes (write / read of 1 byte), B a thread (perf bench sched pipe -T)",
+        Mech::Pipe,
+        false
+    ),
+    ping!("ping.pipe-inter", "ping pipes", "the same, B in another process (perf bench sched pipe)", Mech::Pipe, true),
+    ping!(
+        "ping.socket-intra",
+        "ping unix socket",
+        "the same round trip over a SOCK_STREAM socketpair (write / read of 8 bytes each way), same process",
+        Mech::Socket,
+        false
+    ),
+    ping!("ping.socket-inter", "ping unix socket", "the same, B in another process", Mech::Socket, true),
+    TestDef {
+        id: "ping.yield-intra",
+        name: "yield to a thread",
+        group: Group::Ping,
+        def: "from a thread's call to sched_yield to the return from sched_yield in the other thread of the same priority on the CPU, same process (CEBench 19)",
+        inter: false,
+        parties: "two parties, equal priority (one CPU only)",
+        ips: Ips::One,
+        cross: false,
+        equal: None,
+        n: N,
+        run: |e| yield_test(e, false),
+    },
+    TestDef {
+        id: "ping.yield-inter",
+        name: "yield to a process",
+        group: Group::Ping,
+        def: "the same, the other party in another process (CEBench 20)",
+        inter: true,
+        parties: "two parties, equal priority (one CPU only)",
+        ips: Ips::One,
+        cross: false,
+        equal: None,
+        n: N,
+        run: |e| yield_test(e, true),
+    },
+];
 
 /// Which mechanism a ping-pong uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

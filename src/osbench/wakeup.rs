@@ -6,12 +6,184 @@
 //! sigwaittest do.
 
 use super::harness::{self, Ctl, Env, Failures, Outcome, Wake};
+use super::{Group, Ips, N, TestDef};
 use crate::sys::clock;
 use crate::sys::ipc::{self, FutexEvent, Mq, PCond, PMutex, PSem, Shared, SysvSem, Zeroable};
 use crate::sys::timers::{SigSet, rt_signal};
 use anyhow::{Result, anyhow};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering::*};
+
+/// The parties of a wake-up test.
+const HL: &str = "waiter higher, signaller lower";
+
+/// The row of a wake-up test: `$prim` intra- or inter-process (`$inter`);
+/// `$reply` is the call the signaller blocks in under `--priorities equal`.
+macro_rules! wake {
+    ($id:literal, $name:literal, $def:literal, $reply:literal, $prim:expr, $inter:literal) => {
+        TestDef {
+            id: $id,
+            name: $name,
+            group: Group::Wakeup,
+            def: $def,
+            inter: $inter,
+            parties: HL,
+            ips: Ips::One,
+            cross: true,
+            equal: Some($reply),
+            n: N,
+            run: |e| run(e, $prim, $inter),
+        }
+    };
+}
+
+/// The wake-up primitives: this family's rows of [`TESTS`](super::TESTS), in order.
+pub(super) const TESTS: &[TestDef] = &[
+    wake!(
+        "wake.futex-intra",
+        "futex wake",
+        "from the lower-priority thread's FUTEX_WAKE to the return of FUTEX_WAIT in the higher-priority thread blocked on the word, same process (private futex)",
+        "FUTEX_WAIT on a second futex word",
+        Prim::Futex,
+        false
+    ),
+    wake!(
+        "wake.futex-inter",
+        "futex wake",
+        "the same on a shared futex word in shared memory, the waker in another process",
+        "FUTEX_WAIT on a second futex word",
+        Prim::Futex,
+        true
+    ),
+    wake!(
+        "wake.eventfd-intra",
+        "eventfd",
+        "from the lower-priority thread's write(2) of 1 to an eventfd to the return of read(2) in the higher-priority thread blocked on it, same process",
+        "read(2) of a second eventfd",
+        Prim::Eventfd,
+        false
+    ),
+    wake!(
+        "wake.eventfd-inter",
+        "eventfd",
+        "the same, the writer in another process",
+        "read(2) of a second eventfd",
+        Prim::Eventfd,
+        true
+    ),
+    wake!(
+        "wake.condvar-intra",
+        "condition variable",
+        "the lower-priority thread sets the predicate under the mutex and releases it; from its call to pthread_cond_signal to the return of pthread_cond_wait (mutex re-taken) in the higher-priority thread, same process (CEBench event)",
+        "pthread_cond_wait on a second condition variable",
+        Prim::Condvar,
+        false
+    ),
+    wake!(
+        "wake.condvar-inter",
+        "condition variable",
+        "the same with a process-shared mutex and condition variable in shared memory, the signaller in another process",
+        "pthread_cond_wait on a second condition variable",
+        Prim::Condvar,
+        true
+    ),
+    wake!(
+        "wake.sem-intra",
+        "POSIX semaphore",
+        "from the lower-priority thread's sem_post to the return of sem_wait in the higher-priority thread blocked on the unnamed semaphore, same process (CEBench 11)",
+        "sem_wait on a second semaphore",
+        Prim::PosixSem,
+        false
+    ),
+    wake!(
+        "wake.sem-inter",
+        "POSIX semaphore",
+        "the same with a process-shared semaphore in shared memory, the poster in another process (CEBench 12)",
+        "sem_wait on a second semaphore",
+        Prim::PosixSem,
+        true
+    ),
+    wake!(
+        "wake.sysv-intra",
+        "SysV semaphore",
+        "from the lower-priority thread's semop(+1) to the return of semop(-1) in the higher-priority thread blocked on it, same process",
+        "semop(-1) on the set's second semaphore (svsematest)",
+        Prim::SysvSem,
+        false
+    ),
+    wake!(
+        "wake.sysv-inter",
+        "SysV semaphore",
+        "the same, the poster in another process (svsematest)",
+        "semop(-1) on the set's second semaphore (svsematest)",
+        Prim::SysvSem,
+        true
+    ),
+    wake!(
+        "wake.mq-intra",
+        "POSIX message queue",
+        "from the lower-priority thread's mq_send of an 8-byte message to the return of mq_receive in the higher-priority thread blocked on the empty queue, same process",
+        "mq_receive on a second, empty queue (pmqtest)",
+        Prim::Mqueue,
+        false
+    ),
+    wake!(
+        "wake.mq-inter",
+        "POSIX message queue",
+        "the same, the sender in another process (pmqtest)",
+        "mq_receive on a second, empty queue (pmqtest)",
+        Prim::Mqueue,
+        true
+    ),
+    wake!(
+        "wake.pipe-intra",
+        "pipe",
+        "from the lower-priority thread's write(2) of 1 byte to a pipe to the return of read(2) in the higher-priority thread blocked on it, same process",
+        "read(2) of a second pipe",
+        Prim::Pipe,
+        false
+    ),
+    wake!(
+        "wake.pipe-inter",
+        "pipe",
+        "the same, the writer in another process",
+        "read(2) of a second pipe",
+        Prim::Pipe,
+        true
+    ),
+    wake!(
+        "wake.unix-intra",
+        "unix datagram socket",
+        "from the lower-priority thread's write(2) of an 8-byte datagram on a SOCK_DGRAM socketpair to the return of read(2) in the higher-priority thread blocked on the other end, same process",
+        "read(2) of the reply datagram on its own end of the socket pair",
+        Prim::UnixDgram,
+        false
+    ),
+    wake!(
+        "wake.unix-inter",
+        "unix datagram socket",
+        "the same, the sender in another process",
+        "read(2) of the reply datagram on its own end of the socket pair",
+        Prim::UnixDgram,
+        true
+    ),
+    wake!(
+        "wake.signal-intra",
+        "signal",
+        "from the lower-priority thread's tgkill(2) of a real-time signal to the higher-priority thread to the return of sigwaitinfo(2) there (the signal blocked, never delivered to a handler), same process (sigwaittest -t)",
+        "sigwaitinfo(2) of a second real-time signal (sigwaittest: sigwait(3))",
+        Prim::Signal,
+        false
+    ),
+    wake!(
+        "wake.signal-inter",
+        "signal",
+        "the same, the sender in another process (sigwaittest -f)",
+        "sigwaitinfo(2) of a second real-time signal (sigwaittest: sigwait(3))",
+        Prim::Signal,
+        true
+    ),
+];
 
 /// Which primitive a wake-up test uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
