@@ -1,7 +1,7 @@
 //! Calls: a trivial system call, a call into a server process, clock
 //! reads and atomic operations.
 
-use super::harness::{self, Env, Failures, Outcome, PingPong, Single};
+use super::harness::{self, Env, Failures, Outcome, Protocol, Single};
 use super::{Group, Ips, N, ONE, TestDef};
 use crate::sys::clock;
 use crate::sys::ipc;
@@ -202,26 +202,28 @@ struct Rpc {
     failed: Failures,
 }
 
-impl PingPong for Rpc {
-    fn ping(&self) {
+impl Protocol for Rpc {
+    /// The request.
+    fn to_follower(&self) {
         let mut req = [0u8; 8 * ARGS];
         for (k, c) in req.chunks_exact_mut(8).enumerate() {
             c.copy_from_slice(&(k as u64 + 1).to_ne_bytes());
         }
         self.failed.check(ipc::write_fd(&self.client, &req).is_ok());
     }
-    fn wait_pong(&self) -> u64 {
+    /// The reply.
+    fn leader_wait(&self) -> u64 {
         let mut b = [0u8; 8];
         self.failed.check(ipc::read_fd(&self.client, &mut b).is_ok_and(|n| n == b.len()));
         clock::now()
     }
-    fn wait_ping(&self) {
+    fn follower_wait(&self) {
         let mut req = [0u8; 8 * ARGS];
         self.failed.check(ipc::read_fd(&self.server, &mut req).is_ok_and(|n| n == req.len()));
         let sum = req.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).sum::<u64>();
         self.sum.store(sum, Relaxed);
     }
-    fn pong(&self) {
+    fn to_leader(&self) {
         self.failed.check(ipc::write_fd(&self.server, &self.sum.load(Relaxed).to_ne_bytes()).is_ok());
     }
     fn failures(&self) -> u64 {

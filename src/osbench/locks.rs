@@ -2,7 +2,7 @@
 //! switch to the owner when a waiter blocks, and priority inversion with
 //! and without priority inheritance.
 
-use super::harness::{self, Ctl, Env, Outcome, Samples, Single, Wake};
+use super::harness::{self, Ctl, Env, Outcome, Protocol, Samples, Single};
 use super::{Group, Ips, N, ONE, TestDef};
 use crate::sys::clock;
 use crate::sys::ipc::{self, FutexEvent, PMutex, Shared};
@@ -215,27 +215,27 @@ pub fn unlock(env: &Env) -> Result<Outcome> {
 /// ptsematest's sender blocks (pthread_mutex_lock of a second, held, mutex).
 struct Handoff(Shared<PMutex>, Shared<FutexEvent>, bool);
 
-impl Wake for Handoff {
+impl Protocol for Handoff {
     fn needs_arm(&self) -> bool {
         true
     }
     fn arm(&self) {
         self.0.lock();
     }
-    fn signal(&self) {
+    fn to_leader(&self) {
         self.0.unlock();
     }
-    fn wait(&self) -> u64 {
+    fn leader_wait(&self) -> u64 {
         self.0.lock();
         clock::now()
     }
     fn after(&self) {
         self.0.unlock();
     }
-    fn reply(&self) {
+    fn to_follower(&self) {
         self.1.set(self.2);
     }
-    fn wait_reply(&self) {
+    fn follower_wait(&self) {
         self.1.wait(self.2);
     }
 }

@@ -16,6 +16,7 @@
 //! rtscope die first).
 
 mod calls;
+mod channel;
 pub mod harness;
 mod locks;
 mod ping;
