@@ -383,6 +383,46 @@ impl Ctl {
             ipc::yield_now();
         }
     }
+
+    /// The leader's wait until the follower has prepared iteration `step`
+    /// (`armed`), blocked on the word.
+    #[inline(always)]
+    pub fn wait_armed(&self, step: u32, shared: bool) {
+        loop {
+            let a = self.armed.load(Acquire);
+            if a >= step {
+                break;
+            }
+            ipc::futex_wait(&self.armed, a, shared);
+        }
+    }
+
+    /// The follower's wait until the leader is about to block in
+    /// iteration `step` (`ready`); false when the leader stopped first.
+    #[inline(always)]
+    pub fn wait_ready(&self, step: u32) -> bool {
+        self.wait_for(|c| c.ready.load(Acquire) >= step)
+    }
+
+    /// The follower's wait until the leader is done with iteration `turn`
+    /// (`turn`); false when the leader stopped first.
+    #[inline(always)]
+    pub fn wait_turn(&self, turn: u64) -> bool {
+        self.wait_for(|c| c.turn.load(Acquire) >= turn)
+    }
+
+    /// One [`Ctl::idle`] a turn until `reached`; false when the leader
+    /// stopped first.
+    #[inline(always)]
+    fn wait_for(&self, reached: impl Fn(&Ctl) -> bool) -> bool {
+        while !reached(self) {
+            if self.stopped() {
+                return false;
+            }
+            self.idle();
+        }
+        true
+    }
 }
 
 /// The measuring loop's duty cycle: [`ACTIVE_NS`] back to back, then a
@@ -644,13 +684,7 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Protocol) -> Result<Outcome> {
             duty.pace(Some(ctl));
             let step = i as u32 + 1;
             if arm {
-                loop {
-                    let a = ctl.armed.load(Acquire);
-                    if a >= step {
-                        break;
-                    }
-                    ipc::futex_wait(&ctl.armed, a, inter);
-                }
+                ctl.wait_armed(step, inter);
             }
             env.flush();
             ctl.ready.store(step, Release);
@@ -675,23 +709,14 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Protocol) -> Result<Outcome> {
             if arm {
                 // Not before the leader is done with the last iteration: on
                 // two CPUs the follower would take the mutex back first.
-                while ctl.turn.load(Acquire) < u64::from(step - 1) {
-                    if ctl.stopped() {
-                        return;
-                    }
-                    ctl.idle();
+                if !ctl.wait_turn(u64::from(step - 1)) {
+                    return;
                 }
                 w.arm();
                 ctl.armed.store(step, Release);
                 ipc::futex_wake(&ctl.armed, 1, inter);
             }
-            while ctl.ready.load(Acquire) < step {
-                if ctl.stopped() {
-                    return;
-                }
-                ctl.idle();
-            }
-            if ctl.stopped() {
+            if !ctl.wait_ready(step) || ctl.stopped() {
                 return;
             }
             if settle {

@@ -266,13 +266,7 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
             duty.pace(Some(ctl));
             let step = i as u32 + 1;
             ctl.ready.store(step, Release);
-            loop {
-                let a = ctl.armed.load(Acquire);
-                if a >= step {
-                    break;
-                }
-                ipc::futex_wait(&ctl.armed, a, inter);
-            }
+            ctl.wait_armed(step, inter);
             env.flush();
             ctl.t0.store(clock::now(), Release);
             m.lock();
@@ -285,13 +279,7 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
         for i in 0.. {
             // The leader waits for this iteration (on one CPU it has
             // blocked by now: the follower runs only then).
-            while ctl.ready.load(Acquire) < i as u32 + 1 {
-                if ctl.stopped() {
-                    return;
-                }
-                ctl.idle();
-            }
-            if ctl.stopped() {
+            if !ctl.wait_ready(i as u32 + 1) || ctl.stopped() {
                 return;
             }
             m.lock();
@@ -344,13 +332,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
             // its go: both sleep through the pause.
             duty.pace(Some(ctl));
             let step = i as u32 + 1;
-            loop {
-                let a = ctl.armed.load(Acquire);
-                if a >= step {
-                    break;
-                }
-                ipc::futex_wait(&ctl.armed, a, false);
-            }
+            ctl.wait_armed(step, false);
             if ctl.stopped() {
                 break;
             }
@@ -392,24 +374,15 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
             let step = i as u32 + 1;
             // Not before the waiter has taken and released the mutex of the
             // last iteration (on two CPUs the owner would take it back first).
-            while ctl.turn.load(Acquire) < u64::from(step - 1) {
-                if ctl.stopped() {
-                    return;
-                }
-                ctl.idle();
-            }
-            if ctl.stopped() {
+            if !ctl.wait_turn(u64::from(step - 1)) || ctl.stopped() {
                 return;
             }
             m.lock();
             ctl.armed.store(step, Release);
             ipc::futex_wake(&ctl.armed, 1, false);
-            while ctl.ready.load(Acquire) < step {
-                if ctl.stopped() {
-                    m.unlock();
-                    return;
-                }
-                ctl.idle();
+            if !ctl.wait_ready(step) {
+                m.unlock();
+                return;
             }
             if settle {
                 let until = clock::now() + harness::SETTLE_NS;
