@@ -223,14 +223,30 @@ impl Netlat {
             ctx.set_extra(SLOT_ENDED, 2);
         }
         // STOP carries the end of the measured time; the sender answers
-        // how many it sent before it. Datagrams sent before it and still
-        // queued are taken meanwhile.
+        // how many it sent before it.
         Packet::new(packet::STOP, self.session, 0, cut).encode(&mut out);
         for _ in 0..3 {
             let _ = rx.sock.send(&out);
         }
-        let until = clock::now() + self.interval_ns.min(1_000_000_000) + SENT_WAIT_NS;
-        if failed || clock::now() >= until {
+        if !failed {
+            Self::after_stop(ctx, rec, &mut rx, &mut seqs, cut, self.interval_ns);
+        }
+    }
+
+    /// After STOP (for the end of the measured time `cut`): takes the
+    /// datagrams sent before it and still queued, until the sender's count
+    /// comes (or its FAIL), or one interval (at most 1 s) and a little
+    /// more have passed.
+    fn after_stop(
+        ctx: &ThreadCtx,
+        rec: &mut [Recorder],
+        rx: &mut Receiver,
+        seqs: &mut SeqTracker,
+        cut: u64,
+        interval_ns: u64,
+    ) {
+        let until = clock::now() + interval_ns.min(1_000_000_000) + SENT_WAIT_NS;
+        if clock::now() >= until {
             return;
         }
         rx.receive(ctx, |rx, got| {
@@ -238,7 +254,7 @@ impl Netlat {
                 let p = &d.p;
                 match p.kind {
                     packet::DATA if p.seq != u64::MAX && p.t_send < cut => {
-                        Self::take_local(ctx, rec, rx, &mut seqs, &d);
+                        Self::take_local(ctx, rec, rx, seqs, &d);
                     }
                     packet::DATA => {
                         seqs.end_at(p.seq);
