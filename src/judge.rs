@@ -7,6 +7,7 @@
 //! `--tasks` / `--error-rate` as a [`TasksSpec`].
 
 use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::analysis::misses::{self, MissPrediction, TaskModel};
 use rtscope_model::analysis::pot::MIN_OBSERVED;
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
@@ -43,9 +44,34 @@ pub struct TasksSpec {
 /// The period of the timer a series' probe waited for, from the run's plan
 /// (an assessment's: the settings of the probe's cells).
 pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
+    descriptor::find(&key.probe)?.timer_period(settings(run, key))
+}
+
+/// The settings of the probe that measured a series, from the run's plan
+/// (an assessment's: those of the probe's cell).
+pub fn settings<'r>(run: &'r Run, key: &SeriesKey) -> &'r serde_json::Value {
     let cell = run.plan["cells"].as_array().and_then(|c| c.iter().find(|c| c["probe"].as_str() == Some(&key.probe)));
-    let s = cell.map_or(&run.plan["settings"], |c| &c["settings"]);
-    descriptor::find(&key.probe)?.timer_period(s)
+    cell.map_or(&run.plan["settings"], |c| &c["settings"])
+}
+
+/// Each periodic task's miss rate (a series of a probe whose row counts
+/// deadline misses, its release delay), predicted from its release delay
+/// and set beside the misses it counted: (label, prediction), per CPU and
+/// load.
+pub fn miss_predictions(run: &Run, all: &[SeriesAnalysis]) -> Vec<(String, MissPrediction)> {
+    all.iter()
+        .filter_map(|a| {
+            let keys = descriptor::find(&a.key.probe)?.misses?;
+            if a.key.metric != keys.release {
+                return None;
+            }
+            let task = TaskModel::from_settings(settings(run, &a.key), &keys)?;
+            let series = run.series.iter().find(|s| s.key == a.key)?;
+            let missed = series.extra.get(keys.missed).and_then(|m| m.as_u64()).unwrap_or(0);
+            let p = misses::predict(&a.obs, a.model.as_ref(), task, series.total().count(), missed);
+            Some((label(a), p))
+        })
+        .collect()
 }
 
 /// Every measured series of `run` that `keep` accepts (trace stages and

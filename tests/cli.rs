@@ -143,8 +143,8 @@ fn help_names_every_command_and_exits_zero() {
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
     for cmd in [
-        "run", "load", "wakeup", "noise", "sleep", "ptimer", "netlat", "osbench", "runs", "show", "export", "import",
-        "report", "compare", "analyze", "disturb",
+        "run", "load", "wakeup", "noise", "sleep", "ptimer", "task", "netlat", "osbench", "runs", "show", "export",
+        "import", "report", "compare", "analyze", "disturb",
     ] {
         assert!(out.contains(cmd), "{cmd} missing from --help");
     }

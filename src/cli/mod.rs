@@ -5,6 +5,7 @@ use crate::probe::netlat::{self, NetPath, Netlat};
 use crate::probe::noise::Noise;
 use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
+use crate::probe::task::Task;
 use crate::probe::wakeup::{SpinnerOpt, Wakeup};
 use crate::recorder::ExceedMode;
 use crate::report::{self, Format, Use};

@@ -10,6 +10,7 @@ pub mod netlat;
 pub mod noise;
 pub mod ptimer;
 pub mod sleep;
+pub mod task;
 pub mod wakeup;
 
 use crate::progress::{self, CellProgress, Status};

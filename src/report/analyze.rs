@@ -3,6 +3,7 @@
 //! then the verdicts.
 
 use anyhow::Result;
+use rtscope_model::analysis::misses::MissPrediction;
 use rtscope_model::analysis::mttf::{Mttf, Source};
 use rtscope_model::analysis::pot::{Level, REFUSED, TailReport};
 use rtscope_model::analysis::rta::{PseudoWorstCase, RtaReport, Schedulability};
@@ -303,6 +304,56 @@ pub fn write_mttf(
     for m in curve {
         writeln!(out, "  n={:<3} slack {:>12} us  MTTF {}", m.buffers, us_i(m.slack_ns), mttf_cell(m))?;
     }
+    Ok(())
+}
+
+/// A periodic task's deadline misses: predicted from its release delay
+/// beside the observed, per CPU.
+pub fn write_misses(list: &[(String, MissPrediction)], out: &mut dyn Write) -> Result<()> {
+    let Some((_, first)) = list.first() else { return Ok(()) };
+    let t = &first.task;
+    writeln!(
+        out,
+        "deadline misses per job · period {}, compute {}, deadline {}, {} buffer(s): slack {} us",
+        human(t.period_ns),
+        human(t.compute_ns),
+        human(t.deadline_ns),
+        t.buffers,
+        us_i(first.slack_ns)
+    )?;
+    let rate = |p: Option<f64>| p.map_or("?".into(), |p| format!("{p:.3e}"));
+    writeln!(
+        out,
+        "  {:<28} {:>9} {:>7} {:>10} {:>10} {:>23} {:>7} {:>14}",
+        "series", "jobs", "missed", "observed", "predicted", "interval", "inside", "predicted MTTF"
+    )?;
+    for (label, m) in list {
+        writeln!(
+            out,
+            "  {:<28} {:>9} {:>7} {:>10} {:>10} {:>23} {:>7} {:>14}",
+            label,
+            m.jobs,
+            m.missed,
+            format!("{:.3e}", m.observed),
+            rate(m.predicted),
+            match (m.low, m.high) {
+                (Some(l), Some(h)) => format!("{l:.3e} .. {h:.3e}"),
+                _ => "?".into(),
+            },
+            match m.inside {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "?",
+            },
+            m.mttf_s.map_or("?".into(), dur_s)
+        )?;
+        writeln!(out, "    {}", m.note)?;
+    }
+    writeln!(
+        out,
+        "  predicted: P(release delay > slack), the MTTF model's; interval: its 95 % lower bound .. the 95 % upper bound \
+         of P(release delay > slack - compute), for a disturbance that strikes while the job computes"
+    )?;
     Ok(())
 }
 

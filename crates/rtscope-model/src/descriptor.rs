@@ -54,6 +54,24 @@ pub struct Descriptor {
     /// interruptions per second), over this time of `Series::extra` (the
     /// time it measured) where it is above 0, else over the series' intervals.
     pub rate_over: Option<&'static str>,
+    /// A periodic task that counts its deadline misses (`task`): where its
+    /// settings and counts are, so that the analysis can predict its miss
+    /// rate from its release delay and set it beside the observed one.
+    pub misses: Option<Misses>,
+}
+
+/// Where a periodic task keeps what its deadline misses are judged by:
+/// keys of its plan's settings (ns, and a count of buffers), its
+/// release-delay metric and the count of missed deadlines in each series'
+/// `extra`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Misses {
+    pub release: &'static str,
+    pub period: &'static str,
+    pub deadline: &'static str,
+    pub buffers: &'static str,
+    pub compute: &'static str,
+    pub missed: &'static str,
 }
 
 /// How a probe's series are laid out in the reports.
@@ -216,7 +234,7 @@ impl Descriptor {
 }
 
 /// Every measurement, in the order of the matrix's rows.
-pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &NETLAT, &OSBENCH];
+pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &TASK, &NETLAT, &OSBENCH];
 
 pub static WAKEUP: Descriptor = Descriptor {
     name: "wakeup",
@@ -235,6 +253,7 @@ pub static WAKEUP: Descriptor = Descriptor {
     release_jitter: Some("latency"),
     counts: &[],
     rate_over: None,
+    misses: None,
 };
 
 pub static NOISE: Descriptor = Descriptor {
@@ -271,6 +290,7 @@ pub static NOISE: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[],
     rate_over: Some("active_ns"),
+    misses: None,
 };
 
 pub static SLEEP: Descriptor = Descriptor {
@@ -306,6 +326,7 @@ pub static SLEEP: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[Count { key: "failed_calls", per_cpu: false, absent_zero: true }],
     rate_over: None,
+    misses: None,
 };
 
 pub static PTIMER: Descriptor = Descriptor {
@@ -341,6 +362,41 @@ pub static PTIMER: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[Count { key: "missed", per_cpu: false, absent_zero: false }],
     rate_over: None,
+    misses: None,
+};
+
+pub static TASK: Descriptor = Descriptor {
+    name: "task",
+    default: false,
+    per_cpu: true,
+    rows: "a periodic job's release delay, response time and lateness",
+    value_name: "time",
+    row_suffix: "",
+    layout: Layout::PerCpu {
+        columns: {
+            use Column::*;
+            &[Count("jobs"), Extra("missed", "missed"), Min, Mean, P50, P90, P99, P999, P9999, Max]
+        },
+        what: "periodic task (us): release = job start - release instant, response = completion - release, \
+               lateness = completion - deadline (signed); missed: completions later than the deadline plus \
+               (buffers - 1) periods",
+    },
+    explain: "",
+    signed: true,
+    trace: Trace::No,
+    threshold_metrics: Some(&["response"]),
+    timer_period: Some(TimerPeriod { key: "period_ns", unless: None }),
+    release_jitter: Some("release"),
+    counts: &[Count { key: "missed", per_cpu: false, absent_zero: false }],
+    rate_over: None,
+    misses: Some(Misses {
+        release: "release",
+        period: "period_ns",
+        deadline: "deadline_ns",
+        buffers: "buffers",
+        compute: "compute_ns",
+        missed: "missed",
+    }),
 };
 
 pub static NETLAT: Descriptor = Descriptor {
@@ -392,6 +448,7 @@ pub static NETLAT: Descriptor = Descriptor {
         Count { key: "duplicates", per_cpu: true, absent_zero: false },
     ],
     rate_over: None,
+    misses: None,
 };
 
 pub static OSBENCH: Descriptor = Descriptor {
@@ -421,6 +478,7 @@ pub static OSBENCH: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[],
     rate_over: None,
+    misses: None,
 };
 
 /// The row of `name`, if it is a measurement rtscope knows.
