@@ -88,6 +88,18 @@ pub fn analyse<'r>(
         .collect()
 }
 
+/// Every stage series of a traced run (`--trace`: interrupt, handler,
+/// wake-up, thread, user and the absolute times), with its analysis or why
+/// there is none: the stages' own tails (the WDM latency study's per-stage
+/// worst cases).
+pub fn analyse_stages<'r>(run: &'r Run, opts: &Options) -> Vec<(&'r Series, Result<SeriesAnalysis, String>)> {
+    run.series
+        .iter()
+        .filter(|s| Stages::is_series(&s.key.metric) && s.total().count() > 0)
+        .map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts)))
+        .collect()
+}
+
 /// Where the requirements a run is judged against come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

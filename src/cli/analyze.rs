@@ -191,7 +191,8 @@ pub struct MttfArgs {
     /// The MTTF to reach: also print the smallest n that reaches it.
     #[arg(long, value_name = "DUR", default_value = "24h", value_parser = dur)]
     pub target: u64,
-    /// With --run: the series to use, PROBE.METRIC [default: wakeup.latency, else the run's first]
+    /// With --run: the series to use, PROBE.METRIC, a traced run's stage too (e.g. wakeup.thread) [default: the
+    /// release jitter, wakeup.latency or task.release, else the run's first]
     #[arg(long, value_name = "PROBE.METRIC")]
     pub series: Option<String>,
     /// Print JSON instead of text.

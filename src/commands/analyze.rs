@@ -5,8 +5,8 @@
 
 use crate::cli::{AnalyzeArgs, AnalyzeCmd, MttfArgs, RtaArgs, StoreArgs, TailArgs};
 use crate::judge::{
-    Judged, analyse, asked, asked_set, check_tasks_flags, label, miss_predictions, parse_requirements, pseudo_latency,
-    schedulability,
+    Judged, analyse, analyse_stages, asked, asked_set, check_tasks_flags, label, miss_predictions, parse_requirements,
+    pseudo_latency, schedulability,
 };
 use crate::progress::Ticker;
 use crate::report::analyze as text;
@@ -16,6 +16,7 @@ use rtscope_model::analysis::mttf::{self, Compute};
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
 use rtscope_model::descriptor;
+use rtscope_model::episode::Stages;
 use rtscope_model::run::{Run, SeriesKey};
 use rtscope_model::store::Store;
 use rtscope_model::units::{self, TimeUnit};
@@ -126,6 +127,27 @@ fn run_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {
         .collect()
 }
 
+/// The analysed stage series of a traced run.
+/// In the order of the stage tables: load, CPU, then the path's stages.
+fn stage_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {
+    let mut all = analyse_stages(run, opts)
+        .into_iter()
+        .map(|(s, a)| {
+            a.map_err(|e| anyhow!("run {} {}.{} CPU {}: {e}", run.header.id, s.key.probe, s.key.metric, s.key.cpu))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let rank = |k: &SeriesKey| Stages::of_probe(&k.probe).1.iter().position(|m| *m == k.metric).unwrap_or(8);
+    all.sort_by(|a, b| {
+        (&a.key.probe, a.key.load.as_deref(), a.key.cpu, rank(&a.key)).cmp(&(
+            &b.key.probe,
+            b.key.load.as_deref(),
+            b.key.cpu,
+            rank(&b.key),
+        ))
+    });
+    Ok(all)
+}
+
 #[derive(Serialize)]
 struct RunAnalysis<'a> {
     run_id: i64,
@@ -133,6 +155,9 @@ struct RunAnalysis<'a> {
     status: &'a str,
     representative: bool,
     series: Vec<&'a series::SeriesReport>,
+    /// A traced run's stage series (`--trace`), each with its tail.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stages: Vec<&'a series::SeriesReport>,
     /// A periodic task's deadline misses, predicted and observed (`task`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     misses: Vec<Misses>,
@@ -180,6 +205,8 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     let judged = Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref());
     let code = judged.code();
     let misses = miss_predictions(&run, &all);
+    ticker.stage(format!("analysing run {}: its stage series", run.header.id));
+    let stages = stage_series(&run, &Options { periods: vec![], ..opts.clone() })?;
     // The line is cleared before the results are printed.
     drop(ticker);
     if a.json {
@@ -189,12 +216,17 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             status: run.header.status.as_str(),
             representative: run.header.representative,
             series: all.iter().map(|s| &s.report).collect(),
+            stages: stages.iter().map(|s| &s.report).collect(),
             misses: misses_json(misses),
             judged,
         })?;
     } else {
         let mut out = std::io::stdout().lock();
         text::write_run(&run, &all, &verdicts, &asked.origin(), &mut out)?;
+        if !stages.is_empty() {
+            writeln!(out)?;
+            text::write_stage_levels(&stages, &mut out)?;
+        }
         if !misses.is_empty() {
             writeln!(out)?;
             text::write_misses(&misses, &mut out)?;
@@ -318,7 +350,11 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
     let all: Vec<SeriesAnalysis> = match (&a.run, &a.samples) {
         (Some(r), _) => {
             let run = load(&a.store, r)?;
-            let all = run_series(&run, &opts)?;
+            let mut all = run_series(&run, &opts)?;
+            // A traced run's stage series (e.g. --series wakeup.thread), when named.
+            if a.series.as_deref().and_then(|s| s.split_once('.')).is_some_and(|(_, m)| Stages::is_series(m)) {
+                all.extend(stage_series(&run, &opts)?);
+            }
             if all.is_empty() {
                 bail!("--run {r}: the run holds no samples");
             }

@@ -300,9 +300,39 @@ pub fn write_mttf(
             Err(why) => why.to_string(),
         }
     )?;
-    writeln!(out, "MTTF against n ({}; {MTTF_LEGEND}):", series)?;
+    writeln!(out, "MTTF against n and the total buffering time n x t ({}; {MTTF_LEGEND}):", series)?;
     for m in curve {
-        writeln!(out, "  n={:<3} slack {:>12} us  MTTF {}", m.buffers, us_i(m.slack_ns), mttf_cell(m))?;
+        writeln!(
+            out,
+            "  n={:<3} buffering {:>10}  slack {:>12} us  MTTF {}",
+            m.buffers,
+            human(m.buffering_ns),
+            us_i(m.slack_ns),
+            mttf_cell(m)
+        )?;
+    }
+    Ok(())
+}
+
+/// The stages' worst case per hour, day and week (a traced run): a row
+/// per stage series (CPU, load), the WDM latency study's table of
+/// interrupt, DPC and thread latencies.
+pub fn write_stage_levels(stages: &[SeriesAnalysis], out: &mut dyn Write) -> Result<()> {
+    if stages.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "stages' worst case per hour / day / week (us, 95 % interval; traced stage series):")?;
+    for s in stages {
+        let st = &s.report.stats;
+        writeln!(out, "  {:<34} {:>9} samples  max {:>10} us", crate::judge::label(s), st.count, us_i(st.max_ns))?;
+        match &s.report.tail {
+            Some(t) => {
+                for (name, l) in levels(t) {
+                    writeln!(out, "    {name:<5} {}", level_cell(l))?;
+                }
+            }
+            None => writeln!(out, "    no tail fit: {}", s.report.tail_error.as_deref().unwrap_or("unknown reason"))?,
+        }
     }
     Ok(())
 }
