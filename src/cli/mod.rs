@@ -209,6 +209,8 @@ pub struct RunArgs {
     pub quick: bool,
     /// The probes, each in its own cell under each load (default plan: wakeup,noise,sleep,ptimer,netlat,osbench;
     /// osbench's cell runs 13 wake-up tests, each for its share of the cell, unless the plan's [args] pick others).
+    /// PROBE@PRIO is an instance of a per-CPU probe at SCHED_FIFO PRIO, its series stored apart (e.g.
+    /// wakeup@95,wakeup@80: two cells, two rows).
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
     pub probes: Option<Vec<String>>,
     /// The loads, each NAME[:INTENSITY][@CPUS] (`rtscope load --help` lists them), e.g. idle,cpu,net:1000,disk,
@@ -491,6 +493,7 @@ impl CommonArgs {
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,
+            instance: None,
         })
     }
 }

@@ -141,6 +141,18 @@ pub struct Common {
     /// Samples before this much time from the start are a warm-up, not
     /// recorded (an assessment's cells; 0 for a single probe).
     pub warmup_ns: u64,
+    /// One of several instances of the probe in a run, at its own priority
+    /// (`wakeup@80`): its series are stored under this name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+}
+
+impl Common {
+    /// The name the probe's series are stored under: its instance's
+    /// (`wakeup@80`), else the probe's.
+    pub fn series_name<'a>(&'a self, probe: &'a dyn Probe) -> &'a str {
+        self.instance.as_deref().unwrap_or(probe.name())
+    }
 }
 
 /// Samples in flight from a measuring thread to the trace reader: 65 s at
@@ -299,7 +311,7 @@ impl<'a> Cell<'a> {
         if common.tracemark {
             let metric = probe.metrics()[0];
             for &c in &common.cpus {
-                match Marker::open(probe.name(), metric, c) {
+                match Marker::open(common.series_name(probe), metric, c) {
                     Ok(m) => markers.push(m),
                     Err(e) => {
                         warnings.push(trace_warning(
@@ -320,7 +332,7 @@ impl<'a> Cell<'a> {
     pub fn plan(&self) -> serde_json::Value {
         let (probe, common) = (self.probe, self.common);
         serde_json::json!({
-            "probe": probe.name(),
+            "probe": common.series_name(probe),
             "metrics": probe.metrics(),
             "common": common,
             "exceed": common.exceed.describe(),
@@ -346,8 +358,9 @@ impl<'a> Cell<'a> {
         let stages = probe.trace_stages();
         let path = probe.wake_path();
         let store = run.store()?;
+        let name = common.series_name(probe);
         let key = |metric: &str, c: usize| SeriesKey {
-            probe: probe.name().into(),
+            probe: name.into(),
             metric: metric.into(),
             cpu: c as i64,
             load: load.clone(),
@@ -521,7 +534,7 @@ impl<'a> Cell<'a> {
                     .drain(..)
                     .zip(&tids)
                     .map(|((c, buffer, samples, stage_recs), tid)| {
-                        let trace = CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings);
+                        let trace = CpuTrace::new(c as i64, name, metric, tid.load(Relaxed), settings);
                         Lane::new(buffer, trace, samples, stage_recs, opts.clock)
                     })
                     .collect();
@@ -556,8 +569,8 @@ impl<'a> Cell<'a> {
 
             // Progress: elapsed, remaining and the running worst case.
             let label = match &load {
-                Some(l) => format!("{} under {l}", probe.name()),
-                None => probe.name().to_string(),
+                Some(l) => format!("{name} under {l}"),
+                None => name.to_string(),
             };
             let mut status = Status::new(!common.quiet, progress::stderr_is_tty(), common.duration_ns);
             while threads.iter().any(|t| !t.is_finished()) {
@@ -628,7 +641,7 @@ impl<'a> Cell<'a> {
         let under = load.as_ref().map(|l| format!(" under {l}")).unwrap_or_default();
         for (i, &c) in common.cpus.iter().enumerate() {
             for n in probe.notes(&values[i * slots..(i + 1) * slots]) {
-                out.notes.push(format!("{} CPU {c}{under}: {n}", probe.name()));
+                out.notes.push(format!("{name} CPU {c}{under}: {n}"));
             }
         }
         if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {

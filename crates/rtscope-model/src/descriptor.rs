@@ -481,9 +481,19 @@ pub static OSBENCH: Descriptor = Descriptor {
     misses: None,
 };
 
-/// The row of `name`, if it is a measurement rtscope knows.
+/// The row of `name`, if it is a measurement rtscope knows: a probe's name,
+/// or one instance of it at a priority (`wakeup@80`, see [`instance`]).
 pub fn find(name: &str) -> Option<&'static Descriptor> {
-    PROBES.iter().copied().find(|d| d.name == name)
+    let base = instance(name).map_or(name, |(b, _)| b);
+    PROBES.iter().copied().find(|d| d.name == base)
+}
+
+/// An instance of a probe at its own priority, as `run --probes` and a
+/// plan's `probes` name it: `wakeup@80` is (`wakeup`, 80). Its series are
+/// stored under that whole name, apart from another instance's.
+pub fn instance(name: &str) -> Option<(&str, u8)> {
+    let (base, prio) = name.split_once('@')?;
+    Some((base, prio.parse().ok()?))
 }
 
 /// The path a traced sample of `probe` takes (a timer's for a probe of no
@@ -529,5 +539,11 @@ mod tests {
         assert_eq!(wake_path("netlat"), WakePath::NetRx);
         assert_eq!(wake_path("nope"), WakePath::Timer);
         assert!(per_test("osbench") && !per_test("wakeup"));
+        // An instance at a priority is its probe's row, under its own name.
+        assert_eq!(instance("wakeup@80"), Some(("wakeup", 80)));
+        assert_eq!(instance("wakeup"), None);
+        assert!(std::ptr::eq(find("wakeup@80").unwrap(), &WAKEUP));
+        assert!(find("nope@80").is_none());
+        assert!(is_release_jitter("wakeup@95", "latency"));
     }
 }
