@@ -116,6 +116,13 @@ fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
     let m: serde_json::Value = serde_json::from_slice(&m.stdout).unwrap();
     assert!(m["series"].as_str().unwrap().starts_with("wakeup.thread CPU"), "{m}");
     assert_eq!(m["curve"][2]["buffering_ns"].as_u64(), Some(3_000_000));
+    // ... and the report's tail table, its MTTF plots on the total buffering time.
+    let md = fx.dir.join("r.html");
+    let r = rtscope(&["report", "last", "-o", md.to_str().unwrap(), "--mttf-axis", "buffering", "--db", &fx.db]);
+    assert!(r.status.success(), "{}", text(&r));
+    let html = std::fs::read_to_string(&md).unwrap();
+    assert!(html.contains("wakeup thread CPU") && html.contains("wakeup irq CPU"), "stage rows in the tail table");
+    assert!(html.contains("total buffering time n x period, ms"));
 
     let shown = rtscope(&["show", "last", "--episodes", "--db", &fx.db]);
     assert!(shown.status.success());

@@ -108,6 +108,14 @@ fn flush_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 2M, 64M)"))
 }
 
+fn mttf_axis(s: &str) -> Result<report::tailplot::MttfAxis, String> {
+    match s {
+        "buffers" => Ok(report::tailplot::MttfAxis::Buffers),
+        "buffering" => Ok(report::tailplot::MttfAxis::Buffering),
+        _ => Err(format!("'{s}': write buffers (the number n) or buffering (the total buffering time n x period)")),
+    }
+}
+
 /// A duration with a unit: 250ns, 500us, 1ms, 1.5ms, 10s, 5m, 12h.
 pub fn dur(s: &str) -> Result<u64, String> {
     rtscope_model::units::parse_duration(s)
@@ -344,6 +352,10 @@ pub struct ReportArgs {
     #[arg(long, short = 'f', value_parser = format_of(Use::Report))]
     pub format: Option<&'static dyn Format>,
     // The Verdicts section's requirements [default: those stored with the run, else the profile omac as a yardstick].
+    /// The x-axis of the MTTF plots: the number of buffers n, or the total buffering time n x period (as the WDM
+    /// latency study draws its curves).
+    #[arg(long, value_name = "AXIS", default_value = "buffers", value_parser = mttf_axis)]
+    pub mttf_axis: report::tailplot::MttfAxis,
     #[command(flatten)]
     pub req: RequireArgs,
     // The Schedulability section's task set [default: the one stored with the run, if any].

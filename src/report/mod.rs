@@ -24,7 +24,7 @@ mod perfetto;
 mod schedule;
 mod sections;
 mod svg;
-mod tailplot;
+pub mod tailplot;
 mod text;
 
 pub use comparison::Comparison;
@@ -125,12 +125,14 @@ pub struct Input<'a> {
     pub req: Option<&'a RequireSpec>,
     /// HTML, Markdown: the task set (else the one stored with each run).
     pub tasks: Option<&'a TasksSpec>,
+    /// HTML, Markdown: the MTTF plots' x-axis.
+    pub mttf_axis: tailplot::MttfAxis,
 }
 
 impl<'a> Input<'a> {
     /// `runs`, and no choice taken.
     pub fn new(runs: &'a [Run]) -> Input<'a> {
-        Input { runs, full: false, machine: false, judged: None, req: None, tasks: None }
+        Input { runs, full: false, machine: false, judged: None, req: None, tasks: None, mttf_axis: Default::default() }
     }
 
     /// One run, and no choice taken.
@@ -224,7 +226,12 @@ impl Write for LazyFile<'_> {
 /// default yardstick) and the task set of `tasks` (else the one stored with
 /// it). Also returns whether a requirement asked for (given or stored, not
 /// the yardstick) failed, or the task set missed a deadline.
-fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::Doc, bool)> {
+fn run_doc(
+    runs: &[Run],
+    req: &RequireSpec,
+    tasks: &TasksSpec,
+    mttf_axis: tailplot::MttfAxis,
+) -> Result<(doc::Doc, bool)> {
     let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
     let title = match runs {
         [one] => format!("rtscope report: run {} ({}, {})", one.header.id, one.header.kind, one.header.hostname),
@@ -234,7 +241,8 @@ fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::D
     let mut failed = false;
     for (i, r) in runs.iter().enumerate() {
         let set = crate::judge::asked_set(r, tasks)?;
-        let a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set);
+        let mut a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set);
+        a.mttf_axis = mttf_axis;
         failed |= a.failed();
         chapters.push(sections::chapter(&a, &format!("r{}", i + 1)));
     }
@@ -253,7 +261,7 @@ fn write_judged_doc(
     }
     let req = input.req.cloned().unwrap_or_default();
     let tasks = input.tasks.cloned().unwrap_or_default();
-    let (doc, failed) = run_doc(input.runs, &req, &tasks)?;
+    let (doc, failed) = run_doc(input.runs, &req, &tasks, input.mttf_axis)?;
     render(&doc, out)?;
     Ok(Written { failed })
 }
