@@ -64,6 +64,8 @@ fn bad_noise_sleep_and_ptimer_flags_are_refused_before_measuring() {
     refused(&["sleep", "--phase", "1"], &["--phase", "1us"]);
     refused(&["ptimer", "--period", "10us"], &["--period", "--force"]);
     refused(&["ptimer", "--period", "0"], &["--period"]);
+    refused(&["wakeup", "--instances", "95,95"], &["--instances", "listed twice"]);
+    refused(&["wakeup", "--instances", "95,80", "-h", "100"], &["--instances", "histogram"]);
     refused(&["ptimer", "--timer", "itimer"], &["--timer", "posix-signal"]);
     refused(&["ptimer", "--duration", "500us"], &["--duration", "--period"]);
     refused(&["ptimer", "--policy", "fifo", "--priority", "0"], &["--priority"]);

@@ -139,6 +139,12 @@ pub struct CommonArgs {
     /// Real-time priority of the measuring threads (1..99; ignored with --policy other).
     #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub priority: u8,
+    /// Several instances of the probe in one run: one at each SCHED_FIFO priority, measured one after the other
+    /// for --duration each, their series stored apart as PROBE@PRIO (e.g. --instances 95,80: wakeup@95 and
+    /// wakeup@80, two rows). In `rtscope run`, name them in --probes (wakeup@95,wakeup@80) instead.
+    #[arg(long, value_name = "PRIO,...", value_delimiter = ',', conflicts_with_all = ["priority", "policy"],
+          value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub instances: Vec<u8>,
     /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds, as cyclictest's -D) [default: until Ctrl-C,
     /// or --loops]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
@@ -466,6 +472,11 @@ impl CommonArgs {
         if let Some(0) = self.threshold {
             bail!("--threshold must be above 0: every sample would cross it (e.g. --threshold 100us)");
         }
+        if let Some(p) =
+            self.instances.iter().enumerate().find_map(|(i, p)| self.instances[..i].contains(p).then_some(p))
+        {
+            bail!("--instances: priority {p} is listed twice (e.g. --instances 95,80)");
+        }
         if self.policy.is_rt() && self.priority == 0 {
             bail!("--priority must be 1..99 for --policy {} (0 is only for --policy other)", self.policy.flag_value());
         }
@@ -506,6 +517,7 @@ impl CommonArgs {
             tracemark: self.tracemark,
             warmup_ns: 0,
             instance: None,
+            instances: self.instances.clone(),
         })
     }
 }

@@ -296,6 +296,13 @@ impl Plan {
             let mut built = registry::build(entry, &args).with_context(|| format!("{origin}: [args] {name}"))?;
             match &mut built {
                 Built::PerCpu(common, probe) => {
+                    if !common.instances.is_empty() {
+                        bail!(
+                            "{origin}: [args] {name}: --instances is for the probe's own command; in a plan, list the \
+                             instances in probes (e.g. probes = [\"{0}@95\", \"{0}@80\"])",
+                            entry.name
+                        );
+                    }
                     common.warmup_ns = warmup_ns;
                     common.kind = "run".into();
                     common.json = None;
@@ -542,15 +549,7 @@ fn cell_plans(plan: &Plan, session: &mut Session) -> (Vec<serde_json::Value>, Ve
             Built::PerCpu(common, probe) => {
                 let e = session.effective(common.policy, common.priority);
                 effective.push(e);
-                cell_plans.push(serde_json::json!({
-                    "probe": common.series_name(probe.as_ref()),
-                    "metrics": probe.metrics(),
-                    "common": common,
-                    "effective_policy": e.0,
-                    "effective_priority": e.1,
-                    "settings": probe.plan(),
-                    "describe": probe.describe(),
-                }));
+                cell_plans.push(crate::probe::cell_plan(probe.as_ref(), common, e));
             }
             Built::Own(o) => {
                 let (policy, priority) = o.scheduling();

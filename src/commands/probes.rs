@@ -3,14 +3,15 @@
 //! of its own, then the summary; and netlat's `--serve` responder.
 
 use crate::cli::{HistogramOpts, ProbeCmd, ProbePlan};
-use crate::probe::{Cell, Common, Probe, check_trace, netlat};
+use crate::probe::{Cell, Common, Probe, cell_plan, check_trace, netlat};
 use crate::report::{self, Input};
-use crate::session::{Session, verdict};
+use crate::session::{CellOutcome, Session, verdict};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
+use rtscope_model::episode::TraceSummary;
 use rtscope_model::inventory::PRIVILEGES_FIX;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// Runs `probe` on `common.cpus` to the end and stores it. Prints the
 /// summary at the end (quiet too, as cyclictest -q; not when the JSON goes
@@ -26,29 +27,60 @@ pub fn run_probe(
 ) -> Result<i32> {
     // Refused before the store is opened: nothing is created.
     check_trace(probe, common)?;
+    if !common.instances.is_empty() && histogram.is_some() {
+        return Err(anyhow!("--instances: cyclictest's histogram (-h) is of one instance: give one priority with -p"));
+    }
+    // --instances: one cell per priority, one after the other, into one run.
+    let cells: Vec<Common> = if common.instances.is_empty() {
+        vec![common.clone()]
+    } else {
+        common.instances.iter().map(|&p| common.at(probe, p)).collect()
+    };
     let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
-    let effective = session.effective(common.policy, common.priority);
+    let effective: Vec<_> = cells.iter().map(|c| session.effective(c.policy, c.priority)).collect();
     // Helpers start before the run is stored, so that a failure leaves no
     // run behind.
-    let cell = Cell::prepare(probe, common, effective, None, &mut session.warnings)?;
+    let cell = Cell::prepare(probe, &cells[0], effective[0], None, &mut session.warnings)?;
     if !common.quiet {
         session.print_warnings();
     }
     // rtscope's own threads stay off the measured CPUs and their siblings.
     let housekeeping = session.pin_housekeeping(&common.cpus);
     let mut plan = cell.plan();
+    if cells.len() > 1 {
+        plan["probe"] = probe.name().into();
+        plan["cells"] = cells.iter().zip(&effective).map(|(c, &e)| cell_plan(probe, c, e)).collect();
+    }
     plan["housekeeping_cpus"] = housekeeping.into();
     let mut run = session.create(&common.kind, &plan)?;
     let run_id = run.run_id;
-    let mut outcomes = [cell.measure(&mut run, signal)?];
-    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
+    let mut outcomes = vec![cell.measure(&mut run, signal)?];
+    for (c, &e) in cells.iter().zip(&effective).skip(1) {
+        let last = outcomes.last().expect("one measured");
+        if signal.load(Relaxed) || last.store_error.is_some() || last.breach.is_some() {
+            break;
+        }
+        let mut warnings = Vec::new();
+        let name = c.series_name(probe);
+        let mut outcome = match Cell::prepare(probe, c, e, None, &mut warnings) {
+            Ok(cell) => cell.measure(&mut run, signal)?,
+            Err(err) => CellOutcome { errors: vec![format!("{name}: {err:#}")], ..Default::default() },
+        };
+        outcome.notes.extend(warnings.iter().map(|w| format!("{name}: {} (fix: {})", w.message, w.fix)));
+        outcomes.push(outcome);
+    }
+    let mut trace: Option<TraceSummary> = None;
+    for t in outcomes.iter().filter_map(|o| o.trace.as_ref()) {
+        trace.get_or_insert_with(TraceSummary::default).absorb(t);
+    }
+    if let (Some(summary), false) = (&trace, outcomes.iter().any(|o| o.store_error.is_some())) {
         run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
     }
-    let errors = outcomes[0].errors.clone();
+    let errors: Vec<String> = outcomes.iter().flat_map(|o| o.errors.iter().cloned()).collect();
     let (status, exit_code, notes) = verdict(&mut outcomes, signal);
     let db = run.db.clone();
     let loaded = run.finish(status, exit_code, &notes);
-    if let Some(e) = outcomes[0].store_error.take() {
+    if let Some(e) = outcomes.iter_mut().find_map(|o| o.store_error.take()) {
         return Err(e.context(format!("run {run_id} ended failed")));
     }
     let loaded = loaded?;

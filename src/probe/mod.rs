@@ -145,6 +145,10 @@ pub struct Common {
     /// (`wakeup@80`): its series are stored under this name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
+    /// A probe command's `--instances`: the priorities of its instances,
+    /// measured one after the other into one run (empty: one, at `priority`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<u8>,
 }
 
 impl Common {
@@ -153,6 +157,32 @@ impl Common {
     pub fn series_name<'a>(&'a self, probe: &'a dyn Probe) -> &'a str {
         self.instance.as_deref().unwrap_or(probe.name())
     }
+
+    /// These settings for the instance of `probe` at SCHED_FIFO `priority`.
+    pub fn at(&self, probe: &dyn Probe, priority: u8) -> Common {
+        Common {
+            policy: Policy::Fifo,
+            priority,
+            instance: Some(format!("{}@{priority}", probe.name())),
+            instances: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// A cell's settings as the run stores them (its plan, or one of its
+/// `cells`), with the scheduling it got on this machine.
+pub fn cell_plan(probe: &dyn Probe, common: &Common, (policy, priority): (Policy, u8)) -> serde_json::Value {
+    serde_json::json!({
+        "probe": common.series_name(probe),
+        "metrics": probe.metrics(),
+        "common": common,
+        "exceed": common.exceed.describe(),
+        "effective_policy": policy,
+        "effective_priority": priority,
+        "settings": probe.plan(),
+        "describe": probe.describe(),
+    })
 }
 
 /// Samples in flight from a measuring thread to the trace reader: 65 s at
@@ -330,23 +360,14 @@ impl<'a> Cell<'a> {
 
     /// The cell's settings, for the run's plan.
     pub fn plan(&self) -> serde_json::Value {
-        let (probe, common) = (self.probe, self.common);
-        serde_json::json!({
-            "probe": common.series_name(probe),
-            "metrics": probe.metrics(),
-            "common": common,
-            "exceed": common.exceed.describe(),
-            "effective_policy": self.policy,
-            "effective_priority": self.priority,
-            "settings": probe.plan(),
-            "describe": probe.describe(),
-            "trace": self.instance.as_ref().map(|i| serde_json::json!({
-                "instance": i.name,
-                "options": common.trace,
-                "events": i.enabled,
-                "missing": i.missing,
-            })),
-        })
+        let mut plan = cell_plan(self.probe, self.common, (self.policy, self.priority));
+        plan["trace"] = serde_json::json!(self.instance.as_ref().map(|i| serde_json::json!({
+            "instance": i.name,
+            "options": self.common.trace,
+            "events": i.enabled,
+            "missing": i.missing,
+        })));
+        plan
     }
 
     /// Measures the cell into `run`, its series keyed by the cell's load:
