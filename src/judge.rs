@@ -44,7 +44,14 @@ pub struct TasksSpec {
 /// The period of the timer a series' probe waited for, from the run's plan
 /// (an assessment's: the settings of the probe's cells).
 pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
-    descriptor::find(&key.probe)?.timer_period(settings(run, key))
+    let d = descriptor::find(&key.probe)?;
+    // A probe with a release-jitter metric (wakeup's latency, task's
+    // release): only that series is the timer's, not a traced stage nor a
+    // task's response or lateness.
+    if d.release_jitter.is_some_and(|m| m != key.metric) {
+        return None;
+    }
+    d.timer_period(settings(run, key))
 }
 
 /// The settings of the probe that measured a series, from the run's plan
@@ -91,13 +98,17 @@ pub fn analyse<'r>(
 /// Every stage series of a traced run (`--trace`: interrupt, handler,
 /// wake-up, thread, user and the absolute times), with its analysis or why
 /// there is none: the stages' own tails (the WDM latency study's per-stage
-/// worst cases).
+/// worst cases). In the order of the stage tables: probe, load, CPU, then
+/// the path's stages.
 pub fn analyse_stages<'r>(run: &'r Run, opts: &Options) -> Vec<(&'r Series, Result<SeriesAnalysis, String>)> {
-    run.series
-        .iter()
-        .filter(|s| Stages::is_series(&s.key.metric) && s.total().count() > 0)
-        .map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts)))
-        .collect()
+    let mut list: Vec<&Series> =
+        run.series.iter().filter(|s| Stages::is_series(&s.key.metric) && s.total().count() > 0).collect();
+    let rank = |k: &SeriesKey| Stages::of_probe(&k.probe).1.iter().position(|m| *m == k.metric).unwrap_or(8);
+    list.sort_by(|a, b| {
+        let (a, b) = (&a.key, &b.key);
+        (&a.probe, a.load.as_deref(), a.cpu, rank(a)).cmp(&(&b.probe, b.load.as_deref(), b.cpu, rank(b)))
+    });
+    list.into_iter().map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts))).collect()
 }
 
 /// Where the requirements a run is judged against come from.
@@ -558,5 +569,7 @@ mod tests {
             {"probe": "ptimer", "settings": {"period_ns": 1000000}}]);
         assert_eq!(timer_period(&run, &key), Some(1_000_000));
         assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "latency", 1)), Some(500_000));
+        // A traced stage is not the timer's series.
+        assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "thread", 1)), None);
     }
 }

@@ -127,25 +127,14 @@ fn run_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {
         .collect()
 }
 
-/// The analysed stage series of a traced run.
-/// In the order of the stage tables: load, CPU, then the path's stages.
+/// The analysed stage series of a traced run, in the stage tables' order.
 fn stage_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {
-    let mut all = analyse_stages(run, opts)
+    analyse_stages(run, opts)
         .into_iter()
         .map(|(s, a)| {
             a.map_err(|e| anyhow!("run {} {}.{} CPU {}: {e}", run.header.id, s.key.probe, s.key.metric, s.key.cpu))
         })
-        .collect::<Result<Vec<_>>>()?;
-    let rank = |k: &SeriesKey| Stages::of_probe(&k.probe).1.iter().position(|m| *m == k.metric).unwrap_or(8);
-    all.sort_by(|a, b| {
-        (&a.key.probe, a.key.load.as_deref(), a.key.cpu, rank(&a.key)).cmp(&(
-            &b.key.probe,
-            b.key.load.as_deref(),
-            b.key.cpu,
-            rank(&b.key),
-        ))
-    });
-    Ok(all)
+        .collect()
 }
 
 #[derive(Serialize)]
