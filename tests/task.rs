@@ -106,10 +106,10 @@ fn task_misses_a_deadline_per_burst_and_buffers_absorb_them() {
     assert_eq!(late.len() as u64, missed, "misses counted vs jobs later than their deadline");
     assert_eq!(lost_exceedances(&doc, "lateness", cpu), 0);
     assert!(jobs >= 4_900, "{jobs} jobs in 5 s at 1 ms");
-    // The work is calibrated: no job responds faster than its compute time
-    // (less the calibration's 0.1 % and a clock read).
+    // The work is calibrated: no job responds much faster than its compute
+    // time (10 % for a CPU clocked apart from the one that calibrated).
     let fastest = row(&doc, "response", cpu)["min_ns"].as_i64().unwrap() as u64;
-    assert!(fastest + 2_000 >= C * 999 / 1000, "fastest response {fastest} ns");
+    assert!(fastest >= C * 9 / 10, "fastest response {fastest} ns");
 
     // The bursts that must make a job miss, and the missed job each shows.
     let phase = late.first().map(|&(r, _)| r % T).expect("no missed job");
