@@ -23,10 +23,12 @@ mod habits;
 mod osbench;
 mod probes;
 pub mod registry;
+mod watch;
 pub use analyze::*;
 pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
 pub use osbench::*;
 pub use probes::*;
+pub use watch::*;
 
 const ABOUT: &str = "How real-time is this Linux machine, under the load it will really carry, and why not more?";
 
@@ -93,6 +95,10 @@ pub enum Cmd {
     /// primitives, ping-pongs, yield, system calls, clock reads, atomics, task creation, queues, memory; intra- and
     /// inter-process. `--list` says exactly what each test times.
     Osbench(OsbenchArgs),
+    /// Watch the machine's own real-time threads through the scheduler's events, nothing injected: per thread, the
+    /// wake-up latency, period and jitter, runtime and deadline misses, stored as a run (analyze, report, compare,
+    /// --require work on it); --cause-threshold explains the worst wake-ups.
+    Watch(WatchArgs),
     /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
     Disturb(DisturbArgs),
     #[command(name = "__second-process", hide = true)]
@@ -191,7 +197,7 @@ pub struct CommonArgs {
     pub store: StoreArgs,
 }
 
-fn trace_buffer(s: &str) -> Result<usize, String> {
+pub(crate) fn trace_buffer(s: &str) -> Result<usize, String> {
     rtscope_model::units::parse_size(s)
         .filter(|&n| (64 << 10..=1 << 30).contains(&n))
         .ok_or_else(|| format!("'{s}' is not a size between 64K and 1G (e.g. 4M)"))

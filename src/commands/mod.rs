@@ -11,6 +11,7 @@ mod probes;
 mod report;
 mod run;
 mod store;
+mod watch;
 
 use crate::cli::Cmd;
 use crate::probe::{netlat, wakeup};
@@ -35,7 +36,8 @@ pub fn main() -> Result<i32> {
     let signal = Arc::new(AtomicBool::new(false));
     // Only measuring commands finish cleanly on a signal; the others (and
     // the second process) keep the default actions.
-    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_)) {
+    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_) | Cmd::Watch(_))
+    {
         signals::install(&signal).context("installing signal handlers")?;
     }
     let result = dispatch(cli.cmd, &signal);
@@ -69,6 +71,7 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
         Cmd::Report(a) => report::report(a),
         Cmd::Compare(a) => report::compare(a),
         Cmd::Disturb(a) => disturb::main(a, &signal),
+        Cmd::Watch(a) => watch::main(a, &signal),
         Cmd::SecondProcess(a) => {
             let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
             wakeup::second_process(&cpus, a.interval_ns, a.priority)?;

@@ -1,0 +1,602 @@
+//! `rtscope watch`: the latency of the machine's own real-time threads.
+//! Nothing is injected: rtscope's tracefs instance records the scheduler's
+//! events of every CPU, and one reader thread (at the priority and on the
+//! CPUs the user chose) follows each watched thread through them
+//! ([`crate::trace::watch`]), recording per thread its wake-up latency,
+//! period, runtime and response into the run's series, with checkpoints,
+//! as a probe's. Threads are found at the start and as they appear (their
+//! first switch onto a CPU); a thread that exits ends its series there.
+
+use crate::recorder::{self, EpisodeMsg, ExceedMode, Recorder, Sample, Writer};
+use crate::session::{CellOutcome, OpenRun};
+use crate::sys::{clock, sched};
+use crate::trace::decompose::{self, CauseThreshold, CpuTrace, Names, Out, WakePath};
+use crate::trace::instance::Instance;
+use crate::trace::reader::{Buffer, ReaderReport, policy_of};
+use crate::trace::watch::{Merge, Obs, Tracker};
+use crate::trace::{self, TraceClock, TraceOpts};
+use anyhow::Result;
+use rtscope_model::episode::TraceCpu;
+use rtscope_model::hist::quantile;
+use rtscope_model::inventory::Warning;
+use rtscope_model::run::SeriesKey;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// The series of each watched thread, in this order.
+pub const METRICS: [&str; 4] = ["latency", "period", "runtime", "response"];
+/// `SeriesKey::probe` of a watched thread's series.
+pub const NAME: &str = "watch";
+
+/// How often the buffers are read.
+const PASS: Duration = Duration::from_millis(10);
+/// An event is merged once every CPU's buffer was read this long after it.
+const GRACE_NS: u64 = 5_000_000;
+/// How often exited threads are looked for.
+const EXIT_CHECK_NS: u64 = 1_000_000_000;
+
+/// Which threads to watch.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Filter {
+    /// Thread or process ids (empty: any).
+    pub pids: Vec<i32>,
+    /// Thread or process names (empty: any).
+    pub comms: Vec<String>,
+    /// Policies, the kernel's numbers (1 FIFO, 2 RR, 6 DEADLINE, 0 OTHER).
+    pub policies: Vec<u32>,
+    /// CPUs: a thread is taken when it runs on one of them (None: any).
+    pub cpus: Option<Vec<usize>>,
+}
+
+impl Filter {
+    /// Whether `id`, seen on `cpu`, is to be watched.
+    pub fn takes(&self, id: &Identity, cpu: usize) -> bool {
+        let named = (self.pids.is_empty() && self.comms.is_empty())
+            || self.pids.iter().any(|&p| p == id.tid || p == id.pid)
+            || self.comms.iter().any(|c| *c == id.comm || *c == id.process);
+        self.policies.contains(&id.policy) && named && self.cpus.as_ref().is_none_or(|c| c.contains(&cpu))
+    }
+
+    /// Whether a thread of the kernel priority `prio` (from the trace:
+    /// 0..99 real-time, -1 deadline, 100.. normal) may be one to watch.
+    fn may_take(&self, prio: i32) -> bool {
+        prio < 100 || self.policies.iter().any(|&p| p == 0 || p == 3 || p == 5)
+    }
+}
+
+/// A thread as it was when found.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Identity {
+    pub tid: i32,
+    /// Its process.
+    pub pid: i32,
+    pub comm: String,
+    /// Its process's name.
+    pub process: String,
+    pub policy: u32,
+    pub priority: u32,
+    /// SCHED_DEADLINE's parameters (0 for the other policies).
+    pub dl_runtime_ns: u64,
+    pub dl_deadline_ns: u64,
+    pub dl_period_ns: u64,
+}
+
+impl Identity {
+    /// `comm (tid)`.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.comm, self.tid)
+    }
+
+    pub fn sched(&self) -> String {
+        match self.policy {
+            sched::SCHED_FIFO | sched::SCHED_RR => format!("{} {}", sched::policy_name(self.policy), self.priority),
+            p => sched::policy_name(p).to_string(),
+        }
+    }
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim_end().to_string())
+}
+
+/// The identity of thread `tid`, None when it is gone.
+pub fn identify(tid: i32) -> Option<Identity> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let pid = status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())?;
+    let comm = read_trim(&format!("/proc/{tid}/comm"))?;
+    let process = read_trim(&format!("/proc/{pid}/comm")).unwrap_or_else(|| comm.clone());
+    let a = sched::attr_of(tid)?;
+    Some(Identity {
+        tid,
+        pid,
+        comm,
+        process,
+        policy: a.policy,
+        priority: a.priority,
+        dl_runtime_ns: a.runtime_ns,
+        dl_deadline_ns: a.deadline_ns,
+        dl_period_ns: a.period_ns,
+    })
+}
+
+/// The CPU thread `tid` last ran on (`/proc/TID/stat`, field 39).
+fn last_cpu(tid: i32) -> Option<usize> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(36)?.parse().ok()
+}
+
+/// The threads `filter` takes now, rtscope's own left out.
+pub fn scan(filter: &Filter) -> Vec<Identity> {
+    let own = std::process::id() as i32;
+    let mut found = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return found };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid == own {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let Some(id) = identify(tid) else { continue };
+            if last_cpu(tid).is_some_and(|c| filter.takes(&id, c)) {
+                found.push(id);
+            }
+        }
+    }
+    found.sort_by_key(|i| i.tid);
+    found
+}
+
+/// What `rtscope watch` was asked.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Settings {
+    pub filter: Filter,
+    pub duration_ns: Option<u64>,
+    pub checkpoint_ns: u64,
+    #[serde(skip)]
+    pub exceed: ExceedMode,
+    /// The period to judge the jitter against [default: each thread's median].
+    pub period_ns: Option<u64>,
+    /// The deadline of every activation, from its release [default: a
+    /// SCHED_DEADLINE thread's own].
+    pub deadline_ns: Option<u64>,
+    /// Cause episodes for wake-ups above this latency.
+    pub cause_threshold_ns: Option<u64>,
+    pub max_episodes: usize,
+    pub buffer_kb: u64,
+}
+
+/// The tracer, ready: made before the run is stored, so that its warnings
+/// go with the run.
+pub struct Watch {
+    pub settings: Settings,
+    instance: Instance,
+    cpus: Vec<usize>,
+    /// The threads found at the start.
+    pub found: Vec<Identity>,
+}
+
+/// Creates the tracefs instance on every online CPU (a thread may be woken
+/// from any) and finds the threads to watch now.
+pub fn prepare(settings: Settings, warnings: &mut Vec<Warning>) -> Result<Watch> {
+    let cpus = crate::sys::cpu::online();
+    let (instance, w) =
+        Instance::create(&cpus, settings.buffer_kb, TraceClock::Mono.as_str()).map_err(anyhow::Error::msg)?;
+    if !instance.enabled.iter().any(|e| e == "sched/sched_switch")
+        || !instance.enabled.iter().any(|e| e == "sched/sched_waking")
+    {
+        anyhow::bail!(
+            "rtscope watch needs the trace events sched/sched_waking and sched/sched_switch ({}); use a kernel with \
+             CONFIG_FTRACE and the scheduler's trace events",
+            instance.missing.join("; ")
+        );
+    }
+    warnings.extend(w);
+    let found = scan(&settings.filter);
+    Ok(Watch { settings, instance, cpus, found })
+}
+
+/// A watched thread's recording.
+struct Watched {
+    id: Identity,
+    sids: Vec<i64>,
+    /// None once it exited (or the run ended).
+    recs: Option<Vec<Recorder>>,
+    cpus: Vec<usize>,
+    activations: u64,
+    deadline_ns: Option<u64>,
+    misses: u64,
+    /// Wake-ups whose switch onto a CPU was not traced.
+    unmatched: u64,
+    found_ns: u64,
+    exited_ns: Option<u64>,
+}
+
+impl Watch {
+    /// The run's plan.
+    pub fn plan(&self) -> serde_json::Value {
+        serde_json::json!({
+            "probe": NAME,
+            "metrics": METRICS,
+            "settings": self.settings,
+            "exceed": self.settings.exceed.describe(),
+            "found_at_start": self.found.iter().map(|i| format!("{} {}", i.label(), i.sched())).collect::<Vec<_>>(),
+            "trace": { "instance": self.instance.name, "events": self.instance.enabled, "clock": "mono" },
+        })
+    }
+
+    /// Watches until `signal` or the duration, recording into `run`.
+    pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
+        let Watch { settings, mut instance, cpus, found } = self;
+        let run_id = run.run_id;
+        let mut out = CellOutcome::default();
+        let mut buffers: Vec<Buffer> = instance
+            .buffers(&cpus)
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .map(|f| Buffer::new(f, TraceClock::Mono))
+            .collect();
+        let (episode_tx, episode_rx) = std::sync::mpsc::channel();
+        let causes = settings.cause_threshold_ns;
+        let mut writer = Writer {
+            store: run.take_store()?,
+            sinks: Vec::new(),
+            lost_exceedances: 0,
+            episodes: causes.map(|_| (run_id, episode_rx)),
+            load: None,
+        };
+        let cause_settings = decompose::Settings {
+            cause_threshold: CauseThreshold::Fixed(causes.unwrap_or(0)),
+            max_episodes: settings.max_episodes,
+            timer_entry: instance.timer_entry,
+            stages: true,
+            path: WakePath::Timer,
+        };
+        let mut traces: Vec<CpuTrace> =
+            cpus.iter().map(|&c| CpuTrace::new(c as i64, NAME, METRICS[0], 0, cause_settings)).collect();
+        let index_of_cpu: HashMap<usize, usize> = cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect();
+        let mut events_on = vec![0u64; cpus.len()];
+
+        let mut threads: Vec<Watched> = Vec::new();
+        let mut by_tid: HashMap<i32, usize> = HashMap::new();
+        let mut rejected: HashMap<i32, i32> = HashMap::new();
+        let mut tracker = Tracker::default();
+        let mut merge = Merge::default();
+        let own = std::process::id() as i32;
+
+        let cpu0 = clock::thread_cpu_ns();
+        let wall0 = clock::now();
+        instance.set_on(true).map_err(anyhow::Error::msg)?;
+        let start = clock::now();
+        let end = settings.duration_ns.map_or(u64::MAX, |d| start + d);
+        let add = |id: Identity, now: u64, writer: &mut Writer, threads: &mut Vec<Watched>| -> Result<()> {
+            let mut sids = Vec::new();
+            let mut recs = Vec::new();
+            for m in METRICS {
+                let key = SeriesKey::new(NAME, m, id.tid as i64);
+                let sid = writer.store.add_series(run_id, &key, "ns", &settings.exceed.describe())?;
+                let (mut rec, sink, _) = recorder::channel(sid, settings.checkpoint_ns, settings.exceed);
+                rec.start(now);
+                sids.push(sid);
+                recs.push(rec);
+                writer.sinks.push(sink);
+            }
+            let deadline_ns = settings.deadline_ns.or((id.dl_deadline_ns > 0).then_some(id.dl_deadline_ns));
+            threads.push(Watched {
+                id,
+                sids,
+                recs: Some(recs),
+                cpus: Vec::new(),
+                activations: 0,
+                deadline_ns,
+                misses: 0,
+                unmatched: 0,
+                found_ns: now,
+                exited_ns: None,
+            });
+            Ok(())
+        };
+        for id in found {
+            tracker.watch(id.tid);
+            by_tid.insert(id.tid, threads.len());
+            add(id, start, &mut writer, &mut threads)?;
+        }
+        let found_at_start = threads.len();
+        let policy_cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
+        let policy = |pid: i32| *policy_cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
+        let mut page = vec![0u8; instance.layout.page_size];
+        let mut decoder = std::mem::take(&mut instance.decoder);
+        let mut next_exit_check = start + EXIT_CHECK_NS;
+        let mut seq = 0u64;
+        loop {
+            let last = signal.load(Relaxed) || clock::now() >= end;
+            let pass_start = clock::now();
+            for (i, b) in buffers.iter_mut().enumerate() {
+                let (m, n) = (&mut merge, &mut events_on[i]);
+                b.drain(&instance.layout, &mut decoder, &mut page, |e| {
+                    *n += 1;
+                    m.push(i as u32, e)
+                });
+            }
+            let watermark = if last { u64::MAX } else { pass_start.saturating_sub(GRACE_NS) };
+            let names = Names { decoder: &decoder, policy: &policy };
+            for (ci, e) in merge.take_until(watermark) {
+                let cpu = cpus[ci as usize];
+                if let trace::event::Kind::Switch { next, .. } = e.kind
+                    && next > 0
+                    && !tracker.watched(next)
+                {
+                    let prio = decoder.tasks.get(&next).map_or(120, |t| t.prio);
+                    if rejected.get(&next) != Some(&prio) && settings.filter.may_take(prio) {
+                        match identify(next).filter(|id| id.pid != own && settings.filter.takes(id, cpu)) {
+                            Some(id) if !by_tid.contains_key(&next) => {
+                                tracker.watch(next);
+                                by_tid.insert(next, threads.len());
+                                add(id, e.ts, &mut writer, &mut threads)?;
+                            }
+                            _ => {
+                                rejected.insert(next, prio);
+                            }
+                        }
+                    } else {
+                        rejected.insert(next, prio);
+                    }
+                }
+                if causes.is_some() {
+                    traces[ci as usize].push_event(e);
+                }
+                tracker.event(cpu as i64, &e, &mut |o| {
+                    let w = |tid: i32| by_tid.get(&tid).copied();
+                    match o {
+                        Obs::Latency { tid, cpu, waking_ns, ran_ns } => {
+                            let Some(i) = w(tid) else { return };
+                            let t = &mut threads[i];
+                            let lat = ran_ns - waking_ns;
+                            if let Some(r) = t.recs.as_mut() {
+                                r[0].record(ran_ns, lat);
+                            }
+                            t.activations += 1;
+                            if !t.cpus.contains(&(cpu as usize)) {
+                                t.cpus.push(cpu as usize);
+                            }
+                            let ci = index_of_cpu.get(&(cpu as usize)).copied();
+                            if let (Some(thr), Some(ci)) = (causes, ci)
+                                && lat >= thr
+                                && lat > 0
+                            {
+                                seq += 1;
+                                let ct = &mut traces[ci];
+                                ct.tid = tid;
+                                ct.push_sample(Sample { seq, t_ns: ran_ns, value_ns: lat });
+                                let label = t.id.label();
+                                ct.process(pass_start, true, &names, &mut |o| match o {
+                                    Out::Keep(mut ep) => {
+                                        ep.verdict = format!("{label}: {}", ep.verdict);
+                                        let _ = episode_tx.send(EpisodeMsg::Keep(ep));
+                                    }
+                                    Out::Drop { cpu, sample } => {
+                                        let _ = episode_tx.send(EpisodeMsg::Drop(
+                                            NAME.into(),
+                                            METRICS[0].into(),
+                                            cpu,
+                                            sample,
+                                        ));
+                                    }
+                                    Out::Stages { .. } => {}
+                                });
+                            }
+                        }
+                        Obs::Period { tid, t_ns, period_ns } => {
+                            if let Some(r) = w(tid).and_then(|i| threads[i].recs.as_mut()) {
+                                r[1].record(t_ns, period_ns);
+                            }
+                        }
+                        Obs::Unmatched { tid } => {
+                            if let Some(i) = w(tid) {
+                                threads[i].unmatched += 1;
+                            }
+                        }
+                        Obs::Done { tid, release_ns, end_ns, runtime_ns } => {
+                            let Some(i) = w(tid) else { return };
+                            let t = &mut threads[i];
+                            let response = end_ns - release_ns;
+                            if let Some(r) = t.recs.as_mut() {
+                                r[2].record(end_ns, runtime_ns);
+                                r[3].record(end_ns, response);
+                            }
+                            if t.deadline_ns.is_some_and(|d| response > d) {
+                                t.misses += 1;
+                            }
+                        }
+                    }
+                });
+            }
+            if causes.is_some() {
+                // Events older than the episodes' window are let go.
+                for ct in &mut traces {
+                    ct.process(pass_start, false, &names, &mut |_| {});
+                }
+            }
+            let now = clock::now();
+            if now >= next_exit_check || last {
+                next_exit_check = now + EXIT_CHECK_NS;
+                for t in threads.iter_mut().filter(|t| t.recs.is_some()) {
+                    if last || !std::path::Path::new(&format!("/proc/{}/task/{}", t.id.pid, t.id.tid)).exists() {
+                        if !last {
+                            t.exited_ns = Some(now);
+                            tracker.forget(t.id.tid);
+                        }
+                        for r in t.recs.take().into_iter().flatten() {
+                            r.finish(now);
+                        }
+                    }
+                }
+            }
+            for r in threads.iter_mut().filter_map(|t| t.recs.as_mut()).flatten() {
+                r.maybe_checkpoint(now);
+            }
+            match writer.poll() {
+                Ok(_) => {}
+                Err(e) => {
+                    out.store_error = Some(e);
+                    break;
+                }
+            }
+            if last {
+                break;
+            }
+            std::thread::sleep(PASS);
+        }
+        let _ = instance.set_on(false);
+        let now = clock::now();
+        for t in &mut threads {
+            for r in t.recs.take().into_iter().flatten() {
+                r.finish(now);
+            }
+        }
+        drop(episode_tx);
+        if out.store_error.is_none() {
+            loop {
+                match writer.poll() {
+                    Ok(true) => break,
+                    Ok(false) => std::thread::sleep(Duration::from_millis(5)),
+                    Err(e) => {
+                        out.store_error = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        let wall_ns = clock::now().saturating_sub(wall0);
+        let reader_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu0);
+        // Each thread's identity and counts, on each of its series.
+        if out.store_error.is_none() {
+            for t in &threads {
+                let sink = |sid: i64| writer.sinks.iter().find(|s| s.series_id == sid);
+                let mut extra = serde_json::Map::new();
+                let id = &t.id;
+                extra.insert("thread".into(), id.label().into());
+                extra.insert("tid".into(), id.tid.into());
+                extra.insert("pid".into(), id.pid.into());
+                extra.insert("comm".into(), id.comm.clone().into());
+                extra.insert("process".into(), id.process.clone().into());
+                extra.insert("sched".into(), id.sched().into());
+                extra.insert("policy".into(), sched::policy_name(id.policy).into());
+                extra.insert("priority".into(), id.priority.into());
+                if id.dl_deadline_ns > 0 {
+                    extra.insert("dl_runtime_ns".into(), id.dl_runtime_ns.into());
+                    extra.insert("dl_deadline_ns".into(), id.dl_deadline_ns.into());
+                    extra.insert("dl_period_ns".into(), id.dl_period_ns.into());
+                }
+                let cpus: Vec<String> = t.cpus.iter().map(|c| c.to_string()).collect();
+                extra.insert("cpus".into(), cpus.join(",").into());
+                extra.insert("activations".into(), t.activations.into());
+                extra.insert("unmatched".into(), t.unmatched.into());
+                extra.insert("found_ns".into(), t.found_ns.into());
+                extra.insert("appeared".into(), (t.found_ns > start).into());
+                if let Some(x) = t.exited_ns {
+                    extra.insert("exited_ns".into(), x.into());
+                }
+                if let Some(d) = t.deadline_ns {
+                    extra.insert("deadline_ns".into(), d.into());
+                    extra.insert("deadline_misses".into(), t.misses.into());
+                }
+                if let Some(p) = sink(t.sids[1]).map(|s| s.total()).filter(|p| p.stats.count > 0) {
+                    let median = quantile(&p.hist, &p.stats, 0.5);
+                    let reference = settings.period_ns.unwrap_or(median);
+                    let jitter = p.stats.max.saturating_sub(reference).max(reference.saturating_sub(p.stats.min));
+                    extra.insert("period_median_ns".into(), median.into());
+                    extra.insert("period_ref_ns".into(), reference.into());
+                    extra.insert("jitter_ns".into(), jitter.into());
+                }
+                for &sid in &t.sids {
+                    if let Err(e) = writer.store.set_series_extra(sid, &extra) {
+                        out.store_error = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        out.lost_exceedances = writer.lost_exceedances;
+        run.put_store(writer.store);
+
+        let appeared = threads.len() - found_at_start;
+        let exited = threads.iter().filter(|t| t.exited_ns.is_some()).count();
+        // The buffers are closed before the instance is removed.
+        let read: Vec<(u64, u64, u64)> = buffers.iter().map(|b| (b.missed, b.bytes, b.read_errors)).collect();
+        drop(buffers);
+        let report = ReaderReport {
+            per_cpu: cpus
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| TraceCpu {
+                    cpu: c as i64,
+                    events: events_on[i],
+                    lost: read[i].0,
+                    bytes: read[i].1,
+                    samples: 0,
+                    decomposed: 0,
+                    incomplete: 0,
+                    switch_inferred: 0,
+                    samples_dropped: 0,
+                    read_errors: read[i].2,
+                    by_kind: Vec::new(),
+                })
+                .collect(),
+            cpu_ns: reader_cpu_ns,
+            wall_ns,
+            episodes_built: traces.iter().map(|t| t.episodes_built).sum(),
+            episodes_kept: traces.iter().map(|t| t.kept() as u64).sum(),
+            unknown_records: decoder.unknown,
+        };
+        let opts = TraceOpts {
+            cause_threshold: CauseThreshold::Fixed(causes.unwrap_or(0)),
+            max_episodes: if causes.is_some() { settings.max_episodes } else { 0 },
+            buffer_kb: settings.buffer_kb,
+            clock: TraceClock::Mono,
+        };
+        let zeros: Vec<Arc<AtomicU64>> = cpus.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let (summary, mut notes) = trace::summarize(instance, report, &opts, &zeros, false);
+        let events: u64 = summary.per_cpu.iter().map(|c| c.events).sum();
+        let secs = wall_ns.max(1) as f64 / 1e9;
+        notes.insert(
+            0,
+            format!(
+                "watch: {} threads ({found_at_start} found at the start, {appeared} appeared, {exited} exited); the \
+                 reader decoded {events} events ({:.0}/s) on its own CPU time of {:.2}% of one CPU; {} events lost",
+                threads.len(),
+                events as f64 / secs,
+                summary.reader_cpu_pct,
+                summary.lost()
+            ),
+        );
+        if tracker.inferred > 0 {
+            notes.push(format!(
+                "watch: {} switches onto a CPU were not traced (this kernel does not trace the switch out of idle): \
+                 each was taken at the last event its CPU recorded in idle, a few microseconds early",
+                tracker.inferred
+            ));
+        }
+        let unmatched: u64 = threads.iter().map(|t| t.unmatched).sum();
+        if unmatched > 0 {
+            notes.push(format!(
+                "watch: {unmatched} wake-ups had no switch onto a CPU in the trace (lost events): left out of the \
+                 latency, runtime and response series"
+            ));
+        }
+        if threads.is_empty() {
+            notes.push(
+                "watch: no thread matched (default: every SCHED_FIFO, SCHED_RR and SCHED_DEADLINE thread); see \
+                 --pid, --comm, --policy"
+                    .into(),
+            );
+        }
+        out.notes = notes;
+        out.trace = Some(summary);
+        Ok(out)
+    }
+}
