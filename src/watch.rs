@@ -8,7 +8,7 @@
 //! first switch onto a CPU); a thread that exits ends its series there.
 
 use crate::recorder::{self, EpisodeMsg, ExceedMode, Recorder, Sample, Writer};
-use crate::session::{CellOutcome, OpenRun};
+use crate::session::{CellOutcome, OpenRun, OwnCell};
 use crate::sys::{clock, sched};
 use crate::trace::decompose::{self, CauseThreshold, CpuTrace, Names, Out, WakePath};
 use crate::trace::instance::Instance;
@@ -230,7 +230,8 @@ impl Watch {
     }
 
     /// Watches until `signal` or the duration, recording into `run`.
-    pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
+    /// `load`: the assessment's load the series are keyed with.
+    pub fn measure(self, run: &mut OpenRun, load: Option<&str>, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
         let Watch { settings, mut instance, cpus, found } = self;
         let run_id = run.run_id;
         let mut out = CellOutcome::default();
@@ -247,7 +248,7 @@ impl Watch {
             sinks: Vec::new(),
             lost_exceedances: 0,
             episodes: causes.map(|_| (run_id, episode_rx)),
-            load: None,
+            load: load.map(str::to_string),
         };
         let cause_settings = decompose::Settings {
             cause_threshold: CauseThreshold::Fixed(causes.unwrap_or(0)),
@@ -277,7 +278,7 @@ impl Watch {
             let mut sids = Vec::new();
             let mut recs = Vec::new();
             for m in METRICS {
-                let key = SeriesKey::new(NAME, m, id.tid as i64);
+                let key = SeriesKey { load: load.map(str::to_string), ..SeriesKey::new(NAME, m, id.tid as i64) };
                 let sid = writer.store.add_series(run_id, &key, "ns", &settings.exceed.describe())?;
                 let (mut rec, sink, _) = recorder::channel(sid, settings.checkpoint_ns, settings.exceed);
                 rec.start(now);
@@ -597,6 +598,53 @@ impl Watch {
         }
         out.notes = notes;
         out.trace = Some(summary);
+        Ok(out)
+    }
+}
+
+/// The watched threads as a cell of the assessment (`rtscope run --watch`,
+/// or `watch` in a plan's probes): watched under each load for the cell's
+/// length, each cell with a tracefs instance of its own.
+pub struct WatchCell {
+    pub settings: Settings,
+}
+
+impl OwnCell for WatchCell {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn plan(&self) -> serde_json::Value {
+        serde_json::to_value(&self.settings).unwrap_or_default()
+    }
+
+    fn metrics(&self) -> Vec<String> {
+        METRICS.iter().map(|m| m.to_string()).collect()
+    }
+
+    fn describe(&self) -> String {
+        "the machine's own threads: wake-up latency, period, runtime, response per thread".into()
+    }
+
+    fn measure(
+        &self,
+        run: &mut OpenRun,
+        load: &str,
+        duration_ns: u64,
+        _effective: (sched::Policy, u8),
+        signal: &Arc<AtomicBool>,
+    ) -> Result<CellOutcome> {
+        let mut settings = self.settings.clone();
+        settings.duration_ns = Some(duration_ns);
+        let mut warnings = Vec::new();
+        let watch = prepare(settings, &mut warnings)?;
+        let mut out = watch.measure(run, Some(load), signal)?;
+        for n in &mut out.notes {
+            if let Some(rest) = n.strip_prefix("watch: ") {
+                *n = format!("watch under {load}: {rest}");
+            }
+        }
+        out.notes.extend(warnings.into_iter().map(|w| format!("watch under {load}: {}", w.message)));
         Ok(out)
     }
 }

@@ -6,6 +6,8 @@ mod common;
 
 use common::*;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const PERIOD_NS: u64 = 2_000_000;
@@ -28,10 +30,13 @@ struct Own {
 
 /// A SCHED_FIFO 80 thread named `name` on `cpu` that wakes every 2 ms
 /// (clock_nanosleep, TIMER_ABSTIME) and spins 100 us, for `length`.
-/// Returns its tid and, when joined, its own log.
-fn periodic(name: &str, cpu: usize, length: Duration) -> (i32, std::thread::JoinHandle<Vec<Own>>) {
+/// Returns its tid and, when joined, its own log. Dropped, it stops the
+/// thread at its next period.
+fn periodic(name: &str, cpu: usize, length: Duration) -> Periodic {
     let name = std::ffi::CString::new(name).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
     let handle = std::thread::spawn(move || {
         // SAFETY: plain system calls on this thread, with valid arguments.
         unsafe {
@@ -49,6 +54,9 @@ fn periodic(name: &str, cpu: usize, length: Duration) -> (i32, std::thread::Join
         assert_eq!(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }, 0);
         let mut next = now_ns() + PERIOD_NS;
         for _ in 0..n {
+            if stopped.load(Ordering::Relaxed) {
+                break;
+            }
             let ts = libc::timespec { tv_sec: (next / 1_000_000_000) as i64, tv_nsec: (next % 1_000_000_000) as i64 };
             // SAFETY: an absolute sleep on CLOCK_MONOTONIC; no remainder.
             unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
@@ -63,7 +71,29 @@ fn periodic(name: &str, cpu: usize, length: Duration) -> (i32, std::thread::Join
         }
         log
     });
-    (rx.recv().unwrap(), handle)
+    Periodic { tid: rx.recv().unwrap(), handle: Some(handle), stop }
+}
+
+struct Periodic {
+    tid: i32,
+    handle: Option<std::thread::JoinHandle<Vec<Own>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Periodic {
+    /// Waits for the end of its loop; its log.
+    fn join(mut self) -> Vec<Own> {
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Periodic {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// `rtscope watch` in the background, its reader on CPU 0.
@@ -126,8 +156,9 @@ fn a_periodic_thread_that_appears_and_exits() {
     let (cpu, name) = (last_cpu(), name());
     let child = watch(&fx, &["--comm", &name, "-D", "9s"]);
     wait_for_run(&fx.db);
-    let (tid, handle) = periodic(&name, cpu, Duration::from_secs(5));
-    let own = handle.join().unwrap();
+    let thread = periodic(&name, cpu, Duration::from_secs(5));
+    let tid = thread.tid;
+    let own = thread.join();
     let doc = finish(&fx, child);
     let rows = doc["results"].as_array().unwrap();
     let lat = thread_row(rows, "latency", tid);
@@ -184,8 +215,9 @@ fn a_disturbed_thread_shows_the_bursts_and_names_the_disturber() {
     let args = ["--comm", &name, "-D", "8s", "--exceed", "150us", "--cause-threshold", "300us", "--episodes", "5000"];
     let child = watch(&fx, &args);
     wait_for_run(&fx.db);
-    let (tid, handle) = periodic(&name, cpu, Duration::from_secs(6));
-    let own = handle.join().unwrap();
+    let thread = periodic(&name, cpu, Duration::from_secs(6));
+    let tid = thread.tid;
+    let own = thread.join();
     let doc = finish(&fx, child);
     let bursts = spinner.finish();
     let export = export(&fx.db, &[]);
@@ -256,4 +288,35 @@ fn a_disturbed_thread_shows_the_bursts_and_names_the_disturber() {
         other <= allowed,
         "{other} of {by_burst} episodes within a burst do not name the spinner (allowed {allowed})"
     );
+}
+
+/// `rtscope run --watch comm=NAME --loads idle,cpu`: the thread's series
+/// under each load, a cell of 2 s each, 500 activations per second.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn run_watch_measures_the_thread_under_each_load() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let (cpu, name) = (last_cpu(), name());
+    let thread = periodic(&name, cpu, Duration::from_secs(60));
+    let tid = thread.tid;
+    let spec = format!("comm={name}");
+    let o = rtscope(&["run", "--watch", &spec, "--loads", "idle,cpu", "-D", "2s", "--db", &fx.db, "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("watch latency") && out.contains("idle") && out.contains("cpu"), "{out}");
+    let doc = export(&fx.db, &[]);
+    for load in ["idle", "cpu"] {
+        let row = doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == "latency" && r["cpu"].as_i64() == Some(tid as i64) && r["load"] == load)
+            .unwrap_or_else(|| panic!("no latency of thread {tid} under {load}: {out}"));
+        let count = row["count"].as_u64().unwrap();
+        assert!((950..=1050).contains(&count), "{count} activations in a 2 s cell under {load}");
+    }
+    drop(thread);
 }

@@ -216,6 +216,11 @@ pub struct RunArgs {
     /// osbench's cell runs 13 wake-up tests, each for its share of the cell, unless the plan's [args] pick others).
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
     pub probes: Option<Vec<String>>,
+    /// Watch the machine's own threads as another row of the matrix, under each load (`rtscope watch`): KEY=VALUE,...
+    /// of its flags, e.g. comm=myloop, pid=4242, policy=fifo, deadline=1ms (repeatable). Without --probes, the
+    /// assessment is these threads alone.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub watch: Vec<String>,
     /// The loads, each NAME[:INTENSITY][@CPUS] (`rtscope load --help` lists them), e.g. idle,cpu,net:1000,disk,
     /// cmd:'make -j2'. Each starts before its cells and ramps up (--ramp-up).
     #[arg(long, value_name = "LOAD,...")]

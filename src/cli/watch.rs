@@ -146,6 +146,32 @@ impl WatchArgs {
     }
 }
 
+impl WatchArgs {
+    /// The assessment's cell of these threads (`rtscope run --watch`): its
+    /// length is the cell's; its reader stays where the assessment's
+    /// threads are.
+    pub fn cell(&self) -> Result<crate::watch::WatchCell> {
+        if self.duration.is_some() || self.reader_cpus.is_some() || self.reader_priority.is_some() {
+            bail!("--duration, --reader-cpus and --reader-priority are the assessment's in a cell of `rtscope run`");
+        }
+        Ok(crate::watch::WatchCell { settings: self.resolve()?.0 })
+    }
+}
+
+/// `rtscope run --watch KEY=VALUE,...`: watch's own flags (`--KEY VALUE`).
+pub fn watch_args(specs: &[String]) -> Result<Vec<String>> {
+    let mut args = Vec::new();
+    for spec in specs {
+        for kv in spec.split(',') {
+            let Some((k, v)) = kv.split_once('=').filter(|(k, v)| !k.is_empty() && !v.is_empty()) else {
+                bail!("--watch '{spec}': '{kv}' is not KEY=VALUE (e.g. --watch comm=myloop,deadline=1ms)");
+            };
+            args.extend([format!("--{}", k.trim()), v.trim().to_string()]);
+        }
+    }
+    Ok(args)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +203,13 @@ mod tests {
         let e = parse(&["--deadline", "0"]).err().unwrap().to_string();
         assert!(e.contains("--deadline"), "{e}");
         assert!(parse(&["--reader-priority", "100"]).is_err());
+    }
+
+    #[test]
+    fn run_watch_specs_become_watch_flags() {
+        let args = watch_args(&["comm=myloop,deadline=1ms".into(), "pid=42".into()]).unwrap();
+        assert_eq!(args, ["--comm", "myloop", "--deadline", "1ms", "--pid", "42"]);
+        let e = watch_args(&["myloop".into()]).err().unwrap().to_string();
+        assert!(e.contains("--watch 'myloop'") && e.contains("KEY=VALUE"), "{e}");
     }
 }

@@ -88,6 +88,27 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
     }
 }
 
+/// Ends a run of one cell: stores its trace summary, its status from the
+/// outcome (and `signal`), and loads it back. Returns the run and its exit
+/// code; a store error during the cell fails it, after the run is ended.
+pub(crate) fn finish_one(
+    mut run: crate::session::OpenRun,
+    outcome: crate::session::CellOutcome,
+    signal: &AtomicBool,
+) -> Result<(rtscope_model::run::Run, i32)> {
+    let run_id = run.run_id;
+    let mut outcomes = [outcome];
+    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
+        run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
+    }
+    let (status, exit_code, notes) = crate::session::verdict(&mut outcomes, signal);
+    let loaded = run.finish(status, exit_code, &notes);
+    if let Some(e) = outcomes[0].store_error.take() {
+        return Err(e.context(format!("run {run_id} ended failed")));
+    }
+    Ok((loaded?, exit_code))
+}
+
 /// Writes the files asked for (each a flag, a format and a path or `-`
 /// for stdout: `--json`, osbench's `-o FILE.csv`). Returns whether one went
 /// to stdout.

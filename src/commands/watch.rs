@@ -3,7 +3,7 @@
 
 use crate::cli::WatchArgs;
 use crate::report::{self, Input};
-use crate::session::{Session, verdict};
+use crate::session::Session;
 use crate::sys::{cpu, sched};
 use anyhow::Result;
 use std::sync::Arc;
@@ -44,18 +44,9 @@ pub fn main(args: WatchArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     plan["reader_cpus"] = reader_cpus.into();
     plan["reader_sched"] = reader_sched.into();
     let mut run = session.create("watch", &plan)?;
-    let run_id = run.run_id;
-    let mut outcomes = [watch.measure(&mut run, signal)?];
-    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
-        run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
-    }
-    let (status, exit_code, notes) = verdict(&mut outcomes, signal);
+    let outcome = watch.measure(&mut run, None, signal)?;
     let db = run.db.clone();
-    let loaded = run.finish(status, exit_code, &notes);
-    if let Some(e) = outcomes[0].store_error.take() {
-        return Err(e.context(format!("run {run_id} ended failed")));
-    }
-    let loaded = loaded?;
+    let (loaded, exit_code) = super::finish_one(run, outcome, signal)?;
     let files = [("--json", report::JSON, args.json.as_deref())];
     super::write_run(&Input::one(&loaded), &files, &db)?;
     Ok(exit_code)
