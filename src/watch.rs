@@ -168,6 +168,41 @@ pub struct Settings {
     pub cause_threshold_ns: Option<u64>,
     pub max_episodes: usize,
     pub buffer_kb: u64,
+    /// Threads with series at most (each costs about [`THREAD_BYTES`]).
+    pub max_threads: usize,
+}
+
+/// The memory of one watched thread's four series (their histograms and
+/// rings), about.
+pub const THREAD_BYTES: u64 = 4 << 20;
+
+impl Settings {
+    /// One line: which threads, and what they are judged against.
+    pub fn describe(&self) -> String {
+        let f = &self.filter;
+        let policies: Vec<&str> = f.policies.iter().map(|&p| sched::policy_name(p)).collect();
+        let mut parts = vec![policies.join("/")];
+        if !f.comms.is_empty() {
+            parts.push(format!("named {}", f.comms.join(", ")));
+        }
+        if !f.pids.is_empty() {
+            parts.push(format!("of pid {}", f.pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")));
+        }
+        if let Some(c) = &f.cpus {
+            parts.push(format!("on CPUs {}", rtscope_model::inventory::format_cpu_list(c)));
+        }
+        let mut out = format!("threads: {}", parts.join(" "));
+        if let Some(p) = self.period_ns {
+            out += &format!("; period {}", rtscope_model::units::human(p));
+        }
+        if let Some(d) = self.deadline_ns {
+            out += &format!("; deadline {}", rtscope_model::units::human(d));
+        }
+        if let Some(c) = self.cause_threshold_ns {
+            out += &format!("; causes above {}", rtscope_model::units::human(c));
+        }
+        out
+    }
 }
 
 /// The tracer, ready: made before the run is stored, so that its warnings
@@ -204,8 +239,11 @@ pub fn prepare(settings: Settings, warnings: &mut Vec<Warning>) -> Result<Watch>
 struct Watched {
     id: Identity,
     sids: Vec<i64>,
-    /// None once it exited (or the run ended).
+    /// Its series' recorders: None until its first wake-up in sight, and
+    /// once it exited (or the run ended).
     recs: Option<Vec<Recorder>>,
+    /// No more series: it exited, or came beyond --max-threads.
+    ended: bool,
     cpus: Vec<usize>,
     activations: u64,
     deadline_ns: Option<u64>,
@@ -223,6 +261,7 @@ impl Watch {
             "probe": NAME,
             "metrics": METRICS,
             "settings": self.settings,
+            "describe": self.settings.describe(),
             "exceed": self.settings.exceed.describe(),
             "found_at_start": self.found.iter().map(|i| format!("{} {}", i.label(), i.sched())).collect::<Vec<_>>(),
             "trace": { "instance": self.instance.name, "events": self.instance.enabled, "clock": "mono" },
@@ -274,23 +313,13 @@ impl Watch {
         instance.set_on(true).map_err(anyhow::Error::msg)?;
         let start = clock::now();
         let end = settings.duration_ns.map_or(u64::MAX, |d| start + d);
-        let add = |id: Identity, now: u64, writer: &mut Writer, threads: &mut Vec<Watched>| -> Result<()> {
-            let mut sids = Vec::new();
-            let mut recs = Vec::new();
-            for m in METRICS {
-                let key = SeriesKey { load: load.map(str::to_string), ..SeriesKey::new(NAME, m, id.tid as i64) };
-                let sid = writer.store.add_series(run_id, &key, "ns", &settings.exceed.describe())?;
-                let (mut rec, sink, _) = recorder::channel(sid, settings.checkpoint_ns, settings.exceed);
-                rec.start(now);
-                sids.push(sid);
-                recs.push(rec);
-                writer.sinks.push(sink);
-            }
+        let add = |id: Identity, now: u64, threads: &mut Vec<Watched>| {
             let deadline_ns = settings.deadline_ns.or((id.dl_deadline_ns > 0).then_some(id.dl_deadline_ns));
             threads.push(Watched {
                 id,
-                sids,
-                recs: Some(recs),
+                sids: Vec::new(),
+                recs: None,
+                ended: false,
                 cpus: Vec::new(),
                 activations: 0,
                 deadline_ns,
@@ -299,12 +328,36 @@ impl Watch {
                 found_ns: now,
                 exited_ns: None,
             });
+        };
+        // A thread's series are made at its first wake-up in sight (a
+        // thread that never runs costs nothing), up to --max-threads.
+        let mut over_max = 0u64;
+        let mut series = |t: &mut Watched, now: u64, writer: &mut Writer| -> Result<()> {
+            if !t.sids.is_empty() || t.ended {
+                return Ok(());
+            }
+            if writer.sinks.len() / METRICS.len() >= settings.max_threads {
+                t.ended = true;
+                over_max += 1;
+                return Ok(());
+            }
+            let mut recs = Vec::new();
+            for m in METRICS {
+                let key = SeriesKey { load: load.map(str::to_string), ..SeriesKey::new(NAME, m, t.id.tid as i64) };
+                let sid = writer.store.add_series(run_id, &key, "ns", &settings.exceed.describe())?;
+                let (mut rec, sink, _) = recorder::channel(sid, settings.checkpoint_ns, settings.exceed);
+                rec.start(now);
+                t.sids.push(sid);
+                recs.push(rec);
+                writer.sinks.push(sink);
+            }
+            t.recs = Some(recs);
             Ok(())
         };
         for id in found {
             tracker.watch(id.tid);
             by_tid.insert(id.tid, threads.len());
-            add(id, start, &mut writer, &mut threads)?;
+            add(id, start, &mut threads);
         }
         let found_at_start = threads.len();
         let policy_cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
@@ -313,6 +366,7 @@ impl Watch {
         let mut decoder = std::mem::take(&mut instance.decoder);
         let mut next_exit_check = start + EXIT_CHECK_NS;
         let mut seq = 0u64;
+        let mut obs = Vec::new();
         loop {
             let last = signal.load(Relaxed) || clock::now() >= end;
             let pass_start = clock::now();
@@ -337,7 +391,7 @@ impl Watch {
                             Some(id) if !by_tid.contains_key(&next) => {
                                 tracker.watch(next);
                                 by_tid.insert(next, threads.len());
-                                add(id, e.ts, &mut writer, &mut threads)?;
+                                add(id, e.ts, &mut threads);
                             }
                             _ => {
                                 rejected.insert(next, prio);
@@ -350,14 +404,22 @@ impl Watch {
                 if causes.is_some() {
                     traces[ci as usize].push_event(e);
                 }
-                tracker.event(cpu as i64, &e, &mut |o| {
-                    let w = |tid: i32| by_tid.get(&tid).copied();
+                tracker.event(cpu as i64, &e, &mut |o| obs.push(o));
+                for o in obs.drain(..) {
+                    let tid = match o {
+                        Obs::Latency { tid, .. }
+                        | Obs::Period { tid, .. }
+                        | Obs::Done { tid, .. }
+                        | Obs::Unmatched { tid } => tid,
+                    };
+                    let Some(&i) = by_tid.get(&tid) else { continue };
+                    let t = &mut threads[i];
+                    series(t, e.ts, &mut writer)?;
+                    let recs = t.recs.as_mut();
                     match o {
-                        Obs::Latency { tid, cpu, waking_ns, ran_ns } => {
-                            let Some(i) = w(tid) else { return };
-                            let t = &mut threads[i];
+                        Obs::Latency { cpu, waking_ns, ran_ns, .. } => {
                             let lat = ran_ns - waking_ns;
-                            if let Some(r) = t.recs.as_mut() {
+                            if let Some(r) = recs {
                                 r[0].record(ran_ns, lat);
                             }
                             t.activations += 1;
@@ -380,32 +442,22 @@ impl Watch {
                                         let _ = episode_tx.send(EpisodeMsg::Keep(ep));
                                     }
                                     Out::Drop { cpu, sample } => {
-                                        let _ = episode_tx.send(EpisodeMsg::Drop(
-                                            NAME.into(),
-                                            METRICS[0].into(),
-                                            cpu,
-                                            sample,
-                                        ));
+                                        let drop = EpisodeMsg::Drop(NAME.into(), METRICS[0].into(), cpu, sample);
+                                        let _ = episode_tx.send(drop);
                                     }
                                     Out::Stages { .. } => {}
                                 });
                             }
                         }
-                        Obs::Period { tid, t_ns, period_ns } => {
-                            if let Some(r) = w(tid).and_then(|i| threads[i].recs.as_mut()) {
+                        Obs::Period { t_ns, period_ns, .. } => {
+                            if let Some(r) = recs {
                                 r[1].record(t_ns, period_ns);
                             }
                         }
-                        Obs::Unmatched { tid } => {
-                            if let Some(i) = w(tid) {
-                                threads[i].unmatched += 1;
-                            }
-                        }
-                        Obs::Done { tid, release_ns, end_ns, runtime_ns } => {
-                            let Some(i) = w(tid) else { return };
-                            let t = &mut threads[i];
+                        Obs::Unmatched { .. } => t.unmatched += 1,
+                        Obs::Done { release_ns, end_ns, runtime_ns, .. } => {
                             let response = end_ns - release_ns;
-                            if let Some(r) = t.recs.as_mut() {
+                            if let Some(r) = recs {
                                 r[2].record(end_ns, runtime_ns);
                                 r[3].record(end_ns, response);
                             }
@@ -414,7 +466,7 @@ impl Watch {
                             }
                         }
                     }
-                });
+                }
             }
             if causes.is_some() {
                 // Events older than the episodes' window are let go.
@@ -425,12 +477,13 @@ impl Watch {
             let now = clock::now();
             if now >= next_exit_check || last {
                 next_exit_check = now + EXIT_CHECK_NS;
-                for t in threads.iter_mut().filter(|t| t.recs.is_some()) {
+                for t in threads.iter_mut().filter(|t| !t.ended || t.recs.is_some()) {
                     if last || !std::path::Path::new(&format!("/proc/{}/task/{}", t.id.pid, t.id.tid)).exists() {
-                        if !last {
+                        if !last && t.exited_ns.is_none() {
                             t.exited_ns = Some(now);
                             tracker.forget(t.id.tid);
                         }
+                        t.ended = true;
                         for r in t.recs.take().into_iter().flatten() {
                             r.finish(now);
                         }
@@ -476,7 +529,7 @@ impl Watch {
         let reader_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu0);
         // Each thread's identity and counts, on each of its series.
         if out.store_error.is_none() {
-            for t in &threads {
+            for t in threads.iter().filter(|t| !t.sids.is_empty()) {
                 let sink = |sid: i64| writer.sinks.iter().find(|s| s.series_id == sid);
                 let mut extra = serde_json::Map::new();
                 let id = &t.id;
@@ -567,9 +620,11 @@ impl Watch {
         notes.insert(
             0,
             format!(
-                "watch: {} threads ({found_at_start} found at the start, {appeared} appeared, {exited} exited); the \
-                 reader decoded {events} events ({:.0}/s) on its own CPU time of {:.2}% of one CPU; {} events lost",
+                "watch: {} threads ({found_at_start} found at the start, {appeared} appeared, {exited} exited), {} \
+                 of them woken in sight; the reader decoded {events} events ({:.0}/s) on its own CPU time of {:.2}% \
+                 of one CPU; {} events lost",
                 threads.len(),
+                threads.iter().filter(|t| !t.sids.is_empty()).count(),
                 events as f64 / secs,
                 summary.reader_cpu_pct,
                 summary.lost()
@@ -580,6 +635,13 @@ impl Watch {
                 "watch: {} switches onto a CPU were not traced (this kernel does not trace the switch out of idle): \
                  each was taken at the last event its CPU recorded in idle, a few microseconds early",
                 tracker.inferred
+            ));
+        }
+        if over_max > 0 {
+            notes.push(format!(
+                "watch: {over_max} threads that ran were not watched: beyond --max-threads {} (narrow the threads \
+                 with --comm, --pid or --policy, or raise it)",
+                settings.max_threads
             ));
         }
         let unmatched: u64 = threads.iter().map(|t| t.unmatched).sum();
@@ -623,7 +685,7 @@ impl OwnCell for WatchCell {
     }
 
     fn describe(&self) -> String {
-        "the machine's own threads: wake-up latency, period, runtime, response per thread".into()
+        format!("wake-up latency, period, runtime, response per thread; {}", self.settings.describe())
     }
 
     fn measure(

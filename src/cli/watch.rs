@@ -65,6 +65,9 @@ pub struct WatchArgs {
     /// Keep the raw (time, value) of every sample above DUR [default: adaptive, each series' running p99.9]
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub exceed: Option<u64>,
+    /// Watch at most N threads (those first woken); each costs about 4 MB of memory (its series' histograms).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100000))]
+    pub max_threads: u64,
     /// Also write the results as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -127,6 +130,13 @@ impl WatchArgs {
             &format!("its size per CPU x {cpus_online} CPUs is kernel memory; give a smaller --trace-buffer (e.g. 4M)"),
         )
         .map_err(anyhow::Error::msg)?;
+        crate::sys::mem::check_share(
+            "--max-threads",
+            self.max_threads.saturating_mul(crate::watch::THREAD_BYTES),
+            "each watched thread's series take about 4 MB: give a smaller --max-threads, or narrow the threads with \
+             --comm or --pid",
+        )
+        .map_err(anyhow::Error::msg)?;
         check_writable("--db", &self.store.db)?;
         if let Some(json) = self.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
             check_writable("--json", json)?;
@@ -141,6 +151,7 @@ impl WatchArgs {
             cause_threshold_ns: self.cause_threshold,
             max_episodes: self.episodes as usize,
             buffer_kb: (self.trace_buffer / 1024) as u64,
+            max_threads: self.max_threads as usize,
         };
         Ok((settings, ReaderPlace { cpus: reader_cpus, priority: self.reader_priority }))
     }
