@@ -386,7 +386,9 @@ impl Watch {
                     && !tracker.watched(next)
                 {
                     let prio = decoder.tasks.get(&next).map_or(120, |t| t.prio);
-                    if rejected.get(&next) != Some(&prio) && settings.filter.may_take(prio) {
+                    // A thread is looked up in /proc once per priority the
+                    // trace shows for it (it may become real-time later).
+                    if settings.filter.may_take(prio) && rejected.get(&next) != Some(&prio) {
                         match identify(next).filter(|id| id.pid != own && settings.filter.takes(id, cpu)) {
                             Some(id) if !by_tid.contains_key(&next) => {
                                 tracker.watch(next);
@@ -397,8 +399,6 @@ impl Watch {
                                 rejected.insert(next, prio);
                             }
                         }
-                    } else {
-                        rejected.insert(next, prio);
                     }
                 }
                 if causes.is_some() {
