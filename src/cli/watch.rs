@@ -10,8 +10,11 @@ use std::path::PathBuf;
 /// A policy to watch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum WatchPolicy {
+    /// SCHED_FIFO
     Fifo,
+    /// SCHED_RR
     Rr,
+    /// SCHED_DEADLINE
     Deadline,
     /// SCHED_OTHER (and BATCH, IDLE): only with --pid or --comm.
     Other,
