@@ -40,7 +40,9 @@ impl<'r> Analysed<'r> {
     pub fn new(run: &'r Run, asked: Asked, set: Option<AskedSet>) -> Analysed<'r> {
         let osbench = asked.reqs.iter().any(|r| matches!(&r.lhs, Lhs::Stat { probe, .. } if probe == "osbench"));
         let mut all = Vec::new();
-        let rows = analyse(run, &Options::default(), |s| !is_stage(s) && (osbench || s.key.probe != "osbench"))
+        // A report prints no MTTF cell's interval: the table is computed without them.
+        let opts = Options { mttf_intervals: false, ..Options::default() };
+        let rows = analyse(run, &opts, |s| !is_stage(s) && (osbench || s.key.probe != "osbench"))
             .into_iter()
             .map(|(s, a)| {
                 (
