@@ -518,13 +518,24 @@ fn parse_v2(v2: &[u8], buckets: usize, found: &mut Vec<(usize, u64)>) -> Option<
     if f64::from_bits(ratio) != 1.0 {
         return None;
     }
-    let mut payload = v2.get(4 + V2_HEADER..(4 + V2_HEADER).checked_add(payload_len)?)?;
+    let payload = v2.get(4 + V2_HEADER..(4 + V2_HEADER).checked_add(payload_len)?)?;
     found.clear();
     let mut index = 0usize;
     let mut total = 0u64;
-    while !payload.is_empty() {
-        let (zz, used) = get_varint(payload)?;
-        payload = &payload[used..];
+    let mut at = 0;
+    while at < payload.len() {
+        // Most counts and runs of zeros fit in one byte.
+        let zz = match payload[at] {
+            b if b < 0x80 => {
+                at += 1;
+                u64::from(b)
+            }
+            _ => {
+                let (zz, used) = get_varint(&payload[at..])?;
+                at += used;
+                zz
+            }
+        };
         let n = ((zz >> 1) as i64) ^ -((zz & 1) as i64);
         if n < 0 {
             index = index.checked_add(usize::try_from(n.unsigned_abs()).ok()?)?;
