@@ -10,6 +10,7 @@ pub mod episode;
 pub mod export;
 pub mod hist;
 pub mod inventory;
+mod par;
 pub mod run;
 pub mod store;
 pub mod units;

@@ -134,6 +134,14 @@ pub fn analyze_series(s: &Series, timer_period_ns: Option<u64>, opts: &Options) 
     Ok(build(s.key.clone(), obs, exact, &quantile, maxima, timer_period_ns, opts))
 }
 
+/// [`analyze_series`] of each (series, timer period) of `list`, in order.
+/// The series are analysed on as many threads as the machine offers: each
+/// analysis is independent of the others, so the results are those of
+/// analysing them one after another.
+pub fn analyze_all(list: &[(&Series, Option<u64>)], opts: &Options) -> Vec<Result<SeriesAnalysis, String>> {
+    crate::par::map(list, |&(s, period)| analyze_series(s, period, opts))
+}
+
 /// Analyses raw samples (ns) with timestamps (s) or a rate (Hz).
 pub fn analyze_samples(
     key: SeriesKey,
