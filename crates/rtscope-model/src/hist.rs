@@ -746,6 +746,7 @@ mod tests {
             t.record_signed(v);
         }
         assert!(Packed::of(&t).unpack() == t);
+        assert!(Packed::of(&Tally::new()).unpack() == Tally::new());
     }
 
     #[test]

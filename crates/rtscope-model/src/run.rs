@@ -236,6 +236,15 @@ impl SumHalf {
         }
         Tally { hist, stats: self.stats, neg: None }
     }
+
+    /// The sum packed, without making its histogram when the summer holds
+    /// all of it.
+    fn packed(&self) -> Packed {
+        match self.decoded {
+            None => Packed { stats: self.stats, hdr: self.summer.encoded(), neg: None },
+            Some(_) => Packed::of(&self.tally()),
+        }
+    }
 }
 
 /// A sum of intervals: values >= 0, and a signed series' negative half.
@@ -266,6 +275,10 @@ impl Sum {
 
     fn tally(&self) -> Tally {
         Tally { neg: self.neg.as_ref().map(|n| Box::new(n.tally())), ..self.pos.tally() }
+    }
+
+    fn packed(&self) -> Packed {
+        Packed { neg: self.neg.as_ref().map(|n| Box::new(n.packed())), ..self.pos.packed() }
     }
 }
 
@@ -332,11 +345,7 @@ impl Series {
             let half = usize::from(split.is_some_and(|s| i >= s));
             sums[half].add(iv)?;
         }
-        let halves = split.map(|split| Halves {
-            split,
-            first: Packed::of(&sums[0].tally()),
-            second: Packed::of(&sums[1].tally()),
-        });
+        let halves = split.map(|split| Halves { split, first: sums[0].packed(), second: sums[1].packed() });
         let [mut all, second] = sums;
         all.add_sum(&second);
         let total = all.tally();
