@@ -55,11 +55,14 @@ pub fn analyse<'r>(
     opts: &Options,
     keep: impl Fn(&Series) -> bool,
 ) -> Vec<(&'r Series, Result<SeriesAnalysis, String>)> {
-    run.series
+    let list: Vec<(&Series, Option<u64>)> = run
+        .series
         .iter()
         .filter(|s| !Stages::is_series(&s.key.metric) && s.total().count() > 0 && keep(s))
-        .map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts)))
-        .collect()
+        .map(|s| (s, timer_period(run, &s.key)))
+        .collect();
+    let analysed = series::analyze_all(&list, opts);
+    list.into_iter().map(|(s, _)| s).zip(analysed).collect()
 }
 
 /// Where the requirements a run is judged against come from.

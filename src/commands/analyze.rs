@@ -154,6 +154,8 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     }
     opts.compute = a.compute.map(Compute::Fixed);
     opts.target_s = a.target as f64 / 1e9;
+    // The MTTF cells' intervals are printed in the JSON only.
+    opts.mttf_intervals = a.json;
     let all = run_series(&run, &opts)?;
     if all.is_empty() {
         bail!("run {} holds no samples to analyze", run.header.id);

@@ -42,7 +42,9 @@ impl<'r> Analysed<'r> {
         // An OS-service test's series only when a requirement names its probe.
         let named = |p: &str| asked.reqs.iter().any(|r| matches!(&r.lhs, Lhs::Stat { probe, .. } if probe == p));
         let mut all = Vec::new();
-        let rows = analyse(run, &Options::default(), |s| !is_stage(s) && (!per_test(s) || named(&s.key.probe)))
+        // A report prints no MTTF cell's interval: the table is computed without them.
+        let opts = Options { mttf_intervals: false, ..Options::default() };
+        let rows = analyse(run, &opts, |s| !is_stage(s) && (!per_test(s) || named(&s.key.probe)))
             .into_iter()
             .map(|(s, a)| {
                 (

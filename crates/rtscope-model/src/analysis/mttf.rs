@@ -284,22 +284,34 @@ impl MttfTable {
     }
 }
 
+/// What an MTTF table crosses: buffer periods and counts, the target of
+/// its smallest n, and whether its cells carry their 95 % intervals (from
+/// the fitted tail, a profile-likelihood scan each: most of an analysis'
+/// time; without them `p_low`, `p_high`, `mttf_low_s` and `mttf_high_s`
+/// are None).
+#[derive(Clone, Copy, Debug)]
+pub struct TableSpec<'a> {
+    pub periods: &'a [u64],
+    pub buffers: &'a [u32],
+    pub target_s: f64,
+    pub intervals: bool,
+}
+
 pub fn table(
     obs: &Obs,
     tail: Option<&TailModel>,
-    periods: &[u64],
-    buffers: &[u32],
+    spec: &TableSpec,
     compute: impl Fn(u64) -> Compute,
     compute_text: String,
-    target_s: f64,
 ) -> MttfTable {
     let mut rows = Vec::new();
     let mut small = Vec::new();
     let mut why = Vec::new();
-    for &t in periods {
+    let target_s = spec.target_s;
+    for &t in spec.periods {
         let c = compute(t);
-        for &n in buffers {
-            rows.push(mttf(obs, tail, n, t, &c));
+        for &n in spec.buffers {
+            rows.push(mttf_with(obs, tail, n, t, &c, spec.intervals));
         }
         let n = smallest_n_why(obs, tail, t, &c, target_s);
         if let Err(e) = &n {
@@ -410,7 +422,8 @@ mod tests {
         let e = smallest_n_why(&lo, None, 1_000_000, &Compute::Fixed(0), 1.0).unwrap_err();
         assert_eq!(e, "more than 64 buffers");
         // The table carries the reasons.
-        let t = table(&o, Some(&model), &[1_000_000], &[2, 3], |_| c.clone(), "500us".into(), 86_400.0);
+        let spec = TableSpec { periods: &[1_000_000], buffers: &[2, 3], target_s: 86_400.0, intervals: true };
+        let t = table(&o, Some(&model), &spec, |_| c.clone(), "500us".into());
         assert_eq!(t.smallest_n, [(1_000_000, None)]);
         assert!(t.smallest_n_why[0].1.contains("too far to extrapolate"), "{t:?}");
         assert!(t.rows.iter().all(|r| r.refused.is_some()));

@@ -141,20 +141,23 @@ impl TailModel {
     pub fn p_interval(&self, x: f64) -> (f64, Option<f64>, f64) {
         let d = x - self.u;
         let p = self.p_model(x);
-        let dev = |m: f64| 2.0 * (self.fit.loglik - gpd::profile(&self.excesses, d, m));
-        // m = excesses per exceedance of x; scan log m.
+        // Whether m lies inside the interval.
+        let inside = |m: f64| 2.0 * (self.fit.loglik - gpd::profile(&self.excesses, d, m)) <= CRIT;
+        // m = excesses per exceedance of x; scan log m for the first and
+        // the last grid point inside, from each end (those between need
+        // no profile).
         let grid: Vec<f64> = (0..=120).map(|i| (1.000_001f64).max((i as f64 * 0.3).exp())).collect();
-        let inside: Vec<bool> = grid.iter().map(|&m| dev(m) <= CRIT).collect();
-        let (Some(first), Some(last)) = (inside.iter().position(|&b| b), inside.iter().rposition(|&b| b)) else {
+        let Some(first) = (0..grid.len()).find(|&i| inside(grid[i])) else {
             return (p, Some(p), p);
         };
+        let last = (first..grid.len()).rev().find(|&i| i == first || inside(grid[i])).unwrap_or(first);
         let refine = |a: f64, b: f64| -> f64 {
             // a inside, b outside (or the reverse): bisect in log m.
             let (mut a, mut b) = (a.ln(), b.ln());
-            let a_in = dev(a.exp()) <= CRIT;
+            let a_in = inside(a.exp());
             for _ in 0..40 {
                 let m = 0.5 * (a + b);
-                if (dev(m.exp()) <= CRIT) == a_in {
+                if inside(m.exp()) == a_in {
                     a = m;
                 } else {
                     b = m;
