@@ -399,7 +399,7 @@ pub static OSBENCH: Descriptor = Descriptor {
     default: true,
     per_cpu: false,
     rows: "OS-service wake-up time per test (futex, PI mutex, pipe, eventfd, mq, signal, unix socket)",
-    value_name: "value",
+    value_name: "time per operation",
     row_suffix: "",
     layout: Layout::Tests {
         groups: &[
@@ -422,6 +422,12 @@ pub static OSBENCH: Descriptor = Descriptor {
     counts: &[],
     rate_over: None,
 };
+
+/// A probe's place in [`PROBES`] (wakeup first), unknown probes last: the
+/// order of the summary's rows and of the report's probe sections.
+pub fn rank(name: &str) -> usize {
+    PROBES.iter().position(|d| d.name == name).unwrap_or(usize::MAX)
+}
 
 /// The row of `name`, if it is a measurement rtscope knows.
 pub fn find(name: &str) -> Option<&'static Descriptor> {
