@@ -145,10 +145,22 @@ pub fn mttf(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute)
 fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute, interval: bool) -> Mttf {
     let theta = tail.map_or(1.0, |t| t.theta);
     let base = (n.saturating_sub(1) as f64) * t_ns as f64;
+    let t_s = t_ns as f64 / 1e9;
+    let to_mttf = |p: f64| (p > 0.0).then(|| t_s / (theta * p));
     let (p, lo, hi, source, slack) = match c {
         Compute::Fixed(c) => {
             let s = base - *c as f64;
-            let (p, lo, hi, src) = p_exceed_with(obs, tail, s, interval);
+            // The point first: a figure refused (beyond 100x the time
+            // observed) gets no interval, as a refused return level has
+            // none; the profile likelihood is the costly part.
+            let mut found = p_exceed_with(obs, tail, s, false);
+            if interval
+                && found.3 == Source::FittedTail
+                && horizon(found.0.and_then(to_mttf), obs.duration_s).1.is_none()
+            {
+                found = p_exceed_with(obs, tail, s, true);
+            }
+            let (p, lo, hi, src) = found;
             (p, lo, hi, src, s)
         }
         Compute::Dist(d) => {
@@ -172,8 +184,6 @@ fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute
             if src == Source::NotEnoughData { (None, None, None, src, s) } else { (Some(p), None, None, src, s) }
         }
     };
-    let t_s = t_ns as f64 / 1e9;
-    let to_mttf = |p: f64| (p > 0.0).then(|| t_s / (theta * p));
     let mttf_s = p.and_then(to_mttf);
     let (extrapolated, refused) =
         if source == Source::FittedTail { horizon(mttf_s, obs.duration_s) } else { (false, None) };
@@ -427,5 +437,8 @@ mod tests {
         assert_eq!(t.smallest_n, [(1_000_000, None)]);
         assert!(t.smallest_n_why[0].1.contains("too far to extrapolate"), "{t:?}");
         assert!(t.rows.iter().all(|r| r.refused.is_some()));
+        // A refused figure has no interval; one within reach has its own.
+        let far = mttf(&o, Some(&model), 3, 1_000_000, &Compute::Fixed(0));
+        assert!(far.refused.is_some() && far.mttf_low_s.is_none() && far.p_high.is_none(), "{far:?}");
     }
 }
