@@ -177,18 +177,38 @@ impl TailModel {
                 (first, (first..grid.len()).rev().find(|&i| i == first || inside(grid[i])).unwrap_or(first))
             }
         };
-        let refine = |a: f64, b: f64| -> f64 {
-            // a inside, b outside (or the reverse): bisect in log m, to
-            // 0.3 / 2^20 (a relative 3e-7 in p, far below its interval's
-            // own uncertainty).
-            let (mut a, mut b) = (a.ln(), b.ln());
-            let a_in = inside(a.exp());
-            for _ in 0..20 {
-                let m = 0.5 * (a + b);
-                if inside(m.exp()) == a_in {
-                    a = m;
+        // The deviance less the bound at log m: <= 0 inside.
+        let excess = |lm: f64| 2.0 * (self.fit.loglik - gpd::profile(&self.excesses, d, lm.exp())) - CRIT;
+        let refine = |inner: f64, outer: f64| -> f64 {
+            // Where the deviance crosses the bound between a grid point
+            // inside and its neighbour outside, to 0.3 / 2^20 in log m (a
+            // relative 3e-7 in p, far below the interval's own
+            // uncertainty): regula falsi with the Illinois step (the end
+            // kept twice has its value halved), some 6 profiles in place of
+            // bisection's 20; a bisection step where the secant leaves the
+            // bracket (an infinite deviance).
+            let (mut a, mut b) = (inner.ln(), outer.ln());
+            let (mut fa, mut fb) = (excess(a), excess(b));
+            let mut kept = 0i8;
+            for _ in 0..60 {
+                if (b - a).abs() <= 0.3 / f64::from(1u32 << 20) {
+                    break;
+                }
+                let secant = (a * fb - b * fa) / (fb - fa);
+                let c = if secant > a.min(b) && secant < a.max(b) { secant } else { 0.5 * (a + b) };
+                let fc = excess(c);
+                if fc > 0.0 {
+                    (b, fb) = (c, fc);
+                    if kept == -1 {
+                        fa *= 0.5;
+                    }
+                    kept = -1;
                 } else {
-                    b = m;
+                    (a, fa) = (c, fc);
+                    if kept == 1 {
+                        fb *= 0.5;
+                    }
+                    kept = 1;
                 }
             }
             (0.5 * (a + b)).exp()
@@ -779,6 +799,14 @@ mod tests {
             };
             assert_eq!(ins.len(), last - first + 1, "one run inside: {ins:?}");
             compared += 1;
+            // The ends lie where the deviance crosses the bound.
+            let dev = |mm: f64| 2.0 * (m.fit.loglik - gpd::profile(&m.excesses, d, mm));
+            if first > 0 {
+                assert!((dev(m.zeta / hi) - CRIT).abs() < 1e-3, "{x}: {}", dev(m.zeta / hi));
+            }
+            if let Some(lo) = lo {
+                assert!((dev(m.zeta / lo) - CRIT).abs() < 1e-3, "{x}: {}", dev(m.zeta / lo));
+            }
             // p_high from the first point inside, p_low from the last.
             assert!(first == 0 || m.zeta / hi > grid[first - 1] && m.zeta / hi <= grid[first] * 1.000_001, "{x}: {hi}");
             match lo {
