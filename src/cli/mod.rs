@@ -85,8 +85,10 @@ pub enum Cmd {
     /// hour/day/week (peaks over threshold), MTTF against buffering, schedulability, verdicts (--profile, --require).
     Analyze(AnalyzeArgs),
     /// Write a report of runs: one self-contained HTML file (plots as inline SVG, nothing fetched: it opens offline
-    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki. Verdicts first: against --profile
-    /// / --require, else the requirements stored with the run, else the profile omac as a yardstick.
+    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki. The summary first (verdict, worst
+    /// case and p99.9 per probe and load, the worst load and why, the machine, what next), the rest collapsed;
+    /// verdicts against --profile / --require, else the requirements stored with the run, else the profile omac as
+    /// a yardstick (--profile none: no yardstick).
     Report(ReportArgs),
     /// Compare runs side by side: per series and figure, each run against the first, with a bootstrap interval of the
     /// ratio and whether the difference is beyond the runs' noise; --max-regression gates a CI pipeline (exit code 2).

@@ -133,7 +133,7 @@ pub(crate) fn write_run(input: &Input, files: &[(&str, &dyn Format, Option<&Path
         return Ok(false);
     }
     let mut out = std::io::stdout().lock();
-    crate::report::TEXT.write(input, &mut out)?;
+    crate::report::TEXT.write(&Input { colour: crate::report::colour_on_stdout(), ..*input }, &mut out)?;
     writeln!(out, "{}", crate::report::stored_line(input.run()?.header.id, db))?;
     Ok(true)
 }

@@ -402,7 +402,7 @@ pub static OSBENCH: Descriptor = Descriptor {
     default: true,
     per_cpu: false,
     rows: "OS-service wake-up time per test (futex, PI mutex, pipe, eventfd, mq, signal, unix socket)",
-    value_name: "value",
+    value_name: "time per operation",
     row_suffix: "",
     layout: Layout::Tests {
         groups: &[
@@ -425,6 +425,13 @@ pub static OSBENCH: Descriptor = Descriptor {
     counts: &[],
     rate_over: None,
 };
+
+/// A probe's place in [`PROBES`] (wakeup first), then the other
+/// [`SOURCES`], unknown ones last: the order of the summary's rows and of
+/// the report's probe sections.
+pub fn rank(name: &str) -> usize {
+    PROBES.iter().chain(SOURCES).position(|d| d.name == name).unwrap_or(usize::MAX)
+}
 
 /// Series sources that are not probes of the assessment: `watch`, the
 /// machine's own threads.
