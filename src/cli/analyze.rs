@@ -32,7 +32,8 @@ pub struct RequireArgs {
     /// Judge the run against a profile: omac (wake-up latency and 1 ms timer jitter <= 100us), audio (48 kHz with
     /// 64/128/256 frames, 2 and 3 periods: MTTF > 24h with half the period as compute time), audio64, audio128,
     /// audio256. Repeatable. `run` stores them with the run (over the plan's profiles and require keys); given to
-    /// `analyze` or `report` they replace the requirements stored with the run.
+    /// `analyze` or `report` they replace the requirements stored with the run. Without them (and without stored
+    /// ones) omac is shown as a yardstick that never changes the exit code; `--profile none` turns it off.
     #[arg(long = "profile", value_name = "NAME")]
     pub profiles: Vec<String>,
     /// A requirement, e.g. 'wakeup.latency.p99.99 < 50us' (PROBE.METRIC.STAT with STAT min, max, mean, jitter,

@@ -24,10 +24,12 @@ mod habits;
 mod osbench;
 mod probes;
 pub mod registry;
+mod watch;
 pub use analyze::*;
 pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
 pub use osbench::*;
 pub use probes::*;
+pub use watch::*;
 
 const ABOUT: &str = "How real-time is this Linux machine, under the load it will really carry, and why not more?";
 
@@ -84,8 +86,10 @@ pub enum Cmd {
     /// hour/day/week (peaks over threshold), MTTF against buffering, schedulability, verdicts (--profile, --require).
     Analyze(AnalyzeArgs),
     /// Write a report of runs: one self-contained HTML file (plots as inline SVG, nothing fetched: it opens offline
-    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki. Verdicts first: against --profile
-    /// / --require, else the requirements stored with the run, else the profile omac as a yardstick.
+    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki. The summary first (verdict, worst
+    /// case and p99.9 per probe and load, the worst load and why, the machine, what next), the rest collapsed;
+    /// verdicts against --profile / --require, else the requirements stored with the run, else the profile omac as
+    /// a yardstick (--profile none: no yardstick).
     Report(ReportArgs),
     /// Compare runs side by side: per series and figure, each run against the first, with a bootstrap interval of the
     /// ratio and whether the difference is beyond the runs' noise; --max-regression gates a CI pipeline (exit code 2).
@@ -94,6 +98,10 @@ pub enum Cmd {
     /// primitives, ping-pongs, yield, system calls, clock reads, atomics, task creation, queues, memory; intra- and
     /// inter-process. `--list` says exactly what each test times.
     Osbench(OsbenchArgs),
+    /// Watch the machine's own real-time threads through the scheduler's events, nothing injected: per thread, the
+    /// wake-up latency, period and jitter, runtime and deadline misses, stored as a run (analyze, report, compare,
+    /// --require work on it); --cause-threshold explains the worst wake-ups.
+    Watch(WatchArgs),
     /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
     Disturb(DisturbArgs),
     #[command(name = "__second-process", hide = true)]
@@ -206,7 +214,7 @@ pub struct CommonArgs {
     pub store: StoreArgs,
 }
 
-fn trace_buffer(s: &str) -> Result<usize, String> {
+pub(crate) fn trace_buffer(s: &str) -> Result<usize, String> {
     rtscope_model::units::parse_size(s)
         .filter(|&n| (64 << 10..=1 << 30).contains(&n))
         .ok_or_else(|| format!("'{s}' is not a size between 64K and 1G (e.g. 4M)"))
@@ -227,6 +235,11 @@ pub struct RunArgs {
     /// wakeup@95,wakeup@80: two cells, two rows).
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
     pub probes: Option<Vec<String>>,
+    /// Watch the machine's own threads as another row of the matrix, under each load (`rtscope watch`): KEY=VALUE,...
+    /// of its flags, e.g. comm=myloop, pid=4242, policy=fifo, deadline=1ms (repeatable). Without --probes, the
+    /// assessment is these threads alone.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub watch: Vec<String>,
     /// The loads, each NAME[:INTENSITY][@CPUS] (`rtscope load --help` lists them), e.g. idle,cpu,net:1000,disk,
     /// cmd:'make -j2'. Each starts before its cells and ramps up (--ramp-up).
     #[arg(long, value_name = "LOAD,...")]

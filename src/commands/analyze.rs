@@ -150,6 +150,9 @@ struct RunAnalysis<'a> {
     /// A periodic task's deadline misses, predicted and observed (`task`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     misses: Vec<Misses>,
+    /// The answer that the text prints first (`report`'s and `run --json`'s `summary`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<crate::report::Summary>,
     #[serde(flatten)]
     judged: Judged<'a>,
 }
@@ -174,7 +177,7 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     ticker.stage(format!("reading run {} from {}", a.run, a.store.db.display()));
     let run = load(&a.store, &a.run)?;
     ticker.stage(format!("analysing run {}: {} series", run.header.id, run.series.len()));
-    let asked = asked(&run, &a.req.spec(), false)?;
+    let asked = asked(&run, &a.req.spec(), true)?;
     let set = asked_set(&run, &a.sched.spec())?;
     let mut opts = Options { threshold: a.threshold.0.map(|t| t as f64), ..Options::default() };
     if !a.period.is_empty() {
@@ -185,11 +188,13 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     }
     opts.compute = a.compute.map(Compute::Fixed);
     opts.target_s = a.target as f64 / 1e9;
+    // The MTTF cells' intervals are printed in the JSON only.
+    opts.mttf_intervals = a.json;
     let all = run_series(&run, &opts)?;
     if all.is_empty() {
         bail!("run {} holds no samples to analyze", run.header.id);
     }
-    let verdicts: Vec<verdict::Verdict> = asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect();
+    let verdicts: Vec<verdict::Verdict> = crate::judge::evaluate(&asked, &all).0;
     let sched = set.as_ref().map(|s| schedulability(&all, s));
     let judged = Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref());
     let code = judged.code();
@@ -207,11 +212,20 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             series: all.iter().map(|s| &s.report).collect(),
             stages: stages.iter().map(|s| &s.report).collect(),
             misses: misses_json(misses),
+            summary: Some(crate::report::summary_of(&run, &asked, &verdicts)).filter(|s| !s.is_empty()),
             judged,
         })?;
     } else {
         let mut out = std::io::stdout().lock();
-        text::write_run(&run, &all, &verdicts, &asked.origin(), &mut out)?;
+        let answer = crate::report::summary_of(&run, &asked, &verdicts);
+        text::write_run(
+            &run,
+            &all,
+            &verdicts,
+            &asked.origin(),
+            Some((&answer, crate::report::colour_on_stdout())),
+            &mut out,
+        )?;
         if !stages.is_empty() {
             writeln!(out)?;
             text::write_stage_levels(&stages, &mut out)?;

@@ -794,11 +794,14 @@ fn finish(
 /// the task set stored with it: a set that misses a deadline with the
 /// measured release jitter counts as a failed requirement.
 fn judge_and_print(loaded: &Run, opts: &Options, code: i32) -> Result<i32> {
-    let asked = crate::judge::asked(loaded, &Default::default(), false)?;
+    // The yardstick too: the summary shows it, it never changes the exit code.
+    let asked = crate::judge::asked(loaded, &Default::default(), true)?;
     let set = crate::judge::asked_set(loaded, &Default::default())?;
     let (verdicts, sched) = crate::judge::judge(loaded, &asked, set.as_ref());
-    let judged = (!asked.reqs.is_empty() || set.is_some())
-        .then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
+    // The JSON's verdict keys are those of a run with requirements or a
+    // task set (the summary's own block has the yardstick's verdict).
+    let gated = (!asked.reqs.is_empty() && asked.source != crate::judge::ReqSource::Default) || set.is_some();
+    let judged = gated.then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
     let input = Input { judged: judged.as_ref(), ..Input::one(loaded) };
     let printing = super::write_run(&input, &[("--json", report::JSON, opts.json.as_deref())], &opts.db)?;
     if !verdicts.is_empty() && printing {

@@ -5,10 +5,9 @@
 use crate::cli::{HistogramOpts, ProbeCmd, ProbePlan};
 use crate::probe::{Cell, Common, Probe, cell_plan, check_trace, netlat};
 use crate::report::{self, Input};
-use crate::session::{CellOutcome, Session, verdict};
+use crate::session::{CellOutcome, Session};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
-use rtscope_model::episode::TraceSummary;
 use rtscope_model::inventory::PRIVILEGES_FIX;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -69,21 +68,9 @@ pub fn run_probe(
         outcome.notes.extend(warnings.iter().map(|w| format!("{name}: {} (fix: {})", w.message, w.fix)));
         outcomes.push(outcome);
     }
-    let mut trace: Option<TraceSummary> = None;
-    for t in outcomes.iter().filter_map(|o| o.trace.as_ref()) {
-        trace.get_or_insert_with(TraceSummary::default).absorb(t);
-    }
-    if let (Some(summary), false) = (&trace, outcomes.iter().any(|o| o.store_error.is_some())) {
-        run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
-    }
     let errors: Vec<String> = outcomes.iter().flat_map(|o| o.errors.iter().cloned()).collect();
-    let (status, exit_code, notes) = verdict(&mut outcomes, signal);
     let db = run.db.clone();
-    let loaded = run.finish(status, exit_code, &notes);
-    if let Some(e) = outcomes.iter_mut().find_map(|o| o.store_error.take()) {
-        return Err(e.context(format!("run {run_id} ended failed")));
-    }
-    let loaded = loaded?;
+    let (loaded, exit_code) = super::finish_cells(run, outcomes, signal)?;
     let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
     let histogram_on_stdout = histogram.is_some_and(|h| h.file.is_none()) && !json_on_stdout;
     if let Some(h) = histogram {

@@ -31,18 +31,25 @@ fn opt_us(v: Option<i64>) -> String {
     v.map_or("-".into(), us_i)
 }
 
-/// `rtscope analyze RUN`.
+/// `rtscope analyze RUN`: the answer first (`answer`: the summary that
+/// `run` and `report` show, in colour on a terminal), then per series.
 pub fn write_run(
     run: &Run,
     all: &[SeriesAnalysis],
     verdicts: &[Verdict],
     origin: &str,
+    answer: Option<(&super::Summary, bool)>,
     out: &mut dyn Write,
 ) -> Result<()> {
     let h = &run.header;
     writeln!(out, "rtscope analyze · run {} · {} · {} · {}", h.id, h.kind, h.status.as_str(), h.hostname)?;
     if !h.representative {
         writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling; the figures describe that run only")?;
+    }
+    if let Some((s, colour)) = answer.filter(|(s, _)| !s.is_empty()) {
+        writeln!(out)?;
+        super::summary::write_text(s, out, colour)?;
+        super::summary::write_details_rule(out)?;
     }
     for s in all {
         writeln!(out)?;
@@ -88,7 +95,11 @@ fn write_verdict(v: &Verdict, out: &mut dyn Write) -> Result<()> {
 pub fn write_series(s: &SeriesAnalysis, out: &mut dyn Write) -> Result<()> {
     let r = &s.report;
     let st = &r.stats;
-    let mut name = if r.cpu < 0 { r.metric.clone() } else { format!("{} {} CPU {}", r.probe, r.metric, r.cpu) };
+    let mut name = if r.cpu < 0 {
+        r.metric.clone()
+    } else {
+        format!("{} {} {} {}", r.probe, r.metric, rtscope_model::descriptor::key_word(&r.probe), r.cpu)
+    };
     if let Some(l) = &r.load {
         name += &format!(" under load {l}");
     }

@@ -23,12 +23,15 @@ mod osbench_csv;
 mod perfetto;
 mod schedule;
 mod sections;
+mod summary;
 mod svg;
 pub mod tailplot;
 mod text;
+mod wrap;
 
 pub use comparison::Comparison;
 pub use cyclictest::CyclictestHist;
+pub use summary::{Summary, write_text as write_answer};
 pub use text::write_episodes;
 
 use crate::judge::{Judged, RequireSpec, TasksSpec};
@@ -127,12 +130,23 @@ pub struct Input<'a> {
     pub tasks: Option<&'a TasksSpec>,
     /// HTML, Markdown: the MTTF plots' x-axis.
     pub mttf_axis: tailplot::MttfAxis,
+    /// Text: colour (a terminal, and NO_COLOR unset).
+    pub colour: bool,
 }
 
 impl<'a> Input<'a> {
     /// `runs`, and no choice taken.
     pub fn new(runs: &'a [Run]) -> Input<'a> {
-        Input { runs, full: false, machine: false, judged: None, req: None, tasks: None, mttf_axis: Default::default() }
+        Input {
+            runs,
+            full: false,
+            machine: false,
+            judged: None,
+            req: None,
+            tasks: None,
+            mttf_axis: Default::default(),
+            colour: false,
+        }
     }
 
     /// One run, and no choice taken.
@@ -264,6 +278,40 @@ fn write_judged_doc(
     let (doc, failed) = run_doc(input.runs, &req, &tasks, input.mttf_axis)?;
     render(&doc, out)?;
     Ok(Written { failed })
+}
+
+/// Whether text on stdout may be in colour: stdout is a terminal and
+/// NO_COLOR (https://no-color.org) is unset or empty.
+pub fn colour_on_stdout() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The summary of `input`'s run (see `summary.rs`): with the verdicts it
+/// was judged with (`rtscope run`), else judged here against the
+/// requirements stored with it, else the yardstick.
+fn run_summary(input: &Input) -> Result<summary::Summary> {
+    let run = input.run()?;
+    if let Some(j) = input.judged {
+        let from = j.requirements_from.unwrap_or(crate::judge::ReqSource::Default);
+        let judgement = summary::Judgement { from, against: j.against.clone(), verdicts: j.verdicts };
+        return Ok(summary::Summary::new(run, Some(judgement)));
+    }
+    let asked = crate::judge::asked(run, &RequireSpec::default(), true)?;
+    let (verdicts, _) = crate::judge::judge(run, &asked, None);
+    Ok(summary_of(run, &asked, &verdicts))
+}
+
+/// The summary of `run` judged against `asked` with `verdicts` (nothing
+/// judged when nothing was asked: `--profile none`).
+pub fn summary_of(
+    run: &Run,
+    asked: &crate::judge::Asked,
+    verdicts: &[rtscope_model::analysis::verdict::Verdict],
+) -> Summary {
+    let judgement =
+        (!asked.reqs.is_empty()).then(|| summary::Judgement { from: asked.source, against: asked.what(), verdicts });
+    Summary::new(run, judgement)
 }
 
 /// The line after a stored run: where it is and what to run next on it

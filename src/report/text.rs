@@ -41,7 +41,7 @@ pub(super) fn shown(cols: &[Col], rows: &[&Series]) -> Vec<Col> {
 /// columns).
 pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
     match descriptor::find(probe).map(|d| d.layout) {
-        Some(Layout::PerCpu { columns, what }) => (columns, what),
+        Some(Layout::PerCpu { columns, what } | Layout::PerThread { columns, what }) => (columns, what),
         Some(Layout::Tests { .. }) | None => (descriptor::COLUMNS, ""),
     }
 }
@@ -84,7 +84,7 @@ impl ColFormat for Col {
                 }
                 Some(v) if key.ends_with("_pct") => v.as_f64().map_or_else(|| v.to_string(), |p| format!("{p:.3}")),
                 Some(v) if key == "per_s" => v.as_f64().map_or_else(|| v.to_string(), |r| format!("{r:.1}")),
-                Some(v) => v.to_string(),
+                Some(v) => v.as_str().map_or_else(|| v.to_string(), str::to_string),
             },
         }
     }
@@ -112,7 +112,13 @@ impl Format for Text {
         if input.machine {
             write_machine(run, out)?;
         }
-        write_summary(run, out)?;
+        // An assessment: the answer first, then the detail tables.
+        let answer = if super::matrix::is_matrix(run) {
+            Some(super::run_summary(input)?).filter(|s| !s.is_empty())
+        } else {
+            None
+        };
+        write_summary(run, answer.as_ref(), input.colour, out)?;
         Ok(Written::default())
     }
 }
@@ -137,15 +143,14 @@ fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
 
 /// The probe's line, its tables (or the assessment's matrix), the trace,
 /// the worst episodes, warnings and notes.
-fn write_summary(run: &Run, out: &mut dyn Write) -> Result<()> {
+fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bool, out: &mut dyn Write) -> Result<()> {
     let h = &run.header;
     let elapsed =
         h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
     let plan = &run.plan;
     // A loads-only run has no measuring threads.
     let sched = super::machine::scheduling(plan).map(|s| s + " · ").unwrap_or_default();
-    writeln!(
-        out,
+    let head = format!(
         "rtscope {} · run {} · {} · {} · {sched}{}{}",
         h.kind,
         h.id,
@@ -153,9 +158,19 @@ fn write_summary(run: &Run, out: &mut dyn Write) -> Result<()> {
         run.inventory.kernel_release,
         plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from),
         elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
-    )?;
+    );
+    if answer.is_some() {
+        writeln!(out, "{}", super::wrap::wrap("", &head, 2).trim_start())?;
+    } else {
+        writeln!(out, "{head}")?;
+    }
     if !h.representative {
         writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
+    }
+    if let Some(a) = answer {
+        writeln!(out)?;
+        super::summary::write_text(a, out, colour)?;
+        super::summary::write_details_rule(out)?;
     }
     if super::matrix::is_matrix(run) {
         super::matrix::write_score(run, out)?;
@@ -178,14 +193,18 @@ fn write_summary(run: &Run, out: &mut dyn Write) -> Result<()> {
     if !serious.is_empty() || !info.is_empty() {
         writeln!(out)?;
     }
+    // Wrapped at the terminal's width in an assessment (the answer's width).
+    let line = |label: &str, text: &str| {
+        if answer.is_some() { super::wrap::wrap(label, text, label.len()) } else { format!("{label}{text}") }
+    };
     for w in serious {
-        writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
+        writeln!(out, "{}", line("warning: ", &format!("{} (fix: {})", w.message, w.fix)))?;
     }
     for w in info {
-        writeln!(out, "note: {}", w.message)?;
+        writeln!(out, "{}", line("note: ", &w.message))?;
     }
     for n in &h.notes {
-        writeln!(out, "note: {n}")?;
+        writeln!(out, "{}", line("note: ", n))?;
     }
     Ok(())
 }
@@ -218,7 +237,7 @@ fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
             cpus.dedup();
             for cpu in cpus {
                 let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
-                writeln!(out, "\nCPU {cpu}")?;
+                writeln!(out, "\n{} {cpu}", key_header(&of_cpu))?;
                 histogram(out, &of_cpu, |s| s.key.metric.clone())?;
             }
         }
@@ -233,7 +252,7 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
     if let Some(w) = metric_width {
         write!(out, "{:<w$} ", "metric")?;
     }
-    write!(out, "{:>4}", "CPU")?;
+    write!(out, "{:>4}", key_header(rows))?;
     for c in cols {
         write!(out, " {:>w$}", c.header(), w = c.width())?;
     }
@@ -250,6 +269,11 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// What a row's key is: a CPU, or a watched thread's id.
+fn key_header(rows: &[&Series]) -> &'static str {
+    if rows.first().is_some_and(|s| descriptor::per_thread(&s.key.probe)) { "TID" } else { "CPU" }
 }
 
 /// What osbench's columns mean.
@@ -531,11 +555,14 @@ pub fn write_trace(run: &Run, out: &mut dyn Write) -> Result<()> {
             sum(|c| c.samples_dropped)
         )
     };
-    writeln!(
-        out,
-        "trace: {samples}; {} episodes built, {} kept; cause threshold {}",
-        t.episodes_built, t.episodes_kept, t.cause_threshold
-    )?;
+    // A source of no probe samples (watch) explains its own wake-ups.
+    let episodes =
+        format!("{} episodes built, {} kept; cause threshold {}", t.episodes_built, t.episodes_kept, t.cause_threshold);
+    match (sum(|c| c.samples), t.episodes_built) {
+        (0, 0) => {}
+        (0, _) => writeln!(out, "trace: {episodes}")?,
+        _ => writeln!(out, "trace: {samples}; {episodes}")?,
+    }
     for m in &t.missing {
         writeln!(out, "trace: missing event {m}")?;
     }
