@@ -20,11 +20,13 @@ use std::path::PathBuf;
 
 mod analyze;
 mod habits;
+mod monitor;
 mod osbench;
 mod probes;
 pub mod registry;
 pub use analyze::*;
 pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
+pub use monitor::{MONITOR_PROBES, MonitorArgs, MonitorPlan};
 pub use osbench::*;
 pub use probes::*;
 
@@ -93,6 +95,10 @@ pub enum Cmd {
     /// primitives, ping-pongs, yield, system calls, clock reads, atomics, task creation, queues, memory; intra- and
     /// inter-process. `--list` says exactly what each test times.
     Osbench(OsbenchArgs),
+    /// Monitor latency continuously for Prometheus: the probes run until stopped at a low, stated duty, each CPU's
+    /// histogram, interval maxima, exceedance counts and lost samples served on /metrics (localhost by default); the
+    /// monitor's own store keeps every interval for --retain, then summarises it.
+    Monitor(MonitorArgs),
     /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
     Disturb(DisturbArgs),
     #[command(name = "__second-process", hide = true)]

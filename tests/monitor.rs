@@ -1,0 +1,314 @@
+//! `rtscope monitor` against the real engine: a Prometheus server (Debian's
+//! `prometheus` package, which `.ci/run` installs) started on 127.0.0.1 on
+//! a free port with a temporary data directory scrapes the monitor, and its
+//! HTTP API must give back exactly what the monitor stored; `promtool
+//! check metrics` lints the page. A monitor killed with SIGKILL leaves
+//! nothing behind and a new one takes its store over.
+
+mod common;
+use common::*;
+use rtscope_model::hist::Tally;
+use rtscope_model::metrics::count_at_or_below;
+use rtscope_model::store::Store;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// An HTTP/1.0 request: (status, headers, body); None if nothing listens.
+fn http(method: &str, port: u16, path: &str, accept: Option<&str>) -> Option<(u16, String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{accept}Connection: close\r\n\r\n").ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, head.to_string(), body.to_string()))
+}
+
+/// A sample's value in a text-format page.
+fn sample(page: &str, name_and_labels: &str) -> Option<f64> {
+    page.lines().find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Where a program is on PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// A running monitor, killed if the test ends early.
+struct Monitor(Child);
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_monitor(dir: &Path, db: &str, cpu: usize, port: u16, log: &str) -> Monitor {
+    let log = std::fs::File::create(dir.join(log)).unwrap();
+    let child = Command::new(BIN)
+        .args(["monitor", "--cpus", &cpu.to_string(), "--checkpoint", "1s", "--db", db])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Monitor(child)
+}
+
+/// Waits (at most 60 s) for the monitor's page to show `checkpoints`
+/// committed intervals; returns the page.
+fn wait_for_checkpoints(port: u16, checkpoints: f64) -> String {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some((200, _, page)) = http("GET", port, "/metrics", None)
+            && page
+                .lines()
+                .find(|l| l.starts_with("rtscope_checkpoints_total{"))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .is_some_and(|n| n >= checkpoints)
+        {
+            return page;
+        }
+        assert!(Instant::now() < until, "the monitor served no {checkpoints} checkpoints in 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits for `child` to end (at most 30 s); its exit code.
+fn wait_exit(child: &mut Child) -> Option<i32> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        assert!(Instant::now() < until, "the process did not end in 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A Prometheus server scraping 127.0.0.1:`target` every second; stopped
+/// (and its data directory removed with the test's) when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, target: u16) -> Prometheus {
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: rtscope\n    \
+                 static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        Prometheus { child, port }
+    }
+
+    /// An instant query's vector: (labels, timestamp, value) per series.
+    fn query(&self, q: &str, at: Option<f64>) -> Vec<(serde_json::Value, f64, f64)> {
+        let mut path = format!("/api/v1/query?query={}", urlencode(q));
+        if let Some(t) = at {
+            path += &format!("&time={t}");
+        }
+        let Some((200, _, body)) = http("GET", self.port, &path, None) else { return vec![] };
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let ts = r["value"][0].as_f64().unwrap();
+                let val: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
+                (r["metric"].clone(), ts, val)
+            })
+            .collect()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The monitor's page passes promtool's lint, is served in both formats by
+/// the Accept header, and answers nothing but GET; a real Prometheus
+/// scrapes it, and what its HTTP API gives back at one scrape is exactly
+/// what the store holds for as many checkpoint intervals as that scrape
+/// counted: samples, the bucket at 100 us, the maximum and missed periods.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn prometheus_scrapes_what_the_monitor_stores() {
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    let cpu = last_cpu();
+    let port = free_port();
+    let mut mon = start_monitor(dir, db, cpu, port, "monitor.log");
+    let page = wait_for_checkpoints(port, 1.0);
+    let labels = format!("probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\"");
+    assert!(sample(&page, &format!("rtscope_latency_seconds_count{{{labels}}}")).unwrap() > 0.0, "{page}");
+    assert!(page.contains("rtscope_monitor_probe_info{probe=\"wakeup\""), "{page}");
+
+    let (_, head, _) = http("GET", port, "/metrics", None).unwrap();
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    let (_, head, om) = http("GET", port, "/metrics", Some("application/openmetrics-text;version=1.0.0")).unwrap();
+    assert!(head.contains("application/openmetrics-text; version=1.0.0"), "{head}");
+    assert!(om.ends_with("# EOF\n") && om.contains(&format!("rtscope_latency_seconds_created{{{labels}}}")), "{om}");
+    assert_eq!(http("POST", port, "/metrics", None).unwrap().0, 405);
+    assert_eq!(http("PUT", port, "/", None).unwrap().0, 405);
+    assert_eq!(http("GET", port, "/api/v1/admin", None).unwrap().0, 404);
+
+    let promtool = which("promtool");
+    let prometheus = which("prometheus");
+    if !has(
+        "Debian's prometheus package (promtool and prometheus; .ci/run installs it)",
+        promtool.is_some() && prometheus.is_some(),
+    ) {
+        return;
+    }
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin.take().unwrap().write_all(http("GET", port, "/metrics", None).unwrap().2.as_bytes()).unwrap();
+    let o = lint.wait_with_output().unwrap();
+    assert!(o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(), "{}", text(&o));
+
+    let prom = Prometheus::start(dir, port);
+    let until = Instant::now() + Duration::from_secs(90);
+    let (ts, n) = loop {
+        let up = prom.query("up{job=\"rtscope\"}", None);
+        let got = prom.query(&format!("rtscope_checkpoints_total{{{labels}}}"), None);
+        if let (Some((_, _, 1.0)), Some(&(_, ts, n))) = (up.first(), got.first())
+            && n >= 5.0
+        {
+            break (ts, n as usize);
+        }
+        assert!(
+            Instant::now() < until,
+            "Prometheus got no 5 checkpoints in 90 s: up {up:?}, {got:?}; its log:\n{}",
+            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let at = |q: &str| -> f64 {
+        let r = prom.query(q, Some(ts));
+        assert_eq!(r.len(), 1, "{q} at {ts}: {r:?}");
+        r[0].2
+    };
+    let count = at(&format!("rtscope_latency_seconds_count{{{labels}}}"));
+    let le100 = at(&format!("rtscope_latency_seconds_bucket{{{labels},le=\"0.0001\"}}"));
+    let max = at(&format!("rtscope_max_seconds{{{labels}}}"));
+    let missed = at(&format!("rtscope_missed_periods_total{{{labels}}}"));
+    let above = at(&format!("rtscope_exceedances_total{{{labels},threshold=\"0.0001\"}}"));
+    drop(prom);
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0), "{}", std::fs::read_to_string(dir.join("monitor.log")).unwrap());
+
+    let store = Store::open_for_reading(Path::new(db)).unwrap();
+    let run = store.load_run(1).unwrap();
+    assert_eq!(run.header.kind, "monitor");
+    let s = run.series.iter().find(|s| s.key.probe == "wakeup" && s.key.cpu == cpu as i64).unwrap();
+    assert!(s.intervals.len() > n, "{} intervals stored, {n} scraped", s.intervals.len());
+    let mut first_n = Tally::new();
+    for iv in &s.intervals[..n] {
+        first_n.merge(&iv.tally().unwrap());
+    }
+    assert_eq!(count as u64, first_n.count(), "samples of the first {n} intervals");
+    assert_eq!(le100 as u64, count_at_or_below(&first_n, 100_000));
+    assert_eq!(above as u64, first_n.count() - count_at_or_below(&first_n, 100_000));
+    assert_eq!((max * 1e9).round() as u64, first_n.stats.max);
+    assert_eq!(missed as u64, s.intervals[..n].iter().map(|i| i.overruns).sum::<u64>());
+}
+
+/// SIGKILL: the monitor's port is free at once, nothing of it runs, its run
+/// is marked partial with the intervals it committed, and a new monitor on
+/// the same store and port serves again (its counters start afresh, which
+/// Prometheus takes as a reset).
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_killed_monitor_leaves_nothing_and_a_new_one_takes_over() {
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    let cpu = last_cpu();
+    let port = free_port();
+    let mut mon = start_monitor(dir, db, cpu, port, "first.log");
+    wait_for_checkpoints(port, 2.0);
+    let pid = mon.0.id();
+    signal(pid, libc::SIGKILL);
+    wait_exit(&mut mon.0);
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(), "port {port} still held");
+    let tracefs = Path::new("/sys/kernel/tracing/instances");
+    if tracefs.is_dir() {
+        let ours = format!("rtscope-{pid}");
+        assert!(!tracefs.join(ours).exists());
+    }
+    let mut again = start_monitor(dir, db, cpu, port, "second.log");
+    let page = wait_for_checkpoints(port, 1.0);
+    assert!(page.contains("rtscope_latency_seconds_count{"), "{page}");
+    signal(again.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut again.0), Some(0));
+    let store = Store::open_for_reading(Path::new(db)).unwrap();
+    let first = store.load_run(1).unwrap();
+    assert_eq!(first.header.status.as_str(), "partial");
+    assert!(first.series[0].intervals.len() >= 2);
+    assert!(first.series[0].total().count() > 0);
+    assert_eq!(store.load_run(2).unwrap().header.kind, "monitor");
+}
+
+/// A port in use and a probe the monitor cannot run are said at once,
+/// naming the flag; nothing is measured or stored.
+#[test]
+fn bad_flags_are_refused_before_measuring() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let o = rtscope(&["monitor", "--listen", &addr, "--db", &db, "--cpus", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--listen"), "{}", text(&o));
+    assert!(!Path::new(&db).exists(), "nothing stored");
+    let o = rtscope(&["monitor", "--probes", "osbench", "--db", &db]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("--probes"), "{}", text(&o));
+}
