@@ -107,7 +107,7 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(dir: &Path, target: u16) -> Prometheus {
+    fn start(dir: &Path, target: u16, extra: &[&str]) -> Prometheus {
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
@@ -123,6 +123,7 @@ impl Prometheus {
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -159,6 +160,30 @@ impl Prometheus {
                 (r["metric"].clone(), ts, val)
             })
             .collect()
+    }
+}
+
+impl Prometheus {
+    /// Waits (at most 90 s) until the target is up and Prometheus holds 5
+    /// checkpoints of the series `labels`; returns that scrape's timestamp
+    /// and its checkpoint count.
+    fn wait_for_checkpoints(&self, dir: &Path, labels: &str) -> (f64, usize) {
+        let until = Instant::now() + Duration::from_secs(90);
+        loop {
+            let up = self.query("up{job=\"rtscope\"}", None);
+            let got = self.query(&format!("rtscope_checkpoints_total{{{labels}}}"), None);
+            if let (Some((_, _, 1.0)), Some(&(_, ts, n))) = (up.first(), got.first())
+                && n >= 5.0
+            {
+                return (ts, n as usize);
+            }
+            assert!(
+                Instant::now() < until,
+                "Prometheus got no 5 checkpoints in 90 s: up {up:?}, {got:?}; its log:\n{}",
+                std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
     }
 }
 
@@ -224,23 +249,8 @@ fn prometheus_scrapes_what_the_monitor_stores() {
     let o = lint.wait_with_output().unwrap();
     assert!(o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(), "{}", text(&o));
 
-    let prom = Prometheus::start(dir, port);
-    let until = Instant::now() + Duration::from_secs(90);
-    let (ts, n) = loop {
-        let up = prom.query("up{job=\"rtscope\"}", None);
-        let got = prom.query(&format!("rtscope_checkpoints_total{{{labels}}}"), None);
-        if let (Some((_, _, 1.0)), Some(&(_, ts, n))) = (up.first(), got.first())
-            && n >= 5.0
-        {
-            break (ts, n as usize);
-        }
-        assert!(
-            Instant::now() < until,
-            "Prometheus got no 5 checkpoints in 90 s: up {up:?}, {got:?}; its log:\n{}",
-            std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    };
+    let prom = Prometheus::start(dir, port, &[]);
+    let (ts, n) = prom.wait_for_checkpoints(dir, &labels);
     let at = |q: &str| -> f64 {
         let r = prom.query(q, Some(ts));
         assert_eq!(r.len(), 1, "{q} at {ts}: {r:?}");
@@ -263,15 +273,7 @@ fn prometheus_scrapes_what_the_monitor_stores() {
     signal(mon.0.id(), libc::SIGINT);
     assert_eq!(wait_exit(&mut mon.0), Some(0), "{}", std::fs::read_to_string(dir.join("monitor.log")).unwrap());
 
-    let store = Store::open_for_reading(Path::new(db)).unwrap();
-    let run = store.load_run(1).unwrap();
-    assert_eq!(run.header.kind, "monitor");
-    let s = run.series.iter().find(|s| s.key.probe == "wakeup" && s.key.cpu == cpu as i64).unwrap();
-    assert!(s.intervals.len() > n, "{} intervals stored, {n} scraped", s.intervals.len());
-    let mut first_n = Tally::new();
-    for iv in &s.intervals[..n] {
-        first_n.merge(&iv.tally().unwrap());
-    }
+    let (first_n, s) = stored_prefix(db, cpu, n);
     assert_eq!(count as u64, first_n.count(), "samples of the first {n} intervals");
     assert_eq!(le100 as u64, count_at_or_below(&first_n, 100_000));
     assert_eq!(above as u64, first_n.count() - count_at_or_below(&first_n, 100_000));
@@ -330,6 +332,60 @@ fn bad_flags_are_refused_before_measuring() {
     let o = rtscope(&["monitor", "--probes", "osbench", "--db", &db]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("--probes"), "{}", text(&o));
+}
+
+/// The stored wake-up series of `cpu` in the monitor's first run: its
+/// first `n` intervals merged, and the series.
+fn stored_prefix(db: &str, cpu: usize, n: usize) -> (Tally, rtscope_model::run::Series) {
+    let store = Store::open_for_reading(Path::new(db)).unwrap();
+    let run = store.load_run(1).unwrap();
+    assert_eq!(run.header.kind, "monitor");
+    let s = run.series.into_iter().find(|s| s.key.probe == "wakeup" && s.key.cpu == cpu as i64).unwrap();
+    assert!(s.intervals.len() > n, "{} intervals stored, {n} scraped", s.intervals.len());
+    let mut first_n = Tally::new();
+    for iv in &s.intervals[..n] {
+        first_n.merge(&iv.tally().unwrap());
+    }
+    (first_n, s)
+}
+
+/// With native histograms on, Prometheus asks for protobuf and gets the
+/// native histogram: its count is that of the stored intervals it covers,
+/// and its `histogram_quantile(0.99, ...)` lies within one native bucket
+/// (a factor 2^(1/8)) of rtscope's own p99 of the same intervals.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn native_histograms_agree_with_the_store() {
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    if !has("prometheus (Debian's package; .ci/run installs it)", which("prometheus").is_some()) {
+        return;
+    }
+    let cpu = last_cpu();
+    let port = free_port();
+    let mut mon = start_monitor(dir, db, cpu, port, "monitor.log");
+    wait_for_checkpoints(port, 1.0);
+    let prom = Prometheus::start(dir, port, &["--enable-feature=native-histograms"]);
+    let labels = format!("probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\"");
+    let (ts, n) = prom.wait_for_checkpoints(dir, &labels);
+    let raw = prom.answer(&format!("rtscope_latency_seconds{{{labels}}}"), Some(ts));
+    let native = &raw["data"]["result"][0]["histogram"][1];
+    assert!(native["count"].is_string(), "not a native histogram: {raw}");
+    let count: u64 = native["count"].as_str().unwrap().parse().unwrap();
+    let q = prom.query(&format!("histogram_quantile(0.99, rtscope_latency_seconds{{{labels}}})"), Some(ts));
+    assert_eq!(q.len(), 1, "{q:?}");
+    let p99_prom = q[0].2;
+    drop(prom);
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0));
+    let (first_n, _) = stored_prefix(db, cpu, n);
+    assert_eq!(count, first_n.count(), "samples of the first {n} intervals");
+    let p99 = first_n.quantile(0.99) as f64 / 1e9;
+    // Prometheus interpolates within the native bucket that holds the
+    // rank; rtscope's p99 is in that bucket too, or within the HdrHistogram's
+    // 0.1 % of its lower bound: at most one bucket and 0.1 % apart.
+    let buckets_apart = (p99_prom.log2() - p99.log2()).abs() * 8.0;
+    assert!(buckets_apart <= 1.02, "Prometheus' p99 {p99_prom} s, rtscope's {p99} s: {buckets_apart} buckets apart");
 }
 
 /// The repository's shipped files (dist/).
@@ -408,7 +464,7 @@ fn served_names() -> Vec<String> {
     t.record(20_000);
     c.add(&t, &[100_000], 0, 0, 1.0);
     e.series.insert(1, c);
-    let page = e.render(&Health::default(), Format::Text);
+    let page = String::from_utf8(e.render(&Health::default(), Format::Text)).unwrap();
     let mut names: Vec<String> =
         page.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_string()).collect();
     names.push("up".into());

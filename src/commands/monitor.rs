@@ -67,7 +67,7 @@ impl Tap for Live {
 }
 
 /// One scrape's answer: the page in the format the `Accept` header prefers.
-fn page(live: &Live, accept: Option<&str>) -> (String, Format) {
+fn page(live: &Live, accept: Option<&str>) -> (Vec<u8>, Format) {
     let format = Format::negotiate(accept);
     let mut h = lock(&live.health);
     h.scrapes += 1;
@@ -100,7 +100,7 @@ fn serve(server: &tiny_http::Server, live: &Live, stop: &AtomicBool) {
         } else if path == "/metrics" {
             let accept = req.headers().iter().find(|h| h.field.equiv("Accept")).map(|h| h.value.as_str().to_string());
             let (body, format) = page(live, accept.as_deref());
-            Response::from_string(body).with_header(header(format.content_type()))
+            Response::from_data(body).with_header(header(format.content_type()))
         } else if path == "/" {
             Response::from_string(INDEX).with_header(header("text/plain; charset=utf-8"))
         } else {
