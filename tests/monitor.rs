@@ -108,12 +108,18 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(dir: &Path, target: u16, extra: &[&str]) -> Prometheus {
+        Prometheus::start_with(dir, target, "", extra)
+    }
+
+    /// As [`Prometheus::start`], with `job` added to the scrape job's
+    /// settings (YAML at its indentation).
+    fn start_with(dir: &Path, target: u16, job: &str, extra: &[&str]) -> Prometheus {
         let config = dir.join("prometheus.yml");
         std::fs::write(
             &config,
             format!(
                 "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: rtscope\n    \
-                 static_configs:\n      - targets: ['127.0.0.1:{target}']\n"
+                 static_configs:\n      - targets: ['127.0.0.1:{target}']\n{job}"
             ),
         )
         .unwrap();
@@ -332,6 +338,12 @@ fn bad_flags_are_refused_before_measuring() {
     let o = rtscope(&["monitor", "--probes", "osbench", "--db", &db]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("--probes"), "{}", text(&o));
+    let web = dir.join("web.yml");
+    std::fs::write(&web, "tls_server_config:\n  cert_file: missing.pem\n  key_file: missing.key\n").unwrap();
+    let o = rtscope(&["monitor", "--web-config", web.to_str().unwrap(), "--db", &db, "--cpus", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("--web-config") && text(&o).contains("missing.pem"), "{}", text(&o));
+    assert!(!Path::new(&db).exists(), "nothing stored");
 }
 
 /// The stored wake-up series of `cpu` in the monitor's first run: its
@@ -386,6 +398,90 @@ fn native_histograms_agree_with_the_store() {
     // 0.1 % of its lower bound: at most one bucket and 0.1 % apart.
     let buckets_apart = (p99_prom.log2() - p99.log2()).abs() * 8.0;
     assert!(buckets_apart <= 1.02, "Prometheus' p99 {p99_prom} s, rtscope's {p99} s: {buckets_apart} buckets apart");
+}
+
+/// `--web-config`: over TLS with basic auth, curl with the right password
+/// reads the page, without it or with a wrong one gets 401, and plain HTTP
+/// gets nothing; a Prometheus configured with the CA and the password
+/// scrapes it.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn web_config_serves_tls_and_basic_auth() {
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    if !has("openssl and curl", which("openssl").is_some() && which("curl").is_some()) {
+        return;
+    }
+    let o = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "key.pem", "-out", "cert.pem"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let hash = bcrypt::hash("s3cret", 6).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prom: '{hash}'\n"
+        ),
+    )
+    .unwrap();
+    let cpu = last_cpu();
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("monitor.log")).unwrap();
+    let mut mon = Monitor(
+        Command::new(BIN)
+            .args(["monitor", "--cpus", &cpu.to_string(), "--checkpoint", "1s", "--db", db])
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--web-config", web.to_str().unwrap()])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("https://127.0.0.1:{port}/metrics");
+    let cacert = dir.join("cert.pem");
+    let curl = |user: Option<&str>| -> (String, String) {
+        let mut c = Command::new("curl");
+        c.args(["-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "20", "--cacert"]).arg(&cacert).arg(&url);
+        if let Some(u) = user {
+            c.args(["-u", u]);
+        }
+        let out = String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned();
+        let (body, code) = out.rsplit_once('\n').unwrap_or(("", &out));
+        (code.to_string(), body.to_string())
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    let page = loop {
+        let (code, body) = curl(Some("prom:s3cret"));
+        if code == "200" && body.contains("rtscope_checkpoints_total{") {
+            break body;
+        }
+        assert!(
+            Instant::now() < until,
+            "no page over TLS in 60 s: {code} {body}\n{}",
+            std::fs::read_to_string(dir.join("monitor.log")).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(page.contains("rtscope_latency_seconds_count{"), "{page}");
+    assert_eq!(curl(Some("prom:wrong")).0, "401");
+    assert_eq!(curl(None).0, "401");
+    assert_eq!(http("GET", port, "/metrics", None).map(|r| r.0), None, "plain HTTP gets no answer");
+    if has("prometheus (Debian's package; .ci/run installs it)", which("prometheus").is_some()) {
+        let job = format!(
+            "    scheme: https\n    tls_config:\n      ca_file: {}\n    basic_auth:\n      username: prom\n      \
+             password: s3cret\n",
+            cacert.display()
+        );
+        let prom = Prometheus::start_with(dir, port, &job, &[]);
+        let labels = format!("probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\"");
+        let (_, n) = prom.wait_for_checkpoints(dir, &labels);
+        assert!(n >= 5);
+    }
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0));
 }
 
 /// The repository's shipped files (dist/).

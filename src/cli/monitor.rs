@@ -48,6 +48,10 @@ pub struct MonitorArgs {
     /// Where /metrics is served (HTTP). Localhost by default: expose it to a network only on purpose.
     #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9733")]
     pub listen: SocketAddr,
+    /// TLS and basic auth for /metrics, in the web configuration file that Prometheus' exporters share
+    /// (exporter-toolkit's: tls_server_config, basic_auth_users); see docs/monitor.md.
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
     /// Commit each probe's histogram, interval maxima and counters to the store this often; a SIGKILL loses at most
     /// one such interval.
     #[arg(long, value_name = "DUR", default_value = "10s", value_parser = dur)]
@@ -90,6 +94,7 @@ fn store_size(s: &str) -> Result<u64, String> {
 pub struct MonitorPlan {
     pub probes: Vec<(Box<Common>, Box<dyn Probe>)>,
     pub listen: SocketAddr,
+    pub web_config: Option<PathBuf>,
     pub checkpoint_ns: u64,
     pub retain_ns: u64,
     pub span_ns: u64,
@@ -168,6 +173,7 @@ impl MonitorArgs {
         Ok(MonitorPlan {
             probes,
             listen: self.listen,
+            web_config: self.web_config.clone(),
             checkpoint_ns: self.checkpoint,
             retain_ns: self.retain,
             span_ns: self.summary_span,

@@ -5,7 +5,10 @@
 //! intervals are summarised, never dropped.
 //!
 //! The endpoint only reads: it answers GET (and HEAD) on `/metrics` and a
-//! short index on `/`; nothing it receives is written or run.
+//! short index on `/`; nothing it receives is written or run. With
+//! `--web-config` it speaks TLS and asks for basic auth (`web.rs`).
+
+mod web;
 
 use crate::cli::{MonitorArgs, MonitorPlan};
 use crate::probe::{Cell, Common, Probe};
@@ -21,6 +24,7 @@ use rtscope_model::store::Store;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use web::WebConfig;
 
 /// How often the retention runs.
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
@@ -81,8 +85,8 @@ fn page(live: &Live, accept: Option<&str>) -> (Vec<u8>, Format) {
 
 const INDEX: &str = "rtscope monitor: latency metrics at /metrics (Prometheus text format or OpenMetrics)\n";
 
-/// Serves `/metrics` until `stop`.
-fn serve(server: &tiny_http::Server, live: &Live, stop: &AtomicBool) {
+/// Serves `/metrics` until `stop`, to those `web` allows.
+fn serve(server: &tiny_http::Server, live: &Live, web: Option<&WebConfig>, stop: &AtomicBool) {
     use tiny_http::{Header, Method, Response};
     while !stop.load(Relaxed) {
         let req = match server.recv_timeout(Duration::from_millis(200)) {
@@ -93,13 +97,22 @@ fn serve(server: &tiny_http::Server, live: &Live, stop: &AtomicBool) {
         let get = matches!(req.method(), Method::Get | Method::Head);
         let path = req.url().split('?').next().unwrap_or_default().to_string();
         let header = |v: &str| Header::from_bytes("Content-Type", v).expect("a valid header");
-        let answer = if !get {
+        let field = |name: &str| {
+            req.headers()
+                .iter()
+                .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+                .map(|h| h.value.as_str().to_string())
+        };
+        let answer = if web.is_some_and(|w| !w.allows(field("Authorization").as_deref())) {
+            Response::from_string("unauthorized\n")
+                .with_status_code(401)
+                .with_header(Header::from_bytes("WWW-Authenticate", "Basic realm=\"rtscope\"").expect("a valid header"))
+        } else if !get {
             Response::from_string("only GET and HEAD are served\n")
                 .with_status_code(405)
                 .with_header(Header::from_bytes("Allow", "GET, HEAD").expect("a valid header"))
         } else if path == "/metrics" {
-            let accept = req.headers().iter().find(|h| h.field.equiv("Accept")).map(|h| h.value.as_str().to_string());
-            let (body, format) = page(live, accept.as_deref());
+            let (body, format) = page(live, field("Accept").as_deref());
             Response::from_data(body).with_header(header(format.content_type()))
         } else if path == "/" {
             Response::from_string(INDEX).with_header(header("text/plain; charset=utf-8"))
@@ -180,9 +193,22 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if !housekeeping.is_empty() {
         let _ = cpu::pin_self(&housekeeping);
     }
+    let web = plan.web_config.as_deref().map(WebConfig::load).transpose()?;
     // Bound before anything is measured: a port in use is said at once.
-    let server = tiny_http::Server::http(plan.listen)
-        .map_err(|e| anyhow!("--listen {}: cannot listen there: {e} (pick another address or port)", plan.listen))?;
+    let server = match web.as_ref().and_then(|w| w.tls.clone()) {
+        Some((certificate, private_key)) => {
+            tiny_http::Server::https(plan.listen, tiny_http::SslConfig { certificate, private_key }).map_err(|e| {
+                anyhow!(
+                    "--listen {} with --web-config's TLS: {e} (check that the key belongs to the certificate, and \
+                     the address)",
+                    plan.listen
+                )
+            })?
+        }
+        None => tiny_http::Server::http(plan.listen).map_err(|e| {
+            anyhow!("--listen {}: cannot listen there: {e} (pick another address or port)", plan.listen)
+        })?,
+    };
     // The retention's store first: a bad --db is said before any probe starts.
     let mut store = Store::open(&plan.db)?;
     let live = Arc::new(Live {
@@ -221,7 +247,7 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let ended = std::thread::scope(|scope| -> Result<Vec<String>> {
         let server_thread = std::thread::Builder::new()
             .name("rtscope-http".into())
-            .spawn_scoped(scope, || serve(&server, &live, &stop_serving))
+            .spawn_scoped(scope, || serve(&server, &live, web.as_ref(), &stop_serving))
             .context("starting the metrics server")?;
         let mut probes = Vec::new();
         for (common, probe) in &plan.probes {
