@@ -298,3 +298,64 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtscope_model::run::{Exceedance, Interval};
+
+    /// Ten days of 10-minute intervals in a store four times over its
+    /// limit: the retention summarises younger intervals until it fits,
+    /// and every sample, maximum and missed period is still there.
+    #[test]
+    fn over_max_store_younger_intervals_are_summarised_and_nothing_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        let mut store = Store::open(&db).unwrap();
+        let minute = 60_000_000_000u64;
+        let mut header = crate::session::new_header("monitor", vec![], true, vec![]);
+        header.started_unix_ns = clock::now_unix() - (10 * 24 * 60 * minute) as i64;
+        header.start_mono_ns = 1_000;
+        let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
+        let sid = store.add_series(run, &SeriesKey::new("wakeup", "latency", 0), "ns", "x").unwrap();
+        for k in 0..(10 * 24 * 6) as u64 {
+            let mut t = Tally::new();
+            let mut exc = Vec::new();
+            for v in 0..200u64 {
+                let value = 1_000 + (v * 7919 + k * 104_729) % 90_000;
+                t.record(value);
+                if value > 88_000 {
+                    exc.push(Exceedance { t_ns: 1_000 + k * 10 * minute + v, value_ns: value });
+                }
+            }
+            let iv = Interval::new(k as u32, 1_000 + k * 10 * minute, 1_000 + (k + 1) * 10 * minute, &t, k % 3, 0);
+            store.commit_checkpoint(&[(sid, &iv)], &[(sid, &exc)]).unwrap();
+        }
+        let before = store.load_run(run).unwrap();
+        let used = store.used_bytes().unwrap();
+        let plan = MonitorPlan {
+            probes: Vec::new(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            web_config: None,
+            checkpoint_ns: minute,
+            retain_ns: 30 * 24 * 60 * minute,
+            span_ns: 60 * minute,
+            max_store: used / 4,
+            thresholds_ns: vec![],
+            db: db.clone(),
+            quiet: true,
+        };
+        let health = Mutex::new(Health::default());
+        let after_bytes = retention(&mut store, &plan, &health).unwrap();
+        assert!(after_bytes <= plan.max_store, "{after_bytes} bytes above {}", plan.max_store);
+        let after = store.load_run(run).unwrap();
+        let (b, a) = (&before.series[0], &after.series[0]);
+        assert!(a.intervals.len() < b.intervals.len() / 4, "{} intervals left", a.intervals.len());
+        assert_eq!(a.total().stats, b.total().stats);
+        assert_eq!(a.total().hist, b.total().hist);
+        assert_eq!(a.overruns(), b.overruns());
+        let h = lock(&health);
+        assert_eq!(h.summarised_intervals, (b.intervals.len() - a.intervals.len()) as u64);
+        assert_eq!(h.thinned_exceedances, (b.exceedances.len() - a.exceedances.len()) as u64);
+    }
+}
