@@ -16,6 +16,7 @@ pub mod format;
 pub mod instance;
 pub mod page;
 pub mod reader;
+pub mod watch;
 
 /// The tracefs clock of the instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

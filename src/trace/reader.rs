@@ -23,36 +23,29 @@ use std::time::Duration;
 /// How often the buffers are drained.
 const PERIOD: Duration = Duration::from_millis(10);
 
-/// One traced CPU.
-pub struct Lane {
-    buffer: File,
-    trace: CpuTrace,
-    samples: rtrb::Consumer<Sample>,
-    /// The stage series, in [`Stages::SERIES`] order.
-    stages: Vec<Recorder>,
+/// One CPU's binary buffer (`per_cpu/cpuN/trace_pipe_raw`), read
+/// non-blocking a page at a time, and what reading it cost.
+pub struct Buffer {
+    file: File,
     /// Mapping of the `local` trace clock; None when it is `mono`.
     clock: Option<LocalClock>,
-    bytes: u64,
-    missed: u64,
-    read_errors: u64,
+    pub bytes: u64,
+    /// Events the kernel says it lost before a page (the page's flag).
+    pub missed: u64,
+    pub read_errors: u64,
 }
 
-impl Lane {
-    pub fn new(
-        buffer: File,
-        trace: CpuTrace,
-        samples: rtrb::Consumer<Sample>,
-        stages: Vec<Recorder>,
-        clock: TraceClock,
-    ) -> Lane {
+impl Buffer {
+    pub fn new(file: File, clock: TraceClock) -> Buffer {
         let clock = (clock == TraceClock::Local).then(LocalClock::default);
-        Lane { buffer, trace, samples, stages, clock, bytes: 0, missed: 0, read_errors: 0 }
+        Buffer { file, clock, bytes: 0, missed: 0, read_errors: 0 }
     }
 
-    /// Reads every page the kernel has for this CPU, and the probe's samples.
-    fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8]) {
+    /// Reads every page the kernel has for this CPU; `each` takes its
+    /// events in time order (CLOCK_MONOTONIC).
+    pub fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8], mut each: impl FnMut(Ev)) {
         loop {
-            match self.buffer.read(page) {
+            match self.file.read(page) {
                 Ok(0) => break,
                 Ok(n) => {
                     self.bytes += n as u64;
@@ -67,7 +60,7 @@ impl Lane {
                             let Some(ts) = clock.map(&e) else { continue };
                             e.ts = ts;
                         }
-                        self.trace.push_event(e);
+                        each(e);
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -78,6 +71,33 @@ impl Lane {
                 }
             }
         }
+    }
+}
+
+/// One traced CPU of a probe.
+pub struct Lane {
+    buffer: Buffer,
+    trace: CpuTrace,
+    samples: rtrb::Consumer<Sample>,
+    /// The stage series, in [`Stages::SERIES`] order.
+    stages: Vec<Recorder>,
+}
+
+impl Lane {
+    pub fn new(
+        buffer: File,
+        trace: CpuTrace,
+        samples: rtrb::Consumer<Sample>,
+        stages: Vec<Recorder>,
+        clock: TraceClock,
+    ) -> Lane {
+        Lane { buffer: Buffer::new(buffer, clock), trace, samples, stages }
+    }
+
+    /// Reads every page the kernel has for this CPU, and the probe's samples.
+    fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8]) {
+        let trace = &mut self.trace;
+        self.buffer.drain(layout, decoder, page, |e| trace.push_event(e));
         while let Ok(s) = self.samples.pop() {
             self.trace.push_sample(s);
         }
@@ -144,7 +164,7 @@ pub struct ReaderReport {
 }
 
 /// A task's scheduling policy from `/proc/<pid>/stat` (field 41).
-fn policy_of(pid: i32) -> Option<u32> {
+pub fn policy_of(pid: i32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(38)?.parse().ok()
@@ -208,12 +228,12 @@ impl Reader {
             report.per_cpu.push(TraceCpu {
                 cpu: t.cpu,
                 events: t.events_in,
-                lost: lane.missed,
-                bytes: lane.bytes,
+                lost: lane.buffer.missed,
+                bytes: lane.buffer.bytes,
                 samples: t.samples_in,
                 decomposed: t.decomposed,
                 incomplete: t.incomplete,
-                read_errors: lane.read_errors,
+                read_errors: lane.buffer.read_errors,
                 switch_inferred: t.inferred,
                 samples_dropped: 0,
                 by_kind: t.by_kind.clone(),
