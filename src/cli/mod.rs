@@ -21,12 +21,14 @@ use std::path::PathBuf;
 
 mod analyze;
 mod habits;
+mod monitor;
 mod osbench;
 mod probes;
 pub mod registry;
 mod watch;
 pub use analyze::*;
 pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
+pub use monitor::{MONITOR_PROBES, MonitorArgs, MonitorPlan};
 pub use osbench::*;
 pub use probes::*;
 pub use watch::*;
@@ -102,6 +104,10 @@ pub enum Cmd {
     /// wake-up latency, period and jitter, runtime and deadline misses, stored as a run (analyze, report, compare,
     /// --require work on it); --cause-threshold explains the worst wake-ups.
     Watch(WatchArgs),
+    /// Monitor latency continuously for Prometheus: the probes run until stopped at a low, stated duty, each CPU's
+    /// histogram, interval maxima, exceedance counts and lost samples served on /metrics (localhost by default); the
+    /// monitor's own store keeps every interval for --retain, then summarises it.
+    Monitor(MonitorArgs),
     /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
     Disturb(DisturbArgs),
     #[command(name = "__second-process", hide = true)]

@@ -6,6 +6,7 @@
 mod analyze;
 pub mod assess;
 mod disturb;
+mod monitor;
 mod osbench;
 mod probes;
 mod report;
@@ -36,8 +37,16 @@ pub fn main() -> Result<i32> {
     let signal = Arc::new(AtomicBool::new(false));
     // Only measuring commands finish cleanly on a signal; the others (and
     // the second process) keep the default actions.
-    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_) | Cmd::Watch(_))
-    {
+    if matches!(
+        cli.cmd,
+        Cmd::Run(_)
+            | Cmd::Load(_)
+            | Cmd::Probe(_)
+            | Cmd::Disturb(_)
+            | Cmd::Osbench(_)
+            | Cmd::Watch(_)
+            | Cmd::Monitor(_)
+    ) {
         signals::install(&signal).context("installing signal handlers")?;
     }
     let result = dispatch(cli.cmd, &signal);
@@ -72,6 +81,7 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
         Cmd::Compare(a) => report::compare(a),
         Cmd::Disturb(a) => disturb::main(a, &signal),
         Cmd::Watch(a) => watch::main(a, &signal),
+        Cmd::Monitor(a) => monitor::main(a, &signal),
         Cmd::SecondProcess(a) => {
             let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
             wakeup::second_process(&cpus, a.interval_ns, a.priority)?;

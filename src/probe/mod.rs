@@ -14,7 +14,7 @@ pub mod task;
 pub mod wakeup;
 
 use crate::progress::{self, CellProgress, Status};
-use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Writer};
+use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Tap, Writer};
 use crate::session::{CellOutcome, OpenRun};
 use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
 use crate::sys::tracemark::Marker;
@@ -301,6 +301,7 @@ pub struct Cell<'a> {
     instance: Option<Instance>,
     markers: Vec<Marker>,
     helpers: Box<dyn Send>,
+    tap: Option<Arc<dyn Tap>>,
 }
 
 /// `--trace` on a probe that cannot be traced yet is refused.
@@ -355,7 +356,12 @@ impl<'a> Cell<'a> {
             }
         }
         let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
-        Ok(Cell { probe, common, policy, priority, load, instance, markers, helpers })
+        Ok(Cell { probe, common, policy, priority, load, instance, markers, helpers, tap: None })
+    }
+
+    /// Tells `tap` of every series and committed interval (a monitor).
+    pub fn set_tap(&mut self, tap: Arc<dyn Tap>) {
+        self.tap = Some(tap);
     }
 
     /// The cell's settings, for the run's plan.
@@ -374,7 +380,7 @@ impl<'a> Cell<'a> {
     /// warm-up (`common.warmup_ns`), then `common.duration_ns` or until a
     /// signal, a breach or `--loops`. Stops the helpers and the tracer.
     pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
-        let Cell { probe, common, policy, priority, load, mut instance, markers, helpers } = self;
+        let Cell { probe, common, policy, priority, load, mut instance, markers, helpers, tap } = self;
         let run_id = run.run_id;
         let stages = probe.trace_stages();
         let path = probe.wake_path();
@@ -395,6 +401,9 @@ impl<'a> Cell<'a> {
             let mut per_thread = Vec::new();
             for metric in probe.metrics() {
                 let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
+                if let Some(tap) = &tap {
+                    tap.series(sid, &key(metric, c));
+                }
                 let (rec, sink, live) =
                     recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
                 per_thread.push(rec);
@@ -450,6 +459,7 @@ impl<'a> Cell<'a> {
             lost_exceedances: 0,
             episodes: instance.is_some().then_some((run_id, episode_rx)),
             load: load.clone(),
+            tap,
         };
         let loops = common.loops.unwrap_or(u64::MAX);
         let mut out = CellOutcome::default();

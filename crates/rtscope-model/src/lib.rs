@@ -12,6 +12,7 @@ pub mod episode;
 pub mod export;
 pub mod hist;
 pub mod inventory;
+pub mod metrics;
 mod par;
 pub mod run;
 pub mod store;
