@@ -456,8 +456,11 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
         // long, and the plots above carry them; there they are the
         // Markdown report's only.
         let pow2_block = |t: Table| if with_loads { Block::FigureData(t) } else { Block::Table(t) };
+        // CPU N, or thread TID for a watched thread's series.
+        let word = descriptor::key_word(probe);
         if metrics.len() == 1 {
-            for t in pow2_tables(&rows, |s| format!("CPU{}{}", s.key.cpu, load_suffix(s))) {
+            let sep = if descriptor::per_thread(probe) { " " } else { "" };
+            for t in pow2_tables(&rows, |s| format!("{word}{sep}{}{}", s.key.cpu, load_suffix(s))) {
                 sec.push(pow2_block(t));
             }
         } else {
@@ -468,11 +471,11 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
                 let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
                 let tables = pow2_tables(&of_cpu, |s| format!("{}{}", s.key.metric, load_suffix(s)));
                 if !with_loads {
-                    sec.push(Block::Para(format!("CPU {cpu}")));
+                    sec.push(Block::Para(format!("{word} {cpu}")));
                 }
                 for mut t in tables {
                     if with_loads {
-                        t.head[0] = format!("histogram CPU {cpu}");
+                        t.head[0] = format!("histogram {word} {cpu}");
                     }
                     sec.push(pow2_block(t));
                 }

@@ -98,11 +98,13 @@ impl SeriesKey {
         SeriesKey { probe: probe.into(), metric: metric.into(), cpu, load: None }
     }
 
-    /// `probe/metric cpu N` and ` under LOAD` when there is one, for messages.
+    /// `probe/metric cpu N` (`thread TID` for a watched thread) and
+    /// ` under LOAD` when there is one, for messages.
     pub fn describe(&self) -> String {
+        let word = if crate::descriptor::per_thread(&self.probe) { "thread" } else { "cpu" };
         match &self.load {
-            Some(l) => format!("{}/{} cpu {} under {l}", self.probe, self.metric, self.cpu),
-            None => format!("{}/{} cpu {}", self.probe, self.metric, self.cpu),
+            Some(l) => format!("{}/{} {word} {} under {l}", self.probe, self.metric, self.cpu),
+            None => format!("{}/{} {word} {}", self.probe, self.metric, self.cpu),
         }
     }
 }
