@@ -7,6 +7,7 @@
 //! `--tasks` / `--error-rate` as a [`TasksSpec`].
 
 use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::analysis::misses::{self, MissPrediction, TaskModel};
 use rtscope_model::analysis::pot::MIN_OBSERVED;
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
@@ -43,9 +44,41 @@ pub struct TasksSpec {
 /// The period of the timer a series' probe waited for, from the run's plan
 /// (an assessment's: the settings of the probe's cells).
 pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
+    let d = descriptor::find(&key.probe)?;
+    // A probe with a release-jitter metric (wakeup's latency, task's
+    // release): only that series is the timer's, not a traced stage nor a
+    // task's response or lateness.
+    if d.release_jitter.is_some_and(|m| m != key.metric) {
+        return None;
+    }
+    d.timer_period(settings(run, key))
+}
+
+/// The settings of the probe that measured a series, from the run's plan
+/// (an assessment's: those of the probe's cell).
+pub fn settings<'r>(run: &'r Run, key: &SeriesKey) -> &'r serde_json::Value {
     let cell = run.plan["cells"].as_array().and_then(|c| c.iter().find(|c| c["probe"].as_str() == Some(&key.probe)));
-    let s = cell.map_or(&run.plan["settings"], |c| &c["settings"]);
-    descriptor::find(&key.probe)?.timer_period(s)
+    cell.map_or(&run.plan["settings"], |c| &c["settings"])
+}
+
+/// Each periodic task's miss rate (a series of a probe whose row counts
+/// deadline misses, its release delay), predicted from its release delay
+/// and set beside the misses it counted: (label, prediction), per CPU and
+/// load.
+pub fn miss_predictions(run: &Run, all: &[SeriesAnalysis]) -> Vec<(String, MissPrediction)> {
+    all.iter()
+        .filter_map(|a| {
+            let keys = descriptor::find(&a.key.probe)?.misses?;
+            if a.key.metric != keys.release {
+                return None;
+            }
+            let task = TaskModel::from_settings(settings(run, &a.key), &keys)?;
+            let series = run.series.iter().find(|s| s.key == a.key)?;
+            let missed = series.extra.get(keys.missed).and_then(|m| m.as_u64()).unwrap_or(0);
+            let p = misses::predict(&a.obs, a.model.as_ref(), task, series.total().count(), missed);
+            Some((label(a), p))
+        })
+        .collect()
 }
 
 /// Every measured series of `run` that `keep` accepts (trace stages and
@@ -63,6 +96,22 @@ pub fn analyse<'r>(
         .collect();
     let analysed = series::analyze_all(&list, opts);
     list.into_iter().map(|(s, _)| s).zip(analysed).collect()
+}
+
+/// Every stage series of a traced run (`--trace`: interrupt, handler,
+/// wake-up, thread, user and the absolute times), with its analysis or why
+/// there is none: the stages' own tails (the WDM latency study's per-stage
+/// worst cases). In the order of the stage tables: probe, load, CPU, then
+/// the path's stages.
+pub fn analyse_stages<'r>(run: &'r Run, opts: &Options) -> Vec<(&'r Series, Result<SeriesAnalysis, String>)> {
+    let mut list: Vec<&Series> =
+        run.series.iter().filter(|s| Stages::is_series(&s.key.metric) && s.total().count() > 0).collect();
+    let rank = |k: &SeriesKey| Stages::of_probe(&k.probe).1.iter().position(|m| *m == k.metric).unwrap_or(8);
+    list.sort_by(|a, b| {
+        let (a, b) = (&a.key, &b.key);
+        (&a.probe, a.load.as_deref(), a.cpu, rank(a)).cmp(&(&b.probe, b.load.as_deref(), b.cpu, rank(b)))
+    });
+    list.into_iter().map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts))).collect()
 }
 
 /// Where the requirements a run is judged against come from.
@@ -571,5 +620,7 @@ mod tests {
             {"probe": "ptimer", "settings": {"period_ns": 1000000}}]);
         assert_eq!(timer_period(&run, &key), Some(1_000_000));
         assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "latency", 1)), Some(500_000));
+        // A traced stage is not the timer's series.
+        assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "thread", 1)), None);
     }
 }

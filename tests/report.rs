@@ -70,7 +70,8 @@ fn markdown_report_of_the_fixed_run_matches_its_snapshot() {
         "### Machine and setup",
         "| histogram | CPU0 | CPU1 |",
         // 3 s is too short for an hour's level: one sentence, no refused cell.
-        "Every series (wakeup latency): a tail is fitted, but every level lies beyond 100x",
+        // (the latency and its eight traced stage series).
+        "Every series (wakeup: 9 metrics): a tail is fitted, but every level lies beyond 100x",
         "### MTTF against buffering",
         "| curve | n=1 |",
         "top causes over",

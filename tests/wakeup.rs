@@ -312,6 +312,31 @@ fn loops_and_distance_set_each_threads_sample_count_and_period() {
     }
 }
 
+/// `wakeup --instances 95,80`: two instances one after the other in one
+/// run, each its own series and row (`wakeup@95`, `wakeup@80`), each cell
+/// stored with its priority; the header names both.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn instances_at_two_priorities_are_two_series_of_one_run() {
+    let fx = Fixture::root();
+    let c = last_cpu().to_string();
+    let o = rtscope(&["wakeup", "--instances", "95,80", "--cpus", &c, "--loops", "500", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("SCHED_FIFO 95, 80") && out.contains("wakeup@95 latency") && out.contains("wakeup@80 latency")
+    );
+    let doc = export(&fx.db, &[]);
+    let rows = doc["results"].as_array().unwrap();
+    for (p, prio) in [("wakeup@95", 95), ("wakeup@80", 80)] {
+        let r = rows.iter().find(|r| r["probe"] == p).unwrap_or_else(|| panic!("{p}: {rows:?}"));
+        assert_eq!(r["count"], 500, "{r}");
+        let cell = doc["run"]["plan"]["cells"].as_array().unwrap().iter().find(|c| c["probe"] == p).unwrap();
+        assert_eq!(cell["effective_priority"], prio, "{cell}");
+    }
+    assert_eq!(rows.len(), 2);
+}
+
 /// cyclictest's command line measures as cyclictest would (`-m -n -p95
 /// -i1000 -h50 -q -D2 -a CPU`: bare numbers in its units) and prints its
 /// histogram, parseable as its scripts parse it; `-q` alone prints the

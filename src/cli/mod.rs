@@ -5,6 +5,7 @@ use crate::probe::netlat::{self, NetPath, Netlat};
 use crate::probe::noise::Noise;
 use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
+use crate::probe::task::Task;
 use crate::probe::wakeup::{SpinnerOpt, Wakeup};
 use crate::recorder::ExceedMode;
 use crate::report::{self, Format, Use};
@@ -121,6 +122,14 @@ fn flush_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 2M, 64M)"))
 }
 
+fn mttf_axis(s: &str) -> Result<report::tailplot::MttfAxis, String> {
+    match s {
+        "buffers" => Ok(report::tailplot::MttfAxis::Buffers),
+        "buffering" => Ok(report::tailplot::MttfAxis::Buffering),
+        _ => Err(format!("'{s}': write buffers (the number n) or buffering (the total buffering time n x period)")),
+    }
+}
+
 /// A duration with a unit: 250ns, 500us, 1ms, 1.5ms, 10s, 5m, 12h.
 pub fn dur(s: &str) -> Result<u64, String> {
     rtscope_model::units::parse_duration(s)
@@ -144,6 +153,12 @@ pub struct CommonArgs {
     /// Real-time priority of the measuring threads (1..99; ignored with --policy other).
     #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub priority: u8,
+    /// Several instances of the probe in one run: one at each SCHED_FIFO priority, measured one after the other
+    /// for --duration each, their series stored apart as PROBE@PRIO (e.g. --instances 95,80: wakeup@95 and
+    /// wakeup@80, two rows). In `rtscope run`, name them in --probes (wakeup@95,wakeup@80) instead.
+    #[arg(long, value_name = "PRIO,...", value_delimiter = ',', conflicts_with_all = ["priority", "policy"],
+          value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub instances: Vec<u8>,
     /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds, as cyclictest's -D) [default: until Ctrl-C,
     /// or --loops]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
@@ -222,6 +237,8 @@ pub struct RunArgs {
     pub quick: bool,
     /// The probes, each in its own cell under each load (default plan: wakeup,noise,sleep,ptimer,netlat,osbench;
     /// osbench's cell runs 13 wake-up tests, each for its share of the cell, unless the plan's [args] pick others).
+    /// PROBE@PRIO is an instance of a per-CPU probe at SCHED_FIFO PRIO, its series stored apart (e.g.
+    /// wakeup@95,wakeup@80: two cells, two rows).
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
     pub probes: Option<Vec<String>>,
     /// Watch the machine's own threads as another row of the matrix, under each load (`rtscope watch`): KEY=VALUE,...
@@ -360,6 +377,10 @@ pub struct ReportArgs {
     #[arg(long, short = 'f', value_parser = format_of(Use::Report))]
     pub format: Option<&'static dyn Format>,
     // The Verdicts section's requirements [default: those stored with the run, else the profile omac as a yardstick].
+    /// The x-axis of the MTTF plots: the number of buffers n, or the total buffering time n x period (as the WDM
+    /// latency study draws its curves).
+    #[arg(long, value_name = "AXIS", default_value = "buffers", value_parser = mttf_axis)]
+    pub mttf_axis: report::tailplot::MttfAxis,
     #[command(flatten)]
     pub req: RequireArgs,
     // The Schedulability section's task set [default: the one stored with the run, if any].
@@ -470,6 +491,11 @@ impl CommonArgs {
         if let Some(0) = self.threshold {
             bail!("--threshold must be above 0: every sample would cross it (e.g. --threshold 100us)");
         }
+        if let Some(p) =
+            self.instances.iter().enumerate().find_map(|(i, p)| self.instances[..i].contains(p).then_some(p))
+        {
+            bail!("--instances: priority {p} is listed twice (e.g. --instances 95,80)");
+        }
         if self.policy.is_rt() && self.priority == 0 {
             bail!("--priority must be 1..99 for --policy {} (0 is only for --policy other)", self.policy.flag_value());
         }
@@ -509,6 +535,8 @@ impl CommonArgs {
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,
+            instance: None,
+            instances: self.instances.clone(),
         })
     }
 }

@@ -102,18 +102,31 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
 /// outcome (and `signal`), and loads it back. Returns the run and its exit
 /// code; a store error during the cell fails it, after the run is ended.
 pub(crate) fn finish_one(
-    mut run: crate::session::OpenRun,
+    run: crate::session::OpenRun,
     outcome: crate::session::CellOutcome,
     signal: &AtomicBool,
 ) -> Result<(rtscope_model::run::Run, i32)> {
+    finish_cells(run, vec![outcome], signal)
+}
+
+/// [`finish_one`] for a run of several cells (a probe's `--instances`): the
+/// cells' trace summaries added up.
+pub(crate) fn finish_cells(
+    mut run: crate::session::OpenRun,
+    mut outcomes: Vec<crate::session::CellOutcome>,
+    signal: &AtomicBool,
+) -> Result<(rtscope_model::run::Run, i32)> {
     let run_id = run.run_id;
-    let mut outcomes = [outcome];
-    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
+    let mut trace: Option<rtscope_model::episode::TraceSummary> = None;
+    for t in outcomes.iter().filter_map(|o| o.trace.as_ref()) {
+        trace.get_or_insert_with(Default::default).absorb(t);
+    }
+    if let (Some(summary), false) = (&trace, outcomes.iter().any(|o| o.store_error.is_some())) {
         run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
     }
     let (status, exit_code, notes) = crate::session::verdict(&mut outcomes, signal);
     let loaded = run.finish(status, exit_code, &notes);
-    if let Some(e) = outcomes[0].store_error.take() {
+    if let Some(e) = outcomes.iter_mut().find_map(|o| o.store_error.take()) {
         return Err(e.context(format!("run {run_id} ended failed")));
     }
     Ok((loaded?, exit_code))

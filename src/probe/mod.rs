@@ -10,6 +10,7 @@ pub mod netlat;
 pub mod noise;
 pub mod ptimer;
 pub mod sleep;
+pub mod task;
 pub mod wakeup;
 
 use crate::progress::{self, CellProgress, Status};
@@ -140,6 +141,48 @@ pub struct Common {
     /// Samples before this much time from the start are a warm-up, not
     /// recorded (an assessment's cells; 0 for a single probe).
     pub warmup_ns: u64,
+    /// One of several instances of the probe in a run, at its own priority
+    /// (`wakeup@80`): its series are stored under this name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// A probe command's `--instances`: the priorities of its instances,
+    /// measured one after the other into one run (empty: one, at `priority`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<u8>,
+}
+
+impl Common {
+    /// The name the probe's series are stored under: its instance's
+    /// (`wakeup@80`), else the probe's.
+    pub fn series_name<'a>(&'a self, probe: &'a dyn Probe) -> &'a str {
+        self.instance.as_deref().unwrap_or(probe.name())
+    }
+
+    /// These settings for the instance of `probe` at SCHED_FIFO `priority`.
+    pub fn at(&self, probe: &dyn Probe, priority: u8) -> Common {
+        Common {
+            policy: Policy::Fifo,
+            priority,
+            instance: Some(format!("{}@{priority}", probe.name())),
+            instances: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// A cell's settings as the run stores them (its plan, or one of its
+/// `cells`), with the scheduling it got on this machine.
+pub fn cell_plan(probe: &dyn Probe, common: &Common, (policy, priority): (Policy, u8)) -> serde_json::Value {
+    serde_json::json!({
+        "probe": common.series_name(probe),
+        "metrics": probe.metrics(),
+        "common": common,
+        "exceed": common.exceed.describe(),
+        "effective_policy": policy,
+        "effective_priority": priority,
+        "settings": probe.plan(),
+        "describe": probe.describe(),
+    })
 }
 
 /// Samples in flight from a measuring thread to the trace reader: 65 s at
@@ -299,7 +342,7 @@ impl<'a> Cell<'a> {
         if common.tracemark {
             let metric = probe.metrics()[0];
             for &c in &common.cpus {
-                match Marker::open(probe.name(), metric, c) {
+                match Marker::open(common.series_name(probe), metric, c) {
                     Ok(m) => markers.push(m),
                     Err(e) => {
                         warnings.push(trace_warning(
@@ -323,23 +366,14 @@ impl<'a> Cell<'a> {
 
     /// The cell's settings, for the run's plan.
     pub fn plan(&self) -> serde_json::Value {
-        let (probe, common) = (self.probe, self.common);
-        serde_json::json!({
-            "probe": probe.name(),
-            "metrics": probe.metrics(),
-            "common": common,
-            "exceed": common.exceed.describe(),
-            "effective_policy": self.policy,
-            "effective_priority": self.priority,
-            "settings": probe.plan(),
-            "describe": probe.describe(),
-            "trace": self.instance.as_ref().map(|i| serde_json::json!({
-                "instance": i.name,
-                "options": common.trace,
-                "events": i.enabled,
-                "missing": i.missing,
-            })),
-        })
+        let mut plan = cell_plan(self.probe, self.common, (self.policy, self.priority));
+        plan["trace"] = serde_json::json!(self.instance.as_ref().map(|i| serde_json::json!({
+            "instance": i.name,
+            "options": self.common.trace,
+            "events": i.enabled,
+            "missing": i.missing,
+        })));
+        plan
     }
 
     /// Measures the cell into `run`, its series keyed by the cell's load:
@@ -351,8 +385,9 @@ impl<'a> Cell<'a> {
         let stages = probe.trace_stages();
         let path = probe.wake_path();
         let store = run.store()?;
+        let name = common.series_name(probe);
         let key = |metric: &str, c: usize| SeriesKey {
-            probe: probe.name().into(),
+            probe: name.into(),
             metric: metric.into(),
             cpu: c as i64,
             load: load.clone(),
@@ -530,7 +565,7 @@ impl<'a> Cell<'a> {
                     .drain(..)
                     .zip(&tids)
                     .map(|((c, buffer, samples, stage_recs), tid)| {
-                        let trace = CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings);
+                        let trace = CpuTrace::new(c as i64, name, metric, tid.load(Relaxed), settings);
                         Lane::new(buffer, trace, samples, stage_recs, opts.clock)
                     })
                     .collect();
@@ -565,8 +600,8 @@ impl<'a> Cell<'a> {
 
             // Progress: elapsed, remaining and the running worst case.
             let label = match &load {
-                Some(l) => format!("{} under {l}", probe.name()),
-                None => probe.name().to_string(),
+                Some(l) => format!("{name} under {l}"),
+                None => name.to_string(),
             };
             let mut status = Status::new(!common.quiet, progress::stderr_is_tty(), common.duration_ns);
             while threads.iter().any(|t| !t.is_finished()) {
@@ -637,7 +672,7 @@ impl<'a> Cell<'a> {
         let under = load.as_ref().map(|l| format!(" under {l}")).unwrap_or_default();
         for (i, &c) in common.cpus.iter().enumerate() {
             for n in probe.notes(&values[i * slots..(i + 1) * slots]) {
-                out.notes.push(format!("{} CPU {c}{under}: {n}", probe.name()));
+                out.notes.push(format!("{name} CPU {c}{under}: {n}"));
             }
         }
         if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {

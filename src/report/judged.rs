@@ -6,7 +6,7 @@
 
 use super::analyze::{MTTF_LEGEND, dur_s, level_cell, levels, mttf_cell, smallest_cell};
 use super::doc::{Block, Outcome, Section, Table};
-use super::tailplot::{self, LevelMark, LevelRow, Mark, MttfCurve, MttfPoint};
+use super::tailplot::{self, LevelMark, LevelRow, Mark, MttfAxis, MttfCurve, MttfPoint};
 use super::text::is_stage;
 use crate::judge::{Asked, AskedSet, ReqSource, analyse};
 use rtscope_model::analysis::diagnostics::TestResult;
@@ -35,6 +35,8 @@ pub struct Analysed<'r> {
     pub left_out: Vec<String>,
     /// The task set given or stored with the run, judged.
     pub sched: Option<(AskedSet, Schedulability)>,
+    /// The x-axis of the MTTF plots (`report --mttf-axis`).
+    pub mttf_axis: MttfAxis,
 }
 
 impl<'r> Analysed<'r> {
@@ -44,8 +46,11 @@ impl<'r> Analysed<'r> {
         let mut all = Vec::new();
         // A report prints no MTTF cell's interval: the table is computed without them.
         let opts = Options { mttf_intervals: false, ..Options::default() };
+        // A traced run's stage series too (their tails, the WDM study's per-stage worst cases), without MTTF tables.
+        let stage_opts = Options { periods: vec![], ..opts.clone() };
         let rows = analyse(run, &opts, |s| !is_stage(s) && (!per_test(s) || named(&s.key.probe)))
             .into_iter()
+            .chain(crate::judge::analyse_stages(run, &stage_opts))
             .map(|(s, a)| {
                 (
                     s,
@@ -61,7 +66,7 @@ impl<'r> Analysed<'r> {
             let s = crate::judge::schedulability(&all, &set);
             (set, s)
         });
-        Analysed { run, rows, all, asked, verdicts, left_out, sched }
+        Analysed { run, rows, all, asked, verdicts, left_out, sched, mttf_axis: MttfAxis::default() }
     }
 
     /// A requirement asked for (not the default yardstick) failed, or had
@@ -579,6 +584,7 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
             .map(|sp| {
                 let list: Vec<&SeriesAnalysis> = of.iter().filter(|s| s.key.load == sp.load).copied().collect();
                 MttfCurve {
+                    period_ns: sp.t_ns,
                     label: format!(
                         "t={}, c={}{}",
                         units::human(sp.t_ns),
@@ -612,9 +618,13 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
                     c
                 })
                 .collect();
-            let title = format!("{probe} {metric}: mean time to a buffer underrun against the number of buffers");
+            let against = match a.mttf_axis {
+                MttfAxis::Buffers => "the number of buffers",
+                MttfAxis::Buffering => "the total buffering time",
+            };
+            let title = format!("{probe} {metric}: mean time to a buffer underrun against {against}");
             sec.push(Block::Figure {
-                svg: tailplot::mttf(&format!("{p}-mttf-{mi}-{gi}"), &title, &cs, n_max, &targets),
+                svg: tailplot::mttf(&format!("{p}-mttf-{mi}-{gi}"), &title, &cs, n_max, &targets, a.mttf_axis),
                 caption: format!(
                     "{title} (log MTTF; a curve per period{}; filled: observed, hollow: from the fitted tail; no point \
                      where the data and the fit cannot tell)",
@@ -726,7 +736,7 @@ mod tests {
     #[test]
     fn the_mttf_plot_spans_to_one_past_the_target() {
         let pt = |n: u32, mttf_s: f64| MttfPoint { n, mttf_s, mark: Mark::Observed };
-        let c = |pts: Vec<MttfPoint>| MttfCurve { label: "c".into(), points: pts };
+        let c = |pts: Vec<MttfPoint>| MttfCurve { label: "c".into(), period_ns: 1_000_000, points: pts };
         let fast = c((1..=16).map(|n| pt(n, 10f64.powi(n as i32))).collect());
         let slow = c((1..=16).map(|n| pt(n, 10f64.powi(n as i32 - 4))).collect());
         assert_eq!(n_range(std::slice::from_ref(&fast), 86_400.0), 6, "reached at n=5: at least 6");

@@ -215,7 +215,8 @@ pub fn matrix_legend(run: &Run) -> String {
     };
     format!(
         "latency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \
-         requested; drift: event seen - programmed expiry; both signed: a negative worst case is an early return \
+         requested; drift: event seen - programmed expiry; task: release delay, response and lateness of a periodic \
+         job; drift, deviation and lateness signed: a negative worst case is an early return \
          or event further from zero than the latest one{osbench}. Per CPU: rtscope show {} --json, \
          rtscope export {}",
         run.header.id, run.header.id

@@ -25,7 +25,7 @@ mod schedule;
 mod sections;
 mod summary;
 mod svg;
-mod tailplot;
+pub mod tailplot;
 mod text;
 mod wrap;
 
@@ -128,6 +128,8 @@ pub struct Input<'a> {
     pub req: Option<&'a RequireSpec>,
     /// HTML, Markdown: the task set (else the one stored with each run).
     pub tasks: Option<&'a TasksSpec>,
+    /// HTML, Markdown: the MTTF plots' x-axis.
+    pub mttf_axis: tailplot::MttfAxis,
     /// Text: colour (a terminal, and NO_COLOR unset).
     pub colour: bool,
 }
@@ -135,7 +137,16 @@ pub struct Input<'a> {
 impl<'a> Input<'a> {
     /// `runs`, and no choice taken.
     pub fn new(runs: &'a [Run]) -> Input<'a> {
-        Input { runs, full: false, machine: false, judged: None, req: None, tasks: None, colour: false }
+        Input {
+            runs,
+            full: false,
+            machine: false,
+            judged: None,
+            req: None,
+            tasks: None,
+            mttf_axis: Default::default(),
+            colour: false,
+        }
     }
 
     /// One run, and no choice taken.
@@ -229,7 +240,12 @@ impl Write for LazyFile<'_> {
 /// default yardstick) and the task set of `tasks` (else the one stored with
 /// it). Also returns whether a requirement asked for (given or stored, not
 /// the yardstick) failed, or the task set missed a deadline.
-fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::Doc, bool)> {
+fn run_doc(
+    runs: &[Run],
+    req: &RequireSpec,
+    tasks: &TasksSpec,
+    mttf_axis: tailplot::MttfAxis,
+) -> Result<(doc::Doc, bool)> {
     let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
     let title = match runs {
         [one] => format!("rtscope report: run {} ({}, {})", one.header.id, one.header.kind, one.header.hostname),
@@ -239,7 +255,8 @@ fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::D
     let mut failed = false;
     for (i, r) in runs.iter().enumerate() {
         let set = crate::judge::asked_set(r, tasks)?;
-        let a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set);
+        let mut a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set);
+        a.mttf_axis = mttf_axis;
         failed |= a.failed();
         chapters.push(sections::chapter(&a, &format!("r{}", i + 1)));
     }
@@ -258,7 +275,7 @@ fn write_judged_doc(
     }
     let req = input.req.cloned().unwrap_or_default();
     let tasks = input.tasks.cloned().unwrap_or_default();
-    let (doc, failed) = run_doc(input.runs, &req, &tasks)?;
+    let (doc, failed) = run_doc(input.runs, &req, &tasks, input.mttf_axis)?;
     render(&doc, out)?;
     Ok(Written { failed })
 }

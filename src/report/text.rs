@@ -149,10 +149,7 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
         h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
     let plan = &run.plan;
     // A loads-only run has no measuring threads.
-    let sched = match plan["effective_policy"].as_str() {
-        Some(p) => format!("SCHED_{} {} · ", p.to_uppercase(), plan["effective_priority"].as_u64().unwrap_or(0)),
-        None => String::new(),
-    };
+    let sched = super::machine::scheduling(plan).map(|s| s + " · ").unwrap_or_default();
     let head = format!(
         "rtscope {} · run {} · {} · {} · {sched}{}{}",
         h.kind,

@@ -193,14 +193,14 @@ impl Reader {
             let names = Names { decoder: &self.decoder, policy: &policy };
             for lane in &mut self.lanes {
                 let (stages, tx) = (&mut lane.stages, &self.episodes);
-                let (probe, metric) = (lane.trace.probe, lane.trace.metric);
+                let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
                 lane.trace.process(pass_start, last, &names, &mut |o| match o {
                     Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
                     Out::Keep(e) => {
                         let _ = tx.send(EpisodeMsg::Keep(e));
                     }
                     Out::Drop { cpu, sample } => {
-                        let _ = tx.send(EpisodeMsg::Drop(probe.into(), metric.into(), cpu, sample));
+                        let _ = tx.send(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample));
                     }
                 });
             }

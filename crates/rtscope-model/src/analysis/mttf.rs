@@ -57,6 +57,9 @@ pub enum Source {
 pub struct Mttf {
     pub buffers: u32,
     pub period_ns: u64,
+    /// The total buffering time n x t: the x-axis of the WDM latency
+    /// study's MTTF curves.
+    pub buffering_ns: u64,
     /// The fixed compute time, or the mean of its distribution.
     pub compute_ns: f64,
     pub slack_ns: i64,
@@ -199,6 +202,7 @@ fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute
     Mttf {
         buffers: n,
         period_ns: t_ns,
+        buffering_ns: u64::from(n) * t_ns,
         compute_ns: c.mean(),
         slack_ns: slack.round() as i64,
         p_exceed: p,
