@@ -6,7 +6,9 @@
 //! resolution. The raw exceedances of a summarised span are thinned to its
 //! worst [`KEEP_EXCEEDANCES`]; the others stay counted in its histogram.
 
-use super::{Store, insert_interval, load_intervals};
+use super::Store;
+use super::read::load_intervals;
+use super::write::insert_interval;
 use crate::run::Interval;
 use anyhow::{Result, anyhow};
 use rusqlite::params;

@@ -1,7 +1,13 @@
 //! Tests of `store`.
 
+use super::open::sqlite_uri;
+use super::schema::{MIGRATIONS, SCHEMA};
 use super::tests_support::sample_run;
+use super::write::{insert_exceedances, insert_header, insert_interval, set_extra};
 use super::*;
+use crate::run::RunStatus;
+use rusqlite::{Connection, params};
+use std::path::Path;
 
 #[test]
 fn insert_load_round_trip() {

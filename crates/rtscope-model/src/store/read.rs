@@ -1,0 +1,262 @@
+//! Reading runs back: the listing, a run's header, series, intervals,
+//! exceedances, episodes and documents.
+
+use super::{RunListing, Store, load_of, u};
+use crate::episode::Episode;
+use crate::hist;
+use crate::run::{Exceedance, Interval, NegHalf, Run, RunHeader, RunStatus, Series, SeriesKey};
+use anyhow::{Context, Result, anyhow, bail};
+use rusqlite::{Connection, OptionalExtension, params};
+
+impl Store {
+    pub(super) fn run_data(&self, run_id: i64, name: &str) -> Result<Option<serde_json::Value>> {
+        let doc: Option<String> = self
+            .conn
+            .query_row("SELECT doc FROM run_data WHERE run_id=?1 AND name=?2", params![run_id, name], |r| r.get(0))
+            .optional()?;
+        doc.map(|d| serde_json::from_str(&d).with_context(|| format!("stored {name} of run {run_id}"))).transpose()
+    }
+
+    /// A run's episodes, worst first.
+    pub fn episodes(&self, run_id: i64) -> Result<Vec<Episode>> {
+        let mut st =
+            self.conn.prepare("SELECT doc FROM episodes WHERE run_id=?1 ORDER BY latency_ns DESC, cpu, sample")?;
+        let docs: Vec<String> = st.query_map([run_id], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        docs.iter().map(|d| serde_json::from_str(d).context("stored episode")).collect()
+    }
+
+    /// All runs, oldest first.
+    pub fn list_runs(&self) -> Result<Vec<RunListing>> {
+        let ids: Vec<i64> = {
+            let mut st = self.conn.prepare("SELECT id FROM runs ORDER BY id")?;
+            st.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
+        let mut out = Vec::new();
+        for id in ids {
+            let header = self.header(id)?;
+            let (series, samples): (i64, Option<i64>) = self.conn.query_row(
+                "SELECT (SELECT count(*) FROM series WHERE run_id=?1),
+                        (SELECT sum(i.count) FROM intervals i JOIN series s ON s.id=i.series_id WHERE s.run_id=?1)",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            out.push(RunListing { header, series: series as usize, samples: samples.unwrap_or(0) as u64 });
+        }
+        Ok(out)
+    }
+
+    /// Resolves `last` or a numeric id to an existing run id.
+    pub fn resolve(&self, spec: &str) -> Result<i64> {
+        let id = if spec == "last" {
+            self.conn
+                .query_row("SELECT max(id) FROM runs", [], |r| r.get::<_, Option<i64>>(0))?
+                .ok_or_else(|| anyhow!("the run store {} holds no runs yet", self.path.display()))?
+        } else {
+            spec.parse::<i64>()
+                .map_err(|_| anyhow!("RUN '{spec}' is neither a run id nor 'last' (see `rtscope runs`)"))?
+        };
+        let exists: bool = self
+            .conn
+            .query_row("SELECT count(*) FROM runs WHERE id=?1", [id], |r| r.get::<_, i64>(0))
+            .map(|n| n > 0)?;
+        if !exists {
+            bail!("no run {id} in {} (see `rtscope runs`)", self.path.display());
+        }
+        Ok(id)
+    }
+
+    pub(super) fn header(&self, id: i64) -> Result<RunHeader> {
+        self.conn
+            .query_row(
+                "SELECT uuid, tool_version, command_line, kind, hostname, started_unix_ns, ended_unix_ns,
+                        start_mono_ns, status, exit_code, pid, representative, warnings, notes, peak_rss_kb
+                 FROM runs WHERE id=?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, i64>(5)?,
+                        r.get::<_, Option<i64>>(6)?,
+                        r.get::<_, i64>(7)?,
+                        r.get::<_, String>(8)?,
+                        r.get::<_, Option<i32>>(9)?,
+                        r.get::<_, i64>(10)?,
+                        r.get::<_, bool>(11)?,
+                        r.get::<_, String>(12)?,
+                        r.get::<_, String>(13)?,
+                        r.get::<_, Option<i64>>(14)?,
+                    ))
+                },
+            )
+            .optional()?
+            .ok_or_else(|| anyhow!("no run {id}"))
+            .and_then(|t| {
+                Ok(RunHeader {
+                    id,
+                    uuid: t.0,
+                    tool_version: t.1,
+                    command_line: serde_json::from_str(&t.2)?,
+                    kind: t.3,
+                    hostname: t.4,
+                    started_unix_ns: t.5,
+                    ended_unix_ns: t.6,
+                    start_mono_ns: u(t.7),
+                    status: RunStatus::parse(&t.8).ok_or_else(|| anyhow!("run {id}: unknown status {}", t.8))?,
+                    exit_code: t.9,
+                    pid: t.10 as u32,
+                    representative: t.11,
+                    warnings: serde_json::from_str(&t.12)?,
+                    notes: serde_json::from_str(&t.13)?,
+                    peak_rss_kb: t.14.map(u),
+                })
+            })
+    }
+
+    /// Loads a whole run: header, inventory, plan, every series with its
+    /// intervals and exceedances.
+    pub fn load_run(&self, id: i64) -> Result<Run> {
+        let header = self.header(id)?;
+        let (inv, plan): (String, String) =
+            self.conn
+                .query_row("SELECT inventory, plan FROM runs WHERE id=?1", [id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let mut st = self.conn.prepare(
+            "SELECT id, probe, metric, cpu, unit, exceed, extra, load FROM series WHERE run_id=?1
+             ORDER BY probe, metric, cpu, load",
+        )?;
+        type Row = (i64, SeriesKey, String, String, Option<String>);
+        let rows: Vec<Row> = st
+            .query_map([id], |r| {
+                Ok((
+                    r.get(0)?,
+                    SeriesKey { probe: r.get(1)?, metric: r.get(2)?, cpu: r.get(3)?, load: load_of(r.get(7)?) },
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
+            })?
+            .collect::<Result<_, _>>()?;
+        // Read every series' rows, then build the series (summing their
+        // histograms) on every core; the first error in the series' order
+        // is the one reported, as when they were read one at a time.
+        let mut read = Vec::new();
+        let mut unread = None;
+        for (sid, key, unit, exceed, extra) in rows {
+            match self.series_rows(id, sid) {
+                Ok((intervals, exceedances)) => read.push((key, unit, exceed, extra, intervals, exceedances)),
+                Err(e) => {
+                    unread = Some(e);
+                    break;
+                }
+            }
+        }
+        let built = crate::par::map_into(read, |(key, unit, exceed, extra, intervals, exceedances)| {
+            let what = format!("run {id}, {}", key.describe());
+            (Series::new(key, unit, exceed, intervals, exceedances), extra, what)
+        });
+        let mut series = Vec::new();
+        for (s, extra, what) in built {
+            let mut s = s.map_err(|e| anyhow!("{what}: {e}"))?;
+            if let Some(text) = extra {
+                s.extra = serde_json::from_str(&text).with_context(|| format!("{what}: stored extra figures"))?;
+            }
+            series.push(s);
+        }
+        if let Some(e) = unread {
+            return Err(e);
+        }
+        let trace =
+            self.run_data(id, "trace")?.map(serde_json::from_value).transpose().context("stored trace summary")?;
+        let characterisation = self
+            .run_data(id, "characterisation")?
+            .map(serde_json::from_value)
+            .transpose()
+            .context("stored characterisation")?
+            .unwrap_or_default();
+        let cpu_score =
+            self.run_data(id, "cpu_score")?.map(serde_json::from_value).transpose().context("stored CPU score")?;
+        Ok(Run {
+            header,
+            inventory: serde_json::from_str(&inv).context("stored inventory")?,
+            plan: serde_json::from_str(&plan).context("stored plan")?,
+            series,
+            episodes: self.episodes(id)?,
+            trace,
+            characterisation,
+            cpu_score,
+        })
+    }
+
+    /// A stored series' intervals and exceedances, in order.
+    pub(super) fn series_rows(&self, id: i64, sid: i64) -> Result<(Vec<Interval>, Vec<Exceedance>)> {
+        let intervals = load_intervals(&self.conn, id, sid, i64::MAX)?;
+        let mut est =
+            self.conn.prepare_cached("SELECT t_ns, value_ns FROM exceedances WHERE series_id=?1 ORDER BY t_ns")?;
+        let exceedances = est
+            .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
+            .collect::<Result<_, _>>()?;
+        Ok((intervals, exceedances))
+    }
+}
+
+/// The intervals of series `sid` (of run `id`) that end at or before
+/// `end_at_most` (CLOCK_MONOTONIC ns), in order.
+pub(super) fn load_intervals(conn: &Connection, id: i64, sid: i64, end_at_most: i64) -> Result<Vec<Interval>> {
+    let mut ist = conn.prepare_cached(
+        "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist,
+                neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist
+         FROM intervals WHERE series_id=?1 AND end_ns<=?2 ORDER BY seq",
+    )?;
+    let intervals = ist
+        .query_map([sid, end_at_most], |r| {
+            Ok((
+                r.get::<_, u32>(0)?,
+                [
+                    r.get::<_, i64>(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ],
+                r.get::<_, Vec<u8>>(10)?,
+                [r.get::<_, Option<i64>>(11)?, r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?],
+                r.get::<_, Option<Vec<u8>>>(16)?,
+            ))
+        })?
+        .map(|row| {
+            let (seq, n, blob, neg, neg_blob) = row?;
+            let neg = match (neg, neg_blob) {
+                ([Some(count), Some(min), Some(max), Some(sum), Some(overflows)], Some(hdr)) => Some(NegHalf {
+                    stats: hist::Stats {
+                        count: u(count),
+                        min: u(min),
+                        max: u(max),
+                        sum: u(sum),
+                        overflows: u(overflows),
+                    },
+                    hdr,
+                }),
+                ([None, None, None, None, None], None) => None,
+                _ => bail!("run {id}: interval {seq} has a partial negative half"),
+            };
+            Ok(Interval {
+                seq,
+                start_ns: u(n[0]),
+                end_ns: u(n[1]),
+                stats: hist::Stats { count: u(n[2]), min: u(n[3]), max: u(n[4]), sum: u(n[5]), overflows: u(n[6]) },
+                overruns: u(n[7]),
+                lost_exceedances: u(n[8]),
+                hdr: blob,
+                neg,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(intervals)
+}
