@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::misses::{self, MissPrediction, TaskModel};
 use rtscope_model::analysis::pot::MIN_OBSERVED;
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
+use rtscope_model::analysis::usage::Usage;
 use rtscope_model::analysis::{rta, verdict};
 use rtscope_model::descriptor;
 use rtscope_model::episode::Stages;
@@ -112,6 +113,12 @@ pub fn analyse_stages<'r>(run: &'r Run, opts: &Options) -> Vec<(&'r Series, Resu
         (&a.probe, a.load.as_deref(), a.cpu, rank(a)).cmp(&(&b.probe, b.load.as_deref(), b.cpu, rank(b)))
     });
     list.into_iter().map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts))).collect()
+}
+
+/// What a day and a week of a run's levels are: `flag` (`--usage`), else
+/// the usage stored with the run, else continuous operation.
+pub fn usage(run: &Run, flag: Option<Usage>) -> Usage {
+    flag.unwrap_or_else(|| Usage::of_plan(&run.plan))
 }
 
 /// Where the requirements a run is judged against come from.

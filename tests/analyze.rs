@@ -219,6 +219,11 @@ fn store_run(db: &str) {
 /// [`store_run`], the series measured under each of `loads` (an
 /// assessment's cells: `Some(load)`).
 fn store_run_under(db: &str, loads: &[Option<&str>]) {
+    store_run_planned(db, loads, serde_json::json!({"settings": {"interval_ns": 1_000_000, "distance_ns": 0}}));
+}
+
+/// [`store_run_under`] with `plan` stored as the run's plan.
+fn store_run_planned(db: &str, loads: &[Option<&str>], plan: serde_json::Value) {
     let mut series = Vec::new();
     for (cpu, (li, load)) in (0..2).flat_map(|cpu| loads.iter().enumerate().map(move |l| (cpu, l))) {
         let v = samples(60_000, 10 + cpu as u64 + 7 * li as u64);
@@ -241,7 +246,8 @@ fn store_run_under(db: &str, loads: &[Option<&str>]) {
     let run = Run {
         header: RunHeader {
             id: 0,
-            uuid: "analyze-test".into(),
+            // Another uuid for a run with a usage model, beside one without.
+            uuid: if plan["usage"].is_null() { "analyze-test".into() } else { "analyze-test-usage".into() },
             tool_version: "0.1.0".into(),
             command_line: vec!["rtscope".into(), "wakeup".into()],
             kind: "wakeup".into(),
@@ -258,7 +264,7 @@ fn store_run_under(db: &str, loads: &[Option<&str>]) {
             peak_rss_kb: None,
         },
         inventory: Inventory::default(),
-        plan: serde_json::json!({"settings": {"interval_ns": 1_000_000, "distance_ns": 0}}),
+        plan,
         series,
         episodes: vec![],
         trace: None,
@@ -423,4 +429,75 @@ fn analyze_names_the_load_of_each_series_of_an_assessment() {
     store_run(&single_db);
     let j = json(&rtscope(&["analyze", "last", "--json", "--db", &single_db]));
     assert!(j["series"].as_array().unwrap().iter().all(|s| s.get("load").is_none()), "{}", j["series"][0]["load"]);
+}
+
+/// The usage model through the store, analyze (text and JSON) and the
+/// report: a run stored with 8 h a day and 5 days a week asks for the
+/// level of 8 h and of 40 h of operation; --usage overrides it; a run
+/// stored without one is continuous operation, and says so.
+#[test]
+fn a_stored_usage_model_changes_the_day_and_the_week() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let usage = rtscope_model::analysis::usage::Usage::parse("--usage", "8h/day,5d/week").unwrap();
+    let plan = serde_json::json!({"settings": {"interval_ns": 1_000_000, "distance_ns": 0}, "usage": usage});
+    store_run_planned(&db, &[None], plan);
+    store_run_under(&db, &[None]);
+    // Run 1 (8 h a day): 60 s observed, the day's 8 h is 480x, refused
+    // with 8h / 100; the week's 40 h with 40h / 100.
+    let j = json(&rtscope(&["analyze", "1", "--json", "--db", &db]));
+    let tail = &j["series"][0]["tail"];
+    assert_eq!(tail["usage"]["per_day_ns"], 28_800_000_000_000u64, "{}", tail["usage"]);
+    assert_eq!(tail["usage"]["days_per_week"], 5);
+    assert_eq!(tail["return_levels"]["hour"]["period_s"], 3_600.0);
+    assert_eq!(tail["return_levels"]["day"]["period_s"], 28_800.0);
+    assert_eq!(tail["return_levels"]["week"]["period_s"], 144_000.0);
+    assert!(tail["return_levels"]["day"]["refused"].as_str().unwrap().contains("measure at least 4m48s"));
+    assert!(tail["return_levels"]["week"]["refused"].as_str().unwrap().contains("measure at least 24m"));
+    let o = rtscope(&["analyze", "1", "--db", &db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Usage: 8h a day, 5 days a week"), "{out}");
+    assert!(out.contains("per day (8 h of use)") && out.contains("per week (5 days of 8 h: 40 h of use)"), "{out}");
+    // --usage overrides the stored one.
+    let j = json(&rtscope(&["analyze", "1", "--json", "--usage", "continuous", "--db", &db]));
+    assert_eq!(j["series"][0]["tail"]["return_levels"]["day"]["period_s"], 86_400.0);
+    let j = json(&rtscope(&["analyze", "1", "--json", "--usage", "6h/day", "--db", &db]));
+    let levels = &j["series"][0]["tail"]["return_levels"];
+    assert_eq!(
+        (levels["day"]["period_s"].as_f64(), levels["week"]["period_s"].as_f64()),
+        (Some(21_600.0), Some(151_200.0))
+    );
+    // Run 2, stored without a usage: continuous operation, said so.
+    let o = rtscope(&["analyze", "2", "--db", &db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Usage: continuous operation"), "{out}");
+    assert!(out.contains("per day (24 h: continuous operation)"), "{out}");
+    let j = json(&rtscope(&["analyze", "2", "--json", "--db", &db]));
+    assert_eq!(j["series"][0]["tail"]["return_levels"]["day"]["period_s"], 86_400.0);
+    // The report's tail table heads its columns with the usage.
+    let o = rtscope(&["report", "1", "--format", "md", "-o", "-", "--db", &db]);
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(md.contains("per day (8 h of use)") && md.contains("Usage: 8h a day, 5 days a week"), "{md}");
+    let o = rtscope(&["report", "1", "--format", "md", "-o", "-", "--usage", "continuous", "--db", &db]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("per day (24 h: continuous operation)"));
+    // The export keeps it in the plan: an imported copy reads the same.
+    let o = rtscope(&["export", "1", "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["run"]["plan"]["usage"]["days_per_week"], 5, "{}", doc["run"]["plan"]);
+    let file = dir.join("run1.json");
+    std::fs::write(&file, &o.stdout).unwrap();
+    let other = dir.join("other.db").display().to_string();
+    let o = rtscope(&["import", file.to_str().unwrap(), "--db", &other]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&rtscope(&["analyze", "last", "--db", &other]).stdout).to_string();
+    assert!(out.contains("per day (8 h of use)"), "{out}");
+    // Bad input names the flag and the fix.
+    for bad in ["8h", "30h/day", "8h/day,9d/week"] {
+        let o = rtscope(&["analyze", "1", "--usage", bad, "--db", &db]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(e.contains("--usage") && e.contains("e.g. --usage 8h/day,5d/week"), "{e}");
+    }
 }

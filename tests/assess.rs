@@ -736,3 +736,51 @@ fn an_idle_column_beside_a_busy_process_is_flagged_naming_it() {
     assert!(row.contains("not idle"), "{out}");
     assert!(out.contains(&named), "the report names it: {out}");
 }
+
+/// The usage model is stored with the run: from a campaign file's `usage`
+/// key (overridden by --usage) and from a probe command's --usage; analyze
+/// reads it back without the flag. A bad key names the file and the fix.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn the_usage_model_is_stored_with_run_and_probe_runs() {
+    let fx = Fixture::root();
+    let c = last_cpu().to_string();
+    let plan = fx.dir.join("usage.toml");
+    let body = format!(
+        "probes = [\"wakeup\"]\nloads = [\"idle\"]\ncpus = \"{c}\"\nduration = \"1s\"\nwarmup = \"100ms\"\n\
+         ramp_up = \"100ms\"\nscore = \"100ms\"\nusage = \"6h/day,5d/week\"\n"
+    );
+    std::fs::write(&plan, &body).unwrap();
+    let o = rtscope_in(&fx.dir, &["run", plan.to_str().unwrap(), "--db", &fx.db, "--quiet"]);
+    assert!(matches!(o.status.code(), Some(0) | Some(2)), "{}", text(&o));
+    let doc = export(&fx.db, &[]);
+    assert_eq!(doc["run"]["plan"]["usage"]["per_day_ns"], 21_600_000_000_000u64, "{}", doc["run"]["plan"]);
+    let out = String::from_utf8_lossy(&rtscope(&["analyze", "last", "--db", &fx.db]).stdout).to_string();
+    // The sentence always; the labels where the short cell's tail was fitted.
+    assert!(out.contains("Usage: 6h a day, 5 days a week"), "{out}");
+    assert!(!out.contains("expected worst case (95") || out.contains("per day (6 h of use)"), "{out}");
+    // --usage over the file's key.
+    let args = ["run", plan.to_str().unwrap(), "--usage", "8h/day", "--db", &fx.db, "--quiet"];
+    let o = rtscope_in(&fx.dir, &args);
+    assert!(matches!(o.status.code(), Some(0) | Some(2)), "{}", text(&o));
+    let doc = export(&fx.db, &[]);
+    assert_eq!(doc["run"]["plan"]["usage"]["per_day_ns"], 28_800_000_000_000u64, "{}", doc["run"]["plan"]);
+    assert_eq!(doc["run"]["plan"]["usage"]["days_per_week"], 7);
+    // A probe command.
+    let o = rtscope(&["wakeup", "--cpus", &c, "-D", "1s", "--usage", "8h/day,5d/week", "--db", &fx.db, "-q"]);
+    assert!(matches!(o.status.code(), Some(0) | Some(2)), "{}", text(&o));
+    let doc = export(&fx.db, &[]);
+    assert_eq!(doc["run"]["plan"]["usage"]["days_per_week"], 5, "{}", doc["run"]["plan"]);
+    let j: serde_json::Value =
+        serde_json::from_slice(&rtscope(&["analyze", "last", "--json", "--db", &fx.db]).stdout).unwrap();
+    let tail = &j["series"][0]["tail"];
+    assert!(tail.is_null() || tail["return_levels"]["week"]["period_s"] == 144_000.0, "{}", j["series"][0]);
+    let out = String::from_utf8_lossy(&rtscope(&["analyze", "last", "--db", &fx.db]).stdout).to_string();
+    assert!(out.contains("Usage: 8h a day, 5 days a week"), "{out}");
+    // A bad key in the file is refused before anything is measured.
+    std::fs::write(&plan, body.replace("6h/day,5d/week", "6h/month")).unwrap();
+    let o = rtscope_in(&fx.dir, &["run", plan.to_str().unwrap(), "--db", &fx.db, "--quiet"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("usage.toml: usage '6h/month'") && e.contains("e.g. --usage 8h/day,5d/week"), "{e}");
+}

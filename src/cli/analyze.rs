@@ -95,6 +95,10 @@ pub struct AnalyzeArgs {
     /// The tail threshold: auto (the highest value leaving at least 100 exceedances) or a duration.
     #[arg(long, value_name = "DUR|auto", default_value = "auto", value_parser = threshold)]
     pub threshold: Threshold,
+    /// What "per day" and "per week" of the expected worst cases mean: hours of use a day and days a week, e.g.
+    /// 8h/day,5d/week, or continuous [default: the usage stored with the run, else continuous operation]
+    #[arg(long, value_name = "H/day,D/week", value_parser = super::usage)]
+    pub usage: Option<rtscope_model::analysis::usage::Usage>,
     #[command(flatten)]
     pub req: RequireArgs,
     #[command(flatten)]

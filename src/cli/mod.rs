@@ -17,6 +17,7 @@ use crate::trace::{TraceClock, TraceOpts};
 use anyhow::{Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use rtscope_model::analysis::usage::Usage;
 use std::path::PathBuf;
 
 mod analyze;
@@ -131,6 +132,11 @@ fn mttf_axis(s: &str) -> Result<report::tailplot::MttfAxis, String> {
 }
 
 /// A duration with a unit: 250ns, 500us, 1ms, 1.5ms, 10s, 5m, 12h.
+/// `--usage`: hours of use a day, days a week.
+pub(crate) fn usage(s: &str) -> Result<Usage, String> {
+    Usage::parse("--usage", s)
+}
+
 pub fn dur(s: &str) -> Result<u64, String> {
     rtscope_model::units::parse_duration(s)
 }
@@ -216,6 +222,11 @@ pub struct CommonArgs {
     /// running beside rtscope (trace-cmd, perf) sees it.
     #[arg(long)]
     pub tracemark: bool,
+    /// What "per day" and "per week" of the expected worst cases mean, stored with the run: hours of use a day and
+    /// days a week, e.g. 8h/day,5d/week (the WDM latency study's working day and week) [default: continuous
+    /// operation, 24h/day,7d/week]
+    #[arg(long, value_name = "H/day,D/week", value_parser = usage)]
+    pub usage: Option<Usage>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -289,6 +300,10 @@ pub struct RunArgs {
     /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// What "per day" and "per week" of the expected worst cases mean, stored with the run (over the plan's usage
+    /// key): hours of use a day and days a week, e.g. 8h/day,5d/week [default: continuous operation]
+    #[arg(long, value_name = "H/day,D/week", value_parser = usage)]
+    pub usage: Option<Usage>,
     // Stored with the run (over the plan's profiles and require keys): the verdicts are printed at the end, a failed
     // one exits with code 2, and `rtscope analyze` and `rtscope report` apply them without flags.
     #[command(flatten)]
@@ -381,6 +396,10 @@ pub struct ReportArgs {
     /// latency study draws its curves).
     #[arg(long, value_name = "AXIS", default_value = "buffers", value_parser = mttf_axis)]
     pub mttf_axis: report::tailplot::MttfAxis,
+    /// What "per day" and "per week" of the expected worst cases mean: hours of use a day and days a week, e.g.
+    /// 8h/day,5d/week, or continuous [default: the usage stored with the run, else continuous operation]
+    #[arg(long, value_name = "H/day,D/week", value_parser = usage)]
+    pub usage: Option<Usage>,
     #[command(flatten)]
     pub req: RequireArgs,
     // The Schedulability section's task set [default: the one stored with the run, if any].
@@ -537,6 +556,7 @@ impl CommonArgs {
             warmup_ns: 0,
             instance: None,
             instances: self.instances.clone(),
+            usage: self.usage.unwrap_or_default(),
         })
     }
 }

@@ -188,6 +188,7 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     }
     opts.compute = a.compute.map(Compute::Fixed);
     opts.target_s = a.target as f64 / 1e9;
+    opts.usage = crate::judge::usage(&run, a.usage);
     // The MTTF cells' intervals are printed in the JSON only.
     opts.mttf_intervals = a.json;
     let all = run_series(&run, &opts)?;

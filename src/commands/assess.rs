@@ -19,6 +19,7 @@ use crate::sys::sched::Policy;
 use crate::sys::{clock, cpu, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
+use rtscope_model::analysis::usage::Usage;
 use rtscope_model::characterisation::{Accumulator, Characterisation};
 use rtscope_model::descriptor;
 use rtscope_model::episode::{Stages, TraceSummary};
@@ -69,6 +70,9 @@ pub struct PlanFile {
     pub tasks: Option<String>,
     pub task: Option<Vec<rta::TaskSpec>>,
     pub error_rate: Option<f64>,
+    /// What a day and a week of the expected worst cases are (as
+    /// `--usage`): `8h/day,5d/week`; absent: continuous operation.
+    pub usage: Option<String>,
     /// Each probe's own arguments.
     #[serde(default)]
     pub args: BTreeMap<String, Vec<String>>,
@@ -117,7 +121,8 @@ impl PlanFile {
             allow_insufficient,
             tasks,
             task,
-            error_rate
+            error_rate,
+            usage
         );
         self.args.extend(other.args);
         self
@@ -149,6 +154,8 @@ pub struct Plan {
     pub score_ns: u64,
     pub shuffle: bool,
     pub seed: u64,
+    /// What a day and a week of the levels are (`usage`, `--usage`).
+    pub usage: Usage,
     /// (load index, probe index), in the order measured.
     pub cells: Vec<(usize, usize)>,
     /// Probes measured without --trace (they cannot be traced yet).
@@ -348,6 +355,10 @@ impl Plan {
         let allow_insufficient = file.allow_insufficient.unwrap_or(false);
         let tasks = Self::task_set(file, origin, &names)?;
         let shuffle = file.shuffle.unwrap_or(false);
+        let usage = match &file.usage {
+            Some(u) => Usage::parse(&format!("{origin}: usage"), u).map_err(anyhow::Error::msg)?,
+            None => Usage::CONTINUOUS,
+        };
         let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
         let mut cells: Vec<(usize, usize)> =
             (0..loads.len()).flat_map(|l| (0..probes.len()).map(move |p| (l, p))).collect();
@@ -367,6 +378,7 @@ impl Plan {
             score_ns,
             shuffle,
             seed,
+            usage,
             cells,
             untraced,
             trace,
@@ -463,6 +475,7 @@ impl Plan {
                 "allow_insufficient": self.allow_insufficient,
             },
             "schedulability": self.tasks,
+            "usage": self.usage,
             "cpus": format_cpu_list(&self.cpus),
             "load_cpus": format_cpu_list(&self.load_cpus),
             "housekeeping_cpus": housekeeping,

@@ -51,6 +51,7 @@ pub fn run_probe(
         plan["cells"] = cells.iter().zip(&effective).map(|(c, &e)| cell_plan(probe, c, e)).collect();
     }
     plan["housekeeping_cpus"] = housekeeping.into();
+    plan["usage"] = serde_json::to_value(common.usage)?;
     let mut run = session.create(&common.kind, &plan)?;
     let run_id = run.run_id;
     let mut outcomes = vec![cell.measure(&mut run, signal)?];

@@ -24,6 +24,7 @@ use crate::trace::decompose::{CpuTrace, Settings, WakePath};
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Lane, Reader};
 use anyhow::{Result, anyhow};
+use rtscope_model::analysis::usage::Usage;
 use rtscope_model::descriptor::{Descriptor, Trace};
 use rtscope_model::episode::Stages;
 use rtscope_model::hist::Tally;
@@ -149,6 +150,10 @@ pub struct Common {
     /// measured one after the other into one run (empty: one, at `priority`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub instances: Vec<u8>,
+    /// `--usage`: what a day and a week of the run's return levels are,
+    /// stored as the plan's `usage`.
+    #[serde(skip)]
+    pub usage: Usage,
 }
 
 impl Common {

@@ -51,6 +51,9 @@ pub fn write_run(
         super::summary::write_text(s, out, colour)?;
         super::summary::write_details_rule(out)?;
     }
+    if let Some(first) = all.first() {
+        writeln!(out, "{}", first.usage.sentence())?;
+    }
     for s in all {
         writeln!(out)?;
         write_series(s, out)?;
@@ -227,8 +230,9 @@ fn write_tail(t: &TailReport, out: &mut dyn Write) -> Result<()> {
         t.theta_note
     )?;
     writeln!(out, "  expected worst case (95 % interval):")?;
+    let width = levels(t).iter().map(|(name, _)| t.usage.label(name).len()).max().unwrap_or(0);
     for (name, l) in levels(t) {
-        writeln!(out, "    per {name:<5} {}", level_cell(l))?;
+        writeln!(out, "    {:<width$} {}", t.usage.label(name), level_cell(l))?;
     }
     let d = &t.diagnostics;
     let test = |name: &str, passed: Option<bool>, p: Option<f64>, note: &str| -> String {
@@ -333,13 +337,15 @@ pub fn write_stage_levels(stages: &[SeriesAnalysis], out: &mut dyn Write) -> Res
         return Ok(());
     }
     writeln!(out, "stages' worst case per hour / day / week (us, 95 % interval; traced stage series):")?;
+    writeln!(out, "  {}", stages[0].usage.sentence())?;
     for s in stages {
         let st = &s.report.stats;
         writeln!(out, "  {:<34} {:>9} samples  max {:>10} us", crate::judge::label(s), st.count, us_i(st.max_ns))?;
         match &s.report.tail {
             Some(t) => {
+                let width = levels(t).iter().map(|(name, _)| t.usage.label(name).len()).max().unwrap_or(0);
                 for (name, l) in levels(t) {
-                    writeln!(out, "    {name:<5} {}", level_cell(l))?;
+                    writeln!(out, "    {:<width$} {}", t.usage.label(name), level_cell(l))?;
                 }
             }
             None => writeln!(out, "    no tail fit: {}", s.report.tail_error.as_deref().unwrap_or("unknown reason"))?,

@@ -11,9 +11,11 @@ use super::text::is_stage;
 use crate::judge::{Asked, AskedSet, ReqSource, analyse};
 use rtscope_model::analysis::diagnostics::TestResult;
 use rtscope_model::analysis::mttf::{self, Compute, Source};
+use rtscope_model::analysis::pot::PERIODS;
 use rtscope_model::analysis::pot::{Level, REFUSED, TailReport};
 use rtscope_model::analysis::rta::Schedulability;
 use rtscope_model::analysis::series::{Options, SeriesAnalysis};
+use rtscope_model::analysis::usage::Usage;
 use rtscope_model::analysis::verdict::{Lhs, Op, Stat, Status, Verdict};
 use rtscope_model::descriptor;
 use rtscope_model::run::{Run, Series};
@@ -27,6 +29,8 @@ pub struct Analysed<'r> {
     /// why there is none.
     pub rows: Vec<(&'r Series, Result<usize, String>)>,
     pub all: Vec<SeriesAnalysis>,
+    /// What a day and a week of the levels are.
+    pub usage: Usage,
     pub asked: Asked,
     /// One per requirement; for the default yardstick, only those the run
     /// has data for.
@@ -40,12 +44,14 @@ pub struct Analysed<'r> {
 }
 
 impl<'r> Analysed<'r> {
-    pub fn new(run: &'r Run, asked: Asked, set: Option<AskedSet>) -> Analysed<'r> {
+    /// `usage`: `--usage`, else the run's stored one.
+    pub fn new(run: &'r Run, asked: Asked, set: Option<AskedSet>, usage: Option<Usage>) -> Analysed<'r> {
         // An OS-service test's series only when a requirement names its probe.
         let named = |p: &str| asked.reqs.iter().any(|r| matches!(&r.lhs, Lhs::Stat { probe, .. } if probe == p));
         let mut all = Vec::new();
         // A report prints no MTTF cell's interval: the table is computed without them.
-        let opts = Options { mttf_intervals: false, ..Options::default() };
+        let usage = crate::judge::usage(run, usage);
+        let opts = Options { mttf_intervals: false, usage, ..Options::default() };
         // A traced run's stage series too (their tails, the WDM study's per-stage worst cases), without MTTF tables.
         let stage_opts = Options { periods: vec![], ..opts.clone() };
         let rows = analyse(run, &opts, |s| !is_stage(s) && (!per_test(s) || named(&s.key.probe)))
@@ -66,7 +72,7 @@ impl<'r> Analysed<'r> {
             let s = crate::judge::schedulability(&all, &set);
             (set, s)
         });
-        Analysed { run, rows, all, asked, verdicts, left_out, sched, mttf_axis: MttfAxis::default() }
+        Analysed { run, rows, all, usage, asked, verdicts, left_out, sched, mttf_axis: MttfAxis::default() }
     }
 
     /// A requirement asked for (not the default yardstick) failed, or had
@@ -290,13 +296,18 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
     sec.push(Block::Para(format!(
         "A generalised Pareto tail fitted above a threshold (peaks over threshold), declustered; the expected worst \
          case over an hour, a day and a week of the same conditions, with its 95 % profile-likelihood interval; \
-         refused when it would extrapolate beyond 100x the time observed. Diagnostics and options: rtscope analyze {}",
-        a.run.header.id
+         refused when it would extrapolate beyond 100x the time observed. Diagnostics and options: rtscope analyze {}. \
+         {}",
+        a.run.header.id,
+        a.usage.sentence()
     )));
     let mut t = Table::new(
-        ["series", "samples", "max (us)", "tail fit", "per hour", "per day", "per week", "confidence"]
+        ["series", "samples", "max (us)", "tail fit"]
             .map(String::from)
-            .to_vec(),
+            .into_iter()
+            .chain(PERIODS.iter().map(|(name, _)| a.usage.label(name)))
+            .chain(["confidence".to_string()])
+            .collect(),
         1,
     );
     for i in [3, 4, 5, 6, 7] {
@@ -384,8 +395,8 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
             probes_of(&refused.iter().map(|r| r.0).collect::<Vec<_>>()),
             dur_s(longest),
             need(3600.0),
-            need(86_400.0),
-            need(604_800.0)
+            need(a.usage.period_s("day").unwrap_or(86_400.0)),
+            need(a.usage.period_s("week").unwrap_or(604_800.0))
         )));
     }
     if !unfit.is_empty() {
@@ -811,7 +822,7 @@ mod tests {
             requires: vec!["mttf(n=3,t=2ms,c=1ms) > 1h".into(), "wakeup.latency.max < 1ms".into()],
             allow_insufficient: false,
         };
-        let a = Analysed::new(&run, crate::judge::asked(&run, &flags, true).unwrap(), None);
+        let a = Analysed::new(&run, crate::judge::asked(&run, &flags, true).unwrap(), None, None);
         assert_eq!(a.asked.source, ReqSource::Flags);
         assert_eq!(a.verdicts.len(), 5, "omac's three and the two given");
         assert!(a.left_out.is_empty());

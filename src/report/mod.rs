@@ -130,6 +130,9 @@ pub struct Input<'a> {
     pub tasks: Option<&'a TasksSpec>,
     /// HTML, Markdown: the MTTF plots' x-axis.
     pub mttf_axis: tailplot::MttfAxis,
+    /// HTML, Markdown: what a day and a week of the levels are (else the
+    /// usage stored with each run).
+    pub usage: Option<rtscope_model::analysis::usage::Usage>,
     /// Text: colour (a terminal, and NO_COLOR unset).
     pub colour: bool,
 }
@@ -145,6 +148,7 @@ impl<'a> Input<'a> {
             req: None,
             tasks: None,
             mttf_axis: Default::default(),
+            usage: None,
             colour: false,
         }
     }
@@ -245,6 +249,7 @@ fn run_doc(
     req: &RequireSpec,
     tasks: &TasksSpec,
     mttf_axis: tailplot::MttfAxis,
+    usage: Option<rtscope_model::analysis::usage::Usage>,
 ) -> Result<(doc::Doc, bool)> {
     let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
     let title = match runs {
@@ -255,7 +260,7 @@ fn run_doc(
     let mut failed = false;
     for (i, r) in runs.iter().enumerate() {
         let set = crate::judge::asked_set(r, tasks)?;
-        let mut a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set);
+        let mut a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set, usage);
         a.mttf_axis = mttf_axis;
         failed |= a.failed();
         chapters.push(sections::chapter(&a, &format!("r{}", i + 1)));
@@ -275,7 +280,7 @@ fn write_judged_doc(
     }
     let req = input.req.cloned().unwrap_or_default();
     let tasks = input.tasks.cloned().unwrap_or_default();
-    let (doc, failed) = run_doc(input.runs, &req, &tasks, input.mttf_axis)?;
+    let (doc, failed) = run_doc(input.runs, &req, &tasks, input.mttf_axis, input.usage)?;
     render(&doc, out)?;
     Ok(Written { failed })
 }

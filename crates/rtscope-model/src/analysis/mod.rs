@@ -13,4 +13,5 @@ pub mod obs;
 pub mod pot;
 pub mod rta;
 pub mod series;
+pub mod usage;
 pub mod verdict;

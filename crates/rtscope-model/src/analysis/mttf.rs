@@ -403,7 +403,8 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(3);
         let v: Vec<i64> = (0..100_000).map(|_| rng.i64(10_000..20_000)).collect();
         let o = Obs::from_samples(&v, None, Some(1000.0)).unwrap();
-        let (model, report) = crate::analysis::pot::analyze(&o, None).unwrap();
+        let (model, report) =
+            crate::analysis::pot::analyze(&o, None, crate::analysis::usage::Usage::CONTINUOUS).unwrap();
         assert!(report.xi < 0.0, "a bounded tail: {}", report.xi);
         let m = mttf(&o, Some(&model), 2, 1_000_000, &Compute::Fixed(500_000));
         assert_eq!((m.source, m.p_exceed, m.mttf_s), (Source::FittedTail, Some(0.0), None));

@@ -8,10 +8,12 @@ use super::extremal;
 use super::gev::{self, Gev};
 use super::gpd::{self, Excesses, GpdFit};
 use super::obs::Obs;
+use super::usage::Usage;
 use crate::units::human;
 use serde::Serialize;
 
-/// The periods of operation return levels are given for.
+/// The periods of operation return levels are given for, in continuous
+/// operation ([`Usage`] says how long a day and a week of use are).
 pub const PERIODS: [(&str, f64); 3] = [("hour", 3_600.0), ("day", 86_400.0), ("week", 604_800.0)];
 /// Exceedances the automatic threshold leaves.
 pub const DEFAULT_EXCEEDANCES: u64 = 100;
@@ -388,6 +390,8 @@ pub struct TailReport {
     pub samples: u64,
     pub rate_hz: f64,
     pub observed_duration_s: f64,
+    /// What a day and a week of the return levels are.
+    pub usage: Usage,
     pub return_levels: ReturnLevels,
     pub diagnostics: Diagnostics,
     /// high / medium / low, and why.
@@ -403,10 +407,11 @@ const MIN_BLOCKS: usize = 20;
 /// Exceedances each half needs for its own fit.
 const MIN_HALF: u64 = 30;
 
-/// Fits the tail of `obs` and runs every diagnostic.
-pub fn analyze(obs: &Obs, requested: Option<f64>) -> Result<(TailModel, TailReport), String> {
+/// Fits the tail of `obs` and runs every diagnostic; the return levels
+/// are per hour, day and week of `usage`.
+pub fn analyze(obs: &Obs, requested: Option<f64>, usage: Usage) -> Result<(TailModel, TailReport), String> {
     let model = TailModel::fit(obs, requested)?;
-    let rl = |i: usize| return_level(&model, obs, PERIODS[i].1);
+    let rl = |i: usize| return_level(&model, obs, usage.period_s(PERIODS[i].0).unwrap_or(PERIODS[i].1));
     let return_levels = ReturnLevels { hour: rl(0), day: rl(1), week: rl(2) };
     let diagnostics = Diagnostics {
         ljung_box: block_test(obs, "Ljung-Box (20 lags) on interval maxima", MIN_BLOCKS_LB, |b| {
@@ -414,7 +419,7 @@ pub fn analyze(obs: &Obs, requested: Option<f64>) -> Result<(TailModel, TailRepo
         }),
         runs: block_test(obs, "runs test on interval maxima", MIN_BLOCKS, diagnostics::runs_test),
         kpss: block_test(obs, "KPSS level stationarity of interval maxima", MIN_BLOCKS, diagnostics::kpss),
-        gev: gev_check(obs, &model, &return_levels),
+        gev: gev_check(obs, &model, &return_levels, usage),
         halves: halves_check(obs, &model),
         threshold_stability: stability(obs, &model, requested.is_some()),
     };
@@ -438,6 +443,7 @@ pub fn analyze(obs: &Obs, requested: Option<f64>) -> Result<(TailModel, TailRepo
         samples: model.n,
         rate_hz: model.rate_hz,
         observed_duration_s: obs.duration_s,
+        usage,
         return_levels,
         diagnostics,
         confidence,
@@ -469,7 +475,7 @@ fn block_test(obs: &Obs, name: &'static str, min: usize, test: impl Fn(&[f64]) -
     }
 }
 
-fn gev_check(obs: &Obs, model: &TailModel, levels: &ReturnLevels) -> GevCheck {
+fn gev_check(obs: &Obs, model: &TailModel, levels: &ReturnLevels, usage: Usage) -> GevCheck {
     let mut out = GevCheck {
         blocks: obs.blocks.len(),
         block_s: obs.block_s,
@@ -490,7 +496,7 @@ fn gev_check(obs: &Obs, model: &TailModel, levels: &ReturnLevels) -> GevCheck {
     out.gev = Some(fit.gev);
     let Some((name, period_s, level)) = PERIODS
         .iter()
-        .map(|&(name, s)| (name, s, levels.get(name).expect("known period")))
+        .map(|&(name, s)| (name, usage.period_s(name).unwrap_or(s), levels.get(name).expect("known period")))
         .find(|(_, s, l)| l.value_ns.is_some() && *s >= 2.0 * obs.block_s)
     else {
         out.note = "no period to compare".into();
@@ -700,7 +706,7 @@ mod tests {
         // 43x (extrapolated), a week 302x (refused).
         let v = body_and_tail(200_000, 0.01, tail, 9);
         let o = Obs::from_samples(&v, None, Some(100.0)).unwrap();
-        let (_, r) = analyze(&o, None).unwrap();
+        let (_, r) = analyze(&o, None, Usage::CONTINUOUS).unwrap();
         assert_eq!(r.exceedances, 100);
         let h = &r.return_levels.hour;
         assert!(!h.extrapolated && h.refused.is_none());
@@ -714,6 +720,28 @@ mod tests {
         assert!(r.diagnostics.ljung_box.passed.is_some() && r.diagnostics.kpss.passed.is_some());
         assert!(r.diagnostics.halves.passed.is_some(), "{:?}", r.diagnostics.halves);
         assert!(r.diagnostics.threshold_stability.candidates.len() == 5);
+    }
+
+    #[test]
+    fn a_usage_model_shortens_the_day_and_the_week() {
+        let tail = Gpd { sigma: 3_000.0, xi: 0.1 };
+        // 2000 s observed: a continuous week (302x) is refused, a week of
+        // 5 days of 8 h (144000 s, 72x) only extrapolated; an hour is an
+        // hour either way.
+        let v = body_and_tail(200_000, 0.01, tail, 9);
+        let o = Obs::from_samples(&v, None, Some(100.0)).unwrap();
+        let (model, c) = analyze(&o, None, Usage::CONTINUOUS).unwrap();
+        let office = Usage::parse("--usage", "8h/day,5d/week").unwrap();
+        let (_, w) = analyze(&o, None, office).unwrap();
+        assert_eq!(w.usage, office);
+        assert_eq!(w.return_levels.hour.value_ns, c.return_levels.hour.value_ns);
+        assert_eq!(w.return_levels.day.period_s, 28_800.0);
+        assert_eq!(w.return_levels.week.period_s, 144_000.0);
+        assert_eq!(w.return_levels.day.value_ns, return_level(&model, &o, 28_800.0).value_ns);
+        let (day8, day24) = (w.return_levels.day.value_ns.unwrap(), c.return_levels.day.value_ns.unwrap());
+        assert!(c.return_levels.hour.value_ns.unwrap() < day8 && day8 < day24, "{day8} {day24}");
+        assert!(c.return_levels.week.refused.is_some());
+        assert!(w.return_levels.week.extrapolated && w.return_levels.week.value_ns.is_some());
     }
 
     /// Simulation: samples from a known GPD tail over a known body; the

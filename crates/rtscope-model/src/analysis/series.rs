@@ -5,6 +5,7 @@
 use super::mttf::{self, Compute, MttfTable};
 use super::obs::Obs;
 use super::pot::{self, MIN_OBSERVED, TailModel, TailReport};
+use super::usage::Usage;
 use crate::run::{Series, SeriesKey};
 use serde::Serialize;
 
@@ -70,6 +71,9 @@ pub struct Options {
     /// costs a profile-likelihood scan, most of an analysis' time; only the
     /// JSON prints them, so the text and the reports leave them out.
     pub mttf_intervals: bool,
+    /// What a day and a week of the return levels are (stored with the
+    /// run, or --usage).
+    pub usage: Usage,
 }
 
 impl Default for Options {
@@ -82,6 +86,7 @@ impl Default for Options {
             compute: None,
             target_s: 86_400.0,
             mttf_intervals: true,
+            usage: Usage::CONTINUOUS,
         }
     }
 }
@@ -112,6 +117,8 @@ pub struct SeriesAnalysis {
     /// ptimer period), when there is one.
     pub timer_period_ns: Option<u64>,
     pub report: SeriesReport,
+    /// What a day and a week of its return levels are.
+    pub usage: Usage,
 }
 
 /// Analyses a stored series. `timer_period_ns`: from the run's plan.
@@ -216,7 +223,7 @@ fn build(
         interval_maxima,
         observed_rates,
     };
-    let (model, tail, tail_error) = match pot::analyze(&obs, opts.threshold) {
+    let (model, tail, tail_error) = match pot::analyze(&obs, opts.threshold, opts.usage) {
         Ok((m, r)) => (Some(m), Some(r), None),
         Err(e) => (None, None, Some(e)),
     };
@@ -245,5 +252,5 @@ fn build(
         tail_error,
         mttf,
     };
-    SeriesAnalysis { key, obs, model, timer_period_ns, report }
+    SeriesAnalysis { key, obs, model, timer_period_ns, report, usage: opts.usage }
 }

@@ -368,7 +368,9 @@ fn eval_stat_verdict(s: &SeriesAnalysis, stat: &Stat, op: Op, limit: f64) -> Ver
                 plain(&mut v, value, &format!("observed p{}", q * 100.0));
             }
         }
-        Stat::Period(pname, secs) => {
+        Stat::Period(pname, continuous_s) => {
+            // A day or a week of the run's usage (continuous by default).
+            let secs = &s.usage.period_s(pname).unwrap_or(*continuous_s);
             if *secs > REFUSED * st.observed_duration_s {
                 v.evidence = format!(
                     "{} {pname} is more than {REFUSED:.0}x the {} observed: too far to extrapolate",
@@ -396,7 +398,8 @@ fn eval_stat_verdict(s: &SeriesAnalysis, stat: &Stat, op: Op, limit: f64) -> Ver
             let hi = level.ci_high_ns.map(|x| x as f64);
             v.status = decide(op, limit, lo, hi);
             v.evidence = format!(
-                "expected worst case per {pname} {} (95 % interval {} .. {}){}{}",
+                "expected worst case {} {} (95 % interval {} .. {}){}{}",
+                s.usage.label(pname),
                 us(value),
                 lo.map_or("?".into(), us),
                 hi.map_or("unbounded".into(), us),
