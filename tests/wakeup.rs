@@ -432,3 +432,31 @@ fn a_cell_shows_its_progress_and_a_second_ctrl_c_leaves_it_partial() {
     assert!(err.contains("run 1 is stored partial") && err.contains("rtscope show 1"), "{err}");
     assert_eq!(show_json(&fx.db, "last")["status"], "partial");
 }
+
+/// The stored inventory holds the CPU caches and the devices behind the
+/// network interfaces and block devices (sysfs's own view, read here
+/// again), and `show` prints them.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn the_inventory_records_caches_and_devices() {
+    let fx = Fixture::root();
+    let c = last_cpu().to_string();
+    fx.run_json("inv.json", &["wakeup", "--cpus", &c, "-D", "1s"]);
+    let doc = export(&fx.db, &[]);
+    let inv = &doc["run"]["inventory"];
+    let caches = inv["caches"].as_array().unwrap();
+    let sysfs_caches = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache/index0").exists();
+    assert_eq!(!caches.is_empty(), sysfs_caches, "{inv}");
+    let devices = inv["devices"].as_array().unwrap();
+    for (class, dir) in [("net", "/sys/class/net"), ("block", "/sys/block")] {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let name = e.unwrap().file_name().into_string().unwrap();
+            let backed = std::path::Path::new(dir).join(&name).join("device").exists();
+            let stored = devices.iter().any(|d| d["class"] == class && d["name"] == name.as_str());
+            assert_eq!(stored, backed, "{class} {name}: {inv}");
+        }
+    }
+    let o = rtscope(&["show", "last", "--db", &fx.db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!sysfs_caches || out.contains("caches            L1"), "{out}");
+}

@@ -22,7 +22,7 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
     govs.sort();
     govs.dedup();
     let sched = scheduling(&run.plan).unwrap_or_else(|| "-".into());
-    vec![
+    let mut rows = vec![
         ("host", format!("{} ({})", h.hostname, inv.arch)),
         ("CPU", format!("{} · {} online ({})", inv.cpu_model, inv.cpu_count, inv.cpus_online)),
         ("kernel", format!("{} {}", inv.kernel_release, inv.kernel_version)),
@@ -52,6 +52,28 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
         ("hypervisor", inv.hypervisor.clone().unwrap_or_else(|| "none seen".into())),
         ("idle driver", opt(&inv.cpu_idle_driver)),
         ("memory", mib(inv.memory_total_kb)),
+    ];
+    // Runs taken before rtscope recorded caches and devices have neither row.
+    if !inv.caches.is_empty() {
+        // Each size once, with how many there are (one L1 per core, one L3 per socket).
+        let mut groups: Vec<(String, usize)> = Vec::new();
+        for c in &inv.caches {
+            let name = c.name();
+            match groups.iter_mut().find(|g| g.0 == name) {
+                Some(g) => g.1 += 1,
+                None => groups.push((name, 1)),
+            }
+        }
+        let text: Vec<String> = groups.into_iter().map(|(n, k)| if k > 1 { format!("{n} x{k}") } else { n }).collect();
+        rows.push(("caches", text.join(" · ")));
+    }
+    for (class, label) in [("net", "NICs"), ("block", "storage"), ("gpu", "GPUs")] {
+        let list: Vec<String> = inv.devices.iter().filter(|d| d.class == class).map(|d| d.describe()).collect();
+        if !list.is_empty() {
+            rows.push((label, list.join(" · ")));
+        }
+    }
+    rows.extend([
         (
             "privileges",
             format!(
@@ -71,7 +93,8 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
             ),
         ),
         ("run", format!("{} ({}) · {}", h.id, h.uuid, h.status.as_str())),
-    ]
+    ]);
+    rows
 }
 
 /// A size given in KiB, in whole MiB.

@@ -8,7 +8,7 @@ use std::fs;
 use std::path::Path;
 
 use rtscope_model::inventory::{
-    CAP_SYS_NICE_BIT, CpuGovernor, Inventory, cap_eff_has, cmdline_param, parse_cpu_list, preempt_model,
+    CAP_SYS_NICE_BIT, Cache, CpuGovernor, Device, Inventory, cap_eff_has, cmdline_param, parse_cpu_list, preempt_model,
     preempt_model_from_kconfig,
 };
 
@@ -152,7 +152,90 @@ fn collect_impl(root: &Path, uts: Option<Uts>) -> Inventory {
     inv.memory_total_kb = r("proc/meminfo").as_deref().and_then(mem_total_kb).unwrap_or(0);
     inv.tracefs = r("proc/mounts").as_deref().and_then(tracefs_mount);
 
+    inv.caches = caches(root, &cpus);
+    inv.devices = devices(root);
     inv
+}
+
+/// Every CPU's caches (`cpuN/cache/indexM`), each cache once (by level,
+/// type and the CPUs sharing it), in CPU and index order.
+fn caches(root: &Path, cpus: &[usize]) -> Vec<Cache> {
+    let mut out: Vec<Cache> = Vec::new();
+    for &cpu in cpus {
+        let dir = format!("sys/devices/system/cpu/cpu{cpu}/cache");
+        let Ok(entries) = std::fs::read_dir(root.join(&dir)) else { continue };
+        let mut names: Vec<String> =
+            entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).filter(|n| n.starts_with("index")).collect();
+        names.sort_by_key(|n| n[5..].parse::<u32>().unwrap_or(u32::MAX));
+        for n in names {
+            let f = |name: &str| read(root, &format!("{dir}/{n}/{name}"));
+            let c = Cache {
+                level: f("level").and_then(|l| l.parse().ok()).unwrap_or(0),
+                kind: f("type").unwrap_or_default(),
+                size: f("size").unwrap_or_default(),
+                shared_cpus: f("shared_cpu_list").unwrap_or_else(|| cpu.to_string()),
+            };
+            if c.level > 0 && !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// The devices behind the network interfaces, block devices and GPUs
+/// (`/sys/class/net`, `/sys/block`, `/sys/class/drm/cardN`): those with a
+/// `device` link (virtual ones have none), with the driver bound to it and
+/// its interrupts (the legacy `irq` and the `msi_irqs` vectors, of the
+/// device or, for a virtio device, of the PCI function above it).
+fn devices(root: &Path) -> Vec<Device> {
+    let mut out = Vec::new();
+    for (class, dir, keep) in [
+        ("net", "sys/class/net", (|_: &str| true) as fn(&str) -> bool),
+        ("block", "sys/block", |_: &str| true),
+        ("gpu", "sys/class/drm", |n: &str| {
+            n.strip_prefix("card").is_some_and(|d| d.chars().all(|c| c.is_ascii_digit()))
+        }),
+    ] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir)) else { continue };
+        let mut names: Vec<String> =
+            entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).filter(|n| keep(n)).collect();
+        names.sort();
+        for name in names {
+            let dev = root.join(dir).join(&name).join("device");
+            let Ok(real) = std::fs::canonicalize(&dev) else { continue };
+            let link_name = |p: &Path| std::fs::read_link(p).ok()?.file_name()?.to_str().map(String::from);
+            let mut irqs = irqs_of(&real);
+            if irqs.is_empty()
+                && let Some(parent) = real.parent()
+            {
+                irqs = irqs_of(parent);
+            }
+            out.push(Device {
+                class: class.into(),
+                name,
+                driver: link_name(&dev.join("driver")),
+                bus_id: real.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_string(),
+                irqs,
+            });
+        }
+    }
+    out
+}
+
+/// A sysfs device's interrupts: its `irq` (0: none) and `msi_irqs/N`.
+fn irqs_of(dev: &Path) -> Vec<u32> {
+    let mut irqs: Vec<u32> = std::fs::read_dir(dev.join("msi_irqs"))
+        .map(|d| d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    if let Some(irq) = std::fs::read_to_string(dev.join("irq")).ok().and_then(|s| s.trim().parse().ok())
+        && irq > 0
+        && !irqs.contains(&irq)
+    {
+        irqs.push(irq);
+    }
+    irqs.sort_unstable();
+    irqs
 }
 
 /// `root/rel` as a string with trailing whitespace removed, None if unreadable.
@@ -371,6 +454,48 @@ mod tests {
             "sysfs /sys sysfs rw 0 0\ntracefs /sys/kernel/debug/tracing tracefs rw 0 0\n\
              tracefs /sys/kernel/tracing tracefs rw 0 0\n",
         );
+        // Caches: private L1d/L1i/L2 per CPU, one L3 for all four.
+        for cpu in 0..4 {
+            let d = format!("sys/devices/system/cpu/cpu{cpu}/cache");
+            for (i, (level, kind, size, shared)) in [
+                ("1", "Data", "48K", cpu.to_string()),
+                ("1", "Instruction", "32K", cpu.to_string()),
+                ("2", "Unified", "1280K", cpu.to_string()),
+                ("3", "Unified", "12288K", "0-3".to_string()),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                put(root, &format!("{d}/index{i}/level"), level);
+                put(root, &format!("{d}/index{i}/type"), kind);
+                put(root, &format!("{d}/index{i}/size"), size);
+                put(root, &format!("{d}/index{i}/shared_cpu_list"), &shared);
+            }
+        }
+        // A PCI NIC with MSI vectors, a virtio disk whose interrupts are its
+        // PCI function's, a GPU with a legacy IRQ; lo has no device.
+        let pci = "sys/devices/pci0000:00";
+        put(root, &format!("{pci}/0000:00:1f.6/msi_irqs/130"), "msi");
+        put(root, &format!("{pci}/0000:00:1f.6/msi_irqs/131"), "msi");
+        put(root, &format!("{pci}/0000:00:05.0/msi_irqs/35"), "msi");
+        put(root, &format!("{pci}/0000:00:05.0/virtio1/features"), "1");
+        put(root, &format!("{pci}/0000:00:02.0/irq"), "16");
+        put(root, "sys/bus/pci/drivers/e1000e/bind", "");
+        put(root, "sys/bus/virtio/drivers/virtio_blk/bind", "");
+        put(root, "sys/bus/pci/drivers/i915/bind", "");
+        put(root, "sys/class/net/lo/address", "00:00:00:00:00:00");
+        let link = |target: &str, at: &str| {
+            let at = root.join(at);
+            fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(root.join(target), at).unwrap();
+        };
+        link(&format!("{pci}/0000:00:1f.6"), "sys/class/net/eno1/device");
+        link("sys/bus/pci/drivers/e1000e", &format!("{pci}/0000:00:1f.6/driver"));
+        link(&format!("{pci}/0000:00:05.0/virtio1"), "sys/block/vda/device");
+        link("sys/bus/virtio/drivers/virtio_blk", &format!("{pci}/0000:00:05.0/virtio1/driver"));
+        link(&format!("{pci}/0000:00:02.0"), "sys/class/drm/card0/device");
+        link(&format!("{pci}/0000:00:02.0"), "sys/class/drm/card0-DP-1/device");
+        link("sys/bus/pci/drivers/i915", &format!("{pci}/0000:00:02.0/driver"));
     }
 
     #[test]
@@ -420,6 +545,22 @@ mod tests {
         assert_eq!(inv.memory_total_kb, 16_314_332);
         assert_eq!(inv.tracefs.as_deref(), Some("/sys/kernel/tracing"));
         assert_eq!(inv.cpu_idle_driver.as_deref(), Some("intel_idle"));
+        let names: Vec<String> = inv.caches.iter().map(Cache::name).collect();
+        assert_eq!(names.len(), 13, "{names:?}: 3 private caches x 4 CPUs and one shared L3");
+        assert_eq!(names.iter().filter(|n| *n == "L1d 48K").count(), 4);
+        assert_eq!(
+            inv.caches.iter().filter(|c| c.level == 3).map(|c| c.shared_cpus.as_str()).collect::<Vec<_>>(),
+            ["0-3"]
+        );
+        let devs: Vec<String> = inv.devices.iter().map(|d| format!("{} {}", d.class, d.describe())).collect();
+        assert_eq!(
+            devs,
+            [
+                "net eno1 (e1000e, 0000:00:1f.6, IRQs 130-131)",
+                "block vda (virtio_blk, virtio1, IRQ 35)",
+                "gpu card0 (i915, 0000:00:02.0, IRQ 16)"
+            ]
+        );
 
         let topics: Vec<String> = inv.warnings(&[0]).into_iter().map(|w| w.topic).collect();
         for t in ["governor", "smt", "preempt-mode", "clocksource", "isolation", "hypervisor"] {

@@ -103,6 +103,71 @@ pub struct Inventory {
     /// C-state limits given on the cmdline (`intel_idle.max_cstate=`,
     /// `processor.max_cstate=`, `idle=`, `cpuidle.off=`), space separated.
     pub max_cstate_hint: Option<String>,
+    /// The CPU caches (`cpuN/cache/indexM`), each once however many CPUs
+    /// share it; empty where sysfs has none (and in runs taken before
+    /// rtscope recorded them).
+    pub caches: Vec<Cache>,
+    /// The network interfaces, block devices and GPUs backed by a device
+    /// (virtual ones left out), with their drivers and interrupts: what
+    /// may interrupt a measured CPU.
+    pub devices: Vec<Device>,
+}
+
+/// One CPU cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Cache {
+    /// 1, 2, 3.
+    pub level: u32,
+    /// `Data`, `Instruction` or `Unified`.
+    pub kind: String,
+    /// As sysfs gives it (`32K`, `1024K`).
+    pub size: String,
+    /// The CPUs sharing it, kernel list syntax.
+    pub shared_cpus: String,
+}
+
+impl Cache {
+    /// `L1d 32K`, `L2 1024K`: the name a cache goes by.
+    pub fn name(&self) -> String {
+        let suffix = match self.kind.as_str() {
+            "Data" => "d",
+            "Instruction" => "i",
+            _ => "",
+        };
+        format!("L{}{suffix} {}", self.level, self.size)
+    }
+}
+
+/// A device that can interrupt: a NIC, a block device or a GPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Device {
+    /// `net`, `block` or `gpu`.
+    pub class: String,
+    /// `eth0`, `vda`, `card0`.
+    pub name: String,
+    /// The bound driver (`virtio_net`, `nvme`, `i915`); None when unbound.
+    pub driver: Option<String>,
+    /// The bus address of the device (`0000:00:03.0`, `virtio1`).
+    pub bus_id: String,
+    /// Its interrupt lines: the legacy IRQ and every MSI vector.
+    pub irqs: Vec<u32>,
+}
+
+impl Device {
+    /// `eth0 (virtio_net, 0000:00:03.0, IRQs 24-26)`.
+    pub fn describe(&self) -> String {
+        let irqs = match self.irqs.as_slice() {
+            [] => "no IRQ".to_string(),
+            [one] => format!("IRQ {one}"),
+            many => {
+                let list: Vec<usize> = many.iter().map(|&i| i as usize).collect();
+                format!("IRQs {}", format_cpu_list(&list))
+            }
+        };
+        format!("{} ({}, {}, {irqs})", self.name, self.driver.as_deref().unwrap_or("no driver"), self.bus_id)
+    }
 }
 
 /// One reason why a latency figure may not be what the machine can do.
