@@ -435,7 +435,7 @@ fn a_cell_shows_its_progress_and_a_second_ctrl_c_leaves_it_partial() {
 
 /// The stored inventory holds the CPU caches and the devices behind the
 /// network interfaces and block devices (sysfs's own view, read here
-/// again), and `show` prints them.
+/// again) and the clocks' resolutions and read costs, and `show` prints them.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn the_inventory_records_caches_and_devices() {
@@ -459,4 +459,9 @@ fn the_inventory_records_caches_and_devices() {
     let o = rtscope(&["show", "last", "--db", &fx.db]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!sysfs_caches || out.contains("caches            L1"), "{out}");
+    // The clocks side by side: each with a resolution and a read cost.
+    let clocks = inv["clocks"].as_array().unwrap();
+    assert!(clocks.iter().any(|c| c["name"] == "CLOCK_MONOTONIC_RAW"), "{inv}");
+    assert!(clocks.iter().all(|c| c["resolution_ns"].as_f64() > Some(0.0) && c["read_ns"].as_f64() > Some(0.0)));
+    assert!(out.contains("clocks            MONOTONIC "), "{out}");
 }

@@ -67,6 +67,9 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
         let text: Vec<String> = groups.into_iter().map(|(n, k)| if k > 1 { format!("{n} x{k}") } else { n }).collect();
         rows.push(("caches", text.join(" · ")));
     }
+    if !inv.clocks.is_empty() {
+        rows.push(("clocks", inv.clocks.iter().map(|c| c.describe()).collect::<Vec<_>>().join(" · ")));
+    }
     for (class, label) in [("net", "NICs"), ("block", "storage"), ("gpu", "GPUs")] {
         let list: Vec<String> = inv.devices.iter().filter(|d| d.class == class).map(|d| d.describe()).collect();
         if !list.is_empty() {

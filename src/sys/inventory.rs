@@ -23,6 +23,7 @@ pub fn collect() -> Inventory {
         machine: lossy(u.machine()),
     };
     let mut inv = collect_impl(Path::new("/"), Some(uts));
+    inv.clocks = super::clocks::measure();
     inv.euid = rustix::process::geteuid().as_raw();
     inv.is_root = inv.euid == 0;
     #[cfg(target_arch = "x86_64")]

@@ -9,6 +9,7 @@
 
 pub mod cache;
 pub mod clock;
+pub mod clocks;
 pub mod cpu;
 pub mod dma;
 pub mod inventory;
