@@ -6,6 +6,7 @@
 //! other processes'. The figures come from the kernel, not from the load's
 //! own claims.
 
+use crate::sys::perf::SyscallCounter;
 use crate::sys::{clock, signals};
 use rtscope_model::characterisation::{self as ch, Accumulator, Counters};
 use std::sync::Arc;
@@ -29,8 +30,9 @@ fn whole_disks() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Reads every counter now. A file that cannot be read counts nothing.
-pub fn read(disks: &[String]) -> Counters {
+/// Reads every counter now. A file that cannot be read counts nothing;
+/// system calls are counted where `syscalls` could be opened.
+pub fn read(disks: &[String], syscalls: Option<&mut SyscallCounter>) -> Counters {
     let file = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let mut c = Counters { t_ns: clock::now(), ..Default::default() };
     ch::parse_stat(&file("/proc/stat"), &mut c);
@@ -40,6 +42,7 @@ pub fn read(disks: &[String]) -> Counters {
     ch::parse_net_dev(&file("/proc/net/dev"), &mut c);
     ch::parse_vmstat(&file("/proc/vmstat"), &mut c);
     processes(&mut c);
+    c.syscalls = syscalls.and_then(SyscallCounter::read);
     c
 }
 
@@ -126,13 +129,16 @@ impl Sampler {
         let thread = std::thread::Builder::new().name("rtscope-proc".into()).spawn(move || {
             signals::block_in_background_thread();
             let disks = whole_disks();
-            let mut prev = read(&disks);
+            // Counted on every online CPU while the window lasts; not
+            // counted where perf cannot (the rate stays absent).
+            let mut syscalls = SyscallCounter::open(&crate::sys::cpu::online()).ok();
+            let mut prev = read(&disks, syscalls.as_mut());
             let mut next = prev.t_ns + 1_000_000_000;
             loop {
                 while clock::now() < next && !flag.load(Relaxed) {
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                let now = read(&disks);
+                let now = read(&disks, syscalls.as_mut());
                 acc.add(&now.since(&prev));
                 prev = now;
                 next += 1_000_000_000;
@@ -157,7 +163,7 @@ mod tests {
     fn reads_this_machine() {
         let disks = super::whole_disks();
         assert!(disks.iter().all(|d| !d.starts_with("loop")));
-        let a = super::read(&disks);
+        let a = super::read(&disks, None);
         assert!(!a.cpus.is_empty() && a.context_switches > 0 && a.interrupts > 0, "{a:?}");
         assert!(a.net.iter().any(|n| n.iface == "lo"));
         let mut acc = rtscope_model::characterisation::Accumulator::new("idle", &[]);
@@ -167,6 +173,11 @@ mod tests {
         let c = acc.finish();
         assert!((0.2..1.0).contains(&c.seconds), "{}", c.seconds);
         assert!(c.context_switches_per_s > 0.0);
+        // As root the system calls are counted (this test's own sleeps and
+        // /proc reads among them).
+        if rustix::process::geteuid().is_root() {
+            assert!(c.syscalls_per_s.is_some_and(|r| r > 0.0), "{:?}", c.syscalls_per_s);
+        }
     }
 
     #[test]
@@ -199,13 +210,13 @@ mod tests {
         // 0.15 s on a fast machine) and is reaped between two samples: no
         // sample sees it, its time counts as rtscope's own.
         let disks = super::whole_disks();
-        let a = super::read(&disks);
+        let a = super::read(&disks, None);
         let o = std::process::Command::new("sh")
             .args(["-c", "i=0; while [ $i -lt 500000 ]; do i=$((i+1)); done"])
             .status()
             .unwrap();
         assert!(o.success());
-        let d = super::read(&disks).since(&a);
+        let d = super::read(&disks, None).since(&a);
         let seen: u64 = d.procs.iter().filter(|p| p.own).map(|p| p.ticks).sum();
         // Ticks are 1/100 s.
         assert!(d.own_ticks >= seen as i64 + 10, "own {} ticks, threads seen {seen}", d.own_ticks);

@@ -243,8 +243,15 @@ pub fn write_matrix(run: &Run, out: &mut dyn Write) -> Result<()> {
 pub const LOAD_CHECK_TITLE: &str = "loads: each as asked? (the notes say why not)";
 pub const LOAD_CHECK_ROW: &str = "load as asked?";
 
+/// One decimal below 100, none above; `-` for no figure (NaN).
 fn f1(x: f64) -> String {
-    if x >= 100.0 { format!("{x:.0}") } else { format!("{x:.1}") }
+    if x.is_nan() {
+        "-".into()
+    } else if x >= 100.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.1}")
+    }
 }
 
 /// The characterisation table: a column per load; None without one.
@@ -267,6 +274,10 @@ pub fn characterisation_grid(run: &Run) -> Option<Grid> {
     row("interrupts/s", &|c| c.interrupts_per_s);
     row("context switches/s", &|c| c.context_switches_per_s);
     row("processes created/s", &|c| c.forks_per_s);
+    if ch.iter().any(|c| c.syscalls_per_s.is_some()) {
+        // "-" for a load whose system calls were not counted.
+        row("system calls/s (raw_syscalls:sys_enter)", &|c| c.syscalls_per_s.unwrap_or(f64::NAN));
+    }
     row("softirqs/s", &|c| c.softirqs_per_s);
     let mut vectors: Vec<String> = Vec::new();
     for c in ch {

@@ -17,6 +17,7 @@ pub mod ipc;
 pub mod mem;
 pub mod net;
 pub mod netns;
+pub mod perf;
 pub mod process;
 pub mod sched;
 pub mod signals;

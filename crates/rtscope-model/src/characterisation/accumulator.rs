@@ -224,6 +224,7 @@ impl Accumulator {
                 .collect(),
             page_faults_per_s: rate(c.page_faults),
             major_faults_per_s: rate(c.major_faults),
+            syscalls_per_s: c.syscalls.map(rate),
             peak: self.peak.clone(),
             others_busy_pct: pct(others_ticks, total),
             own_pct: pct(own_ticks, total),

@@ -95,6 +95,9 @@ pub struct Counters {
     /// /proc/vmstat `pgfault` and `pgmajfault`.
     pub page_faults: u64,
     pub major_faults: u64,
+    /// System calls entered on every CPU (the `raw_syscalls:sys_enter`
+    /// tracepoint, counted by perf); None where they were not counted.
+    pub syscalls: Option<u64>,
     /// Every thread's CPU time (/proc/PID/task/TID/stat): at an instant, its
     /// total; in a delta, what it used in it (threads that used none left
     /// out). Per thread, for the CPU each ran on.
@@ -275,6 +278,7 @@ impl Counters {
                 .collect(),
             page_faults: s(self.page_faults, before.page_faults),
             major_faults: s(self.major_faults, before.major_faults),
+            syscalls: self.syscalls.zip(before.syscalls).map(|(a, b)| s(a, b)),
             procs: self.thread_deltas(before),
             processes: Vec::new(),
             own_ticks: if self.processes.is_empty() || before.processes.is_empty() {
@@ -333,6 +337,9 @@ impl Counters {
         }
         self.page_faults += d.page_faults;
         self.major_faults += d.major_faults;
+        if let Some(n) = d.syscalls {
+            self.syscalls = Some(self.syscalls.unwrap_or(0) + n);
+        }
         self.own_ticks += d.own_ticks;
     }
 

@@ -178,6 +178,12 @@ pub struct Characterisation {
     pub net: Vec<NetRate>,
     pub page_faults_per_s: f64,
     pub major_faults_per_s: f64,
+    /// System calls per second on every CPU (the NT real-time study's
+    /// workload row), from the `raw_syscalls:sys_enter` tracepoint counted
+    /// by perf; None where they could not be counted (not root, no
+    /// tracefs) and in runs taken before they were.
+    #[serde(default)]
+    pub syscalls_per_s: Option<f64>,
     pub peak: Peaks,
     /// Share of the load's CPUs that processes other than rtscope's own
     /// (rtscope, its loads' commands, its helpers) used: their busy share

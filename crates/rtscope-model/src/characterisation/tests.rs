@@ -359,3 +359,23 @@ fn counters_that_go_back_count_zero() {
     assert_eq!(d.interrupts, 0);
     assert_eq!(d.cpus[0].user, 0);
 }
+
+#[test]
+fn system_calls_are_a_rate_where_counted() {
+    let at = |t_ns: u64, n: Option<u64>| Counters { t_ns, syscalls: n, ..Default::default() };
+    let d = at(2_000_000_000, Some(70_000)).since(&at(1_000_000_000, Some(20_000)));
+    assert_eq!(d.syscalls, Some(50_000));
+    // Not counted at either end: not counted.
+    assert_eq!(at(2, None).since(&at(1, Some(5))).syscalls, None);
+    let mut sum = Counters::default();
+    sum.add(&d);
+    sum.add(&d);
+    assert_eq!(sum.syscalls, Some(100_000));
+    let mut acc = Accumulator::new("idle", &[]);
+    acc.add(&d);
+    acc.add(&d);
+    assert_eq!(acc.finish().syscalls_per_s, Some(50_000.0));
+    let mut none = Accumulator::new("idle", &[]);
+    none.add(&at(1_000_000_000, None));
+    assert_eq!(none.finish().syscalls_per_s, None);
+}
