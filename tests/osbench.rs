@@ -79,6 +79,11 @@ fn every_test_runs_and_is_stored() {
     for g in ["locks:", "wake-up primitives", "ping-pong", "calls:", "the SSC set"] {
         assert!(out.contains(g), "no table for {g}:\n{out}");
     }
+    // The SSC benchmark's header (the timer and its resolution) and total line.
+    assert!(out.contains("timer: CLOCK_MONOTONIC through the vDSO, resolution "), "{out}");
+    let total =
+        format!("total: {} tests, {} samples, ", rtscope::osbench::TESTS.len(), 60 * rtscope::osbench::TESTS.len());
+    assert!(out.contains(&total), "{total}:\n{out}");
     let v = json_file(&json);
     assert_eq!(v["status"], "complete", "{}", text(&o));
     let rows = v["results"].as_array().unwrap();

@@ -15,7 +15,7 @@ use super::text::{
     Col, ColFormat, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe,
     stages_text,
 };
-use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups};
+use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups, osbench_total};
 use rtscope_model::compare::load_of;
 use rtscope_model::descriptor;
 use rtscope_model::episode::{Lane, Stages, top_causes};
@@ -545,6 +545,7 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
     let by_load = list.iter().any(|s| s.key.load.is_some());
     let mut sec = Section::new(format!("{p}-osbench"), "osbench: OS services (us per operation)");
     sec.push(Block::Para(OSBENCH_LEGEND.into()));
+    sec.push(Block::Para(super::text::osbench_timer(run)));
     let describe = if by_load {
         run.plan["cells"]
             .as_array()
@@ -639,6 +640,7 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
             });
         }
     }
+    sec.push(Block::Para(osbench_total(&list)));
     vec![sec]
 }
 

@@ -215,7 +215,7 @@ fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
     let by_probe = series_by_probe(run);
     for (probe, list) in by_probe {
         if descriptor::per_test(probe) {
-            osbench_tables(out, &list)?;
+            osbench_tables(run, out, &list)?;
             continue;
         }
         let metrics = metrics_in_order(run, &list);
@@ -370,9 +370,41 @@ pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchG
         .collect()
 }
 
-/// `osbench`: a table per test group, a row per test (and variant).
-fn osbench_tables(out: &mut dyn Write, list: &[&Series]) -> Result<()> {
+/// The SSC benchmark's header line: the timer osbench reads, with its
+/// resolution and read cost as the run's inventory measured them.
+pub fn osbench_timer(run: &Run) -> String {
+    let clock = run.inventory.clocks.iter().find(|c| c.name == "CLOCK_MONOTONIC");
+    format!(
+        "timer: CLOCK_MONOTONIC through the vDSO, {}",
+        clock.map_or("its resolution not recorded with this run".into(), |c| {
+            let d = c.describe();
+            let rest = d.split_once(' ').map_or(d.as_str(), |(_, r)| r).to_string();
+            format!("resolution {rest} (every clock: rtscope show {})", run.header.id)
+        })
+    )
+}
+
+/// The SSC benchmark's closing line: the tests, their samples and the time
+/// spent measuring them (each test's first interval's start to its last's
+/// end, summed).
+pub fn osbench_total(list: &[&Series]) -> String {
+    let samples: u64 = list.iter().map(|s| s.total().count()).sum();
+    let ns: u64 = list
+        .iter()
+        .filter_map(|s| Some(s.intervals.last()?.end_ns.saturating_sub(s.intervals.first()?.start_ns)))
+        .sum();
+    format!(
+        "total: {}, {samples} samples, {} measuring",
+        units::plural(list.len(), "test"),
+        units::human(ns / 1_000_000 * 1_000_000)
+    )
+}
+
+/// `osbench`: a table per test group, a row per test (and variant),
+/// between the SSC benchmark's timer header and total line.
+fn osbench_tables(run: &Run, out: &mut dyn Write, list: &[&Series]) -> Result<()> {
     writeln!(out, "\n{OSBENCH_LEGEND}")?;
+    writeln!(out, "{}", osbench_timer(run))?;
     let line = |out: &mut dyn Write, cells: &[&str]| -> Result<()> {
         let mut l = String::new();
         for (i, (c, (_, w))) in cells.iter().zip(OSBENCH_HEAD).enumerate() {
@@ -395,6 +427,7 @@ fn osbench_tables(out: &mut dyn Write, list: &[&Series]) -> Result<()> {
             }
         }
     }
+    writeln!(out, "\n{}", osbench_total(list))?;
     Ok(())
 }
 
