@@ -10,6 +10,8 @@ fn refused(args: &[&str], must_name: &[&str]) {
 
 /// [`refused`], returning the peak resident memory (kB) of the rtscope
 /// process that refused it.
+// Reaped by wait4(2), which also gives its resource usage.
+#[allow(clippy::zombie_processes)]
 fn refused_in(args: &[&str], must_name: &[&str]) -> u64 {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;
