@@ -212,12 +212,16 @@ fn a_periodic_thread_that_appears_and_exits() {
     // the sleep (within the wake-up the thread saw) and its way into the
     // next sleep, a system call's entry: tens of microseconds at the most on
     // a slow guest, never a period. Not an absolute speed: a loaded host
-    // makes both sides longer together.
+    // makes both sides longer together. Less than the thread's own only by
+    // what ran above it on its CPU during its spin (its clock counts that
+    // time, the runtime does not: 96.6 us against its own 100.1 us seen on
+    // a shared machine): a quarter of the spin at most in most activations,
+    // which still tells the runtime from the wake-up latency (tens of us).
     let own_run = median(own.iter().map(|o| o.slept - o.woke).collect());
     let own_median = median(own.iter().map(|o| o.woke - o.programmed).collect());
     let runtime = thread_row(rows, "runtime", tid)["p50_ns"].as_u64().unwrap();
     assert!(
-        runtime + 2_000 >= own_run && runtime <= own_run + own_median + 50_000,
+        runtime + 2_000 + own_run / 4 >= own_run && runtime <= own_run + own_median + 50_000,
         "median runtime {runtime} ns; the thread's own: on the CPU {own_run} ns, waking {own_median} ns"
     );
     // The wake-up latency (waking -> switch onto the CPU) is part of what
@@ -345,22 +349,20 @@ fn run_watch_measures_the_thread_under_each_load() {
     let own = thread.stop();
     let doc = export(&fx.db, &[]);
     for load in ["idle", "cpu"] {
-        let row = doc["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["metric"] == "latency" && r["cpu"].as_i64() == Some(tid as i64) && r["load"] == load)
-            .unwrap_or_else(|| panic!("no latency of thread {tid} under {load}: {out}"));
-        let count = row["count"].as_u64().unwrap();
+        // The thread's latency result row, and its series, under `load`.
+        let of = |what: &str| {
+            doc[what]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["metric"] == "latency" && r["cpu"].as_i64() == Some(tid as i64) && r["load"] == load)
+                .unwrap_or_else(|| panic!("no latency {what} of thread {tid} under {load}: {out}"))
+        };
+        let count = of("results")["count"].as_u64().unwrap();
         // About 1000 in the 2 s cell, as many as the thread itself woke in
         // the cell's span (a host stall that makes it skip periods takes
         // them from both), give or take one at each end and 2 %.
-        let series = doc["series"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["metric"] == "latency" && s["cpu"].as_i64() == Some(tid as i64) && s["load"] == load)
-            .unwrap_or_else(|| panic!("no latency series of thread {tid} under {load}"));
+        let series = of("series");
         let ivs = series["intervals"].as_array().unwrap();
         let (a, b) = (ivs[0]["start_ns"].as_u64().unwrap(), ivs.last().unwrap()["end_ns"].as_u64().unwrap());
         let woke = own.iter().filter(|o| (a..b).contains(&o.woke)).count() as u64;
