@@ -277,6 +277,9 @@ fn level_rows(list: &[(&Series, &TailReport, i64)], metrics: usize) -> Vec<Level
 /// Rows beyond this many are left out of a return-levels plot.
 const LEVEL_ROWS: usize = 24;
 
+/// A measured series with its analysis, or why there is none.
+type Measured<'a> = (&'a Series, Result<&'a SeriesAnalysis, &'a String>);
+
 /// The tail analysis of every measured series (as `rtscope analyze RUN`
 /// with its defaults): the expected worst case per hour, day and week with
 /// its 95 % interval, or why it is refused, as a table and a plot per
@@ -293,58 +296,107 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
          refused when it would extrapolate beyond 100x the time observed. Diagnostics and options: rtscope analyze {}",
         a.run.header.id
     )));
-    let mut t = Table::new(
-        ["series", "samples", "max (us)", "tail fit", "per hour", "per day", "per week", "confidence"]
+    let rows = TailRows::gather(&list);
+    let any_level = !rows.levels.rows.is_empty();
+    if any_level {
+        sec.push(Block::Table(rows.levels));
+    }
+    if !rows.refused.is_empty() {
+        sec.push(refused_para(&rows.refused, any_level));
+    }
+    if !rows.unfit.is_empty() {
+        sec.push(unfit_para(&rows.unfit));
+    }
+    for b in level_figures(a, p, &rows.fits) {
+        sec.push(b);
+    }
+    if !rows.diag.rows.is_empty() {
+        sec.push(Block::Para(
+            "Each fit's diagnostics: Ljung-Box (20 lags) and a runs test on the interval maxima (independence), KPSS \
+             (stationarity), a GEV fit of the interval maxima against the hour's level, the first and second half's \
+             agreement, and the shape's stability over five thresholds; not run: too few interval maxima or \
+             exceedances (a shorter --checkpoint or a longer run gives more). Failed or missing checks limit the \
+             confidence."
+                .into(),
+        ));
+        sec.push(Block::Table(rows.diag));
+    }
+    vec![sec]
+}
+
+/// The tail section's data, gathered from every measured series: a row of
+/// levels and a row of diagnostics per fit, and the series with nothing to
+/// show but a refusal or a missing fit (a sentence each kind, not a row
+/// each).
+struct TailRows<'a> {
+    levels: Table,
+    diag: Table,
+    /// Each fit with a level not refused, with its series' observed maximum (ns).
+    fits: Vec<(&'a Series, &'a TailReport, i64)>,
+    /// Every level refused: the series and its observed duration (s).
+    refused: Vec<(&'a Series, f64)>,
+    /// No analysis or no fit: the series and why.
+    unfit: Vec<(&'a Series, String)>,
+}
+
+impl<'a> TailRows<'a> {
+    fn gather(list: &[Measured<'a>]) -> TailRows<'a> {
+        let mut level_table = Table::new(
+            ["series", "samples", "max (us)", "tail fit", "per hour", "per day", "per week", "confidence"]
+                .map(String::from)
+                .to_vec(),
+            1,
+        );
+        for i in [3, 4, 5, 6, 7] {
+            level_table.numeric[i] = false;
+        }
+        let diag = Table::new(
+            [
+                "series",
+                "Ljung-Box",
+                "runs",
+                "KPSS",
+                "GEV cross-check",
+                "halves agree",
+                "shape stable",
+                "confidence",
+                "limited by",
+            ]
             .map(String::from)
             .to_vec(),
-        1,
-    );
-    for i in [3, 4, 5, 6, 7] {
-        t.numeric[i] = false;
-    }
-    let mut diag = Table::new(
-        [
-            "series",
-            "Ljung-Box",
-            "runs",
-            "KPSS",
-            "GEV cross-check",
-            "halves agree",
-            "shape stable",
-            "confidence",
-            "limited by",
-        ]
-        .map(String::from)
-        .to_vec(),
-        9,
-    );
-    let mut fits: Vec<(&Series, &TailReport, i64)> = Vec::new();
-    // Series with nothing to show but a refusal or a missing fit: a
-    // sentence each kind, not a row each.
-    let mut refused: Vec<(&Series, f64)> = Vec::new();
-    let mut unfit: Vec<(&Series, String)> = Vec::new();
-    for (s, an) in &list {
-        let name = series_name(s);
-        let an = match an {
-            Ok(an) => an,
-            Err(e) => {
-                unfit.push((s, format!("no analysis: {e}")));
+            9,
+        );
+        let mut rows = TailRows { levels: level_table, diag, fits: Vec::new(), refused: Vec::new(), unfit: Vec::new() };
+        for &(s, an) in list {
+            let an = match an {
+                Ok(an) => an,
+                Err(e) => {
+                    rows.unfit.push((s, format!("no analysis: {e}")));
+                    continue;
+                }
+            };
+            let r = &an.report;
+            let tl = match (&r.tail, &r.tail_error) {
+                (Some(tl), _) => tl,
+                (None, e) => {
+                    rows.unfit.push((s, e.clone().unwrap_or_else(|| "unknown reason".into())));
+                    continue;
+                }
+            };
+            if levels(tl).iter().all(|(_, l)| l.refused.is_some()) {
+                rows.refused.push((s, r.stats.observed_duration_s));
                 continue;
             }
-        };
-        let r = &an.report;
-        let tl = match (&r.tail, &r.tail_error) {
-            (Some(tl), _) => tl,
-            (None, e) => {
-                unfit.push((s, e.clone().unwrap_or_else(|| "unknown reason".into())));
-                continue;
-            }
-        };
-        if levels(tl).iter().all(|(_, l)| l.refused.is_some()) {
-            refused.push((s, r.stats.observed_duration_s));
-            continue;
+            rows.fit(s, an, tl);
         }
-        let mut cells = vec![name.clone(), r.stats.count.to_string(), us_i(r.stats.max_ns)];
+        rows
+    }
+
+    /// A fit's row of levels and row of diagnostics.
+    fn fit(&mut self, s: &'a Series, an: &'a SeriesAnalysis, tl: &'a TailReport) {
+        let name = series_name(s);
+        let stats = &an.report.stats;
+        let mut cells = vec![name.clone(), stats.count.to_string(), us_i(stats.max_ns)];
         cells.push(format!(
             "above {} us: {} exceedances, xi {:.3} ± {:.3}",
             us_f(tl.threshold_ns),
@@ -355,7 +407,7 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
         cells.extend(levels(tl).iter().map(|(_, l)| level_cell(l).trim().to_string()));
         cells.push(tl.confidence.to_string());
         let d = &tl.diagnostics;
-        diag.row(vec![
+        self.diag.row(vec![
             name,
             test_cell(&d.ljung_box),
             test_cell(&d.runs),
@@ -366,48 +418,54 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
             tl.confidence.to_string(),
             short_limits(&tl.reasons),
         ]);
-        fits.push((s, tl, r.stats.max_ns));
-        t.row(cells);
+        self.fits.push((s, tl, stats.max_ns));
+        self.levels.row(cells);
     }
-    let any_level = !t.rows.is_empty();
-    if any_level {
-        sec.push(Block::Table(t));
-    }
-    if !refused.is_empty() {
-        let longest = refused.iter().map(|r| r.1).fold(0.0, f64::max);
-        let need = |period_s: f64| units::human((period_s / REFUSED * 1e9).ceil() as u64);
-        sec.push(Block::Para(format!(
-            "{}{}: a tail is fitted, but every level lies beyond {REFUSED:.0}x the time observed (at most {} per \
-             series). Measure at least {} per series (per cell) for the hour's level, {} for the day's, {} for the \
-             week's.",
-            if any_level { "The other series" } else { "Every series" },
-            probes_of(&refused.iter().map(|r| r.0).collect::<Vec<_>>()),
-            dur_s(longest),
-            need(3600.0),
-            need(86_400.0),
-            need(604_800.0)
-        )));
-    }
-    if !unfit.is_empty() {
-        let mut why: Vec<&str> = unfit.iter().map(|u| u.1.as_str()).collect();
-        why.sort_unstable();
-        why.dedup();
-        let shown: Vec<&str> = why.iter().take(3).copied().collect();
-        sec.push(Block::Para(format!(
-            "No tail fit for {} series{}: {}{}.",
-            unfit.len(),
-            probes_of(&unfit.iter().map(|u| u.0).collect::<Vec<_>>()),
-            shown.join("; "),
-            if why.len() > shown.len() {
-                format!("; and {} other reasons", why.len() - shown.len())
-            } else {
-                String::new()
-            }
-        )));
-    }
-    // A plot per probe, of the fits with a level not refused.
+}
+
+/// The sentence on the series whose every level is refused: how long to
+/// measure for each level.
+fn refused_para(refused: &[(&Series, f64)], any_level: bool) -> Block {
+    let longest = refused.iter().map(|r| r.1).fold(0.0, f64::max);
+    let need = |period_s: f64| units::human((period_s / REFUSED * 1e9).ceil() as u64);
+    Block::Para(format!(
+        "{}{}: a tail is fitted, but every level lies beyond {REFUSED:.0}x the time observed (at most {} per \
+         series). Measure at least {} per series (per cell) for the hour's level, {} for the day's, {} for the \
+         week's.",
+        if any_level { "The other series" } else { "Every series" },
+        probes_of(&refused.iter().map(|r| r.0).collect::<Vec<_>>()),
+        dur_s(longest),
+        need(3600.0),
+        need(86_400.0),
+        need(604_800.0)
+    ))
+}
+
+/// The sentence on the series without a fit: how many, and the first three
+/// reasons.
+fn unfit_para(unfit: &[(&Series, String)]) -> Block {
+    let mut why: Vec<&str> = unfit.iter().map(|u| u.1.as_str()).collect();
+    why.sort_unstable();
+    why.dedup();
+    let shown: Vec<&str> = why.iter().take(3).copied().collect();
+    Block::Para(format!(
+        "No tail fit for {} series{}: {}{}.",
+        unfit.len(),
+        probes_of(&unfit.iter().map(|u| u.0).collect::<Vec<_>>()),
+        shown.join("; "),
+        if why.len() > shown.len() {
+            format!("; and {} other reasons", why.len() - shown.len())
+        } else {
+            String::new()
+        }
+    ))
+}
+
+/// A return-levels plot per probe, of the fits with a level not refused.
+fn level_figures(a: &Analysed, p: &str, fits: &[(&Series, &TailReport, i64)]) -> Vec<Block> {
     let mut probes: Vec<&str> = fits.iter().map(|f| f.0.key.probe.as_str()).collect();
     probes.dedup();
+    let mut out = Vec::new();
     for (i, probe) in probes.iter().enumerate() {
         let of: Vec<(&Series, &TailReport, i64)> = fits.iter().filter(|f| f.0.key.probe == *probe).copied().collect();
         let mut metrics: Vec<&str> = of.iter().map(|f| f.0.key.metric.as_str()).collect();
@@ -421,7 +479,7 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
         rows.truncate(LEVEL_ROWS);
         let req = a.limit_us(probe, &metrics);
         let title = format!("{probe}: expected worst case per hour, day and week");
-        sec.push(Block::Figure {
+        out.push(Block::Figure {
             svg: tailplot::levels(&format!("{p}-levels-{i}"), &title, &rows, req),
             caption: format!(
                 "{title}, with the 95 % interval, beside the observed maximum (log us{}{}; refused levels are marked, \
@@ -431,18 +489,7 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
             ),
         });
     }
-    if !diag.rows.is_empty() {
-        sec.push(Block::Para(
-            "Each fit's diagnostics: Ljung-Box (20 lags) and a runs test on the interval maxima (independence), KPSS \
-             (stationarity), a GEV fit of the interval maxima against the hour's level, the first and second half's \
-             agreement, and the shape's stability over five thresholds; not run: too few interval maxima or \
-             exceedances (a shorter --checkpoint or a longer run gives more). Failed or missing checks limit the \
-             confidence."
-                .into(),
-        ));
-        sec.push(Block::Table(diag));
-    }
-    vec![sec]
+    out
 }
 
 /// One MTTF curve: a period and compute time, over the series of one load.
@@ -528,131 +575,182 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
          1 ms cycle, c = half the period, and the periods of any mttf requirement; at each n the worst CPU decides."
             .into(),
     ));
-    // The series the curves are about: wake-up latency (else the run's
-    // first metric), and any an mttf requirement names.
-    let mut metrics: Vec<(String, String)> = Vec::new();
-    if let Some((p, m)) = descriptor::release_jitter()
-        .filter(|&(p, m)| measured.iter().any(|(s, _)| s.key.probe == p && s.key.metric == m))
-    {
-        metrics.push((p.into(), m.into()));
-    } else {
-        metrics.push((measured[0].0.key.probe.clone(), measured[0].0.key.metric.clone()));
-    }
-    let mut pairs: Vec<(u64, u64)> = Options::default().periods.iter().map(|&t| (t, t / 2)).collect();
-    let mut targets: Vec<(f64, String)> = vec![(Options::default().target_s, "target 1 day".into())];
-    for r in &a.asked.reqs {
-        if let Lhs::Mttf { t_ns, c_ns, series, .. } = &r.lhs {
-            if let Some(m) = series.clone().filter(|m| !metrics.contains(m)) {
-                metrics.push(m);
-            }
-            // The audio profiles' periods are the defaults, rounded up.
-            if !pairs.iter().any(|&(t, c)| t.abs_diff(*t_ns) <= 1 && c.abs_diff(*c_ns) <= 1) {
-                pairs.push((*t_ns, *c_ns));
-            }
-            let s = r.limit_ns as f64 / 1e9;
-            if !targets.iter().any(|t| (t.0 - s).abs() < 1e-9 * s) {
-                targets.push((
-                    s,
-                    format!("requirement {} {}", if matches!(r.op, Op::Gt | Op::Ge) { ">" } else { "<" }, dur_s(s)),
-                ));
-            }
-        }
-    }
-    for (mi, (probe, metric)) in metrics.iter().enumerate() {
+    let asked = CurvesAsked::new(a, &measured);
+    for (mi, (probe, metric)) in asked.metrics.iter().enumerate() {
         let of: Vec<&SeriesAnalysis> =
             measured.iter().filter(|(s, _)| &s.key.probe == probe && &s.key.metric == metric).map(|m| m.1).collect();
         if of.is_empty() {
             continue;
         }
-        // The loads in the plan's order; None for a run without loads.
-        let mut loads: Vec<Option<String>> = super::matrix::loads(a.run)
-            .into_iter()
-            .filter(|l| of.iter().any(|s| s.key.load.as_ref() == Some(l)))
-            .map(Some)
-            .collect();
-        if of.iter().any(|s| s.key.load.is_none()) {
-            loads.push(None);
-        }
-        let mut specs: Vec<CurveSpec> = Vec::new();
-        for &(t_ns, c_ns) in &pairs {
-            for l in &loads {
-                specs.push(CurveSpec { t_ns, c_ns, load: l.clone() });
-            }
-        }
-        let curves: Vec<MttfCurve> = specs
+        let loads = curve_loads(a.run, &of);
+        let specs: Vec<CurveSpec> = asked
+            .pairs
             .iter()
-            .map(|sp| {
-                let list: Vec<&SeriesAnalysis> = of.iter().filter(|s| s.key.load == sp.load).copied().collect();
-                MttfCurve {
-                    period_ns: sp.t_ns,
-                    label: format!(
-                        "t={}, c={}{}",
-                        units::human(sp.t_ns),
-                        units::human(sp.c_ns),
-                        sp.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default()
-                    ),
-                    points: worst_curve(&list, sp.t_ns, &Compute::Fixed(sp.c_ns), N_MAX),
-                }
-            })
+            .flat_map(|&(t_ns, c_ns)| loads.iter().map(move |l| CurveSpec { t_ns, c_ns, load: l.clone() }))
             .collect();
-        // A plot per period when one would hold too many curves.
-        let groups: Vec<Vec<usize>> = if curves.len() > MTTF_CURVES && loads.len() > 1 {
-            pairs
-                .iter()
-                .map(|&(t, c)| (0..specs.len()).filter(|&i| specs[i].t_ns == t && specs[i].c_ns == c).collect())
-                .collect()
-        } else {
-            vec![(0..curves.len()).collect()]
-        };
-        let top = targets.iter().map(|t| t.0).fold(0f64, f64::max);
-        for (gi, g) in groups.iter().enumerate() {
+        let curves: Vec<MttfCurve> = specs.iter().map(|sp| worst_of_load(&of, sp)).collect();
+        let top = asked.targets.iter().map(|t| t.0).fold(0f64, f64::max);
+        for (gi, g) in plot_groups(&specs, &asked.pairs, loads.len()).iter().enumerate() {
             let cs: Vec<MttfCurve> = g.iter().map(|&i| curves[i].clone()).collect();
             if cs.iter().all(|c| c.points.is_empty()) {
                 continue;
             }
-            let n_max = n_range(&cs, top);
-            let cs: Vec<MttfCurve> = cs
-                .into_iter()
-                .map(|mut c| {
-                    c.points.retain(|p| p.n <= n_max);
-                    c
-                })
-                .collect();
-            let against = match a.mttf_axis {
-                MttfAxis::Buffers => "the number of buffers",
-                MttfAxis::Buffering => "the total buffering time",
-            };
-            let title = format!("{probe} {metric}: mean time to a buffer underrun against {against}");
-            sec.push(Block::Figure {
-                svg: tailplot::mttf(&format!("{p}-mttf-{mi}-{gi}"), &title, &cs, n_max, &targets, a.mttf_axis),
-                caption: format!(
-                    "{title} (log MTTF; a curve per period{}; filled: observed, hollow: from the fitted tail; no point \
-                     where the data and the fit cannot tell)",
-                    if loads.len() > 1 { " and load, the worst CPU of each" } else { ", the worst CPU" }
-                ),
-            });
-            let mut head = vec!["curve".to_string()];
-            head.extend((1..=n_max).map(|n| format!("n={n}")));
-            let mut tab = Table::new(head, 1);
-            for c in &cs {
-                let mut cells = vec![c.label.clone()];
-                cells.extend((1..=n_max).map(|n| point_cell(c.points.iter().find(|p| p.n == n))));
-                tab.row(cells);
+            let id = format!("{p}-mttf-{mi}-{gi}");
+            let title = format!(
+                "{probe} {metric}: mean time to a buffer underrun against {}",
+                match a.mttf_axis {
+                    MttfAxis::Buffers => "the number of buffers",
+                    MttfAxis::Buffering => "the total buffering time",
+                }
+            );
+            for b in mttf_figure(&id, &title, cs, top, &asked.targets, a.mttf_axis, loads.len() > 1) {
+                sec.push(b);
             }
-            sec.push(Block::FigureData(tab));
         }
     }
-    // Per series the MTTF table, for the series the curves are about and
-    // only where it holds a figure; the rest in a sentence.
+    for b in mttf_tables(a, tables, &asked.metrics) {
+        sec.push(b);
+    }
+    vec![sec]
+}
+
+/// What the MTTF curves are drawn of: the series (probe, metric), the
+/// periods with their compute times (ns), and the targets (s, label).
+struct CurvesAsked {
+    metrics: Vec<(String, String)>,
+    pairs: Vec<(u64, u64)>,
+    targets: Vec<(f64, String)>,
+}
+
+impl CurvesAsked {
+    /// Wake-up latency (else the run's first metric) at the default periods
+    /// against the default target, and any series, period and target an
+    /// mttf requirement names.
+    fn new(a: &Analysed, measured: &[(&Series, &SeriesAnalysis)]) -> CurvesAsked {
+        let mut metrics: Vec<(String, String)> = Vec::new();
+        if let Some((p, m)) = descriptor::release_jitter()
+            .filter(|&(p, m)| measured.iter().any(|(s, _)| s.key.probe == p && s.key.metric == m))
+        {
+            metrics.push((p.into(), m.into()));
+        } else {
+            metrics.push((measured[0].0.key.probe.clone(), measured[0].0.key.metric.clone()));
+        }
+        let mut pairs: Vec<(u64, u64)> = Options::default().periods.iter().map(|&t| (t, t / 2)).collect();
+        let mut targets: Vec<(f64, String)> = vec![(Options::default().target_s, "target 1 day".into())];
+        for r in &a.asked.reqs {
+            if let Lhs::Mttf { t_ns, c_ns, series, .. } = &r.lhs {
+                if let Some(m) = series.clone().filter(|m| !metrics.contains(m)) {
+                    metrics.push(m);
+                }
+                // The audio profiles' periods are the defaults, rounded up.
+                if !pairs.iter().any(|&(t, c)| t.abs_diff(*t_ns) <= 1 && c.abs_diff(*c_ns) <= 1) {
+                    pairs.push((*t_ns, *c_ns));
+                }
+                let s = r.limit_ns as f64 / 1e9;
+                if !targets.iter().any(|t| (t.0 - s).abs() < 1e-9 * s) {
+                    targets.push((
+                        s,
+                        format!("requirement {} {}", if matches!(r.op, Op::Gt | Op::Ge) { ">" } else { "<" }, dur_s(s)),
+                    ));
+                }
+            }
+        }
+        CurvesAsked { metrics, pairs, targets }
+    }
+}
+
+/// The loads of `of` in the plan's order; None for a run without loads.
+fn curve_loads(run: &Run, of: &[&SeriesAnalysis]) -> Vec<Option<String>> {
+    let mut loads: Vec<Option<String>> = super::matrix::loads(run)
+        .into_iter()
+        .filter(|l| of.iter().any(|s| s.key.load.as_ref() == Some(l)))
+        .map(Some)
+        .collect();
+    if of.iter().any(|s| s.key.load.is_none()) {
+        loads.push(None);
+    }
+    loads
+}
+
+/// The curve of `sp`: the worst CPU of its load at each n.
+fn worst_of_load(of: &[&SeriesAnalysis], sp: &CurveSpec) -> MttfCurve {
+    let list: Vec<&SeriesAnalysis> = of.iter().filter(|s| s.key.load == sp.load).copied().collect();
+    MttfCurve {
+        period_ns: sp.t_ns,
+        label: format!(
+            "t={}, c={}{}",
+            units::human(sp.t_ns),
+            units::human(sp.c_ns),
+            sp.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default()
+        ),
+        points: worst_curve(&list, sp.t_ns, &Compute::Fixed(sp.c_ns), N_MAX),
+    }
+}
+
+/// The curves (indices into `specs`) of each plot: one plot, or a plot per
+/// period when one would hold too many curves.
+fn plot_groups(specs: &[CurveSpec], pairs: &[(u64, u64)], loads: usize) -> Vec<Vec<usize>> {
+    if specs.len() > MTTF_CURVES && loads > 1 {
+        pairs
+            .iter()
+            .map(|&(t, c)| (0..specs.len()).filter(|&i| specs[i].t_ns == t && specs[i].c_ns == c).collect())
+            .collect()
+    } else {
+        vec![(0..specs.len()).collect()]
+    }
+}
+
+/// One MTTF plot of `cs` up to the n at which they reach the highest
+/// target `top`, and its data as a table.
+fn mttf_figure(
+    id: &str,
+    title: &str,
+    cs: Vec<MttfCurve>,
+    top: f64,
+    targets: &[(f64, String)],
+    axis: MttfAxis,
+    per_load: bool,
+) -> [Block; 2] {
+    let n_max = n_range(&cs, top);
+    let cs: Vec<MttfCurve> = cs
+        .into_iter()
+        .map(|mut c| {
+            c.points.retain(|p| p.n <= n_max);
+            c
+        })
+        .collect();
+    let figure = Block::Figure {
+        svg: tailplot::mttf(id, title, &cs, n_max, targets, axis),
+        caption: format!(
+            "{title} (log MTTF; a curve per period{}; filled: observed, hollow: from the fitted tail; no point where \
+             the data and the fit cannot tell)",
+            if per_load { " and load, the worst CPU of each" } else { ", the worst CPU" }
+        ),
+    };
+    let mut head = vec!["curve".to_string()];
+    head.extend((1..=n_max).map(|n| format!("n={n}")));
+    let mut tab = Table::new(head, 1);
+    for c in &cs {
+        let mut cells = vec![c.label.clone()];
+        cells.extend((1..=n_max).map(|n| point_cell(c.points.iter().find(|p| p.n == n))));
+        tab.row(cells);
+    }
+    [figure, Block::FigureData(tab)]
+}
+
+/// Per series the MTTF table, for the series the curves are about and only
+/// where it holds a figure; the rest in a sentence.
+fn mttf_tables(a: &Analysed, tables: Vec<(&Series, &mttf::MttfTable)>, metrics: &[(String, String)]) -> Vec<Block> {
     let informative = |m: &mttf::MttfTable| {
         m.rows.iter().any(|r| r.refused.is_none() && r.source != Source::NotEnoughData && r.mttf_s.is_some())
     };
     let (shown, rest): (Vec<_>, Vec<_>) = tables
         .into_iter()
         .partition(|(s, m)| metrics.iter().any(|(p, mm)| *p == s.key.probe && *mm == s.key.metric) && informative(m));
+    let mut out = Vec::new();
     if !rest.is_empty() {
         let target = rest[0].1.target_s;
-        sec.push(Block::Para(format!(
+        out.push(Block::Para(format!(
             "The MTTF tables of {} other series{} are left out: {}a target of {} needs at least {} of measurement \
              per series to be judged from the fitted tail. Every table: rtscope analyze {}.",
             rest.len(),
@@ -668,38 +766,46 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
         )));
     }
     for (s, m) in shown {
-        let name = series_name(s);
-        sec.push(Block::Para(format!(
-            "{name}: mean time to a buffer underrun of a consumer with n buffers of one period each, compute time = \
-             {}, target {} ({MTTF_LEGEND}){}",
-            m.compute,
-            dur_s(m.target_s),
-            m.smallest_n_notes()
-                .iter()
-                .map(|(ts, w)| {
-                    let ts: Vec<String> = ts.iter().map(|&t| units::human(t)).collect();
-                    format!("; smallest n ({}): {w}", ts.join(", "))
-                })
-                .collect::<String>()
-        )));
-        let mut ns: Vec<u32> = m.rows.iter().map(|r| r.buffers).collect();
-        ns.sort_unstable();
-        ns.dedup();
-        let mut head = vec!["period".to_string()];
-        head.extend(ns.iter().map(|n| format!("n={n}")));
-        head.push("smallest n".into());
-        let mut tab = Table::new(head, 1);
-        for (period, small) in &m.smallest_n {
-            let mut cells = vec![units::human(*period)];
-            cells.extend(ns.iter().map(|n| {
-                m.rows.iter().find(|r| r.period_ns == *period && r.buffers == *n).map_or("-".into(), mttf_cell)
-            }));
-            cells.push(smallest_cell(*small, m.smallest_n_why.iter().find(|w| w.0 == *period)));
-            tab.row(cells);
-        }
-        sec.push(Block::Table(tab));
+        out.extend(series_mttf(s, m));
     }
-    vec![sec]
+    out
+}
+
+/// One series' MTTF table: a sentence on what it is, then a row per period
+/// with its smallest n.
+fn series_mttf(s: &Series, m: &mttf::MttfTable) -> [Block; 2] {
+    let para = Block::Para(format!(
+        "{}: mean time to a buffer underrun of a consumer with n buffers of one period each, compute time = {}, \
+         target {} ({MTTF_LEGEND}){}",
+        series_name(s),
+        m.compute,
+        dur_s(m.target_s),
+        m.smallest_n_notes()
+            .iter()
+            .map(|(ts, w)| {
+                let ts: Vec<String> = ts.iter().map(|&t| units::human(t)).collect();
+                format!("; smallest n ({}): {w}", ts.join(", "))
+            })
+            .collect::<String>()
+    ));
+    let mut ns: Vec<u32> = m.rows.iter().map(|r| r.buffers).collect();
+    ns.sort_unstable();
+    ns.dedup();
+    let mut head = vec!["period".to_string()];
+    head.extend(ns.iter().map(|n| format!("n={n}")));
+    head.push("smallest n".into());
+    let mut tab = Table::new(head, 1);
+    for (period, small) in &m.smallest_n {
+        let mut cells = vec![units::human(*period)];
+        cells.extend(
+            ns.iter().map(|n| {
+                m.rows.iter().find(|r| r.period_ns == *period && r.buffers == *n).map_or("-".into(), mttf_cell)
+            }),
+        );
+        cells.push(smallest_cell(*small, m.smallest_n_why.iter().find(|w| w.0 == *period)));
+        tab.row(cells);
+    }
+    [para, Block::Table(tab)]
 }
 
 #[cfg(test)]
