@@ -348,6 +348,12 @@ impl Recorder {
 }
 
 impl SeriesSink {
+    /// Whether its recorder has finished and everything it sent, its raw
+    /// exceedances included, is committed.
+    pub fn done(&self) -> bool {
+        self.finished && self.pending.is_empty()
+    }
+
     /// Everything committed so far: the whole series once it has finished.
     pub fn total(&self) -> &Tally {
         &self.cumulative

@@ -180,6 +180,11 @@ pub struct Settings {
     /// counted, not only the worst kept (`monitor --watch`'s counters).
     #[serde(skip)]
     pub classify_all: bool,
+    /// Runs until stopped (a monitor): a thread's series are let go once it
+    /// has exited and they are committed, and --max-threads counts the
+    /// threads watched now, not every one since the start.
+    #[serde(skip)]
+    pub until_stopped: bool,
 }
 
 /// The memory of one watched thread's four series (their histograms and
@@ -258,6 +263,8 @@ struct Watched {
     recs: Option<Vec<Recorder>>,
     /// No more series: it exited, or came beyond --max-threads.
     ended: bool,
+    /// Its series were let go (`until_stopped`), their extras stored.
+    released: bool,
     cpus: Vec<usize>,
     activations: u64,
     deadline_ns: Option<u64>,
@@ -276,6 +283,7 @@ impl Watched {
             sids: Vec::new(),
             recs: None,
             ended: false,
+            released: false,
             cpus: Vec::new(),
             activations: 0,
             deadline_ns,
@@ -328,6 +336,16 @@ impl Watched {
         }
         extra
     }
+}
+
+/// Thread `t`'s identity and counts on each of its series.
+fn store_extra(t: &Watched, start: u64, period_ns: Option<u64>, writer: &mut Writer) -> Result<()> {
+    let period = writer.sinks.iter().find(|s| s.series_id == t.sids[1]).map(|s| s.total());
+    let extra = t.extra(start, period, period_ns);
+    for &sid in &t.sids {
+        writer.store.set_series_extra(sid, &extra)?;
+    }
+    Ok(())
 }
 
 /// The threads being watched, and those looked at and left.
@@ -392,11 +410,16 @@ impl<'a> Threads<'a> {
     /// Makes the series of thread `i` at its first wake-up in sight (a
     /// thread that never runs costs nothing), up to --max-threads.
     fn series(&mut self, i: usize, now: u64, writer: &mut Writer) -> Result<()> {
-        let t = &mut self.list[i];
-        if !t.sids.is_empty() || t.ended {
+        if !self.list[i].sids.is_empty() || self.list[i].ended {
             return Ok(());
         }
-        if writer.sinks.len() / METRICS.len() >= self.settings.max_threads {
+        let watched = if self.settings.until_stopped {
+            self.list.iter().filter(|t| t.recs.is_some()).count()
+        } else {
+            writer.sinks.len() / METRICS.len()
+        };
+        let t = &mut self.list[i];
+        if watched >= self.settings.max_threads {
             t.ended = true;
             self.over_max += 1;
             return Ok(());
@@ -489,12 +512,23 @@ impl<'a> Threads<'a> {
 
     /// Each thread's identity and counts, on each of its series.
     fn store_extras(&self, writer: &mut Writer) -> Result<()> {
-        for t in self.list.iter().filter(|t| !t.sids.is_empty()) {
-            let period = writer.sinks.iter().find(|s| s.series_id == t.sids[1]).map(|s| s.total());
-            let extra = t.extra(self.start, period, self.settings.period_ns);
-            for &sid in &t.sids {
-                writer.store.set_series_extra(sid, &extra)?;
+        for t in self.list.iter().filter(|t| !t.sids.is_empty() && !t.released) {
+            store_extra(t, self.start, self.settings.period_ns, writer)?;
+        }
+        Ok(())
+    }
+
+    /// Lets go of the series of the threads that exited once all of them
+    /// is committed (their extras stored first): a monitor's memory stays
+    /// that of the threads watched now.
+    fn release(&mut self, writer: &mut Writer) -> Result<()> {
+        for t in self.list.iter_mut().filter(|t| t.ended && t.recs.is_none() && !t.sids.is_empty() && !t.released) {
+            if !writer.sinks.iter().filter(|s| t.sids.contains(&s.series_id)).all(|s| s.done()) {
+                continue;
             }
+            store_extra(t, self.start, self.settings.period_ns, writer)?;
+            writer.sinks.retain(|s| !t.sids.contains(&s.series_id));
+            t.released = true;
         }
         Ok(())
     }
@@ -828,6 +862,9 @@ fn follow(
         }
         threads.checkpoint(now);
         writer.poll()?;
+        if threads.settings.until_stopped {
+            threads.release(writer)?;
+        }
         if last {
             return Ok(());
         }

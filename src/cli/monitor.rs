@@ -212,6 +212,7 @@ impl MonitorArgs {
         args.push(self.db.display().to_string());
         let mut cell = registry::watch_cell(&args).map_err(|e| anyhow!("--watch: {e:#}"))?;
         cell.settings.classify_all = true;
+        cell.settings.until_stopped = true;
         Ok(Some(cell.settings))
     }
 }

@@ -162,6 +162,7 @@ impl WatchArgs {
             buffer_kb: (self.trace_buffer / 1024) as u64,
             max_threads: self.max_threads as usize,
             classify_all: false,
+            until_stopped: false,
         };
         Ok((settings, ReaderPlace { cpus: reader_cpus, priority: self.reader_priority }))
     }
