@@ -355,15 +355,20 @@ fn watched_threads_come_and_go_with_their_series() {
     let count = |page: &str, tid: i32, metric: &str| {
         sample(page, &format!("rtscope_latency_seconds_count{}", labels(tid, metric)))
     };
-    // Until `tid` has 300 wake-ups on the page (60 s at most).
+    // Until `tid` has 300 wake-ups and 100 runtimes on the page (60 s at
+    // most): each series is served from its own committed intervals, and
+    // the runtime's (ended at the switch off the CPU) may commit a
+    // checkpoint after the wake-ups' did.
     let wait_for = |tid: i32| {
         let until = Instant::now() + Duration::from_secs(60);
         loop {
             let page = page_of();
-            if count(&page, tid, "latency").is_some_and(|n| n >= 300.0) {
+            if count(&page, tid, "latency").is_some_and(|n| n >= 300.0)
+                && count(&page, tid, "runtime").is_some_and(|n| n >= 100.0)
+            {
                 return page;
             }
-            assert!(Instant::now() < until, "no 300 wake-ups of thread {tid} in 60 s:\n{page}");
+            assert!(Instant::now() < until, "no 300 wake-ups and 100 runtimes of thread {tid} in 60 s:\n{page}");
             std::thread::sleep(Duration::from_millis(200));
         }
     };
