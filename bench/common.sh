@@ -16,8 +16,14 @@ need_command() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y "$2"
 }
 
-# Builds rtscope (release) and sets RTSCOPE to the binary.
+# Builds rtscope (release) and sets RTSCOPE to the binary; with RTSCOPE
+# already set to an executable, uses that one (a long run from a copy of a
+# build, while the tree changes).
 build_rtscope() {
+    if [[ -n ${RTSCOPE:-} && -x $RTSCOPE ]]; then
+        echo "== rtscope: $RTSCOPE ($("$RTSCOPE" --version))"
+        return
+    fi
     echo "== building rtscope (release)"
     (cd "$ROOT" && cargo build --release --locked -q)
     RTSCOPE=${CARGO_TARGET_DIR:-$ROOT/target}/release/rtscope

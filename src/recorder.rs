@@ -355,6 +355,12 @@ impl Recorder {
 }
 
 impl SeriesSink {
+    /// Whether its recorder has finished and everything it sent, its raw
+    /// exceedances included, is committed.
+    pub fn done(&self) -> bool {
+        self.finished && self.pending.is_empty()
+    }
+
     /// Everything committed so far: the whole series once it has finished.
     pub fn total(&self) -> &Tally {
         &self.cumulative
@@ -410,6 +416,22 @@ pub trait Tap: Send + Sync {
     fn committed(&self, series_id: i64, tally: &Tally, missed: u64, lost: u64, end_ns: u64);
     /// A commit failed: what was not committed is not counted.
     fn store_failed(&self);
+    /// Series `series_id` is a watched thread's (`monitor --watch`), thread
+    /// `tid` named `comm`; declared as [`Tap::series`] otherwise.
+    fn thread(&self, series_id: i64, key: &SeriesKey, tid: i32, comm: &str) {
+        let _ = (tid, comm);
+        self.series(series_id, key);
+    }
+    /// A sample of series `series_id` above the cause threshold was
+    /// explained: its largest cause was of `kind`.
+    fn episode(&self, series_id: i64, kind: rtscope_model::episode::CauseKind) {
+        let _ = (series_id, kind);
+    }
+    /// Series `series_id` finished (its recorder ended: a watched thread
+    /// exited) and all of it is committed.
+    fn ended(&self, series_id: i64) {
+        let _ = series_id;
+    }
 }
 
 /// The writer thread's state: every series' sink and the store.
@@ -433,6 +455,7 @@ impl Writer {
         let mut done = true;
         let mut intervals: Vec<(i64, Interval)> = Vec::new();
         let mut tapped: Vec<(i64, Tally, u64, u64, u64)> = Vec::new();
+        let mut ended = Vec::new();
         for sink in &mut self.sinks {
             sink.drain_exceedances();
             while let Ok(msg) = sink.full_rx.pop() {
@@ -451,10 +474,11 @@ impl Writer {
                 let _ = sink.free_tx.push(tally);
                 sink.adapt();
             }
-            if sink.full_rx.is_abandoned() && sink.full_rx.is_empty() {
+            if !sink.finished && sink.full_rx.is_abandoned() && sink.full_rx.is_empty() {
                 sink.drain_exceedances();
                 sink.end_bootstrap();
                 sink.finished = true;
+                ended.push(sink.series_id);
             }
             done &= sink.finished;
         }
@@ -483,6 +507,11 @@ impl Writer {
                 }
             }
             committed?;
+        }
+        if let Some(tap) = &self.tap {
+            for sid in ended {
+                tap.ended(sid);
+            }
         }
         if done {
             // The reader sent its last episodes before finishing its series.

@@ -7,17 +7,18 @@
 //! as a probe's. Threads are found at the start and as they appear (their
 //! first switch onto a CPU); a thread that exits ends its series there.
 
-use crate::recorder::{self, EpisodeMsg, ExceedMode, Recorder, Sample, Writer};
+use crate::recorder::{self, EpisodeMsg, ExceedMode, Recorder, Sample, Tap, Writer};
 use crate::session::{CellOutcome, OpenRun, OwnCell};
 use crate::sys::{clock, sched};
 use crate::trace::decompose::{self, CauseThreshold, CpuTrace, Names, Out, WakePath};
-use crate::trace::event::{Ev, Kind};
+use crate::trace::event::{Decoder, Ev, Kind};
+use crate::trace::format::PageLayout;
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Buffer, ReaderReport, policy_of};
 use crate::trace::watch::{Merge, Obs, Tracker};
 use crate::trace::{self, TraceClock, TraceOpts};
 use anyhow::Result;
-use rtscope_model::episode::{TraceCpu, TraceSummary};
+use rtscope_model::episode::{self, CauseKind, TraceCpu, TraceSummary};
 use rtscope_model::hist::{Tally, quantile};
 use rtscope_model::inventory::Warning;
 use rtscope_model::run::SeriesKey;
@@ -47,6 +48,8 @@ pub struct Filter {
     pub pids: Vec<i32>,
     /// Thread or process names (empty: any).
     pub comms: Vec<String>,
+    /// Thread ids: that thread alone, not its process's others (empty: any).
+    pub tids: Vec<i32>,
     /// Policies, the kernel's numbers (1 FIFO, 2 RR, 6 DEADLINE, 0 OTHER).
     pub policies: Vec<u32>,
     /// CPUs: a thread is taken when it runs on one of them (None: any).
@@ -56,8 +59,9 @@ pub struct Filter {
 impl Filter {
     /// Whether `id`, seen on `cpu`, is to be watched.
     pub fn takes(&self, id: &Identity, cpu: usize) -> bool {
-        let named = (self.pids.is_empty() && self.comms.is_empty())
+        let named = (self.pids.is_empty() && self.comms.is_empty() && self.tids.is_empty())
             || self.pids.iter().any(|&p| p == id.tid || p == id.pid)
+            || self.tids.contains(&id.tid)
             || self.comms.iter().any(|c| *c == id.comm || *c == id.process);
         self.policies.contains(&id.policy) && named && self.cpus.as_ref().is_none_or(|c| c.contains(&cpu))
     }
@@ -172,6 +176,15 @@ pub struct Settings {
     pub buffer_kb: u64,
     /// Threads with series at most (each costs about [`THREAD_BYTES`]).
     pub max_threads: usize,
+    /// Every wake-up above the cause threshold is explained and its class
+    /// counted, not only the worst kept (`monitor --watch`'s counters).
+    #[serde(skip)]
+    pub classify_all: bool,
+    /// Runs until stopped (a monitor): a thread's series are let go once it
+    /// has exited and they are committed, and --max-threads counts the
+    /// threads watched now, not every one since the start.
+    #[serde(skip)]
+    pub until_stopped: bool,
 }
 
 /// The memory of one watched thread's four series (their histograms and
@@ -187,8 +200,12 @@ impl Settings {
         if !f.comms.is_empty() {
             parts.push(format!("named {}", f.comms.join(", ")));
         }
+        let ids = |v: &[i32]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ");
         if !f.pids.is_empty() {
-            parts.push(format!("of pid {}", f.pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")));
+            parts.push(format!("of pid {}", ids(&f.pids)));
+        }
+        if !f.tids.is_empty() {
+            parts.push(format!("of tid {}", ids(&f.tids)));
         }
         if let Some(c) = &f.cpus {
             parts.push(format!("on CPUs {}", rtscope_model::inventory::format_cpu_list(c)));
@@ -246,6 +263,8 @@ struct Watched {
     recs: Option<Vec<Recorder>>,
     /// No more series: it exited, or came beyond --max-threads.
     ended: bool,
+    /// Its series were let go (`until_stopped`), their extras stored.
+    released: bool,
     cpus: Vec<usize>,
     activations: u64,
     deadline_ns: Option<u64>,
@@ -264,6 +283,7 @@ impl Watched {
             sids: Vec::new(),
             recs: None,
             ended: false,
+            released: false,
             cpus: Vec::new(),
             activations: 0,
             deadline_ns,
@@ -316,6 +336,16 @@ impl Watched {
         }
         extra
     }
+}
+
+/// Thread `t`'s identity and counts on each of its series.
+fn store_extra(t: &Watched, start: u64, period_ns: Option<u64>, writer: &mut Writer) -> Result<()> {
+    let period = writer.sinks.iter().find(|s| s.series_id == t.sids[1]).map(|s| s.total());
+    let extra = t.extra(start, period, period_ns);
+    for &sid in &t.sids {
+        writer.store.set_series_extra(sid, &extra)?;
+    }
+    Ok(())
 }
 
 /// The threads being watched, and those looked at and left.
@@ -380,11 +410,16 @@ impl<'a> Threads<'a> {
     /// Makes the series of thread `i` at its first wake-up in sight (a
     /// thread that never runs costs nothing), up to --max-threads.
     fn series(&mut self, i: usize, now: u64, writer: &mut Writer) -> Result<()> {
-        let t = &mut self.list[i];
-        if !t.sids.is_empty() || t.ended {
+        if !self.list[i].sids.is_empty() || self.list[i].ended {
             return Ok(());
         }
-        if writer.sinks.len() / METRICS.len() >= self.settings.max_threads {
+        let watched = if self.settings.until_stopped {
+            self.list.iter().filter(|t| t.recs.is_some()).count()
+        } else {
+            writer.sinks.len() / METRICS.len()
+        };
+        let t = &mut self.list[i];
+        if watched >= self.settings.max_threads {
             t.ended = true;
             self.over_max += 1;
             return Ok(());
@@ -394,6 +429,9 @@ impl<'a> Threads<'a> {
         for m in METRICS {
             let key = SeriesKey { load: self.load.map(str::to_string), ..SeriesKey::new(NAME, m, t.id.tid as i64) };
             let sid = writer.store.add_series(self.run_id, &key, "ns", &s.exceed.describe())?;
+            if let Some(tap) = &writer.tap {
+                tap.thread(sid, &key, t.id.tid, &t.id.comm);
+            }
             let (mut rec, sink, _) = recorder::channel(sid, s.checkpoint_ns, s.exceed);
             rec.start(now);
             t.sids.push(sid);
@@ -424,7 +462,13 @@ impl<'a> Threads<'a> {
                 if !t.cpus.contains(&(cpu as usize)) {
                     t.cpus.push(cpu as usize);
                 }
-                causes.explain(t, cpu as usize, waking_ns, ran_ns, names);
+                let (tap, sid) = (&writer.tap, t.sids.first().copied());
+                let mut class = |kind: CauseKind| {
+                    if let (Some(tap), Some(sid)) = (tap, sid) {
+                        tap.episode(sid, kind);
+                    }
+                };
+                causes.explain(t, (cpu as usize, waking_ns, ran_ns), names, &mut class);
             }
             Obs::Period { t_ns, period_ns, .. } => {
                 if let Some(r) = recs {
@@ -468,12 +512,23 @@ impl<'a> Threads<'a> {
 
     /// Each thread's identity and counts, on each of its series.
     fn store_extras(&self, writer: &mut Writer) -> Result<()> {
-        for t in self.list.iter().filter(|t| !t.sids.is_empty()) {
-            let period = writer.sinks.iter().find(|s| s.series_id == t.sids[1]).map(|s| s.total());
-            let extra = t.extra(self.start, period, self.settings.period_ns);
-            for &sid in &t.sids {
-                writer.store.set_series_extra(sid, &extra)?;
+        for t in self.list.iter().filter(|t| !t.sids.is_empty() && !t.released) {
+            store_extra(t, self.start, self.settings.period_ns, writer)?;
+        }
+        Ok(())
+    }
+
+    /// Lets go of the series of the threads that exited once all of them
+    /// is committed (their extras stored first): a monitor's memory stays
+    /// that of the threads watched now.
+    fn release(&mut self, writer: &mut Writer) -> Result<()> {
+        for t in self.list.iter_mut().filter(|t| t.ended && t.recs.is_none() && !t.sids.is_empty() && !t.released) {
+            if !writer.sinks.iter().filter(|s| t.sids.contains(&s.series_id)).all(|s| s.done()) {
+                continue;
             }
+            store_extra(t, self.start, self.settings.period_ns, writer)?;
+            writer.sinks.retain(|s| !t.sids.contains(&s.series_id));
+            t.released = true;
         }
         Ok(())
     }
@@ -504,7 +559,7 @@ impl<'a> Threads<'a> {
         if self.over_max > 0 {
             notes.push(format!(
                 "watch: {} threads that ran were not watched: beyond --max-threads {} (narrow the threads with \
-                 --comm, --pid or --policy, or raise it)",
+                 --comm, --pid, --tid or --policy, or raise it)",
                 self.over_max, self.settings.max_threads
             ));
         }
@@ -538,6 +593,27 @@ struct Causes {
 }
 
 impl Causes {
+    /// Each CPU's event window for the cause episodes (kept only with a
+    /// threshold); the episodes go to `tx`.
+    fn new(settings: &Settings, timer_entry: bool, cpus: &[usize], tx: std::sync::mpsc::Sender<EpisodeMsg>) -> Causes {
+        let cause_settings = decompose::Settings {
+            cause_threshold: CauseThreshold::Fixed(settings.cause_threshold_ns.unwrap_or(0)),
+            max_episodes: settings.max_episodes,
+            timer_entry,
+            stages: true,
+            path: WakePath::Timer,
+            classify_all: settings.classify_all,
+        };
+        Causes {
+            threshold: settings.cause_threshold_ns,
+            traces: cpus.iter().map(|&c| CpuTrace::new(c as i64, NAME, METRICS[0], 0, cause_settings)).collect(),
+            index_of_cpu: cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect(),
+            seq: 0,
+            pass_start: 0,
+            tx,
+        }
+    }
+
     fn push_event(&mut self, cpu_index: usize, e: Ev) {
         if self.threshold.is_some() {
             self.traces[cpu_index].push_event(e);
@@ -545,8 +621,16 @@ impl Causes {
     }
 
     /// A cause episode for `t`'s wake-up (waking at `waking_ns`, on `cpu`
-    /// at `ran_ns`) if it is above the threshold.
-    fn explain(&mut self, t: &Watched, cpu: usize, waking_ns: u64, ran_ns: u64, names: &Names) {
+    /// at `ran_ns`) if it is above the threshold; `class` is told the class
+    /// of each wake-up explained (with `classify_all`, of every one above
+    /// the threshold).
+    fn explain(
+        &mut self,
+        t: &Watched,
+        (cpu, waking_ns, ran_ns): (usize, u64, u64),
+        names: &Names,
+        class: &mut dyn FnMut(CauseKind),
+    ) {
         let lat = ran_ns - waking_ns;
         let (Some(thr), Some(&ci)) = (self.threshold, self.index_of_cpu.get(&cpu)) else { return };
         if lat < thr || lat == 0 {
@@ -559,12 +643,14 @@ impl Causes {
         let (label, tx) = (t.id.label(), &self.tx);
         ct.process(self.pass_start, true, names, &mut |o| match o {
             Out::Keep(mut ep) => {
+                class(episode::class_of(&ep.causes));
                 ep.verdict = format!("{label}: {}", ep.verdict);
                 let _ = tx.send(EpisodeMsg::Keep(ep));
             }
             Out::Drop { cpu, sample } => {
                 let _ = tx.send(EpisodeMsg::Drop(NAME.into(), METRICS[0].into(), cpu, sample));
             }
+            Out::Class { kind, .. } => class(kind),
             Out::Stages { .. } => {}
         });
     }
@@ -594,16 +680,18 @@ impl Watch {
     }
 
     /// Watches until `signal` or the duration, recording into `run`.
-    /// `load`: the assessment's load the series are keyed with.
-    pub fn measure(self, run: &mut OpenRun, load: Option<&str>, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
+    /// `load`: the assessment's load the series are keyed with; `tap`: told
+    /// of each thread's series and committed intervals (a monitor).
+    pub fn measure(
+        self,
+        run: &mut OpenRun,
+        load: Option<&str>,
+        signal: &Arc<AtomicBool>,
+        tap: Option<Arc<dyn Tap>>,
+    ) -> Result<CellOutcome> {
         let Watch { settings, mut instance, cpus, found } = self;
         let mut out = CellOutcome::default();
-        let mut buffers: Vec<Buffer> = instance
-            .buffers(&cpus)
-            .map_err(anyhow::Error::msg)?
-            .into_iter()
-            .map(|f| Buffer::new(f, TraceClock::Mono))
-            .collect();
+        let mut feed = Feed::open(&mut instance, cpus)?;
         let (tx, episode_rx) = std::sync::mpsc::channel();
         let threshold = settings.cause_threshold_ns;
         let mut writer = Writer {
@@ -612,89 +700,22 @@ impl Watch {
             lost_exceedances: 0,
             episodes: threshold.map(|_| (run.run_id, episode_rx)),
             load: load.map(str::to_string),
-            tap: None,
+            tap,
         };
-        let cause_settings = decompose::Settings {
-            cause_threshold: CauseThreshold::Fixed(threshold.unwrap_or(0)),
-            max_episodes: settings.max_episodes,
-            timer_entry: instance.timer_entry,
-            stages: true,
-            path: WakePath::Timer,
-        };
-        let mut causes = Causes {
-            threshold,
-            traces: cpus.iter().map(|&c| CpuTrace::new(c as i64, NAME, METRICS[0], 0, cause_settings)).collect(),
-            index_of_cpu: cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect(),
-            seq: 0,
-            pass_start: 0,
-            tx,
-        };
-        let mut events_on = vec![0u64; cpus.len()];
-        let mut merge = Merge::default();
+        let mut causes = Causes::new(&settings, instance.timer_entry, &feed.cpus, tx);
         let (cpu0, wall0) = (clock::thread_cpu_ns(), clock::now());
         instance.set_on(true).map_err(anyhow::Error::msg)?;
         let start = clock::now();
         let end = settings.duration_ns.map_or(u64::MAX, |d| start + d);
         let mut threads = Threads::new(&settings, run.run_id, load, start, found);
-        let policy_cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
-        let policy = |pid: i32| *policy_cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
-        let mut page = vec![0u8; instance.layout.page_size];
-        let mut decoder = std::mem::take(&mut instance.decoder);
-        let mut next_exit_check = start + EXIT_CHECK_NS;
-        let mut obs = Vec::new();
-        loop {
-            let last = signal.load(Relaxed) || clock::now() >= end;
-            let pass_start = clock::now();
-            causes.pass_start = pass_start;
-            for (i, b) in buffers.iter_mut().enumerate() {
-                let (m, n) = (&mut merge, &mut events_on[i]);
-                b.drain(&instance.layout, &mut decoder, &mut page, |e| {
-                    *n += 1;
-                    m.push(i as u32, e)
-                });
-            }
-            let watermark = if last { u64::MAX } else { pass_start.saturating_sub(GRACE_NS) };
-            let names = Names { decoder: &decoder, policy: &policy };
-            for (ci, e) in merge.take_until(watermark) {
-                let cpu = cpus[ci as usize];
-                if let Kind::Switch { next, .. } = e.kind
-                    && next > 0
-                {
-                    let prio = decoder.tasks.get(&next).map_or(120, |t| t.prio);
-                    threads.discover(next, prio, cpu, e.ts);
-                }
-                causes.push_event(ci as usize, e);
-                threads.tracker.event(cpu as i64, &e, &mut |o| obs.push(o));
-                for o in obs.drain(..) {
-                    threads.observe(o, e.ts, &mut writer, &mut causes, &names)?;
-                }
-            }
-            causes.trim(&names);
-            let now = clock::now();
-            if now >= next_exit_check || last {
-                next_exit_check = now + EXIT_CHECK_NS;
-                threads.check_exits(now, last);
-            }
-            threads.checkpoint(now);
-            if let Err(e) = writer.poll() {
-                out.store_error = Some(e);
-                break;
-            }
-            if last {
-                break;
-            }
-            std::thread::sleep(PASS);
-        }
+        let followed = follow(&mut feed, &instance, &mut threads, &mut causes, &mut writer, (signal, end));
         let _ = instance.set_on(false);
+        if let Err(e) = followed {
+            out.store_error = Some(e);
+        }
         threads.check_exits(clock::now(), true);
         drop(causes.tx);
-        while out.store_error.is_none() {
-            match writer.poll() {
-                Ok(true) => break,
-                Ok(false) => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => out.store_error = Some(e),
-            }
-        }
+        drain_writer(&mut writer, &mut out);
         let wall_ns = clock::now().saturating_sub(wall0);
         let reader_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu0);
         if out.store_error.is_none()
@@ -705,46 +726,161 @@ impl Watch {
         out.lost_exceedances = writer.lost_exceedances;
         run.put_store(writer.store);
 
-        // The buffers are closed before the instance is removed.
-        let read: Vec<(u64, u64, u64)> = buffers.iter().map(|b| (b.missed, b.bytes, b.read_errors)).collect();
-        drop(buffers);
-        let per_cpu = cpus
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| TraceCpu {
-                cpu: c as i64,
-                events: events_on[i],
-                lost: read[i].0,
-                bytes: read[i].1,
-                samples: 0,
-                decomposed: 0,
-                incomplete: 0,
-                switch_inferred: 0,
-                samples_dropped: 0,
-                read_errors: read[i].2,
-                by_kind: Vec::new(),
-            })
-            .collect();
-        let report = ReaderReport {
-            per_cpu,
-            cpu_ns: reader_cpu_ns,
-            wall_ns,
-            episodes_built: causes.traces.iter().map(|t| t.episodes_built).sum(),
-            episodes_kept: causes.traces.iter().map(|t| t.kept() as u64).sum(),
-            unknown_records: decoder.unknown,
-        };
+        let report = feed.report(&causes.traces, reader_cpu_ns, wall_ns);
         let opts = TraceOpts {
             cause_threshold: CauseThreshold::Fixed(threshold.unwrap_or(0)),
             max_episodes: if threshold.is_some() { settings.max_episodes } else { 0 },
             buffer_kb: settings.buffer_kb,
             clock: TraceClock::Mono,
         };
-        let zeros: Vec<Arc<AtomicU64>> = cpus.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let zeros: Vec<Arc<AtomicU64>> = report.per_cpu.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
         let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false);
         out.notes = threads.notes(&summary, wall_ns);
         out.notes.extend(trace_notes);
         out.trace = Some(summary);
         Ok(out)
+    }
+}
+
+/// The trace as the reader holds it: each CPU's buffer, the decoder, and
+/// the merge of their events in time order.
+struct Feed {
+    cpus: Vec<usize>,
+    buffers: Vec<Buffer>,
+    decoder: Decoder,
+    page: Vec<u8>,
+    merge: Merge,
+    /// Events read per CPU.
+    events_on: Vec<u64>,
+}
+
+impl Feed {
+    /// Opens every CPU's buffer of `instance` and takes its decoder.
+    fn open(instance: &mut Instance, cpus: Vec<usize>) -> Result<Feed> {
+        let buffers = instance
+            .buffers(&cpus)
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .map(|f| Buffer::new(f, TraceClock::Mono))
+            .collect();
+        Ok(Feed {
+            events_on: vec![0; cpus.len()],
+            cpus,
+            buffers,
+            decoder: std::mem::take(&mut instance.decoder),
+            page: vec![0u8; instance.layout.page_size],
+            merge: Merge::default(),
+        })
+    }
+
+    /// Reads every CPU's buffer once into the merge.
+    fn drain(&mut self, layout: &PageLayout) {
+        for (i, b) in self.buffers.iter_mut().enumerate() {
+            let (m, n) = (&mut self.merge, &mut self.events_on[i]);
+            b.drain(layout, &mut self.decoder, &mut self.page, |e| {
+                *n += 1;
+                m.push(i as u32, e)
+            });
+        }
+    }
+
+    /// What was read, per CPU; closes the buffers (before the instance is
+    /// removed).
+    fn report(self, traces: &[CpuTrace], cpu_ns: u64, wall_ns: u64) -> ReaderReport {
+        let per_cpu = self
+            .cpus
+            .iter()
+            .zip(&self.buffers)
+            .zip(&self.events_on)
+            .map(|((&c, b), &events)| TraceCpu {
+                cpu: c as i64,
+                events,
+                lost: b.missed,
+                bytes: b.bytes,
+                samples: 0,
+                decomposed: 0,
+                incomplete: 0,
+                switch_inferred: 0,
+                samples_dropped: 0,
+                read_errors: b.read_errors,
+                by_kind: Vec::new(),
+            })
+            .collect();
+        ReaderReport {
+            per_cpu,
+            cpu_ns,
+            wall_ns,
+            episodes_built: traces.iter().map(|t| t.episodes_built).sum(),
+            episodes_kept: traces.iter().map(|t| t.kept() as u64).sum(),
+            unknown_records: self.decoder.unknown,
+        }
+    }
+}
+
+/// The reader's loop: every [`PASS`], reads the buffers, follows the
+/// watched threads through the events older than [`GRACE_NS`] (all at the
+/// last pass), ends the series of the threads that exited and hands the
+/// finished intervals to the store; until the signal or `end`.
+fn follow(
+    feed: &mut Feed,
+    instance: &Instance,
+    threads: &mut Threads<'_>,
+    causes: &mut Causes,
+    writer: &mut Writer,
+    (signal, end): (&AtomicBool, u64),
+) -> Result<()> {
+    let policy_cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
+    let policy = |pid: i32| *policy_cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
+    let mut next_exit_check = threads.start + EXIT_CHECK_NS;
+    let mut obs = Vec::new();
+    loop {
+        let last = signal.load(Relaxed) || clock::now() >= end;
+        let pass_start = clock::now();
+        causes.pass_start = pass_start;
+        feed.drain(&instance.layout);
+        let watermark = if last { u64::MAX } else { pass_start.saturating_sub(GRACE_NS) };
+        let names = Names { decoder: &feed.decoder, policy: &policy };
+        for (ci, e) in feed.merge.take_until(watermark) {
+            let cpu = feed.cpus[ci as usize];
+            if let Kind::Switch { next, .. } = e.kind
+                && next > 0
+            {
+                let prio = feed.decoder.tasks.get(&next).map_or(120, |t| t.prio);
+                threads.discover(next, prio, cpu, e.ts);
+            }
+            causes.push_event(ci as usize, e);
+            threads.tracker.event(cpu as i64, &e, &mut |o| obs.push(o));
+            for o in obs.drain(..) {
+                threads.observe(o, e.ts, writer, causes, &names)?;
+            }
+        }
+        causes.trim(&names);
+        let now = clock::now();
+        if now >= next_exit_check || last {
+            next_exit_check = now + EXIT_CHECK_NS;
+            threads.check_exits(now, last);
+        }
+        threads.checkpoint(now);
+        writer.poll()?;
+        if threads.settings.until_stopped {
+            threads.release(writer)?;
+        }
+        if last {
+            return Ok(());
+        }
+        std::thread::sleep(PASS);
+    }
+}
+
+/// Waits until the writer has committed everything the recorders sent
+/// (not after a store error).
+fn drain_writer(writer: &mut Writer, out: &mut CellOutcome) {
+    while out.store_error.is_none() {
+        match writer.poll() {
+            Ok(true) => break,
+            Ok(false) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => out.store_error = Some(e),
+        }
     }
 }
 
@@ -784,7 +920,7 @@ impl OwnCell for WatchCell {
         settings.duration_ns = Some(duration_ns);
         let mut warnings = Vec::new();
         let watch = prepare(settings, &mut warnings)?;
-        let mut out = watch.measure(run, Some(load), signal)?;
+        let mut out = watch.measure(run, Some(load), signal, None)?;
         for n in &mut out.notes {
             if let Some(rest) = n.strip_prefix("watch: ") {
                 *n = format!("watch under {load}: {rest}");
@@ -822,6 +958,8 @@ mod tests {
         let by_pid = Filter { pids: vec![40], ..all.clone() };
         assert!(by_pid.takes(&fifo, 0), "the process's id takes its threads");
         assert!(!Filter { pids: vec![41], ..all.clone() }.takes(&fifo, 0));
+        assert!(Filter { tids: vec![42], ..all.clone() }.takes(&fifo, 0), "the thread's own id");
+        assert!(!Filter { tids: vec![40], ..all.clone() }.takes(&fifo, 0), "a tid is that thread alone");
         assert!(Filter { comms: vec!["app".into()], ..all.clone() }.takes(&fifo, 0), "the process's name");
         assert!(!Filter { comms: vec!["other".into()], ..all.clone() }.takes(&fifo, 0));
         let on = Filter { cpus: Some(vec![2, 3]), ..all.clone() };

@@ -57,10 +57,16 @@ impl Drop for Monitor {
 }
 
 fn start_monitor(dir: &Path, db: &str, cpu: usize, port: u16, log: &str) -> Monitor {
+    start_monitor_with(dir, db, cpu, port, log, &[])
+}
+
+/// [`start_monitor`] with `extra` flags.
+fn start_monitor_with(dir: &Path, db: &str, cpu: usize, port: u16, log: &str, extra: &[&str]) -> Monitor {
     let log = std::fs::File::create(dir.join(log)).unwrap();
     let child = Command::new(BIN)
         .args(["monitor", "--cpus", &cpu.to_string(), "--checkpoint", "1s", "--db", db])
         .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(extra)
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
@@ -323,6 +329,185 @@ fn a_killed_monitor_leaves_nothing_and_a_new_one_takes_over() {
     assert_eq!(store.load_run(2).unwrap().header.kind, "monitor");
 }
 
+/// `--watch comm=NAME`: a SCHED_FIFO thread of this test, of a 2 ms period
+/// and 100 us of spinning, started after the monitor, gets series labelled
+/// by its tid and comm; their counts never exceed what the thread itself
+/// logged, their mean period is the thread's own, and its runtime at least
+/// its spin. Once it exits its series leave the page; a second thread of
+/// the same name gets series of its own, though `max-threads=1`: a monitor
+/// counts the threads watched now. Root only.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn watched_threads_come_and_go_with_their_series() {
+    use common::periodic::*;
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    let cpu = last_cpu();
+    let port = free_port();
+    let name = format!("rtmw{}", std::process::id() % 100_000);
+    // One thread at a time: the second is watched once the first is gone.
+    let spec = format!("comm={name},max-threads=1");
+    let mut mon = start_monitor_with(dir, db, cpu, port, "watch.log", &["--watch", &spec]);
+    wait_for_checkpoints(port, 1.0);
+    let labels =
+        |tid: i32, metric: &str| format!("{{probe=\"watch\",metric=\"{metric}\",tid=\"{tid}\",comm=\"{name}\"}}");
+    let page_of = || http("GET", port, "/metrics", None).map(|(_, _, p)| p).unwrap_or_default();
+    let count = |page: &str, tid: i32, metric: &str| {
+        sample(page, &format!("rtscope_latency_seconds_count{}", labels(tid, metric)))
+    };
+    // Until `tid` has 300 wake-ups and 100 runtimes on the page (60 s at
+    // most): each series is served from its own committed intervals, and
+    // the runtime's (ended at the switch off the CPU) may commit a
+    // checkpoint after the wake-ups' did.
+    let wait_for = |tid: i32| {
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let page = page_of();
+            if count(&page, tid, "latency").is_some_and(|n| n >= 300.0)
+                && count(&page, tid, "runtime").is_some_and(|n| n >= 100.0)
+            {
+                return page;
+            }
+            assert!(Instant::now() < until, "no 300 wake-ups and 100 runtimes of thread {tid} in 60 s:\n{page}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+
+    let first = periodic(&name, cpu, Duration::from_secs(60));
+    let tid = first.tid;
+    let page = wait_for(tid);
+    let log = first.stop();
+    let own = log.len() as f64;
+    let n = count(&page, tid, "latency").unwrap();
+    assert!(n <= own, "{n} wake-ups on the page, the thread logged {own}");
+    // Each period between two wake-ups is 2 ms plus the second's latency
+    // minus the first's: over 300 of them the mean is the thread's own
+    // (woke to woke, from its log) within 5 ms / 300 either side.
+    let periods = count(&page, tid, "period").unwrap();
+    let sum = sample(&page, &format!("rtscope_latency_seconds_sum{}", labels(tid, "period"))).unwrap();
+    let gaps: Vec<f64> = log.windows(2).map(|w| (w[1].woke - w[0].woke) as f64 / 1e9).collect();
+    let (own_min, own_max) = gaps.iter().fold((f64::MAX, 0f64), |(a, b), &g| (a.min(g), b.max(g)));
+    let mean = sum / periods;
+    assert!(
+        periods >= 100.0 && mean >= own_min - 0.000_02 && mean <= own_max + 0.000_02,
+        "mean period {mean} s, own {own_min}..{own_max}"
+    );
+    assert!(mean >= 0.002 * 0.98, "mean period {mean} s below the 2 ms programmed");
+    // Its runtime (on the CPU, switch in to switch out) against the
+    // thread's own clock: at most its time awake, waking to sleeping
+    // again, with the switches' few microseconds; at least half its spin
+    // (the monitor's wakeup, at a higher priority on its CPU, preempts a
+    // few microseconds of some activations).
+    let rt_sum = sample(&page, &format!("rtscope_latency_seconds_sum{}", labels(tid, "runtime"))).unwrap();
+    let rt_n = count(&page, tid, "runtime").unwrap();
+    let rt_mean = rt_sum / rt_n;
+    let awake: Vec<f64> = log.iter().filter(|o| o.slept > o.woke).map(|o| (o.slept - o.woke) as f64 / 1e9).collect();
+    let awake_max = awake.iter().fold(0f64, |a, &b| a.max(b));
+    eprintln!("runtime: mean {rt_mean} s of {rt_n}; the thread awake at most {awake_max} s");
+    assert!(
+        rt_n >= 100.0 && rt_mean >= SPIN_NS as f64 / 2e9 && rt_mean <= awake_max + 0.000_05,
+        "mean runtime {rt_mean} s of {rt_n}: the thread spins {SPIN_NS} ns, awake at most {awake_max} s"
+    );
+
+    // Gone: the exit is looked for every second, then the last interval
+    // is committed at the next checkpoint.
+    let until = Instant::now() + Duration::from_secs(30);
+    while count(&page_of(), tid, "latency").is_some() {
+        assert!(Instant::now() < until, "thread {tid} exited 30 s ago and its series are still served");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Another thread of that name: series of its own.
+    let second = periodic(&name, cpu, Duration::from_secs(60));
+    let page = wait_for(second.tid);
+    assert_ne!(second.tid, tid);
+    assert!(count(&page, tid, "latency").is_none());
+    drop(second);
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(
+        wait_exit(&mut mon.0),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(dir.join("watch.log")).unwrap_or_default()
+    );
+    // The store has the watch's run, a monitor run, with both threads.
+    let store = Store::open_for_reading(Path::new(db)).unwrap();
+    let runs: Vec<_> = (1..=2).map(|r| store.load_run(r).unwrap()).collect();
+    let watch = runs.iter().find(|r| r.series.iter().any(|s| s.key.probe == "watch")).expect("a watch run");
+    assert_eq!(watch.header.kind, "monitor");
+    for t in [tid, second_tid_of(watch, tid)] {
+        let s = watch.series.iter().find(|s| s.key.cpu == i64::from(t) && s.key.metric == "latency").unwrap();
+        assert!(s.total().count() >= 300, "thread {t}: {} wake-ups stored", s.total().count());
+    }
+}
+
+/// `--watch comm=NAME,cause-threshold=150us` beside a logged SCHED_FIFO 99
+/// spinner of 400 us every 20.333 ms on the thread's CPU: every wake-up of
+/// the thread due inside a burst, 200 us or more before its end, waits for
+/// the burst (above the threshold), and its largest cause is the spinner:
+/// `rtscope_episodes_total{cause="thread"}` counts it (as often as a host
+/// stall of the timer makes one short, it may not). Every class together
+/// counts no more than the thread's wake-ups. Root only.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn episodes_are_counted_by_cause_class() {
+    use common::periodic::*;
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    let cpu = last_cpu();
+    let port = free_port();
+    let name = format!("rtme{}", std::process::id() % 100_000);
+    let spec = format!("comm={name},cause-threshold=150us");
+    let mut mon = start_monitor_with(dir, db, cpu, port, "episodes.log", &["--watch", &spec]);
+    wait_for_checkpoints(port, 1.0);
+    let spinner = truth::Disturber::start(dir, &cpu.to_string(), "20333us", "400us", "60s");
+    let thread = periodic(&name, cpu, Duration::from_secs(60));
+    let tid = thread.tid;
+    let l = |cause: &str| {
+        format!(
+            "rtscope_episodes_total{{probe=\"watch\",metric=\"latency\",tid=\"{tid}\",comm=\"{name}\",cause=\"{cause}\"}}"
+        )
+    };
+    // 8 s of the thread, then the page, then its log.
+    std::thread::sleep(Duration::from_secs(8));
+    let page = http("GET", port, "/metrics", None).map(|(_, _, p)| p).unwrap_or_default();
+    let read_at = now_ns();
+    let own = thread.stop();
+    let bursts = spinner.finish();
+    let classes = ["thread", "irq", "softirq", "timer", "user", "unaccounted"];
+    let counts: Vec<f64> =
+        classes.iter().map(|c| sample(&page, &l(c)).unwrap_or_else(|| panic!("no {} in\n{page}", l(c)))).collect();
+    // Explained within a pass or two of the wake-up (10 ms, 5 ms of grace):
+    // those 100 ms before the page surely are.
+    let before = |o: &&Own| o.woke + 100_000_000 <= read_at;
+    let inside = |o: &Own| bursts.iter().any(|b| b.start + 10_000 <= o.programmed && o.programmed + 200_000 <= b.end);
+    let covered = own.iter().filter(before).filter(|o| inside(o)).count() as u64;
+    let free: Vec<&Own> =
+        own.iter().filter(before).filter(|o| !bursts.iter().any(|b| b.near(o.programmed, o.woke, 1_000_000))).collect();
+    let host = free.iter().filter(|o| o.woke - o.programmed > 50_000).count() as u64;
+    let q = truth::rate_upper(host, free.len() as u64, 0.002);
+    let allowed = truth::binomial_upper(covered, q, truth::FALSE_FAILURE);
+    eprintln!("episodes by class {counts:?} ({classes:?}); {covered} due inside a burst, {allowed} may be short");
+    assert!(covered >= 10, "only {covered} wake-ups due inside a burst in 8 s");
+    assert!(
+        counts[0] as u64 + allowed >= covered,
+        "{} wake-ups classed thread, {covered} were due inside a burst (allowed {allowed} short): {counts:?}",
+        counts[0]
+    );
+    // A few wake-ups of the thread's set-up come before its loop.
+    let total: f64 = counts.iter().sum();
+    assert!(total <= (own.len() + 5) as f64, "{total} episodes, {} wake-ups", own.len());
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0));
+}
+
+/// The other thread's id among a watch run's series.
+fn second_tid_of(run: &rtscope_model::run::Run, first: i32) -> i32 {
+    run.series.iter().map(|s| s.key.cpu as i32).find(|&t| t != first).expect("a second thread's series")
+}
+
 /// A port in use and a probe the monitor cannot run are said at once,
 /// naming the flag; nothing is measured or stored.
 #[test]
@@ -560,6 +745,12 @@ fn served_names() -> Vec<String> {
     t.record(20_000);
     c.add(&t, &[100_000], 0, 0, 1.0);
     e.series.insert(1, c);
+    // A watched thread whose wake-ups are explained (--watch with a cause
+    // threshold): the episode counters.
+    let mut w = SeriesCounters::new(rtscope_model::run::SeriesKey::new("watch", "latency", 42), 1, 0.0);
+    w.thread = Some((42, "myloop".into()));
+    w.episodes = Some(rtscope_model::episode::CauseKind::ALL.iter().map(|&k| (k, 0)).collect());
+    e.series.insert(2, w);
     let page = String::from_utf8(e.render(&Health::default(), Format::Text)).unwrap();
     let mut names: Vec<String> =
         page.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_string()).collect();

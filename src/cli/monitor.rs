@@ -39,6 +39,12 @@ pub struct MonitorArgs {
     /// 'noise=--active 20ms --pause 980ms' (repeatable).
     #[arg(long, value_name = "PROBE=ARGS")]
     pub probe_args: Vec<String>,
+    /// Watch the machine's own real-time threads beside the probes (`rtscope watch`'s probe): KEY=VALUE,... of its
+    /// flags, e.g. comm=myloop, pid=4242, tid=4243, policy=fifo, deadline=1ms (repeatable; the keys add up). Each
+    /// watched thread's latency, period, runtime and response are exported with its tid and comm as labels, from its
+    /// first wake-up until it exits.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub watch: Vec<String>,
     /// CPUs to measure, e.g. 1,3 [default: all online]
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
@@ -93,6 +99,8 @@ fn store_size(s: &str) -> Result<u64, String> {
 /// What `rtscope monitor` runs.
 pub struct MonitorPlan {
     pub probes: Vec<(Box<Common>, Box<dyn Probe>)>,
+    /// The watched threads (`--watch`).
+    pub watch: Option<crate::watch::Settings>,
     pub listen: SocketAddr,
     pub web_config: Option<PathBuf>,
     pub checkpoint_ns: u64,
@@ -166,12 +174,14 @@ impl MonitorArgs {
                 Built::Own(_) => bail!("--probes: {name} is not a per-CPU probe"),
             }
         }
+        let watch = self.watch_settings()?;
         let mut thresholds =
             if self.thresholds.is_empty() { DEFAULT_THRESHOLDS_NS.to_vec() } else { self.thresholds.clone() };
         thresholds.sort_unstable();
         thresholds.dedup();
         Ok(MonitorPlan {
             probes,
+            watch,
             listen: self.listen,
             web_config: self.web_config.clone(),
             checkpoint_ns: self.checkpoint,
@@ -182,6 +192,28 @@ impl MonitorArgs {
             db: self.db.clone(),
             quiet: self.quiet,
         })
+    }
+}
+
+impl MonitorArgs {
+    /// `--watch`'s specs as `rtscope watch` takes them, at the monitor's
+    /// checkpoint and store; None without --watch.
+    fn watch_settings(&self) -> Result<Option<crate::watch::Settings>> {
+        if self.watch.is_empty() {
+            return Ok(None);
+        }
+        let mut args = super::watch_args(&self.watch).map_err(|e| anyhow!("{e:#}"))?;
+        for own in ["--checkpoint", "--db", "--json", "--quiet", "--duration", "-D"] {
+            if args.iter().any(|a| a == own) {
+                bail!("--watch: {} is the monitor's own (give it to rtscope monitor, not in --watch)", &own[2..]);
+            }
+        }
+        args.extend(["--checkpoint".into(), format!("{}ns", self.checkpoint), "--db".into()]);
+        args.push(self.db.display().to_string());
+        let mut cell = registry::watch_cell(&args).map_err(|e| anyhow!("--watch: {e:#}"))?;
+        cell.settings.classify_all = true;
+        cell.settings.until_stopped = true;
+        Ok(Some(cell.settings))
     }
 }
 
@@ -215,6 +247,17 @@ mod tests {
         assert_eq!(p.thresholds_ns, DEFAULT_THRESHOLDS_NS.to_vec());
         assert_eq!(p.max_store, 1 << 30);
         assert_eq!(p.listen.to_string(), "127.0.0.1:9733");
+        assert!(p.watch.is_none());
+    }
+
+    #[test]
+    fn watch_specs_become_the_watch_probes_settings() {
+        let p = plan(&["--watch", "comm=myloop,tid=77", "--watch", "pid=42", "--checkpoint", "5s"]).unwrap();
+        let w = p.watch.unwrap();
+        assert_eq!((w.filter.comms.as_slice(), w.filter.tids.as_slice()), (&["myloop".to_string()][..], &[77][..]));
+        assert_eq!(w.filter.pids, [42]);
+        assert_eq!((w.checkpoint_ns, w.duration_ns), (5_000_000_000, None));
+        assert_eq!(p.probes.len(), 1, "the probes run beside it");
     }
 
     #[test]
@@ -228,5 +271,9 @@ mod tests {
         assert!(e(&["--max-store", "10K"]).contains("at least 1M"));
         assert!(e(&["--retain", "1s"]).contains("--retain"));
         assert!(e(&["--listen", "localhost"]).contains("--listen"));
+        assert!(e(&["--watch", "myloop"]).contains("KEY=VALUE"));
+        assert!(e(&["--watch", "tid=0"]).contains("--tid 0"));
+        assert!(e(&["--watch", "colour=red"]).contains("--watch"));
+        assert!(e(&["--watch", "duration=5s"]).contains("monitor's own"));
     }
 }

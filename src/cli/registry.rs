@@ -70,6 +70,14 @@ pub fn build(d: &Descriptor, args: &[String]) -> Result<Built> {
     }
 }
 
+/// `rtscope watch`'s cell from its arguments (`monitor --watch`).
+pub fn watch_cell(args: &[String]) -> Result<crate::watch::WatchCell> {
+    match parse(crate::watch::NAME, args)? {
+        Cmd::Watch(a) => a.cell(),
+        _ => unreachable!("`rtscope watch` parses as itself"),
+    }
+}
+
 /// The row of the measurement `name` in the descriptor table.
 pub fn find(name: &str) -> Result<&'static Descriptor> {
     descriptor::find(name).ok_or_else(|| {

@@ -16,7 +16,7 @@ pub enum WatchPolicy {
     Rr,
     /// SCHED_DEADLINE
     Deadline,
-    /// SCHED_OTHER (and BATCH, IDLE): only with --pid or --comm.
+    /// SCHED_OTHER (and BATCH, IDLE): only with --pid, --tid or --comm.
     Other,
 }
 
@@ -25,6 +25,9 @@ pub struct WatchArgs {
     /// Watch this thread, or every thread of this process (repeatable).
     #[arg(long, value_name = "PID")]
     pub pid: Vec<i32>,
+    /// Watch this thread alone (repeatable; a process's other threads are not taken, as --pid takes them).
+    #[arg(long, value_name = "TID")]
+    pub tid: Vec<i32>,
     /// Watch threads of this name, or every thread of a process of this name (repeatable; as `comm`, at most 15
     /// characters).
     #[arg(long, value_name = "NAME")]
@@ -109,6 +112,9 @@ impl WatchArgs {
         if let Some(p) = self.pid.iter().find(|&&p| p <= 0) {
             bail!("--pid {p} is not a thread or process id");
         }
+        if let Some(t) = self.tid.iter().find(|&&t| t <= 0) {
+            bail!("--tid {t} is not a thread id");
+        }
         if let Some(c) = self.comm.iter().find(|c| c.is_empty() || c.len() > 15) {
             bail!("--comm '{c}': a thread's name has 1..15 characters (as /proc/PID/comm shows it)");
         }
@@ -119,8 +125,8 @@ impl WatchArgs {
                 WatchPolicy::Rr => policies.push(sched::SCHED_RR),
                 WatchPolicy::Deadline => policies.push(sched::SCHED_DEADLINE),
                 WatchPolicy::Other => {
-                    if self.pid.is_empty() && self.comm.is_empty() {
-                        bail!("--policy other watches every normal thread: name them with --pid or --comm");
+                    if self.pid.is_empty() && self.comm.is_empty() && self.tid.is_empty() {
+                        bail!("--policy other watches every normal thread: name them with --pid, --tid or --comm");
                     }
                     policies.extend([0, 3, 5]);
                 }
@@ -145,7 +151,7 @@ impl WatchArgs {
             check_writable("--json", json)?;
         }
         let settings = Settings {
-            filter: Filter { pids: self.pid.clone(), comms: self.comm.clone(), policies, cpus },
+            filter: Filter { pids: self.pid.clone(), comms: self.comm.clone(), tids: self.tid.clone(), policies, cpus },
             duration_ns: self.duration,
             checkpoint_ns: self.checkpoint,
             exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),
@@ -155,6 +161,8 @@ impl WatchArgs {
             max_episodes: self.episodes as usize,
             buffer_kb: (self.trace_buffer / 1024) as u64,
             max_threads: self.max_threads as usize,
+            classify_all: false,
+            until_stopped: false,
         };
         Ok((settings, ReaderPlace { cpus: reader_cpus, priority: self.reader_priority }))
     }
@@ -211,7 +219,7 @@ mod tests {
         let (s, _) = parse(&[]).unwrap();
         assert_eq!(s.filter.policies, [1, 2, 6]);
         let e = parse(&["--policy", "other"]).err().unwrap().to_string();
-        assert!(e.contains("--pid or --comm"), "{e}");
+        assert!(e.contains("--pid, --tid or --comm"), "{e}");
         let e = parse(&["--comm", "a-name-far-too-long"]).err().unwrap().to_string();
         assert!(e.contains("--comm"), "{e}");
         let e = parse(&["--deadline", "0"]).err().unwrap().to_string();

@@ -44,7 +44,7 @@ pub fn main(args: WatchArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     plan["reader_cpus"] = reader_cpus.into();
     plan["reader_sched"] = reader_sched.into();
     let mut run = session.create("watch", &plan)?;
-    let outcome = watch.measure(&mut run, None, signal)?;
+    let outcome = watch.measure(&mut run, None, signal, None)?;
     let db = run.db.clone();
     let (loaded, exit_code) = super::finish_one(run, outcome, signal)?;
     let files = [("--json", report::JSON, args.json.as_deref())];

@@ -564,6 +564,7 @@ impl<'a> Cell<'a> {
                     timer_entry: inst.timer_entry,
                     stages: stages == Some(true) && inst.can_follow(path),
                     path,
+                    classify_all: false,
                 };
                 let metric = probe.metrics()[0];
                 let lanes = lane_parts

@@ -52,6 +52,9 @@ pub enum Out {
     Keep(Box<Episode>),
     /// An episode pushed out of the worst-N by a worse one.
     Drop { cpu: i64, sample: u64 },
+    /// A sample above the threshold not kept as an episode (weaker than the
+    /// worst-N; with `classify_all`): the class of its largest cause.
+    Class { cpu: i64, kind: CauseKind },
 }
 
 /// Events before the window start of an episode are summarised into the
@@ -192,6 +195,9 @@ pub struct Settings {
     pub stages: bool,
     /// Which wake-up path to follow when `stages`.
     pub path: WakePath,
+    /// Every sample above the threshold is attributed and its class sent
+    /// ([`Out::Class`]), not only those kept (a monitor's counters).
+    pub classify_all: bool,
 }
 
 /// One CPU's decomposer.
@@ -348,10 +354,11 @@ impl CpuTrace {
         let weakest = (0..self.kept.len()).min_by_key(|&i| self.kept[i].0);
         let worse_than_kept = !full || weakest.is_some_and(|i| s.value_ns > self.kept[i].0);
         let keep = wanted && worse_than_kept;
+        let classify = wanted && !keep && self.settings.classify_all;
         // Windows of lost time are all attributed (their totals by kind);
-        // wake-ups only when they make an episode.
+        // wake-ups only when they make an episode or are to be classed.
         let windows = !self.settings.stages;
-        if !keep && !windows {
+        if !keep && !windows && !classify {
             return;
         }
         // An episode's timeline starts at the previous sample.
@@ -375,6 +382,9 @@ impl CpuTrace {
             KindTotal::add(&mut self.by_kind, &causes);
         }
         if !keep {
+            if classify {
+                out(Out::Class { cpu: self.cpu, kind: episode::class_of(&causes) });
+            }
             return;
         }
         if let Some(st) = stages.as_ref() {

@@ -18,7 +18,14 @@ fn decoder() -> Decoder {
 }
 
 fn settings(max: usize, threshold: CauseThreshold) -> Settings {
-    Settings { cause_threshold: threshold, max_episodes: max, timer_entry: true, stages: true, path: WakePath::Timer }
+    Settings {
+        cause_threshold: threshold,
+        max_episodes: max,
+        timer_entry: true,
+        stages: true,
+        path: WakePath::Timer,
+        classify_all: false,
+    }
 }
 
 /// Sample 1 wakes cleanly; sample 2 is held up by a FIFO 99 spinner
@@ -167,6 +174,7 @@ fn keeps_only_the_worst_episodes() {
         .map(|o| match o {
             Out::Keep(e) => format!("keep {}", e.sample),
             Out::Drop { sample, .. } => format!("drop {sample}"),
+            Out::Class { kind, .. } => format!("class {}", kind.as_str()),
             Out::Stages { .. } => unreachable!(),
         })
         .collect();
@@ -288,7 +296,7 @@ fn decomposes_the_wakeups_captured_from_this_kernel() {
                 assert_eq!(e.stages.unwrap().total(), e.latency_ns);
                 assert_eq!(e.causes.iter().map(|c| c.ns).sum::<u64>(), e.latency_ns, "{}", e.verdict);
             }
-            Out::Drop { .. } => {}
+            Out::Drop { .. } | Out::Class { .. } => {}
         }
     }
 }

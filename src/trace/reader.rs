@@ -202,6 +202,8 @@ impl Reader {
                     Out::Drop { cpu, sample } => {
                         let _ = tx.send(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample));
                     }
+                    // Not asked for (`classify_all` is a watch's in a monitor).
+                    Out::Class { .. } => {}
                 });
             }
             if last {

@@ -117,6 +117,16 @@ pub enum CauseKind {
 }
 
 impl CauseKind {
+    /// Every kind, in order.
+    pub const ALL: [CauseKind; 6] = [
+        CauseKind::Thread,
+        CauseKind::Irq,
+        CauseKind::Softirq,
+        CauseKind::Timer,
+        CauseKind::User,
+        CauseKind::Unaccounted,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             CauseKind::Thread => "thread",
@@ -127,6 +137,12 @@ impl CauseKind {
             CauseKind::Unaccounted => "unaccounted",
         }
     }
+}
+
+/// The class of an episode: the kind of its largest cause (unaccounted
+/// when nothing was attributed).
+pub fn class_of(causes: &[Cause]) -> CauseKind {
+    causes.iter().min_by_key(|c| std::cmp::Reverse(c.ns)).map_or(CauseKind::Unaccounted, |c| c.kind)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,6 +16,7 @@ use crate::recorder::Tap;
 use crate::session::{Session, verdict};
 use crate::sys::{clock, cpu, inventory, mem};
 use anyhow::{Context, Result, anyhow};
+use rtscope_model::episode::CauseKind;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::format_cpu_list;
 use rtscope_model::metrics::{Exposition, Format, Health, SeriesCounters};
@@ -25,6 +26,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use web::WebConfig;
+
+/// The CPUs a watch takes its threads on, in words.
+fn watched_cpus(w: &crate::watch::Settings) -> String {
+    w.filter.cpus.as_deref().map_or_else(|| "any".to_string(), format_cpu_list)
+}
 
 /// How often the retention runs.
 const RETENTION_EVERY: Duration = Duration::from_secs(60);
@@ -37,6 +43,9 @@ struct Live {
     unix_offset_ns: i64,
     store_errors: AtomicU64,
     retention_errors: AtomicU64,
+    /// Whether watched threads' wake-ups are explained (a cause threshold):
+    /// their latency series then count episodes per cause class.
+    causes: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -67,6 +76,33 @@ impl Tap for Live {
 
     fn store_failed(&self) {
         self.store_errors.fetch_add(1, Relaxed);
+    }
+
+    fn thread(&self, series_id: i64, key: &SeriesKey, tid: i32, comm: &str) {
+        let mut e = lock(&self.exposition);
+        let n = e.thresholds_ns.len();
+        let mut c = SeriesCounters::new(key.clone(), n, self.unix_s(clock::now()));
+        c.thread = Some((tid, comm.to_string()));
+        if self.causes && key.metric == crate::watch::METRICS[0] {
+            c.episodes = Some(CauseKind::ALL.iter().map(|&k| (k, 0)).collect());
+        }
+        e.series.insert(series_id, c);
+    }
+
+    fn episode(&self, series_id: i64, kind: CauseKind) {
+        let mut e = lock(&self.exposition);
+        if let Some(n) = e.series.get_mut(&series_id).and_then(|s| s.episodes.as_mut()?.get_mut(&kind)) {
+            *n += 1;
+        }
+    }
+
+    /// A watched thread's series leave the page with it (Prometheus marks
+    /// them stale); a probe's stay until the monitor stops.
+    fn ended(&self, series_id: i64) {
+        let mut e = lock(&self.exposition);
+        if e.series.get(&series_id).is_some_and(|s| s.thread.is_some()) {
+            e.series.remove(&series_id);
+        }
     }
 }
 
@@ -181,6 +217,31 @@ fn measure(
     Ok((run_id, status, errors))
 }
 
+/// The watched threads (`--watch`) until `signal`, as one run of their own.
+fn watch(
+    settings: &crate::watch::Settings,
+    db: &std::path::Path,
+    tap: Arc<dyn Tap>,
+    signal: &Arc<AtomicBool>,
+    quiet: bool,
+) -> Result<(i64, RunStatus, Vec<String>)> {
+    let mut session = Session::open(db, &[], false)?;
+    let w = crate::watch::prepare(settings.clone(), &mut session.warnings)?;
+    if !quiet {
+        session.print_warnings();
+    }
+    let plan = w.plan();
+    let mut run = session.create("monitor", &plan)?;
+    let run_id = run.run_id;
+    let mut outcomes = [w.measure(&mut run, None, signal, Some(tap))?];
+    let (status, exit_code, notes) = verdict(&mut outcomes, signal);
+    run.finish(status, exit_code, &notes)?;
+    if let Some(e) = outcomes[0].store_error.take() {
+        return Err(e.context(format!("run {run_id} ended failed")));
+    }
+    Ok((run_id, status, outcomes[0].errors.clone()))
+}
+
 /// `rtscope monitor`.
 pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let plan = args.resolve()?;
@@ -219,6 +280,7 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
                 .probes
                 .iter()
                 .map(|(c, p)| (p.name().to_string(), format_cpu_list(&c.cpus), p.describe()))
+                .chain(plan.watch.iter().map(|w| (crate::watch::NAME.to_string(), watched_cpus(w), w.describe())))
                 .collect(),
             start_time_s: clock::now_unix() as f64 / 1e9,
             store_limit_bytes: plan.max_store,
@@ -227,10 +289,14 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         unix_offset_ns: clock::now_unix() - clock::now() as i64,
         store_errors: AtomicU64::new(0),
         retention_errors: AtomicU64::new(0),
+        causes: plan.watch.as_ref().is_some_and(|w| w.cause_threshold_ns.is_some()),
     });
     if !plan.quiet {
         for (c, p) in &plan.probes {
             eprintln!("rtscope monitor: {} on CPUs {}: {}", p.name(), format_cpu_list(&c.cpus), p.describe());
+        }
+        if let Some(w) = &plan.watch {
+            eprintln!("rtscope monitor: watch on CPUs {}: {}", watched_cpus(w), w.describe());
         }
         eprintln!(
             "rtscope monitor: metrics on http://{}/metrics; store {}, checkpoint every {}, kept {} then summarised \
@@ -256,6 +322,15 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
                 .name(format!("rtscope-mon-{}", probe.name()))
                 .spawn_scoped(scope, move || measure(probe.as_ref(), common, tap, signal, plan.quiet))
                 .context("starting a probe")?;
+            probes.push(t);
+        }
+        if let Some(settings) = &plan.watch {
+            let tap: Arc<dyn Tap> = live.clone();
+            let (db, quiet) = (&plan.db, plan.quiet);
+            let t = std::thread::Builder::new()
+                .name("rtscope-mon-watch".into())
+                .spawn_scoped(scope, move || watch(settings, db, tap, signal, quiet))
+                .context("starting the watch")?;
             probes.push(t);
         }
         let mut next_retention = Instant::now();
@@ -335,6 +410,7 @@ mod tests {
         let used = store.used_bytes().unwrap();
         let plan = MonitorPlan {
             probes: Vec::new(),
+            watch: None,
             listen: "127.0.0.1:0".parse().unwrap(),
             web_config: None,
             checkpoint_ns: minute,

@@ -12,6 +12,7 @@
 
 mod proto;
 
+use crate::episode::CauseKind;
 use crate::hist::{Hist, Tally};
 use crate::run::SeriesKey;
 use std::collections::BTreeMap;
@@ -112,6 +113,12 @@ impl Format {
 #[derive(Clone, Debug)]
 pub struct SeriesCounters {
     pub key: SeriesKey,
+    /// A watched thread's series (`rtscope monitor --watch`): its thread id
+    /// and name, its labels in place of `cpu`.
+    pub thread: Option<(i32, String)>,
+    /// Samples above the cause threshold, by the class of their largest
+    /// cause; None where they are not explained (no threshold).
+    pub episodes: Option<BTreeMap<CauseKind, u64>>,
     /// When the series began, Unix seconds (OpenMetrics `_created`).
     pub created_s: f64,
     /// Samples at or below each of [`BUCKETS_NS`].
@@ -196,6 +203,8 @@ impl SeriesCounters {
     pub fn new(key: SeriesKey, thresholds: usize, created_s: f64) -> SeriesCounters {
         SeriesCounters {
             key,
+            thread: None,
+            episodes: None,
             created_s,
             buckets: [0; BUCKETS_NS.len()],
             count: 0,
@@ -348,15 +357,22 @@ impl Exposition {
     }
 
     fn families(&self, h: &Health) -> Vec<Family> {
-        let labels = |k: &SeriesKey| -> Vec<(&'static str, String)> {
-            vec![("probe", k.probe.clone()), ("metric", k.metric.clone()), ("cpu", k.cpu.to_string())]
+        let labels = |s: &SeriesCounters| -> Vec<(&'static str, String)> {
+            let k = &s.key;
+            let mut l = vec![("probe", k.probe.clone()), ("metric", k.metric.clone())];
+            match &s.thread {
+                Some((tid, comm)) => l.extend([("tid", tid.to_string()), ("comm", comm.clone())]),
+                None => l.push(("cpu", k.cpu.to_string())),
+            }
+            l
         };
         let mut out = Vec::new();
         let mut hist = family(
             "rtscope_latency_seconds",
             Kind::Histogram,
             "seconds",
-            "Each probe's measured values (wakeup: wake-up latency; noise: interruption length), per CPU.",
+            "Each probe's measured values (wakeup: wake-up latency; noise: interruption length), per CPU; a watched \
+             thread's latency, period, runtime and response, per thread (tid, comm).",
         );
         for s in self.series.values() {
             let value = HistValue {
@@ -368,7 +384,7 @@ impl Exposition {
                 neg: s.native_neg.iter().map(|(&i, &c)| (i, c)).collect(),
             };
             hist.samples.push(Sample {
-                labels: labels(&s.key),
+                labels: labels(s),
                 value: Value::Histogram(Box::new(value)),
                 created: Some(s.created_s),
             });
@@ -388,7 +404,7 @@ impl Exposition {
         ];
         for (base, help, get) in gauges {
             let mut f = family(base, Kind::Gauge, "seconds", help);
-            f.samples = self.series.values().filter_map(|s| Some(number(labels(&s.key), get(s)?, None))).collect();
+            f.samples = self.series.values().filter_map(|s| Some(number(labels(s), get(s)?, None))).collect();
             out.push(f);
         }
         let counters: [(&'static str, &'static str, Counter); 3] = [
@@ -407,20 +423,34 @@ impl Exposition {
         ];
         for (base, help, get) in counters {
             let mut f = family(base, Kind::Counter, "", help);
-            f.samples =
-                self.series.values().map(|s| number(labels(&s.key), get(s) as f64, Some(s.created_s))).collect();
+            f.samples = self.series.values().map(|s| number(labels(s), get(s) as f64, Some(s.created_s))).collect();
             out.push(f);
         }
         let mut exc =
             family("rtscope_exceedances", Kind::Counter, "", "Values above each threshold (label threshold, seconds).");
         for s in self.series.values() {
             for (n, &th) in s.above.iter().zip(&self.thresholds_ns) {
-                let mut l = labels(&s.key);
+                let mut l = labels(s);
                 l.push(("threshold", secs(th)));
                 exc.samples.push(number(l, *n as f64, Some(s.created_s)));
             }
         }
         out.push(exc);
+        let mut eps = family(
+            "rtscope_episodes",
+            Kind::Counter,
+            "",
+            "Values above the cause threshold, explained from the trace, by the class of their largest cause (label \
+             cause: thread, irq, softirq, timer, user, unaccounted).",
+        );
+        for s in self.series.values() {
+            for (kind, n) in s.episodes.iter().flatten() {
+                let mut l = labels(s);
+                l.push(("cause", kind.as_str().to_string()));
+                eps.samples.push(number(l, *n as f64, Some(s.created_s)));
+            }
+        }
+        out.push(eps);
         health_families(h, &mut out);
         out
     }
@@ -662,5 +692,39 @@ mod tests {
         assert!(om.contains("# UNIT rtscope_latency_seconds seconds"));
         assert!(om.contains("# TYPE rtscope_build info"));
         assert!(om.contains("rtscope_latency_seconds_created{probe=\"wakeup\",metric=\"latency\",cpu=\"0\"} 1.5"));
+    }
+
+    #[test]
+    fn a_watched_threads_series_is_labelled_by_its_tid_and_comm() {
+        let mut e = Exposition::new(vec![100_000]);
+        let mut c = SeriesCounters::new(SeriesKey::new("watch", "latency", 4242), 1, 1.0);
+        c.thread = Some((4242, "my\"loop".into()));
+        c.add(&series(&[20_000]), &[100_000], 0, 0, 2.0);
+        e.series.insert(7, c);
+        let text = String::from_utf8(e.render(&Health::default(), Format::Text)).unwrap();
+        assert!(
+            text.contains(
+                "rtscope_latency_seconds_count{probe=\"watch\",metric=\"latency\",tid=\"4242\",comm=\"my\\\"loop\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("rtscope_max_seconds{probe=\"watch\",metric=\"latency\",tid=\"4242\",comm="), "{text}");
+        assert!(!text.contains("cpu=\"4242\""), "{text}");
+    }
+
+    #[test]
+    fn episodes_are_counted_per_cause_class_where_they_are_explained() {
+        let mut e = Exposition::new(vec![]);
+        let mut c = SeriesCounters::new(SeriesKey::new("watch", "latency", 9), 0, 1.0);
+        c.thread = Some((9, "loop".into()));
+        c.episodes = Some(CauseKind::ALL.iter().map(|&k| (k, 0)).collect());
+        *c.episodes.as_mut().unwrap().get_mut(&CauseKind::Irq).unwrap() += 3;
+        e.series.insert(1, c);
+        e.series.insert(2, SeriesCounters::new(SeriesKey::new("wakeup", "latency", 0), 0, 1.0));
+        let text = String::from_utf8(e.render(&Health::default(), Format::Text)).unwrap();
+        let l = "probe=\"watch\",metric=\"latency\",tid=\"9\",comm=\"loop\"";
+        assert!(text.contains(&format!("rtscope_episodes_total{{{l},cause=\"irq\"}} 3")), "{text}");
+        assert!(text.contains(&format!("rtscope_episodes_total{{{l},cause=\"softirq\"}} 0")), "{text}");
+        assert_eq!(text.matches("rtscope_episodes_total{").count(), 6, "none for a series without causes: {text}");
     }
 }
