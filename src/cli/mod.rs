@@ -11,7 +11,7 @@ use crate::sys::cache::FlushBuffer;
 use crate::sys::timers;
 use crate::sys::{cpu, sched::Policy};
 use crate::trace::decompose::CauseThreshold;
-use crate::trace::{TraceClock, TraceOpts};
+use crate::trace::{StacksMode, TraceClock, TraceOpts};
 use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -169,6 +169,17 @@ pub struct CommonArgs {
     /// slow (VMs).
     #[arg(long, value_enum, default_value = "local")]
     pub trace_clock: TraceClock,
+    /// With --trace: record the kernel and user stacks of what ran on the probe's CPU when its timer woke it
+    /// (`rtscope show RUN --episodes` prints them). auto: when that costs at most 0.5us per wake-up, timed on the
+    /// probe's threads before measuring starts (the kernel's unwind runs on the wake-up path).
+    #[arg(long, value_enum, default_value = "auto", requires = "trace")]
+    pub stacks: StacksMode,
+    /// With --trace: sample each measured CPU HZ times a second with perf_event_open (kernel and user call chains;
+    /// hardware cycles through the NMI where there is a PMU, else software cpu-clock); each episode lists the samples
+    /// in its window. 0: off.
+    #[arg(long, value_name = "HZ", default_value_t = 2000, requires = "trace",
+          value_parser = clap::value_parser!(u64).range(0..=20000))]
+    pub sample_hz: u64,
     /// Write each sample above the exceedance threshold (--exceed) to the kernel's trace_marker, so that a tracer
     /// running beside rtscope (trace-cmd, perf) sees it.
     #[arg(long)]
@@ -474,6 +485,8 @@ impl CommonArgs {
                 max_episodes: self.episodes as usize,
                 buffer_kb: (self.trace_buffer >> 10) as u64,
                 clock: self.trace_clock,
+                stacks: self.stacks,
+                sample_hz: self.sample_hz,
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,

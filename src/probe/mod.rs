@@ -17,10 +17,10 @@ use crate::session::{CellOutcome, OpenRun};
 use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
 use crate::sys::tracemark::Marker;
 use crate::sys::{clock, cpu, mem, sched, sched::Policy, signals};
-use crate::trace::TraceOpts;
 use crate::trace::decompose::{CpuTrace, Settings, WakePath};
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Lane, Reader};
+use crate::trace::{CodeReport, TraceOpts};
 use anyhow::{Result, anyhow};
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
@@ -408,6 +408,7 @@ impl<'a> Cell<'a> {
         let mut out = CellOutcome::default();
         let warmup = common.warmup_ns;
 
+        let mut code = CodeReport::default();
         type Ended = ((Writer, Option<anyhow::Error>), Option<crate::trace::reader::ReaderReport>);
         let ended = std::thread::scope(|scope| -> Result<Ended> {
             let writer_thread = std::thread::Builder::new()
@@ -493,8 +494,24 @@ impl<'a> Cell<'a> {
             while ready.load(Acquire) < threads.len() && !stop.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            // --stacks: timed on the probe's threads while they wait to start.
+            let mut stack_parts = None;
+            if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace)
+                && stages == Some(true)
+                && !stop.load(Relaxed)
+            {
+                let tids: Vec<i32> = tids.iter().map(|t| t.load(Relaxed)).collect();
+                stack_parts = crate::trace::code::stacks(inst, &common.cpus, &tids, opts.stacks, &mut code);
+            }
+            let samplers = match common.trace {
+                Some(opts) if instance.is_some() && opts.sample_hz > 0 => {
+                    crate::trace::code::samplers(&common.cpus, opts.sample_hz, &mut code)
+                }
+                _ => None,
+            };
             let start_ns = clock::now() + START_DELAY_NS;
             let mut reader_thread = None;
+            let mut symbols_thread = None;
             if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace) {
                 let settings = Settings {
                     cause_threshold: opts.cause_threshold,
@@ -504,20 +521,49 @@ impl<'a> Cell<'a> {
                     path,
                 };
                 let metric = probe.metrics()[0];
-                let lanes = lane_parts
+                let mut stack_parts = stack_parts.map(Vec::into_iter);
+                let mut samplers = samplers.map(Vec::into_iter);
+                let lanes: Vec<Lane> = lane_parts
                     .drain(..)
                     .zip(&tids)
                     .map(|((c, buffer, samples, stage_recs), tid)| {
                         let trace = CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings);
-                        Lane::new(buffer, trace, samples, stage_recs, opts.clock)
+                        let mut lane = Lane::new(buffer, trace, samples, stage_recs, opts.clock);
+                        if let Some((file, dec)) = stack_parts.as_mut().and_then(Iterator::next) {
+                            lane = lane.with_stacks(file, dec);
+                        }
+                        if let Some(s) = samplers.as_mut().and_then(Iterator::next) {
+                            lane = lane.with_sampler(s);
+                        }
+                        lane
                     })
                     .collect();
-                let reader = Reader {
-                    layout: inst.layout,
-                    decoder: std::mem::take(&mut inst.decoder),
-                    lanes,
-                    episodes: episode_tx.clone(),
-                };
+                let hw =
+                    lanes.iter().any(|l| l.sampler().is_some_and(|s| s.source == crate::sys::perf::Source::Cycles));
+                let (sym_tx, sym_rx) = std::sync::mpsc::channel();
+                let writer_tx = episode_tx.clone();
+                match std::thread::Builder::new().name("rtscope-symbols".into()).stack_size(WRITER_STACK).spawn_scoped(
+                    scope,
+                    move || {
+                        signals::block_in_this_thread();
+                        crate::trace::symbols::run(sym_rx, writer_tx, hw)
+                    },
+                ) {
+                    Ok(t) => symbols_thread = Some(t),
+                    Err(e) => {
+                        out.errors.push(format!("--trace: cannot start the symbols thread: {e}"));
+                        stop.store(true, Relaxed);
+                    }
+                }
+                for l in &lanes {
+                    if let Some(s) = l.sampler()
+                        && let Err(e) = s.enable(true)
+                    {
+                        out.notes.push(format!("--sample-hz: {e}"));
+                    }
+                }
+                let reader =
+                    Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sym_tx };
                 if let Err(e) = inst.set_on(true) {
                     out.errors.push(format!("--trace: {e}"));
                     stop.store(true, Relaxed);
@@ -581,6 +627,12 @@ impl<'a> Cell<'a> {
                 }
                 None => None,
             };
+            if let Some(t) = symbols_thread {
+                match t.join() {
+                    Ok(r) => code.symbols = r,
+                    Err(_) => out.errors.push("the symbols thread panicked".into()),
+                }
+            }
             let writer = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?;
             Ok((writer, report))
         });
@@ -614,7 +666,7 @@ impl<'a> Cell<'a> {
         }
         if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
             let (summary, trace_notes) =
-                crate::trace::summarize(inst, report, &opts, &mirror_lost, stages == Some(false));
+                crate::trace::summarize(inst, report, &opts, &mirror_lost, stages == Some(false), code);
             out.notes.extend(trace_notes);
             out.trace = Some(summary);
         }

@@ -1,8 +1,10 @@
 //! Output formats, one file each behind [`Report`].
 
 pub mod analyze;
+mod code;
 pub mod comparison;
 mod doc;
+mod flame;
 pub mod html;
 pub mod json;
 mod judged;

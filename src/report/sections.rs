@@ -25,7 +25,7 @@ use rtscope_model::units::{self, us, us_i};
 type SectionFn = fn(&Analysed, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: verdicts first.
-const SECTIONS: [SectionFn; 13] = [
+const SECTIONS: [SectionFn; 14] = [
     verdicts,
     matrix,
     characterisation,
@@ -38,6 +38,7 @@ const SECTIONS: [SectionFn; 13] = [
     stages,
     causes,
     episodes,
+    super::flame::sections,
     tracer,
 ];
 

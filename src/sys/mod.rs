@@ -16,6 +16,7 @@ pub mod ipc;
 pub mod mem;
 pub mod net;
 pub mod netns;
+pub mod perf;
 pub mod process;
 pub mod sched;
 pub mod signals;

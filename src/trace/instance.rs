@@ -7,6 +7,7 @@
 
 use super::event::{Decoder, WANTED};
 use super::format::{Format, PageLayout};
+use super::stacks::StackInstance;
 use crate::sys::ipc::{self, Leftover};
 use crate::sys::tracefs;
 use rtscope_model::inventory::Warning;
@@ -31,6 +32,9 @@ pub struct Instance {
     /// can be followed.
     pub net_stages: bool,
     pub buffer_kb: u64,
+    clock: String,
+    /// `--stacks`: the instance that records the probe's wake-ups' stacks.
+    pub stacks: Option<StackInstance>,
 }
 
 fn write(path: &Path, value: &str) -> Result<(), String> {
@@ -69,7 +73,9 @@ fn remove_stale(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root.join("instances")) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix("rtscope-").and_then(|p| p.parse::<u32>().ok()) else { continue };
+        // `rtscope-<pid>`, and its stack instance `rtscope-<pid>-stacks`.
+        let pid = name.strip_prefix("rtscope-").map(|p| p.split('-').next().unwrap_or(p));
+        let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else { continue };
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         if !comm.starts_with("rtscope") {
             let _ = std::fs::remove_dir(e.path());
@@ -124,6 +130,8 @@ impl Instance {
             stages: false,
             net_stages: false,
             buffer_kb,
+            clock: clock.to_string(),
+            stacks: None,
         };
         // From here on, Drop removes the instance on any error.
         let warnings = inst.configure(cpus, clock)?;
@@ -225,7 +233,17 @@ impl Instance {
     }
 
     pub fn set_on(&self, on: bool) -> Result<(), String> {
+        if let Some(s) = &self.stacks {
+            s.set_on(on)?;
+        }
         write(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
+    }
+
+    /// `--stacks`: records the kernel and user stacks at every wake-up of
+    /// the threads `tids` (the probe's) in an instance of their own.
+    pub fn add_stacks(&mut self, cpus: &[usize], tids: &[i32]) -> Result<(), String> {
+        self.stacks = Some(StackInstance::create(&self.root, &self.name, &cpumask(cpus), &self.clock, tids)?);
+        Ok(())
     }
 
     /// Events the kernel lost on `cpu`: overwritten before they were read
@@ -244,6 +262,8 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         let _ = self.set_on(false);
+        // The stack instance first: the mount may go with the main one.
+        drop(self.stacks.take());
         // Removing the instance frees its buffers and disables its events.
         let mut removed = std::fs::remove_dir(&self.dir).is_ok();
         if !removed {
