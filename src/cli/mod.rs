@@ -176,10 +176,10 @@ pub struct CommonArgs {
     pub stacks: StacksMode,
     /// With --trace: sample each measured CPU HZ times a second with perf_event_open (kernel and user call chains;
     /// hardware cycles through the NMI where there is a PMU, else software cpu-clock); each episode lists the samples
-    /// in its window. 0: off.
-    #[arg(long, value_name = "HZ", default_value_t = 2000, requires = "trace",
-          value_parser = clap::value_parser!(u64).range(0..=20000))]
-    pub sample_hz: u64,
+    /// in its window. 0: off [default: 2000 for wake-up probes; 0 for noise, whose loop would see each sample as an
+    /// interruption]
+    #[arg(long, value_name = "HZ", requires = "trace", value_parser = clap::value_parser!(u64).range(0..=20000))]
+    pub sample_hz: Option<u64>,
     /// Write each sample above the exceedance threshold (--exceed) to the kernel's trace_marker, so that a tracer
     /// running beside rtscope (trace-cmd, perf) sees it.
     #[arg(long)]

@@ -503,10 +503,8 @@ impl<'a> Cell<'a> {
                 let tids: Vec<i32> = tids.iter().map(|t| t.load(Relaxed)).collect();
                 stack_parts = crate::trace::code::stacks(inst, &common.cpus, &tids, opts.stacks, &mut code);
             }
-            let samplers = match common.trace {
-                Some(opts) if instance.is_some() && opts.sample_hz > 0 => {
-                    crate::trace::code::samplers(&common.cpus, opts.sample_hz, &mut code)
-                }
+            let samplers = match common.trace.map(|o| o.sample_hz_for(stages == Some(true))) {
+                Some(hz) if instance.is_some() && hz > 0 => crate::trace::code::samplers(&common.cpus, hz, &mut code),
                 _ => None,
             };
             let start_ns = clock::now() + START_DELAY_NS;

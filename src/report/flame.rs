@@ -10,7 +10,7 @@
 use super::doc::{Block, Section};
 use super::judged::Analysed;
 use super::svg::esc;
-use rtscope_model::episode::{CauseKind, Episode, Frame, top_causes};
+use rtscope_model::episode::{Episode, Frame, top_causes};
 use std::collections::BTreeMap;
 
 const WIDTH: f64 = 960.0;
@@ -146,7 +146,7 @@ pub fn sections(a: &Analysed, p: &str) -> Vec<Section> {
             continue;
         }
         let n: u64 = stacks.iter().map(|s| s.1).sum();
-        let what = if t.kind == CauseKind::Thread { format!("thread {}", t.name) } else { t.name.clone() };
+        let what = &t.name;
         let from = if eps.iter().any(|e| e.samples.as_ref().is_some_and(|w| w.samples > 0)) {
             "profiler samples in their windows"
         } else {
