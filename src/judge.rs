@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::pot::MIN_OBSERVED;
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
+use rtscope_model::descriptor;
 use rtscope_model::episode::Stages;
 use rtscope_model::run::{Run, Series, SeriesKey};
 use serde::Serialize;
@@ -44,11 +45,7 @@ pub struct TasksSpec {
 pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
     let cell = run.plan["cells"].as_array().and_then(|c| c.iter().find(|c| c["probe"].as_str() == Some(&key.probe)));
     let s = cell.map_or(&run.plan["settings"], |c| &c["settings"]);
-    match key.probe.as_str() {
-        "wakeup" if s["distance_ns"].as_u64().unwrap_or(0) == 0 => s["interval_ns"].as_u64(),
-        "ptimer" => s["period_ns"].as_u64(),
-        _ => None,
-    }
+    descriptor::find(&key.probe)?.timer_period(s)
 }
 
 /// Every measured series of `run` that `keep` accepts (trace stages and
@@ -260,11 +257,14 @@ pub fn check_names(reqs: &[verdict::Requirement], have: &[(String, Vec<String>)]
             verdict::Lhs::Mttf { series: Some((probe, metric)), .. } => Some((probe, metric)),
             verdict::Lhs::Mttf { series: None, .. } => None,
             verdict::Lhs::TimerJitter { .. } => {
-                if !have.iter().any(|(p, _)| p == "wakeup" || p == "ptimer") {
+                let timers: Vec<&str> =
+                    descriptor::PROBES.iter().filter(|d| d.timer_period.is_some()).map(|d| d.name).collect();
+                if !have.iter().any(|(p, _)| timers.contains(&p.as_str())) {
                     return Err(format!(
-                        "'{}': the jitter of a periodic timer needs the wakeup or the ptimer probe, and {origin} \
-                         has neither (it has: {}); add one, or require what it measures",
+                        "'{}': the jitter of a periodic timer needs a periodic probe ({}), and {origin} has none \
+                         (it has: {}); add one, or require what it measures",
                         r.text,
+                        timers.join(" or "),
                         listing()
                     ));
                 }
@@ -478,7 +478,7 @@ pub fn asked_set(run: &Run, flags: &TasksSpec) -> Result<Option<AskedSet>> {
 /// wakeup.latency; the worst decides), as `analyze rta --jitter-from` does.
 pub fn schedulability(all: &[SeriesAnalysis], asked: &AskedSet) -> rta::Schedulability {
     let list: Vec<&SeriesAnalysis> =
-        all.iter().filter(|s| s.key.probe == "wakeup" && s.key.metric == "latency").collect();
+        all.iter().filter(|s| descriptor::is_release_jitter(&s.key.probe, &s.key.metric)).collect();
     let latency = if list.is_empty() {
         Err("the run has no wake-up latency (wakeup.latency) to take the release jitter from; \
              `rtscope analyze rta --tasks FILE --jitter-from RUN --series PROBE.METRIC` takes another series"

@@ -8,6 +8,8 @@
 
 // The kernel.
 pub mod sys;
+// Progress lines on stderr, for rtscope's non-measuring threads.
+pub mod progress;
 // Histograms and checkpoints, handed off the measuring thread.
 pub mod recorder;
 // `--trace`: the tracefs instance, its reader, decomposition, episodes.

@@ -7,10 +7,10 @@
 //! measurement with its own runner (osbench) is an [`OwnCell`]. Nothing
 //! here measures or prints.
 
-use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy};
+use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
 use anyhow::{Result, anyhow};
 use rtscope_model::episode::TraceSummary;
-use rtscope_model::inventory::{Inventory, Warning};
+use rtscope_model::inventory::{Inventory, PRIVILEGES_FIX, Warning};
 use rtscope_model::run::{Run, RunHeader, RunStatus};
 use rtscope_model::store::Store;
 use std::path::{Path, PathBuf};
@@ -65,7 +65,7 @@ impl Session {
             warnings.push(Warning {
                 topic: "memory".into(),
                 message: format!("mlockall failed ({e}): page faults may add latency"),
-                fix: "run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)".into(),
+                fix: PRIVILEGES_FIX.into(),
             });
         }
         let dma = if dma_latency {
@@ -88,10 +88,45 @@ impl Session {
         Ok(Session { store, db: db.to_path_buf(), inv, warnings, representative, dma, rt_refused: false })
     }
 
+    /// A session for a run that measures nothing itself (`rtscope load`):
+    /// the store and the machine's inventory, without warnings; memory is
+    /// not locked and C-states are left as they are.
+    pub fn open_unmeasured(db: &Path) -> Result<Session> {
+        let store = Store::open(db)?;
+        let inv: Inventory = inventory::collect();
+        let representative = inv.representative();
+        Ok(Session {
+            store,
+            db: db.to_path_buf(),
+            inv,
+            warnings: Vec::new(),
+            representative,
+            dma: None,
+            rt_refused: false,
+        })
+    }
+
     /// The policy and priority a cell can have: the asked ones, or
     /// SCHED_OTHER (once with a warning, and the run is not representative)
     /// when real-time scheduling is refused.
     pub fn effective(&mut self, policy: Policy, priority: u8) -> (Policy, u8) {
+        self.effective_or(policy, priority, &format!("priority {priority}"), "")
+    }
+
+    /// As [`Session::effective`], for two parties at their own priorities
+    /// (osbench): the warning says what measuring without them loses.
+    pub fn effective_parties(&mut self, policy: Policy, priority: u8) -> (Policy, u8) {
+        self.effective_or(
+            policy,
+            priority,
+            "priorities",
+            ", where the higher-priority party does not preempt the lower one",
+        )
+    }
+
+    /// The policy and priority a cell can have; the warning, when refused,
+    /// names what was `asked` for and what measuring without it `loses`.
+    fn effective_or(&mut self, policy: Policy, priority: u8, asked: &str, loses: &str) -> (Policy, u8) {
         if !policy.is_rt() || sched::can_use_rt(priority) {
             return (policy, priority);
         }
@@ -103,10 +138,10 @@ impl Session {
                 Warning {
                     topic: "privileges".into(),
                     message: format!(
-                        "cannot use SCHED_{} priority {priority}: measuring at SCHED_OTHER; the run is NOT representative",
+                        "cannot use SCHED_{} {asked}: measuring at SCHED_OTHER{loses}; the run is NOT representative",
                         format!("{policy:?}").to_uppercase()
                     ),
-                    fix: "run as root or grant CAP_SYS_NICE (setcap cap_sys_nice,cap_ipc_lock+ep rtscope), or raise RLIMIT_RTPRIO".into(),
+                    fix: PRIVILEGES_FIX.into(),
                 },
             );
         }
@@ -124,18 +159,28 @@ impl Session {
     /// the trace reader) off the measured CPUs and their SMT siblings.
     /// Returns those housekeeping CPUs' description for the plan.
     pub fn pin_housekeeping(&self, measured: &[usize]) -> String {
-        let housekeeping = cpu::housekeeping(&cpu::online(), measured, &self.inv.siblings);
+        let housekeeping = self.pin_housekeeping_cpus(measured);
         if housekeeping.is_empty() {
             return "none: every CPU is measured, rtscope's writer shares them at SCHED_OTHER".to_string();
         }
-        let _ = cpu::pin_self(&housekeeping);
         rtscope_model::inventory::format_cpu_list(&housekeeping)
+    }
+
+    /// As [`Session::pin_housekeeping`]; returns the housekeeping CPUs
+    /// (none when every CPU is measured: then the thread stays unpinned).
+    pub fn pin_housekeeping_cpus(&self, measured: &[usize]) -> Vec<usize> {
+        let housekeeping = cpu::housekeeping(&cpu::online(), measured, &self.inv.siblings);
+        if !housekeeping.is_empty() {
+            let _ = cpu::pin_self(&housekeeping);
+        }
+        housekeeping
     }
 
     /// Stores the run as `running` with its plan.
     pub fn create(mut self, kind: &str, plan: &serde_json::Value) -> Result<OpenRun> {
         let header = new_header(kind, std::env::args().collect(), self.representative, self.warnings);
         let run_id = self.store.create_run(&header, &self.inv, plan)?;
+        signals::recording(run_id);
         Ok(OpenRun { store: Some(self.store), db: self.db, run_id, _dma: self.dma })
     }
 }
@@ -172,6 +217,7 @@ impl OpenRun {
         let id = self.run_id;
         let store = self.store()?;
         store.finish_run(id, status, Some(exit_code), clock::now_unix(), notes, mem::peak_rss_kb())?;
+        signals::stored(id);
         store.load_run(id)
     }
 }

@@ -156,7 +156,7 @@ fn the_quick_assessment_stores_every_probe_under_every_load() {
             assert!(n > 0, "{p} under {load}: no samples");
         }
     }
-    assert_eq!(rtscope::cli::registry::PROBES.len(), probes.len(), "a new probe joins this test too");
+    assert_eq!(rtscope_model::descriptor::PROBES.len(), probes.len(), "a new probe joins this test too");
     // Every metric under every load (a probe measured again in a later
     // cell must not lose part of its metrics).
     let mut metrics: Vec<(String, String)> =

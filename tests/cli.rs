@@ -22,7 +22,7 @@ fn refused(args: &[&str], must_name: &[&str]) {
 #[test]
 fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["wakeup", "--interval", "10us"], &["--interval", "--force"]);
-    refused(&["wakeup", "--interval", "100"], &["--interval", "100us"]);
+    refused(&["wakeup", "--interval", "1ms", "--distance", "5parsecs"], &["--distance", "unit"]);
     refused(&["wakeup", "--priority", "100"], &["--priority"]);
     refused(&["wakeup", "--cpus", "4000"], &["--cpus", "not online"]);
     refused(&["wakeup", "--cpus", "zero"], &["--cpus"]);
@@ -38,6 +38,9 @@ fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["run", "--json", "/nonexistent-dir/w.json"], &["--json"]);
     refused(&["wakeup", "--spinners", "1@50", "--spin-pause", "0"], &["--spin-pause", "--force"]);
     refused(&["wakeup", "--priority", "0"], &["--priority"]);
+    // The policy as it is written on the command line.
+    refused(&["wakeup", "-p", "0"], &["--priority must be 1..99 for --policy fifo"]);
+    refused(&["wakeup", "-p", "0", "--policy", "rr"], &["--policy rr"]);
     refused(&["wakeup", "--cause-threshold", "100us"], &["--cause-threshold", "--trace"]);
     refused(&["wakeup", "--trace", "--trace-buffer", "1K"], &["--trace-buffer", "64K"]);
     refused(&["wakeup", "--trace", "--trace-clock", "tsc"], &["--trace-clock", "mono"]);
@@ -181,6 +184,136 @@ fn help_names_every_command_and_exits_zero() {
             assert!(out.contains(w), "{w} missing from {cmd} --help: {out}");
         }
     }
+}
+
+/// cyclictest's habits on `rtscope wakeup`: its flags taken where rtscope
+/// has the concept, the others refused naming rtscope's way; its units for
+/// bare numbers; `-h N` is its histogram, `-h` alone the help.
+#[test]
+fn cyclictest_habits_are_taken_or_pointed_to_rtscope() {
+    // Refused with rtscope's flag, before anything is stored.
+    refused(&["wakeup", "-t", "4"], &["-t 4", "--cpus 0-3", "one thread per measured CPU"]);
+    refused(&["wakeup", "-t4"], &["--cpus 0-3"]);
+    refused(&["wakeup", "--mainaffinity", "0"], &["--mainaffinity", "off the measured CPUs"]);
+    refused(&["wakeup", "-a", "4000"], &["--cpus", "not online"]);
+    refused(&["wakeup", "-a", "0", "--cpus", "0"], &["--affinity", "--cpus"]);
+    refused(&["wakeup", "--histfile", "h.txt"], &["--histfile", "--histogram"]);
+    // -h with a number is the histogram (0 buckets is none), not the help.
+    refused(&["wakeup", "-h", "0"], &["--histogram", "0"]);
+    refused(&["wakeup", "-h0"], &["--histogram"]);
+    // A bare number takes cyclictest's unit: -i 10 is 10us (below 50us).
+    refused(&["wakeup", "-i", "10"], &["--interval 10us", "--force"]);
+    refused(&["wakeup", "-i", "1000", "-D", "0"], &["--duration"]);
+    refused(&["wakeup", "-b", "0"], &["--threshold"]);
+    // A negative duration is not a flag: its parser says what is wrong.
+    refused(&["wakeup", "-D", "-5s"], &["--duration", "'-5s' must be positive"]);
+    refused(&["wakeup", "-D", "-5"], &["--duration", "must be positive"]);
+    refused(&["wakeup", "-b", "-5us"], &["--threshold", "must be positive"]);
+    refused(&["run", "--duration", "-1s"], &["--duration", "must be positive"]);
+    refused(&["analyze", "last", "--require", "wakeup.latency.max < -5us"], &["--require", "must be positive"]);
+    // -h alone is the help, which lists cyclictest's flags and the units.
+    for help in ["-h", "--help"] {
+        let o = rtscope(&["wakeup", help]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+        for w in ["cyclictest's flags", "-a, --affinity", "-t, --threads", "-m, --mlockall", "-S, --smp", "--histogram"]
+        {
+            assert!(out.contains(w), "{w} missing from wakeup {help}: {out}");
+        }
+    }
+    let o = rtscope(&["wakeup", "--help"]);
+    let out = String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    for w in
+        ["a bare number is microseconds", "a bare number is seconds", "# Max Latencies:", "only the summary at the end"]
+    {
+        assert!(out.contains(w), "{w} missing from wakeup --help: {out}");
+    }
+}
+
+/// `--db` works before the command as after it, and RTSCOPE_DB names the
+/// store when --db does not.
+#[test]
+fn db_is_taken_before_the_command_and_from_rtscope_db() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let o = rtscope(&["--db", &db, "runs"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("--db {db}: no run store there")), "{err}");
+    let o = std::process::Command::new(BIN).args(["show", "last"]).env("RTSCOPE_DB", &db).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stderr).contains(&format!("--db {db}: no run store there")), "{}", text(&o));
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/report-run.json");
+    let o = std::process::Command::new(BIN).args(["import", fixture]).env("RTSCOPE_DB", &db).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = rtscope(&[&format!("--db={db}"), "runs"]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("wakeup"), "{}", text(&o));
+    let o = rtscope(&["--help"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("RTSCOPE_DB"), "{}", text(&o));
+}
+
+/// The list says how long a short run took, and an import with no sample
+/// in it is not a complete run.
+#[test]
+fn runs_lists_short_runs_and_sample_less_imports_as_they_are() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/report-run.json");
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let start = doc["run"]["started_unix_ns"].as_i64().unwrap();
+    doc["run"]["ended_unix_ns"] = (start + 153_400_000).into();
+    let short = dir.join("short.json");
+    std::fs::write(&short, doc.to_string()).unwrap();
+    let o = rtscope(&["import", short.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    doc["run"]["uuid"] = "no-samples".into();
+    doc["series"] = serde_json::json!([]);
+    doc["results"] = serde_json::json!([]);
+    let empty = dir.join("empty.json");
+    std::fs::write(&empty, doc.to_string()).unwrap();
+    let o = rtscope(&["import", empty.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("as run 2 (")
+            && String::from_utf8_lossy(&o.stdout).contains("): partial"),
+        "{}",
+        text(&o)
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("without a single sample"), "{}", text(&o));
+    let o = rtscope(&["runs", "--db", &db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert!(rows[0].contains(" complete ") && rows[0].contains(" 153ms "), "{out}");
+    assert!(rows[1].contains(" partial ") && !rows[1].contains(" 0ns "), "{out}");
+}
+
+/// Every message that asks for privileges gives the same fix: the one
+/// `setcap` line of `PRIVILEGES_FIX`, nowhere written out a second time.
+#[test]
+fn the_setcap_hint_is_one_and_the_same_everywhere() {
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("crates"), &mut files);
+    let mut hints = Vec::new();
+    for f in &files {
+        for (i, line) in std::fs::read_to_string(f).unwrap().lines().enumerate() {
+            if line.contains("setcap ") && !line.trim_start().starts_with("//") && !line.contains("assert") {
+                hints.push(format!("{}:{}: {}", f.strip_prefix(root).unwrap().display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert_eq!(hints.len(), 1, "one setcap hint (PRIVILEGES_FIX), not: {hints:#?}");
+    assert!(hints[0].contains("sudo setcap cap_sys_nice,cap_ipc_lock+ep"), "{hints:?}");
 }
 
 /// CI runs `.ci/run`, and the benchmarks are scripts: a shell syntax error in

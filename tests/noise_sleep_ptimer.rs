@@ -198,7 +198,8 @@ fn negative_deviations_stay_negative_through_the_store() {
     };
     let file = dir.join("neg.json");
     let mut out = std::fs::File::create(&file).unwrap();
-    rtscope_model::export::write_json(&run, true, &mut out).unwrap();
+    let input = rtscope::report::Input { full: true, ..rtscope::report::Input::one(&run) };
+    rtscope::report::JSON.write(&input, &mut out).unwrap();
     let o = rtscope(&["import", file.to_str().unwrap(), "--db", &db]);
     assert!(o.status.success(), "{}", text(&o));
     let v = show_json(&db, "last");

@@ -87,6 +87,28 @@ fn markdown_report_of_the_fixed_run_matches_its_snapshot() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), md);
 }
 
+/// `show` prints the machine as the report's "Machine and setup" table has
+/// it, row for row, in one unit (MiB), before the figures.
+#[test]
+fn show_prints_the_machine_rows_of_the_report() {
+    let (_dir, db) = imported();
+    let md = report(&["report", "1", "--format", "md", "-o", "-", "--db", &db]);
+    let rows: Vec<Vec<String>> =
+        md_table_after(&md, "### Machine and setup").into_iter().filter(|r| !r[0].is_empty()).collect();
+    assert_eq!(rows.len(), 18, "{rows:?}");
+    let shown = report(&["show", "1", "--db", &db]);
+    for r in &rows {
+        let (k, v) = (&r[0], &r[1]);
+        assert!(
+            shown.lines().any(|l| l.strip_prefix(k.as_str()).is_some_and(|rest| rest.trim_start() == v)),
+            "{k}: {v} missing:\n{shown}"
+        );
+    }
+    assert!(shown.starts_with("started ") && shown.contains("peak RSS 42 MiB") && !shown.contains(" MB"), "{shown}");
+    let figures = shown.find("rtscope wakeup · run 1").expect("the text summary");
+    assert!(shown.find("memory").unwrap() < figures, "{shown}");
+}
+
 /// The HTML's skeleton: articles, sections, headings, verdicts, tables with
 /// their header and row count, and every plot with its drawn series; text
 /// and coordinates left out.
@@ -620,9 +642,25 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
     if p999["values_ns"][0].as_f64().unwrap() < 200_000.0 {
         assert_eq!(p999["changes"][1], "worse", "{p999}");
     }
-    // Gated on the median only, the run passes: the spinner takes a few % of the periods.
-    let o = rtscope(&["compare", "1", "2", "--max-regression", "50", "--gate", "wakeup.latency.p50", "--db", &fx.db]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Gated on the median, only the median can fail the gate. (Whether it
+    // does is the host's: this VM's median moves from 14 to 25 us between
+    // two 3 s runs, with or without the spinner.)
+    let o = rtscope(&[
+        "compare",
+        "1",
+        "2",
+        "--json",
+        "--max-regression",
+        "50",
+        "--gate",
+        "wakeup.latency.p50",
+        "--db",
+        &fx.db,
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let regs = v["regressions"].as_array().unwrap();
+    assert!(regs.iter().all(|r| r["selector"].as_str().unwrap().starts_with("wakeup.latency.p50")), "{regs:?}");
+    assert_eq!(o.status.code(), Some(if regs.is_empty() { 0 } else { 2 }), "{}", text(&o));
     // The other way round its p99 is an improvement, and a gate on it
     // passes (whatever the host did to the quiet run's other figures: its
     // stalls can make missed periods there, 8 in 3 s once).
@@ -789,4 +827,37 @@ fn an_osbench_report_has_a_table_per_group_and_its_plot() {
     let html = report(&["report", "last", "-o", "-", "--db", &fx.db]);
     let plots = html.matches("percent of operations at or over each time").count();
     assert!(plots >= 2, "a plot per group ({plots})");
+}
+
+/// On a terminal, `analyze` and `report` say what they are doing while
+/// they read and analyse a run (a big one takes a while), and clear that
+/// line before their output; on a pipe they print nothing of it.
+#[test]
+fn analyze_and_report_show_their_progress_on_a_terminal() {
+    let (dir, db) = imported();
+    let script = std::process::Command::new("sh").args(["-c", "command -v script"]).output().unwrap();
+    if !has("script (util-linux), for a pseudo-terminal", script.status.success()) {
+        return;
+    }
+    let html = dir.join("r.html");
+    let html = html.to_str().unwrap();
+    for (cmd, stages) in [
+        (
+            format!("{BIN} analyze 1 --db {db}"),
+            &["rtscope analyze: reading run 1", "rtscope analyze: analysing run 1: "][..],
+        ),
+        (
+            format!("{BIN} report 1 --db {db} -o {html}"),
+            &["rtscope report: reading run 1", "rtscope report: analysing 18 series, drawing the plots and writing "][..],
+        ),
+    ] {
+        let o = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+        assert!(o.status.success(), "{cmd}: {}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        for stage in stages {
+            assert!(out.contains(&format!("\r\x1b[K{stage}")), "{cmd}: no {stage:?} in {out:?}");
+        }
+    }
+    let o = rtscope(&["analyze", "1", "--db", &db]);
+    assert!(o.status.success() && !String::from_utf8_lossy(&o.stderr).contains("reading run"), "{}", text(&o));
 }

@@ -165,3 +165,35 @@ fn a_corrupt_store_is_called_corrupt_and_an_unreadable_one_unreadable() {
         skipped("the parts as another user need root");
     }
 }
+
+/// A store damaged past its first pages opens, and fails on a read: that
+/// failure names --db and says the store is damaged, as one that does not
+/// open at all is called corrupt; never a bare SQLite message.
+#[test]
+fn a_store_damaged_past_its_first_pages_is_called_damaged() {
+    let dir = tempdir();
+    let good = dir.join("good.db");
+    let o = rtscope(&["import", data("report-run.json").to_str().unwrap(), "--db", good.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let bytes = std::fs::read(&good).unwrap();
+    let pages = bytes.len() / 4096;
+    let mut failed_after_opening = 0;
+    for page in 1..pages {
+        // One page overwritten: its b-tree header is no longer one.
+        let mut damaged = bytes.clone();
+        damaged[page * 4096..(page + 1) * 4096].fill(0xa5);
+        let db = dir.join(format!("damaged-{page}.db"));
+        std::fs::write(&db, &damaged).unwrap();
+        for args in [vec!["runs"], vec!["show", "last"]] {
+            let mut all = args.clone();
+            all.extend(["--db", db.to_str().unwrap()]);
+            let o = rtscope(&all);
+            let err = String::from_utf8_lossy(&o.stderr);
+            if err.contains("malformed") {
+                assert!(err.contains("--db") && !err.contains("writable"), "page {page}, {args:?}: {err}");
+                failed_after_opening += usize::from(!err.contains("is corrupt or not an SQLite file"));
+            }
+        }
+    }
+    assert!(failed_after_opening > 0, "no damaged page of {pages} failed after the store opened");
+}

@@ -306,3 +306,99 @@ fn loops_and_distance_set_each_threads_sample_count_and_period() {
         assert!((want..want + 60).contains(&span_ms), "thread {i}: {span_ms} ms for 300 samples, want about {want}");
     }
 }
+
+/// cyclictest's command line measures as cyclictest would (`-m -n -p95
+/// -i1000 -h50 -q -D2 -a CPU`: bare numbers in its units) and prints its
+/// histogram, parseable as its scripts parse it; `-q` alone prints the
+/// summary at the end and nothing while measuring.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn cyclictest_command_lines_measure_and_print_its_histogram() {
+    let fx = Fixture::root();
+    let cpu = last_cpu().to_string();
+    let o = rtscope(&["wakeup", "-m", "-n", "-p95", "-i1000", "-h50", "-q", "-D2", "-a", &cpu, "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "# Histogram", "{out}");
+    let rows: Vec<Vec<u64>> = lines
+        .iter()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split_whitespace().map(|f| f.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 50, "{out}");
+    for (us, row) in rows.iter().enumerate() {
+        assert_eq!(row.len(), 2, "one column per CPU: {out}");
+        assert_eq!(row[0], us as u64);
+    }
+    let field = |name: &str| -> u64 {
+        let line = lines.iter().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name}: {out}"));
+        line[name.len()..].trim().parse().unwrap()
+    };
+    let in_hist: u64 = rows.iter().map(|r| r[1]).sum();
+    assert_eq!(field("# Total:"), in_hist);
+    let v = show_json(&fx.db, "last");
+    let r = &v["results"][0];
+    assert_eq!(v["results"].as_array().unwrap().len(), 1, "-a {cpu}: one CPU");
+    assert_eq!(r["cpu"].as_u64(), Some(last_cpu() as u64));
+    let count = r["count"].as_u64().unwrap();
+    assert!((1900..=2010).contains(&(count + r["overruns"].as_u64().unwrap())), "-i1000 -D2: 2000 periods");
+    assert_eq!(in_hist + field("# Histogram Overflows:"), count);
+    assert_eq!(field("# Max Latencies:"), r["max_ns"].as_u64().unwrap() / 1000);
+    assert_eq!(field("# Min Latencies:"), r["min_ns"].as_u64().unwrap() / 1000);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("run 1 stored"), "{}", text(&o));
+    // -q: the summary at the end, nothing while measuring.
+    let o = rtscope(&["wakeup", "-q", "-D", "1", "--cpus", &cpu, "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("wakeup latency (us)") && out.contains("run 2 stored"), "{}", text(&o));
+    assert!(o.stderr.is_empty(), "{}", text(&o));
+}
+
+/// A long cell says how far it is, how long is left and its worst case so
+/// far: on a terminal every second, in a pipe a plain line every 10 s; a
+/// second Ctrl-C says the run stays stored partial and exits with 130.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_cell_shows_its_progress_and_a_second_ctrl_c_leaves_it_partial() {
+    let fx = Fixture::root();
+    let cpu = last_cpu().to_string();
+    let script = Command::new("sh").args(["-c", "command -v script"]).output().unwrap();
+    if has("script (util-linux), for a pseudo-terminal", script.status.success()) {
+        let cmd = format!("{BIN} wakeup -D 3s --cpus {cpu} --db {}.tty", fx.db);
+        let o = Command::new("script").args(["-qec", &cmd, "/dev/null"]).output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("\r\x1b[Kwakeup: 1s of 3s, 2s left; "), "{out:?}");
+        assert!(out.contains("\r\x1b[Kwakeup: 2s of 3s, 1s left; "), "{out:?}");
+        assert!(out.contains(" samples; worst latency ") && out.contains(&format!("us on CPU {cpu}")), "{out:?}");
+    }
+    let spawned = std::time::Instant::now();
+    let child = Command::new(BIN)
+        .args(["wakeup", "--duration", "60s", "--checkpoint", "1s", "--cpus", &cpu, "--db", &fx.db])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_first_checkpoint(&fx.db);
+    std::thread::sleep(Duration::from_millis(10_800).saturating_sub(spawned.elapsed()));
+    // Two SIGINTs, the second once the first is no longer pending (two
+    // pending ones would be one).
+    common::signal(child.id(), libc::SIGINT);
+    let pending = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        status.lines().filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:")).any(|l| {
+            u64::from_str_radix(l.split_whitespace().nth(1).unwrap_or("0"), 16).unwrap_or(0) & (1 << (libc::SIGINT - 1))
+                != 0
+        })
+    };
+    while pending() {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    common::signal(child.id(), libc::SIGINT);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("wakeup: 10s of 1m, ") && err.contains("s left; ") && err.contains("worst latency"), "{err}");
+    assert!(err.contains("run 1 is stored partial") && err.contains("rtscope show 1"), "{err}");
+    assert_eq!(show_json(&fx.db, "last")["status"], "partial");
+}

@@ -7,30 +7,55 @@ use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
 use crate::probe::wakeup::{SpinnerOpt, Wakeup};
 use crate::recorder::ExceedMode;
+use crate::report::{self, Format, Use};
 use crate::sys::cache::FlushBuffer;
 use crate::sys::timers;
 use crate::sys::{cpu, sched::Policy};
 use crate::trace::decompose::CauseThreshold;
 use crate::trace::{StacksMode, TraceClock, TraceOpts};
 use anyhow::{Result, bail};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::TypedValueParser;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 
 mod analyze;
+mod habits;
 mod osbench;
 mod probes;
 pub mod registry;
 pub use analyze::*;
+pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
 pub use osbench::*;
 pub use probes::*;
 
 const ABOUT: &str = "How real-time is this Linux machine, under the load it will really carry, and why not more?";
 
+const AFTER_HELP: &str = "Every command that reads or writes runs takes --db PATH (the run store, default ./rtscope.db), \
+before or after the command, or the variable RTSCOPE_DB.";
+
 #[derive(Parser, Debug)]
-#[command(name = "rtscope", version, about = ABOUT, long_about = None, propagate_version = true)]
+#[command(name = "rtscope", version, about = ABOUT, long_about = None, propagate_version = true, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub cmd: Cmd,
+}
+
+/// Parses rtscope's command line (`args` with the program's name first):
+/// the habits of cyclictest and rtla users taken (see `habits`), and every
+/// duration's value may start with `-`, so that `-D -5s` gets "must be
+/// positive" from the duration's parser rather than clap's "unexpected
+/// argument '-5'".
+pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    fn signed_durations(cmd: clap::Command) -> clap::Command {
+        cmd.mut_args(|a| {
+            let duration = a.get_value_names().is_some_and(|names| names.iter().any(|n| n.starts_with("DUR")));
+            if duration { a.allow_hyphen_values(true) } else { a }
+        })
+        .mut_subcommands(signed_durations)
+    }
+    let mut cmd = signed_durations(Cli::command());
+    let mut matches = cmd.try_get_matches_from_mut(habits::rewrite(args.into_iter().collect()))?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
 }
 
 #[derive(Subcommand, Debug)]
@@ -42,29 +67,15 @@ pub enum Cmd {
     /// Run loads alone (a stressor beside other tools): characterised from the kernel's counters and stored.
     #[command(after_help = crate::load::help_table())]
     Load(LoadArgs),
-    /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
-    /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
-    Wakeup(WakeupArgs),
-    /// OS noise (like oslat and rtla osnoise, the NT real-time study's preemption test): one SCHED_FIFO thread per CPU
-    /// busy-loops reading the CPU counter; a gap between two reads longer than --ratio x the shortest (reference)
-    /// iteration is an interruption, recorded as its length minus the reference.
-    Noise(NoiseArgs),
-    /// Sleep accuracy (the NT real-time study's SleepEx test): relative sleeps through nanosleep, clock_nanosleep, poll,
-    /// epoll_wait, select and a one-shot timerfd; deviation = actual - requested, signed.
-    Sleep(SleepArgs),
-    /// Periodic timer drift (the NT real-time study's multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
-    /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
-    Ptimer(PtimerArgs),
-    /// UDP/IP stack latency (the NT real-time study's network stack test): a sender and a real-time receiver per CPU over
-    /// loopback or a veth pair between two namespaces; rx_stack = send call -> kernel receive timestamp, rx_wake ->
-    /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
-    /// to a responder on another host.
-    Netlat(NetlatArgs),
+    // The per-CPU probes (`wakeup`, `noise`, ...), one subcommand each, in
+    // this place of the list: [`ProbeCmd`].
+    #[command(flatten)]
+    Probe(ProbeCmd),
     /// List the runs in the store.
     Runs(StoreArgs),
     /// Summarise a stored run (its machine, warnings and figures).
     Show(ShowArgs),
-    /// Export a stored run: json (lossless, re-importable), csv (per histogram bucket) or hdr (HdrHistogram interval log).
+    #[command(about = export_about())]
     Export(ExportArgs),
     /// Import a run exported with `rtscope export --format json` (from this or another machine).
     Import(ImportArgs),
@@ -103,8 +114,8 @@ pub fn dur(s: &str) -> Result<u64, String> {
 
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {
-    /// The run store (SQLite, created if missing).
-    #[arg(long, value_name = "PATH", default_value = "rtscope.db")]
+    /// The run store (SQLite, created if missing); before or after the command.
+    #[arg(long, value_name = "PATH", default_value = "rtscope.db", env = "RTSCOPE_DB")]
     pub db: PathBuf,
 }
 
@@ -119,8 +130,9 @@ pub struct CommonArgs {
     /// Real-time priority of the measuring threads (1..99; ignored with --policy other).
     #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub priority: u8,
-    /// Stop after this long (e.g. 30s, 5m, 12h) [default: until Ctrl-C, or --loops]
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds, as cyclictest's -D) [default: until Ctrl-C,
+    /// or --loops]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
     pub duration: Option<u64>,
     /// Stop each thread after N samples.
     #[arg(long, short = 'l', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -131,13 +143,15 @@ pub struct CommonArgs {
     /// Keep the raw (time, value) of every sample above DUR [default: adaptive, the running p99.9]
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub exceed: Option<u64>,
-    /// Stop at the first sample above DUR, store the run and exit with code 2 (cyclictest -b).
-    #[arg(long, short = 'b', value_name = "DUR", value_parser = dur)]
+    /// Stop at the first sample above DUR, store the run and exit with code 2 (cyclictest -b; a bare number is
+    /// microseconds, as there).
+    #[arg(long, short = 'b', value_name = "DUR", value_parser = dur_us)]
     pub threshold: Option<u64>,
     /// Also write the results as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
+    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
     #[arg(long, short = 'q')]
     pub quiet: bool,
     /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
@@ -211,8 +225,8 @@ pub struct RunArgs {
     /// cmd:'make -j2'. Each starts before its cells and ramps up (--ramp-up).
     #[arg(long, value_name = "LOAD,...")]
     pub loads: Option<String>,
-    /// How long each cell (one probe under one load) is recorded.
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    /// How long each cell (one probe under one load) is recorded (a bare number is seconds).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
     pub duration: Option<u64>,
     /// Each cell measures this long first without recording (its warm-up).
     #[arg(long, value_name = "DUR", value_parser = dur)]
@@ -246,7 +260,8 @@ pub struct RunArgs {
     /// Also write the results as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
+    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
     #[arg(long, short = 'q')]
     pub quiet: bool,
     // Stored with the run (over the plan's profiles and require keys): the verdicts are printed at the end, a failed
@@ -266,8 +281,8 @@ pub struct LoadArgs {
     /// The loads, run together, each NAME[:INTENSITY][@CPUS] (see below), e.g. cpu,net:1000@1,cmd:'make -j2'.
     #[arg(value_name = "LOAD,...")]
     pub loads: String,
-    /// Stop after DUR [default: until Ctrl-C]
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    /// Stop after DUR (a bare number is seconds) [default: until Ctrl-C]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
     pub duration: Option<u64>,
     /// CPUs the loads run on, unless a load names its own (@CPUS) [default: all online]
     #[arg(long, value_name = "LIST")]
@@ -275,7 +290,8 @@ pub struct LoadArgs {
     /// Also write the run (its characterisation) as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
+    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
     #[arg(long, short = 'q')]
     pub quiet: bool,
     #[command(flatten)]
@@ -297,37 +313,31 @@ pub struct ShowArgs {
     pub store: StoreArgs,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ExportFormat {
-    /// Self-contained and lossless: every interval's histogram, every exceedance; `rtscope import` reads it back.
-    Json,
-    /// One row per non-empty histogram bucket of each series.
-    Csv,
-    /// HdrHistogram interval log (tags probe.metric.cpuN, values in ns): HdrHistogram's own tools read it.
-    Hdr,
-    /// The cause episodes of a --trace run as a timeline (Chrome JSON trace): open it in ui.perfetto.dev.
-    Perfetto,
+/// `rtscope export`'s line in `--help`: its formats, from report's table.
+fn export_about() -> String {
+    let names: Vec<&str> = report::offered(Use::Export).map(|f| f.name()).collect();
+    format!("Export a stored run for other tools: --format {} (json: lossless, re-importable)", names.join(", "))
+}
+
+/// `--format`'s values: the formats that `u` offers, from report's table,
+/// each with its description for `--help`.
+fn format_of(u: Use) -> impl TypedValueParser<Value = &'static dyn Format> {
+    let values = report::offered(u).map(|f| clap::builder::PossibleValue::new(f.name()).help(f.description()));
+    clap::builder::PossibleValuesParser::new(values)
+        .map(|name: String| report::named(&name).expect("a value the parser offered"))
 }
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
     /// A run id, or `last`.
     pub run: String,
-    #[arg(long, short = 'f', value_enum, default_value = "json")]
-    pub format: ExportFormat,
+    #[arg(long, short = 'f', value_parser = format_of(Use::Export), default_value = "json")]
+    pub format: &'static dyn Format,
     /// Output file ('-' for stdout).
     #[arg(long, short = 'o', value_name = "FILE", default_value = "-")]
     pub output: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    /// One self-contained HTML file with inline SVG plots.
-    Html,
-    /// Markdown: the tables, verdicts and warnings, without the plots.
-    Md,
 }
 
 #[derive(Args, Debug)]
@@ -338,9 +348,9 @@ pub struct ReportArgs {
     /// Output file ('-' for stdout).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
-    /// [default: md when FILE ends in .md, else html]
-    #[arg(long, short = 'f', value_enum)]
-    pub format: Option<ReportFormat>,
+    /// [default: by FILE's extension, else html]
+    #[arg(long, short = 'f', value_parser = format_of(Use::Report))]
+    pub format: Option<&'static dyn Format>,
     // The Verdicts section's requirements [default: those stored with the run, else the profile omac as a yardstick].
     #[command(flatten)]
     pub req: RequireArgs,
@@ -422,8 +432,8 @@ pub struct DisturbArgs {
     /// Start each spin at a random offset in [0, DUR) of its period, to avoid staying in phase with a probe.
     #[arg(long, value_name = "DUR", default_value = "0", value_parser = dur)]
     pub phase_jitter: u64,
-    /// Stop after DUR [default: until Ctrl-C]
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur)]
+    /// Stop after DUR (a bare number is seconds) [default: until Ctrl-C]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
     pub duration: Option<u64>,
     /// Write each burst to FILE as it happens: `start_ns end_ns tid` (CLOCK_MONOTONIC), the disturbance's own
     /// timestamps to judge a measurement against.
@@ -449,8 +459,11 @@ impl CommonArgs {
         if let Some(0) = self.duration {
             bail!("--duration must be longer than 0 (e.g. --duration 30s)");
         }
+        if let Some(0) = self.threshold {
+            bail!("--threshold must be above 0: every sample would cross it (e.g. --threshold 100us)");
+        }
         if self.policy.is_rt() && self.priority == 0 {
-            bail!("--priority must be 1..99 for --policy {:?} (0 is only for --policy other)", self.policy);
+            bail!("--priority must be 1..99 for --policy {} (0 is only for --policy other)", self.policy.flag_value());
         }
         if self.trace {
             // The kernel keeps one ring of --trace-buffer per online CPU.

@@ -53,7 +53,8 @@ pub struct OsbenchArgs {
     /// Also write the results as JSON to FILE ('-' for stdout).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Print nothing but errors.
+    /// No progress or warnings while measuring: only the summary at the end (as cyclictest -q); with --json - or
+    /// --output - only that. The warnings are stored with the run (rtscope show).
     #[arg(long, short = 'q')]
     pub quiet: bool,
     /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).

@@ -1,15 +1,104 @@
 //! The probes' arguments (`wakeup`, `noise`, `sleep`, `ptimer`, `netlat`)
-//! and their checks before measuring.
+//! and their checks before measuring: each resolves ([`ProbeArgs`]) into
+//! a [`ProbePlan`]. [`ProbeCmd`] is their subcommands, one line each.
 
 use super::*;
+use crate::probe::Probe;
+use rtscope_model::descriptor::{self, Descriptor};
+
+/// The per-CPU probes' subcommands, and what each resolves with: a probe's
+/// one line, its row in the descriptor table (which names the subcommand),
+/// its variant and its arguments ([`ProbeArgs`]).
+macro_rules! probe_commands {
+    ($($(#[$doc:meta])* $row:ident => $variant:ident($args:ty),)*) => {
+        /// A per-CPU probe's subcommand (flattened into [`Cmd`]).
+        #[derive(Subcommand, Debug)]
+        pub enum ProbeCmd {
+            $($(#[$doc])* #[command(name = descriptor::$row.name)] $variant($args),)*
+        }
+
+        impl ProbeCmd {
+            /// The probe's row in the descriptor table.
+            pub fn descriptor(&self) -> &'static Descriptor {
+                match self {
+                    $(ProbeCmd::$variant(_) => &descriptor::$row,)*
+                }
+            }
+
+            /// cyclictest's histogram to print at the end, if asked.
+            pub fn histogram(&self) -> Option<HistogramOpts> {
+                match self {
+                    $(ProbeCmd::$variant(a) => ProbeArgs::histogram(a),)*
+                }
+            }
+
+            /// Its arguments, checked and resolved for a run of `kind` (the
+            /// subcommand that makes it: the probe's own, or `run`).
+            pub fn resolve(&self, kind: &str) -> Result<ProbePlan> {
+                match self {
+                    $(ProbeCmd::$variant(a) => ProbeArgs::resolve(a, kind),)*
+                }
+            }
+        }
+    };
+}
+
+probe_commands! {
+    /// Timer interrupt to thread latency (like cyclictest and IntrTime): one SCHED_FIFO thread per CPU sleeps to an
+    /// absolute CLOCK_MONOTONIC instant; latency = wake time - programmed time.
+    WAKEUP => Wakeup(WakeupArgs),
+    /// OS noise (like oslat and rtla osnoise, the NT real-time study's preemption test): one SCHED_FIFO thread per CPU
+    /// busy-loops reading the CPU counter; a gap between two reads longer than --ratio x the shortest (reference)
+    /// iteration is an interruption, recorded as its length minus the reference.
+    NOISE => Noise(NoiseArgs),
+    /// Sleep accuracy (the NT real-time study's SleepEx test): relative sleeps through nanosleep, clock_nanosleep, poll,
+    /// epoll_wait, select and a one-shot timerfd; deviation = actual - requested, signed.
+    SLEEP => Sleep(SleepArgs),
+    /// Periodic timer drift (the NT real-time study's multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
+    /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
+    PTIMER => Ptimer(PtimerArgs),
+    /// UDP/IP stack latency (the NT real-time study's network stack test): a sender and a real-time receiver per CPU over
+    /// loopback or a veth pair between two namespaces; rx_stack = send call -> kernel receive timestamp, rx_wake ->
+    /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
+    /// to a responder on another host.
+    NETLAT => Netlat(NetlatArgs),
+}
+
+/// A probe's arguments: checked, then resolved into what to do.
+pub trait ProbeArgs {
+    /// Resolves for a run of `kind` (the subcommand that makes the run).
+    fn resolve(&self, kind: &str) -> Result<ProbePlan>;
+    /// cyclictest's histogram of its first metric, printed at the end
+    /// (`-h N`, wakeup's cyclictest habit); none by default.
+    fn histogram(&self) -> Option<HistogramOpts> {
+        None
+    }
+}
+
+/// What a probe's subcommand asks for.
+pub enum ProbePlan {
+    /// A measuring run: the common settings, the probe, and warnings to
+    /// print before it (unless quiet).
+    Measure(Box<Common>, Box<dyn Probe>, Vec<String>),
+    /// `netlat --serve`: the responder to a peer's round trips, not a
+    /// measurement.
+    Serve { addr: std::net::SocketAddrV4, iface: Option<String>, cpu: usize, hw_wanted: bool, common: Box<Common> },
+}
+
+impl ProbePlan {
+    fn measure(common: Common, probe: impl Probe + 'static) -> ProbePlan {
+        ProbePlan::Measure(Box::new(common), Box::new(probe), Vec::new())
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct WakeupArgs {
-    /// Period of each thread.
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    /// Period of each thread (a bare number is microseconds, as cyclictest's -i).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur_us)]
     pub interval: u64,
-    /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0).
-    #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur)]
+    /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0; a bare
+    /// number is microseconds).
+    #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur_us)]
     pub distance: u64,
     /// N background busy threads per measured CPU at priority PRIO (0: SCHED_OTHER), busy --spin-active then
     /// idle --spin-pause; `N@PRIO:sys` spins in system calls (IntrTime's idle threads).
@@ -35,6 +124,8 @@ pub struct WakeupArgs {
     pub flush_size: Option<usize>,
     #[command(flatten)]
     pub common: CommonArgs,
+    #[command(flatten)]
+    pub cyclictest: Cyclictest,
 }
 
 #[derive(Args, Debug)]
@@ -109,8 +200,9 @@ pub struct PtimerArgs {
 
 #[derive(Args, Debug)]
 pub struct NetlatArgs {
-    /// Send one datagram every DUR per measured CPU (the NT real-time study's 10 ms; 100us..10s).
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur)]
+    /// Send one datagram every DUR per measured CPU (the NT real-time study's 10 ms; 100us..10s; a bare number is
+    /// microseconds, as cyclictest's -i).
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "10ms", value_parser = dur_us)]
     pub interval: u64,
     /// UDP payload bytes (the NT real-time study's 54; 52..1472, one Ethernet frame at most).
     #[arg(long, value_name = "BYTES", default_value_t = 54,
@@ -159,12 +251,6 @@ pub struct NetlatSenderArgs {
     pub session: u32,
 }
 
-/// What `rtscope netlat` is asked to do.
-pub enum NetlatPlan {
-    Measure(Common, Netlat, Vec<String>),
-    Serve { addr: std::net::SocketAddrV4, iface: Option<String>, cpu: usize, hw_wanted: bool, common: Common },
-}
-
 #[derive(Args, Debug)]
 pub struct SecondArgs {
     #[arg(long)]
@@ -175,8 +261,12 @@ pub struct SecondArgs {
     pub priority: u8,
 }
 
-impl WakeupArgs {
-    pub fn resolve(&self, kind: &str) -> Result<(Common, Wakeup)> {
+impl ProbeArgs for WakeupArgs {
+    fn histogram(&self) -> Option<HistogramOpts> {
+        self.cyclictest.histogram()
+    }
+
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         const MIN_INTERVAL: u64 = 50_000;
         if self.interval == 0 {
             bail!("--interval must be longer than 0 (e.g. --interval 1ms)");
@@ -199,7 +289,7 @@ impl WakeupArgs {
                 "--spin-active and --spin-pause must both be above 0 so that spinners cannot starve the machine (or add --force)"
             );
         }
-        let common = self.common.resolve(kind)?;
+        let common = self.cyclictest.apply(&self.common)?.resolve(kind)?;
         const MAX_PERIOD: u64 = 10_000_000_000;
         let longest = (common.cpus.len() as u64 - 1).saturating_mul(self.distance).saturating_add(self.interval);
         if longest > MAX_PERIOD {
@@ -224,7 +314,7 @@ impl WakeupArgs {
                 );
             }
         }
-        Ok((
+        Ok(ProbePlan::measure(
             common,
             Wakeup {
                 interval_ns: self.interval,
@@ -261,8 +351,8 @@ fn check_at_most_10s(flag: &str, ns: u64) -> Result<()> {
     Ok(())
 }
 
-impl NetlatArgs {
-    pub fn resolve(&self, kind: &str) -> Result<NetlatPlan> {
+impl ProbeArgs for NetlatArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         use rtscope_model::units::human;
         if self.interval < netlat::MIN_INTERVAL_NS {
             bail!(
@@ -290,7 +380,13 @@ impl NetlatArgs {
                 Some(_) => common.cpus[0],
                 None => *common.cpus.last().unwrap_or(&0),
             };
-            return Ok(NetlatPlan::Serve { addr, iface, cpu, hw_wanted: !self.software_timestamps, common });
+            return Ok(ProbePlan::Serve {
+                addr,
+                iface,
+                cpu,
+                hw_wanted: !self.software_timestamps,
+                common: Box::new(common),
+            });
         }
         let (probe, warnings) = match self.peer {
             Some(peer) => Netlat::peer(
@@ -310,12 +406,12 @@ impl NetlatArgs {
                 &common.cpus,
             )?,
         };
-        Ok(NetlatPlan::Measure(common, probe, warnings))
+        Ok(ProbePlan::Measure(Box::new(common), Box::new(probe), warnings))
     }
 }
 
-impl NoiseArgs {
-    pub fn resolve(&self, kind: &str) -> Result<(Common, Noise)> {
+impl ProbeArgs for NoiseArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         if !(1.0..=1000.0).contains(&self.ratio) {
             bail!("--ratio must be between 1 and 1000 (e.g. --ratio 4, the NT real-time study's)");
         }
@@ -334,17 +430,17 @@ impl NoiseArgs {
             std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").map(|s| s.trim() == "-1").unwrap_or(false);
         if self.pause == 0 && common.policy.is_rt() && throttling_off && !self.common.force {
             bail!(
-                "--pause 0 at --policy {:?} with RT throttling off (sched_rt_runtime_us = -1) would starve everything else on the measured CPUs: give a --pause, use --policy other, or add --force",
-                common.policy
+                "--pause 0 at --policy {} with RT throttling off (sched_rt_runtime_us = -1) would starve everything else on the measured CPUs: give a --pause, use --policy other, or add --force",
+                common.policy.flag_value()
             );
         }
         let calibration = crate::sys::tsc::calibrate(50_000_000);
-        Ok((common, Noise::new(self.ratio, self.gap, self.active, self.pause, calibration)))
+        Ok(ProbePlan::measure(common, Noise::new(self.ratio, self.gap, self.active, self.pause, calibration)))
     }
 }
 
-impl SleepArgs {
-    pub fn resolve(&self, kind: &str) -> Result<(Common, Sleep)> {
+impl ProbeArgs for SleepArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         let mut apis = self.api.clone();
         dedup(&mut apis);
         let mut lengths = self.sleep.clone();
@@ -364,12 +460,12 @@ impl SleepArgs {
         check_duration_covers(&self.common, "--sleep", lengths.iter().copied().min().unwrap_or(0))?;
         let common = self.common.resolve(kind)?;
         let epoll_pwait2 = !apis.contains(&timers::SleepApi::EpollWait) || timers::has_epoll_pwait2();
-        Ok((common, Sleep::new(apis, lengths, self.phase, self.timer_slack, epoll_pwait2)))
+        Ok(ProbePlan::measure(common, Sleep::new(apis, lengths, self.phase, self.timer_slack, epoll_pwait2)))
     }
 }
 
-impl PtimerArgs {
-    pub fn resolve(&self, kind: &str) -> Result<(Common, Ptimer)> {
+impl ProbeArgs for PtimerArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         const MIN_PERIOD: u64 = 50_000;
         if self.period == 0 {
             bail!("--period must be longer than 0 (e.g. --period 1ms)");
@@ -392,7 +488,7 @@ impl PtimerArgs {
                 common.cpus.len()
             )
         })?;
-        Ok((common, probe))
+        Ok(ProbePlan::measure(common, probe))
     }
 }
 

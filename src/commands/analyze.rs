@@ -7,11 +7,13 @@ use crate::cli::{AnalyzeArgs, AnalyzeCmd, MttfArgs, RtaArgs, StoreArgs, TailArgs
 use crate::judge::{
     Judged, analyse, asked, asked_set, check_tasks_flags, label, parse_requirements, pseudo_latency, schedulability,
 };
+use crate::progress::Ticker;
 use crate::report::analyze as text;
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::mttf::{self, Compute};
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
+use rtscope_model::descriptor;
 use rtscope_model::run::{Run, SeriesKey};
 use rtscope_model::store::Store;
 use rtscope_model::units::{self, TimeUnit};
@@ -137,7 +139,10 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     // Bad flags are refused before the store is opened.
     parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     check_tasks_flags(&a.sched.spec())?;
+    let ticker = Ticker::start("rtscope analyze");
+    ticker.stage(format!("reading run {} from {}", a.run, a.store.db.display()));
     let run = load(&a.store, &a.run)?;
+    ticker.stage(format!("analysing run {}: {} series", run.header.id, run.series.len()));
     let asked = asked(&run, &a.req.spec(), false)?;
     let set = asked_set(&run, &a.sched.spec())?;
     let mut opts = Options { threshold: a.threshold.0.map(|t| t as f64), ..Options::default() };
@@ -157,6 +162,8 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     let sched = set.as_ref().map(|s| schedulability(&all, s));
     let judged = Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref());
     let code = judged.code();
+    // The line is cleared before the results are printed.
+    drop(ticker);
     if a.json {
         json_out(&RunAnalysis {
             run_id: run.header.id,
@@ -235,10 +242,13 @@ fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str) -> Result
                 s.split_once('.').ok_or_else(|| anyhow!("{flag} {s}: write PROBE.METRIC, e.g. wakeup.latency"))?;
             (p.to_string(), m.to_string())
         }
-        None if all.iter().any(|s| s.key.probe == "wakeup" && s.key.metric == "latency") => {
-            ("wakeup".into(), "latency".into())
-        }
-        None => (all[0].key.probe.clone(), all[0].key.metric.clone()),
+        // The release jitter (wakeup's latency), else the run's first metric.
+        None => match descriptor::release_jitter()
+            .filter(|&(p, m)| all.iter().any(|s| s.key.probe == p && s.key.metric == m))
+        {
+            Some((p, m)) => (p.to_string(), m.to_string()),
+            None => (all[0].key.probe.clone(), all[0].key.metric.clone()),
+        },
     };
     let list: Vec<&SeriesAnalysis> = all.iter().filter(|s| s.key.probe == p && s.key.metric == m).collect();
     if list.is_empty() {

@@ -13,16 +13,17 @@ use crate::cli::registry::{self, Built};
 use crate::load::sampler::Sampler;
 use crate::load::{self, LoadSpec, Running};
 use crate::probe::Cell;
-use crate::report::{self, Report};
-use crate::session::{CellOutcome, Session, verdict};
-use crate::sys::{clock, cpu, inventory, process};
+use crate::report::{self, Input};
+use crate::session::{CellOutcome, OpenRun, Session, verdict};
+use crate::sys::sched::Policy;
+use crate::sys::{clock, cpu, process};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::analysis::rta;
 use rtscope_model::characterisation::{Accumulator, Characterisation};
+use rtscope_model::descriptor;
 use rtscope_model::episode::{Stages, TraceSummary};
 use rtscope_model::inventory::format_cpu_list;
-use rtscope_model::run::RunStatus;
-use rtscope_model::store::Store;
+use rtscope_model::run::{Run, RunStatus};
 use rtscope_model::units::{self, parse_duration};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -243,7 +244,7 @@ impl Plan {
         let names = file
             .probes
             .clone()
-            .unwrap_or_else(|| registry::PROBES.iter().filter(|e| e.default).map(|e| e.name.to_string()).collect());
+            .unwrap_or_else(|| descriptor::PROBES.iter().filter(|e| e.default).map(|e| e.name.to_string()).collect());
         if names.is_empty() {
             bail!("{origin}: probes is empty (e.g. --probes wakeup,noise)");
         }
@@ -261,7 +262,7 @@ impl Plan {
                 bail!("{origin}: probe {name} is listed twice");
             }
             let mut args: Vec<String> = vec!["--db".into(), db.display().to_string(), "--quiet".into()];
-            if entry.common_args {
+            if entry.per_cpu {
                 args.extend([
                     "--cpus".into(),
                     format_cpu_list(&cpus),
@@ -275,7 +276,7 @@ impl Plan {
                 }
             }
             args.extend(file.args.get(name).cloned().unwrap_or_default());
-            let mut built = (entry.build)(&args).with_context(|| format!("{origin}: [args] {name}"))?;
+            let mut built = registry::build(entry, &args).with_context(|| format!("{origin}: [args] {name}"))?;
             match &mut built {
                 Built::PerCpu(common, probe) => {
                     common.warmup_ns = warmup_ns;
@@ -370,10 +371,13 @@ impl Plan {
             ),
             (None, None) => return Ok(None),
         };
-        if !probes.iter().any(|p| p == "wakeup") {
+        let Some((jitter, _)) = descriptor::release_jitter() else {
+            bail!("{origin}: no probe measures the release jitter a task set needs")
+        };
+        if !probes.iter().any(|p| p == jitter) {
             bail!(
                 "{origin}: the task set's release jitter is the measured wake-up latency, and probes ({}) has no \
-                 wakeup: add it (e.g. --probes wakeup,{})",
+                 {jitter}: add it (e.g. --probes {jitter},{})",
                 probes.join(","),
                 probes.join(",")
             );
@@ -397,10 +401,10 @@ impl Plan {
 
     fn describe(&self) -> String {
         format!(
-            "{} probes x {} loads: {} cells of {} (+{} warm-up), about {}",
-            self.probes.len(),
-            self.loads.len(),
-            self.cells.len(),
+            "{} x {}: {} of {} (+{} warm-up), about {}",
+            units::plural(self.probes.len(), "probe"),
+            units::plural(self.loads.len(), "load"),
+            units::plural(self.cells.len(), "cell"),
             units::human(self.cell_ns),
             units::human(self.warmup_ns),
             units::human(self.length_ns() / 1_000_000_000 * 1_000_000_000)
@@ -456,24 +460,6 @@ fn wait(ns: u64, signal: &AtomicBool) {
     }
 }
 
-/// Stops the active load; its errors become notes, its failure is kept
-/// in `failures` (by load).
-fn stop_load(
-    active: Option<Active>,
-    accs: &mut [Accumulator],
-    failures: &mut [Option<String>],
-    notes: &mut Vec<String>,
-) {
-    if let Some(a) = active {
-        accs[a.index] = a.sampler.stop();
-        if let Some(f) = a.running.failure() {
-            failures[a.index].get_or_insert(f);
-        }
-        let label = a.running.label.clone();
-        notes.extend(a.running.stop().into_iter().map(|e| format!("load {label}: {e}")));
-    }
-}
-
 /// Each load's characterisation (those sampled), its target checked and
 /// its failure kept; a note for each flagged check.
 fn characterise(
@@ -500,23 +486,33 @@ fn characterise(
 
 /// Runs the assessment `plan` and prints it. Returns the exit code.
 pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i32> {
-    // Measurements with their own runner start first, while rtscope has
-    // one thread, no store open and no load running (osbench forks the
-    // process that removes its IPC objects should rtscope die).
+    start_own(&mut plan)?;
+    load::remove_stale_temp_dirs();
+    if !opts.quiet {
+        eprintln!("rtscope run ({}): {}", plan.source, plan.describe());
+    }
+    let (mut run, effective) = set_up(&plan, opts)?;
+    let mut matrix = Matrix::new(&plan);
+    let result = matrix.measure(&plan, &effective, &mut run, opts, signal);
+    finish(&plan, matrix, run, result, opts, signal)
+}
+
+/// Starts the measurements with their own runner, while rtscope has one
+/// thread, no store open and no load running (osbench forks the process
+/// that removes its IPC objects should rtscope die).
+fn start_own(plan: &mut Plan) -> Result<()> {
     for b in &mut plan.probes {
         if let Built::Own(o) = b {
             let name = o.name();
             o.start().with_context(|| format!("starting {name}"))?;
         }
     }
-    load::remove_stale_temp_dirs();
-    if !opts.quiet {
-        eprintln!("rtscope run ({}): {}", plan.source, plan.describe());
-    }
-    let mut session = Session::open(&opts.db, &plan.cpus, !opts.no_dma_latency)?;
-    // rtscope's own non-RT threads (writer, trace reader, /proc sampler)
-    // run ahead of the loads where allowed; the loads reset their nice.
-    let _ = process::set_nice(-5);
+    Ok(())
+}
+
+/// Each probe's plan as the run stores it, and the scheduling it gets on
+/// this machine, in the plan's order of probes.
+fn cell_plans(plan: &Plan, session: &mut Session) -> (Vec<serde_json::Value>, Vec<(Policy, u8)>) {
     let mut cell_plans = Vec::new();
     let mut effective = Vec::new();
     for b in &plan.probes {
@@ -549,6 +545,19 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
             }
         }
     }
+    (cell_plans, effective)
+}
+
+/// Opens the session, resolves each probe's scheduling on this machine,
+/// pins rtscope's own threads off the measured CPUs, measures the CPU
+/// score and creates the run with it. Returns the run and each probe's
+/// effective scheduling, in the plan's order of probes.
+fn set_up(plan: &Plan, opts: &Options) -> Result<(OpenRun, Vec<(Policy, u8)>)> {
+    let mut session = Session::open(&opts.db, &plan.cpus, !opts.no_dma_latency)?;
+    // rtscope's own non-RT threads (writer, trace reader, /proc sampler)
+    // run ahead of the loads where allowed; the loads reset their nice.
+    let _ = process::set_nice(-5);
+    let (cell_plans, effective) = cell_plans(plan, &mut session);
     if !opts.quiet {
         session.print_warnings();
     }
@@ -559,135 +568,219 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     let mut run = session.create("run", &plan.json(&cell_plans, &housekeeping))?;
     let run_id = run.run_id;
     run.store()?.put_run_data(run_id, "cpu_score", &serde_json::to_value(&score)?)?;
+    Ok((run, effective))
+}
 
-    let mut accs: Vec<Accumulator> = plan.loads.iter().map(|l| Accumulator::new(&l.label, &l.cpus)).collect();
-    let mut failures: Vec<Option<String>> = vec![None; plan.loads.len()];
-    let mut outcomes: Vec<CellOutcome> = Vec::new();
-    let mut notes: Vec<String> = Vec::new();
-    let mut trace = TraceSummary::default();
-    let mut active: Option<Active> = None;
-    let result = (|| -> Result<()> {
+/// The cells measured so far: their outcomes, the loads' characterisations
+/// and failures, the notes and the trace summary; and the load running.
+struct Matrix {
+    accs: Vec<Accumulator>,
+    failures: Vec<Option<String>>,
+    outcomes: Vec<CellOutcome>,
+    notes: Vec<String>,
+    trace: TraceSummary,
+    active: Option<Active>,
+}
+
+impl Matrix {
+    fn new(plan: &Plan) -> Matrix {
+        Matrix {
+            accs: plan.loads.iter().map(|l| Accumulator::new(&l.label, &l.cpus)).collect(),
+            failures: vec![None; plan.loads.len()],
+            outcomes: Vec::new(),
+            notes: Vec::new(),
+            trace: TraceSummary::default(),
+            active: None,
+        }
+    }
+
+    /// Measures the plan's cells in order until they are done, a signal
+    /// comes or a cell ends the assessment (a store error, a breach).
+    fn measure(
+        &mut self,
+        plan: &Plan,
+        effective: &[(Policy, u8)],
+        run: &mut OpenRun,
+        opts: &Options,
+        signal: &Arc<AtomicBool>,
+    ) -> Result<()> {
         for (n, &(l, p)) in plan.cells.iter().enumerate() {
             if signal.load(Relaxed) {
                 break;
             }
-            if active.as_ref().is_none_or(|a| a.index != l) {
-                stop_load(active.take(), &mut accs, &mut failures, &mut notes);
-                let spec = &plan.loads[l];
-                if !opts.quiet {
-                    eprintln!(
-                        "load {} on CPUs {}: ramping up {}",
-                        spec.label,
-                        format_cpu_list(&spec.cpus),
-                        units::human(plan.ramp_ns)
-                    );
-                }
-                let running = Running::start(spec, signal)?;
-                wait(plan.ramp_ns, signal);
-                let acc = std::mem::take(&mut accs[l]);
-                let sampler = Sampler::start(acc).context("starting the /proc sampler")?;
-                active = Some(Active { index: l, running, sampler });
-            }
-            let label = plan.loads[l].label.clone();
-            if !opts.quiet {
-                eprintln!("[{}/{}] {} under {label}", n + 1, plan.cells.len(), plan.probes[p].name());
-            }
-            // A load that failed (its command cannot start, or keeps
-            // failing at once) fails its cells: what would be measured is
-            // not the machine under that load.
-            let failed = |a: &Option<Active>| a.as_ref().and_then(|a| a.running.failure()).or(failures[l].clone());
-            if let Some(f) = failed(&active) {
-                if !opts.quiet {
-                    eprintln!("rtscope: load {label} failed: {f}");
-                }
-                outcomes.push(CellOutcome {
-                    errors: vec![format!(
-                        "{} under {label}: not measured: load {label} failed: {f}",
-                        plan.probes[p].name()
-                    )],
-                    ..Default::default()
-                });
-                continue;
-            }
-            let mut outcome = match &plan.probes[p] {
-                Built::PerCpu(common, probe) => {
-                    let mut warnings = Vec::new();
-                    let cell = Cell::prepare(probe.as_ref(), common, effective[p], Some(label.clone()), &mut warnings);
-                    for w in warnings {
-                        notes.push(format!("{} under {label}: {} (fix: {})", probe.name(), w.message, w.fix));
-                    }
-                    match cell {
-                        Ok(cell) => cell.measure(&mut run, signal)?,
-                        Err(e) => CellOutcome {
-                            errors: vec![format!("{} under {label}: {e:#}", probe.name())],
-                            ..Default::default()
-                        },
-                    }
-                }
-                Built::Own(o) => o.measure(&mut run, &label, plan.cell_ns, effective[p], signal)?,
-            };
-            if let Some(f) = failed(&active) {
-                outcome.errors.push(format!(
-                    "{} under {label}: load {label} failed while it was measured: {f}",
-                    plan.probes[p].name()
-                ));
-            }
-            if let Some(t) = &outcome.trace {
-                trace.absorb(t);
-            }
-            let stop = outcome.store_error.is_some() || outcome.breach.is_some();
-            outcomes.push(outcome);
-            if stop {
+            self.switch_load(plan, l, opts, signal)?;
+            if !self.cell(plan, n, effective[p], run, opts, signal)? {
                 break;
-            }
-            if let Some(a) = &active {
-                let errors = a.running.errors();
-                if !errors.is_empty() && !opts.quiet {
-                    for e in &errors {
-                        eprintln!("rtscope: load {label}: {e}");
-                    }
-                }
             }
         }
         Ok(())
-    })();
-    stop_load(active.take(), &mut accs, &mut failures, &mut notes);
-    notes.dedup();
-    let characterisation = characterise(&plan.loads, &accs, &failures, &mut notes);
-    let stored = outcomes.iter().all(|o| o.store_error.is_none());
+    }
+
+    /// Starts load `l` unless it runs already (stopping the one that
+    /// does): it ramps up, then the /proc sampler characterises it.
+    fn switch_load(&mut self, plan: &Plan, l: usize, opts: &Options, signal: &Arc<AtomicBool>) -> Result<()> {
+        if self.active.as_ref().is_some_and(|a| a.index == l) {
+            return Ok(());
+        }
+        self.stop_load();
+        let spec = &plan.loads[l];
+        if !opts.quiet {
+            eprintln!(
+                "load {} on CPUs {}: ramping up {}",
+                spec.label,
+                format_cpu_list(&spec.cpus),
+                units::human(plan.ramp_ns)
+            );
+        }
+        let running = Running::start(spec, signal)?;
+        wait(plan.ramp_ns, signal);
+        let acc = std::mem::take(&mut self.accs[l]);
+        let sampler = Sampler::start(acc).context("starting the /proc sampler")?;
+        self.active = Some(Active { index: l, running, sampler });
+        Ok(())
+    }
+
+    /// Stops the active load; its errors become notes, its failure is
+    /// kept (by load).
+    fn stop_load(&mut self) {
+        if let Some(a) = self.active.take() {
+            self.accs[a.index] = a.sampler.stop();
+            if let Some(f) = a.running.failure() {
+                self.failures[a.index].get_or_insert(f);
+            }
+            let label = a.running.label.clone();
+            self.notes.extend(a.running.stop().into_iter().map(|e| format!("load {label}: {e}")));
+        }
+    }
+
+    /// Why load `l` failed, when it did (it is the active one).
+    fn load_failure(&self, l: usize) -> Option<String> {
+        self.active.as_ref().and_then(|a| a.running.failure()).or(self.failures[l].clone())
+    }
+
+    /// Measures cell `n` under its load, now running. Returns false when
+    /// the assessment must stop (a store error, a breach).
+    fn cell(
+        &mut self,
+        plan: &Plan,
+        n: usize,
+        effective: (Policy, u8),
+        run: &mut OpenRun,
+        opts: &Options,
+        signal: &Arc<AtomicBool>,
+    ) -> Result<bool> {
+        let (l, p) = plan.cells[n];
+        let label = plan.loads[l].label.clone();
+        let name = plan.probes[p].name();
+        if !opts.quiet {
+            eprintln!("[{}/{}] {name} under {label}", n + 1, plan.cells.len());
+        }
+        // A load that failed (its command cannot start, or keeps
+        // failing at once) fails its cells: what would be measured is
+        // not the machine under that load.
+        if let Some(f) = self.load_failure(l) {
+            if !opts.quiet {
+                eprintln!("rtscope: load {label} failed: {f}");
+            }
+            self.outcomes.push(CellOutcome {
+                errors: vec![format!("{name} under {label}: not measured: load {label} failed: {f}")],
+                ..Default::default()
+            });
+            return Ok(true);
+        }
+        let mut outcome = match &plan.probes[p] {
+            Built::PerCpu(common, probe) => {
+                let mut warnings = Vec::new();
+                let cell = Cell::prepare(probe.as_ref(), common, effective, Some(label.clone()), &mut warnings);
+                for w in warnings {
+                    self.notes.push(format!("{} under {label}: {} (fix: {})", probe.name(), w.message, w.fix));
+                }
+                match cell {
+                    Ok(cell) => cell.measure(run, signal)?,
+                    Err(e) => CellOutcome {
+                        errors: vec![format!("{} under {label}: {e:#}", probe.name())],
+                        ..Default::default()
+                    },
+                }
+            }
+            Built::Own(o) => o.measure(run, &label, plan.cell_ns, effective, signal)?,
+        };
+        if let Some(f) = self.load_failure(l) {
+            outcome.errors.push(format!("{name} under {label}: load {label} failed while it was measured: {f}"));
+        }
+        if let Some(t) = &outcome.trace {
+            self.trace.absorb(t);
+        }
+        let stop = outcome.store_error.is_some() || outcome.breach.is_some();
+        self.outcomes.push(outcome);
+        if stop {
+            return Ok(false);
+        }
+        if let Some(a) = &self.active {
+            let errors = a.running.errors();
+            if !errors.is_empty() && !opts.quiet {
+                for e in &errors {
+                    eprintln!("rtscope: load {label}: {e}");
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Ends the assessment after its cells (`result`: whether their loop
+/// failed): stops the load, stores the characterisation and the trace
+/// summary, finishes the run with its status, then judges it and prints it.
+fn finish(
+    plan: &Plan,
+    mut m: Matrix,
+    mut run: OpenRun,
+    result: Result<()>,
+    opts: &Options,
+    signal: &Arc<AtomicBool>,
+) -> Result<i32> {
+    let run_id = run.run_id;
+    m.stop_load();
+    m.notes.dedup();
+    let characterisation = characterise(&plan.loads, &m.accs, &m.failures, &mut m.notes);
+    let stored = m.outcomes.iter().all(|o| o.store_error.is_none());
     if stored {
         let store = run.store()?;
         store.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
-        if !trace.instance.is_empty() {
-            store.put_run_data(run_id, "trace", &serde_json::to_value(&trace)?)?;
+        if !m.trace.instance.is_empty() {
+            store.put_run_data(run_id, "trace", &serde_json::to_value(&m.trace)?)?;
         }
     }
     if !plan.untraced.is_empty() {
-        notes.push(format!("--trace: {} measured without it (not supported yet)", plan.untraced.join(", ")));
+        m.notes.push(format!("--trace: {} measured without it (not supported yet)", plan.untraced.join(", ")));
     }
-    let (mut status, mut code, more) = verdict(&mut outcomes, signal);
-    notes.extend(more);
+    let (mut status, mut code, more) = verdict(&mut m.outcomes, signal);
+    m.notes.extend(more);
     if let Err(e) = &result {
-        notes.push(format!("the assessment stopped: {e:#}"));
+        m.notes.push(format!("the assessment stopped: {e:#}"));
         (status, code) = (RunStatus::Failed, 1);
     }
-    let loaded = run.finish(status, code, &notes);
-    if let Some(e) = outcomes.iter_mut().find_map(|o| o.store_error.take()) {
+    let loaded = run.finish(status, code, &m.notes);
+    if let Some(e) = m.outcomes.iter_mut().find_map(|o| o.store_error.take()) {
         return Err(e.context(format!("run {run_id} ended failed")));
     }
     result?;
-    let loaded = loaded?;
-    // The requirements stored with the run: judged as `rtscope analyze`
-    // would, printed last (and in --json); a failed one exits with code 2.
-    // So is the task set stored with it: a set that misses a deadline with
-    // the measured release jitter counts as a failed requirement.
-    let asked = crate::judge::asked(&loaded, &Default::default(), false)?;
-    let set = crate::judge::asked_set(&loaded, &Default::default())?;
-    let (verdicts, sched) = crate::judge::judge(&loaded, &asked, set.as_ref());
+    judge_and_print(&loaded?, opts, code)
+}
+
+/// Judges the finished run `loaded` against the requirements stored with
+/// it, as `rtscope analyze` would, and prints it with them last (and
+/// writes --json); a failed one turns exit code `code` 0 into 2. So does
+/// the task set stored with it: a set that misses a deadline with the
+/// measured release jitter counts as a failed requirement.
+fn judge_and_print(loaded: &Run, opts: &Options, code: i32) -> Result<i32> {
+    let asked = crate::judge::asked(loaded, &Default::default(), false)?;
+    let set = crate::judge::asked_set(loaded, &Default::default())?;
+    let (verdicts, sched) = crate::judge::judge(loaded, &asked, set.as_ref());
     let judged = (!asked.reqs.is_empty() || set.is_some())
         .then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
-    output(&loaded, opts, judged.as_ref())?;
-    let printing = !opts.quiet && opts.json.as_deref() != Some(Path::new("-"));
+    let input = Input { judged: judged.as_ref(), ..Input::one(loaded) };
+    let printing = super::write_run(&input, &[("--json", report::JSON, opts.json.as_deref())], &opts.db)?;
     if !verdicts.is_empty() && printing {
         let mut out = std::io::stdout().lock();
         writeln!(out)?;
@@ -705,25 +798,6 @@ pub fn run(mut plan: Plan, opts: &Options, signal: &Arc<AtomicBool>) -> Result<i
     Ok(if failed && code == 0 { 2 } else { code })
 }
 
-/// Prints the run (unless quiet or JSON on stdout) and writes `--json`:
-/// the run's document, ending with its verdicts and schedulability as
-/// `rtscope analyze RUN --json` gives them when it was `judged`.
-fn output(run: &rtscope_model::run::Run, opts: &Options, judged: Option<&crate::judge::Judged>) -> Result<()> {
-    if let Some(path) = &opts.json {
-        match judged {
-            Some(j) => report::write_to("--json", path, |out| report::json::write_judged(run, j, out))?,
-            None => report::write_file(path, &report::Json, run)?,
-        }
-    }
-    let json_on_stdout = opts.json.as_deref() == Some(Path::new("-"));
-    if !opts.quiet && !json_on_stdout {
-        let mut out = std::io::stdout().lock();
-        report::Text { describe: String::new() }.write(run, &mut out)?;
-        println!("{}", report::stored_line(run.header.id, &opts.db));
-    }
-    Ok(())
-}
-
 /// `rtscope load`: runs `loads` together for `duration_ns` (or until a
 /// signal), characterises them and stores that as a run.
 pub fn loads_only(
@@ -733,8 +807,7 @@ pub fn loads_only(
     signal: &Arc<AtomicBool>,
 ) -> Result<i32> {
     load::remove_stale_temp_dirs();
-    let mut store = Store::open(&opts.db)?;
-    let inv = inventory::collect();
+    let session = Session::open_unmeasured(&opts.db)?;
     let label = loads.iter().map(|l| l.label.as_str()).collect::<Vec<_>>().join(",");
     let mut cpus: Vec<usize> = loads.iter().flat_map(|l| l.cpus.iter().copied()).collect();
     cpus.sort_unstable();
@@ -744,8 +817,7 @@ pub fn loads_only(
         "duration_ns": duration_ns,
         "describe": format!("loads {label} on CPUs {}", format_cpu_list(&cpus)),
     });
-    let header = crate::session::new_header("load", std::env::args().collect(), inv.representative(), vec![]);
-    let run_id = store.create_run(&header, &inv, &plan)?;
+    let mut run = session.create("load", &plan)?;
     if !opts.quiet {
         eprintln!(
             "rtscope load: {label} on CPUs {}{} (Ctrl-C stops)",
@@ -795,7 +867,8 @@ pub fn loads_only(
         failed = Some(anyhow!("{}", load_failures.join("; ")));
     }
     let characterisation = vec![characterisation];
-    store.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
+    let run_id = run.run_id;
+    run.store()?.put_run_data(run_id, "characterisation", &serde_json::to_value(&characterisation)?)?;
     let (status, code) = match &failed {
         Some(e) => {
             notes.push(format!("{e:#}"));
@@ -807,23 +880,24 @@ pub fn loads_only(
         }
         None => (RunStatus::Complete, 0),
     };
-    store.finish_run(run_id, status, Some(code), clock::now_unix(), &notes, crate::sys::mem::peak_rss_kb())?;
+    let loaded = run.finish(status, code, &notes)?;
     if let Some(e) = failed {
         return Err(e);
     }
-    output(&store.load_run(run_id)?, opts, None)?;
+    super::write_run(&Input::one(&loaded), &[("--json", report::JSON, opts.json.as_deref())], &opts.db)?;
     Ok(code)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtscope_model::store::Store;
 
     #[test]
     fn embedded_plans_resolve_and_fit_their_time() {
         let db = Path::new("/tmp/never-created.db");
         let default = Plan::resolve(&PlanFile::parse(DEFAULT_PLAN, "default").unwrap(), "default", db).unwrap();
-        assert_eq!(default.probes.len(), registry::PROBES.len());
+        assert_eq!(default.probes.len(), descriptor::PROBES.len());
         let s = default.length_ns() / 1_000_000_000;
         assert!((240..=330).contains(&s), "default plan: {s} s");
         let quick = Plan::resolve(&PlanFile::parse(QUICK_PLAN, "quick").unwrap(), "quick", db).unwrap();
@@ -1031,9 +1105,22 @@ mod tests {
         assert!(run.characterisation[1].cpu_busy_pct >= 50.0, "{:?}", run.characterisation[1]);
         assert!(run.cpu_score.is_some());
         let mut text = Vec::new();
-        crate::report::Text { describe: String::new() }.write(&run, &mut text).unwrap();
+        crate::report::TEXT.write(&Input::one(&run), &mut text).unwrap();
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("counter n") && text.contains("characterisation"), "{text}");
+    }
+
+    #[test]
+    fn the_plan_counts_in_words() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        let one =
+            PlanFile { probes: Some(vec!["wakeup".into()]), loads: Some(vec!["idle".into()]), ..Default::default() };
+        let text = Plan::resolve(&one, "test", &db).unwrap().describe();
+        assert!(text.starts_with("1 probe x 1 load: 1 cell of 10s"), "{text}");
+        let two = PlanFile { probes: Some(vec!["wakeup".into(), "noise".into()]), ..one };
+        let text = Plan::resolve(&two, "test", &db).unwrap().describe();
+        assert!(text.starts_with("2 probes x 1 load: 2 cells of"), "{text}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         crate::cli::check_writable("--log", path)?;
     }
     if !sched::can_use_rt(a.priority) {
-        bail!("disturb needs SCHED_FIFO (run as root or grant CAP_SYS_NICE)");
+        bail!("disturb needs SCHED_FIFO: {}", rtscope_model::inventory::PRIVILEGES_FIX);
     }
     let _ = mem::lock_all();
     let spec = SpinSpec {

@@ -12,16 +12,18 @@ mod report;
 mod run;
 mod store;
 
-use crate::cli::{Cli, Cmd};
+use crate::cli::Cmd;
 use crate::probe::{netlat, wakeup};
+use crate::report::{Format, Input};
 use crate::sys::signals;
 use anyhow::{Context, Result, bail};
-use clap::Parser;
+use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub fn main() -> Result<i32> {
-    let cli = match Cli::try_parse() {
+    let cli = match crate::cli::parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { 1 } else { 0 };
@@ -33,40 +35,31 @@ pub fn main() -> Result<i32> {
     let signal = Arc::new(AtomicBool::new(false));
     // Only measuring commands finish cleanly on a signal; the others (and
     // the second process) keep the default actions.
-    if matches!(
-        cli.cmd,
-        Cmd::Run(_)
-            | Cmd::Load(_)
-            | Cmd::Wakeup(_)
-            | Cmd::Noise(_)
-            | Cmd::Sleep(_)
-            | Cmd::Ptimer(_)
-            | Cmd::Netlat(_)
-            | Cmd::Disturb(_)
-            | Cmd::Osbench(_)
-    ) {
+    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_)) {
         signals::install(&signal).context("installing signal handlers")?;
     }
-    match cli.cmd {
+    let result = dispatch(cli.cmd, &signal);
+    // A store damaged past its first pages opens fine and fails on a read
+    // or a write: say so, as for one that does not open.
+    result.map_err(|e| {
+        let said = e.chain().any(|c| c.to_string().contains("is corrupt or not an SQLite file"));
+        if rtscope_model::store::corrupt(&e) && !said {
+            e.context(
+                "the run store (--db) is damaged: SQLite cannot read all of it; `sqlite3 DB .recover | sqlite3 NEW.db` \
+                 copies what it still can, or point --db at another store",
+            )
+        } else {
+            e
+        }
+    })
+}
+
+fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let signal = signal.clone();
+    match cmd {
         Cmd::Run(a) => run::run(a, &signal),
         Cmd::Load(a) => run::load(a, &signal),
-        Cmd::Wakeup(a) => {
-            let (common, probe) = a.resolve("wakeup")?;
-            probes::run_probe(&probe, &common, &signal)
-        }
-        Cmd::Noise(a) => {
-            let (common, probe) = a.resolve("noise")?;
-            probes::run_probe(&probe, &common, &signal)
-        }
-        Cmd::Sleep(a) => {
-            let (common, probe) = a.resolve("sleep")?;
-            probes::run_probe(&probe, &common, &signal)
-        }
-        Cmd::Ptimer(a) => {
-            let (common, probe) = a.resolve("ptimer")?;
-            probes::run_probe(&probe, &common, &signal)
-        }
-        Cmd::Netlat(a) => probes::netlat(a, &signal),
+        Cmd::Probe(p) => probes::main(&p, &signal),
         Cmd::Osbench(a) => osbench::main(a, &signal),
         Cmd::Runs(a) => store::runs(a),
         Cmd::Show(a) => store::show(a),
@@ -90,4 +83,33 @@ pub fn main() -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// Writes the files asked for (each a flag, a format and a path or `-`
+/// for stdout: `--json`, osbench's `-o FILE.csv`). Returns whether one went
+/// to stdout.
+pub(crate) fn write_files(input: &Input, files: &[(&str, &dyn Format, Option<&Path>)]) -> Result<bool> {
+    let mut on_stdout = false;
+    for &(flag, format, path) in files {
+        if let Some(path) = path {
+            crate::report::write(flag, path, format, input)?;
+            on_stdout |= path == Path::new("-");
+        }
+    }
+    Ok(on_stdout)
+}
+
+/// What every measuring command does once its run is stored: writes the
+/// files asked for ([`write_files`]), then, unless one of them went to
+/// stdout, prints the text summary and where the run is stored (in `db`):
+/// `--quiet` too, as cyclictest's `-q` prints its summary at the end.
+/// Returns whether it printed.
+pub(crate) fn write_run(input: &Input, files: &[(&str, &dyn Format, Option<&Path>)], db: &Path) -> Result<bool> {
+    if write_files(input, files)? {
+        return Ok(false);
+    }
+    let mut out = std::io::stdout().lock();
+    crate::report::TEXT.write(input, &mut out)?;
+    writeln!(out, "{}", crate::report::stored_line(input.run()?.header.id, db))?;
+    Ok(true)
 }

@@ -1,20 +1,29 @@
 //! The probes' subcommands (`wakeup`, `noise`, `sleep`, `ptimer`,
-//! `netlat`): a single probe's run, one cell in a run of its own, then the
-//! summary; and netlat's `--serve` responder.
+//! `netlat`, every [`ProbeCmd`]): a single probe's run, one cell in a run
+//! of its own, then the summary; and netlat's `--serve` responder.
 
-use crate::cli::{NetlatArgs, NetlatPlan};
+use crate::cli::{HistogramOpts, ProbeCmd, ProbePlan};
 use crate::probe::{Cell, Common, Probe, check_trace, netlat};
-use crate::report::{self, Report};
+use crate::report::{self, Input};
 use crate::session::{Session, verdict};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
+use rtscope_model::inventory::PRIVILEGES_FIX;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 /// Runs `probe` on `common.cpus` to the end and stores it. Prints the
-/// summary unless quiet. Returns the exit code: 2 when `--threshold` was
+/// summary at the end (quiet too, as cyclictest -q; not when the JSON goes
+/// to stdout), or cyclictest's histogram of the probe's first metric
+/// (`--histogram`): on stdout instead of the summary, or in its
+/// `--histfile` beside it. Returns the exit code: 2 when `--threshold` was
 /// crossed.
-pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -> Result<i32> {
+pub fn run_probe(
+    probe: &dyn Probe,
+    common: &Common,
+    signal: &Arc<AtomicBool>,
+    histogram: Option<&HistogramOpts>,
+) -> Result<i32> {
     // Refused before the store is opened: nothing is created.
     check_trace(probe, common)?;
     let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
@@ -43,14 +52,25 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
         return Err(e.context(format!("run {run_id} ended failed")));
     }
     let loaded = loaded?;
-    if let Some(path) = &common.json {
-        report::write_file(path, &report::Json, &loaded)?;
-    }
     let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
-    if !common.quiet && !json_on_stdout {
-        let mut out = std::io::stdout().lock();
-        report::Text { describe: probe.describe() }.write(&loaded, &mut out)?;
-        println!("{}", report::stored_line(run_id, &db));
+    let histogram_on_stdout = histogram.is_some_and(|h| h.file.is_none()) && !json_on_stdout;
+    if let Some(h) = histogram {
+        let hist = report::CyclictestHist { metric: probe.metrics()[0], buckets_us: h.buckets_us, all: h.all_column };
+        match &h.file {
+            Some(path) => report::write_to("--histfile", path, |out| hist.write(&loaded, out))?,
+            None if histogram_on_stdout => {
+                hist.write(&loaded, &mut std::io::stdout().lock())?;
+                // As cyclictest's: the histogram replaces the summary on stdout.
+                eprintln!("{}", report::stored_line(run_id, &db));
+            }
+            None => {}
+        }
+    }
+    let files = [("--json", report::JSON, common.json.as_deref())];
+    if histogram_on_stdout {
+        super::write_files(&Input::one(&loaded), &files)?;
+    } else {
+        super::write_run(&Input::one(&loaded), &files, &db)?;
     }
     if !errors.is_empty() {
         return Err(anyhow!("{}", errors.join("; ")));
@@ -58,22 +78,22 @@ pub fn run_probe(probe: &dyn Probe, common: &Common, signal: &Arc<AtomicBool>) -
     Ok(exit_code)
 }
 
-/// `rtscope netlat`: a measuring run, or the responder of `--serve`.
-pub fn netlat(a: NetlatArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
-    match a.resolve("netlat")? {
-        NetlatPlan::Measure(common, probe, warnings) => {
+/// `rtscope <probe>`: a measuring run, or netlat's `--serve` responder.
+pub fn main(cmd: &ProbeCmd, signal: &Arc<AtomicBool>) -> Result<i32> {
+    match cmd.resolve(cmd.descriptor().name)? {
+        ProbePlan::Measure(common, probe, warnings) => {
             if !common.quiet {
                 for w in &warnings {
                     eprintln!("rtscope: warning: {w}");
                 }
             }
-            run_probe(&probe, &common, signal)
+            run_probe(probe.as_ref(), &common, signal, cmd.histogram().as_ref())
         }
-        NetlatPlan::Serve { addr, iface, cpu, hw_wanted, common } => {
+        ProbePlan::Serve { addr, iface, cpu, hw_wanted, common } => {
             let (mut policy, mut priority) = (common.policy, common.priority);
             if policy.is_rt() && !sched::can_use_rt(priority) {
                 eprintln!(
-                    "rtscope: warning: cannot use real-time priority {priority}: serving at SCHED_OTHER (fix: run as root or grant CAP_SYS_NICE)"
+                    "rtscope: warning: cannot use real-time priority {priority}: serving at SCHED_OTHER (fix: {PRIVILEGES_FIX})"
                 );
                 (policy, priority) = (sched::Policy::Other, 0);
             }

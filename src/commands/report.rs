@@ -1,17 +1,21 @@
-//! The subcommands that write reports of runs: `report` (HTML or
-//! Markdown) and `compare`.
+//! The subcommands that write reports of runs: `report` (a format of
+//! [`Use::Report`]: HTML or Markdown) and `compare`.
 
-use crate::cli::{CompareArgs, ReportArgs, ReportFormat, StoreArgs};
-use crate::report;
+use crate::cli::{CompareArgs, ReportArgs, StoreArgs};
+use crate::progress::Ticker;
+use crate::report::{self, Input, Use};
 use anyhow::{Context, Result, bail};
 use rtscope_model::export;
 use rtscope_model::store::Store;
+use rtscope_model::units;
 
 /// The runs named by `specs`: ids or `last` in the store, or JSON exports.
-fn load_runs(specs: &[String], store: &StoreArgs) -> Result<Vec<rtscope_model::run::Run>> {
+fn load_runs(specs: &[String], store: &StoreArgs, ticker: &Ticker) -> Result<Vec<rtscope_model::run::Run>> {
     let mut opened: Option<Store> = None;
     let mut runs = Vec::new();
-    for spec in specs {
+    for (i, spec) in specs.iter().enumerate() {
+        let of = if specs.len() > 1 { format!(" ({} of {})", i + 1, specs.len()) } else { String::new() };
+        ticker.stage(format!("reading {}{spec}{of}", if spec.ends_with(".json") { "" } else { "run " }));
         let path = std::path::Path::new(spec);
         if path.is_file() {
             let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {spec}"))?;
@@ -37,22 +41,20 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     if a.output != std::path::Path::new("-") {
         crate::cli::check_writable("--output", &a.output)?;
     }
-    let format = a.format.unwrap_or(if a.output.extension().is_some_and(|e| e == "md") {
-        ReportFormat::Md
-    } else {
-        ReportFormat::Html
-    });
+    let format = a.format.or_else(|| report::by_extension(Use::Report, &a.output)).unwrap_or(report::HTML);
     // Bad flags are refused before anything is read.
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     crate::judge::check_tasks_flags(&a.sched.spec())?;
-    let runs = load_runs(&a.runs, &a.store)?;
-    let (doc, failed) = report::run_doc(&runs, &a.req.spec(), &a.sched.spec())?;
-    report::write_to("--output", &a.output, |out| match format {
-        ReportFormat::Html => report::html::write_doc(&doc, out),
-        ReportFormat::Md => report::markdown::write_doc(&doc, out),
-    })?;
+    let mut ticker = Ticker::start("rtscope report");
+    let runs = load_runs(&a.runs, &a.store, &ticker)?;
+    let series: usize = runs.iter().map(|r| r.series.len()).sum();
+    ticker.stage(format!("analysing {series} series, drawing the plots and writing {}", a.output.display()));
+    let (req, tasks) = (a.req.spec(), a.sched.spec());
+    let input = Input { req: Some(&req), tasks: Some(&tasks), ..Input::new(&runs) };
+    let written = report::write("--output", &a.output, format, &input)?;
+    ticker.done();
     // A requirement given or stored with a run failed: exit code 2, as analyze.
-    Ok(if failed { 2 } else { 0 })
+    Ok(if written.failed { 2 } else { 0 })
 }
 
 /// `rtscope compare`.
@@ -63,7 +65,9 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     if let Some(h) = a.html.as_deref().filter(|p| *p != std::path::Path::new("-")) {
         crate::cli::check_writable("--html", h)?;
     }
-    let runs = load_runs(&a.runs, &a.store)?;
+    let ticker = Ticker::start("rtscope compare");
+    let runs = load_runs(&a.runs, &a.store, &ticker)?;
+    ticker.stage(format!("comparing {}", units::plural(runs.len(), "run")));
     let gate = a.max_regression.map(|pct| rtscope_model::compare::Gate {
         max_regression_pct: pct,
         min_delta_ns: a.min_delta,
@@ -71,6 +75,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         allow_incomplete: a.allow_incomplete,
     });
     let cmp = report::Comparison::new(&runs, gate)?;
+    drop(ticker);
     let mut out = std::io::stdout().lock();
     if a.json {
         cmp.write_json(&mut out)?;

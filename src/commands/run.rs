@@ -74,7 +74,13 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if let Some(json) = a.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
         crate::cli::check_writable("--json", json)?;
     }
-    let plan = assess::Plan::resolve(&base.overlay(flags), &origin, &a.store.db)?;
+    let mut plan = assess::Plan::resolve(&base.overlay(flags), &origin, &a.store.db)?;
+    // Each cell shows its progress unless the run is quiet.
+    for b in &mut plan.probes {
+        if let crate::cli::registry::Built::PerCpu(common, _) = b {
+            common.quiet = a.quiet;
+        }
+    }
     let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: a.no_dma_latency };
     assess::run(plan, &opts, signal)
 }

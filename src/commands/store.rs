@@ -1,7 +1,7 @@
 //! The run store's subcommands: `runs`, `show`, `export`, `import`.
 
-use crate::cli::{ExportArgs, ExportFormat, ImportArgs, ShowArgs, StoreArgs};
-use crate::report::{self, Report};
+use crate::cli::{ExportArgs, ImportArgs, ShowArgs, StoreArgs};
+use crate::report::{self, Input};
 use anyhow::{Context, Result, bail};
 use rtscope_model::export;
 use rtscope_model::store::Store;
@@ -28,9 +28,7 @@ pub fn runs(a: StoreArgs) -> Result<i32> {
     )?;
     for r in list {
         let h = &r.header;
-        let dur = h
-            .ended_unix_ns
-            .map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000_000 * 1_000_000_000));
+        let dur = h.ended_unix_ns.map(|e| run_length((e - h.started_unix_ns).max(0) as u64));
         writeln!(
             out,
             "{:>5}  {:<20} {:<8} {:<12} {:>9} {:>12}  {}{}",
@@ -47,70 +45,38 @@ pub fn runs(a: StoreArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// A run's length for the list: to the millisecond under a minute (a
+/// short osbench run is not `0s`), to the second above.
+fn run_length(ns: u64) -> String {
+    match ns {
+        0..1_000_000 => "<1ms".into(),
+        1_000_000..60_000_000_000 => units::human(ns / 1_000_000 * 1_000_000),
+        _ => units::human(ns / 1_000_000_000 * 1_000_000_000),
+    }
+}
+
 /// `rtscope show`.
 pub fn show(a: ShowArgs) -> Result<i32> {
     let store = open_existing(&a.store)?;
     let run = store.load_run(store.resolve(&a.run)?)?;
     let mut out = std::io::stdout().lock();
     if a.json {
-        report::Json.write(&run, &mut out)?;
+        report::JSON.write(&Input::one(&run), &mut out)?;
         return Ok(0);
     }
     if a.episodes {
         report::write_episodes(&run, &mut out)?;
         return Ok(0);
     }
-    let h = &run.header;
-    let inv = &run.inventory;
-    writeln!(out, "run {} ({})  {}  {}", h.id, h.uuid, h.kind, h.status.as_str())?;
-    writeln!(
-        out,
-        "started   {} UTC{}",
-        utc(h.started_unix_ns),
-        h.ended_unix_ns.map(|e| format!(", ended {} UTC", utc(e))).unwrap_or_default()
-    )?;
-    writeln!(out, "command   {}", h.command_line.join(" "))?;
-    writeln!(
-        out,
-        "host      {} · {} · {} CPUs ({}) · {}",
-        h.hostname, inv.cpu_model, inv.cpu_count, inv.cpus_online, inv.arch
-    )?;
-    writeln!(out, "kernel    {} {} · {}", inv.kernel_release, inv.kernel_version, inv.preempt_model)?;
-    writeln!(out, "cmdline   {}", inv.cmdline)?;
-    writeln!(
-        out,
-        "clock     {} · RT throttling {} · rtscope {}{}",
-        inv.clocksource,
-        match inv.rt_runtime_us {
-            Some(-1) => "off".to_string(),
-            Some(r) => format!("{r}us per {}us", inv.rt_period_us.unwrap_or(0)),
-            None => "unknown".into(),
-        },
-        h.tool_version,
-        h.peak_rss_kb.map(|k| format!(" · peak RSS {} MB", k / 1024)).unwrap_or_default()
-    )?;
-    let describe = run.plan["describe"].as_str().unwrap_or_default().to_string();
-    writeln!(out)?;
-    report::Text { describe }.write(&run, &mut out)?;
+    report::TEXT.write(&Input { machine: true, ..Input::one(&run) }, &mut out)?;
     Ok(0)
 }
 
-/// `rtscope export`.
+/// `rtscope export`: the run, lossless where the format can be.
 pub fn export(a: ExportArgs) -> Result<i32> {
     let store = open_existing(&a.store)?;
     let run = store.load_run(store.resolve(&a.run)?)?;
-    struct Fmt(ExportFormat);
-    impl Report for Fmt {
-        fn write(&self, run: &rtscope_model::run::Run, out: &mut dyn Write) -> Result<()> {
-            match self.0 {
-                ExportFormat::Json => export::write_json(run, true, out),
-                ExportFormat::Csv => export::write_csv(run, out),
-                ExportFormat::Hdr => export::write_hdr_log(run, out),
-                ExportFormat::Perfetto => report::Perfetto.write(run, out),
-            }
-        }
-    }
-    report::write_file(&a.output, &Fmt(a.format), &run)?;
+    report::write("--output", &a.output, a.format, &Input { full: true, ..Input::one(&run) })?;
     Ok(0)
 }
 
@@ -122,6 +88,31 @@ pub fn import(a: ImportArgs) -> Result<i32> {
     crate::cli::check_writable("--db", &a.store.db)?;
     let mut store = Store::open(&a.store.db)?;
     let id = store.insert_run(&run)?;
-    println!("imported {name} as run {id} (from {}, {})", run.header.hostname, utc(run.header.started_unix_ns));
+    let header = rtscope_model::store::imported_header(&run);
+    println!(
+        "imported {name} as run {id} (from {}, {}): {}",
+        run.header.hostname,
+        utc(run.header.started_unix_ns),
+        header.status.as_str()
+    );
+    if header.status != run.header.status {
+        eprintln!(
+            "rtscope: warning: run {id} was {} in {name} and is {} here: {}",
+            run.header.status.as_str(),
+            header.status.as_str(),
+            header.notes.last().map(String::as_str).unwrap_or_default()
+        );
+    }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn run_lengths_are_never_zero_seconds() {
+        assert_eq!(super::run_length(153_400_000), "153ms");
+        assert_eq!(super::run_length(400_000), "<1ms");
+        assert_eq!(super::run_length(2_004_900_000), "2.004s");
+        assert_eq!(super::run_length(754_300_000_000), "12m34s");
+    }
 }

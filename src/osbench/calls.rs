@@ -1,13 +1,102 @@
 //! Calls: a trivial system call, a call into a server process, clock
 //! reads and atomic operations.
 
-use super::harness::{self, Env, Failures, Outcome, PingPong, Single};
+use super::harness::{self, Env, Failures, Outcome, Protocol, Single};
+use super::{Group, Ips, N, ONE, TestDef};
 use crate::sys::clock;
 use crate::sys::ipc;
 use anyhow::Result;
 use std::hint::black_box;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering::*};
+
+/// The row of a single-thread call timed `$ips` times per sample by default.
+macro_rules! call {
+    ($id:literal, $name:literal, $def:literal, $call:expr, $ips:expr) => {
+        TestDef {
+            id: $id,
+            name: $name,
+            group: Group::Calls,
+            def: $def,
+            inter: false,
+            parties: ONE,
+            ips: Ips::Loop($ips),
+            cross: false,
+            equal: None,
+            n: N,
+            run: |e| run(e, $call),
+        }
+    };
+}
+
+/// The calls: this family's rows of [`TESTS`](super::TESTS), in order.
+pub(super) const TESTS: &[TestDef] = &[
+    call!(
+        "call.syscall",
+        "system call round trip",
+        "from before to after IPS getppid(2) calls through syscall(2) (entry, trivial work, exit), divided by IPS (perf bench syscall basic, CEBench 29)",
+        Call::Getppid,
+        100
+    ),
+    TestDef {
+        id: "call.ipc",
+        name: "call into another process",
+        group: Group::Calls,
+        def: "from the client's write(2) of a request of 7 u64 arguments on a SOCK_SEQPACKET socketpair to the return of its read(2) of the reply: a server process at higher priority, blocked in read(2), sums the arguments and writes the sum back (CEBench 26-28)",
+        inter: true,
+        parties: "server higher, client lower",
+        ips: Ips::One,
+        cross: true,
+        equal: None,
+        n: N,
+        run: ipc_call,
+    },
+    call!(
+        "clock.mono",
+        "clock_gettime MONOTONIC (vDSO)",
+        "from before to after IPS calls of clock_gettime(CLOCK_MONOTONIC) through the C library (the vDSO, no system call), divided by IPS",
+        Call::MonoVdso,
+        1000
+    ),
+    call!("clock.real", "clock_gettime REALTIME (vDSO)", "the same with CLOCK_REALTIME", Call::RealVdso, 1000),
+    call!(
+        "clock.mono-syscall",
+        "clock_gettime MONOTONIC (syscall)",
+        "from before to after IPS clock_gettime(CLOCK_MONOTONIC) system calls through syscall(2) (no vDSO), divided by IPS",
+        Call::MonoSyscall,
+        100
+    ),
+    call!(
+        "clock.real-syscall",
+        "clock_gettime REALTIME (syscall)",
+        "the same with CLOCK_REALTIME",
+        Call::RealSyscall,
+        100
+    ),
+    call!(
+        "clock.time",
+        "time()",
+        "from before to after IPS calls of time(NULL) through the C library (the vDSO on x86_64), divided by IPS",
+        Call::Time,
+        1000
+    ),
+    call!(
+        "atomic.inc",
+        "atomic increment",
+        "from before to after IPS atomic fetch-add of 1 (SeqCst; lock xadd on x86_64) on an uncontended 64-bit word, divided by IPS (CEBench 30)",
+        Call::AtomicInc,
+        1000
+    ),
+    call!("atomic.dec", "atomic decrement", "the same with fetch-sub of 1 (CEBench 31)", Call::AtomicDec, 1000),
+    call!("atomic.xchg", "atomic exchange", "the same with an atomic swap (CEBench 32)", Call::AtomicXchg, 1000),
+    call!(
+        "atomic.cas",
+        "atomic compare-exchange",
+        "the same with a compare-exchange that succeeds (CEBench 33)",
+        Call::AtomicCas,
+        1000
+    ),
+];
 
 /// What one iteration of a `calls` test does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,26 +202,28 @@ struct Rpc {
     failed: Failures,
 }
 
-impl PingPong for Rpc {
-    fn ping(&self) {
+impl Protocol for Rpc {
+    /// The request.
+    fn to_follower(&self) {
         let mut req = [0u8; 8 * ARGS];
         for (k, c) in req.chunks_exact_mut(8).enumerate() {
             c.copy_from_slice(&(k as u64 + 1).to_ne_bytes());
         }
         self.failed.check(ipc::write_fd(&self.client, &req).is_ok());
     }
-    fn wait_pong(&self) -> u64 {
+    /// The reply.
+    fn leader_wait(&self) -> u64 {
         let mut b = [0u8; 8];
         self.failed.check(ipc::read_fd(&self.client, &mut b).is_ok_and(|n| n == b.len()));
         clock::now()
     }
-    fn wait_ping(&self) {
+    fn follower_wait(&self) {
         let mut req = [0u8; 8 * ARGS];
         self.failed.check(ipc::read_fd(&self.server, &mut req).is_ok_and(|n| n == req.len()));
         let sum = req.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).sum::<u64>();
         self.sum.store(sum, Relaxed);
     }
-    fn pong(&self) {
+    fn to_leader(&self) {
         self.failed.check(ipc::write_fd(&self.server, &self.sum.load(Relaxed).to_ne_bytes()).is_ok());
     }
     fn failures(&self) -> u64 {

@@ -114,7 +114,7 @@ pub fn enter(cpu_: usize, policy: Policy, prio: u8) -> Result<(), String> {
     // The priority first: a thread that moves to a CPU where a real-time
     // party spins must arrive with its own real-time priority.
     let p = if policy.is_rt() { prio } else { 0 };
-    sched::set_self(policy, p).map_err(|e| format!("cannot set {policy:?} {p}: {e}"))?;
+    sched::set_self(policy, p).map_err(|e| format!("cannot set {} {p}: {e}", policy.kernel_name()))?;
     cpu::pin_self(&[cpu_]).map_err(|e| format!("cannot pin to CPU {cpu_}: {e}"))?;
     mem::prefault_stack(PREFAULT);
     Ok(())
@@ -383,6 +383,46 @@ impl Ctl {
             ipc::yield_now();
         }
     }
+
+    /// The leader's wait until the follower has prepared iteration `step`
+    /// (`armed`), blocked on the word.
+    #[inline(always)]
+    pub fn wait_armed(&self, step: u32, shared: bool) {
+        loop {
+            let a = self.armed.load(Acquire);
+            if a >= step {
+                break;
+            }
+            ipc::futex_wait(&self.armed, a, shared);
+        }
+    }
+
+    /// The follower's wait until the leader is about to block in
+    /// iteration `step` (`ready`); false when the leader stopped first.
+    #[inline(always)]
+    pub fn wait_ready(&self, step: u32) -> bool {
+        self.wait_for(|c| c.ready.load(Acquire) >= step)
+    }
+
+    /// The follower's wait until the leader is done with iteration `turn`
+    /// (`turn`); false when the leader stopped first.
+    #[inline(always)]
+    pub fn wait_turn(&self, turn: u64) -> bool {
+        self.wait_for(|c| c.turn.load(Acquire) >= turn)
+    }
+
+    /// One [`Ctl::idle`] a turn until `reached`; false when the leader
+    /// stopped first.
+    #[inline(always)]
+    fn wait_for(&self, reached: impl Fn(&Ctl) -> bool) -> bool {
+        while !reached(self) {
+            if self.stopped() {
+                return false;
+            }
+            self.idle();
+        }
+        true
+    }
 }
 
 /// The measuring loop's duty cycle: [`ACTIVE_NS`] back to back, then a
@@ -566,35 +606,43 @@ pub fn reap(pid: i32) -> Result<()> {
     }
 }
 
-/// A wake-up primitive: the lower-priority party signals, the
-/// higher-priority one, blocked, runs. With equal priorities (`Env::equal`)
-/// the signaller blocks right after its signal until the woken party
-/// replies on a second object of the same kind, as rt-tests' senders do.
-pub trait Wake: Sync {
-    /// Once, on the waiting party's thread before its first wait.
+/// The protocol of the two-party tests: a message from the follower to
+/// the leader (the measuring party, which reads t1 as soon as its wait
+/// returns) and one from the leader to the follower. [`wake_pair`] times
+/// the follower's message (the signal; the leader's is the reply of
+/// `--priorities equal`), [`ping_pair`] the leader's message and the
+/// follower's answer (ping and pong). A `Pair` of one-way channels
+/// (`channel.rs`) is the protocol of each primitive; the hooks with
+/// defaults are the wake-up family's, which calls them where it says.
+pub trait Protocol: Sync {
+    /// Once, on the leader's thread before its first wait.
     fn leader_start(&self) {}
-    /// Once, on the signalling party's thread before its first signal.
+    /// Once, on the follower's thread before its first message (equal
+    /// priorities).
     fn follower_start(&self) {}
-    /// Whether the signalling party must prepare (`arm`) before each wait.
+    /// Whether the follower must prepare (`arm`) before each of the
+    /// leader's waits.
     fn needs_arm(&self) -> bool {
         false
     }
-    /// The signalling party's preparation (e.g. take the mutex).
+    /// The follower's preparation (e.g. take the mutex).
     fn arm(&self) {}
-    /// Untimed, just before the signaller's t0.
-    fn pre_signal(&self) {}
-    /// The signal; t0 is read just before it.
-    fn signal(&self);
-    /// Blocks until signalled; returns t1, read as soon as it returns.
-    fn wait(&self) -> u64;
-    /// Untimed, after the waiter's t1 (e.g. release the mutex).
+    /// Untimed, just before the follower's t0 and its message.
+    fn prepare_to_leader(&self) {}
+    /// The follower's message to the leader.
+    fn to_leader(&self);
+    /// The leader blocks until the follower's message; returns t1, read
+    /// as soon as it returns.
+    fn leader_wait(&self) -> u64;
+    /// Untimed, after the leader's t1 (e.g. release the mutex).
     fn after(&self) {}
-    /// Equal priorities: the waiter's reply, after its sample.
-    fn reply(&self);
-    /// Equal priorities: the signaller's wait for the reply, called right
-    /// after [`Wake::signal`]; on one CPU the woken party runs when the
-    /// signaller blocks here, so the sample includes this call's entry.
-    fn wait_reply(&self);
+    /// The leader's message to the follower.
+    fn to_follower(&self);
+    /// The follower blocks until the leader's message. In the wake-up
+    /// family with equal priorities it is called right after the signal:
+    /// on one CPU the woken leader runs when the follower blocks here, so
+    /// the sample includes this call's entry.
+    fn follower_wait(&self);
     /// Calls that failed (counted by both parties, never hidden).
     fn failures(&self) -> u64 {
         0
@@ -606,15 +654,16 @@ fn read_back() -> u32 {
     sched::priority_of_self().map_or(0, |p| u32::from(p) + 1)
 }
 
-/// The wake-up family: `w.signal()` in the follower (lower priority) to
-/// `w.wait()` returning in the leader (higher priority). Both on one CPU
-/// by default: the follower only runs once the leader has blocked.
+/// The wake-up family: `w.to_leader()` in the follower (lower priority)
+/// to `w.leader_wait()` returning in the leader (higher priority). Both on
+/// one CPU by default: the follower only runs once the leader has blocked.
 ///
 /// With `env.equal` both run at the higher priority: the woken leader does
 /// not preempt the follower, which after its signal blocks in
-/// `w.wait_reply()` until the leader, done with its sample, replies; on one
-/// CPU the leader runs when the follower blocks there (rt-tests' pattern).
-pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
+/// `w.follower_wait()` until the leader, done with its sample, replies; on
+/// one CPU the leader runs when the follower blocks there (rt-tests'
+/// pattern).
+pub fn wake_pair(env: &Env, inter: bool, w: &dyn Protocol) -> Result<Outcome> {
     let ctl: Shared<Ctl> = Shared::new()?;
     let samples = Samples::new(env)?;
     let total = env.total();
@@ -635,22 +684,16 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
             duty.pace(Some(ctl));
             let step = i as u32 + 1;
             if arm {
-                loop {
-                    let a = ctl.armed.load(Acquire);
-                    if a >= step {
-                        break;
-                    }
-                    ipc::futex_wait(&ctl.armed, a, inter);
-                }
+                ctl.wait_armed(step, inter);
             }
             env.flush();
             ctl.ready.store(step, Release);
-            let t1 = w.wait();
+            let t1 = w.leader_wait();
             samples_ref.record(i, ctl.t0.load(Acquire), t1);
             w.after();
             ctl.turn.store(u64::from(step), Release);
             if equal {
-                w.reply();
+                w.to_follower();
             }
         }
         ctl.stop.store(1, Release);
@@ -666,23 +709,14 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
             if arm {
                 // Not before the leader is done with the last iteration: on
                 // two CPUs the follower would take the mutex back first.
-                while ctl.turn.load(Acquire) < u64::from(step - 1) {
-                    if ctl.stopped() {
-                        return;
-                    }
-                    ctl.idle();
+                if !ctl.wait_turn(u64::from(step - 1)) {
+                    return;
                 }
                 w.arm();
                 ctl.armed.store(step, Release);
                 ipc::futex_wake(&ctl.armed, 1, inter);
             }
-            while ctl.ready.load(Acquire) < step {
-                if ctl.stopped() {
-                    return;
-                }
-                ctl.idle();
-            }
-            if ctl.stopped() {
+            if !ctl.wait_ready(step) || ctl.stopped() {
                 return;
             }
             if settle {
@@ -692,11 +726,11 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
                 }
             }
             env.flush();
-            w.pre_signal();
+            w.prepare_to_leader();
             ctl.t0.store(clock::now(), Release);
-            w.signal();
+            w.to_leader();
             if equal {
-                w.wait_reply();
+                w.follower_wait();
             }
         }
     };
@@ -707,29 +741,15 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Wake) -> Result<Outcome> {
     Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: failed_note(w.failures()), priorities })
 }
 
-/// A ping-pong: `ping` from the leader, the follower waits for it and
-/// answers with `pong`.
-pub trait PingPong: Sync {
-    fn ping(&self);
-    /// Blocks until the pong; returns t1, read as soon as it returns.
-    fn wait_pong(&self) -> u64;
-    fn wait_ping(&self);
-    fn pong(&self);
-    /// Calls that failed (counted by both parties, never hidden).
-    fn failures(&self) -> u64 {
-        0
-    }
-}
-
 /// The ping-pong family: a round trip from the leader's t0, read just
-/// before its ping, to its t1, read as soon as the pong arrives; both
-/// parties at the same priority.
-pub fn ping_pair(env: &Env, inter: bool, p: &dyn PingPong) -> Result<Outcome> {
+/// before its ping (`p.to_follower()`), to its t1, read as soon as the
+/// pong (`p.to_leader()`) arrives; both parties at the same priority.
+pub fn ping_pair(env: &Env, inter: bool, p: &dyn Protocol) -> Result<Outcome> {
     ping_pair_at(env, inter, p, env.high(), env.high())
 }
 
 /// [`ping_pair`] with the leader at `lp` and the follower at `fp`.
-pub fn ping_pair_at(env: &Env, inter: bool, p: &dyn PingPong, lp: u8, fp: u8) -> Result<Outcome> {
+pub fn ping_pair_at(env: &Env, inter: bool, p: &dyn Protocol, lp: u8, fp: u8) -> Result<Outcome> {
     let ctl: Shared<Ctl> = Shared::new()?;
     let samples = Samples::new(env)?;
     let total = env.total();
@@ -744,20 +764,20 @@ pub fn ping_pair_at(env: &Env, inter: bool, p: &dyn PingPong, lp: u8, fp: u8) ->
             duty.pace(None);
             env.flush();
             let t0 = clock::now();
-            p.ping();
-            let t1 = p.wait_pong();
+            p.to_follower();
+            let t1 = p.leader_wait();
             samples_ref.record(i, t0, t1);
         }
         ctl.stop.store(1, Release);
-        p.ping();
+        p.to_follower();
     };
     let follower = move || {
         loop {
-            p.wait_ping();
+            p.follower_wait();
             if ctl.stopped() {
                 return;
             }
-            p.pong();
+            p.to_leader();
         }
     };
     let base_ns =

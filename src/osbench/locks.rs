@@ -2,11 +2,150 @@
 //! switch to the owner when a waiter blocks, and priority inversion with
 //! and without priority inheritance.
 
-use super::harness::{self, Ctl, Env, Outcome, Samples, Single, Wake};
+use super::harness::{self, Ctl, Env, Outcome, Protocol, Samples, Single};
+use super::{Group, Ips, N, ONE, TestDef};
 use crate::sys::clock;
 use crate::sys::ipc::{self, FutexEvent, PMutex, Shared};
 use anyhow::{Result, anyhow};
 use std::sync::atomic::{AtomicU32, Ordering::*};
+
+/// The locks: this family's rows of [`TESTS`](super::TESTS), in order.
+pub(super) const TESTS: &[TestDef] = &[
+    TestDef {
+        id: "mutex.lock",
+        name: "mutex lock, uncontended",
+        group: Group::Locks,
+        def: "from before to after IPS calls of pthread_mutex_lock, each on a different unlocked mutex (the user-space fast path, no system call), divided by IPS",
+        inter: false,
+        parties: ONE,
+        ips: Ips::Loop(1000),
+        cross: false,
+        equal: None,
+        n: N,
+        run: lock,
+    },
+    TestDef {
+        id: "mutex.unlock",
+        name: "mutex unlock, no waiter",
+        group: Group::Locks,
+        def: "from before to after IPS calls of pthread_mutex_unlock, each on a different mutex this thread holds and nobody waits for, divided by IPS",
+        inter: false,
+        parties: ONE,
+        ips: Ips::Loop(1000),
+        cross: false,
+        equal: None,
+        n: N,
+        run: unlock,
+    },
+    TestDef {
+        id: "mutex.handoff-intra",
+        name: "mutex handoff",
+        group: Group::Locks,
+        def: "from the lower-priority thread's call to pthread_mutex_unlock of the mutex it holds to the return from pthread_mutex_lock in the higher-priority thread blocked on it, same process (CEBench 15, ptsematest)",
+        inter: false,
+        parties: "waiter higher, owner lower",
+        ips: Ips::One,
+        cross: true,
+        equal: Some(
+            "FUTEX_WAIT on a futex word (ptsematest's sender blocks in pthread_mutex_lock of a second, held mutex: a FUTEX_WAIT too)",
+        ),
+        n: N,
+        run: |e| handoff(e, false),
+    },
+    TestDef {
+        id: "mutex.handoff-inter",
+        name: "mutex handoff",
+        group: Group::Locks,
+        def: "the same with a process-shared pthread mutex in shared memory, the owner in another process (CEBench 16)",
+        inter: true,
+        parties: "waiter higher, owner lower",
+        ips: Ips::One,
+        cross: true,
+        equal: Some(
+            "FUTEX_WAIT on a futex word (ptsematest's sender blocks in pthread_mutex_lock of a second, held mutex: a FUTEX_WAIT too)",
+        ),
+        n: N,
+        run: |e| handoff(e, true),
+    },
+    TestDef {
+        id: "mutex.block-intra",
+        name: "block on a held mutex",
+        group: Group::Locks,
+        def: "from the higher-priority thread's call to pthread_mutex_lock of a mutex the lower-priority thread holds (it blocks) to the lower-priority thread, which it had preempted, running again: blocking without inversion (CEBench 2)",
+        inter: false,
+        parties: "blocker higher, owner lower (one CPU only)",
+        ips: Ips::One,
+        cross: false,
+        equal: None,
+        n: N,
+        run: |e| block(e, false),
+    },
+    TestDef {
+        id: "mutex.block-inter",
+        name: "block on a held mutex",
+        group: Group::Locks,
+        def: "the same with a process-shared mutex, the owner in another process",
+        inter: true,
+        parties: "blocker higher, owner lower (one CPU only)",
+        ips: Ips::One,
+        cross: false,
+        equal: None,
+        n: N,
+        run: |e| block(e, true),
+    },
+    TestDef {
+        id: "pi.unlock-wake",
+        name: "PI mutex inversion: unlock to waiter",
+        group: Group::Locks,
+        def: "priority inversion on a PTHREAD_PRIO_INHERIT mutex: the lower-priority owner holds it, the higher-priority thread makes a medium-priority thread ready (it then runs 50 us) and blocks on the mutex; the owner, boosted, runs first; from its call to pthread_mutex_unlock to the waiter's return from pthread_mutex_lock (CEBench 1)",
+        inter: false,
+        parties: "waiter higher, medium, owner lower",
+        ips: Ips::One,
+        cross: true,
+        equal: None,
+        n: N,
+        run: |e| inversion(e, true, Span::UnlockWake),
+    },
+    TestDef {
+        id: "plain.unlock-wake",
+        name: "plain mutex inversion: unlock to waiter",
+        group: Group::Locks,
+        def: "the same scenario on a plain (PTHREAD_PRIO_NONE) mutex: the owner is not boosted, the medium thread's 50 us come first; from the owner's call to pthread_mutex_unlock to the waiter's return",
+        inter: false,
+        parties: "waiter higher, medium, owner lower",
+        ips: Ips::One,
+        cross: true,
+        equal: None,
+        n: N,
+        run: |e| inversion(e, false, Span::UnlockWake),
+    },
+    TestDef {
+        id: "pi.blocked",
+        name: "PI mutex inversion: time blocked",
+        group: Group::Locks,
+        def: "the PI scenario; from the higher-priority thread's call to pthread_mutex_lock to its return: switch to the boosted owner, its unlock, switch back; the medium thread waits",
+        inter: false,
+        parties: "waiter higher, medium, owner lower",
+        ips: Ips::One,
+        cross: true,
+        equal: None,
+        n: N,
+        run: |e| inversion(e, true, Span::Blocked),
+    },
+    TestDef {
+        id: "plain.blocked",
+        name: "plain mutex inversion: time blocked",
+        group: Group::Locks,
+        def: "the plain-mutex scenario; from the higher-priority thread's call to pthread_mutex_lock to its return: the medium thread's 50 us run first (the inversion, unbounded in general), then the owner's unlock",
+        inter: false,
+        parties: "waiter higher, medium, owner lower",
+        ips: Ips::One,
+        cross: true,
+        equal: None,
+        n: N,
+        run: |e| inversion(e, false, Span::Blocked),
+    },
+];
 
 /// IPS distinct uncontended mutexes: each iteration takes (or releases) the next.
 struct Mutexes {
@@ -76,27 +215,27 @@ pub fn unlock(env: &Env) -> Result<Outcome> {
 /// ptsematest's sender blocks (pthread_mutex_lock of a second, held, mutex).
 struct Handoff(Shared<PMutex>, Shared<FutexEvent>, bool);
 
-impl Wake for Handoff {
+impl Protocol for Handoff {
     fn needs_arm(&self) -> bool {
         true
     }
     fn arm(&self) {
         self.0.lock();
     }
-    fn signal(&self) {
+    fn to_leader(&self) {
         self.0.unlock();
     }
-    fn wait(&self) -> u64 {
+    fn leader_wait(&self) -> u64 {
         self.0.lock();
         clock::now()
     }
     fn after(&self) {
         self.0.unlock();
     }
-    fn reply(&self) {
+    fn to_follower(&self) {
         self.1.set(self.2);
     }
-    fn wait_reply(&self) {
+    fn follower_wait(&self) {
         self.1.wait(self.2);
     }
 }
@@ -127,13 +266,7 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
             duty.pace(Some(ctl));
             let step = i as u32 + 1;
             ctl.ready.store(step, Release);
-            loop {
-                let a = ctl.armed.load(Acquire);
-                if a >= step {
-                    break;
-                }
-                ipc::futex_wait(&ctl.armed, a, inter);
-            }
+            ctl.wait_armed(step, inter);
             env.flush();
             ctl.t0.store(clock::now(), Release);
             m.lock();
@@ -146,13 +279,7 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
         for i in 0.. {
             // The leader waits for this iteration (on one CPU it has
             // blocked by now: the follower runs only then).
-            while ctl.ready.load(Acquire) < i as u32 + 1 {
-                if ctl.stopped() {
-                    return;
-                }
-                ctl.idle();
-            }
-            if ctl.stopped() {
+            if !ctl.wait_ready(i as u32 + 1) || ctl.stopped() {
                 return;
             }
             m.lock();
@@ -205,13 +332,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
             // its go: both sleep through the pause.
             duty.pace(Some(ctl));
             let step = i as u32 + 1;
-            loop {
-                let a = ctl.armed.load(Acquire);
-                if a >= step {
-                    break;
-                }
-                ipc::futex_wait(&ctl.armed, a, false);
-            }
+            ctl.wait_armed(step, false);
             if ctl.stopped() {
                 break;
             }
@@ -253,24 +374,15 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
             let step = i as u32 + 1;
             // Not before the waiter has taken and released the mutex of the
             // last iteration (on two CPUs the owner would take it back first).
-            while ctl.turn.load(Acquire) < u64::from(step - 1) {
-                if ctl.stopped() {
-                    return;
-                }
-                ctl.idle();
-            }
-            if ctl.stopped() {
+            if !ctl.wait_turn(u64::from(step - 1)) || ctl.stopped() {
                 return;
             }
             m.lock();
             ctl.armed.store(step, Release);
             ipc::futex_wake(&ctl.armed, 1, false);
-            while ctl.ready.load(Acquire) < step {
-                if ctl.stopped() {
-                    m.unlock();
-                    return;
-                }
-                ctl.idle();
+            if !ctl.wait_ready(step) {
+                m.unlock();
+                return;
             }
             if settle {
                 let until = clock::now() + harness::SETTLE_NS;

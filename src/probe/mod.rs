@@ -12,6 +12,7 @@ pub mod ptimer;
 pub mod sleep;
 pub mod wakeup;
 
+use crate::progress::{self, CellProgress, Status};
 use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Writer};
 use crate::session::{CellOutcome, OpenRun};
 use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
@@ -22,11 +23,12 @@ use crate::trace::instance::Instance;
 use crate::trace::reader::{Lane, Reader};
 use crate::trace::{CodeReport, TraceOpts};
 use anyhow::{Result, anyhow};
+use rtscope_model::descriptor::{Descriptor, Trace};
+use rtscope_model::episode::Stages;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::run::SeriesKey;
 use rtscope_model::units;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{
@@ -41,8 +43,13 @@ const START_DELAY_NS: u64 = 100_000_000;
 
 /// A measurement that runs one real-time thread per selected CPU.
 pub trait Probe: Sync {
+    /// Its row in the descriptor table (`rtscope_model::descriptor`): its
+    /// name, what its values are, what `--trace` makes of them.
+    fn descriptor(&self) -> &'static Descriptor;
     /// The probe's name, as in the CLI and the store.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.descriptor().name
+    }
     /// The metrics each thread records, one series per metric and CPU.
     fn metrics(&self) -> &'static [&'static str];
     /// The probe's own settings, stored with the run.
@@ -57,13 +64,18 @@ pub trait Probe: Sync {
     /// Whether `--trace` can explain this probe's samples: `Some(true)` when
     /// a sample is a timer wake-up (split into stages), `Some(false)` when
     /// it is only a window of lost time to attribute, `None` when not yet.
+    /// Its row's, unless its settings change it.
     fn trace_stages(&self) -> Option<bool> {
-        None
+        match self.descriptor().trace {
+            Trace::No => None,
+            Trace::Windows => Some(false),
+            Trace::Stages(_) => Some(true),
+        }
     }
     /// With `trace_stages() == Some(true)`: which path the wake-up takes
     /// (a timer's, or a received datagram's NET_RX softirq).
     fn wake_path(&self) -> WakePath {
-        WakePath::Timer
+        self.descriptor().wake_path()
     }
     /// The measuring loop, on a pinned real-time thread: no allocation,
     /// lock, formatting or I/O. Records one sample per `rec` per turn until
@@ -72,7 +84,7 @@ pub trait Probe: Sync {
     /// Whether the metrics' values are signed (a deviation that may be
     /// negative): then `measure` records with `Recorder::record_signed`.
     fn signed(&self) -> bool {
-        false
+        self.descriptor().signed
     }
     /// How many per-thread figures `measure` reports with
     /// [`ThreadCtx::set_extra`] (e.g. a calibration, an active time).
@@ -371,7 +383,7 @@ impl<'a> Cell<'a> {
                 mirror_lost.push(lost);
                 let mut stage_recs = Vec::new();
                 if stages == Some(true) && inst.can_follow(path) {
-                    for metric in path.series() {
+                    for &metric in Stages::of_path(path).1 {
                         let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
                         let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
                         stage_recs.push(rec);
@@ -439,7 +451,7 @@ impl<'a> Cell<'a> {
                         if let Err(e) = cpu::pin_self(&[c]) {
                             err = Some(format!("CPU {c}: cannot pin: {e}"));
                         } else if let Err(e) = sched::set_self(policy, priority) {
-                            err = Some(format!("CPU {c}: cannot set SCHED_{policy:?} {priority}: {e}"));
+                            err = Some(format!("CPU {c}: cannot set {} {priority}: {e}", policy.kernel_name()));
                         }
                         if err.is_some() {
                             stop.store(true, Relaxed);
@@ -585,30 +597,36 @@ impl<'a> Cell<'a> {
             drop(episode_tx);
             start_at.store(start_ns, Release);
 
-            let progress = !common.quiet && std::io::stderr().is_terminal();
-            let mut last_progress = clock::now();
+            // Progress: elapsed, remaining and the running worst case.
+            let label = match &load {
+                Some(l) => format!("{} under {l}", probe.name()),
+                None => probe.name().to_string(),
+            };
+            let mut status = Status::new(!common.quiet, progress::stderr_is_tty(), common.duration_ns);
             while threads.iter().any(|t| !t.is_finished()) {
                 std::thread::sleep(Duration::from_millis(50));
                 if signal.load(Relaxed) || writer_thread.is_finished() {
                     stop.store(true, Relaxed);
                 }
-                if progress && clock::now() >= last_progress + 1_000_000_000 {
-                    last_progress = clock::now();
-                    let elapsed = last_progress.saturating_sub(start_ns + warmup);
-                    let mut line = format!("\r{} ", units::human(elapsed / 1_000_000_000 * 1_000_000_000));
-                    for (c, live) in &lives {
-                        line.push_str(&format!(
-                            " cpu{c}: {} max {}us",
-                            live.count.load(Relaxed),
-                            units::us(live.max.load(Relaxed))
-                        ));
+                let now = clock::now();
+                if status.due(now.saturating_sub(start_ns)) && !stop.load(Relaxed) {
+                    let worst =
+                        lives.iter().map(|(c, live)| (live.max.load(Relaxed), *c)).filter(|&(max, _)| max > 0).max();
+                    let line = CellProgress {
+                        label: &label,
+                        metric: probe.metrics()[0],
+                        elapsed_ns: now.saturating_sub(start_ns + warmup),
+                        warmup_left_ns: (start_ns + warmup).saturating_sub(now),
+                        planned_ns: common.duration_ns,
+                        loops: common.loops,
+                        samples: lives.iter().map(|(_, live)| live.count.load(Relaxed)).sum(),
+                        worst,
                     }
-                    eprint!("{line}   ");
+                    .line();
+                    status.show(now.saturating_sub(start_ns), &line);
                 }
             }
-            if progress {
-                eprintln!();
-            }
+            status.clear();
             for t in threads {
                 match t.join() {
                     Ok(Ok(())) => {}

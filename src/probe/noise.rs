@@ -22,6 +22,7 @@ use super::{Probe, ThreadCtx};
 use crate::recorder::Recorder;
 use crate::sys::clock;
 use crate::sys::tsc::{self, Calibration, Counter};
+use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::units;
@@ -140,8 +141,8 @@ impl Noise {
 }
 
 impl Probe for Noise {
-    fn name(&self) -> &'static str {
-        "noise"
+    fn descriptor(&self) -> &'static Descriptor {
+        &descriptor::NOISE
     }
 
     fn metrics(&self) -> &'static [&'static str] {
@@ -195,10 +196,6 @@ impl Probe for Noise {
 
     /// An interruption is a window of lost time to attribute, not a
     /// wake-up to split into stages.
-    fn trace_stages(&self) -> Option<bool> {
-        Some(false)
-    }
-
     fn row_extras(&self, _metric: usize, slots: &[u64], total: &Tally) -> serde_json::Map<String, serde_json::Value> {
         let ns_per_tick = 1e9 / self.calibration.ticks_per_s;
         let r3 = |x: f64| (x * 1000.0).round() / 1000.0;

@@ -38,6 +38,7 @@ use crate::sys::clock;
 use crate::sys::sched::Policy;
 use crate::sys::timers::{self, PosixTimer, ReservedSignals, SigSet, TimerFd};
 use anyhow::{Context, Result};
+use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::hist::Tally;
 use rtscope_model::units;
 use serde::Serialize;
@@ -165,8 +166,8 @@ impl Armed {
 }
 
 impl Probe for Ptimer {
-    fn name(&self) -> &'static str {
-        "ptimer"
+    fn descriptor(&self) -> &'static Descriptor {
+        &descriptor::PTIMER
     }
 
     fn metrics(&self) -> &'static [&'static str] {
@@ -180,10 +181,6 @@ impl Probe for Ptimer {
     fn describe(&self) -> String {
         let names: Vec<&str> = self.kinds.iter().map(|k| k.name()).collect();
         format!("period {}, {}", units::human(self.period_ns), names.join(", "))
-    }
-
-    fn signed(&self) -> bool {
-        true
     }
 
     fn extra_slots(&self) -> usize {

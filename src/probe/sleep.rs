@@ -32,6 +32,7 @@ use crate::disturb::Rng;
 use crate::recorder::Recorder;
 use crate::sys::clock;
 use crate::sys::timers::{self, SleepApi, Sleeper};
+use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::units;
@@ -105,8 +106,8 @@ impl Sleep {
 }
 
 impl Probe for Sleep {
-    fn name(&self) -> &'static str {
-        "sleep"
+    fn descriptor(&self) -> &'static Descriptor {
+        &descriptor::SLEEP
     }
 
     fn metrics(&self) -> &'static [&'static str] {
@@ -132,10 +133,6 @@ impl Probe for Sleep {
             s += ", epoll_wait in ms (rounded up: no epoll_pwait2)";
         }
         s
-    }
-
-    fn signed(&self) -> bool {
-        true
     }
 
     fn extra_slots(&self) -> usize {

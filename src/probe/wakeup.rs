@@ -14,6 +14,7 @@ use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, process, sched::Policy};
 use anyhow::{Context, Result};
+use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::units;
 use serde::Serialize;
 
@@ -80,16 +81,12 @@ impl Drop for Helpers {
 }
 
 impl Probe for Wakeup {
-    fn name(&self) -> &'static str {
-        "wakeup"
+    fn descriptor(&self) -> &'static Descriptor {
+        &descriptor::WAKEUP
     }
 
     fn metrics(&self) -> &'static [&'static str] {
         &["latency"]
-    }
-
-    fn trace_stages(&self) -> Option<bool> {
-        Some(true)
     }
 
     fn plan(&self) -> serde_json::Value {

@@ -3,19 +3,35 @@
 //! file, so it opens offline, mails as one attachment and prints (figures
 //! and tables are kept whole on a page, the contents list is left out).
 
-use super::Report;
 use super::doc::{Block, Doc, Outcome, Table};
 use super::svg::esc;
+use super::{Format, Input, Use, Written};
 use anyhow::Result;
-use rtscope_model::run::Run;
 use std::io::Write;
 
 pub struct Html;
 
-impl Report for Html {
-    /// The run judged against its stored requirements, else the default yardstick.
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        write_doc(&super::run_doc(std::slice::from_ref(run), &Default::default(), &Default::default())?.0, out)
+impl Format for Html {
+    fn name(&self) -> &'static str {
+        "html"
+    }
+
+    fn extension(&self) -> &'static str {
+        "html"
+    }
+
+    fn description(&self) -> &'static str {
+        "One self-contained HTML file with inline SVG plots"
+    }
+
+    fn uses(&self) -> &'static [Use] {
+        &[Use::Report]
+    }
+
+    /// A chapter per run, judged against the requirements and task set of
+    /// `input`, else each run's own, else the default yardstick.
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
+        super::write_judged_doc(input, out, write_doc)
     }
 }
 

@@ -1,33 +1,54 @@
 //! The common JSON shape: `run_id`, `status`, `results` (one row per probe,
-//! metric and CPU, with its whole-run histogram), and the run header; for
-//! an assessment with requirements or a task set, its verdicts after it.
+//! metric and CPU, with its whole-run histogram), and the run header; with
+//! [`Input::full`] every interval and exceedance too (lossless: what
+//! `rtscope import` reads); for an assessment with requirements or a task
+//! set ([`Input::judged`]), its verdicts after it. The document's structs
+//! are the model crate's (`rtscope_model::export`), which reads it back.
 
-use super::Report;
+use super::{Format, Input, Use, Written};
 use anyhow::Result;
 use rtscope_model::export;
-use rtscope_model::run::Run;
 use serde::Serialize;
 use std::io::Write;
 
 pub struct Json;
 
-impl Report for Json {
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        export::write_json(run, false, out)
+impl Format for Json {
+    fn name(&self) -> &'static str {
+        "json"
     }
-}
 
-/// The run's document followed by the keys of `rtscope analyze RUN --json`
-/// that judge it: `requirements_from`, `verdicts`, `schedulability`, `passed`.
-pub fn write_judged(run: &Run, judged: &crate::judge::Judged, out: &mut dyn Write) -> Result<()> {
-    #[derive(Serialize)]
-    struct Doc<'a> {
-        #[serde(flatten)]
-        doc: export::RunDoc,
-        #[serde(flatten)]
-        judged: &'a crate::judge::Judged<'a>,
+    fn extension(&self) -> &'static str {
+        "json"
     }
-    serde_json::to_writer(&mut *out, &Doc { doc: export::run_doc(run, false), judged })?;
-    out.write_all(b"\n")?;
-    Ok(())
+
+    fn description(&self) -> &'static str {
+        "Self-contained and lossless: every interval's histogram, every exceedance; `rtscope import` reads it back"
+    }
+
+    fn uses(&self) -> &'static [Use] {
+        &[Use::Summary, Use::Export]
+    }
+
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
+        let run = input.run()?;
+        let doc = export::run_doc(run, input.full);
+        match input.judged {
+            // The keys of `rtscope analyze RUN --json` that judge it:
+            // `requirements_from`, `verdicts`, `schedulability`, `passed`.
+            Some(judged) => {
+                #[derive(Serialize)]
+                struct Judged<'a> {
+                    #[serde(flatten)]
+                    doc: export::RunDoc,
+                    #[serde(flatten)]
+                    judged: &'a crate::judge::Judged<'a>,
+                }
+                serde_json::to_writer(&mut *out, &Judged { doc, judged })?
+            }
+            None => serde_json::to_writer(&mut *out, &doc)?,
+        }
+        out.write_all(b"\n")?;
+        Ok(Written::default())
+    }
 }

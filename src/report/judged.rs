@@ -15,6 +15,7 @@ use rtscope_model::analysis::pot::{Level, TailReport};
 use rtscope_model::analysis::rta::Schedulability;
 use rtscope_model::analysis::series::{Options, SeriesAnalysis};
 use rtscope_model::analysis::verdict::{self, Lhs, Op, Stat, Status, Verdict};
+use rtscope_model::descriptor;
 use rtscope_model::run::{Run, Series};
 use rtscope_model::units::{self, us_f, us_i};
 
@@ -38,9 +39,10 @@ pub struct Analysed<'r> {
 
 impl<'r> Analysed<'r> {
     pub fn new(run: &'r Run, asked: Asked, set: Option<AskedSet>) -> Analysed<'r> {
-        let osbench = asked.reqs.iter().any(|r| matches!(&r.lhs, Lhs::Stat { probe, .. } if probe == "osbench"));
+        // An OS-service test's series only when a requirement names its probe.
+        let named = |p: &str| asked.reqs.iter().any(|r| matches!(&r.lhs, Lhs::Stat { probe, .. } if probe == p));
         let mut all = Vec::new();
-        let rows = analyse(run, &Options::default(), |s| !is_stage(s) && (osbench || s.key.probe != "osbench"))
+        let rows = analyse(run, &Options::default(), |s| !is_stage(s) && (!per_test(s) || named(&s.key.probe)))
             .into_iter()
             .map(|(s, a)| {
                 (
@@ -78,7 +80,7 @@ impl<'r> Analysed<'r> {
 
     /// The analysed series, with their analysis, osbench's aside.
     fn measured(&self) -> impl Iterator<Item = (&'r Series, Result<&SeriesAnalysis, &String>)> {
-        self.rows.iter().filter(|(s, _)| s.key.probe != "osbench").map(|(s, a)| (*s, a.as_ref().map(|&i| &self.all[i])))
+        self.rows.iter().filter(|(s, _)| !per_test(s)).map(|(s, a)| (*s, a.as_ref().map(|&i| &self.all[i])))
     }
 
     /// The latency limit a plot of `probe`'s `metrics` draws (us): the
@@ -105,16 +107,22 @@ impl<'r> Analysed<'r> {
     }
 }
 
+/// Whether `s` is an OS-service test's series (osbench's), as its probe's
+/// row in the descriptor table says.
+fn per_test(s: &Series) -> bool {
+    descriptor::per_test(&s.key.probe)
+}
+
 /// The requirement a run was held to (`--threshold`), ns.
 pub fn requirement_ns(run: &Run) -> Option<u64> {
     run.plan["common"]["threshold_ns"].as_u64()
 }
 
-/// Whether the run's `--threshold` holds `probe`'s `metric`: netlat's
-/// stops on rx_total (local) or rtt (peer) only, every other probe's on
-/// all its metrics.
+/// Whether the run's `--threshold` holds `probe`'s `metric`, as the
+/// probe's row in the descriptor table says (netlat's stops on rx_total
+/// (local) or rtt (peer) only, every other probe's on all its metrics).
 pub fn threshold_applies(probe: &str, metric: &str) -> bool {
-    probe != "netlat" || matches!(metric, "rx_total" | "rtt")
+    descriptor::find(probe).is_none_or(|d| d.threshold_holds(metric))
 }
 
 fn outcome(s: Status) -> Outcome {
@@ -494,8 +502,10 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
     // The series the curves are about: wake-up latency (else the run's
     // first metric), and any an mttf requirement names.
     let mut metrics: Vec<(String, String)> = Vec::new();
-    if measured.iter().any(|(s, _)| s.key.probe == "wakeup" && s.key.metric == "latency") {
-        metrics.push(("wakeup".into(), "latency".into()));
+    if let Some((p, m)) = descriptor::release_jitter()
+        .filter(|&(p, m)| measured.iter().any(|(s, _)| s.key.probe == p && s.key.metric == m))
+    {
+        metrics.push((p.into(), m.into()));
     } else {
         metrics.push((measured[0].0.key.probe.clone(), measured[0].0.key.metric.clone()));
     }

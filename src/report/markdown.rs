@@ -2,18 +2,34 @@
 //! GitHub-flavoured Markdown, for pasting into an issue or a wiki. The
 //! plots stay in the HTML report.
 
-use super::Report;
 use super::doc::{Block, Doc, Table};
+use super::{Format, Input, Use, Written};
 use anyhow::Result;
-use rtscope_model::run::Run;
 use std::io::Write;
 
 pub struct Markdown;
 
-impl Report for Markdown {
-    /// The run judged against its stored requirements, else the default yardstick.
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        write_doc(&super::run_doc(std::slice::from_ref(run), &Default::default(), &Default::default())?.0, out)
+impl Format for Markdown {
+    fn name(&self) -> &'static str {
+        "md"
+    }
+
+    fn extension(&self) -> &'static str {
+        "md"
+    }
+
+    fn description(&self) -> &'static str {
+        "Markdown: the tables, verdicts and warnings, without the plots"
+    }
+
+    fn uses(&self) -> &'static [Use] {
+        &[Use::Report]
+    }
+
+    /// A chapter per run, judged against the requirements and task set of
+    /// `input`, else each run's own, else the default yardstick.
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
+        super::write_judged_doc(input, out, write_doc)
     }
 }
 

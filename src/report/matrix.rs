@@ -7,6 +7,7 @@
 
 use anyhow::Result;
 use rtscope_model::characterisation::Characterisation;
+use rtscope_model::descriptor;
 use rtscope_model::episode::Stages;
 use rtscope_model::hist::Tally;
 use rtscope_model::run::{Run, Series};
@@ -92,16 +93,13 @@ fn rows(run: &Run) -> Vec<(String, String)> {
     out
 }
 
+/// A row's label: the probe, then its metric as the probe's row in the
+/// descriptor table names it ("sleep nanosleep@1ms deviation"), or the stage.
 fn label(probe: &str, metric: &str) -> String {
-    let what = match (probe, metric) {
-        ("wakeup", "latency") => "latency".to_string(),
-        ("noise", "interruption") => "interruption (noise max)".to_string(),
-        ("sleep", m) => format!("{m} deviation"),
-        ("ptimer", m) => format!("{m} drift"),
-        (_, m) if Stages::is_series(m) => format!("stage {m}"),
-        (_, m) => m.to_string(),
-    };
-    format!("{probe} {what}")
+    if Stages::is_series(metric) {
+        return format!("{probe} stage {metric}");
+    }
+    format!("{probe} {metric}{}", descriptor::find(probe).map_or("", |d| d.row_suffix))
 }
 
 /// The series of one row and load, every CPU together; None when nothing
@@ -182,7 +180,7 @@ pub fn matrix_grids(run: &Run) -> Vec<Grid> {
 
 /// What the matrix's values time, and where the per-CPU figures are.
 pub fn matrix_legend(run: &Run) -> String {
-    let osbench = run.series.iter().filter(|s| s.key.probe == "osbench").collect::<Vec<_>>();
+    let osbench = run.series.iter().filter(|s| descriptor::per_test(&s.key.probe)).collect::<Vec<_>>();
     let osbench = if osbench.is_empty() {
         String::new()
     } else {

@@ -1,14 +1,25 @@
-//! Output formats, one file each behind [`Report`].
+//! Output formats: one file each, behind one trait, [`Format`], in one
+//! table, [`FORMATS`]. `export --format`, `report --format` / `-o FILE.EXT`
+//! and `show` choose from the table, and their `--help` lists come from it;
+//! the measuring commands write their summary and `--json` through it.
+//! Beside the formats: the document that HTML and Markdown render
+//! (`run_doc`, `doc.rs`, `sections.rs`), its plots and tables, and the
+//! machine's rows that every format with a machine header shows
+//! (`machine.rs`).
 
 pub mod analyze;
 mod code;
 pub mod comparison;
+mod csv;
+mod cyclictest;
 mod doc;
 mod flame;
+mod hdr;
 pub mod html;
-pub mod json;
+mod json;
 mod judged;
-pub mod markdown;
+mod machine;
+mod markdown;
 mod matrix;
 mod osbench_csv;
 mod perfetto;
@@ -19,22 +30,195 @@ mod tailplot;
 mod text;
 
 pub use comparison::Comparison;
-pub use html::Html;
-pub use json::Json;
-pub use markdown::Markdown;
-pub use osbench_csv::OsbenchCsv;
-pub use perfetto::Perfetto;
-pub use text::{Text, write_episodes};
+pub use cyclictest::CyclictestHist;
+pub use text::write_episodes;
 
-use crate::judge::{RequireSpec, TasksSpec};
-use anyhow::{Context, Result};
+use crate::judge::{Judged, RequireSpec, TasksSpec};
+use anyhow::{Context, Result, bail};
 use rtscope_model::run::Run;
 use std::io::Write;
 use std::path::Path;
 
-/// Renders a stored run.
-pub trait Report {
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()>;
+/// An output format of runs.
+pub trait Format: Sync {
+    /// Its name: the value of `--format`.
+    fn name(&self) -> &'static str;
+    /// The extension of its files, without the dot: `report -o FILE.EXT` picks the format by it.
+    fn extension(&self) -> &'static str;
+    /// One line for `--help`.
+    fn description(&self) -> &'static str;
+    /// The commands that offer it.
+    fn uses(&self) -> &'static [Use];
+    /// Writes `input` to `out`. Only the formats that take several runs
+    /// (see [`Use::Report`]) write more than [`Input::run`].
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written>;
+}
+
+impl std::fmt::Debug for dyn Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a format is offered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Use {
+    /// What a measuring command prints and writes to `--json`, and what
+    /// `rtscope show` prints (text, or `--json`).
+    Summary,
+    /// `rtscope export --format`: one run, for other tools.
+    Export,
+    /// `rtscope report --format` / `-o FILE.EXT`: a document of one or more
+    /// runs, judged against requirements.
+    Report,
+    /// `rtscope osbench -o FILE.csv`.
+    Osbench,
+}
+
+/// The text summary: a table and a histogram per probe (an assessment: its matrix), then warnings and notes.
+pub const TEXT: &dyn Format = &text::Text;
+/// The common JSON shape (`--json`, `show --json`); lossless with [`Input::full`] (`export`).
+pub const JSON: &dyn Format = &json::Json;
+/// One row per histogram bucket.
+pub const CSV: &dyn Format = &csv::Csv;
+/// The HdrHistogram interval log.
+pub const HDR: &dyn Format = &hdr::Hdr;
+/// The cause episodes as a Chrome JSON trace.
+pub const PERFETTO: &dyn Format = &perfetto::Perfetto;
+/// The report as one self-contained HTML file.
+pub const HTML: &dyn Format = &html::Html;
+/// The report as Markdown, without the plots.
+pub const MARKDOWN: &dyn Format = &markdown::Markdown;
+/// osbench's tests, a row each.
+pub const OSBENCH_CSV: &dyn Format = &osbench_csv::OsbenchCsv;
+
+/// Every output format of runs.
+pub static FORMATS: [&dyn Format; 8] = [TEXT, JSON, CSV, HDR, PERFETTO, HTML, MARKDOWN, OSBENCH_CSV];
+
+/// The formats `u` offers, in the table's order.
+pub fn offered(u: Use) -> impl Iterator<Item = &'static dyn Format> {
+    FORMATS.iter().copied().filter(move |f| f.uses().contains(&u))
+}
+
+/// The format named `name`.
+pub fn named(name: &str) -> Option<&'static dyn Format> {
+    FORMATS.iter().copied().find(|f| f.name() == name)
+}
+
+/// The format of `u` whose extension `path` has.
+pub fn by_extension(u: Use, path: &Path) -> Option<&'static dyn Format> {
+    let ext = path.extension()?;
+    offered(u).find(|f| ext == f.extension())
+}
+
+/// What a format writes: the runs, and the choices some formats take.
+#[derive(Clone, Copy)]
+pub struct Input<'a> {
+    /// One run, or for the formats of [`Use::Report`] several (a chapter each).
+    pub runs: &'a [Run],
+    /// JSON: every interval's histogram and exceedance too (lossless, what
+    /// `rtscope import` reads), not only the summary.
+    pub full: bool,
+    /// Text: the machine and the run's setup first (`rtscope show`).
+    pub machine: bool,
+    /// JSON: the run's verdicts and schedulability after its document (`rtscope run --json`).
+    pub judged: Option<&'a Judged<'a>>,
+    /// HTML, Markdown: the requirements to judge against (else those stored with each run, else the yardstick).
+    pub req: Option<&'a RequireSpec>,
+    /// HTML, Markdown: the task set (else the one stored with each run).
+    pub tasks: Option<&'a TasksSpec>,
+}
+
+impl<'a> Input<'a> {
+    /// `runs`, and no choice taken.
+    pub fn new(runs: &'a [Run]) -> Input<'a> {
+        Input { runs, full: false, machine: false, judged: None, req: None, tasks: None }
+    }
+
+    /// One run, and no choice taken.
+    pub fn one(run: &'a Run) -> Input<'a> {
+        Input::new(std::slice::from_ref(run))
+    }
+
+    /// The run of a format that writes one.
+    pub fn run(&self) -> Result<&'a Run> {
+        match self.runs {
+            [one] => Ok(one),
+            runs => bail!("this format writes one run, not {}", runs.len()),
+        }
+    }
+}
+
+/// What writing found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// A requirement asked for (given or stored, not the default yardstick)
+    /// failed, or a task set missed a deadline: the formats that judge the
+    /// runs (HTML, Markdown) say so, and the command exits with code 2.
+    pub failed: bool,
+}
+
+/// Writes `input` in `format` to `path` (`-` for stdout), naming `flag`
+/// and the file when it cannot be written.
+pub fn write(flag: &str, path: &Path, format: &dyn Format, input: &Input) -> Result<Written> {
+    write_to(flag, path, |out| format.write(input, out))
+}
+
+/// Runs `write` on `path` (`-` for stdout), naming `flag` and the file when
+/// it cannot be written. The file is created at the first byte written: a
+/// writer that fails before (a run without episodes for Perfetto, a task
+/// set that cannot be read) leaves none behind.
+pub fn write_to<R>(flag: &str, path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<R>) -> Result<R> {
+    if path == Path::new("-") {
+        return write(&mut std::io::stdout().lock());
+    }
+    let cannot = || format!("{flag} {}: cannot write it", path.display());
+    let mut file = LazyFile { path, file: None, error: None };
+    let done = write(&mut file);
+    if let Some(e) = file.error.take() {
+        return Err(anyhow::Error::new(e).context(cannot()));
+    }
+    let done = done?;
+    file.open().with_context(cannot)?;
+    file.flush().with_context(cannot)?;
+    Ok(done)
+}
+
+/// A file created at its first write.
+struct LazyFile<'a> {
+    path: &'a Path,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    /// Why it could not be created.
+    error: Option<std::io::Error>,
+}
+
+impl LazyFile<'_> {
+    fn open(&mut self) -> std::io::Result<&mut std::io::BufWriter<std::fs::File>> {
+        if self.file.is_none() {
+            match std::fs::File::create(self.path) {
+                Ok(f) => self.file = Some(std::io::BufWriter::new(f)),
+                Err(e) => {
+                    let kind = e.kind();
+                    self.error = Some(e);
+                    return Err(kind.into());
+                }
+            }
+        }
+        Ok(self.file.as_mut().expect("created above"))
+    }
+}
+
+impl Write for LazyFile<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.open()?.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The report of `runs` as a document: a chapter per run, each judged
@@ -42,7 +226,7 @@ pub trait Report {
 /// default yardstick) and the task set of `tasks` (else the one stored with
 /// it). Also returns whether a requirement asked for (given or stored, not
 /// the yardstick) failed, or the task set missed a deadline.
-pub fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::Doc, bool)> {
+fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::Doc, bool)> {
     let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
     let title = match runs {
         [one] => format!("rtscope report: run {} ({}, {})", one.header.id, one.header.kind, one.header.hostname),
@@ -59,28 +243,21 @@ pub fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(do
     Ok((doc::Doc { title, chapters }, failed))
 }
 
-/// Writes `report` of `run` to `path` (`-` for stdout).
-pub fn write_file(path: &Path, report: &dyn Report, run: &Run) -> Result<()> {
-    if path == Path::new("-") {
-        return report.write(run, &mut std::io::stdout().lock());
+/// The document of `input`'s runs, judged against its requirements and task
+/// set (else each run's own), rendered by `render` (HTML or Markdown).
+fn write_judged_doc(
+    input: &Input,
+    out: &mut dyn Write,
+    render: fn(&doc::Doc, &mut dyn Write) -> Result<()>,
+) -> Result<Written> {
+    if input.runs.is_empty() {
+        bail!("no run to write");
     }
-    let mut file = std::io::BufWriter::new(
-        std::fs::File::create(path).with_context(|| format!("cannot write {}", path.display()))?,
-    );
-    report.write(run, &mut file)?;
-    file.flush().with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// Runs `write` on `path` (`-` for stdout), naming `flag` and the file when it cannot be written.
-pub fn write_to(flag: &str, path: &Path, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    if path == Path::new("-") {
-        return write(&mut std::io::stdout().lock());
-    }
-    let mut file = std::io::BufWriter::new(
-        std::fs::File::create(path).with_context(|| format!("{flag} {}: cannot write it", path.display()))?,
-    );
-    write(&mut file)?;
-    file.flush().with_context(|| format!("{flag} {}: cannot write it", path.display()))
+    let req = input.req.cloned().unwrap_or_default();
+    let tasks = input.tasks.cloned().unwrap_or_default();
+    let (doc, failed) = run_doc(input.runs, &req, &tasks)?;
+    render(&doc, out)?;
+    Ok(Written { failed })
 }
 
 /// The line after a stored run: where it is and what to run next on it
@@ -92,4 +269,108 @@ pub fn stored_line(run_id: i64, db: &Path) -> String {
          rtscope analyze {run_id}{at} (worst case per hour/day/week), rtscope show {run_id}{at}",
         db.display()
     )
+}
+
+/// The fixed run of tests/data, and variants of it, for tests.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use rtscope_model::hist::Tally;
+    use rtscope_model::run::{Interval, Run, Series, SeriesKey};
+
+    /// The fixed run: wakeup, traced, on two CPUs.
+    pub(crate) fn fixture() -> Run {
+        rtscope_model::export::read_json(include_str!("../../tests/data/report-run.json"), "fixture")
+            .expect("the fixture reads")
+    }
+
+    /// The fixture with a signed series first: two intervals of 1000
+    /// samples each, 500 of them negative.
+    pub(crate) fn signed_run() -> Run {
+        let mut run = fixture();
+        let intervals = (0..2u32)
+            .map(|seq| {
+                let mut t = Tally::new_signed();
+                for v in -500..500i64 {
+                    t.record_signed(v * 11 + i64::from(seq));
+                }
+                Interval::new(seq, u64::from(seq) * 100, u64::from(seq + 1) * 100, &t, 0, 0)
+            })
+            .collect();
+        let key = SeriesKey::new("sleep", "nanosleep@5ms", 1);
+        run.series.insert(0, Series::new(key, "ns".into(), "adaptive".into(), intervals, vec![]).unwrap());
+        run
+    }
+
+    /// The fixture as an assessment: its series under the loads
+    /// `cmd:'a, b'` and `idle`.
+    pub(crate) fn matrix_run() -> Run {
+        let mut run = fixture();
+        run.header.kind = "run".into();
+        let mut series = Vec::new();
+        for load in ["cmd:'a, b'", "idle"] {
+            for s in &run.series {
+                let mut s = s.clone();
+                s.key.load = Some(load.into());
+                series.push(s);
+            }
+        }
+        run.series = series;
+        run
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_names_each_format_once_and_offers_it_somewhere() {
+        for (i, f) in FORMATS.iter().enumerate() {
+            assert!(FORMATS[..i].iter().all(|g| g.name() != f.name()), "{} twice", f.name());
+            assert!(!f.uses().is_empty() && !f.description().is_empty() && !f.extension().is_empty(), "{f:?}");
+            assert_eq!(named(f.name()).map(|g| g.name()), Some(f.name()));
+        }
+        let names = |u| offered(u).map(|f| f.name()).collect::<Vec<_>>();
+        assert_eq!(names(Use::Export), ["json", "csv", "hdr", "perfetto"]);
+        assert_eq!(names(Use::Report), ["html", "md"]);
+        assert_eq!(names(Use::Summary), ["text", "json"]);
+        assert_eq!(names(Use::Osbench), ["osbench-csv"]);
+        // `report -o FILE.EXT` tells its formats apart by the extension.
+        assert_eq!(by_extension(Use::Report, Path::new("a/r.md")).map(|f| f.name()), Some("md"));
+        assert_eq!(by_extension(Use::Report, Path::new("r.html")).map(|f| f.name()), Some("html"));
+        assert!(by_extension(Use::Report, Path::new("r.json")).is_none());
+        assert!(by_extension(Use::Report, Path::new("-")).is_none());
+    }
+
+    #[test]
+    fn a_format_that_fails_leaves_no_file_and_an_unwritable_one_names_the_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = fixtures::fixture();
+        let mut no_episodes = run.clone();
+        no_episodes.episodes.clear();
+        let path = dir.path().join("ep.json");
+        let e = write("--output", &path, PERFETTO, &Input::one(&no_episodes)).unwrap_err();
+        assert!(e.to_string().contains("no cause episodes"), "{e:#}");
+        assert!(!path.exists(), "nothing written, no file");
+        write("--output", &path, PERFETTO, &Input::one(&run)).unwrap();
+        assert!(std::fs::read_to_string(&path).unwrap().contains("traceEvents"));
+        let bad = dir.path().join("missing").join("r.csv");
+        let e = format!("{:#}", write("--json", &bad, CSV, &Input::one(&run)).unwrap_err());
+        assert!(e.starts_with(&format!("--json {}: cannot write it", bad.display())), "{e}");
+        // An empty output still makes its file.
+        let empty = dir.path().join("empty");
+        write_to("--output", &empty, |_| Ok(())).unwrap();
+        assert_eq!(std::fs::read(&empty).unwrap(), b"");
+    }
+
+    #[test]
+    fn one_run_formats_refuse_several() {
+        let run = fixtures::fixture();
+        let two = [run.clone(), run];
+        let e = TEXT.write(&Input::new(&two), &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("one run"), "{e}");
+        let mut md = Vec::new();
+        MARKDOWN.write(&Input::new(&two), &mut md).unwrap();
+        assert!(String::from_utf8(md).unwrap().starts_with("# rtscope report: runs 1, 1"));
+    }
 }

@@ -1,8 +1,8 @@
 //! `rtscope osbench -o FILE.csv`: one row per test, its figures in us.
 
-use super::Report;
+use super::{Format, Input, Use, Written};
 use anyhow::Result;
-use rtscope_model::run::Run;
+use rtscope_model::descriptor;
 use rtscope_model::units;
 use serde_json::Value;
 use std::io::Write;
@@ -10,13 +10,30 @@ use std::io::Write;
 /// `-o FILE.csv`: one row per test, times in microseconds.
 pub struct OsbenchCsv;
 
-impl Report for OsbenchCsv {
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
+impl Format for OsbenchCsv {
+    fn name(&self) -> &'static str {
+        "osbench-csv"
+    }
+
+    fn extension(&self) -> &'static str {
+        "csv"
+    }
+
+    fn description(&self) -> &'static str {
+        "One row per osbench test (and variant), times in microseconds"
+    }
+
+    fn uses(&self) -> &'static [Use] {
+        &[Use::Osbench]
+    }
+
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
+        let run = input.run()?;
         writeln!(
             out,
             "run_id,group,num,id,metric,name,ips,inter_process,cache_flush,cross_cpu,equal_priorities,cpu,other_cpu,samples,last_us,min_us,mean_us,p50_us,p99_us,max_us,base_ns"
         )?;
-        for s in run.series.iter().filter(|s| s.key.probe == "osbench") {
+        for s in run.series.iter().filter(|s| descriptor::per_test(&s.key.probe)) {
             let m = s.total().summary();
             let x =
                 |k: &str| s.extra.get(k).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string));
@@ -47,6 +64,6 @@ impl Report for OsbenchCsv {
                 x("base_ns"),
             )?;
         }
-        Ok(())
+        Ok(Written::default())
     }
 }

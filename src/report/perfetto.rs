@@ -6,10 +6,9 @@
 //! the profiler) with their frames as arguments; the verdict's arguments
 //! carry the profiler's sample table. Times are CLOCK_MONOTONIC in us.
 
-use super::Report;
+use super::{Format, Input, Use, Written};
 use anyhow::{Result, bail};
 use rtscope_model::episode::{Frame, Lane};
-use rtscope_model::run::Run;
 use serde_json::json;
 use std::io::Write;
 
@@ -22,8 +21,25 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-impl Report for Perfetto {
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
+impl Format for Perfetto {
+    fn name(&self) -> &'static str {
+        "perfetto"
+    }
+
+    fn extension(&self) -> &'static str {
+        "json"
+    }
+
+    fn description(&self) -> &'static str {
+        "The cause episodes of a --trace run as a timeline (Chrome JSON trace): open it in ui.perfetto.dev"
+    }
+
+    fn uses(&self) -> &'static [Use] {
+        &[Use::Export]
+    }
+
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
+        let run = input.run()?;
         if run.episodes.is_empty() {
             bail!(
                 "run {} has no cause episodes to export (measure with --trace; see rtscope show {} --episodes)",
@@ -82,6 +98,6 @@ impl Report for Perfetto {
         });
         serde_json::to_writer(&mut *out, &doc)?;
         writeln!(out)?;
-        Ok(())
+        Ok(Written::default())
     }
 }

@@ -12,10 +12,12 @@ use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix
 use super::schedule;
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{
-    Col, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe, stages_text,
+    Col, ColFormat, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe,
+    stages_text,
 };
 use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups};
 use rtscope_model::compare::load_of;
+use rtscope_model::descriptor;
 use rtscope_model::episode::{Lane, Stages, top_causes};
 use rtscope_model::hist::{Tally, signed_buckets};
 use rtscope_model::run::{Interval, Run, Series};
@@ -65,16 +67,10 @@ pub fn chapter(a: &Analysed, prefix: &str) -> Chapter {
     }
 }
 
-/// What a probe's values are, for axis labels.
+/// What a probe's values are, for axis labels (its row in the descriptor
+/// table says).
 pub fn value_name(probe: &str) -> &'static str {
-    match probe {
-        "wakeup" => "latency",
-        "noise" => "interruption length",
-        "sleep" => "deviation",
-        "ptimer" => "drift",
-        "netlat" => "UDP latency",
-        _ => "value",
-    }
+    descriptor::find(probe).map_or("value", |d| d.value_name)
 }
 
 fn load_suffix(s: &Series) -> String {
@@ -216,74 +212,9 @@ fn characterisation(a: &Analysed, p: &str) -> Vec<Section> {
 /// The machine and the run's setup: inventory, kernel and preemption
 /// model, and every tuning warning with its fix.
 fn machine(a: &Analysed, p: &str) -> Vec<Section> {
-    let run = a.run;
-    let h = &run.header;
-    let inv = &run.inventory;
+    let h = &a.run.header;
     let mut sec = Section::new(format!("{p}-machine"), "Machine and setup");
-    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-    let yes = |b: Option<bool>| match b {
-        Some(true) => "yes",
-        Some(false) => "no",
-        None => "unknown",
-    };
-    let mut govs: Vec<String> = inv.governors.iter().filter_map(|g| g.governor.clone()).collect();
-    govs.sort();
-    govs.dedup();
-    let plan = &run.plan;
-    let sched = match (plan["effective_policy"].as_str(), plan["effective_priority"].as_u64()) {
-        (Some(pol), Some(prio)) => format!("SCHED_{} {prio}", pol.to_uppercase()),
-        _ => "-".into(),
-    };
-    let rows: Vec<(&str, String)> = vec![
-        ("host", format!("{} ({})", h.hostname, inv.arch)),
-        ("CPU", format!("{} · {} online ({})", inv.cpu_model, inv.cpu_count, inv.cpus_online)),
-        ("kernel", format!("{} {}", inv.kernel_release, inv.kernel_version)),
-        ("preemption model", inv.preempt_model.clone()),
-        ("cmdline", inv.cmdline.clone()),
-        (
-            "isolation",
-            format!(
-                "isolcpus {} · nohz_full {} · rcu_nocbs {} · irqaffinity {}",
-                opt(&inv.isolcpus),
-                opt(&inv.nohz_full),
-                opt(&inv.rcu_nocbs),
-                opt(&inv.irqaffinity)
-            ),
-        ),
-        ("clocksource", inv.clocksource.clone()),
-        ("governor", if govs.is_empty() { "no cpufreq".into() } else { govs.join(", ") }),
-        ("SMT active", yes(inv.smt_active).into()),
-        (
-            "RT throttling",
-            match inv.rt_runtime_us {
-                Some(-1) => "off".into(),
-                Some(r) => format!("{r} us per {} us", inv.rt_period_us.unwrap_or(0)),
-                None => "unknown".into(),
-            },
-        ),
-        ("hypervisor", inv.hypervisor.clone().unwrap_or_else(|| "none seen".into())),
-        ("idle driver", opt(&inv.cpu_idle_driver)),
-        ("memory", format!("{} MiB", inv.memory_total_kb / 1024)),
-        (
-            "privileges",
-            format!(
-                "{}{}",
-                if inv.is_root { "root" } else { "not root" },
-                if inv.cap_sys_nice { ", CAP_SYS_NICE" } else { "" }
-            ),
-        ),
-        ("command", h.command_line.join(" ")),
-        ("scheduling", sched),
-        (
-            "rtscope",
-            format!(
-                "{}{}",
-                h.tool_version,
-                h.peak_rss_kb.map(|k| format!(" · peak RSS {} MiB", k / 1024)).unwrap_or_default()
-            ),
-        ),
-        ("run", format!("{} ({}) · {}", h.id, h.uuid, h.status.as_str())),
-    ];
+    let rows = super::machine::rows(a.run);
     let mut t = Table::new(vec!["".into(), "".into()], 2);
     for (k, v) in rows {
         t.row(vec![k.into(), v]);
@@ -357,7 +288,7 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
     let mut out = Vec::new();
     for (probe, list) in series_by_probe(run) {
-        if probe == "osbench" {
+        if descriptor::per_test(probe) {
             continue;
         }
         let metrics = metrics_in_order(run, &list);
@@ -371,12 +302,8 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
         let mut sec = Section::new(format!("{p}-probe-{probe}"), title);
         if !what.is_empty() {
             sec.push(Block::Para(format!("{probe} {what}")));
-        } else if probe == "wakeup" {
-            sec.push(Block::Para(
-                "latency = CLOCK_MONOTONIC read on waking - the programmed instant of clock_nanosleep(TIMER_ABSTIME): \
-                 timer interrupt, hrtimer handler, wake-up, context switch and return to user space"
-                    .into(),
-            ));
+        } else if let Some(explain) = descriptor::find(probe).map(|d| d.explain).filter(|e| !e.is_empty()) {
+            sec.push(Block::Para(explain.into()));
         }
         if let Some(d) = run.plan["describe"].as_str().filter(|d| !d.is_empty()) {
             sec.push(Block::Para(format!("settings: {d}")));
@@ -469,7 +396,7 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
 /// load.
 fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
-    let list: Vec<&Series> = run.series.iter().filter(|s| s.key.probe == "osbench").collect();
+    let list: Vec<&Series> = run.series.iter().filter(|s| descriptor::per_test(&s.key.probe)).collect();
     if list.is_empty() {
         return Vec::new();
     }
@@ -482,7 +409,7 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
             .as_array()
             .into_iter()
             .flatten()
-            .find(|c| c["probe"] == "osbench")
+            .find(|c| c["probe"].as_str().is_some_and(descriptor::per_test))
             .and_then(|c| c["describe"].as_str())
     } else {
         run.plan["describe"].as_str()
@@ -640,7 +567,7 @@ fn stages_of(run: &Run, p: &str) -> Vec<Section> {
 
 fn probe_stages(run: &Run, probe: &str, stage: &[&Series], p: &str) -> Section {
     let (names, series) = Stages::of_probe(probe);
-    let what = if probe == "netlat" { "rx_wake" } else { "latency" };
+    let what = descriptor::wake_path(probe).total();
     let mut sec = Section::new(format!("{p}-stages"), format!("{probe}: where the {what} goes (stages)"));
     sec.push(Block::Para(stages_text(probe).into()));
     // (CPU, load) in the order of the series.

@@ -2,18 +2,16 @@
 //! figures per CPU (and per metric, for probes with several), then the
 //! power-of-two histogram with a column per CPU (or per metric).
 
-use super::Report;
+use super::{Format, Input, Use, Written};
 use anyhow::Result;
+use rtscope_model::descriptor::{self, Layout, WakePath};
 use rtscope_model::episode::{Stages, top_causes};
 use rtscope_model::hist::{Bucket, Summary, pow2_table};
 use rtscope_model::run::{Run, Series};
 use rtscope_model::units::{self, us, us_i};
 use std::io::Write;
 
-pub struct Text {
-    /// The probe's own settings line, e.g. "interval 1ms".
-    pub describe: String,
-}
+pub struct Text;
 
 pub(super) fn bucket_label(b: &Bucket) -> String {
     if b.lo_ns >= rtscope_model::hist::HIGHEST_NS as i64 {
@@ -28,27 +26,9 @@ pub(super) fn bucket_label(b: &Bucket) -> String {
     format!("{}-{} us", b.lo_ns / 1000, b.hi_ns / 1000)
 }
 
-/// A column of a result table.
-#[derive(Clone, Copy)]
-pub(super) enum Col {
-    /// The sample count, under this header.
-    Count(&'static str),
-    Min,
-    Mean,
-    P50,
-    P90,
-    P99,
-    P999,
-    P9999,
-    Max,
-    Jitter,
-    Overruns,
-    /// A probe's own figure (`Series::extra`): key and header.
-    Extra(&'static str, &'static str),
-    /// The same, shown only when a row has it above 0 (a count that is
-    /// nearly always 0).
-    Nonzero(&'static str, &'static str),
-}
+/// A column of a result table: the probes' rows in the descriptor table
+/// say which; [`ColFormat`] prints them.
+pub(super) use rtscope_model::descriptor::Column as Col;
 
 /// `cols` less the [`Col::Nonzero`] columns no row of `rows` has above 0.
 pub(super) fn shown(cols: &[Col], rows: &[&Series]) -> Vec<Col> {
@@ -56,103 +36,23 @@ pub(super) fn shown(cols: &[Col], rows: &[&Series]) -> Vec<Col> {
     cols.iter().copied().filter(|c| !matches!(c, Col::Nonzero(key, _) if !any(key))).collect()
 }
 
-/// What each probe's rows show, and what a metric's values are.
+/// What each probe's rows show, and what a metric's values are: its row
+/// in the descriptor table (a series of no known probe gets the common
+/// columns).
 pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
-    use Col::*;
-    match probe {
-        "noise" => (
-            &[
-                Count("interrupts"),
-                Extra("per_s", "per s"),
-                Min,
-                P50,
-                P90,
-                P99,
-                Max,
-                Extra("noise_ns", "noise"),
-                Extra("available_pct", "avail %"),
-                Extra("reference_ns", "ref ns"),
-                Extra("threshold_ns", "thresh ns"),
-            ],
-            "interruption length (us): gap in the busy loop - reference iteration",
-        ),
-        "sleep" => (
-            &[
-                Count("samples"),
-                Min,
-                Mean,
-                P50,
-                P90,
-                P99,
-                P999,
-                Max,
-                Extra("mean_abs_ns", "mean |d|"),
-                Extra("timer_slack_ns", "slack"),
-            ],
-            "deviation (us): actual sleep - requested, signed",
-        ),
-        "ptimer" => (
-            &[
-                Count("events"),
-                Extra("missed", "missed"),
-                Min,
-                Mean,
-                Extra("mean_abs_ns", "mean |d|"),
-                P50,
-                P99,
-                P999,
-                Max,
-                Jitter,
-            ],
-            "drift (us): event seen - (start + k x period), signed",
-        ),
-        "netlat" => (
-            &[
-                Count("packets"),
-                Min,
-                Mean,
-                P50,
-                P90,
-                P99,
-                P999,
-                P9999,
-                Max,
-                Extra("sent", "sent"),
-                Extra("lost", "lost"),
-                Extra("reordered", "reord"),
-                Nonzero("skipped", "skipped"),
-                Nonzero("duplicates", "dup"),
-                Nonzero("no_rx_timestamp", "no stamp"),
-                Nonzero("no_hw_timestamp", "no hw stamp"),
-                Nonzero("clock_clamped", "clamped"),
-                Nonzero("strays", "strays"),
-                Nonzero("socket_errors", "sock err"),
-            ],
-            "UDP latency (us): rx_* from the send call (stack: to the kernel's receive timestamp, wake: from it to \
-             recvmsg returning), tx_* from the send call to queued (sched) / handed to the driver (sw); peer mode: \
-             rtt and the target's own timing",
-        ),
-        _ => (&[Count("samples"), Min, Mean, P50, P90, P99, P999, P9999, Max, Jitter, Overruns], ""),
+    match descriptor::find(probe).map(|d| d.layout) {
+        Some(Layout::PerCpu { columns, what }) => (columns, what),
+        Some(Layout::Tests { .. }) | None => (descriptor::COLUMNS, ""),
     }
 }
 
-impl Col {
-    pub(super) fn header(self) -> &'static str {
-        match self {
-            Col::Count(h) | Col::Extra(_, h) | Col::Nonzero(_, h) => h,
-            Col::Min => "min",
-            Col::Mean => "mean",
-            Col::P50 => "p50",
-            Col::P90 => "p90",
-            Col::P99 => "p99",
-            Col::P999 => "p99.9",
-            Col::P9999 => "p99.99",
-            Col::Max => "max",
-            Col::Jitter => "jitter",
-            Col::Overruns => "overruns",
-        }
-    }
+/// A column's text width and a row's figure in it.
+pub(super) trait ColFormat {
+    fn width(self) -> usize;
+    fn value(self, s: &Series, m: &Summary) -> String;
+}
 
+impl ColFormat for Col {
     fn width(self) -> usize {
         match self {
             Col::Count(_) | Col::Max | Col::Jitter => 10,
@@ -162,7 +62,7 @@ impl Col {
         .max(self.header().len())
     }
 
-    pub(super) fn value(self, s: &Series, m: &Summary) -> String {
+    fn value(self, s: &Series, m: &Summary) -> String {
         match self {
             Col::Count(_) => m.count.to_string(),
             Col::Min => us_i(m.min_ns),
@@ -190,66 +90,107 @@ impl Col {
     }
 }
 
-impl Report for Text {
-    fn write(&self, run: &Run, out: &mut dyn Write) -> Result<()> {
-        let h = &run.header;
-        let elapsed =
-            h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
-        let plan = &run.plan;
-        // A loads-only run has no measuring threads.
-        let sched = match plan["effective_policy"].as_str() {
-            Some(p) => format!("SCHED_{} {} · ", p.to_uppercase(), plan["effective_priority"].as_u64().unwrap_or(0)),
-            None => String::new(),
-        };
-        writeln!(
-            out,
-            "rtscope {} · run {} · {} · {} · {sched}{}{}",
-            h.kind,
-            h.id,
-            h.status.as_str(),
-            run.inventory.kernel_release,
-            if !self.describe.is_empty() {
-                self.describe.clone()
-            } else {
-                plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from)
-            },
-            elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
-        )?;
-        if !h.representative {
-            writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
-        }
-        if super::matrix::is_matrix(run) {
-            super::matrix::write_score(run, out)?;
-            super::matrix::write_matrix(run, out)?;
-            super::matrix::write_characterisation(run, out)?;
-        } else {
-            write_probes(run, out)?;
-            write_stages(run, out)?;
-        }
-        write_trace(run, out)?;
-        if !run.episodes.is_empty() {
-            writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
-            for e in run.episodes.iter().take(3) {
-                writeln!(out, "  {}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
-            }
-            write_top_causes(run, out, 8)?;
-        }
-        let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
-        let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
-        if !serious.is_empty() || !info.is_empty() {
-            writeln!(out)?;
-        }
-        for w in serious {
-            writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
-        }
-        for w in info {
-            writeln!(out, "note: {}", w.message)?;
-        }
-        for n in &h.notes {
-            writeln!(out, "note: {n}")?;
-        }
-        Ok(())
+impl Format for Text {
+    fn name(&self) -> &'static str {
+        "text"
     }
+
+    fn extension(&self) -> &'static str {
+        "txt"
+    }
+
+    fn description(&self) -> &'static str {
+        "The summary: a table and a histogram per probe (an assessment: its matrix), then warnings and notes"
+    }
+
+    fn uses(&self) -> &'static [Use] {
+        &[Use::Summary]
+    }
+
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
+        let run = input.run()?;
+        if input.machine {
+            write_machine(run, out)?;
+        }
+        write_summary(run, out)?;
+        Ok(Written::default())
+    }
+}
+
+/// The machine and the run's setup (the report's "Machine and setup"
+/// rows), after when the run started and ended; then a blank line.
+fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let h = &run.header;
+    let started = format!(
+        "{} UTC{}",
+        units::utc(h.started_unix_ns),
+        h.ended_unix_ns.map(|e| format!(", ended {} UTC", units::utc(e))).unwrap_or_default()
+    );
+    let rows: Vec<(&str, String)> = std::iter::once(("started", started)).chain(super::machine::rows(run)).collect();
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in rows {
+        writeln!(out, "{k:<width$}  {v}")?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The probe's line, its tables (or the assessment's matrix), the trace,
+/// the worst episodes, warnings and notes.
+fn write_summary(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let h = &run.header;
+    let elapsed =
+        h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
+    let plan = &run.plan;
+    // A loads-only run has no measuring threads.
+    let sched = match plan["effective_policy"].as_str() {
+        Some(p) => format!("SCHED_{} {} · ", p.to_uppercase(), plan["effective_priority"].as_u64().unwrap_or(0)),
+        None => String::new(),
+    };
+    writeln!(
+        out,
+        "rtscope {} · run {} · {} · {} · {sched}{}{}",
+        h.kind,
+        h.id,
+        h.status.as_str(),
+        run.inventory.kernel_release,
+        plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from),
+        elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
+    )?;
+    if !h.representative {
+        writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
+    }
+    if super::matrix::is_matrix(run) {
+        super::matrix::write_score(run, out)?;
+        super::matrix::write_matrix(run, out)?;
+        super::matrix::write_characterisation(run, out)?;
+    } else {
+        write_probes(run, out)?;
+        write_stages(run, out)?;
+    }
+    write_trace(run, out)?;
+    if !run.episodes.is_empty() {
+        writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
+        for e in run.episodes.iter().take(3) {
+            writeln!(out, "  {}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
+        }
+        write_top_causes(run, out, 8)?;
+    }
+    let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
+    let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
+    if !serious.is_empty() || !info.is_empty() {
+        writeln!(out)?;
+    }
+    for w in serious {
+        writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
+    }
+    for w in info {
+        writeln!(out, "note: {}", w.message)?;
+    }
+    for n in &h.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    Ok(())
 }
 
 /// Each probe's table and histogram (a single probe's run).
@@ -257,7 +198,7 @@ fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
     // Series by probe, metrics in the order the probe made them.
     let by_probe = series_by_probe(run);
     for (probe, list) in by_probe {
-        if probe == "osbench" {
+        if descriptor::per_test(probe) {
             osbench_tables(out, &list)?;
             continue;
         }
@@ -356,7 +297,9 @@ pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchG
     let load_pos =
         |s: &Series| s.key.load.as_ref().map_or(0, |l| loads.iter().position(|x| x == l).unwrap_or(usize::MAX));
     list.sort_by_key(|s| (x(s, "num").as_u64().unwrap_or(u64::MAX), s.key.metric.clone(), load_pos(s)));
-    let order = |g: &str| crate::osbench::Group::ALL.iter().position(|x| x.name() == g).unwrap_or(usize::MAX);
+    // The groups as the probe's row in the descriptor table orders and titles them.
+    let known = list.first().and_then(|s| descriptor::find(&s.key.probe)).map_or(&[][..], |d| d.test_groups());
+    let order = |g: &str| known.iter().position(|x| x.name == g).unwrap_or(usize::MAX);
     let mut groups: Vec<String> = Vec::new();
     for s in &list {
         let g = x(s, "group").as_str().unwrap_or("").to_string();
@@ -368,8 +311,7 @@ pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchG
     groups
         .into_iter()
         .map(|g| {
-            let title =
-                crate::osbench::Group::ALL.iter().find(|x| x.name() == g).map_or(g.as_str(), |x| x.title()).to_string();
+            let title = known.iter().find(|x| x.name == g).map_or(g.as_str(), |x| x.title).to_string();
             let rows = list
                 .iter()
                 .filter(|s| x(s, "group").as_str() == Some(g.as_str()))
@@ -517,7 +459,7 @@ pub(super) fn is_stage(s: &Series) -> bool {
 
 /// What `probe`'s stages time, from which event to which.
 pub(super) fn stages_text(probe: &str) -> &'static str {
-    if probe == "netlat" {
+    if descriptor::wake_path(probe) == WakePath::NetRx {
         "queue = kernel receive timestamp -> NET_RX softirq entry, stack -> sched_waking of the receiver, \
          softirq -> the softirq's exit, thread -> switch-in, user -> recvmsg returns; the five add up to rx_wake; \
          *_abs: from the receive timestamp"

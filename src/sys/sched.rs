@@ -17,6 +17,24 @@ impl Policy {
     pub fn is_rt(self) -> bool {
         !matches!(self, Policy::Other)
     }
+
+    /// The value of `--policy`: `fifo`, `rr`, `other`.
+    pub fn flag_value(self) -> &'static str {
+        match self {
+            Policy::Fifo => "fifo",
+            Policy::Rr => "rr",
+            Policy::Other => "other",
+        }
+    }
+
+    /// The kernel's name: `SCHED_FIFO`, `SCHED_RR`, `SCHED_OTHER`.
+    pub fn kernel_name(self) -> &'static str {
+        match self {
+            Policy::Fifo => "SCHED_FIFO",
+            Policy::Rr => "SCHED_RR",
+            Policy::Other => "SCHED_OTHER",
+        }
+    }
 }
 
 /// Sets the calling thread's policy and priority (0 for SCHED_OTHER).

@@ -146,33 +146,9 @@ enum Owner {
     Task(i32),
 }
 
-/// Which path a sample's wake-up took.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WakePath {
-    /// A timer: interrupt, hrtimer callback, waking, switch.
-    #[default]
-    Timer,
-    /// A received datagram: NET_RX softirq, waking, switch.
-    NetRx,
-}
-
-impl WakePath {
-    /// The names of the five stages.
-    pub fn names(self) -> [&'static str; 5] {
-        match self {
-            WakePath::Timer => Stages::NAMES,
-            WakePath::NetRx => Stages::NET_NAMES,
-        }
-    }
-
-    /// The stage series recorded for a traced run.
-    pub fn series(self) -> [&'static str; 8] {
-        match self {
-            WakePath::Timer => Stages::SERIES,
-            WakePath::NetRx => Stages::NET_SERIES,
-        }
-    }
-}
+/// Which path a sample's wake-up took (a probe's row in the descriptor
+/// table says which).
+pub use rtscope_model::descriptor::WakePath;
 
 /// The wake-up path found in a window: event indices.
 #[derive(Clone, Copy, Debug)]
@@ -461,15 +437,22 @@ impl CpuTrace {
         }
         if let Some(st) = stages.as_ref() {
             let marks = st.marks(p);
-            for (i, (name, ns)) in path.names().iter().zip(st.values()).enumerate() {
+            for (i, (name, ns)) in Stages::of_path(path).0.iter().zip(st.values()).enumerate() {
                 if ns > 0 {
                     slices.push(Slice { lane: Lane::Stage, name: (*name).to_string(), start_ns: marks[i], dur_ns: ns });
                 }
             }
         }
         let raw = self.raw_code(&s, p, stages.as_ref(), &causes, prof, names);
-        let verdict =
-            episode::verdict_named(&path.names(), self.cpu, s.seq, self.metric, s.value_ns, stages.as_ref(), &causes);
+        let verdict = episode::verdict_named(
+            Stages::of_path(path).0,
+            self.cpu,
+            s.seq,
+            self.metric,
+            s.value_ns,
+            stages.as_ref(),
+            &causes,
+        );
         let ep = Episode {
             probe: self.probe.to_string(),
             load: None,
@@ -799,7 +782,7 @@ fn attribute(
         .map(|((kind, name, pid), acc)| {
             let ns = acc[5];
             let stage = (marks.is_some() && ns > 0)
-                .then(|| (0..5).max_by_key(|&i| (acc[i], 5 - i)).map(|i| path.names()[i].to_string()))
+                .then(|| (0..5).max_by_key(|&i| (acc[i], 5 - i)).map(|i| Stages::of_path(path).0[i].to_string()))
                 .flatten();
             let (pid, irq) = if kind == CauseKind::Irq { (None, pid) } else { (pid, None) };
             let sched = (kind == CauseKind::Thread)

@@ -4,6 +4,7 @@
 //! verdict, and a timeline for Perfetto. Also the per-run trace summary and
 //! the "top causes" table over a run's episodes.
 
+use crate::descriptor::WakePath;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -45,10 +46,19 @@ impl Stages {
     pub const NET_SERIES: [&'static str; 8] =
         ["queue", "stack", "softirq", "thread", "user", "stack_abs", "softirq_abs", "thread_abs"];
 
-    /// The stage names and series of `probe`'s traced samples: a
-    /// datagram's receive path for `netlat`, a timer wake-up otherwise.
+    /// The stage names and series of a wake-up along `path`.
+    pub fn of_path(path: WakePath) -> (&'static [&'static str; 5], &'static [&'static str; 8]) {
+        match path {
+            WakePath::Timer => (&Self::NAMES, &Self::SERIES),
+            WakePath::NetRx => (&Self::NET_NAMES, &Self::NET_SERIES),
+        }
+    }
+
+    /// The stage names and series of `probe`'s traced samples: along its
+    /// wake-up path (a datagram's receive path for `netlat`), a timer's for
+    /// a probe of no known path.
     pub fn of_probe(probe: &str) -> (&'static [&'static str; 5], &'static [&'static str; 8]) {
-        if probe == "netlat" { (&Self::NET_NAMES, &Self::NET_SERIES) } else { (&Self::NAMES, &Self::SERIES) }
+        Self::of_path(crate::descriptor::wake_path(probe))
     }
 
     /// Whether `metric` is a stage series (of any probe), not a measured

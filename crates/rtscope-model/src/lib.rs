@@ -1,11 +1,13 @@
-//! rtscope's result model: runs, histograms, the run store and the export
-//! formats, plus the pure analysis that reads them. No unsafe, no libc:
+//! rtscope's result model: runs, histograms, the run store and the JSON
+//! document (written by rtscope, read back here), plus the pure analysis
+//! that reads them. No unsafe, no libc:
 //! other tools can link this crate to read rtscope runs.
 #![forbid(unsafe_code)]
 
 pub mod analysis;
 pub mod characterisation;
 pub mod compare;
+pub mod descriptor;
 pub mod episode;
 pub mod export;
 pub mod hist;

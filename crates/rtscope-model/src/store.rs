@@ -298,7 +298,20 @@ impl Store {
 
     fn init(&mut self) -> Result<()> {
         self.conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        let mode: String = self.conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+        // Switching a new store to WAL takes its lock without the busy
+        // handler: another process opening it at the same moment gets
+        // SQLITE_BUSY here, so wait for it as the busy timeout would.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mode: String = loop {
+            match self.conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                other => break other?,
+            }
+        };
         if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
             bail!("cannot switch to WAL mode (got {mode})");
         }
@@ -312,18 +325,20 @@ impl Store {
     }
 
     fn create_or_migrate(&mut self) -> Result<()> {
-        let has_meta: bool = self
-            .conn
+        // The write lock first, then the look: two processes that open a
+        // new store at once (a run starting, a `show` polling it) must not
+        // both find it empty and both create it.
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let has_meta: bool = tx
             .query_row("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'", [], |r| {
                 r.get::<_, i64>(0)
             })
             .map(|n| n > 0)?;
         if !has_meta {
-            let tables: i64 = self.conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
+            let tables: i64 = tx.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))?;
             if tables > 0 {
                 bail!("it is an SQLite database of another application, not an rtscope run store");
             }
-            let tx = self.conn.transaction()?;
             tx.execute_batch(SCHEMA)?;
             tx.execute("INSERT INTO meta (key, value) VALUES ('schema_version', '1')", [])?;
             tx.execute("INSERT INTO meta (key, value) VALUES ('application', 'rtscope')", [])?;
@@ -331,7 +346,6 @@ impl Store {
             tx.commit()?;
             return Ok(());
         }
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let version: i64 = tx
             .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get::<_, String>(0))
             .context("no schema_version in meta")?
@@ -692,7 +706,8 @@ impl Store {
         })
     }
 
-    /// Inserts a whole run (from `rtscope import`); returns its new id.
+    /// Inserts a whole run (from `rtscope import`) with the header of
+    /// [`imported_header`]; returns its new id.
     pub fn insert_run(&mut self, run: &Run) -> Result<i64> {
         let dup: Option<i64> =
             self.conn.query_row("SELECT id FROM runs WHERE uuid=?1", [&run.header.uuid], |r| r.get(0)).optional()?;
@@ -703,14 +718,7 @@ impl Store {
         if let Some(dup) = run.series.iter().find(|s| !seen.insert(&s.key)) {
             bail!("run {} lists {} twice", run.header.uuid, dup.key.describe());
         }
-        // A run still measuring elsewhere (or dead there) is partial here.
-        let mut header = run.header.clone();
-        if header.status == RunStatus::Running {
-            header.status = RunStatus::Partial;
-            header
-                .notes
-                .push("imported while its run was still going or had died: data up to its last checkpoint".into());
-        }
+        let header = imported_header(run);
         let tx = self.conn.transaction()?;
         let id = insert_header(&tx, &header, &run.inventory, &run.plan, None)?;
         for s in &run.series {
@@ -748,17 +756,36 @@ fn sqlite_code(e: &anyhow::Error) -> Option<ErrorCode> {
     e.chain().find_map(|c| c.downcast_ref::<rusqlite::Error>()).and_then(rusqlite::Error::sqlite_error_code)
 }
 
+/// The header an imported run is stored with: a run still measuring
+/// elsewhere (or dead there) is partial here, and so is a run said to be
+/// complete whose file holds no sample (a measurement always has some; a
+/// `load` run has none by nature).
+pub fn imported_header(run: &Run) -> RunHeader {
+    let mut header = run.header.clone();
+    if header.status == RunStatus::Running {
+        header.status = RunStatus::Partial;
+        header.notes.push("imported while its run was still going or had died: data up to its last checkpoint".into());
+    }
+    let samples: u64 = run.series.iter().flat_map(|s| &s.intervals).map(|i| i.stats.count).sum();
+    if header.status == RunStatus::Complete && samples == 0 && header.kind != "load" {
+        header.status = RunStatus::Partial;
+        header.notes.push("imported without a single sample: the file holds none of the run's data".into());
+    }
+    header
+}
+
 /// Whether `e` says the store (or its -wal/-shm files) cannot be written.
 fn unwritable(e: &anyhow::Error) -> bool {
     matches!(sqlite_code(e), Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied))
 }
 
 /// Whether `e` says the file is not an SQLite database or a damaged one.
-fn corrupt(e: &anyhow::Error) -> bool {
+pub fn corrupt(e: &anyhow::Error) -> bool {
     matches!(sqlite_code(e), Some(ErrorCode::NotADatabase | ErrorCode::DatabaseCorrupt))
 }
 
-fn corrupt_message(path: &Path) -> String {
+/// What a damaged store is told, when the store's path is known.
+pub fn corrupt_message(path: &Path) -> String {
     format!(
         "run store {} is corrupt or not an SQLite file: point --db at an rtscope run store, or move the file away \
          and rtscope makes a new one there",

@@ -245,6 +245,19 @@ fn imports_a_running_run_as_partial_and_refuses_duplicate_series() {
     run.header.status = RunStatus::Running;
     let id = store.insert_run(&run).unwrap();
     assert_eq!(store.load_run(id).unwrap().header.status, RunStatus::Partial);
+    // A complete run without a sample is not complete here.
+    let mut empty = sample_run();
+    empty.header.uuid = "empty".into();
+    empty.series.iter_mut().for_each(|s| s.intervals.clear());
+    let id = store.insert_run(&empty).unwrap();
+    let back = store.load_run(id).unwrap();
+    assert_eq!(back.header.status, RunStatus::Partial);
+    assert!(back.header.notes.iter().any(|n| n.contains("without a single sample")), "{:?}", back.header.notes);
+    empty.series.clear();
+    empty.header.uuid = "no series".into();
+    assert_eq!(imported_header(&empty).status, RunStatus::Partial);
+    empty.header.kind = "load".into();
+    assert_eq!(imported_header(&empty).status, RunStatus::Complete, "a load run has no samples");
     let mut twice = sample_run();
     twice.header.uuid = "other".into();
     twice.series[1] = twice.series[0].clone();
@@ -278,4 +291,29 @@ fn episodes_are_kept_and_dropped_and_old_stores_migrate() {
     assert_eq!(store.load_run(id).unwrap().episodes, vec![b]);
     store.put_run_data(id, "trace", &serde_json::json!({"instance": "x", "clock": "mono"})).unwrap();
     assert_eq!(store.load_run(id).unwrap().trace.unwrap().instance, "x");
+}
+
+/// Two processes opening a new store at once (a run starting while a
+/// `show` polls for it) both get it: one creates the schema, the other
+/// waits for it and finds it made ("table meta already exists" before).
+#[test]
+fn a_new_store_opened_twice_at_once_is_created_once() {
+    for round in 0..20 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("race{round}.db"));
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let opened: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), std::sync::Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
+                })
+            })
+            .collect();
+        for t in opened {
+            t.join().unwrap().unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        assert_eq!(Store::open(&path).unwrap().list_runs().unwrap().len(), 0);
+    }
 }

@@ -13,6 +13,9 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
     if s == "0" {
         return Ok(0);
     }
+    if let Some(abs) = s.strip_prefix('-') {
+        return Err(format!("'{s}' must be positive (a length of time, e.g. {})", abs.trim()));
+    }
     let mut rest = s;
     let mut total: f64 = 0.0;
     while !rest.is_empty() {
@@ -97,6 +100,11 @@ pub fn human(ns: u64) -> String {
         }
     }
     format!("{ns}ns")
+}
+
+/// `n` and `word`, with an `s` unless `n` is 1: `1 probe`, `2 probes`, `0 cells`.
+pub fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("{n} {word}") } else { format!("{n} {word}s") }
 }
 
 /// The unit of the numbers in another tool's file.
@@ -223,7 +231,7 @@ mod tests {
         assert!(parse_duration("ms").is_err());
         assert!(parse_duration("1.2.3ms").is_err());
         assert!(parse_duration("").is_err());
-        assert!(parse_duration("-5ms").is_err());
+        assert!(parse_duration("-5ms").unwrap_err().contains("'-5ms' must be positive"));
         assert!(parse_duration("1.5ns").is_err());
         assert!(parse_duration("99999999999999999d").is_err());
     }

@@ -47,8 +47,8 @@ use crate::recorder::Recorder;
 use crate::sys::net::{self, SCM_TSTAMP_SCHED, SCM_TSTAMP_SND, UdpSock};
 use crate::sys::netns::NsPair;
 use crate::sys::{clock, cpu, mem, process, sched, sched::Policy, signals};
-use crate::trace::decompose::WakePath;
 use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::hist::Tally;
 use rtscope_model::units;
 use serde::Serialize;
@@ -517,8 +517,8 @@ impl Netlat {
 }
 
 impl Probe for Netlat {
-    fn name(&self) -> &'static str {
-        "netlat"
+    fn descriptor(&self) -> &'static Descriptor {
+        &descriptor::NETLAT
     }
 
     fn metrics(&self) -> &'static [&'static str] {
@@ -563,10 +563,6 @@ impl Probe for Netlat {
         // Local mode: a datagram's path to the receiver is split into
         // stages; peer mode: the round trip is a window to attribute.
         Some(self.peer.is_none())
-    }
-
-    fn wake_path(&self) -> WakePath {
-        WakePath::NetRx
     }
 
     fn start_helpers(&self, cpus: &[usize], policy: Policy, priority: u8) -> Result<Box<dyn Send>> {

@@ -65,8 +65,40 @@ fn drain(sock: &UdpSock, sent: &Sent, pending: &mut Option<Pending>, tx_sw: &mut
 /// the target's own receive and send timing, on a thread pinned to `cpu`
 /// at `policy`/`priority`, until `signal` or `until_ns`. Prints a summary.
 pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
-    let Serve { addr, iface, cpu, policy, priority, until_ns, quiet, dma_latency, hw_wanted } = opts;
-    let _dma = match dma_latency.then(|| crate::sys::dma::DmaLatency::hold(0)) {
+    let _dma = hold_dma_latency(opts.dma_latency, opts.quiet);
+    let (sock, hw) = open(&opts)?;
+    let _ = mem::lock_all();
+    let Serve { cpu, policy, priority, until_ns, quiet, .. } = opts;
+    if !quiet {
+        eprintln!(
+            "rtscope netlat: serving on {} (CPU {cpu}, SCHED_{} {priority}, {} timestamps); stop with Ctrl-C",
+            sock.local_addr()?,
+            format!("{policy:?}").to_uppercase(),
+            hw.as_ref().map_or("software".into(), |h| format!("{} + software", h.describe()))
+        );
+    }
+    let mut counts = Counts::new();
+    std::thread::scope(|s| -> Result<()> {
+        let t = s.spawn(|| -> Result<()> {
+            signals::block_in_this_thread();
+            cpu::pin_self(&[cpu]).with_context(|| format!("--serve: cannot pin to CPU {cpu}"))?;
+            sched::set_self(policy, priority).with_context(|| format!("--serve: cannot set priority {priority}"))?;
+            mem::prefault_stack(64 * 1024);
+            respond(&sock, || signal.load(Relaxed) || clock::now() >= until_ns, &mut counts);
+            Ok(())
+        });
+        t.join().map_err(|_| anyhow!("the responder thread panicked"))?
+    })?;
+    if !quiet {
+        counts.print(hw.is_some());
+    }
+    Ok(())
+}
+
+/// /dev/cpu_dma_latency held at 0 while serving when `wanted` (as measuring
+/// does); a warning unless `quiet` when it cannot be.
+fn hold_dma_latency(wanted: bool, quiet: bool) -> Option<crate::sys::dma::DmaLatency> {
+    match wanted.then(|| crate::sys::dma::DmaLatency::hold(0)) {
         Some(Err(e)) if !quiet => {
             eprintln!(
                 "rtscope: warning: cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
@@ -75,7 +107,14 @@ pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
         }
         Some(Ok(d)) => Some(d),
         _ => None,
-    };
+    }
+}
+
+/// The responder's socket: bound to the address (and the interface),
+/// with the interface's hardware timestamps where wanted and there,
+/// software ones always, and the receive timeout that lets it see a stop.
+fn open(opts: &Serve) -> Result<(UdpSock, Option<net::HwStamping>)> {
+    let Serve { addr, iface, quiet, hw_wanted, .. } = *opts;
     let sock = UdpSock::bind(addr).with_context(|| format!("--serve {addr}: cannot bind"))?;
     if let Some(name) = iface {
         sock.bind_device(name).with_context(|| format!("--path iface:{name}: cannot bind to the interface"))?;
@@ -95,99 +134,38 @@ pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
     let flags = if hw.is_some() { tx_flags() | hw_flags() } else { tx_flags() };
     sock.enable_timestamps(flags).map_err(|e| anyhow!("--serve: {e}"))?;
     sock.set_recv_timeout(POLL_NS)?;
-    let _ = mem::lock_all();
-    let mut wake = Tally::new();
-    let mut turnaround = Tally::new();
-    let mut tx_sw = Tally::new();
-    let mut wire = Tally::new();
-    let mut peers: Vec<SocketAddrV4> = Vec::with_capacity(64);
-    let (mut echoed, mut strays) = (0u64, 0u64);
-    if !quiet {
-        eprintln!(
-            "rtscope netlat: serving on {} (CPU {cpu}, SCHED_{} {priority}, {} timestamps); stop with Ctrl-C",
-            sock.local_addr()?,
-            format!("{policy:?}").to_uppercase(),
-            hw.as_ref().map_or("software".into(), |h| format!("{} + software", h.describe()))
-        );
+    Ok((sock, hw))
+}
+
+/// What the responder timed and counted.
+struct Counts {
+    /// Receive timestamp -> recvmsg returning.
+    wake: Tally,
+    /// Receive timestamp -> the echo's send call.
+    turnaround: Tally,
+    tx_sw: Tally,
+    wire: Tally,
+    /// The peers' sockets (the first 64).
+    peers: Vec<SocketAddrV4>,
+    echoed: u64,
+    strays: u64,
+}
+
+impl Counts {
+    fn new() -> Counts {
+        Counts {
+            wake: Tally::new(),
+            turnaround: Tally::new(),
+            tx_sw: Tally::new(),
+            wire: Tally::new(),
+            peers: Vec::with_capacity(64),
+            echoed: 0,
+            strays: 0,
+        }
     }
-    std::thread::scope(|s| -> Result<()> {
-        let t = s.spawn(|| -> Result<()> {
-            signals::block_in_this_thread();
-            cpu::pin_self(&[cpu]).with_context(|| format!("--serve: cannot pin to CPU {cpu}"))?;
-            sched::set_self(policy, priority).with_context(|| format!("--serve: cannot set priority {priority}"))?;
-            mem::prefault_stack(64 * 1024);
-            let mut buf = [0u8; MAX_SIZE + 64];
-            let mut sent: Sent = [(u64::MAX, 0, None, 0); 256];
-            let mut id = 0u64;
-            // The last echo's transmit stamps, for the next echo to that peer.
-            let mut pending: Option<Pending> = None;
-            while !signal.load(Relaxed) && clock::now() < until_ns {
-                let info = match sock.recv(&mut buf) {
-                    Ok(i) => i,
-                    Err(_) => continue,
-                };
-                let now = clock::now();
-                let offset = net::realtime_offset();
-                let (Some(mut p), Some(from)) = (Packet::decode(&buf[..info.len]), info.from) else {
-                    strays += 1;
-                    continue;
-                };
-                match p.kind {
-                    packet::HELLO => p.kind = packet::HELLO_ACK,
-                    packet::DATA => {
-                        p.kind = packet::ECHO;
-                        // The last echo's stamps that came since it left.
-                        drain(&sock, &sent, &mut pending, &mut tx_sw, &mut wire);
-                        if info.sw_ns != 0 {
-                            let rx = net::to_mono(info.sw_ns, offset).min(now);
-                            p.a = packet::d32(now - rx);
-                            wake.record(now - rx);
-                            p.b = 0; // set right before sending
-                            p.tx_seq = u64::MAX;
-                            p.tx_sched = packet::NONE;
-                            if let Some(q) = pending.take() {
-                                if q.to == from {
-                                    p.tx_seq = q.seq;
-                                    p.tx_sw = q.tx_sw;
-                                    p.tx_sched = q.wire;
-                                } else {
-                                    pending = Some(q);
-                                }
-                            }
-                            let t = clock::now();
-                            p.b = packet::d32(t - rx);
-                            turnaround.record(t - rx);
-                            p.encode(&mut buf);
-                            sent[(id % 256) as usize] = (p.seq, t, Some(from), info.hw_ns);
-                        } else {
-                            let t = clock::now();
-                            p.encode(&mut buf);
-                            sent[(id % 256) as usize] = (p.seq, t, Some(from), info.hw_ns);
-                        }
-                        if !peers.contains(&from) && peers.len() < peers.capacity() {
-                            peers.push(from);
-                        }
-                        echoed += 1;
-                    }
-                    _ => {
-                        strays += 1;
-                        continue;
-                    }
-                }
-                if p.kind == packet::HELLO_ACK {
-                    p.encode(&mut buf);
-                    sent[(id % 256) as usize] = (u64::MAX, 0, None, 0);
-                }
-                if sock.send_to(&buf[..info.len], from).is_ok() {
-                    id += 1;
-                }
-                drain(&sock, &sent, &mut pending, &mut tx_sw, &mut wire);
-            }
-            Ok(())
-        });
-        t.join().map_err(|_| anyhow!("the responder thread panicked"))?
-    })?;
-    if !quiet {
+
+    /// The summary, on stderr; the wire's turnaround with hardware timestamps.
+    fn print(&self, hw: bool) {
         let line = |name: &str, t: &Tally| {
             let m = t.summary();
             eprintln!(
@@ -200,15 +178,115 @@ pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
             );
         };
         eprintln!(
-            "rtscope netlat --serve: echoed {echoed} datagrams for {} peer socket(s), {strays} strays",
-            peers.len()
+            "rtscope netlat --serve: echoed {} datagrams for {} peer socket(s), {} strays",
+            self.echoed,
+            self.peers.len(),
+            self.strays
         );
-        line("target_wake", &wake);
-        line("target_turnaround", &turnaround);
-        line("target_tx_sw", &tx_sw);
-        if hw.is_some() {
-            line("target_turnaround_wire", &wire);
+        line("target_wake", &self.wake);
+        line("target_turnaround", &self.turnaround);
+        line("target_tx_sw", &self.tx_sw);
+        if hw {
+            line("target_turnaround_wire", &self.wire);
         }
     }
-    Ok(())
+}
+
+/// The responder's loop, on its pinned thread: answers HELLO, echoes DATA
+/// with its timing, until `stop` says so.
+fn respond(sock: &UdpSock, stop: impl Fn() -> bool, c: &mut Counts) {
+    let mut buf = [0u8; MAX_SIZE + 64];
+    let mut sent: Sent = [(u64::MAX, 0, None, 0); 256];
+    let mut id = 0u64;
+    // The last echo's transmit stamps, for the next echo to that peer.
+    let mut pending: Option<Pending> = None;
+    while !stop() {
+        let info = match sock.recv(&mut buf) {
+            Ok(i) => i,
+            Err(_) => continue,
+        };
+        let now = clock::now();
+        let offset = net::realtime_offset();
+        let (Some(mut p), Some(from)) = (Packet::decode(&buf[..info.len]), info.from) else {
+            c.strays += 1;
+            continue;
+        };
+        let slot = (id % 256) as usize;
+        match p.kind {
+            packet::HELLO => {
+                p.kind = packet::HELLO_ACK;
+                p.encode(&mut buf);
+                sent[slot] = (u64::MAX, 0, None, 0);
+            }
+            packet::DATA => {
+                // The last echo's stamps that came since it left.
+                drain(sock, &sent, &mut pending, &mut c.tx_sw, &mut c.wire);
+                let echo = Echo { from, info: &info, now, offset };
+                sent[slot] = echo.answer(&mut p, &mut pending, c, &mut buf);
+            }
+            _ => {
+                c.strays += 1;
+                continue;
+            }
+        }
+        if sock.send_to(&buf[..info.len], from).is_ok() {
+            id += 1;
+        }
+        drain(sock, &sent, &mut pending, &mut c.tx_sw, &mut c.wire);
+    }
+}
+
+/// A DATA datagram to echo: who sent it, what came with it, when
+/// recvmsg returned and the CLOCK_REALTIME offset read then.
+struct Echo<'a> {
+    from: SocketAddrV4,
+    info: &'a net::RxInfo,
+    now: u64,
+    offset: i64,
+}
+
+impl Echo<'_> {
+    /// Turns `p` into its echo in `buf`: the target's wake-up and
+    /// turnaround, and the transmit stamps of the last echo to the same
+    /// peer (taken from `pending`). Returns its entry of [`Sent`].
+    #[inline(always)]
+    fn answer(
+        &self,
+        p: &mut Packet,
+        pending: &mut Option<Pending>,
+        c: &mut Counts,
+        buf: &mut [u8],
+    ) -> (u64, u64, Option<SocketAddrV4>, u64) {
+        let (info, now, from) = (self.info, self.now, self.from);
+        p.kind = packet::ECHO;
+        let t = if info.sw_ns != 0 {
+            let rx = net::to_mono(info.sw_ns, self.offset).min(now);
+            p.a = packet::d32(now - rx);
+            c.wake.record(now - rx);
+            p.b = 0; // set right before sending
+            p.tx_seq = u64::MAX;
+            p.tx_sched = packet::NONE;
+            if let Some(q) = pending.take() {
+                if q.to == from {
+                    p.tx_seq = q.seq;
+                    p.tx_sw = q.tx_sw;
+                    p.tx_sched = q.wire;
+                } else {
+                    *pending = Some(q);
+                }
+            }
+            let t = clock::now();
+            p.b = packet::d32(t - rx);
+            c.turnaround.record(t - rx);
+            t
+        } else {
+            clock::now()
+        };
+        p.encode(buf);
+        if !c.peers.contains(&from) && c.peers.len() < c.peers.capacity() {
+            c.peers.push(from);
+        }
+        c.echoed += 1;
+        (p.seq, t, Some(from), info.hw_ns)
+    }
 }

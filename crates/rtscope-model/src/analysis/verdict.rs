@@ -8,6 +8,7 @@
 use super::mttf::{self, Compute, Source};
 use super::pot::{EXTRAPOLATED, REFUSED};
 use super::series::SeriesAnalysis;
+use crate::descriptor;
 use crate::units::{dur_s, human, parse_duration, us_f};
 use serde::Serialize;
 
@@ -486,7 +487,10 @@ fn eval_mttf_verdict(
 fn eval_timer_jitter(all: &[SeriesAnalysis], period_ns: u64, op: Op, limit: f64) -> Vec<(Verdict, f64)> {
     let timers: Vec<&SeriesAnalysis> = all
         .iter()
-        .filter(|s| s.timer_period_ns == Some(period_ns) && matches!(s.key.probe.as_str(), "ptimer" | "wakeup"))
+        .filter(|s| {
+            s.timer_period_ns == Some(period_ns)
+                && descriptor::find(&s.key.probe).is_some_and(|d| d.timer_period.is_some())
+        })
         .collect();
     if timers.is_empty() {
         return vec![(
@@ -538,8 +542,11 @@ pub fn evaluate(req: &Requirement, all: &[SeriesAnalysis]) -> Verdict {
             }
         }
         Lhs::Mttf { n, t_ns, c_ns, series } => {
-            let (p, m) = series.clone().unwrap_or_else(|| ("wakeup".into(), "latency".into()));
-            let mut list: Vec<&SeriesAnalysis> = all.iter().filter(|s| s.key.probe == p && s.key.metric == m).collect();
+            let mut list: Vec<&SeriesAnalysis> = match series {
+                Some((p, m)) => all.iter().filter(|s| &s.key.probe == p && &s.key.metric == m).collect(),
+                // The release jitter (wakeup's latency).
+                None => all.iter().filter(|s| descriptor::is_release_jitter(&s.key.probe, &s.key.metric)).collect(),
+            };
             if list.is_empty() && series.is_none() && !all.is_empty() {
                 // Not a wake-up run: its first metric.
                 let first = &all[0].key;
@@ -596,6 +603,7 @@ mod tests {
             ("wakeup.latency.p99.99 50us", "comparison"),
             ("wakeup.latency < 50us", "statistic"),
             ("wakeup.latency.max < 50", "unit"),
+            ("wakeup.latency.max < -5us", "the limit '-5us' must be positive"),
             ("mttf(n=3) > 24h", "t (period)"),
             ("mttf(n=3,t=1ms,x=2) > 1h", "unknown mttf argument"),
             ("wakeup.latency.p120 < 1ms", "statistic"),

@@ -35,6 +35,7 @@
 //! beyond the noise, larger than a practical margin and than an absolute
 //! floor, on chosen rows, as `rtscope compare --max-regression` does.
 
+use crate::descriptor::{self, Count};
 use crate::episode::Stages;
 use crate::hist::{Tally, signed_buckets};
 use crate::run::{Run, RunStatus, Series};
@@ -485,17 +486,6 @@ fn compare_figure(name: &str, f: Figure, samples: &[Option<&Sample>], reps: &[Op
     cmp
 }
 
-/// Counts stored in a series' `extra` compared as rates: (probe, key,
-/// counted per CPU rather than per metric (then shown under the metric
-/// `datagrams`), absent means 0).
-const EXTRA_COUNTS: [(&str, &str, bool, bool); 5] = [
-    ("ptimer", "missed", false, false),
-    ("netlat", "lost", true, false),
-    ("netlat", "reordered", true, false),
-    ("netlat", "duplicates", true, false),
-    ("sleep", "failed_calls", false, true),
-];
-
 /// The key of a rate row: (load, probe, metric, figure, cpu or None).
 type RateKey = (String, String, String, String, Option<i64>);
 
@@ -515,14 +505,13 @@ fn rate_data(run: &Run) -> Vec<(RateKey, u64, u64)> {
         let (probe, metric, cpu) = (s.key.probe.clone(), s.key.metric.clone(), Some(s.key.cpu));
         let t = exposure_ns(s);
         out.push(((load.clone(), probe.clone(), metric.clone(), "overruns".into(), cpu), s.overruns(), t));
-        if probe == "noise" {
-            let active = s.extra.get("active_ns").and_then(|v| v.as_u64()).filter(|&a| a > 0).unwrap_or(t);
+        // The probe's counts, and the rate of its samples, as its row says.
+        let Some(d) = descriptor::find(&probe) else { continue };
+        if let Some(time) = d.rate_over {
+            let active = s.extra.get(time).and_then(|v| v.as_u64()).filter(|&a| a > 0).unwrap_or(t);
             out.push(((load.clone(), probe.clone(), metric.clone(), "rate".into(), cpu), s.total().count(), active));
         }
-        for (p, key, per_cpu, absent_zero) in EXTRA_COUNTS {
-            if p != probe {
-                continue;
-            }
+        for &Count { key, per_cpu, absent_zero } in d.counts {
             let Some(k) = s.extra.get(key).and_then(|v| v.as_u64()).or(absent_zero.then_some(0)) else { continue };
             let m = if per_cpu { "datagrams".to_string() } else { metric.clone() };
             let rk = (load.clone(), probe.clone(), m, key.to_string(), cpu);

@@ -1,0 +1,475 @@
+//! The measurements rtscope makes, described: one row per probe (and one
+//! for osbench, the OS-service benchmark), in one table that the reports,
+//! the assessment's matrix, the analysis and the dispatch read. A probe is
+//! its measuring file, its subcommand's arguments and its row here; nothing
+//! else matches on a probe's name.
+//!
+//! Plain data about a probe's stored series: what its values are and how
+//! they are labelled, which of its settings is the period of its timer,
+//! what `--trace` makes of its samples, which counts its series carry. It
+//! lives in the model crate so that the analysis and the reports of the
+//! binary (and other tools reading runs) read the same rows; the binary's
+//! probes take their row from here, and its command line builds them by
+//! name.
+
+/// One measurement, as the rest of rtscope sees it.
+#[derive(Debug)]
+pub struct Descriptor {
+    /// Its name: its subcommand, `SeriesKey::probe` in the store, a plan's
+    /// `probe`.
+    pub name: &'static str,
+    /// In the default assessment (`rtscope run` without --probes).
+    pub default: bool,
+    /// A per-CPU probe (one measuring thread per CPU): its subcommand takes
+    /// the assessment's common options (`--cpus`, `--duration`,
+    /// `--checkpoint`, `--trace`). Else a measurement with its own runner
+    /// (osbench), which gets only `--db` and `--quiet`.
+    pub per_cpu: bool,
+    /// What its rows in the assessment's matrix are.
+    pub rows: &'static str,
+    /// What its values are, for axis labels and section titles.
+    pub value_name: &'static str,
+    /// Follows a metric's name in its matrix row ("nanosleep@1ms deviation").
+    pub row_suffix: &'static str,
+    /// Its tables in the text and document reports.
+    pub layout: Layout,
+    /// A document report's paragraph on what its values are, where the
+    /// layout's `what` says nothing.
+    pub explain: &'static str,
+    /// Its values may be negative (a deviation, a drift): recorded signed.
+    pub signed: bool,
+    /// What `--trace` makes of its samples.
+    pub trace: Trace,
+    /// The metrics its `--threshold` stops on; None: every one.
+    pub threshold_metrics: Option<&'static [&'static str]>,
+    /// The period of the timer it waits for, from its plan's settings.
+    pub timer_period: Option<TimerPeriod>,
+    /// Its metric that is a periodic thread's release jitter (wakeup's
+    /// latency): the series the MTTF curves, the schedulability of a task
+    /// set and an mttf requirement without `series=` take.
+    pub release_jitter: Option<&'static str>,
+    /// Counts its series carry (in `Series::extra`), compared as rates.
+    pub counts: &'static [Count],
+    /// Its samples are events whose rate is compared too (noise's
+    /// interruptions per second), over this time of `Series::extra` (the
+    /// time it measured) where it is above 0, else over the series' intervals.
+    pub rate_over: Option<&'static str>,
+}
+
+/// How a probe's series are laid out in the reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// A row per CPU (and metric, with several) in these columns, then the
+    /// power-of-two histogram; `what` says what a metric's values are
+    /// ("" for the metric's own name).
+    PerCpu { columns: &'static [Column], what: &'static str },
+    /// A row per OS-service test, in a table per group (osbench's tables
+    /// and CSV), the groups in this order; its series get the tail
+    /// analysis only when a requirement names the probe.
+    Tests { groups: &'static [TestGroup] },
+}
+
+/// A group of OS-service tests: the name its series carry (`group` in
+/// `Series::extra`) and its table's title.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TestGroup {
+    pub name: &'static str,
+    pub title: &'static str,
+}
+
+/// A column of a probe's result table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Column {
+    /// The sample count, under this header.
+    Count(&'static str),
+    Min,
+    Mean,
+    P50,
+    P90,
+    P99,
+    P999,
+    P9999,
+    Max,
+    Jitter,
+    Overruns,
+    /// A probe's own figure (`Series::extra`): key and header.
+    Extra(&'static str, &'static str),
+    /// The same, shown only when a row has it above 0 (a count that is
+    /// nearly always 0).
+    Nonzero(&'static str, &'static str),
+}
+
+impl Column {
+    pub fn header(self) -> &'static str {
+        match self {
+            Column::Count(h) | Column::Extra(_, h) | Column::Nonzero(_, h) => h,
+            Column::Min => "min",
+            Column::Mean => "mean",
+            Column::P50 => "p50",
+            Column::P90 => "p90",
+            Column::P99 => "p99",
+            Column::P999 => "p99.9",
+            Column::P9999 => "p99.99",
+            Column::Max => "max",
+            Column::Jitter => "jitter",
+            Column::Overruns => "overruns",
+        }
+    }
+}
+
+/// The columns of a probe without its own (and of a series of no known
+/// probe).
+pub const COLUMNS: &[Column] = {
+    use Column::*;
+    &[Count("samples"), Min, Mean, P50, P90, P99, P999, P9999, Max, Jitter, Overruns]
+};
+
+/// What `--trace` makes of a probe's samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trace {
+    /// Not supported yet: `--trace` is refused (left out in an assessment).
+    No,
+    /// A sample is a window of lost time, attributed to its causes.
+    Windows,
+    /// A sample is a wake-up along this path, split into stages.
+    Stages(WakePath),
+}
+
+/// Which path a sample's wake-up took.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WakePath {
+    /// A timer: interrupt, hrtimer callback, waking, switch.
+    #[default]
+    Timer,
+    /// A received datagram: NET_RX softirq, waking, switch.
+    NetRx,
+}
+
+impl WakePath {
+    /// The metric its five stages add up to.
+    pub fn total(self) -> &'static str {
+        match self {
+            WakePath::Timer => "latency",
+            WakePath::NetRx => "rx_wake",
+        }
+    }
+}
+
+/// Where a probe's plan says the period of its timer is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimerPeriod {
+    /// The setting, ns.
+    pub key: &'static str,
+    /// A setting that, when above 0, makes the threads' periods differ
+    /// (wakeup's `distance_ns`): then there is no one period.
+    pub unless: Option<&'static str>,
+}
+
+/// A count in a series' `extra`, compared between runs as a rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count {
+    pub key: &'static str,
+    /// Counted per CPU rather than per metric (then shown under the metric
+    /// `datagrams`).
+    pub per_cpu: bool,
+    /// Absent means 0 (else an absent count is not compared).
+    pub absent_zero: bool,
+}
+
+impl Descriptor {
+    /// The path a traced sample's wake-up takes (a timer's where it has
+    /// no stages).
+    pub fn wake_path(&self) -> WakePath {
+        match self.trace {
+            Trace::Stages(p) => p,
+            _ => WakePath::Timer,
+        }
+    }
+
+    /// The period of its timer from its `settings` (a plan's, or an
+    /// assessment cell's), ns.
+    pub fn timer_period(&self, settings: &serde_json::Value) -> Option<u64> {
+        let t = self.timer_period?;
+        if t.unless.is_some_and(|u| settings[u].as_u64().unwrap_or(0) != 0) {
+            return None;
+        }
+        settings[t.key].as_u64()
+    }
+
+    /// Whether its `--threshold` stops on `metric`.
+    pub fn threshold_holds(&self, metric: &str) -> bool {
+        self.threshold_metrics.is_none_or(|m| m.contains(&metric))
+    }
+
+    /// Whether its series are OS-service tests (osbench's tables).
+    pub fn per_test(&self) -> bool {
+        matches!(self.layout, Layout::Tests { .. })
+    }
+
+    /// Its groups of tests, in order (none for a per-CPU probe).
+    pub fn test_groups(&self) -> &'static [TestGroup] {
+        match self.layout {
+            Layout::Tests { groups } => groups,
+            Layout::PerCpu { .. } => &[],
+        }
+    }
+}
+
+/// Every measurement, in the order of the matrix's rows.
+pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &NETLAT, &OSBENCH];
+
+pub static WAKEUP: Descriptor = Descriptor {
+    name: "wakeup",
+    default: true,
+    per_cpu: true,
+    rows: "latency (and its stages with --trace)",
+    value_name: "latency",
+    row_suffix: "",
+    layout: Layout::PerCpu { columns: COLUMNS, what: "" },
+    explain: "latency = CLOCK_MONOTONIC read on waking - the programmed instant of clock_nanosleep(TIMER_ABSTIME): \
+              timer interrupt, hrtimer handler, wake-up, context switch and return to user space",
+    signed: false,
+    trace: Trace::Stages(WakePath::Timer),
+    threshold_metrics: None,
+    timer_period: Some(TimerPeriod { key: "interval_ns", unless: Some("distance_ns") }),
+    release_jitter: Some("latency"),
+    counts: &[],
+    rate_over: None,
+};
+
+pub static NOISE: Descriptor = Descriptor {
+    name: "noise",
+    default: true,
+    per_cpu: true,
+    rows: "interruption length",
+    value_name: "interruption length",
+    row_suffix: " (noise max)",
+    layout: Layout::PerCpu {
+        columns: {
+            use Column::*;
+            &[
+                Count("interrupts"),
+                Extra("per_s", "per s"),
+                Min,
+                P50,
+                P90,
+                P99,
+                Max,
+                Extra("noise_ns", "noise"),
+                Extra("available_pct", "avail %"),
+                Extra("reference_ns", "ref ns"),
+                Extra("threshold_ns", "thresh ns"),
+            ]
+        },
+        what: "interruption length (us): gap in the busy loop - reference iteration",
+    },
+    explain: "",
+    signed: false,
+    trace: Trace::Windows,
+    threshold_metrics: None,
+    timer_period: None,
+    release_jitter: None,
+    counts: &[],
+    rate_over: Some("active_ns"),
+};
+
+pub static SLEEP: Descriptor = Descriptor {
+    name: "sleep",
+    default: true,
+    per_cpu: true,
+    rows: "deviation per sleep API",
+    value_name: "deviation",
+    row_suffix: " deviation",
+    layout: Layout::PerCpu {
+        columns: {
+            use Column::*;
+            &[
+                Count("samples"),
+                Min,
+                Mean,
+                P50,
+                P90,
+                P99,
+                P999,
+                Max,
+                Extra("mean_abs_ns", "mean |d|"),
+                Extra("timer_slack_ns", "slack"),
+            ]
+        },
+        what: "deviation (us): actual sleep - requested, signed",
+    },
+    explain: "",
+    signed: true,
+    trace: Trace::No,
+    threshold_metrics: None,
+    timer_period: None,
+    release_jitter: None,
+    counts: &[Count { key: "failed_calls", per_cpu: false, absent_zero: true }],
+    rate_over: None,
+};
+
+pub static PTIMER: Descriptor = Descriptor {
+    name: "ptimer",
+    default: true,
+    per_cpu: true,
+    rows: "drift per timer kind",
+    value_name: "drift",
+    row_suffix: " drift",
+    layout: Layout::PerCpu {
+        columns: {
+            use Column::*;
+            &[
+                Count("events"),
+                Extra("missed", "missed"),
+                Min,
+                Mean,
+                Extra("mean_abs_ns", "mean |d|"),
+                P50,
+                P99,
+                P999,
+                Max,
+                Jitter,
+            ]
+        },
+        what: "drift (us): event seen - (start + k x period), signed",
+    },
+    explain: "",
+    signed: true,
+    trace: Trace::No,
+    threshold_metrics: None,
+    timer_period: Some(TimerPeriod { key: "period_ns", unless: None }),
+    release_jitter: None,
+    counts: &[Count { key: "missed", per_cpu: false, absent_zero: false }],
+    rate_over: None,
+};
+
+pub static NETLAT: Descriptor = Descriptor {
+    name: "netlat",
+    default: true,
+    per_cpu: true,
+    rows: "UDP stack latency (rx_wake, rx_stack, ...)",
+    value_name: "UDP latency",
+    row_suffix: "",
+    layout: Layout::PerCpu {
+        columns: {
+            use Column::*;
+            &[
+                Count("packets"),
+                Min,
+                Mean,
+                P50,
+                P90,
+                P99,
+                P999,
+                P9999,
+                Max,
+                Extra("sent", "sent"),
+                Extra("lost", "lost"),
+                Extra("reordered", "reord"),
+                Nonzero("skipped", "skipped"),
+                Nonzero("duplicates", "dup"),
+                Nonzero("no_rx_timestamp", "no stamp"),
+                Nonzero("no_hw_timestamp", "no hw stamp"),
+                Nonzero("clock_clamped", "clamped"),
+                Nonzero("strays", "strays"),
+                Nonzero("socket_errors", "sock err"),
+            ]
+        },
+        what: "UDP latency (us): rx_* from the send call (stack: to the kernel's receive timestamp, wake: from it to \
+               recvmsg returning), tx_* from the send call to queued (sched) / handed to the driver (sw); peer mode: \
+               rtt and the target's own timing",
+    },
+    explain: "",
+    signed: false,
+    // Local mode; in peer mode the round trip is a window (the probe says so).
+    trace: Trace::Stages(WakePath::NetRx),
+    threshold_metrics: Some(&["rx_total", "rtt"]),
+    timer_period: None,
+    release_jitter: None,
+    counts: &[
+        Count { key: "lost", per_cpu: true, absent_zero: false },
+        Count { key: "reordered", per_cpu: true, absent_zero: false },
+        Count { key: "duplicates", per_cpu: true, absent_zero: false },
+    ],
+    rate_over: None,
+};
+
+pub static OSBENCH: Descriptor = Descriptor {
+    name: "osbench",
+    default: true,
+    per_cpu: false,
+    rows: "OS-service wake-up time per test (futex, PI mutex, pipe, eventfd, mq, signal, unix socket)",
+    value_name: "value",
+    row_suffix: "",
+    layout: Layout::Tests {
+        groups: &[
+            TestGroup { name: "locks", title: "locks: pthread mutexes, handoff, blocking, priority inversion" },
+            TestGroup {
+                name: "wakeup",
+                title: "wake-up primitives: signal in the lower-priority party -> the blocked higher-priority one runs",
+            },
+            TestGroup { name: "ping", title: "ping-pong round trips and yield between parties of equal priority" },
+            TestGroup { name: "calls", title: "calls: system call, call into another process, clock reads, atomics" },
+            TestGroup { name: "ssc", title: "the SSC set: task creation, suspend/resume, queues, events, memory" },
+        ],
+    },
+    explain: "",
+    signed: false,
+    trace: Trace::No,
+    threshold_metrics: None,
+    timer_period: None,
+    release_jitter: None,
+    counts: &[],
+    rate_over: None,
+};
+
+/// The row of `name`, if it is a measurement rtscope knows.
+pub fn find(name: &str) -> Option<&'static Descriptor> {
+    PROBES.iter().copied().find(|d| d.name == name)
+}
+
+/// The path a traced sample of `probe` takes (a timer's for a probe of no
+/// known wake-up path).
+pub fn wake_path(probe: &str) -> WakePath {
+    find(probe).map_or(WakePath::Timer, Descriptor::wake_path)
+}
+
+/// Whether `probe`'s series are OS-service tests (osbench's tables).
+pub fn per_test(probe: &str) -> bool {
+    find(probe).is_some_and(Descriptor::per_test)
+}
+
+/// The release-jitter series (probe, metric): wakeup's latency.
+pub fn release_jitter() -> Option<(&'static str, &'static str)> {
+    PROBES.iter().find_map(|d| Some((d.name, d.release_jitter?)))
+}
+
+/// Whether `probe`'s `metric` is the release-jitter series.
+pub fn is_release_jitter(probe: &str, metric: &str) -> bool {
+    find(probe).is_some_and(|d| d.release_jitter == Some(metric))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_the_timer_periods_come_from_the_settings() {
+        for (i, d) in PROBES.iter().enumerate() {
+            assert!(PROBES[..i].iter().all(|e| e.name != d.name), "{} twice", d.name);
+            assert!(std::ptr::eq(find(d.name).unwrap(), *d));
+        }
+        let w = find("wakeup").unwrap();
+        assert_eq!(w.timer_period(&serde_json::json!({"interval_ns": 500000, "distance_ns": 0})), Some(500_000));
+        assert_eq!(w.timer_period(&serde_json::json!({"interval_ns": 500000})), Some(500_000));
+        assert_eq!(w.timer_period(&serde_json::json!({"interval_ns": 500000, "distance_ns": 10})), None);
+        assert_eq!(find("ptimer").unwrap().timer_period(&serde_json::json!({"period_ns": 1000})), Some(1000));
+        assert_eq!(find("noise").unwrap().timer_period(&serde_json::json!({"period_ns": 1000})), None);
+        assert_eq!(release_jitter(), Some(("wakeup", "latency")));
+        assert!(find("netlat").unwrap().threshold_holds("rtt") && !find("netlat").unwrap().threshold_holds("tx_sw"));
+        assert!(find("sleep").unwrap().threshold_holds("nanosleep@1ms"));
+        assert_eq!(wake_path("netlat"), WakePath::NetRx);
+        assert_eq!(wake_path("nope"), WakePath::Timer);
+        assert!(per_test("osbench") && !per_test("wakeup"));
+    }
+}

@@ -1,0 +1,181 @@
+//! `export --format hdr`: the HdrHistogram interval log, from each
+//! checkpoint interval's histogram (the model's HdrHistogram encoding).
+
+use super::{Format, Input, Use, Written};
+use anyhow::{Result, anyhow};
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use rtscope_model::hist;
+use rtscope_model::run::{Interval, Run};
+use std::io::Write;
+use std::time::Duration;
+
+pub struct Hdr;
+
+impl Format for Hdr {
+    fn name(&self) -> &'static str {
+        "hdr"
+    }
+
+    fn extension(&self) -> &'static str {
+        "hlog"
+    }
+
+    fn description(&self) -> &'static str {
+        "HdrHistogram interval log (tags probe.metric.cpuN, values in ns): HdrHistogram's own tools read it"
+    }
+
+    fn uses(&self) -> &'static [Use] {
+        &[Use::Export]
+    }
+
+    fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
+        write_log(input.run()?, out)?;
+        Ok(Written::default())
+    }
+}
+
+/// The HdrHistogram interval log: one line per checkpoint interval and
+/// series, tagged `probe.metric.cpuN` (`probe.metric.cpuN@load` in an
+/// assessment), values in nanoseconds. It opens with the header that
+/// HdrHistogram's own `HistogramLogWriter` (Java) writes: the logger, the
+/// log format version, StartTime (with its date), BaseTime and the column
+/// legend; interval timestamps are seconds from the BaseTime, the run's
+/// start.
+fn write_log(run: &Run, out: &mut dyn Write) -> Result<()> {
+    let start_ns = run.header.started_unix_ns.max(0) as u64;
+    let start = format!("{}.{:03}", start_ns / 1_000_000_000, start_ns % 1_000_000_000 / 1_000_000);
+    writeln!(out, "#[Logged with rtscope {}]", env!("CARGO_PKG_VERSION"))?;
+    writeln!(out, "#[Histogram log format version {HDR_LOG_FORMAT_VERSION}]")?;
+    writeln!(out, "#[StartTime: {start} (seconds since epoch), {}]", java_date(start_ns / 1_000_000_000))?;
+    writeln!(out, "#[BaseTime: {start} (seconds since epoch)]")?;
+    writeln!(
+        out,
+        "#rtscope run {} ({}) of {}: values in nanoseconds, tags PROBE.METRIC.cpuN[@LOAD][.neg]",
+        run.header.id, run.header.uuid, run.header.hostname
+    )?;
+    writeln!(out, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
+    // The BaseTime above as the writer's intervals see it: offsets from
+    // the millisecond it names.
+    let base_ns = start_ns / 1_000_000 * 1_000_000;
+    let mut serializer = V2DeflateSerializer::new();
+    let builder = IntervalLogWriterBuilder::new();
+    let mut out = out;
+    let mut log = builder.begin_log_with(&mut out, &mut serializer)?;
+    // A signed series' negative half goes under its own tag, `.neg`, as
+    // magnitudes (an HdrHistogram holds no negative value).
+    let mut lines: Vec<(u64, String, &Interval, bool)> = Vec::new();
+    for s in &run.series {
+        let mut tag = format!("{}.{}.cpu{}", s.key.probe, s.key.metric, s.key.cpu);
+        if let Some(l) = &s.key.load {
+            // Tags hold no whitespace or comma.
+            tag.push('@');
+            tag.extend(l.chars().map(|c| if c.is_whitespace() || c == ',' { '_' } else { c }));
+        }
+        for iv in &s.intervals {
+            lines.push((iv.start_ns, tag.clone(), iv, false));
+            if iv.neg.is_some() {
+                lines.push((iv.start_ns, format!("{tag}.neg"), iv, true));
+            }
+        }
+    }
+    lines.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    for (_, tag, iv, neg) in lines {
+        let offset = Duration::from_nanos(
+            (start_ns - base_ns).saturating_add(iv.start_ns.saturating_sub(run.header.start_mono_ns)),
+        );
+        let length = Duration::from_nanos(iv.end_ns.saturating_sub(iv.start_ns));
+        let t = iv.tally().map_err(|e| anyhow!("{tag}: {e}"))?;
+        let h = if neg { t.neg.map(|n| n.hist).unwrap_or_else(hist::new_hist) } else { t.hist };
+        log.write_histogram(&h, offset, length, Tag::new(&tag))
+            .map_err(|e| anyhow!("writing the HdrHistogram log: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The version HdrHistogram's Java `HistogramLogWriter` writes (2.1.x):
+/// compressed V2 histograms, optional `Tag=` prefixes.
+pub const HDR_LOG_FORMAT_VERSION: &str = "1.3";
+
+/// `Tue Nov 14 22:13:20 UTC 2023`: Java's `Date.toString()`, in UTC, as
+/// HdrHistogram's log writer puts it after the StartTime.
+fn java_date(unix_secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (days, rem) = ((unix_secs / 86_400) as i64, unix_secs % 86_400);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{} {} {d:02} {:02}:{:02}:{:02} UTC {y}",
+        DAYS[(days % 7) as usize],
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::{fixture, matrix_run, signed_run};
+    use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+    fn log(run: &Run) -> Vec<u8> {
+        let mut out = Vec::new();
+        Hdr.write(&Input::one(run), &mut out).unwrap();
+        out
+    }
+
+    fn tags(log: &[u8]) -> Vec<String> {
+        IntervalLogIterator::new(log)
+            .filter_map(|e| match e.unwrap() {
+                LogEntry::Interval(h) => h.tag().map(|t| t.as_str().to_string()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_line_per_series_and_interval_after_the_java_writers_header() {
+        let run = fixture();
+        let log = log(&run);
+        let intervals: usize = run.series.iter().map(|s| s.intervals.len()).sum();
+        let tags = tags(&log);
+        assert_eq!(tags.len(), intervals);
+        assert!(tags.iter().any(|t| t == "wakeup.latency.cpu0"), "{tags:?}");
+        // The header HdrHistogram's Java writer puts first, in its order.
+        let text = String::from_utf8(log).unwrap();
+        let lines: Vec<&str> = text.lines().take(6).collect();
+        assert_eq!(lines[0], format!("#[Logged with rtscope {}]", env!("CARGO_PKG_VERSION")));
+        assert_eq!(lines[1], "#[Histogram log format version 1.3]");
+        assert_eq!(lines[2], "#[StartTime: 1795249501.362 (seconds since epoch), Sat Nov 21 08:25:01 UTC 2026]");
+        assert_eq!(lines[3], "#[BaseTime: 1795249501.362 (seconds since epoch)]");
+        assert_eq!(lines[5], r#""StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram""#);
+    }
+
+    #[test]
+    fn negative_halves_and_loads_get_their_tags() {
+        let signed = tags(&log(&signed_run()));
+        assert!(signed.iter().any(|t| t == "sleep.nanosleep@5ms.cpu1.neg"), "{signed:?}");
+        let tags = tags(&log(&matrix_run()));
+        assert!(tags.iter().any(|t| t == "wakeup.latency.cpu0@idle"), "{tags:?}");
+        assert!(tags.iter().any(|t| t == "wakeup.latency.cpu0@cmd:'a__b'"), "{tags:?}");
+    }
+
+    #[test]
+    fn java_dates() {
+        assert_eq!(java_date(0), "Thu Jan 01 00:00:00 UTC 1970");
+        assert_eq!(java_date(1_700_000_000), "Tue Nov 14 22:13:20 UTC 2023");
+        assert_eq!(java_date(1_795_000_000), "Wed Nov 18 11:06:40 UTC 2026");
+        assert_eq!(java_date(951_782_400), "Tue Feb 29 00:00:00 UTC 2000");
+    }
+}

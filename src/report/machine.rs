@@ -1,0 +1,98 @@
+//! The machine and the run's setup as labelled rows: what every format with
+//! a machine header shows (the report's "Machine and setup" table, the
+//! text of `rtscope show`), so that they never disagree. Sizes in binary
+//! units (MiB).
+
+use rtscope_model::run::Run;
+
+/// The machine's rows: host, CPU, kernel and preemption model, command
+/// line and isolation, clocksource, governor, SMT, RT throttling,
+/// hypervisor, idle driver, memory, privileges; then the run's command,
+/// scheduling, rtscope's version and peak RSS, and the run itself.
+pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
+    let h = &run.header;
+    let inv = &run.inventory;
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let yes = |b: Option<bool>| match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "unknown",
+    };
+    let mut govs: Vec<String> = inv.governors.iter().filter_map(|g| g.governor.clone()).collect();
+    govs.sort();
+    govs.dedup();
+    let plan = &run.plan;
+    let sched = match (plan["effective_policy"].as_str(), plan["effective_priority"].as_u64()) {
+        (Some(pol), Some(prio)) => format!("SCHED_{} {prio}", pol.to_uppercase()),
+        _ => "-".into(),
+    };
+    vec![
+        ("host", format!("{} ({})", h.hostname, inv.arch)),
+        ("CPU", format!("{} · {} online ({})", inv.cpu_model, inv.cpu_count, inv.cpus_online)),
+        ("kernel", format!("{} {}", inv.kernel_release, inv.kernel_version)),
+        ("preemption model", inv.preempt_model.clone()),
+        ("cmdline", inv.cmdline.clone()),
+        (
+            "isolation",
+            format!(
+                "isolcpus {} · nohz_full {} · rcu_nocbs {} · irqaffinity {}",
+                opt(&inv.isolcpus),
+                opt(&inv.nohz_full),
+                opt(&inv.rcu_nocbs),
+                opt(&inv.irqaffinity)
+            ),
+        ),
+        ("clocksource", inv.clocksource.clone()),
+        ("governor", if govs.is_empty() { "no cpufreq".into() } else { govs.join(", ") }),
+        ("SMT active", yes(inv.smt_active).into()),
+        (
+            "RT throttling",
+            match inv.rt_runtime_us {
+                Some(-1) => "off".into(),
+                Some(r) => format!("{r} us per {} us", inv.rt_period_us.unwrap_or(0)),
+                None => "unknown".into(),
+            },
+        ),
+        ("hypervisor", inv.hypervisor.clone().unwrap_or_else(|| "none seen".into())),
+        ("idle driver", opt(&inv.cpu_idle_driver)),
+        ("memory", mib(inv.memory_total_kb)),
+        (
+            "privileges",
+            format!(
+                "{}{}",
+                if inv.is_root { "root" } else { "not root" },
+                if inv.cap_sys_nice { ", CAP_SYS_NICE" } else { "" }
+            ),
+        ),
+        ("command", h.command_line.join(" ")),
+        ("scheduling", sched),
+        (
+            "rtscope",
+            format!(
+                "{}{}",
+                h.tool_version,
+                h.peak_rss_kb.map(|k| format!(" · peak RSS {}", mib(k))).unwrap_or_default()
+            ),
+        ),
+        ("run", format!("{} ({}) · {}", h.id, h.uuid, h.status.as_str())),
+    ]
+}
+
+/// A size given in KiB, in whole MiB.
+fn mib(kb: u64) -> String {
+    format!("{} MiB", kb / 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_in_mib() {
+        let rows = rows(&crate::report::fixtures::fixture());
+        let row = |k: &str| rows.iter().find(|(l, _)| *l == k).map(|(_, v)| v.as_str()).unwrap();
+        assert_eq!(row("memory"), "24105 MiB");
+        assert_eq!(row("rtscope"), "0.1.0 · peak RSS 42 MiB");
+        assert_eq!(rows.len(), 18);
+    }
+}
