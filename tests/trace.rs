@@ -341,17 +341,21 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
         return;
     }
     let mounted_before = tracefs_mounted();
+    // With --stacks on: the stack instance beside the main one, and the
+    // profiler's perf events.
     let mut child = Command::new(BIN)
-        .args(["wakeup", "--trace", "-D", "60s", "--cause-threshold", "20us", "--db", &fx.db, "-q"])
+        .args(["wakeup", "--trace", "--stacks", "on", "-D", "60s", "--cause-threshold", "20us", "--db", &fx.db, "-q"])
         .spawn()
         .unwrap();
     let name = format!("rtscope-{}", child.id());
-    let dir = || {
+    let stacks_name = format!("{name}-stacks");
+    let dir_of = |name: &str| {
         ["/sys/kernel/tracing/instances", "/sys/kernel/debug/tracing/instances"]
             .iter()
-            .map(|d| std::path::Path::new(d).join(&name))
+            .map(|d| std::path::Path::new(d).join(name))
             .find(|p| p.is_dir())
     };
+    let dir = || dir_of(&name).or_else(|| dir_of(&stacks_name));
     let tracing_on = |d: &std::path::Path| std::fs::read_to_string(d.join("tracing_on")).unwrap_or_default();
     // Until the instance traces (a loaded VM may take seconds to get there).
     let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -359,7 +363,8 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
         if let Some(status) = child.try_wait().unwrap() {
             panic!("rtscope wakeup --trace ended early ({status}): run it by hand to see why");
         }
-        if dir().is_some_and(|d| tracing_on(&d).trim() == "1") {
+        let on = |n: &str| dir_of(n).is_some_and(|d| tracing_on(&d).trim() == "1");
+        if on(&name) && on(&stacks_name) {
             break;
         }
         assert!(std::time::Instant::now() < until, "{name} never traced");
@@ -386,8 +391,8 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    eprintln!("instance removed {:?} after the SIGKILL", killed.elapsed());
-    assert!(!instances().contains(&name), "{:?}", instances());
+    eprintln!("instances removed {:?} after the SIGKILL", killed.elapsed());
+    assert!(!instances().contains(&name) && !instances().contains(&stacks_name), "{:?}", instances());
 }
 
 fn frame_names(frames: &serde_json::Value) -> Vec<&str> {

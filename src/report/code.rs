@@ -79,29 +79,38 @@ pub fn write_episode_code(e: &Episode, out: &mut dyn Write) -> Result<()> {
     Ok(())
 }
 
-/// The run's stacks and profiler: cost, blind spots, what could not be
-/// named, and the functions over-represented inside episodes.
-pub fn write_run_code(t: &TraceSummary, out: &mut dyn Write) -> Result<()> {
+/// The run's stacks and profiler in one line each (the run's summary
+/// and `show --episodes`): what was recorded, its cost, what the profiler
+/// cannot see.
+pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> {
     if let Some(s) = &t.stacks {
         writeln!(
             out,
-            "stacks: {} wake-ups recorded, {} episodes with their stacks; the kernel's unwind took {} (median, max {}) \
+            "trace: stacks at {} wake-ups, {} episodes with their stacks; the kernel's unwind took {} (median, max {}) \
              on the wake-up path",
             s.taken,
             s.episodes,
             us(s.cost_p50_ns),
             us(s.cost_max_ns)
         )?;
-        for n in &s.notes {
-            writeln!(out, "stacks: {n}")?;
-        }
+    }
+    if let Some(p) = &t.profile {
+        writeln!(
+            out,
+            "trace: profiler {} at {} Hz per CPU, {} samples, {} inside episodes, {} lost; it cannot see {}",
+            p.event, p.hz, p.samples, p.in_episodes, p.lost, p.blind_spot
+        )?;
+    }
+    Ok(())
+}
+
+/// The run's stacks and profiler after the episodes: what could not be
+/// named, and the functions over-represented inside episodes.
+pub fn write_run_code(t: &TraceSummary, out: &mut dyn Write) -> Result<()> {
+    for n in t.stacks.iter().flat_map(|s| &s.notes) {
+        writeln!(out, "stacks: {n}")?;
     }
     let Some(p) = &t.profile else { return Ok(()) };
-    writeln!(
-        out,
-        "profiler: {} at {} Hz per CPU, {} samples, {} inside episodes, {} lost; it cannot see {}",
-        p.event, p.hz, p.samples, p.in_episodes, p.lost, p.blind_spot
-    )?;
     for n in p.notes.iter().filter(|n| !n.contains(" Hz per CPU: it cannot see ")) {
         writeln!(out, "profiler: {n}")?;
     }

@@ -539,6 +539,7 @@ pub fn write_trace(run: &Run, out: &mut dyn Write) -> Result<()> {
         "trace: {samples}; {} episodes built, {} kept; cause threshold {}",
         t.episodes_built, t.episodes_kept, t.cause_threshold
     )?;
+    super::code::write_run_code_head(t, out)?;
     for m in &t.missing {
         writeln!(out, "trace: missing event {m}")?;
     }

@@ -176,8 +176,12 @@ impl Sampler {
             hw.sample_regs_intr = REG_X86_FLAGS;
         }
         let regs_intr = hw.sample_type & SAMPLE_REGS_INTR != 0;
-        let (fd, source, regs_intr) = match open(&hw, cpu) {
-            Ok(fd) => (fd, Source::Cycles, regs_intr),
+        // Cycles with the flags register, else cycles alone (a PMU whose
+        // driver refuses the interrupt registers), else cpu-clock.
+        let plain = Attr { sample_type: hw.sample_type & !SAMPLE_REGS_INTR, sample_regs_intr: 0, ..hw };
+        let hardware = open(&hw, cpu).map(|fd| (fd, regs_intr)).or_else(|_| open(&plain, cpu).map(|fd| (fd, false)));
+        let (fd, source, regs_intr) = match hardware {
+            Ok((fd, regs_intr)) => (fd, Source::Cycles, regs_intr),
             Err(_) => {
                 let sw = Attr {
                     kind: PERF_TYPE_SOFTWARE,
