@@ -395,6 +395,15 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
     assert!(!instances().contains(&name) && !instances().contains(&stacks_name), "{:?}", instances());
 }
 
+/// `wakeup --trace --stacks on` on `cpu` for 6 s, every sample above
+/// 100 us an episode kept, with `more` flags.
+fn wakeup_with_stacks(fx: &Fixture, cpu: &str, more: &[&str]) -> std::process::Output {
+    let mut args = vec!["wakeup", "--trace", "--stacks", "on", "--cpus", cpu, "-D", "6s"];
+    args.extend(["--cause-threshold", "100us", "--episodes", "5000", "--db", &fx.db, "-q"]);
+    args.extend(more);
+    rtscope(&args)
+}
+
 fn frame_names(frames: &serde_json::Value) -> Vec<&str> {
     frames.as_array().map_or(Vec::new(), |f| f.iter().filter_map(|x| x["function"].as_str()).collect())
 }
@@ -415,25 +424,7 @@ fn stacks_name_a_fifo_spinners_burst_function() {
     let cpu = last_cpu().to_string();
     // 400 us every 20.333 ms: no multiple of the probe's 1 ms.
     let spinner = truth::Disturber::start(&fx.dir, &cpu, "20333us", "400us", "30s");
-    let o = rtscope(&[
-        "wakeup",
-        "--trace",
-        "--stacks",
-        "on",
-        "--sample-hz",
-        "10000",
-        "--cpus",
-        &cpu,
-        "-D",
-        "6s",
-        "--cause-threshold",
-        "100us",
-        "--episodes",
-        "5000",
-        "--db",
-        &fx.db,
-        "-q",
-    ]);
+    let o = wakeup_with_stacks(&fx, &cpu, &["--sample-hz", "10000"]);
     let bursts = spinner.finish();
     assert!(o.status.success(), "{}", text(&o));
     let doc = export(&fx.db, &[]);
@@ -538,23 +529,7 @@ fn stacks_name_the_kernel_path_of_a_sched_other_process() {
             forks
         })
     };
-    let o = rtscope(&[
-        "wakeup",
-        "--trace",
-        "--stacks",
-        "on",
-        "--cpus",
-        &cpu.to_string(),
-        "-D",
-        "6s",
-        "--cause-threshold",
-        "100us",
-        "--episodes",
-        "5000",
-        "--db",
-        &fx.db,
-        "-q",
-    ]);
+    let o = wakeup_with_stacks(&fx, &cpu.to_string(), &[]);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let forks = forker.join().unwrap();
     // SAFETY: the mapping made above.

@@ -8,8 +8,7 @@
 use super::event::{Decoder, WANTED};
 use super::format::{Format, PageLayout};
 use super::stacks::StackInstance;
-use crate::sys::ipc::{self, Leftover};
-use crate::sys::tracefs;
+use crate::sys::tracefs::{self, create_registered, open_buffers, remove_registered, write};
 use rtscope_model::inventory::Warning;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -35,10 +34,6 @@ pub struct Instance {
     clock: String,
     /// `--stacks`: the instance that records the probe's wake-ups' stacks.
     pub stacks: Option<StackInstance>,
-}
-
-fn write(path: &Path, value: &str) -> Result<(), String> {
-    std::fs::write(path, value).map_err(|e| format!("cannot write '{value}' to {}: {e}", path.display()))
 }
 
 /// Reads a tracefs file. One large read: some of these files (e.g.
@@ -94,22 +89,11 @@ impl Instance {
         if dir.exists() {
             let _ = std::fs::remove_dir(&dir);
         }
-        // Registered with the janitor before it exists: should rtscope be
-        // killed (SIGKILL) at any moment from here on, the janitor stops
-        // tracing in it and removes it.
-        let janitor = ipc::janitor().map_err(|e| format!("cannot start rtscope's janitor ({e})"))?;
-        if !janitor.registry().add_path(Leftover::TraceInstance, &dir) {
+        if let Err(e) = create_registered(&dir) {
             if mounted {
                 let _ = tracefs::unmount(&root);
             }
-            return Err(format!("cannot register the tracefs instance {} with rtscope's janitor", dir.display()));
-        }
-        if let Err(e) = std::fs::create_dir(&dir) {
-            janitor.registry().remove_path(Leftover::TraceInstance, &dir);
-            if mounted {
-                let _ = tracefs::unmount(&root);
-            }
-            return Err(format!("cannot create the tracefs instance {}: {e}", dir.display()));
+            return Err(e);
         }
         let mut inst = Instance {
             root,
@@ -219,17 +203,7 @@ impl Instance {
 
     /// Opens the per-CPU binary buffers, non-blocking.
     pub fn buffers(&self, cpus: &[usize]) -> Result<Vec<File>, String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        cpus.iter()
-            .map(|c| {
-                let p = self.dir.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-                    .open(&p)
-                    .map_err(|e| format!("cannot open {}: {e}", p.display()))
-            })
-            .collect()
+        open_buffers(&self.dir, cpus)
     }
 
     pub fn set_on(&self, on: bool) -> Result<(), String> {
@@ -264,20 +238,7 @@ impl Drop for Instance {
         let _ = self.set_on(false);
         // The stack instance first: the mount may go with the main one.
         drop(self.stacks.take());
-        // Removing the instance frees its buffers and disables its events.
-        let mut removed = std::fs::remove_dir(&self.dir).is_ok();
-        if !removed {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            removed = std::fs::remove_dir(&self.dir).is_ok();
-        }
-        if removed {
-            if let Ok(j) = ipc::janitor() {
-                j.registry().remove_path(Leftover::TraceInstance, &self.dir);
-            }
-        } else {
-            // Still registered: the janitor tries again when rtscope ends.
-            eprintln!("rtscope: warning: could not remove the tracefs instance {}", self.dir.display());
-        }
+        let removed = remove_registered(&self.dir);
         if self.mounted {
             let others = std::fs::read_dir(self.root.join("instances")).map(|d| d.count()).unwrap_or(1);
             if others == 0 {

@@ -11,9 +11,10 @@
 //! records are decoded from the binary buffer with the `format` files of
 //! `events/ftrace/kernel_stack` and `user_stack`, as every other event.
 
+use super::event::{field, int};
 use super::format::{Field, Format, PageLayout};
 use super::page::Page;
-use crate::sys::ipc::{self, Leftover};
+use crate::sys::tracefs::{create_registered, open_buffers, remove_registered, write};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Read;
@@ -61,18 +62,10 @@ pub struct StackInstance {
     ids: Ids,
 }
 
-fn write(path: &Path, value: &str) -> Result<(), String> {
-    std::fs::write(path, value).map_err(|e| format!("cannot write '{value}' to {}: {e}", path.display()))
-}
-
 fn format_of(root: &Path, event: &str) -> Result<Format, String> {
     let p = root.join("events").join(event).join("format");
     let text = std::fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
     Format::parse(&text)
-}
-
-fn field(f: &Format, name: &str) -> Result<Field, String> {
-    f.field(name).cloned().ok_or_else(|| format!("event {} has no field '{name}'", f.name))
 }
 
 /// The filter that keeps only the probe threads' wake-ups.
@@ -87,14 +80,7 @@ impl StackInstance {
     pub fn create(root: &Path, main: &str, cpumask: &str, clock: &str, tids: &[i32]) -> Result<StackInstance, String> {
         let ids = Ids::read(root)?;
         let dir = root.join("instances").join(format!("{main}-stacks"));
-        let janitor = ipc::janitor().map_err(|e| format!("cannot start rtscope's janitor ({e})"))?;
-        if !janitor.registry().add_path(Leftover::TraceInstance, &dir) {
-            return Err(format!("cannot register the tracefs instance {} with rtscope's janitor", dir.display()));
-        }
-        if let Err(e) = std::fs::create_dir(&dir) {
-            janitor.registry().remove_path(Leftover::TraceInstance, &dir);
-            return Err(format!("cannot create the tracefs instance {}: {e}", dir.display()));
-        }
+        create_registered(&dir)?;
         // From here on, Drop removes it on any error.
         let inst = StackInstance { dir, ids };
         let d = &inst.dir;
@@ -115,17 +101,7 @@ impl StackInstance {
 
     /// Opens the per-CPU binary buffers, non-blocking.
     pub fn buffers(&self, cpus: &[usize]) -> Result<Vec<File>, String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        cpus.iter()
-            .map(|c| {
-                let p = self.dir.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-                    .open(&p)
-                    .map_err(|e| format!("cannot open {}: {e}", p.display()))
-            })
-            .collect()
+        open_buffers(&self.dir, cpus)
     }
 
     /// The decoder of this instance's records.
@@ -137,18 +113,7 @@ impl StackInstance {
 impl Drop for StackInstance {
     fn drop(&mut self) {
         let _ = self.set_on(false);
-        let mut removed = std::fs::remove_dir(&self.dir).is_ok();
-        if !removed {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            removed = std::fs::remove_dir(&self.dir).is_ok();
-        }
-        if removed {
-            if let Ok(j) = ipc::janitor() {
-                j.registry().remove_path(Leftover::TraceInstance, &self.dir);
-            }
-        } else {
-            eprintln!("rtscope: warning: could not remove the tracefs instance {}", self.dir.display());
-        }
+        remove_registered(&self.dir);
     }
 }
 
@@ -181,15 +146,6 @@ impl Ids {
             user_tgid: field(u, "tgid").unwrap(),
             user_caller: field(u, "caller").unwrap(),
         }
-    }
-}
-
-fn int(p: &[u8], f: &Field) -> i64 {
-    let Some(b) = p.get(f.offset..f.offset + f.size) else { return 0 };
-    match f.size {
-        4 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
-        8 => i64::from_le_bytes(b.try_into().unwrap_or_default()),
-        _ => 0,
     }
 }
 
