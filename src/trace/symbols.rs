@@ -18,8 +18,9 @@ use rtscope_model::episode::{CodeStack, Episode, Folded, Frame, OverRow, Remaind
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{Receiver, Sender};
 
-/// User addresses at or above this are the kernel's.
-const KERNEL_START: u64 = 0xffff_8000_0000_0000;
+/// The end of user space (x86-64 with 4 or 5 page-table levels, arm64 with
+/// up to 52-bit addresses).
+const USER_END: u64 = 0x0100_0000_0000_0000;
 
 /// The raw code evidence of one episode, named by the symbols thread.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -298,7 +299,10 @@ impl Symbols {
 
     /// User frames of process `pid`, innermost first.
     pub fn user(&mut self, pid: i32, addrs: &[u64]) -> Vec<Frame> {
-        let addrs: Vec<u64> = addrs.iter().copied().filter(|&a| a < KERNEL_START).collect();
+        // A frame-pointer walk through code built without frame pointers
+        // reads data as return addresses: it ends at the first address
+        // that no user mapping can hold.
+        let addrs: Vec<u64> = addrs.iter().copied().take_while(|&a| (4096..USER_END).contains(&a)).collect();
         if pid <= 0 || addrs.is_empty() {
             return Vec::new();
         }
@@ -573,6 +577,9 @@ mod tests {
         assert!(name.contains("a_named_function"), "{frames:?}");
         assert!(frames[0].module.as_deref().is_some_and(|m| !m.is_empty()), "{frames:?}");
         assert_eq!(frames[0].offset, Some(1));
+        // A frame-pointer walk that read data (here ASCII) ends there.
+        let walked = s.user(std::process::id() as i32, &[f + 1, 0x3631_3637_3038_3935, f + 2]);
+        assert_eq!(walked.len(), 1, "{walked:?}");
     }
 
     /// The kernel's own functions are named where kallsyms shows addresses.
