@@ -102,7 +102,7 @@ fn draw(n: &Node, x0: f64, scale: f64, total: u64, level: usize, y: f64, out: &m
         if w >= 0.5 {
             let tip = format!("{name} ({} samples, {:.1}%)", c.count, 100.0 * c.count as f64 / total as f64);
             out.push_str(&format!(
-                "<g><title>{}</title><rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" \
+                "<g><title>{}</title><rect class=\"series\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" \
                  rx=\"2\"/>",
                 esc(&tip),
                 (w - 0.5).max(0.5),
@@ -182,5 +182,7 @@ mod tests {
         assert!(s.contains("main (4 samples, 100.0%)") && s.contains("spin_burst (3 samples, 75.0%)"), "{s}");
         assert!(s.contains("width=\"719.5\""), "spin_burst's box: {s}");
         assert!(s.contains("rgb(230,"), "kernel frames are orange");
+        // Drawn data, as every plot of the report marks it.
+        assert_eq!(s.matches("<rect class=\"series\"").count(), 5, "{s}");
     }
 }
