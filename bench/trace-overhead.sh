@@ -13,6 +13,10 @@
 #   TRACE_ARGS   more flags for the traced runs, e.g. "--trace-clock local", or
 #                "--stacks on --sample-hz 2000" for the stacks and the profiler
 #                (the defaults: --stacks auto, --sample-hz 2000)
+#   TRACER       trace (default): the probe's own --trace; watch: the probe
+#                untraced, with `rtscope watch` (every real-time thread, the
+#                probe's among them) running beside it: what watching costs
+#                the watched threads (PROBE=wakeup only)
 #
 # Needs root. Prints per-round figures, the medians, the ratios traced /
 # plain of p50 and p99 (all CPUs merged), the reader thread's CPU use and
@@ -42,19 +46,30 @@ for r in $(seq 1 "$ROUNDS"); do
     for mode in plain traced; do
         extra=()
         # shellcheck disable=SC2206
-        [[ $mode == traced ]] && extra=(--trace ${TRACE_ARGS:-})
+        [[ $mode == traced && ${TRACER:-trace} == trace ]] && extra=(--trace ${TRACE_ARGS:-})
+        watcher=
+        if [[ $mode == traced && ${TRACER:-trace} == watch ]]; then
+            # shellcheck disable=SC2086
+            "$RTSCOPE" watch -D "$((DURATION + 3))" --db "$TMP/watch.db" -q ${TRACE_ARGS:-} >/dev/null &
+            watcher=$!
+            sleep 1
+        fi
         echo "== round $r: $mode (${DURATION}s on CPUs $CPUS)"
         probe_args=(wakeup --interval "$INTERVAL")
         [[ $PROBE == noise ]] && probe_args=(noise)
         "$RTSCOPE" "${probe_args[@]}" --cpus "$CPUS" --duration "${DURATION}s" "${extra[@]}" \
             --db "$TMP/bench.db" --quiet --json "$TMP/$mode-$r.json"
         "$RTSCOPE" export last --db "$TMP/bench.db" -o "$TMP/$mode-$r.full.json"
+        if [[ -n $watcher ]]; then
+            wait "$watcher"
+            "$RTSCOPE" export last --db "$TMP/watch.db" -o "$TMP/watch-$r.full.json"
+        fi
     done
 done
 [[ -n ${KEEP:-} ]] && mkdir -p "$KEEP" && cp "$TMP"/*.json "$KEEP"/
 
 python3 - "$TMP" "$ROUNDS" "$PROBE" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 tmp, rounds, probe = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
 def noise(doc):
@@ -101,6 +116,12 @@ for r in range(1, rounds + 1):
         rows[mode].append((a, b))
         line = f"round {r} {mode:6}  {shown(a, b)}"
         t = doc.get("trace")
+        watched = f"{tmp}/watch-{r}.full.json"
+        if mode == "traced" and not t and os.path.exists(watched):
+            wdoc = json.load(open(watched))
+            t = wdoc["trace"]
+            secs = (wdoc["run"]["ended_unix_ns"] - wdoc["run"]["started_unix_ns"]) / 1e9
+            line += f"  watch: {sum(c['events'] for c in t['per_cpu']) / secs:.0f} events/s"
         if t:
             cpu_pct.append(t["reader_cpu_pct"])
             lost += sum(c["lost"] for c in t["per_cpu"])

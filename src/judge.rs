@@ -344,7 +344,7 @@ pub fn label(s: &SeriesAnalysis) -> String {
         return s.key.metric.clone();
     }
     let load = s.key.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
-    format!("{}.{} CPU {}{load}", s.key.probe, s.key.metric, s.key.cpu)
+    format!("{}.{} {} {}{load}", s.key.probe, s.key.metric, descriptor::key_word(&s.key.probe), s.key.cpu)
 }
 
 /// The wake-up latency exceeded with probability `eps` per wake-up (the

@@ -24,6 +24,8 @@ pub mod score;
 
 pub mod osbench;
 pub mod probe;
+// The machine's own threads, through the scheduler's events.
+pub mod watch;
 // Requirements and task sets, judged.
 pub mod judge;
 // Output formats.

@@ -23,10 +23,12 @@ mod habits;
 mod osbench;
 mod probes;
 pub mod registry;
+mod watch;
 pub use analyze::*;
 pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
 pub use osbench::*;
 pub use probes::*;
+pub use watch::*;
 
 const ABOUT: &str = "How real-time is this Linux machine, under the load it will really carry, and why not more?";
 
@@ -93,6 +95,10 @@ pub enum Cmd {
     /// primitives, ping-pongs, yield, system calls, clock reads, atomics, task creation, queues, memory; intra- and
     /// inter-process. `--list` says exactly what each test times.
     Osbench(OsbenchArgs),
+    /// Watch the machine's own real-time threads through the scheduler's events, nothing injected: per thread, the
+    /// wake-up latency, period and jitter, runtime and deadline misses, stored as a run (analyze, report, compare,
+    /// --require work on it); --cause-threshold explains the worst wake-ups.
+    Watch(WatchArgs),
     /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
     Disturb(DisturbArgs),
     #[command(name = "__second-process", hide = true)]
@@ -202,7 +208,7 @@ pub struct CommonArgs {
     pub store: StoreArgs,
 }
 
-fn trace_buffer(s: &str) -> Result<usize, String> {
+pub(crate) fn trace_buffer(s: &str) -> Result<usize, String> {
     rtscope_model::units::parse_size(s)
         .filter(|&n| (64 << 10..=1 << 30).contains(&n))
         .ok_or_else(|| format!("'{s}' is not a size between 64K and 1G (e.g. 4M)"))
@@ -221,6 +227,11 @@ pub struct RunArgs {
     /// osbench's cell runs 13 wake-up tests, each for its share of the cell, unless the plan's [args] pick others).
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
     pub probes: Option<Vec<String>>,
+    /// Watch the machine's own threads as another row of the matrix, under each load (`rtscope watch`): KEY=VALUE,...
+    /// of its flags, e.g. comm=myloop, pid=4242, policy=fifo, deadline=1ms (repeatable). Without --probes, the
+    /// assessment is these threads alone.
+    #[arg(long, value_name = "KEY=VALUE,...")]
+    pub watch: Vec<String>,
     /// The loads, each NAME[:INTENSITY][@CPUS] (`rtscope load --help` lists them), e.g. idle,cpu,net:1000,disk,
     /// cmd:'make -j2'. Each starts before its cells and ramps up (--ramp-up).
     #[arg(long, value_name = "LOAD,...")]

@@ -56,6 +56,7 @@ pub fn build(d: &Descriptor, args: &[String]) -> Result<Built> {
             }
         },
         Cmd::Osbench(a) => a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe {}: {e:#}", d.name)),
+        Cmd::Watch(a) => a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe {}: {e:#}", d.name)),
         _ => unreachable!("`rtscope {}` parses as itself", d.name),
     }
 }

@@ -11,6 +11,7 @@ mod probes;
 mod report;
 mod run;
 mod store;
+mod watch;
 
 use crate::cli::Cmd;
 use crate::probe::{netlat, wakeup};
@@ -35,7 +36,8 @@ pub fn main() -> Result<i32> {
     let signal = Arc::new(AtomicBool::new(false));
     // Only measuring commands finish cleanly on a signal; the others (and
     // the second process) keep the default actions.
-    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_)) {
+    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_) | Cmd::Watch(_))
+    {
         signals::install(&signal).context("installing signal handlers")?;
     }
     let result = dispatch(cli.cmd, &signal);
@@ -69,6 +71,7 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
         Cmd::Report(a) => report::report(a),
         Cmd::Compare(a) => report::compare(a),
         Cmd::Disturb(a) => disturb::main(a, &signal),
+        Cmd::Watch(a) => watch::main(a, &signal),
         Cmd::SecondProcess(a) => {
             let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
             wakeup::second_process(&cpus, a.interval_ns, a.priority)?;
@@ -83,6 +86,27 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// Ends a run of one cell: stores its trace summary, its status from the
+/// outcome (and `signal`), and loads it back. Returns the run and its exit
+/// code; a store error during the cell fails it, after the run is ended.
+pub(crate) fn finish_one(
+    mut run: crate::session::OpenRun,
+    outcome: crate::session::CellOutcome,
+    signal: &AtomicBool,
+) -> Result<(rtscope_model::run::Run, i32)> {
+    let run_id = run.run_id;
+    let mut outcomes = [outcome];
+    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
+        run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
+    }
+    let (status, exit_code, notes) = crate::session::verdict(&mut outcomes, signal);
+    let loaded = run.finish(status, exit_code, &notes);
+    if let Some(e) = outcomes[0].store_error.take() {
+        return Err(e.context(format!("run {run_id} ended failed")));
+    }
+    Ok((loaded?, exit_code))
 }
 
 /// Writes the files asked for (each a flag, a format and a path or `-`

@@ -5,7 +5,7 @@
 use crate::cli::{HistogramOpts, ProbeCmd, ProbePlan};
 use crate::probe::{Cell, Common, Probe, check_trace, netlat};
 use crate::report::{self, Input};
-use crate::session::{Session, verdict};
+use crate::session::Session;
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
 use rtscope_model::inventory::PRIVILEGES_FIX;
@@ -40,18 +40,10 @@ pub fn run_probe(
     plan["housekeeping_cpus"] = housekeeping.into();
     let mut run = session.create(&common.kind, &plan)?;
     let run_id = run.run_id;
-    let mut outcomes = [cell.measure(&mut run, signal)?];
-    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
-        run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
-    }
-    let errors = outcomes[0].errors.clone();
-    let (status, exit_code, notes) = verdict(&mut outcomes, signal);
+    let outcome = cell.measure(&mut run, signal)?;
+    let errors = outcome.errors.clone();
     let db = run.db.clone();
-    let loaded = run.finish(status, exit_code, &notes);
-    if let Some(e) = outcomes[0].store_error.take() {
-        return Err(e.context(format!("run {run_id} ended failed")));
-    }
-    let loaded = loaded?;
+    let (loaded, exit_code) = super::finish_one(run, outcome, signal)?;
     let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
     let histogram_on_stdout = histogram.is_some_and(|h| h.file.is_none()) && !json_on_stdout;
     if let Some(h) = histogram {

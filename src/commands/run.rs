@@ -47,10 +47,22 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if a.sched.error_rate.is_some() && a.sched.tasks.is_none() && base.tasks.is_none() && base.task.is_none() {
         bail!("--error-rate needs a task set: give --tasks FILE, or tasks / [[task]] in the campaign file");
     }
+    // --watch: the watched threads join the probes (alone without --probes).
+    let mut probes = a.probes.clone();
+    let mut args = std::collections::BTreeMap::new();
+    if !a.watch.is_empty() {
+        let mut list = probes.unwrap_or_default();
+        if !list.iter().any(|p| p == crate::watch::NAME) {
+            list.push(crate::watch::NAME.into());
+        }
+        probes = Some(list);
+        args.insert(crate::watch::NAME.to_string(), crate::cli::watch_args(&a.watch)?);
+    }
     let some = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
     let ns = |v: Option<u64>| v.map(|n| format!("{n}ns"));
     let flags = PlanFile {
-        probes: a.probes.clone(),
+        probes,
+        args,
         loads: a.loads.as_deref().map(load::split_list).transpose()?,
         duration: ns(a.duration),
         warmup: ns(a.warmup),

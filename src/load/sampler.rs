@@ -39,19 +39,21 @@ pub fn read(disks: &[String]) -> Counters {
     ch::parse_diskstats(&file("/proc/diskstats"), &|d: &str| disks.iter().any(|x| x == d), &mut c);
     ch::parse_net_dev(&file("/proc/net/dev"), &mut c);
     ch::parse_vmstat(&file("/proc/vmstat"), &mut c);
-    c.procs = processes();
+    processes(&mut c);
     c
 }
 
-/// Every thread's CPU time (/proc/PID/task/TID/stat), with its process's
-/// name, rtscope's own marked: this process and its descendants (its
+/// Every process's CPU time (/proc/PID/stat: its own, its exited threads'
+/// included, and its reaped children's) into `c.processes`, and every
+/// thread's (/proc/PID/task/TID/stat) into `c.procs`, with its process's
+/// name; rtscope's own marked: this process and its descendants (its
 /// loads' commands and what they started, its helpers), and the members of
 /// its descendants' own process groups (what a load's command left running
 /// when its parent ended). Per thread, for the CPU each last ran on (a
 /// process's own figure follows its main thread only). A few microseconds
 /// per thread, once a second.
-pub fn processes() -> Vec<ch::ProcTicks> {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+pub fn processes(c: &mut Counters) {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return };
     // Processes (pid, ppid, pgrp, comm), then their threads.
     let mut procs: Vec<ch::ProcTicks> = dir
         .flatten()
@@ -82,8 +84,10 @@ pub fn processes() -> Vec<ch::ProcTicks> {
     groups.sort_unstable();
     groups.dedup();
     let mut out = Vec::with_capacity(procs.len() * 2);
-    for (p, o) in procs.into_iter().zip(own) {
+    for (mut p, o) in procs.into_iter().zip(own) {
         let own = o || groups.binary_search(&p.pgrp).is_ok();
+        p.own = own;
+        c.processes.push(p.clone());
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", p.pid)) else { continue };
         for t in tasks.flatten() {
             let Some(thread) =
@@ -99,12 +103,13 @@ pub fn processes() -> Vec<ch::ProcTicks> {
                 ppid: p.ppid,
                 pgrp: p.pgrp,
                 ticks: thread.ticks,
+                children: 0,
                 cpu: thread.cpu,
                 own,
             });
         }
     }
-    out
+    c.procs = out;
 }
 
 /// A sampling window in progress.
@@ -167,7 +172,9 @@ mod tests {
     #[test]
     fn knows_its_own_processes_from_the_others() {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
-        let procs = super::processes();
+        let mut c = rtscope_model::characterisation::Counters::default();
+        super::processes(&mut c);
+        let procs = c.procs;
         let _ = child.kill();
         let _ = child.wait();
         let find = |pid: u32| procs.iter().find(|p| p.tid == pid).unwrap_or_else(|| panic!("pid {pid}: {procs:?}"));
@@ -181,5 +188,26 @@ mod tests {
         // Every thread of this process, under its process's name.
         let mine: Vec<_> = procs.iter().filter(|p| p.pid == std::process::id()).collect();
         assert!(mine.len() >= 2 && mine.iter().all(|t| t.own && t.comm == me.comm), "{mine:?}");
+        let me = c.processes.iter().find(|p| p.pid == std::process::id()).unwrap();
+        assert!(me.own && me.tid == me.pid, "{me:?}");
+        assert!(c.processes.iter().any(|p| p.pid == 1 && !p.own));
+    }
+
+    #[test]
+    fn counts_its_children_that_came_and_went() {
+        // A child that burns a fixed work's CPU time (about 0.35 s here,
+        // 0.15 s on a fast machine) and is reaped between two samples: no
+        // sample sees it, its time counts as rtscope's own.
+        let disks = super::whole_disks();
+        let a = super::read(&disks);
+        let o = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 500000 ]; do i=$((i+1)); done"])
+            .status()
+            .unwrap();
+        assert!(o.success());
+        let d = super::read(&disks).since(&a);
+        let seen: u64 = d.procs.iter().filter(|p| p.own).map(|p| p.ticks).sum();
+        // Ticks are 1/100 s.
+        assert!(d.own_ticks >= seen as i64 + 10, "own {} ticks, threads seen {seen}", d.own_ticks);
     }
 }

@@ -87,7 +87,11 @@ fn write_verdict(v: &Verdict, out: &mut dyn Write) -> Result<()> {
 pub fn write_series(s: &SeriesAnalysis, out: &mut dyn Write) -> Result<()> {
     let r = &s.report;
     let st = &r.stats;
-    let mut name = if r.cpu < 0 { r.metric.clone() } else { format!("{} {} CPU {}", r.probe, r.metric, r.cpu) };
+    let mut name = if r.cpu < 0 {
+        r.metric.clone()
+    } else {
+        format!("{} {} {} {}", r.probe, r.metric, rtscope_model::descriptor::key_word(&r.probe), r.cpu)
+    };
     if let Some(l) = &r.load {
         name += &format!(" under load {l}");
     }

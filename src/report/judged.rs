@@ -229,7 +229,7 @@ pub fn requirement_blocks(a: &Analysed) -> Vec<Block> {
 
 fn series_name(s: &Series) -> String {
     let load = s.key.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
-    format!("{} {} CPU{}{load}", s.key.probe, s.key.metric, s.key.cpu)
+    format!("{} {} {}{}{load}", s.key.probe, s.key.metric, descriptor::key_word(&s.key.probe), s.key.cpu)
 }
 
 /// A diagnostic's cell: pass / FAIL with its p-value, or not run.

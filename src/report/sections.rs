@@ -124,7 +124,14 @@ fn verdicts(a: &Analysed, p: &str) -> Vec<Section> {
         };
         outcomes.push(o);
         t.row(vec![
-            format!("{} {} CPU{}{}", s.key.probe, s.key.metric, s.key.cpu, load_suffix(s)),
+            format!(
+                "{} {} {}{}{}",
+                s.key.probe,
+                s.key.metric,
+                descriptor::key_word(&s.key.probe),
+                s.key.cpu,
+                load_suffix(s)
+            ),
             tally.count().to_string(),
             us_i(tally.max()),
             us(req),

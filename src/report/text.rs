@@ -41,7 +41,7 @@ pub(super) fn shown(cols: &[Col], rows: &[&Series]) -> Vec<Col> {
 /// columns).
 pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
     match descriptor::find(probe).map(|d| d.layout) {
-        Some(Layout::PerCpu { columns, what }) => (columns, what),
+        Some(Layout::PerCpu { columns, what } | Layout::PerThread { columns, what }) => (columns, what),
         Some(Layout::Tests { .. }) | None => (descriptor::COLUMNS, ""),
     }
 }
@@ -84,7 +84,7 @@ impl ColFormat for Col {
                 }
                 Some(v) if key.ends_with("_pct") => v.as_f64().map_or_else(|| v.to_string(), |p| format!("{p:.3}")),
                 Some(v) if key == "per_s" => v.as_f64().map_or_else(|| v.to_string(), |r| format!("{r:.1}")),
-                Some(v) => v.to_string(),
+                Some(v) => v.as_str().map_or_else(|| v.to_string(), str::to_string),
             },
         }
     }
@@ -221,7 +221,7 @@ fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
             cpus.dedup();
             for cpu in cpus {
                 let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
-                writeln!(out, "\nCPU {cpu}")?;
+                writeln!(out, "\n{} {cpu}", key_header(&of_cpu))?;
                 histogram(out, &of_cpu, |s| s.key.metric.clone())?;
             }
         }
@@ -236,7 +236,7 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
     if let Some(w) = metric_width {
         write!(out, "{:<w$} ", "metric")?;
     }
-    write!(out, "{:>4}", "CPU")?;
+    write!(out, "{:>4}", key_header(rows))?;
     for c in cols {
         write!(out, " {:>w$}", c.header(), w = c.width())?;
     }
@@ -253,6 +253,11 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// What a row's key is: a CPU, or a watched thread's id.
+fn key_header(rows: &[&Series]) -> &'static str {
+    if rows.first().is_some_and(|s| descriptor::per_thread(&s.key.probe)) { "TID" } else { "CPU" }
 }
 
 /// What osbench's columns mean.
@@ -534,11 +539,14 @@ pub fn write_trace(run: &Run, out: &mut dyn Write) -> Result<()> {
             sum(|c| c.samples_dropped)
         )
     };
-    writeln!(
-        out,
-        "trace: {samples}; {} episodes built, {} kept; cause threshold {}",
-        t.episodes_built, t.episodes_kept, t.cause_threshold
-    )?;
+    // A source of no probe samples (watch) explains its own wake-ups.
+    let episodes =
+        format!("{} episodes built, {} kept; cause threshold {}", t.episodes_built, t.episodes_kept, t.cause_threshold);
+    match (sum(|c| c.samples), t.episodes_built) {
+        (0, 0) => {}
+        (0, _) => writeln!(out, "trace: {episodes}")?,
+        _ => writeln!(out, "trace: {samples}; {episodes}")?,
+    }
     super::code::write_run_code_head(t, out)?;
     for m in &t.missing {
         writeln!(out, "trace: missing event {m}")?;

@@ -72,9 +72,64 @@ pub fn thread_id() -> i32 {
     rustix::thread::gettid().as_raw_nonzero().get()
 }
 
+/// A thread's scheduling as the kernel holds it (sched_getattr(2)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attr {
+    /// 0 OTHER, 1 FIFO, 2 RR, 3 BATCH, 5 IDLE, 6 DEADLINE.
+    pub policy: u32,
+    /// The real-time priority (1..99; 0 for the other policies).
+    pub priority: u32,
+    /// SCHED_DEADLINE's runtime, deadline and period, ns (0 otherwise).
+    pub runtime_ns: u64,
+    pub deadline_ns: u64,
+    pub period_ns: u64,
+}
+
+/// The kernel's policy numbers.
+pub const SCHED_FIFO: u32 = 1;
+pub const SCHED_RR: u32 = 2;
+pub const SCHED_DEADLINE: u32 = 6;
+
+/// The scheduling of thread `tid` (any process's); None when it is gone.
+pub fn attr_of(tid: i32) -> Option<Attr> {
+    // SAFETY: sched_attr is plain old data; all-zero is a valid value.
+    let mut a: libc::sched_attr = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::sched_attr>() as u32;
+    // SAFETY: sched_getattr writes at most `size` bytes into `a`, which is
+    // that large; the flags argument must be 0.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_getattr, tid, &mut a as *mut libc::sched_attr, size, 0u32) };
+    (rc == 0).then_some(Attr {
+        policy: a.sched_policy,
+        priority: a.sched_priority,
+        runtime_ns: a.sched_runtime,
+        deadline_ns: a.sched_deadline,
+        period_ns: a.sched_period,
+    })
+}
+
+/// A policy number's name: `SCHED_FIFO`, ...
+pub fn policy_name(policy: u32) -> &'static str {
+    match policy {
+        0 => "SCHED_OTHER",
+        1 => "SCHED_FIFO",
+        2 => "SCHED_RR",
+        3 => "SCHED_BATCH",
+        5 => "SCHED_IDLE",
+        6 => "SCHED_DEADLINE",
+        _ => "unknown",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_its_own_scheduling() {
+        let a = attr_of(thread_id()).unwrap();
+        assert_eq!(policy_name(a.policy), "SCHED_OTHER");
+        assert!(attr_of(i32::MAX).is_none());
+    }
 
     #[test]
     fn other_is_always_allowed() {

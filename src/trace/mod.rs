@@ -19,6 +19,7 @@ pub mod page;
 pub mod reader;
 pub mod stacks;
 pub mod symbols;
+pub mod watch;
 
 /// The tracefs clock of the instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -28,18 +28,64 @@ use std::time::Duration;
 /// How often the buffers are drained.
 const PERIOD: Duration = Duration::from_millis(10);
 
-/// One traced CPU.
+/// One CPU's binary buffer (`per_cpu/cpuN/trace_pipe_raw`), read
+/// non-blocking a page at a time, and what reading it cost.
+pub struct Buffer {
+    file: File,
+    /// Mapping of the `local` trace clock; None when it is `mono`.
+    clock: Option<LocalClock>,
+    pub bytes: u64,
+    /// Events the kernel says it lost before a page (the page's flag).
+    pub missed: u64,
+    pub read_errors: u64,
+}
+
+impl Buffer {
+    pub fn new(file: File, clock: TraceClock) -> Buffer {
+        let clock = (clock == TraceClock::Local).then(LocalClock::default);
+        Buffer { file, clock, bytes: 0, missed: 0, read_errors: 0 }
+    }
+
+    /// Reads every page the kernel has for this CPU; `each` takes its
+    /// events in time order (CLOCK_MONOTONIC).
+    pub fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8], mut each: impl FnMut(Ev)) {
+        loop {
+            match self.file.read(page) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.bytes += n as u64;
+                    let Ok(p) = Page::parse(layout, &page[..n]) else {
+                        self.read_errors += 1;
+                        continue;
+                    };
+                    self.missed += p.missed.unwrap_or(0);
+                    for r in p.records() {
+                        let Some(mut e) = decoder.decode(r) else { continue };
+                        if let Some(clock) = &mut self.clock {
+                            let Some(ts) = clock.map(&e) else { continue };
+                            e.ts = ts;
+                        }
+                        each(e);
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.read_errors += 1;
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// One traced CPU of a probe.
 pub struct Lane {
-    buffer: File,
+    buffer: Buffer,
     trace: CpuTrace,
     samples: rtrb::Consumer<Sample>,
     /// The stage series, in [`Stages::SERIES`] order.
     stages: Vec<Recorder>,
-    /// Mapping of the `local` trace clock; None when it is `mono`.
-    clock: Option<LocalClock>,
-    bytes: u64,
-    missed: u64,
-    read_errors: u64,
     /// `--stacks`: this CPU's buffer of the stack instance.
     stacks: Option<(File, StackDecoder)>,
     stack_lost: u64,
@@ -55,20 +101,7 @@ impl Lane {
         stages: Vec<Recorder>,
         clock: TraceClock,
     ) -> Lane {
-        let clock = (clock == TraceClock::Local).then(LocalClock::default);
-        Lane {
-            buffer,
-            trace,
-            samples,
-            stages,
-            clock,
-            bytes: 0,
-            missed: 0,
-            read_errors: 0,
-            stacks: None,
-            stack_lost: 0,
-            sampler: None,
-        }
+        Lane { buffer: Buffer::new(buffer, clock), trace, samples, stages, stacks: None, stack_lost: 0, sampler: None }
     }
 
     /// Adds this CPU's stack buffer (`--stacks`).
@@ -93,7 +126,7 @@ impl Lane {
     /// Reads the stack buffer and the profiler's ring.
     fn drain_code(&mut self, layout: &PageLayout, page: &mut [u8], last: bool) {
         if let Some((buffer, dec)) = &mut self.stacks {
-            let clock = &self.clock;
+            let clock = &self.buffer.clock;
             let map = |ts: u64| match clock {
                 Some(c) => c.peek(ts),
                 None => Some(ts),
@@ -103,7 +136,7 @@ impl Lane {
             if last {
                 dec.flush(&mut got);
             }
-            self.bytes += bytes;
+            self.buffer.bytes += bytes;
             self.stack_lost += lost;
             for w in got {
                 self.trace.push_stack(w);
@@ -115,35 +148,11 @@ impl Lane {
         }
     }
 
-    /// Reads every page the kernel has for this CPU, and the probe's samples.
+    /// Reads every page the kernel has for this CPU, its stacks and
+    /// samples, and the probe's samples.
     fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8]) {
-        loop {
-            match self.buffer.read(page) {
-                Ok(0) => break,
-                Ok(n) => {
-                    self.bytes += n as u64;
-                    let Ok(p) = Page::parse(layout, &page[..n]) else {
-                        self.read_errors += 1;
-                        continue;
-                    };
-                    self.missed += p.missed.unwrap_or(0);
-                    for r in p.records() {
-                        let Some(mut e) = decoder.decode(r) else { continue };
-                        if let Some(clock) = &mut self.clock {
-                            let Some(ts) = clock.map(&e) else { continue };
-                            e.ts = ts;
-                        }
-                        self.trace.push_event(e);
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(_) => {
-                    self.read_errors += 1;
-                    break;
-                }
-            }
-        }
+        let trace = &mut self.trace;
+        self.buffer.drain(layout, decoder, page, |e| trace.push_event(e));
         self.drain_code(layout, page, false);
         while let Ok(s) = self.samples.pop() {
             self.trace.push_sample(s);
@@ -238,7 +247,7 @@ fn steal_ns(cpu: i64) -> u64 {
 }
 
 /// A task's scheduling policy from `/proc/<pid>/stat` (field 41).
-fn policy_of(pid: i32) -> Option<u32> {
+pub fn policy_of(pid: i32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(38)?.parse().ok()
@@ -340,12 +349,12 @@ impl Reader {
             report.per_cpu.push(TraceCpu {
                 cpu: t.cpu,
                 events: t.events_in,
-                lost: lane.missed,
-                bytes: lane.bytes,
+                lost: lane.buffer.missed,
+                bytes: lane.buffer.bytes,
                 samples: t.samples_in,
                 decomposed: t.decomposed,
                 incomplete: t.incomplete,
-                read_errors: lane.read_errors,
+                read_errors: lane.buffer.read_errors,
                 switch_inferred: t.inferred,
                 samples_dropped: 0,
                 by_kind: t.by_kind.clone(),

@@ -227,8 +227,9 @@ pub fn judge(what: &str, met: &[Met], lo_tol: u64, hi_tol: u64, q: f64) {
 /// `floor` of the burst after it, must have a sample at one of them (the
 /// first where the probe skips the periods it overran, the last where a
 /// timer counts them as missed), late by the rest of the burst (see
-/// [`judge`]), or a previous sample that woke after the first. Returns the
-/// samples met by bursts.
+/// [`judge`]), or a previous sample that woke after the first; as often
+/// as the host's stalls allow, a stall at its end may take the thread past
+/// the next programmed instant instead. Returns the samples met by bursts.
 pub fn judge_timer(
     what: &str,
     samples: &[(u64, u64)],
@@ -245,7 +246,7 @@ pub fn judge_timer(
     let off: Vec<_> = samples.iter().filter(|s| s.0 % interval != phase).collect();
     assert!(off.is_empty(), "{what}: programmed instants off the probe's grid of {interval} ns: {off:?}");
     let at: std::collections::HashMap<u64, u64> = samples.iter().copied().collect();
-    let (mut met, mut missing) = (Vec::new(), Vec::new());
+    let (mut met, mut missing, mut held) = (Vec::new(), Vec::new(), 0u64);
     for b in bursts.iter().filter(|b| b.start >= t0 + interval && b.end + interval <= t1) {
         // The programmed instants inside the burst: the thread runs once
         // after it, so one of them has the sample (a probe that skips the
@@ -256,6 +257,7 @@ pub fn judge_timer(
                 .take_while(|&p| p < b.end)
                 .collect();
         let Some(&last) = points.last() else { continue };
+        held += 1;
         match points.iter().find_map(|p| at.get(p).map(|&latency| (*p, latency))) {
             Some((p, latency)) if b.end - p >= floor + 10_000 => {
                 met.push(Met { at: p, explained: b.end - p, measured: latency, slack: 0 })
@@ -283,7 +285,19 @@ pub fn judge_timer(
         bursts.len(),
         samples.len()
     );
-    assert!(missing.is_empty(), "{what}: bursts that held a programmed instant but no sample shows: {missing:?}");
+    // A burst with no sample: a host stall at its end, longer than HI_TOL,
+    // took the thread past the next programmed instant, so it read that
+    // one, on time. As likely as a stall delaying any other sample by that
+    // much; allowed as often as the host's stalls allow at FALSE_FAILURE.
+    let allowed = binomial_upper(held, q, FALSE_FAILURE);
+    eprintln!(
+        "{what}: {} of {held} bursts holding a programmed instant without a sample (host stalls allow {allowed})",
+        missing.len()
+    );
+    assert!(
+        missing.len() as u64 <= allowed,
+        "{what}: bursts that held a programmed instant but no sample shows: {missing:?}"
+    );
     judge(what, &met, LO_TOL, HI_TOL, q);
     met
 }

@@ -4,6 +4,7 @@
 //! are here, pure. Also the short CPU score stored with an assessment.
 
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 
 /// One CPU's times from a `cpuN` line of /proc/stat, in clock ticks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,6 +103,17 @@ pub struct Counters {
     /// A sum of deltas ([`Counters::add`]) leaves them out: the
     /// [`Accumulator`] keeps what it needs of them.
     pub procs: Vec<ProcTicks>,
+    /// Every process at an instant (/proc/PID/stat, `tid` = `pid`):
+    /// `ticks` the whole process's user + system time, its exited threads
+    /// included, and `children` its waited-for children's. Empty in a
+    /// delta: [`Counters::own_ticks`] holds what it tells.
+    pub processes: Vec<ProcTicks>,
+    /// In a delta: rtscope's own CPU time in it, clock ticks, from the
+    /// processes' totals ([`own_ticks_since`]): its threads that ended and
+    /// its processes that came and went included. Signed: the kernel
+    /// rounds each figure down, so a quiet second may read a tick or two
+    /// below zero (the [`Accumulator`] carries that over). 0 at an instant.
+    pub own_ticks: i64,
 }
 
 /// One thread's CPU time from /proc/PID/task/TID/stat, with its process's
@@ -121,6 +133,11 @@ pub struct ProcTicks {
     pub pgrp: u32,
     /// User + system time, clock ticks (the unit of /proc/stat).
     pub ticks: u64,
+    /// The process's waited-for children's user + system time (cutime +
+    /// cstime, fields 16 and 17: each reaped child's own time and its
+    /// children's, transitively), clock ticks. Only [`Counters::processes`]
+    /// uses it.
+    pub children: u64,
     /// The CPU it last ran on.
     pub cpu: usize,
     /// rtscope itself or one of its descendants (its loads' commands, its
@@ -130,9 +147,9 @@ pub struct ProcTicks {
 
 /// /proc/PID/stat (or a thread's, /proc/PID/task/TID/stat): `pid (comm)
 /// state ppid pgrp ...`, the name in parentheses (which may hold spaces and
-/// parentheses itself), then utime (field 14), stime (15), starttime (22)
-/// and processor (39). `pid` and `tid` are both the first field. None when
-/// malformed.
+/// parentheses itself), then utime (field 14), stime (15), cutime (16),
+/// cstime (17), starttime (22) and processor (39). `pid` and `tid` are both
+/// the first field. None when malformed.
 pub fn parse_proc_stat(text: &str) -> Option<ProcTicks> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
@@ -149,6 +166,7 @@ pub fn parse_proc_stat(text: &str) -> Option<ProcTicks> {
         ppid: at(4)? as u32,
         pgrp: at(5)? as u32,
         ticks: at(14)? + at(15)?,
+        children: at(16)? + at(17)?,
         cpu: at(39).unwrap_or(0) as usize,
         own: false,
     })
@@ -270,6 +288,83 @@ pub fn parse_vmstat(text: &str, c: &mut Counters) {
     }
 }
 
+/// rtscope's own CPU time from `before` to `now`, clock ticks, from every
+/// process at each of the two instants ([`Counters::processes`]): counted
+/// positively, and exact in the cases below whatever ran in between.
+///
+/// Let T(P) = utime + stime + cutime + cstime of process P (/proc/PID/stat):
+/// its own time, its exited threads' included, and its reaped children's,
+/// theirs included (a child's own cutime is added to its parent's when
+/// reaped, so transitively). Let S(t) = the sum of T over rtscope's own
+/// processes alive at t (zombies included: they are still in /proc). Then
+/// own time = S(now) - S(before), computed process by process (a process
+/// is the pair pid + start time):
+///
+/// - alive at both (own at either: one orphaned since stays own): T(now) -
+///   T(before). A thread that ended inside it is in its utime/stime, so its
+///   time counts though the thread is gone; a child it reaped in between is
+///   in its cutime/cstime, with all the child's time.
+/// - alive now only (started in between): all of T(now).
+/// - gone, and reaped by an own parent: that parent's cutime/cstime grew by
+///   the child's whole T, the part before `before` included; subtracting
+///   T(before) of the child leaves exactly its time after `before` (without
+///   it, a child seen alive at `before` and reaped since would count its
+///   whole life again: the double-count trap). "Reaped by an own parent":
+///   its parent at `before` is own and alive now (then it reaped it: a
+///   living parent's child is not orphaned), or is gone itself and, going
+///   up, an own ancestor alive now is reached (assumed: each waited for
+///   its children before it ended, as shells, make and stress-ng do).
+/// - gone, and reaped by another process (its parent at `before` not own:
+///   an orphan reparented to init or a subreaper, own only by its process
+///   group; or a parent that ended without waiting for it, whose children
+///   the kernel gives to init): its time after `before` is lost, and so is
+///   a child's that its parent does not wait for (SIGCHLD ignored): not
+///   subtracted, so only that remainder is missed.
+/// - started and ended in between, reaped by an own parent: never seen, it
+///   is all in that parent's cutime/cstime growth, so it counts in full;
+///   one whose parent is gone as well counts through the first own
+///   ancestor alive now when each waited for its children.
+///
+/// The kernel rounds each field down to a tick, so the result may be a
+/// few ticks off in a second (below zero when nothing ran); over many
+/// seconds the roundings cancel.
+pub fn own_ticks_since(now: &[ProcTicks], before: &[ProcTicks]) -> i64 {
+    let total = |p: &ProcTicks| (p.ticks + p.children) as i64;
+    let then: HashMap<(u32, u64), &ProcTicks> = before.iter().map(|p| ((p.pid, p.start), p)).collect();
+    let then_by_pid: HashMap<u32, &ProcTicks> = before.iter().map(|p| (p.pid, p)).collect();
+    let alive: HashSet<(u32, u64)> = now.iter().map(|p| (p.pid, p.start)).collect();
+    let mut own = 0;
+    for p in now {
+        let was = then.get(&(p.pid, p.start));
+        if p.own || was.is_some_and(|w| w.own) {
+            own += total(p) - was.map_or(0, |w| total(w));
+        }
+    }
+    // Reaped by an own process alive now, through own ancestors that ended
+    // too (the chain at `before`).
+    let reaped_by_own = |child: &ProcTicks| {
+        let mut at = child;
+        for _ in 0..64 {
+            match then_by_pid.get(&at.ppid) {
+                Some(parent) if parent.own && at.ppid != at.pid => {
+                    if alive.contains(&(parent.pid, parent.start)) {
+                        return true;
+                    }
+                    at = parent;
+                }
+                _ => return false,
+            }
+        }
+        false
+    };
+    for c in before.iter().filter(|c| c.own && !alive.contains(&(c.pid, c.start))) {
+        if reaped_by_own(c) {
+            own -= total(c);
+        }
+    }
+    own
+}
+
 fn minus_named(a: &[(String, u64)], b: &[(String, u64)]) -> Vec<(String, u64)> {
     a.iter().map(|(n, v)| (n.clone(), v.saturating_sub(b.iter().find(|(m, _)| m == n).map_or(0, |x| x.1)))).collect()
 }
@@ -325,19 +420,31 @@ impl Counters {
                 .collect(),
             page_faults: s(self.page_faults, before.page_faults),
             major_faults: s(self.major_faults, before.major_faults),
-            procs: {
-                let earlier: std::collections::HashMap<(u32, u64), u64> =
-                    before.procs.iter().map(|p| ((p.tid, p.start), p.ticks)).collect();
-                // A thread not there before started since: all its time counts.
-                self.procs
-                    .iter()
-                    .filter_map(|p| {
-                        let d = p.ticks.saturating_sub(earlier.get(&(p.tid, p.start)).copied().unwrap_or(0));
-                        (d > 0).then(|| ProcTicks { ticks: d, ..p.clone() })
-                    })
-                    .collect()
+            procs: self.thread_deltas(before),
+            processes: Vec::new(),
+            own_ticks: if self.processes.is_empty() || before.processes.is_empty() {
+                // No process totals (a reader that had none): the threads seen.
+                self.thread_deltas(before).iter().filter(|p| p.own).map(|p| p.ticks as i64).sum()
+            } else {
+                own_ticks_since(&self.processes, &before.processes)
             },
         }
+    }
+
+    /// Each thread's CPU time since `before`: a thread not there before
+    /// started since and all its time counts; a thread rtscope's own then
+    /// stays its own (its process orphaned since, say).
+    fn thread_deltas(&self, before: &Counters) -> Vec<ProcTicks> {
+        let earlier: HashMap<(u32, u64), (u64, bool)> =
+            before.procs.iter().map(|p| ((p.tid, p.start), (p.ticks, p.own))).collect();
+        self.procs
+            .iter()
+            .filter_map(|p| {
+                let (was, own) = earlier.get(&(p.tid, p.start)).copied().unwrap_or((0, false));
+                let d = p.ticks.saturating_sub(was);
+                (d > 0).then(|| ProcTicks { ticks: d, own: p.own || own, ..p.clone() })
+            })
+            .collect()
     }
 
     /// Adds a delta (from [`Counters::since`]) to this sum.
@@ -371,6 +478,7 @@ impl Counters {
         }
         self.page_faults += d.page_faults;
         self.major_faults += d.major_faults;
+        self.own_ticks += d.own_ticks;
     }
 
     /// Busy share of `cpus` (all when empty), percent.
@@ -409,10 +517,21 @@ pub struct Rate {
 pub struct CpuBusy {
     pub cpu: usize,
     pub busy_pct: f64,
-    /// The part of it that processes other than rtscope's own used (see
-    /// [`Characterisation::others`]).
+    /// The part of it that processes other than rtscope's own used: the
+    /// busy share less rtscope's own (`own_pct`) and less interrupt and
+    /// softirq time, so processes that came and went between two samples
+    /// count (see [`Characterisation::others_busy_pct`]).
     #[serde(default)]
     pub others_pct: f64,
+    /// The part of it that rtscope's own processes used (the load, the
+    /// probes, their helpers), counted from their CPU time.
+    #[serde(default)]
+    pub own_pct: f64,
+    /// The part of `others_pct` that no thread alive at a sample used:
+    /// processes that started and ended between two samples (a build's
+    /// compiler runs), and threads that ended.
+    #[serde(default)]
+    pub others_gone_pct: f64,
 }
 
 /// A process other than rtscope's own, and the CPU it used.
@@ -436,8 +555,9 @@ impl ProcessBusy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Measure {
-    /// Its CPUs busy with rtscope's work (the load, the probes, interrupts):
-    /// each CPU's busy share less what other processes used of it, percent.
+    /// Its CPUs busy with rtscope's work (the load, the probes, their
+    /// helpers): each CPU's share that rtscope's own processes used
+    /// ([`CpuBusy::own_pct`]), percent.
     CpuBusy,
     /// Datagrams received on the loopback interface, per second.
     LoopbackPackets,
@@ -553,10 +673,21 @@ pub struct Characterisation {
     pub major_faults_per_s: f64,
     pub peak: Peaks,
     /// Share of the load's CPUs that processes other than rtscope's own
-    /// (rtscope, its loads' commands, its helpers) used: each process's CPU
-    /// time in each one-second sample counted on the CPU it last ran on.
+    /// (rtscope, its loads' commands, its helpers) used: their busy share
+    /// less rtscope's own CPU time and less interrupt and softirq time, so
+    /// that processes that came and went between two samples count too.
     #[serde(default)]
     pub others_busy_pct: f64,
+    /// Share of the load's CPUs that rtscope's own processes used, from
+    /// their CPU time (/proc/PID/stat, their exited threads and reaped
+    /// children included): each thread's on the CPU it last ran on, the
+    /// time of those that came and went spread over the load's CPUs.
+    #[serde(default)]
+    pub own_pct: f64,
+    /// The part of `others_busy_pct` that no thread alive at a sample
+    /// used: processes that came and went between two samples.
+    #[serde(default)]
+    pub others_gone_pct: f64,
     /// Those processes, busiest first: at most 5, each above 0.5 % of one CPU.
     #[serde(default)]
     pub others: Vec<ProcessBusy>,
@@ -615,8 +746,11 @@ impl Characterisation {
             if v.is_empty() { 0.0 } else { r2(v.iter().sum::<f64>() / v.len() as f64) }
         };
         let others = mean(&|c| c.others_pct);
+        let gone = mean(&|c| c.others_gone_pct);
+        let gone_text =
+            if gone >= 1.0 { format!(", {gone:.1} % of it by processes that came and went") } else { String::new() };
         let achieved = match t.measure {
-            Measure::CpuBusy => mean(&|c| (c.busy_pct - c.others_pct).max(0.0)),
+            Measure::CpuBusy => mean(&|c| c.own_pct),
             Measure::OthersBusy => others,
             Measure::LoopbackPackets => self.iface("lo").map_or(0.0, |n| n.rx_packets_per_s),
             Measure::DiskWrites => self.disk_writes_per_s,
@@ -630,14 +764,15 @@ impl Characterisation {
         let load = &t.load;
         let message = match (t.measure, flagged) {
             (Measure::OthersBusy, true) => format!(
-                "{load} was not idle: processes other than rtscope kept its CPUs {achieved:.1} % busy (flagged above \
-                 {} %){}",
+                "{load} was not idle: processes other than rtscope kept its CPUs {achieved:.1} % busy{gone_text} \
+                 (flagged above {} %){}",
                 t.limit,
                 self.others_text()
             ),
             (Measure::OthersBusy, false) => {
                 format!(
-                    "{load}: processes other than rtscope kept its CPUs {achieved:.1} % busy (flagged above {} %)",
+                    "{load}: processes other than rtscope kept its CPUs {achieved:.1} % busy{gone_text} (flagged \
+                     above {} %)",
                     t.limit
                 )
             }
@@ -645,7 +780,7 @@ impl Characterisation {
                 "{load} fell short: asked {}; achieved {achieved:.1} %{}",
                 t.asked_text,
                 if others >= 1.0 {
-                    format!(" (other processes used {others:.1} % of its CPUs{})", self.others_text())
+                    format!(" (other processes used {others:.1} % of its CPUs{gone_text}{})", self.others_text())
                 } else {
                     String::new()
                 }
@@ -674,10 +809,47 @@ pub struct Accumulator {
     sum: Counters,
     samples: u64,
     peak: Peaks,
-    /// Other processes' ticks on each CPU (the one each last ran on).
+    /// Other processes' ticks on each CPU (the one each last ran on), of
+    /// the threads seen at a sample.
     others_on: Vec<(usize, u64)>,
     /// Other processes' ticks on the load's CPUs, per (pid, comm).
     others: Vec<ProcTicks>,
+    /// rtscope's own ticks on each CPU: its threads' on the one each last
+    /// ran on, and the rest of its time spread over the load's CPUs.
+    own_on: Vec<(usize, u64)>,
+    /// rtscope's own time not placed yet, ticks: below zero when the
+    /// kernel's roundings made a second's total fall short of its threads'
+    /// (the next seconds' rest makes up for it).
+    own_unplaced: i64,
+}
+
+/// Adds `v` to `cpu`'s entry of `on`.
+fn add_on(on: &mut Vec<(usize, u64)>, cpu: usize, v: u64) {
+    match on.iter_mut().find(|x| x.0 == cpu) {
+        Some(x) => x.1 += v,
+        None => on.push((cpu, v)),
+    }
+}
+
+fn get_on(on: &[(usize, u64)], cpu: usize) -> u64 {
+    on.iter().find(|x| x.0 == cpu).map_or(0, |x| x.1)
+}
+
+/// Spreads `amount` over places with the room given, evenly but none above
+/// its room (those with the least room take what fits first, the others
+/// share what is left): what each got, in `rooms`' order. What finds no
+/// room is left out.
+fn spread(amount: u64, rooms: &[u64]) -> Vec<u64> {
+    let mut order: Vec<usize> = (0..rooms.len()).collect();
+    order.sort_by_key(|&i| rooms[i]);
+    let mut out = vec![0; rooms.len()];
+    let mut left = amount;
+    for (k, &i) in order.iter().enumerate() {
+        let give = rooms[i].min(left.div_ceil((rooms.len() - k) as u64));
+        out[i] = give;
+        left -= give;
+    }
+    out
 }
 
 impl Accumulator {
@@ -692,11 +864,9 @@ impl Accumulator {
             return;
         }
         self.sum.add(d);
+        self.place_own(d);
         for p in d.procs.iter().filter(|p| !p.own) {
-            match self.others_on.iter_mut().find(|x| x.0 == p.cpu) {
-                Some(x) => x.1 += p.ticks,
-                None => self.others_on.push((p.cpu, p.ticks)),
-            }
+            add_on(&mut self.others_on, p.cpu, p.ticks);
             if !(self.cpus.is_empty() || self.cpus.contains(&p.cpu)) {
                 continue;
             }
@@ -719,6 +889,43 @@ impl Accumulator {
         }
     }
 
+    /// Puts rtscope's own time in `d` on CPUs: each own thread's on the CPU
+    /// it last ran on; the rest of [`Counters::own_ticks`] (threads that
+    /// ended, processes that came and went: a load's short-lived commands)
+    /// over the load's CPUs, which its processes are pinned to, evenly, but
+    /// on none beyond the time that no thread seen accounts for (its busy
+    /// time less interrupts and less the threads seen there), so never
+    /// above what the kernel counted busy. A negative rest (roundings) is
+    /// carried to the next second, down to what roundings can take (a tick
+    /// for each of utime and stime of each thread that ran, a few more for
+    /// the processes: anything beyond is an error of the bookkeeping's
+    /// assumptions, not carried); a rest that finds no room is left out.
+    fn place_own(&mut self, d: &Counters) {
+        let (mut seen, mut ran) = (0, 0);
+        for p in d.procs.iter().filter(|p| p.own) {
+            add_on(&mut self.own_on, p.cpu, p.ticks);
+            seen += p.ticks;
+            ran += 1;
+        }
+        let rest = self.own_unplaced.min(0) + d.own_ticks - seen as i64;
+        self.own_unplaced = rest.clamp(-(2 * ran + 4), 0);
+        if rest <= 0 {
+            return;
+        }
+        let cpus: Vec<&CpuTimes> =
+            d.cpus.iter().filter(|c| self.cpus.is_empty() || self.cpus.contains(&c.cpu)).collect();
+        let rooms: Vec<u64> = cpus
+            .iter()
+            .map(|c| {
+                let threads: u64 = d.procs.iter().filter(|p| p.cpu == c.cpu).map(|p| p.ticks).sum();
+                c.busy().saturating_sub(c.irq + c.softirq).saturating_sub(threads)
+            })
+            .collect();
+        for (c, v) in cpus.iter().zip(spread(rest as u64, &rooms)) {
+            add_on(&mut self.own_on, c.cpu, v);
+        }
+    }
+
     /// Time covered so far, ns.
     pub fn covered_ns(&self) -> u64 {
         self.sum.t_ns
@@ -738,8 +945,17 @@ impl Accumulator {
             c.irq_sources.iter().filter(|x| x.1 > 0).map(|(n, v)| Rate { name: n.clone(), per_s: rate(*v) }).collect();
         top.sort_by(|a, b| b.per_s.total_cmp(&a.per_s).then_with(|| a.name.cmp(&b.name)));
         top.truncate(5);
-        let others_on = |cpu: usize| self.others_on.iter().find(|x| x.0 == cpu).map_or(0, |x| x.1);
-        let (others_ticks, total) = c.cpu_sum(&self.cpus, |t| others_on(t.cpu).min(t.total()));
+        // Per CPU: rtscope's own ticks (at most its busy ones), the others'
+        // (the busy rest, interrupts aside), and of these the ones that no
+        // thread seen at a sample accounts for.
+        let split = |t: &CpuTimes| {
+            let own = get_on(&self.own_on, t.cpu).min(t.busy());
+            let others = t.busy().saturating_sub(t.irq + t.softirq).saturating_sub(own);
+            (own, others, others - get_on(&self.others_on, t.cpu).min(others))
+        };
+        let (others_ticks, total) = c.cpu_sum(&self.cpus, |t| split(t).1);
+        let (own_ticks, _) = c.cpu_sum(&self.cpus, |t| split(t).0);
+        let (gone_ticks, _) = c.cpu_sum(&self.cpus, |t| split(t).2);
         // Ticks per second of one CPU, from the CPUs' own totals.
         let cpus_seen = c.cpus.iter().filter(|t| self.cpus.is_empty() || self.cpus.contains(&t.cpu)).count();
         let hz = total as f64 / cpus_seen.max(1) as f64 / s;
@@ -771,10 +987,15 @@ impl Accumulator {
                 .cpus
                 .iter()
                 .filter(|t| self.cpus.is_empty() || self.cpus.contains(&t.cpu))
-                .map(|t| CpuBusy {
-                    cpu: t.cpu,
-                    busy_pct: pct(t.busy(), t.total()),
-                    others_pct: pct(others_on(t.cpu).min(t.total()), t.total()),
+                .map(|t| {
+                    let (own, others, gone) = split(t);
+                    CpuBusy {
+                        cpu: t.cpu,
+                        busy_pct: pct(t.busy(), t.total()),
+                        others_pct: pct(others, t.total()),
+                        own_pct: pct(own, t.total()),
+                        others_gone_pct: pct(gone, t.total()),
+                    }
                 })
                 .collect(),
             interrupts_per_s: rate(c.interrupts),
@@ -803,6 +1024,8 @@ impl Accumulator {
             major_faults_per_s: rate(c.major_faults),
             peak: self.peak.clone(),
             others_busy_pct: pct(others_ticks, total),
+            own_pct: pct(own_ticks, total),
+            others_gone_pct: pct(gone_ticks, total),
             others,
             checks: Vec::new(),
             failure: None,
@@ -920,7 +1143,11 @@ mod tests {
         assert_eq!(ch.context_switches_per_s, 5000.0);
         assert_eq!(ch.forks_per_s, 300.0);
         assert_eq!(ch.cpu_busy_pct, 20.0);
-        assert_eq!(ch.per_cpu, vec![CpuBusy { cpu: 1, busy_pct: 20.0, others_pct: 0.0 }]);
+        // No process seen: all the busy time is other processes', unseen.
+        assert_eq!(
+            ch.per_cpu,
+            vec![CpuBusy { cpu: 1, busy_pct: 20.0, others_pct: 20.0, own_pct: 0.0, others_gone_pct: 20.0 }]
+        );
         assert_eq!(ch.user_pct, 10.0);
         assert_eq!(ch.softirqs_per_s, 330.0);
         assert_eq!(ch.top_interrupts[0].name, "LOC Local timer interrupts");
@@ -952,7 +1179,7 @@ mod tests {
     }
 
     fn thread(pid: u32, tid: u32, start: u64, ticks: u64, cpu: usize, own: bool) -> ProcTicks {
-        ProcTicks { pid, tid, start, comm: format!("p{pid}"), ppid: 1, pgrp: pid, ticks, cpu, own }
+        ProcTicks { pid, tid, start, comm: format!("p{pid}"), ppid: 1, pgrp: pid, ticks, children: 0, cpu, own }
     }
 
     /// One second of two CPUs, `busy` ticks of 100 busy on each, with `procs`.
@@ -964,13 +1191,13 @@ mod tests {
 
     #[test]
     fn other_processes_are_counted_on_the_cpu_they_ran_on() {
-        let a = second(1, [100, 100], vec![thread(10, 10, 5, 1000, 1, false), thread(20, 21, 6, 50, 0, true)]);
+        let a = second(1, [100, 65], vec![thread(10, 10, 5, 1000, 1, false), thread(20, 21, 6, 50, 0, true)]);
         // Over the next second: 10 ran 60 ticks on CPU 1; 20's thread 21
         // ran 90 on CPU 0 (rtscope's own); 30 is new (all its 20 ticks
         // count); 11 reuses an id with another start (all its 5 count).
         let b = second(
             2,
-            [100, 100],
+            [100, 65],
             vec![
                 thread(10, 10, 5, 1060, 1, false),
                 thread(20, 21, 6, 140, 0, true),
@@ -984,7 +1211,10 @@ mod tests {
         let mut acc = Accumulator::new("idle", &[1]);
         acc.add(&d);
         let c = acc.finish();
-        assert_eq!(c.per_cpu, vec![CpuBusy { cpu: 1, busy_pct: 100.0, others_pct: 65.0 }]);
+        assert_eq!(
+            c.per_cpu,
+            vec![CpuBusy { cpu: 1, busy_pct: 65.0, others_pct: 65.0, own_pct: 0.0, others_gone_pct: 0.0 }]
+        );
         assert_eq!(c.others_busy_pct, 65.0);
         let names: Vec<(u32, f64)> = c.others.iter().map(|p| (p.pid, p.cpu_pct)).collect();
         assert_eq!(names, [(10, 60.0), (40, 5.0)], "only CPU 1's, busiest first; rtscope's own left out");
@@ -998,8 +1228,11 @@ mod tests {
     #[test]
     fn checks_compare_what_was_asked_with_what_the_kernel_counted() {
         let mut acc = Accumulator::new("cpu", &[0, 1]);
-        // CPU 0 busy 100 % with 30 % by another process; CPU 1 busy 70 %.
-        acc.add(&second(1, [100, 70], vec![thread(10, 10, 5, 30, 0, false)]).since(&second(0, [0, 0], vec![])));
+        // CPU 0 busy 100 % with 30 % by another process; CPU 1 busy 70 %;
+        // the rest rtscope's own.
+        let threads =
+            vec![thread(10, 10, 5, 30, 0, false), thread(20, 20, 6, 70, 0, true), thread(20, 22, 7, 70, 1, true)];
+        acc.add(&second(1, [100, 70], threads).since(&second(0, [0, 0], vec![])));
         let mut c = acc.finish();
         let busy = c.check(&target(Measure::CpuBusy, &[0, 1], 100.0, 90.0));
         assert_eq!((busy.achieved, busy.flagged), (70.0, true), "(70 + 70) / 2: {busy:?}");
@@ -1023,12 +1256,157 @@ mod tests {
         assert_eq!(c.verdict(), "failed");
         // Older runs: none of the new fields.
         let mut v = serde_json::to_value(&c).unwrap();
-        for k in ["others_busy_pct", "others", "checks", "failure"] {
+        for k in ["others_busy_pct", "others", "checks", "failure", "own_pct", "others_gone_pct"] {
             v.as_object_mut().unwrap().remove(k);
         }
-        v["per_cpu"][0].as_object_mut().unwrap().remove("others_pct");
+        for k in ["others_pct", "own_pct", "others_gone_pct"] {
+            v["per_cpu"][0].as_object_mut().unwrap().remove(k);
+        }
         let old: Characterisation = serde_json::from_value(v).unwrap();
         assert!(old.checks.is_empty() && old.failure.is_none() && old.others_busy_pct == 0.0);
+        assert_eq!((old.own_pct, old.per_cpu[0].own_pct, old.per_cpu[0].others_gone_pct), (0.0, 0.0, 0.0));
+    }
+
+    /// A process as /proc/PID/stat shows it: `ticks` its own time (its
+    /// threads', live and exited), `children` its reaped children's.
+    fn process(pid: u32, ppid: u32, start: u64, ticks: u64, children: u64, own: bool) -> ProcTicks {
+        ProcTicks { pid, tid: pid, start, comm: format!("p{pid}"), ppid, pgrp: pid, ticks, children, cpu: 0, own }
+    }
+
+    #[test]
+    fn own_time_counts_ended_threads_and_reaped_children_once() {
+        // rtscope (100, started by a shell 1) and its load's command (200).
+        let rt = |ticks, children| process(100, 1, 10, ticks, children, true);
+        let shell = process(1, 0, 1, 5000, 900, false);
+        // A thread that ended inside a live process: its time stays in the
+        // process's utime + stime.
+        assert_eq!(own_ticks_since(&[rt(150, 0)], &[rt(100, 0)]), 50);
+        // A child seen at the first sample and reaped since by its own
+        // parent: the parent's cutime gets its whole life (530), of which
+        // 500 was counted before. The double-count trap: 32, not 532.
+        let before = [shell.clone(), rt(10, 0), process(200, 100, 20, 500, 0, true)];
+        assert_eq!(own_ticks_since(&[shell.clone(), rt(12, 530)], &before), 2 + 30);
+        // ... and its own child (300, 40 ticks seen), reaped by it (at 45)
+        // before it ended: 2 + 30 + 5.
+        let mut before2 = before.to_vec();
+        before2.push(process(300, 200, 30, 40, 0, true));
+        assert_eq!(own_ticks_since(&[shell.clone(), rt(12, 530 + 45)], &before2), 37);
+        // A child that started and ended in between, never seen: all of it.
+        assert_eq!(own_ticks_since(&[shell.clone(), rt(10, 75)], &[shell.clone(), rt(10, 0)]), 75);
+        // A process started in between and alive: all its time, its reaped
+        // children's included.
+        let now = [shell.clone(), rt(10, 0), process(201, 100, 25, 40, 8, true)];
+        assert_eq!(own_ticks_since(&now, &[shell.clone(), rt(10, 0)]), 48);
+        // An orphan (own by its process group, its parent init): when it
+        // ends init reaps it and its time after the first sample is lost;
+        // its time before is not taken off either.
+        let orphan = process(400, 1, 40, 700, 0, true);
+        assert_eq!(own_ticks_since(&[shell.clone(), rt(11, 0)], &[shell.clone(), rt(10, 0), orphan.clone()]), 1);
+        // Orphaned since and no longer own at the second sample: its time
+        // in between still counts (it was rtscope's own).
+        let left = process(400, 1, 40, 720, 0, false);
+        assert_eq!(own_ticks_since(&[shell.clone(), rt(10, 0), left], &[shell.clone(), rt(10, 0), orphan]), 20);
+        // Other processes and their children never count; a pid used again
+        // (another start) is another process.
+        let other = |ticks, children| process(500, 1, 50, ticks, children, false);
+        assert_eq!(own_ticks_since(&[other(90, 60), rt(10, 0)], &[other(10, 0), rt(10, 0)]), 0);
+        let reused = process(200, 100, 99, 7, 0, true);
+        assert_eq!(own_ticks_since(&[rt(12, 530), reused], &before), 2 + 30 + 7);
+    }
+
+    /// One second on CPUs 0 and 1: `busy` ticks of 100 on each, the threads
+    /// seen, and rtscope's own total from its processes.
+    fn own_second(busy: [u64; 2], procs: Vec<ProcTicks>, own_ticks: i64) -> Counters {
+        let d = second(1, busy, procs).since(&second(0, [0, 0], vec![]));
+        Counters { own_ticks, ..d }
+    }
+
+    #[test]
+    fn what_others_started_and_ended_between_samples_is_not_rtscope_s() {
+        // The fake stress-ng that sleeps, pinned to CPU 1, beside a stream
+        // of short processes: CPU 1 busy 100 %, 40 ticks by a shell seen at
+        // the sample, 60 by processes that came and went; rtscope used 1
+        // tick (its sampler, on CPU 0).
+        let mut acc = Accumulator::new("stress-ng", &[1]);
+        acc.add(&own_second([5, 100], vec![thread(7, 7, 1, 40, 1, false), thread(100, 101, 1, 1, 0, true)], 1));
+        let c = acc.finish();
+        assert_eq!(
+            c.per_cpu,
+            vec![CpuBusy { cpu: 1, busy_pct: 100.0, others_pct: 100.0, own_pct: 0.0, others_gone_pct: 60.0 }]
+        );
+        assert_eq!((c.own_pct, c.others_busy_pct, c.others_gone_pct), (0.0, 100.0, 60.0));
+        let busy = c.check(&target(Measure::CpuBusy, &[1], 100.0, 90.0));
+        assert_eq!((busy.achieved, busy.flagged), (0.0, true));
+        assert!(
+            busy.message.contains(
+                "achieved 0.0 % (other processes used 100.0 % of its CPUs, 60.0 % of it by processes that came and \
+                 went: p7 (pid 7) 40.0 %)"
+            ),
+            "{busy:?}"
+        );
+        // An idle column beside the same stream is not idle, though the
+        // processes seen used 40 % only.
+        let idle = c.check(&target(Measure::OthersBusy, &[1], 0.0, 5.0));
+        assert_eq!((idle.achieved, idle.flagged), (100.0, true));
+        assert!(idle.message.contains("100.0 % busy, 60.0 % of it by processes that came and went"), "{idle:?}");
+    }
+
+    #[test]
+    fn rtscope_s_own_short_lived_processes_are_spread_over_the_load_s_cpus() {
+        // A fork load on CPUs 0 and 1: 80 ticks of children that came and
+        // went, 10 of its supervising thread on CPU 0; each CPU 50 busy.
+        let mut acc = Accumulator::new("fork", &[0, 1]);
+        acc.add(&own_second([50, 50], vec![thread(100, 101, 1, 10, 0, true)], 90));
+        let c = acc.finish();
+        let own: Vec<(f64, f64, f64)> =
+            c.per_cpu.iter().map(|x| (x.own_pct, x.others_pct, x.others_gone_pct)).collect();
+        assert_eq!(own, [(50.0, 0.0, 0.0), (40.0, 10.0, 10.0)], "10 + 40 on CPU 0, whose room is 40");
+        // Beside another process seen on CPU 0 (60 of its 100): the rest
+        // goes where there is room, never above a CPU's busy time, and what
+        // finds none is left out.
+        let mut acc = Accumulator::new("fork", &[0, 1]);
+        acc.add(&own_second([100, 30], vec![thread(7, 7, 1, 60, 0, false)], 80));
+        let c = acc.finish();
+        let own: Vec<(f64, f64)> = c.per_cpu.iter().map(|x| (x.own_pct, x.others_pct)).collect();
+        assert_eq!(own, [(40.0, 60.0), (30.0, 0.0)]);
+        // Roundings: a second whose total falls 2 ticks short of its
+        // threads' takes them off the next second's rest.
+        let mut acc = Accumulator::new("cpu", &[0]);
+        acc.add(&own_second([20, 0], vec![thread(100, 101, 1, 10, 0, true)], 8));
+        acc.add(&own_second([20, 0], vec![thread(100, 101, 1, 10, 0, true)], 12));
+        let c = acc.finish();
+        assert_eq!(c.per_cpu[0].own_pct, 10.0, "20 of 200 ticks, not 22");
+        // A shortfall no rounding makes (50 ticks; one thread ran: at most
+        // 2 + 4) is not carried beyond what roundings could take.
+        let mut acc = Accumulator::new("cpu", &[0]);
+        acc.add(&own_second([20, 0], vec![thread(100, 101, 1, 10, 0, true)], -40));
+        acc.add(&own_second([40, 0], vec![thread(100, 101, 1, 10, 0, true)], 30));
+        assert_eq!(acc.finish().per_cpu[0].own_pct, 17.0, "10 + 10 + (20 - 6) of 200 ticks");
+        assert_eq!(spread(10, &[0, 100, 3]), [0, 7, 3]);
+        assert_eq!(spread(5, &[]), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn own_time_from_two_samples_of_processes_and_threads() {
+        // rtscope (pid 100) and its load's command (200) seen at the first
+        // sample; the command ends and is reaped in between (it had used 50,
+        // then 20 more); a thread of rtscope's ends too (5 ticks in
+        // between); rtscope's main thread ran 3.
+        let rt = |t, ticks, children, threads: &[(u32, u64)]| {
+            let mut c =
+                second(t, [100, 100], threads.iter().map(|&(tid, n)| thread(100, tid, 1, n, 1, true)).collect());
+            c.processes = vec![process(100, 1, 1, ticks, children, true)];
+            c
+        };
+        let mut a = rt(1, 100, 0, &[(100, 60), (101, 40)]);
+        a.procs.push(thread(200, 200, 2, 50, 1, true));
+        a.processes.push(process(200, 100, 2, 50, 0, true));
+        let b = rt(2, 108, 70, &[(100, 63)]);
+        let d = b.since(&a);
+        assert_eq!(d.own_ticks, 3 + 5 + 20);
+        let mut acc = Accumulator::new("cmd", &[1]);
+        acc.add(&d);
+        assert_eq!(acc.finish().per_cpu[0].own_pct, 28.0, "3 seen on CPU 1, 25 spread there");
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub enum Layout {
     /// and CSV), the groups in this order; its series get the tail
     /// analysis only when a requirement names the probe.
     Tests { groups: &'static [TestGroup] },
+    /// A row per watched thread (its tid is `SeriesKey::cpu`; who it is in
+    /// `Series::extra`), in these columns.
+    PerThread { columns: &'static [Column], what: &'static str },
 }
 
 /// A group of OS-service tests: the name its series carry (`group` in
@@ -210,7 +213,7 @@ impl Descriptor {
     pub fn test_groups(&self) -> &'static [TestGroup] {
         match self.layout {
             Layout::Tests { groups } => groups,
-            Layout::PerCpu { .. } => &[],
+            Layout::PerCpu { .. } | Layout::PerThread { .. } => &[],
         }
     }
 }
@@ -423,9 +426,50 @@ pub static OSBENCH: Descriptor = Descriptor {
     rate_over: None,
 };
 
+/// Series sources that are not probes of the assessment: `watch`, the
+/// machine's own threads.
+pub static SOURCES: &[&Descriptor] = &[&WATCH];
+
+/// `rtscope watch`: a row per watched thread and metric.
+pub static WATCH: Descriptor = Descriptor {
+    name: "watch",
+    default: false,
+    per_cpu: false,
+    rows: "the machine's own threads: wake-up latency, period, runtime, response",
+    value_name: "time",
+    row_suffix: "",
+    layout: Layout::PerThread {
+        columns: {
+            use Column::*;
+            &[
+                Extra("thread", "thread"),
+                Extra("sched", "sched"),
+                Count("count"),
+                Min,
+                P50,
+                P99,
+                P999,
+                Max,
+                Extra("cpus", "CPUs"),
+                Nonzero("deadline_misses", "misses"),
+            ]
+        },
+        what: "per thread (us): latency = sched_waking -> sched_switch onto a CPU; period = release to release; \
+               runtime = time on a CPU per activation; response = release -> it sleeps again",
+    },
+    explain: "",
+    signed: false,
+    trace: Trace::No,
+    threshold_metrics: None,
+    timer_period: None,
+    release_jitter: None,
+    counts: &[Count { key: "deadline_misses", per_cpu: false, absent_zero: true }],
+    rate_over: None,
+};
+
 /// The row of `name`, if it is a measurement rtscope knows.
 pub fn find(name: &str) -> Option<&'static Descriptor> {
-    PROBES.iter().copied().find(|d| d.name == name)
+    PROBES.iter().chain(SOURCES).copied().find(|d| d.name == name)
 }
 
 /// The path a traced sample of `probe` takes (a timer's for a probe of no
@@ -437,6 +481,17 @@ pub fn wake_path(probe: &str) -> WakePath {
 /// Whether `probe`'s series are OS-service tests (osbench's tables).
 pub fn per_test(probe: &str) -> bool {
     find(probe).is_some_and(Descriptor::per_test)
+}
+
+/// Whether `probe`'s series are per thread (`SeriesKey::cpu` a thread id).
+pub fn per_thread(probe: &str) -> bool {
+    find(probe).is_some_and(|d| matches!(d.layout, Layout::PerThread { .. }))
+}
+
+/// What `probe`'s `SeriesKey::cpu` is, as a label: `CPU`, or `thread`
+/// for a watched thread's id.
+pub fn key_word(probe: &str) -> &'static str {
+    if per_thread(probe) { "thread" } else { "CPU" }
 }
 
 /// The release-jitter series (probe, metric): wakeup's latency.
@@ -471,5 +526,7 @@ mod tests {
         assert_eq!(wake_path("netlat"), WakePath::NetRx);
         assert_eq!(wake_path("nope"), WakePath::Timer);
         assert!(per_test("osbench") && !per_test("wakeup"));
+        // watch is a source of series, not a probe of the assessment.
+        assert!(find("watch").is_some() && PROBES.iter().all(|d| d.name != "watch"));
     }
 }

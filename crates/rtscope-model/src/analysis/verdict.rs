@@ -267,7 +267,8 @@ pub struct Verdict {
 /// The series that decided: probe.metric, CPU and, in an assessment, load.
 fn name(s: &SeriesAnalysis) -> String {
     let load = s.key.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
-    format!("{}.{} CPU {}{load}", s.key.probe, s.key.metric, s.key.cpu)
+    let word = crate::descriptor::key_word(&s.key.probe);
+    format!("{}.{} {word} {}{load}", s.key.probe, s.key.metric, s.key.cpu)
 }
 
 /// Decides with an interval: pass when even the unfavourable end holds,

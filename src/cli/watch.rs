@@ -1,0 +1,229 @@
+//! `rtscope watch`'s arguments, resolved into [`crate::watch::Settings`].
+
+use super::{StoreArgs, check_writable, dur, dur_s, trace_buffer};
+use crate::recorder::ExceedMode;
+use crate::sys::{cpu, sched};
+use crate::watch::{Filter, Settings};
+use anyhow::{Result, bail};
+use std::path::PathBuf;
+
+/// A policy to watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatchPolicy {
+    /// SCHED_FIFO
+    Fifo,
+    /// SCHED_RR
+    Rr,
+    /// SCHED_DEADLINE
+    Deadline,
+    /// SCHED_OTHER (and BATCH, IDLE): only with --pid or --comm.
+    Other,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WatchArgs {
+    /// Watch this thread, or every thread of this process (repeatable).
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<i32>,
+    /// Watch threads of this name, or every thread of a process of this name (repeatable; as `comm`, at most 15
+    /// characters).
+    #[arg(long, value_name = "NAME")]
+    pub comm: Vec<String>,
+    /// The scheduling policies to watch.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "fifo,rr,deadline")]
+    pub policy: Vec<WatchPolicy>,
+    /// Watch only threads that run on these CPUs, e.g. 2,3 [default: any]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds) [default: until Ctrl-C]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
+    pub duration: Option<u64>,
+    /// Judge each thread's period jitter against DUR [default: the thread's own median period]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub period: Option<u64>,
+    /// Count a deadline miss when an activation has not ended (the thread slept again) DUR after its release
+    /// [default: a SCHED_DEADLINE thread's own deadline; none for the others]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub deadline: Option<u64>,
+    /// Explain every wake-up whose latency is above DUR: a cause episode (who had the CPU from the wake-up to the
+    /// switch onto it), as --trace gives a probe's samples (`rtscope show RUN --episodes`).
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub cause_threshold: Option<u64>,
+    /// With --cause-threshold: keep the worst N episodes per CPU.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub episodes: u64,
+    /// The CPUs of rtscope's reader [default: the CPUs not watched (--cpus) and their SMT siblings, where there are
+    /// any]
+    #[arg(long, value_name = "LIST")]
+    pub reader_cpus: Option<String>,
+    /// SCHED_FIFO priority of rtscope's reader (1..99) [default: SCHED_OTHER]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub reader_priority: Option<u8>,
+    /// The kernel's ring buffer per CPU (e.g. 4M); events that overflow it are counted as lost.
+    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer)]
+    pub trace_buffer: usize,
+    /// Commit histograms, maxima and exceedances to the store this often.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = dur)]
+    pub checkpoint: u64,
+    /// Keep the raw (time, value) of every sample above DUR [default: adaptive, each series' running p99.9]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub exceed: Option<u64>,
+    /// Watch at most N threads (those first woken); each costs about 4 MB of memory (its series' histograms).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100000))]
+    pub max_threads: u64,
+    /// Also write the results as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Nothing while watching: only the summary at the end.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// Where and how rtscope's reader runs.
+#[derive(Clone, Debug)]
+pub struct ReaderPlace {
+    /// None: the housekeeping CPUs of the watched ones.
+    pub cpus: Option<Vec<usize>>,
+    pub priority: Option<u8>,
+}
+
+impl WatchArgs {
+    pub fn resolve(&self) -> Result<(Settings, ReaderPlace)> {
+        let cpus = self.cpus.as_deref().map(|l| cpu::parse_selection("--cpus", l)).transpose()?;
+        let reader_cpus = self.reader_cpus.as_deref().map(|l| cpu::parse_selection("--reader-cpus", l)).transpose()?;
+        if let Some(0) = self.duration {
+            bail!("--duration must be longer than 0 (e.g. --duration 30s)");
+        }
+        if !(100_000_000..=3_600_000_000_000).contains(&self.checkpoint) {
+            bail!("--checkpoint must be 100ms..1h (e.g. --checkpoint 10s)");
+        }
+        for (flag, v) in
+            [("--period", self.period), ("--deadline", self.deadline), ("--cause-threshold", self.cause_threshold)]
+        {
+            if v == Some(0) {
+                bail!("{flag} must be longer than 0 (e.g. {flag} 1ms)");
+            }
+        }
+        if let Some(p) = self.pid.iter().find(|&&p| p <= 0) {
+            bail!("--pid {p} is not a thread or process id");
+        }
+        if let Some(c) = self.comm.iter().find(|c| c.is_empty() || c.len() > 15) {
+            bail!("--comm '{c}': a thread's name has 1..15 characters (as /proc/PID/comm shows it)");
+        }
+        let mut policies = Vec::new();
+        for p in &self.policy {
+            match p {
+                WatchPolicy::Fifo => policies.push(sched::SCHED_FIFO),
+                WatchPolicy::Rr => policies.push(sched::SCHED_RR),
+                WatchPolicy::Deadline => policies.push(sched::SCHED_DEADLINE),
+                WatchPolicy::Other => {
+                    if self.pid.is_empty() && self.comm.is_empty() {
+                        bail!("--policy other watches every normal thread: name them with --pid or --comm");
+                    }
+                    policies.extend([0, 3, 5]);
+                }
+            }
+        }
+        let cpus_online = cpu::online().len().max(1) as u64;
+        crate::sys::mem::check_share(
+            "--trace-buffer",
+            (self.trace_buffer as u64).saturating_mul(cpus_online),
+            &format!("its size per CPU x {cpus_online} CPUs is kernel memory; give a smaller --trace-buffer (e.g. 4M)"),
+        )
+        .map_err(anyhow::Error::msg)?;
+        crate::sys::mem::check_share(
+            "--max-threads",
+            self.max_threads.saturating_mul(crate::watch::THREAD_BYTES),
+            "each watched thread's series take about 4 MB: give a smaller --max-threads, or narrow the threads with \
+             --comm or --pid",
+        )
+        .map_err(anyhow::Error::msg)?;
+        check_writable("--db", &self.store.db)?;
+        if let Some(json) = self.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
+            check_writable("--json", json)?;
+        }
+        let settings = Settings {
+            filter: Filter { pids: self.pid.clone(), comms: self.comm.clone(), policies, cpus },
+            duration_ns: self.duration,
+            checkpoint_ns: self.checkpoint,
+            exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),
+            period_ns: self.period,
+            deadline_ns: self.deadline,
+            cause_threshold_ns: self.cause_threshold,
+            max_episodes: self.episodes as usize,
+            buffer_kb: (self.trace_buffer / 1024) as u64,
+            max_threads: self.max_threads as usize,
+        };
+        Ok((settings, ReaderPlace { cpus: reader_cpus, priority: self.reader_priority }))
+    }
+}
+
+impl WatchArgs {
+    /// The assessment's cell of these threads (`rtscope run --watch`): its
+    /// length is the cell's; its reader stays where the assessment's
+    /// threads are.
+    pub fn cell(&self) -> Result<crate::watch::WatchCell> {
+        if self.duration.is_some() || self.reader_cpus.is_some() || self.reader_priority.is_some() {
+            bail!("--duration, --reader-cpus and --reader-priority are the assessment's in a cell of `rtscope run`");
+        }
+        Ok(crate::watch::WatchCell { settings: self.resolve()?.0 })
+    }
+}
+
+/// `rtscope run --watch KEY=VALUE,...`: watch's own flags (`--KEY VALUE`).
+pub fn watch_args(specs: &[String]) -> Result<Vec<String>> {
+    let mut args = Vec::new();
+    for spec in specs {
+        for kv in spec.split(',') {
+            let Some((k, v)) = kv.split_once('=').filter(|(k, v)| !k.is_empty() && !v.is_empty()) else {
+                bail!("--watch '{spec}': '{kv}' is not KEY=VALUE (e.g. --watch comm=myloop,deadline=1ms)");
+            };
+            args.extend([format!("--{}", k.trim()), v.trim().to_string()]);
+        }
+    }
+    Ok(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Cmd};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<(Settings, ReaderPlace)> {
+        let argv = ["rtscope", "watch", "--db", "/tmp/x.db"].iter().chain(args).copied();
+        match Cli::try_parse_from(argv)?.cmd {
+            Cmd::Watch(a) => a.resolve(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn resolves_the_filter_and_names_bad_flags() {
+        let (s, r) = parse(&["--comm", "myloop", "--pid", "42", "-D", "5", "--policy", "fifo,deadline"]).unwrap();
+        assert_eq!(s.filter.comms, ["myloop"]);
+        assert_eq!(s.filter.pids, [42]);
+        assert_eq!(s.filter.policies, [1, 6]);
+        assert_eq!(s.duration_ns, Some(5_000_000_000));
+        assert!(r.cpus.is_none() && r.priority.is_none());
+        let (s, _) = parse(&[]).unwrap();
+        assert_eq!(s.filter.policies, [1, 2, 6]);
+        let e = parse(&["--policy", "other"]).err().unwrap().to_string();
+        assert!(e.contains("--pid or --comm"), "{e}");
+        let e = parse(&["--comm", "a-name-far-too-long"]).err().unwrap().to_string();
+        assert!(e.contains("--comm"), "{e}");
+        let e = parse(&["--deadline", "0"]).err().unwrap().to_string();
+        assert!(e.contains("--deadline"), "{e}");
+        assert!(parse(&["--reader-priority", "100"]).is_err());
+    }
+
+    #[test]
+    fn run_watch_specs_become_watch_flags() {
+        let args = watch_args(&["comm=myloop,deadline=1ms".into(), "pid=42".into()]).unwrap();
+        assert_eq!(args, ["--comm", "myloop", "--deadline", "1ms", "--pid", "42"]);
+        let e = watch_args(&["myloop".into()]).err().unwrap().to_string();
+        assert!(e.contains("--watch 'myloop'") && e.contains("KEY=VALUE"), "{e}");
+    }
+}

@@ -1,0 +1,865 @@
+//! `rtscope watch`: the latency of the machine's own real-time threads.
+//! Nothing is injected: rtscope's tracefs instance records the scheduler's
+//! events of every CPU, and one reader thread (at the priority and on the
+//! CPUs the user chose) follows each watched thread through them
+//! ([`crate::trace::watch`]), recording per thread its wake-up latency,
+//! period, runtime and response into the run's series, with checkpoints,
+//! as a probe's. Threads are found at the start and as they appear (their
+//! first switch onto a CPU); a thread that exits ends its series there.
+
+use crate::recorder::{self, EpisodeMsg, ExceedMode, Recorder, Sample, Writer};
+use crate::session::{CellOutcome, OpenRun, OwnCell};
+use crate::sys::{clock, sched};
+use crate::trace::decompose::{self, CauseThreshold, CpuTrace, Names, Out, WakePath};
+use crate::trace::event::{Ev, Kind};
+use crate::trace::instance::Instance;
+use crate::trace::reader::{Buffer, ReaderReport, policy_of};
+use crate::trace::watch::{Merge, Obs, Tracker};
+use crate::trace::{self, CodeReport, StacksMode, TraceClock, TraceOpts};
+use anyhow::Result;
+use rtscope_model::episode::{TraceCpu, TraceSummary};
+use rtscope_model::hist::{Tally, quantile};
+use rtscope_model::inventory::Warning;
+use rtscope_model::run::SeriesKey;
+use serde_json::{Map, Value};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// The series of each watched thread, in this order.
+pub const METRICS: [&str; 4] = ["latency", "period", "runtime", "response"];
+/// `SeriesKey::probe` of a watched thread's series.
+pub const NAME: &str = "watch";
+
+/// How often the buffers are read.
+const PASS: Duration = Duration::from_millis(10);
+/// An event is merged once every CPU's buffer was read this long after it.
+const GRACE_NS: u64 = 5_000_000;
+/// How often exited threads are looked for.
+const EXIT_CHECK_NS: u64 = 1_000_000_000;
+
+/// Which threads to watch.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Filter {
+    /// Thread or process ids (empty: any).
+    pub pids: Vec<i32>,
+    /// Thread or process names (empty: any).
+    pub comms: Vec<String>,
+    /// Policies, the kernel's numbers (1 FIFO, 2 RR, 6 DEADLINE, 0 OTHER).
+    pub policies: Vec<u32>,
+    /// CPUs: a thread is taken when it runs on one of them (None: any).
+    pub cpus: Option<Vec<usize>>,
+}
+
+impl Filter {
+    /// Whether `id`, seen on `cpu`, is to be watched.
+    pub fn takes(&self, id: &Identity, cpu: usize) -> bool {
+        let named = (self.pids.is_empty() && self.comms.is_empty())
+            || self.pids.iter().any(|&p| p == id.tid || p == id.pid)
+            || self.comms.iter().any(|c| *c == id.comm || *c == id.process);
+        self.policies.contains(&id.policy) && named && self.cpus.as_ref().is_none_or(|c| c.contains(&cpu))
+    }
+
+    /// Whether a thread of the kernel priority `prio` (from the trace:
+    /// 0..99 real-time, -1 deadline, 100.. normal) may be one to watch.
+    fn may_take(&self, prio: i32) -> bool {
+        prio < 100 || self.policies.iter().any(|&p| p == 0 || p == 3 || p == 5)
+    }
+}
+
+/// A thread as it was when found.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Identity {
+    pub tid: i32,
+    /// Its process.
+    pub pid: i32,
+    pub comm: String,
+    /// Its process's name.
+    pub process: String,
+    pub policy: u32,
+    pub priority: u32,
+    /// SCHED_DEADLINE's parameters (0 for the other policies).
+    pub dl_runtime_ns: u64,
+    pub dl_deadline_ns: u64,
+    pub dl_period_ns: u64,
+}
+
+impl Identity {
+    /// `comm (tid)`.
+    pub fn label(&self) -> String {
+        format!("{} ({})", self.comm, self.tid)
+    }
+
+    pub fn sched(&self) -> String {
+        match self.policy {
+            sched::SCHED_FIFO | sched::SCHED_RR => format!("{} {}", sched::policy_name(self.policy), self.priority),
+            p => sched::policy_name(p).to_string(),
+        }
+    }
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim_end().to_string())
+}
+
+/// The identity of thread `tid`, None when it is gone.
+pub fn identify(tid: i32) -> Option<Identity> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let pid = status.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())?;
+    let comm = read_trim(&format!("/proc/{tid}/comm"))?;
+    let process = read_trim(&format!("/proc/{pid}/comm")).unwrap_or_else(|| comm.clone());
+    let a = sched::attr_of(tid)?;
+    Some(Identity {
+        tid,
+        pid,
+        comm,
+        process,
+        policy: a.policy,
+        priority: a.priority,
+        dl_runtime_ns: a.runtime_ns,
+        dl_deadline_ns: a.deadline_ns,
+        dl_period_ns: a.period_ns,
+    })
+}
+
+/// The CPU thread `tid` last ran on (`/proc/TID/stat`, field 39).
+fn last_cpu(tid: i32) -> Option<usize> {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(36)?.parse().ok()
+}
+
+/// The threads `filter` takes now, rtscope's own left out.
+pub fn scan(filter: &Filter) -> Vec<Identity> {
+    let own = std::process::id() as i32;
+    let mut found = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else { return found };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if pid == own {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(p.path().join("task")) else { continue };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+            let Some(id) = identify(tid) else { continue };
+            if last_cpu(tid).is_some_and(|c| filter.takes(&id, c)) {
+                found.push(id);
+            }
+        }
+    }
+    found.sort_by_key(|i| i.tid);
+    found
+}
+
+/// What `rtscope watch` was asked.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Settings {
+    pub filter: Filter,
+    pub duration_ns: Option<u64>,
+    pub checkpoint_ns: u64,
+    #[serde(skip)]
+    pub exceed: ExceedMode,
+    /// The period to judge the jitter against [default: each thread's median].
+    pub period_ns: Option<u64>,
+    /// The deadline of every activation, from its release [default: a
+    /// SCHED_DEADLINE thread's own].
+    pub deadline_ns: Option<u64>,
+    /// Cause episodes for wake-ups above this latency.
+    pub cause_threshold_ns: Option<u64>,
+    pub max_episodes: usize,
+    pub buffer_kb: u64,
+    /// Threads with series at most (each costs about [`THREAD_BYTES`]).
+    pub max_threads: usize,
+}
+
+/// The memory of one watched thread's four series (their histograms and
+/// rings), about.
+pub const THREAD_BYTES: u64 = 4 << 20;
+
+impl Settings {
+    /// One line: which threads, and what they are judged against.
+    pub fn describe(&self) -> String {
+        let f = &self.filter;
+        let policies: Vec<&str> = f.policies.iter().map(|&p| sched::policy_name(p)).collect();
+        let mut parts = vec![policies.join("/")];
+        if !f.comms.is_empty() {
+            parts.push(format!("named {}", f.comms.join(", ")));
+        }
+        if !f.pids.is_empty() {
+            parts.push(format!("of pid {}", f.pids.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")));
+        }
+        if let Some(c) = &f.cpus {
+            parts.push(format!("on CPUs {}", rtscope_model::inventory::format_cpu_list(c)));
+        }
+        let mut out = format!("threads: {}", parts.join(" "));
+        if let Some(p) = self.period_ns {
+            out += &format!("; period {}", rtscope_model::units::human(p));
+        }
+        if let Some(d) = self.deadline_ns {
+            out += &format!("; deadline {}", rtscope_model::units::human(d));
+        }
+        if let Some(c) = self.cause_threshold_ns {
+            out += &format!("; causes above {}", rtscope_model::units::human(c));
+        }
+        out
+    }
+}
+
+/// The tracer, ready: made before the run is stored, so that its warnings
+/// go with the run.
+pub struct Watch {
+    pub settings: Settings,
+    instance: Instance,
+    cpus: Vec<usize>,
+    /// The threads found at the start.
+    pub found: Vec<Identity>,
+}
+
+/// Creates the tracefs instance on every online CPU (a thread may be woken
+/// from any) and finds the threads to watch now.
+pub fn prepare(settings: Settings, warnings: &mut Vec<Warning>) -> Result<Watch> {
+    let cpus = crate::sys::cpu::online();
+    let (instance, w) =
+        Instance::create(&cpus, settings.buffer_kb, TraceClock::Mono.as_str()).map_err(anyhow::Error::msg)?;
+    if !instance.enabled.iter().any(|e| e == "sched/sched_switch")
+        || !instance.enabled.iter().any(|e| e == "sched/sched_waking")
+    {
+        anyhow::bail!(
+            "rtscope watch needs the trace events sched/sched_waking and sched/sched_switch ({}); use a kernel with \
+             CONFIG_FTRACE and the scheduler's trace events",
+            instance.missing.join("; ")
+        );
+    }
+    warnings.extend(w);
+    let found = scan(&settings.filter);
+    Ok(Watch { settings, instance, cpus, found })
+}
+
+/// A watched thread's recording.
+struct Watched {
+    id: Identity,
+    sids: Vec<i64>,
+    /// Its series' recorders: None until its first wake-up in sight, and
+    /// once it exited (or the run ended).
+    recs: Option<Vec<Recorder>>,
+    /// No more series: it exited, or came beyond --max-threads.
+    ended: bool,
+    cpus: Vec<usize>,
+    activations: u64,
+    deadline_ns: Option<u64>,
+    misses: u64,
+    /// Wake-ups whose switch onto a CPU was not traced.
+    unmatched: u64,
+    found_ns: u64,
+    exited_ns: Option<u64>,
+}
+
+impl Watched {
+    fn new(id: Identity, now: u64, deadline_ns: Option<u64>) -> Watched {
+        let deadline_ns = deadline_ns.or((id.dl_deadline_ns > 0).then_some(id.dl_deadline_ns));
+        Watched {
+            id,
+            sids: Vec::new(),
+            recs: None,
+            ended: false,
+            cpus: Vec::new(),
+            activations: 0,
+            deadline_ns,
+            misses: 0,
+            unmatched: 0,
+            found_ns: now,
+            exited_ns: None,
+        }
+    }
+
+    /// Its identity and counts, for each of its series' `extra`; `period`:
+    /// its period series, judged against `period_ns` or its median.
+    fn extra(&self, start: u64, period: Option<&Tally>, period_ns: Option<u64>) -> Map<String, Value> {
+        let id = &self.id;
+        let mut extra = Map::new();
+        let mut put = |k: &str, v: Value| {
+            extra.insert(k.to_string(), v);
+        };
+        put("thread", id.label().into());
+        put("tid", id.tid.into());
+        put("pid", id.pid.into());
+        put("comm", id.comm.clone().into());
+        put("process", id.process.clone().into());
+        put("sched", id.sched().into());
+        put("policy", sched::policy_name(id.policy).into());
+        put("priority", id.priority.into());
+        if id.dl_deadline_ns > 0 {
+            put("dl_runtime_ns", id.dl_runtime_ns.into());
+            put("dl_deadline_ns", id.dl_deadline_ns.into());
+            put("dl_period_ns", id.dl_period_ns.into());
+        }
+        put("cpus", self.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",").into());
+        put("activations", self.activations.into());
+        put("unmatched", self.unmatched.into());
+        put("found_ns", self.found_ns.into());
+        put("appeared", (self.found_ns > start).into());
+        if let Some(x) = self.exited_ns {
+            put("exited_ns", x.into());
+        }
+        if let Some(d) = self.deadline_ns {
+            put("deadline_ns", d.into());
+            put("deadline_misses", self.misses.into());
+        }
+        if let Some(p) = period.filter(|p| p.stats.count > 0) {
+            let median = quantile(&p.hist, &p.stats, 0.5);
+            let reference = period_ns.unwrap_or(median);
+            put("period_median_ns", median.into());
+            put("period_ref_ns", reference.into());
+            put("jitter_ns", p.stats.max.saturating_sub(reference).max(reference.saturating_sub(p.stats.min)).into());
+        }
+        extra
+    }
+}
+
+/// The threads being watched, and those looked at and left.
+struct Threads<'a> {
+    settings: &'a Settings,
+    run_id: i64,
+    load: Option<&'a str>,
+    start: u64,
+    list: Vec<Watched>,
+    by_tid: HashMap<i32, usize>,
+    /// Threads looked up and not taken, with the priority they had then.
+    rejected: HashMap<i32, i32>,
+    tracker: Tracker,
+    found_at_start: usize,
+    /// Threads that ran beyond --max-threads.
+    over_max: u64,
+}
+
+impl<'a> Threads<'a> {
+    fn new(settings: &'a Settings, run_id: i64, load: Option<&'a str>, start: u64, found: Vec<Identity>) -> Self {
+        let mut t = Threads {
+            settings,
+            run_id,
+            load,
+            start,
+            list: Vec::new(),
+            by_tid: HashMap::new(),
+            rejected: HashMap::new(),
+            tracker: Tracker::default(),
+            found_at_start: found.len(),
+            over_max: 0,
+        };
+        for id in found {
+            t.take(id, start);
+        }
+        t
+    }
+
+    fn take(&mut self, id: Identity, now: u64) {
+        self.tracker.watch(id.tid);
+        self.by_tid.insert(id.tid, self.list.len());
+        self.list.push(Watched::new(id, now, self.settings.deadline_ns));
+    }
+
+    /// A thread switched onto `cpu` that is not watched: taken if the
+    /// filter takes it. A thread is looked up in /proc once per priority
+    /// the trace shows for it (it may become real-time later).
+    fn discover(&mut self, tid: i32, prio: i32, cpu: usize, now: u64) {
+        let filter = &self.settings.filter;
+        if self.tracker.watched(tid) || !filter.may_take(prio) || self.rejected.get(&tid) == Some(&prio) {
+            return;
+        }
+        let own = std::process::id() as i32;
+        match identify(tid).filter(|id| id.pid != own && filter.takes(id, cpu)) {
+            Some(id) if !self.by_tid.contains_key(&tid) => self.take(id, now),
+            _ => {
+                self.rejected.insert(tid, prio);
+            }
+        }
+    }
+
+    /// Makes the series of thread `i` at its first wake-up in sight (a
+    /// thread that never runs costs nothing), up to --max-threads.
+    fn series(&mut self, i: usize, now: u64, writer: &mut Writer) -> Result<()> {
+        let t = &mut self.list[i];
+        if !t.sids.is_empty() || t.ended {
+            return Ok(());
+        }
+        if writer.sinks.len() / METRICS.len() >= self.settings.max_threads {
+            t.ended = true;
+            self.over_max += 1;
+            return Ok(());
+        }
+        let s = self.settings;
+        let mut recs = Vec::new();
+        for m in METRICS {
+            let key = SeriesKey { load: self.load.map(str::to_string), ..SeriesKey::new(NAME, m, t.id.tid as i64) };
+            let sid = writer.store.add_series(self.run_id, &key, "ns", &s.exceed.describe())?;
+            let (mut rec, sink, _) = recorder::channel(sid, s.checkpoint_ns, s.exceed);
+            rec.start(now);
+            t.sids.push(sid);
+            recs.push(rec);
+            writer.sinks.push(sink);
+        }
+        t.recs = Some(recs);
+        Ok(())
+    }
+
+    /// Records what the events said of a watched thread; a wake-up above
+    /// the cause threshold goes to `causes`.
+    fn observe(&mut self, o: Obs, now: u64, writer: &mut Writer, causes: &mut Causes, names: &Names) -> Result<()> {
+        let tid = match o {
+            Obs::Latency { tid, .. } | Obs::Period { tid, .. } | Obs::Done { tid, .. } | Obs::Unmatched { tid } => tid,
+        };
+        let Some(&i) = self.by_tid.get(&tid) else { return Ok(()) };
+        self.series(i, now, writer)?;
+        let t = &mut self.list[i];
+        let recs = t.recs.as_mut();
+        match o {
+            Obs::Latency { cpu, waking_ns, ran_ns, .. } => {
+                let lat = ran_ns - waking_ns;
+                if let Some(r) = recs {
+                    r[0].record(ran_ns, lat);
+                }
+                t.activations += 1;
+                if !t.cpus.contains(&(cpu as usize)) {
+                    t.cpus.push(cpu as usize);
+                }
+                causes.explain(t, cpu as usize, waking_ns, ran_ns, names);
+            }
+            Obs::Period { t_ns, period_ns, .. } => {
+                if let Some(r) = recs {
+                    r[1].record(t_ns, period_ns);
+                }
+            }
+            Obs::Unmatched { .. } => t.unmatched += 1,
+            Obs::Done { release_ns, end_ns, runtime_ns, .. } => {
+                let response = end_ns - release_ns;
+                if let Some(r) = recs {
+                    r[2].record(end_ns, runtime_ns);
+                    r[3].record(end_ns, response);
+                }
+                t.misses += u64::from(t.deadline_ns.is_some_and(|d| response > d));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the series of the threads that exited (all at the `last` pass).
+    fn check_exits(&mut self, now: u64, last: bool) {
+        for t in self.list.iter_mut().filter(|t| !t.ended || t.recs.is_some()) {
+            if last || !std::path::Path::new(&format!("/proc/{}/task/{}", t.id.pid, t.id.tid)).exists() {
+                if !last && t.exited_ns.is_none() {
+                    t.exited_ns = Some(now);
+                    self.tracker.forget(t.id.tid);
+                }
+                t.ended = true;
+                for r in t.recs.take().into_iter().flatten() {
+                    r.finish(now);
+                }
+            }
+        }
+    }
+
+    fn checkpoint(&mut self, now: u64) {
+        for r in self.list.iter_mut().filter_map(|t| t.recs.as_mut()).flatten() {
+            r.maybe_checkpoint(now);
+        }
+    }
+
+    /// Each thread's identity and counts, on each of its series.
+    fn store_extras(&self, writer: &mut Writer) -> Result<()> {
+        for t in self.list.iter().filter(|t| !t.sids.is_empty()) {
+            let period = writer.sinks.iter().find(|s| s.series_id == t.sids[1]).map(|s| s.total());
+            let extra = t.extra(self.start, period, self.settings.period_ns);
+            for &sid in &t.sids {
+                writer.store.set_series_extra(sid, &extra)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The run's notes on what was watched and what the trace lacked.
+    fn notes(&self, summary: &TraceSummary, wall_ns: u64) -> Vec<String> {
+        let list = &self.list;
+        let events: u64 = summary.per_cpu.iter().map(|c| c.events).sum();
+        let mut notes = vec![format!(
+            "watch: {} threads ({} found at the start, {} appeared, {} exited), {} of them woken in sight; the reader \
+             decoded {events} events ({:.0}/s) on its own CPU time of {:.2}% of one CPU; {} events lost",
+            list.len(),
+            self.found_at_start,
+            list.len() - self.found_at_start,
+            list.iter().filter(|t| t.exited_ns.is_some()).count(),
+            list.iter().filter(|t| !t.sids.is_empty()).count(),
+            events as f64 / (wall_ns.max(1) as f64 / 1e9),
+            summary.reader_cpu_pct,
+            summary.lost()
+        )];
+        if self.tracker.inferred > 0 {
+            notes.push(format!(
+                "watch: {} switches onto a CPU were not traced (this kernel does not trace the switch out of idle): \
+                 each was taken at the last event its CPU recorded in idle, a few microseconds early",
+                self.tracker.inferred
+            ));
+        }
+        if self.over_max > 0 {
+            notes.push(format!(
+                "watch: {} threads that ran were not watched: beyond --max-threads {} (narrow the threads with \
+                 --comm, --pid or --policy, or raise it)",
+                self.over_max, self.settings.max_threads
+            ));
+        }
+        let unmatched: u64 = list.iter().map(|t| t.unmatched).sum();
+        if unmatched > 0 {
+            notes.push(format!(
+                "watch: {unmatched} wake-ups had no switch onto a CPU in the trace (lost events): left out of the \
+                 latency, runtime and response series"
+            ));
+        }
+        if list.is_empty() {
+            notes.push(
+                "watch: no thread matched (default: every SCHED_FIFO, SCHED_RR and SCHED_DEADLINE thread); see \
+                 --pid, --comm, --policy"
+                    .into(),
+            );
+        }
+        notes
+    }
+}
+
+/// `--cause-threshold`: each CPU's events, and an episode for each
+/// wake-up above the threshold.
+struct Causes {
+    threshold: Option<u64>,
+    traces: Vec<CpuTrace>,
+    index_of_cpu: HashMap<usize, usize>,
+    seq: u64,
+    pass_start: u64,
+    tx: std::sync::mpsc::Sender<EpisodeMsg>,
+}
+
+impl Causes {
+    fn push_event(&mut self, cpu_index: usize, e: Ev) {
+        if self.threshold.is_some() {
+            self.traces[cpu_index].push_event(e);
+        }
+    }
+
+    /// A cause episode for `t`'s wake-up (waking at `waking_ns`, on `cpu`
+    /// at `ran_ns`) if it is above the threshold.
+    fn explain(&mut self, t: &Watched, cpu: usize, waking_ns: u64, ran_ns: u64, names: &Names) {
+        let lat = ran_ns - waking_ns;
+        let (Some(thr), Some(&ci)) = (self.threshold, self.index_of_cpu.get(&cpu)) else { return };
+        if lat < thr || lat == 0 {
+            return;
+        }
+        self.seq += 1;
+        let ct = &mut self.traces[ci];
+        ct.tid = t.id.tid;
+        ct.push_sample(Sample { seq: self.seq, t_ns: ran_ns, value_ns: lat });
+        let (label, tx) = (t.id.label(), &self.tx);
+        ct.process(self.pass_start, true, names, &mut |o| match o {
+            // No stacks or samples here: the raw code evidence is empty.
+            Out::Keep(mut ep, _) => {
+                ep.verdict = format!("{label}: {}", ep.verdict);
+                let _ = tx.send(EpisodeMsg::Keep(ep));
+            }
+            Out::Drop { cpu, sample } => {
+                let _ = tx.send(EpisodeMsg::Drop(NAME.into(), METRICS[0].into(), cpu, sample));
+            }
+            Out::Stages { .. } => {}
+        });
+    }
+
+    /// Lets go of the events older than an episode's window.
+    fn trim(&mut self, names: &Names) {
+        if self.threshold.is_some() {
+            for ct in &mut self.traces {
+                ct.process(self.pass_start, false, names, &mut |_| {});
+            }
+        }
+    }
+}
+
+impl Watch {
+    /// The run's plan.
+    pub fn plan(&self) -> serde_json::Value {
+        serde_json::json!({
+            "probe": NAME,
+            "metrics": METRICS,
+            "settings": self.settings,
+            "describe": self.settings.describe(),
+            "exceed": self.settings.exceed.describe(),
+            "found_at_start": self.found.iter().map(|i| format!("{} {}", i.label(), i.sched())).collect::<Vec<_>>(),
+            "trace": { "instance": self.instance.name, "events": self.instance.enabled, "clock": "mono" },
+        })
+    }
+
+    /// Watches until `signal` or the duration, recording into `run`.
+    /// `load`: the assessment's load the series are keyed with.
+    pub fn measure(self, run: &mut OpenRun, load: Option<&str>, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
+        let Watch { settings, mut instance, cpus, found } = self;
+        let mut out = CellOutcome::default();
+        let mut buffers: Vec<Buffer> = instance
+            .buffers(&cpus)
+            .map_err(anyhow::Error::msg)?
+            .into_iter()
+            .map(|f| Buffer::new(f, TraceClock::Mono))
+            .collect();
+        let (tx, episode_rx) = std::sync::mpsc::channel();
+        let threshold = settings.cause_threshold_ns;
+        let mut writer = Writer {
+            store: run.take_store()?,
+            sinks: Vec::new(),
+            lost_exceedances: 0,
+            episodes: threshold.map(|_| (run.run_id, episode_rx)),
+            load: load.map(str::to_string),
+        };
+        let cause_settings = decompose::Settings {
+            cause_threshold: CauseThreshold::Fixed(threshold.unwrap_or(0)),
+            max_episodes: settings.max_episodes,
+            timer_entry: instance.timer_entry,
+            stages: true,
+            path: WakePath::Timer,
+        };
+        let mut causes = Causes {
+            threshold,
+            traces: cpus.iter().map(|&c| CpuTrace::new(c as i64, NAME, METRICS[0], 0, cause_settings)).collect(),
+            index_of_cpu: cpus.iter().enumerate().map(|(i, &c)| (c, i)).collect(),
+            seq: 0,
+            pass_start: 0,
+            tx,
+        };
+        let mut events_on = vec![0u64; cpus.len()];
+        let mut merge = Merge::default();
+        let (cpu0, wall0) = (clock::thread_cpu_ns(), clock::now());
+        instance.set_on(true).map_err(anyhow::Error::msg)?;
+        let start = clock::now();
+        let end = settings.duration_ns.map_or(u64::MAX, |d| start + d);
+        let mut threads = Threads::new(&settings, run.run_id, load, start, found);
+        let policy_cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
+        let policy = |pid: i32| *policy_cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
+        let mut page = vec![0u8; instance.layout.page_size];
+        let mut decoder = std::mem::take(&mut instance.decoder);
+        let mut next_exit_check = start + EXIT_CHECK_NS;
+        let mut obs = Vec::new();
+        loop {
+            let last = signal.load(Relaxed) || clock::now() >= end;
+            let pass_start = clock::now();
+            causes.pass_start = pass_start;
+            for (i, b) in buffers.iter_mut().enumerate() {
+                let (m, n) = (&mut merge, &mut events_on[i]);
+                b.drain(&instance.layout, &mut decoder, &mut page, |e| {
+                    *n += 1;
+                    m.push(i as u32, e)
+                });
+            }
+            let watermark = if last { u64::MAX } else { pass_start.saturating_sub(GRACE_NS) };
+            let names = Names { decoder: &decoder, policy: &policy };
+            for (ci, e) in merge.take_until(watermark) {
+                let cpu = cpus[ci as usize];
+                if let Kind::Switch { next, .. } = e.kind
+                    && next > 0
+                {
+                    let prio = decoder.tasks.get(&next).map_or(120, |t| t.prio);
+                    threads.discover(next, prio, cpu, e.ts);
+                }
+                causes.push_event(ci as usize, e);
+                threads.tracker.event(cpu as i64, &e, &mut |o| obs.push(o));
+                for o in obs.drain(..) {
+                    threads.observe(o, e.ts, &mut writer, &mut causes, &names)?;
+                }
+            }
+            causes.trim(&names);
+            let now = clock::now();
+            if now >= next_exit_check || last {
+                next_exit_check = now + EXIT_CHECK_NS;
+                threads.check_exits(now, last);
+            }
+            threads.checkpoint(now);
+            if let Err(e) = writer.poll() {
+                out.store_error = Some(e);
+                break;
+            }
+            if last {
+                break;
+            }
+            std::thread::sleep(PASS);
+        }
+        let _ = instance.set_on(false);
+        threads.check_exits(clock::now(), true);
+        drop(causes.tx);
+        while out.store_error.is_none() {
+            match writer.poll() {
+                Ok(true) => break,
+                Ok(false) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => out.store_error = Some(e),
+            }
+        }
+        let wall_ns = clock::now().saturating_sub(wall0);
+        let reader_cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu0);
+        if out.store_error.is_none()
+            && let Err(e) = threads.store_extras(&mut writer)
+        {
+            out.store_error = Some(e);
+        }
+        out.lost_exceedances = writer.lost_exceedances;
+        run.put_store(writer.store);
+
+        // The buffers are closed before the instance is removed.
+        let read: Vec<(u64, u64, u64)> = buffers.iter().map(|b| (b.missed, b.bytes, b.read_errors)).collect();
+        drop(buffers);
+        let per_cpu = cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| TraceCpu {
+                cpu: c as i64,
+                events: events_on[i],
+                lost: read[i].0,
+                bytes: read[i].1,
+                samples: 0,
+                decomposed: 0,
+                incomplete: 0,
+                switch_inferred: 0,
+                samples_dropped: 0,
+                read_errors: read[i].2,
+                by_kind: Vec::new(),
+            })
+            .collect();
+        let report = ReaderReport {
+            per_cpu,
+            cpu_ns: reader_cpu_ns,
+            wall_ns,
+            episodes_built: causes.traces.iter().map(|t| t.episodes_built).sum(),
+            episodes_kept: causes.traces.iter().map(|t| t.kept() as u64).sum(),
+            unknown_records: decoder.unknown,
+            stacks: None,
+            profile: None,
+        };
+        let opts = TraceOpts {
+            cause_threshold: CauseThreshold::Fixed(threshold.unwrap_or(0)),
+            max_episodes: if threshold.is_some() { settings.max_episodes } else { 0 },
+            buffer_kb: settings.buffer_kb,
+            clock: TraceClock::Mono,
+            stacks: StacksMode::Off,
+            sample_hz: Some(0),
+        };
+        let zeros: Vec<Arc<AtomicU64>> = cpus.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false, CodeReport::default());
+        out.notes = threads.notes(&summary, wall_ns);
+        out.notes.extend(trace_notes);
+        out.trace = Some(summary);
+        Ok(out)
+    }
+}
+
+/// The watched threads as a cell of the assessment (`rtscope run --watch`,
+/// or `watch` in a plan's probes): watched under each load for the cell's
+/// length, each cell with a tracefs instance of its own.
+pub struct WatchCell {
+    pub settings: Settings,
+}
+
+impl OwnCell for WatchCell {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn plan(&self) -> serde_json::Value {
+        serde_json::to_value(&self.settings).unwrap_or_default()
+    }
+
+    fn metrics(&self) -> Vec<String> {
+        METRICS.iter().map(|m| m.to_string()).collect()
+    }
+
+    fn describe(&self) -> String {
+        format!("wake-up latency, period, runtime, response per thread; {}", self.settings.describe())
+    }
+
+    fn measure(
+        &self,
+        run: &mut OpenRun,
+        load: &str,
+        duration_ns: u64,
+        _effective: (sched::Policy, u8),
+        signal: &Arc<AtomicBool>,
+    ) -> Result<CellOutcome> {
+        let mut settings = self.settings.clone();
+        settings.duration_ns = Some(duration_ns);
+        let mut warnings = Vec::new();
+        let watch = prepare(settings, &mut warnings)?;
+        let mut out = watch.measure(run, Some(load), signal)?;
+        for n in &mut out.notes {
+            if let Some(rest) = n.strip_prefix("watch: ") {
+                *n = format!("watch under {load}: {rest}");
+            }
+        }
+        out.notes.extend(warnings.into_iter().map(|w| format!("watch under {load}: {}", w.message)));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(policy: u32) -> Identity {
+        Identity {
+            tid: 42,
+            pid: 40,
+            comm: "myloop".into(),
+            process: "app".into(),
+            policy,
+            priority: 80,
+            dl_runtime_ns: 0,
+            dl_deadline_ns: 0,
+            dl_period_ns: 0,
+        }
+    }
+
+    #[test]
+    fn the_filter_takes_threads_by_id_name_policy_and_cpu() {
+        let fifo = id(sched::SCHED_FIFO);
+        let all = Filter { policies: vec![1, 2, 6], ..Default::default() };
+        assert!(all.takes(&fifo, 3));
+        assert!(!all.takes(&id(0), 3), "a normal thread by default");
+        let by_pid = Filter { pids: vec![40], ..all.clone() };
+        assert!(by_pid.takes(&fifo, 0), "the process's id takes its threads");
+        assert!(!Filter { pids: vec![41], ..all.clone() }.takes(&fifo, 0));
+        assert!(Filter { comms: vec!["app".into()], ..all.clone() }.takes(&fifo, 0), "the process's name");
+        assert!(!Filter { comms: vec!["other".into()], ..all.clone() }.takes(&fifo, 0));
+        let on = Filter { cpus: Some(vec![2, 3]), ..all.clone() };
+        assert!(on.takes(&fifo, 3) && !on.takes(&fifo, 1));
+        assert!(all.may_take(19) && all.may_take(-1) && !all.may_take(120));
+        assert!(Filter { policies: vec![0], ..all }.may_take(120));
+    }
+
+    #[test]
+    fn a_threads_extra_has_its_identity_its_jitter_and_its_misses() {
+        let mut t = Watched::new(id(sched::SCHED_FIFO), 10, Some(1_000_000));
+        (t.cpus, t.activations, t.misses, t.exited_ns) = (vec![1, 0], 4, 1, Some(99));
+        let mut p = Tally::new();
+        for v in [1_990_000, 2_000_000, 2_000_000, 2_030_000] {
+            p.record(v);
+        }
+        let e = t.extra(5, Some(&p), None);
+        assert_eq!(
+            (e["thread"].as_str(), e["sched"].as_str(), e["cpus"].as_str()),
+            (Some("myloop (42)"), Some("SCHED_FIFO 80"), Some("1,0"))
+        );
+        assert_eq!((e["appeared"].as_bool(), e["exited_ns"].as_u64()), (Some(true), Some(99)));
+        assert_eq!((e["deadline_ns"].as_u64(), e["deadline_misses"].as_u64()), (Some(1_000_000), Some(1)));
+        // The median and the jitter against it, to the histogram's 0.1 %.
+        let near = |k: &str, want: f64| (e[k].as_f64().unwrap() - want).abs() <= want * 0.001 + 2_000.0;
+        assert!(near("period_median_ns", 2_000_000.0) && near("jitter_ns", 30_000.0), "{e:?}");
+        // Against a given period: the farther side.
+        let e = t.extra(50, Some(&p), Some(2_010_000));
+        assert!(e["appeared"] == false && e["period_ref_ns"] == 2_010_000, "{e:?}");
+        assert!((e["jitter_ns"].as_f64().unwrap() - 20_000.0).abs() <= 2_100.0, "{e:?}");
+        // A SCHED_DEADLINE thread's own deadline, when none is given.
+        let dl = Identity { dl_runtime_ns: 100, dl_deadline_ns: 500, dl_period_ns: 1000, ..id(sched::SCHED_DEADLINE) };
+        let t = Watched::new(dl, 0, None);
+        assert_eq!(t.deadline_ns, Some(500));
+        assert_eq!(t.extra(0, None, None)["dl_period_ns"], 1000);
+    }
+}

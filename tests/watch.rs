@@ -1,0 +1,322 @@
+//! `rtscope watch`: a real-time thread of this test, of known period and
+//! runtime, that logs its own timestamps, watched from outside; then the
+//! same thread delayed by a logged disturber. Root only.
+
+mod common;
+
+use common::*;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const PERIOD_NS: u64 = 2_000_000;
+const SPIN_NS: u64 = 100_000;
+
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One activation as the thread saw it: programmed, and its clock read on
+/// waking.
+#[derive(Clone, Copy, Debug)]
+struct Own {
+    programmed: u64,
+    woke: u64,
+}
+
+/// A SCHED_FIFO 80 thread named `name` on `cpu` that wakes every 2 ms
+/// (clock_nanosleep, TIMER_ABSTIME) and spins 100 us, for `length`.
+/// Returns its tid and, when joined, its own log. Dropped, it stops the
+/// thread at its next period.
+fn periodic(name: &str, cpu: usize, length: Duration) -> Periodic {
+    let name = std::ffi::CString::new(name).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    let handle = std::thread::spawn(move || {
+        // SAFETY: plain system calls on this thread, with valid arguments.
+        unsafe {
+            libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set), 0);
+        }
+        // SAFETY: gettid has no preconditions.
+        tx.send(unsafe { libc::gettid() }).unwrap();
+        let n = (length.as_nanos() as u64 / PERIOD_NS) as usize;
+        let mut log = Vec::with_capacity(n);
+        let param = libc::sched_param { sched_priority: 80 };
+        // SAFETY: pid 0 is this thread; `param` is valid.
+        assert_eq!(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }, 0);
+        let mut next = now_ns() + PERIOD_NS;
+        for _ in 0..n {
+            if stopped.load(Ordering::Relaxed) {
+                break;
+            }
+            let ts = libc::timespec { tv_sec: (next / 1_000_000_000) as i64, tv_nsec: (next % 1_000_000_000) as i64 };
+            // SAFETY: an absolute sleep on CLOCK_MONOTONIC; no remainder.
+            unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
+            let woke = now_ns();
+            while now_ns() < woke + SPIN_NS {}
+            log.push(Own { programmed: next, woke });
+            next += PERIOD_NS;
+            // A long stall of the host: the next instant stays ahead.
+            while next <= now_ns() {
+                next += PERIOD_NS;
+            }
+        }
+        log
+    });
+    Periodic { tid: rx.recv().unwrap(), handle: Some(handle), stop }
+}
+
+struct Periodic {
+    tid: i32,
+    handle: Option<std::thread::JoinHandle<Vec<Own>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Periodic {
+    /// Waits for the end of its loop; its log.
+    fn join(mut self) -> Vec<Own> {
+        self.handle.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Periodic {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// `rtscope watch` in the background, its reader on CPU 0.
+fn watch(fx: &Fixture, args: &[&str]) -> Child {
+    let json = fx.dir.join("watch.json");
+    Command::new(BIN)
+        .args(["watch", "--db", &fx.db, "-q", "--reader-cpus", "0", "--json", json.to_str().unwrap()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start rtscope watch")
+}
+
+/// Waits until the watch run is stored (it is tracing from then on).
+fn wait_for_run(db: &str) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while !std::path::Path::new(db).exists() || !text(&rtscope(&["runs", "--db", db])).contains("watch") {
+        assert!(Instant::now() < until, "rtscope watch did not start in 60 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// Waits for `rtscope watch` to end; its JSON.
+fn finish(fx: &Fixture, child: Child) -> serde_json::Value {
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = json_file(&fx.dir.join("watch.json"));
+    assert_eq!(doc["status"], "complete", "{doc}");
+    doc
+}
+
+fn name() -> String {
+    format!("rtw{}", std::process::id() % 100_000)
+}
+
+/// The result row of `metric` for thread `tid`.
+fn thread_row<'a>(rows: &'a [serde_json::Value], metric: &str, tid: i32) -> &'a serde_json::Value {
+    rows.iter()
+        .find(|r| r["probe"] == "watch" && r["metric"] == metric && r["cpu"].as_i64() == Some(tid as i64))
+        .unwrap_or_else(|| panic!("no watch {metric} of thread {tid} in {rows:#?}"))
+}
+
+fn median(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+/// A thread that appears after the start and exits before the end: its
+/// activations per second, median period, runtime and wake-up latency
+/// against its own timestamps; its series end where it exited.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_periodic_thread_that_appears_and_exits() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let (cpu, name) = (last_cpu(), name());
+    let child = watch(&fx, &["--comm", &name, "-D", "9s"]);
+    wait_for_run(&fx.db);
+    let thread = periodic(&name, cpu, Duration::from_secs(5));
+    let tid = thread.tid;
+    let own = thread.join();
+    let doc = finish(&fx, child);
+    let rows = doc["results"].as_array().unwrap();
+    let lat = thread_row(rows, "latency", tid);
+    assert_eq!(lat["comm"], name.as_str());
+    assert_eq!(lat["sched"], "SCHED_FIFO 80");
+    assert_eq!(lat["appeared"], true, "found after the start: {lat}");
+    let (found, exited) = (lat["found_ns"].as_u64().unwrap(), lat["exited_ns"].as_u64().expect("it exited"));
+    let (first, last) = (own[0].programmed, own.last().unwrap().woke);
+    assert!(found <= first && exited > last, "found {found}, exited {exited}: the thread ran {first}..{last}");
+    // Its series end where it exited (within the 1 s check).
+    let span = series_exceedances(&export(&fx.db, &[]), "latency", tid as u64).1;
+    assert!(span.1 <= exited + 1_000_000 && span.1 >= last, "series {span:?}, exited at {exited}");
+
+    // 500 activations per second +- 2 %, against the thread's own count:
+    // the first one may precede its discovery (its first switch). Outside
+    // its loop, at SCHED_FIFO, the thread may block a few times in the
+    // kernel (its first sleep's set-up, its exit): those are wake-ups too.
+    let count = lat["count"].as_u64().unwrap();
+    let secs = (own.last().unwrap().programmed + PERIOD_NS - first) as f64 / 1e9;
+    let rate = count as f64 / secs;
+    assert!((490.0..=510.0).contains(&rate), "{rate:.1} activations/s ({count} in {secs:.3} s, own {})", own.len());
+    let n = own.len() as u64;
+    assert!(count <= n + 4 && count + 2 + n / 50 >= n, "{count} wake-ups watched, the thread saw {n}: {lat}");
+    // A median period of 2 ms +- 1 %, a runtime of 100 us +- 20 %.
+    let period = thread_row(rows, "period", tid)["p50_ns"].as_u64().unwrap();
+    assert!((1_980_000..=2_020_000).contains(&period), "median period {period} ns");
+    assert_eq!(thread_row(rows, "period", tid)["period_median_ns"].as_u64().unwrap(), period);
+    let runtime = thread_row(rows, "runtime", tid)["p50_ns"].as_u64().unwrap();
+    assert!((80_000..=120_000).contains(&runtime), "median runtime {runtime} ns");
+    // The wake-up latency (waking -> switch onto the CPU) is part of what
+    // the thread itself sees (programmed -> its clock read after waking).
+    let own_median = median(own.iter().map(|o| o.woke - o.programmed).collect());
+    let watched = lat["p50_ns"].as_u64().unwrap();
+    assert!(watched <= own_median + 20_000, "watch median {watched} ns, the thread's own {own_median} ns");
+    // The reader's cost and losses are stated.
+    let notes = doc["run"]["notes"].to_string();
+    assert!(notes.contains("events (") && notes.contains("events lost"), "{notes}");
+}
+
+/// The same thread beside a SCHED_FIFO 99 spinner of 400 us every
+/// 20.333 ms on its CPU: a wake-up due inside a burst cannot run before the
+/// burst ends, so watch must show it switched on at or after that end and
+/// before the thread's own clock read; the worst latency is above 300 us,
+/// and the episodes above 300 us name the spinner.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_disturbed_thread_shows_the_bursts_and_names_the_disturber() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let (cpu, name) = (last_cpu(), name());
+    let spinner = truth::Disturber::start(&fx.dir, &cpu.to_string(), "20333us", "400us", "30s");
+    let args = ["--comm", &name, "-D", "8s", "--exceed", "150us", "--cause-threshold", "300us", "--episodes", "5000"];
+    let child = watch(&fx, &args);
+    wait_for_run(&fx.db);
+    let thread = periodic(&name, cpu, Duration::from_secs(6));
+    let tid = thread.tid;
+    let own = thread.join();
+    let doc = finish(&fx, child);
+    let bursts = spinner.finish();
+    let export = export(&fx.db, &[]);
+    let (exc, _) = series_exceedances(&export, "latency", tid as u64);
+
+    // Every stored wake-up above 150 us switched the thread on between its
+    // programmed instant and its own clock read (5 us of clock slack).
+    const SLACK: u64 = 5_000;
+    for &(t, v) in &exc {
+        let k = t - v;
+        assert!(
+            own.iter().any(|o| k + SLACK >= o.programmed && t <= o.woke + SLACK),
+            "a wake-up ({k}..{t}) outside every activation the thread saw"
+        );
+    }
+    // Wake-ups due well inside a burst: watched from within [P, burst end]
+    // to the burst's end or later. A host stall of the timer interrupt past
+    // 50 us can make one short: as often as such stalls hit the others.
+    let inside = |o: &Own| bursts.iter().find(|b| b.start + 10_000 <= o.programmed && o.programmed + 200_000 <= b.end);
+    let (mut covered, mut missed, mut host, mut free) = (0u64, 0u64, 0u64, 0u64);
+    for o in &own {
+        match inside(o) {
+            Some(b) => {
+                covered += 1;
+                let seen = exc
+                    .iter()
+                    .any(|&(t, v)| t + 1_000 >= b.end && t <= o.woke + SLACK && t - v + SLACK >= o.programmed);
+                missed += u64::from(!seen);
+            }
+            None if !bursts.iter().any(|b| b.near(o.programmed, o.woke, 1_000_000)) => {
+                free += 1;
+                host += u64::from(o.woke - o.programmed > 50_000);
+            }
+            None => {}
+        }
+    }
+    assert!(covered >= 3, "only {covered} wake-ups due inside a burst in 6 s");
+    let q = truth::rate_upper(host, free, 0.002);
+    let allowed = truth::binomial_upper(covered, q, truth::FALSE_FAILURE);
+    assert!(missed <= allowed, "{missed} of {covered} delayed wake-ups not seen (allowed {allowed}, host rate {q:.4})");
+
+    let rows = doc["results"].as_array().unwrap();
+    let max = thread_row(rows, "latency", tid)["max_ns"].as_u64().unwrap();
+    assert!(max > 300_000, "worst latency {max} ns beside 400 us bursts");
+    // Episodes: each wake-up above 300 us; those a burst covered for most
+    // of their window name the spinner as their main cause.
+    let tids: Vec<i64> = bursts.iter().map(|b| b.tid).collect();
+    let episodes: Vec<&serde_json::Value> = export["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["verdict"].as_str().unwrap().contains(&name))
+        .collect();
+    assert!(!episodes.is_empty(), "no episode of {name}");
+    let (mut by_burst, mut other) = (0u64, 0u64);
+    for e in &episodes {
+        assert_eq!(e["probe"], "watch");
+        let (a, b) = (e["programmed_ns"].as_u64().unwrap(), e["woke_ns"].as_u64().unwrap());
+        let overlap: u64 = bursts.iter().map(|x| x.overlap(a, b)).sum();
+        if overlap * 10 >= (b - a) * 8 {
+            by_burst += 1;
+            other += u64::from(!tids.contains(&main_cause(e)["pid"].as_i64().unwrap_or(-1)));
+        }
+    }
+    assert!(by_burst >= 1, "no episode within a burst: {episodes:#?}");
+    let allowed = truth::binomial_upper(by_burst, q, truth::FALSE_FAILURE);
+    assert!(
+        other <= allowed,
+        "{other} of {by_burst} episodes within a burst do not name the spinner (allowed {allowed})"
+    );
+}
+
+/// `rtscope run --watch comm=NAME --loads idle,cpu`: the thread's series
+/// under each load, a cell of 2 s each, 500 activations per second.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn run_watch_measures_the_thread_under_each_load() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let (cpu, name) = (last_cpu(), name());
+    let thread = periodic(&name, cpu, Duration::from_secs(60));
+    let tid = thread.tid;
+    let spec = format!("comm={name}");
+    let o = rtscope(&["run", "--watch", &spec, "--loads", "idle,cpu", "-D", "2s", "--db", &fx.db, "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("watch latency") && out.contains("idle") && out.contains("cpu"), "{out}");
+    let doc = export(&fx.db, &[]);
+    for load in ["idle", "cpu"] {
+        let row = doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["metric"] == "latency" && r["cpu"].as_i64() == Some(tid as i64) && r["load"] == load)
+            .unwrap_or_else(|| panic!("no latency of thread {tid} under {load}: {out}"));
+        let count = row["count"].as_u64().unwrap();
+        assert!((950..=1050).contains(&count), "{count} activations in a 2 s cell under {load}");
+    }
+    drop(thread);
+}
