@@ -7,6 +7,7 @@
 //! `--tasks` / `--error-rate` as a [`TasksSpec`].
 
 use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::analysis::misses::{self, MissPrediction, TaskModel};
 use rtscope_model::analysis::pot::MIN_OBSERVED;
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
@@ -43,9 +44,41 @@ pub struct TasksSpec {
 /// The period of the timer a series' probe waited for, from the run's plan
 /// (an assessment's: the settings of the probe's cells).
 pub fn timer_period(run: &Run, key: &SeriesKey) -> Option<u64> {
+    let d = descriptor::find(&key.probe)?;
+    // A probe with a release-jitter metric (wakeup's latency, task's
+    // release): only that series is the timer's, not a traced stage nor a
+    // task's response or lateness.
+    if d.release_jitter.is_some_and(|m| m != key.metric) {
+        return None;
+    }
+    d.timer_period(settings(run, key))
+}
+
+/// The settings of the probe that measured a series, from the run's plan
+/// (an assessment's: those of the probe's cell).
+pub fn settings<'r>(run: &'r Run, key: &SeriesKey) -> &'r serde_json::Value {
     let cell = run.plan["cells"].as_array().and_then(|c| c.iter().find(|c| c["probe"].as_str() == Some(&key.probe)));
-    let s = cell.map_or(&run.plan["settings"], |c| &c["settings"]);
-    descriptor::find(&key.probe)?.timer_period(s)
+    cell.map_or(&run.plan["settings"], |c| &c["settings"])
+}
+
+/// Each periodic task's miss rate (a series of a probe whose row counts
+/// deadline misses, its release delay), predicted from its release delay
+/// and set beside the misses it counted: (label, prediction), per CPU and
+/// load.
+pub fn miss_predictions(run: &Run, all: &[SeriesAnalysis]) -> Vec<(String, MissPrediction)> {
+    all.iter()
+        .filter_map(|a| {
+            let keys = descriptor::find(&a.key.probe)?.misses?;
+            if a.key.metric != keys.release {
+                return None;
+            }
+            let task = TaskModel::from_settings(settings(run, &a.key), &keys)?;
+            let series = run.series.iter().find(|s| s.key == a.key)?;
+            let missed = series.extra.get(keys.missed).and_then(|m| m.as_u64()).unwrap_or(0);
+            let p = misses::predict(&a.obs, a.model.as_ref(), task, series.total().count(), missed);
+            Some((label(a), p))
+        })
+        .collect()
 }
 
 /// Every measured series of `run` that `keep` accepts (trace stages and
@@ -55,11 +88,30 @@ pub fn analyse<'r>(
     opts: &Options,
     keep: impl Fn(&Series) -> bool,
 ) -> Vec<(&'r Series, Result<SeriesAnalysis, String>)> {
-    run.series
+    let list: Vec<(&Series, Option<u64>)> = run
+        .series
         .iter()
         .filter(|s| !Stages::is_series(&s.key.metric) && s.total().count() > 0 && keep(s))
-        .map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts)))
-        .collect()
+        .map(|s| (s, timer_period(run, &s.key)))
+        .collect();
+    let analysed = series::analyze_all(&list, opts);
+    list.into_iter().map(|(s, _)| s).zip(analysed).collect()
+}
+
+/// Every stage series of a traced run (`--trace`: interrupt, handler,
+/// wake-up, thread, user and the absolute times), with its analysis or why
+/// there is none: the stages' own tails (the WDM latency study's per-stage
+/// worst cases). In the order of the stage tables: probe, load, CPU, then
+/// the path's stages.
+pub fn analyse_stages<'r>(run: &'r Run, opts: &Options) -> Vec<(&'r Series, Result<SeriesAnalysis, String>)> {
+    let mut list: Vec<&Series> =
+        run.series.iter().filter(|s| Stages::is_series(&s.key.metric) && s.total().count() > 0).collect();
+    let rank = |k: &SeriesKey| Stages::of_probe(&k.probe).1.iter().position(|m| *m == k.metric).unwrap_or(8);
+    list.sort_by(|a, b| {
+        let (a, b) = (&a.key, &b.key);
+        (&a.probe, a.load.as_deref(), a.cpu, rank(a)).cmp(&(&b.probe, b.load.as_deref(), b.cpu, rank(b)))
+    });
+    list.into_iter().map(|s| (s, series::analyze_series(s, timer_period(run, &s.key), opts))).collect()
 }
 
 /// Where the requirements a run is judged against come from.
@@ -86,8 +138,14 @@ pub struct Asked {
     pub allow_insufficient: bool,
 }
 
-/// The profile a report judges a run against when nothing is asked.
+/// The profile every command (`run`, `analyze`, `report`) judges a run
+/// against when nothing is asked: shown as a yardstick, it never changes
+/// the exit code.
 pub const YARDSTICK: &str = "omac";
+
+/// `--profile none`: no yardstick, and nothing judged unless `--require`
+/// asks for it.
+pub const NO_PROFILE: &str = "none";
 
 impl Asked {
     /// Nothing to judge.
@@ -142,10 +200,10 @@ impl Asked {
             ReqSource::Default => format!(
                 "No requirement was stored with the run or given: judged against the default yardstick, the profile \
                  {YARDSTICK} (OMAC: thread wake-up latency <= 100 us, worst case and expected worst per hour, and the \
-                 jitter of a 1 ms periodic timer <= 100 us), where the run has the data. Choose another with \
-                 `rtscope report RUN --profile audio` or `--require 'wakeup.latency.p99.99 < 50us'`, or store \
-                 requirements with the run (`rtscope run --profile / --require`, or profiles / require in the \
-                 campaign file)."
+                 jitter of a 1 ms periodic timer <= 100 us), where the run has the data; a yardstick never changes \
+                 the exit code. To gate (exit code 2) give `--profile NAME` or `--require EXPR` to run, analyze or \
+                 report (e.g. `--profile audio`, `--require 'wakeup.latency.p99.99 < 50us'`), or store them with \
+                 the run (profiles / require in the campaign file); `--profile none` turns the yardstick off."
             ),
         }
     }
@@ -159,14 +217,47 @@ pub fn judge(run: &Run, asked: &Asked, set: Option<&AskedSet>) -> (Vec<verdict::
         return (Vec::new(), None);
     }
     let opts = Options { periods: vec![], ..Options::default() };
-    let all: Vec<SeriesAnalysis> = analyse(run, &opts, |_| true).into_iter().filter_map(|(_, a)| a.ok()).collect();
-    (asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect(), set.map(|s| schedulability(&all, s)))
+    // The yardstick reads only the series its requirements name (and the
+    // periodic timers): nothing else is analysed for it.
+    let keep =
+        |s: &Series| set.is_some() || asked.source != ReqSource::Default || asked.reqs.iter().any(|r| names(r, s));
+    let all: Vec<SeriesAnalysis> = analyse(run, &opts, keep).into_iter().filter_map(|(_, a)| a.ok()).collect();
+    (evaluate(asked, &all).0, set.map(|s| schedulability(&all, s)))
+}
+
+/// Whether requirement `r` reads the series `s`: the probe and metric it
+/// names, any periodic timer for a timer's jitter, the release jitter for
+/// an mttf requirement without `series=`.
+fn names(r: &verdict::Requirement, s: &Series) -> bool {
+    let (p, m) = (s.key.probe.as_str(), s.key.metric.as_str());
+    match &r.lhs {
+        verdict::Lhs::Stat { probe, metric, .. } => probe == p && metric == m,
+        verdict::Lhs::Mttf { series: Some((probe, metric)), .. } => probe == p && metric == m,
+        verdict::Lhs::Mttf { series: None, .. } => descriptor::is_release_jitter(p, m),
+        verdict::Lhs::TimerJitter { .. } => descriptor::find(p).is_some_and(|d| d.timer_period.is_some()),
+    }
+}
+
+/// The verdicts of `asked` on `all`; for the default yardstick only those
+/// the run has data for, and the requirements left out for want of it.
+pub fn evaluate(asked: &Asked, all: &[SeriesAnalysis]) -> (Vec<verdict::Verdict>, Vec<String>) {
+    let mut verdicts = Vec::new();
+    let mut left_out = Vec::new();
+    for r in &asked.reqs {
+        let v = verdict::evaluate(r, all);
+        if asked.source == ReqSource::Default && v.series.is_none() {
+            left_out.push(r.text.clone());
+        } else {
+            verdicts.push(v);
+        }
+    }
+    (verdicts, left_out)
 }
 
 /// Parses profiles and requirements (the messages name --profile / --require).
 pub fn parse_requirements(profiles: &[String], requires: &[String]) -> Result<Vec<verdict::Requirement>, String> {
     let mut reqs = Vec::new();
-    for p in profiles {
+    for p in profiles.iter().filter(|p| *p != NO_PROFILE) {
         reqs.extend(verdict::profile(p)?);
     }
     for r in requires {
@@ -187,13 +278,18 @@ pub fn stored_requirements(run: &Run) -> (Vec<String>, Vec<String>) {
 }
 
 /// What `run` is judged against: the flags, else the requirements stored
-/// with it, else (with `yardstick`) the profile omac, else nothing. A
+/// with it, else (with `yardstick`) the profile omac, else nothing;
+/// `--profile none` alone asks for nothing (no yardstick either). A
 /// requirement given with the flags that names a probe or metric the run
 /// has no series of is refused, naming those it has.
 pub fn asked(run: &Run, flags: &RequireSpec, yardstick: bool) -> Result<Asked> {
     let stored_allow = run.plan["requirements"]["allow_insufficient"].as_bool().unwrap_or(false);
     let (source, profiles, requires, allow) = if !flags.is_empty() {
-        (ReqSource::Flags, flags.profiles.clone(), flags.requires.clone(), flags.allow_insufficient)
+        let profiles: Vec<String> = flags.profiles.iter().filter(|p| *p != NO_PROFILE).cloned().collect();
+        if profiles.is_empty() && flags.requires.is_empty() {
+            return Ok(Asked::none());
+        }
+        (ReqSource::Flags, profiles, flags.requires.clone(), flags.allow_insufficient)
     } else {
         match stored_requirements(run) {
             (p, r) if !p.is_empty() || !r.is_empty() => {
@@ -236,7 +332,7 @@ pub fn check_asked(
     have: &[(String, Vec<String>)],
     origin: &str,
 ) -> Result<(), String> {
-    for p in profiles {
+    for p in profiles.iter().filter(|p| *p != NO_PROFILE) {
         check_names(&verdict::profile(p)?, have, origin).map_err(|e| format!("--profile {p}: {e}"))?;
     }
     for r in requires {
@@ -307,6 +403,9 @@ pub struct Judged<'a> {
     /// False when a requirement failed, or had not enough data to be judged
     /// (unless --allow-insufficient), or the task set misses a deadline.
     pub passed: bool,
+    /// What was asked, for people ("the profile omac"); the summary's.
+    #[serde(skip)]
+    pub against: String,
 }
 
 impl<'a> Judged<'a> {
@@ -322,6 +421,7 @@ impl<'a> Judged<'a> {
             verdicts,
             schedulability: set.zip(sched).map(|(set, result)| SchedOut { tasks_from: set.from, result }),
             passed: !failed,
+            against: asked.what(),
         }
     }
 
@@ -520,5 +620,7 @@ mod tests {
             {"probe": "ptimer", "settings": {"period_ns": 1000000}}]);
         assert_eq!(timer_period(&run, &key), Some(1_000_000));
         assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "latency", 1)), Some(500_000));
+        // A traced stage is not the timer's series.
+        assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "thread", 1)), None);
     }
 }

@@ -7,7 +7,7 @@
 use crate::sys::tracemark::Marker;
 use rtscope_model::episode::Episode;
 use rtscope_model::hist::{Tally, quantile};
-use rtscope_model::run::{Exceedance, Interval};
+use rtscope_model::run::{Exceedance, Interval, SeriesKey};
 use rtscope_model::store::Store;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -393,6 +393,18 @@ impl SeriesSink {
     }
 }
 
+/// Sees each interval once the store has committed it: a monitor's live
+/// counters (`rtscope monitor`). Called on the writer thread.
+pub trait Tap: Send + Sync {
+    /// Series `series_id`, keyed `key`, was declared.
+    fn series(&self, series_id: i64, key: &SeriesKey);
+    /// An interval of series `series_id` was committed: its samples, its
+    /// missed periods and lost exceedances, and its end (CLOCK_MONOTONIC).
+    fn committed(&self, series_id: i64, tally: &Tally, missed: u64, lost: u64, end_ns: u64);
+    /// A commit failed: what was not committed is not counted.
+    fn store_failed(&self);
+}
+
 /// The writer thread's state: every series' sink and the store.
 pub struct Writer {
     pub store: Store,
@@ -402,6 +414,8 @@ pub struct Writer {
     pub episodes: Option<(i64, Receiver<EpisodeMsg>)>,
     /// The load the episodes were measured under (an assessment's cell).
     pub load: Option<String>,
+    /// Told of every committed interval (a monitor).
+    pub tap: Option<Arc<dyn Tap>>,
 }
 
 impl Writer {
@@ -412,6 +426,7 @@ impl Writer {
         // has gone.
         let mut done = self.store_episodes()?;
         let mut intervals: Vec<(i64, Interval)> = Vec::new();
+        let mut tapped: Vec<(i64, Tally, u64, u64, u64)> = Vec::new();
         for sink in &mut self.sinks {
             sink.drain_exceedances();
             while let Ok(msg) = sink.full_rx.pop() {
@@ -419,6 +434,9 @@ impl Writer {
                 self.lost_exceedances += msg.lost_exceedances;
                 sink.shipped_until = msg.end_ns;
                 let mut tally = msg.tally;
+                if self.tap.is_some() {
+                    tapped.push((sink.series_id, (*tally).clone(), msg.overruns, msg.lost_exceedances, msg.end_ns));
+                }
                 intervals.push((
                     sink.series_id,
                     Interval::new(msg.seq, msg.start_ns, msg.end_ns, &tally, msg.overruns, msg.lost_exceedances),
@@ -447,7 +465,18 @@ impl Writer {
                 }
             }
             let exc: Vec<(i64, &[Exceedance])> = ready.iter().map(|(id, list)| (*id, list.as_slice())).collect();
-            self.store.commit_checkpoint(&ivs, &exc)?;
+            let committed = self.store.commit_checkpoint(&ivs, &exc);
+            if let Some(tap) = &self.tap {
+                match &committed {
+                    Ok(()) => {
+                        for (sid, t, missed, lost, end) in &tapped {
+                            tap.committed(*sid, t, *missed, *lost, *end);
+                        }
+                    }
+                    Err(_) => tap.store_failed(),
+                }
+            }
+            committed?;
         }
         if done {
             // The reader sent its last episodes before finishing its series.
@@ -500,7 +529,6 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtscope_model::run::SeriesKey;
 
     fn writer_with(mode: ExceedMode) -> (tempfile::TempDir, Writer, Recorder, i64) {
         let dir = tempfile::tempdir().unwrap();
@@ -510,7 +538,7 @@ mod tests {
         let key = SeriesKey::new("wakeup", "latency", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (rec, sink, _live) = channel(sid, 1_000, mode);
-        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None }, rec, run)
+        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None, tap: None }, rec, run)
     }
 
     /// A signal within the warm-up: the series is stored, empty, and the
@@ -564,7 +592,7 @@ mod tests {
         let key = SeriesKey::new("sleep", "nanosleep@1ms", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (mut rec, sink, _live) = channel_with(sid, 1_000, ExceedMode::Fixed(50_000), true);
-        let mut w = Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None };
+        let mut w = Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None, tap: None };
         rec.start(0);
         for i in 0..1_000i64 {
             rec.record_signed(i as u64 * 10, i * 100 - 20_000);

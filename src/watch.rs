@@ -613,6 +613,7 @@ impl Watch {
             lost_exceedances: 0,
             episodes: threshold.map(|_| (run.run_id, episode_rx)),
             load: load.map(str::to_string),
+            tap: None,
         };
         let cause_settings = decompose::Settings {
             cause_threshold: CauseThreshold::Fixed(threshold.unwrap_or(0)),

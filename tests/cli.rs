@@ -64,6 +64,8 @@ fn bad_noise_sleep_and_ptimer_flags_are_refused_before_measuring() {
     refused(&["sleep", "--phase", "1"], &["--phase", "1us"]);
     refused(&["ptimer", "--period", "10us"], &["--period", "--force"]);
     refused(&["ptimer", "--period", "0"], &["--period"]);
+    refused(&["wakeup", "--instances", "95,95"], &["--instances", "listed twice"]);
+    refused(&["wakeup", "--instances", "95,80", "-h", "100"], &["--instances", "histogram"]);
     refused(&["ptimer", "--timer", "itimer"], &["--timer", "posix-signal"]);
     refused(&["ptimer", "--duration", "500us"], &["--duration", "--period"]);
     refused(&["ptimer", "--policy", "fifo", "--priority", "0"], &["--priority"]);
@@ -143,14 +145,15 @@ fn help_names_every_command_and_exits_zero() {
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
     for cmd in [
-        "run", "load", "wakeup", "noise", "sleep", "ptimer", "netlat", "osbench", "runs", "show", "export", "import",
-        "report", "compare", "analyze", "disturb",
+        "run", "load", "wakeup", "noise", "sleep", "ptimer", "task", "netlat", "osbench", "runs", "show", "export",
+        "import", "report", "compare", "analyze", "disturb", "monitor",
     ] {
         assert!(out.contains(cmd), "{cmd} missing from --help");
     }
     assert!(!out.contains("__second-process"));
     for cmd in [
-        "run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "report", "compare", "disturb",
+        "run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "report", "compare",
+        "disturb", "monitor",
     ] {
         let o = rtscope(&[cmd, "--help"]);
         assert_eq!(o.status.code(), Some(0), "{cmd} --help");

@@ -85,6 +85,50 @@ fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
         assert!(e["verdict"].as_str().unwrap().starts_with(&format!("cpu{} #", e["cpu"])), "{e}");
     }
 
+    // The stages enter the tail analysis: each stage series with its levels
+    // per hour, day and week, and an MTTF curve of one of them.
+    let a = rtscope(&["analyze", "last", "--json", "--db", &fx.db]);
+    assert!(a.status.success(), "{}", text(&a));
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    let stages = v["stages"].as_array().expect("analyze --json has the stage series");
+    for stage in ["irq", "handler", "wake", "thread", "user"] {
+        assert!(stages.iter().any(|s| s["metric"] == stage && s["stats"]["count"].as_u64() > Some(0)), "{stage}");
+    }
+    assert!(stages.iter().all(|s| s["tail"].is_object() || s["tail_error"].is_string()));
+    let m = rtscope(&[
+        "analyze",
+        "mttf",
+        "--run",
+        "last",
+        "--series",
+        "wakeup.thread",
+        "--period",
+        "1ms",
+        "--buffers",
+        "2",
+        "--compute",
+        "500us",
+        "--json",
+        "--db",
+        &fx.db,
+    ]);
+    assert!(m.status.success(), "{}", text(&m));
+    let m: serde_json::Value = serde_json::from_slice(&m.stdout).unwrap();
+    assert!(m["series"].as_str().unwrap().starts_with("wakeup.thread CPU"), "{m}");
+    assert_eq!(m["curve"][2]["buffering_ns"].as_u64(), Some(3_000_000));
+    // ... and the report's tail table, its MTTF plots on the total buffering time.
+    let md = fx.dir.join("r.html");
+    let r = rtscope(&["report", "last", "-o", md.to_str().unwrap(), "--mttf-axis", "buffering", "--db", &fx.db]);
+    assert!(r.status.success(), "{}", text(&r));
+    let html = std::fs::read_to_string(&md).unwrap();
+    // A row per stage series, or (a short run, every level refused) the one
+    // sentence that counts them: the latency and its eight stages.
+    assert!(
+        (html.contains("wakeup thread CPU") && html.contains("wakeup irq CPU")) || html.contains("wakeup: 9 metrics"),
+        "the stage series in the tail analysis"
+    );
+    assert!(html.contains("total buffering time n x period, ms"));
+
     let shown = rtscope(&["show", "last", "--episodes", "--db", &fx.db]);
     assert!(shown.status.success());
     let shown = String::from_utf8_lossy(&shown.stdout);

@@ -20,12 +20,13 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// One activation as the thread saw it: programmed, and its clock read on
-/// waking.
+/// One activation as the thread saw it: programmed, its clock read on
+/// waking, and its clock read just before it went back to sleep.
 #[derive(Clone, Copy, Debug)]
 struct Own {
     programmed: u64,
     woke: u64,
+    slept: u64,
 }
 
 /// A SCHED_FIFO 80 thread named `name` on `cpu` that wakes every 2 ms
@@ -48,7 +49,7 @@ fn periodic(name: &str, cpu: usize, length: Duration) -> Periodic {
         // SAFETY: gettid has no preconditions.
         tx.send(unsafe { libc::gettid() }).unwrap();
         let n = (length.as_nanos() as u64 / PERIOD_NS) as usize;
-        let mut log = Vec::with_capacity(n);
+        let mut log: Vec<Own> = Vec::with_capacity(n);
         let param = libc::sched_param { sched_priority: 80 };
         // SAFETY: pid 0 is this thread; `param` is valid.
         assert_eq!(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) }, 0);
@@ -58,16 +59,22 @@ fn periodic(name: &str, cpu: usize, length: Duration) -> Periodic {
                 break;
             }
             let ts = libc::timespec { tv_sec: (next / 1_000_000_000) as i64, tv_nsec: (next % 1_000_000_000) as i64 };
+            if let Some(last) = log.last_mut() {
+                last.slept = now_ns();
+            }
             // SAFETY: an absolute sleep on CLOCK_MONOTONIC; no remainder.
             unsafe { libc::clock_nanosleep(libc::CLOCK_MONOTONIC, libc::TIMER_ABSTIME, &ts, std::ptr::null_mut()) };
             let woke = now_ns();
             while now_ns() < woke + SPIN_NS {}
-            log.push(Own { programmed: next, woke });
+            log.push(Own { programmed: next, woke, slept: 0 });
             next += PERIOD_NS;
             // A long stall of the host: the next instant stays ahead.
             while next <= now_ns() {
                 next += PERIOD_NS;
             }
+        }
+        if let Some(last) = log.last_mut() {
+            last.slept = now_ns();
         }
         log
     });
@@ -182,15 +189,26 @@ fn a_periodic_thread_that_appears_and_exits() {
     assert!((490.0..=510.0).contains(&rate), "{rate:.1} activations/s ({count} in {secs:.3} s, own {})", own.len());
     let n = own.len() as u64;
     assert!(count <= n + 4 && count + 2 + n / 50 >= n, "{count} wake-ups watched, the thread saw {n}: {lat}");
-    // A median period of 2 ms +- 1 %, a runtime of 100 us +- 20 %.
+    // A median period of 2 ms +- 1 %.
     let period = thread_row(rows, "period", tid)["p50_ns"].as_u64().unwrap();
     assert!((1_980_000..=2_020_000).contains(&period), "median period {period} ns");
     assert_eq!(thread_row(rows, "period", tid)["period_median_ns"].as_u64().unwrap(), period);
+    // The runtime (switch onto the CPU -> switch off it) holds what the
+    // thread itself saw of each activation (its clock on waking -> its clock
+    // before sleeping again); beyond that, only the kernel's way back from
+    // the sleep (within the wake-up the thread saw) and its way into the
+    // next sleep, a system call's entry: tens of microseconds at the most on
+    // a slow guest, never a period. Not an absolute speed: a loaded host
+    // makes both sides longer together.
+    let own_run = median(own.iter().map(|o| o.slept - o.woke).collect());
+    let own_median = median(own.iter().map(|o| o.woke - o.programmed).collect());
     let runtime = thread_row(rows, "runtime", tid)["p50_ns"].as_u64().unwrap();
-    assert!((80_000..=120_000).contains(&runtime), "median runtime {runtime} ns");
+    assert!(
+        runtime + 2_000 >= own_run && runtime <= own_run + own_median + 50_000,
+        "median runtime {runtime} ns; the thread's own: on the CPU {own_run} ns, waking {own_median} ns"
+    );
     // The wake-up latency (waking -> switch onto the CPU) is part of what
     // the thread itself sees (programmed -> its clock read after waking).
-    let own_median = median(own.iter().map(|o| o.woke - o.programmed).collect());
     let watched = lat["p50_ns"].as_u64().unwrap();
     assert!(watched <= own_median + 20_000, "watch median {watched} ns, the thread's own {own_median} ns");
     // The reader's cost and losses are stated.
@@ -223,10 +241,14 @@ fn a_disturbed_thread_shows_the_bursts_and_names_the_disturber() {
     let export = export(&fx.db, &[]);
     let (exc, _) = series_exceedances(&export, "latency", tid as u64);
 
-    // Every stored wake-up above 150 us switched the thread on between its
-    // programmed instant and its own clock read (5 us of clock slack).
+    // Every stored wake-up above 150 us of the thread's loop switched the
+    // thread on between its programmed instant and its own clock read (5 us
+    // of clock slack). Before its loop the thread is woken in its set-up
+    // too (moving itself to its CPU waits for the CPU's stopper thread),
+    // and a burst may delay that; it is no activation.
     const SLACK: u64 = 5_000;
-    for &(t, v) in &exc {
+    let (first, last) = (own[0].programmed, own.last().unwrap().woke);
+    for &(t, v) in exc.iter().filter(|&&(t, v)| t + SLACK >= first && t - v <= last + SLACK) {
         let k = t - v;
         assert!(
             own.iter().any(|o| k + SLACK >= o.programmed && t <= o.woke + SLACK),

@@ -32,7 +32,8 @@ pub struct RequireArgs {
     /// Judge the run against a profile: omac (wake-up latency and 1 ms timer jitter <= 100us), audio (48 kHz with
     /// 64/128/256 frames, 2 and 3 periods: MTTF > 24h with half the period as compute time), audio64, audio128,
     /// audio256. Repeatable. `run` stores them with the run (over the plan's profiles and require keys); given to
-    /// `analyze` or `report` they replace the requirements stored with the run.
+    /// `analyze` or `report` they replace the requirements stored with the run. Without them (and without stored
+    /// ones) omac is shown as a yardstick that never changes the exit code; `--profile none` turns it off.
     #[arg(long = "profile", value_name = "NAME")]
     pub profiles: Vec<String>,
     /// A requirement, e.g. 'wakeup.latency.p99.99 < 50us' (PROBE.METRIC.STAT with STAT min, max, mean, jitter,
@@ -175,14 +176,15 @@ pub struct MttfArgs {
     /// Samples per second of --samples (required unless the file has timestamps).
     #[arg(long, value_name = "HZ", value_parser = rate)]
     pub rate: Option<f64>,
-    /// Buffer period t.
+    /// Buffer period t. Left out (with --buffers and --compute) for --run of a periodic task (`rtscope task`): its
+    /// own period, deadline, buffers and compute time, and its predicted miss rate beside the observed.
     #[arg(long, value_name = "DUR", value_parser = dur)]
-    pub period: u64,
+    pub period: Option<u64>,
     /// Number of buffers n (at least 1).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub buffers: u32,
+    pub buffers: Option<u32>,
     /// Compute time per period c.
-    #[arg(long, value_name = "DUR", value_parser = dur, required_unless_present = "compute_samples")]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
     pub compute: Option<u64>,
     /// Instead of --compute: a file of measured compute times (one value per line, in --unit), as a distribution.
     #[arg(long, value_name = "FILE", conflicts_with = "compute")]
@@ -190,7 +192,8 @@ pub struct MttfArgs {
     /// The MTTF to reach: also print the smallest n that reaches it.
     #[arg(long, value_name = "DUR", default_value = "24h", value_parser = dur)]
     pub target: u64,
-    /// With --run: the series to use, PROBE.METRIC [default: wakeup.latency, else the run's first]
+    /// With --run: the series to use, PROBE.METRIC, a traced run's stage too (e.g. wakeup.thread) [default: the
+    /// release jitter, wakeup.latency or task.release, else the run's first]
     #[arg(long, value_name = "PROBE.METRIC")]
     pub series: Option<String>,
     /// Print JSON instead of text.
@@ -204,8 +207,10 @@ pub struct MttfArgs {
 pub struct RtaArgs {
     /// The task set: [[task]] tables with name, wcet, period and optionally deadline (default: period), blocking,
     /// jitter (durations with units) and priority (higher = more urgent; without: file order, most urgent first).
-    #[arg(long, value_name = "FILE")]
-    pub tasks: PathBuf,
+    /// Left out with --jitter-from a periodic task's run (`rtscope task`): that task, its deadline plus its
+    /// buffers' periods, and its observed misses beside the bound.
+    #[arg(long, value_name = "FILE", required_unless_present = "jitter_from")]
+    pub tasks: Option<PathBuf>,
     /// A stored run (id or `last`) whose wake-up latency at --error-rate becomes every task's release jitter.
     #[arg(long, value_name = "RUN", requires = "error_rate")]
     pub jitter_from: Option<String>,

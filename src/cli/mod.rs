@@ -5,6 +5,7 @@ use crate::probe::netlat::{self, NetPath, Netlat};
 use crate::probe::noise::Noise;
 use crate::probe::ptimer::{self, Ptimer, TimerKind};
 use crate::probe::sleep::Sleep;
+use crate::probe::task::Task;
 use crate::probe::wakeup::{SpinnerOpt, Wakeup};
 use crate::recorder::ExceedMode;
 use crate::report::{self, Format, Use};
@@ -20,12 +21,14 @@ use std::path::PathBuf;
 
 mod analyze;
 mod habits;
+mod monitor;
 mod osbench;
 mod probes;
 pub mod registry;
 mod watch;
 pub use analyze::*;
 pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
+pub use monitor::{MONITOR_PROBES, MonitorArgs, MonitorPlan};
 pub use osbench::*;
 pub use probes::*;
 pub use watch::*;
@@ -85,8 +88,10 @@ pub enum Cmd {
     /// hour/day/week (peaks over threshold), MTTF against buffering, schedulability, verdicts (--profile, --require).
     Analyze(AnalyzeArgs),
     /// Write a report of runs: one self-contained HTML file (plots as inline SVG, nothing fetched: it opens offline
-    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki. Verdicts first: against --profile
-    /// / --require, else the requirements stored with the run, else the profile omac as a yardstick.
+    /// and prints) or, with --format md, a Markdown summary for an issue or a wiki. The summary first (verdict, worst
+    /// case and p99.9 per probe and load, the worst load and why, the machine, what next), the rest collapsed;
+    /// verdicts against --profile / --require, else the requirements stored with the run, else the profile omac as
+    /// a yardstick (--profile none: no yardstick).
     Report(ReportArgs),
     /// Compare runs side by side: per series and figure, each run against the first, with a bootstrap interval of the
     /// ratio and whether the difference is beyond the runs' noise; --max-regression gates a CI pipeline (exit code 2).
@@ -99,6 +104,10 @@ pub enum Cmd {
     /// wake-up latency, period and jitter, runtime and deadline misses, stored as a run (analyze, report, compare,
     /// --require work on it); --cause-threshold explains the worst wake-ups.
     Watch(WatchArgs),
+    /// Monitor latency continuously for Prometheus: the probes run until stopped at a low, stated duty, each CPU's
+    /// histogram, interval maxima, exceedance counts and lost samples served on /metrics (localhost by default); the
+    /// monitor's own store keeps every interval for --retain, then summarises it.
+    Monitor(MonitorArgs),
     /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
     Disturb(DisturbArgs),
     #[command(name = "__second-process", hide = true)]
@@ -111,6 +120,14 @@ fn flush_size(s: &str) -> Result<usize, String> {
     rtscope_model::units::parse_size(s)
         .filter(|&n| n >= 4096)
         .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 2M, 64M)"))
+}
+
+fn mttf_axis(s: &str) -> Result<report::tailplot::MttfAxis, String> {
+    match s {
+        "buffers" => Ok(report::tailplot::MttfAxis::Buffers),
+        "buffering" => Ok(report::tailplot::MttfAxis::Buffering),
+        _ => Err(format!("'{s}': write buffers (the number n) or buffering (the total buffering time n x period)")),
+    }
 }
 
 /// A duration with a unit: 250ns, 500us, 1ms, 1.5ms, 10s, 5m, 12h.
@@ -136,6 +153,12 @@ pub struct CommonArgs {
     /// Real-time priority of the measuring threads (1..99; ignored with --policy other).
     #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub priority: u8,
+    /// Several instances of the probe in one run: one at each SCHED_FIFO priority, measured one after the other
+    /// for --duration each, their series stored apart as PROBE@PRIO (e.g. --instances 95,80: wakeup@95 and
+    /// wakeup@80, two rows). In `rtscope run`, name them in --probes (wakeup@95,wakeup@80) instead.
+    #[arg(long, value_name = "PRIO,...", value_delimiter = ',', conflicts_with_all = ["priority", "policy"],
+          value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub instances: Vec<u8>,
     /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds, as cyclictest's -D) [default: until Ctrl-C,
     /// or --loops]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
@@ -225,6 +248,8 @@ pub struct RunArgs {
     pub quick: bool,
     /// The probes, each in its own cell under each load (default plan: wakeup,noise,sleep,ptimer,netlat,osbench;
     /// osbench's cell runs 13 wake-up tests, each for its share of the cell, unless the plan's [args] pick others).
+    /// PROBE@PRIO is an instance of a per-CPU probe at SCHED_FIFO PRIO, its series stored apart (e.g.
+    /// wakeup@95,wakeup@80: two cells, two rows).
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
     pub probes: Option<Vec<String>>,
     /// Watch the machine's own threads as another row of the matrix, under each load (`rtscope watch`): KEY=VALUE,...
@@ -363,6 +388,10 @@ pub struct ReportArgs {
     #[arg(long, short = 'f', value_parser = format_of(Use::Report))]
     pub format: Option<&'static dyn Format>,
     // The Verdicts section's requirements [default: those stored with the run, else the profile omac as a yardstick].
+    /// The x-axis of the MTTF plots: the number of buffers n, or the total buffering time n x period (as the WDM
+    /// latency study draws its curves).
+    #[arg(long, value_name = "AXIS", default_value = "buffers", value_parser = mttf_axis)]
+    pub mttf_axis: report::tailplot::MttfAxis,
     #[command(flatten)]
     pub req: RequireArgs,
     // The Schedulability section's task set [default: the one stored with the run, if any].
@@ -473,6 +502,11 @@ impl CommonArgs {
         if let Some(0) = self.threshold {
             bail!("--threshold must be above 0: every sample would cross it (e.g. --threshold 100us)");
         }
+        if let Some(p) =
+            self.instances.iter().enumerate().find_map(|(i, p)| self.instances[..i].contains(p).then_some(p))
+        {
+            bail!("--instances: priority {p} is listed twice (e.g. --instances 95,80)");
+        }
         if self.policy.is_rt() && self.priority == 0 {
             bail!("--priority must be 1..99 for --policy {} (0 is only for --policy other)", self.policy.flag_value());
         }
@@ -514,6 +548,8 @@ impl CommonArgs {
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,
+            instance: None,
+            instances: self.instances.clone(),
         })
     }
 }

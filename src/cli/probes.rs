@@ -1,4 +1,4 @@
-//! The probes' arguments (`wakeup`, `noise`, `sleep`, `ptimer`, `netlat`)
+//! The probes' arguments (`wakeup`, `noise`, `sleep`, `ptimer`, `task`, `netlat`)
 //! and their checks before measuring: each resolves ([`ProbeArgs`]) into
 //! a [`ProbePlan`]. [`ProbeCmd`] is their subcommands, one line each.
 
@@ -57,6 +57,10 @@ probe_commands! {
     /// Periodic timer drift (the NT real-time study's multimedia timers): timerfd and POSIX timers (SIGEV_SIGNAL,
     /// SIGEV_THREAD_ID); drift = event seen - programmed expiry, signed, and missed expirations.
     PTIMER => Ptimer(PtimerArgs),
+    /// A periodic task that counts its missed deadlines: one SCHED_FIFO thread per CPU releases a job every --period
+    /// that runs --compute of calibrated work; release = start - release instant, response = completion - release,
+    /// lateness = completion - deadline; a job later than --deadline plus --buffers - 1 periods is a miss.
+    TASK => Task(TaskArgs),
     /// UDP/IP stack latency (the NT real-time study's network stack test): a sender and a real-time receiver per CPU over
     /// loopback or a veth pair between two namespaces; rx_stack = send call -> kernel receive timestamp, rx_wake ->
     /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
@@ -194,6 +198,30 @@ pub struct PtimerArgs {
         default_value = "timerfd,posix-signal,posix-thread"
     )]
     pub timer: Vec<TimerKind>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct TaskArgs {
+    /// The jobs' period: a job is released at start + k x DUR.
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    pub period: u64,
+    /// Each job's work: a busy loop (or with --memory, reads of a buffer) calibrated before the run to take DUR
+    /// when nothing interrupts it.
+    #[arg(long, value_name = "DUR", default_value = "200us", value_parser = dur)]
+    pub compute: u64,
+    /// A job's deadline after its release [default: the period]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
+    pub deadline: Option<u64>,
+    /// A job may complete up to N - 1 periods after its deadline before it counts as a miss (N buffers of an audio
+    /// or modem stream).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub buffers: u32,
+    /// Make the work memory-touching: read one byte per cache line of a buffer of SIZE, wrapping round it (e.g. 8M,
+    /// beyond the last-level cache), instead of a busy loop.
+    #[arg(long, value_name = "SIZE", value_parser = flush_size)]
+    pub memory: Option<usize>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -489,6 +517,52 @@ impl ProbeArgs for PtimerArgs {
             )
         })?;
         Ok(ProbePlan::measure(common, probe))
+    }
+}
+
+impl ProbeArgs for TaskArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
+        use rtscope_model::units::human;
+        const MIN_PERIOD: u64 = 50_000;
+        if self.period < MIN_PERIOD && !self.common.force {
+            bail!(
+                "--period {} is below 50us: the task would mostly measure itself and can starve the CPU; add --force if you mean it",
+                human(self.period)
+            );
+        }
+        check_at_most_10s("--period", self.period)?;
+        check_duration_covers(&self.common, "--period", self.period)?;
+        if self.compute == 0 || self.compute >= self.period {
+            bail!(
+                "--compute {} must be above 0 and shorter than --period {}: the jobs would never catch up (e.g. --compute 200us)",
+                human(self.compute),
+                human(self.period)
+            );
+        }
+        if self.compute > self.period / 2 && !self.common.force {
+            bail!(
+                "--compute {} is more than half of --period {}: a SCHED_FIFO thread that busy can starve the CPU's other work; add --force if you mean it",
+                human(self.compute),
+                human(self.period)
+            );
+        }
+        let deadline = self.deadline.unwrap_or(self.period);
+        if deadline < self.compute {
+            bail!(
+                "--deadline {} is shorter than --compute {}: every job would miss it (e.g. --deadline {})",
+                human(deadline),
+                human(self.compute),
+                human(self.period)
+            );
+        }
+        check_at_most_10s("--deadline", deadline)?;
+        if let Some(size) = self.memory {
+            crate::sys::mem::check_share("--memory", size as u64, "give a smaller --memory (e.g. 8M)")
+                .map_err(anyhow::Error::msg)?;
+        }
+        let memory = self.memory.map(|m| FlushBuffer::new(Some(m))).transpose().map_err(anyhow::Error::msg)?;
+        let common = self.common.resolve(kind)?;
+        Ok(ProbePlan::measure(common, Task::new(self.period, self.compute, deadline, self.buffers, memory)))
     }
 }
 

@@ -31,6 +31,15 @@ impl Built {
             Built::Own(o) => o.name(),
         }
     }
+
+    /// The name its series are stored under: an instance's (`wakeup@80`),
+    /// else the probe's.
+    pub fn series_name(&self) -> &str {
+        match self {
+            Built::PerCpu(c, p) => c.series_name(p.as_ref()),
+            Built::Own(o) => o.name(),
+        }
+    }
 }
 
 /// Parses `rtscope <name> <args>`.

@@ -5,15 +5,18 @@
 
 use crate::cli::{AnalyzeArgs, AnalyzeCmd, MttfArgs, RtaArgs, StoreArgs, TailArgs};
 use crate::judge::{
-    Judged, analyse, asked, asked_set, check_tasks_flags, label, parse_requirements, pseudo_latency, schedulability,
+    Judged, analyse, analyse_stages, asked, asked_set, check_tasks_flags, label, miss_predictions, parse_requirements,
+    pseudo_latency, schedulability,
 };
 use crate::progress::Ticker;
 use crate::report::analyze as text;
 use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::analysis::misses::MissPrediction;
 use rtscope_model::analysis::mttf::{self, Compute};
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
 use rtscope_model::analysis::{rta, verdict};
 use rtscope_model::descriptor;
+use rtscope_model::episode::Stages;
 use rtscope_model::run::{Run, SeriesKey};
 use rtscope_model::store::Store;
 use rtscope_model::units::{self, TimeUnit};
@@ -124,6 +127,16 @@ fn run_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {
         .collect()
 }
 
+/// The analysed stage series of a traced run, in the stage tables' order.
+fn stage_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {
+    analyse_stages(run, opts)
+        .into_iter()
+        .map(|(s, a)| {
+            a.map_err(|e| anyhow!("run {} {}.{} CPU {}: {e}", run.header.id, s.key.probe, s.key.metric, s.key.cpu))
+        })
+        .collect()
+}
+
 #[derive(Serialize)]
 struct RunAnalysis<'a> {
     run_id: i64,
@@ -131,8 +144,29 @@ struct RunAnalysis<'a> {
     status: &'a str,
     representative: bool,
     series: Vec<&'a series::SeriesReport>,
+    /// A traced run's stage series (`--trace`), each with its tail.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stages: Vec<&'a series::SeriesReport>,
+    /// A periodic task's deadline misses, predicted and observed (`task`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    misses: Vec<Misses>,
+    /// The answer that the text prints first (`report`'s and `run --json`'s `summary`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<crate::report::Summary>,
     #[serde(flatten)]
     judged: Judged<'a>,
+}
+
+/// One task's (CPU's) predicted and observed misses.
+#[derive(Serialize)]
+struct Misses {
+    series: String,
+    #[serde(flatten)]
+    prediction: MissPrediction,
+}
+
+fn misses_json(list: Vec<(String, MissPrediction)>) -> Vec<Misses> {
+    list.into_iter().map(|(series, prediction)| Misses { series, prediction }).collect()
 }
 
 fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
@@ -143,7 +177,7 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     ticker.stage(format!("reading run {} from {}", a.run, a.store.db.display()));
     let run = load(&a.store, &a.run)?;
     ticker.stage(format!("analysing run {}: {} series", run.header.id, run.series.len()));
-    let asked = asked(&run, &a.req.spec(), false)?;
+    let asked = asked(&run, &a.req.spec(), true)?;
     let set = asked_set(&run, &a.sched.spec())?;
     let mut opts = Options { threshold: a.threshold.0.map(|t| t as f64), ..Options::default() };
     if !a.period.is_empty() {
@@ -154,14 +188,19 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     }
     opts.compute = a.compute.map(Compute::Fixed);
     opts.target_s = a.target as f64 / 1e9;
+    // The MTTF cells' intervals are printed in the JSON only.
+    opts.mttf_intervals = a.json;
     let all = run_series(&run, &opts)?;
     if all.is_empty() {
         bail!("run {} holds no samples to analyze", run.header.id);
     }
-    let verdicts: Vec<verdict::Verdict> = asked.reqs.iter().map(|r| verdict::evaluate(r, &all)).collect();
+    let verdicts: Vec<verdict::Verdict> = crate::judge::evaluate(&asked, &all).0;
     let sched = set.as_ref().map(|s| schedulability(&all, s));
     let judged = Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref());
     let code = judged.code();
+    let misses = miss_predictions(&run, &all);
+    ticker.stage(format!("analysing run {}: its stage series", run.header.id));
+    let stages = stage_series(&run, &Options { periods: vec![], ..opts.clone() })?;
     // The line is cleared before the results are printed.
     drop(ticker);
     if a.json {
@@ -171,11 +210,30 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             status: run.header.status.as_str(),
             representative: run.header.representative,
             series: all.iter().map(|s| &s.report).collect(),
+            stages: stages.iter().map(|s| &s.report).collect(),
+            misses: misses_json(misses),
+            summary: Some(crate::report::summary_of(&run, &asked, &verdicts)).filter(|s| !s.is_empty()),
             judged,
         })?;
     } else {
         let mut out = std::io::stdout().lock();
-        text::write_run(&run, &all, &verdicts, &asked.origin(), &mut out)?;
+        let answer = crate::report::summary_of(&run, &asked, &verdicts);
+        text::write_run(
+            &run,
+            &all,
+            &verdicts,
+            &asked.origin(),
+            Some((&answer, crate::report::colour_on_stdout())),
+            &mut out,
+        )?;
+        if !stages.is_empty() {
+            writeln!(out)?;
+            text::write_stage_levels(&stages, &mut out)?;
+        }
+        if !misses.is_empty() {
+            writeln!(out)?;
+            text::write_misses(&misses, &mut out)?;
+        }
         if let (Some(set), Some(s)) = (&set, &sched) {
             writeln!(out)?;
             text::write_schedulability(s, &set.origin(), &mut out)?;
@@ -243,8 +301,10 @@ fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str) -> Result
             (p.to_string(), m.to_string())
         }
         // The release jitter (wakeup's latency), else the run's first metric.
-        None => match descriptor::release_jitter()
-            .filter(|&(p, m)| all.iter().any(|s| s.key.probe == p && s.key.metric == m))
+        None => match descriptor::PROBES
+            .iter()
+            .filter_map(|d| Some((d.name, d.release_jitter?)))
+            .find(|&(p, m)| all.iter().any(|s| s.key.probe == p && s.key.metric == m))
         {
             Some((p, m)) => (p.to_string(), m.to_string()),
             None => (all[0].key.probe.clone(), all[0].key.metric.clone()),
@@ -258,15 +318,46 @@ fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str) -> Result
     Ok(list)
 }
 
+/// `analyze mttf --run RUN` of a periodic task's run without --period:
+/// its own settings, its predicted miss rate beside the observed.
+fn task_misses(a: &MttfArgs, r: &str) -> Result<i32> {
+    let run = load(&a.store, r)?;
+    let all = run_series(&run, &Options { periods: vec![], ..Options::default() })?;
+    let list = miss_predictions(&run, &all);
+    if list.is_empty() {
+        bail!(
+            "--run {r}: give --period, --buffers and --compute (the run is not a periodic task's, `rtscope task`, \
+             whose settings would give them)"
+        );
+    }
+    if a.json {
+        json_out(&misses_json(list))?;
+    } else {
+        text::write_misses(&list, &mut std::io::stdout().lock())?;
+    }
+    Ok(0)
+}
+
 fn mttf_cmd(a: MttfArgs) -> Result<i32> {
-    if a.period == 0 {
+    let (period, buffers) = match (a.period, a.buffers, &a.run) {
+        (Some(t), Some(n), _) => (t, n),
+        (None, None, Some(r)) if a.compute.is_none() && a.compute_samples.is_none() => return task_misses(&a, r),
+        _ => bail!(
+            "give --period DUR and --buffers N (they may be left out, with --compute, only for --run of a task run)"
+        ),
+    };
+    if period == 0 {
         bail!("--period must be longer than 0 (e.g. --period 2.67ms)");
     }
     let opts = Options { periods: vec![], ..Options::default() };
     let all: Vec<SeriesAnalysis> = match (&a.run, &a.samples) {
         (Some(r), _) => {
             let run = load(&a.store, r)?;
-            let all = run_series(&run, &opts)?;
+            let mut all = run_series(&run, &opts)?;
+            // A traced run's stage series (e.g. --series wakeup.thread), when named.
+            if a.series.as_deref().and_then(|s| s.split_once('.')).is_some_and(|(_, m)| Stages::is_series(m)) {
+                all.extend(stage_series(&run, &opts)?);
+            }
             if all.is_empty() {
                 bail!("--run {r}: the run holds no samples");
             }
@@ -289,10 +380,8 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
         (None, Some(f)) => Compute::from_samples(&read_samples(f, "--compute-samples", a.units.unit, a.units.unit)?.0),
         (None, None) => bail!("give --compute DUR or --compute-samples FILE"),
     };
-    let per: Vec<(String, mttf::Mttf, &SeriesAnalysis)> = list
-        .iter()
-        .map(|s| (label(s), mttf::mttf(&s.obs, s.model.as_ref(), a.buffers, a.period, &compute), *s))
-        .collect();
+    let per: Vec<(String, mttf::Mttf, &SeriesAnalysis)> =
+        list.iter().map(|s| (label(s), mttf::mttf(&s.obs, s.model.as_ref(), buffers, period, &compute), *s)).collect();
     // The worst: the highest p (unknown counts as worst).
     let worst = per
         .iter()
@@ -305,11 +394,11 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
     let smallest_n = per
         .iter()
         .map(|(l, _, s)| {
-            mttf::smallest_n_why(&s.obs, s.model.as_ref(), a.period, &compute, target_s)
+            mttf::smallest_n_why(&s.obs, s.model.as_ref(), period, &compute, target_s)
                 .map_err(|e| if per.len() > 1 { format!("{l}: {e}") } else { e })
         })
         .try_fold(0u32, |acc, n| n.map(|n| acc.max(n)));
-    let curve = mttf::curve(&ws.obs, ws.model.as_ref(), a.period, &compute, a.buffers.max(8), true);
+    let curve = mttf::curve(&ws.obs, ws.model.as_ref(), period, &compute, buffers.max(8), true);
     let out = MttfOut {
         worst: worst.1.clone(),
         series: worst.0.clone(),
@@ -334,19 +423,45 @@ struct RtaOut {
     #[serde(flatten)]
     report: rta::RtaReport,
     pseudo_worst_case: Option<rta::PseudoWorstCase>,
+    /// Without --tasks, the measured task's misses (`task`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    misses: Vec<Misses>,
 }
 
 fn rta_cmd(a: RtaArgs) -> Result<i32> {
-    let name = a.tasks.display().to_string();
-    let text_in = std::fs::read_to_string(&a.tasks).with_context(|| format!("--tasks {name}: cannot read it"))?;
-    let mut tasks = rta::parse_tasks(&text_in, &format!("--tasks {name}")).map_err(anyhow::Error::msg)?;
+    let mut tasks = match &a.tasks {
+        Some(path) => {
+            let name = path.display().to_string();
+            let text_in = std::fs::read_to_string(path).with_context(|| format!("--tasks {name}: cannot read it"))?;
+            rta::parse_tasks(&text_in, &format!("--tasks {name}")).map_err(anyhow::Error::msg)?
+        }
+        None => Vec::new(),
+    };
     let mut pseudo = None;
+    let mut observed = Vec::new();
     if let (Some(r), Some(eps)) = (&a.jitter_from, a.error_rate) {
         let run = load(&a.store, r)?;
         let opts = Options { periods: vec![], ..Options::default() };
         let all = run_series(&run, &opts)?;
         if all.is_empty() {
             bail!("--jitter-from {r}: the run holds no samples");
+        }
+        // Without --tasks: the periodic task the run measured, its misses beside.
+        if a.tasks.is_none() {
+            observed = miss_predictions(&run, &all);
+            let Some((_, m)) = observed.first() else {
+                bail!("--jitter-from {r}: give --tasks FILE (the run is not a periodic task's, `rtscope task`)");
+            };
+            let t = m.task;
+            tasks = vec![rta::Task {
+                name: "task".into(),
+                wcet_ns: t.compute_ns,
+                period_ns: t.period_ns,
+                deadline_ns: t.allowed_ns(),
+                blocking_ns: 0,
+                jitter_ns: 0,
+                priority: 0,
+            }];
         }
         let list = pick(&all, a.series.as_deref(), "--series")?;
         let l = pseudo_latency(&list, eps).map_err(anyhow::Error::msg)?;
@@ -359,12 +474,16 @@ fn rta_cmd(a: RtaArgs) -> Result<i32> {
     }
     let report = rta::analyze(&tasks);
     let pseudo_worst_case = pseudo.map(|(eps, lat, how)| rta::pseudo_worst_case(&tasks, &report, eps, lat, how));
-    let out = RtaOut { report, pseudo_worst_case };
+    let out = RtaOut { report, pseudo_worst_case, misses: misses_json(observed.clone()) };
     if a.json {
         json_out(&out)?;
     } else {
         let mut o = std::io::stdout().lock();
         text::write_rta(&out.report, out.pseudo_worst_case.as_ref(), &mut o)?;
+        for (label, m) in &observed {
+            let per_hour = m.missed as f64 * 3.6e12 / (m.jobs.max(1) as f64 * m.task.period_ns as f64);
+            writeln!(o, "observed: {label}: {} of {} jobs missed ({per_hour:.3e} per hour)", m.missed, m.jobs)?;
+        }
     }
     Ok(if out.report.schedulable { 0 } else { 2 })
 }

@@ -179,7 +179,7 @@ fn produces(probes: &[Built]) -> Vec<(String, Vec<String>)> {
                 }
                 Built::Own(own) => own.metrics(),
             };
-            (b.name().to_string(), metrics)
+            (b.series_name().to_string(), metrics)
         })
         .collect()
 }
@@ -257,8 +257,23 @@ impl Plan {
         let mut probes = Vec::new();
         let mut untraced = Vec::new();
         for name in &names {
-            let entry = registry::find(name).with_context(|| origin.to_string())?;
-            if probes.iter().any(|p: &Built| p.name() == entry.name) {
+            // `wakeup@80`: an instance of wakeup at SCHED_FIFO 80, stored apart.
+            let at = match name.split_once('@') {
+                Some((base, prio)) => match prio.parse::<u8>() {
+                    Ok(p) if (1..=99).contains(&p) => Some((base, p)),
+                    _ => bail!(
+                        "{origin}: probe {name}: the priority after @ must be 1..99 (e.g. --probes wakeup@95,wakeup@80)"
+                    ),
+                },
+                None => None,
+            };
+            let entry = registry::find(at.map_or(name.as_str(), |(b, _)| b)).with_context(|| origin.to_string())?;
+            if at.is_some() && !entry.per_cpu {
+                bail!(
+                    "{origin}: probe {name}: only a per-CPU probe takes @PRIORITY (osbench has its own --priorities)"
+                );
+            }
+            if probes.iter().any(|p: &Built| p.series_name() == name) {
                 bail!("{origin}: probe {name} is listed twice");
             }
             let mut args: Vec<String> = vec!["--db".into(), db.display().to_string(), "--quiet".into()];
@@ -275,13 +290,27 @@ impl Plan {
                     args.push("--trace".into());
                 }
             }
-            args.extend(file.args.get(name).cloned().unwrap_or_default());
+            // An instance takes its own [args], else its probe's.
+            let own = file.args.get(name).or_else(|| at.and_then(|_| file.args.get(entry.name)));
+            args.extend(own.cloned().unwrap_or_default());
             let mut built = registry::build(entry, &args).with_context(|| format!("{origin}: [args] {name}"))?;
             match &mut built {
                 Built::PerCpu(common, probe) => {
+                    if !common.instances.is_empty() {
+                        bail!(
+                            "{origin}: [args] {name}: --instances is for the probe's own command; in a plan, list the \
+                             instances in probes (e.g. probes = [\"{0}@95\", \"{0}@80\"])",
+                            entry.name
+                        );
+                    }
                     common.warmup_ns = warmup_ns;
                     common.kind = "run".into();
                     common.json = None;
+                    if let Some((_, prio)) = at {
+                        common.policy = Policy::Fifo;
+                        common.priority = prio;
+                        common.instance = Some(name.clone());
+                    }
                     if common.trace.is_some() && probe.trace_stages().is_none() {
                         common.trace = None;
                         untraced.push(entry.name);
@@ -415,7 +444,7 @@ impl Plan {
         serde_json::json!({
             "assessment": {
                 "source": self.source,
-                "probes": self.probes.iter().map(Built::name).collect::<Vec<_>>(),
+                "probes": self.probes.iter().map(Built::series_name).collect::<Vec<_>>(),
                 "loads": self.loads,
                 "cell_ns": self.cell_ns,
                 "checkpoint_ns": self.checkpoint_ns,
@@ -424,7 +453,7 @@ impl Plan {
                 "score_ns": self.score_ns,
                 "shuffle": self.shuffle,
                 "seed": self.seed,
-                "order": self.cells.iter().map(|&(l, p)| [self.probes[p].name(), &self.loads[l].label]).collect::<Vec<_>>(),
+                "order": self.cells.iter().map(|&(l, p)| [self.probes[p].series_name(), &self.loads[l].label]).collect::<Vec<_>>(),
                 "untraced": self.untraced,
                 "trace": self.trace,
             },
@@ -520,15 +549,7 @@ fn cell_plans(plan: &Plan, session: &mut Session) -> (Vec<serde_json::Value>, Ve
             Built::PerCpu(common, probe) => {
                 let e = session.effective(common.policy, common.priority);
                 effective.push(e);
-                cell_plans.push(serde_json::json!({
-                    "probe": probe.name(),
-                    "metrics": probe.metrics(),
-                    "common": common,
-                    "effective_policy": e.0,
-                    "effective_priority": e.1,
-                    "settings": probe.plan(),
-                    "describe": probe.describe(),
-                }));
+                cell_plans.push(crate::probe::cell_plan(probe.as_ref(), common, e));
             }
             Built::Own(o) => {
                 let (policy, priority) = o.scheduling();
@@ -671,7 +692,7 @@ impl Matrix {
     ) -> Result<bool> {
         let (l, p) = plan.cells[n];
         let label = plan.loads[l].label.clone();
-        let name = plan.probes[p].name();
+        let name = plan.probes[p].series_name();
         if !opts.quiet {
             eprintln!("[{}/{}] {name} under {label}", n + 1, plan.cells.len());
         }
@@ -693,14 +714,13 @@ impl Matrix {
                 let mut warnings = Vec::new();
                 let cell = Cell::prepare(probe.as_ref(), common, effective, Some(label.clone()), &mut warnings);
                 for w in warnings {
-                    self.notes.push(format!("{} under {label}: {} (fix: {})", probe.name(), w.message, w.fix));
+                    self.notes.push(format!("{name} under {label}: {} (fix: {})", w.message, w.fix));
                 }
                 match cell {
                     Ok(cell) => cell.measure(run, signal)?,
-                    Err(e) => CellOutcome {
-                        errors: vec![format!("{} under {label}: {e:#}", probe.name())],
-                        ..Default::default()
-                    },
+                    Err(e) => {
+                        CellOutcome { errors: vec![format!("{name} under {label}: {e:#}")], ..Default::default() }
+                    }
                 }
             }
             Built::Own(o) => o.measure(run, &label, plan.cell_ns, effective, signal)?,
@@ -774,11 +794,14 @@ fn finish(
 /// the task set stored with it: a set that misses a deadline with the
 /// measured release jitter counts as a failed requirement.
 fn judge_and_print(loaded: &Run, opts: &Options, code: i32) -> Result<i32> {
-    let asked = crate::judge::asked(loaded, &Default::default(), false)?;
+    // The yardstick too: the summary shows it, it never changes the exit code.
+    let asked = crate::judge::asked(loaded, &Default::default(), true)?;
     let set = crate::judge::asked_set(loaded, &Default::default())?;
     let (verdicts, sched) = crate::judge::judge(loaded, &asked, set.as_ref());
-    let judged = (!asked.reqs.is_empty() || set.is_some())
-        .then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
+    // The JSON's verdict keys are those of a run with requirements or a
+    // task set (the summary's own block has the yardstick's verdict).
+    let gated = (!asked.reqs.is_empty() && asked.source != crate::judge::ReqSource::Default) || set.is_some();
+    let judged = gated.then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
     let input = Input { judged: judged.as_ref(), ..Input::one(loaded) };
     let printing = super::write_run(&input, &[("--json", report::JSON, opts.json.as_deref())], &opts.db)?;
     if !verdicts.is_empty() && printing {
@@ -897,7 +920,7 @@ mod tests {
     fn embedded_plans_resolve_and_fit_their_time() {
         let db = Path::new("/tmp/never-created.db");
         let default = Plan::resolve(&PlanFile::parse(DEFAULT_PLAN, "default").unwrap(), "default", db).unwrap();
-        assert_eq!(default.probes.len(), descriptor::PROBES.len());
+        assert_eq!(default.probes.len(), descriptor::PROBES.iter().filter(|d| d.default).count());
         let s = default.length_ns() / 1_000_000_000;
         assert!((240..=330).contains(&s), "default plan: {s} s");
         let quick = Plan::resolve(&PlanFile::parse(QUICK_PLAN, "quick").unwrap(), "quick", db).unwrap();
@@ -914,6 +937,28 @@ mod tests {
         assert_eq!(f.duration.as_deref(), Some("12h"));
         assert_eq!(f.loads.as_ref().unwrap().len(), 8);
         assert_eq!(f.args["wakeup"], vec!["--interval", "500us", "--priority", "98"]);
+    }
+
+    /// `wakeup@95`, `wakeup@80`: two cells of wakeup, each at its priority
+    /// under its own name, each with its own [args], else wakeup's.
+    #[test]
+    fn instances_of_a_probe_take_their_priority_and_their_args() {
+        let db = Path::new("/tmp/never-created.db");
+        let text = "probes = [\"wakeup@95\", \"wakeup@80\"]\ncpus = \"0\"\n[args]\n\
+                    wakeup = [\"--interval\", \"500us\"]\n\"wakeup@80\" = [\"--interval\", \"2ms\"]\n";
+        let plan = Plan::resolve(&PlanFile::parse(text, "p.toml").unwrap(), "p.toml", db).unwrap();
+        let got: Vec<(String, u8, u64)> = plan
+            .probes
+            .iter()
+            .map(|b| match b {
+                Built::PerCpu(c, p) => {
+                    (b.series_name().to_string(), c.priority, p.plan()["interval_ns"].as_u64().unwrap())
+                }
+                Built::Own(_) => unreachable!(),
+            })
+            .collect();
+        assert_eq!(got, vec![("wakeup@95".into(), 95, 500_000), ("wakeup@80".into(), 80, 2_000_000)]);
+        assert_eq!(produces(&plan.probes)[1], ("wakeup@80".to_string(), vec!["latency".to_string()]));
     }
 
     #[test]
@@ -987,6 +1032,9 @@ mod tests {
         for (text, words) in [
             ("probes = [\"wakeup\"]\nduration = \"10parsecs\"", &["plan.toml", "duration"][..]),
             ("probes = [\"nope\"]", &["plan.toml", "nope", "known"][..]),
+            ("probes = [\"wakeup@100\"]", &["plan.toml", "wakeup@100", "1..99"][..]),
+            ("probes = [\"osbench@5\"]", &["plan.toml", "osbench@5", "per-CPU"][..]),
+            ("probes = [\"wakeup@90\", \"wakeup@90\"]", &["plan.toml", "wakeup@90 is listed twice"][..]),
             ("probes = [\"wakeup\"]\nloads = [\"spin\"]", &["plan.toml", "loads", "spin"][..]),
             (
                 "probes = [\"wakeup\"]\n[args]\nwakeup = [\"--interval\", \"1\"]",

@@ -6,6 +6,7 @@
 mod analyze;
 pub mod assess;
 mod disturb;
+mod monitor;
 mod osbench;
 mod probes;
 mod report;
@@ -36,8 +37,16 @@ pub fn main() -> Result<i32> {
     let signal = Arc::new(AtomicBool::new(false));
     // Only measuring commands finish cleanly on a signal; the others (and
     // the second process) keep the default actions.
-    if matches!(cli.cmd, Cmd::Run(_) | Cmd::Load(_) | Cmd::Probe(_) | Cmd::Disturb(_) | Cmd::Osbench(_) | Cmd::Watch(_))
-    {
+    if matches!(
+        cli.cmd,
+        Cmd::Run(_)
+            | Cmd::Load(_)
+            | Cmd::Probe(_)
+            | Cmd::Disturb(_)
+            | Cmd::Osbench(_)
+            | Cmd::Watch(_)
+            | Cmd::Monitor(_)
+    ) {
         signals::install(&signal).context("installing signal handlers")?;
     }
     let result = dispatch(cli.cmd, &signal);
@@ -72,6 +81,7 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
         Cmd::Compare(a) => report::compare(a),
         Cmd::Disturb(a) => disturb::main(a, &signal),
         Cmd::Watch(a) => watch::main(a, &signal),
+        Cmd::Monitor(a) => monitor::main(a, &signal),
         Cmd::SecondProcess(a) => {
             let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
             wakeup::second_process(&cpus, a.interval_ns, a.priority)?;
@@ -92,18 +102,31 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
 /// outcome (and `signal`), and loads it back. Returns the run and its exit
 /// code; a store error during the cell fails it, after the run is ended.
 pub(crate) fn finish_one(
-    mut run: crate::session::OpenRun,
+    run: crate::session::OpenRun,
     outcome: crate::session::CellOutcome,
     signal: &AtomicBool,
 ) -> Result<(rtscope_model::run::Run, i32)> {
+    finish_cells(run, vec![outcome], signal)
+}
+
+/// [`finish_one`] for a run of several cells (a probe's `--instances`): the
+/// cells' trace summaries added up.
+pub(crate) fn finish_cells(
+    mut run: crate::session::OpenRun,
+    mut outcomes: Vec<crate::session::CellOutcome>,
+    signal: &AtomicBool,
+) -> Result<(rtscope_model::run::Run, i32)> {
     let run_id = run.run_id;
-    let mut outcomes = [outcome];
-    if let (Some(summary), None) = (&outcomes[0].trace, &outcomes[0].store_error) {
+    let mut trace: Option<rtscope_model::episode::TraceSummary> = None;
+    for t in outcomes.iter().filter_map(|o| o.trace.as_ref()) {
+        trace.get_or_insert_with(Default::default).absorb(t);
+    }
+    if let (Some(summary), false) = (&trace, outcomes.iter().any(|o| o.store_error.is_some())) {
         run.store()?.put_run_data(run_id, "trace", &serde_json::to_value(summary)?)?;
     }
     let (status, exit_code, notes) = crate::session::verdict(&mut outcomes, signal);
     let loaded = run.finish(status, exit_code, &notes);
-    if let Some(e) = outcomes[0].store_error.take() {
+    if let Some(e) = outcomes.iter_mut().find_map(|o| o.store_error.take()) {
         return Err(e.context(format!("run {run_id} ended failed")));
     }
     Ok((loaded?, exit_code))
@@ -133,7 +156,7 @@ pub(crate) fn write_run(input: &Input, files: &[(&str, &dyn Format, Option<&Path
         return Ok(false);
     }
     let mut out = std::io::stdout().lock();
-    crate::report::TEXT.write(input, &mut out)?;
+    crate::report::TEXT.write(&Input { colour: crate::report::colour_on_stdout(), ..*input }, &mut out)?;
     writeln!(out, "{}", crate::report::stored_line(input.run()?.header.id, db))?;
     Ok(true)
 }

@@ -3,14 +3,14 @@
 //! of its own, then the summary; and netlat's `--serve` responder.
 
 use crate::cli::{HistogramOpts, ProbeCmd, ProbePlan};
-use crate::probe::{Cell, Common, Probe, check_trace, netlat};
+use crate::probe::{Cell, Common, Probe, cell_plan, check_trace, netlat};
 use crate::report::{self, Input};
-use crate::session::Session;
+use crate::session::{CellOutcome, Session};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
 use rtscope_model::inventory::PRIVILEGES_FIX;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 /// Runs `probe` on `common.cpus` to the end and stores it. Prints the
 /// summary at the end (quiet too, as cyclictest -q; not when the JSON goes
@@ -26,24 +26,51 @@ pub fn run_probe(
 ) -> Result<i32> {
     // Refused before the store is opened: nothing is created.
     check_trace(probe, common)?;
+    if !common.instances.is_empty() && histogram.is_some() {
+        return Err(anyhow!("--instances: cyclictest's histogram (-h) is of one instance: give one priority with -p"));
+    }
+    // --instances: one cell per priority, one after the other, into one run.
+    let cells: Vec<Common> = if common.instances.is_empty() {
+        vec![common.clone()]
+    } else {
+        common.instances.iter().map(|&p| common.at(probe, p)).collect()
+    };
     let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
-    let effective = session.effective(common.policy, common.priority);
+    let effective: Vec<_> = cells.iter().map(|c| session.effective(c.policy, c.priority)).collect();
     // Helpers start before the run is stored, so that a failure leaves no
     // run behind.
-    let cell = Cell::prepare(probe, common, effective, None, &mut session.warnings)?;
+    let cell = Cell::prepare(probe, &cells[0], effective[0], None, &mut session.warnings)?;
     if !common.quiet {
         session.print_warnings();
     }
     // rtscope's own threads stay off the measured CPUs and their siblings.
     let housekeeping = session.pin_housekeeping(&common.cpus);
     let mut plan = cell.plan();
+    if cells.len() > 1 {
+        plan["probe"] = probe.name().into();
+        plan["cells"] = cells.iter().zip(&effective).map(|(c, &e)| cell_plan(probe, c, e)).collect();
+    }
     plan["housekeeping_cpus"] = housekeeping.into();
     let mut run = session.create(&common.kind, &plan)?;
     let run_id = run.run_id;
-    let outcome = cell.measure(&mut run, signal)?;
-    let errors = outcome.errors.clone();
+    let mut outcomes = vec![cell.measure(&mut run, signal)?];
+    for (c, &e) in cells.iter().zip(&effective).skip(1) {
+        let last = outcomes.last().expect("one measured");
+        if signal.load(Relaxed) || last.store_error.is_some() || last.breach.is_some() {
+            break;
+        }
+        let mut warnings = Vec::new();
+        let name = c.series_name(probe);
+        let mut outcome = match Cell::prepare(probe, c, e, None, &mut warnings) {
+            Ok(cell) => cell.measure(&mut run, signal)?,
+            Err(err) => CellOutcome { errors: vec![format!("{name}: {err:#}")], ..Default::default() },
+        };
+        outcome.notes.extend(warnings.iter().map(|w| format!("{name}: {} (fix: {})", w.message, w.fix)));
+        outcomes.push(outcome);
+    }
+    let errors: Vec<String> = outcomes.iter().flat_map(|o| o.errors.iter().cloned()).collect();
     let db = run.db.clone();
-    let (loaded, exit_code) = super::finish_one(run, outcome, signal)?;
+    let (loaded, exit_code) = super::finish_cells(run, outcomes, signal)?;
     let json_on_stdout = common.json.as_deref() == Some(std::path::Path::new("-"));
     let histogram_on_stdout = histogram.is_some_and(|h| h.file.is_none()) && !json_on_stdout;
     if let Some(h) = histogram {

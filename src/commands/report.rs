@@ -50,7 +50,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     let series: usize = runs.iter().map(|r| r.series.len()).sum();
     ticker.stage(format!("analysing {series} series, drawing the plots and writing {}", a.output.display()));
     let (req, tasks) = (a.req.spec(), a.sched.spec());
-    let input = Input { req: Some(&req), tasks: Some(&tasks), ..Input::new(&runs) };
+    let input = Input { req: Some(&req), tasks: Some(&tasks), mttf_axis: a.mttf_axis, ..Input::new(&runs) };
     let written = report::write("--output", &a.output, format, &input)?;
     ticker.done();
     // A requirement given or stored with a run failed: exit code 2, as analyze.

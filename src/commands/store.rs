@@ -68,7 +68,7 @@ pub fn show(a: ShowArgs) -> Result<i32> {
         report::write_episodes(&run, &mut out)?;
         return Ok(0);
     }
-    report::TEXT.write(&Input { machine: true, ..Input::one(&run) }, &mut out)?;
+    report::TEXT.write(&Input { machine: true, colour: report::colour_on_stdout(), ..Input::one(&run) }, &mut out)?;
     Ok(0)
 }
 

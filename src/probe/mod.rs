@@ -10,10 +10,11 @@ pub mod netlat;
 pub mod noise;
 pub mod ptimer;
 pub mod sleep;
+pub mod task;
 pub mod wakeup;
 
 use crate::progress::{self, CellProgress, Status};
-use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Writer};
+use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Tap, Writer};
 use crate::session::{CellOutcome, OpenRun};
 use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
 use crate::sys::tracemark::Marker;
@@ -140,6 +141,48 @@ pub struct Common {
     /// Samples before this much time from the start are a warm-up, not
     /// recorded (an assessment's cells; 0 for a single probe).
     pub warmup_ns: u64,
+    /// One of several instances of the probe in a run, at its own priority
+    /// (`wakeup@80`): its series are stored under this name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// A probe command's `--instances`: the priorities of its instances,
+    /// measured one after the other into one run (empty: one, at `priority`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<u8>,
+}
+
+impl Common {
+    /// The name the probe's series are stored under: its instance's
+    /// (`wakeup@80`), else the probe's.
+    pub fn series_name<'a>(&'a self, probe: &'a dyn Probe) -> &'a str {
+        self.instance.as_deref().unwrap_or(probe.name())
+    }
+
+    /// These settings for the instance of `probe` at SCHED_FIFO `priority`.
+    pub fn at(&self, probe: &dyn Probe, priority: u8) -> Common {
+        Common {
+            policy: Policy::Fifo,
+            priority,
+            instance: Some(format!("{}@{priority}", probe.name())),
+            instances: Vec::new(),
+            ..self.clone()
+        }
+    }
+}
+
+/// A cell's settings as the run stores them (its plan, or one of its
+/// `cells`), with the scheduling it got on this machine.
+pub fn cell_plan(probe: &dyn Probe, common: &Common, (policy, priority): (Policy, u8)) -> serde_json::Value {
+    serde_json::json!({
+        "probe": common.series_name(probe),
+        "metrics": probe.metrics(),
+        "common": common,
+        "exceed": common.exceed.describe(),
+        "effective_policy": policy,
+        "effective_priority": priority,
+        "settings": probe.plan(),
+        "describe": probe.describe(),
+    })
 }
 
 /// Samples in flight from a measuring thread to the trace reader: 65 s at
@@ -258,6 +301,7 @@ pub struct Cell<'a> {
     instance: Option<Instance>,
     markers: Vec<Marker>,
     helpers: Box<dyn Send>,
+    tap: Option<Arc<dyn Tap>>,
 }
 
 /// `--trace` on a probe that cannot be traced yet is refused.
@@ -298,7 +342,7 @@ impl<'a> Cell<'a> {
         if common.tracemark {
             let metric = probe.metrics()[0];
             for &c in &common.cpus {
-                match Marker::open(probe.name(), metric, c) {
+                match Marker::open(common.series_name(probe), metric, c) {
                     Ok(m) => markers.push(m),
                     Err(e) => {
                         warnings.push(trace_warning(
@@ -312,41 +356,38 @@ impl<'a> Cell<'a> {
             }
         }
         let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
-        Ok(Cell { probe, common, policy, priority, load, instance, markers, helpers })
+        Ok(Cell { probe, common, policy, priority, load, instance, markers, helpers, tap: None })
+    }
+
+    /// Tells `tap` of every series and committed interval (a monitor).
+    pub fn set_tap(&mut self, tap: Arc<dyn Tap>) {
+        self.tap = Some(tap);
     }
 
     /// The cell's settings, for the run's plan.
     pub fn plan(&self) -> serde_json::Value {
-        let (probe, common) = (self.probe, self.common);
-        serde_json::json!({
-            "probe": probe.name(),
-            "metrics": probe.metrics(),
-            "common": common,
-            "exceed": common.exceed.describe(),
-            "effective_policy": self.policy,
-            "effective_priority": self.priority,
-            "settings": probe.plan(),
-            "describe": probe.describe(),
-            "trace": self.instance.as_ref().map(|i| serde_json::json!({
-                "instance": i.name,
-                "options": common.trace,
-                "events": i.enabled,
-                "missing": i.missing,
-            })),
-        })
+        let mut plan = cell_plan(self.probe, self.common, (self.policy, self.priority));
+        plan["trace"] = serde_json::json!(self.instance.as_ref().map(|i| serde_json::json!({
+            "instance": i.name,
+            "options": self.common.trace,
+            "events": i.enabled,
+            "missing": i.missing,
+        })));
+        plan
     }
 
     /// Measures the cell into `run`, its series keyed by the cell's load:
     /// warm-up (`common.warmup_ns`), then `common.duration_ns` or until a
     /// signal, a breach or `--loops`. Stops the helpers and the tracer.
     pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
-        let Cell { probe, common, policy, priority, load, mut instance, markers, helpers } = self;
+        let Cell { probe, common, policy, priority, load, mut instance, markers, helpers, tap } = self;
         let run_id = run.run_id;
         let stages = probe.trace_stages();
         let path = probe.wake_path();
         let store = run.store()?;
+        let name = common.series_name(probe);
         let key = |metric: &str, c: usize| SeriesKey {
-            probe: probe.name().into(),
+            probe: name.into(),
             metric: metric.into(),
             cpu: c as i64,
             load: load.clone(),
@@ -360,6 +401,9 @@ impl<'a> Cell<'a> {
             let mut per_thread = Vec::new();
             for metric in probe.metrics() {
                 let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
+                if let Some(tap) = &tap {
+                    tap.series(sid, &key(metric, c));
+                }
                 let (rec, sink, live) =
                     recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
                 per_thread.push(rec);
@@ -415,6 +459,7 @@ impl<'a> Cell<'a> {
             lost_exceedances: 0,
             episodes: instance.is_some().then_some((run_id, episode_rx)),
             load: load.clone(),
+            tap,
         };
         let loops = common.loops.unwrap_or(u64::MAX);
         let mut out = CellOutcome::default();
@@ -537,7 +582,7 @@ impl<'a> Cell<'a> {
                     .drain(..)
                     .zip(&tids)
                     .map(|((c, buffer, samples, stage_recs), tid)| {
-                        let trace = CpuTrace::new(c as i64, probe.name(), metric, tid.load(Relaxed), settings);
+                        let trace = CpuTrace::new(c as i64, name, metric, tid.load(Relaxed), settings);
                         let mut lane = Lane::new(buffer, trace, samples, stage_recs, opts.clock);
                         if let Some((file, dec)) = stack_parts.as_mut().and_then(Iterator::next) {
                             lane = lane.with_stacks(file, dec);
@@ -599,8 +644,8 @@ impl<'a> Cell<'a> {
 
             // Progress: elapsed, remaining and the running worst case.
             let label = match &load {
-                Some(l) => format!("{} under {l}", probe.name()),
-                None => probe.name().to_string(),
+                Some(l) => format!("{name} under {l}"),
+                None => name.to_string(),
             };
             let mut status = Status::new(!common.quiet, progress::stderr_is_tty(), common.duration_ns);
             while threads.iter().any(|t| !t.is_finished()) {
@@ -677,7 +722,7 @@ impl<'a> Cell<'a> {
         let under = load.as_ref().map(|l| format!(" under {l}")).unwrap_or_default();
         for (i, &c) in common.cpus.iter().enumerate() {
             for n in probe.notes(&values[i * slots..(i + 1) * slots]) {
-                out.notes.push(format!("{} CPU {c}{under}: {n}", probe.name()));
+                out.notes.push(format!("{name} CPU {c}{under}: {n}"));
             }
         }
         if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {

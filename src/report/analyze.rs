@@ -3,6 +3,7 @@
 //! then the verdicts.
 
 use anyhow::Result;
+use rtscope_model::analysis::misses::MissPrediction;
 use rtscope_model::analysis::mttf::{Mttf, Source};
 use rtscope_model::analysis::pot::{Level, REFUSED, TailReport};
 use rtscope_model::analysis::rta::{PseudoWorstCase, RtaReport, Schedulability};
@@ -30,18 +31,25 @@ fn opt_us(v: Option<i64>) -> String {
     v.map_or("-".into(), us_i)
 }
 
-/// `rtscope analyze RUN`.
+/// `rtscope analyze RUN`: the answer first (`answer`: the summary that
+/// `run` and `report` show, in colour on a terminal), then per series.
 pub fn write_run(
     run: &Run,
     all: &[SeriesAnalysis],
     verdicts: &[Verdict],
     origin: &str,
+    answer: Option<(&super::Summary, bool)>,
     out: &mut dyn Write,
 ) -> Result<()> {
     let h = &run.header;
     writeln!(out, "rtscope analyze · run {} · {} · {} · {}", h.id, h.kind, h.status.as_str(), h.hostname)?;
     if !h.representative {
         writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling; the figures describe that run only")?;
+    }
+    if let Some((s, colour)) = answer.filter(|(s, _)| !s.is_empty()) {
+        writeln!(out)?;
+        super::summary::write_text(s, out, colour)?;
+        super::summary::write_details_rule(out)?;
     }
     for s in all {
         writeln!(out)?;
@@ -303,10 +311,90 @@ pub fn write_mttf(
             Err(why) => why.to_string(),
         }
     )?;
-    writeln!(out, "MTTF against n ({}; {MTTF_LEGEND}):", series)?;
+    writeln!(out, "MTTF against n and the total buffering time n x t ({}; {MTTF_LEGEND}):", series)?;
     for m in curve {
-        writeln!(out, "  n={:<3} slack {:>12} us  MTTF {}", m.buffers, us_i(m.slack_ns), mttf_cell(m))?;
+        writeln!(
+            out,
+            "  n={:<3} buffering {:>10}  slack {:>12} us  MTTF {}",
+            m.buffers,
+            human(m.buffering_ns),
+            us_i(m.slack_ns),
+            mttf_cell(m)
+        )?;
     }
+    Ok(())
+}
+
+/// The stages' worst case per hour, day and week (a traced run): a row
+/// per stage series (CPU, load), the WDM latency study's table of
+/// interrupt, DPC and thread latencies.
+pub fn write_stage_levels(stages: &[SeriesAnalysis], out: &mut dyn Write) -> Result<()> {
+    if stages.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "stages' worst case per hour / day / week (us, 95 % interval; traced stage series):")?;
+    for s in stages {
+        let st = &s.report.stats;
+        writeln!(out, "  {:<34} {:>9} samples  max {:>10} us", crate::judge::label(s), st.count, us_i(st.max_ns))?;
+        match &s.report.tail {
+            Some(t) => {
+                for (name, l) in levels(t) {
+                    writeln!(out, "    {name:<5} {}", level_cell(l))?;
+                }
+            }
+            None => writeln!(out, "    no tail fit: {}", s.report.tail_error.as_deref().unwrap_or("unknown reason"))?,
+        }
+    }
+    Ok(())
+}
+
+/// A periodic task's deadline misses: predicted from its release delay
+/// beside the observed, per CPU.
+pub fn write_misses(list: &[(String, MissPrediction)], out: &mut dyn Write) -> Result<()> {
+    let Some((_, first)) = list.first() else { return Ok(()) };
+    let t = &first.task;
+    writeln!(
+        out,
+        "deadline misses per job · period {}, compute {}, deadline {}, {} buffer(s): slack {} us",
+        human(t.period_ns),
+        human(t.compute_ns),
+        human(t.deadline_ns),
+        t.buffers,
+        us_i(first.slack_ns)
+    )?;
+    let rate = |p: Option<f64>| p.map_or("?".into(), |p| format!("{p:.3e}"));
+    writeln!(
+        out,
+        "  {:<28} {:>9} {:>7} {:>10} {:>10} {:>23} {:>7} {:>14}",
+        "series", "jobs", "missed", "observed", "predicted", "interval", "inside", "predicted MTTF"
+    )?;
+    for (label, m) in list {
+        writeln!(
+            out,
+            "  {:<28} {:>9} {:>7} {:>10} {:>10} {:>23} {:>7} {:>14}",
+            label,
+            m.jobs,
+            m.missed,
+            format!("{:.3e}", m.observed),
+            rate(m.predicted),
+            match (m.low, m.high) {
+                (Some(l), Some(h)) => format!("{l:.3e} .. {h:.3e}"),
+                _ => "?".into(),
+            },
+            match m.inside {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "?",
+            },
+            m.mttf_s.map_or("?".into(), dur_s)
+        )?;
+        writeln!(out, "    {}", m.note)?;
+    }
+    writeln!(
+        out,
+        "  predicted: P(release delay > slack), the MTTF model's; interval: its 95 % lower bound .. the 95 % upper bound \
+         of P(release delay > slack - compute), for a disturbance that strikes while the job computes"
+    )?;
     Ok(())
 }
 

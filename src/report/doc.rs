@@ -70,6 +70,8 @@ pub enum Block {
     Code(Vec<String>),
     /// A run of small figures side by side (one per CPU or metric).
     Figures(Vec<String>, String),
+    /// A numbered list (what to do next).
+    List(Vec<String>),
 }
 
 /// A titled section; `id` is unique within the document (an anchor).
@@ -78,11 +80,14 @@ pub struct Section {
     pub id: String,
     pub title: String,
     pub blocks: Vec<Block>,
+    /// Shown open (the summary); the HTML collapses every other section
+    /// under its title.
+    pub open: bool,
 }
 
 impl Section {
     pub fn new(id: impl Into<String>, title: impl Into<String>) -> Section {
-        Section { id: id.into(), title: title.into(), blocks: Vec::new() }
+        Section { id: id.into(), title: title.into(), blocks: Vec::new(), open: false }
     }
 
     pub fn push(&mut self, b: Block) {

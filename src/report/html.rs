@@ -1,7 +1,8 @@
 //! `rtscope report`: one self-contained HTML file. Plots are inline SVG;
 //! there is no script, no web font and no link to anything outside the
 //! file, so it opens offline, mails as one attachment and prints (figures
-//! and tables are kept whole on a page, the contents list is left out).
+//! and tables are kept whole on a page). The summary comes first, open;
+//! every other section is collapsed under its title (`<details>`).
 
 use super::doc::{Block, Doc, Outcome, Table};
 use super::svg::esc;
@@ -43,7 +44,14 @@ h1 { font-size: 1.6em; margin: .2em 0; }
 h2 { font-size: 1.35em; border-bottom: 2px solid #0072B2; padding-bottom: .15em; margin-top: 1.8em; }
 h3 { font-size: 1.12em; margin-top: 1.5em; }
 .sub { color: #444; margin: 0 0 1em; }
-nav ul { columns: 2; margin: .3em 0 1em; }
+section.open h3 { margin-top: .8em; }
+details > summary { cursor: pointer; list-style: none; border-bottom: 1px solid #e4e4e4; }
+details > summary::-webkit-details-marker { display: none; }
+details > summary h3 { display: inline-block; margin: .35em 0; font-size: 1.05em; }
+details > summary::before { content: '\\25B8'; display: inline-block; width: 1.2em; color: #0072B2; }
+details[open] > summary::before { content: '\\25BE'; }
+ol.next { margin: .2em 0 .8em; padding-left: 2em; }
+td { overflow-wrap: anywhere; }
 table { border-collapse: collapse; margin: .4em 0 1em; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid #d0d0d0; padding: 2px 9px; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
@@ -67,7 +75,6 @@ pre { background: #f6f6f6; padding: .4em .6em; white-space: pre-wrap; margin: .6
 footer { color: #666; margin-top: 3em; font-size: .9em; }
 @media print {
   body { max-width: none; margin: 0; font-size: 11px; }
-  nav { display: none; }
   h2 { break-before: auto; break-after: avoid; }
   h3 { break-after: avoid; }
   figure, table, pre, .row svg { break-inside: avoid; }
@@ -152,6 +159,13 @@ fn block(out: &mut dyn Write, b: &Block) -> Result<()> {
             writeln!(out, "</div><figcaption>{}</figcaption></figure>", esc(caption))?
         }
         Block::Code(lines) => writeln!(out, "<pre>{}</pre>", esc(&lines.join("\n")))?,
+        Block::List(items) => {
+            write!(out, "<ol class=\"next\">")?;
+            for i in items {
+                write!(out, "<li>{}</li>", esc(i))?;
+            }
+            writeln!(out, "</ol>")?
+        }
     }
     Ok(())
 }
@@ -165,13 +179,6 @@ pub fn write_doc(doc: &Doc, out: &mut dyn Write) -> Result<()> {
         esc(&doc.title)
     )?;
     writeln!(out, "<header><h1>{}</h1></header>", esc(&doc.title))?;
-    writeln!(out, "<nav><b>Contents</b><ul>")?;
-    for c in &doc.chapters {
-        for s in &c.sections {
-            writeln!(out, "<li><a href=\"#{}\">{}: {}</a></li>", s.id, esc(&c.title), esc(&s.title))?;
-        }
-    }
-    writeln!(out, "</ul></nav>")?;
     for c in &doc.chapters {
         writeln!(
             out,
@@ -180,12 +187,18 @@ pub fn write_doc(doc: &Doc, out: &mut dyn Write) -> Result<()> {
             esc(&c.title),
             esc(&c.subtitle)
         )?;
+        // The summary open; every other section collapsed under its title,
+        // a click away (its anchor still leads to it).
         for s in &c.sections {
-            writeln!(out, "<section id=\"{}\">\n<h3>{}</h3>", s.id, esc(&s.title))?;
+            if s.open {
+                writeln!(out, "<section id=\"{}\" class=\"open\">\n<h3>{}</h3>", s.id, esc(&s.title))?;
+            } else {
+                writeln!(out, "<section id=\"{}\"><details>\n<summary><h3>{}</h3></summary>", s.id, esc(&s.title))?;
+            }
             for b in &s.blocks {
                 block(out, b)?;
             }
-            writeln!(out, "</section>")?;
+            writeln!(out, "{}</section>", if s.open { "" } else { "</details>" })?;
         }
         writeln!(out, "</article>")?;
     }

@@ -2,7 +2,9 @@
 //! metric and CPU, with its whole-run histogram), and the run header; with
 //! [`Input::full`] every interval and exceedance too (lossless: what
 //! `rtscope import` reads); for an assessment with requirements or a task
-//! set ([`Input::judged`]), its verdicts after it. The document's structs
+//! set ([`Input::judged`]), its verdicts after it; and the summary's own
+//! block (`summary`: the verdict, the worst case and p99.9 per probe and
+//! load, the worst load and why, the machine, what to do next). The document's structs
 //! are the model crate's (`rtscope_model::export`), which reads it back.
 
 use super::{Format, Input, Use, Written};
@@ -33,21 +35,21 @@ impl Format for Json {
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
         let run = input.run()?;
         let doc = export::run_doc(run, input.full);
-        match input.judged {
+        // The summary's own block: what the first screen of the terminal
+        // and of the report shows (absent for a run without samples).
+        let summary = Some(super::run_summary(input)?).filter(|s| !s.is_empty());
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            #[serde(flatten)]
+            doc: export::RunDoc,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            summary: Option<super::summary::Summary>,
             // The keys of `rtscope analyze RUN --json` that judge it:
             // `requirements_from`, `verdicts`, `schedulability`, `passed`.
-            Some(judged) => {
-                #[derive(Serialize)]
-                struct Judged<'a> {
-                    #[serde(flatten)]
-                    doc: export::RunDoc,
-                    #[serde(flatten)]
-                    judged: &'a crate::judge::Judged<'a>,
-                }
-                serde_json::to_writer(&mut *out, &Judged { doc, judged })?
-            }
-            None => serde_json::to_writer(&mut *out, &doc)?,
+            #[serde(flatten, skip_serializing_if = "Option::is_none")]
+            judged: Option<&'a crate::judge::Judged<'a>>,
         }
+        serde_json::to_writer(&mut *out, &Doc { doc, summary, judged: input.judged })?;
         out.write_all(b"\n")?;
         Ok(Written::default())
     }

@@ -6,15 +6,15 @@
 
 use super::analyze::{MTTF_LEGEND, dur_s, level_cell, levels, mttf_cell, smallest_cell};
 use super::doc::{Block, Outcome, Section, Table};
-use super::tailplot::{self, LevelMark, LevelRow, Mark, MttfCurve, MttfPoint};
+use super::tailplot::{self, LevelMark, LevelRow, Mark, MttfAxis, MttfCurve, MttfPoint};
 use super::text::is_stage;
 use crate::judge::{Asked, AskedSet, ReqSource, analyse};
 use rtscope_model::analysis::diagnostics::TestResult;
 use rtscope_model::analysis::mttf::{self, Compute, Source};
-use rtscope_model::analysis::pot::{Level, TailReport};
+use rtscope_model::analysis::pot::{Level, REFUSED, TailReport};
 use rtscope_model::analysis::rta::Schedulability;
 use rtscope_model::analysis::series::{Options, SeriesAnalysis};
-use rtscope_model::analysis::verdict::{self, Lhs, Op, Stat, Status, Verdict};
+use rtscope_model::analysis::verdict::{Lhs, Op, Stat, Status, Verdict};
 use rtscope_model::descriptor;
 use rtscope_model::run::{Run, Series};
 use rtscope_model::units::{self, us_f, us_i};
@@ -35,6 +35,8 @@ pub struct Analysed<'r> {
     pub left_out: Vec<String>,
     /// The task set given or stored with the run, judged.
     pub sched: Option<(AskedSet, Schedulability)>,
+    /// The x-axis of the MTTF plots (`report --mttf-axis`).
+    pub mttf_axis: MttfAxis,
 }
 
 impl<'r> Analysed<'r> {
@@ -42,8 +44,13 @@ impl<'r> Analysed<'r> {
         // An OS-service test's series only when a requirement names its probe.
         let named = |p: &str| asked.reqs.iter().any(|r| matches!(&r.lhs, Lhs::Stat { probe, .. } if probe == p));
         let mut all = Vec::new();
-        let rows = analyse(run, &Options::default(), |s| !is_stage(s) && (!per_test(s) || named(&s.key.probe)))
+        // A report prints no MTTF cell's interval: the table is computed without them.
+        let opts = Options { mttf_intervals: false, ..Options::default() };
+        // A traced run's stage series too (their tails, the WDM study's per-stage worst cases), without MTTF tables.
+        let stage_opts = Options { periods: vec![], ..opts.clone() };
+        let rows = analyse(run, &opts, |s| !is_stage(s) && (!per_test(s) || named(&s.key.probe)))
             .into_iter()
+            .chain(crate::judge::analyse_stages(run, &stage_opts))
             .map(|(s, a)| {
                 (
                     s,
@@ -54,21 +61,12 @@ impl<'r> Analysed<'r> {
                 )
             })
             .collect();
-        let mut verdicts = Vec::new();
-        let mut left_out = Vec::new();
-        for r in &asked.reqs {
-            let v = verdict::evaluate(r, &all);
-            if asked.source == ReqSource::Default && v.series.is_none() {
-                left_out.push(r.text.clone());
-            } else {
-                verdicts.push(v);
-            }
-        }
+        let (verdicts, left_out) = crate::judge::evaluate(&asked, &all);
         let sched = set.map(|set| {
             let s = crate::judge::schedulability(&all, &set);
             (set, s)
         });
-        Analysed { run, rows, all, asked, verdicts, left_out, sched }
+        Analysed { run, rows, all, asked, verdicts, left_out, sched, mttf_axis: MttfAxis::default() }
     }
 
     /// A requirement asked for (not the default yardstick) failed, or had
@@ -177,31 +175,6 @@ pub fn verdict_block(v: &Verdict) -> Block {
     Block::Verdict { outcome: outcome(v.status), text: v.requirement.clone(), details }
 }
 
-/// The overall outcome of `verdicts` and one line saying so.
-pub fn summary(verdicts: &[Verdict]) -> (Outcome, String) {
-    let count = |s: Status| verdicts.iter().filter(|v| v.status == s).count();
-    let (fail, none, pass) = (count(Status::Fail), count(Status::NotEnoughData), count(Status::Pass));
-    let n = verdicts.len();
-    let overall = if fail > 0 {
-        Outcome::Fail
-    } else if none > 0 {
-        Outcome::NotEnoughData
-    } else {
-        Outcome::Pass
-    };
-    let mut parts = Vec::new();
-    if fail > 0 {
-        parts.push(format!("{fail} of {n} requirement{} failed", if n > 1 { "s" } else { "" }));
-    }
-    if none > 0 {
-        parts.push(format!("{none} {} not enough data", if none > 1 { "have" } else { "has" }));
-    }
-    if pass > 0 {
-        parts.push(if pass == n { format!("all {n} passed") } else { format!("{pass} passed") });
-    }
-    (overall, parts.join("; "))
-}
-
 /// The verdicts on the requirements asked (or the default yardstick): the
 /// overall outcome, then each requirement with its evidence.
 pub fn requirement_blocks(a: &Analysed) -> Vec<Block> {
@@ -218,13 +191,30 @@ pub fn requirement_blocks(a: &Analysed) -> Vec<Block> {
         )));
         return out;
     }
-    let (overall, text) = summary(&a.verdicts);
+    let (overall, text) = super::summary::verdict_counts(&a.verdicts);
     out.push(Block::Verdict { outcome: overall, text, details: vec![] });
     out.extend(a.verdicts.iter().map(verdict_block));
     if !a.left_out.is_empty() {
         out.push(Block::Para(format!("Not judged, the run has no data for them: {}.", a.left_out.join(", "))));
     }
     out
+}
+
+/// The probes (and metrics) of `list` in one parenthesis: " (wakeup latency, sleep: 6 metrics)".
+fn probes_of(list: &[&Series]) -> String {
+    let mut probes: Vec<(&str, Vec<&str>)> = Vec::new();
+    for s in list {
+        match probes.iter_mut().find(|(p, _)| *p == s.key.probe) {
+            Some((_, ms)) if !ms.contains(&s.key.metric.as_str()) => ms.push(&s.key.metric),
+            Some(_) => {}
+            None => probes.push((&s.key.probe, vec![&s.key.metric])),
+        }
+    }
+    let parts: Vec<String> = probes
+        .iter()
+        .map(|(p, ms)| if ms.len() == 1 { format!("{p} {}", ms[0]) } else { format!("{p}: {} metrics", ms.len()) })
+        .collect();
+    format!(" ({})", parts.join(", "))
 }
 
 fn series_name(s: &Series) -> String {
@@ -329,53 +319,92 @@ pub fn tail(a: &Analysed, p: &str) -> Vec<Section> {
         9,
     );
     let mut fits: Vec<(&Series, &TailReport, i64)> = Vec::new();
+    // Series with nothing to show but a refusal or a missing fit: a
+    // sentence each kind, not a row each.
+    let mut refused: Vec<(&Series, f64)> = Vec::new();
+    let mut unfit: Vec<(&Series, String)> = Vec::new();
     for (s, an) in &list {
         let name = series_name(s);
         let an = match an {
             Ok(an) => an,
             Err(e) => {
-                let mut cells =
-                    vec![name, s.total().count().to_string(), us_i(s.total().max()), format!("no analysis: {e}")];
-                cells.resize(8, String::new());
-                t.row(cells);
+                unfit.push((s, format!("no analysis: {e}")));
                 continue;
             }
         };
         let r = &an.report;
-        let mut cells = vec![name.clone(), r.stats.count.to_string(), us_i(r.stats.max_ns)];
-        match (&r.tail, &r.tail_error) {
-            (Some(tl), _) => {
-                cells.push(format!(
-                    "above {} us: {} exceedances, xi {:.3} ± {:.3}",
-                    us_f(tl.threshold_ns),
-                    tl.exceedances,
-                    tl.xi,
-                    tl.se_xi
-                ));
-                cells.extend(levels(tl).iter().map(|(_, l)| level_cell(l).trim().to_string()));
-                cells.push(tl.confidence.to_string());
-                let d = &tl.diagnostics;
-                diag.row(vec![
-                    name,
-                    test_cell(&d.ljung_box),
-                    test_cell(&d.runs),
-                    test_cell(&d.kpss),
-                    check_cell(d.gev.passed),
-                    check_cell(d.halves.passed),
-                    check_cell(d.threshold_stability.passed),
-                    tl.confidence.to_string(),
-                    short_limits(&tl.reasons),
-                ]);
-                fits.push((s, tl, r.stats.max_ns));
-            }
+        let tl = match (&r.tail, &r.tail_error) {
+            (Some(tl), _) => tl,
             (None, e) => {
-                cells.push(format!("no fit: {}", e.as_deref().unwrap_or("unknown reason")));
-                cells.extend(["-", "-", "-", "-"].map(String::from));
+                unfit.push((s, e.clone().unwrap_or_else(|| "unknown reason".into())));
+                continue;
             }
+        };
+        if levels(tl).iter().all(|(_, l)| l.refused.is_some()) {
+            refused.push((s, r.stats.observed_duration_s));
+            continue;
         }
+        let mut cells = vec![name.clone(), r.stats.count.to_string(), us_i(r.stats.max_ns)];
+        cells.push(format!(
+            "above {} us: {} exceedances, xi {:.3} ± {:.3}",
+            us_f(tl.threshold_ns),
+            tl.exceedances,
+            tl.xi,
+            tl.se_xi
+        ));
+        cells.extend(levels(tl).iter().map(|(_, l)| level_cell(l).trim().to_string()));
+        cells.push(tl.confidence.to_string());
+        let d = &tl.diagnostics;
+        diag.row(vec![
+            name,
+            test_cell(&d.ljung_box),
+            test_cell(&d.runs),
+            test_cell(&d.kpss),
+            check_cell(d.gev.passed),
+            check_cell(d.halves.passed),
+            check_cell(d.threshold_stability.passed),
+            tl.confidence.to_string(),
+            short_limits(&tl.reasons),
+        ]);
+        fits.push((s, tl, r.stats.max_ns));
         t.row(cells);
     }
-    sec.push(Block::Table(t));
+    let any_level = !t.rows.is_empty();
+    if any_level {
+        sec.push(Block::Table(t));
+    }
+    if !refused.is_empty() {
+        let longest = refused.iter().map(|r| r.1).fold(0.0, f64::max);
+        let need = |period_s: f64| units::human((period_s / REFUSED * 1e9).ceil() as u64);
+        sec.push(Block::Para(format!(
+            "{}{}: a tail is fitted, but every level lies beyond {REFUSED:.0}x the time observed (at most {} per \
+             series). Measure at least {} per series (per cell) for the hour's level, {} for the day's, {} for the \
+             week's.",
+            if any_level { "The other series" } else { "Every series" },
+            probes_of(&refused.iter().map(|r| r.0).collect::<Vec<_>>()),
+            dur_s(longest),
+            need(3600.0),
+            need(86_400.0),
+            need(604_800.0)
+        )));
+    }
+    if !unfit.is_empty() {
+        let mut why: Vec<&str> = unfit.iter().map(|u| u.1.as_str()).collect();
+        why.sort_unstable();
+        why.dedup();
+        let shown: Vec<&str> = why.iter().take(3).copied().collect();
+        sec.push(Block::Para(format!(
+            "No tail fit for {} series{}: {}{}.",
+            unfit.len(),
+            probes_of(&unfit.iter().map(|u| u.0).collect::<Vec<_>>()),
+            shown.join("; "),
+            if why.len() > shown.len() {
+                format!("; and {} other reasons", why.len() - shown.len())
+            } else {
+                String::new()
+            }
+        )));
+    }
     // A plot per probe, of the fits with a level not refused.
     let mut probes: Vec<&str> = fits.iter().map(|f| f.0.key.probe.as_str()).collect();
     probes.dedup();
@@ -485,8 +514,8 @@ const N_MAX: u32 = 16;
 /// table for Markdown; then each series' MTTF table.
 pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
     let measured: Vec<(&Series, &SeriesAnalysis)> = a.measured().filter_map(|(s, an)| Some((s, an.ok()?))).collect();
-    let tables: Vec<(String, &mttf::MttfTable)> =
-        measured.iter().filter_map(|(s, an)| Some((series_name(s), an.report.mttf.as_ref()?))).collect();
+    let tables: Vec<(&Series, &mttf::MttfTable)> =
+        measured.iter().filter_map(|(s, an)| Some((*s, an.report.mttf.as_ref()?))).collect();
     if measured.is_empty() {
         return Vec::new();
     }
@@ -555,6 +584,7 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
             .map(|sp| {
                 let list: Vec<&SeriesAnalysis> = of.iter().filter(|s| s.key.load == sp.load).copied().collect();
                 MttfCurve {
+                    period_ns: sp.t_ns,
                     label: format!(
                         "t={}, c={}{}",
                         units::human(sp.t_ns),
@@ -588,9 +618,13 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
                     c
                 })
                 .collect();
-            let title = format!("{probe} {metric}: mean time to a buffer underrun against the number of buffers");
+            let against = match a.mttf_axis {
+                MttfAxis::Buffers => "the number of buffers",
+                MttfAxis::Buffering => "the total buffering time",
+            };
+            let title = format!("{probe} {metric}: mean time to a buffer underrun against {against}");
             sec.push(Block::Figure {
-                svg: tailplot::mttf(&format!("{p}-mttf-{mi}-{gi}"), &title, &cs, n_max, &targets),
+                svg: tailplot::mttf(&format!("{p}-mttf-{mi}-{gi}"), &title, &cs, n_max, &targets, a.mttf_axis),
                 caption: format!(
                     "{title} (log MTTF; a curve per period{}; filled: observed, hollow: from the fitted tail; no point \
                      where the data and the fit cannot tell)",
@@ -608,7 +642,33 @@ pub fn mttf(a: &Analysed, p: &str) -> Vec<Section> {
             sec.push(Block::FigureData(tab));
         }
     }
-    for (name, m) in tables {
+    // Per series the MTTF table, for the series the curves are about and
+    // only where it holds a figure; the rest in a sentence.
+    let informative = |m: &mttf::MttfTable| {
+        m.rows.iter().any(|r| r.refused.is_none() && r.source != Source::NotEnoughData && r.mttf_s.is_some())
+    };
+    let (shown, rest): (Vec<_>, Vec<_>) = tables
+        .into_iter()
+        .partition(|(s, m)| metrics.iter().any(|(p, mm)| *p == s.key.probe && *mm == s.key.metric) && informative(m));
+    if !rest.is_empty() {
+        let target = rest[0].1.target_s;
+        sec.push(Block::Para(format!(
+            "The MTTF tables of {} other series{} are left out: {}a target of {} needs at least {} of measurement \
+             per series to be judged from the fitted tail. Every table: rtscope analyze {}.",
+            rest.len(),
+            probes_of(&rest.iter().map(|r| r.0).collect::<Vec<_>>()),
+            if rest.iter().any(|r| informative(r.1)) {
+                "they are not the series of the curves above, or hold no figure within 100x the time observed; "
+            } else {
+                "none holds a figure within 100x the time observed; "
+            },
+            dur_s(target),
+            dur_s(target / REFUSED),
+            a.run.header.id
+        )));
+    }
+    for (s, m) in shown {
+        let name = series_name(s);
         sec.push(Block::Para(format!(
             "{name}: mean time to a buffer underrun of a consumer with n buffers of one period each, compute time = \
              {}, target {} ({MTTF_LEGEND}){}",
@@ -676,7 +736,7 @@ mod tests {
     #[test]
     fn the_mttf_plot_spans_to_one_past_the_target() {
         let pt = |n: u32, mttf_s: f64| MttfPoint { n, mttf_s, mark: Mark::Observed };
-        let c = |pts: Vec<MttfPoint>| MttfCurve { label: "c".into(), points: pts };
+        let c = |pts: Vec<MttfPoint>| MttfCurve { label: "c".into(), period_ns: 1_000_000, points: pts };
         let fast = c((1..=16).map(|n| pt(n, 10f64.powi(n as i32))).collect());
         let slow = c((1..=16).map(|n| pt(n, 10f64.powi(n as i32 - 4))).collect());
         assert_eq!(n_range(std::slice::from_ref(&fast), 86_400.0), 6, "reached at n=5: at least 6");
@@ -821,10 +881,14 @@ mod tests {
             reasons: vec!["every diagnostic passed".into()],
             measure_for: Some("1h".into()),
         };
-        let (o, t) = summary(&[v(Status::Pass), v(Status::NotEnoughData), v(Status::Fail)]);
+        let (o, t) =
+            crate::report::summary::verdict_counts(&[v(Status::Pass), v(Status::NotEnoughData), v(Status::Fail)]);
         assert_eq!(o, Outcome::Fail);
         assert_eq!(t, "1 of 3 requirements failed; 1 has not enough data; 1 passed");
-        assert_eq!(summary(&[v(Status::Pass), v(Status::Pass)]), (Outcome::Pass, "all 2 passed".into()));
+        assert_eq!(
+            crate::report::summary::verdict_counts(&[v(Status::Pass), v(Status::Pass)]),
+            (Outcome::Pass, "all 2 passed".into())
+        );
         let mut observed = v(Status::NotEnoughData);
         observed.confidence = "observed".into();
         let Block::Verdict { details, .. } = verdict_block(&observed) else { panic!() };

@@ -21,11 +21,7 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
     let mut govs: Vec<String> = inv.governors.iter().filter_map(|g| g.governor.clone()).collect();
     govs.sort();
     govs.dedup();
-    let plan = &run.plan;
-    let sched = match (plan["effective_policy"].as_str(), plan["effective_priority"].as_u64()) {
-        (Some(pol), Some(prio)) => format!("SCHED_{} {prio}", pol.to_uppercase()),
-        _ => "-".into(),
-    };
+    let sched = scheduling(&run.plan).unwrap_or_else(|| "-".into());
     vec![
         ("host", format!("{} ({})", h.hostname, inv.arch)),
         ("CPU", format!("{} · {} online ({})", inv.cpu_model, inv.cpu_count, inv.cpus_online)),
@@ -81,6 +77,22 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
 /// A size given in KiB, in whole MiB.
 fn mib(kb: u64) -> String {
     format!("{} MiB", kb / 1024)
+}
+
+/// The measuring threads' scheduling, "SCHED_FIFO 95": the run's, and
+/// each other priority of a probe's instances (`wakeup@80`) in its cells
+/// ("SCHED_FIFO 95, 80"); None for a run without measuring threads.
+pub(super) fn scheduling(plan: &serde_json::Value) -> Option<String> {
+    let (pol, prio) = (plan["effective_policy"].as_str()?, plan["effective_priority"].as_u64()?);
+    let mut prios = vec![prio];
+    let cells = plan["cells"].as_array().map(Vec::as_slice).unwrap_or_default();
+    for c in cells.iter().filter(|c| c["probe"].as_str().is_some_and(|p| p.contains('@'))) {
+        if let Some(p) = c["effective_priority"].as_u64().filter(|p| !prios.contains(p)) {
+            prios.push(p);
+        }
+    }
+    let list: Vec<String> = prios.iter().map(u64::to_string).collect();
+    Some(format!("SCHED_{} {}", pol.to_uppercase(), list.join(", ")))
 }
 
 #[cfg(test)]

@@ -85,6 +85,12 @@ pub fn write_doc(doc: &Doc, out: &mut dyn Write) -> Result<()> {
                         writeln!(out, "\n- {} {message} (fix: {fix})", if *serious { "**warning:**" } else { "note:" })?
                     }
                     Block::Table(t) => table(out, t)?,
+                    Block::List(items) => {
+                        writeln!(out)?;
+                        for (i, item) in items.iter().enumerate() {
+                            writeln!(out, "{}. {}", i + 1, item.replace('\n', " "))?;
+                        }
+                    }
                     // The plots are the HTML report's.
                     Block::Figure { .. } | Block::Figures(..) | Block::Code(_) => {}
                 }

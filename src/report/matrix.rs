@@ -30,23 +30,42 @@ pub struct Grid {
 /// A grid as text: the labels, then right-aligned columns.
 fn write_grid(out: &mut dyn Write, g: &Grid) -> Result<()> {
     let (title, columns, rows) = (&g.title, &g.columns, &g.rows);
-    let first = rows.iter().map(|r| r.0.len()).chain([title.len()]).max().unwrap_or(0);
+    // The title on its own line, so that it does not widen the first column.
+    writeln!(out, "\n{}", super::wrap::wrap("", title, 0))?;
+    let first = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let widths: Vec<usize> = columns
         .iter()
         .enumerate()
         .map(|(i, c)| rows.iter().map(|r| r.1[i].len()).chain([c.len(), 9]).max().unwrap_or(9))
         .collect();
-    write!(out, "\n{title:<first$}")?;
-    for (c, w) in columns.iter().zip(&widths) {
-        write!(out, "  {c:>w$}")?;
+    // Blocks of columns that fit the terminal's width, the labels repeated.
+    let mut blocks: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut start = 0;
+    let mut used = first;
+    for (i, w) in widths.iter().enumerate() {
+        if i > start && used + 2 + w > super::wrap::WIDTH {
+            blocks.push(start..i);
+            (start, used) = (i, first);
+        }
+        used += 2 + w;
     }
-    writeln!(out)?;
-    for (label, cells) in rows {
-        write!(out, "{label:<first$}")?;
-        for (v, w) in cells.iter().zip(&widths) {
-            write!(out, "  {v:>w$}")?;
+    blocks.push(start..columns.len());
+    for (b, range) in blocks.into_iter().enumerate() {
+        if b > 0 {
+            writeln!(out)?;
+        }
+        write!(out, "{:<first$}", "")?;
+        for i in range.clone() {
+            write!(out, "  {:>w$}", columns[i], w = widths[i])?;
         }
         writeln!(out)?;
+        for (label, cells) in rows {
+            write!(out, "{label:<first$}")?;
+            for i in range.clone() {
+                write!(out, "  {:>w$}", cells[i], w = widths[i])?;
+            }
+            writeln!(out)?;
+        }
     }
     Ok(())
 }
@@ -104,7 +123,7 @@ fn label(probe: &str, metric: &str) -> String {
 
 /// The series of one row and load, every CPU together; None when nothing
 /// was recorded there.
-fn pooled(list: &[&Series]) -> Option<Tally> {
+pub(super) fn pooled(list: &[&Series]) -> Option<Tally> {
     let mut iter = list.iter().filter(|s| s.total().count() > 0);
     let mut t = iter.next()?.total().clone();
     for s in iter {
@@ -117,7 +136,7 @@ fn pooled(list: &[&Series]) -> Option<Tally> {
 /// For an unsigned metric it is the maximum; for a signed one (sleep
 /// deviation, timer drift) an early wake-up or a negative drift of a
 /// larger magnitude than the latest sample shows as a negative value.
-fn farthest(min_ns: i64, max_ns: i64) -> i64 {
+pub(super) fn farthest(min_ns: i64, max_ns: i64) -> i64 {
     if min_ns.unsigned_abs() > max_ns.unsigned_abs() { min_ns } else { max_ns }
 }
 
@@ -196,7 +215,8 @@ pub fn matrix_legend(run: &Run) -> String {
     };
     format!(
         "latency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \
-         requested; drift: event seen - programmed expiry; both signed: a negative worst case is an early return \
+         requested; drift: event seen - programmed expiry; task: release delay, response and lateness of a periodic \
+         job; drift, deviation and lateness signed: a negative worst case is an early return \
          or event further from zero than the latest one{osbench}. Per CPU: rtscope show {} --json, \
          rtscope export {}",
         run.header.id, run.header.id
@@ -212,7 +232,7 @@ pub fn write_matrix(run: &Run, out: &mut dyn Write) -> Result<()> {
     for g in &grids {
         write_grid(out, g)?;
     }
-    writeln!(out, "\n{}", matrix_legend(run))?;
+    writeln!(out, "\n{}", super::wrap::wrap("", &matrix_legend(run), 0))?;
     Ok(())
 }
 
@@ -343,7 +363,7 @@ pub fn score_line(run: &Run) -> Option<String> {
 /// The CPU score line as text.
 pub fn write_score(run: &Run, out: &mut dyn Write) -> Result<()> {
     if let Some(l) = score_line(run) {
-        writeln!(out, "\n{l}")?;
+        writeln!(out, "\n{}", super::wrap::wrap("", &l, 2).trim_start())?;
     }
     Ok(())
 }

@@ -25,12 +25,15 @@ mod osbench_csv;
 mod perfetto;
 mod schedule;
 mod sections;
+mod summary;
 mod svg;
-mod tailplot;
+pub mod tailplot;
 mod text;
+mod wrap;
 
 pub use comparison::Comparison;
 pub use cyclictest::CyclictestHist;
+pub use summary::{Summary, write_text as write_answer};
 pub use text::write_episodes;
 
 use crate::judge::{Judged, RequireSpec, TasksSpec};
@@ -127,12 +130,25 @@ pub struct Input<'a> {
     pub req: Option<&'a RequireSpec>,
     /// HTML, Markdown: the task set (else the one stored with each run).
     pub tasks: Option<&'a TasksSpec>,
+    /// HTML, Markdown: the MTTF plots' x-axis.
+    pub mttf_axis: tailplot::MttfAxis,
+    /// Text: colour (a terminal, and NO_COLOR unset).
+    pub colour: bool,
 }
 
 impl<'a> Input<'a> {
     /// `runs`, and no choice taken.
     pub fn new(runs: &'a [Run]) -> Input<'a> {
-        Input { runs, full: false, machine: false, judged: None, req: None, tasks: None }
+        Input {
+            runs,
+            full: false,
+            machine: false,
+            judged: None,
+            req: None,
+            tasks: None,
+            mttf_axis: Default::default(),
+            colour: false,
+        }
     }
 
     /// One run, and no choice taken.
@@ -226,7 +242,12 @@ impl Write for LazyFile<'_> {
 /// default yardstick) and the task set of `tasks` (else the one stored with
 /// it). Also returns whether a requirement asked for (given or stored, not
 /// the yardstick) failed, or the task set missed a deadline.
-fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::Doc, bool)> {
+fn run_doc(
+    runs: &[Run],
+    req: &RequireSpec,
+    tasks: &TasksSpec,
+    mttf_axis: tailplot::MttfAxis,
+) -> Result<(doc::Doc, bool)> {
     let ids: Vec<String> = runs.iter().map(|r| r.header.id.to_string()).collect();
     let title = match runs {
         [one] => format!("rtscope report: run {} ({}, {})", one.header.id, one.header.kind, one.header.hostname),
@@ -236,7 +257,8 @@ fn run_doc(runs: &[Run], req: &RequireSpec, tasks: &TasksSpec) -> Result<(doc::D
     let mut failed = false;
     for (i, r) in runs.iter().enumerate() {
         let set = crate::judge::asked_set(r, tasks)?;
-        let a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set);
+        let mut a = judged::Analysed::new(r, crate::judge::asked(r, req, true)?, set);
+        a.mttf_axis = mttf_axis;
         failed |= a.failed();
         chapters.push(sections::chapter(&a, &format!("r{}", i + 1)));
     }
@@ -255,9 +277,43 @@ fn write_judged_doc(
     }
     let req = input.req.cloned().unwrap_or_default();
     let tasks = input.tasks.cloned().unwrap_or_default();
-    let (doc, failed) = run_doc(input.runs, &req, &tasks)?;
+    let (doc, failed) = run_doc(input.runs, &req, &tasks, input.mttf_axis)?;
     render(&doc, out)?;
     Ok(Written { failed })
+}
+
+/// Whether text on stdout may be in colour: stdout is a terminal and
+/// NO_COLOR (https://no-color.org) is unset or empty.
+pub fn colour_on_stdout() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The summary of `input`'s run (see `summary.rs`): with the verdicts it
+/// was judged with (`rtscope run`), else judged here against the
+/// requirements stored with it, else the yardstick.
+fn run_summary(input: &Input) -> Result<summary::Summary> {
+    let run = input.run()?;
+    if let Some(j) = input.judged {
+        let from = j.requirements_from.unwrap_or(crate::judge::ReqSource::Default);
+        let judgement = summary::Judgement { from, against: j.against.clone(), verdicts: j.verdicts };
+        return Ok(summary::Summary::new(run, Some(judgement)));
+    }
+    let asked = crate::judge::asked(run, &RequireSpec::default(), true)?;
+    let (verdicts, _) = crate::judge::judge(run, &asked, None);
+    Ok(summary_of(run, &asked, &verdicts))
+}
+
+/// The summary of `run` judged against `asked` with `verdicts` (nothing
+/// judged when nothing was asked: `--profile none`).
+pub fn summary_of(
+    run: &Run,
+    asked: &crate::judge::Asked,
+    verdicts: &[rtscope_model::analysis::verdict::Verdict],
+) -> Summary {
+    let judgement =
+        (!asked.reqs.is_empty()).then(|| summary::Judgement { from: asked.source, against: asked.what(), verdicts });
+    Summary::new(run, judgement)
 }
 
 /// The line after a stored run: where it is and what to run next on it

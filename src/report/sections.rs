@@ -26,14 +26,16 @@ use rtscope_model::units::{self, us, us_i};
 /// A section builder: the analysed run and the prefix that makes its anchors unique.
 type SectionFn = fn(&Analysed, &str) -> Vec<Section>;
 
-/// Every section, in the order a reader wants them: verdicts first.
-const SECTIONS: [SectionFn; 14] = [
+/// Every section, in the order a reader wants them: the answer first
+/// (open), then the verdicts and the details (collapsed in the HTML).
+const SECTIONS: [SectionFn; 15] = [
+    summary,
     verdicts,
     matrix,
     characterisation,
     machine,
-    osbench,
     probes,
+    osbench,
     judged::tail,
     judged::mttf,
     schedule::schedulability,
@@ -65,6 +67,45 @@ pub fn chapter(a: &Analysed, prefix: &str) -> Chapter {
         subtitle,
         sections: SECTIONS.iter().flat_map(|f| f(a, prefix)).collect(),
     }
+}
+
+/// The answer first: the verdict, the machine, the worst load and its
+/// cause, the worst case and p99.9 of each probe under each load with its
+/// samples, what to do next; then a headline plot per probe (its worst
+/// metric, a curve per load, the requirement drawn).
+fn summary(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
+    let s = super::summary_of(run, &a.asked, &a.verdicts);
+    if s.is_empty() {
+        return Vec::new();
+    }
+    let plots = s
+        .rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, row)| {
+            let curves: Vec<Curve> = super::summary::row_tallies(run, row, &s.loads)
+                .into_iter()
+                .map(|(label, t)| Curve { label, points: exceedance_points(&t) })
+                .filter(|c| !c.points.is_empty())
+                .collect();
+            if curves.is_empty() {
+                return None;
+            }
+            let name = value_name(&row.probe);
+            let title = format!("{}: % of samples at or over each {name}", row.label());
+            let req = a.limit_us(&row.probe, &[row.metric.as_str()]);
+            Some(svg::exceedance_sized(
+                &format!("{p}-head-{i}"),
+                &title,
+                &format!("{name} (us)"),
+                &curves,
+                req,
+                (575.0, 330.0),
+            ))
+        })
+        .collect();
+    vec![super::summary::section(&s, p, plots)]
 }
 
 /// What a probe's values are, for axis labels (its row in the descriptor
@@ -286,6 +327,40 @@ fn interval_bar(iv: &Interval, start_mono_ns: u64) -> Option<IntervalBar> {
     })
 }
 
+/// The checkpoint intervals of one cell's series (its CPUs), from the
+/// cell's first interval: the i-th interval of every series together
+/// (lowest min, highest max, the mean weighted by the samples).
+fn cell_bars(list: &[&Series]) -> Vec<IntervalBar> {
+    let start = list.iter().flat_map(|s| s.intervals.iter().map(|iv| iv.start_ns)).min().unwrap_or(0);
+    let per: Vec<Vec<(IntervalBar, f64)>> = list
+        .iter()
+        .map(|s| {
+            s.intervals
+                .iter()
+                .filter_map(|iv| {
+                    let n = iv.stats.count + iv.neg.as_ref().map_or(0, |n| n.stats.count);
+                    interval_bar(iv, start).map(|b| (b, n as f64))
+                })
+                .collect()
+        })
+        .collect();
+    let len = per.iter().map(Vec::len).max().unwrap_or(0);
+    (0..len)
+        .filter_map(|k| {
+            let at: Vec<&(IntervalBar, f64)> = per.iter().filter_map(|p| p.get(k)).collect();
+            let n: f64 = at.iter().map(|(_, n)| n).sum();
+            let first = at.first()?.0;
+            Some(IntervalBar {
+                t0_s: at.iter().map(|(b, _)| b.t0_s).fold(first.t0_s, f64::min),
+                t1_s: at.iter().map(|(b, _)| b.t1_s).fold(first.t1_s, f64::max),
+                min: at.iter().map(|(b, _)| b.min).fold(first.min, f64::min),
+                mean: at.iter().map(|(b, w)| b.mean * w).sum::<f64>() / n.max(1.0),
+                max: at.iter().map(|(b, _)| b.max).fold(first.max, f64::max),
+            })
+        })
+        .collect()
+}
+
 /// Curves beyond this many go to one plot per metric.
 const CURVES_PER_PLOT: usize = 14;
 
@@ -294,11 +369,15 @@ const CURVES_PER_PLOT: usize = 14;
 fn probes(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
     let mut out = Vec::new();
-    for (probe, list) in series_by_probe(run) {
+    // The descriptor table's order (wakeup first), as the summary's rows.
+    let mut by_probe = series_by_probe(run);
+    by_probe.sort_by_key(|(p, _)| descriptor::rank(p));
+    for (probe, list) in by_probe {
         if descriptor::per_test(probe) {
             continue;
         }
         let metrics = metrics_in_order(run, &list);
+        let with_loads = list.iter().any(|s| s.key.load.is_some());
         let (cols, what) = layout(probe);
         let name = value_name(probe);
         let title = if metrics.len() == 1 && what.is_empty() {
@@ -324,18 +403,30 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
         } else {
             vec![rows.clone()]
         };
+        // One plot per metric when there are many: smaller, two a row.
+        let small = groups.len() > 1;
+        let mut svgs = Vec::new();
         for (gi, group) in groups.iter().enumerate() {
             let mut group_metrics: Vec<&str> = group.iter().map(|s| s.key.metric.as_str()).collect();
             group_metrics.dedup();
             let req = a.limit_us(probe, &group_metrics);
             let curves: Vec<Curve> = group
                 .iter()
-                .map(|s| Curve { label: series_label(s, metrics.len()), points: exceedance_points(s.total()) })
+                .map(|s| Curve {
+                    label: if small { series_label(s, 1) } else { series_label(s, metrics.len()) },
+                    points: exceedance_points(s.total()),
+                })
                 .collect();
             let n: u64 = group.iter().map(|s| s.total().count()).sum();
-            let which = if groups.len() > 1 { format!(" {}", group[0].key.metric) } else { String::new() };
+            let which = if small { format!(" {}", group[0].key.metric) } else { String::new() };
+            let id = format!("{p}-exc-{probe}-{gi}");
+            if small {
+                let title = format!("{probe}{which}: % of samples at or over each {name}");
+                svgs.push(svg::exceedance_sized(&id, &title, &format!("{name} (us)"), &curves, req, (575.0, 330.0)));
+                continue;
+            }
             let title = format!("{probe}{which}: percent of samples at or over each {name}");
-            let svg = svg::exceedance(&format!("{p}-exc-{probe}-{gi}"), &title, &format!("{name} (us)"), &curves, req);
+            let svg = svg::exceedance(&id, &title, &format!("{name} (us)"), &curves, req);
             let signed = group.iter().any(|s| s.is_signed());
             sec.push(Block::Figure {
                 svg,
@@ -346,9 +437,32 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
                 ),
             });
         }
+        if !svgs.is_empty() {
+            let signed = rows.iter().any(|s| s.is_signed());
+            sec.push(Block::Figures(
+                svgs,
+                format!(
+                    "{probe}: a plot per metric, the percent of samples at or over each {name} (log-log), a curve per \
+                     CPU{}{}",
+                    if signed {
+                        "; values at or below zero count in the total but have no place on the log axis"
+                    } else {
+                        ""
+                    },
+                    if a.limit_us(probe, &metrics).is_some() { "; dashed red: the requirement" } else { "" }
+                ),
+            ));
+        }
+        // The power-of-two tables: an assessment's many series make them
+        // long, and the plots above carry them; there they are the
+        // Markdown report's only.
+        let pow2_block = |t: Table| if with_loads { Block::FigureData(t) } else { Block::Table(t) };
+        // CPU N, or thread TID for a watched thread's series.
+        let word = descriptor::key_word(probe);
         if metrics.len() == 1 {
-            if let Some(t) = pow2(&rows, |s| format!("CPU{}{}", s.key.cpu, load_suffix(s))) {
-                sec.push(Block::Table(t));
+            let sep = if descriptor::per_thread(probe) { " " } else { "" };
+            for t in pow2_tables(&rows, |s| format!("{word}{sep}{}{}", s.key.cpu, load_suffix(s))) {
+                sec.push(pow2_block(t));
             }
         } else {
             let mut cpus: Vec<i64> = rows.iter().map(|s| s.key.cpu).collect();
@@ -356,9 +470,15 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
             cpus.dedup();
             for cpu in cpus {
                 let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
-                sec.push(Block::Para(format!("CPU {cpu}")));
-                if let Some(t) = pow2(&of_cpu, |s| format!("{}{}", s.key.metric, load_suffix(s))) {
-                    sec.push(Block::Table(t));
+                let tables = pow2_tables(&of_cpu, |s| format!("{}{}", s.key.metric, load_suffix(s)));
+                if !with_loads {
+                    sec.push(Block::Para(format!("{word} {cpu}")));
+                }
+                for mut t in tables {
+                    if with_loads {
+                        t.head[0] = format!("histogram {word} {cpu}");
+                    }
+                    sec.push(pow2_block(t));
                 }
             }
         }
@@ -369,27 +489,42 @@ fn probes(a: &Analysed, p: &str) -> Vec<Section> {
             rows[0].exceed,
             if lost > 0 { format!(", {lost} lost") } else { String::new() }
         )));
-        let plots: Vec<String> = rows
+        // A plot per series; in an assessment per metric and load, its
+        // CPUs together (each cell over its own time).
+        let mut cells: Vec<Vec<&Series>> = Vec::new();
+        for s in &rows {
+            match cells
+                .iter_mut()
+                .find(|c| with_loads && c[0].key.metric == s.key.metric && c[0].key.load == s.key.load)
+            {
+                Some(c) => c.push(s),
+                None => cells.push(vec![s]),
+            }
+        }
+        let plots: Vec<String> = cells
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| {
-                let bars: Vec<IntervalBar> =
-                    s.intervals.iter().filter_map(|iv| interval_bar(iv, run.header.start_mono_ns)).collect();
-                (!bars.is_empty()).then(|| {
-                    svg::intervals(
-                        &format!("{p}-iv-{probe}-{i}"),
-                        &series_label(s, metrics.len()),
-                        &format!("{name} (us)"),
-                        &bars,
-                    )
-                })
+            .filter_map(|(i, c)| {
+                let bars = cell_bars(c);
+                let label = if c.len() > 1 {
+                    let m = if metrics.len() > 1 { format!("{} ", c[0].key.metric) } else { String::new() };
+                    format!("{m}{} CPUs{}", c.len(), load_suffix(c[0]))
+                } else {
+                    series_label(c[0], metrics.len())
+                };
+                (!bars.is_empty())
+                    .then(|| svg::intervals(&format!("{p}-iv-{probe}-{i}"), &label, &format!("{name} (us)"), &bars))
             })
             .collect();
         if !plots.is_empty() {
             let secs = run.plan["common"]["checkpoint_ns"].as_u64().map(units::human).unwrap_or_else(|| "?".into());
             sec.push(Block::Figures(
                 plots,
-                format!("{probe}: min, mean and max of every checkpoint interval ({secs}) over the run"),
+                format!(
+                    "{probe}: min, mean and max of every checkpoint interval ({secs}), a plot per {}, over the cell's \
+                     own time (bar: min to max, tick: mean)",
+                    if with_loads { "metric and load, its CPUs together" } else { "series" }
+                ),
             ));
         }
         out.push(sec);
@@ -464,13 +599,14 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
                         .filter(|c| !c.points.is_empty())
                         .collect();
                     (!curves.is_empty()).then(|| {
-                        let title = format!("osbench {m}: percent of operations at or over each time, per load");
-                        svg::exceedance(
+                        let title = format!("osbench {m}: % of operations at or over each time");
+                        svg::exceedance_sized(
                             &format!("{p}-exc-osbench-{gi}-{mi}"),
                             &title,
                             "time per operation (us)",
                             &curves,
                             None,
+                            (575.0, 300.0),
                         )
                     })
                 })
@@ -535,6 +671,15 @@ fn figures_table(cols: &[Col], with_metric: bool, rows: &[&Series]) -> Table {
         t.row(cells);
     }
     t
+}
+
+/// Series per power-of-two table: more make a table wider than the page.
+const POW2_COLUMNS: usize = 8;
+
+/// The power-of-two tables of `list`, a column per series, at most
+/// [`POW2_COLUMNS`] series each.
+fn pow2_tables(list: &[&Series], label: impl Fn(&Series) -> String) -> Vec<Table> {
+    list.chunks(POW2_COLUMNS).filter_map(|c| pow2(c, &label)).collect()
 }
 
 /// The power-of-two table of `list`, a column per series.

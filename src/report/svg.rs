@@ -130,6 +130,21 @@ pub(super) fn open(out: &mut String, id: &str, w: f64, h: f64, title: &str) {
     let _ = write!(out, "<rect x=\"0\" y=\"0\" width=\"{w}\" height=\"{h}\" fill=\"#fff\"/>");
 }
 
+/// A plot's title, written above it (bold, cut to the plot's width).
+pub(super) fn heading(out: &mut String, w: f64, title: &str) {
+    let max = ((w - 16.0) / 7.0) as usize;
+    let t: String = if title.chars().count() > max {
+        format!("{}...", title.chars().take(max.saturating_sub(3)).collect::<String>())
+    } else {
+        title.to_string()
+    };
+    let _ = write!(
+        out,
+        "<text class=\"heading\" x=\"8\" y=\"18\" font-size=\"13\" font-weight=\"bold\" fill=\"#111\">{}</text>",
+        esc(&t)
+    );
+}
+
 pub(super) fn text(out: &mut String, x: f64, y: f64, anchor: &str, size: f64, s: &str) {
     let _ = write!(
         out,
@@ -219,9 +234,29 @@ pub struct Curve {
 /// curve overlaid, a decade grid labelled in us and percent, a legend, and
 /// the requirement as a vertical line where one applies.
 pub fn exceedance(id: &str, title: &str, x_label: &str, curves: &[Curve], requirement_us: Option<f64>) -> String {
-    let (w, legend_w) = (820.0, 230.0);
-    let h = 400.0f64.max(80.0 + curves.len() as f64 * 17.0);
-    let (left, top, bottom) = (62.0, 14.0, h - 48.0);
+    exceedance_sized(id, title, x_label, curves, requirement_us, (820.0, 400.0))
+}
+
+/// The width of a legend of `labels` (11 px text after a 34 px line sample).
+fn legend_width(labels: impl Iterator<Item = usize>) -> f64 {
+    (46.0 + 6.3 * labels.max().unwrap_or(8) as f64).clamp(120.0, 340.0)
+}
+
+/// [`exceedance`] in a box of `(w, h)` px (taller when the legend needs it),
+/// its title written above the plot.
+pub fn exceedance_sized(
+    id: &str,
+    title: &str,
+    x_label: &str,
+    curves: &[Curve],
+    requirement_us: Option<f64>,
+    (w, h): (f64, f64),
+) -> String {
+    let req_label = requirement_us.map(|r| format!("requirement {} us", num_label(r)));
+    let legend_w =
+        legend_width(curves.iter().map(|c| c.label.chars().count()).chain(req_label.iter().map(|l| l.len())));
+    let h = h.max(100.0 + curves.len() as f64 * 17.0);
+    let (left, top, bottom) = (62.0, 30.0, h - 48.0);
     let right = w - legend_w;
     let all = curves.iter().flat_map(|c| c.points.iter()).filter(|p| p.0 > 0.0 && p.1 > 0.0);
     let (mut xmin, mut xmax, mut ymin) = (f64::MAX, 0f64, 1f64);
@@ -242,6 +277,7 @@ pub fn exceedance(id: &str, title: &str, x_label: &str, curves: &[Curve], requir
     let ya = LogAxis::covering(ymin * 100.0, 100.0, bottom, top);
     let mut o = String::new();
     open(&mut o, id, w, h, title);
+    heading(&mut o, w, title);
     log_grid(&mut o, &xa, &ya, x_label, "% of samples at or over", |k| format!("{}%", pow10_label(k)));
     for (i, c) in curves.iter().enumerate() {
         let pts: Vec<(f64, f64)> =
@@ -257,10 +293,10 @@ pub fn exceedance(id: &str, title: &str, x_label: &str, curves: &[Curve], requir
         line(&mut o, [x, top, x, bottom], "#b30000", 1.6, " stroke-dasharray=\"4 3\" class=\"requirement\"");
     }
     legend(&mut o, right + 16.0, top + 10.0, &labels);
-    if let Some(r) = requirement_us {
+    if let Some(l) = &req_label {
         let y = top + 10.0 + curves.len() as f64 * 17.0;
         line(&mut o, [right + 16.0, y, right + 44.0, y], "#b30000", 1.6, " stroke-dasharray=\"4 3\"");
-        text(&mut o, right + 50.0, y + 4.0, "start", 11.0, &format!("requirement {} us", num_label(r)));
+        text(&mut o, right + 50.0, y + 4.0, "start", 11.0, l);
     }
     o.push_str("</svg>");
     o
@@ -281,7 +317,7 @@ pub struct IntervalBar {
 /// assessment's per-cycle bars: a bar from min to max and a tick at the mean; beyond 150
 /// intervals, a band and a mean line. Log y, or linear for signed values.
 pub fn intervals(id: &str, title: &str, y_label: &str, bars: &[IntervalBar]) -> String {
-    let (w, h) = (400.0, 220.0);
+    let (w, h) = (370.0, 210.0);
     let (left, right, top, bottom) = (58.0, w - 12.0, 26.0, h - 42.0);
     let tmax = bars.iter().map(|b| b.t1_s).fold(0f64, f64::max).max(1e-3);
     let ymin = bars.iter().map(|b| b.min).fold(f64::MAX, f64::min);
@@ -292,7 +328,7 @@ pub fn intervals(id: &str, title: &str, y_label: &str, bars: &[IntervalBar]) -> 
     let y = |v: f64| if log { la.map(v) } else { lin.map(v) };
     let mut o = String::new();
     open(&mut o, id, w, h, title);
-    text(&mut o, left, 15.0, "start", 12.0, title);
+    heading(&mut o, w, title);
     for t in xa.ticks() {
         let x = xa.map(t);
         line(&mut o, [x, top, x, bottom], "#e6e6e6", 0.6, "");
@@ -356,7 +392,6 @@ pub fn intervals(id: &str, title: &str, y_label: &str, bars: &[IntervalBar]) -> 
         let _ =
             write!(o, "<polyline fill=\"none\" stroke=\"#000\" stroke-width=\"1.2\" points=\"{}\"/>", points(&mean));
     }
-    text(&mut o, right, 15.0, "end", 10.0, "bar: min to max, tick: mean");
     o.push_str("</svg>");
     o
 }

@@ -33,7 +33,27 @@ pub struct MttfPoint {
 #[derive(Clone, Debug)]
 pub struct MttfCurve {
     pub label: String,
+    /// Its buffer period t, ns: a point's total buffering time is n x t.
+    pub period_ns: u64,
     pub points: Vec<MttfPoint>,
+}
+
+/// What an MTTF plot's x-axis is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MttfAxis {
+    /// The number of buffers n.
+    #[default]
+    Buffers,
+    /// The total buffering time n x t, ms (the WDM latency study's figures).
+    Buffering,
+}
+
+/// Round steps (1, 2, 5 x 10^k) of a linear axis up to `max` with at most
+/// about 12 ticks.
+fn linear_step(max: f64) -> f64 {
+    let raw = (max / 12.0).max(1e-9);
+    let k = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * k).find(|s| *s >= raw).unwrap_or(10.0 * k)
 }
 
 /// The MTTF axis never goes below a microsecond nor above a thousand years.
@@ -92,7 +112,14 @@ pub fn time_ticks(a: &LogAxis) -> Vec<(f64, &'static str)> {
 /// points filled where observed, hollow where from the fitted tail, a
 /// triangle on the top edge where beyond the axis or never; the targets
 /// as dashed red lines.
-pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[(f64, String)]) -> String {
+pub fn mttf(
+    id: &str,
+    title: &str,
+    curves: &[MttfCurve],
+    n_max: u32,
+    targets: &[(f64, String)],
+    axis: MttfAxis,
+) -> String {
     let (w, legend_w) = (820.0, 250.0);
     let legend_rows = curves.len() + 3 + targets.len();
     let h = 400.0f64.max(60.0 + legend_rows as f64 * 17.0);
@@ -101,7 +128,15 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
     let target_s: Vec<f64> = targets.iter().map(|t| t.0).collect();
     let ya = mttf_axis(curves, &target_s, bottom, top);
     let n_max = n_max.max(2);
-    let x = |n: u32| left + 14.0 + (n - 1) as f64 / (n_max - 1) as f64 * (right - left - 28.0);
+    // Buffering time: from 0 to n_max x the longest period, ms.
+    let t_max_ms = curves.iter().map(|c| c.period_ns).max().unwrap_or(1_000_000) as f64 / 1e6;
+    let b_max = n_max as f64 * t_max_ms;
+    let xb = |ms: f64| left + 14.0 + ms / b_max * (right - left - 28.0);
+    let xn = |n: u32| left + 14.0 + (n - 1) as f64 / (n_max - 1) as f64 * (right - left - 28.0);
+    let x = |n: u32, t_ns: u64| match axis {
+        MttfAxis::Buffers => xn(n),
+        MttfAxis::Buffering => xb(n as f64 * t_ns as f64 / 1e6),
+    };
     let top_s = 10f64.powi(ya.hi);
     let y = |s: f64| if s.is_finite() && s <= top_s { ya.map(s) } else { top };
     let mut o = String::new();
@@ -116,11 +151,21 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
         line(&mut o, [left, yy, right, yy], "#bbb", 0.8, "");
         text(&mut o, left - 6.0, yy + 4.0, "end", 11.0, label);
     }
-    let step = if n_max > 16 { n_max.div_ceil(16) } else { 1 };
-    for n in (1..=n_max).filter(|n| (n - 1) % step == 0) {
-        let xx = x(n);
-        line(&mut o, [xx, top, xx, bottom], "#e6e6e6", 0.6, "");
-        text(&mut o, xx, bottom + 16.0, "middle", 11.0, &n.to_string());
+    let mut xticks: Vec<(f64, String)> = Vec::new();
+    match axis {
+        MttfAxis::Buffers => {
+            let step = if n_max > 16 { n_max.div_ceil(16) } else { 1 };
+            xticks.extend((1..=n_max).filter(|n| (n - 1) % step == 0).map(|n| (xn(n), n.to_string())));
+        }
+        MttfAxis::Buffering => {
+            let step = linear_step(b_max);
+            let ticks = (b_max / step).floor() as u32;
+            xticks.extend((0..=ticks).map(|k| (xb(k as f64 * step), format!("{}", k as f64 * step))));
+        }
+    }
+    for (xx, label) in &xticks {
+        line(&mut o, [*xx, top, *xx, bottom], "#e6e6e6", 0.6, "");
+        text(&mut o, *xx, bottom + 16.0, "middle", 11.0, label);
     }
     let _ = write!(
         o,
@@ -134,7 +179,10 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
         bottom + 34.0,
         "middle",
         12.0,
-        "buffers n (slack = (n - 1) x period - compute time)",
+        match axis {
+            MttfAxis::Buffers => "buffers n (slack = (n - 1) x period - compute time)",
+            MttfAxis::Buffering => "total buffering time n x period, ms (slack = (n - 1) x period - compute time)",
+        },
     );
     let _ = write!(
         o,
@@ -148,7 +196,7 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
         text(&mut o, right - 4.0, yy - 4.0, "end", 10.0, label);
     }
     for (i, c) in curves.iter().enumerate() {
-        let pts: Vec<(f64, f64)> = c.points.iter().map(|p| (x(p.n), y(p.mttf_s))).collect();
+        let pts: Vec<(f64, f64)> = c.points.iter().map(|p| (x(p.n, c.period_ns), y(p.mttf_s))).collect();
         if pts.is_empty() {
             continue;
         }
@@ -167,7 +215,7 @@ pub fn mttf(id: &str, title: &str, curves: &[MttfCurve], n_max: u32, targets: &[
                     ),
                 }
             );
-            marker(&mut o, x(p.n), y(p.mttf_s), colour(i), beyond(p, top_s), p.mark, &tip);
+            marker(&mut o, x(p.n, c.period_ns), y(p.mttf_s), colour(i), beyond(p, top_s), p.mark, &tip);
         }
     }
     let labels: Vec<String> = curves.iter().map(|c| c.label.clone()).collect();
@@ -552,6 +600,7 @@ mod tests {
 
     fn curve(label: &str, pts: &[(u32, f64, Mark)]) -> MttfCurve {
         MttfCurve {
+            period_ns: 1_000_000,
             label: label.into(),
             points: pts.iter().map(|&(n, mttf_s, mark)| MttfPoint { n, mttf_s, mark }).collect(),
         }
@@ -589,7 +638,7 @@ mod tests {
                 &[(1, 2.7e-3, Mark::Observed), (2, 1e3, Mark::Fitted), (3, 9e40, Mark::Extrapolated)],
             ),
         ];
-        let svg = mttf("m", "MTTF", &c, 6, &[(86_400.0, "target 1 day".into())]);
+        let svg = mttf("m", "MTTF", &c, 6, &[(86_400.0, "target 1 day".into())], MttfAxis::Buffers);
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
         assert_eq!(svg.matches("<polyline class=\"series\"").count(), 2);
         assert!(svg.contains("stroke-dasharray=\"7 3\""), "the second curve is dashed");
@@ -602,6 +651,14 @@ mod tests {
         assert!(svg.contains(">2.667ms [cpu]<"));
         for n in 1..=6 {
             assert!(svg.contains(&format!(">{n}</text>")), "the n axis tick {n}");
+        }
+        // On the total buffering time n x t: a 2.667 ms curve reaches 16 ms at n = 6.
+        let c = [curve("1ms", &[(1, 1e-3, Mark::Observed)]), MttfCurve { period_ns: 2_666_667, ..c[1].clone() }];
+        let svg = mttf("m", "MTTF", &c, 6, &[], MttfAxis::Buffering);
+        assert!(svg.contains("total buffering time n x period, ms"));
+        assert_eq!(linear_step(16.0), 2.0);
+        for tick in ["0", "8", "16"] {
+            assert!(svg.contains(&format!(">{tick}</text>")), "the buffering axis tick {tick}");
         }
     }
 

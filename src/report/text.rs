@@ -112,7 +112,13 @@ impl Format for Text {
         if input.machine {
             write_machine(run, out)?;
         }
-        write_summary(run, out)?;
+        // An assessment: the answer first, then the detail tables.
+        let answer = if super::matrix::is_matrix(run) {
+            Some(super::run_summary(input)?).filter(|s| !s.is_empty())
+        } else {
+            None
+        };
+        write_summary(run, answer.as_ref(), input.colour, out)?;
         Ok(Written::default())
     }
 }
@@ -137,18 +143,14 @@ fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
 
 /// The probe's line, its tables (or the assessment's matrix), the trace,
 /// the worst episodes, warnings and notes.
-fn write_summary(run: &Run, out: &mut dyn Write) -> Result<()> {
+fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bool, out: &mut dyn Write) -> Result<()> {
     let h = &run.header;
     let elapsed =
         h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
     let plan = &run.plan;
     // A loads-only run has no measuring threads.
-    let sched = match plan["effective_policy"].as_str() {
-        Some(p) => format!("SCHED_{} {} · ", p.to_uppercase(), plan["effective_priority"].as_u64().unwrap_or(0)),
-        None => String::new(),
-    };
-    writeln!(
-        out,
+    let sched = super::machine::scheduling(plan).map(|s| s + " · ").unwrap_or_default();
+    let head = format!(
         "rtscope {} · run {} · {} · {} · {sched}{}{}",
         h.kind,
         h.id,
@@ -156,9 +158,19 @@ fn write_summary(run: &Run, out: &mut dyn Write) -> Result<()> {
         run.inventory.kernel_release,
         plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from),
         elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
-    )?;
+    );
+    if answer.is_some() {
+        writeln!(out, "{}", super::wrap::wrap("", &head, 2).trim_start())?;
+    } else {
+        writeln!(out, "{head}")?;
+    }
     if !h.representative {
         writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
+    }
+    if let Some(a) = answer {
+        writeln!(out)?;
+        super::summary::write_text(a, out, colour)?;
+        super::summary::write_details_rule(out)?;
     }
     if super::matrix::is_matrix(run) {
         super::matrix::write_score(run, out)?;
@@ -181,14 +193,18 @@ fn write_summary(run: &Run, out: &mut dyn Write) -> Result<()> {
     if !serious.is_empty() || !info.is_empty() {
         writeln!(out)?;
     }
+    // Wrapped at the terminal's width in an assessment (the answer's width).
+    let line = |label: &str, text: &str| {
+        if answer.is_some() { super::wrap::wrap(label, text, label.len()) } else { format!("{label}{text}") }
+    };
     for w in serious {
-        writeln!(out, "warning: {} (fix: {})", w.message, w.fix)?;
+        writeln!(out, "{}", line("warning: ", &format!("{} (fix: {})", w.message, w.fix)))?;
     }
     for w in info {
-        writeln!(out, "note: {}", w.message)?;
+        writeln!(out, "{}", line("note: ", &w.message))?;
     }
     for n in &h.notes {
-        writeln!(out, "note: {n}")?;
+        writeln!(out, "{}", line("note: ", n))?;
     }
     Ok(())
 }

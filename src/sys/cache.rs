@@ -44,6 +44,25 @@ impl FlushBuffer {
         std::hint::black_box(acc);
     }
 
+    /// Reads one byte of each of `lines` cache lines from line `from`
+    /// on, wrapping round the buffer; returns the line to go on from (a
+    /// memory-touching workload, `task --memory`).
+    #[inline(never)]
+    pub fn touch(&self, from: usize, lines: u64) -> usize {
+        let n = (self.buf.len() / 64).max(1);
+        let mut line = from % n;
+        let mut acc = 0u8;
+        for _ in 0..lines {
+            acc = acc.wrapping_add(self.buf[line * 64]);
+            line += 1;
+            if line == n {
+                line = 0;
+            }
+        }
+        std::hint::black_box(acc);
+        line
+    }
+
     /// The slowest of a few flushes, ns.
     pub fn cost_ns(&self) -> u64 {
         (0..5)
@@ -84,6 +103,8 @@ mod tests {
         assert!(f.bytes() >= 64 << 10);
         assert!(f.cost_ns() > 0);
         assert_eq!(FlushBuffer::new(Some(3 << 20)).unwrap().bytes(), 3 << 20);
+        // Touching wraps round the buffer's lines.
+        assert_eq!(FlushBuffer::new(Some(64 << 10)).unwrap().touch(1000, 100), 76);
         // More than the address space: an error, not an abort.
         assert!(FlushBuffer::new(Some(usize::MAX)).unwrap_err().contains("cannot allocate"));
         assert_eq!(parse_size("99999999999999999G"), None, "no wrap-around");

@@ -22,6 +22,12 @@ pub fn thread_cpu_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// CPU time this process has used (all its threads), ns.
+pub fn process_cpu_ns() -> u64 {
+    let t = clock_gettime(ClockId::ProcessCPUTime);
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// Sleeps until CLOCK_MONOTONIC reaches `deadline_ns` (TIMER_ABSTIME),
 /// resuming after signals: an absolute sleep never wakes early. Any other
 /// error (none is possible with a valid timespec) returns at once rather

@@ -34,11 +34,21 @@ pub fn prefault_stack(bytes: usize) {
     touch(bytes);
 }
 
+/// A field of /proc/self/status in kB (`VmHWM`, `VmRSS`).
+fn status_kb(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// This process's peak resident set (VmHWM), kB.
 pub fn peak_rss_kb() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    status_kb("VmHWM")
+}
+
+/// This process's resident set now (VmRSS), bytes.
+pub fn resident_bytes() -> Option<u64> {
+    status_kb("VmRSS").map(|kb| kb * 1024)
 }
 
 /// MemAvailable from /proc/meminfo: what can be allocated without
@@ -98,5 +108,6 @@ mod tests {
     fn peak_rss_is_known() {
         super::prefault_stack(64 * 1024);
         assert!(super::peak_rss_kb().unwrap() > 0);
+        assert!(super::resident_bytes().unwrap() > 0);
     }
 }

@@ -200,7 +200,7 @@ pub struct Settings {
 /// One CPU's decomposer.
 pub struct CpuTrace {
     pub cpu: i64,
-    pub probe: &'static str,
+    pub probe: String,
     pub metric: &'static str,
     /// The probe thread on this CPU.
     pub tid: i32,
@@ -242,10 +242,10 @@ pub struct CpuTrace {
 }
 
 impl CpuTrace {
-    pub fn new(cpu: i64, probe: &'static str, metric: &'static str, tid: i32, settings: Settings) -> CpuTrace {
+    pub fn new(cpu: i64, probe: &str, metric: &'static str, tid: i32, settings: Settings) -> CpuTrace {
         CpuTrace {
             cpu,
-            probe,
+            probe: probe.to_string(),
             metric,
             tid,
             settings,
@@ -454,7 +454,7 @@ impl CpuTrace {
             &causes,
         );
         let ep = Episode {
-            probe: self.probe.to_string(),
+            probe: self.probe.clone(),
             load: None,
             metric: self.metric.to_string(),
             cpu: self.cpu,

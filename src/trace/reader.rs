@@ -280,7 +280,7 @@ impl Reader {
             let names = Names { decoder: &self.decoder, policy: &policy };
             for (lane, steal0) in self.lanes.iter_mut().zip(&steal0) {
                 let (stages, tx) = (&mut lane.stages, &self.episodes);
-                let (probe, metric) = (lane.trace.probe, lane.trace.metric);
+                let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
                 lane.trace.process(pass_start, last, &names, &mut |o| match o {
                     Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
                     Out::Keep(e, mut raw) => {
@@ -291,7 +291,7 @@ impl Reader {
                         let _ = tx.send(SymMsg::Keep(e, raw));
                     }
                     Out::Drop { cpu, sample } => {
-                        let _ = tx.send(SymMsg::Pass(EpisodeMsg::Drop(probe.into(), metric.into(), cpu, sample)));
+                        let _ = tx.send(SymMsg::Pass(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample)));
                     }
                 });
             }

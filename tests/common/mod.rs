@@ -128,11 +128,22 @@ pub fn export(db: &str, args: &[&str]) -> serde_json::Value {
 /// The series `metric` of `cpu` in an export: its exceedances as (t, value)
 /// and the span [first interval's start, last interval's end].
 pub fn series_exceedances(doc: &serde_json::Value, metric: &str, cpu: u64) -> (Vec<(u64, u64)>, (u64, u64)) {
+    probe_exceedances(doc, None, metric, cpu)
+}
+
+/// [`series_exceedances`] of `probe`'s series (an instance's, `wakeup@80`),
+/// or of any probe's.
+pub fn probe_exceedances(
+    doc: &serde_json::Value,
+    probe: Option<&str>,
+    metric: &str,
+    cpu: u64,
+) -> (Vec<(u64, u64)>, (u64, u64)) {
     let s = doc["series"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["metric"] == metric && s["cpu"].as_u64() == Some(cpu))
+        .find(|s| s["metric"] == metric && s["cpu"].as_u64() == Some(cpu) && probe.is_none_or(|p| s["probe"] == p))
         .unwrap_or_else(|| panic!("no series {metric} cpu{cpu}"));
     let ivs = s["intervals"].as_array().unwrap();
     let span = (ivs[0]["start_ns"].as_u64().unwrap(), ivs.last().unwrap()["end_ns"].as_u64().unwrap());

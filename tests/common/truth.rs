@@ -56,9 +56,14 @@ impl Disturber {
     /// first millisecond of its period, for at most `duration`. Returns
     /// once it has logged its first burst.
     pub fn start(dir: &Path, cpu: &str, period: &str, spin: &str, duration: &str) -> Disturber {
+        Self::start_at(dir, cpu, "99", period, spin, duration)
+    }
+
+    /// [`Disturber::start`] at SCHED_FIFO `priority`.
+    pub fn start_at(dir: &Path, cpu: &str, priority: &str, period: &str, spin: &str, duration: &str) -> Disturber {
         let log = dir.join(format!("bursts-{}", std::process::id()));
         let child = Command::new(BIN)
-            .args(["disturb", "--cpu", cpu, "--priority", "99", "--period", period, "--spin", spin])
+            .args(["disturb", "--cpu", cpu, "--priority", priority, "--period", period, "--spin", spin])
             .args(["--phase-jitter", "1ms", "--duration", duration, "--log", log.to_str().unwrap()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())

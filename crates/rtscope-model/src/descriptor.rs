@@ -54,6 +54,24 @@ pub struct Descriptor {
     /// interruptions per second), over this time of `Series::extra` (the
     /// time it measured) where it is above 0, else over the series' intervals.
     pub rate_over: Option<&'static str>,
+    /// A periodic task that counts its deadline misses (`task`): where its
+    /// settings and counts are, so that the analysis can predict its miss
+    /// rate from its release delay and set it beside the observed one.
+    pub misses: Option<Misses>,
+}
+
+/// Where a periodic task keeps what its deadline misses are judged by:
+/// keys of its plan's settings (ns, and a count of buffers), its
+/// release-delay metric and the count of missed deadlines in each series'
+/// `extra`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Misses {
+    pub release: &'static str,
+    pub period: &'static str,
+    pub deadline: &'static str,
+    pub buffers: &'static str,
+    pub compute: &'static str,
+    pub missed: &'static str,
 }
 
 /// How a probe's series are laid out in the reports.
@@ -219,7 +237,7 @@ impl Descriptor {
 }
 
 /// Every measurement, in the order of the matrix's rows.
-pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &NETLAT, &OSBENCH];
+pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &TASK, &NETLAT, &OSBENCH];
 
 pub static WAKEUP: Descriptor = Descriptor {
     name: "wakeup",
@@ -238,6 +256,7 @@ pub static WAKEUP: Descriptor = Descriptor {
     release_jitter: Some("latency"),
     counts: &[],
     rate_over: None,
+    misses: None,
 };
 
 pub static NOISE: Descriptor = Descriptor {
@@ -274,6 +293,7 @@ pub static NOISE: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[],
     rate_over: Some("active_ns"),
+    misses: None,
 };
 
 pub static SLEEP: Descriptor = Descriptor {
@@ -309,6 +329,7 @@ pub static SLEEP: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[Count { key: "failed_calls", per_cpu: false, absent_zero: true }],
     rate_over: None,
+    misses: None,
 };
 
 pub static PTIMER: Descriptor = Descriptor {
@@ -344,6 +365,41 @@ pub static PTIMER: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[Count { key: "missed", per_cpu: false, absent_zero: false }],
     rate_over: None,
+    misses: None,
+};
+
+pub static TASK: Descriptor = Descriptor {
+    name: "task",
+    default: false,
+    per_cpu: true,
+    rows: "a periodic job's release delay, response time and lateness",
+    value_name: "time",
+    row_suffix: "",
+    layout: Layout::PerCpu {
+        columns: {
+            use Column::*;
+            &[Count("jobs"), Extra("missed", "missed"), Min, Mean, P50, P90, P99, P999, P9999, Max]
+        },
+        what: "periodic task (us): release = job start - release instant, response = completion - release, \
+               lateness = completion - deadline (signed); missed: completions later than the deadline plus \
+               (buffers - 1) periods",
+    },
+    explain: "",
+    signed: true,
+    trace: Trace::No,
+    threshold_metrics: Some(&["response"]),
+    timer_period: Some(TimerPeriod { key: "period_ns", unless: None }),
+    release_jitter: Some("release"),
+    counts: &[Count { key: "missed", per_cpu: false, absent_zero: false }],
+    rate_over: None,
+    misses: Some(Misses {
+        release: "release",
+        period: "period_ns",
+        deadline: "deadline_ns",
+        buffers: "buffers",
+        compute: "compute_ns",
+        missed: "missed",
+    }),
 };
 
 pub static NETLAT: Descriptor = Descriptor {
@@ -395,6 +451,7 @@ pub static NETLAT: Descriptor = Descriptor {
         Count { key: "duplicates", per_cpu: true, absent_zero: false },
     ],
     rate_over: None,
+    misses: None,
 };
 
 pub static OSBENCH: Descriptor = Descriptor {
@@ -402,7 +459,7 @@ pub static OSBENCH: Descriptor = Descriptor {
     default: true,
     per_cpu: false,
     rows: "OS-service wake-up time per test (futex, PI mutex, pipe, eventfd, mq, signal, unix socket)",
-    value_name: "value",
+    value_name: "time per operation",
     row_suffix: "",
     layout: Layout::Tests {
         groups: &[
@@ -424,7 +481,15 @@ pub static OSBENCH: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[],
     rate_over: None,
+    misses: None,
 };
+
+/// A probe's place in [`PROBES`] (wakeup first), then the other
+/// [`SOURCES`], unknown ones last: the order of the summary's rows and of
+/// the report's probe sections.
+pub fn rank(name: &str) -> usize {
+    PROBES.iter().chain(SOURCES).position(|d| d.name == name).unwrap_or(usize::MAX)
+}
 
 /// Series sources that are not probes of the assessment: `watch`, the
 /// machine's own threads.
@@ -465,11 +530,22 @@ pub static WATCH: Descriptor = Descriptor {
     release_jitter: None,
     counts: &[Count { key: "deadline_misses", per_cpu: false, absent_zero: true }],
     rate_over: None,
+    misses: None,
 };
 
-/// The row of `name`, if it is a measurement rtscope knows.
+/// The row of `name`, if it is a measurement rtscope knows: a probe's name,
+/// or one instance of it at a priority (`wakeup@80`, see [`instance`]).
 pub fn find(name: &str) -> Option<&'static Descriptor> {
-    PROBES.iter().chain(SOURCES).copied().find(|d| d.name == name)
+    let base = instance(name).map_or(name, |(b, _)| b);
+    PROBES.iter().chain(SOURCES).copied().find(|d| d.name == base)
+}
+
+/// An instance of a probe at its own priority, as `run --probes` and a
+/// plan's `probes` name it: `wakeup@80` is (`wakeup`, 80). Its series are
+/// stored under that whole name, apart from another instance's.
+pub fn instance(name: &str) -> Option<(&str, u8)> {
+    let (base, prio) = name.split_once('@')?;
+    Some((base, prio.parse().ok()?))
 }
 
 /// The path a traced sample of `probe` takes (a timer's for a probe of no
@@ -526,6 +602,12 @@ mod tests {
         assert_eq!(wake_path("netlat"), WakePath::NetRx);
         assert_eq!(wake_path("nope"), WakePath::Timer);
         assert!(per_test("osbench") && !per_test("wakeup"));
+        // An instance at a priority is its probe's row, under its own name.
+        assert_eq!(instance("wakeup@80"), Some(("wakeup", 80)));
+        assert_eq!(instance("wakeup"), None);
+        assert!(std::ptr::eq(find("wakeup@80").unwrap(), &WAKEUP));
+        assert!(find("nope@80").is_none());
+        assert!(is_release_jitter("wakeup@95", "latency"));
         // watch is a source of series, not a probe of the assessment.
         assert!(find("watch").is_some() && PROBES.iter().all(|d| d.name != "watch"));
     }

@@ -373,6 +373,244 @@ pub fn decode(bytes: &[u8]) -> Result<Hist, String> {
     Deserializer::new().deserialize(&mut std::io::Cursor::new(bytes)).map_err(|e| format!("corrupt histogram: {e:?}"))
 }
 
+/// HdrHistogram's V2 cookie (plain and DEFLATE-wrapped), as its
+/// serializers write them.
+const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9304 | 0x10;
+/// The V2 header after the cookie: payload length, normalizing index
+/// offset, significant digits, lowest and highest value, integer-to-double
+/// ratio.
+const V2_HEADER: usize = 4 + 4 + 4 + 8 + 8 + 8;
+
+/// Sums encoded histograms (V2 + DEFLATE as [`encode`] writes them, or
+/// plain V2) of rtscope's bounds without decoding each into a histogram:
+/// each is inflated into a reused buffer and its buckets are added to one
+/// array of counts. Decoding allocates and clears a 230 kB histogram per
+/// interval, and adding it walks all its 28 000 buckets; a run of a day
+/// has thousands of intervals per series. The sum is exactly what decoding
+/// each ([`decode`]) and adding them up ([`Tally::merge`]) gives.
+pub struct Summer {
+    counts: Vec<u64>,
+    inflater: flate2::Decompress,
+    inflated: Vec<u8>,
+    found: Vec<(usize, u64)>,
+}
+
+impl Default for Summer {
+    fn default() -> Self {
+        Summer::new()
+    }
+}
+
+impl Summer {
+    pub fn new() -> Summer {
+        Summer {
+            counts: vec![0; new_hist().distinct_values()],
+            inflater: flate2::Decompress::new(true),
+            inflated: Vec::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// Adds the encoded histogram `bytes` and returns how many samples it
+    /// holds; None (nothing added) when it is not one of rtscope's bounds
+    /// in V2 (+ DEFLATE), or is corrupt: [`decode`] says which, and its
+    /// histogram can be added with [`Tally::merge`].
+    pub fn add_encoded(&mut self, bytes: &[u8]) -> Option<u64> {
+        let cookie = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?);
+        let v2 = match cookie {
+            V2_COOKIE => bytes,
+            V2_DEFLATE_COOKIE => {
+                let len = u32::from_be_bytes(bytes.get(4..8)?.try_into().ok()?) as usize;
+                let end = bytes.len().min(8usize.checked_add(len)?);
+                self.inflate(&bytes[8..end])?;
+                &self.inflated
+            }
+            _ => return None,
+        };
+        let total = parse_v2(v2, self.counts.len(), &mut self.found)?;
+        for &(i, c) in &self.found {
+            self.counts[i] = self.counts[i].saturating_add(c);
+        }
+        Some(total)
+    }
+
+    /// Inflates a zlib stream into `self.inflated`.
+    fn inflate(&mut self, input: &[u8]) -> Option<()> {
+        self.inflater.reset(true);
+        self.inflated.clear();
+        loop {
+            if self.inflated.capacity() - self.inflated.len() < 4096 {
+                self.inflated.reserve(self.inflated.capacity().max(16 * 1024));
+            }
+            let (read, wrote) = (self.inflater.total_in(), self.inflater.total_out());
+            let at = usize::try_from(read).ok()?;
+            let status = self
+                .inflater
+                .decompress_vec(input.get(at..)?, &mut self.inflated, flate2::FlushDecompress::None)
+                .ok()?;
+            if status == flate2::Status::StreamEnd {
+                return Some(());
+            }
+            if self.inflater.total_in() == read && self.inflater.total_out() == wrote {
+                // The stream ends early, or is corrupt.
+                return None;
+            }
+        }
+    }
+
+    /// Adds another sum.
+    pub fn add(&mut self, other: &Summer) {
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a = a.saturating_add(*b);
+        }
+    }
+
+    /// The sum, plain V2-encoded: a few kB that [`decode`] reads.
+    pub fn encoded(&self) -> Vec<u8> {
+        let last = self.counts.iter().rposition(|&c| c > 0).map_or(0, |i| i + 1);
+        let mut payload = Vec::new();
+        let mut zeros = 0i64;
+        for &c in &self.counts[..last] {
+            if c == 0 {
+                zeros += 1;
+                continue;
+            }
+            if zeros > 0 {
+                put_varint(&mut payload, zig_zag(-zeros));
+                zeros = 0;
+            }
+            put_varint(&mut payload, zig_zag(c.min(i64::MAX as u64) as i64));
+        }
+        let mut out = Vec::with_capacity(4 + V2_HEADER + payload.len());
+        out.extend_from_slice(&V2_COOKIE.to_be_bytes());
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        out.extend_from_slice(&0u32.to_be_bytes());
+        out.extend_from_slice(&u32::from(SIGFIG).to_be_bytes());
+        out.extend_from_slice(&LOWEST_NS.to_be_bytes());
+        out.extend_from_slice(&HIGHEST_NS.to_be_bytes());
+        out.extend_from_slice(&1f64.to_be_bytes());
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    /// The sum as a histogram.
+    pub fn hist(&self) -> Hist {
+        decode(&self.encoded()).expect("a sum's own encoding decodes")
+    }
+}
+
+/// Reads a plain V2 histogram of rtscope's bounds into `found` (bucket
+/// index, count), checking it as HdrHistogram's deserializer does; returns
+/// its sample count. None where that deserializer would fail, or would
+/// make a histogram of other bounds.
+fn parse_v2(v2: &[u8], buckets: usize, found: &mut Vec<(usize, u64)>) -> Option<u64> {
+    let be32 = |at: usize| -> Option<u32> { Some(u32::from_be_bytes(v2.get(at..at + 4)?.try_into().ok()?)) };
+    let be64 = |at: usize| -> Option<u64> { Some(u64::from_be_bytes(v2.get(at..at + 8)?.try_into().ok()?)) };
+    if be32(0)? != V2_COOKIE {
+        return None;
+    }
+    let payload_len = be32(4)? as usize;
+    let (offset, digits, low, high, ratio) = (be32(8)?, be32(12)?, be64(16)?, be64(24)?, be64(32)?);
+    if offset != 0 || digits != u32::from(SIGFIG) || low != LOWEST_NS || high != HIGHEST_NS {
+        return None;
+    }
+    if f64::from_bits(ratio) != 1.0 {
+        return None;
+    }
+    let payload = v2.get(4 + V2_HEADER..(4 + V2_HEADER).checked_add(payload_len)?)?;
+    found.clear();
+    let mut index = 0usize;
+    let mut total = 0u64;
+    let mut at = 0;
+    while at < payload.len() {
+        // Most counts and runs of zeros fit in one byte.
+        let zz = match payload[at] {
+            b if b < 0x80 => {
+                at += 1;
+                u64::from(b)
+            }
+            _ => {
+                let (zz, used) = get_varint(&payload[at..])?;
+                at += used;
+                zz
+            }
+        };
+        let n = ((zz >> 1) as i64) ^ -((zz & 1) as i64);
+        if n < 0 {
+            index = index.checked_add(usize::try_from(n.unsigned_abs()).ok()?)?;
+            continue;
+        }
+        if n > 0 {
+            if index >= buckets {
+                return None;
+            }
+            found.push((index, n as u64));
+            total = total.saturating_add(n as u64);
+        }
+        index = index.checked_add(1)?;
+    }
+    Some(total)
+}
+
+/// HdrHistogram's LEB128 of at most 9 bytes (the ninth taken whole): the
+/// value and the bytes read; None when `b` ends inside it.
+fn get_varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for i in 0..8 {
+        let byte = *b.get(i)?;
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    Some((v | u64::from(*b.get(8)?) << 56, 9))
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    for _ in 0..8 {
+        if v < 0x80 {
+            out.push(v as u8);
+            return;
+        }
+        out.push(0x80 | (v & 0x7f) as u8);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn zig_zag(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)) as u64
+}
+
+/// A tally kept small: its exact statistics and its histogram plain
+/// V2-encoded (a sum of many intervals is a few kB; its histogram takes
+/// 230 kB).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Packed {
+    pub stats: Stats,
+    pub hdr: Vec<u8>,
+    pub neg: Option<Box<Packed>>,
+}
+
+impl Packed {
+    pub fn of(t: &Tally) -> Packed {
+        let mut hdr = Vec::new();
+        hdrhistogram::serialization::V2Serializer::new()
+            .serialize(&t.hist, &mut hdr)
+            .expect("serializing into memory does not fail");
+        Packed { stats: t.stats, hdr, neg: t.neg.as_ref().map(|n| Box::new(Packed::of(n))) }
+    }
+
+    pub fn unpack(&self) -> Tally {
+        Tally {
+            hist: decode(&self.hdr).expect("a packed tally decodes"),
+            stats: self.stats,
+            neg: self.neg.as_ref().map(|n| Box::new(n.unpack())),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,6 +677,76 @@ mod tests {
         merged.merge(&t);
         assert_eq!(merged.hist.len(), 12);
         assert!(decode(b"garbage").is_err());
+    }
+
+    /// Random interval histograms, bucket 0 and overflows included.
+    fn intervals(seed: u64, n: usize) -> Vec<Tally> {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        (0..n)
+            .map(|i| {
+                let mut t = Tally::new();
+                for _ in 0..rng.usize(0..400) {
+                    let v = match rng.u8(0..10) {
+                        0 => rng.u64(0..3),
+                        1 => rng.u64(HIGHEST_NS - 10..HIGHEST_NS + 10),
+                        _ => (rng.f64().powi(4) * 1e7 * (i + 1) as f64) as u64,
+                    };
+                    t.record(v);
+                }
+                t
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_summer_adds_up_what_decoding_and_merging_add_up() {
+        for seed in 0..20 {
+            let ivs = intervals(seed, 1 + seed as usize % 7);
+            let mut merged = Tally::new();
+            let mut summer = Summer::new();
+            for (i, t) in ivs.iter().enumerate() {
+                // Both encodings: V2 + DEFLATE, and plain V2.
+                let bytes = if i % 2 == 0 {
+                    encode(&t.hist)
+                } else {
+                    let mut plain = Vec::new();
+                    hdrhistogram::serialization::V2Serializer::new().serialize(&t.hist, &mut plain).unwrap();
+                    plain
+                };
+                let decoded = decode(&bytes).unwrap();
+                assert_eq!(summer.add_encoded(&bytes), Some(decoded.len()));
+                merged.merge(&Tally { hist: decoded, stats: t.stats, neg: None });
+            }
+            // Equal, down to the histogram's own bookkeeping.
+            assert!(format!("{:?}", summer.hist()) == format!("{:?}", merged.hist), "seed {seed}");
+            assert!(summer.encoded().len() < 4096, "{}", summer.encoded().len());
+        }
+        assert!(format!("{:?}", Summer::new().hist()) == format!("{:?}", new_hist()));
+    }
+
+    #[test]
+    fn a_summer_leaves_what_it_cannot_read_to_decode() {
+        let mut s = Summer::new();
+        let t = &intervals(3, 1)[0];
+        let good = encode(&t.hist);
+        assert_eq!(s.add_encoded(b"garbage"), None);
+        assert_eq!(s.add_encoded(&good[..good.len() - 6]), None, "a truncated stream");
+        let mut other = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 1_000_000, 2).unwrap();
+        other.record(5_000).unwrap();
+        assert_eq!(s.add_encoded(&encode(&other)), None, "other bounds");
+        assert!(s.hist() == new_hist(), "nothing was added");
+        assert_eq!(s.add_encoded(&good), Some(t.hist.len()));
+        assert!(s.hist() == t.hist);
+    }
+
+    #[test]
+    fn packed_tallies_unpack_to_themselves() {
+        let mut t = Tally::new_signed();
+        for v in [-3_000i64, -20, 0, 10, 2_000, 40_000] {
+            t.record_signed(v);
+        }
+        assert!(Packed::of(&t).unpack() == t);
+        assert!(Packed::of(&Tally::new()).unpack() == Tally::new());
     }
 
     #[test]

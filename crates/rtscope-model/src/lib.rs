@@ -12,6 +12,8 @@ pub mod episode;
 pub mod export;
 pub mod hist;
 pub mod inventory;
+pub mod metrics;
+mod par;
 pub mod run;
 pub mod store;
 pub mod units;

@@ -3,7 +3,7 @@
 
 use crate::characterisation::{Characterisation, CpuScore};
 use crate::episode::{Episode, TraceSummary};
-use crate::hist::{Hist, Stats, Summary, Tally};
+use crate::hist::{Hist, Packed, Stats, Summary, Summer, Tally};
 use crate::inventory::{Inventory, Warning};
 use serde::{Deserialize, Serialize};
 
@@ -98,11 +98,13 @@ impl SeriesKey {
         SeriesKey { probe: probe.into(), metric: metric.into(), cpu, load: None }
     }
 
-    /// `probe/metric cpu N` and ` under LOAD` when there is one, for messages.
+    /// `probe/metric cpu N` (`thread TID` for a watched thread) and
+    /// ` under LOAD` when there is one, for messages.
     pub fn describe(&self) -> String {
+        let word = if crate::descriptor::per_thread(&self.probe) { "thread" } else { "cpu" };
         match &self.load {
-            Some(l) => format!("{}/{} cpu {} under {l}", self.probe, self.metric, self.cpu),
-            None => format!("{}/{} cpu {}", self.probe, self.metric, self.cpu),
+            Some(l) => format!("{}/{} {word} {} under {l}", self.probe, self.metric, self.cpu),
+            None => format!("{}/{} {word} {}", self.probe, self.metric, self.cpu),
         }
     }
 }
@@ -182,6 +184,117 @@ fn checked_tally(seq: u32, stats: Stats, hdr: &[u8], what: &str) -> Result<Tally
     Ok(Tally { hist, stats, neg: None })
 }
 
+/// A sum of interval histograms of one sign (see [`Summer`]) with their
+/// statistics; an interval [`Summer`] cannot read is decoded and added as
+/// before.
+struct SumHalf {
+    summer: Summer,
+    stats: Stats,
+    decoded: Option<Hist>,
+}
+
+impl SumHalf {
+    fn new() -> SumHalf {
+        SumHalf { summer: Summer::new(), stats: Stats::new(), decoded: None }
+    }
+
+    /// Adds one interval's half, checked as [`checked_tally`] checks it,
+    /// with its messages.
+    fn add(&mut self, seq: u32, stats: Stats, hdr: &[u8], what: &str) -> Result<(), String> {
+        if stats.count > 0 && stats.min > stats.max {
+            return Err(format!("{what}interval {seq}: min above max"));
+        }
+        match self.summer.add_encoded(hdr) {
+            Some(len) if len + stats.overflows != stats.count => {
+                return Err(format!(
+                    "{what}interval {seq}: histogram holds {} samples but count is {}",
+                    len + stats.overflows,
+                    stats.count
+                ));
+            }
+            Some(_) => {}
+            None => {
+                let t = checked_tally(seq, stats, hdr, what)?;
+                let sum = self.decoded.get_or_insert_with(crate::hist::new_hist);
+                sum.add(&t.hist).expect("rtscope histograms share bounds");
+            }
+        }
+        self.stats.merge(&stats);
+        Ok(())
+    }
+
+    fn add_sum(&mut self, other: &SumHalf) {
+        self.summer.add(&other.summer);
+        self.stats.merge(&other.stats);
+        if let Some(h) = &other.decoded {
+            self.decoded.get_or_insert_with(crate::hist::new_hist).add(h).expect("rtscope histograms share bounds");
+        }
+    }
+
+    fn tally(&self) -> Tally {
+        let mut hist = self.summer.hist();
+        if let Some(h) = &self.decoded {
+            hist.add(h).expect("rtscope histograms share bounds");
+        }
+        Tally { hist, stats: self.stats, neg: None }
+    }
+
+    /// The sum packed, without making its histogram when the summer holds
+    /// all of it.
+    fn packed(&self) -> Packed {
+        match self.decoded {
+            None => Packed { stats: self.stats, hdr: self.summer.encoded(), neg: None },
+            Some(_) => Packed::of(&self.tally()),
+        }
+    }
+}
+
+/// A sum of intervals: values >= 0, and a signed series' negative half.
+struct Sum {
+    pos: SumHalf,
+    neg: Option<SumHalf>,
+}
+
+impl Sum {
+    fn new() -> Sum {
+        Sum { pos: SumHalf::new(), neg: None }
+    }
+
+    /// Adds an interval, checked as [`Interval::tally`] checks it.
+    fn add(&mut self, iv: &Interval) -> Result<(), String> {
+        if let Some(n) = &iv.neg {
+            self.neg.get_or_insert_with(SumHalf::new).add(iv.seq, n.stats, &n.hdr, "negative half of ")?;
+        }
+        self.pos.add(iv.seq, iv.stats, &iv.hdr, "")
+    }
+
+    fn add_sum(&mut self, other: &Sum) {
+        self.pos.add_sum(&other.pos);
+        if let Some(n) = &other.neg {
+            self.neg.get_or_insert_with(SumHalf::new).add_sum(n);
+        }
+    }
+
+    fn tally(&self) -> Tally {
+        Tally { neg: self.neg.as_ref().map(|n| Box::new(n.tally())), ..self.pos.tally() }
+    }
+
+    fn packed(&self) -> Packed {
+        Packed { neg: self.neg.as_ref().map(|n| Box::new(n.packed())), ..self.pos.packed() }
+    }
+}
+
+/// The first and second half of a series in time, summed when the series
+/// is built (the analysis compares their tails).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Halves {
+    /// The first interval of the second half: the first whose middle is
+    /// at or past the middle of the series' time span.
+    pub split: usize,
+    pub first: Packed,
+    pub second: Packed,
+}
+
 /// A raw sample above the exceedance threshold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Exceedance {
@@ -203,11 +316,13 @@ pub struct Series {
     /// stored when measuring ends; they extend the result row.
     pub extra: serde_json::Map<String, serde_json::Value>,
     total: Tally,
+    halves: Option<Halves>,
 }
 
 impl Series {
-    /// A series; sums its intervals once, checking that each histogram
-    /// decodes and holds as many samples as its count says.
+    /// A series; sums its intervals once (and each half of it, see
+    /// [`Series::halves`]), checking that each histogram decodes and holds
+    /// as many samples as its count says.
     pub fn new(
         key: SeriesKey,
         unit: String,
@@ -215,7 +330,6 @@ impl Series {
         intervals: Vec<Interval>,
         exceedances: Vec<Exceedance>,
     ) -> Result<Series, String> {
-        let mut total = Tally::new();
         for pair in intervals.windows(2) {
             if pair[1].seq <= pair[0].seq {
                 return Err(format!(
@@ -224,13 +338,26 @@ impl Series {
                 ));
             }
         }
-        for iv in &intervals {
+        let split = half_split(&intervals);
+        let mut sums = [Sum::new(), Sum::new()];
+        for (i, iv) in intervals.iter().enumerate() {
             if iv.start_ns > iv.end_ns {
                 return Err(format!("interval {}: start after end", iv.seq));
             }
-            total.merge(&iv.tally()?);
+            let half = usize::from(split.is_some_and(|s| i >= s));
+            sums[half].add(iv)?;
         }
-        Ok(Series { key, unit, exceed, intervals, exceedances, extra: Default::default(), total })
+        let halves = split.map(|split| Halves { split, first: sums[0].packed(), second: sums[1].packed() });
+        let [mut all, second] = sums;
+        all.add_sum(&second);
+        let total = all.tally();
+        Ok(Series { key, unit, exceed, intervals, exceedances, extra: Default::default(), total, halves })
+    }
+
+    /// The series' first and second half in time: None with fewer than
+    /// two intervals.
+    pub fn halves(&self) -> Option<&Halves> {
+        self.halves.as_ref()
     }
 
     /// Whether the series' values are signed (its intervals have a negative half).
@@ -267,6 +394,21 @@ impl Series {
             extra: self.extra.clone(),
         }
     }
+}
+
+/// Where the second half of `intervals` starts: at the first interval
+/// whose middle is at or past the middle of their time span (never the
+/// first); None with fewer than two.
+fn half_split(intervals: &[Interval]) -> Option<usize> {
+    let (first, last) = (intervals.first()?, intervals.last()?);
+    if intervals.len() < 2 {
+        return None;
+    }
+    // Wrapping: an interval that ends before it starts is refused after
+    // this, in its turn.
+    let middle = |a: u64, b: u64| a.wrapping_add(b.wrapping_sub(a) / 2);
+    let mid = middle(first.start_ns, last.end_ns);
+    Some(intervals.iter().position(|iv| middle(iv.start_ns, iv.end_ns) >= mid).unwrap_or(1).max(1))
 }
 
 /// `{probe, metric, cpu, count, min_ns, mean_ns, p50_ns, ..., max_ns,
@@ -312,5 +454,81 @@ pub struct Run {
 impl Run {
     pub fn results(&self) -> Vec<ResultRow> {
         self.series.iter().map(Series::result).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What summing the intervals by decoding each gives.
+    fn merged(ivs: &[Interval]) -> Tally {
+        let mut t = Tally::new();
+        for iv in ivs {
+            t.merge(&iv.tally().unwrap());
+        }
+        t
+    }
+
+    fn intervals(signed: bool) -> Vec<Interval> {
+        let mut rng = fastrand::Rng::with_seed(7);
+        (0..9u32)
+            .map(|seq| {
+                let mut t = if signed { Tally::new_signed() } else { Tally::new() };
+                for _ in 0..rng.usize(1..300) {
+                    let v = (rng.f64().powi(3) * 2e6) as i64 - if signed { 200_000 } else { 0 };
+                    t.record_signed(v);
+                }
+                let start = u64::from(seq) * 1_000 + if seq == 8 { 500 } else { 0 };
+                let mut iv = Interval::new(seq, start, start + 1_000, &t, 0, 0);
+                if seq == 4 {
+                    // An interval of other bounds: decoded and added as before.
+                    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 10_000_000, 2).unwrap();
+                    h.record(5_000).unwrap();
+                    iv.hdr = crate::hist::encode(&h);
+                    iv.stats = Stats { count: 1, min: 5_000, max: 5_000, sum: 5_000, overflows: 0 };
+                }
+                iv
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_series_sums_its_intervals_and_halves_as_decoding_them_would() {
+        for signed in [false, true] {
+            let ivs = intervals(signed);
+            let s =
+                Series::new(SeriesKey::new("p", "m", 0), "ns".into(), "adaptive".into(), ivs.clone(), vec![]).unwrap();
+            assert!(format!("{:?}", s.total()) == format!("{:?}", merged(&ivs)), "signed {signed}: total");
+            let h = s.halves().unwrap();
+            // The span is 0 .. 9500 ns: the middle 4750 is passed by interval 5's middle (5500).
+            assert_eq!(h.split, 5);
+            let same = |a: Tally, b: Tally| format!("{a:?}") == format!("{b:?}");
+            assert!(same(h.first.unpack(), merged(&ivs[..5])), "signed {signed}: first half");
+            assert!(same(h.second.unpack(), merged(&ivs[5..])), "signed {signed}: second half");
+            let one = Series::new(SeriesKey::new("p", "m", 0), "ns".into(), "a".into(), ivs[..1].to_vec(), vec![]);
+            assert!(one.unwrap().halves().is_none());
+        }
+    }
+
+    #[test]
+    fn a_series_refuses_bad_intervals_as_decoding_them_would() {
+        let new = |ivs: Vec<Interval>| {
+            Series::new(SeriesKey::new("p", "m", 0), "ns".into(), "adaptive".into(), ivs, vec![]).map(|_| ())
+        };
+        let bad = |change: &dyn Fn(&mut Interval)| {
+            let mut ivs = intervals(true);
+            change(&mut ivs[2]);
+            let want = ivs[2].tally().map(|_| ()).unwrap_err();
+            assert_eq!(new(ivs), Err(want));
+        };
+        bad(&|iv| iv.hdr = b"garbage".to_vec());
+        bad(&|iv| iv.stats.count += 1);
+        bad(&|iv| iv.neg.as_mut().unwrap().stats.count += 1);
+        bad(&|iv| iv.neg.as_mut().unwrap().hdr.truncate(10));
+        bad(&|iv| (iv.stats.min, iv.stats.max) = (10, 5));
+        let mut ivs = intervals(false);
+        ivs[3].end_ns = ivs[3].start_ns - 1;
+        assert_eq!(new(ivs), Err("interval 3: start after end".into()));
     }
 }

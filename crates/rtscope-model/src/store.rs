@@ -611,78 +611,34 @@ impl Store {
                 ))
             })?
             .collect::<Result<_, _>>()?;
-        let mut series = Vec::new();
+        // Read every series' rows, then build the series (summing their
+        // histograms) on every core; the first error in the series' order
+        // is the one reported, as when they were read one at a time.
+        let mut read = Vec::new();
+        let mut unread = None;
         for (sid, key, unit, exceed, extra) in rows {
-            let mut ist = self.conn.prepare_cached(
-                "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist,
-                        neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist
-                 FROM intervals WHERE series_id=?1 ORDER BY seq",
-            )?;
-            let intervals = ist
-                .query_map([sid], |r| {
-                    Ok((
-                        r.get::<_, u32>(0)?,
-                        [
-                            r.get::<_, i64>(1)?,
-                            r.get(2)?,
-                            r.get(3)?,
-                            r.get(4)?,
-                            r.get(5)?,
-                            r.get(6)?,
-                            r.get(7)?,
-                            r.get(8)?,
-                            r.get(9)?,
-                        ],
-                        r.get::<_, Vec<u8>>(10)?,
-                        [r.get::<_, Option<i64>>(11)?, r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?],
-                        r.get::<_, Option<Vec<u8>>>(16)?,
-                    ))
-                })?
-                .map(|row| {
-                    let (seq, n, blob, neg, neg_blob) = row?;
-                    let neg = match (neg, neg_blob) {
-                        ([Some(count), Some(min), Some(max), Some(sum), Some(overflows)], Some(hdr)) => Some(NegHalf {
-                            stats: hist::Stats {
-                                count: u(count),
-                                min: u(min),
-                                max: u(max),
-                                sum: u(sum),
-                                overflows: u(overflows),
-                            },
-                            hdr,
-                        }),
-                        ([None, None, None, None, None], None) => None,
-                        _ => bail!("run {id}: interval {seq} has a partial negative half"),
-                    };
-                    Ok(Interval {
-                        seq,
-                        start_ns: u(n[0]),
-                        end_ns: u(n[1]),
-                        stats: hist::Stats {
-                            count: u(n[2]),
-                            min: u(n[3]),
-                            max: u(n[4]),
-                            sum: u(n[5]),
-                            overflows: u(n[6]),
-                        },
-                        overruns: u(n[7]),
-                        lost_exceedances: u(n[8]),
-                        hdr: blob,
-                        neg,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let mut est =
-                self.conn.prepare_cached("SELECT t_ns, value_ns FROM exceedances WHERE series_id=?1 ORDER BY t_ns")?;
-            let exceedances = est
-                .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
-                .collect::<Result<_, _>>()?;
+            match self.series_rows(id, sid) {
+                Ok((intervals, exceedances)) => read.push((key, unit, exceed, extra, intervals, exceedances)),
+                Err(e) => {
+                    unread = Some(e);
+                    break;
+                }
+            }
+        }
+        let built = crate::par::map_into(read, |(key, unit, exceed, extra, intervals, exceedances)| {
             let what = format!("run {id}, {}", key.describe());
-            let mut s = Series::new(key, unit, exceed, intervals, exceedances).map_err(|e| anyhow!("{what}: {e}"))?;
+            (Series::new(key, unit, exceed, intervals, exceedances), extra, what)
+        });
+        let mut series = Vec::new();
+        for (s, extra, what) in built {
+            let mut s = s.map_err(|e| anyhow!("{what}: {e}"))?;
             if let Some(text) = extra {
                 s.extra = serde_json::from_str(&text).with_context(|| format!("{what}: stored extra figures"))?;
             }
             series.push(s);
+        }
+        if let Some(e) = unread {
+            return Err(e);
         }
         let trace =
             self.run_data(id, "trace")?.map(serde_json::from_value).transpose().context("stored trace summary")?;
@@ -704,6 +660,17 @@ impl Store {
             characterisation,
             cpu_score,
         })
+    }
+
+    /// A stored series' intervals and exceedances, in order.
+    fn series_rows(&self, id: i64, sid: i64) -> Result<(Vec<Interval>, Vec<Exceedance>)> {
+        let intervals = load_intervals(&self.conn, id, sid, i64::MAX)?;
+        let mut est =
+            self.conn.prepare_cached("SELECT t_ns, value_ns FROM exceedances WHERE series_id=?1 ORDER BY t_ns")?;
+        let exceedances = est
+            .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
+            .collect::<Result<_, _>>()?;
+        Ok((intervals, exceedances))
     }
 
     /// Inserts a whole run (from `rtscope import`) with the header of
@@ -945,6 +912,65 @@ fn insert_episode(tx: &Transaction, run: i64, e: &Episode) -> Result<()> {
     Ok(())
 }
 
+/// The intervals of series `sid` (of run `id`) that end at or before
+/// `end_at_most` (CLOCK_MONOTONIC ns), in order.
+fn load_intervals(conn: &Connection, id: i64, sid: i64, end_at_most: i64) -> Result<Vec<Interval>> {
+    let mut ist = conn.prepare_cached(
+        "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist,
+                neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist
+         FROM intervals WHERE series_id=?1 AND end_ns<=?2 ORDER BY seq",
+    )?;
+    let intervals = ist
+        .query_map([sid, end_at_most], |r| {
+            Ok((
+                r.get::<_, u32>(0)?,
+                [
+                    r.get::<_, i64>(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ],
+                r.get::<_, Vec<u8>>(10)?,
+                [r.get::<_, Option<i64>>(11)?, r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?],
+                r.get::<_, Option<Vec<u8>>>(16)?,
+            ))
+        })?
+        .map(|row| {
+            let (seq, n, blob, neg, neg_blob) = row?;
+            let neg = match (neg, neg_blob) {
+                ([Some(count), Some(min), Some(max), Some(sum), Some(overflows)], Some(hdr)) => Some(NegHalf {
+                    stats: hist::Stats {
+                        count: u(count),
+                        min: u(min),
+                        max: u(max),
+                        sum: u(sum),
+                        overflows: u(overflows),
+                    },
+                    hdr,
+                }),
+                ([None, None, None, None, None], None) => None,
+                _ => bail!("run {id}: interval {seq} has a partial negative half"),
+            };
+            Ok(Interval {
+                seq,
+                start_ns: u(n[0]),
+                end_ns: u(n[1]),
+                stats: hist::Stats { count: u(n[2]), min: u(n[3]), max: u(n[4]), sum: u(n[5]), overflows: u(n[6]) },
+                overruns: u(n[7]),
+                lost_exceedances: u(n[8]),
+                hdr: blob,
+                neg,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(intervals)
+}
+
 fn insert_exceedances(tx: &Transaction, series: i64, list: &[Exceedance]) -> Result<()> {
     let mut st = tx.prepare_cached("INSERT INTO exceedances (series_id, t_ns, value_ns) VALUES (?1, ?2, ?3)")?;
     for e in list {
@@ -1092,6 +1118,10 @@ pub(crate) mod tests_support {
         run
     }
 }
+
+#[path = "store_retention.rs"]
+mod retention;
+pub use retention::Summarised;
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

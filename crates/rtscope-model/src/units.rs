@@ -181,7 +181,13 @@ pub(crate) fn dur_s(s: f64) -> String {
 pub fn utc(unix_ns: i64) -> String {
     let secs = unix_ns.div_euclid(1_000_000_000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's days-to-civil.
+    let (y, m, d) = civil(days);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// (year, month 1-12, day 1-31) of `days` since 1970-01-01: Howard
+/// Hinnant's days-to-civil.
+pub fn civil(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -190,8 +196,7 @@ pub fn utc(unix_ns: i64) -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// `32K`, `1M`, `1024` (bytes): sysfs cache sizes and `--flush-size`.

@@ -6,6 +6,7 @@ pub mod diagnostics;
 pub mod extremal;
 pub mod gev;
 pub mod gpd;
+pub mod misses;
 pub mod mttf;
 pub mod nm;
 pub mod obs;

@@ -57,6 +57,9 @@ pub enum Source {
 pub struct Mttf {
     pub buffers: u32,
     pub period_ns: u64,
+    /// The total buffering time n x t: the x-axis of the WDM latency
+    /// study's MTTF curves.
+    pub buffering_ns: u64,
     /// The fixed compute time, or the mean of its distribution.
     pub compute_ns: f64,
     pub slack_ns: i64,
@@ -145,10 +148,22 @@ pub fn mttf(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute)
 fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute, interval: bool) -> Mttf {
     let theta = tail.map_or(1.0, |t| t.theta);
     let base = (n.saturating_sub(1) as f64) * t_ns as f64;
+    let t_s = t_ns as f64 / 1e9;
+    let to_mttf = |p: f64| (p > 0.0).then(|| t_s / (theta * p));
     let (p, lo, hi, source, slack) = match c {
         Compute::Fixed(c) => {
             let s = base - *c as f64;
-            let (p, lo, hi, src) = p_exceed_with(obs, tail, s, interval);
+            // The point first: a figure refused (beyond 100x the time
+            // observed) gets no interval, as a refused return level has
+            // none; the profile likelihood is the costly part.
+            let mut found = p_exceed_with(obs, tail, s, false);
+            if interval
+                && found.3 == Source::FittedTail
+                && horizon(found.0.and_then(to_mttf), obs.duration_s).1.is_none()
+            {
+                found = p_exceed_with(obs, tail, s, true);
+            }
+            let (p, lo, hi, src) = found;
             (p, lo, hi, src, s)
         }
         Compute::Dist(d) => {
@@ -172,8 +187,6 @@ fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute
             if src == Source::NotEnoughData { (None, None, None, src, s) } else { (Some(p), None, None, src, s) }
         }
     };
-    let t_s = t_ns as f64 / 1e9;
-    let to_mttf = |p: f64| (p > 0.0).then(|| t_s / (theta * p));
     let mttf_s = p.and_then(to_mttf);
     let (extrapolated, refused) =
         if source == Source::FittedTail { horizon(mttf_s, obs.duration_s) } else { (false, None) };
@@ -189,6 +202,7 @@ fn mttf_with(obs: &Obs, tail: Option<&TailModel>, n: u32, t_ns: u64, c: &Compute
     Mttf {
         buffers: n,
         period_ns: t_ns,
+        buffering_ns: u64::from(n) * t_ns,
         compute_ns: c.mean(),
         slack_ns: slack.round() as i64,
         p_exceed: p,
@@ -284,22 +298,34 @@ impl MttfTable {
     }
 }
 
+/// What an MTTF table crosses: buffer periods and counts, the target of
+/// its smallest n, and whether its cells carry their 95 % intervals (from
+/// the fitted tail, a profile-likelihood scan each: most of an analysis'
+/// time; without them `p_low`, `p_high`, `mttf_low_s` and `mttf_high_s`
+/// are None).
+#[derive(Clone, Copy, Debug)]
+pub struct TableSpec<'a> {
+    pub periods: &'a [u64],
+    pub buffers: &'a [u32],
+    pub target_s: f64,
+    pub intervals: bool,
+}
+
 pub fn table(
     obs: &Obs,
     tail: Option<&TailModel>,
-    periods: &[u64],
-    buffers: &[u32],
+    spec: &TableSpec,
     compute: impl Fn(u64) -> Compute,
     compute_text: String,
-    target_s: f64,
 ) -> MttfTable {
     let mut rows = Vec::new();
     let mut small = Vec::new();
     let mut why = Vec::new();
-    for &t in periods {
+    let target_s = spec.target_s;
+    for &t in spec.periods {
         let c = compute(t);
-        for &n in buffers {
-            rows.push(mttf(obs, tail, n, t, &c));
+        for &n in spec.buffers {
+            rows.push(mttf_with(obs, tail, n, t, &c, spec.intervals));
         }
         let n = smallest_n_why(obs, tail, t, &c, target_s);
         if let Err(e) = &n {
@@ -410,9 +436,13 @@ mod tests {
         let e = smallest_n_why(&lo, None, 1_000_000, &Compute::Fixed(0), 1.0).unwrap_err();
         assert_eq!(e, "more than 64 buffers");
         // The table carries the reasons.
-        let t = table(&o, Some(&model), &[1_000_000], &[2, 3], |_| c.clone(), "500us".into(), 86_400.0);
+        let spec = TableSpec { periods: &[1_000_000], buffers: &[2, 3], target_s: 86_400.0, intervals: true };
+        let t = table(&o, Some(&model), &spec, |_| c.clone(), "500us".into());
         assert_eq!(t.smallest_n, [(1_000_000, None)]);
         assert!(t.smallest_n_why[0].1.contains("too far to extrapolate"), "{t:?}");
         assert!(t.rows.iter().all(|r| r.refused.is_some()));
+        // A refused figure has no interval; one within reach has its own.
+        let far = mttf(&o, Some(&model), 3, 1_000_000, &Compute::Fixed(0));
+        assert!(far.refused.is_some() && far.mttf_low_s.is_none() && far.p_high.is_none(), "{far:?}");
     }
 }

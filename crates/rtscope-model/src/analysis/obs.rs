@@ -4,7 +4,7 @@
 //! index, block maxima for the diagnostics, and the two halves of the
 //! measurement for the agreement check.
 
-use crate::hist::Tally;
+use crate::hist::{Stats, Tally};
 use crate::run::{Exceedance, Series};
 
 /// One metric's observations.
@@ -94,19 +94,18 @@ impl Obs {
 
     /// A stored series: its whole-run histogram (bucket values at the
     /// histogram's 0.1 % resolution, exact maximum), its intervals'
-    /// maxima and its exceedances.
+    /// maxima and its exceedances; its halves from the sums the series
+    /// keeps (no interval is decoded again).
     pub fn from_series(s: &Series) -> Result<Obs, String> {
-        let tallies: Vec<Tally> = s.intervals.iter().map(|iv| iv.tally()).collect::<Result<_, _>>()?;
         let spans: Vec<(u64, u64)> = s.intervals.iter().map(|iv| (iv.start_ns, iv.end_ns)).collect();
-        let mut o = Self::from_intervals(&tallies, &spans, &s.exceedances)?;
-        if tallies.len() >= 2 {
-            let start = spans[0].0;
-            let mid = start + (spans[spans.len() - 1].1 - start) / 2;
-            let split = spans.iter().position(|&(a, b)| a + (b - a) / 2 >= mid).unwrap_or(1).max(1);
+        let stats: Vec<Stats> = s.intervals.iter().map(|iv| iv.stats).collect();
+        let mut o = Self::from_intervals(s.total(), &stats, &spans, &s.exceedances)?;
+        if let Some(h) = s.halves() {
+            let split = h.split;
             let cut = spans[split].0;
             let (e1, e2): (Vec<Exceedance>, Vec<Exceedance>) = s.exceedances.iter().partition(|e| e.t_ns < cut);
-            let first = Self::from_intervals(&tallies[..split], &spans[..split], &e1);
-            let second = Self::from_intervals(&tallies[split..], &spans[split..], &e2);
+            let first = Self::from_intervals(&h.first.unpack(), &stats[..split], &spans[..split], &e1);
+            let second = Self::from_intervals(&h.second.unpack(), &stats[split..], &spans[split..], &e2);
             if let (Ok(a), Ok(b)) = (first, second) {
                 o.halves = Some(Box::new([a, b]));
             }
@@ -114,11 +113,14 @@ impl Obs {
         Ok(o)
     }
 
-    fn from_intervals(tallies: &[Tally], spans: &[(u64, u64)], exceedances: &[Exceedance]) -> Result<Obs, String> {
-        let mut total = Tally::new();
-        for t in tallies {
-            total.merge(t);
-        }
+    /// Observations from the sum `total` of intervals with statistics
+    /// `stats` and time spans `spans` (one each, in order).
+    fn from_intervals(
+        total: &Tally,
+        stats: &[Stats],
+        spans: &[(u64, u64)],
+        exceedances: &[Exceedance],
+    ) -> Result<Obs, String> {
         if total.count() == 0 {
             return Err("no samples".into());
         }
@@ -154,11 +156,11 @@ impl Obs {
         lens.sort_unstable();
         let typical = lens[lens.len() / 2];
         o.block_s = typical as f64 / 1e9;
-        o.blocks = tallies
+        o.blocks = stats
             .iter()
             .zip(spans)
-            .filter(|(t, (a, b))| t.stats.count > 0 && (b - a) * 2 >= typical)
-            .map(|(t, _)| t.stats.max as f64)
+            .filter(|(t, (a, b))| t.count > 0 && (b - a) * 2 >= typical)
+            .map(|(t, _)| t.max as f64)
             .collect();
         Ok(o)
     }

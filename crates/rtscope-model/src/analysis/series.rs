@@ -65,6 +65,11 @@ pub struct Options {
     /// Compute time per period; None: half the period.
     pub compute: Option<Compute>,
     pub target_s: f64,
+    /// Whether the MTTF table's cells carry their 95 % intervals (`p_low`,
+    /// `p_high`, `mttf_low_s`, `mttf_high_s`). From the fitted tail each
+    /// costs a profile-likelihood scan, most of an analysis' time; only the
+    /// JSON prints them, so the text and the reports leave them out.
+    pub mttf_intervals: bool,
 }
 
 impl Default for Options {
@@ -76,6 +81,7 @@ impl Default for Options {
             buffers: vec![2, 3, 4],
             compute: None,
             target_s: 86_400.0,
+            mttf_intervals: true,
         }
     }
 }
@@ -126,6 +132,14 @@ pub fn analyze_series(s: &Series, timer_period_ns: Option<u64>, opts: &Options) 
         })
         .collect();
     Ok(build(s.key.clone(), obs, exact, &quantile, maxima, timer_period_ns, opts))
+}
+
+/// [`analyze_series`] of each (series, timer period) of `list`, in order.
+/// The series are analysed on as many threads as the machine offers: each
+/// analysis is independent of the others, so the results are those of
+/// analysing them one after another.
+pub fn analyze_all(list: &[(&Series, Option<u64>)], opts: &Options) -> Vec<Result<SeriesAnalysis, String>> {
+    crate::par::map(list, |&(s, period)| analyze_series(s, period, opts))
 }
 
 /// Analyses raw samples (ns) with timestamps (s) or a rate (Hz).
@@ -213,7 +227,13 @@ fn build(
             Some(Compute::Dist(_)) => "measured distribution".into(),
         };
         let compute = |t: u64| opts.compute.clone().unwrap_or(Compute::Fixed(t / 2));
-        mttf::table(&obs, model.as_ref(), &opts.periods, &opts.buffers, compute, text, opts.target_s)
+        let spec = mttf::TableSpec {
+            periods: &opts.periods,
+            buffers: &opts.buffers,
+            target_s: opts.target_s,
+            intervals: opts.mttf_intervals,
+        };
+        mttf::table(&obs, model.as_ref(), &spec, compute, text)
     });
     let report = SeriesReport {
         probe: key.probe.clone(),

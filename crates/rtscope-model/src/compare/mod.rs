@@ -196,7 +196,13 @@ pub struct SeriesCmp {
 }
 
 fn row_label(probe: &str, metric: &str, cpu: Option<i64>, load: &str) -> String {
-    let cpu = cpu.map_or_else(|| "all CPUs".to_string(), |c| format!("cpu{c}"));
+    // A watched thread's series is keyed by its thread id, not a CPU.
+    let cpu = match (cpu, descriptor::per_thread(probe)) {
+        (None, false) => "all CPUs".to_string(),
+        (None, true) => "all threads".to_string(),
+        (Some(c), false) => format!("cpu{c}"),
+        (Some(c), true) => format!("tid{c}"),
+    };
     let load = if load.is_empty() { String::new() } else { format!(" [{load}]") };
     format!("{probe} {metric} {cpu}{load}")
 }

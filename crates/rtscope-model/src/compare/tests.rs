@@ -418,3 +418,12 @@ fn runs_that_did_not_complete_are_named() {
     assert_eq!(incomplete(&[&a, &b]), vec![(1, RunStatus::Interrupted)]);
     assert!(incomplete(&[&a, &a]).is_empty());
 }
+
+#[test]
+fn a_watched_threads_row_is_labelled_by_its_thread_id() {
+    assert_eq!(super::row_label("watch", "latency", Some(4242), ""), "watch latency tid4242");
+    assert_eq!(super::row_label("watch", "latency", None, "cpu"), "watch latency all threads [cpu]");
+    assert_eq!(super::row_label("wakeup", "latency", Some(1), ""), "wakeup latency cpu1");
+    let key = crate::run::SeriesKey::new("watch", "latency", 4242);
+    assert_eq!(key.describe(), "watch/latency thread 4242");
+}

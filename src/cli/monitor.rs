@@ -1,0 +1,232 @@
+//! `rtscope monitor`'s flags, resolved into a [`MonitorPlan`]: each probe
+//! built from its own subcommand's arguments (the registry), at the
+//! monitor's low-duty defaults.
+
+use super::dur;
+use super::registry::{self, Built};
+use crate::probe::{Common, Probe};
+use anyhow::{Result, anyhow, bail};
+use clap::Args;
+use rtscope_model::metrics::DEFAULT_THRESHOLDS_NS;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The probes a monitor can run: the per-CPU ones.
+pub const MONITOR_PROBES: [&str; 4] = ["wakeup", "noise", "sleep", "ptimer"];
+
+/// Each probe's arguments at the monitor's defaults, unless `--probe-args`
+/// sets the flag: noise spins 50 ms of every second (5 % of each measured
+/// CPU) one priority below wakeup, which preempts it.
+fn monitor_defaults(probe: &str, priority: u8) -> Vec<(&'static str, String)> {
+    match probe {
+        "noise" => vec![
+            ("--active", "50ms".into()),
+            ("--pause", "950ms".into()),
+            ("--priority", priority.saturating_sub(1).max(1).to_string()),
+        ],
+        _ => vec![("--priority", priority.to_string())],
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct MonitorArgs {
+    /// The probes to run, together, until stopped (wakeup, noise, sleep, ptimer). Each runs at its own settings, at
+    /// the monitor's low duty unless --probe-args says otherwise: wakeup wakes every 1 ms (1 kHz) per CPU; noise
+    /// spins 50 ms of every second (5 % of each CPU) one priority below wakeup.
+    #[arg(long, value_name = "PROBE,...", value_delimiter = ',', default_value = "wakeup")]
+    pub probes: Vec<String>,
+    /// A probe's own arguments, as its subcommand takes them, e.g. --probe-args 'wakeup=--interval 500us' or
+    /// 'noise=--active 20ms --pause 980ms' (repeatable).
+    #[arg(long, value_name = "PROBE=ARGS")]
+    pub probe_args: Vec<String>,
+    /// CPUs to measure, e.g. 1,3 [default: all online]
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Real-time priority of the measuring threads (SCHED_FIFO; noise one below).
+    #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(2..=99))]
+    pub priority: u8,
+    /// Where /metrics is served (HTTP). Localhost by default: expose it to a network only on purpose.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:9733")]
+    pub listen: SocketAddr,
+    /// TLS and basic auth for /metrics, in the web configuration file that Prometheus' exporters share
+    /// (exporter-toolkit's: tls_server_config, basic_auth_users); see docs/monitor.md.
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
+    /// Commit each probe's histogram, interval maxima and counters to the store this often; a SIGKILL loses at most
+    /// one such interval.
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = dur)]
+    pub checkpoint: u64,
+    /// Keep each checkpoint interval this long; older ones are summarised (merged, one per --summary-span), never
+    /// dropped.
+    #[arg(long, value_name = "DUR", default_value = "30d", value_parser = dur)]
+    pub retain: u64,
+    /// The span of a summary interval.
+    #[arg(long, value_name = "DUR", default_value = "1h", value_parser = dur)]
+    pub summary_span: u64,
+    /// The store's size limit: past it, intervals younger than --retain are summarised too, the oldest first.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = store_size)]
+    pub max_store: u64,
+    /// Count the values above each of these thresholds (rtscope_exceedances_total).
+    #[arg(long, value_name = "DUR,...", value_delimiter = ',', value_parser = dur)]
+    pub thresholds: Vec<u64>,
+    /// Hold /dev/cpu_dma_latency at 0 while monitoring (C-states off). Off by default: a monitor measures the
+    /// machine as it runs in service.
+    #[arg(long)]
+    pub dma_latency: bool,
+    /// No banner or warnings on stderr (they are stored with each run).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// The monitor's own run store (SQLite, created if missing).
+    #[arg(long, value_name = "PATH", default_value = "rtscope-monitor.db")]
+    pub db: PathBuf,
+}
+
+fn store_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let t = t.strip_suffix("iB").or_else(|| t.strip_suffix('B')).unwrap_or(t);
+    rtscope_model::units::parse_size(t)
+        .filter(|&n| n >= 1 << 20)
+        .map(|n| n as u64)
+        .ok_or_else(|| format!("'{s}' is not a size of at least 1M (e.g. 512M, 1GiB)"))
+}
+
+/// What `rtscope monitor` runs.
+pub struct MonitorPlan {
+    pub probes: Vec<(Box<Common>, Box<dyn Probe>)>,
+    pub listen: SocketAddr,
+    pub web_config: Option<PathBuf>,
+    pub checkpoint_ns: u64,
+    pub retain_ns: u64,
+    pub span_ns: u64,
+    pub max_store: u64,
+    pub thresholds_ns: Vec<u64>,
+    pub db: PathBuf,
+    pub quiet: bool,
+}
+
+impl MonitorArgs {
+    /// Builds every probe from its own arguments at the monitor's defaults.
+    pub fn resolve(&self) -> Result<MonitorPlan> {
+        if self.retain < self.checkpoint {
+            bail!("--retain must be at least --checkpoint ({} ns)", self.checkpoint);
+        }
+        if self.summary_span < self.checkpoint {
+            bail!("--summary-span must be at least --checkpoint: a summary merges several intervals");
+        }
+        let mut extra: Vec<(String, Vec<String>)> = Vec::new();
+        for pa in &self.probe_args {
+            let (name, args) = pa
+                .split_once('=')
+                .ok_or_else(|| anyhow!("--probe-args '{pa}': write PROBE=ARGS, e.g. 'wakeup=--interval 500us'"))?;
+            if !self.probes.iter().any(|p| p == name) {
+                bail!("--probe-args '{pa}': probe {name} is not in --probes");
+            }
+            extra.push((name.to_string(), args.split_whitespace().map(String::from).collect()));
+        }
+        let mut probes = Vec::new();
+        for name in &self.probes {
+            if probes.iter().any(|(_, p): &(Box<Common>, Box<dyn Probe>)| p.name() == name) {
+                bail!("--probes: {name} is named twice");
+            }
+            if !MONITOR_PROBES.contains(&name.as_str()) {
+                bail!("--probes: the monitor runs the per-CPU probes {}; not '{name}'", MONITOR_PROBES.join(", "));
+            }
+            let own: Vec<String> = extra.iter().filter(|(n, _)| n == name).flat_map(|(_, a)| a.clone()).collect();
+            let mut args: Vec<String> = vec![
+                "--checkpoint".into(),
+                format!("{}ns", self.checkpoint),
+                "--db".into(),
+                self.db.display().to_string(),
+                "--quiet".into(),
+            ];
+            if let Some(c) = &self.cpus {
+                args.extend(["--cpus".into(), c.clone()]);
+            }
+            if !self.dma_latency {
+                args.push("--no-dma-latency".into());
+            }
+            for (flag, value) in monitor_defaults(name, self.priority) {
+                if !own.iter().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
+                    args.extend([flag.to_string(), value]);
+                }
+            }
+            for forbidden in ["--duration", "-D", "--loops", "-l", "--json", "--threshold", "-b", "--trace"] {
+                if own.iter().any(|a| a == forbidden || a.starts_with(&format!("{forbidden}="))) {
+                    bail!(
+                        "--probe-args: {forbidden} is not for a monitor, which runs until stopped and stores its own"
+                    );
+                }
+            }
+            args.extend(own);
+            match registry::build(registry::find(name)?, &args)? {
+                Built::PerCpu(mut common, probe) => {
+                    common.kind = "monitor".into();
+                    probes.push((common, probe));
+                }
+                Built::Own(_) => bail!("--probes: {name} is not a per-CPU probe"),
+            }
+        }
+        let mut thresholds =
+            if self.thresholds.is_empty() { DEFAULT_THRESHOLDS_NS.to_vec() } else { self.thresholds.clone() };
+        thresholds.sort_unstable();
+        thresholds.dedup();
+        Ok(MonitorPlan {
+            probes,
+            listen: self.listen,
+            web_config: self.web_config.clone(),
+            checkpoint_ns: self.checkpoint,
+            retain_ns: self.retain,
+            span_ns: self.summary_span,
+            max_store: self.max_store,
+            thresholds_ns: thresholds,
+            db: self.db.clone(),
+            quiet: self.quiet,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: MonitorArgs,
+    }
+
+    fn plan(args: &[&str]) -> Result<MonitorPlan> {
+        T::try_parse_from(std::iter::once("t").chain(args.iter().copied())).map_err(|e| anyhow!("{e}"))?.a.resolve()
+    }
+
+    #[test]
+    fn probes_get_the_monitor_defaults_and_their_own_arguments() {
+        let p = plan(&["--probes", "wakeup,noise", "--cpus", "0", "--probe-args", "noise=--pause 1950ms"]).unwrap();
+        assert_eq!(p.probes.len(), 2);
+        let (wc, w) = &p.probes[0];
+        assert_eq!((w.name(), wc.priority, wc.kind.as_str(), wc.dma_latency), ("wakeup", 95, "monitor", false));
+        assert_eq!(wc.duration_ns, None);
+        assert_eq!(wc.checkpoint_ns, 10_000_000_000);
+        let (nc, n) = &p.probes[1];
+        assert_eq!((n.name(), nc.priority), ("noise", 94));
+        assert_eq!(n.plan()["pause_ns"], 1_950_000_000u64, "{}", n.plan());
+        assert_eq!(n.plan()["active_ns"], 50_000_000u64, "{}", n.plan());
+        assert_eq!(p.thresholds_ns, DEFAULT_THRESHOLDS_NS.to_vec());
+        assert_eq!(p.max_store, 1 << 30);
+        assert_eq!(p.listen.to_string(), "127.0.0.1:9733");
+    }
+
+    #[test]
+    fn bad_input_names_the_flag() {
+        let e = |args: &[&str]| plan(args).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e(&["--probes", "osbench"]).contains("--probes"));
+        assert!(e(&["--probe-args", "noise=--active 1ms"]).contains("not in --probes"));
+        assert!(e(&["--probe-args", "wakeup"]).contains("PROBE=ARGS"));
+        assert!(e(&["--probe-args", "wakeup=--duration 5s"]).contains("--duration"));
+        assert!(e(&["--probe-args", "wakeup=--interval lots"]).contains("--interval"));
+        assert!(e(&["--max-store", "10K"]).contains("at least 1M"));
+        assert!(e(&["--retain", "1s"]).contains("--retain"));
+        assert!(e(&["--listen", "localhost"]).contains("--listen"));
+    }
+}

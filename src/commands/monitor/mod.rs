@@ -1,0 +1,361 @@
+//! `rtscope monitor`: the probes run together until stopped, each a run of
+//! kind `monitor` in the monitor's own store, and `/metrics` serves their
+//! committed checkpoint intervals to Prometheus. A retention pass every
+//! minute keeps the store bounded (`--retain`, `--max-store`): older
+//! intervals are summarised, never dropped.
+//!
+//! The endpoint only reads: it answers GET (and HEAD) on `/metrics` and a
+//! short index on `/`; nothing it receives is written or run. With
+//! `--web-config` it speaks TLS and asks for basic auth (`web.rs`).
+
+mod web;
+
+use crate::cli::{MonitorArgs, MonitorPlan};
+use crate::probe::{Cell, Common, Probe};
+use crate::recorder::Tap;
+use crate::session::{Session, verdict};
+use crate::sys::{clock, cpu, inventory, mem};
+use anyhow::{Context, Result, anyhow};
+use rtscope_model::hist::Tally;
+use rtscope_model::inventory::format_cpu_list;
+use rtscope_model::metrics::{Exposition, Format, Health, SeriesCounters};
+use rtscope_model::run::{RunStatus, SeriesKey};
+use rtscope_model::store::Store;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use web::WebConfig;
+
+/// How often the retention runs.
+const RETENTION_EVERY: Duration = Duration::from_secs(60);
+
+/// The live counters, fed by the probes' writer threads.
+struct Live {
+    exposition: Mutex<Exposition>,
+    health: Mutex<Health>,
+    /// Unix ns minus CLOCK_MONOTONIC ns, taken at the start.
+    unix_offset_ns: i64,
+    store_errors: AtomicU64,
+    retention_errors: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Live {
+    fn unix_s(&self, mono_ns: u64) -> f64 {
+        (mono_ns as i64 + self.unix_offset_ns) as f64 / 1e9
+    }
+}
+
+impl Tap for Live {
+    fn series(&self, series_id: i64, key: &SeriesKey) {
+        let mut e = lock(&self.exposition);
+        let n = e.thresholds_ns.len();
+        e.series.insert(series_id, SeriesCounters::new(key.clone(), n, self.unix_s(clock::now())));
+    }
+
+    fn committed(&self, series_id: i64, tally: &Tally, missed: u64, lost: u64, end_ns: u64) {
+        let end = self.unix_s(end_ns);
+        let mut e = lock(&self.exposition);
+        let thresholds = e.thresholds_ns.clone();
+        if let Some(s) = e.series.get_mut(&series_id) {
+            s.add(tally, &thresholds, missed, lost, end);
+        }
+    }
+
+    fn store_failed(&self) {
+        self.store_errors.fetch_add(1, Relaxed);
+    }
+}
+
+/// One scrape's answer: the page in the format the `Accept` header prefers.
+fn page(live: &Live, accept: Option<&str>) -> (Vec<u8>, Format) {
+    let format = Format::negotiate(accept);
+    let mut h = lock(&live.health);
+    h.scrapes += 1;
+    h.cpu_seconds = clock::process_cpu_ns() as f64 / 1e9;
+    h.resident_bytes = mem::resident_bytes().unwrap_or(0);
+    h.store_errors = live.store_errors.load(Relaxed) + live.retention_errors.load(Relaxed);
+    let health = h.clone();
+    drop(h);
+    (lock(&live.exposition).render(&health, format), format)
+}
+
+const INDEX: &str = "rtscope monitor: latency metrics at /metrics (Prometheus text format or OpenMetrics)\n";
+
+/// Serves `/metrics` until `stop`, to those `web` allows.
+fn serve(server: &tiny_http::Server, live: &Live, web: Option<&WebConfig>, stop: &AtomicBool) {
+    use tiny_http::{Header, Method, Response};
+    while !stop.load(Relaxed) {
+        let req = match server.recv_timeout(Duration::from_millis(200)) {
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
+            Err(_) => break,
+        };
+        let get = matches!(req.method(), Method::Get | Method::Head);
+        let path = req.url().split('?').next().unwrap_or_default().to_string();
+        let header = |v: &str| Header::from_bytes("Content-Type", v).expect("a valid header");
+        let field = |name: &str| {
+            req.headers()
+                .iter()
+                .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
+                .map(|h| h.value.as_str().to_string())
+        };
+        let answer = if web.is_some_and(|w| !w.allows(field("Authorization").as_deref())) {
+            Response::from_string("unauthorized\n")
+                .with_status_code(401)
+                .with_header(Header::from_bytes("WWW-Authenticate", "Basic realm=\"rtscope\"").expect("a valid header"))
+        } else if !get {
+            Response::from_string("only GET and HEAD are served\n")
+                .with_status_code(405)
+                .with_header(Header::from_bytes("Allow", "GET, HEAD").expect("a valid header"))
+        } else if path == "/metrics" {
+            let (body, format) = page(live, field("Accept").as_deref());
+            Response::from_data(body).with_header(header(format.content_type()))
+        } else if path == "/" {
+            Response::from_string(INDEX).with_header(header("text/plain; charset=utf-8"))
+        } else {
+            Response::from_string("not found: the metrics are at /metrics\n").with_status_code(404)
+        };
+        let _ = req.respond(answer);
+    }
+}
+
+/// One retention pass: summarises what is older than `--retain`, then,
+/// while the store is over `--max-store`, what is older than half the time
+/// kept, down to one summary span; past that, whole days. Returns the
+/// store's size after it.
+fn retention(store: &mut Store, plan: &MonitorPlan, h: &Mutex<Health>) -> Result<u64> {
+    let now = clock::now_unix().max(0) as u64;
+    let mut keep = plan.retain_ns;
+    let mut span = plan.span_ns;
+    loop {
+        let done = store.summarise("monitor", now.saturating_sub(keep), span)?;
+        {
+            let mut h = lock(h);
+            h.summarised_intervals += done.intervals;
+            h.thinned_exceedances += done.exceedances;
+        }
+        let used = store.used_bytes()?;
+        if used <= plan.max_store {
+            return Ok(used);
+        }
+        if keep > plan.span_ns {
+            keep = (keep / 2).max(plan.span_ns);
+        } else if span < 86_400_000_000_000 {
+            span = 86_400_000_000_000;
+        } else {
+            return Ok(used);
+        }
+    }
+}
+
+/// A probe measured until `signal`, as one run of its own.
+fn measure(
+    probe: &dyn Probe,
+    common: &Common,
+    tap: Arc<dyn Tap>,
+    signal: &Arc<AtomicBool>,
+    quiet: bool,
+) -> Result<(i64, RunStatus, Vec<String>)> {
+    let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
+    let effective = session.effective(common.policy, common.priority);
+    let mut cell = Cell::prepare(probe, common, effective, None, &mut session.warnings)?;
+    if !quiet {
+        session.print_warnings();
+    }
+    cell.set_tap(tap);
+    let mut plan = cell.plan();
+    plan["housekeeping_cpus"] = session.pin_housekeeping(&common.cpus).into();
+    let mut run = session.create(&common.kind, &plan)?;
+    let run_id = run.run_id;
+    let mut outcomes = [cell.measure(&mut run, signal)?];
+    let errors = outcomes[0].errors.clone();
+    let (status, exit_code, notes) = verdict(&mut outcomes, signal);
+    run.finish(status, exit_code, &notes)?;
+    if let Some(e) = outcomes[0].store_error.take() {
+        return Err(e.context(format!("run {run_id} ended failed")));
+    }
+    Ok((run_id, status, errors))
+}
+
+/// `rtscope monitor`.
+pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
+    let plan = args.resolve()?;
+    // This thread, and so the HTTP server's and the probes' own threads
+    // (their writers), off the measured CPUs and their SMT siblings.
+    let mut measured: Vec<usize> = plan.probes.iter().flat_map(|(c, _)| c.cpus.iter().copied()).collect();
+    measured.sort_unstable();
+    measured.dedup();
+    let housekeeping = cpu::housekeeping(&cpu::online(), &measured, &inventory::collect().siblings);
+    if !housekeeping.is_empty() {
+        let _ = cpu::pin_self(&housekeeping);
+    }
+    let web = plan.web_config.as_deref().map(WebConfig::load).transpose()?;
+    // Bound before anything is measured: a port in use is said at once.
+    let server = match web.as_ref().and_then(|w| w.tls.clone()) {
+        Some((certificate, private_key)) => {
+            tiny_http::Server::https(plan.listen, tiny_http::SslConfig { certificate, private_key }).map_err(|e| {
+                anyhow!(
+                    "--listen {} with --web-config's TLS: {e} (check that the key belongs to the certificate, and \
+                     the address)",
+                    plan.listen
+                )
+            })?
+        }
+        None => tiny_http::Server::http(plan.listen).map_err(|e| {
+            anyhow!("--listen {}: cannot listen there: {e} (pick another address or port)", plan.listen)
+        })?,
+    };
+    // The retention's store first: a bad --db is said before any probe starts.
+    let mut store = Store::open(&plan.db)?;
+    let live = Arc::new(Live {
+        exposition: Mutex::new(Exposition::new(plan.thresholds_ns.clone())),
+        health: Mutex::new(Health {
+            version: env!("CARGO_PKG_VERSION").into(),
+            probes: plan
+                .probes
+                .iter()
+                .map(|(c, p)| (p.name().to_string(), format_cpu_list(&c.cpus), p.describe()))
+                .collect(),
+            start_time_s: clock::now_unix() as f64 / 1e9,
+            store_limit_bytes: plan.max_store,
+            ..Default::default()
+        }),
+        unix_offset_ns: clock::now_unix() - clock::now() as i64,
+        store_errors: AtomicU64::new(0),
+        retention_errors: AtomicU64::new(0),
+    });
+    if !plan.quiet {
+        for (c, p) in &plan.probes {
+            eprintln!("rtscope monitor: {} on CPUs {}: {}", p.name(), format_cpu_list(&c.cpus), p.describe());
+        }
+        eprintln!(
+            "rtscope monitor: metrics on http://{}/metrics; store {}, checkpoint every {}, kept {} then summarised \
+             per {}, at most {} MiB",
+            plan.listen,
+            plan.db.display(),
+            rtscope_model::units::human(plan.checkpoint_ns),
+            rtscope_model::units::human(plan.retain_ns),
+            rtscope_model::units::human(plan.span_ns),
+            plan.max_store >> 20
+        );
+    }
+    let stop_serving = AtomicBool::new(false);
+    let ended = std::thread::scope(|scope| -> Result<Vec<String>> {
+        let server_thread = std::thread::Builder::new()
+            .name("rtscope-http".into())
+            .spawn_scoped(scope, || serve(&server, &live, web.as_ref(), &stop_serving))
+            .context("starting the metrics server")?;
+        let mut probes = Vec::new();
+        for (common, probe) in &plan.probes {
+            let tap: Arc<dyn Tap> = live.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("rtscope-mon-{}", probe.name()))
+                .spawn_scoped(scope, move || measure(probe.as_ref(), common, tap, signal, plan.quiet))
+                .context("starting a probe")?;
+            probes.push(t);
+        }
+        let mut next_retention = Instant::now();
+        while !signal.load(Relaxed) && probes.iter().all(|t| !t.is_finished()) {
+            lock(&live.health).probes_running = probes.iter().filter(|t| !t.is_finished()).count() as u64;
+            if Instant::now() >= next_retention {
+                next_retention = Instant::now() + RETENTION_EVERY;
+                match retention(&mut store, &plan, &live.health) {
+                    Ok(used) => lock(&live.health).store_bytes = used,
+                    Err(e) => {
+                        live.retention_errors.fetch_add(1, Relaxed);
+                        eprintln!("rtscope monitor: the retention failed: {e:#}");
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // A probe that ended on its own ends the monitor (a service
+        // manager restarts it): the others stop too.
+        signal.store(true, Relaxed);
+        let mut errors = Vec::new();
+        for t in probes {
+            match t.join() {
+                Ok(Ok((run_id, status, errs))) => {
+                    if !plan.quiet {
+                        eprintln!("rtscope monitor: run {run_id} stored ({})", status.as_str());
+                    }
+                    errors.extend(errs);
+                }
+                Ok(Err(e)) => errors.push(format!("{e:#}")),
+                Err(_) => errors.push("a probe's thread panicked".into()),
+            }
+        }
+        stop_serving.store(true, Relaxed);
+        let _ = server_thread.join();
+        Ok(errors)
+    })?;
+    if !ended.is_empty() {
+        return Err(anyhow!("{}", ended.join("; ")));
+    }
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtscope_model::run::{Exceedance, Interval};
+
+    /// Ten days of 10-minute intervals in a store four times over its
+    /// limit: the retention summarises younger intervals until it fits,
+    /// and every sample, maximum and missed period is still there.
+    #[test]
+    fn over_max_store_younger_intervals_are_summarised_and_nothing_is_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("m.db");
+        let mut store = Store::open(&db).unwrap();
+        let minute = 60_000_000_000u64;
+        let mut header = crate::session::new_header("monitor", vec![], true, vec![]);
+        header.started_unix_ns = clock::now_unix() - (10 * 24 * 60 * minute) as i64;
+        header.start_mono_ns = 1_000;
+        let run = store.create_run(&header, &Default::default(), &serde_json::Value::Null).unwrap();
+        let sid = store.add_series(run, &SeriesKey::new("wakeup", "latency", 0), "ns", "x").unwrap();
+        for k in 0..(10 * 24 * 6) as u64 {
+            let mut t = Tally::new();
+            let mut exc = Vec::new();
+            for v in 0..200u64 {
+                let value = 1_000 + (v * 7919 + k * 104_729) % 90_000;
+                t.record(value);
+                if value > 88_000 {
+                    exc.push(Exceedance { t_ns: 1_000 + k * 10 * minute + v, value_ns: value });
+                }
+            }
+            let iv = Interval::new(k as u32, 1_000 + k * 10 * minute, 1_000 + (k + 1) * 10 * minute, &t, k % 3, 0);
+            store.commit_checkpoint(&[(sid, &iv)], &[(sid, &exc)]).unwrap();
+        }
+        let before = store.load_run(run).unwrap();
+        let used = store.used_bytes().unwrap();
+        let plan = MonitorPlan {
+            probes: Vec::new(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            web_config: None,
+            checkpoint_ns: minute,
+            retain_ns: 30 * 24 * 60 * minute,
+            span_ns: 60 * minute,
+            max_store: used / 4,
+            thresholds_ns: vec![],
+            db: db.clone(),
+            quiet: true,
+        };
+        let health = Mutex::new(Health::default());
+        let after_bytes = retention(&mut store, &plan, &health).unwrap();
+        assert!(after_bytes <= plan.max_store, "{after_bytes} bytes above {}", plan.max_store);
+        let after = store.load_run(run).unwrap();
+        let (b, a) = (&before.series[0], &after.series[0]);
+        assert!(a.intervals.len() < b.intervals.len() / 4, "{} intervals left", a.intervals.len());
+        assert_eq!(a.total().stats, b.total().stats);
+        assert_eq!(a.total().hist, b.total().hist);
+        assert_eq!(a.overruns(), b.overruns());
+        let h = lock(&health);
+        assert_eq!(h.summarised_intervals, (b.intervals.len() - a.intervals.len()) as u64);
+        assert_eq!(h.thinned_exceedances, (b.exceedances.len() - a.exceedances.len()) as u64);
+    }
+}

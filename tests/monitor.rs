@@ -1,0 +1,654 @@
+//! `rtscope monitor` against the real engine: a Prometheus server (Debian's
+//! `prometheus` package, which `.ci/run` installs) started on 127.0.0.1 on
+//! a free port with a temporary data directory scrapes the monitor, and its
+//! HTTP API must give back exactly what the monitor stored; `promtool
+//! check metrics` lints the page. A monitor killed with SIGKILL leaves
+//! nothing behind and a new one takes its store over.
+
+mod common;
+use common::*;
+use rtscope_model::hist::Tally;
+use rtscope_model::metrics::count_at_or_below;
+use rtscope_model::store::Store;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A port nobody listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// An HTTP/1.0 request: (status, headers, body); None if nothing listens.
+fn http(method: &str, port: u16, path: &str, accept: Option<&str>) -> Option<(u16, String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let accept = accept.map(|a| format!("Accept: {a}\r\n")).unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n{accept}Connection: close\r\n\r\n").ok()?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).ok()?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, head.to_string(), body.to_string()))
+}
+
+/// A sample's value in a text-format page.
+fn sample(page: &str, name_and_labels: &str) -> Option<f64> {
+    page.lines().find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Where a program is on PATH.
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// A running monitor, killed if the test ends early.
+struct Monitor(Child);
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_monitor(dir: &Path, db: &str, cpu: usize, port: u16, log: &str) -> Monitor {
+    let log = std::fs::File::create(dir.join(log)).unwrap();
+    let child = Command::new(BIN)
+        .args(["monitor", "--cpus", &cpu.to_string(), "--checkpoint", "1s", "--db", db])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Monitor(child)
+}
+
+/// Waits (at most 60 s) for the monitor's page to show `checkpoints`
+/// committed intervals; returns the page.
+fn wait_for_checkpoints(port: u16, checkpoints: f64) -> String {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some((200, _, page)) = http("GET", port, "/metrics", None)
+            && page
+                .lines()
+                .find(|l| l.starts_with("rtscope_checkpoints_total{"))
+                .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .is_some_and(|n| n >= checkpoints)
+        {
+            return page;
+        }
+        assert!(Instant::now() < until, "the monitor served no {checkpoints} checkpoints in 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits for `child` to end (at most 30 s); its exit code.
+fn wait_exit(child: &mut Child) -> Option<i32> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        assert!(Instant::now() < until, "the process did not end in 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A Prometheus server scraping 127.0.0.1:`target` every second; stopped
+/// (and its data directory removed with the test's) when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, target: u16, extra: &[&str]) -> Prometheus {
+        Prometheus::start_with(dir, target, "", extra)
+    }
+
+    /// As [`Prometheus::start`], with `job` added to the scrape job's
+    /// settings (YAML at its indentation).
+    fn start_with(dir: &Path, target: u16, job: &str, extra: &[&str]) -> Prometheus {
+        let config = dir.join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: rtscope\n    \
+                 static_configs:\n      - targets: ['127.0.0.1:{target}']\n{job}"
+            ),
+        )
+        .unwrap();
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start prometheus");
+        Prometheus { child, port }
+    }
+
+    /// An instant query's answer, as Prometheus' HTTP API gives it (also
+    /// for a query it refuses); Null while it does not answer.
+    fn answer(&self, q: &str, at: Option<f64>) -> serde_json::Value {
+        let mut path = format!("/api/v1/query?query={}", urlencode(q));
+        if let Some(t) = at {
+            path += &format!("&time={t}");
+        }
+        match http("GET", self.port, &path, None) {
+            Some((_, _, body)) => serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
+            None => serde_json::Value::Null,
+        }
+    }
+
+    /// An instant query's vector: (labels, timestamp, value) per series.
+    fn query(&self, q: &str, at: Option<f64>) -> Vec<(serde_json::Value, f64, f64)> {
+        let v = self.answer(q, at);
+        if v["status"] != "success" {
+            return vec![];
+        }
+        v["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let ts = r["value"][0].as_f64().unwrap();
+                let val: f64 = r["value"][1].as_str().unwrap().parse().unwrap();
+                (r["metric"].clone(), ts, val)
+            })
+            .collect()
+    }
+}
+
+impl Prometheus {
+    /// Waits (at most 90 s) until the target is up and Prometheus holds 5
+    /// checkpoints of the series `labels`; returns that scrape's timestamp
+    /// and its checkpoint count.
+    fn wait_for_checkpoints(&self, dir: &Path, labels: &str) -> (f64, usize) {
+        let until = Instant::now() + Duration::from_secs(90);
+        loop {
+            let up = self.query("up{job=\"rtscope\"}", None);
+            let got = self.query(&format!("rtscope_checkpoints_total{{{labels}}}"), None);
+            if let (Some((_, _, 1.0)), Some(&(_, ts, n))) = (up.first(), got.first())
+                && n >= 5.0
+            {
+                return (ts, n as usize);
+            }
+            assert!(
+                Instant::now() < until,
+                "Prometheus got no 5 checkpoints in 90 s: up {up:?}, {got:?}; its log:\n{}",
+                std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The monitor's page passes promtool's lint, is served in both formats by
+/// the Accept header, and answers nothing but GET; a real Prometheus
+/// scrapes it, and what its HTTP API gives back at one scrape is exactly
+/// what the store holds for as many checkpoint intervals as that scrape
+/// counted: samples, the bucket at 100 us, the maximum and missed periods.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn prometheus_scrapes_what_the_monitor_stores() {
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    let cpu = last_cpu();
+    let port = free_port();
+    let mut mon = start_monitor(dir, db, cpu, port, "monitor.log");
+    let page = wait_for_checkpoints(port, 1.0);
+    let labels = format!("probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\"");
+    assert!(sample(&page, &format!("rtscope_latency_seconds_count{{{labels}}}")).unwrap() > 0.0, "{page}");
+    assert!(page.contains("rtscope_monitor_probe_info{probe=\"wakeup\""), "{page}");
+
+    let (_, head, _) = http("GET", port, "/metrics", None).unwrap();
+    assert!(head.contains("text/plain; version=0.0.4"), "{head}");
+    let (_, head, om) = http("GET", port, "/metrics", Some("application/openmetrics-text;version=1.0.0")).unwrap();
+    assert!(head.contains("application/openmetrics-text; version=1.0.0"), "{head}");
+    assert!(om.ends_with("# EOF\n") && om.contains(&format!("rtscope_latency_seconds_created{{{labels}}}")), "{om}");
+    assert_eq!(http("POST", port, "/metrics", None).unwrap().0, 405);
+    assert_eq!(http("PUT", port, "/", None).unwrap().0, 405);
+    assert_eq!(http("GET", port, "/api/v1/admin", None).unwrap().0, 404);
+
+    let promtool = which("promtool");
+    let prometheus = which("prometheus");
+    if !has(
+        "Debian's prometheus package (promtool and prometheus; .ci/run installs it)",
+        promtool.is_some() && prometheus.is_some(),
+    ) {
+        return;
+    }
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin.take().unwrap().write_all(http("GET", port, "/metrics", None).unwrap().2.as_bytes()).unwrap();
+    let o = lint.wait_with_output().unwrap();
+    assert!(o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(), "{}", text(&o));
+
+    let prom = Prometheus::start(dir, port, &[]);
+    let (ts, n) = prom.wait_for_checkpoints(dir, &labels);
+    let at = |q: &str| -> f64 {
+        let r = prom.query(q, Some(ts));
+        assert_eq!(r.len(), 1, "{q} at {ts}: {r:?}");
+        r[0].2
+    };
+    let count = at(&format!("rtscope_latency_seconds_count{{{labels}}}"));
+    let le100 = at(&format!("rtscope_latency_seconds_bucket{{{labels},le=\"0.0001\"}}"));
+    let max = at(&format!("rtscope_max_seconds{{{labels}}}"));
+    let missed = at(&format!("rtscope_missed_periods_total{{{labels}}}"));
+    let above = at(&format!("rtscope_exceedances_total{{{labels},threshold=\"0.0001\"}}"));
+    // Every query of the shipped dashboard and alert rules is valid PromQL
+    // to the real engine; the dashboard's fleet table ranks this machine.
+    for q in shipped_queries() {
+        let a = prom.answer(&q, None);
+        assert_eq!(a["status"], "success", "{q}: {a}");
+    }
+    let fleet = &dashboard_exprs()[0];
+    assert_eq!(prom.answer(fleet, None)["data"]["result"].as_array().map(Vec::len), Some(1), "{fleet}");
+    drop(prom);
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0), "{}", std::fs::read_to_string(dir.join("monitor.log")).unwrap());
+
+    let (first_n, s) = stored_prefix(db, cpu, n);
+    assert_eq!(count as u64, first_n.count(), "samples of the first {n} intervals");
+    assert_eq!(le100 as u64, count_at_or_below(&first_n, 100_000));
+    assert_eq!(above as u64, first_n.count() - count_at_or_below(&first_n, 100_000));
+    assert_eq!((max * 1e9).round() as u64, first_n.stats.max);
+    assert_eq!(missed as u64, s.intervals[..n].iter().map(|i| i.overruns).sum::<u64>());
+}
+
+/// SIGKILL: the monitor's port is free at once, nothing of it runs, its run
+/// is marked partial with the intervals it committed, and a new monitor on
+/// the same store and port serves again (its counters start afresh, which
+/// Prometheus takes as a reset).
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_killed_monitor_leaves_nothing_and_a_new_one_takes_over() {
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    let cpu = last_cpu();
+    let port = free_port();
+    let mut mon = start_monitor(dir, db, cpu, port, "first.log");
+    wait_for_checkpoints(port, 2.0);
+    let pid = mon.0.id();
+    signal(pid, libc::SIGKILL);
+    wait_exit(&mut mon.0);
+    assert!(!Path::new(&format!("/proc/{pid}")).exists());
+    assert!(std::net::TcpListener::bind(("127.0.0.1", port)).is_ok(), "port {port} still held");
+    let tracefs = Path::new("/sys/kernel/tracing/instances");
+    if tracefs.is_dir() {
+        let ours = format!("rtscope-{pid}");
+        assert!(!tracefs.join(ours).exists());
+    }
+    let mut again = start_monitor(dir, db, cpu, port, "second.log");
+    let page = wait_for_checkpoints(port, 1.0);
+    assert!(page.contains("rtscope_latency_seconds_count{"), "{page}");
+    signal(again.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut again.0), Some(0));
+    let store = Store::open_for_reading(Path::new(db)).unwrap();
+    let first = store.load_run(1).unwrap();
+    assert_eq!(first.header.status.as_str(), "partial");
+    assert!(first.series[0].intervals.len() >= 2);
+    assert!(first.series[0].total().count() > 0);
+    assert_eq!(store.load_run(2).unwrap().header.kind, "monitor");
+}
+
+/// A port in use and a probe the monitor cannot run are said at once,
+/// naming the flag; nothing is measured or stored.
+#[test]
+fn bad_flags_are_refused_before_measuring() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let o = rtscope(&["monitor", "--listen", &addr, "--db", &db, "--cpus", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--listen"), "{}", text(&o));
+    assert!(!Path::new(&db).exists(), "nothing stored");
+    let o = rtscope(&["monitor", "--probes", "osbench", "--db", &db]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("--probes"), "{}", text(&o));
+    let web = dir.join("web.yml");
+    std::fs::write(&web, "tls_server_config:\n  cert_file: missing.pem\n  key_file: missing.key\n").unwrap();
+    let o = rtscope(&["monitor", "--web-config", web.to_str().unwrap(), "--db", &db, "--cpus", "0"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).contains("--web-config") && text(&o).contains("missing.pem"), "{}", text(&o));
+    assert!(!Path::new(&db).exists(), "nothing stored");
+}
+
+/// The stored wake-up series of `cpu` in the monitor's first run: its
+/// first `n` intervals merged, and the series.
+fn stored_prefix(db: &str, cpu: usize, n: usize) -> (Tally, rtscope_model::run::Series) {
+    let store = Store::open_for_reading(Path::new(db)).unwrap();
+    let run = store.load_run(1).unwrap();
+    assert_eq!(run.header.kind, "monitor");
+    let s = run.series.into_iter().find(|s| s.key.probe == "wakeup" && s.key.cpu == cpu as i64).unwrap();
+    assert!(s.intervals.len() > n, "{} intervals stored, {n} scraped", s.intervals.len());
+    let mut first_n = Tally::new();
+    for iv in &s.intervals[..n] {
+        first_n.merge(&iv.tally().unwrap());
+    }
+    (first_n, s)
+}
+
+/// With native histograms on, Prometheus asks for protobuf and gets the
+/// native histogram: its count is that of the stored intervals it covers,
+/// and its `histogram_quantile(0.99, ...)` lies within one native bucket
+/// (a factor 2^(1/8)) of rtscope's own p99 of the same intervals.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn native_histograms_agree_with_the_store() {
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    if !has("prometheus (Debian's package; .ci/run installs it)", which("prometheus").is_some()) {
+        return;
+    }
+    let cpu = last_cpu();
+    let port = free_port();
+    let mut mon = start_monitor(dir, db, cpu, port, "monitor.log");
+    wait_for_checkpoints(port, 1.0);
+    let prom = Prometheus::start(dir, port, &["--enable-feature=native-histograms"]);
+    let labels = format!("probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\"");
+    let (ts, n) = prom.wait_for_checkpoints(dir, &labels);
+    let raw = prom.answer(&format!("rtscope_latency_seconds{{{labels}}}"), Some(ts));
+    let native = &raw["data"]["result"][0]["histogram"][1];
+    assert!(native["count"].is_string(), "not a native histogram: {raw}");
+    let count: u64 = native["count"].as_str().unwrap().parse().unwrap();
+    let q = prom.query(&format!("histogram_quantile(0.99, rtscope_latency_seconds{{{labels}}})"), Some(ts));
+    assert_eq!(q.len(), 1, "{q:?}");
+    let p99_prom = q[0].2;
+    drop(prom);
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0));
+    let (first_n, _) = stored_prefix(db, cpu, n);
+    assert_eq!(count, first_n.count(), "samples of the first {n} intervals");
+    let p99 = first_n.quantile(0.99) as f64 / 1e9;
+    // Prometheus interpolates within the native bucket that holds the
+    // rank; rtscope's p99 is in that bucket too, or within the HdrHistogram's
+    // 0.1 % of its lower bound: at most one bucket and 0.1 % apart.
+    let buckets_apart = (p99_prom.log2() - p99.log2()).abs() * 8.0;
+    assert!(buckets_apart <= 1.02, "Prometheus' p99 {p99_prom} s, rtscope's {p99} s: {buckets_apart} buckets apart");
+}
+
+/// `--web-config`: over TLS with basic auth, curl with the right password
+/// reads the page, without it or with a wrong one gets 401, and plain HTTP
+/// gets nothing; a Prometheus configured with the CA and the password
+/// scrapes it.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn web_config_serves_tls_and_basic_auth() {
+    let fx = Fixture::root();
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    if !has("openssl and curl", which("openssl").is_some() && which("curl").is_some()) {
+        return;
+    }
+    let o = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1"])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "key.pem", "-out", "cert.pem"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let hash = bcrypt::hash("s3cret", 6).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        format!(
+            "tls_server_config:\n  cert_file: cert.pem\n  key_file: key.pem\nbasic_auth_users:\n  prom: '{hash}'\n"
+        ),
+    )
+    .unwrap();
+    let cpu = last_cpu();
+    let port = free_port();
+    let log = std::fs::File::create(dir.join("monitor.log")).unwrap();
+    let mut mon = Monitor(
+        Command::new(BIN)
+            .args(["monitor", "--cpus", &cpu.to_string(), "--checkpoint", "1s", "--db", db])
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--web-config", web.to_str().unwrap()])
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let url = format!("https://127.0.0.1:{port}/metrics");
+    let cacert = dir.join("cert.pem");
+    let curl = |user: Option<&str>| -> (String, String) {
+        let mut c = Command::new("curl");
+        c.args(["-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "20", "--cacert"]).arg(&cacert).arg(&url);
+        if let Some(u) = user {
+            c.args(["-u", u]);
+        }
+        let out = String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned();
+        let (body, code) = out.rsplit_once('\n').unwrap_or(("", &out));
+        (code.to_string(), body.to_string())
+    };
+    let until = Instant::now() + Duration::from_secs(60);
+    let page = loop {
+        let (code, body) = curl(Some("prom:s3cret"));
+        if code == "200" && body.contains("rtscope_checkpoints_total{") {
+            break body;
+        }
+        assert!(
+            Instant::now() < until,
+            "no page over TLS in 60 s: {code} {body}\n{}",
+            std::fs::read_to_string(dir.join("monitor.log")).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(page.contains("rtscope_latency_seconds_count{"), "{page}");
+    assert_eq!(curl(Some("prom:wrong")).0, "401");
+    assert_eq!(curl(None).0, "401");
+    assert_eq!(http("GET", port, "/metrics", None).map(|r| r.0), None, "plain HTTP gets no answer");
+    if has("prometheus (Debian's package; .ci/run installs it)", which("prometheus").is_some()) {
+        let job = format!(
+            "    scheme: https\n    tls_config:\n      ca_file: {}\n    basic_auth:\n      username: prom\n      \
+             password: s3cret\n",
+            cacert.display()
+        );
+        let prom = Prometheus::start_with(dir, port, &job, &[]);
+        let labels = format!("probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\"");
+        let (_, n) = prom.wait_for_checkpoints(dir, &labels);
+        assert!(n >= 5);
+    }
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0));
+}
+
+/// The repository's shipped files (dist/).
+fn dist(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("dist").join(path)
+}
+
+/// The dashboard's queries, the fleet table's first, with its variables
+/// set as Grafana would (probe wakeup, every machine, threshold 100 us).
+fn dashboard_exprs() -> Vec<String> {
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dist("grafana/rtscope-fleet.json")).unwrap()).unwrap();
+    let mut panels = d["panels"].as_array().unwrap().clone();
+    panels.sort_by_key(|p| (p["gridPos"]["y"].as_u64().unwrap(), p["gridPos"]["x"].as_u64().unwrap()));
+    let mut exprs: Vec<String> = panels
+        .iter()
+        .flat_map(|p| p["targets"].as_array().unwrap().iter().map(|t| t["expr"].as_str().unwrap().to_string()))
+        .collect();
+    for v in d["templating"]["list"].as_array().unwrap() {
+        if let Some(q) = v["query"]["query"].as_str() {
+            // label_values(SELECTOR, label): the selector is the query.
+            let inner = q.strip_prefix("label_values(").unwrap().rsplit_once(',').unwrap().0;
+            exprs.push(inner.to_string());
+        }
+    }
+    exprs
+        .into_iter()
+        .map(|e| {
+            e.replace("$probe", "wakeup")
+                .replace("$instance", ".*")
+                .replace("$threshold", "0.0001")
+                .replace("$__range", "1h")
+                .replace("$__rate_interval", "1m")
+        })
+        .collect()
+}
+
+/// The alert rules' expressions.
+fn alert_exprs() -> Vec<String> {
+    let text = std::fs::read_to_string(dist("prometheus/rtscope-alerts.yml")).unwrap();
+    let mut out = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(l) = lines.next() {
+        let Some(rest) = l.trim_start().strip_prefix("expr:") else { continue };
+        let rest = rest.trim();
+        if rest == "|" {
+            let mut e = String::new();
+            while let Some(n) = lines.peek() {
+                if n.trim_start().contains(':') && !n.contains('(') {
+                    break;
+                }
+                e += lines.next().unwrap().trim();
+                e += " ";
+            }
+            out.push(e.trim().to_string());
+        } else {
+            out.push(rest.to_string());
+        }
+    }
+    out
+}
+
+fn shipped_queries() -> Vec<String> {
+    let mut q = dashboard_exprs();
+    q.extend(alert_exprs());
+    q
+}
+
+/// Every metric name the monitor serves (a page with one series and one
+/// committed interval).
+fn served_names() -> Vec<String> {
+    use rtscope_model::metrics::{Exposition, Format, Health, SeriesCounters};
+    let mut e = Exposition::new(vec![100_000]);
+    let mut c = SeriesCounters::new(rtscope_model::run::SeriesKey::new("wakeup", "latency", 0), 1, 0.0);
+    let mut t = Tally::new();
+    t.record(20_000);
+    c.add(&t, &[100_000], 0, 0, 1.0);
+    e.series.insert(1, c);
+    let page = String::from_utf8(e.render(&Health::default(), Format::Text)).unwrap();
+    let mut names: Vec<String> =
+        page.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_string()).collect();
+    names.push("up".into());
+    names
+}
+
+/// The shipped alert rules pass promtool's check and their unit tests
+/// (each alert fires on the machine it should, and only there).
+#[test]
+fn shipped_alert_rules_pass_promtool() {
+    if !has("promtool (Debian's prometheus package; .ci/run installs it)", which("promtool").is_some()) {
+        return;
+    }
+    let dir = dist("prometheus");
+    for args in [&["check", "rules", "rtscope-alerts.yml"][..], &["test", "rules", "rtscope-alerts.test.yml"]] {
+        let o = Command::new("promtool").args(args).current_dir(&dir).output().unwrap();
+        assert!(o.status.success(), "promtool {args:?}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("SUCCESS"), "{}", text(&o));
+    }
+    for name in alert_exprs().iter().flat_map(|e| metric_names(e)) {
+        assert!(served_names().contains(&name), "the rules use {name}, which the monitor does not serve");
+    }
+}
+
+/// Names of metrics in a PromQL expression (rtscope's, process_, up).
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let bytes: Vec<char> = expr.chars().collect();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i].is_ascii_alphabetic()
+            && (i == 0
+                || !(bytes[i - 1].is_ascii_alphanumeric()
+                    || bytes[i - 1] == '_'
+                    || bytes[i - 1] == '"'
+                    || bytes[i - 1] == '$'))
+        {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == '_') {
+                i += 1;
+            }
+            let w: String = bytes[start..i].iter().collect();
+            if w.starts_with("rtscope_") || w.starts_with("process_") || w == "up" {
+                out.push(w);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The dashboard reads only what the monitor serves, and its first panel
+/// is the fleet table with the worst machine first.
+#[test]
+fn shipped_dashboard_ranks_the_worst_machines_first() {
+    let exprs = dashboard_exprs();
+    let served = served_names();
+    for name in exprs.iter().flat_map(|e| metric_names(e)) {
+        assert!(served.contains(&name), "the dashboard uses {name}, which the monitor does not serve");
+    }
+    assert!(exprs[0].starts_with("sort_desc(max by (instance)"), "{}", exprs[0]);
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dist("grafana/rtscope-fleet.json")).unwrap()).unwrap();
+    let first =
+        d["panels"].as_array().unwrap().iter().find(|p| p["gridPos"]["y"] == 0 && p["gridPos"]["x"] == 0).unwrap();
+    let sort = first["transformations"].as_array().unwrap().iter().find(|t| t["id"] == "sortBy").unwrap();
+    assert_eq!(sort["options"]["sort"][0]["desc"], true);
+    assert_eq!(sort["options"]["sort"][0]["field"], "worst case");
+}
+
+/// The shipped systemd unit passes `systemd-analyze verify`, and rtscope
+/// takes its command line.
+#[test]
+fn shipped_systemd_unit_verifies() {
+    if !has("systemd-analyze (Debian's systemd; .ci/run installs it)", which("systemd-analyze").is_some()) {
+        return;
+    }
+    let dir = tempdir();
+    let unit = std::fs::read_to_string(dist("systemd/rtscope-monitor.service")).unwrap();
+    let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
+    let args: Vec<&str> = exec.split_whitespace().collect();
+    assert_eq!(args[..2], ["/usr/local/bin/rtscope", "monitor"]);
+    let o = Command::new(BIN).args(&args[1..]).arg("--help").output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let copy = dir.join("rtscope-monitor.service");
+    std::fs::write(&copy, unit.replace("/usr/local/bin/rtscope", BIN)).unwrap();
+    let o = Command::new("systemd-analyze").arg("verify").arg(&copy).output().unwrap();
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && !said.contains("rtscope-monitor.service"), "{}", text(&o));
+}
