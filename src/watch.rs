@@ -742,7 +742,7 @@ impl Watch {
             buffer_kb: settings.buffer_kb,
             clock: TraceClock::Mono,
             stacks: StacksMode::Off,
-            sample_hz: Some(0),
+            sample_hz: 0,
         };
         let zeros: Vec<Arc<AtomicU64>> = cpus.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
         let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false, CodeReport::default());

@@ -58,6 +58,8 @@ fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
         rows.iter().find(|r| r["metric"] == metric && r["cpu"] == cpu).map_or(0, |r| r["count"].as_u64().unwrap())
     };
     let trace = &doc["trace"];
+    // A plain --trace takes neither stacks nor samples: they are asked for.
+    assert!(trace.get("stacks").is_none() && trace.get("profile").is_none(), "{trace}");
     for c in trace["per_cpu"].as_array().unwrap() {
         let cpu = c["cpu"].as_u64().unwrap();
         let samples = count("latency", cpu);
@@ -577,7 +579,7 @@ fn stacks_name_the_kernel_path_of_a_sched_other_process() {
             forks
         })
     };
-    let o = wakeup_with_stacks(&fx, &cpu.to_string(), &[]);
+    let o = wakeup_with_stacks(&fx, &cpu.to_string(), &["--sample-hz", "2000"]);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let forks = forker.join().unwrap();
     // SAFETY: the mapping made above.

@@ -22,6 +22,7 @@ use crate::sys::{clock, cpu, mem, sched, sched::Policy, signals};
 use crate::trace::decompose::{CpuTrace, Settings, WakePath};
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Lane, Reader};
+use crate::trace::symbols::Sink;
 use crate::trace::{CodeReport, TraceOpts};
 use anyhow::{Result, anyhow};
 use rtscope_model::descriptor::{Descriptor, Trace};
@@ -560,7 +561,7 @@ impl<'a> Cell<'a> {
                 let tids: Vec<i32> = tids.iter().map(|t| t.load(Relaxed)).collect();
                 stack_parts = crate::trace::code::stacks(inst, &common.cpus, &tids, opts.stacks, &mut code);
             }
-            let samplers = match common.trace.map(|o| o.sample_hz_for(stages == Some(true))) {
+            let samplers = match common.trace.map(|o| o.sample_hz) {
                 Some(hz) if instance.is_some() && hz > 0 => crate::trace::code::samplers(&common.cpus, hz, &mut code),
                 _ => None,
             };
@@ -595,21 +596,26 @@ impl<'a> Cell<'a> {
                     .collect();
                 let hw =
                     lanes.iter().any(|l| l.sampler().is_some_and(|s| s.source == crate::sys::perf::Source::Cycles));
-                let (sym_tx, sym_rx) = std::sync::mpsc::channel();
                 let writer_tx = episode_tx.clone();
-                match std::thread::Builder::new().name("rtscope-symbols".into()).stack_size(WRITER_STACK).spawn_scoped(
-                    scope,
-                    move || {
-                        signals::block_in_this_thread();
-                        crate::trace::symbols::run(sym_rx, writer_tx, hw)
-                    },
-                ) {
-                    Ok(t) => symbols_thread = Some(t),
-                    Err(e) => {
-                        out.errors.push(format!("--trace: cannot start the symbols thread: {e}"));
-                        stop.store(true, Relaxed);
+                let sink = if lanes.iter().any(Lane::has_code) {
+                    let (sym_tx, sym_rx) = std::sync::mpsc::channel();
+                    match std::thread::Builder::new()
+                        .name("rtscope-symbols".into())
+                        .stack_size(WRITER_STACK)
+                        .spawn_scoped(scope, move || {
+                            signals::block_in_this_thread();
+                            crate::trace::symbols::run(sym_rx, writer_tx, hw)
+                        }) {
+                        Ok(t) => symbols_thread = Some(t),
+                        Err(e) => {
+                            out.errors.push(format!("--trace: cannot start the symbols thread: {e}"));
+                            stop.store(true, Relaxed);
+                        }
                     }
-                }
+                    Sink::Symbols(sym_tx)
+                } else {
+                    Sink::Writer(writer_tx)
+                };
                 for l in &lanes {
                     if let Some(s) = l.sampler()
                         && let Err(e) = s.enable(true)
@@ -618,7 +624,7 @@ impl<'a> Cell<'a> {
                     }
                 }
                 let reader =
-                    Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sym_tx };
+                    Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sink };
                 if let Err(e) = inst.set_on(true) {
                     out.errors.push(format!("--trace: {e}"));
                     stop.store(true, Relaxed);

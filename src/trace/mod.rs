@@ -64,21 +64,9 @@ pub struct TraceOpts {
     pub buffer_kb: u64,
     pub clock: TraceClock,
     pub stacks: StacksMode,
-    /// The profiler's samples per second per CPU (0: none; None: the
-    /// default, [`DEFAULT_SAMPLE_HZ`] for a wake-up probe, none for a
-    /// window probe, whose loop would see each sample as an interruption).
-    pub sample_hz: Option<u64>,
-}
-
-/// The profiler's rate when `--sample-hz` is not given, for wake-up probes.
-pub const DEFAULT_SAMPLE_HZ: u64 = 2000;
-
-impl TraceOpts {
-    /// The profiler's rate for a probe whose samples are wake-ups
-    /// (`stages`) or windows of lost time.
-    pub fn sample_hz_for(&self, stages: bool) -> u64 {
-        self.sample_hz.unwrap_or(if stages { DEFAULT_SAMPLE_HZ } else { 0 })
-    }
+    /// The profiler's samples per second per CPU (0: none, the default:
+    /// its interrupts land on the measured CPUs).
+    pub sample_hz: u64,
 }
 
 impl serde::Serialize for TraceOpts {

@@ -10,7 +10,7 @@ use super::event::{Decoder, Ev, Kind};
 use super::format::PageLayout;
 use super::page::Page;
 use super::stacks::{self, StackDecoder};
-use super::symbols::{Counts, SymMsg};
+use super::symbols::{Counts, Sink, SymMsg};
 use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
 use crate::sys::perf::Sampler;
@@ -22,7 +22,6 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
-use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 /// How often the buffers are drained.
@@ -116,6 +115,11 @@ impl Lane {
         self.trace.period_ns = 1_000_000_000 / sampler.hz.max(1);
         self.sampler = Some(sampler);
         self
+    }
+
+    /// Whether this lane has stacks or samples to name.
+    pub fn has_code(&self) -> bool {
+        self.stacks.is_some() || self.sampler.is_some()
     }
 
     /// The profiler, to start and stop it.
@@ -213,8 +217,8 @@ pub struct Reader {
     pub decoder: Decoder,
     pub lanes: Vec<Lane>,
     /// To the symbols thread, which names the kept episodes' code and
-    /// forwards them to the writer.
-    pub episodes: Sender<SymMsg>,
+    /// forwards them to the writer, or to the writer itself.
+    pub episodes: Sink,
 }
 
 /// What the reader reports at the end.
@@ -288,10 +292,10 @@ impl Reader {
                             g.steal_ns = steal_ns(e.cpu).saturating_sub(*steal0);
                             g.run_ns = e.woke_ns.saturating_sub(start_ns);
                         }
-                        let _ = tx.send(SymMsg::Keep(e, raw));
+                        tx.send(SymMsg::Keep(e, raw));
                     }
                     Out::Drop { cpu, sample } => {
-                        let _ = tx.send(SymMsg::Pass(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample)));
+                        tx.send(SymMsg::Pass(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample)));
                     }
                 });
             }
@@ -337,7 +341,7 @@ impl Reader {
             s.3 = cost.stats.max;
         }
         if report.profile.is_some() {
-            let _ = self.episodes.send(SymMsg::Finish(counts));
+            self.episodes.send(SymMsg::Finish(counts));
         }
         for lane in self.lanes {
             for r in lane.stages {

@@ -91,6 +91,37 @@ pub enum SymMsg {
     Finish(Counts),
 }
 
+/// Where the reader sends its episodes: through the symbols thread when
+/// the run has stacks or samples to name, else straight to the writer, so
+/// that a plain `--trace` run wakes no thread more than it did before them.
+pub enum Sink {
+    Symbols(Sender<SymMsg>),
+    Writer(Sender<EpisodeMsg>),
+}
+
+impl Sink {
+    pub fn send(&self, msg: SymMsg) {
+        match self {
+            Sink::Symbols(tx) => {
+                let _ = tx.send(msg);
+            }
+            Sink::Writer(tx) => match msg {
+                // Nothing to name: only the remainder, from its gap.
+                SymMsg::Keep(mut e, raw) => {
+                    if let Some(g) = &raw.gap {
+                        e.remainder = Some(remainder(g, None, false));
+                    }
+                    let _ = tx.send(EpisodeMsg::Keep(e));
+                }
+                SymMsg::Pass(m) => {
+                    let _ = tx.send(m);
+                }
+                SymMsg::Finish(_) => {}
+            },
+        }
+    }
+}
+
 /// What the symbols thread found.
 #[derive(Default)]
 pub struct SymReport {
