@@ -303,6 +303,13 @@ impl Recorder {
         }
     }
 
+    /// The interval being recorded (for tests: a recorder that never
+    /// checkpoints holds every sample here).
+    #[cfg(test)]
+    pub fn current(&self) -> &Tally {
+        &self.cur
+    }
+
     /// Samples recorded so far.
     #[inline]
     pub fn count(&self) -> u64 {

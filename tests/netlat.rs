@@ -486,12 +486,14 @@ fn a_udp_flood_delays_rx_wake_through_net_rx_softirqs() {
     for e in doc["episodes"].as_array().unwrap().iter().filter(|e| e["metric"] == "rx_wake") {
         let (a, b) = (e["programmed_ns"].as_u64().unwrap(), e["woke_ns"].as_u64().unwrap());
         let inside = |w: &&Window| w.start <= a && b <= w.end + if w.flood { 1_000_000 } else { 0 };
-        match windows.iter().find(inside) {
-            Some(w) if w.flood => flood.push(e),
-            Some(_) => spin.push(e),
+        match windows.iter().position(|w| inside(&w)) {
+            Some(i) if windows[i].flood => flood.push((i, e)),
+            Some(i) => spin.push((i, e)),
             None => {}
         }
     }
+    let (flood, flood_at): (Vec<_>, Vec<_>) = flood.into_iter().map(|(i, e)| (e, i)).unzip();
+    let (spin, spin_at): (Vec<_>, Vec<_>) = spin.into_iter().map(|(i, e)| (e, i)).unzip();
     let main_kind = |e: &serde_json::Value| {
         let m = main_cause(e);
         if is_net_rx(m) {
@@ -505,8 +507,16 @@ fn a_udp_flood_delays_rx_wake_through_net_rx_softirqs() {
     let verdicts = |eps: &[&serde_json::Value]| {
         eps.iter().map(|e| format!("{} {}", main_kind(e), e["verdict"])).collect::<Vec<_>>().join("\n")
     };
-    let flood_other = flood.iter().filter(|e| main_kind(e) == "other").count() as u64;
-    let spin_other = spin.iter().filter(|e| main_kind(e) == "other").count() as u64;
+    // The windows (not the episodes: on a busy machine one window holds
+    // several, one per datagram queued behind the same delay) in which
+    // something else led an episode.
+    let windows_with_other = |eps: &[&serde_json::Value], at: &[usize]| {
+        let mut w: Vec<usize> = eps.iter().zip(at).filter(|(e, _)| main_kind(e) == "other").map(|(_, &i)| i).collect();
+        w.dedup();
+        w.len() as u64
+    };
+    let flood_other = windows_with_other(&flood, &flood_at);
+    let spin_other = windows_with_other(&spin, &spin_at);
     eprintln!(
         "{} windows; episodes of rx_wake inside flood windows: {} ({flood_other} blamed on neither NET_RX nor the flood), inside busy-loop windows: {} ({spin_other} on something else)",
         windows.len(),
@@ -524,18 +534,26 @@ fn a_udp_flood_delays_rx_wake_through_net_rx_softirqs() {
     let named: Vec<&serde_json::Value> =
         spin.iter().copied().filter(|e| e["causes"].as_array().unwrap().iter().any(is_net_rx)).collect();
     assert!(named.is_empty(), "episodes in busy-loop windows name NET_RX:\n{}", verdicts(&named));
-    // In a flood window: the flood, but for what the host does anywhere,
-    // at the rate its episodes come in the busy-loop windows, which take
-    // as much of the run (an upper bound at 1e-4).
-    let windows_n = windows.iter().filter(|w| !w.flood).count() as u64;
-    let q = truth::rate_upper(spin_other, windows_n, 0.01);
-    let allowed = truth::binomial_upper(windows_n, q, truth::FALSE_FAILURE);
+    // In a flood window: the flood, but for what the machine does anyway:
+    // as many flood windows may hold an episode led by something else as
+    // the busy-loop windows do (an upper bound at 1e-4 on their share; a
+    // flood window is judged over 4 ms, its 3 and the 1 ms after, against
+    // the busy loop's 3).
+    let (flood_n, spin_n) =
+        windows.iter().fold((0u64, 0u64), |(f, s), w| (f + u64::from(w.flood), s + u64::from(!w.flood)));
+    let q = 1.0 - (1.0 - truth::rate_upper(spin_other, spin_n, 0.01)).powf(4.0 / 3.0);
+    let allowed = truth::binomial_upper(flood_n, q, truth::FALSE_FAILURE);
     assert!(
         flood_other <= allowed,
-        "{flood_other} of {} episodes in flood windows blamed on neither NET_RX nor the flood (the host's rate allows {allowed}):\n{}",
-        flood.len(),
+        "{flood_other} of {flood_n} flood windows hold an episode blamed on neither NET_RX nor the flood (the busy-loop windows' {spin_other} of {spin_n} allow {allowed}):\n{}",
         verdicts(&flood)
     );
+    // Of the episodes the flood caused, NET_RX leads a quarter at least.
     let net_rx = flood.iter().filter(|e| main_kind(e) == "NET_RX").count();
-    assert!(net_rx * 4 >= flood.len(), "NET_RX leads only {net_rx} of {}:\n{}", flood.len(), verdicts(&flood));
+    let by_flood = flood.iter().filter(|e| main_kind(e) != "other").count();
+    assert!(
+        net_rx * 4 >= by_flood,
+        "NET_RX leads only {net_rx} of the {by_flood} the flood caused:\n{}",
+        verdicts(&flood)
+    );
 }
