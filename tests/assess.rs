@@ -443,7 +443,7 @@ fn a_sigkill_leaves_no_load_command_nor_what_it_started() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let until = std::time::Instant::now() + Duration::from_secs(10);
     while !running_with(&mark).is_empty() || !running_with(&dir).is_empty() {
         assert!(
             std::time::Instant::now() < until,
@@ -477,9 +477,11 @@ fn a_sigkill_leaves_no_temporary_directory_of_a_load() {
     child.kill().unwrap();
     child.wait().unwrap();
     let killed = std::time::Instant::now();
-    // The janitor removes them within a second; two allow for a loaded machine.
+    // The janitor removes them within a second here; ten allow for a
+    // loaded machine (the disk load's file is large), and what is never
+    // removed still fails.
     while !leftovers(&fx.dir).is_empty() {
-        assert!(killed.elapsed() < Duration::from_secs(2), "left after a SIGKILL: {:?}", leftovers(&fx.dir));
+        assert!(killed.elapsed() < Duration::from_secs(10), "left after a SIGKILL: {:?}", leftovers(&fx.dir));
         std::thread::sleep(Duration::from_millis(10));
     }
     eprintln!("removed {:?} after the SIGKILL", killed.elapsed());
@@ -567,10 +569,12 @@ fn sleeping_stress_ng(fx: &Fixture) -> String {
 fn a_load_whose_command_cannot_start_or_keeps_failing_fails_with_its_error() {
     let fx = Fixture::root();
     // Not there: the shell says so (exit status 127) at once.
+    // A 60 s run that ends well before: a slow start of a loaded machine
+    // cannot take it there, a load failure that is not acted on does.
     let started = std::time::Instant::now();
-    let o = rtscope_in(&fx.dir, &["load", "cmd:'/nope/x'", "-D", "5s", "--db", &fx.db, "-q"]);
+    let o = rtscope_in(&fx.dir, &["load", "cmd:'/nope/x'", "-D", "60s", "--db", &fx.db, "-q"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(started.elapsed() < Duration::from_secs(4), "it stops when the load fails: {:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(30), "it stops when the load fails: {:?}", started.elapsed());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("exit status 127") && err.contains("/nope/x: not found"), "{err}");
     let v = show_json(&fx.db, "last");

@@ -112,7 +112,11 @@ fn sleep_pays_the_timer_slack_only_under_sched_other() {
     // comes first: most sleeps pay all of it.
     assert!(o >= 50_000, "SCHED_OTHER: median {o} ns, want >= the 50 us timer slack");
     assert_eq!(row(&fifo, "nanosleep@1ms")["timer_slack_ns"], 0, "a real-time thread has no slack: {fifo:?}");
-    assert!(f < 50_000, "SCHED_FIFO: median {f} ns, want < 50 us");
+    // Its median is a wake-up's latency alone, which a slow or busy
+    // machine lengthens (28 us seen beside other builds) as it lengthens
+    // SCHED_OTHER's: judged against the same thread's median under
+    // SCHED_OTHER, it pays none of the slack, i.e. less than half of it.
+    assert!(f + 25_000 <= o, "SCHED_FIFO: median {f} ns, SCHED_OTHER {o} ns: want at least 25 us less");
     for r in other.iter().chain(&fifo) {
         // 1 ms + a phase of 0.5 ms on average: about 2000 in 3 s, split
         // over two APIs; fewer under SCHED_OTHER when something else wants
@@ -229,15 +233,21 @@ fn ptimer_counts_every_period_of_every_kind() {
     for r in &rows {
         let (n, missed) = (r["count"].as_u64().unwrap(), r["missed"].as_u64().unwrap());
         // A host stall of some milliseconds turns periods into missed ones
-        // (counted); a probe that lost events would fail the sum.
-        assert!((4_500..=5_010).contains(&n), "about 5000 events in 5 s at 1 ms: {r}");
+        // (counted; how many is the host's); a probe that lost events would
+        // fail the sum. Half of them missed would be a host that stalled
+        // this CPU for half of the run.
+        assert!(n <= 5_010 && n * 2 >= n + missed, "about 5000 events in 5 s at 1 ms: {r}");
         // The last wait may return a few periods late, with them.
         assert!((4_995..=5_020).contains(&(n + missed)), "events + missed = periods: {r}");
         assert_eq!(r["overruns"], missed, "{r}");
+        // The drift is measured from each expiration's own instant: a
+        // quarter of the period, not a speed (a read's latency, tens of us
+        // on a busy VM), tells it from a drift measured from another
+        // expiration (a period off) or accumulated.
         let mean = r["mean_ns"].as_f64().unwrap();
-        assert!((0.0..200_000.0).contains(&mean), "mean drift {mean} ns: near 0 within this VM's noise: {r}");
+        assert!((0.0..250_000.0).contains(&mean), "mean drift {mean} ns: near 0, under a quarter period: {r}");
         assert!(r["min_ns"].as_i64().unwrap() > -50_000, "no timer fires early: {r}");
-        assert!(r["p50_ns"].as_i64().unwrap() < 100_000, "{r}");
+        assert!(r["p50_ns"].as_i64().unwrap() < 250_000, "median drift under a quarter period: {r}");
         assert!((r["mean_abs_ns"].as_f64().unwrap() - mean.abs()).abs() <= mean.abs() + 1.0);
     }
 }
@@ -390,12 +400,22 @@ fn a_cells_warm_up_is_not_counted_by_noise_or_ptimer() {
         let (n, missed) = (r["count"].as_u64().unwrap(), r["missed"].as_u64().unwrap());
         assert_eq!(r["overruns"], missed, "missed is the recorded samples' overruns: {r}");
         // The bursts of the recorded part alone make this many (1 or 2
-        // each); the warm-up counted would double it.
+        // each); the warm-up counted would double it. Beyond them, a burst
+        // whose end comes just before an expiration makes it missed too
+        // when the timer is read after it (the threads' return after the
+        // spinner: 11 of 98 bursts seen on a busy VM; Binomial(98, 0.11)
+        // stays under 25 at 1e-4), and host stalls add: half a missed
+        // expiration per burst leaves room for both, and the warm-up
+        // counted (twice as many) still fails. The former want + 20 was
+        // passed by 11 on a busy VM, 3 sd from failing.
         let (exceedances, span) = series_exceedances(&doc, kind, c);
         let phase = exceedances.iter().map(|&(t, d)| (t - d) % 1_000_000).next().expect("one exceedance at least");
         let want = truth::missed_at_least(&bursts, phase, 1_000_000, span);
         eprintln!("{kind}: {n} events, {missed} missed, the recorded bursts make {want}");
-        assert!(missed >= want && missed <= want + 20, "{kind}: {missed} missed, {want} by the recorded bursts: {r}");
+        assert!(
+            missed >= want && missed <= want + want / 2,
+            "{kind}: {missed} missed, {want} by the recorded bursts: {r}"
+        );
         assert!((1_995..=2_020).contains(&(n + missed)), "events + missed = the 2000 recorded periods: {r}");
     }
 }

@@ -163,7 +163,10 @@ fn task_misses_a_deadline_per_burst_and_buffers_absorb_them() {
     let allowed3 =
         truth::binomial_upper(row(&doc3, "release", cpu)["count"].as_u64().unwrap(), q, truth::FALSE_FAILURE);
     eprintln!("task --buffers 3: {missed3} misses (host stalls allow {allowed3})");
-    assert!(missed3 <= allowed3 && missed3 * 10 < missed, "--buffers 3 left {missed3} of {missed} misses");
+    // Beside the host's bound, against the first run's bursts: a probe that
+    // ignored --buffers would miss at its rate, 3 s of the first run's 5 s
+    // (0.6 x its misses); the host's misses are few in either.
+    assert!(missed3 <= allowed3 && missed3 * 2 < missed, "--buffers 3 left {missed3} of {missed} misses");
 }
 
 /// Bad settings are refused with the flag and the fix, before anything runs.

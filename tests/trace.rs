@@ -54,16 +54,20 @@ fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
 
     let doc = export(&fx.db, &[]);
     let rows = doc["results"].as_array().unwrap();
-    let count = |metric: &str, cpu: u64| {
-        rows.iter().find(|r| r["metric"] == metric && r["cpu"] == cpu).map_or(0, |r| r["count"].as_u64().unwrap())
+    let field = |metric: &str, cpu: u64, key: &str| {
+        rows.iter().find(|r| r["metric"] == metric && r["cpu"] == cpu).map_or(0, |r| r[key].as_u64().unwrap())
     };
+    let count = |metric: &str, cpu: u64| field(metric, cpu, "count");
     let trace = &doc["trace"];
     // A plain --trace takes neither stacks nor samples: they are asked for.
     assert!(trace.get("stacks").is_none() && trace.get("profile").is_none(), "{trace}");
     for c in trace["per_cpu"].as_array().unwrap() {
         let cpu = c["cpu"].as_u64().unwrap();
         let samples = count("latency", cpu);
-        assert!(samples >= 2900, "{samples}");
+        // 3000 periods of 1 ms: each a sample, or a period a host stall
+        // made the thread skip (counted).
+        let periods = samples + field("latency", cpu, "overruns");
+        assert!((2_985..=3_015).contains(&periods), "{samples} samples and the skipped periods make {periods}");
         assert_eq!(c["samples"].as_u64().unwrap(), samples, "every sample reaches the reader: {c}");
         // Lost events, if any, are reported; decomposition covers the rest.
         let lost = c["lost"].as_u64().unwrap();
@@ -192,8 +196,11 @@ fn judge_causes(what: &str, episodes: &[&serde_json::Value], bursts: &[truth::Bu
             .sum();
         let on_top: u64 = causes.iter().filter(|c| c["kind"] != "thread").map(ns).sum();
         let covered: u64 = bursts.iter().map(|x| x.overlap(a, b)).sum();
+        // Where the spinner itself lost the CPU inside a burst, something
+        // else ran there: the strict bound allows that time too.
+        let off: u64 = bursts.iter().filter(|x| x.overlap(a, b) > 0).map(|x| x.off).sum();
         if covered > 0 {
-            met.push(truth::Met { at: a, explained: covered, measured: spinner, slack: on_top });
+            met.push(truth::Met { at: a, explained: covered, measured: spinner, slack: on_top + off });
             if !tids.contains(&main_cause(e)["pid"].as_i64().unwrap_or(-1)) {
                 eprintln!("{what}: a burst covered {covered} ns, something ran longer: {}", e["verdict"]);
             }
@@ -364,10 +371,14 @@ fn an_interrupted_traced_run_keeps_its_episodes_and_removes_its_instance() {
         return;
     }
     let child = Command::new(BIN)
-        .args(["wakeup", "--trace", "-D", "20s", "--cause-threshold", "20us", "--db", &fx.db, "-q"])
+        .args(["wakeup", "--trace", "-D", "20s", "--checkpoint", "1s", "--cause-threshold", "20us"])
+        .args(["--db", &fx.db, "-q"])
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // At least 1 s traced once the first checkpoint is stored (a loaded
+    // VM may take seconds to start tracing), then 1.5 s more.
+    wait_for_first_checkpoint(&fx.db);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(!instances().is_empty(), "the instance exists while tracing");
     signal(child.id(), libc::SIGINT);
     let o = child.wait_with_output().unwrap();
@@ -419,11 +430,12 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
     child.kill().unwrap();
     child.wait().unwrap();
     let killed = std::time::Instant::now();
-    // The janitor stops tracing and removes the instance within a second;
-    // two allow for a loaded machine.
+    // The janitor stops tracing and removes the instance within a second
+    // here; ten allow for a loaded machine (removing an instance frees its
+    // buffers), and one that never does still fails.
     while let Some(d) = dir() {
         assert!(
-            killed.elapsed() < std::time::Duration::from_secs(2),
+            killed.elapsed() < std::time::Duration::from_secs(10),
             "{} left after a SIGKILL, tracing_on {}",
             d.display(),
             tracing_on(&d).trim()
@@ -432,7 +444,7 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
     }
     while tracefs_mounted() != mounted_before {
         assert!(
-            killed.elapsed() < std::time::Duration::from_secs(2),
+            killed.elapsed() < std::time::Duration::from_secs(10),
             "tracefs mount state not restored (mounted before: {mounted_before})"
         );
         std::thread::sleep(std::time::Duration::from_millis(10));

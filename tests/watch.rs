@@ -92,6 +92,12 @@ impl Periodic {
     fn join(mut self) -> Vec<Own> {
         self.handle.take().unwrap().join().unwrap()
     }
+
+    /// Stops it at its next period; its log.
+    fn stop(self) -> Vec<Own> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.join()
+    }
 }
 
 impl Drop for Periodic {
@@ -183,10 +189,17 @@ fn a_periodic_thread_that_appears_and_exits() {
     // the first one may precede its discovery (its first switch). Outside
     // its loop, at SCHED_FIFO, the thread may block a few times in the
     // kernel (its first sleep's set-up, its exit): those are wake-ups too.
+    // How many periods a host stall makes the thread skip is the host's:
+    // the rate is judged against the thread's own, 500/s where none did.
     let count = lat["count"].as_u64().unwrap();
     let secs = (own.last().unwrap().programmed + PERIOD_NS - first) as f64 / 1e9;
-    let rate = count as f64 / secs;
-    assert!((490.0..=510.0).contains(&rate), "{rate:.1} activations/s ({count} in {secs:.3} s, own {})", own.len());
+    let (rate, own_rate) = (count as f64 / secs, own.len() as f64 / secs);
+    assert!(own_rate <= 500.5, "the thread's own rate {own_rate:.1}/s");
+    assert!(
+        (rate - own_rate).abs() <= own_rate * 0.02,
+        "{rate:.1} activations/s ({count} in {secs:.3} s), the thread's own {own_rate:.1}/s ({})",
+        own.len()
+    );
     let n = own.len() as u64;
     assert!(count <= n + 4 && count + 2 + n / 50 >= n, "{count} wake-ups watched, the thread saw {n}: {lat}");
     // A median period of 2 ms +- 1 %.
@@ -199,12 +212,16 @@ fn a_periodic_thread_that_appears_and_exits() {
     // the sleep (within the wake-up the thread saw) and its way into the
     // next sleep, a system call's entry: tens of microseconds at the most on
     // a slow guest, never a period. Not an absolute speed: a loaded host
-    // makes both sides longer together.
+    // makes both sides longer together. Less than the thread's own only by
+    // what ran above it on its CPU during its spin (its clock counts that
+    // time, the runtime does not: 96.6 us against its own 100.1 us seen on
+    // a shared machine): a quarter of the spin at most in most activations,
+    // which still tells the runtime from the wake-up latency (tens of us).
     let own_run = median(own.iter().map(|o| o.slept - o.woke).collect());
     let own_median = median(own.iter().map(|o| o.woke - o.programmed).collect());
     let runtime = thread_row(rows, "runtime", tid)["p50_ns"].as_u64().unwrap();
     assert!(
-        runtime + 2_000 >= own_run && runtime <= own_run + own_median + 50_000,
+        runtime + 2_000 + own_run / 4 >= own_run && runtime <= own_run + own_median + 50_000,
         "median runtime {runtime} ns; the thread's own: on the CPU {own_run} ns, waking {own_median} ns"
     );
     // The wake-up latency (waking -> switch onto the CPU) is part of what
@@ -329,16 +346,35 @@ fn run_watch_measures_the_thread_under_each_load() {
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
     assert!(out.contains("watch latency") && out.contains("idle") && out.contains("cpu"), "{out}");
+    let own = thread.stop();
     let doc = export(&fx.db, &[]);
     for load in ["idle", "cpu"] {
-        let row = doc["results"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["metric"] == "latency" && r["cpu"].as_i64() == Some(tid as i64) && r["load"] == load)
-            .unwrap_or_else(|| panic!("no latency of thread {tid} under {load}: {out}"));
-        let count = row["count"].as_u64().unwrap();
-        assert!((950..=1050).contains(&count), "{count} activations in a 2 s cell under {load}");
+        // The thread's latency result row, and its series, under `load`.
+        let of = |what: &str| {
+            doc[what]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["metric"] == "latency" && r["cpu"].as_i64() == Some(tid as i64) && r["load"] == load)
+                .unwrap_or_else(|| panic!("no latency {what} of thread {tid} under {load}: {out}"))
+        };
+        let count = of("results")["count"].as_u64().unwrap();
+        // About 1000 in the 2 s cell, as many as the thread itself woke in
+        // the cell's span (a host stall that makes it skip periods takes
+        // them from both), give or take one at each end and 2 %.
+        let series = of("series");
+        let ivs = series["intervals"].as_array().unwrap();
+        let (a, b) = (ivs[0]["start_ns"].as_u64().unwrap(), ivs.last().unwrap()["end_ns"].as_u64().unwrap());
+        let woke = own.iter().filter(|o| (a..b).contains(&o.woke)).count() as u64;
+        let periods = (b - a) / PERIOD_NS;
+        assert!(
+            (500..=periods + 1).contains(&woke),
+            "the thread woke {woke} times in the {} ms cell under {load}",
+            (b - a) / 1_000_000
+        );
+        assert!(
+            count <= woke + 2 && count + 2 + woke / 50 >= woke,
+            "{count} activations watched in the cell under {load}, the thread woke {woke} times in it"
+        );
     }
-    drop(thread);
 }

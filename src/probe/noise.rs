@@ -316,9 +316,10 @@ mod tests {
         // length they fill the active time, not twice it. The reference is
         // the shortest window mean of a 20 ms warm-up, so a host that ran
         // this CPU slower then makes it a few % long (2.3 % was seen
-        // beside a build); counting the warm-up's iterations would double
-        // them.
-        assert!(iterations > 0 && iterations as f64 * reference <= slots[SLOT_ACTIVE] as f64 * 1.25, "{slots:?}");
+        // beside a build; a core shared with another guest's busy thread
+        // through the whole warm-up, tens of %); counting the warm-up's
+        // iterations would double them: 1.5 lies between.
+        assert!(iterations > 0 && iterations as f64 * reference <= slots[SLOT_ACTIVE] as f64 * 1.5, "{slots:?}");
         let row = noise.row_extras(0, &slots, &Tally::new());
         assert_eq!(row["active_ns"], active);
         assert_eq!(row["available_pct"], 100.0);

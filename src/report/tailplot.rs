@@ -123,84 +123,141 @@ pub fn mttf(
     let (w, legend_w) = (820.0, 250.0);
     let legend_rows = curves.len() + 3 + targets.len();
     let h = 400.0f64.max(60.0 + legend_rows as f64 * 17.0);
-    let (left, top, bottom) = (74.0, 14.0, h - 48.0);
-    let right = w - legend_w;
     let target_s: Vec<f64> = targets.iter().map(|t| t.0).collect();
-    let ya = mttf_axis(curves, &target_s, bottom, top);
-    let n_max = n_max.max(2);
-    // Buffering time: from 0 to n_max x the longest period, ms.
-    let t_max_ms = curves.iter().map(|c| c.period_ns).max().unwrap_or(1_000_000) as f64 / 1e6;
-    let b_max = n_max as f64 * t_max_ms;
-    let xb = |ms: f64| left + 14.0 + ms / b_max * (right - left - 28.0);
-    let xn = |n: u32| left + 14.0 + (n - 1) as f64 / (n_max - 1) as f64 * (right - left - 28.0);
-    let x = |n: u32, t_ns: u64| match axis {
-        MttfAxis::Buffers => xn(n),
-        MttfAxis::Buffering => xb(n as f64 * t_ns as f64 / 1e6),
-    };
-    let top_s = 10f64.powi(ya.hi);
-    let y = |s: f64| if s.is_finite() && s <= top_s { ya.map(s) } else { top };
+    let f = MttfFrame::new(curves, n_max, &target_s, axis, w - legend_w, h);
     let mut o = String::new();
     open(&mut o, id, w, h, title);
-    // Grid: a faint line per decade, a labelled one per human tick.
-    for k in ya.lo..=ya.hi {
-        let yy = ya.map(10f64.powi(k));
-        line(&mut o, [left, yy, right, yy], "#eeeeee", 0.6, "");
-    }
-    for (s, label) in time_ticks(&ya) {
-        let yy = ya.map(s);
-        line(&mut o, [left, yy, right, yy], "#bbb", 0.8, "");
-        text(&mut o, left - 6.0, yy + 4.0, "end", 11.0, label);
-    }
-    let mut xticks: Vec<(f64, String)> = Vec::new();
-    match axis {
-        MttfAxis::Buffers => {
-            let step = if n_max > 16 { n_max.div_ceil(16) } else { 1 };
-            xticks.extend((1..=n_max).filter(|n| (n - 1) % step == 0).map(|n| (xn(n), n.to_string())));
-        }
-        MttfAxis::Buffering => {
-            let step = linear_step(b_max);
-            let ticks = (b_max / step).floor() as u32;
-            xticks.extend((0..=ticks).map(|k| (xb(k as f64 * step), format!("{}", k as f64 * step))));
-        }
-    }
-    for (xx, label) in &xticks {
-        line(&mut o, [*xx, top, *xx, bottom], "#e6e6e6", 0.6, "");
-        text(&mut o, *xx, bottom + 16.0, "middle", 11.0, label);
-    }
-    let _ = write!(
-        o,
-        "<rect x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#444\" stroke-width=\"1\"/>",
-        right - left,
-        bottom - top
-    );
-    text(
-        &mut o,
-        (left + right) / 2.0,
-        bottom + 34.0,
-        "middle",
-        12.0,
-        match axis {
-            MttfAxis::Buffers => "buffers n (slack = (n - 1) x period - compute time)",
-            MttfAxis::Buffering => "total buffering time n x period, ms (slack = (n - 1) x period - compute time)",
-        },
-    );
-    let _ = write!(
-        o,
-        "<text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\" fill=\"#222\" transform=\"rotate(-90 14 {:.1})\">mean time to an underrun</text>",
-        (top + bottom) / 2.0,
-        (top + bottom) / 2.0
-    );
+    f.grid(&mut o);
     for (t, label) in targets {
-        let yy = y(*t);
-        line(&mut o, [left, yy, right, yy], "#b30000", 1.6, " stroke-dasharray=\"4 3\" class=\"requirement\"");
-        text(&mut o, right - 4.0, yy - 4.0, "end", 10.0, label);
+        let yy = f.y(*t);
+        line(&mut o, [f.left, yy, f.right, yy], "#b30000", 1.6, " stroke-dasharray=\"4 3\" class=\"requirement\"");
+        text(&mut o, f.right - 4.0, yy - 4.0, "end", 10.0, label);
     }
     for (i, c) in curves.iter().enumerate() {
-        let pts: Vec<(f64, f64)> = c.points.iter().map(|p| (x(p.n, c.period_ns), y(p.mttf_s))).collect();
-        if pts.is_empty() {
-            continue;
+        f.curve(&mut o, i, c);
+    }
+    f.legend(&mut o, curves, targets);
+    o.push_str("</svg>");
+    o
+}
+
+/// An MTTF plot's frame: its plot area, its axes, and where a point of a
+/// curve goes.
+struct MttfFrame {
+    left: f64,
+    right: f64,
+    top: f64,
+    bottom: f64,
+    ya: LogAxis,
+    n_max: u32,
+    /// The x axis' end as buffering time: n_max x the longest period, ms.
+    b_max: f64,
+    /// The top of the y axis, s: a point above it is drawn on the edge.
+    top_s: f64,
+    axis: MttfAxis,
+}
+
+impl MttfFrame {
+    /// The frame of `curves` up to `n_max`, the plot area ending at
+    /// `right`, the figure `h` high.
+    fn new(curves: &[MttfCurve], n_max: u32, target_s: &[f64], axis: MttfAxis, right: f64, h: f64) -> MttfFrame {
+        let (left, top, bottom) = (74.0, 14.0, h - 48.0);
+        let ya = mttf_axis(curves, target_s, bottom, top);
+        let n_max = n_max.max(2);
+        // Buffering time: from 0 to n_max x the longest period, ms.
+        let t_max_ms = curves.iter().map(|c| c.period_ns).max().unwrap_or(1_000_000) as f64 / 1e6;
+        let b_max = n_max as f64 * t_max_ms;
+        let top_s = 10f64.powi(ya.hi);
+        MttfFrame { left, right, top, bottom, ya, n_max, b_max, top_s, axis }
+    }
+
+    fn xb(&self, ms: f64) -> f64 {
+        self.left + 14.0 + ms / self.b_max * (self.right - self.left - 28.0)
+    }
+
+    fn xn(&self, n: u32) -> f64 {
+        self.left + 14.0 + (n - 1) as f64 / (self.n_max - 1) as f64 * (self.right - self.left - 28.0)
+    }
+
+    /// The x of n buffers of period `t_ns`.
+    fn x(&self, n: u32, t_ns: u64) -> f64 {
+        match self.axis {
+            MttfAxis::Buffers => self.xn(n),
+            MttfAxis::Buffering => self.xb(n as f64 * t_ns as f64 / 1e6),
         }
-        series_line(&mut o, i, &pts, &c.label);
+    }
+
+    /// The y of an MTTF of `s` seconds; the top edge where beyond the axis or never.
+    fn y(&self, s: f64) -> f64 {
+        if s.is_finite() && s <= self.top_s { self.ya.map(s) } else { self.top }
+    }
+
+    /// The x axis' ticks: every n (every few when many), or round
+    /// buffering times.
+    fn x_ticks(&self) -> Vec<(f64, String)> {
+        match self.axis {
+            MttfAxis::Buffers => {
+                let n_max = self.n_max;
+                let step = if n_max > 16 { n_max.div_ceil(16) } else { 1 };
+                (1..=n_max).filter(|n| (n - 1) % step == 0).map(|n| (self.xn(n), n.to_string())).collect()
+            }
+            MttfAxis::Buffering => {
+                let step = linear_step(self.b_max);
+                let ticks = (self.b_max / step).floor() as u32;
+                (0..=ticks).map(|k| (self.xb(k as f64 * step), format!("{}", k as f64 * step))).collect()
+            }
+        }
+    }
+
+    /// The grid (a faint line per decade, a labelled one per human tick,
+    /// a line per x tick), the frame and the axes' titles.
+    fn grid(&self, o: &mut String) {
+        let (left, right, top, bottom) = (self.left, self.right, self.top, self.bottom);
+        for k in self.ya.lo..=self.ya.hi {
+            let yy = self.ya.map(10f64.powi(k));
+            line(o, [left, yy, right, yy], "#eeeeee", 0.6, "");
+        }
+        for (s, label) in time_ticks(&self.ya) {
+            let yy = self.ya.map(s);
+            line(o, [left, yy, right, yy], "#bbb", 0.8, "");
+            text(o, left - 6.0, yy + 4.0, "end", 11.0, label);
+        }
+        for (xx, label) in &self.x_ticks() {
+            line(o, [*xx, top, *xx, bottom], "#e6e6e6", 0.6, "");
+            text(o, *xx, bottom + 16.0, "middle", 11.0, label);
+        }
+        let _ = write!(
+            o,
+            "<rect x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#444\" stroke-width=\"1\"/>",
+            right - left,
+            bottom - top
+        );
+        text(
+            o,
+            (left + right) / 2.0,
+            bottom + 34.0,
+            "middle",
+            12.0,
+            match self.axis {
+                MttfAxis::Buffers => "buffers n (slack = (n - 1) x period - compute time)",
+                MttfAxis::Buffering => "total buffering time n x period, ms (slack = (n - 1) x period - compute time)",
+            },
+        );
+        let _ = write!(
+            o,
+            "<text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\" fill=\"#222\" transform=\"rotate(-90 14 {:.1})\">mean time to an underrun</text>",
+            (top + bottom) / 2.0,
+            (top + bottom) / 2.0
+        );
+    }
+
+    /// Curve `i`: its line and a marker per point, with its tooltip.
+    fn curve(&self, o: &mut String, i: usize, c: &MttfCurve) {
+        let pts: Vec<(f64, f64)> = c.points.iter().map(|p| (self.x(p.n, c.period_ns), self.y(p.mttf_s))).collect();
+        if pts.is_empty() {
+            return;
+        }
+        series_line(o, i, &pts, &c.label);
         for p in &c.points {
             let tip = format!(
                 "{}, n={}: {}",
@@ -215,29 +272,32 @@ pub fn mttf(
                     ),
                 }
             );
-            marker(&mut o, x(p.n, c.period_ns), y(p.mttf_s), colour(i), beyond(p, top_s), p.mark, &tip);
+            let (x, y) = (self.x(p.n, c.period_ns), self.y(p.mttf_s));
+            marker(o, x, y, colour(i), beyond(p, self.top_s), p.mark, &tip);
         }
     }
-    let labels: Vec<String> = curves.iter().map(|c| c.label.clone()).collect();
-    let lx = right + 16.0;
-    legend(&mut o, lx, top + 10.0, &labels);
-    let mut ly = top + 10.0 + curves.len() as f64 * 17.0 + 6.0;
-    for (mark, beyond, label) in [
-        (Mark::Observed, false, "observed (>= 10 above the slack)"),
-        (Mark::Fitted, false, "from the fitted tail"),
-        (Mark::Fitted, true, "beyond the axis"),
-    ] {
-        marker(&mut o, lx + 14.0, ly, "#444", beyond, mark, label);
-        text(&mut o, lx + 34.0, ly + 4.0, "start", 11.0, label);
-        ly += 17.0;
+
+    /// The legend right of the plot: the curves, the markers, the targets.
+    fn legend(&self, o: &mut String, curves: &[MttfCurve], targets: &[(f64, String)]) {
+        let labels: Vec<String> = curves.iter().map(|c| c.label.clone()).collect();
+        let lx = self.right + 16.0;
+        legend(o, lx, self.top + 10.0, &labels);
+        let mut ly = self.top + 10.0 + curves.len() as f64 * 17.0 + 6.0;
+        for (mark, beyond, label) in [
+            (Mark::Observed, false, "observed (>= 10 above the slack)"),
+            (Mark::Fitted, false, "from the fitted tail"),
+            (Mark::Fitted, true, "beyond the axis"),
+        ] {
+            marker(o, lx + 14.0, ly, "#444", beyond, mark, label);
+            text(o, lx + 34.0, ly + 4.0, "start", 11.0, label);
+            ly += 17.0;
+        }
+        for (_, label) in targets {
+            line(o, [lx, ly, lx + 28.0, ly], "#b30000", 1.6, " stroke-dasharray=\"4 3\"");
+            text(o, lx + 34.0, ly + 4.0, "start", 11.0, label);
+            ly += 17.0;
+        }
     }
-    for (_, label) in targets {
-        line(&mut o, [lx, ly, lx + 28.0, ly], "#b30000", 1.6, " stroke-dasharray=\"4 3\"");
-        text(&mut o, lx + 34.0, ly + 4.0, "start", 11.0, label);
-        ly += 17.0;
-    }
-    o.push_str("</svg>");
-    o
 }
 
 fn beyond(p: &MttfPoint, top_s: f64) -> bool {
@@ -332,49 +392,8 @@ pub fn levels(id: &str, title: &str, rows: &[LevelRow], requirement_us: Option<f
     let xa = LogAxis::covering(lo, hi, left, right);
     let mut o = String::new();
     open(&mut o, id, w, h, title);
-    // The legend on top.
-    let mut lx = left;
-    for (k, name) in LEVEL_NAMES.iter().enumerate() {
-        line(&mut o, [lx, 14.0, lx + 22.0, 14.0], colour(k), 2.0, "");
-        let _ = write!(o, "<circle cx=\"{:.1}\" cy=\"14\" r=\"3.4\" fill=\"{}\"/>", lx + 11.0, colour(k));
-        text(&mut o, lx + 27.0, 18.0, "start", 11.0, name);
-        lx += 34.0 + 6.5 * name.len() as f64;
-    }
-    diamond(&mut o, lx + 6.0, 14.0, "observed maximum");
-    text(&mut o, lx + 15.0, 18.0, "start", 11.0, "observed max");
-    lx += 100.0;
-    let _ = write!(
-        o,
-        "<circle cx=\"{:.1}\" cy=\"14\" r=\"3.4\" fill=\"#fff\" stroke=\"#444\" stroke-width=\"1.5\"/>",
-        lx + 4.0
-    );
-    text(&mut o, lx + 12.0, 18.0, "start", 11.0, "extrapolated (> 10x the time observed)");
-    let mut lx = left;
-    if let Some(req) = requirement_us {
-        line(&mut o, [lx, 30.0, lx + 22.0, 30.0], "#b30000", 1.6, " stroke-dasharray=\"4 3\"");
-        let label = format!("requirement {} us", num_label(req));
-        text(&mut o, lx + 27.0, 34.0, "start", 11.0, &label);
-        lx += 40.0 + 6.0 * label.len() as f64;
-    }
-    text(&mut o, lx, 34.0, "start", 11.0, "bars: the 95 % interval, an arrow where it has no upper bound");
-    for k in xa.lo..=xa.hi {
-        let x = xa.map(10f64.powi(k));
-        line(&mut o, [x, top, x, bottom], "#bbb", 0.8, "");
-        text(&mut o, x, bottom + 15.0, "middle", 11.0, &pow10_label(k));
-        if k < xa.hi {
-            for m in 2..10 {
-                let x = xa.map(m as f64 * 10f64.powi(k));
-                line(&mut o, [x, top, x, bottom], "#eeeeee", 0.6, "");
-            }
-        }
-    }
-    text(&mut o, (left + right) / 2.0, bottom + 32.0, "middle", 12.0, "latency (us)");
-    let _ = write!(
-        o,
-        "<rect x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#444\" stroke-width=\"1\"/>",
-        right - left,
-        bottom - top
-    );
+    levels_legend(&mut o, left, requirement_us);
+    levels_grid(&mut o, &xa, [left, top, right, bottom]);
     for (i, r) in rows.iter().enumerate() {
         let y0 = top + i as f64 * row_h;
         if i > 0 {
@@ -383,58 +402,18 @@ pub fn levels(id: &str, title: &str, rows: &[LevelRow], requirement_us: Option<f
         text(&mut o, left - 6.0, y0 + row_h / 2.0 + 4.0, "end", 11.0, &r.label);
         for (k, m) in r.levels.iter().enumerate() {
             let yy = y0 + 9.0 + k as f64 * 12.0;
-            let Some(m) = m else {
-                let _ = write!(
-                    o,
-                    "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" font-style=\"italic\" fill=\"#666\">{}: refused</text>",
-                    left + 6.0,
-                    yy + 3.5,
-                    LEVEL_NAMES[k]
-                );
-                continue;
-            };
-            let x0 = xa.map(m.low_us.unwrap_or(m.value_us));
-            let x1 = m.high_us.map_or(right, |h| xa.map(h));
-            let tip = format!(
-                "{} {}: {} us (95 % interval {} .. {}){}",
-                r.label,
-                LEVEL_NAMES[k],
-                num_label(m.value_us),
-                m.low_us.map_or("?".into(), num_label),
-                m.high_us.map_or("unbounded".into(), num_label),
-                if m.extrapolated { ", extrapolated" } else { "" }
-            );
-            let _ = write!(
-                o,
-                "<line class=\"series\" x1=\"{x0:.1}\" y1=\"{yy:.1}\" x2=\"{x1:.1}\" y2=\"{yy:.1}\" stroke=\"{}\" stroke-width=\"2\"><title>{}</title></line>",
-                colour(k),
-                esc(&tip)
-            );
-            if m.low_us.is_some() {
-                line(&mut o, [x0, yy - 3.5, x0, yy + 3.5], colour(k), 1.5, "");
-            }
-            match m.high_us {
-                Some(_) => line(&mut o, [x1, yy - 3.5, x1, yy + 3.5], colour(k), 1.5, ""),
+            match m {
+                Some(m) => level_bar(&mut o, &xa, right, &r.label, k, m, yy),
                 None => {
                     let _ = write!(
                         o,
-                        "<path d=\"M{:.1},{:.1} L{x1:.1},{yy:.1} L{:.1},{:.1} Z\" fill=\"{}\"/>",
-                        x1 - 7.0,
-                        yy - 4.0,
-                        x1 - 7.0,
-                        yy + 4.0,
-                        colour(k)
+                        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\" font-style=\"italic\" fill=\"#666\">{}: refused</text>",
+                        left + 6.0,
+                        yy + 3.5,
+                        LEVEL_NAMES[k]
                     );
                 }
             }
-            let fill = if m.extrapolated { "#fff" } else { colour(k) };
-            let _ = write!(
-                o,
-                "<circle cx=\"{:.1}\" cy=\"{yy:.1}\" r=\"3.4\" fill=\"{fill}\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}</title></circle>",
-                xa.map(m.value_us),
-                colour(k),
-                esc(&tip)
-            );
         }
         diamond(
             &mut o,
@@ -449,6 +428,106 @@ pub fn levels(id: &str, title: &str, rows: &[LevelRow], requirement_us: Option<f
     }
     o.push_str("</svg>");
     o
+}
+
+/// The levels plot's legend, above it: the three levels, the observed
+/// maximum, the extrapolated mark; the requirement and what the bars are.
+fn levels_legend(o: &mut String, left: f64, requirement_us: Option<f64>) {
+    let mut lx = left;
+    for (k, name) in LEVEL_NAMES.iter().enumerate() {
+        line(o, [lx, 14.0, lx + 22.0, 14.0], colour(k), 2.0, "");
+        let _ = write!(o, "<circle cx=\"{:.1}\" cy=\"14\" r=\"3.4\" fill=\"{}\"/>", lx + 11.0, colour(k));
+        text(o, lx + 27.0, 18.0, "start", 11.0, name);
+        lx += 34.0 + 6.5 * name.len() as f64;
+    }
+    diamond(o, lx + 6.0, 14.0, "observed maximum");
+    text(o, lx + 15.0, 18.0, "start", 11.0, "observed max");
+    lx += 100.0;
+    let _ = write!(
+        o,
+        "<circle cx=\"{:.1}\" cy=\"14\" r=\"3.4\" fill=\"#fff\" stroke=\"#444\" stroke-width=\"1.5\"/>",
+        lx + 4.0
+    );
+    text(o, lx + 12.0, 18.0, "start", 11.0, "extrapolated (> 10x the time observed)");
+    let mut lx = left;
+    if let Some(req) = requirement_us {
+        line(o, [lx, 30.0, lx + 22.0, 30.0], "#b30000", 1.6, " stroke-dasharray=\"4 3\"");
+        let label = format!("requirement {} us", num_label(req));
+        text(o, lx + 27.0, 34.0, "start", 11.0, &label);
+        lx += 40.0 + 6.0 * label.len() as f64;
+    }
+    text(o, lx, 34.0, "start", 11.0, "bars: the 95 % interval, an arrow where it has no upper bound");
+}
+
+/// The levels plot's grid (a line per decade, faint ones between), its x
+/// axis' title and its frame.
+fn levels_grid(o: &mut String, xa: &LogAxis, [left, top, right, bottom]: [f64; 4]) {
+    for k in xa.lo..=xa.hi {
+        let x = xa.map(10f64.powi(k));
+        line(o, [x, top, x, bottom], "#bbb", 0.8, "");
+        text(o, x, bottom + 15.0, "middle", 11.0, &pow10_label(k));
+        if k < xa.hi {
+            for m in 2..10 {
+                let x = xa.map(m as f64 * 10f64.powi(k));
+                line(o, [x, top, x, bottom], "#eeeeee", 0.6, "");
+            }
+        }
+    }
+    text(o, (left + right) / 2.0, bottom + 32.0, "middle", 12.0, "latency (us)");
+    let _ = write!(
+        o,
+        "<rect x=\"{left:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"none\" stroke=\"#444\" stroke-width=\"1\"/>",
+        right - left,
+        bottom - top
+    );
+}
+
+/// Level `k` of the series `label` at height `yy`: its interval as a bar
+/// (an arrow to the plot's `right` edge where unbounded) and its value as
+/// a point, hollow where extrapolated.
+fn level_bar(o: &mut String, xa: &LogAxis, right: f64, label: &str, k: usize, m: &LevelMark, yy: f64) {
+    let x0 = xa.map(m.low_us.unwrap_or(m.value_us));
+    let x1 = m.high_us.map_or(right, |h| xa.map(h));
+    let tip = format!(
+        "{} {}: {} us (95 % interval {} .. {}){}",
+        label,
+        LEVEL_NAMES[k],
+        num_label(m.value_us),
+        m.low_us.map_or("?".into(), num_label),
+        m.high_us.map_or("unbounded".into(), num_label),
+        if m.extrapolated { ", extrapolated" } else { "" }
+    );
+    let _ = write!(
+        o,
+        "<line class=\"series\" x1=\"{x0:.1}\" y1=\"{yy:.1}\" x2=\"{x1:.1}\" y2=\"{yy:.1}\" stroke=\"{}\" stroke-width=\"2\"><title>{}</title></line>",
+        colour(k),
+        esc(&tip)
+    );
+    if m.low_us.is_some() {
+        line(o, [x0, yy - 3.5, x0, yy + 3.5], colour(k), 1.5, "");
+    }
+    match m.high_us {
+        Some(_) => line(o, [x1, yy - 3.5, x1, yy + 3.5], colour(k), 1.5, ""),
+        None => {
+            let _ = write!(
+                o,
+                "<path d=\"M{:.1},{:.1} L{x1:.1},{yy:.1} L{:.1},{:.1} Z\" fill=\"{}\"/>",
+                x1 - 7.0,
+                yy - 4.0,
+                x1 - 7.0,
+                yy + 4.0,
+                colour(k)
+            );
+        }
+    }
+    let fill = if m.extrapolated { "#fff" } else { colour(k) };
+    let _ = write!(
+        o,
+        "<circle cx=\"{:.1}\" cy=\"{yy:.1}\" r=\"3.4\" fill=\"{fill}\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}</title></circle>",
+        xa.map(m.value_us),
+        colour(k),
+        esc(&tip)
+    );
 }
 
 /// A task's row in the response-time plot (ns): its deadline, the

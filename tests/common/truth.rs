@@ -26,6 +26,11 @@ pub struct Burst {
     pub start: u64,
     pub end: u64,
     pub tid: i64,
+    /// The part of the burst the spinner did not have the CPU (its length
+    /// less its own CPU time in it): the kernel's real-time throttling
+    /// runs other threads inside a burst once real-time ones have had 95 %
+    /// of a second, as another real-time load on the machine can make.
+    pub off: u64,
 }
 
 impl Burst {
@@ -108,7 +113,9 @@ pub fn read_bursts(path: &Path) -> Vec<Burst> {
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let f: Vec<&str> = l.split(' ').collect();
-            Some(Burst { start: f.first()?.parse().ok()?, end: f.get(1)?.parse().ok()?, tid: f.get(2)?.parse().ok()? })
+            let (start, end): (u64, u64) = (f.first()?.parse().ok()?, f.get(1)?.parse().ok()?);
+            let cpu: u64 = f.get(3).and_then(|c| c.parse().ok()).unwrap_or(end - start);
+            Some(Burst { start, end, tid: f.get(2)?.parse().ok()?, off: (end - start).saturating_sub(cpu) })
         })
         .collect()
 }

@@ -1,0 +1,100 @@
+//! The plan as written: a campaign file or the embedded plans, every key
+//! optional, and how one overlays another (flags over a file over a
+//! default). plan.rs checks it and builds what it names.
+
+use anyhow::{Context, Result, anyhow};
+use rtscope_model::analysis::rta;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The embedded default assessment (`rtscope run`).
+pub const DEFAULT_PLAN: &str = include_str!("../../../plans/default.toml");
+/// `rtscope run --quick`.
+pub const QUICK_PLAN: &str = include_str!("../../../plans/quick.toml");
+
+/// A campaign file, or the embedded plans: every key optional.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    pub probes: Option<Vec<String>>,
+    pub loads: Option<Vec<String>>,
+    /// Per cell.
+    pub duration: Option<String>,
+    pub warmup: Option<String>,
+    pub ramp_up: Option<String>,
+    /// How long the CPU score measures.
+    pub score: Option<String>,
+    pub shuffle: Option<bool>,
+    pub seed: Option<u64>,
+    /// Measured CPUs.
+    pub cpus: Option<String>,
+    /// The loads' CPUs.
+    pub load_cpus: Option<String>,
+    pub trace: Option<bool>,
+    pub checkpoint: Option<String>,
+    /// Requirements stored with the run (as `--profile` and `--require`).
+    pub profiles: Option<Vec<String>>,
+    pub require: Option<Vec<String>>,
+    /// A requirement without enough data passes the gate (as
+    /// `--allow-insufficient`); else it fails it.
+    pub allow_insufficient: Option<bool>,
+    /// A task set stored with the run: a task file (relative to the plan
+    /// file), or `[[task]]` tables in the plan itself; and its error rate.
+    pub tasks: Option<String>,
+    pub task: Option<Vec<rta::TaskSpec>>,
+    pub error_rate: Option<f64>,
+    /// Each probe's own arguments.
+    #[serde(default)]
+    pub args: BTreeMap<String, Vec<String>>,
+}
+
+impl PlanFile {
+    /// Parses a plan's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<PlanFile> {
+        toml::from_str(text).map_err(|e| anyhow!("{origin}: {}", e.to_string().trim_end()))
+    }
+
+    /// A plan read from `path`: its task file is relative to the plan's directory.
+    pub fn read(path: &Path) -> Result<PlanFile> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the campaign file {name}"))?;
+        let mut file = PlanFile::parse(&text, &name)?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        file.tasks =
+            file.tasks.map(|t| if Path::new(&t).is_relative() { dir.join(t).display().to_string() } else { t });
+        Ok(file)
+    }
+
+    /// `other`'s keys over this plan's. A task file replaces `[[task]]` tables.
+    pub fn overlay(mut self, other: PlanFile) -> PlanFile {
+        macro_rules! take {
+            ($($f:ident),*) => { $( if other.$f.is_some() { self.$f = other.$f; } )* };
+        }
+        if other.tasks.is_some() || other.task.is_some() {
+            (self.tasks, self.task) = (None, None);
+        }
+        take!(
+            probes,
+            loads,
+            duration,
+            warmup,
+            ramp_up,
+            score,
+            shuffle,
+            seed,
+            cpus,
+            load_cpus,
+            trace,
+            checkpoint,
+            profiles,
+            require,
+            allow_insufficient,
+            tasks,
+            task,
+            error_rate
+        );
+        self.args.extend(other.args);
+        self
+    }
+}

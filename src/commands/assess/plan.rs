@@ -1,0 +1,439 @@
+//! A plan checked and built: the CPUs, the durations, every probe built
+//! through its own subcommand's arguments (the registry), the loads, the
+//! requirements and the task set, the cells in the order measured; and
+//! what the run stores of it.
+
+use super::file::PlanFile;
+use crate::cli::registry::{self, Built};
+use crate::load::{self, LoadSpec};
+use crate::sys::sched::Policy;
+use crate::sys::{clock, cpu};
+use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::analysis::rta;
+use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::episode::Stages;
+use rtscope_model::inventory::format_cpu_list;
+use rtscope_model::units::{self, parse_duration};
+use std::path::Path;
+
+/// A validated plan: everything checked before anything is measured.
+pub struct Plan {
+    /// Where it came from: `default`, `quick`, a file.
+    pub source: String,
+    pub cpus: Vec<usize>,
+    pub load_cpus: Vec<usize>,
+    pub probes: Vec<Built>,
+    pub loads: Vec<LoadSpec>,
+    pub cell_ns: u64,
+    /// The per-CPU probes' checkpoint interval: each cell's series gets
+    /// about cell_ns / checkpoint_ns interval maxima.
+    pub checkpoint_ns: u64,
+    pub warmup_ns: u64,
+    pub ramp_ns: u64,
+    pub score_ns: u64,
+    pub shuffle: bool,
+    pub seed: u64,
+    /// (load index, probe index), in the order measured.
+    pub cells: Vec<(usize, usize)>,
+    /// Probes measured without --trace (they cannot be traced yet).
+    pub untraced: Vec<&'static str>,
+    pub trace: bool,
+    /// Stored with the run: profiles and requirements, checked.
+    pub profiles: Vec<String>,
+    pub requires: Vec<String>,
+    /// Stored with the run: a requirement without enough data passes.
+    pub allow_insufficient: bool,
+    /// Stored with the run: the task set, checked.
+    pub tasks: Option<rta::TaskSet>,
+}
+
+/// Each measurement of the plan with the metrics it records: a per-CPU
+/// probe's, and its trace stages when traced; osbench's tests.
+pub(super) fn produces(probes: &[Built]) -> Vec<(String, Vec<String>)> {
+    probes
+        .iter()
+        .map(|b| {
+            let metrics = match b {
+                Built::PerCpu(common, probe) => {
+                    let mut ms: Vec<String> = probe.metrics().iter().map(|m| m.to_string()).collect();
+                    if common.trace.is_some() && probe.trace_stages() == Some(true) {
+                        ms.extend(Stages::of_probe(probe.name()).1.iter().map(|m| m.to_string()));
+                    }
+                    ms
+                }
+                Built::Own(own) => own.metrics(),
+            };
+            (b.series_name().to_string(), metrics)
+        })
+        .collect()
+}
+
+/// A verdict module's message about a plan's key: `--profile dvd: ...`
+/// becomes `ORIGIN: profiles = dvd: ...`.
+fn plan_key_error(origin: &str, e: &str) -> anyhow::Error {
+    let e = e.replacen("--profile ", "profiles = ", 1).replacen("--require ", "require = ", 1);
+    anyhow!("{origin}: {e}")
+}
+
+fn dur(key: &str, v: &Option<String>, origin: &str) -> Result<Option<u64>> {
+    v.as_deref().map(|s| parse_duration(s).map_err(|e| anyhow!("{origin}: {key} = '{s}': {e}"))).transpose()
+}
+
+/// A tiny xorshift: the shuffle needs no crate.
+pub(super) fn shuffled<T>(mut v: Vec<T>, seed: u64) -> Vec<T> {
+    let mut x = seed | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// The CPUs a plan's `key` lists, or every online CPU.
+fn cpu_list(list: Option<&str>, origin: &str, key: &str) -> Result<Vec<usize>> {
+    match list {
+        Some(list) => cpu::parse_selection(&format!("{origin}: {key}"), list),
+        None => Ok(cpu::online()),
+    }
+}
+
+/// A plan's durations (ns), checked.
+struct Timing {
+    cell_ns: u64,
+    warmup_ns: u64,
+    ramp_ns: u64,
+    score_ns: u64,
+    checkpoint_ns: u64,
+}
+
+impl Timing {
+    fn resolve(file: &PlanFile, origin: &str) -> Result<Timing> {
+        let cell_ns = dur("duration", &file.duration, origin)?.unwrap_or(10_000_000_000);
+        if cell_ns < 1_000_000_000 {
+            bail!("{origin}: duration (per cell) must be at least 1s (e.g. --duration 10s)");
+        }
+        let warmup_ns = dur("warmup", &file.warmup, origin)?.unwrap_or(1_000_000_000);
+        let ramp_ns = dur("ramp_up", &file.ramp_up, origin)?.unwrap_or(2_000_000_000);
+        let score_ns = dur("score", &file.score, origin)?.unwrap_or(2_000_000_000);
+        for (key, v, max) in [("warmup", warmup_ns, 600), ("ramp_up", ramp_ns, 600), ("score", score_ns, 60)] {
+            if v > max * 1_000_000_000 {
+                bail!("{origin}: {key} must be at most {max}s");
+            }
+        }
+        if score_ns < 100_000_000 {
+            bail!("{origin}: score must be at least 100ms (e.g. score = \"2s\")");
+        }
+        let checkpoint_ns = dur("checkpoint", &file.checkpoint, origin)?.unwrap_or(10_000_000_000);
+        if !(100_000_000..=3_600_000_000_000).contains(&checkpoint_ns) {
+            bail!(
+                "{origin}: checkpoint must be between 100ms and 1h (e.g. checkpoint = \"250ms\"; a crash loses up to \
+                 one checkpoint interval, and the tail's diagnostics need 20 to 40 of them per cell)"
+            );
+        }
+        Ok(Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint_ns })
+    }
+}
+
+/// The probes a plan lists (else the default assessment's); every name in
+/// its `[args]` must be a probe.
+fn probe_names(file: &PlanFile, origin: &str) -> Result<Vec<String>> {
+    let names = file
+        .probes
+        .clone()
+        .unwrap_or_else(|| descriptor::PROBES.iter().filter(|e| e.default).map(|e| e.name.to_string()).collect());
+    if names.is_empty() {
+        bail!("{origin}: probes is empty (e.g. --probes wakeup,noise)");
+    }
+    // Options of a probe left out (by --probes) are kept for nothing;
+    // a name that is no probe is a mistake.
+    for n in file.args.keys() {
+        registry::find(n).with_context(|| format!("{origin}: [args] {n}"))?;
+    }
+    Ok(names)
+}
+
+/// `wakeup@80`: an instance of wakeup at SCHED_FIFO 80, stored apart; the
+/// probe's name and the priority, or None for a plain name.
+fn instance<'n>(name: &'n str, origin: &str) -> Result<Option<(&'n str, u8)>> {
+    match name.split_once('@') {
+        Some((base, prio)) => match prio.parse::<u8>() {
+            Ok(p) if (1..=99).contains(&p) => Ok(Some((base, p))),
+            _ => {
+                bail!("{origin}: probe {name}: the priority after @ must be 1..99 (e.g. --probes wakeup@95,wakeup@80)")
+            }
+        },
+        None => Ok(None),
+    }
+}
+
+/// What every probe of a plan is built with: the plan's CPUs, cell,
+/// checkpoint, warm-up and --trace, then its own `[args]`.
+struct Building<'a> {
+    file: &'a PlanFile,
+    origin: &'a str,
+    db: &'a Path,
+    cpus: &'a [usize],
+    cell_ns: u64,
+    checkpoint_ns: u64,
+    warmup_ns: u64,
+    trace: bool,
+}
+
+impl Building<'_> {
+    /// Builds the probe `name` of the plan (after `earlier`), through its
+    /// own subcommand's arguments; with its probe's name when it is
+    /// measured without --trace.
+    fn probe(&self, name: &str, earlier: &[Built]) -> Result<(Built, Option<&'static str>)> {
+        let origin = self.origin;
+        let at = instance(name, origin)?;
+        let entry = registry::find(at.map_or(name, |(b, _)| b)).with_context(|| origin.to_string())?;
+        if at.is_some() && !entry.per_cpu {
+            bail!("{origin}: probe {name}: only a per-CPU probe takes @PRIORITY (osbench has its own --priorities)");
+        }
+        if earlier.iter().any(|p| p.series_name() == name) {
+            bail!("{origin}: probe {name} is listed twice");
+        }
+        let args = self.args(entry, name, at.is_some());
+        let mut built = registry::build(entry, &args).with_context(|| format!("{origin}: [args] {name}"))?;
+        let untraced = self.adapt(&mut built, entry, name, at.map(|(_, p)| p))?;
+        Ok((built, untraced.then_some(entry.name)))
+    }
+
+    /// The command line a plan's probe is built from: the plan's settings
+    /// (a per-CPU probe's CPUs, cell, checkpoint and --trace), then an
+    /// instance's own [args], else its probe's.
+    fn args(&self, entry: &Descriptor, name: &str, instance: bool) -> Vec<String> {
+        let mut args: Vec<String> = vec!["--db".into(), self.db.display().to_string(), "--quiet".into()];
+        if entry.per_cpu {
+            args.extend([
+                "--cpus".into(),
+                format_cpu_list(self.cpus),
+                "--duration".into(),
+                format!("{}ns", self.cell_ns),
+                "--checkpoint".into(),
+                format!("{}ns", self.checkpoint_ns),
+            ]);
+            if self.trace {
+                args.push("--trace".into());
+            }
+        }
+        let own = self.file.args.get(name).or_else(|| instance.then(|| self.file.args.get(entry.name)).flatten());
+        args.extend(own.cloned().unwrap_or_default());
+        args
+    }
+
+    /// Makes a built probe a cell of the plan: a per-CPU probe takes the
+    /// plan's warm-up and an instance's priority, and drops --trace where
+    /// it cannot be traced; a measurement with its own runner is placed on
+    /// the plan's CPUs. Returns whether it is measured without --trace.
+    fn adapt(&self, built: &mut Built, entry: &Descriptor, name: &str, priority: Option<u8>) -> Result<bool> {
+        let origin = self.origin;
+        match built {
+            Built::PerCpu(common, probe) => {
+                if !common.instances.is_empty() {
+                    bail!(
+                        "{origin}: [args] {name}: --instances is for the probe's own command; in a plan, list the \
+                         instances in probes (e.g. probes = [\"{0}@95\", \"{0}@80\"])",
+                        entry.name
+                    );
+                }
+                common.warmup_ns = self.warmup_ns;
+                common.kind = "run".into();
+                common.json = None;
+                if let Some(prio) = priority {
+                    common.policy = Policy::Fifo;
+                    common.priority = prio;
+                    common.instance = Some(name.to_string());
+                }
+                if common.trace.is_some() && probe.trace_stages().is_none() {
+                    common.trace = None;
+                    return Ok(true);
+                }
+                Ok(false)
+            }
+            Built::Own(own) => {
+                own.place(self.cpus).with_context(|| format!("{origin}: [args] {name}"))?;
+                Ok(self.trace)
+            }
+        }
+    }
+}
+
+/// The plan's loads (else idle alone), each checked.
+fn resolve_loads(file: &PlanFile, origin: &str, load_cpus: &[usize]) -> Result<Vec<LoadSpec>> {
+    let specs = file.loads.clone().unwrap_or_else(|| vec!["idle".into()]);
+    if specs.is_empty() {
+        bail!("{origin}: loads is empty (e.g. --loads idle,cpu)");
+    }
+    let mut loads: Vec<LoadSpec> = Vec::new();
+    for text in &specs {
+        let spec = load::parse(text, load_cpus, &format!("{origin}: loads"))?;
+        if loads.iter().any(|l| l.label == spec.label) {
+            bail!("{origin}: load {text} is listed twice");
+        }
+        spec.kind.check(&spec)?;
+        loads.push(spec);
+    }
+    Ok(loads)
+}
+
+/// The plan's profiles and requirements, checked; a requirement on what
+/// the plan's `probes` cannot produce is refused before anything is
+/// measured (a misspelled gate must not pass).
+fn requirements(file: &PlanFile, origin: &str, probes: &[Built]) -> Result<(Vec<String>, Vec<String>)> {
+    let profiles = file.profiles.clone().unwrap_or_default();
+    let requires = file.require.clone().unwrap_or_default();
+    crate::judge::parse_requirements(&profiles, &requires).map_err(|e| plan_key_error(origin, &e))?;
+    crate::judge::check_asked(&profiles, &requires, &produces(probes), "the plan")
+        .map_err(|e| plan_key_error(origin, &e))?;
+    Ok((profiles, requires))
+}
+
+impl Plan {
+    /// Checks `file` (from `origin`) and builds every probe and load.
+    pub fn resolve(file: &PlanFile, origin: &str, db: &Path) -> Result<Plan> {
+        let cpus = cpu_list(file.cpus.as_deref(), origin, "cpus")?;
+        let load_cpus = cpu_list(file.load_cpus.as_deref(), origin, "load_cpus")?;
+        let Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint_ns } = Timing::resolve(file, origin)?;
+        let names = probe_names(file, origin)?;
+        let trace = file.trace.unwrap_or(false);
+        let building = Building { file, origin, db, cpus: &cpus, cell_ns, checkpoint_ns, warmup_ns, trace };
+        let mut probes = Vec::new();
+        let mut untraced = Vec::new();
+        for name in &names {
+            let (built, not_traced) = building.probe(name, &probes)?;
+            untraced.extend(not_traced);
+            probes.push(built);
+        }
+        let loads = resolve_loads(file, origin, &load_cpus)?;
+        let (profiles, requires) = requirements(file, origin, &probes)?;
+        let allow_insufficient = file.allow_insufficient.unwrap_or(false);
+        let tasks = Self::task_set(file, origin, &names)?;
+        let shuffle = file.shuffle.unwrap_or(false);
+        let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
+        let mut cells: Vec<(usize, usize)> =
+            (0..loads.len()).flat_map(|l| (0..probes.len()).map(move |p| (l, p))).collect();
+        if shuffle {
+            cells = shuffled(cells, seed);
+        }
+        Ok(Plan {
+            source: origin.to_string(),
+            cpus,
+            load_cpus,
+            probes,
+            loads,
+            cell_ns,
+            checkpoint_ns,
+            warmup_ns,
+            ramp_ns,
+            score_ns,
+            shuffle,
+            seed,
+            cells,
+            untraced,
+            trace,
+            profiles,
+            requires,
+            allow_insufficient,
+            tasks,
+        })
+    }
+
+    /// The plan's task set (`tasks = FILE` or `[[task]]` tables) at its
+    /// `error_rate`, checked; it needs the wakeup probe's latency.
+    fn task_set(file: &PlanFile, origin: &str, probes: &[String]) -> Result<Option<rta::TaskSet>> {
+        let error_rate = file
+            .error_rate
+            .map(|e| rta::check_error_rate(e).map_err(|m| anyhow!("{origin}: error_rate = {e}: {m}")))
+            .transpose()?;
+        let (source, tasks) = match (&file.tasks, &file.task) {
+            (Some(_), Some(_)) => {
+                bail!("{origin}: give a task set once: tasks = \"FILE\" or [[task]] tables in the plan, not both")
+            }
+            (Some(path), None) => {
+                (path.clone(), crate::judge::read_tasks(Path::new(path), &format!("{origin}: tasks = {path}"))?)
+            }
+            (None, Some(specs)) => (
+                format!("{origin} [[task]]"),
+                rta::from_specs(specs.clone(), &format!("{origin}: [[task]]")).map_err(anyhow::Error::msg)?,
+            ),
+            (None, None) if error_rate.is_some() => bail!(
+                "{origin}: error_rate needs a task set: tasks = \"FILE\" or [[task]] tables in the plan (or --tasks FILE)"
+            ),
+            (None, None) => return Ok(None),
+        };
+        let Some((jitter, _)) = descriptor::release_jitter() else {
+            bail!("{origin}: no probe measures the release jitter a task set needs")
+        };
+        if !probes.iter().any(|p| p == jitter) {
+            bail!(
+                "{origin}: the task set's release jitter is the measured wake-up latency, and probes ({}) has no \
+                 {jitter}: add it (e.g. --probes {jitter},{})",
+                probes.join(","),
+                probes.join(",")
+            );
+        }
+        Ok(Some(rta::TaskSet { source, error_rate: error_rate.unwrap_or(rta::DEFAULT_ERROR_RATE), tasks }))
+    }
+
+    /// How many times a load starts (each start ramps up).
+    fn load_starts(&self) -> usize {
+        self.cells.iter().enumerate().filter(|(i, c)| *i == 0 || self.cells[i - 1].0 != c.0).count()
+    }
+
+    /// The planned length, ns. A measurement with its own runner warms
+    /// up within its cell.
+    pub fn length_ns(&self) -> u64 {
+        let warmup = |p: usize| if matches!(self.probes[p], Built::PerCpu(..)) { self.warmup_ns } else { 0 };
+        self.score_ns
+            + self.load_starts() as u64 * self.ramp_ns
+            + self.cells.iter().map(|&(_, p)| self.cell_ns + warmup(p) + 200_000_000).sum::<u64>()
+    }
+
+    pub(super) fn describe(&self) -> String {
+        format!(
+            "{} x {}: {} of {} (+{} warm-up), about {}",
+            units::plural(self.probes.len(), "probe"),
+            units::plural(self.loads.len(), "load"),
+            units::plural(self.cells.len(), "cell"),
+            units::human(self.cell_ns),
+            units::human(self.warmup_ns),
+            units::human(self.length_ns() / 1_000_000_000 * 1_000_000_000)
+        )
+    }
+
+    pub(super) fn json(&self, cells: &[serde_json::Value], housekeeping: &str) -> serde_json::Value {
+        serde_json::json!({
+            "assessment": {
+                "source": self.source,
+                "probes": self.probes.iter().map(Built::series_name).collect::<Vec<_>>(),
+                "loads": self.loads,
+                "cell_ns": self.cell_ns,
+                "checkpoint_ns": self.checkpoint_ns,
+                "warmup_ns": self.warmup_ns,
+                "ramp_up_ns": self.ramp_ns,
+                "score_ns": self.score_ns,
+                "shuffle": self.shuffle,
+                "seed": self.seed,
+                "order": self.cells.iter().map(|&(l, p)| [self.probes[p].series_name(), &self.loads[l].label]).collect::<Vec<_>>(),
+                "untraced": self.untraced,
+                "trace": self.trace,
+            },
+            "requirements": {
+                "profiles": self.profiles,
+                "require": self.requires,
+                "allow_insufficient": self.allow_insufficient,
+            },
+            "schedulability": self.tasks,
+            "cpus": format_cpu_list(&self.cpus),
+            "load_cpus": format_cpu_list(&self.load_cpus),
+            "housekeeping_cpus": housekeeping,
+            "describe": self.describe(),
+            "effective_policy": cells.first().map(|c| c["effective_policy"].clone()),
+            "effective_priority": cells.first().map(|c| c["effective_priority"].clone()),
+            "cells": cells,
+        })
+    }
+}
