@@ -584,7 +584,7 @@ fn stacks_name_the_kernel_path_of_a_sched_other_process() {
                 let t1 = rtscope::sys::clock::now();
                 // SAFETY: waiting for our own child.
                 unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
-                forks.push(truth::Burst { start: t0, end: t1, tid });
+                forks.push(truth::Burst { start: t0, end: t1, tid, off: 0 }); // judged by when it ran, not its CPU time
                 next += 23_700_000;
                 rtscope::sys::clock::sleep_until(next.max(rtscope::sys::clock::now()));
             }
