@@ -10,7 +10,9 @@
 #   CPUS         CPU list, e.g. 0,2-3 (default: all online)
 #   INTERVAL     wakeup --interval (default 1ms)
 #   KEEP         a directory to copy the raw JSON files into (default: none)
-#   TRACE_ARGS   more flags for the traced runs, e.g. "--trace-clock local"
+#   TRACE_ARGS   more flags for the traced runs, e.g. "--trace-clock local", or
+#                "--stacks on --sample-hz 2000" for the stacks and the profiler
+#                (the defaults: neither)
 #   TRACER       trace (default): the probe's own --trace; watch: the probe
 #                untraced, with `rtscope watch` (every real-time thread, the
 #                probe's among them) running beside it: what watching costs
@@ -126,6 +128,12 @@ for r in range(1, rounds + 1):
             split += sum(c["decomposed"] for c in t["per_cpu"])
             samples += sum(c["samples"] for c in t["per_cpu"])
             line += f"  reader {t['reader_cpu_pct']:.2f}% CPU, lost {sum(c['lost'] for c in t['per_cpu'])}"
+            if t.get("stacks"):
+                line += f", stacks {t['stacks']['taken']} (unwind p50 {t['stacks']['cost_p50_ns'] / 1000:.2f} us)"
+            if t.get("profile"):
+                p = t["profile"]
+                lost += p["lost"]
+                line += f", profiler {p['samples']} samples ({p['event'].split()[0]} {p['hz']} Hz), {p['lost']} lost"
         print(line)
 med = {m: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for m, v in rows.items()}
 ra = med["traced"][0] / med["plain"][0]

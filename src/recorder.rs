@@ -451,8 +451,9 @@ impl Writer {
     /// Drains every ring once and commits finished intervals. Returns true
     /// when every recorder has finished and everything is committed.
     pub fn poll(&mut self) -> anyhow::Result<bool> {
-        self.store_episodes()?;
-        let mut done = true;
+        // Episodes may still come (named on their way) until every sender
+        // has gone.
+        let mut done = self.store_episodes()?;
         let mut intervals: Vec<(i64, Interval)> = Vec::new();
         let mut tapped: Vec<(i64, Tally, u64, u64, u64)> = Vec::new();
         let mut ended = Vec::new();
@@ -521,11 +522,21 @@ impl Writer {
     }
 
     /// Stores the episodes the reader kept or dropped since the last poll.
-    fn store_episodes(&mut self) -> anyhow::Result<()> {
-        let Some((run_id, rx)) = &self.episodes else { return Ok(()) };
+    /// Returns whether no more can come (every sender has gone).
+    fn store_episodes(&mut self) -> anyhow::Result<bool> {
+        let Some((run_id, rx)) = &self.episodes else { return Ok(true) };
         let mut keep: Vec<Episode> = Vec::new();
         let mut drop = Vec::new();
-        while let Ok(msg) = rx.try_recv() {
+        let mut closed = false;
+        loop {
+            let msg = match rx.try_recv() {
+                Ok(msg) => msg,
+                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    closed = true;
+                    break;
+                }
+            };
             match msg {
                 EpisodeMsg::Keep(mut e) => {
                     e.load.clone_from(&self.load);
@@ -547,7 +558,7 @@ impl Writer {
         if !keep.is_empty() || !drop.is_empty() {
             self.store.store_episodes(*run_id, &keep, &drop)?;
         }
-        Ok(())
+        Ok(closed)
     }
 }
 

@@ -16,7 +16,7 @@ use crate::trace::format::PageLayout;
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Buffer, ReaderReport, policy_of};
 use crate::trace::watch::{Merge, Obs, Tracker};
-use crate::trace::{self, TraceClock, TraceOpts};
+use crate::trace::{self, CodeReport, StacksMode, TraceClock, TraceOpts};
 use anyhow::Result;
 use rtscope_model::episode::{self, CauseKind, TraceCpu, TraceSummary};
 use rtscope_model::hist::{Tally, quantile};
@@ -642,7 +642,8 @@ impl Causes {
         ct.push_sample(Sample { seq: self.seq, t_ns: ran_ns, value_ns: lat });
         let (label, tx) = (t.id.label(), &self.tx);
         ct.process(self.pass_start, true, names, &mut |o| match o {
-            Out::Keep(mut ep) => {
+            // No stacks or samples here: the raw code evidence is empty.
+            Out::Keep(mut ep, _) => {
                 class(episode::class_of(&ep.causes));
                 ep.verdict = format!("{label}: {}", ep.verdict);
                 let _ = tx.send(EpisodeMsg::Keep(ep));
@@ -732,9 +733,11 @@ impl Watch {
             max_episodes: if threshold.is_some() { settings.max_episodes } else { 0 },
             buffer_kb: settings.buffer_kb,
             clock: TraceClock::Mono,
+            stacks: StacksMode::Off,
+            sample_hz: 0,
         };
         let zeros: Vec<Arc<AtomicU64>> = report.per_cpu.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
-        let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false);
+        let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false, CodeReport::default());
         out.notes = threads.notes(&summary, wall_ns);
         out.notes.extend(trace_notes);
         out.trace = Some(summary);
@@ -813,6 +816,8 @@ impl Feed {
             episodes_built: traces.iter().map(|t| t.episodes_built).sum(),
             episodes_kept: traces.iter().map(|t| t.kept() as u64).sum(),
             unknown_records: self.decoder.unknown,
+            stacks: None,
+            profile: None,
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::sys::cache::FlushBuffer;
 use crate::sys::timers;
 use crate::sys::{cpu, sched::Policy};
 use crate::trace::decompose::CauseThreshold;
-use crate::trace::{TraceClock, TraceOpts};
+use crate::trace::{StacksMode, TraceClock, TraceOpts};
 use anyhow::{Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -218,6 +218,31 @@ pub struct CommonArgs {
     /// slow (VMs).
     #[arg(long, value_enum, default_value = "local")]
     pub trace_clock: TraceClock,
+    /// With --trace: record the kernel and user stacks of what ran on the probe's CPU when its timer woke it
+    /// (`rtscope show RUN --episodes` prints them). `--stacks` alone: on. auto: when that costs at most 0.5us per
+    /// wake-up, timed on the probe's threads before measuring starts (the kernel's unwind runs on the wake-up path).
+    /// Off unless asked: the trace alone can cost more than the budget stacks may add (docs/trace.md)
+    #[arg(
+        long,
+        value_enum,
+        default_value = "off",
+        num_args = 0..=1,
+        default_missing_value = "on",
+        requires = "trace"
+    )]
+    pub stacks: StacksMode,
+    /// With --trace: sample each measured CPU HZ times a second with perf_event_open (kernel and user call chains;
+    /// hardware cycles through the NMI where there is a PMU, else software cpu-clock); each episode lists the samples
+    /// in its window (2000 suits wake-up probes; noise's loop would count each sample as an interruption). 0: off, the
+    /// default: the profiler's interrupts land on the measured CPUs (docs/trace.md)
+    #[arg(
+        long,
+        value_name = "HZ",
+        default_value_t = 0,
+        requires = "trace",
+        value_parser = clap::value_parser!(u64).range(0..=20000)
+    )]
+    pub sample_hz: u64,
     /// Write each sample above the exceedance threshold (--exceed) to the kernel's trace_marker, so that a tracer
     /// running beside rtscope (trace-cmd, perf) sees it.
     #[arg(long)]
@@ -551,6 +576,8 @@ impl CommonArgs {
                 max_episodes: self.episodes as usize,
                 buffer_kb: (self.trace_buffer >> 10) as u64,
                 clock: self.trace_clock,
+                stacks: self.stacks,
+                sample_hz: self.sample_hz,
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,

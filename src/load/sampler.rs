@@ -6,7 +6,7 @@
 //! other processes'. The figures come from the kernel, not from the load's
 //! own claims.
 
-use crate::sys::perf::SyscallCounter;
+use crate::sys::syscount::SyscallCounter;
 use crate::sys::{clock, signals};
 use rtscope_model::characterisation::{self as ch, Accumulator, Counters};
 use std::sync::Arc;

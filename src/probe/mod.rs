@@ -19,10 +19,11 @@ use crate::session::{CellOutcome, OpenRun};
 use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
 use crate::sys::tracemark::Marker;
 use crate::sys::{clock, cpu, mem, sched, sched::Policy, signals};
-use crate::trace::TraceOpts;
 use crate::trace::decompose::{CpuTrace, Settings, WakePath};
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Lane, Reader};
+use crate::trace::symbols::Sink;
+use crate::trace::{CodeReport, TraceOpts};
 use anyhow::{Result, anyhow};
 use rtscope_model::analysis::usage::Usage;
 use rtscope_model::descriptor::{Descriptor, Trace};
@@ -389,62 +390,9 @@ impl<'a> Cell<'a> {
         let run_id = run.run_id;
         let stages = probe.trace_stages();
         let path = probe.wake_path();
-        let store = run.store()?;
         let name = common.series_name(probe);
-        let key = |metric: &str, c: usize| SeriesKey {
-            probe: name.into(),
-            metric: metric.into(),
-            cpu: c as i64,
-            load: load.clone(),
-        };
-
-        // Series and their rings, allocated before any thread starts.
-        let mut recorders: Vec<Vec<Recorder>> = Vec::new();
-        let mut sinks = Vec::new();
-        let mut lives: Vec<(usize, Arc<Live>)> = Vec::new();
-        for &c in &common.cpus {
-            let mut per_thread = Vec::new();
-            for metric in probe.metrics() {
-                let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
-                if let Some(tap) = &tap {
-                    tap.series(sid, &key(metric, c));
-                }
-                let (rec, sink, live) =
-                    recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
-                per_thread.push(rec);
-                sinks.push(sink);
-                if lives.iter().all(|(cpu, _)| *cpu != c) {
-                    lives.push((c, live));
-                }
-            }
-            recorders.push(per_thread);
-        }
-        // --trace: every sample is mirrored to the reader, which records the
-        // stage series itself.
-        let mut mirror_lost: Vec<Arc<AtomicU64>> = Vec::new();
-        let mut lane_parts = Vec::new();
-        if let Some(inst) = &instance {
-            let buffers = inst.buffers(&common.cpus).map_err(anyhow::Error::msg)?;
-            for ((recs, &c), buffer) in recorders.iter_mut().zip(&common.cpus).zip(buffers) {
-                let (tx, rx) = rtrb::RingBuffer::<Sample>::new(MIRROR_RING);
-                let lost = Arc::new(AtomicU64::new(0));
-                recs[0].set_mirror(Mirror { tx, lost: Arc::clone(&lost) });
-                mirror_lost.push(lost);
-                let mut stage_recs = Vec::new();
-                if stages == Some(true) && inst.can_follow(path) {
-                    for &metric in Stages::of_path(path).1 {
-                        let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
-                        let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
-                        stage_recs.push(rec);
-                        sinks.push(sink);
-                    }
-                }
-                lane_parts.push((c, buffer, rx, stage_recs));
-            }
-        }
-        for (recs, marker) in recorders.iter_mut().zip(markers) {
-            recs[0].set_marker(marker);
-        }
+        let Series { mut recorders, sinks, lives, mirror_lost, mut lane_parts } =
+            Series::create(run.store()?, run_id, (probe, common), &load, instance.as_ref(), markers, tap.as_ref())?;
         let (episode_tx, episode_rx) = std::sync::mpsc::channel();
         let tids: Vec<AtomicI32> = common.cpus.iter().map(|_| AtomicI32::new(0)).collect();
         let reader_done = AtomicBool::new(false);
@@ -466,10 +414,10 @@ impl<'a> Cell<'a> {
             load: load.clone(),
             tap,
         };
-        let loops = common.loops.unwrap_or(u64::MAX);
         let mut out = CellOutcome::default();
         let warmup = common.warmup_ns;
 
+        let mut code = CodeReport::default();
         type Ended = ((Writer, Option<anyhow::Error>), Option<crate::trace::reader::ReaderReport>);
         let ended = std::thread::scope(|scope| -> Result<Ended> {
             let writer_thread = std::thread::Builder::new()
@@ -488,61 +436,21 @@ impl<'a> Cell<'a> {
                 })?;
             let mut threads = Vec::new();
             for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
-                let (stop, breach, ready, start_at, tid) = (&stop, &breach, &ready, &start_at, &tids[index]);
-                let extras = &extras[index * slots..(index + 1) * slots];
+                let plan = ThreadPlan {
+                    probe,
+                    common,
+                    policy,
+                    priority,
+                    index,
+                    cpu: c,
+                    tid: &tids[index],
+                    extras: &extras[index * slots..(index + 1) * slots],
+                    line: StartLine { stop: &stop, breach: &breach, ready: &ready, start_at: &start_at },
+                };
                 let spawned = std::thread::Builder::new()
                     .name(format!("rtscope-{}{c}", probe.name()))
                     .stack_size(STACK_SIZE)
-                    .spawn_scoped(scope, move || -> std::result::Result<(), String> {
-                        let mut recs = recs;
-                        signals::block_in_this_thread();
-                        let mut err = None;
-                        if let Err(e) = cpu::pin_self(&[c]) {
-                            err = Some(format!("CPU {c}: cannot pin: {e}"));
-                        } else if let Err(e) = sched::set_self(policy, priority) {
-                            err = Some(format!("CPU {c}: cannot set {} {priority}: {e}", policy.kernel_name()));
-                        }
-                        if err.is_some() {
-                            stop.store(true, Relaxed);
-                        }
-                        mem::prefault_stack(STACK_PREFAULT);
-                        tid.store(sched::thread_id(), Relaxed);
-                        ready.fetch_add(1, Release);
-                        let start = loop {
-                            let at = start_at.load(Acquire);
-                            if at != 0 || stop.load(Relaxed) {
-                                break at;
-                            }
-                            std::thread::sleep(Duration::from_millis(1));
-                        };
-                        if start != 0 && !stop.load(Relaxed) {
-                            let ctx = ThreadCtx {
-                                index,
-                                cpu: c,
-                                start_ns: start,
-                                record_from_ns: start + warmup,
-                                end_ns: common.duration_ns.map_or(u64::MAX, |d| start + warmup + d),
-                                loops,
-                                limit_ns: common.threshold_ns.unwrap_or(u64::MAX),
-                                stop,
-                                breach,
-                                extras,
-                                failure: Default::default(),
-                            };
-                            for r in recs.iter_mut() {
-                                r.start_after_warmup(start + warmup);
-                            }
-                            probe.measure(&ctx, &mut recs);
-                            if let Some(f) = ctx.failure.take() {
-                                err = err.or(Some(format!("CPU {c}: {f}")));
-                            }
-                        }
-                        let now = clock::now();
-                        for r in recs {
-                            r.finish(now);
-                        }
-                        err.map_or(Ok(()), Err)
-                    });
+                    .spawn_scoped(scope, move || measuring_thread(plan, recs));
                 match spawned {
                     Ok(t) => threads.push(t),
                     Err(e) => {
@@ -555,8 +463,22 @@ impl<'a> Cell<'a> {
             while ready.load(Acquire) < threads.len() && !stop.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            // --stacks: timed on the probe's threads while they wait to start.
+            let mut stack_parts = None;
+            if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace)
+                && stages == Some(true)
+                && !stop.load(Relaxed)
+            {
+                let tids: Vec<i32> = tids.iter().map(|t| t.load(Relaxed)).collect();
+                stack_parts = crate::trace::code::stacks(inst, &common.cpus, &tids, opts.stacks, &mut code);
+            }
+            let samplers = match common.trace.map(|o| o.sample_hz) {
+                Some(hz) if instance.is_some() && hz > 0 => crate::trace::code::samplers(&common.cpus, hz, &mut code),
+                _ => None,
+            };
             let start_ns = clock::now() + START_DELAY_NS;
             let mut reader_thread = None;
+            let mut symbols_thread = None;
             if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace) {
                 let settings = Settings {
                     cause_threshold: opts.cause_threshold,
@@ -567,20 +489,54 @@ impl<'a> Cell<'a> {
                     classify_all: false,
                 };
                 let metric = probe.metrics()[0];
-                let lanes = lane_parts
+                let mut stack_parts = stack_parts.map(Vec::into_iter);
+                let mut samplers = samplers.map(Vec::into_iter);
+                let lanes: Vec<Lane> = lane_parts
                     .drain(..)
                     .zip(&tids)
                     .map(|((c, buffer, samples, stage_recs), tid)| {
                         let trace = CpuTrace::new(c as i64, name, metric, tid.load(Relaxed), settings);
-                        Lane::new(buffer, trace, samples, stage_recs, opts.clock)
+                        let mut lane = Lane::new(buffer, trace, samples, stage_recs, opts.clock);
+                        if let Some((file, dec)) = stack_parts.as_mut().and_then(Iterator::next) {
+                            lane = lane.with_stacks(file, dec);
+                        }
+                        if let Some(s) = samplers.as_mut().and_then(Iterator::next) {
+                            lane = lane.with_sampler(s);
+                        }
+                        lane
                     })
                     .collect();
-                let reader = Reader {
-                    layout: inst.layout,
-                    decoder: std::mem::take(&mut inst.decoder),
-                    lanes,
-                    episodes: episode_tx.clone(),
+                let hw =
+                    lanes.iter().any(|l| l.sampler().is_some_and(|s| s.source == crate::sys::perf::Source::Cycles));
+                let writer_tx = episode_tx.clone();
+                let sink = if lanes.iter().any(Lane::has_code) {
+                    let (sym_tx, sym_rx) = std::sync::mpsc::channel();
+                    match std::thread::Builder::new()
+                        .name("rtscope-symbols".into())
+                        .stack_size(WRITER_STACK)
+                        .spawn_scoped(scope, move || {
+                            signals::block_in_this_thread();
+                            crate::trace::symbols::run(sym_rx, writer_tx, hw)
+                        }) {
+                        Ok(t) => symbols_thread = Some(t),
+                        Err(e) => {
+                            out.errors.push(format!("--trace: cannot start the symbols thread: {e}"));
+                            stop.store(true, Relaxed);
+                        }
+                    }
+                    Sink::Symbols(sym_tx)
+                } else {
+                    Sink::Writer(writer_tx)
                 };
+                for l in &lanes {
+                    if let Some(s) = l.sampler()
+                        && let Err(e) = s.enable(true)
+                    {
+                        out.notes.push(format!("--sample-hz: {e}"));
+                    }
+                }
+                let reader =
+                    Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sink };
                 if let Err(e) = inst.set_on(true) {
                     out.errors.push(format!("--trace: {e}"));
                     stop.store(true, Relaxed);
@@ -650,40 +606,22 @@ impl<'a> Cell<'a> {
                 }
                 None => None,
             };
+            if let Some(t) = symbols_thread {
+                match t.join() {
+                    Ok(r) => code.symbols = r,
+                    Err(_) => out.errors.push("the symbols thread panicked".into()),
+                }
+            }
             let writer = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?;
             Ok((writer, report))
         });
         drop(helpers);
         let ((mut writer, store_error), report) = ended?;
-        let metrics = probe.metrics().len();
         let values: Vec<u64> = extras.iter().map(|v| v.load(Relaxed)).collect();
-        for (index, &c) in common.cpus.iter().enumerate() {
-            let totals: Vec<&Tally> =
-                writer.sinks.iter().skip(index * metrics).take(metrics).map(|s| s.total()).collect();
-            if let Some(e) = probe.thread_error(c, &values[index * slots..(index + 1) * slots], &totals) {
-                out.errors.push(format!("CPU {c}: {e}"));
-            }
-        }
-        if store_error.is_none() {
-            let Writer { store, sinks, .. } = &mut writer;
-            // The probe's own series come first; the trace's stage series after.
-            for (i, sink) in sinks.iter().enumerate().take(common.cpus.len() * metrics) {
-                let thread = &values[i / metrics * slots..(i / metrics + 1) * slots];
-                let row = probe.row_extras(i % metrics, thread, sink.total());
-                if !row.is_empty() {
-                    store.set_series_extra(sink.series_id, &row)?;
-                }
-            }
-        }
-        let under = load.as_ref().map(|l| format!(" under {l}")).unwrap_or_default();
-        for (i, &c) in common.cpus.iter().enumerate() {
-            for n in probe.notes(&values[i * slots..(i + 1) * slots]) {
-                out.notes.push(format!("{name} CPU {c}{under}: {n}"));
-            }
-        }
+        per_thread_results((probe, common), &values, store_error.is_none(), &mut writer, (name, &load), &mut out)?;
         if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
             let (summary, trace_notes) =
-                crate::trace::summarize(inst, report, &opts, &mirror_lost, stages == Some(false));
+                crate::trace::summarize(inst, report, &opts, &mirror_lost, stages == Some(false), code);
             out.notes.extend(trace_notes);
             out.trace = Some(summary);
         }
@@ -701,6 +639,210 @@ impl<'a> Cell<'a> {
         run.put_store(writer.store);
         Ok(out)
     }
+}
+
+/// After the threads: each thread's error from its figures and totals,
+/// the extra columns of the probe's own series (not where the store
+/// failed) and the probe's notes per CPU. `values`: every thread's
+/// figures (`Probe::extra_slots` each).
+fn per_thread_results(
+    (probe, common): (&dyn Probe, &Common),
+    values: &[u64],
+    store_ok: bool,
+    writer: &mut Writer,
+    (name, load): (&str, &Option<String>),
+    out: &mut CellOutcome,
+) -> Result<()> {
+    let metrics = probe.metrics().len();
+    let slots = probe.extra_slots();
+    for (index, &c) in common.cpus.iter().enumerate() {
+        let totals: Vec<&Tally> = writer.sinks.iter().skip(index * metrics).take(metrics).map(|s| s.total()).collect();
+        if let Some(e) = probe.thread_error(c, &values[index * slots..(index + 1) * slots], &totals) {
+            out.errors.push(format!("CPU {c}: {e}"));
+        }
+    }
+    if store_ok {
+        let Writer { store, sinks, .. } = writer;
+        // The probe's own series come first; the trace's stage series after.
+        for (i, sink) in sinks.iter().enumerate().take(common.cpus.len() * metrics) {
+            let thread = &values[i / metrics * slots..(i / metrics + 1) * slots];
+            let row = probe.row_extras(i % metrics, thread, sink.total());
+            if !row.is_empty() {
+                store.set_series_extra(sink.series_id, &row)?;
+            }
+        }
+    }
+    let under = load.as_ref().map(|l| format!(" under {l}")).unwrap_or_default();
+    for (i, &c) in common.cpus.iter().enumerate() {
+        for n in probe.notes(&values[i * slots..(i + 1) * slots]) {
+            out.notes.push(format!("{name} CPU {c}{under}: {n}"));
+        }
+    }
+    Ok(())
+}
+
+/// A cell's series, created in the store before any thread starts: per
+/// CPU the probe's recorders (their sinks for the writer, their live
+/// figures for the progress line) and, with `--trace`, the ring that
+/// mirrors each sample to the reader with the stage series it records.
+struct Series {
+    recorders: Vec<Vec<Recorder>>,
+    sinks: Vec<recorder::SeriesSink>,
+    lives: Vec<(usize, Arc<Live>)>,
+    mirror_lost: Vec<Arc<AtomicU64>>,
+    /// Per traced CPU: the CPU, its trace buffer, the mirrored samples and
+    /// the stage series' recorders.
+    lane_parts: Vec<(usize, std::fs::File, rtrb::Consumer<Sample>, Vec<Recorder>)>,
+}
+
+impl Series {
+    fn create(
+        store: &mut rtscope_model::store::Store,
+        run_id: i64,
+        (probe, common): (&dyn Probe, &Common),
+        load: &Option<String>,
+        instance: Option<&Instance>,
+        markers: Vec<Marker>,
+        tap: Option<&Arc<dyn Tap>>,
+    ) -> Result<Series> {
+        let name = common.series_name(probe);
+        let key = |metric: &str, c: usize| SeriesKey {
+            probe: name.into(),
+            metric: metric.into(),
+            cpu: c as i64,
+            load: load.clone(),
+        };
+        let mut recorders: Vec<Vec<Recorder>> = Vec::new();
+        let mut sinks = Vec::new();
+        let mut lives: Vec<(usize, Arc<Live>)> = Vec::new();
+        for &c in &common.cpus {
+            let mut per_thread = Vec::new();
+            for metric in probe.metrics() {
+                let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
+                if let Some(tap) = tap {
+                    tap.series(sid, &key(metric, c));
+                }
+                let (rec, sink, live) =
+                    recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
+                per_thread.push(rec);
+                sinks.push(sink);
+                if lives.iter().all(|(cpu, _)| *cpu != c) {
+                    lives.push((c, live));
+                }
+            }
+            recorders.push(per_thread);
+        }
+        // --trace: every sample is mirrored to the reader, which records the
+        // stage series itself.
+        let mut mirror_lost: Vec<Arc<AtomicU64>> = Vec::new();
+        let mut lane_parts = Vec::new();
+        if let Some(inst) = instance {
+            let buffers = inst.buffers(&common.cpus).map_err(anyhow::Error::msg)?;
+            for ((recs, &c), buffer) in recorders.iter_mut().zip(&common.cpus).zip(buffers) {
+                let (tx, rx) = rtrb::RingBuffer::<Sample>::new(MIRROR_RING);
+                let lost = Arc::new(AtomicU64::new(0));
+                recs[0].set_mirror(Mirror { tx, lost: Arc::clone(&lost) });
+                mirror_lost.push(lost);
+                let mut stage_recs = Vec::new();
+                if probe.trace_stages() == Some(true) && inst.can_follow(probe.wake_path()) {
+                    for &metric in Stages::of_path(probe.wake_path()).1 {
+                        let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
+                        let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
+                        stage_recs.push(rec);
+                        sinks.push(sink);
+                    }
+                }
+                lane_parts.push((c, buffer, rx, stage_recs));
+            }
+        }
+        for (recs, marker) in recorders.iter_mut().zip(markers) {
+            recs[0].set_marker(marker);
+        }
+        Ok(Series { recorders, sinks, lives, mirror_lost, lane_parts })
+    }
+}
+
+/// What the measuring threads and the main thread share: each thread
+/// counts itself `ready`, then waits for the common start instant
+/// (`start_at`, 0: not yet) or for `stop` (a failed set-up or spawn: nobody
+/// measures); `breach` takes the first sample above `--threshold`.
+struct StartLine<'s> {
+    stop: &'s AtomicBool,
+    breach: &'s Breach,
+    ready: &'s AtomicUsize,
+    start_at: &'s AtomicU64,
+}
+
+/// What one measuring thread is given.
+struct ThreadPlan<'s> {
+    probe: &'s dyn Probe,
+    common: &'s Common,
+    policy: Policy,
+    priority: u8,
+    /// Its index among the probe's threads, and its CPU.
+    index: usize,
+    cpu: usize,
+    /// Where it publishes its thread id (the trace follows it).
+    tid: &'s AtomicI32,
+    /// Its per-thread figures (`Probe::extra_slots`).
+    extras: &'s [AtomicU64],
+    line: StartLine<'s>,
+}
+
+/// One measuring thread: pins itself to its CPU at the cell's policy,
+/// counts itself ready, waits for the common start, measures into `recs`
+/// (warm-up, then the duration, the loops or a stop) and finishes them.
+fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) -> std::result::Result<(), String> {
+    let ThreadPlan { index, cpu: c, tid, extras, line: StartLine { stop, breach, ready, start_at }, .. } = plan;
+    let warmup = plan.common.warmup_ns;
+    let loops = plan.common.loops.unwrap_or(u64::MAX);
+    signals::block_in_this_thread();
+    let mut err = None;
+    if let Err(e) = cpu::pin_self(&[c]) {
+        err = Some(format!("CPU {c}: cannot pin: {e}"));
+    } else if let Err(e) = sched::set_self(plan.policy, plan.priority) {
+        err = Some(format!("CPU {c}: cannot set {} {}: {e}", plan.policy.kernel_name(), plan.priority));
+    }
+    if err.is_some() {
+        stop.store(true, Relaxed);
+    }
+    mem::prefault_stack(STACK_PREFAULT);
+    tid.store(sched::thread_id(), Relaxed);
+    ready.fetch_add(1, Release);
+    let start = loop {
+        let at = start_at.load(Acquire);
+        if at != 0 || stop.load(Relaxed) {
+            break at;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    if start != 0 && !stop.load(Relaxed) {
+        let ctx = ThreadCtx {
+            index,
+            cpu: c,
+            start_ns: start,
+            record_from_ns: start + warmup,
+            end_ns: plan.common.duration_ns.map_or(u64::MAX, |d| start + warmup + d),
+            loops,
+            limit_ns: plan.common.threshold_ns.unwrap_or(u64::MAX),
+            stop,
+            breach,
+            extras,
+            failure: Default::default(),
+        };
+        for r in recs.iter_mut() {
+            r.start_after_warmup(start + warmup);
+        }
+        plan.probe.measure(&ctx, &mut recs);
+        if let Some(f) = ctx.failure.take() {
+            err = err.or(Some(format!("CPU {c}: {f}")));
+        }
+    }
+    let now = clock::now();
+    for r in recs {
+        r.finish(now);
+    }
+    err.map_or(Ok(()), Err)
 }
 
 /// A measuring thread's context for the probes' unit tests, which call

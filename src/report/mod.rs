@@ -8,10 +8,12 @@
 //! (`machine.rs`).
 
 pub mod analyze;
+mod code;
 pub mod comparison;
 mod csv;
 mod cyclictest;
 mod doc;
+mod flame;
 mod hdr;
 pub mod html;
 mod json;

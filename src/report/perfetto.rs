@@ -2,11 +2,13 @@
 //! which ui.perfetto.dev (and chrome://tracing) open. One process per
 //! episode, named by its verdict's head; threads (lanes) for the CPU's
 //! tasks, hard IRQs, softirqs and the probe's stages; instant events mark
-//! the programmed and the actual wake-up. Times are CLOCK_MONOTONIC in us.
+//! the programmed and the actual wake-up, and the stacks recorded (`--stacks`,
+//! the profiler) with their frames as arguments; the verdict's arguments
+//! carry the profiler's sample table. Times are CLOCK_MONOTONIC in us.
 
 use super::{Format, Input, Use, Written};
 use anyhow::{Result, bail};
-use rtscope_model::episode::Lane;
+use rtscope_model::episode::{Frame, Lane};
 use serde_json::json;
 use std::io::Write;
 
@@ -73,8 +75,21 @@ impl Format for Perfetto {
             }
             events.push(json!({
                 "ph": "i", "s": "p", "name": "verdict", "pid": pid, "tid": 0, "ts": us(e.woke_ns),
-                "args": {"verdict": e.verdict, "causes": e.causes},
+                "args": {"verdict": e.verdict, "causes": e.causes, "samples": e.samples.as_ref().map(|w| &w.rows),
+                         "remainder": e.remainder},
             }));
+            // The stacks, as instants with their frames (innermost first).
+            for (name, st) in [("stack at the wake-up", &e.stack), ("blocking thread's stack", &e.blocker)] {
+                let Some(st) = st else { continue };
+                let frames = |f: &[Frame]| f.iter().map(Frame::label).collect::<Vec<_>>();
+                let top = st.interrupted_kernel().first().or(st.user.first()).map(Frame::name).unwrap_or_default();
+                events.push(json!({
+                    "ph": "i", "s": "t", "name": format!("{name}: {} {top}", st.comm), "pid": pid, "tid": 1,
+                    "ts": us(st.t_ns),
+                    "args": {"task": st.comm, "pid": st.pid, "taken": st.taken, "user": frames(&st.user),
+                             "kernel": frames(&st.kernel), "notes": st.notes},
+                }));
+            }
         }
         let doc = json!({
             "displayTimeUnit": "ns",

@@ -28,7 +28,7 @@ type SectionFn = fn(&Analysed, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: the answer first
 /// (open), then the verdicts and the details (collapsed in the HTML).
-const SECTIONS: [SectionFn; 14] = [
+const SECTIONS: [SectionFn; 15] = [
     summary,
     verdicts,
     matrix,
@@ -42,6 +42,7 @@ const SECTIONS: [SectionFn; 14] = [
     stages,
     causes,
     episodes,
+    super::flame::sections,
     tracer,
 ];
 

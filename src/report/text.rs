@@ -596,6 +596,7 @@ pub fn write_trace(run: &Run, out: &mut dyn Write) -> Result<()> {
         (0, _) => writeln!(out, "trace: {episodes}")?,
         _ => writeln!(out, "trace: {samples}; {episodes}")?,
     }
+    super::code::write_run_code_head(t, out)?;
     for m in &t.missing {
         writeln!(out, "trace: missing event {m}")?;
     }
@@ -679,9 +680,11 @@ pub fn write_episodes(run: &Run, out: &mut dyn Write) -> Result<()> {
     writeln!(out, "run {}: {} cause episodes, worst first", run.header.id, run.episodes.len())?;
     for e in &run.episodes {
         writeln!(out, "{}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
+        super::code::write_episode_code(e, out)?;
     }
     write_top_causes(run, out, usize::MAX)?;
-    write_trace(run, out)
+    write_trace(run, out)?;
+    run.trace.as_ref().map_or(Ok(()), |t| super::code::write_run_code(t, out))
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ pub mod perf;
 pub mod process;
 pub mod sched;
 pub mod signals;
+pub mod syscount;
 pub mod timers;
 pub mod tracefs;
 pub mod tracemark;

@@ -1,127 +1,421 @@
-//! Counting a kernel tracepoint with perf_event_open(2): the system calls
-//! entered (`raw_syscalls:sys_enter`) on every online CPU, for the
-//! workload characterisation's "system calls/s" (the NT real-time study's
-//! table 3 row). A counting event (no sampling, no ring buffer, no PMU):
-//! the kernel adds one at each system call entry while the counter is open,
-//! which costs each call a few tens of nanoseconds. The counters close
-//! with their file descriptors, on any exit.
+//! A sampling profiler on one CPU through `perf_event_open(2)`: the
+//! hardware `cycles` event where the machine has a PMU (sampled through
+//! the NMI, so it sees code that runs with interrupts off), the software
+//! `cpu-clock` event otherwise (sampled from an hrtimer interrupt: it
+//! cannot see code with interrupts off, nor time the hypervisor takes).
+//! Each sample carries its CLOCK_MONOTONIC time, its task and its kernel
+//! and user call chains; the ring is read without blocking by the trace
+//! reader thread.
 
-use std::fs::File;
-use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::Path;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-/// PERF_TYPE_TRACEPOINT.
-const TYPE_TRACEPOINT: u32 = 2;
-/// PERF_FLAG_FD_CLOEXEC.
-const FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-/// The size of the first published `perf_event_attr` (PERF_ATTR_SIZE_VER0).
-const ATTR_SIZE_VER0: u32 = 64;
+const PERF_TYPE_HARDWARE: u32 = 0;
+const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
+const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
 
-/// The first 64 bytes of `struct perf_event_attr`: all a counting
-/// tracepoint event needs (the kernel reads the size it is given).
+const SAMPLE_IP: u64 = 1 << 0;
+const SAMPLE_TID: u64 = 1 << 1;
+const SAMPLE_TIME: u64 = 1 << 2;
+const SAMPLE_CALLCHAIN: u64 = 1 << 5;
+const SAMPLE_REGS_INTR: u64 = 1 << 18;
+
+// perf_event_attr flag bits.
+const FLAG_DISABLED: u64 = 1 << 0;
+const FLAG_FREQ: u64 = 1 << 10;
+const FLAG_USE_CLOCKID: u64 = 1 << 25;
+
+/// x86's flags register in `sample_regs_intr` (PERF_REG_X86_FLAGS), and
+/// its interrupt-enable bit.
+#[cfg(target_arch = "x86_64")]
+const REG_X86_FLAGS: u64 = 1 << 1;
+const X86_IF: u64 = 1 << 9;
+
+const RECORD_LOST: u32 = 2;
+const RECORD_SAMPLE: u32 = 9;
+/// Values at or above this in a call chain are context markers.
+const CONTEXT_MAX: u64 = (-4095i64) as u64;
+const CONTEXT_KERNEL: u64 = (-128i64) as u64;
+const CONTEXT_USER: u64 = (-512i64) as u64;
+
+/// perf_event_open's flag: the descriptor closes on exec.
+const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
+const IOC_ENABLE: libc::c_ulong = 0x2400;
+const IOC_DISABLE: libc::c_ulong = 0x2401;
+
+/// Frames kept per chain.
+pub const MAX_FRAMES: usize = 64;
+
+/// `struct perf_event_attr` (PERF_ATTR_SIZE_VER8, 136 bytes).
 #[repr(C)]
 #[derive(Default)]
 struct Attr {
     kind: u32,
     size: u32,
     config: u64,
-    sample_period: u64,
+    sample_period_or_freq: u64,
     sample_type: u64,
     read_format: u64,
-    /// disabled, inherit, pinned, exclusive, exclude_user, ... : all 0, so
-    /// the counter counts from its opening, user and kernel.
     flags: u64,
     wakeup_events: u32,
     bp_type: u32,
     config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved_2: u16,
+    aux_sample_size: u32,
+    reserved_3: u32,
+    sig_data: u64,
+    config3: u64,
 }
 
-/// The tracefs id of `raw_syscalls:sys_enter` where tracefs is mounted.
-fn sys_enter_id() -> Result<u64, String> {
-    for root in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        let p = Path::new(root).join("events/raw_syscalls/sys_enter/id");
-        if let Ok(text) = std::fs::read_to_string(&p) {
-            return text.trim().parse().map_err(|_| format!("{} holds no id", p.display()));
+/// Which event samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Hardware `cycles`, sampled by NMI.
+    Cycles,
+    /// Software `cpu-clock`, sampled by an hrtimer interrupt.
+    CpuClock,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Cycles => "cycles (hardware, NMI)",
+            Source::CpuClock => "cpu-clock (software, timer interrupt)",
         }
     }
-    Err("raw_syscalls:sys_enter is not in a mounted tracefs (mount tracefs at /sys/kernel/tracing)".into())
-}
 
-/// The system calls entered on each CPU, counted.
-pub struct SyscallCounter {
-    fds: Vec<File>,
-}
-
-impl SyscallCounter {
-    /// Opens a counter on each of `cpus` (every process and thread on it).
-    /// Needs root or CAP_PERFMON (perf_event_paranoid allowing system-wide
-    /// events otherwise); the error says why not.
-    pub fn open(cpus: &[usize]) -> Result<SyscallCounter, String> {
-        let id = sys_enter_id()?;
-        let attr = Attr { kind: TYPE_TRACEPOINT, size: ATTR_SIZE_VER0, config: id, ..Default::default() };
-        let mut fds = Vec::with_capacity(cpus.len());
-        for &cpu in cpus {
-            // SAFETY: `attr` is a valid perf_event_attr of the size it
-            // states; pid -1 with a CPU counts every task on that CPU; no
-            // group; the returned descriptor is owned below.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_perf_event_open,
-                    &attr as *const Attr,
-                    -1 as libc::pid_t,
-                    cpu as libc::c_int,
-                    -1 as libc::c_int,
-                    FLAG_FD_CLOEXEC,
-                )
-            };
-            if fd < 0 {
-                let e = std::io::Error::last_os_error();
-                return Err(format!(
-                    "perf_event_open(raw_syscalls:sys_enter, CPU {cpu}) failed ({e}): system calls are counted as \
-                     root (or with CAP_PERFMON)"
-                ));
+    /// What the samples cannot see.
+    pub fn blind_spot(self) -> &'static str {
+        match self {
+            Source::Cycles => "time the hypervisor takes (the guest's counter stops)",
+            Source::CpuClock => {
+                "code that runs with interrupts off (its samples land where interrupts are enabled again) and \
+                 time the hypervisor takes; no hardware PMU here, so no NMI sampling"
             }
-            // SAFETY: a descriptor perf_event_open just returned, owned by nobody else.
-            fds.push(File::from(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }));
         }
-        Ok(SyscallCounter { fds })
+    }
+}
+
+/// One sample: CLOCK_MONOTONIC time, task, and its chains innermost first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PerfSample {
+    pub t_ns: u64,
+    pub pid: i32,
+    pub tid: i32,
+    pub kernel: Vec<u64>,
+    pub user: Vec<u64>,
+    /// Whether interrupts were off where the sample hit (only known for
+    /// NMI samples with the flags register).
+    pub irqs_off: Option<bool>,
+}
+
+/// A sampling event on one CPU and its ring.
+pub struct Sampler {
+    fd: OwnedFd,
+    ring: *mut u8,
+    ring_len: usize,
+    page: usize,
+    pub source: Source,
+    /// The sampling period (ns, cpu-clock) or frequency (Hz, cycles).
+    pub hz: u64,
+    regs_intr: bool,
+    /// Samples the kernel could not write (ring full).
+    pub lost: u64,
+    scratch: Vec<u8>,
+}
+
+// SAFETY: the ring is a private mapping owned by this value, read only
+// through `&mut self`.
+unsafe impl Send for Sampler {}
+
+fn open(attr: &Attr, cpu: usize) -> std::io::Result<OwnedFd> {
+    // SAFETY: attr is a valid, initialised perf_event_attr of the size it
+    // states; pid -1 with a cpu samples every task on that CPU.
+    let fd = unsafe {
+        libc::syscall(libc::SYS_perf_event_open, attr as *const Attr, -1i32, cpu as i32, -1i32, PERF_FLAG_FD_CLOEXEC)
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor the kernel just gave us.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+impl Sampler {
+    /// Opens a sampler on `cpu` at `hz` samples per second: hardware cycles
+    /// when there is a PMU, else cpu-clock. `ring_pages`: data pages, a
+    /// power of two.
+    pub fn open(cpu: usize, hz: u64, ring_pages: usize) -> Result<Sampler, String> {
+        let hz = hz.clamp(1, 100_000);
+        let base = Attr {
+            size: std::mem::size_of::<Attr>() as u32,
+            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CALLCHAIN,
+            flags: FLAG_DISABLED | FLAG_USE_CLOCKID,
+            clockid: libc::CLOCK_MONOTONIC,
+            sample_max_stack: MAX_FRAMES as u16,
+            ..Default::default()
+        };
+        let mut hw = Attr {
+            kind: PERF_TYPE_HARDWARE,
+            config: PERF_COUNT_HW_CPU_CYCLES,
+            sample_period_or_freq: hz,
+            flags: base.flags | FLAG_FREQ,
+            ..base
+        };
+        #[cfg(target_arch = "x86_64")]
+        {
+            hw.sample_type |= SAMPLE_REGS_INTR;
+            hw.sample_regs_intr = REG_X86_FLAGS;
+        }
+        let regs_intr = hw.sample_type & SAMPLE_REGS_INTR != 0;
+        // Cycles with the flags register, else cycles alone (a PMU whose
+        // driver refuses the interrupt registers), else cpu-clock.
+        let plain = Attr { sample_type: hw.sample_type & !SAMPLE_REGS_INTR, sample_regs_intr: 0, ..hw };
+        let hardware = open(&hw, cpu).map(|fd| (fd, regs_intr)).or_else(|_| open(&plain, cpu).map(|fd| (fd, false)));
+        let (fd, source, regs_intr) = match hardware {
+            Ok((fd, regs_intr)) => (fd, Source::Cycles, regs_intr),
+            Err(_) => {
+                let sw = Attr {
+                    kind: PERF_TYPE_SOFTWARE,
+                    config: PERF_COUNT_SW_CPU_CLOCK,
+                    sample_period_or_freq: 1_000_000_000 / hz,
+                    ..base
+                };
+                let fd = open(&sw, cpu).map_err(|e| {
+                    format!(
+                        "perf_event_open (cpu-clock on CPU {cpu}) failed: {e}{}",
+                        if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) {
+                            " (needs root or CAP_PERFMON; kernel.perf_event_paranoid)"
+                        } else {
+                            ""
+                        }
+                    )
+                })?;
+                (fd, Source::CpuClock, false)
+            }
+        };
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let pages = ring_pages.next_power_of_two().max(1);
+        let ring_len = (pages + 1) * page;
+        // SAFETY: maps the event's ring (one header page + data pages) as
+        // the kernel requires; checked for failure below.
+        let ring = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                ring_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ring == libc::MAP_FAILED {
+            return Err(format!("cannot map the perf ring of CPU {cpu}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Sampler {
+            fd,
+            ring: ring as *mut u8,
+            ring_len,
+            page,
+            source,
+            hz,
+            regs_intr,
+            lost: 0,
+            scratch: Vec::with_capacity(4096),
+        })
     }
 
-    /// The system calls entered on the counted CPUs since the counter
-    /// was opened; None if a counter cannot be read.
-    pub fn read(&mut self) -> Option<u64> {
-        let mut total = 0u64;
-        for f in &mut self.fds {
-            let mut buf = [0u8; 8];
-            f.read_exact(&mut buf).ok()?;
-            total += u64::from_ne_bytes(buf);
-        }
-        Some(total)
+    pub fn enable(&self, on: bool) -> Result<(), String> {
+        // SAFETY: ioctl on our own perf descriptor, no argument.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), if on { IOC_ENABLE } else { IOC_DISABLE }, 0) };
+        if r < 0 { Err(format!("perf ioctl: {}", std::io::Error::last_os_error())) } else { Ok(()) }
     }
+
+    /// Reads every sample the kernel wrote since the last call.
+    pub fn drain(&mut self, out: &mut impl FnMut(PerfSample)) {
+        let data_len = self.ring_len - self.page;
+        // SAFETY: the header page is mapped; data_head is written by the
+        // kernel (read with acquire), data_tail by us (release), as
+        // perf_event_open(2) prescribes.
+        let (head_ptr, tail_ptr) = unsafe {
+            (
+                &*(self.ring.add(1024) as *const std::sync::atomic::AtomicU64),
+                &*(self.ring.add(1032) as *const std::sync::atomic::AtomicU64),
+            )
+        };
+        let head = head_ptr.load(std::sync::atomic::Ordering::Acquire);
+        let mut tail = tail_ptr.load(std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the data area follows the header page, data_len bytes.
+        let data = unsafe { std::slice::from_raw_parts(self.ring.add(self.page), data_len) };
+        while tail + 8 <= head {
+            let at = (tail % data_len as u64) as usize;
+            let mut hdr = [0u8; 8];
+            copy_wrapped(data, at, &mut hdr);
+            let size = u16::from_le_bytes([hdr[6], hdr[7]]) as usize;
+            if size < 8 || tail + size as u64 > head {
+                break;
+            }
+            self.scratch.resize(size, 0);
+            copy_wrapped(data, at, &mut self.scratch);
+            let kind = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+            match kind {
+                RECORD_SAMPLE => {
+                    if let Some(s) = parse_sample(&self.scratch[8..], self.regs_intr) {
+                        out(s);
+                    }
+                }
+                RECORD_LOST if size >= 24 => {
+                    self.lost += u64::from_le_bytes(self.scratch[16..24].try_into().unwrap_or_default());
+                }
+                _ => {}
+            }
+            tail += size as u64;
+        }
+        tail_ptr.store(tail, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        let _ = self.enable(false);
+        // SAFETY: the mapping made in `open`, unmapped once.
+        unsafe { libc::munmap(self.ring as *mut libc::c_void, self.ring_len) };
+    }
+}
+
+fn copy_wrapped(data: &[u8], at: usize, out: &mut [u8]) {
+    let first = out.len().min(data.len() - at);
+    out[..first].copy_from_slice(&data[at..at + first]);
+    let rest = out.len() - first;
+    out[first..].copy_from_slice(&data[..rest]);
+}
+
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    b.get(at..at + 8).map(|s| u64::from_le_bytes(s.try_into().unwrap_or_default()))
+}
+
+/// A PERF_RECORD_SAMPLE body (after the 8-byte header) with IP, TID, TIME,
+/// CALLCHAIN and, when `regs_intr`, REGS_INTR with the flags register.
+pub fn parse_sample(b: &[u8], regs_intr: bool) -> Option<PerfSample> {
+    let ip = u64_at(b, 0)?;
+    let pid = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?) as i32;
+    let tid = u32::from_le_bytes(b.get(12..16)?.try_into().ok()?) as i32;
+    let t_ns = u64_at(b, 16)?;
+    let nr = u64_at(b, 24)? as usize;
+    let mut at = 32;
+    let (mut kernel, mut user) = (Vec::new(), Vec::new());
+    let mut ctx = if ip >= 0xffff_8000_0000_0000 { CONTEXT_KERNEL } else { CONTEXT_USER };
+    for _ in 0..nr.min(512) {
+        let a = u64_at(b, at)?;
+        at += 8;
+        if a >= CONTEXT_MAX {
+            ctx = a;
+            continue;
+        }
+        let chain = match ctx {
+            CONTEXT_KERNEL => &mut kernel,
+            CONTEXT_USER => &mut user,
+            _ => continue,
+        };
+        if chain.len() < MAX_FRAMES {
+            chain.push(a);
+        }
+    }
+    if kernel.is_empty() && user.is_empty() {
+        if ip >= 0xffff_8000_0000_0000 { kernel.push(ip) } else { user.push(ip) }
+    }
+    let irqs_off = if regs_intr {
+        let abi = u64_at(b, at)?;
+        if abi != 0 { Some(u64_at(b, at + 8)? & X86_IF == 0) } else { None }
+    } else {
+        None
+    };
+    Some(PerfSample { t_ns, pid, tid, kernel, user, irqs_off })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// As root: the counter sees at least the system calls this thread makes.
-    #[test]
-    fn counts_this_threads_system_calls() {
-        let cpus = crate::sys::cpu::online();
-        let mut c = match SyscallCounter::open(&cpus) {
-            Ok(c) => c,
-            Err(e) => {
-                assert!(!rustix::process::geteuid().is_root() || e.contains("tracefs"), "{e}");
-                return;
-            }
-        };
-        let before = c.read().unwrap();
-        for _ in 0..1000 {
-            std::hint::black_box(rustix::process::getppid());
+    fn record(ip: u64, chain: &[u64], regs: Option<u64>) -> Vec<u8> {
+        let mut b = Vec::new();
+        b.extend(ip.to_le_bytes());
+        b.extend(42u32.to_le_bytes());
+        b.extend(43u32.to_le_bytes());
+        b.extend(1_000u64.to_le_bytes());
+        b.extend((chain.len() as u64).to_le_bytes());
+        for a in chain {
+            b.extend(a.to_le_bytes());
         }
-        let after = c.read().unwrap();
-        // getppid is a real system call (no vDSO); others may run beside it.
-        assert!(after - before >= 1000, "{before} -> {after}");
+        if let Some(flags) = regs {
+            b.extend(2u64.to_le_bytes());
+            b.extend(flags.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn samples_split_into_kernel_and_user_chains() {
+        let k = 0xffff_ffff_8100_0010u64;
+        let chain = [CONTEXT_KERNEL, k, k + 8, CONTEXT_USER, 0x5555_0000_1000, 0x5555_0000_2000];
+        let s = parse_sample(&record(k, &chain, None), false).unwrap();
+        assert_eq!((s.t_ns, s.pid, s.tid), (1_000, 42, 43));
+        assert_eq!(s.kernel, [k, k + 8]);
+        assert_eq!(s.user, [0x5555_0000_1000, 0x5555_0000_2000]);
+        assert_eq!(s.irqs_off, None);
+        // No chain: the IP alone, in its own space.
+        let s = parse_sample(&record(0x4000, &[], None), false).unwrap();
+        assert_eq!((s.kernel.len(), s.user.as_slice()), (0, &[0x4000][..]));
+        // The flags register says whether interrupts were on.
+        let s = parse_sample(&record(k, &[CONTEXT_KERNEL, k], Some(0x46)), true).unwrap();
+        assert_eq!(s.irqs_off, Some(true));
+        let s = parse_sample(&record(k, &[CONTEXT_KERNEL, k], Some(0x246)), true).unwrap();
+        assert_eq!(s.irqs_off, Some(false));
+        assert!(parse_sample(&record(k, &chain, None)[..30], false).is_none());
+    }
+
+    #[test]
+    fn the_ring_wraps() {
+        let data = [1u8, 2, 3, 4, 5, 6];
+        let mut out = [0u8; 4];
+        copy_wrapped(&data, 4, &mut out);
+        assert_eq!(out, [5, 6, 1, 2]);
+    }
+
+    /// Root only: a sampler opens on this machine (cpu-clock where there
+    /// is no PMU) and its samples carry CLOCK_MONOTONIC times.
+    #[test]
+    fn samples_this_cpu() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let _machine = crate::machine_lock();
+        let cpu = 0;
+        let mut s = match Sampler::open(cpu, 5_000, 16) {
+            Ok(s) => s,
+            Err(e) => return eprintln!("skipped: {e}"),
+        };
+        crate::sys::cpu::pin_self(&[cpu]).unwrap();
+        let t0 = crate::sys::clock::now();
+        s.enable(true).unwrap();
+        while crate::sys::clock::now() < t0 + 20_000_000 {
+            std::hint::spin_loop();
+        }
+        s.enable(false).unwrap();
+        let t1 = crate::sys::clock::now();
+        let mut got = Vec::new();
+        s.drain(&mut |x| got.push(x));
+        assert!(got.len() >= 10, "{} samples in 20 ms at 5 kHz ({:?})", got.len(), s.source);
+        assert!(got.iter().all(|x| x.t_ns >= t0 && x.t_ns <= t1), "CLOCK_MONOTONIC times");
+        assert!(got.iter().any(|x| !x.user.is_empty() || !x.kernel.is_empty()));
     }
 }

@@ -1,6 +1,9 @@
-//! Finding tracefs, and mounting it when nobody has.
+//! Finding tracefs, and mounting it when nobody has; an instance
+//! directory's life: made registered with the janitor, its per-CPU binary
+//! buffers, removed.
 
-use crate::sys::ipc::Leftover;
+use crate::sys::ipc::{self, Leftover};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// Where tracefs is mounted today, or the standard mount point.
@@ -47,4 +50,59 @@ pub fn forget(root: &Path) {
     if let Ok(j) = crate::sys::ipc::janitor() {
         j.registry().remove_path(Leftover::TracefsMount, root);
     }
+}
+
+/// Writes `value` to the tracefs file `path`.
+pub fn write(path: &Path, value: &str) -> Result<(), String> {
+    std::fs::write(path, value).map_err(|e| format!("cannot write '{value}' to {}: {e}", path.display()))
+}
+
+/// Creates the instance directory `dir`, registered with the janitor
+/// before it exists: should rtscope be killed (SIGKILL) at any moment from
+/// here on, the janitor stops tracing in it and removes it.
+pub fn create_registered(dir: &Path) -> Result<(), String> {
+    let janitor = ipc::janitor().map_err(|e| format!("cannot start rtscope's janitor ({e})"))?;
+    if !janitor.registry().add_path(Leftover::TraceInstance, dir) {
+        return Err(format!("cannot register the tracefs instance {} with rtscope's janitor", dir.display()));
+    }
+    if let Err(e) = std::fs::create_dir(dir) {
+        janitor.registry().remove_path(Leftover::TraceInstance, dir);
+        return Err(format!("cannot create the tracefs instance {}: {e}", dir.display()));
+    }
+    Ok(())
+}
+
+/// Removes the instance directory `dir` (which frees its buffers and
+/// disables its events) and unregisters it from the janitor; where the
+/// kernel refuses, it stays registered and the janitor tries again when
+/// rtscope ends. Whether it is gone.
+pub fn remove_registered(dir: &Path) -> bool {
+    let mut removed = std::fs::remove_dir(dir).is_ok();
+    if !removed {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        removed = std::fs::remove_dir(dir).is_ok();
+    }
+    if removed {
+        if let Ok(j) = ipc::janitor() {
+            j.registry().remove_path(Leftover::TraceInstance, dir);
+        }
+    } else {
+        eprintln!("rtscope: warning: could not remove the tracefs instance {}", dir.display());
+    }
+    removed
+}
+
+/// Opens the per-CPU binary buffers of the instance `dir`, non-blocking.
+pub fn open_buffers(dir: &Path, cpus: &[usize]) -> Result<Vec<File>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    cpus.iter()
+        .map(|c| {
+            let p = dir.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+                .open(&p)
+                .map_err(|e| format!("cannot open {}: {e}", p.display()))
+        })
+        .collect()
 }

@@ -20,7 +20,10 @@
 //! thread = S - X, user = W - S, clamped alike.
 
 use super::event::{Decoder, Ev, Kind, SOFTIRQ_NAMES};
+use super::stacks::WakeStack;
+use super::symbols::{Counts, Gap, RawCode};
 use crate::recorder::Sample;
+use crate::sys::perf::PerfSample;
 use rtscope_model::episode::{self, Cause, CauseKind, Episode, KindTotal, Lane, Slice, Stages};
 use rtscope_model::hist::{Tally, quantile};
 use std::collections::{BTreeMap, VecDeque};
@@ -48,8 +51,8 @@ impl CauseThreshold {
 pub enum Out {
     /// The stages of a sample taken at `t_ns`.
     Stages { t_ns: u64, stages: Stages },
-    /// A new episode to keep.
-    Keep(Box<Episode>),
+    /// A new episode to keep, with its stacks and samples still to name.
+    Keep(Box<Episode>, Box<RawCode>),
     /// An episode pushed out of the worst-N by a worse one.
     Drop { cpu: i64, sample: u64 },
     /// A sample above the threshold not kept as an episode (weaker than the
@@ -227,6 +230,21 @@ pub struct CpuTrace {
     pub episodes_built: u64,
     /// In window mode, every sample's causes by kind.
     pub by_kind: Vec<KindTotal>,
+    /// `--stacks`: the probe's wake-ups with their stacks, in time order.
+    stacks: VecDeque<WakeStack>,
+    /// Wake-ups with stacks seen, and what the stacks cost (ns, from the
+    /// waking record to the kernel stack's).
+    pub stacks_taken: u64,
+    pub stack_cost: Tally,
+    pub stacks_matched: u64,
+    /// The profiler's samples not yet past a processed sample, in time
+    /// order, and its period (0: no profiler).
+    prof: VecDeque<PerfSample>,
+    pub period_ns: u64,
+    /// Every profiler sample's innermost frame, inside episodes or not.
+    pub counts: Counts,
+    pub prof_samples: u64,
+    pub prof_inside: u64,
 }
 
 impl CpuTrace {
@@ -252,7 +270,35 @@ impl CpuTrace {
             inferred: 0,
             episodes_built: 0,
             by_kind: Vec::new(),
+            stacks: VecDeque::new(),
+            stacks_taken: 0,
+            stack_cost: Tally::new(),
+            stacks_matched: 0,
+            prof: VecDeque::new(),
+            period_ns: 0,
+            counts: Counts::default(),
+            prof_samples: 0,
+            prof_inside: 0,
         }
+    }
+
+    /// Adds a wake-up's stacks (in time order).
+    pub fn push_stack(&mut self, w: WakeStack) {
+        self.stacks_taken += 1;
+        if !w.kernel.is_empty() {
+            self.stack_cost.record(w.cost_ns);
+        }
+        self.stacks.push_back(w);
+    }
+
+    /// Adds a profiler sample of this CPU (in time order).
+    pub fn push_profile(&mut self, s: PerfSample) {
+        self.prof_samples += 1;
+        self.prof.push_back(s);
+    }
+
+    fn count_profile(&mut self, t: u64, window: Option<(u64, u64)>) {
+        count_profile(&mut self.prof, &mut self.counts, &mut self.prof_inside, t, window);
     }
 
     /// Episodes kept now.
@@ -289,6 +335,7 @@ impl CpuTrace {
         if self.samples.is_empty() {
             let horizon = self.newest_ts.saturating_sub(RETAIN_NS);
             self.drop_until(horizon);
+            self.count_profile(horizon, None);
         }
         while self.events.len() > MAX_HELD {
             if let Some(e) = self.events.pop_front() {
@@ -299,6 +346,9 @@ impl CpuTrace {
 
     /// Folds events up to `t` into the front context.
     fn drop_until(&mut self, t: u64) {
+        while self.stacks.front().is_some_and(|w| w.ts <= t) {
+            self.stacks.pop_front();
+        }
         while self.events.front().is_some_and(|e| e.ts <= t) {
             if let Some(e) = self.events.pop_front() {
                 self.front.apply(&e, false);
@@ -355,6 +405,14 @@ impl CpuTrace {
         let worse_than_kept = !full || weakest.is_some_and(|i| s.value_ns > self.kept[i].0);
         let keep = wanted && worse_than_kept;
         let classify = wanted && !keep && self.settings.classify_all;
+        // The profiler's samples up to this wake-up: inside its window if
+        // it makes an episode.
+        let prof: Vec<PerfSample> = if keep {
+            self.prof.iter().filter(|x| x.t_ns >= p && x.t_ns <= s.t_ns).cloned().collect()
+        } else {
+            Vec::new()
+        };
+        count_profile(&mut self.prof, &mut self.counts, &mut self.prof_inside, s.t_ns, keep.then_some((p, s.t_ns)));
         // Windows of lost time are all attributed (their totals by kind);
         // wake-ups only when they make an episode or are to be classed.
         let windows = !self.settings.stages;
@@ -395,6 +453,7 @@ impl CpuTrace {
                 }
             }
         }
+        let raw = self.raw_code(&s, p, stages.as_ref(), &causes, prof, names);
         let verdict = episode::verdict_named(
             Stages::of_path(path).0,
             self.cpu,
@@ -419,6 +478,10 @@ impl CpuTrace {
             causes,
             verdict,
             slices,
+            stack: None,
+            blocker: None,
+            samples: None,
+            remainder: None,
         };
         self.episodes_built += 1;
         if full && let Some(i) = weakest {
@@ -426,7 +489,79 @@ impl CpuTrace {
             out(Out::Drop { cpu: self.cpu, sample });
         }
         self.kept.push((s.value_ns, s.seq));
-        out(Out::Keep(Box::new(ep)));
+        out(Out::Keep(Box::new(ep), Box::new(raw)));
+    }
+
+    /// The stacks recorded at this sample's wake-up, the profiler's samples
+    /// in its window, and the facts about its unaccounted time.
+    fn raw_code(
+        &mut self,
+        s: &Sample,
+        p: u64,
+        stages: Option<&Stages>,
+        causes: &[Cause],
+        prof: Vec<PerfSample>,
+        names: &Names,
+    ) -> RawCode {
+        let floor = p.saturating_sub(EARLY_NS).max(self.prev_woke.saturating_add(1));
+        let stack = self
+            .stacks
+            .iter()
+            .rev()
+            .find(|w| w.woken == self.tid && w.ts >= floor && w.ts <= s.t_ns)
+            .map(|w| (w.clone(), names.comm(w.pid)));
+        self.stacks_matched += u64::from(stack.is_some());
+        let unaccounted: Vec<&Cause> = causes.iter().filter(|c| c.kind == CauseKind::Unaccounted).collect();
+        let ns: u64 = unaccounted.iter().map(|c| c.ns).sum();
+        // Named when it matters: 10 us and a tenth of the latency.
+        let gap = (ns >= 10_000 && ns * 10 >= s.value_ns).then(|| {
+            // The stretch before the timer interrupt (a wake-up's irq
+            // stage), else the whole window.
+            let end = stages.map_or(s.t_ns, |st| p + st.irq_ns).max(p + 1);
+            let inside = prof.iter().filter(|x| x.t_ns >= p && x.t_ns <= end);
+            let (samples, irqs_off) = inside.fold((0u64, None::<u64>), |(n, off), x| {
+                (n + 1, x.irqs_off.map(|o| off.unwrap_or(0) + u64::from(o)).or(off))
+            });
+            let main = unaccounted.iter().max_by_key(|c| c.ns);
+            Gap {
+                ns,
+                idle: main.is_some_and(|c| c.pid == Some(0)),
+                samples,
+                expected: if self.period_ns > 0 { (end - p) as f64 / self.period_ns as f64 } else { 0.0 },
+                irqs_off,
+                steal_ns: 0,
+                run_ns: 0,
+            }
+        });
+        // The main cause's own stacks while it ran: the profiler's middle
+        // sample of it in its own code (user space) in the window, else in
+        // the kernel.
+        let main = causes.iter().max_by_key(|c| c.ns).filter(|c| c.kind == CauseKind::Thread);
+        let blocker = main.and_then(|c| c.pid).and_then(|pid| {
+            let theirs: Vec<&PerfSample> = prof.iter().filter(|x| x.tid == pid).collect();
+            let user: Vec<&PerfSample> = theirs.iter().copied().filter(|x| x.kernel.is_empty()).collect();
+            let pick = user.get(user.len() / 2).or(theirs.get(theirs.len() / 2));
+            pick.map(|x| ((*x).clone(), names.comm(pid)))
+        });
+        RawCode { stack, blocker, samples: prof, period_ns: self.period_ns, gap }
+    }
+}
+
+/// Counts the profiler's samples up to `t`, inside `[a, b]` (an episode's
+/// window) or outside, and lets them go.
+fn count_profile(
+    prof: &mut VecDeque<PerfSample>,
+    counts: &mut Counts,
+    inside_n: &mut u64,
+    t: u64,
+    window: Option<(u64, u64)>,
+) {
+    while prof.front().is_some_and(|s| s.t_ns <= t) {
+        if let Some(s) = prof.pop_front() {
+            let inside = window.is_some_and(|(a, b)| s.t_ns >= a && s.t_ns <= b);
+            *inside_n += u64::from(inside);
+            counts.add(&s, inside);
+        }
     }
 }
 

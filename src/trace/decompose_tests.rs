@@ -78,7 +78,8 @@ fn splits_a_wakeup_into_stages_and_names_the_blocking_thread() {
     let s2 = Stages { irq_ns: 3 * US, handler_ns: 2 * US, wake_ns: US, thread_ns: 394 * US, user_ns: 100 * US };
     assert_eq!(stages[1], s2);
     assert_eq!(s2.total(), 500 * US);
-    let eps: Vec<&Episode> = outs.iter().filter_map(|o| if let Out::Keep(e) = o { Some(&**e) } else { None }).collect();
+    let eps: Vec<&Episode> =
+        outs.iter().filter_map(|o| if let Out::Keep(e, _) = o { Some(&**e) } else { None }).collect();
     assert_eq!(eps.len(), 1, "only sample 2 is above 200us");
     let e = eps[0];
     assert_eq!((e.sample, e.programmed_ns, e.latency_ns), (2, 2000 * US, 500 * US));
@@ -127,7 +128,8 @@ fn attributes_a_lost_window_without_stages() {
     // Window 2 [2000, 2050]: nothing traced (a hypervisor took it).
     t.push_sample(Sample { seq: 2, t_ns: 2050 * US, value_ns: 50 * US });
     let outs = run(&mut t, 0, true);
-    let eps: Vec<&Episode> = outs.iter().filter_map(|o| if let Out::Keep(e) = o { Some(&**e) } else { None }).collect();
+    let eps: Vec<&Episode> =
+        outs.iter().filter_map(|o| if let Out::Keep(e, _) = o { Some(&**e) } else { None }).collect();
     assert!(!outs.iter().any(|o| matches!(o, Out::Stages { .. })));
     assert_eq!((t.decomposed, t.incomplete), (0, 0));
     assert_eq!(eps.len(), 2);
@@ -172,7 +174,7 @@ fn keeps_only_the_worst_episodes() {
         .iter()
         .filter(|o| !matches!(o, Out::Stages { .. }))
         .map(|o| match o {
-            Out::Keep(e) => format!("keep {}", e.sample),
+            Out::Keep(e, _) => format!("keep {}", e.sample),
             Out::Drop { sample, .. } => format!("drop {sample}"),
             Out::Class { kind, .. } => format!("class {}", kind.as_str()),
             Out::Stages { .. } => unreachable!(),
@@ -188,7 +190,7 @@ fn adaptive_threshold_takes_record_breakers_then_the_tail() {
     for i in 1..=20_000u64 {
         let v = 10 * US + (i * 7919) % (10 * US);
         t.push_sample(Sample { seq: i, t_ns: i * 1000 * US, value_ns: v });
-        kept += run(&mut t, u64::MAX, false).iter().filter(|o| matches!(o, Out::Keep(_))).count();
+        kept += run(&mut t, u64::MAX, false).iter().filter(|o| matches!(o, Out::Keep(..))).count();
     }
     // A handful of early record breakers, then about 9 + 1 per 1000.
     assert!((10..=60).contains(&kept), "{kept}");
@@ -229,7 +231,8 @@ fn splits_a_received_datagram_along_the_net_rx_path() {
     let want = Stages { irq_ns: 2 * US, handler_ns: 8 * US, wake_ns: 20 * US, thread_ns: 2 * US, user_ns: 8 * US };
     assert_eq!(st, [want], "queue 2, stack 8, softirq 20, thread 2, user 8");
     assert_eq!((t.decomposed, t.incomplete), (1, 1), "the second was woken from another CPU");
-    let eps: Vec<&Episode> = outs.iter().filter_map(|o| if let Out::Keep(e) = o { Some(&**e) } else { None }).collect();
+    let eps: Vec<&Episode> =
+        outs.iter().filter_map(|o| if let Out::Keep(e, _) = o { Some(&**e) } else { None }).collect();
     assert_eq!(eps.len(), 2);
     let e = eps[0];
     assert_eq!(e.stages, None, "net stages are not the timer's fields");
@@ -292,7 +295,7 @@ fn decomposes_the_wakeups_captured_from_this_kernel() {
                 assert_eq!(stages.irq_ns, US);
                 assert_eq!(stages.user_ns, 3 * US);
             }
-            Out::Keep(e) => {
+            Out::Keep(e, _) => {
                 assert_eq!(e.stages.unwrap().total(), e.latency_ns);
                 assert_eq!(e.causes.iter().map(|c| c.ns).sum::<u64>(), e.latency_ns, "{}", e.verdict);
             }

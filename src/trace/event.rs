@@ -96,11 +96,11 @@ pub struct Decoder {
     pub unknown: u64,
 }
 
-fn field(f: &Format, name: &str) -> Result<Field, String> {
+pub(super) fn field(f: &Format, name: &str) -> Result<Field, String> {
     f.field(name).cloned().ok_or_else(|| format!("event {} has no field '{name}'", f.name))
 }
 
-fn int(p: &[u8], f: &Field) -> i64 {
+pub(super) fn int(p: &[u8], f: &Field) -> i64 {
     let Some(b) = p.get(f.offset..f.offset + f.size) else { return 0 };
     match (f.size, f.signed) {
         (1, true) => b[0] as i8 as i64,

@@ -7,8 +7,8 @@
 
 use super::event::{Decoder, WANTED};
 use super::format::{Format, PageLayout};
-use crate::sys::ipc::{self, Leftover};
-use crate::sys::tracefs;
+use super::stacks::StackInstance;
+use crate::sys::tracefs::{self, create_registered, open_buffers, remove_registered, write};
 use rtscope_model::inventory::Warning;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -31,10 +31,9 @@ pub struct Instance {
     /// can be followed.
     pub net_stages: bool,
     pub buffer_kb: u64,
-}
-
-fn write(path: &Path, value: &str) -> Result<(), String> {
-    std::fs::write(path, value).map_err(|e| format!("cannot write '{value}' to {}: {e}", path.display()))
+    clock: String,
+    /// `--stacks`: the instance that records the probe's wake-ups' stacks.
+    pub stacks: Option<StackInstance>,
 }
 
 /// Reads a tracefs file. One large read: some of these files (e.g.
@@ -69,7 +68,9 @@ fn remove_stale(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root.join("instances")) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix("rtscope-").and_then(|p| p.parse::<u32>().ok()) else { continue };
+        // `rtscope-<pid>`, and its stack instance `rtscope-<pid>-stacks`.
+        let pid = name.strip_prefix("rtscope-").map(|p| p.split('-').next().unwrap_or(p));
+        let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else { continue };
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         if !comm.starts_with("rtscope") {
             let _ = std::fs::remove_dir(e.path());
@@ -88,22 +89,11 @@ impl Instance {
         if dir.exists() {
             let _ = std::fs::remove_dir(&dir);
         }
-        // Registered with the janitor before it exists: should rtscope be
-        // killed (SIGKILL) at any moment from here on, the janitor stops
-        // tracing in it and removes it.
-        let janitor = ipc::janitor().map_err(|e| format!("cannot start rtscope's janitor ({e})"))?;
-        if !janitor.registry().add_path(Leftover::TraceInstance, &dir) {
+        if let Err(e) = create_registered(&dir) {
             if mounted {
                 let _ = tracefs::unmount(&root);
             }
-            return Err(format!("cannot register the tracefs instance {} with rtscope's janitor", dir.display()));
-        }
-        if let Err(e) = std::fs::create_dir(&dir) {
-            janitor.registry().remove_path(Leftover::TraceInstance, &dir);
-            if mounted {
-                let _ = tracefs::unmount(&root);
-            }
-            return Err(format!("cannot create the tracefs instance {}: {e}", dir.display()));
+            return Err(e);
         }
         let mut inst = Instance {
             root,
@@ -124,6 +114,8 @@ impl Instance {
             stages: false,
             net_stages: false,
             buffer_kb,
+            clock: clock.to_string(),
+            stacks: None,
         };
         // From here on, Drop removes the instance on any error.
         let warnings = inst.configure(cpus, clock)?;
@@ -211,21 +203,21 @@ impl Instance {
 
     /// Opens the per-CPU binary buffers, non-blocking.
     pub fn buffers(&self, cpus: &[usize]) -> Result<Vec<File>, String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        cpus.iter()
-            .map(|c| {
-                let p = self.dir.join(format!("per_cpu/cpu{c}/trace_pipe_raw"));
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-                    .open(&p)
-                    .map_err(|e| format!("cannot open {}: {e}", p.display()))
-            })
-            .collect()
+        open_buffers(&self.dir, cpus)
     }
 
     pub fn set_on(&self, on: bool) -> Result<(), String> {
+        if let Some(s) = &self.stacks {
+            s.set_on(on)?;
+        }
         write(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
+    }
+
+    /// `--stacks`: records the kernel and user stacks at every wake-up of
+    /// the threads `tids` (the probe's) in an instance of their own.
+    pub fn add_stacks(&mut self, cpus: &[usize], tids: &[i32]) -> Result<(), String> {
+        self.stacks = Some(StackInstance::create(&self.root, &self.name, &cpumask(cpus), &self.clock, tids)?);
+        Ok(())
     }
 
     /// Events the kernel lost on `cpu`: overwritten before they were read
@@ -244,20 +236,9 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         let _ = self.set_on(false);
-        // Removing the instance frees its buffers and disables its events.
-        let mut removed = std::fs::remove_dir(&self.dir).is_ok();
-        if !removed {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            removed = std::fs::remove_dir(&self.dir).is_ok();
-        }
-        if removed {
-            if let Ok(j) = ipc::janitor() {
-                j.registry().remove_path(Leftover::TraceInstance, &self.dir);
-            }
-        } else {
-            // Still registered: the janitor tries again when rtscope ends.
-            eprintln!("rtscope: warning: could not remove the tracefs instance {}", self.dir.display());
-        }
+        // The stack instance first: the mount may go with the main one.
+        drop(self.stacks.take());
+        let removed = remove_registered(&self.dir);
         if self.mounted {
             let others = std::fs::read_dir(self.root.join("instances")).map(|d| d.count()).unwrap_or(1);
             if others == 0 {

@@ -3,11 +3,12 @@
 //! `mono` clock; a reader thread decodes the per-CPU binary buffers and
 //! splits each sample into stages and, for the worst samples, into causes.
 
+pub mod code;
 pub mod decompose;
 use decompose::CauseThreshold;
 use instance::Instance;
 use reader::ReaderReport;
-use rtscope_model::episode::TraceSummary;
+use rtscope_model::episode::{ProfileSummary, StacksSummary, TraceSummary};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -16,6 +17,8 @@ pub mod format;
 pub mod instance;
 pub mod page;
 pub mod reader;
+pub mod stacks;
+pub mod symbols;
 pub mod watch;
 
 /// The tracefs clock of the instance.
@@ -38,6 +41,20 @@ impl TraceClock {
     }
 }
 
+/// `--stacks`: whether to record the stacks at every probe wake-up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StacksMode {
+    /// When recording them costs at most [`CHEAP_STACKS_NS`] per wake-up,
+    /// measured on the probe's threads before measuring starts.
+    Auto,
+    On,
+    Off,
+}
+
+/// What `--stacks auto` accepts per wake-up: the kernel's unwind, timed
+/// by the trace itself.
+pub const CHEAP_STACKS_NS: u64 = 500;
+
 /// `--trace` settings.
 #[derive(Clone, Copy, Debug)]
 pub struct TraceOpts {
@@ -46,6 +63,10 @@ pub struct TraceOpts {
     pub max_episodes: usize,
     pub buffer_kb: u64,
     pub clock: TraceClock,
+    pub stacks: StacksMode,
+    /// The profiler's samples per second per CPU (0: none, the default:
+    /// its interrupts land on the measured CPUs).
+    pub sample_hz: u64,
 }
 
 impl serde::Serialize for TraceOpts {
@@ -55,9 +76,23 @@ impl serde::Serialize for TraceOpts {
             "max_episodes": self.max_episodes,
             "buffer_kb": self.buffer_kb,
             "clock": self.clock.as_str(),
+            "stacks": format!("{:?}", self.stacks).to_lowercase(),
+            "sample_hz": self.sample_hz,
         })
         .serialize(s)
     }
+}
+
+/// What `--stacks` and `--sample-hz` did beside the trace: the stacks'
+/// calibration and what the symbols thread found.
+#[derive(Default)]
+pub struct CodeReport {
+    /// The unwind's cost measured before the start (p50, ns) and the notes
+    /// on stacks (a decision of `auto`, a failure).
+    pub calibrated_ns: Option<u64>,
+    pub stack_notes: Vec<String>,
+    pub profile_notes: Vec<String>,
+    pub symbols: symbols::SymReport,
 }
 
 /// What the tracer did, for the run, and the notes it deserves. Stops
@@ -70,6 +105,7 @@ pub fn summarize(
     opts: &TraceOpts,
     mirror_lost: &[Arc<AtomicU64>],
     windows: bool,
+    code: CodeReport,
 ) -> (TraceSummary, Vec<String>) {
     let mut summary = TraceSummary {
         instance: inst.name.clone(),
@@ -87,14 +123,54 @@ pub fn summarize(
         episodes_built: report.episodes_built,
         episodes_kept: report.episodes_kept,
         windows,
+        stacks: None,
+        profile: None,
     };
+    let mut notes = Vec::new();
+    let sym_notes = code.symbols.notes;
+    if let Some((taken, episodes, p50, max, lost)) = report.stacks {
+        let mut n = code.stack_notes.clone();
+        n.extend(sym_notes.iter().cloned());
+        if lost > 0 {
+            n.push(format!("the stack instance lost {lost} records (ring buffer full)"));
+        }
+        summary.stacks = Some(StacksSummary {
+            taken,
+            episodes,
+            cost_p50_ns: if p50 > 0 { p50 } else { code.calibrated_ns.unwrap_or(0) },
+            cost_max_ns: max,
+            notes: n,
+        });
+    } else if !code.stack_notes.is_empty() {
+        notes.extend(code.stack_notes.iter().map(|n| format!("--stacks: {n}")));
+    }
+    if let Some((source, hz, samples, inside, lost)) = report.profile {
+        let mut n = code.profile_notes.clone();
+        if report.stacks.is_none() {
+            n.extend(sym_notes.iter().cloned());
+        }
+        if lost > 0 {
+            notes.push(format!("--sample-hz: the kernel lost {lost} profiler samples (ring full)"));
+        }
+        summary.profile = Some(ProfileSummary {
+            event: source.name().into(),
+            hz,
+            blind_spot: source.blind_spot().into(),
+            samples,
+            in_episodes: inside,
+            lost,
+            over: code.symbols.over,
+            notes: n,
+        });
+    } else {
+        notes.extend(code.profile_notes.iter().map(|n| format!("--sample-hz: {n}")));
+    }
     let _ = inst.set_on(false);
     for (c, lost) in summary.per_cpu.iter_mut().zip(mirror_lost) {
         c.lost = c.lost.max(inst.lost(c.cpu as usize));
         c.samples_dropped = lost.load(Relaxed);
     }
     drop(inst);
-    let mut notes = Vec::new();
     let lost = summary.lost();
     if lost > 0 {
         notes.push(format!(

@@ -9,15 +9,19 @@ use super::decompose::{CpuTrace, Names, Out};
 use super::event::{Decoder, Ev, Kind};
 use super::format::PageLayout;
 use super::page::Page;
+use super::stacks::{self, StackDecoder};
+use super::symbols::{Counts, Sink, SymMsg};
 use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
+use crate::sys::perf::Sampler;
 use rtscope_model::episode::{Stages, TraceCpu};
+use rtscope_model::hist::{Tally, quantile};
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
-use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 /// How often the buffers are drained.
@@ -81,6 +85,11 @@ pub struct Lane {
     samples: rtrb::Consumer<Sample>,
     /// The stage series, in [`Stages::SERIES`] order.
     stages: Vec<Recorder>,
+    /// `--stacks`: this CPU's buffer of the stack instance.
+    stacks: Option<(File, StackDecoder)>,
+    stack_lost: u64,
+    /// `--sample-hz`: the profiler on this CPU.
+    sampler: Option<Sampler>,
 }
 
 impl Lane {
@@ -91,13 +100,64 @@ impl Lane {
         stages: Vec<Recorder>,
         clock: TraceClock,
     ) -> Lane {
-        Lane { buffer: Buffer::new(buffer, clock), trace, samples, stages }
+        Lane { buffer: Buffer::new(buffer, clock), trace, samples, stages, stacks: None, stack_lost: 0, sampler: None }
     }
 
-    /// Reads every page the kernel has for this CPU, and the probe's samples.
+    /// Adds this CPU's stack buffer (`--stacks`).
+    pub fn with_stacks(mut self, buffer: File, decoder: StackDecoder) -> Lane {
+        self.stacks = Some((buffer, decoder));
+        self
+    }
+
+    /// Adds this CPU's profiler (`--sample-hz`); its period in ns.
+    pub fn with_sampler(mut self, sampler: Sampler) -> Lane {
+        // cpu-clock samples every period; cycles at that mean frequency.
+        self.trace.period_ns = 1_000_000_000 / sampler.hz.max(1);
+        self.sampler = Some(sampler);
+        self
+    }
+
+    /// Whether this lane has stacks or samples to name.
+    pub fn has_code(&self) -> bool {
+        self.stacks.is_some() || self.sampler.is_some()
+    }
+
+    /// The profiler, to start and stop it.
+    pub fn sampler(&self) -> Option<&Sampler> {
+        self.sampler.as_ref()
+    }
+
+    /// Reads the stack buffer and the profiler's ring.
+    fn drain_code(&mut self, layout: &PageLayout, page: &mut [u8], last: bool) {
+        if let Some((buffer, dec)) = &mut self.stacks {
+            let clock = &self.buffer.clock;
+            let map = |ts: u64| match clock {
+                Some(c) => c.peek(ts),
+                None => Some(ts),
+            };
+            let mut got = VecDeque::new();
+            let (bytes, lost) = stacks::drain(buffer, layout, page, dec, &map, &mut got);
+            if last {
+                dec.flush(&mut got);
+            }
+            self.buffer.bytes += bytes;
+            self.stack_lost += lost;
+            for w in got {
+                self.trace.push_stack(w);
+            }
+        }
+        if let Some(s) = &mut self.sampler {
+            let trace = &mut self.trace;
+            s.drain(&mut |x| trace.push_profile(x));
+        }
+    }
+
+    /// Reads every page the kernel has for this CPU, its stacks and
+    /// samples, and the probe's samples.
     fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8]) {
         let trace = &mut self.trace;
         self.buffer.drain(layout, decoder, page, |e| trace.push_event(e));
+        self.drain_code(layout, page, false);
         while let Ok(s) = self.samples.pop() {
             self.trace.push_sample(s);
         }
@@ -134,6 +194,12 @@ impl LocalClock {
         self.last_ts = ts;
         Some(ts)
     }
+
+    /// The CLOCK_MONOTONIC time of a trace-clock time `ts` of another
+    /// buffer of this CPU (the stack instance's), by the current mapping.
+    fn peek(&self, ts: u64) -> Option<u64> {
+        Some((ts as i64 + self.offset?) as u64)
+    }
 }
 
 /// The offset (CLOCK_MONOTONIC - trace clock) after an anchor `now` at
@@ -150,7 +216,9 @@ pub struct Reader {
     pub layout: PageLayout,
     pub decoder: Decoder,
     pub lanes: Vec<Lane>,
-    pub episodes: Sender<EpisodeMsg>,
+    /// To the symbols thread, which names the kept episodes' code and
+    /// forwards them to the writer, or to the writer itself.
+    pub episodes: Sink,
 }
 
 /// What the reader reports at the end.
@@ -161,6 +229,25 @@ pub struct ReaderReport {
     pub episodes_built: u64,
     pub episodes_kept: u64,
     pub unknown_records: u64,
+    /// `--stacks`: wake-ups with stacks, episodes with one, the unwind's
+    /// cost (p50, max) and events the stack instance lost.
+    pub stacks: Option<(u64, u64, u64, u64, u64)>,
+    /// `--sample-hz`: the profiler's event, rate, samples, samples inside
+    /// episodes and samples lost.
+    pub profile: Option<(crate::sys::perf::Source, u64, u64, u64, u64)>,
+}
+
+/// Steal time the kernel counted on `cpu` (/proc/stat, ns).
+fn steal_ns(cpu: i64) -> u64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let want = format!("cpu{cpu} ");
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    stat.lines()
+        .find(|l| l.starts_with(&want))
+        .and_then(|l| l.split_whitespace().nth(8))
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(0, |t| t * (1_000_000_000 / hz))
 }
 
 /// A task's scheduling policy from `/proc/<pid>/stat` (field 41).
@@ -184,23 +271,31 @@ impl Reader {
         let cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
         let policy = |pid: i32| *cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
         let mut page = vec![0u8; self.layout.page_size];
+        let steal0: Vec<u64> = self.lanes.iter().map(|l| steal_ns(l.trace.cpu)).collect();
         loop {
             let last = done.load(Acquire);
             let pass_start = clock::now();
             for lane in &mut self.lanes {
                 lane.drain(&self.layout, &mut self.decoder, &mut page);
+                if last {
+                    lane.drain_code(&self.layout, &mut page, true);
+                }
             }
             let names = Names { decoder: &self.decoder, policy: &policy };
-            for lane in &mut self.lanes {
+            for (lane, steal0) in self.lanes.iter_mut().zip(&steal0) {
                 let (stages, tx) = (&mut lane.stages, &self.episodes);
                 let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
                 lane.trace.process(pass_start, last, &names, &mut |o| match o {
                     Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
-                    Out::Keep(e) => {
-                        let _ = tx.send(EpisodeMsg::Keep(e));
+                    Out::Keep(e, mut raw) => {
+                        if let Some(g) = raw.gap.as_mut() {
+                            g.steal_ns = steal_ns(e.cpu).saturating_sub(*steal0);
+                            g.run_ns = e.woke_ns.saturating_sub(start_ns);
+                        }
+                        tx.send(SymMsg::Keep(e, raw));
                     }
                     Out::Drop { cpu, sample } => {
-                        let _ = tx.send(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample));
+                        tx.send(SymMsg::Pass(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample)));
                     }
                     // Not asked for (`classify_all` is a watch's in a monitor).
                     Out::Class { .. } => {}
@@ -219,7 +314,37 @@ impl Reader {
             episodes_built: 0,
             episodes_kept: 0,
             unknown_records: self.decoder.unknown,
+            stacks: None,
+            profile: None,
         };
+        let mut counts = Counts::default();
+        let mut cost = Tally::new();
+        for lane in &mut self.lanes {
+            let t = &mut lane.trace;
+            if lane.stacks.is_some() {
+                let s = report.stacks.get_or_insert((0, 0, 0, 0, 0));
+                s.0 += t.stacks_taken;
+                s.1 += t.stacks_matched;
+                s.4 += lane.stack_lost;
+                cost.merge(&t.stack_cost);
+            }
+            if let Some(sampler) = &lane.sampler {
+                let p = report.profile.get_or_insert((sampler.source, sampler.hz, 0, 0, 0));
+                p.2 += t.prof_samples;
+                p.3 += t.prof_inside;
+                p.4 += sampler.lost;
+                counts.merge(std::mem::take(&mut t.counts));
+            }
+        }
+        if let Some(s) = report.stacks.as_mut()
+            && cost.stats.count > 0
+        {
+            s.2 = quantile(&cost.hist, &cost.stats, 0.5);
+            s.3 = cost.stats.max;
+        }
+        if report.profile.is_some() {
+            self.episodes.send(SymMsg::Finish(counts));
+        }
         for lane in self.lanes {
             for r in lane.stages {
                 r.finish(now);

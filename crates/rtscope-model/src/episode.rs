@@ -229,6 +229,149 @@ pub struct Episode {
     /// The CPU's timeline from the probe's previous wake-up to this one.
     #[serde(default)]
     pub slices: Vec<Slice>,
+    /// The kernel and user stacks of what ran on the CPU when the probe's
+    /// timer woke it (`--stacks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<CodeStack>,
+    /// The stacks of the thread that held the CPU longest (the main cause,
+    /// when a thread) while it ran: the profiler's middle sample of it in
+    /// the window, one in its own (user) code where there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<CodeStack>,
+    /// The sampling profiler's samples inside the window from the
+    /// programmed time to the wake-up (`--sample-hz`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<WindowSamples>,
+    /// The unaccounted time, named where the evidence allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remainder: Option<Remainder>,
+}
+
+/// One frame of a stack, innermost first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    /// The address (a return address, the first the interrupted one).
+    pub addr: u64,
+    /// The function, when it could be named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Bytes into the function.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// `kernel`, a kernel module's name, or the mapped file (e.g. `libc.so.6`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Source file and line, from DWARF.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+impl Frame {
+    /// The function (or the address), e.g. `dup_mmap`, `0x7f3a12c0`.
+    pub fn name(&self) -> String {
+        self.function.clone().unwrap_or_else(|| format!("{:#x}", self.addr))
+    }
+
+    /// `dup_mmap+0x1a4 (kernel)`, `spin_burst+0x20 (rtscope) src/disturb.rs:120`.
+    pub fn label(&self) -> String {
+        let mut s = self.name();
+        if let (Some(_), Some(o)) = (&self.function, self.offset) {
+            s.push_str(&format!("+{o:#x}"));
+        }
+        if let Some(m) = &self.module {
+            s.push_str(&format!(" ({m})"));
+        }
+        if let Some(f) = &self.file {
+            s.push_str(&format!(" {f}"));
+            if let Some(l) = self.line {
+                s.push_str(&format!(":{l}"));
+            }
+        }
+        s
+    }
+}
+
+/// The stacks of the context that ran on the probe's CPU at one instant.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeStack {
+    /// How it was taken: `wake-up` (the probe's `sched_waking`, in the
+    /// interrupt that woke it, on top of what that interrupt interrupted)
+    /// or `profiler sample`.
+    #[serde(default)]
+    pub taken: String,
+    /// When (CLOCK_MONOTONIC ns).
+    pub t_ns: u64,
+    /// The task that was running (0: idle), and its name.
+    pub pid: i32,
+    pub comm: String,
+    /// Kernel frames, innermost first (the interrupt's own frames first,
+    /// then the interrupted code's, if it was in the kernel).
+    pub kernel: Vec<Frame>,
+    /// User frames of that task, innermost first (frame-pointer walk: the
+    /// first is exact, the rest need frame pointers).
+    #[serde(default)]
+    pub user: Vec<Frame>,
+    /// Why frames could not be named, with the fix.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl CodeStack {
+    /// The interrupted code: the kernel frames below the interrupt's entry
+    /// (those after the first `asm_*` entry frame), empty when user space
+    /// was interrupted.
+    pub fn interrupted_kernel(&self) -> &[Frame] {
+        let entry = self.kernel.iter().position(|f| f.function.as_deref().is_some_and(|n| n.starts_with("asm_")));
+        match entry {
+            Some(i) => &self.kernel[i + 1..],
+            None => &[],
+        }
+    }
+}
+
+/// How many of a window's samples fell in one function.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleRow {
+    pub function: String,
+    /// `kernel`, a module, or the mapped file.
+    pub module: String,
+    pub samples: u64,
+}
+
+/// A stack folded root first (`main;run;spin_burst`) and its samples, as
+/// flame graphs take them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Folded {
+    pub stack: String,
+    pub samples: u64,
+}
+
+/// The sampling profiler's samples inside an episode's window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowSamples {
+    pub samples: u64,
+    /// What the sampling period would give over the window on a CPU that
+    /// never stops (fewer seen: the sampling interrupt was held off).
+    pub expected: f64,
+    /// Samples taken where interrupts were off (NMI sampling only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irqs_off: Option<u64>,
+    /// Each sample's innermost named function, most samples first.
+    pub rows: Vec<SampleRow>,
+    /// Each sample's whole stack, kernel below user, root first.
+    pub folded: Vec<Folded>,
+}
+
+/// The unaccounted time of an episode, named where the evidence allows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Remainder {
+    pub ns: u64,
+    /// `idle exit`, `interrupts off`, `hypervisor` or `unknown`.
+    pub verdict: String,
+    /// The evidence, or why there is none.
+    pub why: String,
 }
 
 fn us(ns: u64) -> String {
@@ -400,6 +543,59 @@ pub struct TraceSummary {
     /// The samples are windows of lost time (the noise probe's
     /// interruptions), attributed without a stage split.
     pub windows: bool,
+    /// `--stacks`: what the stack instance recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stacks: Option<StacksSummary>,
+    /// `--sample-hz`: the sampling profiler.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<ProfileSummary>,
+}
+
+/// What `--stacks` recorded during a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StacksSummary {
+    /// The probe's wake-ups whose stacks were recorded, and the episodes
+    /// that got one.
+    pub taken: u64,
+    pub episodes: u64,
+    /// What one wake-up's stacks cost on the wake-up path: from the
+    /// `sched_waking` record to the kernel stack's (the kernel's unwind).
+    pub cost_p50_ns: u64,
+    pub cost_max_ns: u64,
+    /// Symbolisation problems and their fixes.
+    pub notes: Vec<String>,
+}
+
+/// The sampling profiler of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProfileSummary {
+    /// `cycles (hardware, NMI)` or `cpu-clock (software, timer interrupt)`.
+    pub event: String,
+    pub hz: u64,
+    /// What its samples cannot see.
+    pub blind_spot: String,
+    pub samples: u64,
+    /// Samples inside episodes' windows.
+    pub in_episodes: u64,
+    /// Samples the kernel could not hand over (ring full).
+    pub lost: u64,
+    /// Functions more frequent inside episodes than outside them.
+    pub over: Vec<OverRow>,
+    pub notes: Vec<String>,
+}
+
+/// A function's share of samples inside episodes against outside.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OverRow {
+    pub function: String,
+    pub module: String,
+    pub inside: u64,
+    pub outside: u64,
+    /// (inside / all inside) / (outside / all outside), outside counted
+    /// at least once.
+    pub ratio: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -512,6 +708,30 @@ impl TraceSummary {
         }
         self.episodes_built += other.episodes_built;
         self.episodes_kept += other.episodes_kept;
+        match (&mut self.stacks, &other.stacks) {
+            (Some(a), Some(b)) => {
+                a.taken += b.taken;
+                a.episodes += b.episodes;
+                a.cost_p50_ns = a.cost_p50_ns.max(b.cost_p50_ns);
+                a.cost_max_ns = a.cost_max_ns.max(b.cost_max_ns);
+                a.notes.extend(b.notes.iter().filter(|n| !a.notes.contains(n)).cloned().collect::<Vec<_>>());
+            }
+            (None, Some(b)) => self.stacks = Some(b.clone()),
+            _ => {}
+        }
+        match (&mut self.profile, &other.profile) {
+            (Some(a), Some(b)) => {
+                a.samples += b.samples;
+                a.in_episodes += b.in_episodes;
+                a.lost += b.lost;
+                // Each cell ranks its own; the larger sample is kept.
+                if b.in_episodes > a.in_episodes {
+                    a.over.clone_from(&b.over);
+                }
+            }
+            (None, Some(b)) => self.profile = Some(b.clone()),
+            _ => {}
+        }
     }
 }
 
@@ -592,6 +812,10 @@ pub(crate) mod tests {
             stages: Some(stages),
             causes,
             slices: vec![],
+            stack: None,
+            blocker: None,
+            samples: None,
+            remainder: None,
         }
     }
 

@@ -1,0 +1,188 @@
+//! Flame graphs of the code behind the top causes, drawn here as inline
+//! SVG (no dependency: inferno's CDDL licence and its size are not worth
+//! one picture). Each of a run's top causes (the sources that were the
+//! largest cause of most episodes) gets one graph of the profiler's
+//! samples inside those episodes' windows, or, without a profiler, of the
+//! stacks recorded when the probe's timer woke it: root at the bottom,
+//! each frame as wide as its samples, kernel frames orange, user frames
+//! yellow, a tooltip with the count.
+
+use super::doc::{Block, Section};
+use super::judged::Analysed;
+use super::svg::esc;
+use rtscope_model::episode::{Episode, Frame, top_causes};
+use std::collections::BTreeMap;
+
+const WIDTH: f64 = 960.0;
+const ROW: f64 = 16.0;
+/// Causes drawn, and the depth drawn.
+const CAUSES: usize = 3;
+const DEPTH: usize = 48;
+
+/// A node of the merged stacks.
+#[derive(Default)]
+struct Node {
+    count: u64,
+    children: BTreeMap<String, Node>,
+}
+
+impl Node {
+    fn add(&mut self, path: &[&str], n: u64) {
+        self.count += n;
+        if let Some((first, rest)) = path.split_first() {
+            self.children.entry((*first).to_string()).or_default().add(rest, n);
+        }
+    }
+}
+
+/// The folded stacks (`root;...;leaf` and their counts) of `episodes`:
+/// the profiler's samples in their windows, else their recorded stacks.
+pub fn folded(episodes: &[&Episode]) -> Vec<(String, u64)> {
+    let samples: Vec<(String, u64)> = episodes
+        .iter()
+        .filter_map(|e| e.samples.as_ref())
+        .flat_map(|w| w.folded.iter().map(|f| (f.stack.clone(), f.samples)))
+        .collect();
+    if !samples.is_empty() {
+        return samples;
+    }
+    episodes
+        .iter()
+        .filter_map(|e| e.blocker.as_ref().or(e.stack.as_ref()))
+        .map(|s| {
+            let mut parts: Vec<String> = s.user.iter().rev().map(Frame::name).collect();
+            parts.extend(s.interrupted_kernel().iter().rev().map(|f| format!("{} [k]", f.name())));
+            if parts.is_empty() {
+                parts.push(if s.pid == 0 { "idle".into() } else { s.comm.clone() });
+            }
+            (parts.join(";"), 1)
+        })
+        .collect()
+}
+
+fn colour(name: &str) -> String {
+    let h = name.bytes().fold(5381u32, |h, b| h.wrapping_mul(33) ^ u32::from(b));
+    let v = (h % 60) as u8;
+    if name.ends_with(" [k]") {
+        format!("rgb(230,{},{})", 90 + v, 40 + v / 3)
+    } else {
+        format!("rgb(235,{},{})", 170 + v / 2, 50 + v / 2)
+    }
+}
+
+/// A flame graph of `stacks` as an SVG, `id` unique in the document.
+pub fn svg(id: &str, title: &str, stacks: &[(String, u64)]) -> String {
+    let mut root = Node::default();
+    for (s, n) in stacks {
+        let parts: Vec<&str> = s.split(';').take(DEPTH).collect();
+        root.add(&parts, *n);
+    }
+    let depth = depth(&root).min(DEPTH);
+    let height = (depth as f64 + 2.0) * ROW + 10.0;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"{id}\" width=\"{WIDTH}\" height=\"{height}\" \
+         viewBox=\"0 0 {WIDTH} {height}\" font-family=\"monospace\" font-size=\"11\">\
+         <text x=\"4\" y=\"13\" font-size=\"12\">{}</text>",
+        esc(title)
+    );
+    let total = root.count.max(1);
+    draw(&root, 0.0, WIDTH / total as f64, total, 0, height - ROW - 4.0, &mut out);
+    out.push_str("</svg>");
+    out
+}
+
+fn depth(n: &Node) -> usize {
+    n.children.values().map(|c| 1 + depth(c)).max().unwrap_or(0)
+}
+
+fn draw(n: &Node, x0: f64, scale: f64, total: u64, level: usize, y: f64, out: &mut String) {
+    let mut x = x0;
+    for (name, c) in &n.children {
+        let w = c.count as f64 * scale;
+        if w >= 0.5 {
+            let tip = format!("{name} ({} samples, {:.1}%)", c.count, 100.0 * c.count as f64 / total as f64);
+            out.push_str(&format!(
+                "<g><title>{}</title><rect class=\"series\" x=\"{x:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" \
+                 rx=\"2\"/>",
+                esc(&tip),
+                (w - 0.5).max(0.5),
+                ROW - 1.0,
+                colour(name)
+            ));
+            let chars = ((w - 6.0) / 6.7) as usize;
+            if chars >= 3 {
+                let label: String = if name.chars().count() > chars {
+                    name.chars().take(chars.saturating_sub(2)).chain("..".chars()).collect()
+                } else {
+                    name.clone()
+                };
+                out.push_str(&format!("<text x=\"{:.1}\" y=\"{:.1}\">{}</text>", x + 3.0, y + ROW - 4.5, esc(&label)));
+            }
+            out.push_str("</g>");
+            if level + 1 < DEPTH {
+                draw(c, x, scale, total, level + 1, y - ROW, out);
+            }
+        }
+        x += w;
+    }
+}
+
+/// The report's section: a flame graph per top cause that has code.
+pub fn sections(a: &Analysed, p: &str) -> Vec<Section> {
+    let run = a.run;
+    if run.episodes.iter().all(|e| e.stack.is_none() && e.blocker.is_none() && e.samples.is_none()) {
+        return Vec::new();
+    }
+    let mut sec = Section::new(format!("{p}-flame"), "The code behind the top causes");
+    let top: Vec<_> = top_causes(&run.episodes).into_iter().filter(|t| t.main_in > 0).take(CAUSES).collect();
+    for (i, t) in top.iter().enumerate() {
+        let eps: Vec<&Episode> = run
+            .episodes
+            .iter()
+            .filter(|e| e.causes.iter().max_by_key(|c| c.ns).is_some_and(|c| c.kind == t.kind && c.name == t.name))
+            .collect();
+        let stacks = folded(&eps);
+        if stacks.is_empty() {
+            continue;
+        }
+        let n: u64 = stacks.iter().map(|s| s.1).sum();
+        let what = &t.name;
+        let from = if eps.iter().any(|e| e.samples.as_ref().is_some_and(|w| w.samples > 0)) {
+            "profiler samples in their windows"
+        } else {
+            "stacks at the wake-up"
+        };
+        sec.push(Block::Figure {
+            svg: svg(
+                &format!("{p}-flame-{i}"),
+                &format!("{} {what}: {} episodes, {n} {from}", t.kind.as_str(), eps.len()),
+                &stacks,
+            ),
+            caption: format!(
+                "{} {what}, the largest cause of {} episodes: {from}, root at the bottom ([k]: kernel frames)",
+                t.kind.as_str(),
+                eps.len()
+            ),
+        });
+    }
+    if sec.blocks.is_empty() { Vec::new() } else { vec![sec] }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_as_wide_as_their_samples() {
+        let stacks = vec![("main;run;spin_burst".to_string(), 3), ("main;run;sleep;entry [k]".to_string(), 1)];
+        let s = svg("f", "t <1>", &stacks);
+        assert!(s.starts_with("<svg") && s.ends_with("</svg>"));
+        assert!(s.contains("t &lt;1&gt;"));
+        // main spans the width; spin_burst three quarters of it.
+        assert!(s.contains("main (4 samples, 100.0%)") && s.contains("spin_burst (3 samples, 75.0%)"), "{s}");
+        assert!(s.contains("width=\"719.5\""), "spin_burst's box: {s}");
+        assert!(s.contains("rgb(230,"), "kernel frames are orange");
+        // Drawn data, as every plot of the report marks it.
+        assert_eq!(s.matches("<rect class=\"series\"").count(), 5, "{s}");
+    }
+}

@@ -1,0 +1,664 @@
+//! Naming addresses: kernel ones through `/proc/kallsyms` (modules
+//! included; a `vmlinux` with DWARF where blazesym finds one), user ones
+//! through the ELF symbols and DWARF of the files a process has mapped
+//! (blazesym, reading `/proc/<pid>/maps`). Each file is parsed once per
+//! run and each address named once. A thread of its own ("rtscope-symbols")
+//! names the kept episodes' stacks and samples between the trace reader
+//! and the writer, so that parsing a large binary's DWARF never holds up
+//! the reader; it also ranks the functions over-represented inside
+//! episodes at the end.
+
+use super::stacks::WakeStack;
+use crate::recorder::EpisodeMsg;
+use crate::sys::perf::PerfSample;
+use blazesym::Pid;
+use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use rtscope_model::episode::{CodeStack, Episode, Folded, Frame, OverRow, Remainder, SampleRow, WindowSamples};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::mpsc::{Receiver, Sender};
+
+/// The end of user space (x86-64 with 4 or 5 page-table levels, arm64 with
+/// up to 52-bit addresses).
+const USER_END: u64 = 0x0100_0000_0000_0000;
+
+/// The raw code evidence of one episode, named by the symbols thread.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RawCode {
+    /// The stacks at the probe's wake-up, and the running task's name.
+    pub stack: Option<(WakeStack, String)>,
+    /// The main cause thread's first profiler sample in the window, and
+    /// its name (when the stack above is another task's).
+    pub blocker: Option<(PerfSample, String)>,
+    /// The profiler's samples inside the episode's window.
+    pub samples: Vec<PerfSample>,
+    /// The sampling period (0: no profiler).
+    pub period_ns: u64,
+    /// The unaccounted time and what the trace says about it.
+    pub gap: Option<Gap>,
+}
+
+/// Unaccounted time of an episode and the facts about it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Gap {
+    pub ns: u64,
+    /// The idle task was running when the interrupt finally came.
+    pub idle: bool,
+    /// The profiler's samples inside the unaccounted stretch, what its
+    /// period would give there, and those taken with interrupts off.
+    pub samples: u64,
+    pub expected: f64,
+    pub irqs_off: Option<u64>,
+    /// Steal time the kernel counted on this CPU so far in the run (ns),
+    /// and the run's length so far.
+    pub steal_ns: u64,
+    pub run_ns: u64,
+}
+
+/// Leaf addresses of the run's samples: (pid, 0 for the kernel's; addr)
+/// -> (inside episodes, outside).
+#[derive(Default)]
+pub struct Counts {
+    pub by_addr: HashMap<(i32, u64), [u64; 2]>,
+}
+
+impl Counts {
+    pub fn add(&mut self, s: &PerfSample, inside: bool) {
+        let key = match (s.kernel.first(), s.user.first()) {
+            (Some(&k), _) => (0, k),
+            (None, Some(&u)) => (s.pid, u),
+            _ => return,
+        };
+        self.by_addr.entry(key).or_insert([0; 2])[usize::from(!inside)] += 1;
+    }
+
+    pub fn merge(&mut self, other: Counts) {
+        for (k, v) in other.by_addr {
+            let e = self.by_addr.entry(k).or_insert([0; 2]);
+            e[0] += v[0];
+            e[1] += v[1];
+        }
+    }
+}
+
+/// Messages to the symbols thread, in the reader's order.
+pub enum SymMsg {
+    /// An episode to keep, with its raw stacks and samples.
+    Keep(Box<Episode>, Box<RawCode>),
+    /// Anything else for the writer (a drop), kept in order.
+    Pass(EpisodeMsg),
+    /// The run's sample counts, at the end.
+    Finish(Counts),
+}
+
+/// Where the reader sends its episodes: through the symbols thread when
+/// the run has stacks or samples to name, else straight to the writer, so
+/// that a plain `--trace` run wakes no thread more than it did before them.
+pub enum Sink {
+    Symbols(Sender<SymMsg>),
+    Writer(Sender<EpisodeMsg>),
+}
+
+impl Sink {
+    pub fn send(&self, msg: SymMsg) {
+        match self {
+            Sink::Symbols(tx) => {
+                let _ = tx.send(msg);
+            }
+            Sink::Writer(tx) => match msg {
+                // Nothing to name: only the remainder, from its gap.
+                SymMsg::Keep(mut e, raw) => {
+                    if let Some(g) = &raw.gap {
+                        e.remainder = Some(remainder(g, None, false));
+                    }
+                    let _ = tx.send(EpisodeMsg::Keep(e));
+                }
+                SymMsg::Pass(m) => {
+                    let _ = tx.send(m);
+                }
+                SymMsg::Finish(_) => {}
+            },
+        }
+    }
+}
+
+/// What the symbols thread found.
+#[derive(Default)]
+pub struct SymReport {
+    pub over: Vec<OverRow>,
+    pub notes: Vec<String>,
+}
+
+/// A named address.
+#[derive(Clone, Debug, Default)]
+struct Name {
+    function: Option<String>,
+    offset: Option<u64>,
+    module: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+}
+
+pub struct Symbols {
+    sym: Symbolizer,
+    /// (pid, 0 for the kernel's; address) -> its name.
+    cache: HashMap<(i32, u64), Name>,
+    pub notes: Vec<String>,
+    kernel_hidden: Option<String>,
+    /// Processes whose frames could not be named (exited, unreadable).
+    gone: std::collections::BTreeSet<i32>,
+}
+
+impl Default for Symbols {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Why kernel addresses cannot be named, if they cannot: `kptr_restrict`
+/// hides them in `/proc/kallsyms` (zeros).
+fn kernel_hidden() -> Option<String> {
+    let restrict = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict").unwrap_or_default();
+    let first = std::fs::read_to_string("/proc/kallsyms").ok();
+    match first.as_deref().and_then(|t| t.lines().next()) {
+        None => Some(
+            "kernel frames are not named: /proc/kallsyms cannot be read (CONFIG_KALLSYMS); \
+                      the addresses are stored"
+                .into(),
+        ),
+        Some(l) if l.split_whitespace().next().is_some_and(|a| a.trim_start_matches('0').is_empty()) => Some(format!(
+            "kernel frames are not named: /proc/kallsyms shows zero addresses (kernel.kptr_restrict = {}); \
+             run as root with `sysctl kernel.kptr_restrict=1` (or 0)",
+            restrict.trim()
+        )),
+        Some(_) => None,
+    }
+}
+
+fn file_name(p: &std::ffi::OsStr) -> String {
+    std::path::Path::new(p).file_name().unwrap_or(p).to_string_lossy().into_owned()
+}
+
+impl Symbols {
+    pub fn new() -> Symbols {
+        let sym = Symbolizer::builder().enable_code_info(true).enable_inlined_fns(false).build();
+        let kernel_hidden = kernel_hidden();
+        Symbols {
+            sym,
+            cache: HashMap::new(),
+            notes: kernel_hidden.iter().cloned().collect(),
+            kernel_hidden,
+            gone: Default::default(),
+        }
+    }
+
+    fn note(&mut self, n: String) {
+        if !self.notes.contains(&n) {
+            self.notes.push(n);
+        }
+    }
+
+    /// Names `addrs` of `pid` (0: the kernel's), each looked up once.
+    /// Return addresses (all but a stack's first) are looked up one byte
+    /// back, inside the call.
+    fn name(&mut self, pid: i32, addrs: &[(u64, bool)]) {
+        let todo: Vec<u64> = {
+            let mut v: Vec<u64> = addrs
+                .iter()
+                .filter(|(a, _)| !self.cache.contains_key(&(pid, *a)))
+                .map(|&(a, ret)| if ret { a - 1 } else { a })
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        if todo.is_empty() {
+            return;
+        }
+        let kernel = pid == 0;
+        let result = if kernel {
+            if self.kernel_hidden.is_some() {
+                Err(None)
+            } else {
+                let src = Source::Kernel(Kernel::default());
+                self.sym.symbolize(&src, Input::AbsAddr(&todo)).map_err(|e| Some(e.to_string()))
+            }
+        } else {
+            let src = |debug_syms: bool| {
+                let mut p = Process::new(Pid::from(pid as u32));
+                p.debug_syms = debug_syms;
+                Source::Process(p)
+            };
+            match self.sym.symbolize(&src(true), Input::AbsAddr(&todo)) {
+                Ok(s) => Ok(s),
+                // One unreadable file (a debug file blazesym cannot parse)
+                // fails the batch: each address alone, then without DWARF.
+                Err(e) => {
+                    let each: Vec<Symbolized> = todo
+                        .iter()
+                        .map(|&a| {
+                            self.sym
+                                .symbolize_single(&src(true), Input::AbsAddr(a))
+                                .or_else(|_| self.sym.symbolize_single(&src(false), Input::AbsAddr(a)))
+                                .unwrap_or(Symbolized::Unknown(blazesym::symbolize::Reason::IgnoredError))
+                        })
+                        .collect();
+                    if each.iter().all(|x| matches!(x, Symbolized::Unknown(_))) {
+                        Err(Some(e.to_string()))
+                    } else {
+                        Ok(each)
+                    }
+                }
+            }
+        };
+        let mut named: HashMap<u64, Name> = HashMap::new();
+        let mut notes: Vec<String> = Vec::new();
+        match result {
+            Ok(syms) => {
+                for (a, s) in todo.iter().zip(syms) {
+                    let n = match s {
+                        Symbolized::Sym(s) => Name {
+                            function: Some(s.name.to_string()),
+                            offset: Some(s.offset as u64),
+                            module: if kernel {
+                                Some(
+                                    s.module
+                                        .as_deref()
+                                        .map(file_name)
+                                        .filter(|m| !m.contains("kallsyms") && !m.starts_with("vmlinux"))
+                                        .map_or("kernel".into(), |m| m.trim_matches(['[', ']']).to_string()),
+                                )
+                            } else {
+                                s.module.as_deref().map(file_name)
+                            },
+                            file: s.code_info.as_ref().map(|c| file_name(&c.file)),
+                            line: s.code_info.as_ref().and_then(|c| c.line),
+                        },
+                        Symbolized::Unknown(reason) => {
+                            if !kernel && matches!(reason, blazesym::symbolize::Reason::MissingSyms) {
+                                notes.push(
+                                    "some user frames are not named: their files are stripped (install their debug \
+                                     symbols, or keep the symbol table)"
+                                        .into(),
+                                );
+                            }
+                            Name { module: kernel.then(|| "kernel".into()), ..Default::default() }
+                        }
+                    };
+                    named.insert(*a, n);
+                }
+            }
+            Err(e) => {
+                if let Some(e) = e {
+                    if kernel {
+                        notes.push(format!("kernel frames are not named: {e}"));
+                    } else {
+                        self.gone.insert(pid);
+                    }
+                }
+            }
+        }
+        for n in notes {
+            self.note(n);
+        }
+        for &(a, ret) in addrs {
+            let looked = if ret { a - 1 } else { a };
+            let mut n = named.get(&looked).cloned().unwrap_or_default();
+            if ret && let Some(o) = n.offset.as_mut() {
+                *o += 1;
+            }
+            self.cache.entry((pid, a)).or_insert(n);
+        }
+    }
+
+    fn frames(&mut self, pid: i32, addrs: &[u64]) -> Vec<Frame> {
+        let marked: Vec<(u64, bool)> = addrs.iter().enumerate().map(|(i, &a)| (a, i > 0 && a > 0)).collect();
+        self.name(pid, &marked);
+        addrs
+            .iter()
+            .map(|&a| {
+                let n = self.cache.get(&(pid, a)).cloned().unwrap_or_default();
+                Frame { addr: a, function: n.function, offset: n.offset, module: n.module, file: n.file, line: n.line }
+            })
+            .collect()
+    }
+
+    /// Kernel frames, innermost first.
+    pub fn kernel(&mut self, addrs: &[u64]) -> Vec<Frame> {
+        self.frames(0, addrs)
+    }
+
+    /// User frames of process `pid`, innermost first.
+    pub fn user(&mut self, pid: i32, addrs: &[u64]) -> Vec<Frame> {
+        // A frame-pointer walk through code built without frame pointers
+        // reads data as return addresses: it ends at the first address
+        // that no user mapping can hold.
+        let addrs: Vec<u64> = addrs.iter().copied().take_while(|&a| (4096..USER_END).contains(&a)).collect();
+        if pid <= 0 || addrs.is_empty() {
+            return Vec::new();
+        }
+        self.frames(pid, &addrs)
+    }
+
+    /// Notes on what could not be named, with the fixes.
+    pub fn all_notes(&self) -> Vec<String> {
+        let mut n = self.notes.clone();
+        if !self.gone.is_empty() {
+            n.push(format!(
+                "the user frames of {} processes were not named: they had exited before rtscope read their maps \
+                 (short-lived processes), or their files could not be read",
+                self.gone.len()
+            ));
+        }
+        n
+    }
+
+    /// A profiler sample as stacks, named.
+    pub fn sample_stack(&mut self, s: &PerfSample, comm: &str) -> CodeStack {
+        let kernel = self.kernel(&s.kernel);
+        let user = self.user(s.pid, &s.user);
+        CodeStack {
+            taken: "profiler sample".into(),
+            t_ns: s.t_ns,
+            pid: s.tid,
+            comm: comm.to_string(),
+            kernel,
+            user,
+            notes: Vec::new(),
+        }
+    }
+
+    /// The stacks of a wake-up, named; the tracing code's own frames at
+    /// the top of the kernel stack are left out.
+    pub fn code_stack(&mut self, w: &WakeStack, comm: &str) -> CodeStack {
+        let mut kernel = self.kernel(&w.kernel);
+        let own = kernel
+            .iter()
+            .take_while(|f| {
+                f.function.as_deref().is_some_and(|n| {
+                    n.starts_with("trace_event_raw_event")
+                        || n.starts_with("__traceiter_")
+                        || n.starts_with("perf_trace_")
+                })
+            })
+            .count();
+        kernel.drain(..own);
+        let user = self.user(w.tgid, &w.user);
+        let mut notes = Vec::new();
+        if let Some(h) = &self.kernel_hidden {
+            notes.push(h.clone());
+        }
+        if !w.user.is_empty() && user.iter().all(|f| f.function.is_none()) {
+            notes.push(format!(
+                "the user frames of {comm} (pid {}) could not be named: it had exited, or its files are stripped",
+                w.tgid
+            ));
+        }
+        CodeStack { taken: "wake-up".into(), t_ns: w.ts, pid: w.pid, comm: comm.to_string(), kernel, user, notes }
+    }
+
+    /// A window's samples, named: rows by innermost function and the
+    /// folded stacks.
+    pub fn window(&mut self, samples: &[PerfSample], expected: f64) -> WindowSamples {
+        let mut rows: BTreeMap<(String, String), u64> = BTreeMap::new();
+        let mut folded: BTreeMap<String, u64> = BTreeMap::new();
+        let mut irqs_off: Option<u64> = None;
+        for s in samples {
+            let k = self.kernel(&s.kernel);
+            let u = self.user(s.pid, &s.user);
+            let leaf = k.first().or(u.first());
+            if let Some(f) = leaf {
+                let key = (f.name(), f.module.clone().unwrap_or_else(|| "?".into()));
+                *rows.entry(key).or_default() += 1;
+            }
+            *folded.entry(fold(&u, &k)).or_default() += 1;
+            if let Some(off) = s.irqs_off {
+                *irqs_off.get_or_insert(0) += u64::from(off);
+            }
+        }
+        let mut rows: Vec<SampleRow> =
+            rows.into_iter().map(|((function, module), samples)| SampleRow { function, module, samples }).collect();
+        rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.function.cmp(&b.function)));
+        let mut folded: Vec<Folded> = folded.into_iter().map(|(stack, samples)| Folded { stack, samples }).collect();
+        folded.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.stack.cmp(&b.stack)));
+        WindowSamples { samples: samples.len() as u64, expected, irqs_off, rows, folded }
+    }
+
+    /// The functions over-represented inside episodes: each function's
+    /// share of the samples inside episodes against its share outside.
+    pub fn over(&mut self, counts: &Counts) -> Vec<OverRow> {
+        let mut by_pid: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
+        for &(pid, a) in counts.by_addr.keys() {
+            by_pid.entry(pid).or_default().push(a);
+        }
+        for (pid, addrs) in &by_pid {
+            let marked: Vec<(u64, bool)> = addrs.iter().map(|&a| (a, false)).collect();
+            self.name(*pid, &marked);
+        }
+        let mut by_fn: BTreeMap<(String, String), [u64; 2]> = BTreeMap::new();
+        for (&(pid, a), v) in &counts.by_addr {
+            let n = self.cache.get(&(pid, a)).cloned().unwrap_or_default();
+            let function = n.function.unwrap_or_else(|| if pid == 0 { "?".into() } else { format!("pid {pid}") });
+            let module = n.module.unwrap_or_else(|| "?".into());
+            let e = by_fn.entry((function, module)).or_insert([0; 2]);
+            e[0] += v[0];
+            e[1] += v[1];
+        }
+        rank_over(by_fn)
+    }
+}
+
+/// Ranks functions by (share inside) / (share outside), those with at
+/// least 3 samples inside, at most 15.
+pub fn rank_over(by_fn: BTreeMap<(String, String), [u64; 2]>) -> Vec<OverRow> {
+    let inside: u64 = by_fn.values().map(|v| v[0]).sum();
+    let outside: u64 = by_fn.values().map(|v| v[1]).sum();
+    if inside == 0 {
+        return Vec::new();
+    }
+    let mut rows: Vec<OverRow> = by_fn
+        .into_iter()
+        .filter(|(_, v)| v[0] >= 3)
+        .map(|((function, module), v)| {
+            let share_in = v[0] as f64 / inside as f64;
+            let share_out = v[1].max(1) as f64 / outside.max(1) as f64;
+            OverRow { function, module, inside: v[0], outside: v[1], ratio: share_in / share_out }
+        })
+        .filter(|r| r.ratio > 1.0)
+        .collect();
+    rows.sort_by(|a, b| b.ratio.total_cmp(&a.ratio).then(b.inside.cmp(&a.inside)));
+    rows.truncate(15);
+    rows
+}
+
+/// A sample's stack folded root first: user frames (outermost first),
+/// then kernel frames, `;`-separated.
+pub fn fold(user: &[Frame], kernel: &[Frame]) -> String {
+    let mut parts: Vec<String> = user.iter().rev().map(Frame::name).collect();
+    parts.extend(kernel.iter().rev().map(|f| format!("{} [k]", f.name())));
+    if parts.is_empty() {
+        parts.push("?".into());
+    }
+    parts.join(";")
+}
+
+/// The unaccounted time named from the evidence.
+pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remainder {
+    let steal = if gap.run_ns > 0 {
+        format!(
+            "; steal time on this CPU so far: {:.1} ms in {:.1} s",
+            gap.steal_ns as f64 / 1e6,
+            gap.run_ns as f64 / 1e9
+        )
+    } else {
+        String::new()
+    };
+    let back_in = stack.and_then(|s| {
+        let k = s.interrupted_kernel();
+        k.first().or(s.user.first()).map(|f| format!("{} ({})", f.name(), s.comm))
+    });
+    let (verdict, why) = if gap.idle {
+        (
+            "idle exit",
+            format!(
+                "the CPU was idle when the timer interrupt came: the time is the idle state's exit, on a VM the host \
+                 waking the halted vCPU{steal}"
+            ),
+        )
+    } else if gap.irqs_off.is_some_and(|n| n > 0) {
+        (
+            "interrupts off",
+            format!(
+                "{} of {} NMI samples in the stretch had interrupts off{}",
+                gap.irqs_off.unwrap_or(0),
+                gap.samples,
+                back_in.as_ref().map(|b| format!("; interrupts came back in {b}")).unwrap_or_default()
+            ),
+        )
+    } else if source_hw && gap.samples == 0 && gap.expected >= 2.0 {
+        (
+            "hypervisor",
+            format!("no cycles sample in the stretch ({:.1} expected): the guest did not run{steal}", gap.expected),
+        )
+    } else if gap.expected >= 2.0 && (gap.samples as f64) < gap.expected / 4.0 {
+        (
+            "interrupts off or hypervisor",
+            format!(
+                "{} of {:.1} expected cpu-clock samples in the stretch: the sampling interrupt was held off too \
+                 (cpu-clock cannot tell interrupts off from the hypervisor){}{steal}",
+                gap.samples,
+                gap.expected,
+                back_in.as_ref().map(|b| format!("; the interrupt came in {b}")).unwrap_or_default()
+            ),
+        )
+    } else {
+        (
+            "unknown",
+            format!(
+                "{}{}",
+                if gap.expected < 2.0 {
+                    "too short for the sampling period to tell".to_string()
+                } else {
+                    format!("{} of {:.1} expected samples seen", gap.samples, gap.expected)
+                },
+                back_in.as_ref().map(|b| format!("; the interrupt came in {b}")).unwrap_or_default()
+            ) + &steal,
+        )
+    };
+    Remainder { ns: gap.ns, verdict: verdict.into(), why }
+}
+
+/// The symbols thread: names each kept episode's code, forwards every
+/// message to the writer in order, and at the end ranks the functions
+/// over-represented in episodes. `hw`: the profiler samples by NMI.
+pub fn run(rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: bool) -> SymReport {
+    let mut sym: Option<Symbols> = None;
+    let mut report = SymReport::default();
+    for msg in rx {
+        match msg {
+            SymMsg::Pass(m) => {
+                let _ = tx.send(m);
+            }
+            SymMsg::Keep(mut e, raw) => {
+                let s = sym.get_or_insert_with(Symbols::new);
+                if let Some((w, comm)) = &raw.stack {
+                    e.stack = Some(s.code_stack(w, comm));
+                }
+                if let Some((x, comm)) = &raw.blocker {
+                    e.blocker = Some(s.sample_stack(x, comm));
+                }
+                if raw.period_ns > 0 {
+                    let window = e.woke_ns.saturating_sub(e.programmed_ns);
+                    e.samples = Some(s.window(&raw.samples, window as f64 / raw.period_ns as f64));
+                }
+                if let Some(g) = &raw.gap {
+                    e.remainder = Some(remainder(g, e.stack.as_ref(), hw));
+                }
+                let _ = tx.send(EpisodeMsg::Keep(e));
+            }
+            SymMsg::Finish(counts) => {
+                let s = sym.get_or_insert_with(Symbols::new);
+                report.over = s.over(&counts);
+            }
+        }
+    }
+    if let Some(s) = sym {
+        report.notes = s.all_notes();
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn a_named_function() -> u64 {
+        std::hint::black_box(42)
+    }
+
+    /// Root or not: this process's own function is named from its ELF
+    /// symbols, with its file.
+    #[test]
+    fn names_a_function_of_this_process() {
+        let mut s = Symbols::new();
+        let f = a_named_function as *const () as u64;
+        let frames = s.user(std::process::id() as i32, &[f + 1]);
+        let name = frames[0].function.as_deref().unwrap_or_default();
+        assert!(name.contains("a_named_function"), "{frames:?}");
+        assert!(frames[0].module.as_deref().is_some_and(|m| !m.is_empty()), "{frames:?}");
+        assert_eq!(frames[0].offset, Some(1));
+        // A frame-pointer walk that read data (here ASCII) ends there.
+        let walked = s.user(std::process::id() as i32, &[f + 1, 0x3631_3637_3038_3935, f + 2]);
+        assert_eq!(walked.len(), 1, "{walked:?}");
+    }
+
+    /// The kernel's own functions are named where kallsyms shows addresses.
+    #[test]
+    fn names_kernel_addresses_or_says_why_not() {
+        let mut s = Symbols::new();
+        let Some(line) = std::fs::read_to_string("/proc/kallsyms")
+            .ok()
+            .and_then(|t| t.lines().find(|l| l.ends_with(" schedule") || l.ends_with(" do_idle")).map(str::to_string))
+        else {
+            return;
+        };
+        let addr = u64::from_str_radix(line.split_whitespace().next().unwrap(), 16).unwrap();
+        let f = &s.kernel(&[addr + 4])[0];
+        if addr == 0 {
+            assert!(s.notes.iter().any(|n| n.contains("kptr_restrict")), "{:?}", s.notes);
+        } else {
+            let want = line.split_whitespace().nth(2).unwrap();
+            assert_eq!(f.function.as_deref(), Some(want), "{f:?}");
+            assert_eq!(f.module.as_deref(), Some("kernel"));
+        }
+    }
+
+    #[test]
+    fn folds_root_first_and_ranks_over_representation() {
+        let f = |n: &str| Frame { function: Some(n.into()), ..Default::default() };
+        assert_eq!(fold(&[f("burst"), f("main")], &[f("irq"), f("entry")]), "main;burst;entry [k];irq [k]");
+        let mut by: BTreeMap<(String, String), [u64; 2]> = BTreeMap::new();
+        by.insert(("dup_mmap".into(), "kernel".into()), [30, 1]);
+        by.insert(("idle".into(), "kernel".into()), [10, 900]);
+        by.insert(("rare".into(), "kernel".into()), [2, 0]);
+        let rows = rank_over(by);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].function, "dup_mmap");
+        assert!(rows[0].ratio > 100.0);
+    }
+
+    #[test]
+    fn the_remainder_names_idle_and_held_off_sampling() {
+        let idle = Gap { ns: 700_000, idle: true, ..Default::default() };
+        assert_eq!(remainder(&idle, None, false).verdict, "idle exit");
+        let held = Gap { ns: 700_000, samples: 0, expected: 2.8, ..Default::default() };
+        assert_eq!(remainder(&held, None, false).verdict, "interrupts off or hypervisor");
+        assert_eq!(remainder(&held, None, true).verdict, "hypervisor");
+        let off = Gap { irqs_off: Some(3), samples: 3, expected: 2.8, ..held };
+        assert_eq!(remainder(&off, None, true).verdict, "interrupts off");
+        let short = Gap { ns: 20_000, expected: 0.1, ..Default::default() };
+        let r = remainder(&short, None, false);
+        assert!(r.verdict == "unknown" && r.why.contains("too short"), "{r:?}");
+    }
+}
