@@ -4,7 +4,7 @@
 use super::harness::{self, Env, Failures, Outcome, Protocol, Single};
 use super::{Group, Ips, N, ONE, TestDef};
 use crate::sys::clock;
-use crate::sys::ipc;
+use crate::sys::ipc::{self, Shared};
 use anyhow::Result;
 use std::hint::black_box;
 use std::os::fd::OwnedFd;
@@ -38,6 +38,33 @@ pub(super) const TESTS: &[TestDef] = &[
         Call::Getppid,
         100
     ),
+    call!(
+        "call.syscall-words",
+        "system call, 6 word arguments",
+        "from before to after IPS splice(2) calls of length 0 through syscall(2), six word-sized arguments passed by value (-1, NULL, -1, NULL, 0, 0) that the kernel checks and returns 0 on, touching no memory or file, divided by IPS (CEBench 24: seven DWORDs; Linux passes at most six)",
+        Call::Words,
+        100
+    ),
+    call!(
+        "call.syscall-ptrs",
+        "system call, 5 pointer arguments",
+        "from before to after IPS pselect6(2) calls through syscall(2) of one descriptor in three empty fd sets, a zero timeout and no signal mask: five pointers the kernel copies in through (and the sets and timeout back out), polling nothing, divided by IPS (CEBench 25: seven PVOIDs; Linux passes at most six arguments)",
+        Call::Pointers,
+        100
+    ),
+    TestDef {
+        id: "call.ipc-none",
+        name: "call into another process, no argument",
+        group: Group::Calls,
+        def: "as call.ipc with a request that carries no argument (one byte, the call's number: a SOCK_SEQPACKET message of length 0 reads as end of file); the server answers 0 (CEBench 26)",
+        inter: true,
+        parties: "server higher, client lower",
+        ips: Ips::One,
+        cross: true,
+        equal: None,
+        n: N,
+        run: |e| ipc_call_with(e, Args::None),
+    },
     TestDef {
         id: "call.ipc",
         name: "call into another process",
@@ -50,6 +77,19 @@ pub(super) const TESTS: &[TestDef] = &[
         equal: None,
         n: N,
         run: ipc_call,
+    },
+    TestDef {
+        id: "call.ipc-ptrs",
+        name: "call into another process, 7 pointers",
+        group: Group::Calls,
+        def: "as call.ipc with a request of 7 pointers to u64 arguments in memory both processes map: the server checks each lies in that memory, reads the argument through it and writes the sum back (CEBench 28)",
+        inter: true,
+        parties: "server higher, client lower",
+        ips: Ips::One,
+        cross: true,
+        equal: None,
+        n: N,
+        run: |e| ipc_call_with(e, Args::Pointers),
     },
     call!(
         "clock.mono",
@@ -102,6 +142,8 @@ pub(super) const TESTS: &[TestDef] = &[
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Call {
     Getppid,
+    Words,
+    Pointers,
     MonoVdso,
     RealVdso,
     MonoSyscall,
@@ -123,6 +165,17 @@ pub fn run(env: &Env, call: Call) -> Result<Outcome> {
         Call::Getppid => harness::single(env, p, || {
             Ok(Op(|| {
                 black_box(ipc::syscall_getppid());
+            }))
+        }),
+        Call::Words => harness::single(env, p, || {
+            Ok(Op(|| {
+                black_box(ipc::syscall_six_words());
+            }))
+        }),
+        Call::Pointers => harness::single(env, p, || {
+            let mut a = ipc::PointerArgs::new();
+            Ok(Op(move || {
+                black_box(ipc::syscall_pointers(black_box(&mut a)));
             }))
         }),
         Call::MonoVdso => harness::single(env, p, || {
@@ -194,12 +247,51 @@ impl<F: FnMut()> Single for Op<F> {
 /// The request: seven arguments; the reply: their sum.
 const ARGS: usize = 7;
 
+/// What a call into the server passes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Args {
+    /// Nothing but the call's number (one byte).
+    None,
+    /// [`ARGS`] u64 values.
+    Words,
+    /// [`ARGS`] pointers to u64 values in [`ArgPage`].
+    Pointers,
+}
+
+/// The arguments the pointers of [`Args::Pointers`] point to, in memory
+/// the client and the server process share (at the same address).
+#[repr(C)]
+pub struct ArgPage {
+    v: [AtomicU64; ARGS],
+}
+
+// SAFETY: atomics, valid at all-zero.
+unsafe impl ipc::Zeroable for ArgPage {}
+
 /// A call into a server process over a SOCK_SEQPACKET pair.
 struct Rpc {
     client: OwnedFd,
     server: OwnedFd,
+    args: Args,
+    page: Shared<ArgPage>,
     sum: AtomicU64,
     failed: Failures,
+}
+
+impl Rpc {
+    /// The request's bytes for [`Rpc::args`].
+    fn request_len(&self) -> usize {
+        if self.args == Args::None { 1 } else { 8 * ARGS }
+    }
+
+    /// The value a pointer of the request points to, once checked to lie in
+    /// the shared page; None otherwise.
+    fn deref(&self, addr: u64) -> Option<u64> {
+        let base = self.page.v.as_ptr() as u64;
+        let off = addr.checked_sub(base)?;
+        (off % 8 == 0).then_some(())?;
+        self.page.v.get((off / 8) as usize).map(|a| a.load(Relaxed))
+    }
 }
 
 impl Protocol for Rpc {
@@ -207,9 +299,13 @@ impl Protocol for Rpc {
     fn to_follower(&self) {
         let mut req = [0u8; 8 * ARGS];
         for (k, c) in req.chunks_exact_mut(8).enumerate() {
-            c.copy_from_slice(&(k as u64 + 1).to_ne_bytes());
+            let v = match self.args {
+                Args::Pointers => &self.page.v[k] as *const AtomicU64 as u64,
+                _ => k as u64 + 1,
+            };
+            c.copy_from_slice(&v.to_ne_bytes());
         }
-        self.failed.check(ipc::write_fd(&self.client, &req).is_ok());
+        self.failed.check(ipc::write_fd(&self.client, &req[..self.request_len()]).is_ok());
     }
     /// The reply.
     fn leader_wait(&self) -> u64 {
@@ -219,8 +315,20 @@ impl Protocol for Rpc {
     }
     fn follower_wait(&self) {
         let mut req = [0u8; 8 * ARGS];
-        self.failed.check(ipc::read_fd(&self.server, &mut req).is_ok_and(|n| n == req.len()));
-        let sum = req.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]))).sum::<u64>();
+        let len = self.request_len();
+        self.failed.check(ipc::read_fd(&self.server, &mut req[..len]).is_ok_and(|n| n == len));
+        let words = req[..len].chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])));
+        let sum = match self.args {
+            Args::None => 0,
+            Args::Words => words.sum::<u64>(),
+            Args::Pointers => words
+                .map(|a| {
+                    let v = self.deref(a);
+                    self.failed.check(v.is_some());
+                    v.unwrap_or(0)
+                })
+                .sum::<u64>(),
+        };
         self.sum.store(sum, Relaxed);
     }
     fn to_leader(&self) {
@@ -232,9 +340,19 @@ impl Protocol for Rpc {
 }
 
 /// `call.ipc`: the client (this process, lower priority) sends a request
-/// and waits for the reply of a server process at higher priority.
+/// of seven arguments and waits for the reply of a server process at
+/// higher priority.
 pub fn ipc_call(env: &Env) -> Result<Outcome> {
+    ipc_call_with(env, Args::Words)
+}
+
+/// `call.ipc*`: the same with the request `args` says.
+pub fn ipc_call_with(env: &Env, args: Args) -> Result<Outcome> {
     let (client, server) = ipc::socketpair(libc::SOCK_SEQPACKET)?;
-    let rpc = Rpc { client, server, sum: AtomicU64::new(0), failed: Failures::new()? };
+    let page: Shared<ArgPage> = Shared::new()?;
+    for (k, a) in page.v.iter().enumerate() {
+        a.store(k as u64 + 1, Relaxed);
+    }
+    let rpc = Rpc { client, server, args, page, sum: AtomicU64::new(0), failed: Failures::new()? };
     harness::ping_pair_at(env, true, &rpc, env.low(), env.high())
 }

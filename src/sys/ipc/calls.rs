@@ -8,6 +8,63 @@ pub fn syscall_getppid() -> i64 {
     unsafe { libc::syscall(libc::SYS_getppid) }
 }
 
+/// A system call of six word-sized arguments that the kernel takes by
+/// value and checks without touching memory or a file: splice(2) of length
+/// 0 (`splice(-1, NULL, -1, NULL, 0, 0)`), which returns 0 on its first
+/// check. Six: Linux passes at most six arguments, all in registers.
+#[inline(always)]
+pub fn syscall_six_words() -> i64 {
+    let null = std::ptr::null_mut::<libc::loff_t>();
+    // SAFETY: a length of 0 returns before any argument is used.
+    unsafe { libc::syscall(libc::SYS_splice, -1, null, -1, null, 0usize, 0u32) }
+}
+
+/// What [`syscall_pointers`] points to: three empty fd sets, a zero
+/// timeout and pselect6's signal-mask descriptor (no mask).
+#[repr(C)]
+pub struct PointerArgs {
+    fds: [libc::fd_set; 3],
+    pub(super) timeout: libc::timespec,
+    pub(super) sigmask: [usize; 2],
+}
+
+impl PointerArgs {
+    pub fn new() -> PointerArgs {
+        // SAFETY: all-zero is an empty fd set, a zero timespec and a null mask.
+        let mut a: PointerArgs = unsafe { std::mem::zeroed() };
+        a.sigmask[1] = 8;
+        a
+    }
+}
+
+impl Default for PointerArgs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A system call of six arguments, five of them pointers the kernel reads
+/// (and writes back) through: pselect6(2) of one descriptor in three empty
+/// sets with a zero timeout and no signal mask. It copies in the three
+/// sets, the timeout and the mask descriptor, polls nothing, copies the
+/// sets and the timeout back out and returns 0: no side effect.
+#[inline(always)]
+pub fn syscall_pointers(a: &mut PointerArgs) -> i64 {
+    let [r, w, e] = &mut a.fds;
+    // SAFETY: every pointer is to a live, writable field of `a`.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pselect6,
+            1,
+            r as *mut libc::fd_set,
+            w as *mut libc::fd_set,
+            e as *mut libc::fd_set,
+            &mut a.timeout as *mut libc::timespec,
+            a.sigmask.as_ptr(),
+        )
+    }
+}
+
 /// clock_gettime through the C library (the vDSO: no system call).
 #[inline(always)]
 pub fn clock_vdso(clock: libc::clockid_t) -> i64 {

@@ -126,6 +126,13 @@ mod tests {
         ev.wait(false);
         assert!(map_touch_unmap());
         assert!(syscall_getppid() > 0);
+        // The argument variants succeed and change nothing they point to.
+        assert_eq!(syscall_six_words(), 0);
+        let mut a = PointerArgs::new();
+        for _ in 0..3 {
+            assert_eq!(syscall_pointers(&mut a), 0, "{}", std::io::Error::last_os_error());
+        }
+        assert_eq!((a.timeout.tv_sec, a.timeout.tv_nsec, a.sigmask), (0, 0, [0, 8]));
         let p = malloc(32);
         assert!(!p.is_null());
         unsafe { free(p) };
