@@ -202,17 +202,19 @@ fn equal_priorities_are_applied_and_time_the_longer_span() {
 
 /// A priority inversion: with a plain mutex the medium-priority thread
 /// runs its 50 us before the owner can release, with priority inheritance
-/// the owner is boosted and releases at once. Medians over a few hundred
-/// samples, so that a host preemption moves neither.
+/// the owner is boosted and releases at once; through a chain of two and
+/// three PI mutexes too, every link boosted: the 50 us never fit in the
+/// wait, which grows with the links it unwinds. Medians over a few hundred
+/// samples, so that a host preemption moves none.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn priority_inheritance_cuts_the_inversion_short() {
     let fx = Fixture::root();
     let json = fx.dir.join("pi.json");
     let o = rtscope(
-        &["osbench", "-n", "300", "-t", "pi.blocked", "-t", "plain.blocked", "-q"]
+        &["osbench", "-n", "300", "-t", "pi.blocked", "-t", "plain.blocked", "-t", "pi.blocked-chain2"]
             .into_iter()
-            .chain(["--db", &fx.db, "--json", json.to_str().unwrap()])
+            .chain(["-t", "pi.blocked-chain3", "-q", "--db", &fx.db, "--json", json.to_str().unwrap()])
             .collect::<Vec<_>>(),
     );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -227,6 +229,15 @@ fn priority_inheritance_cuts_the_inversion_short() {
     eprintln!("blocked p50: {pi} ns with priority inheritance, {plain} ns with a plain mutex");
     assert!(plain - pi >= inversion / 2, "plain {plain} ns is not ~{inversion} ns above pi {pi} ns");
     assert!(pi < inversion / 2, "pi.blocked p50 {pi} ns: the owner was not boosted above the {inversion} ns spinner");
+    // The chains: had a link not been boosted, the spinner's 50 us would
+    // be in the wait (on top of the chain's own switches); each link adds
+    // an unlock, a lock and two switches to the one-level wait.
+    let (chain2, chain3) = (p50("pi.blocked-chain2"), p50("pi.blocked-chain3"));
+    eprintln!("blocked p50 through a PI chain: {chain2} ns (depth 2), {chain3} ns (depth 3)");
+    for (id, w) in [("pi.blocked-chain2", chain2), ("pi.blocked-chain3", chain3)] {
+        assert!(w < inversion, "{id} p50 {w} ns: a link was not boosted above the {inversion} ns spinner");
+    }
+    assert!(chain3 > pi, "pi.blocked-chain3 p50 {chain3} ns is not above the one-level {pi} ns");
 }
 
 /// `--ips 10`: every looped test takes it (the fixed and one-shot ones

@@ -104,7 +104,7 @@ pub(super) const TESTS: &[TestDef] = &[
         cross: true,
         equal: None,
         n: N,
-        run: |e| inversion(e, true, Span::UnlockWake),
+        run: |e| inversion(e, true, Span::UnlockWake, 1),
     },
     TestDef {
         id: "plain.unlock-wake",
@@ -117,7 +117,7 @@ pub(super) const TESTS: &[TestDef] = &[
         cross: true,
         equal: None,
         n: N,
-        run: |e| inversion(e, false, Span::UnlockWake),
+        run: |e| inversion(e, false, Span::UnlockWake, 1),
     },
     TestDef {
         id: "pi.blocked",
@@ -130,7 +130,7 @@ pub(super) const TESTS: &[TestDef] = &[
         cross: true,
         equal: None,
         n: N,
-        run: |e| inversion(e, true, Span::Blocked),
+        run: |e| inversion(e, true, Span::Blocked, 1),
     },
     TestDef {
         id: "plain.blocked",
@@ -143,7 +143,33 @@ pub(super) const TESTS: &[TestDef] = &[
         cross: true,
         equal: None,
         n: N,
-        run: |e| inversion(e, false, Span::Blocked),
+        run: |e| inversion(e, false, Span::Blocked, 1),
+    },
+    TestDef {
+        id: "pi.blocked-chain2",
+        name: "PI chain of 2: time blocked",
+        group: Group::Locks,
+        def: "a priority-inheritance chain of depth 2 on PTHREAD_PRIO_INHERIT mutexes: the higher-priority thread makes the medium-priority thread ready (it then runs 50 us) and blocks on mutex 1, held by a middle thread below the medium one that is blocked on mutex 2, held by the lowest thread; from the higher-priority thread's call to pthread_mutex_lock to its return: both links boosted, the owner's unlock, the middle thread's two unlocks; the medium thread waits",
+        inter: false,
+        parties: "waiter higher, medium, middle, owner lower (one CPU only)",
+        ips: Ips::One,
+        cross: false,
+        equal: None,
+        n: N,
+        run: |e| inversion(e, true, Span::Blocked, 2),
+    },
+    TestDef {
+        id: "pi.blocked-chain3",
+        name: "PI chain of 3: time blocked",
+        group: Group::Locks,
+        def: "the same with a chain of depth 3: mutex 1 held by a middle thread blocked on mutex 2, held by a second middle thread blocked on mutex 3, held by the lowest thread; from the higher-priority thread's call to pthread_mutex_lock to its return",
+        inter: false,
+        parties: "waiter higher, medium, two middle, owner lower (one CPU only)",
+        ips: Ips::One,
+        cross: false,
+        equal: None,
+        n: N,
+        run: |e| inversion(e, true, Span::Blocked, 3),
     },
 ];
 
@@ -307,21 +333,64 @@ pub enum Span {
     Blocked,
 }
 
-/// Priority inversion, three threads: the lower-priority owner L holds
-/// the mutex; the higher-priority H wakes a medium-priority M (runnable,
-/// busy for [`INVERSION_NS`] once it runs) and blocks on the mutex. With
-/// priority inheritance L is boosted above M and releases at once;
-/// without, M runs first.
-pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
+/// The deepest priority-inheritance chain the tests build.
+pub const MAX_DEPTH: usize = 3;
+
+/// The mutexes of an inversion scenario, one per link of the chain, and
+/// the steps the middle threads publish to each other.
+struct Links {
+    /// `m[0]` is the one the higher-priority thread blocks on; the owner at
+    /// the chain's end holds `m[depth - 1]`.
+    m: [PMutex; MAX_DEPTH],
+    /// `taken[k]`: the step for which the holder of `m[k]` (k >= 1) has
+    /// taken it (the middle thread above it waits for that).
+    taken: [AtomicU32; MAX_DEPTH],
+}
+
+// SAFETY: zeroed mutexes (initialised before use) and atomics.
+unsafe impl ipc::Zeroable for Links {}
+
+impl Links {
+    /// Publishes that the holder of `m[k]` has taken it for `step`: to the
+    /// higher-priority thread (`armed`) when k is 0, else to the middle
+    /// thread above.
+    fn taken(&self, ctl: &Ctl, k: usize, step: u32) {
+        let word = if k == 0 { &ctl.armed } else { &self.taken[k] };
+        word.store(step, Release);
+        ipc::futex_wake(word, 1, false);
+    }
+
+    /// Every waiter returns: the scenario is over.
+    fn release(&self) {
+        for w in &self.taken {
+            w.store(u32::MAX, Release);
+            ipc::futex_wake(w, 1, false);
+        }
+    }
+}
+
+/// Priority inversion: the lower-priority owner L holds the mutex; the
+/// higher-priority H wakes a medium-priority M (runnable, busy for
+/// [`INVERSION_NS`] once it runs) and blocks on the mutex. With priority
+/// inheritance L is boosted above M and releases at once; without, M runs
+/// first. With `depth` above 1 the mutex H blocks on is held by a middle
+/// thread below M that is itself blocked on the next mutex of a chain
+/// whose last one L holds: priority inheritance must boost every link
+/// (one CPU only: [`TESTS`]' chain rows have no cross variant).
+pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcome> {
+    assert!((1..=MAX_DEPTH).contains(&depth));
     let ctl: Shared<Ctl> = Shared::new()?;
-    let m: Shared<PMutex> = Shared::new()?;
-    m.init(false, pi)?;
+    let links: Shared<Links> = Shared::new()?;
+    for m in &links.m[..depth] {
+        m.init(false, pi)?;
+    }
     let mgo: Shared<AtomicU32> = Shared::new()?;
     let samples = Samples::new(env)?;
     let total = env.total();
     let settle = env.settle();
     let policy = env.policy;
-    let (ctl, m, mgo, s) = (&*ctl, &*m, &*mgo, &samples);
+    let (ctl, links, mgo, s) = (&*ctl, &*links, &*mgo, &samples);
+    let m = &links.m[0];
     let high = move || {
         let mut duty = harness::Duty::new();
         for i in 0..total {
@@ -351,6 +420,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
         ctl.ready.store(u32::MAX, Release);
         mgo.fetch_add(1, Release);
         ipc::futex_wake(mgo, 1, false);
+        links.release();
     };
     let medium = move || {
         let mut seen = 0;
@@ -369,6 +439,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
             clock::spin_until(clock::now() + INVERSION_NS);
         }
     };
+    let last = &links.m[depth - 1];
     let low = move || {
         for i in 0.. {
             let step = i as u32 + 1;
@@ -377,11 +448,10 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
             if !ctl.wait_turn(u64::from(step - 1)) || ctl.stopped() {
                 return;
             }
-            m.lock();
-            ctl.armed.store(step, Release);
-            ipc::futex_wake(&ctl.armed, 1, false);
+            last.lock();
+            links.taken(ctl, depth - 1, step);
             if !ctl.wait_ready(step) {
-                m.unlock();
+                last.unlock();
                 return;
             }
             if settle {
@@ -391,13 +461,36 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
                 }
             }
             ctl.t0.store(clock::now(), Release);
-            m.unlock();
+            last.unlock();
+        }
+    };
+    // The middle thread of link k (1 <= k < depth): it takes m[k - 1] once
+    // the thread below holds m[k], publishes that, and blocks on m[k].
+    let middle = move |k: usize| {
+        move || {
+            for step in 1.. {
+                loop {
+                    let v = links.taken[k].load(Acquire);
+                    if v >= step {
+                        break;
+                    }
+                    ipc::futex_wait(&links.taken[k], v, false);
+                }
+                if ctl.stopped() {
+                    return;
+                }
+                links.m[k - 1].lock();
+                links.taken(ctl, k - 1, step);
+                links.m[k].lock();
+                links.m[k].unlock();
+                links.m[k - 1].unlock();
+            }
         }
     };
     let base_ns = std::sync::atomic::AtomicU64::new(0);
-    let (cpu, other) = (env.cpu, env.other);
+    let (cpu, other) = (env.cpu, if depth > 1 { env.cpu } else { env.other });
     let (hp, mp, lp) = (env.high(), env.medium(), env.low());
-    // A thread that cannot take its CPU or priority lets the other two return.
+    // A thread that cannot take its CPU or priority lets the others return.
     let abort = move || {
         ctl.stop.store(1, Release);
         ctl.ready.store(u32::MAX, Release);
@@ -405,16 +498,22 @@ pub fn inversion(env: &Env, pi: bool, span: Span) -> Result<Outcome> {
         ipc::futex_wake(&ctl.armed, 1, false);
         mgo.fetch_add(1, Release);
         ipc::futex_wake(mgo, 1, false);
+        links.release();
     };
     let base_ref = &base_ns;
     std::thread::scope(|scope| -> Result<()> {
-        let lt = spawn_in(scope, "l", other, policy, lp, &abort, low)?;
-        let mt = spawn_in(scope, "m", other, policy, mp, &abort, medium)?;
-        let ht = spawn_in(scope, "h", cpu, policy, hp, &abort, move || {
+        let mut threads = vec![spawn_in(scope, "l", other, policy, lp, &abort, low)?];
+        // Below M, each link above the one below it.
+        for k in (1..depth).rev() {
+            let prio = lp.saturating_add((depth - k) as u8).min(mp.saturating_sub(1)).max(1);
+            threads.push(spawn_in(scope, "c", other, policy, prio, &abort, middle(k))?);
+        }
+        threads.push(spawn_in(scope, "m", other, policy, mp, &abort, medium)?);
+        threads.push(spawn_in(scope, "h", cpu, policy, hp, &abort, move || {
             base_ref.store(harness::base(1), Relaxed);
             high()
-        })?;
-        for t in [ht, mt, lt] {
+        })?);
+        for t in threads.into_iter().rev() {
             t.join().map_err(|_| anyhow!("a measuring thread panicked"))?.map_err(anyhow::Error::msg)?;
         }
         Ok(())
