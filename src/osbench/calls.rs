@@ -29,6 +29,25 @@ macro_rules! call {
     };
 }
 
+/// The row of a call into a server process passing `$args`.
+macro_rules! ipc {
+    ($id:literal, $name:literal, $def:literal, $args:expr) => {
+        TestDef {
+            id: $id,
+            name: $name,
+            group: Group::Calls,
+            def: $def,
+            inter: true,
+            parties: "server higher, client lower",
+            ips: Ips::One,
+            cross: true,
+            equal: None,
+            n: N,
+            run: |e| ipc_call(e, $args),
+        }
+    };
+}
+
 /// The calls: this family's rows of [`TESTS`](super::TESTS), in order.
 pub(super) const TESTS: &[TestDef] = &[
     call!(
@@ -52,45 +71,24 @@ pub(super) const TESTS: &[TestDef] = &[
         Call::Pointers,
         100
     ),
-    TestDef {
-        id: "call.ipc-none",
-        name: "call into another process, no argument",
-        group: Group::Calls,
-        def: "as call.ipc with a request that carries no argument (one byte, the call's number: a SOCK_SEQPACKET message of length 0 reads as end of file); the server answers 0 (CEBench 26)",
-        inter: true,
-        parties: "server higher, client lower",
-        ips: Ips::One,
-        cross: true,
-        equal: None,
-        n: N,
-        run: |e| ipc_call_with(e, Args::None),
-    },
-    TestDef {
-        id: "call.ipc",
-        name: "call into another process",
-        group: Group::Calls,
-        def: "from the client's write(2) of a request of 7 u64 arguments on a SOCK_SEQPACKET socketpair to the return of its read(2) of the reply: a server process at higher priority, blocked in read(2), sums the arguments and writes the sum back (CEBench 26-28)",
-        inter: true,
-        parties: "server higher, client lower",
-        ips: Ips::One,
-        cross: true,
-        equal: None,
-        n: N,
-        run: ipc_call,
-    },
-    TestDef {
-        id: "call.ipc-ptrs",
-        name: "call into another process, 7 pointers",
-        group: Group::Calls,
-        def: "as call.ipc with a request of 7 pointers to u64 arguments in memory both processes map: the server checks each lies in that memory, reads the argument through it and writes the sum back (CEBench 28)",
-        inter: true,
-        parties: "server higher, client lower",
-        ips: Ips::One,
-        cross: true,
-        equal: None,
-        n: N,
-        run: |e| ipc_call_with(e, Args::Pointers),
-    },
+    ipc!(
+        "call.ipc-none",
+        "call into another process, no argument",
+        "as call.ipc with a request that carries no argument (one byte, the call's number: a SOCK_SEQPACKET message of length 0 reads as end of file); the server answers 0 (CEBench 26)",
+        Args::None
+    ),
+    ipc!(
+        "call.ipc",
+        "call into another process, 7 words",
+        "from the client's write(2) of a request of 7 u64 arguments on a SOCK_SEQPACKET socketpair to the return of its read(2) of the reply: a server process at higher priority, blocked in read(2), sums the arguments and writes the sum back (CEBench 27)",
+        Args::Words
+    ),
+    ipc!(
+        "call.ipc-ptrs",
+        "call into another process, 7 pointers",
+        "as call.ipc with a request of 7 pointers to u64 arguments in memory both processes map: the server checks each lies in that memory, reads the argument through it and writes the sum back (CEBench 28)",
+        Args::Pointers
+    ),
     call!(
         "clock.mono",
         "clock_gettime MONOTONIC (vDSO)",
@@ -339,15 +337,10 @@ impl Protocol for Rpc {
     }
 }
 
-/// `call.ipc`: the client (this process, lower priority) sends a request
-/// of seven arguments and waits for the reply of a server process at
-/// higher priority.
-pub fn ipc_call(env: &Env) -> Result<Outcome> {
-    ipc_call_with(env, Args::Words)
-}
-
-/// `call.ipc*`: the same with the request `args` says.
-pub fn ipc_call_with(env: &Env, args: Args) -> Result<Outcome> {
+/// `call.ipc*`: the client (this process, lower priority) sends a request
+/// passing `args` and waits for the reply of a server process at higher
+/// priority.
+pub fn ipc_call(env: &Env, args: Args) -> Result<Outcome> {
     let (client, server) = ipc::socketpair(libc::SOCK_SEQPACKET)?;
     let page: Shared<ArgPage> = Shared::new()?;
     for (k, a) in page.v.iter().enumerate() {
