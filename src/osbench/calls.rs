@@ -276,19 +276,25 @@ struct Rpc {
     failed: Failures,
 }
 
+impl ArgPage {
+    /// The address of argument `k`, as the request passes it.
+    fn addr(&self, k: usize) -> u64 {
+        &self.v[k] as *const AtomicU64 as u64
+    }
+
+    /// The value a pointer of a request points to, once checked to be one
+    /// of this page's arguments; None otherwise.
+    fn deref(&self, addr: u64) -> Option<u64> {
+        let off = addr.checked_sub(self.v.as_ptr() as u64)?;
+        (off % 8 == 0).then_some(())?;
+        self.v.get((off / 8) as usize).map(|a| a.load(Relaxed))
+    }
+}
+
 impl Rpc {
     /// The request's bytes for [`Rpc::args`].
     fn request_len(&self) -> usize {
         if self.args == Args::None { 1 } else { 8 * ARGS }
-    }
-
-    /// The value a pointer of the request points to, once checked to lie in
-    /// the shared page; None otherwise.
-    fn deref(&self, addr: u64) -> Option<u64> {
-        let base = self.page.v.as_ptr() as u64;
-        let off = addr.checked_sub(base)?;
-        (off % 8 == 0).then_some(())?;
-        self.page.v.get((off / 8) as usize).map(|a| a.load(Relaxed))
     }
 }
 
@@ -298,7 +304,7 @@ impl Protocol for Rpc {
         let mut req = [0u8; 8 * ARGS];
         for (k, c) in req.chunks_exact_mut(8).enumerate() {
             let v = match self.args {
-                Args::Pointers => &self.page.v[k] as *const AtomicU64 as u64,
+                Args::Pointers => self.page.addr(k),
                 _ => k as u64 + 1,
             };
             c.copy_from_slice(&v.to_ne_bytes());
@@ -321,7 +327,7 @@ impl Protocol for Rpc {
             Args::Words => words.sum::<u64>(),
             Args::Pointers => words
                 .map(|a| {
-                    let v = self.deref(a);
+                    let v = self.page.deref(a);
                     self.failed.check(v.is_some());
                     v.unwrap_or(0)
                 })
@@ -348,4 +354,21 @@ pub fn ipc_call(env: &Env, args: Args) -> Result<Outcome> {
     }
     let rpc = Rpc { client, server, args, page, sum: AtomicU64::new(0), failed: Failures::new()? };
     harness::ping_pair_at(env, true, &rpc, env.low(), env.high())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pointer_argument_is_read_only_when_it_is_one_of_the_page() {
+        let page: Shared<ArgPage> = Shared::new().unwrap();
+        page.v[3].store(42, Relaxed);
+        assert_eq!(page.deref(page.addr(3)), Some(42));
+        assert_eq!(page.deref(page.addr(0)), Some(0));
+        let end = page.addr(ARGS - 1) + 8;
+        for bad in [0, page.addr(0) - 8, page.addr(2) + 4, end, u64::MAX] {
+            assert_eq!(page.deref(bad), None, "{bad:#x}");
+        }
+    }
 }
