@@ -166,7 +166,7 @@ fn the_quick_assessment_stores_every_probe_under_every_load() {
                 .filter(|r| r["probe"] == p && r["load"] == load)
                 .map(|r| r["count"].as_u64().unwrap())
                 .sum();
-            assert!(n > 0, "{p} under {load}: no samples");
+            assert!(n > 0, "{p} under {load}: no samples: {}", text(&o));
         }
     }
     let default = rtscope_model::descriptor::PROBES.iter().filter(|d| d.default).count();
@@ -184,7 +184,7 @@ fn the_quick_assessment_stores_every_probe_under_every_load() {
                 .filter(|r| r["probe"] == p.as_str() && r["metric"] == m.as_str() && r["load"] == load)
                 .map(|r| r["count"].as_u64().unwrap())
                 .sum();
-            assert!(n > 0, "{p} {m} under {load}: no samples");
+            assert!(n > 0, "{p} {m} under {load}: no samples: {}", text(&o));
         }
     }
     // osbench: its 13 wake-up tests, a row each in the matrix, measured

@@ -459,6 +459,23 @@ impl Default for Duty {
     }
 }
 
+/// The wait of a party that must not start before the measuring one has
+/// its CPU and priority and has measured the base: blocked on `go`, never
+/// spinning, so that a party at real-time priority does not hold off the
+/// threads still being created on its CPU (they start at SCHED_OTHER, and
+/// a spinning real-time thread would starve them until RT throttling).
+pub fn wait_go(go: &AtomicU32, shared: bool) {
+    while go.load(Acquire) == 0 {
+        ipc::futex_wait(go, 0, shared);
+    }
+}
+
+/// Lets every party waiting in [`wait_go`] start.
+pub fn open_go(go: &AtomicU32, shared: bool) {
+    go.store(1, Release);
+    ipc::futex_wake(go, i32::MAX, shared);
+}
+
 /// A party: its CPU and priority.
 #[derive(Clone, Copy, Debug)]
 pub struct Party {
@@ -484,11 +501,7 @@ pub fn pair(
     // has measured the base.
     let go: Shared<AtomicU32> = Shared::new()?;
     let go = &*go;
-    let wait_go = move || {
-        while go.load(Acquire) == 0 {
-            ipc::futex_wait(go, 0, inter);
-        }
-    };
+    let wait_go = move || wait_go(go, inter);
     let mut child = None;
     let mut follower = Some(follower);
     if inter {
@@ -528,8 +541,7 @@ pub fn pair(
                 crate::sys::signals::block_in_this_thread();
                 let entered = enter(lead.cpu, policy, lead.prio);
                 base_ns.store(base(1), Relaxed);
-                go.store(1, Release);
-                ipc::futex_wake(go, 1, inter);
+                open_go(go, inter);
                 entered?;
                 leader();
                 Ok(())

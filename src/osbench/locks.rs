@@ -385,11 +385,14 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
         m.init(false, pi)?;
     }
     let mgo: Shared<AtomicU32> = Shared::new()?;
+    // The owner spins (yields) while it waits for the higher-priority
+    // thread: not before that thread runs, i.e. every party exists.
+    let go: Shared<AtomicU32> = Shared::new()?;
     let samples = Samples::new(env)?;
     let total = env.total();
     let settle = env.settle();
     let policy = env.policy;
-    let (ctl, links, mgo, s) = (&*ctl, &*links, &*mgo, &samples);
+    let (ctl, links, mgo, go, s) = (&*ctl, &*links, &*mgo, &*go, &samples);
     let m = &links.m[0];
     let high = move || {
         let mut duty = harness::Duty::new();
@@ -441,6 +444,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
     };
     let last = &links.m[depth - 1];
     let low = move || {
+        harness::wait_go(go, false);
         for i in 0.. {
             let step = i as u32 + 1;
             // Not before the waiter has taken and released the mutex of the
@@ -493,6 +497,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
     // A thread that cannot take its CPU or priority lets the others return.
     let abort = move || {
         ctl.stop.store(1, Release);
+        harness::open_go(go, false);
         ctl.ready.store(u32::MAX, Release);
         ctl.armed.store(u32::MAX, Release);
         ipc::futex_wake(&ctl.armed, 1, false);
@@ -511,6 +516,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
         threads.push(spawn_in(scope, "m", other, policy, mp, &abort, medium)?);
         threads.push(spawn_in(scope, "h", cpu, policy, hp, &abort, move || {
             base_ref.store(harness::base(1), Relaxed);
+            harness::open_go(go, false);
             high()
         })?);
         for t in threads.into_iter().rev() {
