@@ -475,7 +475,18 @@ fn wakeup_with_stacks(fx: &Fixture, cpu: &str, more: &[&str]) -> std::process::O
     let mut args = vec!["wakeup", "--trace", "--stacks", "on", "--cpus", cpu, "-D", "6s"];
     args.extend(["--cause-threshold", "100us", "--episodes", "5000", "--db", &fx.db, "-q"]);
     args.extend(more);
-    rtscope(&args)
+    // The names it finds are kept in the test's directory, not the home's.
+    Command::new(BIN).args(&args).env("RTSCOPE_SYMBOL_CACHE", fx.dir.join("symbols")).output().expect("run rtscope")
+}
+
+/// Whether the symbol cache of `fx` (see [`wakeup_with_stacks`]) kept
+/// `function` under rtscope's own build ID; None when rtscope has none.
+fn cached_under_own_build(fx: &Fixture, function: &str) -> Option<bool> {
+    let notes = Command::new("readelf").args(["-n", BIN]).output().ok()?;
+    let notes = String::from_utf8_lossy(&notes.stdout);
+    let id = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: "))?.trim().to_string();
+    let text = std::fs::read_to_string(fx.dir.join("symbols").join(id)).unwrap_or_default();
+    Some(text.lines().any(|l| l.split('\t').nth(1).is_some_and(|f| f.contains(function))))
 }
 
 fn frame_names(frames: &serde_json::Value) -> Vec<&str> {
@@ -544,6 +555,11 @@ fn stacks_name_a_fifo_spinners_burst_function() {
     // missed has a probability of 2e-6.
     assert!(named * 10 >= judged * 9, "{named} of {judged} name spin_burst: {missing:#?}");
     assert_eq!(t["profile"]["lost"], 0, "{t}");
+    // The name is kept for the next run of the same build.
+    match cached_under_own_build(&fx, "spin_burst") {
+        Some(kept) => assert!(kept, "spin_burst not in the symbol cache {}", fx.dir.join("symbols").display()),
+        None => eprintln!("skipped: the symbol cache check (rtscope has no build ID, or no readelf)"),
+    }
 }
 
 /// `--stacks` shows where in the kernel a SCHED_OTHER process held a

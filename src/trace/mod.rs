@@ -19,6 +19,7 @@ pub mod page;
 pub mod reader;
 pub mod stacks;
 pub mod symbols;
+pub mod symcache;
 pub mod watch;
 
 /// The tracefs clock of the instance.

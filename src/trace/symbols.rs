@@ -9,9 +9,11 @@
 //! episodes at the end.
 
 use super::stacks::WakeStack;
+use super::symcache::{Kept, SymCache};
 use crate::recorder::EpisodeMsg;
 use crate::sys::perf::PerfSample;
 use blazesym::Pid;
+use blazesym::normalize::{Normalizer, UserMeta};
 use blazesym::symbolize::source::{Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use rtscope_model::episode::{CodeStack, Episode, Folded, Frame, OverRow, Remainder, SampleRow, WindowSamples};
@@ -141,6 +143,10 @@ struct Name {
 
 pub struct Symbols {
     sym: Symbolizer,
+    /// User addresses to (build ID, file offset), for `disk`.
+    normalizer: Normalizer,
+    /// Names of user code kept across runs, per build.
+    disk: Option<SymCache>,
     /// (pid, 0 for the kernel's; address) -> its name.
     cache: HashMap<(i32, u64), Name>,
     pub notes: Vec<String>,
@@ -180,11 +186,18 @@ fn file_name(p: &std::ffi::OsStr) -> String {
 }
 
 impl Symbols {
+    /// With the symbol cache the environment asks for.
     pub fn new() -> Symbols {
+        Symbols::with_cache(SymCache::from_env())
+    }
+
+    pub fn with_cache(disk: Option<SymCache>) -> Symbols {
         let sym = Symbolizer::builder().enable_code_info(true).enable_inlined_fns(false).build();
         let kernel_hidden = kernel_hidden();
         Symbols {
             sym,
+            normalizer: Normalizer::builder().enable_build_id_caching(true).build(),
+            disk,
             cache: HashMap::new(),
             notes: kernel_hidden.iter().cloned().collect(),
             kernel_hidden,
@@ -202,7 +215,7 @@ impl Symbols {
     /// Return addresses (all but a stack's first) are looked up one byte
     /// back, inside the call.
     fn name(&mut self, pid: i32, addrs: &[(u64, bool)]) {
-        let todo: Vec<u64> = {
+        let mut todo: Vec<u64> = {
             let mut v: Vec<u64> = addrs
                 .iter()
                 .filter(|(a, _)| !self.cache.contains_key(&(pid, *a)))
@@ -216,7 +229,13 @@ impl Symbols {
             return;
         }
         let kernel = pid == 0;
-        let result = if kernel {
+        let mut named: HashMap<u64, Name> = HashMap::new();
+        // User code named in an earlier run of the same build.
+        let keys = if kernel { HashMap::new() } else { self.kept(pid, &todo, &mut named) };
+        todo.retain(|a| !named.contains_key(a));
+        let result = if todo.is_empty() {
+            Ok(Vec::new())
+        } else if kernel {
             if self.kernel_hidden.is_some() {
                 Err(None)
             } else {
@@ -251,7 +270,6 @@ impl Symbols {
                 }
             }
         };
-        let mut named: HashMap<u64, Name> = HashMap::new();
         let mut notes: Vec<String> = Vec::new();
         match result {
             Ok(syms) => {
@@ -298,6 +316,28 @@ impl Symbols {
                 }
             }
         }
+        if let Some(disk) = self.disk.as_mut() {
+            let mut by_build: HashMap<&[u8], Vec<(u64, Kept)>> = HashMap::new();
+            for (a, (build, off)) in &keys {
+                if let Some(n) = named.get(a)
+                    && let Some(function) = &n.function
+                {
+                    let k = Kept {
+                        function: function.clone(),
+                        offset: n.offset.unwrap_or(0),
+                        file: n.file.clone(),
+                        line: n.line,
+                    };
+                    by_build.entry(build.as_slice()).or_default().push((*off, k));
+                }
+            }
+            for (build, names) in by_build {
+                disk.put(build, &names);
+            }
+            if let Some(b) = disk.broken.clone() {
+                notes.push(b);
+            }
+        }
         for n in notes {
             self.note(n);
         }
@@ -309,6 +349,32 @@ impl Symbols {
             }
             self.cache.entry((pid, a)).or_insert(n);
         }
+    }
+
+    /// Names `todo` of user process `pid` from the symbol cache into
+    /// `named`; returns the (build ID, file offset) of the others that
+    /// belong to a file with a build ID, to keep what they are named.
+    fn kept(&mut self, pid: i32, todo: &[u64], named: &mut HashMap<u64, Name>) -> HashMap<u64, (Vec<u8>, u64)> {
+        let mut keys = HashMap::new();
+        let Some(disk) = self.disk.as_mut() else { return keys };
+        let Ok(out) = self.normalizer.normalize_user_addrs(Pid::from(pid as u32), todo) else { return keys };
+        for (&a, &(off, meta)) in todo.iter().zip(&out.outputs) {
+            let Some(UserMeta::Elf(elf)) = out.meta.get(meta) else { continue };
+            let Some(build) = elf.build_id.as_deref().filter(|b| !b.is_empty()) else { continue };
+            match disk.get(build, off) {
+                Some(k) => {
+                    let module = Some(file_name(elf.path.as_os_str()));
+                    named.insert(
+                        a,
+                        Name { function: Some(k.function), offset: Some(k.offset), module, file: k.file, line: k.line },
+                    );
+                }
+                None => {
+                    keys.insert(a, (build.to_vec(), off));
+                }
+            }
+        }
+        keys
     }
 
     fn frames(&mut self, pid: i32, addrs: &[u64]) -> Vec<Frame> {
@@ -601,7 +667,7 @@ mod tests {
     /// symbols, with its file.
     #[test]
     fn names_a_function_of_this_process() {
-        let mut s = Symbols::new();
+        let mut s = Symbols::with_cache(None);
         let f = a_named_function as *const () as u64;
         let frames = s.user(std::process::id() as i32, &[f + 1]);
         let name = frames[0].function.as_deref().unwrap_or_default();
@@ -615,8 +681,38 @@ mod tests {
 
     /// The kernel's own functions are named where kallsyms shows addresses.
     #[test]
+    fn a_name_found_once_is_kept_for_the_next_run_of_the_build() {
+        let dir = std::env::temp_dir().join(format!("rtscope-symbols-kept-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let f = a_named_function as *const () as u64;
+        let pid = std::process::id() as i32;
+        let mut first = Symbols::with_cache(Some(SymCache::at(&dir)));
+        let named = first.user(pid, &[f + 1]);
+        let disk = first.disk.as_ref().unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        if blazesym::helper::read_elf_build_id(&exe).ok().flatten().is_none() {
+            // A test binary linked without a build ID has nothing to key on.
+            assert!(disk.added == 0 && std::fs::read_dir(&dir).is_err(), "nothing kept, nothing written");
+            eprintln!("skipped: {} has no build ID", exe.display());
+            return;
+        }
+        assert_eq!(disk.added, 1);
+        assert_eq!((disk.hits, disk.broken.as_deref()), (0, None));
+        let mut second = Symbols::with_cache(Some(SymCache::at(&dir)));
+        let again = second.user(pid, &[f + 1]);
+        assert_eq!(second.disk.as_ref().unwrap().hits, 1, "found in the cache");
+        assert_eq!(named[0].function, again[0].function);
+        assert!(again[0].function.as_deref().is_some_and(|n| n.contains("a_named_function")), "{again:?}");
+        assert_eq!(
+            (named[0].module.clone(), named[0].offset, named[0].line),
+            (again[0].module.clone(), again[0].offset, again[0].line)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn names_kernel_addresses_or_says_why_not() {
-        let mut s = Symbols::new();
+        let mut s = Symbols::with_cache(None);
         let Some(line) = std::fs::read_to_string("/proc/kallsyms")
             .ok()
             .and_then(|t| t.lines().find(|l| l.ends_with(" schedule") || l.ends_with(" do_idle")).map(str::to_string))
