@@ -10,7 +10,6 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::Path;
 
 /// PERF_TYPE_TRACEPOINT.
 const TYPE_TRACEPOINT: u32 = 2;
@@ -38,17 +37,6 @@ struct Attr {
     config1: u64,
 }
 
-/// The tracefs id of `raw_syscalls:sys_enter` where tracefs is mounted.
-fn sys_enter_id() -> Result<u64, String> {
-    for root in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        let p = Path::new(root).join("events/raw_syscalls/sys_enter/id");
-        if let Ok(text) = std::fs::read_to_string(&p) {
-            return text.trim().parse().map_err(|_| format!("{} holds no id", p.display()));
-        }
-    }
-    Err("raw_syscalls:sys_enter is not in a mounted tracefs (mount tracefs at /sys/kernel/tracing)".into())
-}
-
 /// The system calls entered on each CPU, counted.
 pub struct SyscallCounter {
     fds: Vec<File>,
@@ -59,7 +47,7 @@ impl SyscallCounter {
     /// Needs root or CAP_PERFMON (perf_event_paranoid allowing system-wide
     /// events otherwise); the error says why not.
     pub fn open(cpus: &[usize]) -> Result<SyscallCounter, String> {
-        let id = sys_enter_id()?;
+        let id = crate::sys::tracefs::event_id("raw_syscalls/sys_enter")?;
         let attr = Attr { kind: TYPE_TRACEPOINT, size: ATTR_SIZE_VER0, config: id, ..Default::default() };
         let mut fds = Vec::with_capacity(cpus.len());
         for &cpu in cpus {
@@ -112,8 +100,10 @@ mod tests {
         let cpus = crate::sys::cpu::online();
         let mut c = match SyscallCounter::open(&cpus) {
             Ok(c) => c,
+            // Not root: no system-wide counter (the message says why).
             Err(e) => {
-                assert!(!rustix::process::geteuid().is_root() || e.contains("tracefs"), "{e}");
+                assert!(!rustix::process::geteuid().is_root(), "as root: {e}");
+                eprintln!("skipped: {e}");
                 return;
             }
         };

@@ -10,8 +10,42 @@ use std::path::{Path, PathBuf};
 const MOUNT_POINT: &str = "/sys/kernel/tracing";
 const LEGACY: &str = "/sys/kernel/debug/tracing";
 
+/// Held while rtscope mounts tracefs, makes or removes an instance in a
+/// tracefs it mounted, or unmounts it: two users in one process (the load
+/// sampler's system-call counter and a trace, say) never unmount the
+/// mount the other has just found.
+static MOUNT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// See [`MOUNT`].
+pub fn mount_lock() -> std::sync::MutexGuard<'static, ()> {
+    MOUNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The id of the trace event `event` (`system/name`), which
+/// `perf_event_open` takes as a tracepoint's config. Mounts tracefs for
+/// the read when nobody has, and unmounts it at once (unless an instance
+/// is in it by then): the id stays valid without the mount.
+pub fn event_id(event: &str) -> Result<u64, String> {
+    let _held = mount_lock();
+    let (root, mounted) = find_or_mount()?;
+    let p = root.join("events").join(event).join("id");
+    let id = match std::fs::read_to_string(&p) {
+        Ok(text) => text.trim().parse().map_err(|_| format!("{} holds no id", p.display())),
+        Err(e) => Err(format!("trace event {event} is not in this kernel's tracefs ({}: {e})", p.display())),
+    };
+    if mounted {
+        let others = std::fs::read_dir(root.join("instances")).map(|d| d.count()).unwrap_or(1);
+        if others == 0 {
+            let _ = unmount(&root);
+        } else {
+            forget(&root);
+        }
+    }
+    id
+}
+
 /// The tracefs root, and whether rtscope mounted it (and should unmount
-/// it when done).
+/// it when done). Callers that may unmount it again hold [`mount_lock`].
 pub fn find_or_mount() -> Result<(PathBuf, bool), String> {
     for root in [MOUNT_POINT, LEGACY] {
         if Path::new(root).join("instances").is_dir() {

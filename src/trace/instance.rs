@@ -82,6 +82,7 @@ impl Instance {
     /// Creates and configures the instance for `cpus`, tracing off until
     /// [`Instance::start`]. Returns the warnings to store with the run.
     pub fn create(cpus: &[usize], buffer_kb: u64, clock: &str) -> Result<(Instance, Vec<Warning>), String> {
+        let held = tracefs::mount_lock();
         let (root, mounted) = tracefs::find_or_mount()?;
         remove_stale(&root);
         let name = format!("rtscope-{}", std::process::id());
@@ -95,6 +96,7 @@ impl Instance {
             }
             return Err(e);
         }
+        drop(held);
         let mut inst = Instance {
             root,
             dir,
@@ -238,6 +240,7 @@ impl Drop for Instance {
         let _ = self.set_on(false);
         // The stack instance first: the mount may go with the main one.
         drop(self.stacks.take());
+        let _held = tracefs::mount_lock();
         let removed = remove_registered(&self.dir);
         if self.mounted {
             let others = std::fs::read_dir(self.root.join("instances")).map(|d| d.count()).unwrap_or(1);
