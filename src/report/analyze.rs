@@ -2,6 +2,7 @@
 //! rates, the tail with its return levels and diagnostics, the MTTF table;
 //! then the verdicts.
 
+use super::wrap::wrap;
 use anyhow::Result;
 use rtscope_model::analysis::misses::MissPrediction;
 use rtscope_model::analysis::mttf::{Mttf, Source};
@@ -67,29 +68,33 @@ pub fn write_run(
 
 /// The verdicts, after one line on where their requirements come from.
 pub fn write_verdicts(verdicts: &[Verdict], origin: &str, out: &mut dyn Write) -> Result<()> {
-    writeln!(out, "verdicts · {origin}")?;
+    writeln!(out, "{}", wrap("verdicts ·", origin, 11))?;
     for v in verdicts {
         write_verdict(v, out)?;
     }
     Ok(())
 }
 
+/// One verdict, wrapped at the terminal's width: its status, the
+/// requirement, then the evidence under it.
 fn write_verdict(v: &Verdict, out: &mut dyn Write) -> Result<()> {
     let tag = match v.status {
         Status::Pass => "PASS",
         Status::Fail => "FAIL",
         Status::NotEnoughData => "NOT ENOUGH DATA",
     };
-    writeln!(out, "  {tag:<15} {}", v.requirement)?;
-    writeln!(out, "  {:<15} {}{}", "", v.series.as_ref().map(|s| format!("{s}: ")).unwrap_or_default(), v.evidence)?;
+    const AT: usize = 18;
+    writeln!(out, "{}", wrap(&format!("  {tag}"), &v.requirement, AT))?;
+    let evidence = format!("{}{}", v.series.as_ref().map(|s| format!("{s}: ")).unwrap_or_default(), v.evidence);
+    writeln!(out, "{}", wrap("", &evidence, AT))?;
     if v.confidence != "observed" {
-        writeln!(out, "  {:<15} confidence {}", "", v.confidence)?;
+        writeln!(out, "{}", wrap("", &format!("confidence {}", v.confidence), AT))?;
     }
     for r in v.reasons.iter().filter(|r| !r.starts_with("every diagnostic")) {
-        writeln!(out, "  {:<15}   - {r}", "")?;
+        writeln!(out, "{}", wrap(&format!("{:AT$}  -", ""), r, AT + 4))?;
     }
     if let Some(m) = &v.measure_for {
-        writeln!(out, "  {:<15} measure for: {m}", "")?;
+        writeln!(out, "{}", wrap("", &format!("measure for: {m}"), AT))?;
     }
     Ok(())
 }
