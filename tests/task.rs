@@ -107,9 +107,12 @@ fn task_misses_a_deadline_per_burst_and_buffers_absorb_them() {
     assert_eq!(lost_exceedances(&doc, "lateness", cpu), 0);
     assert!(jobs >= 4_900, "{jobs} jobs in 5 s at 1 ms");
     // The work is calibrated: no job responds much faster than its compute
-    // time (10 % for a CPU clocked apart from the one that calibrated).
+    // time. Not a speed test: a vCPU runs the same work at another speed
+    // when its host's sibling thread or clock changes (a fresh-clone run on
+    // a busy host had its fastest 200 us job at 137 us), so this catches a
+    // calibration that is wrong by a factor (a unit miscounted), not drift.
     let fastest = row(&doc, "response", cpu)["min_ns"].as_i64().unwrap() as u64;
-    assert!(fastest >= C * 9 / 10, "fastest response {fastest} ns");
+    assert!(fastest >= C / 2, "fastest response {fastest} ns for {C} ns of work");
 
     // The bursts that must make a job miss, and the missed job each shows.
     let phase = late.first().map(|&(r, _)| r % T).expect("no missed job");
