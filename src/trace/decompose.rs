@@ -720,43 +720,53 @@ fn attribute(
     let mut last = start;
     // Stage boundaries, to tell in which stage each cause's time fell.
     let marks: Option<[u64; 6]> = stages.map(|st| st.marks(p));
-    let mut seg = |a: u64, b: u64, owner: Owner, by: &mut BTreeMap<_, [u64; 6]>, slices: &mut Vec<Slice>| {
-        if b <= a {
-            return;
-        }
-        // Attribution over [p, w).
-        let (x, y) = (a.max(p), b.min(w));
-        if y > x {
-            let key = classify(owner, x, waking_ts, tid, wakeup, names);
-            let acc = by.entry(key).or_insert([0; 6]);
-            acc[5] += y - x;
-            if let Some(m) = &marks {
-                for i in 0..5 {
-                    acc[i] += y.min(m[i + 1]).saturating_sub(x.max(m[i]));
+    let mut seg =
+        |a: u64, b: u64, owner: Owner, busy: bool, by: &mut BTreeMap<_, [u64; 6]>, slices: &mut Vec<Slice>| {
+            if b <= a {
+                return;
+            }
+            // Attribution over [p, w).
+            let (x, y) = (a.max(p), b.min(w));
+            if y > x {
+                let key = classify(owner, x, waking_ts, tid, wakeup, busy, names);
+                let acc = by.entry(key).or_insert([0; 6]);
+                acc[5] += y - x;
+                if let Some(m) = &marks {
+                    for i in 0..5 {
+                        acc[i] += y.min(m[i + 1]).saturating_sub(x.max(m[i]));
+                    }
                 }
             }
-        }
-        // The timeline: merge runs of one owner.
-        match open {
-            Some((o, _)) if o == owner => {}
-            Some((o, s0)) => {
-                slices.push(slice_of(o, s0, a, names));
-                open = Some((owner, a));
+            // The timeline: merge runs of one owner.
+            match open {
+                Some((o, _)) if o == owner => {}
+                Some((o, s0)) => {
+                    slices.push(slice_of(o, s0, a, names));
+                    open = Some((owner, a));
+                }
+                None => open = Some((owner, a)),
             }
-            None => open = Some((owner, a)),
-        }
-    };
+        };
     let inferred_at = chain.filter(|c| c.inferred).map(|c| c.switch_in);
     // A lost window starts with the probe thread running (it measured just
     // before): a context still showing the idle task there missed the
     // probe's untraced switch-in after its pause.
     let mut at_p = wakeup;
+    // A datagram that came while the receiver was running: it waited in
+    // the socket while the receiver handled the ones before it, until the
+    // receiver was switched in anew (then it is its return to user space).
+    let mut busy = false;
+    let mut busy_known = path != WakePath::NetRx;
     // The events, then an end mark (None) for the window start to be seen.
     for (i, e) in win.iter().map(Some).chain([None]).enumerate() {
+        if !busy_known && e.is_none_or(|e| e.ts > p) {
+            busy_known = true;
+            busy = ctx.task == tid;
+        }
         if !at_p && e.is_none_or(|e| e.ts > p) {
             at_p = true;
             if p > last && p > start {
-                seg(last, p, ctx.owner(), &mut by, &mut slices);
+                seg(last, p, ctx.owner(), false, &mut by, &mut slices);
                 last = p;
             }
             if ctx.task <= 0 {
@@ -772,15 +782,18 @@ fn attribute(
                 Owner::Task(0) if e.pid > 0 => Owner::Task(e.pid),
                 o => o,
             };
-            seg(last, e.ts, owner, &mut by, &mut slices);
+            seg(last, e.ts, owner, busy, &mut by, &mut slices);
             last = e.ts;
+        }
+        if matches!(e.kind, Kind::Switch { next, .. } if next == tid) {
+            busy = false;
         }
         ctx.apply(e, Some(i) == ours);
         if Some(i) == inferred_at {
             ctx.task = tid;
         }
     }
-    seg(last, w, ctx.owner(), &mut by, &mut slices);
+    seg(last, w, ctx.owner(), busy, &mut by, &mut slices);
     if let Some((o, s0)) = open {
         slices.push(slice_of(o, s0, w.max(s0), names));
     }
@@ -810,16 +823,20 @@ fn attribute(
 /// wake-up (the probe's own time is its return to user space); else it is
 /// a window the probe thread lost, and time the trace shows as still the
 /// probe's was taken by nothing the kernel traces: interrupt entry and
-/// exit, NMIs, SMIs or the hypervisor.
+/// exit, NMIs, SMIs or the hypervisor. `busy`: a datagram's receiver
+/// has been running since the datagram came (handling the ones before it).
+#[allow(clippy::too_many_arguments)]
 fn classify(
     owner: Owner,
     t: u64,
     waking_ts: Option<u64>,
     tid: i32,
     wakeup: bool,
+    busy: bool,
     names: &Names,
 ) -> (CauseKind, String, Option<i32>) {
     match owner {
+        Owner::Task(pid) if pid == tid && busy => (CauseKind::User, episode::BUSY_RECEIVER.into(), None),
         Owner::Task(pid) if pid == tid && !wakeup => (CauseKind::Unaccounted, names.comm(pid), Some(pid)),
         Owner::Frame(Frame::Timer(true)) => (CauseKind::Timer, "timer".into(), None),
         Owner::Frame(f @ Frame::Soft(_)) => (CauseKind::Softirq, names.frame(f), None),

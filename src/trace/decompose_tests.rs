@@ -253,6 +253,39 @@ fn splits_a_received_datagram_along_the_net_rx_path() {
     assert!(e.verdict.contains("in softirq NET_RX 55.0us"), "{}", e.verdict);
 }
 
+/// A datagram that comes while its receiver is still handling the ones
+/// before it waits in the socket: the receiver's own time until then is
+/// named for the backlog, not for a return to user space.
+#[test]
+fn a_datagram_behind_a_busy_receiver_is_queued_not_returning_to_user() {
+    use Kind::*;
+    let d = decoder();
+    let set = Settings { path: WakePath::NetRx, ..settings(10, CauseThreshold::Fixed(0)) };
+    let mut t = CpuTrace::new(1, "netlat", "rx_wake", 100, set);
+    let on = |ts_us: u64, pid: i32, kind: Kind| Ev { ts: ts_us * US, pid, kind };
+    for e in [
+        on(900, 200, Switch { prev: 200, next: 100 }),
+        on(1002, 100, SoftEntry(3)),
+        on(1010, 100, SoftExit(3)),
+        on(1100, 100, Switch { prev: 100, next: 200 }),
+    ] {
+        t.push_event(e);
+    }
+    t.push_sample(Sample { seq: 7, t_ns: 1060 * US, value_ns: 60 * US });
+    let policy = |_pid: i32| Some(1);
+    let names = Names { decoder: &d, policy: &policy };
+    let mut outs = Vec::new();
+    t.process(0, true, &names, &mut |o| outs.push(o));
+    let eps: Vec<&Episode> =
+        outs.iter().filter_map(|o| if let Out::Keep(e, _) = o { Some(&**e) } else { None }).collect();
+    assert_eq!(eps.len(), 1);
+    let e = eps[0];
+    let find = |k: CauseKind| e.causes.iter().find(|c| c.kind == k).map(|c| (c.name.clone(), c.ns));
+    assert_eq!(find(CauseKind::User), Some((episode::BUSY_RECEIVER.into(), 52 * US)));
+    assert_eq!(find(CauseKind::Softirq), Some(("NET_RX".into(), 8 * US)));
+    assert!(e.verdict.contains("queued behind earlier datagrams"), "{}", e.verdict);
+}
+
 #[test]
 fn sched_labels() {
     assert_eq!(sched_label(0, Some(1)), "SCHED_FIFO 99");

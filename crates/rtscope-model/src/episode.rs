@@ -99,6 +99,11 @@ impl Stages {
     }
 }
 
+/// The name of a [`CauseKind::User`] cause that is not the return to
+/// user space: a datagram that came while its receiver was running, and
+/// waited in the socket while the receiver handled the ones before it.
+pub const BUSY_RECEIVER: &str = "busy with earlier datagrams";
+
 /// What held the CPU during part of a sample's latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -110,7 +115,8 @@ pub enum CauseKind {
     Softirq,
     /// The probe's own timer interrupt and hrtimer path.
     Timer,
-    /// Switch-in to the probe's timestamp: the return to user space.
+    /// Switch-in to the probe's timestamp: the return to user space (or,
+    /// named [`BUSY_RECEIVER`], a receiver busy with earlier datagrams).
     User,
     /// Time no event covers: interrupts off, the hypervisor, SMI, hardware.
     Unaccounted,
@@ -427,6 +433,9 @@ pub fn verdict_named(
             CauseKind::Irq => format!("in irq {}", m.label()),
             CauseKind::Softirq => format!("in softirq {}", m.name),
             CauseKind::Timer => "in the probe's timer interrupt".to_string(),
+            CauseKind::User if m.name == BUSY_RECEIVER => {
+                "queued behind earlier datagrams (the receiver was still handling them)".to_string()
+            }
             CauseKind::User => "returning to user space".to_string(),
             CauseKind::Unaccounted if m.pid.is_some_and(|p| p != 0) => {
                 format!("unaccounted (interrupts off, hypervisor or SMI; {} was running)", m.name)
