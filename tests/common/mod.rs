@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod loads;
 pub mod periodic;
 pub mod reports;
 pub mod truth;
