@@ -135,18 +135,11 @@ fn task_misses_a_deadline_per_burst_and_buffers_absorb_them() {
     }
     eprintln!("task: {} bursts, {must} of them must make a job miss; {missed} misses in {jobs} jobs", inside.len());
     // A burst the spinner's own clocks say it spun through, yet the job
-    // beside it on that CPU met its deadline: seen once in some forty
-    // runs here, as unexplained in the guest as the traced bursts that show
-    // another thread on the CPU. As often as the host's own stalls make a
-    // job miss, no more.
+    // beside it on that CPU met its deadline: as often as the host's own
+    // stalls make a job miss (truth::allow_unheld), no more.
     let off = late.iter().filter(|&&(r, done)| !bursts.iter().any(|b| b.near(r, done, 100_000))).count() as u64;
     let q = truth::rate_upper(off, jobs, 0.002);
-    let odd = truth::binomial_upper(must as u64, q, truth::FALSE_FAILURE);
-    assert!(
-        unseen.len() as u64 <= odd,
-        "{} bursts held a job past its deadline but no miss shows (the host's rate allows {odd}): {unseen:?}",
-        unseen.len()
-    );
+    truth::allow_unheld("bursts that held a job past its deadline but no miss shows", &unseen, must as u64, q);
     // Nine bursts in ten hold such a job: at least 150 of the ~240 (1e-4).
     assert!(must as u64 >= truth::binomial_lower(inside.len() as u64, 0.9, truth::FALSE_FAILURE).min(150));
 

@@ -5,12 +5,14 @@
 //! cannot see code with interrupts off, nor time the hypervisor takes).
 //! Each sample carries its CLOCK_MONOTONIC time, its task and its kernel
 //! and user call chains; the ring is read without blocking by the trace
-//! reader thread.
+//! reader thread. `open` and `Attr::tracepoint` open the counting
+//! events of syscount.rs too.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const PERF_TYPE_HARDWARE: u32 = 0;
 const PERF_TYPE_SOFTWARE: u32 = 1;
+const PERF_TYPE_TRACEPOINT: u32 = 2;
 const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
 const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
 
@@ -43,13 +45,16 @@ const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
 const IOC_ENABLE: libc::c_ulong = 0x2400;
 const IOC_DISABLE: libc::c_ulong = 0x2401;
 
+/// The size of the first published `perf_event_attr` (PERF_ATTR_SIZE_VER0).
+const ATTR_SIZE_VER0: u32 = 64;
+
 /// Frames kept per chain.
 pub const MAX_FRAMES: usize = 64;
 
 /// `struct perf_event_attr` (PERF_ATTR_SIZE_VER8, 136 bytes).
 #[repr(C)]
 #[derive(Default)]
-struct Attr {
+pub struct Attr {
     kind: u32,
     size: u32,
     config: u64,
@@ -136,9 +141,20 @@ pub struct Sampler {
 // through `&mut self`.
 unsafe impl Send for Sampler {}
 
-fn open(attr: &Attr, cpu: usize) -> std::io::Result<OwnedFd> {
+impl Attr {
+    /// A counting event on the tracepoint of tracefs id `id`: no sampling,
+    /// enabled from its opening, user and kernel. It states the first
+    /// published size, all such an event needs (the kernel reads the size
+    /// it is given).
+    pub fn tracepoint(id: u64) -> Attr {
+        Attr { kind: PERF_TYPE_TRACEPOINT, size: ATTR_SIZE_VER0, config: id, ..Default::default() }
+    }
+}
+
+/// Opens the event `attr` on `cpu`, every task on it (pid -1), closed on exec.
+pub fn open(attr: &Attr, cpu: usize) -> std::io::Result<OwnedFd> {
     // SAFETY: attr is a valid, initialised perf_event_attr of the size it
-    // states; pid -1 with a cpu samples every task on that CPU.
+    // states; pid -1 with a cpu counts or samples every task on that CPU.
     let fd = unsafe {
         libc::syscall(libc::SYS_perf_event_open, attr as *const Attr, -1i32, cpu as i32, -1i32, PERF_FLAG_FD_CLOEXEC)
     };

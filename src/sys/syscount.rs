@@ -1,5 +1,6 @@
-//! Counting a kernel tracepoint with perf_event_open(2) (the sampling
-//! profiler is perf.rs): the system calls
+//! Counting a kernel tracepoint with perf_event_open(2), opened through
+//! perf.rs (`Attr::tracepoint`, `open`; the sampling profiler is there
+//! too): the system calls
 //! entered (`raw_syscalls:sys_enter`) on every online CPU, for the
 //! workload characterisation's "system calls/s" (the NT real-time study's
 //! table 3 row). A counting event (no sampling, no ring buffer, no PMU):
@@ -7,35 +8,9 @@
 //! which costs each call a few tens of nanoseconds. The counters close
 //! with their file descriptors, on any exit.
 
+use crate::sys::perf::{self, Attr};
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
-
-/// PERF_TYPE_TRACEPOINT.
-const TYPE_TRACEPOINT: u32 = 2;
-/// PERF_FLAG_FD_CLOEXEC.
-const FLAG_FD_CLOEXEC: libc::c_ulong = 1 << 3;
-/// The size of the first published `perf_event_attr` (PERF_ATTR_SIZE_VER0).
-const ATTR_SIZE_VER0: u32 = 64;
-
-/// The first 64 bytes of `struct perf_event_attr`: all a counting
-/// tracepoint event needs (the kernel reads the size it is given).
-#[repr(C)]
-#[derive(Default)]
-struct Attr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    /// disabled, inherit, pinned, exclusive, exclude_user, ... : all 0, so
-    /// the counter counts from its opening, user and kernel.
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-}
 
 /// The system calls entered on each CPU, counted.
 pub struct SyscallCounter {
@@ -48,31 +23,16 @@ impl SyscallCounter {
     /// events otherwise); the error says why not.
     pub fn open(cpus: &[usize]) -> Result<SyscallCounter, String> {
         let id = crate::sys::tracefs::event_id("raw_syscalls/sys_enter")?;
-        let attr = Attr { kind: TYPE_TRACEPOINT, size: ATTR_SIZE_VER0, config: id, ..Default::default() };
+        let attr = Attr::tracepoint(id);
         let mut fds = Vec::with_capacity(cpus.len());
         for &cpu in cpus {
-            // SAFETY: `attr` is a valid perf_event_attr of the size it
-            // states; pid -1 with a CPU counts every task on that CPU; no
-            // group; the returned descriptor is owned below.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_perf_event_open,
-                    &attr as *const Attr,
-                    -1 as libc::pid_t,
-                    cpu as libc::c_int,
-                    -1 as libc::c_int,
-                    FLAG_FD_CLOEXEC,
-                )
-            };
-            if fd < 0 {
-                let e = std::io::Error::last_os_error();
-                return Err(format!(
+            let fd = perf::open(&attr, cpu).map_err(|e| {
+                format!(
                     "perf_event_open(raw_syscalls:sys_enter, CPU {cpu}) failed ({e}): system calls are counted as \
                      root (or with CAP_PERFMON)"
-                ));
-            }
-            // SAFETY: a descriptor perf_event_open just returned, owned by nobody else.
-            fds.push(File::from(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) }));
+                )
+            })?;
+            fds.push(File::from(fd));
         }
         Ok(SyscallCounter { fds })
     }

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod loads;
 pub mod periodic;
+pub mod reports;
 pub mod truth;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rtscope");

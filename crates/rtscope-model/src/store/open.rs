@@ -8,6 +8,21 @@ use anyhow::{Context, Result, bail};
 use rusqlite::{Connection, ErrorCode, OpenFlags, params};
 use std::path::Path;
 
+/// The schema version a store's `meta` records, refused when it is newer
+/// than this rtscope's: the read-only and the writable opening both read
+/// it here (an older one is theirs to upgrade or refuse).
+fn schema_version(conn: &Connection) -> Result<i64> {
+    let version: i64 = conn
+        .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get::<_, String>(0))
+        .context("no schema_version in meta")?
+        .parse()
+        .context("bad schema_version in meta")?;
+    if version > SCHEMA_VERSION {
+        bail!("schema version {version} is newer than this rtscope understands ({SCHEMA_VERSION}); upgrade rtscope");
+    }
+    Ok(version)
+}
+
 impl Store {
     /// Opens (creating if needed) the store at `path`, checks its schema and
     /// marks runs whose process died as `partial`.
@@ -91,17 +106,7 @@ impl Store {
         if !tables.iter().any(|t| t == "meta") {
             bail!("it is an SQLite database of another application, not an rtscope run store");
         }
-        let version: i64 = self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get::<_, String>(0))
-            .context("no schema_version in meta")?
-            .parse()
-            .context("bad schema_version in meta")?;
-        if version > SCHEMA_VERSION {
-            bail!(
-                "schema version {version} is newer than this rtscope understands ({SCHEMA_VERSION}); upgrade rtscope"
-            );
-        }
+        let version = schema_version(&self.conn)?;
         if version < SCHEMA_VERSION {
             bail!(
                 "schema version {version} must be upgraded to {SCHEMA_VERSION} before this rtscope reads it, which \
@@ -167,16 +172,7 @@ impl Store {
             tx.commit()?;
             return Ok(());
         }
-        let version: i64 = tx
-            .query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get::<_, String>(0))
-            .context("no schema_version in meta")?
-            .parse()
-            .context("bad schema_version in meta")?;
-        if version > SCHEMA_VERSION {
-            bail!(
-                "schema version {version} is newer than this rtscope understands ({SCHEMA_VERSION}); upgrade rtscope"
-            );
-        }
+        let version = schema_version(&tx)?;
         if version < SCHEMA_VERSION {
             migrate(&tx, version).with_context(|| format!("upgrading the store from schema version {version}"))?;
             let broken: i64 = tx.query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| r.get(0))?;
