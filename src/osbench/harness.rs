@@ -17,6 +17,7 @@ use crate::sys::ipc::{self, Janitor, Shared, Zeroable};
 use crate::sys::{clock, cpu, mem, sched, sched::Policy};
 use anyhow::{Result, anyhow};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering::*};
+use std::thread::ScopedJoinHandle;
 use std::time::Duration;
 
 /// Stack prefaulted by every party before it measures.
@@ -506,16 +507,7 @@ pub fn pair(
     let mut follower = Some(follower);
     if inter {
         let f = follower.take().expect("a follower");
-        let pid = ipc::fork_child(move || {
-            let _ = mem::lock_all();
-            if enter(follow.cpu, policy, follow.prio).is_err() {
-                return 2;
-            }
-            wait_go();
-            f();
-            0
-        })?;
-        child = Some(pid);
+        child = Some(fork_follower(follow, policy, wait_go, f)?);
     }
     let outcome = std::thread::scope(|scope| -> Result<()> {
         let mut follower_thread = None;
@@ -546,45 +538,10 @@ pub fn pair(
                 leader();
                 Ok(())
             })?;
-        // Watch: a signal the leader does not act on in time, or a child
-        // that died under it, leave no way to unblock it: give up.
-        let mut stop_seen: Option<std::time::Instant> = None;
-        let mut child_gone: Option<std::time::Instant> = None;
-        while !leader_thread.is_finished() {
-            std::thread::sleep(Duration::from_millis(5));
-            if env.stopping() && stop_seen.is_none() {
-                stop_seen = Some(std::time::Instant::now());
-            }
-            if let Some(pid) = child
-                && child_gone.is_none()
-                && !matches!(ipc::try_wait_child(pid), Ok(ipc::ChildState::Running))
-            {
-                child_gone = Some(std::time::Instant::now());
-                child = None;
-            }
-            if child_gone.is_none() && follower_thread.as_ref().is_some_and(|t| t.is_finished()) {
-                child_gone = Some(std::time::Instant::now());
-            }
-            let late = |t: Option<std::time::Instant>| t.is_some_and(|t| t.elapsed() > STOP_GRACE);
-            if late(stop_seen) || late(child_gone) {
-                eprintln!(
-                    "rtscope: error: osbench: {} and the measuring thread is stuck; exiting (the tests before this one are stored)",
-                    if late(child_gone) { "the other party ended early" } else { "a stop was requested" }
-                );
-                std::process::exit(1);
-            }
-        }
+        watch(env, &leader_thread, follower_thread.as_ref(), &mut child);
         let led = leader_thread.join().map_err(|_| anyhow!("the measuring thread panicked"))?;
         if let Some(t) = follower_thread {
-            let deadline = std::time::Instant::now() + STOP_GRACE;
-            while !t.is_finished() {
-                if std::time::Instant::now() > deadline {
-                    eprintln!("rtscope: error: osbench: the other thread did not stop; exiting");
-                    std::process::exit(1);
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            t.join().map_err(|_| anyhow!("the other thread panicked"))?.map_err(anyhow::Error::msg)?;
+            join_follower(t)?;
         }
         led.map_err(anyhow::Error::msg)
     });
@@ -593,6 +550,72 @@ pub fn pair(
     }
     outcome?;
     Ok(base_ns.load(Relaxed))
+}
+
+/// The follower in a forked child: its memory locked, its CPU and
+/// priority taken (else it exits with 2), then `wait_go` and `f`.
+fn fork_follower(follow: Party, policy: Policy, wait_go: impl FnOnce(), f: impl FnOnce() + Send) -> Result<i32> {
+    Ok(ipc::fork_child(move || {
+        let _ = mem::lock_all();
+        if enter(follow.cpu, policy, follow.prio).is_err() {
+            return 2;
+        }
+        wait_go();
+        f();
+        0
+    })?)
+}
+
+/// Watches the leader until it returns: a signal it does not act on in
+/// time, or a follower (child or thread) that ended under it, leave no
+/// way to unblock it: then rtscope gives up and exits. A child seen gone
+/// is reaped here, and `child` emptied.
+fn watch<T>(
+    env: &Env,
+    leader: &ScopedJoinHandle<'_, T>,
+    follower: Option<&ScopedJoinHandle<'_, T>>,
+    child: &mut Option<i32>,
+) {
+    let mut stop_seen: Option<std::time::Instant> = None;
+    let mut child_gone: Option<std::time::Instant> = None;
+    while !leader.is_finished() {
+        std::thread::sleep(Duration::from_millis(5));
+        if env.stopping() && stop_seen.is_none() {
+            stop_seen = Some(std::time::Instant::now());
+        }
+        if let Some(pid) = *child
+            && child_gone.is_none()
+            && !matches!(ipc::try_wait_child(pid), Ok(ipc::ChildState::Running))
+        {
+            child_gone = Some(std::time::Instant::now());
+            *child = None;
+        }
+        if child_gone.is_none() && follower.is_some_and(|t| t.is_finished()) {
+            child_gone = Some(std::time::Instant::now());
+        }
+        let late = |t: Option<std::time::Instant>| t.is_some_and(|t| t.elapsed() > STOP_GRACE);
+        if late(stop_seen) || late(child_gone) {
+            eprintln!(
+                "rtscope: error: osbench: {} and the measuring thread is stuck; exiting (the tests before this one are stored)",
+                if late(child_gone) { "the other party ended early" } else { "a stop was requested" }
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Joins the follower thread once the leader has returned: it must
+/// return within [`STOP_GRACE`], else rtscope exits.
+fn join_follower(t: ScopedJoinHandle<'_, Result<(), String>>) -> Result<()> {
+    let deadline = std::time::Instant::now() + STOP_GRACE;
+    while !t.is_finished() {
+        if std::time::Instant::now() > deadline {
+            eprintln!("rtscope: error: osbench: the other thread did not stop; exiting");
+            std::process::exit(1);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    t.join().map_err(|_| anyhow!("the other thread panicked"))?.map_err(anyhow::Error::msg)
 }
 
 /// Waits up to a second for child `pid` to end, then kills it; an exit

@@ -385,18 +385,82 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
         m.init(false, pi)?;
     }
     let mgo: Shared<AtomicU32> = Shared::new()?;
-    // The owner spins (yields) while it waits for the higher-priority
-    // thread: not before that thread runs, i.e. every party exists.
     let go: Shared<AtomicU32> = Shared::new()?;
     let samples = Samples::new(env)?;
-    let total = env.total();
-    let settle = env.settle();
-    let policy = env.policy;
-    let (ctl, links, mgo, go, s) = (&*ctl, &*links, &*mgo, &*go, &samples);
-    let m = &links.m[0];
-    let high = move || {
+    let inv = Inversion {
+        env,
+        ctl: &ctl,
+        links: &links,
+        mgo: &mgo,
+        go: &go,
+        samples: &samples,
+        span,
+        depth,
+        total: env.total(),
+        settle: env.settle(),
+    };
+    let base_ns = inv.run()?;
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
+}
+
+/// An inversion scenario's parties and what they share: each party
+/// thread's body is a method.
+struct Inversion<'a> {
+    env: &'a Env<'a>,
+    ctl: &'a Ctl,
+    links: &'a Links,
+    /// The medium thread's go: bumped once a step (and to stop).
+    mgo: &'a AtomicU32,
+    /// The owner spins (yields) while it waits for the higher-priority
+    /// thread: not before that thread runs, i.e. every party exists.
+    go: &'a AtomicU32,
+    samples: &'a Samples,
+    span: Span,
+    depth: usize,
+    total: usize,
+    settle: bool,
+}
+
+impl Inversion<'_> {
+    /// Runs the parties, the owner first and the higher-priority thread
+    /// last, and joins them; returns the higher-priority thread's clock
+    /// base.
+    fn run(&self) -> Result<u64> {
+        let (env, depth, go) = (self.env, self.depth, self.go);
+        let base_ns = std::sync::atomic::AtomicU64::new(0);
+        let (cpu, other) = (env.cpu, if depth > 1 { env.cpu } else { env.other });
+        let (hp, mp, lp) = (env.high(), env.medium(), env.low());
+        let policy = env.policy;
+        // A thread that cannot take its CPU or priority lets the others return.
+        let abort = || self.abort();
+        let base_ref = &base_ns;
+        std::thread::scope(|scope| -> Result<()> {
+            let mut threads = vec![spawn_in(scope, "l", other, policy, lp, &abort, || self.low())?];
+            // Below M, each link above the one below it.
+            for k in (1..depth).rev() {
+                let prio = lp.saturating_add((depth - k) as u8).min(mp.saturating_sub(1)).max(1);
+                threads.push(spawn_in(scope, "c", other, policy, prio, &abort, move || self.middle(k))?);
+            }
+            threads.push(spawn_in(scope, "m", other, policy, mp, &abort, || self.medium())?);
+            threads.push(spawn_in(scope, "h", cpu, policy, hp, &abort, move || {
+                base_ref.store(harness::base(1), Relaxed);
+                harness::open_go(go, false);
+                self.high()
+            })?);
+            for t in threads.into_iter().rev() {
+                t.join().map_err(|_| anyhow!("a measuring thread panicked"))?.map_err(anyhow::Error::msg)?;
+            }
+            Ok(())
+        })?;
+        Ok(base_ns.load(Relaxed))
+    }
+
+    /// H: each step wakes M, blocks on `m[0]` and records the span.
+    fn high(&self) {
+        let (env, ctl, mgo, s, span) = (self.env, self.ctl, self.mgo, self.samples, self.span);
+        let m = &self.links.m[0];
         let mut duty = harness::Duty::new();
-        for i in 0..total {
+        for i in 0..self.total {
             if env.stopping() || ctl.stopped() {
                 break;
             }
@@ -423,9 +487,12 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
         ctl.ready.store(u32::MAX, Release);
         mgo.fetch_add(1, Release);
         ipc::futex_wake(mgo, 1, false);
-        links.release();
-    };
-    let medium = move || {
+        self.links.release();
+    }
+
+    /// M: busy for [`INVERSION_NS`] at each go.
+    fn medium(&self) {
+        let (ctl, mgo) = (self.ctl, self.mgo);
         let mut seen = 0;
         loop {
             let now = loop {
@@ -441,10 +508,14 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
             }
             clock::spin_until(clock::now() + INVERSION_NS);
         }
-    };
-    let last = &links.m[depth - 1];
-    let low = move || {
-        harness::wait_go(go, false);
+    }
+
+    /// L, the owner: once H runs, each step takes the chain's last mutex,
+    /// waits for H to be ready, stamps `t0` and releases it.
+    fn low(&self) {
+        let (ctl, links, depth) = (self.ctl, self.links, self.depth);
+        let last = &links.m[depth - 1];
+        harness::wait_go(self.go, false);
         for i in 0.. {
             let step = i as u32 + 1;
             // Not before the waiter has taken and released the mutex of the
@@ -458,7 +529,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
                 last.unlock();
                 return;
             }
-            if settle {
+            if self.settle {
                 let until = clock::now() + harness::SETTLE_NS;
                 while clock::now() < until {
                     ipc::yield_now();
@@ -467,64 +538,44 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
             ctl.t0.store(clock::now(), Release);
             last.unlock();
         }
-    };
-    // The middle thread of link k (1 <= k < depth): it takes m[k - 1] once
-    // the thread below holds m[k], publishes that, and blocks on m[k].
-    let middle = move |k: usize| {
-        move || {
-            for step in 1.. {
-                loop {
-                    let v = links.taken[k].load(Acquire);
-                    if v >= step {
-                        break;
-                    }
-                    ipc::futex_wait(&links.taken[k], v, false);
+    }
+
+    /// The middle thread of link k (1 <= k < depth): it takes m[k - 1] once
+    /// the thread below holds m[k], publishes that, and blocks on m[k].
+    fn middle(&self, k: usize) {
+        let (ctl, links) = (self.ctl, self.links);
+        for step in 1.. {
+            loop {
+                let v = links.taken[k].load(Acquire);
+                if v >= step {
+                    break;
                 }
-                if ctl.stopped() {
-                    return;
-                }
-                links.m[k - 1].lock();
-                links.taken(ctl, k - 1, step);
-                links.m[k].lock();
-                links.m[k].unlock();
-                links.m[k - 1].unlock();
+                ipc::futex_wait(&links.taken[k], v, false);
             }
+            if ctl.stopped() {
+                return;
+            }
+            links.m[k - 1].lock();
+            links.taken(ctl, k - 1, step);
+            links.m[k].lock();
+            links.m[k].unlock();
+            links.m[k - 1].unlock();
         }
-    };
-    let base_ns = std::sync::atomic::AtomicU64::new(0);
-    let (cpu, other) = (env.cpu, if depth > 1 { env.cpu } else { env.other });
-    let (hp, mp, lp) = (env.high(), env.medium(), env.low());
-    // A thread that cannot take its CPU or priority lets the others return.
-    let abort = move || {
+    }
+
+    /// Lets every party return: a thread could not take its CPU or
+    /// priority.
+    fn abort(&self) {
+        let (ctl, mgo) = (self.ctl, self.mgo);
         ctl.stop.store(1, Release);
-        harness::open_go(go, false);
+        harness::open_go(self.go, false);
         ctl.ready.store(u32::MAX, Release);
         ctl.armed.store(u32::MAX, Release);
         ipc::futex_wake(&ctl.armed, 1, false);
         mgo.fetch_add(1, Release);
         ipc::futex_wake(mgo, 1, false);
-        links.release();
-    };
-    let base_ref = &base_ns;
-    std::thread::scope(|scope| -> Result<()> {
-        let mut threads = vec![spawn_in(scope, "l", other, policy, lp, &abort, low)?];
-        // Below M, each link above the one below it.
-        for k in (1..depth).rev() {
-            let prio = lp.saturating_add((depth - k) as u8).min(mp.saturating_sub(1)).max(1);
-            threads.push(spawn_in(scope, "c", other, policy, prio, &abort, middle(k))?);
-        }
-        threads.push(spawn_in(scope, "m", other, policy, mp, &abort, medium)?);
-        threads.push(spawn_in(scope, "h", cpu, policy, hp, &abort, move || {
-            base_ref.store(harness::base(1), Relaxed);
-            harness::open_go(go, false);
-            high()
-        })?);
-        for t in threads.into_iter().rev() {
-            t.join().map_err(|_| anyhow!("a measuring thread panicked"))?.map_err(anyhow::Error::msg)?;
-        }
-        Ok(())
-    })?;
-    Ok(Outcome { raw: samples.take(), base_ns: base_ns.load(Relaxed), ips: 1, note: None, priorities: None })
+        self.links.release();
+    }
 }
 
 /// A party thread of the inversion tests.

@@ -14,15 +14,17 @@ pub mod task;
 pub mod wakeup;
 
 use crate::progress::{self, CellProgress, Status};
-use crate::recorder::{self, ExceedMode, Live, Mirror, Recorder, Sample, Tap, Writer};
+use crate::recorder::{self, EpisodeMsg, ExceedMode, Live, Mirror, Recorder, Sample, Tap, Writer};
 use crate::session::{CellOutcome, OpenRun};
 use crate::sys::mem::{STACK_PREFAULT, STACK_SIZE};
+use crate::sys::perf::Sampler;
 use crate::sys::tracemark::Marker;
 use crate::sys::{clock, cpu, mem, sched, sched::Policy, signals};
 use crate::trace::decompose::{CpuTrace, Settings, WakePath};
 use crate::trace::instance::Instance;
-use crate::trace::reader::{Lane, Reader};
-use crate::trace::symbols::Sink;
+use crate::trace::reader::{Lane, Reader, ReaderReport};
+use crate::trace::stacks::StackDecoder;
+use crate::trace::symbols::{Sink, SymReport};
 use crate::trace::{CodeReport, TraceOpts};
 use anyhow::{Result, anyhow};
 use rtscope_model::analysis::usage::Usage;
@@ -37,6 +39,8 @@ use std::sync::Arc;
 use std::sync::atomic::{
     AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
+use std::sync::mpsc::Sender;
+use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Duration;
 
 /// The writer's stack: SQLite's recursion stays far below this.
@@ -296,6 +300,22 @@ pub struct Breach {
     t_ns: AtomicU64,
 }
 
+impl Breach {
+    /// The cell's breach line, when a sample went above `--threshold`
+    /// (`threshold_ns`).
+    fn describe(&self, threshold_ns: Option<u64>) -> Option<String> {
+        self.hit.load(Relaxed).then(|| {
+            format!(
+                "stopped at --threshold {}us: CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
+                units::us(threshold_ns.unwrap_or(0)),
+                self.cpu.load(Relaxed),
+                units::us(self.value_ns.load(Relaxed)),
+                self.t_ns.load(Relaxed)
+            )
+        })
+    }
+}
+
 /// One probe measured on its CPUs (under one load, in an assessment):
 /// what it needs beside its threads, set up before it starts.
 pub struct Cell<'a> {
@@ -388,24 +408,10 @@ impl<'a> Cell<'a> {
     pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
         let Cell { probe, common, policy, priority, load, mut instance, markers, helpers, tap } = self;
         let run_id = run.run_id;
-        let stages = probe.trace_stages();
-        let path = probe.wake_path();
-        let name = common.series_name(probe);
-        let Series { mut recorders, sinks, lives, mirror_lost, mut lane_parts } =
+        let Series { recorders, sinks, lives, mirror_lost, lane_parts } =
             Series::create(run.store()?, run_id, (probe, common), &load, instance.as_ref(), markers, tap.as_ref())?;
         let (episode_tx, episode_rx) = std::sync::mpsc::channel();
-        let tids: Vec<AtomicI32> = common.cpus.iter().map(|_| AtomicI32::new(0)).collect();
-        let reader_done = AtomicBool::new(false);
-
-        let stop = AtomicBool::new(false);
-        let breach = Breach::default();
-        let slots = probe.extra_slots();
-        let extras: Vec<AtomicU64> = (0..slots * common.cpus.len()).map(|_| AtomicU64::new(0)).collect();
-        // Threads count themselves ready; then the main thread publishes the
-        // common start instant (0: not yet). A failed setup or spawn sets
-        // `stop` instead, and nobody measures.
-        let ready = AtomicUsize::new(0);
-        let start_at = AtomicU64::new(0);
+        let shared = Shared::new(common.cpus.len(), probe.extra_slots());
         let writer = Writer {
             store: run.take_store()?,
             sinks,
@@ -415,230 +421,376 @@ impl<'a> Cell<'a> {
             tap,
         };
         let mut out = CellOutcome::default();
-        let warmup = common.warmup_ns;
-
         let mut code = CodeReport::default();
-        type Ended = ((Writer, Option<anyhow::Error>), Option<crate::trace::reader::ReaderReport>);
         let ended = std::thread::scope(|scope| -> Result<Ended> {
-            let writer_thread = std::thread::Builder::new()
-                .name("rtscope-writer".into())
-                .stack_size(WRITER_STACK)
-                .spawn_scoped(scope, || {
-                    let mut writer = writer;
-                    signals::block_in_this_thread();
-                    loop {
-                        match writer.poll() {
-                            Ok(true) => return (writer, None),
-                            Ok(false) => std::thread::sleep(Duration::from_millis(50)),
-                            Err(e) => return (writer, Some(e)),
-                        }
-                    }
-                })?;
-            let mut threads = Vec::new();
-            for (index, (recs, &c)) in recorders.drain(..).zip(&common.cpus).enumerate() {
-                let plan = ThreadPlan {
-                    probe,
-                    common,
-                    policy,
-                    priority,
-                    index,
-                    cpu: c,
-                    tid: &tids[index],
-                    extras: &extras[index * slots..(index + 1) * slots],
-                    line: StartLine { stop: &stop, breach: &breach, ready: &ready, start_at: &start_at },
-                };
-                let spawned = std::thread::Builder::new()
-                    .name(format!("rtscope-{}{c}", probe.name()))
-                    .stack_size(STACK_SIZE)
-                    .spawn_scoped(scope, move || measuring_thread(plan, recs));
-                match spawned {
-                    Ok(t) => threads.push(t),
-                    Err(e) => {
-                        out.errors.push(format!("CPU {c}: cannot start the measuring thread: {e}"));
-                        stop.store(true, Relaxed);
-                        break;
-                    }
-                }
-            }
-            while ready.load(Acquire) < threads.len() && !stop.load(Relaxed) {
+            let writer_thread = spawn_writer(scope, writer)?;
+            let threads = spawn_measuring(scope, (probe, common, policy, priority), recorders, &shared, &mut out);
+            while shared.ready.load(Acquire) < threads.len() && !shared.stop.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            // --stacks: timed on the probe's threads while they wait to start.
-            let mut stack_parts = None;
-            if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace)
-                && stages == Some(true)
-                && !stop.load(Relaxed)
-            {
-                let tids: Vec<i32> = tids.iter().map(|t| t.load(Relaxed)).collect();
-                stack_parts = crate::trace::code::stacks(inst, &common.cpus, &tids, opts.stacks, &mut code);
-            }
-            let samplers = match common.trace.map(|o| o.sample_hz) {
-                Some(hz) if instance.is_some() && hz > 0 => crate::trace::code::samplers(&common.cpus, hz, &mut code),
-                _ => None,
-            };
+            let parts = code_parts(instance.as_mut(), (probe, common), &shared, &mut code);
             let start_ns = clock::now() + START_DELAY_NS;
-            let mut reader_thread = None;
-            let mut symbols_thread = None;
-            if let (Some(inst), Some(opts)) = (instance.as_mut(), common.trace) {
-                let settings = Settings {
-                    cause_threshold: opts.cause_threshold,
-                    max_episodes: opts.max_episodes,
-                    timer_entry: inst.timer_entry,
-                    stages: stages == Some(true) && inst.can_follow(path),
-                    path,
-                    classify_all: false,
-                };
-                let metric = probe.metrics()[0];
-                let mut stack_parts = stack_parts.map(Vec::into_iter);
-                let mut samplers = samplers.map(Vec::into_iter);
-                let lanes: Vec<Lane> = lane_parts
-                    .drain(..)
-                    .zip(&tids)
-                    .map(|((c, buffer, samples, stage_recs), tid)| {
-                        let trace = CpuTrace::new(c as i64, name, metric, tid.load(Relaxed), settings);
-                        let mut lane = Lane::new(buffer, trace, samples, stage_recs, opts.clock);
-                        if let Some((file, dec)) = stack_parts.as_mut().and_then(Iterator::next) {
-                            lane = lane.with_stacks(file, dec);
-                        }
-                        if let Some(s) = samplers.as_mut().and_then(Iterator::next) {
-                            lane = lane.with_sampler(s);
-                        }
-                        lane
-                    })
-                    .collect();
-                let hw =
-                    lanes.iter().any(|l| l.sampler().is_some_and(|s| s.source == crate::sys::perf::Source::Cycles));
-                let writer_tx = episode_tx.clone();
-                let sink = if lanes.iter().any(Lane::has_code) {
-                    let (sym_tx, sym_rx) = std::sync::mpsc::channel();
-                    match std::thread::Builder::new()
-                        .name("rtscope-symbols".into())
-                        .stack_size(WRITER_STACK)
-                        .spawn_scoped(scope, move || {
-                            signals::block_in_this_thread();
-                            crate::trace::symbols::run(sym_rx, writer_tx, hw)
-                        }) {
-                        Ok(t) => symbols_thread = Some(t),
-                        Err(e) => {
-                            out.errors.push(format!("--trace: cannot start the symbols thread: {e}"));
-                            stop.store(true, Relaxed);
-                        }
-                    }
-                    Sink::Symbols(sym_tx)
-                } else {
-                    Sink::Writer(writer_tx)
-                };
-                for l in &lanes {
-                    if let Some(s) = l.sampler()
-                        && let Err(e) = s.enable(true)
-                    {
-                        out.notes.push(format!("--sample-hz: {e}"));
-                    }
-                }
-                let reader =
-                    Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sink };
-                if let Err(e) = inst.set_on(true) {
-                    out.errors.push(format!("--trace: {e}"));
-                    stop.store(true, Relaxed);
-                }
-                let done = &reader_done;
-                let spawned = std::thread::Builder::new()
-                    .name("rtscope-trace".into())
-                    .stack_size(WRITER_STACK)
-                    .spawn_scoped(scope, move || {
-                        signals::block_in_this_thread();
-                        reader.run(start_ns, done)
-                    });
-                match spawned {
-                    Ok(t) => reader_thread = Some(t),
-                    Err(e) => {
-                        out.errors.push(format!("--trace: cannot start the reader thread: {e}"));
-                        stop.store(true, Relaxed);
-                    }
-                }
-            }
+            let traced = match (instance.as_mut(), common.trace) {
+                (Some(inst), Some(opts)) => start_trace(
+                    scope,
+                    (probe, common),
+                    (inst, opts),
+                    (lane_parts, parts),
+                    (&episode_tx, start_ns),
+                    &shared,
+                    &mut out,
+                ),
+                _ => TraceThreads::default(),
+            };
             drop(episode_tx);
-            start_at.store(start_ns, Release);
-
-            // Progress: elapsed, remaining and the running worst case.
-            let label = match &load {
-                Some(l) => format!("{name} under {l}"),
-                None => name.to_string(),
-            };
-            let mut status = Status::new(!common.quiet, progress::stderr_is_tty(), common.duration_ns);
-            while threads.iter().any(|t| !t.is_finished()) {
-                std::thread::sleep(Duration::from_millis(50));
-                if signal.load(Relaxed) || writer_thread.is_finished() {
-                    stop.store(true, Relaxed);
-                }
-                let now = clock::now();
-                if status.due(now.saturating_sub(start_ns)) && !stop.load(Relaxed) {
-                    let worst =
-                        lives.iter().map(|(c, live)| (live.max.load(Relaxed), *c)).filter(|&(max, _)| max > 0).max();
-                    let line = CellProgress {
-                        label: &label,
-                        metric: probe.metrics()[0],
-                        elapsed_ns: now.saturating_sub(start_ns + warmup),
-                        warmup_left_ns: (start_ns + warmup).saturating_sub(now),
-                        planned_ns: common.duration_ns,
-                        loops: common.loops,
-                        samples: lives.iter().map(|(_, live)| live.count.load(Relaxed)).sum(),
-                        worst,
-                    }
-                    .line();
-                    status.show(now.saturating_sub(start_ns), &line);
-                }
-            }
-            status.clear();
-            for t in threads {
-                match t.join() {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => out.errors.push(e),
-                    Err(_) => out.errors.push("a measuring thread panicked".into()),
-                }
-            }
-            reader_done.store(true, Release);
-            let report = match reader_thread.map(|t| t.join()) {
-                Some(Ok(r)) => Some(r),
-                Some(Err(_)) => {
-                    out.errors.push("the trace reader thread panicked".into());
-                    None
-                }
-                None => None,
-            };
-            if let Some(t) = symbols_thread {
-                match t.join() {
-                    Ok(r) => code.symbols = r,
-                    Err(_) => out.errors.push("the symbols thread panicked".into()),
-                }
-            }
-            let writer = writer_thread.join().map_err(|_| anyhow!("the writer thread panicked"))?;
-            Ok((writer, report))
+            shared.start_at.store(start_ns, Release);
+            follow((probe, common, &load), &lives, start_ns, (&threads, &writer_thread), signal, &shared.stop);
+            join_all(threads, traced, writer_thread, &shared.reader_done, &mut out, &mut code)
         });
         drop(helpers);
         let ((mut writer, store_error), report) = ended?;
-        let values: Vec<u64> = extras.iter().map(|v| v.load(Relaxed)).collect();
+        let values: Vec<u64> = shared.extras.iter().map(|v| v.load(Relaxed)).collect();
+        let name = common.series_name(probe);
         per_thread_results((probe, common), &values, store_error.is_none(), &mut writer, (name, &load), &mut out)?;
         if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
-            let (summary, trace_notes) =
-                crate::trace::summarize(inst, report, &opts, &mirror_lost, stages == Some(false), code);
+            let windows = probe.trace_stages() == Some(false);
+            let (summary, trace_notes) = crate::trace::summarize(inst, report, &opts, &mirror_lost, windows, code);
             out.notes.extend(trace_notes);
             out.trace = Some(summary);
         }
-        if breach.hit.load(Relaxed) {
-            out.breach = Some(format!(
-                "stopped at --threshold {}us: CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
-                units::us(common.threshold_ns.unwrap_or(0)),
-                breach.cpu.load(Relaxed),
-                units::us(breach.value_ns.load(Relaxed)),
-                breach.t_ns.load(Relaxed)
-            ));
-        }
+        out.breach = shared.breach.describe(common.threshold_ns);
         out.lost_exceedances = writer.lost_exceedances;
         out.store_error = store_error;
         run.put_store(writer.store);
         Ok(out)
     }
+}
+
+/// What the writer thread gives back: the writer (its store, its sinks'
+/// totals) and the store's error that stopped it.
+type WriterEnd = (Writer, Option<anyhow::Error>);
+/// The cell's threads joined: the writer's end and the trace reader's report.
+type Ended = (WriterEnd, Option<ReaderReport>);
+/// A measuring thread: it ends with the error that stopped it, if any.
+type Measuring<'scope> = ScopedJoinHandle<'scope, std::result::Result<(), String>>;
+
+/// What the cell's threads and the main thread share, made before any
+/// thread starts: the start line (see [`StartLine`]), each measuring
+/// thread's id (the trace follows it) and figures (`Probe::extra_slots`
+/// each), and the word that tells the trace reader to finish.
+struct Shared {
+    stop: AtomicBool,
+    breach: Breach,
+    ready: AtomicUsize,
+    start_at: AtomicU64,
+    tids: Vec<AtomicI32>,
+    extras: Vec<AtomicU64>,
+    reader_done: AtomicBool,
+}
+
+impl Shared {
+    fn new(threads: usize, slots: usize) -> Shared {
+        Shared {
+            stop: AtomicBool::new(false),
+            breach: Breach::default(),
+            ready: AtomicUsize::new(0),
+            start_at: AtomicU64::new(0),
+            tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),
+            extras: (0..slots * threads).map(|_| AtomicU64::new(0)).collect(),
+            reader_done: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The writer thread: hands the recorders' intervals (and the trace's
+/// episodes) to the store every 50 ms until every recorder has finished,
+/// or the store fails.
+fn spawn_writer<'scope>(
+    scope: &'scope Scope<'scope, '_>,
+    writer: Writer,
+) -> std::io::Result<ScopedJoinHandle<'scope, WriterEnd>> {
+    std::thread::Builder::new().name("rtscope-writer".into()).stack_size(WRITER_STACK).spawn_scoped(scope, || {
+        let mut writer = writer;
+        signals::block_in_this_thread();
+        loop {
+            match writer.poll() {
+                Ok(true) => return (writer, None),
+                Ok(false) => std::thread::sleep(Duration::from_millis(50)),
+                Err(e) => return (writer, Some(e)),
+            }
+        }
+    })
+}
+
+/// One measuring thread per CPU, each with its recorders; a thread that
+/// cannot be spawned is an error of the cell and stops the others before
+/// they start.
+fn spawn_measuring<'scope>(
+    scope: &'scope Scope<'scope, '_>,
+    (probe, common, policy, priority): (&'scope dyn Probe, &'scope Common, Policy, u8),
+    recorders: Vec<Vec<Recorder>>,
+    shared: &'scope Shared,
+    out: &mut CellOutcome,
+) -> Vec<Measuring<'scope>> {
+    let slots = probe.extra_slots();
+    let mut threads = Vec::new();
+    for (index, (recs, &c)) in recorders.into_iter().zip(&common.cpus).enumerate() {
+        let plan = ThreadPlan {
+            probe,
+            common,
+            policy,
+            priority,
+            index,
+            cpu: c,
+            tid: &shared.tids[index],
+            extras: &shared.extras[index * slots..(index + 1) * slots],
+            line: StartLine {
+                stop: &shared.stop,
+                breach: &shared.breach,
+                ready: &shared.ready,
+                start_at: &shared.start_at,
+            },
+        };
+        let spawned = std::thread::Builder::new()
+            .name(format!("rtscope-{}{c}", probe.name()))
+            .stack_size(STACK_SIZE)
+            .spawn_scoped(scope, move || measuring_thread(plan, recs));
+        match spawned {
+            Ok(t) => threads.push(t),
+            Err(e) => {
+                out.errors.push(format!("CPU {c}: cannot start the measuring thread: {e}"));
+                shared.stop.store(true, Relaxed);
+                break;
+            }
+        }
+    }
+    threads
+}
+
+/// What the code's trace adds to each lane: `--stacks`' buffers and
+/// decoders, `--sample-hz`'s profilers (one per CPU, or none).
+struct CodeParts {
+    stacks: Option<Vec<(std::fs::File, StackDecoder)>>,
+    samplers: Option<Vec<Sampler>>,
+}
+
+/// `--stacks`, timed on the probe's threads while they wait to start, and
+/// `--sample-hz`'s profilers; neither without a trace instance.
+fn code_parts(
+    instance: Option<&mut Instance>,
+    (probe, common): (&dyn Probe, &Common),
+    shared: &Shared,
+    code: &mut CodeReport,
+) -> CodeParts {
+    let traced = instance.is_some();
+    let mut stacks = None;
+    if let (Some(inst), Some(opts)) = (instance, common.trace)
+        && probe.trace_stages() == Some(true)
+        && !shared.stop.load(Relaxed)
+    {
+        let tids: Vec<i32> = shared.tids.iter().map(|t| t.load(Relaxed)).collect();
+        stacks = crate::trace::code::stacks(inst, &common.cpus, &tids, opts.stacks, code);
+    }
+    let samplers = match common.trace.map(|o| o.sample_hz) {
+        Some(hz) if traced && hz > 0 => crate::trace::code::samplers(&common.cpus, hz, code),
+        _ => None,
+    };
+    CodeParts { stacks, samplers }
+}
+
+/// The trace's threads: the reader and, when a lane has code to name, the
+/// symbols thread between it and the writer.
+#[derive(Default)]
+struct TraceThreads<'scope> {
+    reader: Option<ScopedJoinHandle<'scope, ReaderReport>>,
+    symbols: Option<ScopedJoinHandle<'scope, SymReport>>,
+}
+
+/// `--trace`: one lane per CPU, the episodes' way to the writer (through
+/// the symbols thread when there is code to name), the profilers enabled,
+/// the tracer on and the reader started, from `start_ns`. A thread that
+/// cannot start, or a tracer that cannot be turned on, is an error of the
+/// cell and stops the measuring threads before they start.
+fn start_trace<'scope>(
+    scope: &'scope Scope<'scope, '_>,
+    (probe, common): (&dyn Probe, &Common),
+    (inst, opts): (&mut Instance, TraceOpts),
+    (lane_parts, parts): (Vec<LanePart>, CodeParts),
+    (episode_tx, start_ns): (&Sender<EpisodeMsg>, u64),
+    shared: &'scope Shared,
+    out: &mut CellOutcome,
+) -> TraceThreads<'scope> {
+    let mut threads = TraceThreads::default();
+    let lanes = trace_lanes((probe, common), (inst, opts), lane_parts, &shared.tids, parts);
+    let hw = lanes.iter().any(|l| l.sampler().is_some_and(|s| s.source == crate::sys::perf::Source::Cycles));
+    let writer_tx = episode_tx.clone();
+    let sink = if lanes.iter().any(Lane::has_code) {
+        let (sym_tx, sym_rx) = std::sync::mpsc::channel();
+        match std::thread::Builder::new().name("rtscope-symbols".into()).stack_size(WRITER_STACK).spawn_scoped(
+            scope,
+            move || {
+                signals::block_in_this_thread();
+                crate::trace::symbols::run(sym_rx, writer_tx, hw)
+            },
+        ) {
+            Ok(t) => threads.symbols = Some(t),
+            Err(e) => {
+                out.errors.push(format!("--trace: cannot start the symbols thread: {e}"));
+                shared.stop.store(true, Relaxed);
+            }
+        }
+        Sink::Symbols(sym_tx)
+    } else {
+        Sink::Writer(writer_tx)
+    };
+    for l in &lanes {
+        if let Some(s) = l.sampler()
+            && let Err(e) = s.enable(true)
+        {
+            out.notes.push(format!("--sample-hz: {e}"));
+        }
+    }
+    let reader = Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sink };
+    if let Err(e) = inst.set_on(true) {
+        out.errors.push(format!("--trace: {e}"));
+        shared.stop.store(true, Relaxed);
+    }
+    let done = &shared.reader_done;
+    let spawned = std::thread::Builder::new().name("rtscope-trace".into()).stack_size(WRITER_STACK).spawn_scoped(
+        scope,
+        move || {
+            signals::block_in_this_thread();
+            reader.run(start_ns, done)
+        },
+    );
+    match spawned {
+        Ok(t) => threads.reader = Some(t),
+        Err(e) => {
+            out.errors.push(format!("--trace: cannot start the reader thread: {e}"));
+            shared.stop.store(true, Relaxed);
+        }
+    }
+    threads
+}
+
+/// The trace reader's lanes, one per traced CPU: the probe's thread
+/// followed in its buffer (split into stages where the instance can follow
+/// the probe's wake-up path), with its stacks and profiler when the code
+/// is traced.
+fn trace_lanes(
+    (probe, common): (&dyn Probe, &Common),
+    (inst, opts): (&Instance, TraceOpts),
+    lane_parts: Vec<LanePart>,
+    tids: &[AtomicI32],
+    parts: CodeParts,
+) -> Vec<Lane> {
+    let path = probe.wake_path();
+    let settings = Settings {
+        cause_threshold: opts.cause_threshold,
+        max_episodes: opts.max_episodes,
+        timer_entry: inst.timer_entry,
+        stages: probe.trace_stages() == Some(true) && inst.can_follow(path),
+        path,
+        classify_all: false,
+    };
+    let name = common.series_name(probe);
+    let metric = probe.metrics()[0];
+    let mut stack_parts = parts.stacks.map(Vec::into_iter);
+    let mut samplers = parts.samplers.map(Vec::into_iter);
+    lane_parts
+        .into_iter()
+        .zip(tids)
+        .map(|((c, buffer, samples, stage_recs), tid)| {
+            let trace = CpuTrace::new(c as i64, name, metric, tid.load(Relaxed), settings);
+            let mut lane = Lane::new(buffer, trace, samples, stage_recs, opts.clock);
+            if let Some((file, dec)) = stack_parts.as_mut().and_then(Iterator::next) {
+                lane = lane.with_stacks(file, dec);
+            }
+            if let Some(s) = samplers.as_mut().and_then(Iterator::next) {
+                lane = lane.with_sampler(s);
+            }
+            lane
+        })
+        .collect()
+}
+
+/// The main thread while the measuring threads run: stops them on a
+/// signal or when the writer has ended (the store failed), and shows the
+/// progress line: elapsed, remaining and the running worst case.
+fn follow(
+    (probe, common, load): (&dyn Probe, &Common, &Option<String>),
+    lives: &[(usize, Arc<Live>)],
+    start_ns: u64,
+    (threads, writer): (&[Measuring<'_>], &ScopedJoinHandle<'_, WriterEnd>),
+    signal: &AtomicBool,
+    stop: &AtomicBool,
+) {
+    let name = common.series_name(probe);
+    let warmup = common.warmup_ns;
+    let label = match load {
+        Some(l) => format!("{name} under {l}"),
+        None => name.to_string(),
+    };
+    let mut status = Status::new(!common.quiet, progress::stderr_is_tty(), common.duration_ns);
+    while threads.iter().any(|t| !t.is_finished()) {
+        std::thread::sleep(Duration::from_millis(50));
+        if signal.load(Relaxed) || writer.is_finished() {
+            stop.store(true, Relaxed);
+        }
+        let now = clock::now();
+        if status.due(now.saturating_sub(start_ns)) && !stop.load(Relaxed) {
+            let worst = lives.iter().map(|(c, live)| (live.max.load(Relaxed), *c)).filter(|&(max, _)| max > 0).max();
+            let line = CellProgress {
+                label: &label,
+                metric: probe.metrics()[0],
+                elapsed_ns: now.saturating_sub(start_ns + warmup),
+                warmup_left_ns: (start_ns + warmup).saturating_sub(now),
+                planned_ns: common.duration_ns,
+                loops: common.loops,
+                samples: lives.iter().map(|(_, live)| live.count.load(Relaxed)).sum(),
+                worst,
+            }
+            .line();
+            status.show(now.saturating_sub(start_ns), &line);
+        }
+    }
+    status.clear();
+}
+
+/// Joins the measuring threads, then tells the trace reader to finish and
+/// joins it, the symbols thread (its report into `code`) and the writer.
+fn join_all<'scope>(
+    threads: Vec<Measuring<'scope>>,
+    traced: TraceThreads<'scope>,
+    writer: ScopedJoinHandle<'scope, WriterEnd>,
+    reader_done: &AtomicBool,
+    out: &mut CellOutcome,
+    code: &mut CodeReport,
+) -> Result<Ended> {
+    for t in threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => out.errors.push(e),
+            Err(_) => out.errors.push("a measuring thread panicked".into()),
+        }
+    }
+    reader_done.store(true, Release);
+    let report = match traced.reader.map(|t| t.join()) {
+        Some(Ok(r)) => Some(r),
+        Some(Err(_)) => {
+            out.errors.push("the trace reader thread panicked".into());
+            None
+        }
+        None => None,
+    };
+    if let Some(t) = traced.symbols {
+        match t.join() {
+            Ok(r) => code.symbols = r,
+            Err(_) => out.errors.push("the symbols thread panicked".into()),
+        }
+    }
+    let writer = writer.join().map_err(|_| anyhow!("the writer thread panicked"))?;
+    Ok((writer, report))
 }
 
 /// After the threads: each thread's error from its figures and totals,
@@ -692,8 +844,12 @@ struct Series {
     mirror_lost: Vec<Arc<AtomicU64>>,
     /// Per traced CPU: the CPU, its trace buffer, the mirrored samples and
     /// the stage series' recorders.
-    lane_parts: Vec<(usize, std::fs::File, rtrb::Consumer<Sample>, Vec<Recorder>)>,
+    lane_parts: Vec<LanePart>,
 }
+
+/// One traced CPU's part of a lane: the CPU, its trace buffer, the
+/// mirrored samples and the stage series' recorders.
+type LanePart = (usize, std::fs::File, rtrb::Consumer<Sample>, Vec<Recorder>);
 
 impl Series {
     fn create(

@@ -6,7 +6,7 @@
 use super::doc::{Block, Section, Table};
 use super::judged::{Analysed, verdict_block};
 use super::tailplot;
-use rtscope_model::analysis::rta::{self, RtaReport, TaskResult};
+use rtscope_model::analysis::rta::{self, Jittered, RtaReport, Schedulability, TaskResult};
 use rtscope_model::units::{self, us_i};
 
 /// The task set's verdict for the Verdicts section: where the set comes
@@ -68,10 +68,51 @@ pub fn schedulability(a: &Analysed, p: &str) -> Vec<Section> {
         if super::matrix::loads(a.run).is_empty() { "" } else { " and load" }
     )));
     sec.push(verdict_block(&s.verdict));
-    let head = |cols: &[&str]| cols.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    sec.push(Block::Para(
+        "As written (C: worst-case execution time, T: period, D: deadline, B: blocking, J: release jitter, most \
+         urgent first):"
+            .into(),
+    ));
+    sec.push(Block::Table(given_table(&s.given)));
+    let mut notes = vec![bounds(&s.given)];
+    notes.extend(s.given.notes.iter().map(|n| format!("Note: {n}.")));
+    sec.push(Block::Para(notes.join(" ")));
+    let jitter_label = match (&s.measured, &s.measured_error) {
+        (Some(m), _) => {
+            measured_blocks(m, &mut sec);
+            format!("J = {} us", us_i(m.pseudo_worst_case.latency_ns as i64))
+        }
+        (None, e) => {
+            sec.push(Block::Para(format!(
+                "No measured release jitter: {}.",
+                e.as_deref().unwrap_or("unknown").trim_end_matches('.')
+            )));
+            String::new()
+        }
+    };
+    let bars = task_bars(s);
+    let title = format!("Task set {}: worst-case response time against the deadline", set.set.source);
+    sec.push(Block::Figure {
+        svg: tailplot::response_times(&format!("{p}-sched-0"), &title, &bars, &jitter_label),
+        caption: format!(
+            "{title} (a bar per task from its release: solid as written, hatched with the measured release jitter; \
+             the dashed red tick is the deadline)"
+        ),
+    });
+    vec![sec]
+}
+
+/// A table's head from its columns' names.
+fn head(cols: &[&str]) -> Vec<String> {
+    cols.iter().map(|c| c.to_string()).collect()
+}
+
+/// The task set as written: a row per task, its parameters, its response
+/// time and slack.
+fn given_table(given: &RtaReport) -> Table {
     let mut t = Table::new(head(&["task", "priority", "C", "T", "D", "B", "J", "R", "D - R", "deadline"]), 1);
     t.numeric[9] = false;
-    for r in &s.given.tasks {
+    for r in &given.tasks {
         t.row(vec![
             r.name.clone(),
             r.priority.to_string(),
@@ -85,60 +126,43 @@ pub fn schedulability(a: &Analysed, p: &str) -> Vec<Section> {
             meets(r),
         ]);
     }
-    sec.push(Block::Para(
-        "As written (C: worst-case execution time, T: period, D: deadline, B: blocking, J: release jitter, most \
-         urgent first):"
-            .into(),
-    ));
-    sec.push(Block::Table(t));
-    let mut notes = vec![bounds(&s.given)];
-    notes.extend(s.given.notes.iter().map(|n| format!("Note: {n}.")));
-    sec.push(Block::Para(notes.join(" ")));
-    let mut jitter_label = String::new();
-    match (&s.measured, &s.measured_error) {
-        (Some(m), _) => {
-            let pwc = &m.pseudo_worst_case;
-            jitter_label = format!("J = {} us", us_i(pwc.latency_ns as i64));
-            sec.push(Block::Para(format!(
-                "With the measured release jitter: the wake-up latency at {:e} per wake-up is {} us, from {}; it \
-                 replaces every smaller release jitter:",
-                pwc.error_rate,
-                us_i(pwc.latency_ns as i64),
-                pwc.source
-            )));
-            let mut t = Table::new(head(&["task", "J", "R", "D - R", "deadline"]), 1);
-            t.numeric[4] = false;
-            for r in &m.report.tasks {
-                t.row(vec![
-                    r.name.clone(),
-                    units::human(r.jitter_ns),
-                    units::human(r.response_time_ns),
-                    slack(r),
-                    meets(r),
-                ]);
-            }
-            sec.push(Block::Table(t));
-            sec.push(Block::Para(match pwc.miss_probability_per_hour {
-                Some(q) => format!(
-                    "Deadline-miss probability per hour <= {} (union bound: {:e} x {:.0} releases per hour; at most \
-                     {:.3e} misses per hour expected).",
-                    rta::probability(q),
-                    pwc.error_rate,
-                    pwc.releases_per_hour,
-                    pwc.expected_misses_per_hour_at_most.unwrap_or(0.0)
-                ),
-                None => {
-                    "Deadline misses are not bounded: the set misses a deadline even at the pseudo worst case.".into()
-                }
-            }));
-        }
-        (None, e) => sec.push(Block::Para(format!(
-            "No measured release jitter: {}.",
-            e.as_deref().unwrap_or("unknown").trim_end_matches('.')
-        ))),
+    t
+}
+
+/// With the measured release jitter: where it comes from, the response
+/// times again and the bound on the deadline-miss probability per hour.
+fn measured_blocks(m: &Jittered, sec: &mut Section) {
+    let pwc = &m.pseudo_worst_case;
+    sec.push(Block::Para(format!(
+        "With the measured release jitter: the wake-up latency at {:e} per wake-up is {} us, from {}; it replaces \
+         every smaller release jitter:",
+        pwc.error_rate,
+        us_i(pwc.latency_ns as i64),
+        pwc.source
+    )));
+    let mut t = Table::new(head(&["task", "J", "R", "D - R", "deadline"]), 1);
+    t.numeric[4] = false;
+    for r in &m.report.tasks {
+        t.row(vec![r.name.clone(), units::human(r.jitter_ns), units::human(r.response_time_ns), slack(r), meets(r)]);
     }
-    let bars: Vec<tailplot::TaskBar> = s
-        .given
+    sec.push(Block::Table(t));
+    sec.push(Block::Para(match pwc.miss_probability_per_hour {
+        Some(q) => format!(
+            "Deadline-miss probability per hour <= {} (union bound: {:e} x {:.0} releases per hour; at most {:.3e} \
+             misses per hour expected).",
+            rta::probability(q),
+            pwc.error_rate,
+            pwc.releases_per_hour,
+            pwc.expected_misses_per_hour_at_most.unwrap_or(0.0)
+        ),
+        None => "Deadline misses are not bounded: the set misses a deadline even at the pseudo worst case.".into(),
+    }));
+}
+
+/// The plot's bars: per task its deadline, its response time as written
+/// and with the measured jitter.
+fn task_bars(s: &Schedulability) -> Vec<tailplot::TaskBar> {
+    s.given
         .tasks
         .iter()
         .map(|g| tailplot::TaskBar {
@@ -151,14 +175,5 @@ pub fn schedulability(a: &Analysed, p: &str) -> Vec<Section> {
                 .and_then(|m| m.report.tasks.iter().find(|t| t.name == g.name))
                 .map(|t| t.response_time_ns),
         })
-        .collect();
-    let title = format!("Task set {}: worst-case response time against the deadline", set.set.source);
-    sec.push(Block::Figure {
-        svg: tailplot::response_times(&format!("{p}-sched-0"), &title, &bars, &jitter_label),
-        caption: format!(
-            "{title} (a bar per task from its release: solid as written, hatched with the measured release jitter; \
-             the dashed red tick is the deadline)"
-        ),
-    });
-    vec![sec]
+        .collect()
 }

@@ -15,7 +15,7 @@ use super::text::{
     Col, ColFormat, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe,
     stages_text,
 };
-use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, osbench_groups, osbench_total};
+use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, OsbenchGroup, osbench_groups, osbench_total};
 use rtscope_model::compare::load_of;
 use rtscope_model::descriptor;
 use rtscope_model::episode::{Lane, Stages, top_causes};
@@ -367,169 +367,208 @@ const CURVES_PER_PLOT: usize = 14;
 /// Per probe: its figures, the exceedance plot, the power-of-two table and
 /// min / mean / max per checkpoint interval.
 fn probes(a: &Analysed, p: &str) -> Vec<Section> {
-    let run = a.run;
-    let mut out = Vec::new();
     // The descriptor table's order (wakeup first), as the summary's rows.
-    let mut by_probe = series_by_probe(run);
+    let mut by_probe = series_by_probe(a.run);
     by_probe.sort_by_key(|(p, _)| descriptor::rank(p));
-    for (probe, list) in by_probe {
-        if descriptor::per_test(probe) {
-            continue;
-        }
-        let metrics = metrics_in_order(run, &list);
-        let with_loads = list.iter().any(|s| s.key.load.is_some());
-        let (cols, what) = layout(probe);
-        let name = value_name(probe);
-        let title = if metrics.len() == 1 && what.is_empty() {
-            format!("{probe}: {} (us)", metrics[0])
-        } else {
-            format!("{probe}: {name} (us)")
-        };
-        let mut sec = Section::new(format!("{p}-probe-{probe}"), title);
-        if !what.is_empty() {
-            sec.push(Block::Para(format!("{probe} {what}")));
-        } else if let Some(explain) = descriptor::find(probe).map(|d| d.explain).filter(|e| !e.is_empty()) {
-            sec.push(Block::Para(explain.into()));
-        }
-        if let Some(d) = run.plan["describe"].as_str().filter(|d| !d.is_empty()) {
-            sec.push(Block::Para(format!("settings: {d}")));
-        }
-        // Metrics in the probe's order, CPUs within.
-        let rows: Vec<&Series> =
-            metrics.iter().flat_map(|m| list.iter().filter(move |s| s.key.metric == *m).copied()).collect();
-        sec.push(Block::Table(figures_table(cols, metrics.len() > 1, &rows)));
-        let groups: Vec<Vec<&Series>> = if rows.len() > CURVES_PER_PLOT && metrics.len() > 1 {
-            metrics.iter().map(|m| rows.iter().filter(|s| s.key.metric == *m).copied().collect()).collect()
-        } else {
-            vec![rows.clone()]
-        };
-        // One plot per metric when there are many: smaller, two a row.
-        let small = groups.len() > 1;
-        let mut svgs = Vec::new();
-        for (gi, group) in groups.iter().enumerate() {
-            let mut group_metrics: Vec<&str> = group.iter().map(|s| s.key.metric.as_str()).collect();
-            group_metrics.dedup();
-            let req = a.limit_us(probe, &group_metrics);
-            let curves: Vec<Curve> = group
-                .iter()
-                .map(|s| Curve {
-                    label: if small { series_label(s, 1) } else { series_label(s, metrics.len()) },
-                    points: exceedance_points(s.total()),
-                })
-                .collect();
-            let n: u64 = group.iter().map(|s| s.total().count()).sum();
-            let which = if small { format!(" {}", group[0].key.metric) } else { String::new() };
-            let id = format!("{p}-exc-{probe}-{gi}");
-            if small {
-                let title = format!("{probe}{which}: % of samples at or over each {name}");
-                svgs.push(svg::exceedance_sized(&id, &title, &format!("{name} (us)"), &curves, req, (575.0, 330.0)));
-                continue;
-            }
-            let title = format!("{probe}{which}: percent of samples at or over each {name}");
-            let svg = svg::exceedance(&id, &title, &format!("{name} (us)"), &curves, req);
-            let signed = group.iter().any(|s| s.is_signed());
-            sec.push(Block::Figure {
-                svg,
-                caption: format!(
-                    "{title} (log-log; {n} samples; read a curve as \"this share of samples took at least this long\"{}{})",
-                    if signed { "; values at or below zero count in the total but have no place on the log axis" } else { "" },
-                    if req.is_some() { "; dashed red: the requirement" } else { "" }
-                ),
-            });
-        }
-        if !svgs.is_empty() {
-            let signed = rows.iter().any(|s| s.is_signed());
-            sec.push(Block::Figures(
-                svgs,
-                format!(
-                    "{probe}: a plot per metric, the percent of samples at or over each {name} (log-log), a curve per \
-                     CPU{}{}",
-                    if signed {
-                        "; values at or below zero count in the total but have no place on the log axis"
-                    } else {
-                        ""
-                    },
-                    if a.limit_us(probe, &metrics).is_some() { "; dashed red: the requirement" } else { "" }
-                ),
-            ));
-        }
-        // The power-of-two tables: an assessment's many series make them
-        // long, and the plots above carry them; there they are the
-        // Markdown report's only.
-        let pow2_block = |t: Table| if with_loads { Block::FigureData(t) } else { Block::Table(t) };
-        // CPU N, or thread TID for a watched thread's series.
-        let word = descriptor::key_word(probe);
-        if metrics.len() == 1 {
-            let sep = if descriptor::per_thread(probe) { " " } else { "" };
-            for t in pow2_tables(&rows, |s| format!("{word}{sep}{}{}", s.key.cpu, load_suffix(s))) {
-                sec.push(pow2_block(t));
-            }
-        } else {
-            let mut cpus: Vec<i64> = rows.iter().map(|s| s.key.cpu).collect();
-            cpus.sort_unstable();
-            cpus.dedup();
-            for cpu in cpus {
-                let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
-                let tables = pow2_tables(&of_cpu, |s| format!("{}{}", s.key.metric, load_suffix(s)));
-                if !with_loads {
-                    sec.push(Block::Para(format!("{word} {cpu}")));
-                }
-                for mut t in tables {
-                    if with_loads {
-                        t.head[0] = format!("histogram {word} {cpu}");
-                    }
-                    sec.push(pow2_block(t));
-                }
-            }
-        }
-        let exc: usize = rows.iter().map(|s| s.exceedances.len()).sum();
-        let lost: u64 = rows.iter().map(|s| s.lost_exceedances()).sum();
-        sec.push(Block::Para(format!(
-            "exceedances stored: {exc} ({}){}",
-            rows[0].exceed,
-            if lost > 0 { format!(", {lost} lost") } else { String::new() }
-        )));
-        // A plot per series; in an assessment per metric and load, its
-        // CPUs together (each cell over its own time).
-        let mut cells: Vec<Vec<&Series>> = Vec::new();
-        for s in &rows {
-            match cells
-                .iter_mut()
-                .find(|c| with_loads && c[0].key.metric == s.key.metric && c[0].key.load == s.key.load)
-            {
-                Some(c) => c.push(s),
-                None => cells.push(vec![s]),
-            }
-        }
-        let plots: Vec<String> = cells
+    by_probe
+        .into_iter()
+        .filter(|(probe, _)| !descriptor::per_test(probe))
+        .map(|(probe, list)| probe_section(a, p, probe, &list))
+        .collect()
+}
+
+/// One probe's series, as its section shows them: the anchors' prefix,
+/// the probe and what its values are, its metrics in order and its series
+/// (metrics in that order, CPUs within); `with_loads` in an assessment.
+struct ProbeRows<'r> {
+    p: &'r str,
+    probe: &'r str,
+    name: &'static str,
+    metrics: Vec<&'r str>,
+    rows: Vec<&'r Series>,
+    with_loads: bool,
+}
+
+/// One probe's section: what it measures, its settings and figures, then
+/// its exceedance plots, power-of-two tables, stored exceedances and
+/// checkpoint intervals.
+fn probe_section(a: &Analysed, p: &str, probe: &str, list: &[&Series]) -> Section {
+    let run = a.run;
+    let metrics = metrics_in_order(run, list);
+    let (cols, what) = layout(probe);
+    let name = value_name(probe);
+    let title = if metrics.len() == 1 && what.is_empty() {
+        format!("{probe}: {} (us)", metrics[0])
+    } else {
+        format!("{probe}: {name} (us)")
+    };
+    let mut sec = Section::new(format!("{p}-probe-{probe}"), title);
+    if !what.is_empty() {
+        sec.push(Block::Para(format!("{probe} {what}")));
+    } else if let Some(explain) = descriptor::find(probe).map(|d| d.explain).filter(|e| !e.is_empty()) {
+        sec.push(Block::Para(explain.into()));
+    }
+    if let Some(d) = run.plan["describe"].as_str().filter(|d| !d.is_empty()) {
+        sec.push(Block::Para(format!("settings: {d}")));
+    }
+    // Metrics in the probe's order, CPUs within.
+    let rows: Vec<&Series> =
+        metrics.iter().flat_map(|m| list.iter().filter(move |s| s.key.metric == *m).copied()).collect();
+    sec.push(Block::Table(figures_table(cols, metrics.len() > 1, &rows)));
+    let with_loads = list.iter().any(|s| s.key.load.is_some());
+    let pr = ProbeRows { p, probe, name, metrics, rows, with_loads };
+    exceedance_figures(a, &pr, &mut sec);
+    pow2_blocks(&pr, &mut sec);
+    let exc: usize = pr.rows.iter().map(|s| s.exceedances.len()).sum();
+    let lost: u64 = pr.rows.iter().map(|s| s.lost_exceedances()).sum();
+    sec.push(Block::Para(format!(
+        "exceedances stored: {exc} ({}){}",
+        pr.rows[0].exceed,
+        if lost > 0 { format!(", {lost} lost") } else { String::new() }
+    )));
+    interval_figures(run, &pr, &mut sec);
+    sec
+}
+
+/// A probe's exceedance plot, a curve per series; beyond
+/// `CURVES_PER_PLOT` curves of several metrics, a smaller plot per metric,
+/// two a row.
+fn exceedance_figures(a: &Analysed, pr: &ProbeRows, sec: &mut Section) {
+    let ProbeRows { p, probe, name, metrics, rows, .. } = pr;
+    let groups: Vec<Vec<&Series>> = if rows.len() > CURVES_PER_PLOT && metrics.len() > 1 {
+        metrics.iter().map(|m| rows.iter().filter(|s| s.key.metric == *m).copied().collect()).collect()
+    } else {
+        vec![rows.clone()]
+    };
+    // One plot per metric when there are many: smaller, two a row.
+    let small = groups.len() > 1;
+    let mut svgs = Vec::new();
+    for (gi, group) in groups.iter().enumerate() {
+        let mut group_metrics: Vec<&str> = group.iter().map(|s| s.key.metric.as_str()).collect();
+        group_metrics.dedup();
+        let req = a.limit_us(probe, &group_metrics);
+        let curves: Vec<Curve> = group
             .iter()
-            .enumerate()
-            .filter_map(|(i, c)| {
-                let bars = cell_bars(c);
-                let label = if c.len() > 1 {
-                    let m = if metrics.len() > 1 { format!("{} ", c[0].key.metric) } else { String::new() };
-                    format!("{m}{} CPUs{}", c.len(), load_suffix(c[0]))
-                } else {
-                    series_label(c[0], metrics.len())
-                };
-                (!bars.is_empty())
-                    .then(|| svg::intervals(&format!("{p}-iv-{probe}-{i}"), &label, &format!("{name} (us)"), &bars))
+            .map(|s| Curve {
+                label: if small { series_label(s, 1) } else { series_label(s, metrics.len()) },
+                points: exceedance_points(s.total()),
             })
             .collect();
-        if !plots.is_empty() {
-            let secs = run.plan["common"]["checkpoint_ns"].as_u64().map(units::human).unwrap_or_else(|| "?".into());
-            sec.push(Block::Figures(
-                plots,
-                format!(
-                    "{probe}: min, mean and max of every checkpoint interval ({secs}), a plot per {}, over the cell's \
-                     own time (bar: min to max, tick: mean)",
-                    if with_loads { "metric and load, its CPUs together" } else { "series" }
-                ),
-            ));
+        let n: u64 = group.iter().map(|s| s.total().count()).sum();
+        let which = if small { format!(" {}", group[0].key.metric) } else { String::new() };
+        let id = format!("{p}-exc-{probe}-{gi}");
+        if small {
+            let title = format!("{probe}{which}: % of samples at or over each {name}");
+            svgs.push(svg::exceedance_sized(&id, &title, &format!("{name} (us)"), &curves, req, (575.0, 330.0)));
+            continue;
         }
-        out.push(sec);
+        let title = format!("{probe}{which}: percent of samples at or over each {name}");
+        let svg = svg::exceedance(&id, &title, &format!("{name} (us)"), &curves, req);
+        let signed = group.iter().any(|s| s.is_signed());
+        sec.push(Block::Figure {
+            svg,
+            caption: format!(
+                "{title} (log-log; {n} samples; read a curve as \"this share of samples took at least this long\"{}{})",
+                if signed {
+                    "; values at or below zero count in the total but have no place on the log axis"
+                } else {
+                    ""
+                },
+                if req.is_some() { "; dashed red: the requirement" } else { "" }
+            ),
+        });
     }
-    out
+    if !svgs.is_empty() {
+        let signed = rows.iter().any(|s| s.is_signed());
+        sec.push(Block::Figures(
+            svgs,
+            format!(
+                "{probe}: a plot per metric, the percent of samples at or over each {name} (log-log), a curve per \
+                 CPU{}{}",
+                if signed {
+                    "; values at or below zero count in the total but have no place on the log axis"
+                } else {
+                    ""
+                },
+                if a.limit_us(probe, metrics).is_some() { "; dashed red: the requirement" } else { "" }
+            ),
+        ));
+    }
+}
+
+/// A probe's power-of-two tables: one of its CPUs with one metric, else
+/// one per CPU, a column per metric. An assessment's many series make them
+/// long, and the plots carry them; there they are the Markdown report's
+/// only.
+fn pow2_blocks(pr: &ProbeRows, sec: &mut Section) {
+    let ProbeRows { probe, metrics, rows, with_loads, .. } = pr;
+    let with_loads = *with_loads;
+    let pow2_block = |t: Table| if with_loads { Block::FigureData(t) } else { Block::Table(t) };
+    // CPU N, or thread TID for a watched thread's series.
+    let word = descriptor::key_word(probe);
+    if metrics.len() == 1 {
+        let sep = if descriptor::per_thread(probe) { " " } else { "" };
+        for t in pow2_tables(rows, |s| format!("{word}{sep}{}{}", s.key.cpu, load_suffix(s))) {
+            sec.push(pow2_block(t));
+        }
+        return;
+    }
+    let mut cpus: Vec<i64> = rows.iter().map(|s| s.key.cpu).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    for cpu in cpus {
+        let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
+        let tables = pow2_tables(&of_cpu, |s| format!("{}{}", s.key.metric, load_suffix(s)));
+        if !with_loads {
+            sec.push(Block::Para(format!("{word} {cpu}")));
+        }
+        for mut t in tables {
+            if with_loads {
+                t.head[0] = format!("histogram {word} {cpu}");
+            }
+            sec.push(pow2_block(t));
+        }
+    }
+}
+
+/// Min, mean and max of every checkpoint interval: a plot per series; in
+/// an assessment per metric and load, its CPUs together (each cell over
+/// its own time).
+fn interval_figures(run: &Run, pr: &ProbeRows, sec: &mut Section) {
+    let ProbeRows { p, probe, name, metrics, rows, with_loads } = pr;
+    let mut cells: Vec<Vec<&Series>> = Vec::new();
+    for s in rows {
+        match cells.iter_mut().find(|c| *with_loads && c[0].key.metric == s.key.metric && c[0].key.load == s.key.load) {
+            Some(c) => c.push(s),
+            None => cells.push(vec![s]),
+        }
+    }
+    let plots: Vec<String> = cells
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let bars = cell_bars(c);
+            let label = if c.len() > 1 {
+                let m = if metrics.len() > 1 { format!("{} ", c[0].key.metric) } else { String::new() };
+                format!("{m}{} CPUs{}", c.len(), load_suffix(c[0]))
+            } else {
+                series_label(c[0], metrics.len())
+            };
+            (!bars.is_empty())
+                .then(|| svg::intervals(&format!("{p}-iv-{probe}-{i}"), &label, &format!("{name} (us)"), &bars))
+        })
+        .collect();
+    if !plots.is_empty() {
+        let secs = run.plan["common"]["checkpoint_ns"].as_u64().map(units::human).unwrap_or_else(|| "?".into());
+        sec.push(Block::Figures(
+            plots,
+            format!(
+                "{probe}: min, mean and max of every checkpoint interval ({secs}), a plot per {}, over the cell's \
+                 own time (bar: min to max, tick: mean)",
+                if *with_loads { "metric and load, its CPUs together" } else { "series" }
+            ),
+        ));
+    }
 }
 
 /// `rtscope osbench`: a table per test group, a row per test (as the text
@@ -547,17 +586,7 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
     let mut sec = Section::new(format!("{p}-osbench"), "osbench: OS services (us per operation)");
     sec.push(Block::Para(OSBENCH_LEGEND.into()));
     sec.push(Block::Para(super::text::osbench_timer(run)));
-    let describe = if by_load {
-        run.plan["cells"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["probe"].as_str().is_some_and(descriptor::per_test))
-            .and_then(|c| c["describe"].as_str())
-    } else {
-        run.plan["describe"].as_str()
-    };
-    if let Some(d) = describe.filter(|d| !d.is_empty()) {
+    if let Some(d) = osbench_describe(run, by_load).filter(|d| !d.is_empty()) {
         sec.push(Block::Para(format!("settings: {d}")));
     }
     if by_load {
@@ -581,68 +610,91 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
                 sec.push(Block::Para(format!("{}: {n}", cells[1])));
             }
         }
-        if by_load {
-            let mut metrics: Vec<&str> = Vec::new();
-            for (_, _, s) in &g.rows {
-                if !metrics.contains(&s.key.metric.as_str()) {
-                    metrics.push(&s.key.metric);
-                }
-            }
-            let svgs: Vec<String> = metrics
-                .iter()
-                .enumerate()
-                .filter_map(|(mi, m)| {
-                    let curves: Vec<Curve> = g
-                        .rows
-                        .iter()
-                        .filter(|(_, _, s)| s.key.metric == *m)
-                        .map(|(_, _, s)| Curve { label: load_of(s).to_string(), points: exceedance_points(s.total()) })
-                        .filter(|c| !c.points.is_empty())
-                        .collect();
-                    (!curves.is_empty()).then(|| {
-                        let title = format!("osbench {m}: % of operations at or over each time");
-                        svg::exceedance_sized(
-                            &format!("{p}-exc-osbench-{gi}-{mi}"),
-                            &title,
-                            "time per operation (us)",
-                            &curves,
-                            None,
-                            (575.0, 300.0),
-                        )
-                    })
-                })
-                .collect();
-            if !svgs.is_empty() {
-                sec.push(Block::Figures(svgs, format!("{}: a plot per test, a curve per load (log-log)", g.title)));
-            }
-            continue;
-        }
-        let curves: Vec<Curve> = g
-            .rows
-            .iter()
-            .take(CURVES_PER_PLOT)
-            .map(|(cells, _, s)| Curve { label: cells[1].clone(), points: exceedance_points(s.total()) })
-            .filter(|c| !c.points.is_empty())
-            .collect();
-        if !curves.is_empty() {
-            let title = format!("{}: percent of operations at or over each time", g.title);
-            let svg =
-                svg::exceedance(&format!("{p}-exc-osbench-{gi}"), &title, "time per operation (us)", &curves, None);
-            sec.push(Block::Figure {
-                svg,
-                caption: format!(
-                    "{title} (log-log; a curve per test{})",
-                    if g.rows.len() > CURVES_PER_PLOT {
-                        format!(", the first {CURVES_PER_PLOT} of {}", g.rows.len())
-                    } else {
-                        String::new()
-                    }
-                ),
-            });
+        if let Some(f) = if by_load { osbench_load_figures(p, gi, &g) } else { osbench_figure(p, gi, &g) } {
+            sec.push(f);
         }
     }
     sec.push(Block::Para(osbench_total(&list)));
     vec![sec]
+}
+
+/// osbench's settings line: the run's, or in an assessment its cell's.
+fn osbench_describe(run: &Run, by_load: bool) -> Option<&str> {
+    if by_load {
+        run.plan["cells"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["probe"].as_str().is_some_and(descriptor::per_test))
+            .and_then(|c| c["describe"].as_str())
+    } else {
+        run.plan["describe"].as_str()
+    }
+}
+
+/// In an assessment: an osbench group's plots, one per test, a curve per
+/// load; none when no test has a sample.
+fn osbench_load_figures(p: &str, gi: usize, g: &OsbenchGroup) -> Option<Block> {
+    let mut metrics: Vec<&str> = Vec::new();
+    for (_, _, s) in &g.rows {
+        if !metrics.contains(&s.key.metric.as_str()) {
+            metrics.push(&s.key.metric);
+        }
+    }
+    let svgs: Vec<String> = metrics
+        .iter()
+        .enumerate()
+        .filter_map(|(mi, m)| {
+            let curves: Vec<Curve> = g
+                .rows
+                .iter()
+                .filter(|(_, _, s)| s.key.metric == *m)
+                .map(|(_, _, s)| Curve { label: load_of(s).to_string(), points: exceedance_points(s.total()) })
+                .filter(|c| !c.points.is_empty())
+                .collect();
+            (!curves.is_empty()).then(|| {
+                let title = format!("osbench {m}: % of operations at or over each time");
+                svg::exceedance_sized(
+                    &format!("{p}-exc-osbench-{gi}-{mi}"),
+                    &title,
+                    "time per operation (us)",
+                    &curves,
+                    None,
+                    (575.0, 300.0),
+                )
+            })
+        })
+        .collect();
+    (!svgs.is_empty())
+        .then(|| Block::Figures(svgs, format!("{}: a plot per test, a curve per load (log-log)", g.title)))
+}
+
+/// An osbench group's exceedance plot, a curve per test (the first
+/// `CURVES_PER_PLOT`); none when no test has a sample.
+fn osbench_figure(p: &str, gi: usize, g: &OsbenchGroup) -> Option<Block> {
+    let curves: Vec<Curve> = g
+        .rows
+        .iter()
+        .take(CURVES_PER_PLOT)
+        .map(|(cells, _, s)| Curve { label: cells[1].clone(), points: exceedance_points(s.total()) })
+        .filter(|c| !c.points.is_empty())
+        .collect();
+    if curves.is_empty() {
+        return None;
+    }
+    let title = format!("{}: percent of operations at or over each time", g.title);
+    let svg = svg::exceedance(&format!("{p}-exc-osbench-{gi}"), &title, "time per operation (us)", &curves, None);
+    Some(Block::Figure {
+        svg,
+        caption: format!(
+            "{title} (log-log; a curve per test{})",
+            if g.rows.len() > CURVES_PER_PLOT {
+                format!(", the first {CURVES_PER_PLOT} of {}", g.rows.len())
+            } else {
+                String::new()
+            }
+        ),
+    })
 }
 
 /// The figures of `rows` in the probe's columns.

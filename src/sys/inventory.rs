@@ -53,10 +53,44 @@ struct Uts {
 
 fn collect_impl(root: &Path, uts: Option<Uts>) -> Inventory {
     let r = |rel: &str| read(root, rel);
-    let cpu_dir = "sys/devices/system/cpu";
-
     let mut inv = Inventory { tool_version: env!("CARGO_PKG_VERSION").to_string(), ..Default::default() };
+    kernel(&mut inv, root, uts);
+    boot(&mut inv, root);
 
+    let cs = "sys/devices/system/clocksource/clocksource0";
+    inv.clocksource = r(&format!("{cs}/current_clocksource")).unwrap_or_default();
+    inv.available_clocksources = r(&format!("{cs}/available_clocksource")).unwrap_or_default();
+
+    let cpuinfo = r("proc/cpuinfo").unwrap_or_default();
+    let cpus = cpu_topology(&mut inv, root, &cpuinfo);
+
+    // Scheduler knobs.
+    inv.rt_runtime_us = r("proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse().ok());
+    inv.rt_period_us = r("proc/sys/kernel/sched_rt_period_us").and_then(|s| s.parse().ok());
+    inv.timer_migration = r("proc/sys/kernel/timer_migration").as_deref().and_then(parse_bool01);
+
+    inv.hypervisor = hypervisor(root, &cpuinfo);
+
+    // Privileges of this process.
+    let status = r("proc/self/status").unwrap_or_default();
+    if let Some(euid) = status_euid(&status) {
+        inv.euid = euid;
+        inv.is_root = euid == 0;
+    }
+    inv.cap_sys_nice = cap_eff_has(&status, CAP_SYS_NICE_BIT);
+
+    inv.memory_total_kb = r("proc/meminfo").as_deref().and_then(mem_total_kb).unwrap_or(0);
+    inv.tracefs = r("proc/mounts").as_deref().and_then(tracefs_mount);
+
+    inv.caches = caches(root, &cpus);
+    inv.devices = devices(root);
+    inv
+}
+
+/// The kernel's names: uname(2)'s when given (the running machine), else
+/// from `proc/sys/kernel` under `root`.
+fn kernel(inv: &mut Inventory, root: &Path, uts: Option<Uts>) {
+    let r = |rel: &str| read(root, rel);
     match uts {
         Some(u) => {
             inv.hostname = u.hostname;
@@ -71,8 +105,15 @@ fn collect_impl(root: &Path, uts: Option<Uts>) -> Inventory {
             inv.arch = r("proc/sys/kernel/arch").unwrap_or_default();
         }
     }
+}
 
-    // Command line and what it says about isolation and idle.
+/// The command line and what it says about isolation and idle, the
+/// preemption model (sysfs, debugfs, the command line, the kernel's
+/// config) and the CPUs isolated as sysfs sees them. Needs the kernel's
+/// version and release.
+fn boot(inv: &mut Inventory, root: &Path) {
+    let r = |rel: &str| read(root, rel);
+    let cpu_dir = "sys/devices/system/cpu";
     inv.cmdline = r("proc/cmdline").unwrap_or_default();
     let param = |k: &str| cmdline_param(&inv.cmdline, k);
     inv.isolcpus = param("isolcpus");
@@ -102,14 +143,15 @@ fn collect_impl(root: &Path, uts: Option<Uts>) -> Inventory {
 
     inv.isolated_sysfs = r(&format!("{cpu_dir}/isolated"));
     inv.nohz_full_sysfs = r(&format!("{cpu_dir}/nohz_full"));
+}
 
-    let cs = "sys/devices/system/clocksource/clocksource0";
-    inv.clocksource = r(&format!("{cs}/current_clocksource")).unwrap_or_default();
-    inv.available_clocksources = r(&format!("{cs}/available_clocksource")).unwrap_or_default();
-
-    // CPUs.
-    let cpuinfo = r("proc/cpuinfo").unwrap_or_default();
-    inv.cpu_model = cpu_model(&cpuinfo);
+/// The CPUs: model, online list and count, each one's governor and SMT
+/// siblings, SMT and the idle driver. Returns the online CPUs (from the
+/// `cpuN` directories where the list is missing).
+fn cpu_topology(inv: &mut Inventory, root: &Path, cpuinfo: &str) -> Vec<usize> {
+    let r = |rel: &str| read(root, rel);
+    let cpu_dir = "sys/devices/system/cpu";
+    inv.cpu_model = cpu_model(cpuinfo);
     inv.cpus_online = r(&format!("{cpu_dir}/online")).unwrap_or_default();
     let mut cpus = parse_cpu_list(&inv.cpus_online).unwrap_or_default();
     if cpus.is_empty() {
@@ -134,28 +176,7 @@ fn collect_impl(root: &Path, uts: Option<Uts>) -> Inventory {
     }
     inv.smt_active = r(&format!("{cpu_dir}/smt/active")).as_deref().and_then(parse_bool01);
     inv.cpu_idle_driver = r(&format!("{cpu_dir}/cpuidle/current_driver")).filter(|s| !s.is_empty());
-
-    // Scheduler knobs.
-    inv.rt_runtime_us = r("proc/sys/kernel/sched_rt_runtime_us").and_then(|s| s.parse().ok());
-    inv.rt_period_us = r("proc/sys/kernel/sched_rt_period_us").and_then(|s| s.parse().ok());
-    inv.timer_migration = r("proc/sys/kernel/timer_migration").as_deref().and_then(parse_bool01);
-
-    inv.hypervisor = hypervisor(root, &cpuinfo);
-
-    // Privileges of this process.
-    let status = r("proc/self/status").unwrap_or_default();
-    if let Some(euid) = status_euid(&status) {
-        inv.euid = euid;
-        inv.is_root = euid == 0;
-    }
-    inv.cap_sys_nice = cap_eff_has(&status, CAP_SYS_NICE_BIT);
-
-    inv.memory_total_kb = r("proc/meminfo").as_deref().and_then(mem_total_kb).unwrap_or(0);
-    inv.tracefs = r("proc/mounts").as_deref().and_then(tracefs_mount);
-
-    inv.caches = caches(root, &cpus);
-    inv.devices = devices(root);
-    inv
+    cpus
 }
 
 /// Every CPU's caches (`cpuN/cache/indexM`), each cache once (by level,

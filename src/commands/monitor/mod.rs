@@ -245,69 +245,15 @@ fn watch(
 /// `rtscope monitor`.
 pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let plan = args.resolve()?;
-    // This thread, and so the HTTP server's and the probes' own threads
-    // (their writers), off the measured CPUs and their SMT siblings.
-    let mut measured: Vec<usize> = plan.probes.iter().flat_map(|(c, _)| c.cpus.iter().copied()).collect();
-    measured.sort_unstable();
-    measured.dedup();
-    let housekeeping = cpu::housekeeping(&cpu::online(), &measured, &inventory::collect().siblings);
-    if !housekeeping.is_empty() {
-        let _ = cpu::pin_self(&housekeeping);
-    }
+    pin_housekeeping(&plan);
     let web = plan.web_config.as_deref().map(WebConfig::load).transpose()?;
     // Bound before anything is measured: a port in use is said at once.
-    let server = match web.as_ref().and_then(|w| w.tls.clone()) {
-        Some((certificate, private_key)) => {
-            tiny_http::Server::https(plan.listen, tiny_http::SslConfig { certificate, private_key }).map_err(|e| {
-                anyhow!(
-                    "--listen {} with --web-config's TLS: {e} (check that the key belongs to the certificate, and \
-                     the address)",
-                    plan.listen
-                )
-            })?
-        }
-        None => tiny_http::Server::http(plan.listen).map_err(|e| {
-            anyhow!("--listen {}: cannot listen there: {e} (pick another address or port)", plan.listen)
-        })?,
-    };
+    let server = bind(&plan, web.as_ref())?;
     // The retention's store first: a bad --db is said before any probe starts.
     let mut store = Store::open(&plan.db)?;
-    let live = Arc::new(Live {
-        exposition: Mutex::new(Exposition::new(plan.thresholds_ns.clone())),
-        health: Mutex::new(Health {
-            version: env!("CARGO_PKG_VERSION").into(),
-            probes: plan
-                .probes
-                .iter()
-                .map(|(c, p)| (p.name().to_string(), format_cpu_list(&c.cpus), p.describe()))
-                .chain(plan.watch.iter().map(|w| (crate::watch::NAME.to_string(), watched_cpus(w), w.describe())))
-                .collect(),
-            start_time_s: clock::now_unix() as f64 / 1e9,
-            store_limit_bytes: plan.max_store,
-            ..Default::default()
-        }),
-        unix_offset_ns: clock::now_unix() - clock::now() as i64,
-        store_errors: AtomicU64::new(0),
-        retention_errors: AtomicU64::new(0),
-        causes: plan.watch.as_ref().is_some_and(|w| w.cause_threshold_ns.is_some()),
-    });
+    let live = Arc::new(Live::new(&plan));
     if !plan.quiet {
-        for (c, p) in &plan.probes {
-            eprintln!("rtscope monitor: {} on CPUs {}: {}", p.name(), format_cpu_list(&c.cpus), p.describe());
-        }
-        if let Some(w) = &plan.watch {
-            eprintln!("rtscope monitor: watch on CPUs {}: {}", watched_cpus(w), w.describe());
-        }
-        eprintln!(
-            "rtscope monitor: metrics on http://{}/metrics; store {}, checkpoint every {}, kept {} then summarised \
-             per {}, at most {} MiB",
-            plan.listen,
-            plan.db.display(),
-            rtscope_model::units::human(plan.checkpoint_ns),
-            rtscope_model::units::human(plan.retain_ns),
-            rtscope_model::units::human(plan.span_ns),
-            plan.max_store >> 20
-        );
+        announce(&plan);
     }
     let stop_serving = AtomicBool::new(false);
     let ended = std::thread::scope(|scope| -> Result<Vec<String>> {
@@ -333,37 +279,11 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
                 .context("starting the watch")?;
             probes.push(t);
         }
-        let mut next_retention = Instant::now();
-        while !signal.load(Relaxed) && probes.iter().all(|t| !t.is_finished()) {
-            lock(&live.health).probes_running = probes.iter().filter(|t| !t.is_finished()).count() as u64;
-            if Instant::now() >= next_retention {
-                next_retention = Instant::now() + RETENTION_EVERY;
-                match retention(&mut store, &plan, &live.health) {
-                    Ok(used) => lock(&live.health).store_bytes = used,
-                    Err(e) => {
-                        live.retention_errors.fetch_add(1, Relaxed);
-                        eprintln!("rtscope monitor: the retention failed: {e:#}");
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        supervise(&probes, (&mut store, &plan), &live, signal);
         // A probe that ended on its own ends the monitor (a service
         // manager restarts it): the others stop too.
         signal.store(true, Relaxed);
-        let mut errors = Vec::new();
-        for t in probes {
-            match t.join() {
-                Ok(Ok((run_id, status, errs))) => {
-                    if !plan.quiet {
-                        eprintln!("rtscope monitor: run {run_id} stored ({})", status.as_str());
-                    }
-                    errors.extend(errs);
-                }
-                Ok(Err(e)) => errors.push(format!("{e:#}")),
-                Err(_) => errors.push("a probe's thread panicked".into()),
-            }
-        }
+        let errors = join_runs(probes, plan.quiet);
         stop_serving.store(true, Relaxed);
         let _ = server_thread.join();
         Ok(errors)
@@ -372,6 +292,127 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         return Err(anyhow!("{}", ended.join("; ")));
     }
     Ok(0)
+}
+
+/// Pins this thread, and so the HTTP server's and the probes' own threads
+/// (their writers), off the measured CPUs and their SMT siblings.
+fn pin_housekeeping(plan: &MonitorPlan) {
+    let mut measured: Vec<usize> = plan.probes.iter().flat_map(|(c, _)| c.cpus.iter().copied()).collect();
+    measured.sort_unstable();
+    measured.dedup();
+    let housekeeping = cpu::housekeeping(&cpu::online(), &measured, &inventory::collect().siblings);
+    if !housekeeping.is_empty() {
+        let _ = cpu::pin_self(&housekeeping);
+    }
+}
+
+/// The metrics server on `--listen`, with `--web-config`'s TLS if it has
+/// any.
+fn bind(plan: &MonitorPlan, web: Option<&WebConfig>) -> Result<tiny_http::Server> {
+    Ok(match web.and_then(|w| w.tls.clone()) {
+        Some((certificate, private_key)) => {
+            tiny_http::Server::https(plan.listen, tiny_http::SslConfig { certificate, private_key }).map_err(|e| {
+                anyhow!(
+                    "--listen {} with --web-config's TLS: {e} (check that the key belongs to the certificate, and \
+                     the address)",
+                    plan.listen
+                )
+            })?
+        }
+        None => tiny_http::Server::http(plan.listen).map_err(|e| {
+            anyhow!("--listen {}: cannot listen there: {e} (pick another address or port)", plan.listen)
+        })?,
+    })
+}
+
+impl Live {
+    /// The counters of `plan`, empty, and its health: what it measures,
+    /// from when, the store's limit.
+    fn new(plan: &MonitorPlan) -> Live {
+        Live {
+            exposition: Mutex::new(Exposition::new(plan.thresholds_ns.clone())),
+            health: Mutex::new(Health {
+                version: env!("CARGO_PKG_VERSION").into(),
+                probes: plan
+                    .probes
+                    .iter()
+                    .map(|(c, p)| (p.name().to_string(), format_cpu_list(&c.cpus), p.describe()))
+                    .chain(plan.watch.iter().map(|w| (crate::watch::NAME.to_string(), watched_cpus(w), w.describe())))
+                    .collect(),
+                start_time_s: clock::now_unix() as f64 / 1e9,
+                store_limit_bytes: plan.max_store,
+                ..Default::default()
+            }),
+            unix_offset_ns: clock::now_unix() - clock::now() as i64,
+            store_errors: AtomicU64::new(0),
+            retention_errors: AtomicU64::new(0),
+            causes: plan.watch.as_ref().is_some_and(|w| w.cause_threshold_ns.is_some()),
+        }
+    }
+}
+
+/// What the monitor measures, where it serves and how it keeps its store,
+/// on stderr.
+fn announce(plan: &MonitorPlan) {
+    for (c, p) in &plan.probes {
+        eprintln!("rtscope monitor: {} on CPUs {}: {}", p.name(), format_cpu_list(&c.cpus), p.describe());
+    }
+    if let Some(w) = &plan.watch {
+        eprintln!("rtscope monitor: watch on CPUs {}: {}", watched_cpus(w), w.describe());
+    }
+    eprintln!(
+        "rtscope monitor: metrics on http://{}/metrics; store {}, checkpoint every {}, kept {} then summarised \
+         per {}, at most {} MiB",
+        plan.listen,
+        plan.db.display(),
+        rtscope_model::units::human(plan.checkpoint_ns),
+        rtscope_model::units::human(plan.retain_ns),
+        rtscope_model::units::human(plan.span_ns),
+        plan.max_store >> 20
+    );
+}
+
+/// A probe's (or the watch's) run in the monitor: its id, status and
+/// errors.
+type MonitorRun<'scope> = std::thread::ScopedJoinHandle<'scope, Result<(i64, RunStatus, Vec<String>)>>;
+
+/// While every run goes on and no signal came: the health's count of
+/// running probes, and a retention pass every [`RETENTION_EVERY`].
+fn supervise(probes: &[MonitorRun<'_>], (store, plan): (&mut Store, &MonitorPlan), live: &Live, signal: &AtomicBool) {
+    let mut next_retention = Instant::now();
+    while !signal.load(Relaxed) && probes.iter().all(|t| !t.is_finished()) {
+        lock(&live.health).probes_running = probes.iter().filter(|t| !t.is_finished()).count() as u64;
+        if Instant::now() >= next_retention {
+            next_retention = Instant::now() + RETENTION_EVERY;
+            match retention(store, plan, &live.health) {
+                Ok(used) => lock(&live.health).store_bytes = used,
+                Err(e) => {
+                    live.retention_errors.fetch_add(1, Relaxed);
+                    eprintln!("rtscope monitor: the retention failed: {e:#}");
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Joins the runs, saying each one stored (unless `quiet`); returns their
+/// errors.
+fn join_runs(probes: Vec<MonitorRun<'_>>, quiet: bool) -> Vec<String> {
+    let mut errors = Vec::new();
+    for t in probes {
+        match t.join() {
+            Ok(Ok((run_id, status, errs))) => {
+                if !quiet {
+                    eprintln!("rtscope monitor: run {run_id} stored ({})", status.as_str());
+                }
+                errors.extend(errs);
+            }
+            Ok(Err(e)) => errors.push(format!("{e:#}")),
+            Err(_) => errors.push("a probe's thread panicked".into()),
+        }
+    }
+    errors
 }
 
 #[cfg(test)]
