@@ -95,6 +95,10 @@ pub struct Burst {
     /// 95 % of a second, or a higher priority), so that a judge knows the
     /// burst did not hold the CPU throughout.
     pub cpu_ns: u64,
+    /// The instant its sleep before the burst was programmed to end: the
+    /// spinner's own wake-up (timer interrupt, wake, switch in) took
+    /// `start_ns - due_ns`, and took the CPU from what ran there too.
+    pub due_ns: u64,
 }
 
 /// Runs the spinner until `stop` or `until_ns`, handing each burst to
@@ -123,7 +127,7 @@ pub fn spin_loop(spec: &SpinSpec, stop: &AtomicBool, until_ns: u64, mut burst: i
         let end = start_ns + spec.spin_ns;
         let now = if spec.syscalls { spin_burst_in_kernel(end) } else { spin_burst(end, counter.as_ref()) };
         let cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu_start);
-        burst(Burst { start_ns, end_ns: now, tid, cpu_ns });
+        burst(Burst { start_ns, end_ns: now, tid, cpu_ns, due_ns: begin });
         spins += 1;
         period_start += spec.period_ns;
         let now = clock::now();
@@ -214,7 +218,7 @@ pub fn spin_burst_in_kernel(end: u64) -> u64 {
 const BURST_RING: usize = 4096;
 
 /// The burst log of `rtscope disturb --log FILE`: one line per burst,
-/// `start_ns end_ns tid cpu_ns`, written as the bursts happen by a thread other
+/// `start_ns end_ns tid cpu_ns due_ns`, written as the bursts happen by a thread other
 /// than the spinner, so that a test can judge a measurement against the
 /// disturbance it really got.
 pub struct BurstLog {
@@ -230,7 +234,8 @@ impl BurstLog {
         writeln!(out, "# {header}")?;
         writeln!(
             out,
-            "# start_ns end_ns tid cpu_ns (CLOCK_MONOTONIC; the spinner spun from start to end and had cpu_ns of CPU time in it)"
+            "# start_ns end_ns tid cpu_ns due_ns (CLOCK_MONOTONIC; the spinner spun from start to end and had cpu_ns of CPU \
+             time in it; its sleep before was programmed to end at due_ns)"
         )?;
         out.flush()?;
         let (tx, rx) = rtrb::RingBuffer::new(BURST_RING);
@@ -240,7 +245,7 @@ impl BurstLog {
     /// Writes the bursts that have ended and flushes them to the file.
     pub fn drain(&mut self) -> std::io::Result<()> {
         while let Ok(b) = self.rx.pop() {
-            writeln!(self.out, "{} {} {} {}", b.start_ns, b.end_ns, b.tid, b.cpu_ns)?;
+            writeln!(self.out, "{} {} {} {} {}", b.start_ns, b.end_ns, b.tid, b.cpu_ns, b.due_ns)?;
             self.written += 1;
         }
         self.out.flush()
@@ -289,6 +294,8 @@ mod tests {
             // Its own CPU time, read around the spin, holds no more than it
             // (plus the two reads' own costs).
             assert!(b[3] > 0 && b[3] <= b[1] - b[0] + 50_000, "{b:?}");
+            // It woke no earlier than its sleep was programmed to end.
+            assert!(b[4] <= b[0] && b[4] >= last_end, "{b:?}");
             last_end = b[1];
         }
     }

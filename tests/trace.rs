@@ -200,7 +200,11 @@ fn judge_causes(what: &str, episodes: &[&serde_json::Value], bursts: &[truth::Bu
         // else ran there: the strict bound allows that time too.
         let off: u64 = bursts.iter().filter(|x| x.overlap(a, b) > 0).map(|x| x.off).sum();
         if covered > 0 {
-            met.push(truth::Met { at: a, explained: covered, measured: spinner, slack: on_top + off });
+            // The spinner's own wake-up before its first clock read (its
+            // switch-in among it) may show as its thread time too.
+            let lead: u64 =
+                bursts.iter().filter(|x| x.overlap(a, b) > 0).map(|x| x.lead.min(x.start.saturating_sub(a))).sum();
+            met.push(truth::Met { at: a, explained: covered, measured: spinner, slack: on_top + off, lead });
             if !tids.contains(&main_cause(e)["pid"].as_i64().unwrap_or(-1)) {
                 eprintln!("{what}: a burst covered {covered} ns, something ran longer: {}", e["verdict"]);
             }
@@ -608,7 +612,7 @@ fn stacks_name_the_kernel_path_of_a_sched_other_process() {
                 let t1 = rtscope::sys::clock::now();
                 // SAFETY: waiting for our own child.
                 unsafe { libc::waitpid(child, std::ptr::null_mut(), 0) };
-                forks.push(truth::Burst { start: t0, end: t1, tid, off: 0 }); // judged by when it ran, not its CPU time
+                forks.push(truth::Burst { start: t0, end: t1, tid, off: 0, lead: 0 }); // judged by when it ran, not its CPU time
                 next += 23_700_000;
                 rtscope::sys::clock::sleep_until(next.max(rtscope::sys::clock::now()));
             }

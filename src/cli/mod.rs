@@ -508,8 +508,9 @@ pub struct DisturbArgs {
     /// Stop after DUR (a bare number is seconds) [default: until Ctrl-C]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
     pub duration: Option<u64>,
-    /// Write each burst to FILE as it happens: `start_ns end_ns tid cpu_ns` (CLOCK_MONOTONIC), the disturbance's
-    /// own timestamps to judge a measurement against, and the CPU time the spinner got in the burst.
+    /// Write each burst to FILE as it happens: `start_ns end_ns tid cpu_ns due_ns` (CLOCK_MONOTONIC), the
+    /// disturbance's own timestamps to judge a measurement against, the CPU time the spinner got in the burst,
+    /// and the instant its sleep was programmed to end (its own wake-up took start_ns - due_ns).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
 }
