@@ -148,7 +148,7 @@ impl FleetReport {
                         confidence: t.confidence,
                     });
                     let tail_note = match a {
-                        _ if !fit => Some("classic buckets: no tail fit".to_string()),
+                        _ if !fit => Some("classic buckets".to_string()),
                         Some(Err(e)) => Some(e.clone()),
                         Some(Ok(a)) if expected.is_none() => a.report.tail_error.clone(),
                         _ => None,
@@ -195,6 +195,12 @@ impl FleetReport {
             units::human(((s.end_unix_s - s.start_unix_s).max(0.0) * 1e9) as u64),
             units::human((s.step_s * 1e9) as u64)
         )
+    }
+
+    /// What every machine is judged against, when it is the same for all.
+    fn judged_against(&self) -> Option<&String> {
+        let first = self.machines.iter().find(|m| !m.verdicts.is_empty()).map(|m| &m.judged_against)?;
+        self.machines.iter().all(|m| m.verdicts.is_empty() || m.judged_against == *first).then_some(first)
     }
 
     fn verdict_short(m: &Machine) -> String {
@@ -271,15 +277,20 @@ impl FleetReport {
         for l in self.head_lines() {
             writeln!(out, "{l}")?;
         }
+        if let Some(j) = self.judged_against() {
+            writeln!(out, "{j}")?;
+        }
         writeln!(out, "\nFleet, worst case first")?;
         write_table(out, &self.fleet_table())?;
         for m in &self.machines {
             writeln!(out, "\n== {} (#{})", m.instance, m.rank)?;
             write_table(out, &Self::series_table(m))?;
-            for r in m.series.iter().filter(|r| r.tail_note.is_some() && r.expected_worst.is_none()).take(1) {
-                writeln!(out, "  no tail fit: {}", r.tail_note.as_deref().unwrap_or_default())?;
+            if self.source.classic_series == 0 {
+                for r in m.series.iter().filter(|r| r.tail_note.is_some() && r.expected_worst.is_none()).take(1) {
+                    writeln!(out, "  no tail fit: {}", r.tail_note.as_deref().unwrap_or_default())?;
+                }
             }
-            if !m.verdicts.is_empty() {
+            if !m.verdicts.is_empty() && Some(&m.judged_against) != self.judged_against() {
                 writeln!(out, "  {}", m.judged_against)?;
             }
             for v in &m.verdicts {
@@ -322,12 +333,15 @@ impl FleetReport {
         for l in self.head_lines() {
             fleet.push(Block::Para(l));
         }
+        if let Some(j) = self.judged_against() {
+            fleet.push(Block::Para(j.clone()));
+        }
         fleet.push(Block::Table(self.fleet_table()));
         let mut sections = vec![fleet];
         for m in &self.machines {
             let mut s = Section::new(format!("machine-{}", m.rank), format!("#{} {}", m.rank, m.instance));
             s.push(Block::Table(Self::series_table(m)));
-            if !m.verdicts.is_empty() {
+            if !m.verdicts.is_empty() && Some(&m.judged_against) != self.judged_against() {
                 s.push(Block::Para(m.judged_against.clone()));
             }
             for v in &m.verdicts {
@@ -374,4 +388,74 @@ fn write_table(out: &mut dyn Write, t: &Table) -> Result<()> {
         writeln!(out, "  {}", cells.join("  ").trim_end())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtscope_model::metrics::query::{Bucket, Step};
+    use rtscope_model::run::SeriesKey;
+
+    fn machine(name: &str, max_ns: i64) -> Run {
+        let steps: Vec<Step> = (0..6)
+            .map(|i| Step {
+                end_s: 1000.0 + 10.0 * f64::from(i),
+                buckets: vec![
+                    Bucket { lo_ns: 10_000, hi_ns: 20_000, count: 9_000 },
+                    Bucket { lo_ns: 50_000, hi_ns: 100_000_000, count: 10 },
+                ],
+                max_ns: Some(if i == 3 { max_ns } else { 60_000 }),
+            })
+            .collect();
+        let s = query::series_of(SeriesKey::new("wakeup", "latency", 1), &steps, 10.0).unwrap();
+        query::machine_run(name, 990.0, 1050.0, vec![s], serde_json::Value::Null)
+    }
+
+    fn source(classic: usize) -> Source {
+        Source {
+            url: "http://prom:9090".into(),
+            selector: "{}".into(),
+            start_unix_s: 990.0,
+            end_unix_s: 1050.0,
+            step_s: 10.0,
+            native_series: 3 - classic,
+            classic_series: classic,
+            interval_maxima_scraped: 18,
+            checkpoints_committed: 18,
+        }
+    }
+
+    #[test]
+    fn the_fleet_is_ranked_judged_and_written_worst_first() {
+        let runs = vec![machine("a:9733", 80_000), machine("b:9733", 4_000_000), machine("c:9733", 90_000)];
+        let req = RequireSpec { requires: vec!["wakeup.latency.max < 1ms".into()], ..Default::default() };
+        let rep = FleetReport::new(&runs, source(3), &req).unwrap();
+        let names: Vec<&str> = rep.machines.iter().map(|m| m.instance.as_str()).collect();
+        assert_eq!(names, ["b:9733", "c:9733", "a:9733"]);
+        assert!(rep.machines[0].failed && !rep.machines[1].failed && !rep.passed);
+        let row = &rep.machines[0].series[0];
+        assert_eq!(row.samples, 6 * 9_010);
+        assert!((19_980..=20_020).contains(&row.p50_le_ns), "{row:?}");
+        assert!((3_990_000..=4_010_000).contains(&row.max_ns), "{row:?}");
+        assert!(row.expected_worst.is_none() && row.tail_note.as_deref() == Some("classic buckets"));
+        let mut text = Vec::new();
+        rep.write_text(&mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.find("b:9733") < text.find("a:9733"), "{text}");
+        assert!(
+            text.contains("What Prometheus' data cannot give") && text.contains("No tail fit on classic"),
+            "{text}"
+        );
+        let mut json = Vec::new();
+        rep.write_json(&mut json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["machines"][0]["rank"], 1);
+        assert_eq!(v["machines"][0]["verdicts"][0]["status"], "fail");
+        for key in ["p50_le_ns", "p99_le_ns", "p999_le_ns", "max_ns", "samples", "missed_periods", "expected_worst"] {
+            assert!(v["machines"][0]["series"][0].get(key).is_some(), "{key}: {v}");
+        }
+        let mut md = Vec::new();
+        rep.write_markdown(&mut md).unwrap();
+        assert!(String::from_utf8(md).unwrap().contains("#1 b:9733"));
+    }
 }
