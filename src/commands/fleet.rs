@@ -8,6 +8,7 @@ use crate::progress::Ticker;
 use crate::prometheus::{self, Client, Fleet, Window};
 use crate::report::fleet::{FleetReport, Source};
 use anyhow::{Result, bail};
+use rtscope_model::analysis::usage::Usage;
 use rtscope_model::run::Run;
 use std::path::Path;
 
@@ -46,6 +47,9 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
         }
     }
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    if a.sched.tasks.is_some() || a.sched.error_rate.is_some() {
+        bail!("--tasks / --error-rate: not with --prometheus (the probes' settings are not in Prometheus)");
+    }
     let client = Client::new(&spec.url)?;
     let ticker = Ticker::start("rtscope report");
     let fleet = read(&client, &spec, 0, &ticker)?;
@@ -62,7 +66,7 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
         interval_maxima_scraped: fleet.maxima_scraped,
         checkpoints_committed: fleet.checkpoints,
     };
-    let rep = FleetReport::new(&fleet.runs, source, &a.req.spec())?;
+    let rep = FleetReport::new(&fleet.runs, source, &a.req.spec(), a.usage.unwrap_or(Usage::CONTINUOUS))?;
     drop(ticker);
     let dest = out.unwrap_or(Path::new("-"));
     match kind {

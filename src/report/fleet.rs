@@ -11,6 +11,7 @@ use super::summary::short_us;
 use crate::judge::{self, RequireSpec};
 use anyhow::Result;
 use rtscope_model::analysis::series::Options;
+use rtscope_model::analysis::usage::Usage;
 use rtscope_model::analysis::verdict::{Status, Verdict};
 use rtscope_model::metrics::query;
 use rtscope_model::run::Run;
@@ -121,9 +122,10 @@ pub fn limits(src: &Source) -> Vec<String> {
 
 impl FleetReport {
     /// Judges and ranks `runs` (one per machine) against `req` (the default
-    /// yardstick when empty); `native` whether their histograms were native.
-    pub fn new(runs: &[Run], source: Source, req: &RequireSpec) -> Result<FleetReport> {
-        let opts = Options { periods: vec![], mttf_intervals: false, ..Options::default() };
+    /// yardstick when empty), their expected worst cases per day and week
+    /// in hours of `usage`.
+    pub fn new(runs: &[Run], source: Source, req: &RequireSpec, usage: Usage) -> Result<FleetReport> {
+        let opts = Options { periods: vec![], mttf_intervals: false, usage, ..Options::default() };
         let fit = source.classic_series == 0;
         let mut machines = Vec::new();
         for (rank, i) in query::rank(runs).into_iter().enumerate() {
@@ -429,7 +431,7 @@ mod tests {
     fn the_fleet_is_ranked_judged_and_written_worst_first() {
         let runs = vec![machine("a:9733", 80_000), machine("b:9733", 4_000_000), machine("c:9733", 90_000)];
         let req = RequireSpec { requires: vec!["wakeup.latency.max < 1ms".into()], ..Default::default() };
-        let rep = FleetReport::new(&runs, source(3), &req).unwrap();
+        let rep = FleetReport::new(&runs, source(3), &req, Usage::CONTINUOUS).unwrap();
         let names: Vec<&str> = rep.machines.iter().map(|m| m.instance.as_str()).collect();
         assert_eq!(names, ["b:9733", "c:9733", "a:9733"]);
         assert!(rep.machines[0].failed && !rep.machines[1].failed && !rep.passed);
