@@ -139,6 +139,8 @@ fn fleet_flags_are_refused_naming_the_flag() {
 /// removed when dropped (a panic too), and with them the veth pairs.
 struct Namespaces {
     names: Vec<String>,
+    /// The host ends of the veth pairs.
+    links: Vec<String>,
 }
 
 impl Namespaces {
@@ -153,7 +155,7 @@ impl Namespaces {
     fn create(n: usize) -> (Namespaces, Vec<String>) {
         let pid = std::process::id();
         let net = format!("10.{}.{}", 200 + pid % 50, (pid / 50) % 256);
-        let mut ns = Namespaces { names: Vec::new() };
+        let mut ns = Namespaces { names: Vec::new(), links: Vec::new() };
         let mut addrs = Vec::new();
         for i in 0..n {
             let name = format!("rtscope-fleet-{pid}-{i}");
@@ -161,6 +163,7 @@ impl Namespaces {
             Self::ip(&["netns", "add", &name]);
             ns.names.push(name.clone());
             Self::ip(&["link", "add", &host, "type", "veth", "peer", "name", &peer]);
+            ns.links.push(host.clone());
             Self::ip(&["link", "set", &peer, "netns", &name]);
             let (h, p) = (format!("{net}.{}", 4 * i + 1), format!("{net}.{}", 4 * i + 2));
             Self::ip(&["addr", "add", &format!("{h}/30"), "dev", &host]);
@@ -176,9 +179,13 @@ impl Namespaces {
 
 impl Drop for Namespaces {
     fn drop(&mut self) {
-        // Deleting a namespace deletes the veth end in it, and its peer.
+        // Deleting a namespace deletes the veth end in it, and its peer;
+        // a pair not moved yet goes with its host end.
         for n in &self.names {
             let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+        for l in &self.links {
+            let _ = Command::new("ip").args(["link", "del", l]).stderr(Stdio::null()).output();
         }
     }
 }
@@ -201,17 +208,18 @@ fn monitor_in(ns: &str, addr: &str, dir: &Path, cpu: usize, i: usize) -> Monitor
 /// Four monitors, each in its own network namespace, scraped by one
 /// Prometheus; one has a SCHED_FIFO disturber on its CPU (a period that is
 /// no multiple of the probe's 1 ms). The fleet report ranks it first, its
-/// worst case near the disturber's burst and the others' far below it; the
-/// shipped rule on the worst case fires for it in the live server.
+/// worst case at least half a burst, its p99 above a quarter of one and the
+/// others' below; the shipped rule on the worst case fires for it in the
+/// live server.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn the_fleet_report_ranks_the_disturbed_machine_first() {
     let fx = Fixture::root();
-    if !prometheus_installed() || !has("iproute2 (ip)", which("ip").is_some()) {
+    let last = last_cpu();
+    if !prometheus_installed() || !has("iproute2 (ip)", which("ip").is_some()) || !has("two CPUs", last > 0) {
         return;
     }
     let dir = &fx.dir;
-    let last = last_cpu();
     // Declared first, dropped last: after every process in the namespaces.
     let (ns, addrs) = Namespaces::create(4);
     // The disturbed machine measures the last CPU; the others CPU 0.
@@ -220,8 +228,12 @@ fn the_fleet_report_ranks_the_disturbed_machine_first() {
         let cpu = if i == 2 { last } else { 0 };
         monitors.push(monitor_in(n, a, dir, cpu, i));
     }
-    let spin_ns = 8_000_000;
-    let disturber = Disturber::start(dir, &last.to_string(), "20.333ms", "8ms", "50s");
+    // Bursts of 20 ms: on a guest whose vCPUs the host packs, a burst on
+    // one vCPU stalls the other now and then too (up to about 11 ms seen
+    // on the 2-vCPU CI guest); the disturbed machine's worst case is a
+    // whole burst, well above that.
+    let spin_ns = 20_000_000;
+    let disturber = Disturber::start(dir, &last.to_string(), "60.333ms", "20ms", "50s");
     let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("dist/prometheus/rtscope-alerts.yml");
     let targets: Vec<String> = addrs.iter().map(|a| format!("'{a}:9733'")).collect();
     let config = format!(
@@ -263,9 +275,15 @@ fn the_fleet_report_ranks_the_disturbed_machine_first() {
     let burst = bursts.iter().map(|b| b.len()).min().unwrap_or(spin_ns).min(spin_ns) as i64;
     let worst = machines[0]["worst_ns"].as_i64().unwrap();
     assert!(worst >= burst / 2, "the disturbed machine's worst case {worst} ns, its bursts {burst} ns: {doc}");
+    // Far above the others, not by a stall they may share on a busy host (a
+    // few samples), but by the bursts: a wake-up in the first three
+    // quarters of one (about 37 % of them) waits more than a quarter of a
+    // burst, so the disturbed machine's p99 lies above that; an
+    // undisturbed one's does not.
+    let p99 = |m: &serde_json::Value| m["series"][0]["p99_le_ns"].as_i64().unwrap();
+    assert!(p99(&machines[0]) >= burst / 4, "the disturbed machine's p99, bursts of {burst} ns: {doc}");
     for m in &machines[1..] {
-        let w = m["worst_ns"].as_i64().unwrap();
-        assert!(w < burst / 2, "{}: worst case {w} ns, not far below the bursts' {burst} ns: {doc}", m["instance"]);
+        assert!(p99(m) < burst / 4, "{}: p99 not far below the bursts' {burst} ns: {doc}", m["instance"]);
     }
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.find(&disturbed) < t.find(&format!("{}:9733", addrs[0])), "{t}");
