@@ -36,8 +36,9 @@ impl Client {
         if authority.contains('@') {
             bail!("--prometheus {url}: user and password in the URL are not supported yet");
         }
+        // The port follows the last colon, unless that is inside an IPv6 literal's brackets.
         let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || !p.is_empty() => {
+            Some((h, p)) if !p.contains(']') => {
                 (h, p.parse::<u16>().map_err(|_| anyhow!("--prometheus {url}: '{p}' is not a port: {fix}"))?)
             }
             _ => (authority, 80),
@@ -332,6 +333,8 @@ mod tests {
         assert_eq!((c.port, c.prefix.as_str()), (80, ""));
         let c = Client::new("http://[::1]:9090").unwrap();
         assert_eq!((c.host.as_str(), c.port), ("::1", 9090));
+        let c = Client::new("http://[::1]/p").unwrap();
+        assert_eq!((c.host.as_str(), c.port, c.prefix.as_str()), ("::1", 80, "/p"));
         for bad in ["https://x:9090", "localhost:9090", "http://:9090", "http://x:port", "http://u:p@x:9090"] {
             let e = Client::new(bad).unwrap_err().to_string();
             assert!(e.starts_with(&format!("--prometheus {bad}")), "{e}");

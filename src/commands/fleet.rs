@@ -106,7 +106,14 @@ pub fn ranges(spec: &FleetSpec, ticker: &Ticker) -> Result<Vec<Run>> {
         let mut run = fleet.runs.into_iter().next().expect("one run");
         run.header.id = i as i64 + 1;
         if run.series.iter().all(|s| s.total().count() == 0) {
-            bail!("--range {}: the machine measured nothing in it", spec.windows[i].0);
+            let (start, end, _) = spec.windows[i];
+            bail!(
+                "--range: {} measured nothing from {} to {} UTC (the {} range)",
+                run.header.hostname,
+                rtscope_model::units::utc((start * 1e9) as i64),
+                rtscope_model::units::utc((end * 1e9) as i64),
+                if i == 0 { "first" } else { "second" }
+            );
         }
         runs.push(run);
     }
