@@ -28,6 +28,7 @@ pub mod probe;
 pub mod watch;
 // Requirements and task sets, judged.
 pub mod judge;
+pub mod prometheus;
 // Output formats.
 pub mod report;
 // clap's structs, resolved into the types above.

@@ -21,6 +21,7 @@ use rtscope_model::analysis::usage::Usage;
 use std::path::PathBuf;
 
 mod analyze;
+mod fleet;
 mod habits;
 mod monitor;
 mod osbench;
@@ -28,6 +29,7 @@ mod probes;
 pub mod registry;
 mod watch;
 pub use analyze::*;
+pub use fleet::{FleetSpec, PrometheusArgs};
 pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
 pub use monitor::{MONITOR_PROBES, MonitorArgs, MonitorPlan};
 pub use osbench::*;
@@ -408,11 +410,11 @@ pub struct ExportArgs {
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Run ids, `last`, or files written by `rtscope export RUN --format json`; a chapter each.
-    #[arg(required = true, value_name = "RUN")]
+    #[arg(required_unless_present = "prometheus", value_name = "RUN")]
     pub runs: Vec<String>,
-    /// Output file ('-' for stdout).
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: PathBuf,
+    /// Output file ('-' for stdout) [with --prometheus: default the text on stdout].
+    #[arg(long, short = 'o', value_name = "FILE", required_unless_present = "prometheus")]
+    pub output: Option<PathBuf>,
     /// [default: by FILE's extension, else html]
     #[arg(long, short = 'f', value_parser = format_of(Use::Report))]
     pub format: Option<&'static dyn Format>,
@@ -431,6 +433,11 @@ pub struct ReportArgs {
     #[command(flatten)]
     pub sched: TasksArgs,
     #[command(flatten)]
+    pub prom: PrometheusArgs,
+    /// With --prometheus: also write the fleet report as JSON to FILE ('-' for stdout).
+    #[arg(long, value_name = "FILE", requires = "prometheus")]
+    pub json: Option<PathBuf>,
+    #[command(flatten)]
     pub store: StoreArgs,
 }
 
@@ -438,7 +445,7 @@ pub struct ReportArgs {
 pub struct CompareArgs {
     /// Two or more run ids (or `last`, or files written by `rtscope export RUN --format json`); the first is the
     /// baseline.
-    #[arg(required = true, num_args = 2.., value_name = "RUN")]
+    #[arg(required_unless_present = "prometheus", num_args = 2.., value_name = "RUN")]
     pub runs: Vec<String>,
     /// Print the comparison as JSON instead of text.
     #[arg(long)]
@@ -464,6 +471,8 @@ pub struct CompareArgs {
     /// fail the gate.
     #[arg(long, requires = "max_regression")]
     pub allow_incomplete: bool,
+    #[command(flatten)]
+    pub prom: PrometheusArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }

@@ -6,6 +6,7 @@
 mod analyze;
 pub mod assess;
 mod disturb;
+mod fleet;
 mod monitor;
 mod osbench;
 mod probes;

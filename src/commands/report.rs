@@ -38,21 +38,28 @@ fn load_runs(specs: &[String], store: &StoreArgs, ticker: &Ticker) -> Result<Vec
 
 /// `rtscope report`.
 pub fn report(a: ReportArgs) -> Result<i32> {
-    if a.output != std::path::Path::new("-") {
-        crate::cli::check_writable("--output", &a.output)?;
+    if let Some(spec) = a.prom.spec(1, super::fleet::now_s()).map_err(anyhow::Error::msg)? {
+        return super::fleet::report(&a, spec);
     }
-    let format = a.format.or_else(|| report::by_extension(Use::Report, &a.output)).unwrap_or(report::HTML);
+    if a.json.is_some() {
+        bail!("--json goes with --prometheus URL (the fleet report); a report of runs is written with -o");
+    }
+    let output = a.output.as_deref().context("--output: give a FILE ('-' for stdout)")?;
+    if output != std::path::Path::new("-") {
+        crate::cli::check_writable("--output", output)?;
+    }
+    let format = a.format.or_else(|| report::by_extension(Use::Report, output)).unwrap_or(report::HTML);
     // Bad flags are refused before anything is read.
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     crate::judge::check_tasks_flags(&a.sched.spec())?;
     let mut ticker = Ticker::start("rtscope report");
     let runs = load_runs(&a.runs, &a.store, &ticker)?;
     let series: usize = runs.iter().map(|r| r.series.len()).sum();
-    ticker.stage(format!("analysing {series} series, drawing the plots and writing {}", a.output.display()));
+    ticker.stage(format!("analysing {series} series, drawing the plots and writing {}", output.display()));
     let (req, tasks) = (a.req.spec(), a.sched.spec());
     let input =
         Input { req: Some(&req), tasks: Some(&tasks), mttf_axis: a.mttf_axis, usage: a.usage, ..Input::new(&runs) };
-    let written = report::write("--output", &a.output, format, &input)?;
+    let written = report::write("--output", output, format, &input)?;
     ticker.done();
     // A requirement given or stored with a run failed: exit code 2, as analyze.
     Ok(if written.failed { 2 } else { 0 })
@@ -66,8 +73,12 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     if let Some(h) = a.html.as_deref().filter(|p| *p != std::path::Path::new("-")) {
         crate::cli::check_writable("--html", h)?;
     }
+    let spec = a.prom.spec(2, super::fleet::now_s()).map_err(anyhow::Error::msg)?;
     let ticker = Ticker::start("rtscope compare");
-    let runs = load_runs(&a.runs, &a.store, &ticker)?;
+    let runs = match &spec {
+        Some(spec) => super::fleet::ranges(spec, &ticker)?,
+        None => load_runs(&a.runs, &a.store, &ticker)?,
+    };
     ticker.stage(format!("comparing {}", units::plural(runs.len(), "run")));
     let gate = a.max_regression.map(|pct| rtscope_model::compare::Gate {
         max_regression_pct: pct,

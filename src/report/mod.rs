@@ -14,6 +14,7 @@ mod csv;
 mod cyclictest;
 mod doc;
 mod flame;
+pub mod fleet;
 mod hdr;
 pub mod html;
 mod json;

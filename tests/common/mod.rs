@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 
 pub mod loads;
 pub mod periodic;
+pub mod prom;
 pub mod reports;
 pub mod truth;
 

@@ -11,6 +11,7 @@
 //! a threshold counts above it.
 
 mod proto;
+pub mod query;
 
 use crate::episode::CauseKind;
 use crate::hist::{Hist, Tally};

@@ -1,0 +1,121 @@
+//! The fleet, read back from Prometheus: `rtscope report --prometheus`
+//! (every machine's report, ranked by its worst case) and `rtscope
+//! compare --prometheus` (one machine's two time ranges, compared as two
+//! runs).
+
+use crate::cli::{FleetSpec, ReportArgs};
+use crate::progress::Ticker;
+use crate::prometheus::{self, Client, Fleet, Window};
+use crate::report::fleet::{FleetReport, Source};
+use anyhow::{Result, bail};
+use rtscope_model::analysis::usage::Usage;
+use rtscope_model::run::Run;
+use std::path::Path;
+
+/// Now, Unix seconds.
+pub fn now_s() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn read(c: &Client, spec: &FleetSpec, i: usize, ticker: &Ticker) -> Result<Fleet> {
+    let (start_s, end_s, step_s) = spec.windows[i];
+    ticker.stage(format!(
+        "reading {} {} from {} to {}",
+        spec.url,
+        spec.selector,
+        rtscope_model::units::utc((start_s * 1e9) as i64),
+        rtscope_model::units::utc((end_s * 1e9) as i64)
+    ));
+    prometheus::fetch(c, &spec.selector, &spec.matchers, &Window { start_s, end_s, step_s })
+}
+
+/// `rtscope report --prometheus`.
+pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
+    let out = a.output.as_deref();
+    let written_as = "the fleet report is written as text (the default, .txt), html (.html) or markdown (.md)";
+    let ext = out.filter(|o| *o != Path::new("-")).and_then(|o| o.extension()).and_then(|e| e.to_str());
+    let kind = match (a.format.map(|f| f.name()), ext) {
+        (Some("html"), _) | (None, Some("html" | "htm")) => "html",
+        (Some("md"), _) | (None, Some("md")) => "markdown",
+        (None, None | Some("txt")) => "text",
+        (Some(n), _) => bail!("--format {n}: {written_as}"),
+        (None, Some(e)) => bail!("--output {}: .{e}: {written_as}", out.unwrap_or(Path::new("-")).display()),
+    };
+    for (flag, p) in [("--output", out), ("--json", a.json.as_deref())] {
+        if let Some(p) = p.filter(|p| *p != Path::new("-")) {
+            crate::cli::check_writable(flag, p)?;
+        }
+    }
+    crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
+    if a.sched.tasks.is_some() || a.sched.error_rate.is_some() {
+        bail!("--tasks / --error-rate: not with --prometheus (the probes' settings are not in Prometheus)");
+    }
+    let client = Client::new(&spec.url)?;
+    let ticker = Ticker::start("rtscope report");
+    let fleet = read(&client, &spec, 0, &ticker)?;
+    ticker.stage(format!("judging {}", rtscope_model::units::plural(fleet.runs.len(), "machine")));
+    let (start_unix_s, end_unix_s, step_s) = spec.windows[0];
+    let source = Source {
+        url: spec.url.clone(),
+        selector: spec.selector.clone(),
+        start_unix_s,
+        end_unix_s,
+        step_s,
+        native_series: fleet.native,
+        classic_series: fleet.classic,
+        interval_maxima_scraped: fleet.maxima_scraped,
+        checkpoints_committed: fleet.checkpoints,
+    };
+    let rep = FleetReport::new(&fleet.runs, source, &a.req.spec(), a.usage.unwrap_or(Usage::CONTINUOUS))?;
+    drop(ticker);
+    let dest = out.unwrap_or(Path::new("-"));
+    match kind {
+        "html" => crate::report::write_to("--output", dest, |o| rep.write_html(o))?,
+        "markdown" => crate::report::write_to("--output", dest, |o| rep.write_markdown(o))?,
+        _ => crate::report::write_to("--output", dest, |o| rep.write_text(o))?,
+    }
+    if let Some(j) = &a.json {
+        crate::report::write_to("--json", j, |o| rep.write_json(o))?;
+    }
+    Ok(if rep.passed { 0 } else { 2 })
+}
+
+/// The two runs `compare --prometheus` compares: one machine's data in
+/// each of the two ranges, the first the baseline.
+pub fn ranges(spec: &FleetSpec, ticker: &Ticker) -> Result<Vec<Run>> {
+    let client = Client::new(&spec.url)?;
+    let mut runs = Vec::new();
+    for i in 0..2 {
+        let fleet = read(&client, spec, i, ticker)?;
+        let names: Vec<&str> = fleet.runs.iter().map(|r| r.header.hostname.as_str()).collect();
+        if fleet.runs.len() != 1 {
+            bail!(
+                "--selector {}: selects {} machines ({}): compare takes one machine's two ranges; add its instance, \
+                 e.g. '{{instance=\"{}\"}}'",
+                spec.selector,
+                names.len(),
+                names.join(", "),
+                names.first().unwrap_or(&"HOST:9733")
+            );
+        }
+        if let Some(first) = runs.first().map(|r: &Run| r.header.hostname.clone())
+            && first != names[0]
+        {
+            bail!("--selector {}: selects {first} in the first range but {} in the second", spec.selector, names[0]);
+        }
+        let mut run = fleet.runs.into_iter().next().expect("one run");
+        run.header.id = i as i64 + 1;
+        if run.series.iter().all(|s| s.total().count() == 0) {
+            let (start, end, _) = spec.windows[i];
+            bail!(
+                "--range: {} measured nothing from {} to {} UTC (the {} range)",
+                run.header.hostname,
+                rtscope_model::units::utc((start * 1e9) as i64),
+                rtscope_model::units::utc((end * 1e9) as i64),
+                if i == 0 { "first" } else { "second" }
+            );
+        }
+        runs.push(run);
+    }
+    Ok(runs)
+}

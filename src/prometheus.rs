@@ -1,0 +1,362 @@
+//! Prometheus' HTTP API, read (the fleet report: `rtscope report
+//! --prometheus`, `rtscope compare --prometheus`): a plain HTTP/1.1 GET
+//! over a TCP stream (no TLS yet: `http://` URLs only), the queries that
+//! bring a monitor's histograms, interval maxima and counters back per
+//! step, and each machine (`instance`) made a run of kind `monitor`
+//! (`rtscope_model::metrics::query`).
+
+use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::metrics::query::{self, Bucket, Labels, PromSeries, Step};
+use rtscope_model::run::{Run, SeriesKey};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// Where Prometheus answers: host, port and the path its API is under.
+#[derive(Clone, Debug)]
+pub struct Client {
+    url: String,
+    host: String,
+    port: u16,
+    prefix: String,
+    timeout: Duration,
+}
+
+impl Client {
+    /// A client of `url` (`http://HOST[:PORT][/PREFIX]`); the messages name `--prometheus`.
+    pub fn new(url: &str) -> Result<Client> {
+        let fix = "give the server's address, e.g. http://localhost:9090";
+        if url.starts_with("https://") {
+            bail!("--prometheus {url}: https is not supported yet (plain http only): {fix}, or a local proxy");
+        }
+        let rest =
+            url.strip_prefix("http://").ok_or_else(|| anyhow!("--prometheus {url}: not an http:// URL: {fix}"))?;
+        let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+        if authority.contains('@') {
+            bail!("--prometheus {url}: user and password in the URL are not supported yet");
+        }
+        // The port follows the last colon, unless that is inside an IPv6 literal's brackets.
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !p.contains(']') => {
+                (h, p.parse::<u16>().map_err(|_| anyhow!("--prometheus {url}: '{p}' is not a port: {fix}"))?)
+            }
+            _ => (authority, 80),
+        };
+        if host.is_empty() {
+            bail!("--prometheus {url}: no host: {fix}");
+        }
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let prefix = format!("/{}", path.trim_end_matches('/')).trim_end_matches('/').to_string();
+        Ok(Client { url: url.to_string(), host, port, prefix, timeout: Duration::from_secs(60) })
+    }
+
+    /// The body of a GET of `path` (under the API prefix), or why not.
+    fn get(&self, path: &str) -> Result<String> {
+        let unreachable = |e: &dyn std::fmt::Display| {
+            anyhow!("--prometheus {}: cannot reach the server: {e} (is Prometheus running there?)", self.url)
+        };
+        let addrs: Vec<_> = (self.host.as_str(), self.port).to_socket_addrs().map_err(|e| unreachable(&e))?.collect();
+        let mut last = None;
+        let mut stream = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, Duration::from_secs(10)) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let mut s = stream.ok_or_else(|| unreachable(&last.map_or("no address".to_string(), |e| e.to_string())))?;
+        s.set_read_timeout(Some(self.timeout))?;
+        s.set_write_timeout(Some(self.timeout))?;
+        let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
+        write!(
+            s,
+            "GET {}{path} HTTP/1.1\r\nHost: {host}:{}\r\nUser-Agent: rtscope/{}\r\nAccept: application/json\r\n\
+             Connection: close\r\n\r\n",
+            self.prefix,
+            self.port,
+            env!("CARGO_PKG_VERSION")
+        )
+        .map_err(|e| unreachable(&e))?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).map_err(|e| unreachable(&e))?;
+        let (status, body) = parse_response(&raw).map_err(|e| anyhow!("--prometheus {}: {e}", self.url))?;
+        // The API answers errors with a JSON body too (400, 422, 503): the caller reads it.
+        if status != 200 && !body.trim_start().starts_with('{') {
+            let start: String = body.chars().take(200).collect();
+            bail!("--prometheus {}: HTTP {status} for {}{path}: {start}", self.url, self.prefix);
+        }
+        Ok(body)
+    }
+
+    /// The series of an instant query at `at` (Unix seconds).
+    pub fn query(&self, q: &str, at: f64) -> Result<Vec<PromSeries>> {
+        let body = self.get(&format!("/api/v1/query?query={}&time={at:.3}", encode(q)))?;
+        query::parse_answer(&body).map_err(|e| anyhow!("{e} (query {q})"))
+    }
+
+    /// The series of a range query from `start` to `end` every `step` seconds.
+    pub fn query_range(&self, q: &str, start: f64, end: f64, step: f64) -> Result<Vec<PromSeries>> {
+        let path = format!("/api/v1/query_range?query={}&start={start:.3}&end={end:.3}&step={step:.3}", encode(q));
+        let body = self.get(&path)?;
+        query::parse_answer(&body).map_err(|e| anyhow!("{e} (query {q})"))
+    }
+
+    /// The label sets of the series `matcher` selects between `start` and `end`.
+    pub fn series(&self, matcher: &str, start: f64, end: f64) -> Result<Vec<Labels>> {
+        let body = self.get(&format!("/api/v1/series?match[]={}&start={start:.3}&end={end:.3}", encode(matcher)))?;
+        query::parse_series(&body).map_err(|e| anyhow!("{e} (series {matcher})"))
+    }
+}
+
+/// An HTTP/1.x response's status and body (identity or chunked).
+fn parse_response(raw: &[u8]) -> Result<(u16, String), String> {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or("the server's answer is not HTTP")?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .filter(|_| head.starts_with("HTTP/"))
+        .ok_or("the server's answer is not HTTP")?;
+    let mut body = &raw[split + 4..];
+    let chunked = head.lines().any(|l| {
+        l.split_once(':').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked")
+        })
+    });
+    if !chunked {
+        return Ok((status, String::from_utf8_lossy(body).into_owned()));
+    }
+    let mut out = Vec::new();
+    loop {
+        let eol = body.windows(2).position(|w| w == b"\r\n").ok_or("a chunked body ends early")?;
+        let size_text = String::from_utf8_lossy(&body[..eol]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| "a chunked body with a bad chunk size")?;
+        body = &body[eol + 2..];
+        if size == 0 {
+            break;
+        }
+        if body.len() < size {
+            return Err("a chunked body ends early".into());
+        }
+        out.extend_from_slice(&body[..size]);
+        body = body.get(size + 2..).unwrap_or_default();
+    }
+    Ok((status, String::from_utf8_lossy(&out).into_owned()))
+}
+
+/// Percent-encoding of a query parameter.
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' | b'-' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// The time span read: `[start_s, end_s]` (Unix seconds) in steps of `step_s`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Window {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub step_s: f64,
+}
+
+impl Window {
+    /// The ends of the steps, each the end of a step of `step_s` seconds.
+    fn first_end(&self) -> f64 {
+        (self.start_s + self.step_s).min(self.end_s)
+    }
+}
+
+/// What the fleet's data is, as read from Prometheus.
+pub struct Fleet {
+    /// One run per machine (`instance`), in the order of their names.
+    pub runs: Vec<Run>,
+    /// The machines' series whose histograms were native (the others' classic).
+    pub native: usize,
+    pub classic: usize,
+    /// Interval maxima scraped, and checkpoint intervals committed, in the window (all machines).
+    pub maxima_scraped: u64,
+    pub checkpoints: u64,
+}
+
+fn step_key(t: f64) -> i64 {
+    (t * 1000.0).round() as i64
+}
+
+/// Per (machine, series), per step end: `f` of the values.
+type PerStep<T> = BTreeMap<(String, SeriesKey), BTreeMap<i64, T>>;
+
+/// The values of `series` per machine, key and step.
+fn per_step(series: &[PromSeries]) -> PerStep<f64> {
+    let mut out: PerStep<f64> = BTreeMap::new();
+    for s in series {
+        if let Some(k) = query::key_of(&s.labels) {
+            let m = out.entry(k).or_default();
+            for &(t, v) in &s.values {
+                if v.is_finite() {
+                    *m.entry(step_key(t)).or_default() += v;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Reads the monitors' series that `matchers` (a selector's inside) picks in `w` from Prometheus.
+pub fn fetch(c: &Client, selector: &str, matchers: &str, w: &Window) -> Result<Fleet> {
+    let name = |n: &str| query::with_name(n, matchers);
+    let span = rtscope_model::units::human((w.end_s - w.start_s).max(0.0) as u64 * 1_000_000_000);
+    let at = rtscope_model::units::utc((w.end_s * 1e9) as i64);
+    let found = c.series(&name("rtscope_checkpoints_total"), w.start_s, w.end_s)?;
+    if found.is_empty() {
+        let any = c.series(&name("up"), w.start_s, w.end_s).unwrap_or_default();
+        let hint = if any.is_empty() {
+            "it selects no series at all there".to_string()
+        } else {
+            format!("it selects {} targets' `up`, but no rtscope monitor's series", any.len())
+        };
+        bail!(
+            "--selector {selector}: no rtscope monitor in Prometheus in the {span} up to {at}: {hint}; check the \
+             selector (e.g. '{{job=\"rtscope\"}}') and --range"
+        );
+    }
+    let (first, step) = (w.first_end(), w.step_s);
+    let range = |q: String| -> Result<Vec<PromSeries>> {
+        c.query_range(&q, first, w.end_s, step).with_context(|| format!("reading {span} up to {at}"))
+    };
+    let s = format!("{}s", step.round() as u64);
+    let classic = range(format!("increase({}[{s}])", name("rtscope_latency_seconds_bucket")))?;
+    let native = range(format!("increase({}[{s}])", name("rtscope_latency_seconds")))?;
+    let maxima = range(format!("max_over_time({}[{s}])", name("rtscope_interval_max_seconds")))?;
+    let scraped = range(format!("count_over_time({}[{s}])", name("rtscope_interval_max_seconds")))?;
+    let checkpoints = range(format!("increase({}[{s}])", name("rtscope_checkpoints_total")))?;
+
+    // Per machine and series, per step: the buckets.
+    let mut buckets: PerStep<Vec<Bucket>> = BTreeMap::new();
+    let mut les: PerStep<Vec<(f64, f64)>> = BTreeMap::new();
+    for ser in &classic {
+        let (Some(k), Some(le)) = (query::key_of(&ser.labels), ser.labels.get("le")) else { continue };
+        let Ok(le) = le.parse::<f64>().or_else(|_| if le == "+Inf" { Ok(f64::INFINITY) } else { Err(()) }) else {
+            continue;
+        };
+        let m = les.entry(k).or_default();
+        for &(t, v) in &ser.values {
+            m.entry(step_key(t)).or_default().push((le, v));
+        }
+    }
+    let mut n_classic = 0;
+    for (k, steps) in les {
+        n_classic += 1;
+        buckets.insert(k, steps.into_iter().map(|(t, c)| (t, query::classic_buckets(&c))).collect());
+    }
+    let mut n_native = 0;
+    for ser in &native {
+        let Some(k) = query::key_of(&ser.labels) else { continue };
+        if ser.histograms.is_empty() {
+            continue;
+        }
+        n_native += 1;
+        if buckets.remove(&k).is_some() {
+            n_classic -= 1;
+        }
+        buckets.insert(k, ser.histograms.iter().map(|(t, h)| (step_key(*t), query::native_buckets(h))).collect());
+    }
+    let maxima = per_step(&maxima);
+    let missed = per_step(&range(format!("increase({}[{s}])", name("rtscope_missed_periods_total")))?);
+    let lost = per_step(&range(format!("increase({}[{s}])", name("rtscope_lost_exceedances_total")))?);
+    let count = |m: &PerStep<f64>| -> u64 { m.values().flat_map(|s| s.values()).map(|v| v.round() as u64).sum() };
+
+    let mut machines: BTreeMap<String, Vec<rtscope_model::run::Series>> = BTreeMap::new();
+    for ((instance, key), steps) in buckets {
+        let k = (instance, key);
+        let at_step = |m: &PerStep<f64>, t: i64| m.get(&k).and_then(|s| s.get(&t)).copied();
+        let list: Vec<(Step, u64, u64)> = steps
+            .into_iter()
+            .map(|(t, b)| {
+                let max_ns = at_step(&maxima, t).map(|v| (v * 1e9).round() as i64);
+                let n = |m: &PerStep<f64>| at_step(m, t).map_or(0, |v| v.max(0.0).round() as u64);
+                (Step { end_s: t as f64 / 1000.0, buckets: b, max_ns }, n(&missed), n(&lost))
+            })
+            .collect();
+        let plain: Vec<Step> = list.iter().map(|(s, _, _)| s.clone()).collect();
+        let mut series =
+            query::series_of(k.1.clone(), &plain, step).map_err(|e| anyhow!("{} of {}: {e}", k.1.describe(), k.0))?;
+        // The missed periods and lost exceedances of each step that measured something.
+        let counted: Vec<(u64, u64)> =
+            list.iter().filter(|(s, _, _)| s.buckets.iter().any(|b| b.count > 0)).map(|(_, m, l)| (*m, *l)).collect();
+        for (iv, (m, l)) in series.intervals.iter_mut().zip(counted) {
+            (iv.overruns, iv.lost_exceedances) = (m, l);
+        }
+        machines.entry(k.0).or_default().push(series);
+    }
+    for l in &found {
+        machines.entry(l.get("instance").cloned().unwrap_or_default()).or_default();
+    }
+    let plan = serde_json::json!({
+        "source": "prometheus",
+        "url": c.url,
+        "selector": selector,
+        "start_unix_s": w.start_s,
+        "end_unix_s": w.end_s,
+        "step_s": step,
+    });
+    let runs = machines
+        .into_iter()
+        .map(|(inst, series)| query::machine_run(&inst, w.start_s, w.end_s, series, plan.clone()))
+        .collect();
+    Ok(Fleet {
+        runs,
+        native: n_native,
+        classic: n_classic,
+        maxima_scraped: count(&per_step(&scraped)),
+        checkpoints: count(&per_step(&checkpoints)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_read_or_refused_naming_the_flag() {
+        let c = Client::new("http://prom.example:9091/prefix/").unwrap();
+        assert_eq!((c.host.as_str(), c.port, c.prefix.as_str()), ("prom.example", 9091, "/prefix"));
+        let c = Client::new("http://localhost").unwrap();
+        assert_eq!((c.port, c.prefix.as_str()), (80, ""));
+        let c = Client::new("http://[::1]:9090").unwrap();
+        assert_eq!((c.host.as_str(), c.port), ("::1", 9090));
+        let c = Client::new("http://[::1]/p").unwrap();
+        assert_eq!((c.host.as_str(), c.port, c.prefix.as_str()), ("::1", 80, "/p"));
+        for bad in ["https://x:9090", "localhost:9090", "http://:9090", "http://x:port", "http://u:p@x:9090"] {
+            let e = Client::new(bad).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--prometheus {bad}")), "{e}");
+        }
+    }
+
+    #[test]
+    fn responses_are_read_plain_or_chunked() {
+        let plain = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{\"a\":1}";
+        assert_eq!(parse_response(plain).unwrap(), (200, "{\"a\":1}".to_string()));
+        let chunked =
+            b"HTTP/1.1 400 Bad Request\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3;x=y\r\n:1}\r\n0\r\n\r\n";
+        assert_eq!(parse_response(chunked).unwrap(), (400, "{\"a\":1}".to_string()));
+        assert!(parse_response(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+        assert_eq!(encode("a{b=\"c d\"}[5m]"), "a%7Bb%3D%22c%20d%22%7D%5B5m%5D");
+    }
+
+    #[test]
+    fn an_unreachable_server_is_named() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let c = Client::new(&format!("http://127.0.0.1:{port}")).unwrap();
+        let e = c.query("up", 0.0).unwrap_err().to_string();
+        assert!(e.contains("--prometheus http://127.0.0.1:") && e.contains("cannot reach"), "{e}");
+    }
+}
