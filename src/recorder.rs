@@ -102,6 +102,10 @@ pub enum EpisodeMsg {
     Keep(Box<Episode>),
     /// (probe, metric, cpu, sample) pushed out of the worst-N.
     Drop(String, String, i64, u64),
+    /// (probe, metric, cpu) had a sample above the cause threshold not kept
+    /// as an episode, whose largest cause was of this class (a monitor's
+    /// counters, `TraceOpts::classify_all`).
+    Class(String, String, i64, rtscope_model::episode::CauseKind),
 }
 
 /// A copy of every sample for the tracer (`--trace`): the reader thread
@@ -427,6 +431,11 @@ pub trait Tap: Send + Sync {
     fn episode(&self, series_id: i64, kind: rtscope_model::episode::CauseKind) {
         let _ = (series_id, kind);
     }
+    /// Series `series_id` is a traced probe's: its samples above the cause
+    /// threshold are explained ([`Tap::episode`]).
+    fn explained(&self, series_id: i64) {
+        let _ = series_id;
+    }
     /// Series `series_id` finished (its recorder ended: a watched thread
     /// exited) and all of it is committed.
     fn ended(&self, series_id: i64) {
@@ -445,6 +454,9 @@ pub struct Writer {
     pub load: Option<String>,
     /// Told of every committed interval (a monitor).
     pub tap: Option<Arc<dyn Tap>>,
+    /// The series a traced probe's episodes belong to, by (probe, metric,
+    /// CPU), for the tap's counts per cause class.
+    pub explained: Vec<((String, String, i64), i64)>,
 }
 
 impl Writer {
@@ -522,6 +534,15 @@ impl Writer {
     }
 
     /// Stores the episodes the reader kept or dropped since the last poll.
+    /// Tells the tap of an explained sample of (probe, metric, cpu).
+    fn count_class(&self, probe: &str, metric: &str, cpu: i64, kind: rtscope_model::episode::CauseKind) {
+        let Some(tap) = &self.tap else { return };
+        let sid = self.explained.iter().find(|((p, m, c), _)| p == probe && m == metric && *c == cpu).map(|x| x.1);
+        if let Some(sid) = sid {
+            tap.episode(sid, kind);
+        }
+    }
+
     /// Returns whether no more can come (every sender has gone).
     fn store_episodes(&mut self) -> anyhow::Result<bool> {
         let Some((run_id, rx)) = &self.episodes else { return Ok(true) };
@@ -539,9 +560,11 @@ impl Writer {
             };
             match msg {
                 EpisodeMsg::Keep(mut e) => {
+                    self.count_class(&e.probe, &e.metric, e.cpu, rtscope_model::episode::class_of(&e.causes));
                     e.load.clone_from(&self.load);
                     keep.push(*e)
                 }
+                EpisodeMsg::Class(probe, metric, cpu, kind) => self.count_class(&probe, &metric, cpu, kind),
                 EpisodeMsg::Drop(probe, metric, cpu, sample) => {
                     let pending = keep
                         .iter()
@@ -574,7 +597,20 @@ mod tests {
         let key = SeriesKey::new("wakeup", "latency", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (rec, sink, _live) = channel(sid, 1_000, mode);
-        (dir, Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None, tap: None }, rec, run)
+        (
+            dir,
+            Writer {
+                store,
+                sinks: vec![sink],
+                lost_exceedances: 0,
+                episodes: None,
+                load: None,
+                tap: None,
+                explained: Vec::new(),
+            },
+            rec,
+            run,
+        )
     }
 
     /// A signal within the warm-up: the series is stored, empty, and the
@@ -628,7 +664,15 @@ mod tests {
         let key = SeriesKey::new("sleep", "nanosleep@1ms", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (mut rec, sink, _live) = channel_with(sid, 1_000, ExceedMode::Fixed(50_000), true);
-        let mut w = Writer { store, sinks: vec![sink], lost_exceedances: 0, episodes: None, load: None, tap: None };
+        let mut w = Writer {
+            store,
+            sinks: vec![sink],
+            lost_exceedances: 0,
+            episodes: None,
+            load: None,
+            tap: None,
+            explained: Vec::new(),
+        };
         rec.start(0);
         for i in 0..1_000i64 {
             rec.record_signed(i as u64 * 10, i * 100 - 20_000);

@@ -702,6 +702,7 @@ impl Watch {
             episodes: threshold.map(|_| (run.run_id, episode_rx)),
             load: load.map(str::to_string),
             tap,
+            explained: Vec::new(),
         };
         let mut causes = Causes::new(&settings, instance.timer_entry, &feed.cpus, tx);
         let (cpu0, wall0) = (clock::thread_cpu_ns(), clock::now());
@@ -735,6 +736,7 @@ impl Watch {
             clock: TraceClock::Mono,
             stacks: StacksMode::Off,
             sample_hz: 0,
+            classify_all: settings.classify_all,
         };
         let zeros: Vec<Arc<AtomicU64>> = report.per_cpu.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
         let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false, CodeReport::default());

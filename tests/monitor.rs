@@ -304,6 +304,61 @@ fn episodes_are_counted_by_cause_class() {
     assert_eq!(wait_exit(&mut mon.0), Some(0));
 }
 
+/// `monitor --trace`: the wake-up probe's samples above its cause
+/// threshold are counted by the class of their largest cause. A SCHED_FIFO
+/// 99 spinner of 1.2 ms every 20.333 ms on the probe's CPU holds, in every
+/// burst, a programmed wake-up of the 1 ms probe with at least 200 us of
+/// the burst after it: late by more than the 150 us threshold, and the
+/// spinner its largest cause, so `cause="thread"` counts at least one per
+/// burst (a few may be short where a host stall outweighs the spinner).
+/// Root only.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_traced_probes_episodes_are_counted_by_cause_class() {
+    use common::periodic::now_ns;
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let (dir, db) = (&fx.dir, fx.db.as_str());
+    let cpu = last_cpu();
+    let port = free_port();
+    let args = ["--trace", "--probe-args", "wakeup=--cause-threshold 150us"];
+    let mut mon = start_monitor_with(dir, db, cpu, port, "traced.log", &args);
+    wait_for_checkpoints(port, 1.0);
+    let spinner = truth::Disturber::start(dir, &cpu.to_string(), "20333us", "1200us", "60s");
+    std::thread::sleep(Duration::from_secs(6));
+    let page = http("GET", port, "/metrics", None).map(|(_, _, p)| p).unwrap_or_default();
+    let read_at = now_ns();
+    let bursts = spinner.finish();
+    let l = |cause: &str| {
+        format!("rtscope_episodes_total{{probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\",cause=\"{cause}\"}}")
+    };
+    let classes = ["thread", "irq", "softirq", "timer", "user", "unaccounted"];
+    let counts: Vec<f64> =
+        classes.iter().map(|c| sample(&page, &l(c)).unwrap_or_else(|| panic!("no {} in\n{page}", l(c)))).collect();
+    // Explained within a pass or two (10 ms, 5 ms of grace): the bursts
+    // that ended 100 ms before the page surely are.
+    let must = bursts.iter().filter(|b| b.end + 100_000_000 <= read_at).count() as u64;
+    let allowed = truth::binomial_upper(must, 0.02, truth::FALSE_FAILURE);
+    eprintln!("episodes by class {counts:?} ({classes:?}); {must} bursts before the page, {allowed} may be short");
+    assert!(must >= 100, "only {must} bursts in 6 s at 20.333 ms");
+    assert!(
+        counts[0] as u64 + allowed >= must,
+        "{} samples classed thread, {must} bursts each held one late by more than 150 us: {counts:?}",
+        counts[0]
+    );
+    // No more than the probe's wake-ups the page counts (those explained
+    // after its last checkpoint, a second at 1 kHz, aside).
+    let total: f64 = counts.iter().sum();
+    let woke =
+        sample(&page, &format!("rtscope_latency_seconds_count{{probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\"}}"))
+            .unwrap_or_else(|| panic!("no wake-up count in\n{page}"));
+    assert!(total <= woke + 2_000.0, "{total} episodes, {woke} wake-ups committed");
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0));
+}
+
 /// The other thread's id among a watch run's series.
 fn second_tid_of(run: &rtscope_model::run::Run, first: i32) -> i32 {
     run.series.iter().map(|s| s.key.cpu as i32).find(|&t| t != first).expect("a second thread's series")

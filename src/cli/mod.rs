@@ -588,6 +588,7 @@ impl CommonArgs {
                 clock: self.trace_clock,
                 stacks: self.stacks,
                 sample_hz: self.sample_hz,
+                classify_all: false,
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,

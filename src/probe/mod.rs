@@ -408,7 +408,7 @@ impl<'a> Cell<'a> {
     pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
         let Cell { probe, common, policy, priority, load, mut instance, markers, helpers, tap } = self;
         let run_id = run.run_id;
-        let Series { recorders, sinks, lives, mirror_lost, lane_parts } =
+        let Series { recorders, sinks, lives, mirror_lost, lane_parts, explained } =
             Series::create(run.store()?, run_id, (probe, common), &load, instance.as_ref(), markers, tap.as_ref())?;
         let (episode_tx, episode_rx) = std::sync::mpsc::channel();
         let shared = Shared::new(common.cpus.len(), probe.extra_slots());
@@ -419,6 +419,7 @@ impl<'a> Cell<'a> {
             episodes: instance.is_some().then_some((run_id, episode_rx)),
             load: load.clone(),
             tap,
+            explained,
         };
         let mut out = CellOutcome::default();
         let mut code = CodeReport::default();
@@ -691,7 +692,7 @@ fn trace_lanes(
         timer_entry: inst.timer_entry,
         stages: probe.trace_stages() == Some(true) && inst.can_follow(path),
         path,
-        classify_all: false,
+        classify_all: opts.classify_all,
     };
     let name = common.series_name(probe);
     let metric = probe.metrics()[0];
@@ -845,6 +846,9 @@ struct Series {
     /// Per traced CPU: the CPU, its trace buffer, the mirrored samples and
     /// the stage series' recorders.
     lane_parts: Vec<LanePart>,
+    /// A traced probe's main series by (probe, metric, CPU), whose
+    /// episodes a monitor counts per cause class.
+    explained: Vec<((String, String, i64), i64)>,
 }
 
 /// One traced CPU's part of a lane: the CPU, its trace buffer, the
@@ -871,12 +875,18 @@ impl Series {
         let mut recorders: Vec<Vec<Recorder>> = Vec::new();
         let mut sinks = Vec::new();
         let mut lives: Vec<(usize, Arc<Live>)> = Vec::new();
+        let mut explained = Vec::new();
         for &c in &common.cpus {
             let mut per_thread = Vec::new();
-            for metric in probe.metrics() {
+            for (i, metric) in probe.metrics().iter().enumerate() {
                 let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
                 if let Some(tap) = tap {
                     tap.series(sid, &key(metric, c));
+                    // The reader explains the first metric's samples.
+                    if i == 0 && instance.is_some() {
+                        tap.explained(sid);
+                        explained.push(((name.to_string(), metric.to_string(), c as i64), sid));
+                    }
                 }
                 let (rec, sink, live) =
                     recorder::channel_with(sid, common.checkpoint_ns, common.exceed, probe.signed());
@@ -914,7 +924,7 @@ impl Series {
         for (recs, marker) in recorders.iter_mut().zip(markers) {
             recs[0].set_marker(marker);
         }
-        Ok(Series { recorders, sinks, lives, mirror_lost, lane_parts })
+        Ok(Series { recorders, sinks, lives, mirror_lost, lane_parts, explained })
     }
 }
 

@@ -68,6 +68,9 @@ pub struct TraceOpts {
     /// The profiler's samples per second per CPU (0: none, the default:
     /// its interrupts land on the measured CPUs).
     pub sample_hz: u64,
+    /// Every sample above the cause threshold is attributed and its class
+    /// counted, not only the kept episodes (a monitor's counters).
+    pub classify_all: bool,
 }
 
 impl serde::Serialize for TraceOpts {

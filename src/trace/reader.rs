@@ -297,8 +297,10 @@ impl Reader {
                     Out::Drop { cpu, sample } => {
                         tx.send(SymMsg::Pass(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample)));
                     }
-                    // Not asked for (`classify_all` is a watch's in a monitor).
-                    Out::Class { .. } => {}
+                    // A monitor's count of a sample explained but not kept.
+                    Out::Class { cpu, kind } => {
+                        tx.send(SymMsg::Pass(EpisodeMsg::Class(probe.clone(), metric.into(), cpu, kind)));
+                    }
                 });
             }
             if last {

@@ -89,6 +89,12 @@ impl Tap for Live {
         e.series.insert(series_id, c);
     }
 
+    fn explained(&self, series_id: i64) {
+        if let Some(s) = lock(&self.exposition).series.get_mut(&series_id) {
+            s.episodes = Some(CauseKind::ALL.iter().map(|&k| (k, 0)).collect());
+        }
+    }
+
     fn episode(&self, series_id: i64, kind: CauseKind) {
         let mut e = lock(&self.exposition);
         if let Some(n) = e.series.get_mut(&series_id).and_then(|s| s.episodes.as_mut()?.get_mut(&kind)) {
