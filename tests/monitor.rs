@@ -379,6 +379,9 @@ fn bad_flags_are_refused_before_measuring() {
     let o = rtscope(&["monitor", "--probes", "osbench", "--db", &db]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).contains("--probes"), "{}", text(&o));
+    let o = rtscope(&["monitor", "--probes", "sleep", "--trace", "--db", &db, "--cpus", "0"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--trace: none of --probes sleep can be traced"), "{}", text(&o));
     let web = dir.join("web.yml");
     std::fs::write(&web, "tls_server_config:\n  cert_file: missing.pem\n  key_file: missing.key\n").unwrap();
     let o = rtscope(&["monitor", "--web-config", web.to_str().unwrap(), "--db", &db, "--cpus", "0"]);
