@@ -185,6 +185,71 @@ fn file_name(p: &std::ffi::OsStr) -> String {
     std::path::Path::new(p).file_name().unwrap_or(p).to_string_lossy().into_owned()
 }
 
+/// Kernel addresses through `/proc/kallsyms` (or a `vmlinux`).
+fn kernel_syms<'s>(sym: &'s Symbolizer, todo: &[u64]) -> Result<Vec<Symbolized<'s>>, Option<String>> {
+    let src = Source::Kernel(Kernel::default());
+    sym.symbolize(&src, Input::AbsAddr(todo)).map_err(|e| Some(e.to_string()))
+}
+
+/// User addresses of `pid` through the files it has mapped. One unreadable
+/// file (a debug file blazesym cannot parse) fails the batch: then each
+/// address alone, then without DWARF; an error where none is named.
+fn user_syms<'s>(sym: &'s Symbolizer, pid: i32, todo: &[u64]) -> Result<Vec<Symbolized<'s>>, Option<String>> {
+    let src = |debug_syms: bool| {
+        let mut p = Process::new(Pid::from(pid as u32));
+        p.debug_syms = debug_syms;
+        Source::Process(p)
+    };
+    match sym.symbolize(&src(true), Input::AbsAddr(todo)) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let each: Vec<Symbolized> = todo
+                .iter()
+                .map(|&a| {
+                    sym.symbolize_single(&src(true), Input::AbsAddr(a))
+                        .or_else(|_| sym.symbolize_single(&src(false), Input::AbsAddr(a)))
+                        .unwrap_or(Symbolized::Unknown(blazesym::symbolize::Reason::IgnoredError))
+                })
+                .collect();
+            if each.iter().all(|x| matches!(x, Symbolized::Unknown(_))) { Err(Some(e.to_string())) } else { Ok(each) }
+        }
+    }
+}
+
+/// blazesym's answer for one address as a [`Name`]: a kernel frame's
+/// module is "kernel" or its module's name; a stripped user file is noted.
+fn to_name(s: Symbolized, kernel: bool, notes: &mut Vec<String>) -> Name {
+    match s {
+        Symbolized::Sym(s) => Name {
+            function: Some(s.name.to_string()),
+            offset: Some(s.offset as u64),
+            module: if kernel {
+                Some(
+                    s.module
+                        .as_deref()
+                        .map(file_name)
+                        .filter(|m| !m.contains("kallsyms") && !m.starts_with("vmlinux"))
+                        .map_or("kernel".into(), |m| m.trim_matches(['[', ']']).to_string()),
+                )
+            } else {
+                s.module.as_deref().map(file_name)
+            },
+            file: s.code_info.as_ref().map(|c| file_name(&c.file)),
+            line: s.code_info.as_ref().and_then(|c| c.line),
+        },
+        Symbolized::Unknown(reason) => {
+            if !kernel && matches!(reason, blazesym::symbolize::Reason::MissingSyms) {
+                notes.push(
+                    "some user frames are not named: their files are stripped (install their debug \
+                     symbols, or keep the symbol table)"
+                        .into(),
+                );
+            }
+            Name { module: kernel.then(|| "kernel".into()), ..Default::default() }
+        }
+    }
+}
+
 impl Symbols {
     /// With the symbol cache the environment asks for.
     pub fn new() -> Symbols {
@@ -228,119 +293,75 @@ impl Symbols {
         if todo.is_empty() {
             return;
         }
-        let kernel = pid == 0;
         let mut named: HashMap<u64, Name> = HashMap::new();
         // User code named in an earlier run of the same build.
-        let keys = if kernel { HashMap::new() } else { self.kept(pid, &todo, &mut named) };
+        let keys = if pid == 0 { HashMap::new() } else { self.kept(pid, &todo, &mut named) };
         todo.retain(|a| !named.contains_key(a));
-        let result = if todo.is_empty() {
-            Ok(Vec::new())
-        } else if kernel {
-            if self.kernel_hidden.is_some() {
-                Err(None)
-            } else {
-                let src = Source::Kernel(Kernel::default());
-                self.sym.symbolize(&src, Input::AbsAddr(&todo)).map_err(|e| Some(e.to_string()))
-            }
-        } else {
-            let src = |debug_syms: bool| {
-                let mut p = Process::new(Pid::from(pid as u32));
-                p.debug_syms = debug_syms;
-                Source::Process(p)
-            };
-            match self.sym.symbolize(&src(true), Input::AbsAddr(&todo)) {
-                Ok(s) => Ok(s),
-                // One unreadable file (a debug file blazesym cannot parse)
-                // fails the batch: each address alone, then without DWARF.
-                Err(e) => {
-                    let each: Vec<Symbolized> = todo
-                        .iter()
-                        .map(|&a| {
-                            self.sym
-                                .symbolize_single(&src(true), Input::AbsAddr(a))
-                                .or_else(|_| self.sym.symbolize_single(&src(false), Input::AbsAddr(a)))
-                                .unwrap_or(Symbolized::Unknown(blazesym::symbolize::Reason::IgnoredError))
-                        })
-                        .collect();
-                    if each.iter().all(|x| matches!(x, Symbolized::Unknown(_))) {
-                        Err(Some(e.to_string()))
-                    } else {
-                        Ok(each)
-                    }
-                }
-            }
-        };
         let mut notes: Vec<String> = Vec::new();
-        match result {
-            Ok(syms) => {
-                for (a, s) in todo.iter().zip(syms) {
-                    let n = match s {
-                        Symbolized::Sym(s) => Name {
-                            function: Some(s.name.to_string()),
-                            offset: Some(s.offset as u64),
-                            module: if kernel {
-                                Some(
-                                    s.module
-                                        .as_deref()
-                                        .map(file_name)
-                                        .filter(|m| !m.contains("kallsyms") && !m.starts_with("vmlinux"))
-                                        .map_or("kernel".into(), |m| m.trim_matches(['[', ']']).to_string()),
-                                )
-                            } else {
-                                s.module.as_deref().map(file_name)
-                            },
-                            file: s.code_info.as_ref().map(|c| file_name(&c.file)),
-                            line: s.code_info.as_ref().and_then(|c| c.line),
-                        },
-                        Symbolized::Unknown(reason) => {
-                            if !kernel && matches!(reason, blazesym::symbolize::Reason::MissingSyms) {
-                                notes.push(
-                                    "some user frames are not named: their files are stripped (install their debug \
-                                     symbols, or keep the symbol table)"
-                                        .into(),
-                                );
-                            }
-                            Name { module: kernel.then(|| "kernel".into()), ..Default::default() }
-                        }
-                    };
-                    named.insert(*a, n);
-                }
-            }
-            Err(e) => {
-                if let Some(e) = e {
-                    if kernel {
-                        notes.push(format!("kernel frames are not named: {e}"));
-                    } else {
-                        self.gone.insert(pid);
-                    }
-                }
-            }
+        if !todo.is_empty() {
+            self.look_up(pid, &todo, &mut named, &mut notes);
         }
-        if let Some(disk) = self.disk.as_mut() {
-            let mut by_build: HashMap<&[u8], Vec<(u64, Kept)>> = HashMap::new();
-            for (a, (build, off)) in &keys {
-                if let Some(n) = named.get(a)
-                    && let Some(function) = &n.function
-                {
-                    let k = Kept {
-                        function: function.clone(),
-                        offset: n.offset.unwrap_or(0),
-                        file: n.file.clone(),
-                        line: n.line,
-                    };
-                    by_build.entry(build.as_slice()).or_default().push((*off, k));
-                }
-            }
-            for (build, names) in by_build {
-                disk.put(build, &names);
-            }
-            if let Some(b) = disk.broken.clone() {
-                notes.push(b);
-            }
-        }
+        self.keep(&keys, &named, &mut notes);
         for n in notes {
             self.note(n);
         }
+        self.remember(pid, addrs, &named);
+    }
+
+    /// Names `todo` of `pid` (0: the kernel's) with blazesym into `named`;
+    /// `notes` say why frames are not named, and a process that cannot be
+    /// read is counted gone.
+    fn look_up(&mut self, pid: i32, todo: &[u64], named: &mut HashMap<u64, Name>, notes: &mut Vec<String>) {
+        let kernel = pid == 0;
+        let result = if kernel {
+            if self.kernel_hidden.is_some() { Err(None) } else { kernel_syms(&self.sym, todo) }
+        } else {
+            user_syms(&self.sym, pid, todo)
+        };
+        match result {
+            Ok(syms) => {
+                for (a, s) in todo.iter().zip(syms) {
+                    named.insert(*a, to_name(s, kernel, notes));
+                }
+            }
+            Err(Some(e)) if kernel => notes.push(format!("kernel frames are not named: {e}")),
+            Err(Some(_)) => {
+                self.gone.insert(pid);
+            }
+            Err(None) => {}
+        }
+    }
+
+    /// Keeps in the symbol cache what the user addresses of `keys` (their
+    /// build ID and file offset) were named; the cache's trouble, if any,
+    /// into `notes`.
+    fn keep(&mut self, keys: &HashMap<u64, (Vec<u8>, u64)>, named: &HashMap<u64, Name>, notes: &mut Vec<String>) {
+        let Some(disk) = self.disk.as_mut() else { return };
+        let mut by_build: HashMap<&[u8], Vec<(u64, Kept)>> = HashMap::new();
+        for (a, (build, off)) in keys {
+            if let Some(n) = named.get(a)
+                && let Some(function) = &n.function
+            {
+                let k = Kept {
+                    function: function.clone(),
+                    offset: n.offset.unwrap_or(0),
+                    file: n.file.clone(),
+                    line: n.line,
+                };
+                by_build.entry(build.as_slice()).or_default().push((*off, k));
+            }
+        }
+        for (build, names) in by_build {
+            disk.put(build, &names);
+        }
+        if let Some(b) = disk.broken.clone() {
+            notes.push(b);
+        }
+    }
+
+    /// Each of `addrs` of `pid` with its name (the looked-up address's,
+    /// its offset one further for a return address), once.
+    fn remember(&mut self, pid: i32, addrs: &[(u64, bool)], named: &HashMap<u64, Name>) {
         for &(a, ret) in addrs {
             let looked = if ret { a - 1 } else { a };
             let mut n = named.get(&looked).cloned().unwrap_or_default();
