@@ -274,35 +274,7 @@ impl Reader {
         let steal0: Vec<u64> = self.lanes.iter().map(|l| steal_ns(l.trace.cpu)).collect();
         loop {
             let last = done.load(Acquire);
-            let pass_start = clock::now();
-            for lane in &mut self.lanes {
-                lane.drain(&self.layout, &mut self.decoder, &mut page);
-                if last {
-                    lane.drain_code(&self.layout, &mut page, true);
-                }
-            }
-            let names = Names { decoder: &self.decoder, policy: &policy };
-            for (lane, steal0) in self.lanes.iter_mut().zip(&steal0) {
-                let (stages, tx) = (&mut lane.stages, &self.episodes);
-                let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
-                lane.trace.process(pass_start, last, &names, &mut |o| match o {
-                    Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
-                    Out::Keep(e, mut raw) => {
-                        if let Some(g) = raw.gap.as_mut() {
-                            g.steal_ns = steal_ns(e.cpu).saturating_sub(*steal0);
-                            g.run_ns = e.woke_ns.saturating_sub(start_ns);
-                        }
-                        tx.send(SymMsg::Keep(e, raw));
-                    }
-                    Out::Drop { cpu, sample } => {
-                        tx.send(SymMsg::Pass(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample)));
-                    }
-                    // A monitor's count of a sample explained but not kept.
-                    Out::Class { cpu, kind } => {
-                        tx.send(SymMsg::Pass(EpisodeMsg::Class(probe.clone(), metric.into(), cpu, kind)));
-                    }
-                });
-            }
+            self.pass((start_ns, last), &mut page, &policy, &steal0);
             if last {
                 break;
             }
@@ -319,6 +291,56 @@ impl Reader {
             stacks: None,
             profile: None,
         };
+        self.code_totals(&mut report);
+        self.finish(now, report)
+    }
+
+    /// One pass: every lane's buffer drained (its code's too on the `last`
+    /// pass) and its events decomposed; the stage series recorded, the
+    /// episodes, drops and classes sent on. `steal0`: each lane's CPU's steal time
+    /// at the start.
+    fn pass(
+        &mut self,
+        (start_ns, last): (u64, bool),
+        page: &mut [u8],
+        policy: &dyn Fn(i32) -> Option<u32>,
+        steal0: &[u64],
+    ) {
+        let pass_start = clock::now();
+        for lane in &mut self.lanes {
+            lane.drain(&self.layout, &mut self.decoder, page);
+            if last {
+                lane.drain_code(&self.layout, page, true);
+            }
+        }
+        let names = Names { decoder: &self.decoder, policy };
+        for (lane, steal0) in self.lanes.iter_mut().zip(steal0) {
+            let (stages, tx) = (&mut lane.stages, &self.episodes);
+            let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
+            lane.trace.process(pass_start, last, &names, &mut |o| match o {
+                Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
+                Out::Keep(e, mut raw) => {
+                    if let Some(g) = raw.gap.as_mut() {
+                        g.steal_ns = steal_ns(e.cpu).saturating_sub(*steal0);
+                        g.run_ns = e.woke_ns.saturating_sub(start_ns);
+                    }
+                    tx.send(SymMsg::Keep(e, raw));
+                }
+                Out::Drop { cpu, sample } => {
+                    tx.send(SymMsg::Pass(EpisodeMsg::Drop(probe.clone(), metric.into(), cpu, sample)));
+                }
+                // A monitor's count of a sample explained but not kept.
+                Out::Class { cpu, kind } => {
+                    tx.send(SymMsg::Pass(EpisodeMsg::Class(probe.clone(), metric.into(), cpu, kind)));
+                }
+            });
+        }
+    }
+
+    /// The code's figures over every lane: `--stacks`' wake-ups, matches,
+    /// unwind cost and losses, `--sample-hz`'s samples; the run's sample
+    /// counts go to the symbols thread.
+    fn code_totals(&mut self, report: &mut ReaderReport) {
         let mut counts = Counts::default();
         let mut cost = Tally::new();
         for lane in &mut self.lanes {
@@ -347,6 +369,10 @@ impl Reader {
         if report.profile.is_some() {
             self.episodes.send(SymMsg::Finish(counts));
         }
+    }
+
+    /// The stage series finished at `now`, and each lane's figures.
+    fn finish(self, now: u64, mut report: ReaderReport) -> ReaderReport {
         for lane in self.lanes {
             for r in lane.stages {
                 r.finish(now);
