@@ -709,113 +709,162 @@ fn attribute(
     wakeup: bool,
     names: &Names,
 ) -> (Vec<Cause>, Vec<Slice>) {
-    // Before a timer's waking, a running thread cannot have delayed it
-    // (unaccounted); a datagram's softirq can wait for threads.
-    let waking_ts = chain.filter(|_| path == WakePath::Timer).map(|c| win[c.waking].ts);
-    let ours = chain.and_then(|c| c.irq);
-    let mut ctx = front.clone();
-    let mut by: BTreeMap<(CauseKind, String, Option<i32>), [u64; 6]> = BTreeMap::new();
-    let mut slices: Vec<Slice> = Vec::new();
-    let mut open: Option<(Owner, u64)> = None;
-    let mut last = start;
-    // Stage boundaries, to tell in which stage each cause's time fell.
-    let marks: Option<[u64; 6]> = stages.map(|st| st.marks(p));
-    let mut seg =
-        |a: u64, b: u64, owner: Owner, busy: bool, by: &mut BTreeMap<_, [u64; 6]>, slices: &mut Vec<Slice>| {
-            if b <= a {
-                return;
-            }
-            // Attribution over [p, w).
-            let (x, y) = (a.max(p), b.min(w));
-            if y > x {
-                let key = classify(owner, x, waking_ts, tid, wakeup, busy, names);
-                let acc = by.entry(key).or_insert([0; 6]);
-                acc[5] += y - x;
-                if let Some(m) = &marks {
-                    for i in 0..5 {
-                        acc[i] += y.min(m[i + 1]).saturating_sub(x.max(m[i]));
-                    }
-                }
-            }
-            // The timeline: merge runs of one owner.
-            match open {
-                Some((o, _)) if o == owner => {}
-                Some((o, s0)) => {
-                    slices.push(slice_of(o, s0, a, names));
-                    open = Some((owner, a));
-                }
-                None => open = Some((owner, a)),
-            }
-        };
-    let inferred_at = chain.filter(|c| c.inferred).map(|c| c.switch_in);
-    // A lost window starts with the probe thread running (it measured just
-    // before): a context still showing the idle task there missed the
-    // probe's untraced switch-in after its pause.
-    let mut at_p = wakeup;
-    // A datagram that came while the receiver was running: it waited in
-    // the socket while the receiver handled the ones before it, until the
-    // receiver was switched in anew (then it is its return to user space).
-    let mut busy = false;
-    let mut busy_known = path != WakePath::NetRx;
-    // The events, then an end mark (None) for the window start to be seen.
-    for (i, e) in win.iter().map(Some).chain([None]).enumerate() {
-        if !busy_known && e.is_none_or(|e| e.ts > p) {
-            busy_known = true;
-            busy = ctx.task == tid;
+    let mut at = Attribution {
+        p,
+        w,
+        tid,
+        wakeup,
+        // Before a timer's waking, a running thread cannot have delayed it
+        // (unaccounted); a datagram's softirq can wait for threads.
+        waking_ts: chain.filter(|_| path == WakePath::Timer).map(|c| win[c.waking].ts),
+        marks: stages.map(|st| st.marks(p)),
+        names,
+        by: BTreeMap::new(),
+        slices: Vec::new(),
+        open: None,
+    };
+    at.walk(win, front, chain, path, start);
+    at.finish(path)
+}
+
+/// One sample's time being attributed: who had the CPU over [p, w), by
+/// cause and stage, and the timeline's slices, merged by owner.
+struct Attribution<'a> {
+    p: u64,
+    w: u64,
+    tid: i32,
+    wakeup: bool,
+    /// The timer's waking, before which a running thread cannot have
+    /// delayed it.
+    waking_ts: Option<u64>,
+    /// Stage boundaries, to tell in which stage each cause's time fell.
+    marks: Option<[u64; 6]>,
+    names: &'a Names<'a>,
+    /// Per cause: its time in each of the five stages, then in all.
+    by: BTreeMap<(CauseKind, String, Option<i32>), [u64; 6]>,
+    slices: Vec<Slice>,
+    /// The timeline's run of one owner not yet closed: its owner and start.
+    open: Option<(Owner, u64)>,
+}
+
+impl Attribution<'_> {
+    /// [a, b) owned by `owner`: its part inside [p, w) to its cause, and
+    /// the timeline.
+    fn seg(&mut self, a: u64, b: u64, owner: Owner, busy: bool) {
+        if b <= a {
+            return;
         }
-        if !at_p && e.is_none_or(|e| e.ts > p) {
-            at_p = true;
-            if p > last && p > start {
-                seg(last, p, ctx.owner(), false, &mut by, &mut slices);
-                last = p;
+        // Attribution over [p, w).
+        let (x, y) = (a.max(self.p), b.min(self.w));
+        if y > x {
+            let key = classify(owner, x, self.waking_ts, self.tid, self.wakeup, busy, self.names);
+            let acc = self.by.entry(key).or_insert([0; 6]);
+            acc[5] += y - x;
+            if let Some(m) = &self.marks {
+                for i in 0..5 {
+                    acc[i] += y.min(m[i + 1]).saturating_sub(x.max(m[i]));
+                }
             }
-            if ctx.task <= 0 {
+        }
+        // The timeline: merge runs of one owner.
+        match self.open {
+            Some((o, _)) if o == owner => {}
+            Some((o, s0)) => {
+                self.slices.push(slice_of(o, s0, a, self.names));
+                self.open = Some((owner, a));
+            }
+            None => self.open = Some((owner, a)),
+        }
+    }
+
+    /// The walk over the window's events from `front`'s context: each
+    /// stretch between two events to the owner the context shows, from
+    /// `start` to `w`.
+    fn walk(&mut self, win: &[Ev], front: &Ctx, chain: Option<&Chain>, path: WakePath, start: u64) {
+        let (p, tid) = (self.p, self.tid);
+        let ours = chain.and_then(|c| c.irq);
+        let mut ctx = front.clone();
+        let mut last = start;
+        let inferred_at = chain.filter(|c| c.inferred).map(|c| c.switch_in);
+        // A lost window starts with the probe thread running (it measured just
+        // before): a context still showing the idle task there missed the
+        // probe's untraced switch-in after its pause.
+        let mut at_p = self.wakeup;
+        // A datagram that came while the receiver was running: it waited in
+        // the socket while the receiver handled the ones before it, until the
+        // receiver was switched in anew (then it is its return to user space).
+        let mut busy = false;
+        let mut busy_known = path != WakePath::NetRx;
+        // The events, then an end mark (None) for the window start to be seen.
+        for (i, e) in win.iter().map(Some).chain([None]).enumerate() {
+            if !busy_known && e.is_none_or(|e| e.ts > p) {
+                busy_known = true;
+                busy = ctx.task == tid;
+            }
+            if !at_p && e.is_none_or(|e| e.ts > p) {
+                at_p = true;
+                if p > last && p > start {
+                    self.seg(last, p, ctx.owner(), false);
+                    last = p;
+                }
+                if ctx.task <= 0 {
+                    ctx.task = tid;
+                }
+            }
+            let Some(e) = e else { break };
+            if e.ts > start && e.ts > last {
+                // The idle task's switch out was not traced: the idle loop
+                // switches as soon as the interrupt that woke the task returns,
+                // so the whole gap belongs to the task this event shows.
+                let owner = match ctx.owner() {
+                    Owner::Task(0) if e.pid > 0 => Owner::Task(e.pid),
+                    o => o,
+                };
+                self.seg(last, e.ts, owner, busy);
+                last = e.ts;
+            }
+            if matches!(e.kind, Kind::Switch { next, .. } if next == tid) {
+                busy = false;
+            }
+            ctx.apply(e, Some(i) == ours);
+            if Some(i) == inferred_at {
                 ctx.task = tid;
             }
         }
-        let Some(e) = e else { break };
-        if e.ts > start && e.ts > last {
-            // The idle task's switch out was not traced: the idle loop
-            // switches as soon as the interrupt that woke the task returns,
-            // so the whole gap belongs to the task this event shows.
-            let owner = match ctx.owner() {
-                Owner::Task(0) if e.pid > 0 => Owner::Task(e.pid),
-                o => o,
-            };
-            seg(last, e.ts, owner, busy, &mut by, &mut slices);
-            last = e.ts;
-        }
-        if matches!(e.kind, Kind::Switch { next, .. } if next == tid) {
-            busy = false;
-        }
-        ctx.apply(e, Some(i) == ours);
-        if Some(i) == inferred_at {
-            ctx.task = tid;
-        }
+        self.seg(last, self.w, ctx.owner(), busy);
     }
-    seg(last, w, ctx.owner(), busy, &mut by, &mut slices);
-    if let Some((o, s0)) = open {
-        slices.push(slice_of(o, s0, w.max(s0), names));
+
+    /// The causes, largest first, each with the stage most of its time fell
+    /// in, and the timeline's last `MAX_SLICES` slices.
+    fn finish(mut self, path: WakePath) -> (Vec<Cause>, Vec<Slice>) {
+        let names = self.names;
+        if let Some((o, s0)) = self.open {
+            self.slices.push(slice_of(o, s0, self.w.max(s0), names));
+        }
+        if self.slices.len() > MAX_SLICES {
+            self.slices.drain(..self.slices.len() - MAX_SLICES);
+        }
+        let staged = self.marks.is_some();
+        let mut causes: Vec<Cause> = self
+            .by
+            .into_iter()
+            .map(|((kind, name, pid), acc)| {
+                let ns = acc[5];
+                let stage = (staged && ns > 0)
+                    .then(|| (0..5).max_by_key(|&i| (acc[i], 5 - i)).map(|i| Stages::of_path(path).0[i].to_string()))
+                    .flatten();
+                let (pid, irq) = if kind == CauseKind::Irq { (None, pid) } else { (pid, None) };
+                let sched = (kind == CauseKind::Thread)
+                    .then(|| {
+                        pid.and_then(|p| names.decoder.tasks.get(&p).map(|t| sched_label(t.prio, (names.policy)(p))))
+                    })
+                    .flatten();
+                Cause { kind, name, pid, irq, sched, stage, ns }
+            })
+            .collect();
+        causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
+        (causes, self.slices)
     }
-    if slices.len() > MAX_SLICES {
-        slices.drain(..slices.len() - MAX_SLICES);
-    }
-    let mut causes: Vec<Cause> = by
-        .into_iter()
-        .map(|((kind, name, pid), acc)| {
-            let ns = acc[5];
-            let stage = (marks.is_some() && ns > 0)
-                .then(|| (0..5).max_by_key(|&i| (acc[i], 5 - i)).map(|i| Stages::of_path(path).0[i].to_string()))
-                .flatten();
-            let (pid, irq) = if kind == CauseKind::Irq { (None, pid) } else { (pid, None) };
-            let sched = (kind == CauseKind::Thread)
-                .then(|| pid.and_then(|p| names.decoder.tasks.get(&p).map(|t| sched_label(t.prio, (names.policy)(p)))))
-                .flatten();
-            Cause { kind, name, pid, irq, sched, stage, ns }
-        })
-        .collect();
-    causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
-    (causes, slices)
 }
 
 /// The cause key of time owned by `owner` at `t`. For IRQs the third field
