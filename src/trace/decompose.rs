@@ -379,32 +379,16 @@ impl CpuTrace {
         let threshold = self.cause_threshold();
         self.seen.record(s.value_ns);
         let p = s.t_ns.saturating_sub(s.value_ns);
-        let evs = self.events.make_contiguous();
-        let upto = evs.partition_point(|e| e.ts <= s.t_ns);
-        let win = &evs[..upto];
-        let net = self.settings.path == WakePath::NetRx;
-        let chain = match (self.settings.stages, net) {
-            (false, _) => None,
-            (true, false) => find_chain(win, self.tid, p, self.prev_woke, self.settings),
-            (true, true) => find_net_chain(win, self.tid, p, self.prev_woke),
+        let upto = self.events.make_contiguous().partition_point(|e| e.ts <= s.t_ns);
+        let (chain, stages) = {
+            let win = &self.events.make_contiguous()[..upto];
+            wake_path(win, self.tid, self.prev_woke, self.settings, p, s.t_ns)
         };
-        let stages = chain.map(|c| if net { net_stages_of(win, &c, p, s.t_ns) } else { stages_of(win, &c, p, s.t_ns) });
         if self.settings.stages {
-            match stages {
-                Some(st) => {
-                    self.decomposed += 1;
-                    self.inferred += u64::from(chain.is_some_and(|c| c.inferred));
-                    out(Out::Stages { t_ns: s.t_ns, stages: st });
-                }
-                None => self.incomplete += 1,
-            }
+            self.count_stages(chain.as_ref(), stages, s.t_ns, out);
         }
-        let wanted = s.value_ns >= threshold && s.value_ns > 0;
-        let full = self.kept.len() >= self.settings.max_episodes;
-        let weakest = (0..self.kept.len()).min_by_key(|&i| self.kept[i].0);
-        let worse_than_kept = !full || weakest.is_some_and(|i| s.value_ns > self.kept[i].0);
-        let keep = wanted && worse_than_kept;
-        let classify = wanted && !keep && self.settings.classify_all;
+        let choice = self.choose(s.value_ns, threshold);
+        let keep = choice.keep;
         // The profiler's samples up to this wake-up: inside its window if
         // it makes an episode.
         let prof: Vec<PerfSample> = if keep {
@@ -412,11 +396,11 @@ impl CpuTrace {
         } else {
             Vec::new()
         };
-        count_profile(&mut self.prof, &mut self.counts, &mut self.prof_inside, s.t_ns, keep.then_some((p, s.t_ns)));
+        self.count_profile(s.t_ns, keep.then_some((p, s.t_ns)));
         // Windows of lost time are all attributed (their totals by kind);
         // wake-ups only when they make an episode or are to be classed.
         let windows = !self.settings.stages;
-        if !keep && !windows && !classify {
+        if !keep && !windows && !choice.classify {
             return;
         }
         // An episode's timeline starts at the previous sample.
@@ -424,7 +408,7 @@ impl CpuTrace {
         let wakeup = self.settings.stages;
         let path = self.settings.path;
         let (causes, mut slices) = attribute(
-            win,
+            &self.events.make_contiguous()[..upto],
             &self.front,
             chain.as_ref(),
             stages.as_ref(),
@@ -440,22 +424,49 @@ impl CpuTrace {
             KindTotal::add(&mut self.by_kind, &causes);
         }
         if !keep {
-            if classify {
+            if choice.classify {
                 out(Out::Class { cpu: self.cpu, kind: episode::class_of(&causes) });
             }
             return;
         }
         if let Some(st) = stages.as_ref() {
-            let marks = st.marks(p);
-            for (i, (name, ns)) in Stages::of_path(path).0.iter().zip(st.values()).enumerate() {
-                if ns > 0 {
-                    slices.push(Slice { lane: Lane::Stage, name: (*name).to_string(), start_ns: marks[i], dur_ns: ns });
-                }
-            }
+            stage_slices(path, st, p, &mut slices);
         }
         let raw = self.raw_code(&s, p, stages.as_ref(), &causes, prof, names);
+        let ep = self.episode(&s, p, stages, causes, slices);
+        self.keep(&s, choice, ep, raw, out);
+    }
+
+    /// Counts a wake-up decomposed into its stages (sent on to the stage
+    /// series) or left incomplete.
+    fn count_stages(&mut self, chain: Option<&Chain>, stages: Option<Stages>, t_ns: u64, out: &mut impl FnMut(Out)) {
+        match stages {
+            Some(st) => {
+                self.decomposed += 1;
+                self.inferred += u64::from(chain.is_some_and(|c| c.inferred));
+                out(Out::Stages { t_ns, stages: st });
+            }
+            None => self.incomplete += 1,
+        }
+    }
+
+    /// Whether a sample of `value_ns` makes an episode (it reaches the
+    /// cause threshold and is worse than the weakest kept when they are
+    /// `max_episodes` already), or is only to be classed.
+    fn choose(&self, value_ns: u64, threshold: u64) -> Choice {
+        let wanted = value_ns >= threshold && value_ns > 0;
+        let full = self.kept.len() >= self.settings.max_episodes;
+        let weakest = (0..self.kept.len()).min_by_key(|&i| self.kept[i].0);
+        let worse_than_kept = !full || weakest.is_some_and(|i| value_ns > self.kept[i].0);
+        let keep = wanted && worse_than_kept;
+        let classify = wanted && !keep && self.settings.classify_all;
+        Choice { keep, classify, full, weakest }
+    }
+
+    /// The episode of sample `s`, programmed at `p`, with its verdict.
+    fn episode(&self, s: &Sample, p: u64, stages: Option<Stages>, causes: Vec<Cause>, slices: Vec<Slice>) -> Episode {
         let verdict = episode::verdict_named(
-            Stages::of_path(path).0,
+            Stages::of_path(self.settings.path).0,
             self.cpu,
             s.seq,
             self.metric,
@@ -463,7 +474,7 @@ impl CpuTrace {
             stages.as_ref(),
             &causes,
         );
-        let ep = Episode {
+        Episode {
             probe: self.probe.clone(),
             load: None,
             metric: self.metric.to_string(),
@@ -474,7 +485,7 @@ impl CpuTrace {
             latency_ns: s.value_ns,
             // A datagram's stages have other names: they are in the verdict,
             // the Stage slices and the stage series, not in the timer fields.
-            stages: stages.filter(|_| !net),
+            stages: stages.filter(|_| self.settings.path != WakePath::NetRx),
             causes,
             verdict,
             slices,
@@ -482,9 +493,16 @@ impl CpuTrace {
             blocker: None,
             samples: None,
             remainder: None,
-        };
+        }
+    }
+
+    /// Keeps episode `ep` of sample `s`, the weakest kept dropped first
+    /// when they are `max_episodes` already.
+    fn keep(&mut self, s: &Sample, choice: Choice, ep: Episode, raw: RawCode, out: &mut impl FnMut(Out)) {
         self.episodes_built += 1;
-        if full && let Some(i) = weakest {
+        if choice.full
+            && let Some(i) = choice.weakest
+        {
             let (_, sample) = self.kept.swap_remove(i);
             out(Out::Drop { cpu: self.cpu, sample });
         }
@@ -544,6 +562,41 @@ impl CpuTrace {
             pick.map(|x| ((*x).clone(), names.comm(pid)))
         });
         RawCode { stack, blocker, samples: prof, period_ns: self.period_ns, gap }
+    }
+}
+
+/// What becomes of a sample: an episode (`keep`), only its class
+/// (`classify`); the kept episodes are `full`, the `weakest` of them.
+#[derive(Clone, Copy)]
+struct Choice {
+    keep: bool,
+    classify: bool,
+    full: bool,
+    weakest: Option<usize>,
+}
+
+/// The wake-up path of a sample programmed at `p` and woken at `w` in `win`
+/// (its events up to the wake-up), and its stages; none where the trace
+/// does not follow the stages.
+fn wake_path(win: &[Ev], tid: i32, after: u64, settings: Settings, p: u64, w: u64) -> (Option<Chain>, Option<Stages>) {
+    let net = settings.path == WakePath::NetRx;
+    let chain = match (settings.stages, net) {
+        (false, _) => None,
+        (true, false) => find_chain(win, tid, p, after, settings),
+        (true, true) => find_net_chain(win, tid, p, after),
+    };
+    let stages = chain.map(|c| if net { net_stages_of(win, &c, p, w) } else { stages_of(win, &c, p, w) });
+    (chain, stages)
+}
+
+/// An episode's Stage slices on its timeline: each stage of `path` that
+/// took time, from its mark.
+fn stage_slices(path: WakePath, st: &Stages, p: u64, slices: &mut Vec<Slice>) {
+    let marks = st.marks(p);
+    for (i, (name, ns)) in Stages::of_path(path).0.iter().zip(st.values()).enumerate() {
+        if ns > 0 {
+            slices.push(Slice { lane: Lane::Stage, name: (*name).to_string(), start_ns: marks[i], dur_ns: ns });
+        }
     }
 }
 
