@@ -186,6 +186,12 @@ fn ground_truth_helpers_compute_their_bounds() {
     let met = [Met { at: 0, explained: 300, measured: 290, slack: 0, lead: 0 }];
     assert!(std::panic::catch_unwind(|| judge("short", &met, 2, 50, 0.01)).is_err(), "shorter than its burst");
     judge("within", &[Met { measured: 320, ..met[0] }], 2, 50, 0.01);
+    // The run's median excess is its hand-over: 40 each, one 40 + 51 more.
+    let handed: Vec<Met> = [340, 340, 340, 341, 391].iter().map(|&m| Met { measured: m, ..met[0] }).collect();
+    judge("hand-over", &handed[..4], 2, 50, 0.0);
+    assert!(std::panic::catch_unwind(|| judge("beyond", &handed, 2, 50, 0.0)).is_err(), "51 beyond the hand-over");
+    let late = [Met { measured: 300 + MAX_SWITCH as u64 + 1, ..met[0] }];
+    assert!(std::panic::catch_unwind(|| judge("late", &late, 2, 50, 1.0)).is_err(), "a median beyond any hand-over");
 }
 
 #[test]

@@ -241,29 +241,40 @@ pub struct Met {
     pub lead: u64,
 }
 
+/// The most the hand-over from the disturber back to the measuring thread
+/// may cost on a guest (its sleep, the switch, the measuring thread's
+/// return), as the run's median excess shows it: 15-40 us on a quiet KVM
+/// guest, up to 80 us beside a busy build.
+pub const MAX_SWITCH: i64 = 100_000;
+
 /// Judges the samples the bursts met: none measured shorter than the burst
 /// explains (less `lo_tol` and its slack): that cannot happen, whatever
-/// the host does. Longer than it by more than `hi_tol` at most as often as
-/// the host's own stalls hit a sample, `q` (an upper bound, from the same
-/// run), allows at [`FALSE_FAILURE`]. Prints the figures; panics, listing
-/// the offending samples, when a bound is broken.
+/// the host does. The hand-over back to the measuring thread costs what it
+/// costs on this machine: the run's own median excess is taken as it (it
+/// must stay under [`MAX_SWITCH`]: more is an error of the measurement,
+/// not a switch). Longer than the burst and that by more than `hi_tol` at
+/// most as often as the host's own stalls hit a sample, `q` (an upper
+/// bound, from the same run), allows at [`FALSE_FAILURE`]. Prints the
+/// figures; panics, listing the offending samples, when a bound is broken.
 pub fn judge(what: &str, met: &[Met], lo_tol: u64, hi_tol: u64, q: f64) {
     let short: Vec<&Met> = met.iter().filter(|m| m.measured + lo_tol + m.slack < m.explained).collect();
-    let long: Vec<&Met> = met.iter().filter(|m| m.measured > m.explained + m.lead + hi_tol).collect();
-    let allowed = binomial_upper(met.len() as u64, q, FALSE_FAILURE);
     let mut excess: Vec<i64> = met.iter().map(|m| m.measured as i64 - (m.explained + m.lead) as i64).collect();
     excess.sort_unstable();
     let median = excess.get(excess.len() / 2).copied().unwrap_or(0);
+    let switch = median.clamp(0, MAX_SWITCH) as u64;
+    let long: Vec<&Met> = met.iter().filter(|m| m.measured > m.explained + m.lead + switch + hi_tol).collect();
+    let allowed = binomial_upper(met.len() as u64, q, FALSE_FAILURE);
     eprintln!(
-        "{what}: {} samples met by a burst; measured - explained (with the disturber's own wake-up where it is in): median {median} ns, {} below -{lo_tol} ns, {} above +{hi_tol} ns (host stalls at rate <= {q:.4} allow {allowed})",
+        "{what}: {} samples met by a burst; measured - explained (with the disturber's own wake-up where it is in): median {median} ns, {} below -{lo_tol} ns, {} above the median's hand-over + {hi_tol} ns (host stalls at rate <= {q:.4} allow {allowed})",
         met.len(),
         short.len(),
         long.len()
     );
     assert!(short.is_empty(), "{what}: measured shorter than the burst that held the CPU: {short:#?}");
+    assert!(median <= MAX_SWITCH, "{what}: measured {median} ns longer than the burst at the median: not a hand-over");
     assert!(
         long.len() as u64 <= allowed,
-        "{what}: {} of {} longer than their burst (and its own wake-up) by > {hi_tol} ns: {long:#?}",
+        "{what}: {} of {} longer than their burst (its own wake-up, and the run's median hand-over of {switch} ns) by > {hi_tol} ns: {long:#?}",
         long.len(),
         met.len()
     );
