@@ -48,19 +48,7 @@ fn recorder() -> (tempfile::TempDir, Recorder, Writer) {
     let sid = store.add_series(run, &key, "ns", "fixed").expect("series");
     let (mut rec, sink, _live) = recorder::channel(sid, u64::MAX / 2, ExceedMode::Fixed(THRESHOLD_NS));
     rec.start(0);
-    (
-        dir,
-        rec,
-        Writer {
-            store,
-            sinks: vec![sink],
-            lost_exceedances: 0,
-            episodes: None,
-            load: None,
-            tap: None,
-            explained: Vec::new(),
-        },
-    )
+    (dir, rec, Writer::plain(store, vec![sink]))
 }
 
 /// Ends the recorder and returns (exceedances stored, lost).

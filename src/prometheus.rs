@@ -215,19 +215,7 @@ pub fn fetch(c: &Client, selector: &str, matchers: &str, w: &Window) -> Result<F
     let name = |n: &str| query::with_name(n, matchers);
     let span = rtscope_model::units::human((w.end_s - w.start_s).max(0.0) as u64 * 1_000_000_000);
     let at = rtscope_model::units::utc((w.end_s * 1e9) as i64);
-    let found = c.series(&name("rtscope_checkpoints_total"), w.start_s, w.end_s)?;
-    if found.is_empty() {
-        let any = c.series(&name("up"), w.start_s, w.end_s).unwrap_or_default();
-        let hint = if any.is_empty() {
-            "it selects no series at all there".to_string()
-        } else {
-            format!("it selects {} targets' `up`, but no rtscope monitor's series", any.len())
-        };
-        bail!(
-            "--selector {selector}: no rtscope monitor in Prometheus in the {span} up to {at}: {hint}; check the \
-             selector (e.g. '{{job=\"rtscope\"}}') and --range"
-        );
-    }
+    let found = monitors(c, selector, matchers, w, (&span, &at))?;
     let (first, step) = (w.first_end(), w.step_s);
     let range = |q: String| -> Result<Vec<PromSeries>> {
         c.query_range(&q, first, w.end_s, step).with_context(|| format!("reading {span} up to {at}"))
@@ -238,65 +226,14 @@ pub fn fetch(c: &Client, selector: &str, matchers: &str, w: &Window) -> Result<F
     let maxima = range(format!("max_over_time({}[{s}])", name("rtscope_interval_max_seconds")))?;
     let scraped = range(format!("count_over_time({}[{s}])", name("rtscope_interval_max_seconds")))?;
     let checkpoints = range(format!("increase({}[{s}])", name("rtscope_checkpoints_total")))?;
-
-    // Per machine and series, per step: the buckets.
-    let mut buckets: PerStep<Vec<Bucket>> = BTreeMap::new();
-    let mut les: PerStep<Vec<(f64, f64)>> = BTreeMap::new();
-    for ser in &classic {
-        let (Some(k), Some(le)) = (query::key_of(&ser.labels), ser.labels.get("le")) else { continue };
-        let Ok(le) = le.parse::<f64>().or_else(|_| if le == "+Inf" { Ok(f64::INFINITY) } else { Err(()) }) else {
-            continue;
-        };
-        let m = les.entry(k).or_default();
-        for &(t, v) in &ser.values {
-            m.entry(step_key(t)).or_default().push((le, v));
-        }
-    }
-    let mut n_classic = 0;
-    for (k, steps) in les {
-        n_classic += 1;
-        buckets.insert(k, steps.into_iter().map(|(t, c)| (t, query::classic_buckets(&c))).collect());
-    }
-    let mut n_native = 0;
-    for ser in &native {
-        let Some(k) = query::key_of(&ser.labels) else { continue };
-        if ser.histograms.is_empty() {
-            continue;
-        }
-        n_native += 1;
-        if buckets.remove(&k).is_some() {
-            n_classic -= 1;
-        }
-        buckets.insert(k, ser.histograms.iter().map(|(t, h)| (step_key(*t), query::native_buckets(h))).collect());
-    }
-    let maxima = per_step(&maxima);
-    let missed = per_step(&range(format!("increase({}[{s}])", name("rtscope_missed_periods_total")))?);
-    let lost = per_step(&range(format!("increase({}[{s}])", name("rtscope_lost_exceedances_total")))?);
+    let (buckets, n_native, n_classic) = histograms(&classic, &native);
+    let counters = Counters {
+        maxima: per_step(&maxima),
+        missed: per_step(&range(format!("increase({}[{s}])", name("rtscope_missed_periods_total")))?),
+        lost: per_step(&range(format!("increase({}[{s}])", name("rtscope_lost_exceedances_total")))?),
+    };
     let count = |m: &PerStep<f64>| -> u64 { m.values().flat_map(|s| s.values()).map(|v| v.round() as u64).sum() };
-
-    let mut machines: BTreeMap<String, Vec<rtscope_model::run::Series>> = BTreeMap::new();
-    for ((instance, key), steps) in buckets {
-        let k = (instance, key);
-        let at_step = |m: &PerStep<f64>, t: i64| m.get(&k).and_then(|s| s.get(&t)).copied();
-        let list: Vec<(Step, u64, u64)> = steps
-            .into_iter()
-            .map(|(t, b)| {
-                let max_ns = at_step(&maxima, t).map(|v| (v * 1e9).round() as i64);
-                let n = |m: &PerStep<f64>| at_step(m, t).map_or(0, |v| v.max(0.0).round() as u64);
-                (Step { end_s: t as f64 / 1000.0, buckets: b, max_ns }, n(&missed), n(&lost))
-            })
-            .collect();
-        let plain: Vec<Step> = list.iter().map(|(s, _, _)| s.clone()).collect();
-        let mut series =
-            query::series_of(k.1.clone(), &plain, step).map_err(|e| anyhow!("{} of {}: {e}", k.1.describe(), k.0))?;
-        // The missed periods and lost exceedances of each step that measured something.
-        let counted: Vec<(u64, u64)> =
-            list.iter().filter(|(s, _, _)| s.buckets.iter().any(|b| b.count > 0)).map(|(_, m, l)| (*m, *l)).collect();
-        for (iv, (m, l)) in series.intervals.iter_mut().zip(counted) {
-            (iv.overruns, iv.lost_exceedances) = (m, l);
-        }
-        machines.entry(k.0).or_default().push(series);
-    }
+    let mut machines = series_per_machine(buckets, &counters, step)?;
     for l in &found {
         machines.entry(l.get("instance").cloned().unwrap_or_default()).or_default();
     }
@@ -319,6 +256,107 @@ pub fn fetch(c: &Client, selector: &str, matchers: &str, w: &Window) -> Result<F
         maxima_scraped: count(&per_step(&scraped)),
         checkpoints: count(&per_step(&checkpoints)),
     })
+}
+
+/// The monitors' series in the window (their checkpoint counters), or an
+/// error saying what the selector picks instead.
+fn monitors(
+    c: &Client,
+    selector: &str,
+    matchers: &str,
+    w: &Window,
+    (span, at): (&str, &str),
+) -> Result<Vec<query::Labels>> {
+    let name = |n: &str| query::with_name(n, matchers);
+    let found = c.series(&name("rtscope_checkpoints_total"), w.start_s, w.end_s)?;
+    if found.is_empty() {
+        let any = c.series(&name("up"), w.start_s, w.end_s).unwrap_or_default();
+        let hint = if any.is_empty() {
+            "it selects no series at all there".to_string()
+        } else {
+            format!("it selects {} targets' `up`, but no rtscope monitor's series", any.len())
+        };
+        bail!(
+            "--selector {selector}: no rtscope monitor in Prometheus in the {span} up to {at}: {hint}; check the \
+             selector (e.g. '{{job=\"rtscope\"}}') and --range"
+        );
+    }
+    Ok(found)
+}
+
+/// Per machine and series, per step: the buckets, native where a series
+/// has them, else classic; and how many series were of each.
+fn histograms(classic: &[PromSeries], native: &[PromSeries]) -> (PerStep<Vec<Bucket>>, usize, usize) {
+    let mut buckets: PerStep<Vec<Bucket>> = BTreeMap::new();
+    let mut les: PerStep<Vec<(f64, f64)>> = BTreeMap::new();
+    for ser in classic {
+        let (Some(k), Some(le)) = (query::key_of(&ser.labels), ser.labels.get("le")) else { continue };
+        let Ok(le) = le.parse::<f64>().or_else(|_| if le == "+Inf" { Ok(f64::INFINITY) } else { Err(()) }) else {
+            continue;
+        };
+        let m = les.entry(k).or_default();
+        for &(t, v) in &ser.values {
+            m.entry(step_key(t)).or_default().push((le, v));
+        }
+    }
+    let mut n_classic = 0;
+    for (k, steps) in les {
+        n_classic += 1;
+        buckets.insert(k, steps.into_iter().map(|(t, c)| (t, query::classic_buckets(&c))).collect());
+    }
+    let mut n_native = 0;
+    for ser in native {
+        let Some(k) = query::key_of(&ser.labels) else { continue };
+        if ser.histograms.is_empty() {
+            continue;
+        }
+        n_native += 1;
+        if buckets.remove(&k).is_some() {
+            n_classic -= 1;
+        }
+        buckets.insert(k, ser.histograms.iter().map(|(t, h)| (step_key(*t), query::native_buckets(h))).collect());
+    }
+    (buckets, n_native, n_classic)
+}
+
+/// The per-step counters beside the histograms.
+struct Counters {
+    maxima: PerStep<f64>,
+    missed: PerStep<f64>,
+    lost: PerStep<f64>,
+}
+
+/// Each machine's series rebuilt from its steps: the histograms, the
+/// interval maxima, the missed periods and lost exceedances of each step
+/// that measured something.
+fn series_per_machine(
+    buckets: PerStep<Vec<Bucket>>,
+    counters: &Counters,
+    step: f64,
+) -> Result<BTreeMap<String, Vec<rtscope_model::run::Series>>> {
+    let mut machines: BTreeMap<String, Vec<rtscope_model::run::Series>> = BTreeMap::new();
+    for ((instance, key), steps) in buckets {
+        let k = (instance, key);
+        let at_step = |m: &PerStep<f64>, t: i64| m.get(&k).and_then(|s| s.get(&t)).copied();
+        let list: Vec<(Step, u64, u64)> = steps
+            .into_iter()
+            .map(|(t, b)| {
+                let max_ns = at_step(&counters.maxima, t).map(|v| (v * 1e9).round() as i64);
+                let n = |m: &PerStep<f64>| at_step(m, t).map_or(0, |v| v.max(0.0).round() as u64);
+                (Step { end_s: t as f64 / 1000.0, buckets: b, max_ns }, n(&counters.missed), n(&counters.lost))
+            })
+            .collect();
+        let plain: Vec<Step> = list.iter().map(|(s, _, _)| s.clone()).collect();
+        let mut series =
+            query::series_of(k.1.clone(), &plain, step).map_err(|e| anyhow!("{} of {}: {e}", k.1.describe(), k.0))?;
+        let counted: Vec<(u64, u64)> =
+            list.iter().filter(|(s, _, _)| s.buckets.iter().any(|b| b.count > 0)).map(|(_, m, l)| (*m, *l)).collect();
+        for (iv, (m, l)) in series.intervals.iter_mut().zip(counted) {
+            (iv.overruns, iv.lost_exceedances) = (m, l);
+        }
+        machines.entry(k.0).or_default().push(series);
+    }
+    Ok(machines)
 }
 
 #[cfg(test)]

@@ -460,6 +460,12 @@ pub struct Writer {
 }
 
 impl Writer {
+    /// A writer of `sinks` into `store` with nothing else: no episodes, no
+    /// load, no tap.
+    pub fn plain(store: Store, sinks: Vec<SeriesSink>) -> Writer {
+        Writer { store, sinks, lost_exceedances: 0, episodes: None, load: None, tap: None, explained: Vec::new() }
+    }
+
     /// Drains every ring once and commits finished intervals. Returns true
     /// when every recorder has finished and everything is committed.
     pub fn poll(&mut self) -> anyhow::Result<bool> {
@@ -597,20 +603,7 @@ mod tests {
         let key = SeriesKey::new("wakeup", "latency", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (rec, sink, _live) = channel(sid, 1_000, mode);
-        (
-            dir,
-            Writer {
-                store,
-                sinks: vec![sink],
-                lost_exceedances: 0,
-                episodes: None,
-                load: None,
-                tap: None,
-                explained: Vec::new(),
-            },
-            rec,
-            run,
-        )
+        (dir, Writer::plain(store, vec![sink]), rec, run)
     }
 
     /// A signal within the warm-up: the series is stored, empty, and the
@@ -664,15 +657,7 @@ mod tests {
         let key = SeriesKey::new("sleep", "nanosleep@1ms", 0);
         let sid = store.add_series(run, &key, "ns", "x").unwrap();
         let (mut rec, sink, _live) = channel_with(sid, 1_000, ExceedMode::Fixed(50_000), true);
-        let mut w = Writer {
-            store,
-            sinks: vec![sink],
-            lost_exceedances: 0,
-            episodes: None,
-            load: None,
-            tap: None,
-            explained: Vec::new(),
-        };
+        let mut w = Writer::plain(store, vec![sink]);
         rec.start(0);
         for i in 0..1_000i64 {
             rec.record_signed(i as u64 * 10, i * 100 - 20_000);

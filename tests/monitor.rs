@@ -277,9 +277,7 @@ fn episodes_are_counted_by_cause_class() {
     let read_at = now_ns();
     let own = thread.stop();
     let bursts = spinner.finish();
-    let classes = ["thread", "irq", "softirq", "timer", "user", "unaccounted"];
-    let counts: Vec<f64> =
-        classes.iter().map(|c| sample(&page, &l(c)).unwrap_or_else(|| panic!("no {} in\n{page}", l(c)))).collect();
+    let (classes, counts) = (CLASSES, class_counts(&page, l));
     // Explained within a pass or two of the wake-up (10 ms, 5 ms of grace):
     // those 100 ms before the page surely are.
     let before = |o: &&Own| o.woke + 100_000_000 <= read_at;
@@ -334,9 +332,7 @@ fn a_traced_probes_episodes_are_counted_by_cause_class() {
     let l = |cause: &str| {
         format!("rtscope_episodes_total{{probe=\"wakeup\",metric=\"latency\",cpu=\"{cpu}\",cause=\"{cause}\"}}")
     };
-    let classes = ["thread", "irq", "softirq", "timer", "user", "unaccounted"];
-    let counts: Vec<f64> =
-        classes.iter().map(|c| sample(&page, &l(c)).unwrap_or_else(|| panic!("no {} in\n{page}", l(c)))).collect();
+    let (classes, counts) = (CLASSES, class_counts(&page, l));
     // Explained within a pass or two (10 ms, 5 ms of grace): the bursts
     // that ended 100 ms before the page surely are.
     let must = bursts.iter().filter(|b| b.end + 100_000_000 <= read_at).count() as u64;
@@ -357,6 +353,14 @@ fn a_traced_probes_episodes_are_counted_by_cause_class() {
     assert!(total <= woke + 2_000.0, "{total} episodes, {woke} wake-ups committed");
     signal(mon.0.id(), libc::SIGINT);
     assert_eq!(wait_exit(&mut mon.0), Some(0));
+}
+
+/// The cause classes of `rtscope_episodes_total`, in the page's order.
+const CLASSES: [&str; 6] = ["thread", "irq", "softirq", "timer", "user", "unaccounted"];
+
+/// The page's episode counts per class ([`CLASSES`]), each labelled by `l`.
+fn class_counts(page: &str, l: impl Fn(&str) -> String) -> Vec<f64> {
+    CLASSES.iter().map(|c| sample(page, &l(c)).unwrap_or_else(|| panic!("no {} in\n{page}", l(c)))).collect()
 }
 
 /// The other thread's id among a watch run's series.
