@@ -21,12 +21,14 @@ fn prometheus_installed() -> bool {
     )
 }
 
-/// Waits (at most `secs`) until Prometheus holds `n` checkpoints of every
-/// one of `machines` monitors of the job; panics with its log otherwise.
+/// Waits (at most `secs`) until Prometheus holds `n` scrapes (a second
+/// apart) of every one of `machines` monitors of the job: `n` seconds of
+/// their data, whatever the monitors counted before Prometheus started;
+/// panics with its log otherwise.
 fn wait_for_fleet(prom: &Prometheus, dir: &Path, machines: usize, n: f64, secs: u64) {
     let until = Instant::now() + Duration::from_secs(secs);
     loop {
-        let got = prom.query("rtscope_checkpoints_total{job=\"rtscope\"}", None);
+        let got = prom.query("count_over_time(rtscope_checkpoints_total{job=\"rtscope\"}[5m])", None);
         if got.len() >= machines && got.iter().all(|g| g.2 >= n) {
             return;
         }
@@ -71,7 +73,8 @@ fn report_and_compare_read_a_monitor_back_from_prometheus() {
     let port = free_port();
     let _mon = start_monitor(dir, db, cpu, port, "monitor.log");
     let prom = Prometheus::start(dir, port, &["--enable-feature=native-histograms"]);
-    wait_for_fleet(&prom, dir, 1, 12.0, 60);
+    // The ranges compared below reach 12 s back, in steps of 3 s.
+    wait_for_fleet(&prom, dir, 1, 15.0, 60);
     let url = format!("http://127.0.0.1:{}", prom.port);
     let json = dir.join("fleet.json");
     let o = report(&["report", "--prometheus", &url, "--selector", "{job=\"rtscope\"}", "--range", "10s"]);
