@@ -89,6 +89,13 @@ fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
             assert!(sum.abs_diff(latency) <= 1000, "stages add up to the latency: {e}");
         }
         assert!(e["verdict"].as_str().unwrap().starts_with(&format!("cpu{} #", e["cpu"])), "{e}");
+        // An idle CPU's remainder says which idle states it entered
+        // (cpuidle's counters), or that none was counted.
+        let r = &e["remainder"];
+        if r["verdict"] == "idle exit" || r["verdict"] == "late in idle poll" {
+            let why = r["why"].as_str().unwrap();
+            assert!(why.contains("entered so far") || why.contains("no idle state entered"), "{e}");
+        }
     }
 
     // The stages enter the tail analysis: each stage series with its levels

@@ -11,6 +11,7 @@ pub mod cache;
 pub mod clock;
 pub mod clocks;
 pub mod cpu;
+pub mod cpuidle;
 pub mod dma;
 pub mod inventory;
 pub mod ipc;

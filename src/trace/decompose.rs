@@ -549,6 +549,7 @@ impl CpuTrace {
                 irqs_off,
                 steal_ns: 0,
                 run_ns: 0,
+                idle_states: None,
             }
         });
         // The main cause's own stacks while it ran: the profiler's middle

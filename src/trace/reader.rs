@@ -10,9 +10,10 @@ use super::event::{Decoder, Ev, Kind};
 use super::format::PageLayout;
 use super::page::Page;
 use super::stacks::{self, StackDecoder};
-use super::symbols::{Counts, Sink, SymMsg};
+use super::symbols::{Counts, Gap, Sink, SymMsg};
 use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
+use crate::sys::cpuidle::{self, IdleState};
 use crate::sys::perf::Sampler;
 use rtscope_model::episode::{Stages, TraceCpu};
 use rtscope_model::hist::{Tally, quantile};
@@ -237,6 +238,28 @@ pub struct ReaderReport {
     pub profile: Option<(crate::sys::perf::Source, u64, u64, u64, u64)>,
 }
 
+/// What a CPU had counted when the run started, to say what it counted
+/// during the run: its steal time (ns) and idle states' entries.
+struct Baseline {
+    steal_ns: u64,
+    idle: Vec<IdleState>,
+}
+
+impl Baseline {
+    fn of(cpu: i64) -> Baseline {
+        Baseline { steal_ns: steal_ns(cpu), idle: usize::try_from(cpu).map(cpuidle::states).unwrap_or_default() }
+    }
+
+    /// The steal time and the idle states entered on `cpu` since.
+    fn since(&self, cpu: i64, gap: &mut Gap) {
+        gap.steal_ns = steal_ns(cpu).saturating_sub(self.steal_ns);
+        if gap.idle {
+            let now = usize::try_from(cpu).map(cpuidle::states).unwrap_or_default();
+            gap.idle_states = Some(cpuidle::entered(&self.idle, &now));
+        }
+    }
+}
+
 /// Steal time the kernel counted on `cpu` (/proc/stat, ns).
 fn steal_ns(cpu: i64) -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
@@ -271,10 +294,10 @@ impl Reader {
         let cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
         let policy = |pid: i32| *cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
         let mut page = vec![0u8; self.layout.page_size];
-        let steal0: Vec<u64> = self.lanes.iter().map(|l| steal_ns(l.trace.cpu)).collect();
+        let base: Vec<Baseline> = self.lanes.iter().map(|l| Baseline::of(l.trace.cpu)).collect();
         loop {
             let last = done.load(Acquire);
-            self.pass((start_ns, last), &mut page, &policy, &steal0);
+            self.pass((start_ns, last), &mut page, &policy, &base);
             if last {
                 break;
             }
@@ -297,14 +320,14 @@ impl Reader {
 
     /// One pass: every lane's buffer drained (its code's too on the `last`
     /// pass) and its events decomposed; the stage series recorded, the
-    /// episodes, drops and classes sent on. `steal0`: each lane's CPU's steal time
-    /// at the start.
+    /// episodes, drops and classes sent on. `base`: what each lane's CPU had
+    /// counted at the start.
     fn pass(
         &mut self,
         (start_ns, last): (u64, bool),
         page: &mut [u8],
         policy: &dyn Fn(i32) -> Option<u32>,
-        steal0: &[u64],
+        base: &[Baseline],
     ) {
         let pass_start = clock::now();
         for lane in &mut self.lanes {
@@ -314,14 +337,14 @@ impl Reader {
             }
         }
         let names = Names { decoder: &self.decoder, policy };
-        for (lane, steal0) in self.lanes.iter_mut().zip(steal0) {
+        for (lane, base) in self.lanes.iter_mut().zip(base) {
             let (stages, tx) = (&mut lane.stages, &self.episodes);
             let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
             lane.trace.process(pass_start, last, &names, &mut |o| match o {
                 Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
                 Out::Keep(e, mut raw) => {
                     if let Some(g) = raw.gap.as_mut() {
-                        g.steal_ns = steal_ns(e.cpu).saturating_sub(*steal0);
+                        base.since(e.cpu, g);
                         g.run_ns = e.woke_ns.saturating_sub(start_ns);
                     }
                     tx.send(SymMsg::Keep(e, raw));

@@ -41,7 +41,7 @@ pub struct RawCode {
 }
 
 /// Unaccounted time of an episode and the facts about it.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Gap {
     pub ns: u64,
     /// The idle task was running when the interrupt finally came.
@@ -55,6 +55,9 @@ pub struct Gap {
     /// and the run's length so far.
     pub steal_ns: u64,
     pub run_ns: u64,
+    /// The idle states this CPU entered so far in the run (cpuidle's
+    /// counters); empty: none counted (no cpuidle driver); `None`: not read.
+    pub idle_states: Option<Vec<crate::sys::cpuidle::IdleState>>,
 }
 
 /// Leaf addresses of the run's samples: (pid, 0 for the kernel's; addr)
@@ -584,12 +587,32 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
         let k = s.interrupted_kernel();
         k.first().or(s.user.first()).map(|f| format!("{} ({})", f.name(), s.comm))
     });
-    let (verdict, why) = if gap.idle {
+    let polled = gap.idle_states.as_deref().is_some_and(|s| !s.is_empty() && s.iter().all(|x| x.exit_us == 0));
+    let (verdict, why) = if gap.idle && polled {
+        let d = gap.idle_states.as_deref().and_then(crate::sys::cpuidle::describe).unwrap_or_default();
+        (
+            "late in idle poll",
+            format!(
+                "the CPU was idle but polling, not halted (the idle states it entered so far: {d}): no exit latency, \
+                 the timer interrupt came late to a running CPU; on a VM the host's (its timer emulation or its other \
+                 work), on bare metal an SMI{steal}"
+            ),
+        )
+    } else if gap.idle {
+        let states = match gap.idle_states.as_deref() {
+            Some([]) => "; cpuidle counted no idle state entered on this CPU so far (it has no cpuidle driver, or \
+                         the kernel idles without it: idle=poll)"
+                .to_string(),
+            Some(s) => crate::sys::cpuidle::describe(s)
+                .map(|d| format!("; idle states this CPU entered so far: {d}"))
+                .unwrap_or_default(),
+            None => String::new(),
+        };
         (
             "idle exit",
             format!(
                 "the CPU was idle when the timer interrupt came: the time is the idle state's exit, on a VM the host \
-                 waking the halted vCPU{steal}"
+                 waking the halted vCPU{states}{steal}"
             ),
         )
     } else if gap.irqs_off.is_some_and(|n| n > 0) {
@@ -769,10 +792,21 @@ mod tests {
     fn the_remainder_names_idle_and_held_off_sampling() {
         let idle = Gap { ns: 700_000, idle: true, ..Default::default() };
         assert_eq!(remainder(&idle, None, false).verdict, "idle exit");
+        let c6 = crate::sys::cpuidle::IdleState { name: "C6".into(), exit_us: 133, usage: 4 };
+        let deep = Gap { idle_states: Some(vec![c6]), ..idle.clone() };
+        let r = remainder(&deep, None, false);
+        assert!(r.why.contains("idle states this CPU entered so far: C6 4 times (exit 133 us)"), "{r:?}");
+        let none = Gap { idle_states: Some(Vec::new()), ..idle.clone() };
+        assert!(remainder(&none, None, false).why.contains("no idle state entered"));
+        let poll = crate::sys::cpuidle::IdleState { name: "POLL".into(), exit_us: 0, usage: 900 };
+        let polled = Gap { idle_states: Some(vec![poll]), ..idle };
+        let r = remainder(&polled, None, false);
+        assert_eq!(r.verdict, "late in idle poll", "{r:?}");
+        assert!(r.why.contains("POLL 900 times (exit 0 us)"), "{r:?}");
         let held = Gap { ns: 700_000, samples: 0, expected: 2.8, ..Default::default() };
         assert_eq!(remainder(&held, None, false).verdict, "interrupts off or hypervisor");
         assert_eq!(remainder(&held, None, true).verdict, "hypervisor");
-        let off = Gap { irqs_off: Some(3), samples: 3, expected: 2.8, ..held };
+        let off = Gap { irqs_off: Some(3), samples: 3, expected: 2.8, ..held.clone() };
         assert_eq!(remainder(&off, None, true).verdict, "interrupts off");
         let short = Gap { ns: 20_000, expected: 0.1, ..Default::default() };
         let r = remainder(&short, None, false);
