@@ -24,8 +24,21 @@ pub fn mount_lock() -> std::sync::MutexGuard<'static, ()> {
 /// The id of the trace event `event` (`system/name`), which
 /// `perf_event_open` takes as a tracepoint's config. Mounts tracefs for
 /// the read when nobody has, and unmounts it at once (unless an instance
-/// is in it by then): the id stays valid without the mount.
+/// is in it by then): the id stays valid without the mount. Ids read are
+/// kept for the process's life (a built-in event's id does not change), so
+/// the mount happens once per event.
 pub fn event_id(event: &str) -> Result<u64, String> {
+    static IDS: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Vec::new());
+    let known = |ids: &[(String, u64)]| ids.iter().find(|(e, _)| e == event).map(|&(_, id)| id);
+    if let Some(id) = known(&IDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner)) {
+        return Ok(id);
+    }
+    let id = read_event_id(event)?;
+    IDS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((event.to_string(), id));
+    Ok(id)
+}
+
+fn read_event_id(event: &str) -> Result<u64, String> {
     let _held = mount_lock();
     let (root, mounted) = find_or_mount()?;
     let p = root.join("events").join(event).join("id");
