@@ -68,9 +68,11 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 [[ -n ${KEEP:-} ]] && mkdir -p "$KEEP" && cp "$TMP"/*.json "$KEEP"/
 
-python3 - "$TMP" "$ROUNDS" "$PROBE" <<'PY'
+python3 - "$TMP" "$ROUNDS" "$PROBE" "$HERE" <<'PY'
 import json, os, statistics, sys
 tmp, rounds, probe = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+sys.path.insert(0, sys.argv[4])
+from latency import merged  # noqa: E402
 
 def noise(doc):
     """Noise us per active second, and interruptions >= 10 us per second, all CPUs."""
@@ -82,25 +84,6 @@ def noise(doc):
         noise_ns += r["noise_ns"]
         big += sum(n for lo, hi, n in r["histogram"] if lo >= 10_000)
     return noise_ns / active * 1e6, big / active * 1e9
-
-def merged(doc):
-    """p50 and p99 (ns) of the latency histograms of every CPU merged."""
-    buckets = {}
-    for r in doc["results"]:
-        if r["metric"] != "latency":
-            continue
-        for lo, hi, n in r["histogram"]:
-            buckets[(lo, hi)] = buckets.get((lo, hi), 0) + n
-    items = sorted(buckets.items())
-    total = sum(n for _, n in items)
-    def q(p):
-        want, seen = p * total, 0
-        for (lo, hi), n in items:
-            seen += n
-            if seen >= want:
-                return (lo + hi) / 2
-        return items[-1][0][1]
-    return q(0.50), q(0.99)
 
 # Per round: two figures per mode (wakeup: p50, p99 in ns; noise: noise
 # us/s, interruptions >= 10 us per s).

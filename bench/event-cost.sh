@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# What the kernel's trace events cost by themselves, before rtscope reads
+# any: the floor under `--trace`'s overhead (bench/trace-overhead.sh).
+#
+# 1. One event, warm: `perf bench syscall basic` (getppid in a loop) on one
+#    CPU, plain, then with raw_syscalls:sys_enter enabled in a bare tracefs
+#    instance, first with the instance's tracing off (the tracepoint's
+#    dispatch alone), then on, under each trace clock.
+# 2. On the wake-up path: `rtscope wakeup` plain, beside a bare instance
+#    with the events `--trace` enables (nobody reading it), and with
+#    `--trace`, in interleaved rounds; medians of the p50 and p99 (all CPUs
+#    merged) and their ratios to plain.
+#
+# Environment:
+#   CPU          the CPU for the loop (default: the last online one)
+#   CPUS         CPU list for the wake-up runs (default: all online)
+#   DURATION     seconds per wake-up run (default 5)
+#   ROUNDS       rounds of the three wake-up runs (default 3)
+#
+# Needs root. Leaves no instance behind; unmounts tracefs if it mounted it.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/common.sh
+source "$HERE/common.sh"
+DURATION=${DURATION:-5}
+ROUNDS=${ROUNDS:-3}
+CPUS=${CPUS:-$(cat /sys/devices/system/cpu/online)}
+CPU=${CPU:-$(nproc --all | awk '{print $1 - 1}')}
+
+warn_unless_root "tracefs and SCHED_FIFO will be refused"
+need_command python3 python3
+need_command perf linux-perf
+build_rtscope
+scratch_dir event-cost
+
+T=/sys/kernel/tracing
+mounted=
+if ! mountpoint -q "$T"; then
+    mount -t tracefs nodev "$T"
+    mounted=1
+fi
+I=$T/instances/rtscope-bench-events-$$
+cleanup() {
+    [[ -d $I ]] && { echo 0 >"$I/tracing_on"; rmdir "$I"; }
+    [[ -n $mounted ]] && umount "$T"
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+loop() {
+    taskset -c "$CPU" perf bench syscall basic 2>/dev/null |
+        awk '/usecs\/op/ {printf "%.1f", $1 * 1000}'
+}
+
+echo "== one event, warm: getppid on CPU $CPU (ns per call)"
+plain=$(loop)
+echo "plain                               $plain"
+mkdir "$I"
+echo 1 >"$I/events/raw_syscalls/sys_enter/enable"
+echo 0 >"$I/tracing_on"
+echo "event enabled, instance off         $(loop)"
+for clock in local counter x86-tsc mono global; do
+    grep -qw -- "$clock" "$I/trace_clock" || continue
+    echo "$clock" >"$I/trace_clock"
+    echo 1 >"$I/tracing_on"
+    echo "event recorded, clock $(printf '%-14s' "$clock")$(loop)"
+    echo 0 >"$I/tracing_on"
+done
+rmdir "$I"
+
+# The events --trace enables (src/trace/event.rs), every interrupt vector's.
+events=(irq_vectors/local_timer_entry irq_vectors/local_timer_exit timer/hrtimer_expire_entry
+    sched/sched_waking sched/sched_switch irq/irq_handler_entry irq/irq_handler_exit
+    irq/softirq_entry irq/softirq_exit)
+for e in "$T"/events/irq_vectors/*_entry "$T"/events/irq_vectors/*_exit; do
+    n=$(basename "$e")
+    [[ $n == local_timer_* ]] || events+=("irq_vectors/$n")
+done
+
+wakeup() {
+    "$RTSCOPE" wakeup --cpus "$CPUS" --duration "${DURATION}s" --db "$TMP/bench.db" --quiet \
+        --json "$TMP/$1.json" "${@:2}" >/dev/null
+}
+echo "== on the wake-up path: rtscope wakeup on CPUs $CPUS, ${DURATION}s a run"
+for r in $(seq 1 "$ROUNDS"); do
+    wakeup "plain-$r"
+    mkdir "$I"
+    echo local >"$I/trace_clock"
+    for e in "${events[@]}"; do echo 1 >"$I/events/$e/enable"; done
+    echo 1 >"$I/tracing_on"
+    wakeup "events-$r"
+    echo 0 >"$I/tracing_on"
+    rmdir "$I"
+    wakeup "traced-$r" --trace
+    echo "round $r done"
+done
+
+python3 - "$TMP" "$ROUNDS" "$HERE" <<'PY'
+import json, statistics, sys
+tmp, rounds = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+from latency import merged  # noqa: E402
+
+med = {}
+for mode in ("plain", "events", "traced"):
+    runs = [[v / 1000 for v in merged(json.load(open(f"{tmp}/{mode}-{r}.json")))] for r in range(1, rounds + 1)]
+    med[mode] = (statistics.median(p for p, _ in runs), statistics.median(q for _, q in runs))
+    print(f"{mode:7s} p50 " + " ".join(f"{p:.2f}" for p, _ in runs) + " us; p99 "
+          + " ".join(f"{q:.2f}" for _, q in runs) + " us")
+for mode in ("events", "traced"):
+    p, q = med[mode]
+    print(f"{mode:7s} / plain: p50 {p / med['plain'][0]:.3f} (+{p - med['plain'][0]:.2f} us), "
+          f"p99 {q / med['plain'][1]:.3f}")
+PY
