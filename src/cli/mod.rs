@@ -221,13 +221,13 @@ pub struct CommonArgs {
     #[arg(long, value_enum, default_value = "local")]
     pub trace_clock: TraceClock,
     /// With --trace: record the kernel and user stacks of what ran on the probe's CPU when its timer woke it
-    /// (`rtscope show RUN --episodes` prints them). `--stacks` alone: on. auto: when that costs at most 0.5us per
-    /// wake-up, timed on the probe's threads before measuring starts (the kernel's unwind runs on the wake-up path).
-    /// Off unless asked: the trace alone can cost more than the budget stacks may add (docs/trace.md)
+    /// (`rtscope show RUN --episodes` prints them). auto, the default: when that costs at most 0.5us per wake-up,
+    /// timed on the probe's threads in the 60 ms before measuring starts (the kernel's unwind runs on the wake-up
+    /// path; the run says what it found). `--stacks` alone: on, whatever it costs; off: never (docs/trace.md)
     #[arg(
         long,
         value_enum,
-        default_value = "off",
+        default_value = "auto",
         num_args = 0..=1,
         default_missing_value = "on",
         requires = "trace"

@@ -85,7 +85,7 @@ pub fn write_episode_code(e: &Episode, out: &mut dyn Write) -> Result<()> {
 pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> {
     // A source of no probe samples (watch) takes neither.
     if t.stacks.is_none() && t.profile.is_none() && t.per_cpu.iter().any(|c| c.samples > 0) {
-        writeln!(out, "trace: no stacks and no profiler samples (off unless asked: --stacks, --sample-hz HZ)")?;
+        writeln!(out, "trace: no stacks and no profiler samples (--stacks on and --sample-hz HZ ask for them)")?;
     }
     if let Some(s) = &t.stacks {
         writeln!(
