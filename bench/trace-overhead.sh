@@ -12,7 +12,8 @@
 #   KEEP         a directory to copy the raw JSON files into (default: none)
 #   TRACE_ARGS   more flags for the traced runs, e.g. "--trace-clock local", or
 #                "--stacks on --sample-hz 2000" for the stacks and the profiler
-#                (the defaults: neither)
+#                (the defaults: --stacks auto, off where a wake-up's stacks cost over
+#                0.5 us; no profiler)
 #   TRACER       trace (default): the probe's own --trace; watch: the probe
 #                untraced, with `rtscope watch` (every real-time thread, the
 #                probe's among them) running beside it: what watching costs

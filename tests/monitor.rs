@@ -256,14 +256,9 @@ fn episodes_are_counted_by_cause_class() {
     if !has_tracefs() {
         return;
     }
-    let (dir, db) = (&fx.dir, fx.db.as_str());
-    let cpu = last_cpu();
-    let port = free_port();
     let name = format!("rtme{}", std::process::id() % 100_000);
     let spec = format!("comm={name},cause-threshold=150us");
-    let mut mon = start_monitor_with(dir, db, cpu, port, "episodes.log", &["--watch", &spec]);
-    wait_for_checkpoints(port, 1.0);
-    let spinner = truth::Disturber::start(dir, &cpu.to_string(), "20333us", "400us", "60s");
+    let (mut mon, port, cpu, spinner) = monitor_beside_spinner(&fx, "episodes.log", &["--watch", &spec], "400us");
     let thread = periodic(&name, cpu, Duration::from_secs(60));
     let tid = thread.tid;
     let l = |cause: &str| {
@@ -318,13 +313,8 @@ fn a_traced_probes_episodes_are_counted_by_cause_class() {
     if !has_tracefs() {
         return;
     }
-    let (dir, db) = (&fx.dir, fx.db.as_str());
-    let cpu = last_cpu();
-    let port = free_port();
     let args = ["--trace", "--probe-args", "wakeup=--cause-threshold 150us"];
-    let mut mon = start_monitor_with(dir, db, cpu, port, "traced.log", &args);
-    wait_for_checkpoints(port, 1.0);
-    let spinner = truth::Disturber::start(dir, &cpu.to_string(), "20333us", "1200us", "60s");
+    let (mut mon, port, cpu, spinner) = monitor_beside_spinner(&fx, "traced.log", &args, "1200us");
     std::thread::sleep(Duration::from_secs(6));
     let page = http("GET", port, "/metrics", None).map(|(_, _, p)| p).unwrap_or_default();
     let read_at = now_ns();
@@ -353,6 +343,23 @@ fn a_traced_probes_episodes_are_counted_by_cause_class() {
     assert!(total <= woke + 2_000.0, "{total} episodes, {woke} wake-ups committed");
     signal(mon.0.id(), libc::SIGINT);
     assert_eq!(wait_exit(&mut mon.0), Some(0));
+}
+
+/// A monitor of the last CPU with `args` (its output in `log`), once it
+/// serves a checkpoint, and beside it a SCHED_FIFO 99 spinner on that CPU
+/// spinning `burst` every 20.333 ms (no multiple of the probes' 1 ms) for
+/// up to 60 s: the monitor, its port, the CPU and the spinner.
+fn monitor_beside_spinner(
+    fx: &Fixture,
+    log: &str,
+    args: &[&str],
+    burst: &str,
+) -> (Monitor, u16, usize, truth::Disturber) {
+    let (cpu, port) = (last_cpu(), free_port());
+    let mon = start_monitor_with(&fx.dir, &fx.db, cpu, port, log, args);
+    wait_for_checkpoints(port, 1.0);
+    let spinner = truth::Disturber::start(&fx.dir, &cpu.to_string(), "20333us", burst, "60s");
+    (mon, port, cpu, spinner)
 }
 
 /// The cause classes of `rtscope_episodes_total`, in the page's order.
