@@ -26,7 +26,7 @@ source "$HERE/common.sh"
 DURATION=${DURATION:-5}
 ROUNDS=${ROUNDS:-3}
 CPUS=${CPUS:-$(cat /sys/devices/system/cpu/online)}
-CPU=${CPU:-$(nproc --all | awk '{print $1 - 1}')}
+CPU=${CPU:-$(awk -F'[-,]' '{print $NF}' /sys/devices/system/cpu/online)}
 
 warn_unless_root "tracefs and SCHED_FIFO will be refused"
 need_command python3 python3
@@ -42,6 +42,7 @@ if ! mountpoint -q "$T"; then
 fi
 I=$T/instances/rtscope-bench-events-$$
 cleanup() {
+    set +e
     [[ -d $I ]] && { echo 0 >"$I/tracing_on"; rmdir "$I"; }
     [[ -n $mounted ]] && umount "$T"
     rm -rf "$TMP"
@@ -53,6 +54,8 @@ loop() {
         awk '/usecs\/op/ {printf "%.1f", $1 * 1000}'
 }
 
+perf bench syscall basic -l 10 >/dev/null 2>&1 ||
+    { echo "this perf has no 'perf bench syscall basic' (a newer linux-perf has it)" >&2; exit 1; }
 echo "== one event, warm: getppid on CPU $CPU (ns per call)"
 plain=$(loop)
 echo "plain                               $plain"
@@ -110,6 +113,6 @@ for mode in ("plain", "events", "traced"):
           + " ".join(f"{q:.2f}" for _, q in runs) + " us")
 for mode in ("events", "traced"):
     p, q = med[mode]
-    print(f"{mode:7s} / plain: p50 {p / med['plain'][0]:.3f} (+{p - med['plain'][0]:.2f} us), "
+    print(f"{mode:7s} / plain: p50 {p / med['plain'][0]:.3f} ({p - med['plain'][0]:+.2f} us), "
           f"p99 {q / med['plain'][1]:.3f}")
 PY

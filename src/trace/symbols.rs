@@ -587,7 +587,9 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
         let k = s.interrupted_kernel();
         k.first().or(s.user.first()).map(|f| format!("{} ({})", f.name(), s.comm))
     });
-    let polled = gap.idle_states.as_deref().is_some_and(|s| !s.is_empty() && s.iter().all(|x| x.exit_us == 0));
+    // The kernel's polling state is named POLL by every cpuidle driver; a
+    // halting state may declare 0 us too (acpi_idle's HLT without _CST).
+    let polled = gap.idle_states.as_deref().is_some_and(|s| !s.is_empty() && s.iter().all(|x| x.name == "POLL"));
     let (verdict, why) = if gap.idle && polled {
         let d = gap.idle_states.as_deref().and_then(crate::sys::cpuidle::describe).unwrap_or_default();
         (
@@ -600,9 +602,9 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
         )
     } else if gap.idle {
         let states = match gap.idle_states.as_deref() {
-            Some([]) => "; cpuidle counted no idle state entered on this CPU so far (it has no cpuidle driver, or \
-                         the kernel idles without it: idle=poll)"
-                .to_string(),
+            Some([]) => {
+                "; cpuidle counted no idle state entered on this CPU so far (it has no cpuidle driver)".to_string()
+            }
             Some(s) => crate::sys::cpuidle::describe(s)
                 .map(|d| format!("; idle states this CPU entered so far: {d}"))
                 .unwrap_or_default(),
