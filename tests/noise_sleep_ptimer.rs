@@ -390,8 +390,12 @@ fn a_cells_warm_up_is_not_counted_by_noise_or_ptimer() {
     );
     let per_s = noise["per_s"].as_f64().unwrap();
     assert!((per_s - noise["count"].as_u64().unwrap() as f64 / active_s).abs() < 0.01 * per_s + 0.01, "{noise}");
+    // The bursts take 9.8 % of the active time; the host's own noise takes
+    // more beside a busy neighbour (16 % in all was seen beside a `yes`),
+    // so the floor is loose. Counting the warm-up doubled the active time
+    // (94 % and more): the active time above catches that first.
     let available = noise["available_pct"].as_f64().unwrap();
-    assert!((84.0..=94.0).contains(&available), "available {available} %, want about 90: {noise}");
+    assert!((70.0..=94.0).contains(&available), "available {available} %, want about 90: {noise}");
     let noise_ns = noise["noise_ns"].as_u64().unwrap() as f64;
     let expected = 100.0 * (1.0 - noise_ns / noise["active_ns"].as_u64().unwrap() as f64);
     assert!((available - expected).abs() < 0.01, "{noise}");

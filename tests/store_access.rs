@@ -32,8 +32,21 @@ impl Shared {
         Shared { dir, bin }
     }
 
+    /// The copy run as nobody. The copy was just written: a child that
+    /// another test thread forked meanwhile may still hold it open for
+    /// writing until it execs, and exec then fails with ETXTBSY for that
+    /// moment; it is tried again.
     fn as_nobody(&self, args: &[&str]) -> Output {
-        Command::new(&self.bin).args(args).current_dir("/").uid(NOBODY).gid(NOBODY).output().unwrap()
+        let mut tries = 0;
+        loop {
+            match Command::new(&self.bin).args(args).current_dir("/").uid(NOBODY).gid(NOBODY).output() {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                r => return r.unwrap(),
+            }
+        }
     }
 }
 
