@@ -183,6 +183,9 @@ fn ground_truth_helpers_compute_their_bounds() {
     let b = Burst { start: 100, end: 200, tid: 1, off: 0, lead: 0 };
     assert_eq!(b.overlap(150, 400), 50);
     assert!(b.near(210, 300, 20) && !b.near(230, 300, 20));
+    // From its own wake-up: 30 before its start.
+    let woken = Burst { lead: 30, ..b };
+    assert!(woken.near(0, 60, 20) && !b.near(0, 60, 20) && !woken.near(0, 40, 20));
     let met = [Met { at: 0, explained: 300, measured: 290, slack: 0, lead: 0 }];
     assert!(std::panic::catch_unwind(|| judge("short", &met, 2, 50, 0.01)).is_err(), "shorter than its burst");
     judge("within", &[Met { measured: 320, ..met[0] }], 2, 50, 0.01);

@@ -48,9 +48,12 @@ impl Burst {
         self.end.min(b).saturating_sub(self.start.max(a))
     }
 
-    /// Whether it comes within `margin` of [a, b].
+    /// Whether it comes within `margin` of [a, b], counted from its own
+    /// wake-up (`lead` before its start: it holds the CPU from there; a
+    /// host stall inside that wake-up put one 126 us before the logged
+    /// start, with its thread on the CPU).
     pub fn near(&self, a: u64, b: u64, margin: u64) -> bool {
-        self.start < b + margin && a < self.end + margin
+        self.start.saturating_sub(self.lead) < b + margin && a < self.end + margin
     }
 }
 
