@@ -238,24 +238,26 @@ pub struct ReaderReport {
     pub profile: Option<(crate::sys::perf::Source, u64, u64, u64, u64)>,
 }
 
-/// What a CPU had counted when the run started, to say what it counted
-/// during the run: its steal time (ns) and idle states' entries.
-struct Baseline {
+/// What a CPU has counted: its steal time (ns) and its idle states'
+/// entries. Read at the start of the run, and at most once a pass after
+/// it (when a kept episode has unaccounted time), to say what the CPU
+/// counted during the run.
+struct Counted {
     steal_ns: u64,
     idle: Vec<IdleState>,
 }
 
-impl Baseline {
-    fn of(cpu: i64) -> Baseline {
-        Baseline { steal_ns: steal_ns(cpu), idle: usize::try_from(cpu).map(cpuidle::states).unwrap_or_default() }
+impl Counted {
+    fn of(cpu: i64) -> Counted {
+        Counted { steal_ns: steal_ns(cpu), idle: usize::try_from(cpu).map(cpuidle::states).unwrap_or_default() }
     }
 
-    /// The steal time and the idle states entered on `cpu` since.
-    fn since(&self, cpu: i64, gap: &mut Gap) {
-        gap.steal_ns = steal_ns(cpu).saturating_sub(self.steal_ns);
+    /// What was counted between `self` (the start) and `now`, into `gap`:
+    /// the steal time, and the idle states entered when the CPU was idle.
+    fn since(&self, now: &Counted, gap: &mut Gap) {
+        gap.steal_ns = now.steal_ns.saturating_sub(self.steal_ns);
         if gap.idle {
-            let now = usize::try_from(cpu).map(cpuidle::states).unwrap_or_default();
-            gap.idle_states = Some(cpuidle::entered(&self.idle, &now));
+            gap.idle_states = Some(cpuidle::entered(&self.idle, &now.idle));
         }
     }
 }
@@ -294,7 +296,7 @@ impl Reader {
         let cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
         let policy = |pid: i32| *cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
         let mut page = vec![0u8; self.layout.page_size];
-        let base: Vec<Baseline> = self.lanes.iter().map(|l| Baseline::of(l.trace.cpu)).collect();
+        let base: Vec<Counted> = self.lanes.iter().map(|l| Counted::of(l.trace.cpu)).collect();
         loop {
             let last = done.load(Acquire);
             self.pass((start_ns, last), &mut page, &policy, &base);
@@ -327,7 +329,7 @@ impl Reader {
         (start_ns, last): (u64, bool),
         page: &mut [u8],
         policy: &dyn Fn(i32) -> Option<u32>,
-        base: &[Baseline],
+        base: &[Counted],
     ) {
         let pass_start = clock::now();
         for lane in &mut self.lanes {
@@ -340,11 +342,12 @@ impl Reader {
         for (lane, base) in self.lanes.iter_mut().zip(base) {
             let (stages, tx) = (&mut lane.stages, &self.episodes);
             let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
+            let mut now: Option<Counted> = None;
             lane.trace.process(pass_start, last, &names, &mut |o| match o {
                 Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
                 Out::Keep(e, mut raw) => {
                     if let Some(g) = raw.gap.as_mut() {
-                        base.since(e.cpu, g);
+                        base.since(now.get_or_insert_with(|| Counted::of(e.cpu)), g);
                         g.run_ns = e.woke_ns.saturating_sub(start_ns);
                     }
                     tx.send(SymMsg::Keep(e, raw));
