@@ -27,6 +27,19 @@ pub struct Store {
     path: PathBuf,
 }
 
+impl Store {
+    /// A write transaction that holds the write lock from its start. A
+    /// deferred one that reads first (a note appended, intervals
+    /// summarised) takes a snapshot, and when another connection commits
+    /// before its first write, SQLite refuses the upgrade at once
+    /// (SQLITE_BUSY_SNAPSHOT, "database is locked") without the busy
+    /// timeout: the monitor's runs and its retention write one store
+    /// from several connections.
+    fn write(&mut self) -> rusqlite::Result<rusqlite::Transaction<'_>> {
+        self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+    }
+}
+
 /// A run as listed by `rtscope runs`.
 #[derive(Clone, Debug)]
 pub struct RunListing {

@@ -154,7 +154,7 @@ impl Store {
         // The write lock first, then the look: two processes that open a
         // new store at once (a run starting, a `show` polling it) must not
         // both find it empty and both create it.
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = self.write()?;
         let has_meta: bool = tx
             .query_row("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='meta'", [], |r| {
                 r.get::<_, i64>(0)
@@ -191,7 +191,7 @@ impl Store {
         };
         for (id, pid, ident) in running {
             if process_identity(pid as u32) != ident {
-                let tx = self.conn.transaction()?;
+                let tx = self.write()?;
                 let end: Option<i64> = tx.query_row(
                     "SELECT max(i.end_ns) FROM intervals i JOIN series s ON s.id = i.series_id WHERE s.run_id = ?1",
                     [id],

@@ -55,7 +55,7 @@ impl Store {
             if cutoff_mono <= start_mono {
                 continue;
             }
-            let tx = self.conn.transaction()?;
+            let tx = self.write()?;
             let expired = load_intervals(&tx, run_id, sid, cutoff_mono)?;
             let mut groups: Vec<(u64, Vec<Interval>)> = Vec::new();
             for iv in expired {

@@ -323,3 +323,49 @@ fn a_new_store_opened_twice_at_once_is_created_once() {
         assert_eq!(Store::open(&path).unwrap().list_runs().unwrap().len(), 0);
     }
 }
+
+/// The monitor's runs end together, each from its own connection to one
+/// store, while its retention writes too: a run's end reads its notes
+/// before it writes them, and that must wait for the others' commits, not
+/// fail with "database is locked".
+#[test]
+fn runs_ended_at_once_from_several_connections_all_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let run = sample_run();
+    let ids: Vec<i64> = {
+        let mut store = Store::open(&path).unwrap();
+        (0..4)
+            .map(|k| {
+                let header = RunHeader { uuid: format!("{}-{k}", run.header.uuid), ..run.header.clone() };
+                store.create_run(&header, &run.inventory, &run.plan).unwrap()
+            })
+            .collect()
+    };
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(ids.len()));
+    let ended: Vec<_> = ids
+        .iter()
+        .map(|&id| {
+            let (path, barrier) = (path.clone(), std::sync::Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                let mut store = Store::open(&path).unwrap();
+                barrier.wait();
+                for k in 0..100 {
+                    let note = format!("note {k}");
+                    store
+                        .finish_run(id, RunStatus::Interrupted, Some(0), k, &[note], None)
+                        .map_err(|e| format!("run {id}, end {k}: {e:#}"))?;
+                }
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for t in ended {
+        t.join().unwrap().unwrap_or_else(|e| panic!("{e}"));
+    }
+    let store = Store::open(&path).unwrap();
+    for id in ids {
+        let notes = store.load_run(id).unwrap().header.notes;
+        assert_eq!(notes.iter().filter(|n| n.starts_with("note ")).count(), 100, "run {id}: {notes:?}");
+    }
+}

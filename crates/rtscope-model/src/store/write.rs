@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 impl Store {
     /// Inserts a new run (status from `header`) and returns its id.
     pub fn create_run(&mut self, header: &RunHeader, inventory: &Inventory, plan: &serde_json::Value) -> Result<i64> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         let id = insert_header(&tx, header, inventory, plan, process_identity(header.pid))?;
         tx.commit()?;
         Ok(id)
@@ -37,7 +37,7 @@ impl Store {
         intervals: &[(i64, &Interval)],
         exceedances: &[(i64, &[Exceedance])],
     ) -> Result<()> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         for (series, iv) in intervals {
             insert_interval(&tx, *series, iv)?;
         }
@@ -51,7 +51,7 @@ impl Store {
     /// Keeps new cause episodes and drops those pushed out of the worst-N
     /// (`(probe, metric, cpu, sample)`), atomically.
     pub fn store_episodes(&mut self, run_id: i64, keep: &[Episode], drop: &[EpisodeKey]) -> Result<()> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         for (load, probe, metric, cpu, sample) in drop {
             tx.execute(
                 "DELETE FROM episodes WHERE run_id=?1 AND load=?2 AND probe=?3 AND metric=?4 AND cpu=?5 AND sample=?6",
@@ -84,7 +84,7 @@ impl Store {
         notes: &[String],
         peak_rss_kb: Option<u64>,
     ) -> Result<()> {
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         for n in notes {
             append_note(&tx, run_id, n)?;
         }
@@ -109,7 +109,7 @@ impl Store {
             bail!("run {} lists {} twice", run.header.uuid, dup.key.describe());
         }
         let header = imported_header(run);
-        let tx = self.conn.transaction()?;
+        let tx = self.write()?;
         let id = insert_header(&tx, &header, &run.inventory, &run.plan, None)?;
         for s in &run.series {
             let sid = insert_series(&tx, id, &s.key, &s.unit, &s.exceed)?;
