@@ -193,6 +193,13 @@ fn ground_truth_helpers_compute_their_bounds() {
     let handed: Vec<Met> = [340, 340, 340, 341, 391].iter().map(|&m| Met { measured: m, ..met[0] }).collect();
     judge("hand-over", &handed[..4], 2, 50, 0.0);
     assert!(std::panic::catch_unwind(|| judge("beyond", &handed, 2, 50, 0.0)).is_err(), "51 beyond the hand-over");
+    // One of 300 wake-ups 100 past the median of 30 (and one at it): a
+    // rate bounded by (1 + 4 + 4 sqrt 2) / 300; none logged, the floor.
+    let woke: Vec<Burst> = (0..300).map(|k| Burst { lead: if k == 0 { 131 } else { 30 }, ..b }).collect();
+    let q = wake_stall_rate(&woke, 100, 0.002);
+    assert!((q - (5.0 + 4.0 * 2f64.sqrt()) / 300.0).abs() < 1e-12, "{q}");
+    assert_eq!(wake_stall_rate(&woke[1..], 100, 0.002), 8.0 / 299.0);
+    assert_eq!(wake_stall_rate(&[b], 100, 0.002), 0.002);
     let late = [Met { measured: 300 + MAX_SWITCH as u64 + 1, ..met[0] }];
     assert!(std::panic::catch_unwind(|| judge("late", &late, 2, 50, 1.0)).is_err(), "a median beyond any hand-over");
 }

@@ -9,8 +9,9 @@
 //! bound, whatever the host does), and comes after it by the context
 //! switch, unless the host stalls this VM in that short window: no more
 //! often than the host's stalls of that size hit an ordinary sample of the
-//! same run, which sets the bound on how many may, at a false-failure rate
-//! of [`FALSE_FAILURE`] per judgement.
+//! same run (or the disturber's own wake-ups, which cross the same VM
+//! exits as a hand-over), which sets the bound on how many may, at a
+//! false-failure rate of [`FALSE_FAILURE`] per judgement.
 
 use super::BIN;
 use std::path::{Path, PathBuf};
@@ -200,6 +201,25 @@ pub fn rate_upper(k: u64, n: u64, floor: f64) -> f64 {
     ((k + 4.0 + 4.0 * (k + 1.0).sqrt()) / n.max(1) as f64).max(floor).min(1.0)
 }
 
+/// An upper bound on how often the host stalls the disturber's own
+/// wake-ups by more than `by` over their median (see [`rate_upper`]; at
+/// least `floor`). A wake-up crosses the same VM exits as the hand-over
+/// back to the measuring thread after a burst (its timer, a wake-up, a
+/// context switch), where a vCPU that spins between them (an ordinary
+/// sample of a spinning probe) crosses none: on a busy host its stalls
+/// are the better reference for a hand-over's. `floor` where the log
+/// has no wake-ups (no `due_ns`).
+pub fn wake_stall_rate(bursts: &[Burst], by: u64, floor: f64) -> f64 {
+    let mut leads: Vec<u64> = bursts.iter().map(|b| b.lead).filter(|&l| l > 0).collect();
+    if leads.is_empty() {
+        return floor;
+    }
+    leads.sort_unstable();
+    let median = leads[leads.len() / 2];
+    let late = leads.iter().filter(|&&l| l > median + by).count() as u64;
+    rate_upper(late, leads.len() as u64, floor)
+}
+
 /// The allowance for bursts that did not hold the CPU as they should have.
 ///
 /// What it allows: bursts the spinner's own clock says it spun through,
@@ -344,6 +364,8 @@ pub fn judge_timer(
     // tolerance, among the samples no burst met.
     let host =
         samples.iter().filter(|&&(p, l)| l > HI_TOL && !bursts.iter().any(|b| b.near(p, p + l, HI_TOL))).count() as u64;
+    // Its other samples are wake-ups too: through the same VM exits as a
+    // hand-over.
     let q = rate_upper(host, total.saturating_sub(met.len() as u64), 0.002);
     eprintln!(
         "{what}: {} bursts, {} samples above {floor} ns, {host} of them the host's (no burst near)",
@@ -373,7 +395,8 @@ pub fn judge_timer(
 /// the burst (the probe cannot run before its end) and longer only by the
 /// spinner's wake-up and the context switches, or by a host stall next to
 /// it no more often than the host's stalls start in any other 100 us of
-/// the run's `active_ns`. A
+/// the run's `active_ns`, or stall the disturber's own wake-ups
+/// ([`wake_stall_rate`]). A
 /// burst that starts in one of the probe's pauses is not seen: at least
 /// the bursts that a share `active_share` (a lower bound on the probe's
 /// duty cycle) would see at [`FALSE_FAILURE`] must be. Returns the bursts
@@ -403,7 +426,10 @@ pub fn judge_interruptions(
         }
     }
     let host = samples.iter().filter(|&&(t, l)| !bursts.iter().any(|b| b.near(t - l, t, HI_TOL))).count() as u64;
-    let q = rate_upper(host, active_ns / HI_TOL, 0.002);
+    // The host's stalls of an ordinary 100 us of the probe's spin, or of
+    // the disturber's own wake-ups, whichever is the more often: a
+    // hand-over crosses VM exits that the spin does not.
+    let q = rate_upper(host, active_ns / HI_TOL, 0.002).max(wake_stall_rate(bursts, HI_TOL, 0.002));
     let want = binomial_lower(inside.len() as u64, active_share, FALSE_FAILURE);
     eprintln!(
         "{what}: {} of {} bursts seen (at least {want} at a duty cycle >= {active_share:.2}); {} interruptions above {floor} ns, {host} of them the host's (no burst near)",
