@@ -5,11 +5,15 @@
 # 1. One event, warm: `perf bench syscall basic` (getppid in a loop) on one
 #    CPU, plain, then with raw_syscalls:sys_enter enabled in a bare tracefs
 #    instance, first with the instance's tracing off (the tracepoint's
-#    dispatch alone), then on, under each trace clock.
-# 2. On the wake-up path: `rtscope wakeup` plain, beside a bare instance
-#    with the events `--trace` enables (nobody reading it), and with
-#    `--trace`, in interleaved rounds; medians of the p50 and p99 (all CPUs
-#    merged) and their ratios to plain.
+#    dispatch alone), then on, under each trace clock; then with a
+#    raw-tracepoint BPF program on it instead that keeps the CPU's last
+#    time in a per-CPU array (bench/bpf_stamps.py: no ring buffer, the
+#    cheapest stamp the kernel offers).
+# 2. On the wake-up path: `rtscope wakeup` plain, beside those BPF stamps
+#    on the events `--trace` enables, beside a bare instance with those
+#    events (nobody reading it), and with `--trace`, in interleaved rounds;
+#    medians of the p50 and p99 (all CPUs merged) and their ratios to
+#    plain.
 #
 # Environment:
 #   CPU          the CPU for the loop (default: the last online one)
@@ -41,13 +45,31 @@ if ! mountpoint -q "$T"; then
     mounted=1
 fi
 I=$T/instances/rtscope-bench-events-$$
+bpf_pid=
 cleanup() {
     set +e
+    [[ -n $bpf_pid ]] && { exec 3>&-; wait "$bpf_pid"; }
     [[ -d $I ]] && { echo 0 >"$I/tracing_on"; rmdir "$I"; }
     [[ -n $mounted ]] && umount "$T"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+
+# BPF stamps on the raw tracepoints named, until bpf_stop.
+bpf_start() {
+    rm -f "$TMP/bpf-in"
+    mkfifo "$TMP/bpf-in"
+    python3 "$HERE/bpf_stamps.py" "$@" <"$TMP/bpf-in" >"$TMP/bpf-out" 2>&1 &
+    bpf_pid=$!
+    exec 3>"$TMP/bpf-in"
+    until grep -q attached "$TMP/bpf-out" || ! kill -0 "$bpf_pid" 2>/dev/null; do sleep 0.1; done
+    grep -q attached "$TMP/bpf-out" || { cat "$TMP/bpf-out" >&2; exit 1; }
+}
+bpf_stop() {
+    exec 3>&-
+    wait "$bpf_pid"
+    bpf_pid=
+}
 
 loop() {
     taskset -c "$CPU" perf bench syscall basic 2>/dev/null |
@@ -71,6 +93,9 @@ for clock in local counter x86-tsc mono global; do
     echo 0 >"$I/tracing_on"
 done
 rmdir "$I"
+bpf_start sys_enter
+echo "BPF stamp (raw tracepoint, per-CPU) $(loop)"
+bpf_stop
 
 # The events --trace enables (src/trace/event.rs), every interrupt vector's.
 events=(irq_vectors/local_timer_entry irq_vectors/local_timer_exit timer/hrtimer_expire_entry
@@ -88,6 +113,9 @@ wakeup() {
 echo "== on the wake-up path: rtscope wakeup on CPUs $CPUS, ${DURATION}s a run"
 for r in $(seq 1 "$ROUNDS"); do
     wakeup "plain-$r"
+    bpf_start "${events[@]#*/}"
+    wakeup "bpf-$r"
+    bpf_stop
     mkdir "$I"
     echo local >"$I/trace_clock"
     for e in "${events[@]}"; do echo 1 >"$I/events/$e/enable"; done
@@ -106,12 +134,12 @@ sys.path.insert(0, sys.argv[3])
 from latency import merged  # noqa: E402
 
 med = {}
-for mode in ("plain", "events", "traced"):
+for mode in ("plain", "bpf", "events", "traced"):
     runs = [[v / 1000 for v in merged(json.load(open(f"{tmp}/{mode}-{r}.json")))] for r in range(1, rounds + 1)]
     med[mode] = (statistics.median(p for p, _ in runs), statistics.median(q for _, q in runs))
     print(f"{mode:7s} p50 " + " ".join(f"{p:.2f}" for p, _ in runs) + " us; p99 "
           + " ".join(f"{q:.2f}" for _, q in runs) + " us")
-for mode in ("events", "traced"):
+for mode in ("bpf", "events", "traced"):
     p, q = med[mode]
     print(f"{mode:7s} / plain: p50 {p / med['plain'][0]:.3f} ({p - med['plain'][0]:+.2f} us), "
           f"p99 {q / med['plain'][1]:.3f}")
