@@ -202,9 +202,17 @@ impl Store {
                         Ok((r.get(0)?, r.get(1)?))
                     })?;
                 let ended = end.map(|e| start_unix + (e - start_mono));
-                let note = "the process died before the run ended (SIGKILL, crash or power loss): data up to its last checkpoint";
-                append_note(&tx, id, note)?;
-                tx.execute("UPDATE runs SET status='partial', ended_unix_ns=?2 WHERE id=?1", params![id, ended])?;
+                // Under the write lock: another process opening the store at
+                // once may have marked it already, and noted it once.
+                let marked = tx.execute(
+                    "UPDATE runs SET status='partial', ended_unix_ns=?2 WHERE id=?1 AND status='running'",
+                    params![id, ended],
+                )?;
+                if marked == 1 {
+                    let note = "the process died before the run ended (SIGKILL, crash or power loss): data up to its \
+                                last checkpoint";
+                    append_note(&tx, id, note)?;
+                }
                 tx.commit()?;
             }
         }

@@ -55,17 +55,25 @@ impl Store {
             if cutoff_mono <= start_mono {
                 continue;
             }
-            let tx = self.write()?;
-            let expired = load_intervals(&tx, run_id, sid, cutoff_mono)?;
-            let mut groups: Vec<(u64, Vec<Interval>)> = Vec::new();
-            for iv in expired {
-                let span = (iv.start_ns as i64 - start_mono).max(0) as u64 / span_ns;
-                match groups.last_mut() {
-                    Some((s, g)) if *s == span => g.push(iv),
-                    _ => groups.push((span, vec![iv])),
+            // The expired intervals of each span, where a span has several.
+            let spans = |conn: &rusqlite::Connection| -> Result<Vec<Vec<Interval>>> {
+                let mut groups: Vec<(u64, Vec<Interval>)> = Vec::new();
+                for iv in load_intervals(conn, run_id, sid, cutoff_mono)? {
+                    let span = (iv.start_ns as i64 - start_mono).max(0) as u64 / span_ns;
+                    match groups.last_mut() {
+                        Some((s, g)) if *s == span => g.push(iv),
+                        _ => groups.push((span, vec![iv])),
+                    }
                 }
+                Ok(groups.into_iter().map(|(_, g)| g).filter(|g| g.len() > 1).collect())
+            };
+            // A look without the write lock first: most passes find nothing
+            // to merge, and the monitor's writers need not wait for them.
+            if spans(&self.conn)?.is_empty() {
+                continue;
             }
-            for (_, group) in groups.into_iter().filter(|(_, g)| g.len() > 1) {
+            let tx = self.write()?;
+            for group in spans(&tx)? {
                 let (first, last) = (&group[0], &group[group.len() - 1]);
                 let mut tally = first.tally().map_err(|e| anyhow!("run {run_id}: {e}"))?;
                 let (mut missed, mut lost) = (first.overruns, first.lost_exceedances);

@@ -369,3 +369,35 @@ fn runs_ended_at_once_from_several_connections_all_end() {
         assert_eq!(notes.iter().filter(|n| n.starts_with("note ")).count(), 100, "run {id}: {notes:?}");
     }
 }
+
+/// A dead run found by several processes opening the store at once is
+/// marked once: one note that its process died, not one per opener.
+#[test]
+fn a_dead_run_found_by_two_openers_at_once_is_noted_once() {
+    for round in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dead.db");
+        let mut run = sample_run();
+        run.header.status = RunStatus::Running;
+        run.header.pid = std::process::id();
+        let id = Store::open(&path).unwrap().create_run(&run.header, &run.inventory, &run.plan).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("UPDATE runs SET process_id='gone' WHERE id=?1", [id]).unwrap();
+        drop(conn);
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let opened: Vec<_> = (0..4)
+            .map(|_| {
+                let (path, barrier) = (path.clone(), std::sync::Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    Store::open(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
+                })
+            })
+            .collect();
+        for t in opened {
+            t.join().unwrap().unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        let notes = Store::open(&path).unwrap().load_run(id).unwrap().header.notes;
+        assert_eq!(notes.iter().filter(|n| n.contains("died")).count(), 1, "round {round}: {notes:?}");
+    }
+}
