@@ -34,6 +34,23 @@ pub fn states_under(root: &Path, cpu: usize) -> Vec<IdleState> {
         .collect()
 }
 
+/// Whether the kernel's idle loop polls on every CPU, bypassing cpuidle
+/// (`idle=poll` on its command line, a common real-time setting): an idle
+/// CPU then never halts, and its cpuidle counters (if it has a driver)
+/// stay still. Read once.
+pub fn polls_in_idle() -> bool {
+    static POLLS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *POLLS.get_or_init(|| {
+        let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+        polls_on(&cmdline)
+    })
+}
+
+/// [`polls_in_idle`] for a command line.
+fn polls_on(cmdline: &str) -> bool {
+    rtscope_model::inventory::cmdline_param(cmdline, "idle").as_deref() == Some("poll")
+}
+
 /// The states entered between two readings of one CPU, with the entries in
 /// between; those not entered are left out.
 pub fn entered(before: &[IdleState], after: &[IdleState]) -> Vec<IdleState> {
@@ -85,6 +102,14 @@ mod tests {
         assert_eq!(describe(&entered(&span, &span)), None, "nothing entered between equal readings");
         assert!(states_under(&root, 4).is_empty(), "a CPU without cpuidle has no states");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn idle_poll_is_read_from_the_command_line() {
+        assert!(polls_on("BOOT_IMAGE=/vmlinuz root=/dev/sda1 idle=poll isolcpus=1"));
+        assert!(!polls_on("BOOT_IMAGE=/vmlinuz idle=halt"));
+        assert!(!polls_on("quiet"));
+        assert!(!polls_on("quiet -- idle=poll"), "after -- it is init's");
     }
 
     #[test]

@@ -550,6 +550,7 @@ impl CpuTrace {
                 steal_ns: 0,
                 run_ns: 0,
                 idle_states: None,
+                idle_poll: false,
             }
         });
         // The main cause's own stacks while it ran: the profiler's middle

@@ -258,6 +258,7 @@ impl Counted {
         gap.steal_ns = now.steal_ns.saturating_sub(self.steal_ns);
         if gap.idle {
             gap.idle_states = Some(cpuidle::entered(&self.idle, &now.idle));
+            gap.idle_poll = cpuidle::polls_in_idle();
         }
     }
 }

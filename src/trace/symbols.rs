@@ -56,8 +56,11 @@ pub struct Gap {
     pub steal_ns: u64,
     pub run_ns: u64,
     /// The idle states this CPU entered so far in the run (cpuidle's
-    /// counters); empty: none counted (no cpuidle driver); `None`: not read.
+    /// counters); empty: none counted (no cpuidle driver, or an idle loop
+    /// that bypasses it); `None`: not read.
     pub idle_states: Option<Vec<crate::sys::cpuidle::IdleState>>,
+    /// The kernel's idle loop polls (`idle=poll`), bypassing cpuidle.
+    pub idle_poll: bool,
 }
 
 /// Leaf addresses of the run's samples: (pid, 0 for the kernel's; addr)
@@ -590,20 +593,24 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
     // The kernel's polling state is named POLL by every cpuidle driver; a
     // halting state may declare 0 us too (acpi_idle's HLT without _CST).
     let polled = gap.idle_states.as_deref().is_some_and(|s| !s.is_empty() && s.iter().all(|x| x.name == "POLL"));
-    let (verdict, why) = if gap.idle && polled {
-        let d = gap.idle_states.as_deref().and_then(crate::sys::cpuidle::describe).unwrap_or_default();
+    let (verdict, why) = if gap.idle && (polled || gap.idle_poll) {
+        let how = match gap.idle_states.as_deref().and_then(crate::sys::cpuidle::describe) {
+            Some(d) if polled => format!("the idle states it entered so far: {d}"),
+            _ => "the kernel's idle=poll".to_string(),
+        };
         (
             "late in idle poll",
             format!(
-                "the CPU was idle but polling, not halted (the idle states it entered so far: {d}): no exit latency, \
-                 the timer interrupt came late to a running CPU; on a VM the host's (its timer emulation or its other \
-                 work), on bare metal an SMI{steal}"
+                "the CPU was idle but polling, not halted ({how}): no exit latency, the timer interrupt came late to \
+                 a running CPU; on a VM the host's (its timer emulation or its other work), on bare metal an SMI{steal}"
             ),
         )
     } else if gap.idle {
         let states = match gap.idle_states.as_deref() {
             Some([]) => {
-                "; cpuidle counted no idle state entered on this CPU so far (it has no cpuidle driver)".to_string()
+                "; cpuidle counted no idle state entered on this CPU so far (it has no cpuidle driver, or the idle \
+                 loop bypasses it)"
+                    .to_string()
             }
             Some(s) => crate::sys::cpuidle::describe(s)
                 .map(|d| format!("; idle states this CPU entered so far: {d}"))
@@ -800,11 +807,16 @@ mod tests {
         assert!(r.why.contains("idle states this CPU entered so far: C6 4 times (exit 133 us)"), "{r:?}");
         let none = Gap { idle_states: Some(Vec::new()), ..idle.clone() };
         assert!(remainder(&none, None, false).why.contains("no idle state entered"));
+        assert_eq!(remainder(&none, None, false).verdict, "idle exit");
         let poll = crate::sys::cpuidle::IdleState { name: "POLL".into(), exit_us: 0, usage: 900 };
         let polled = Gap { idle_states: Some(vec![poll]), ..idle };
         let r = remainder(&polled, None, false);
         assert_eq!(r.verdict, "late in idle poll", "{r:?}");
         assert!(r.why.contains("POLL 900 times (exit 0 us)"), "{r:?}");
+        // idle=poll: the loop polls without cpuidle, whose counters stay still.
+        let r = remainder(&Gap { idle_poll: true, ..none }, None, false);
+        assert_eq!(r.verdict, "late in idle poll", "{r:?}");
+        assert!(r.why.contains("idle=poll"), "{r:?}");
         let held = Gap { ns: 700_000, samples: 0, expected: 2.8, ..Default::default() };
         assert_eq!(remainder(&held, None, false).verdict, "interrupts off or hypervisor");
         assert_eq!(remainder(&held, None, true).verdict, "hypervisor");

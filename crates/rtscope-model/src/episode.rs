@@ -374,7 +374,8 @@ pub struct WindowSamples {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Remainder {
     pub ns: u64,
-    /// `idle exit`, `interrupts off`, `hypervisor` or `unknown`.
+    /// `idle exit`, `late in idle poll`, `interrupts off`, `hypervisor`,
+    /// `interrupts off or hypervisor` or `unknown` (docs/json.md).
     pub verdict: String,
     /// The evidence, or why there is none.
     pub why: String,
