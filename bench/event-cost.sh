@@ -19,7 +19,7 @@
 #   CPU          the CPU for the loop (default: the last online one)
 #   CPUS         CPU list for the wake-up runs (default: all online)
 #   DURATION     seconds per wake-up run (default 5)
-#   ROUNDS       rounds of the three wake-up runs (default 3)
+#   ROUNDS       rounds of the four wake-up runs (default 3)
 #
 # Needs root. Leaves no instance behind; unmounts tracefs if it mounted it.
 set -euo pipefail
@@ -123,7 +123,7 @@ for r in $(seq 1 "$ROUNDS"); do
     wakeup "events-$r"
     echo 0 >"$I/tracing_on"
     rmdir "$I"
-    wakeup "traced-$r" --trace
+    wakeup "traced-$r" --trace --stacks off
     echo "round $r done"
 done
 
