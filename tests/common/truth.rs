@@ -361,9 +361,12 @@ pub fn judge_timer(
         }
     }
     // The host's stalls: samples no burst came near, late by more than the
-    // tolerance, among the samples no burst met.
+    // tolerance, among the samples no burst met. The samples above `floor`
+    // are all there is to see them by: a stall shorter than it leaves no
+    // trace there, so no longer hand-over than that is judged either.
+    let hi_tol = HI_TOL.max(floor);
     let host =
-        samples.iter().filter(|&&(p, l)| l > HI_TOL && !bursts.iter().any(|b| b.near(p, p + l, HI_TOL))).count() as u64;
+        samples.iter().filter(|&&(p, l)| l > hi_tol && !bursts.iter().any(|b| b.near(p, p + l, hi_tol))).count() as u64;
     // Its other samples are wake-ups too: through the same VM exits as a
     // hand-over.
     let q = rate_upper(host, total.saturating_sub(met.len() as u64), 0.002);
@@ -385,7 +388,7 @@ pub fn judge_timer(
         missing.len() as u64 <= allowed,
         "{what}: bursts that held a programmed instant but no sample shows: {missing:?}"
     );
-    judge(what, &met, LO_TOL, HI_TOL, q);
+    judge(what, &met, LO_TOL, hi_tol, q);
     met
 }
 
@@ -486,8 +489,12 @@ pub fn judge_sleeps(
             met.push(Met { at: end, explained: b.end - end, measured: deviation, slack: 0, lead: 0 });
         }
     }
+    // The samples above `floor` are all there is to see the host's stalls
+    // by: a stall shorter than it leaves no trace there, so no longer
+    // hand-over than that is judged either.
+    let hi_tol = HI_TOL.max(floor);
     let host =
-        samples.iter().filter(|&&(p, l)| l > HI_TOL && !bursts.iter().any(|b| b.near(p, p + l, HI_TOL))).count() as u64;
+        samples.iter().filter(|&&(p, l)| l > hi_tol && !bursts.iter().any(|b| b.near(p, p + l, hi_tol))).count() as u64;
     let q = rate_upper(host, total.saturating_sub(met.len() as u64), 0.002);
     let want = binomial_lower(inside.len() as u64, hit_share, FALSE_FAILURE);
     eprintln!(
@@ -497,6 +504,6 @@ pub fn judge_sleeps(
         samples.len()
     );
     assert!(met.len() as u64 >= want, "{what}: only {} of {} bursts held a sleep's end", met.len(), inside.len());
-    judge(what, &met, LO_TOL, HI_TOL, q);
+    judge(what, &met, LO_TOL, hi_tol, q);
     met
 }
