@@ -299,6 +299,23 @@ fn episodes_are_kept_and_dropped_and_old_stores_migrate() {
     assert_eq!(store.load_run(id).unwrap().trace.unwrap().instance, "x");
 }
 
+/// Opens the store at `path` from `n` threads at once (as `n` processes
+/// would): the first error, if one failed.
+fn open_at_once(path: &Path, n: usize) -> Result<(), String> {
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(n));
+    let opened: Vec<_> = (0..n)
+        .map(|_| {
+            let (path, barrier) = (path.to_path_buf(), std::sync::Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                Store::open(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
+            })
+        })
+        .collect();
+    let each: Vec<Result<(), String>> = opened.into_iter().map(|t| t.join().unwrap()).collect();
+    each.into_iter().collect()
+}
+
 /// Two processes opening a new store at once (a run starting while a
 /// `show` polls for it) both get it: one creates the schema, the other
 /// waits for it and finds it made ("table meta already exists" before).
@@ -307,19 +324,7 @@ fn a_new_store_opened_twice_at_once_is_created_once() {
     for round in 0..20 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(format!("race{round}.db"));
-        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
-        let opened: Vec<_> = (0..4)
-            .map(|_| {
-                let (path, barrier) = (path.clone(), std::sync::Arc::clone(&barrier));
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    Store::open(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
-                })
-            })
-            .collect();
-        for t in opened {
-            t.join().unwrap().unwrap_or_else(|e| panic!("round {round}: {e}"));
-        }
+        open_at_once(&path, 4).unwrap_or_else(|e| panic!("round {round}: {e}"));
         assert_eq!(Store::open(&path).unwrap().list_runs().unwrap().len(), 0);
     }
 }
@@ -384,19 +389,7 @@ fn a_dead_run_found_by_two_openers_at_once_is_noted_once() {
         let conn = Connection::open(&path).unwrap();
         conn.execute("UPDATE runs SET process_id='gone' WHERE id=?1", [id]).unwrap();
         drop(conn);
-        let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
-        let opened: Vec<_> = (0..4)
-            .map(|_| {
-                let (path, barrier) = (path.clone(), std::sync::Arc::clone(&barrier));
-                std::thread::spawn(move || {
-                    barrier.wait();
-                    Store::open(&path).map(|_| ()).map_err(|e| format!("{e:#}"))
-                })
-            })
-            .collect();
-        for t in opened {
-            t.join().unwrap().unwrap_or_else(|e| panic!("round {round}: {e}"));
-        }
+        open_at_once(&path, 4).unwrap_or_else(|e| panic!("round {round}: {e}"));
         let notes = Store::open(&path).unwrap().load_run(id).unwrap().header.notes;
         assert_eq!(notes.iter().filter(|n| n.contains("died")).count(), 1, "round {round}: {notes:?}");
     }
