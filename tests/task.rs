@@ -168,9 +168,12 @@ fn task_misses_a_deadline_per_burst_and_buffers_absorb_them() {
         let n = bursts.len() as u64;
         let held = bursts.iter().map(|b| b.len() + b.lead).sum::<u64>() / n;
         let period = (bursts[bursts.len() - 1].start - bursts[0].start) / (n - 1);
-        let chance = stalls.iter().map(|&(r, done)| ((held + done - r) as f64 / period as f64).min(1.0)).sum::<f64>()
-            / stalls.len().max(1) as f64
-            + 0.0;
+        let chance = if stalls.is_empty() {
+            0.0
+        } else {
+            stalls.iter().map(|&(r, done)| ((held + done - r) as f64 / period as f64).min(1.0)).sum::<f64>()
+                / stalls.len() as f64
+        };
         let on = stalls.iter().filter(|&&(r, done)| bursts.iter().any(|b| b.near(r, done, 0))).count() as u64;
         let allowed = truth::binomial_upper(stalls.len() as u64, chance, truth::FALSE_FAILURE);
         eprintln!(

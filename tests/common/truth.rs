@@ -220,6 +220,12 @@ pub fn wake_stall_rate(bursts: &[Burst], by: u64, floor: f64) -> f64 {
     rate_upper(late, leads.len() as u64, floor)
 }
 
+/// The host's stalls among a timer's `samples` (programmed instant,
+/// latency): those late by more than `tol` with no burst within `tol`.
+fn host_stalls(samples: &[(u64, u64)], bursts: &[Burst], tol: u64) -> u64 {
+    samples.iter().filter(|&&(p, l)| l > tol && !bursts.iter().any(|b| b.near(p, p + l, tol))).count() as u64
+}
+
 /// The allowance for bursts that did not hold the CPU as they should have.
 ///
 /// What it allows: bursts the spinner's own clock says it spun through,
@@ -365,8 +371,7 @@ pub fn judge_timer(
     // are all there is to see them by: a stall shorter than it leaves no
     // trace there, so no longer hand-over than that is judged either.
     let hi_tol = HI_TOL.max(floor);
-    let host =
-        samples.iter().filter(|&&(p, l)| l > hi_tol && !bursts.iter().any(|b| b.near(p, p + l, hi_tol))).count() as u64;
+    let host = host_stalls(samples, bursts, hi_tol);
     // Its other samples are wake-ups too: through the same VM exits as a
     // hand-over.
     let q = rate_upper(host, total.saturating_sub(met.len() as u64), 0.002);
@@ -493,8 +498,7 @@ pub fn judge_sleeps(
     // by: a stall shorter than it leaves no trace there, so no longer
     // hand-over than that is judged either.
     let hi_tol = HI_TOL.max(floor);
-    let host =
-        samples.iter().filter(|&&(p, l)| l > hi_tol && !bursts.iter().any(|b| b.near(p, p + l, hi_tol))).count() as u64;
+    let host = host_stalls(samples, bursts, hi_tol);
     let q = rate_upper(host, total.saturating_sub(met.len() as u64), 0.002);
     let want = binomial_lower(inside.len() as u64, hit_share, FALSE_FAILURE);
     eprintln!(
