@@ -676,7 +676,12 @@ impl Watch {
             "describe": self.settings.describe(),
             "exceed": self.settings.exceed.describe(),
             "found_at_start": self.found.iter().map(|i| format!("{} {}", i.label(), i.sched())).collect::<Vec<_>>(),
-            "trace": { "instance": self.instance.name, "events": self.instance.enabled, "clock": "mono" },
+            "trace": {
+                "instance": self.instance.name,
+                "events": self.instance.enabled,
+                "clock": "mono",
+                "record_cmd": self.instance.record_cmd,
+            },
         })
     }
 

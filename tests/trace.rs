@@ -34,6 +34,11 @@ fn instances() -> Vec<String> {
     })
 }
 
+/// The top-level tracefs option `record-cmd` ("1" or "0").
+fn record_cmd() -> String {
+    in_tracefs(|root| std::fs::read_to_string(root.join("options/record-cmd")).unwrap().trim().to_string())
+}
+
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
@@ -42,6 +47,7 @@ fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
         return;
     }
     let mounted_before = tracefs_mounted();
+    let record_cmd_before = record_cmd();
     // A stale instance of a dead rtscope is removed at the next start.
     in_tracefs(|root| match std::fs::create_dir(root.join("instances/rtscope-999999999")) {
         Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => panic!("a stale instance: {e}"),
@@ -51,8 +57,13 @@ fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {
     assert!(o.status.success(), "{}", text(&o));
     assert!(instances().is_empty(), "instances left behind: {:?}", instances());
     assert_eq!(tracefs_mounted(), mounted_before, "tracefs mount state restored");
+    assert_eq!(record_cmd(), record_cmd_before, "record-cmd as found");
 
     let doc = export(&fx.db, &[]);
+    // Nobody else traces here: record-cmd is off for the run where it was on.
+    let held = &doc["run"]["plan"]["trace"]["record_cmd"];
+    let want = if record_cmd_before == "1" { "off for the run" } else { "off already" };
+    assert_eq!(held, want, "{}", doc["run"]["plan"]);
     let rows = doc["results"].as_array().unwrap();
     let field = |metric: &str, cpu: u64, key: &str| {
         rows.iter().find(|r| r["metric"] == metric && r["cpu"] == cpu).map_or(0, |r| r[key].as_u64().unwrap())
@@ -375,6 +386,62 @@ fn a_udp_flood_shows_as_network_softirq() {
     assert!(!net.is_empty(), "no episode among {} names a network softirq", episodes.len());
 }
 
+/// Another tracer's instance with an event enabled, and `record-cmd` on,
+/// while it lives; then tracefs as found.
+struct OtherTracer {
+    root: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    mounted: bool,
+    record_cmd: String,
+}
+
+impl OtherTracer {
+    fn start() -> OtherTracer {
+        let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
+        let record_cmd = std::fs::read_to_string(root.join("options/record-cmd")).unwrap();
+        let dir = root.join(format!("instances/other-tracer-{}", std::process::id()));
+        let t = OtherTracer { root, dir, mounted, record_cmd };
+        std::fs::create_dir(&t.dir).expect("another tracer's instance");
+        std::fs::write(t.dir.join("events/sched/sched_wakeup/enable"), "1").unwrap();
+        std::fs::write(t.root.join("options/record-cmd"), "1").unwrap();
+        t
+    }
+}
+
+impl Drop for OtherTracer {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.root.join("options/record-cmd"), self.record_cmd.trim());
+        let _ = std::fs::remove_dir(&self.dir);
+        if self.mounted {
+            let _ = rtscope::sys::tracefs::unmount(&self.root);
+        }
+    }
+}
+
+/// `record-cmd` is turned off for a trace only when nobody else traces:
+/// beside another tracer's instance it stays on, and the run says what
+/// that costs.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn record_cmd_stays_on_beside_another_tracer() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let other = OtherTracer::start();
+    let name = other.dir.file_name().unwrap().to_string_lossy().into_owned();
+    let o = rtscope(&["wakeup", "--trace", "--stacks", "off", "--cpus", "0", "-D", "1s", "--db", &fx.db]);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("record-cmd stays on") && err.contains(&name), "{err}");
+    assert_eq!(std::fs::read_to_string(other.root.join("options/record-cmd")).unwrap().trim(), "1");
+    let doc = export(&fx.db, &[]);
+    let held = doc["run"]["plan"]["trace"]["record_cmd"].as_str().unwrap().to_string();
+    assert_eq!(held, format!("left on: another tracer uses the instance {name}"), "{}", doc["run"]["plan"]);
+    drop(other);
+    assert!(instances().is_empty(), "{:?}", instances());
+}
+
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn without_root_trace_degrades_with_a_warning() {
@@ -423,6 +490,7 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
         return;
     }
     let mounted_before = tracefs_mounted();
+    let record_cmd_before = record_cmd();
     // With --stacks on: the stack instance beside the main one, and the
     // profiler's perf events.
     let mut child = Command::new(BIN)
@@ -452,6 +520,7 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
         assert!(std::time::Instant::now() < until, "{name} never traced");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert_eq!(record_cmd(), "0", "record-cmd is off while rtscope traces");
     child.kill().unwrap();
     child.wait().unwrap();
     let killed = std::time::Instant::now();
@@ -472,6 +541,12 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
             killed.elapsed() < std::time::Duration::from_secs(10),
             "tracefs mount state not restored (mounted before: {mounted_before})"
         );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The janitor turns record-cmd back on (after the instances, before
+    // it unmounts tracefs).
+    while record_cmd() != record_cmd_before {
+        assert!(killed.elapsed() < std::time::Duration::from_secs(10), "record-cmd not as found after the SIGKILL");
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     eprintln!("instances removed {:?} after the SIGKILL", killed.elapsed());

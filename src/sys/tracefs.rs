@@ -153,3 +153,97 @@ pub fn open_buffers(dir: &Path, cpus: &[usize]) -> Result<Vec<File>, String> {
         })
         .collect()
 }
+
+/// The top-level option `record-cmd`: with it on (the kernel's default),
+/// every recorded event in any instance makes the next `sched_switch` and
+/// `sched_wakeup` save the command names of the tasks involved, under a
+/// lock, for the text `trace` output. rtscope reads the names from the
+/// switch records themselves and never needs them, and on a wake-up path
+/// they cost a probe on `sched_wakeup` (a tracepoint otherwise off) and
+/// two saves: 0.2-0.4 us of the trace's cost on a KVM guest. An instance
+/// has no option of its own: the top level's applies to every instance.
+pub const RECORD_CMD: &str = "options/record-cmd";
+
+/// How many of this process's instances hold `record-cmd` off, and
+/// whether this process turned it off (and so turns it back on).
+static RECORD_CMD_HELD: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
+
+/// What became of `record-cmd` for an instance.
+pub enum CmdNames {
+    /// rtscope turned it off; back on when the last holder is dropped,
+    /// or by the janitor should rtscope be killed.
+    Off(CmdNamesOff),
+    /// It was off already (the user's choice, or another rtscope's).
+    WasOff,
+    /// Left on, and why: another tracer uses tracefs (its text output would
+    /// lose the names of tasks started meanwhile), or it cannot be turned
+    /// back on for sure.
+    LeftOn(String),
+}
+
+/// Holds `record-cmd` off (see [`CmdNames::Off`]).
+pub struct CmdNamesOff {
+    path: PathBuf,
+}
+
+/// Another tracer using tracefs at `root`, named; None when none is: the
+/// top level's tracer is `nop` with no event enabled, and every instance
+/// that is not rtscope's is the same.
+pub fn other_tracer(root: &Path) -> Option<String> {
+    let busy = |dir: &Path| {
+        let tracer = std::fs::read_to_string(dir.join("current_tracer")).unwrap_or_default();
+        let events = std::fs::read_to_string(dir.join("set_event")).unwrap_or_default();
+        (!matches!(tracer.trim(), "" | "nop")) || !events.trim().is_empty()
+    };
+    if busy(root) {
+        return Some("the top-level buffer".into());
+    }
+    let entries = std::fs::read_dir(root.join("instances")).ok()?;
+    entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .find(|n| !n.starts_with("rtscope-") && busy(&root.join("instances").join(n)))
+        .map(|n| format!("the instance {n}"))
+}
+
+/// Turns `record-cmd` off at `root` for as long as the answer's
+/// [`CmdNamesOff`] lives, unless it is off already or another tracer uses
+/// tracefs. Registered with the janitor before it is written.
+pub fn record_cmd_off(root: &Path) -> CmdNames {
+    let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let path = root.join(RECORD_CMD);
+    if held.1 {
+        held.0 += 1;
+        return CmdNames::Off(CmdNamesOff { path });
+    }
+    if std::fs::read_to_string(&path).map_or(true, |v| v.trim() != "1") {
+        return CmdNames::WasOff;
+    }
+    if let Some(other) = other_tracer(root) {
+        return CmdNames::LeftOn(format!("another tracer uses {other}"));
+    }
+    let Ok(janitor) = ipc::janitor() else { return CmdNames::LeftOn("no janitor to turn it back on".into()) };
+    if !janitor.registry().add_path(Leftover::OptionOn, &path) {
+        return CmdNames::LeftOn("no room in the janitor's table to turn it back on".into());
+    }
+    if let Err(e) = write(&path, "0") {
+        janitor.registry().remove_path(Leftover::OptionOn, &path);
+        return CmdNames::LeftOn(e);
+    }
+    *held = (1, true);
+    CmdNames::Off(CmdNamesOff { path })
+}
+
+impl Drop for CmdNamesOff {
+    fn drop(&mut self) {
+        let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.0 -= 1;
+        if held.0 == 0 {
+            let _ = write(&self.path, "1");
+            if let Ok(j) = ipc::janitor() {
+                j.registry().remove_path(Leftover::OptionOn, &self.path);
+            }
+            held.1 = false;
+        }
+    }
+}

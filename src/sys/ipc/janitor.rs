@@ -60,6 +60,9 @@ pub enum Leftover {
     /// A tracefs that rtscope mounted: unmounted when no instance is left
     /// in it (as rtscope does when it ends normally).
     TracefsMount = 4,
+    /// A tracefs option file that rtscope turned off (`record-cmd`):
+    /// turned back on, before tracefs is unmounted.
+    OptionOn = 5,
 }
 
 /// Puts `v` (not 0) in a free slot; false when none is free. Lock-free and
@@ -146,7 +149,8 @@ impl Registry {
 
     /// What the janitor does when rtscope is gone: the process groups
     /// first (so that no command writes in a directory being removed),
-    /// then the trace instances, the directories, and last tracefs.
+    /// then the trace instances, the directories, the tracefs options,
+    /// and last tracefs.
     fn clean(&self) {
         for s in &self.sysv {
             let id = s.load(Ordering::Acquire);
@@ -162,13 +166,16 @@ impl Registry {
                 unsafe { libc::kill(-(g as libc::pid_t), libc::SIGKILL) };
             }
         }
-        // SAFETY (the three loops): NUL-terminated paths in this process's
+        // SAFETY (the four loops): NUL-terminated paths in this process's
         // own copy of the registry; the helpers make system calls only.
         for p in self.paths_of(Leftover::TraceInstance) {
             unsafe { cleanup::remove_instance(p) };
         }
         for p in self.paths_of(Leftover::Tree) {
             unsafe { cleanup::remove_tree(p) };
+        }
+        for p in self.paths_of(Leftover::OptionOn) {
+            unsafe { cleanup::option_on(p) };
         }
         for p in self.paths_of(Leftover::TracefsMount) {
             unsafe { cleanup::unmount_if_unused(p) };

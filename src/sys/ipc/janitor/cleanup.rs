@@ -62,6 +62,21 @@ pub unsafe fn remove_instance(dir: *const c_char) {
     }
 }
 
+/// Turns the tracefs option file `path` back on (writes "1").
+///
+/// # Safety
+/// `path` is a NUL-terminated path.
+pub unsafe fn option_on(path: *const c_char) {
+    // SAFETY: a C string; open/write/close are plain system calls.
+    unsafe {
+        let fd = libc::open(path, libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, b"1".as_ptr().cast(), 1);
+            libc::close(fd);
+        }
+    }
+}
+
 /// Removes the directory `path` and everything in it.
 ///
 /// # Safety
