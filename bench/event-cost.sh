@@ -9,9 +9,14 @@
 #    raw-tracepoint BPF program on it instead that keeps the CPU's last
 #    time in a per-CPU array (bench/bpf_stamps.py: no ring buffer, the
 #    cheapest stamp the kernel offers).
+#    Then the scheduler's pair: `perf bench sched pipe` (a pipe round
+#    trip, two wake-ups and two switches) on that CPU, plain, with
+#    sched_waking and sched_switch recorded under the top-level option
+#    record-cmd on (the kernel's default) and off (as rtscope runs).
 # 2. On the wake-up path: `rtscope wakeup` plain, beside those BPF stamps
 #    on the events `--trace` enables, beside a bare instance with those
-#    events (nobody reading it), and with `--trace`, in interleaved rounds;
+#    events (nobody reading it; record-cmd off, as rtscope runs), and with
+#    `--trace`, in interleaved rounds;
 #    medians of the p50 and p99 (all CPUs merged) and their ratios to
 #    plain.
 #
@@ -21,7 +26,8 @@
 #   DURATION     seconds per wake-up run (default 5)
 #   ROUNDS       rounds of the four wake-up runs (default 3)
 #
-# Needs root. Leaves no instance behind; unmounts tracefs if it mounted it.
+# Needs root. Leaves no instance behind and record-cmd as found; unmounts
+# tracefs if it mounted it.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,8 +52,10 @@ if ! mountpoint -q "$T"; then
 fi
 I=$T/instances/rtscope-bench-events-$$
 bpf_pid=
+rc_was=
 cleanup() {
     set +e
+    [[ -n $rc_was ]] && echo "$rc_was" >"$T/options/record-cmd"
     [[ -n $bpf_pid ]] && { exec 3>&-; wait "$bpf_pid"; }
     [[ -d $I ]] && { echo 0 >"$I/tracing_on"; rmdir "$I"; }
     [[ -n $mounted ]] && umount "$T"
@@ -97,6 +105,23 @@ bpf_start sys_enter
 echo "BPF stamp (raw tracepoint, per-CPU) $(loop)"
 bpf_stop
 
+pipe() {
+    taskset -c "$CPU" perf bench sched pipe -l 200000 2>/dev/null |
+        awk '/usecs\/op/ {printf "%.0f", $1 * 1000}'
+}
+echo "== the wake-up events, warm: a pipe round trip on CPU $CPU (ns per round trip)"
+rc_was=$(cat "$T/options/record-cmd")
+echo "plain                               $(pipe)"
+for rc in 1 0; do
+    echo "$rc" >"$T/options/record-cmd"
+    mkdir "$I"
+    echo local >"$I/trace_clock"
+    for e in sched/sched_waking sched/sched_switch; do echo 1 >"$I/events/$e/enable"; done
+    echo "recorded, record-cmd $rc              $(pipe)"
+    rmdir "$I"
+done
+echo "$rc_was" >"$T/options/record-cmd"
+
 # The events --trace enables (src/trace/event.rs), every interrupt vector's.
 events=(irq_vectors/local_timer_entry irq_vectors/local_timer_exit timer/hrtimer_expire_entry
     sched/sched_waking sched/sched_switch irq/irq_handler_entry irq/irq_handler_exit
@@ -116,6 +141,8 @@ for r in $(seq 1 "$ROUNDS"); do
     bpf_start "${events[@]#*/}"
     wakeup "bpf-$r"
     bpf_stop
+    # As rtscope records them: record-cmd off.
+    echo 0 >"$T/options/record-cmd"
     mkdir "$I"
     echo local >"$I/trace_clock"
     for e in "${events[@]}"; do echo 1 >"$I/events/$e/enable"; done
@@ -123,6 +150,7 @@ for r in $(seq 1 "$ROUNDS"); do
     wakeup "events-$r"
     echo 0 >"$I/tracing_on"
     rmdir "$I"
+    echo "$rc_was" >"$T/options/record-cmd"
     wakeup "traced-$r" --trace --stacks off
     echo "round $r done"
 done
