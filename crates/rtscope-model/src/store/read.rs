@@ -192,7 +192,7 @@ impl Store {
 
     /// A stored series' intervals and exceedances, in order.
     pub(super) fn series_rows(&self, id: i64, sid: i64) -> Result<(Vec<Interval>, Vec<Exceedance>)> {
-        let intervals = load_intervals(&self.conn, id, sid, i64::MAX)?;
+        let intervals = load_intervals(&self.conn, id, sid, 0..=u32::MAX)?;
         let mut est =
             self.conn.prepare_cached("SELECT t_ns, value_ns FROM exceedances WHERE series_id=?1 ORDER BY t_ns")?;
         let exceedances = est
@@ -204,14 +204,20 @@ impl Store {
 
 /// The intervals of series `sid` (of run `id`) that end at or before
 /// `end_at_most` (CLOCK_MONOTONIC ns), in order.
-pub(super) fn load_intervals(conn: &Connection, id: i64, sid: i64, end_at_most: i64) -> Result<Vec<Interval>> {
+/// The intervals of series `sid` (of run `id`) whose seq is in `seqs`.
+pub(super) fn load_intervals(
+    conn: &Connection,
+    id: i64,
+    sid: i64,
+    seqs: std::ops::RangeInclusive<u32>,
+) -> Result<Vec<Interval>> {
     let mut ist = conn.prepare_cached(
         "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist,
                 neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist
-         FROM intervals WHERE series_id=?1 AND end_ns<=?2 ORDER BY seq",
+         FROM intervals WHERE series_id=?1 AND seq>=?2 AND seq<=?3 ORDER BY seq",
     )?;
     let intervals = ist
-        .query_map([sid, end_at_most], |r| {
+        .query_map([sid, i64::from(*seqs.start()), i64::from(*seqs.end())], |r| {
             Ok((
                 r.get::<_, u32>(0)?,
                 [

@@ -55,17 +55,24 @@ impl Store {
             if cutoff_mono <= start_mono {
                 continue;
             }
-            // The expired intervals of each span, where a span has several.
-            let spans = |conn: &rusqlite::Connection| -> Result<Vec<Vec<Interval>>> {
-                let mut groups: Vec<(u64, Vec<Interval>)> = Vec::new();
-                for iv in load_intervals(conn, run_id, sid, cutoff_mono)? {
-                    let span = (iv.start_ns as i64 - start_mono).max(0) as u64 / span_ns;
+            // The seqs of the expired intervals of each span, where a span
+            // has several; read without their histograms, so that a pass
+            // over months of summaries reads a few numbers of each.
+            let spans = |conn: &rusqlite::Connection| -> Result<Vec<(u32, u32)>> {
+                let mut st = conn.prepare_cached(
+                    "SELECT seq, start_ns FROM intervals WHERE series_id=?1 AND end_ns<=?2 ORDER BY seq",
+                )?;
+                let rows = st.query_map([sid, cutoff_mono], |r| Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)?)))?;
+                let mut groups: Vec<(u64, u32, u32)> = Vec::new();
+                for row in rows {
+                    let (seq, start) = row?;
+                    let span = (start - start_mono).max(0) as u64 / span_ns;
                     match groups.last_mut() {
-                        Some((s, g)) if *s == span => g.push(iv),
-                        _ => groups.push((span, vec![iv])),
+                        Some((s, _, last)) if *s == span => *last = seq,
+                        _ => groups.push((span, seq, seq)),
                     }
                 }
-                Ok(groups.into_iter().map(|(_, g)| g).filter(|g| g.len() > 1).collect())
+                Ok(groups.into_iter().filter(|&(_, a, b)| a != b).map(|(_, a, b)| (a, b)).collect())
             };
             // A look without the write lock first: most passes find nothing
             // to merge, and the monitor's writers need not wait for them.
@@ -73,7 +80,8 @@ impl Store {
                 continue;
             }
             let tx = self.write()?;
-            for group in spans(&tx)? {
+            for (from, to) in spans(&tx)? {
+                let group = load_intervals(&tx, run_id, sid, from..=to)?;
                 let (first, last) = (&group[0], &group[group.len() - 1]);
                 let mut tally = first.tally().map_err(|e| anyhow!("run {run_id}: {e}"))?;
                 let (mut missed, mut lost) = (first.overruns, first.lost_exceedances);
