@@ -202,9 +202,8 @@ impl Store {
     }
 }
 
-/// The intervals of series `sid` (of run `id`) that end at or before
-/// `end_at_most` (CLOCK_MONOTONIC ns), in order.
-/// The intervals of series `sid` (of run `id`) whose seq is in `seqs`.
+/// The intervals of series `sid` (of run `id`) whose seq is in `seqs`, in
+/// order.
 pub(super) fn load_intervals(
     conn: &Connection,
     id: i64,
