@@ -148,8 +148,12 @@ fn watched_threads_come_and_go_with_their_series() {
     let name = format!("rtmw{}", std::process::id() % 100_000);
     // One thread at a time: the second is watched once the first is gone.
     let spec = format!("comm={name},max-threads=1");
+    let record_cmd_before = has_tracefs().then(record_cmd);
     let mut mon = start_monitor_with(dir, db, cpu, port, "watch.log", &["--watch", &spec]);
     wait_for_checkpoints(port, 1.0);
+    // A monitor, a service, leaves record-cmd as found while it traces: a
+    // tracer started meanwhile keeps its task names.
+    assert_eq!(has_tracefs().then(record_cmd), record_cmd_before, "record-cmd as found while a monitor watches");
     let labels =
         |tid: i32, metric: &str| format!("{{probe=\"watch\",metric=\"{metric}\",tid=\"{tid}\",comm=\"{name}\"}}");
     let page_of = || http("GET", port, "/metrics", None).map(|(_, _, p)| p).unwrap_or_default();

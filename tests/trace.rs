@@ -34,11 +34,6 @@ fn instances() -> Vec<String> {
     })
 }
 
-/// The top-level tracefs option `record-cmd` ("1" or "0").
-fn record_cmd() -> String {
-    in_tracefs(|root| std::fs::read_to_string(root.join("options/record-cmd")).unwrap().trim().to_string())
-}
-
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn traced_wakeup_splits_every_sample_and_leaves_the_machine_as_found() {

@@ -162,11 +162,21 @@ pub fn open_buffers(dir: &Path, cpus: &[usize]) -> Result<Vec<File>, String> {
 /// they cost a probe on `sched_wakeup` (a tracepoint otherwise off) and
 /// two saves: 0.2-0.4 us of the trace's cost on a KVM guest. An instance
 /// has no option of its own: the top level's applies to every instance.
-pub const RECORD_CMD: &str = "options/record-cmd";
+const RECORD_CMD: &str = "options/record-cmd";
 
 /// How many of this process's instances hold `record-cmd` off, and
 /// whether this process turned it off (and so turns it back on).
 static RECORD_CMD_HELD: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
+
+/// Set by a process that runs as a service, without end (the monitor):
+/// it leaves `record-cmd` as found, since a tracer started meanwhile would
+/// lose task names for as long as it runs.
+static RECORD_CMD_LEFT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// This process leaves `record-cmd` as found (see [`RECORD_CMD_LEFT`]).
+pub fn leave_record_cmd() {
+    RECORD_CMD_LEFT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
 
 /// What became of `record-cmd` for an instance.
 pub enum CmdNames {
@@ -175,6 +185,8 @@ pub enum CmdNames {
     Off(CmdNamesOff),
     /// It was off already (the user's choice, or another rtscope's).
     WasOff,
+    /// Left as found: this process runs without end ([`leave_record_cmd`]).
+    Service,
     /// Left on, and why: another tracer uses tracefs (its text output would
     /// lose the names of tasks started meanwhile), or it cannot be turned
     /// back on for sure.
@@ -207,11 +219,15 @@ pub fn other_tracer(root: &Path) -> Option<String> {
 }
 
 /// Turns `record-cmd` off at `root` for as long as the answer's
-/// [`CmdNamesOff`] lives, unless it is off already or another tracer uses
-/// tracefs. Registered with the janitor before it is written.
+/// [`CmdNamesOff`] lives, unless it is off already, another tracer uses
+/// tracefs, or this process runs as a service. Registered with the janitor
+/// before it is written.
 pub fn record_cmd_off(root: &Path) -> CmdNames {
     let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let path = root.join(RECORD_CMD);
+    if RECORD_CMD_LEFT.load(std::sync::atomic::Ordering::Relaxed) {
+        return CmdNames::Service;
+    }
     if held.1 {
         held.0 += 1;
         return CmdNames::Off(CmdNamesOff { path });

@@ -35,7 +35,8 @@ pub struct Instance {
     /// `--stacks`: the instance that records the probe's wake-ups' stacks.
     pub stacks: Option<StackInstance>,
     /// What became of the top-level option `record-cmd` (for the run's
-    /// plan): "off for the run", "off already" or "left on: why".
+    /// plan): "off for the run", "off already", "as found: ..." (a
+    /// monitor) or "left on: why".
     pub record_cmd: String,
     /// Holds `record-cmd` off while the instance lives.
     cmd_names: Option<tracefs::CmdNamesOff>,
@@ -149,6 +150,7 @@ impl Instance {
                 self.cmd_names = Some(held);
             }
             CmdNames::WasOff => self.record_cmd = "off already".into(),
+            CmdNames::Service => self.record_cmd = "as found: a monitor runs without end".into(),
             CmdNames::LeftOn(why) => {
                 warnings.push(Warning {
                     topic: "trace".into(),

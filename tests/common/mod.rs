@@ -84,6 +84,17 @@ pub fn skipped(what: &str) {
     let _ = writeln!(std::io::stderr(), "skipped: {test}: {what}");
 }
 
+/// The top-level tracefs option `record-cmd` ("1" or "0"), mounting
+/// tracefs for the read where nobody has (and unmounting it after).
+pub fn record_cmd() -> String {
+    let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
+    let value = std::fs::read_to_string(root.join("options/record-cmd")).expect("options/record-cmd");
+    if mounted {
+        rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
+    }
+    value.trim().to_string()
+}
+
 /// Whether tracefs can be used: mounted, or mountable (rtscope mounts it
 /// when nobody has); see [`has`].
 pub fn has_tracefs() -> bool {

@@ -251,6 +251,8 @@ fn watch(
 /// `rtscope monitor`.
 pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let plan = args.resolve()?;
+    // A service: a tracer started while it runs keeps its task names.
+    crate::sys::tracefs::leave_record_cmd();
     pin_housekeeping(&plan);
     let web = plan.web_config.as_deref().map(WebConfig::load).transpose()?;
     // Bound before anything is measured: a port in use is said at once.
