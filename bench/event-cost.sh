@@ -105,6 +105,20 @@ bpf_start sys_enter
 echo "BPF stamp (raw tracepoint, per-CPU) $(loop)"
 bpf_stop
 
+# A bare instance, clock `local`, recording the events named, with the
+# top-level record-cmd at $1, until bare_stop.
+bare_start() {
+    echo "$1" >"$T/options/record-cmd"
+    mkdir "$I"
+    echo local >"$I/trace_clock"
+    for e in "${@:2}"; do echo 1 >"$I/events/$e/enable"; done
+}
+bare_stop() {
+    echo 0 >"$I/tracing_on"
+    rmdir "$I"
+    echo "$rc_was" >"$T/options/record-cmd"
+}
+
 pipe() {
     taskset -c "$CPU" perf bench sched pipe -l 200000 2>/dev/null |
         awk '/usecs\/op/ {printf "%.0f", $1 * 1000}'
@@ -113,14 +127,10 @@ echo "== the wake-up events, warm: a pipe round trip on CPU $CPU (ns per round t
 rc_was=$(cat "$T/options/record-cmd")
 echo "plain                               $(pipe)"
 for rc in 1 0; do
-    echo "$rc" >"$T/options/record-cmd"
-    mkdir "$I"
-    echo local >"$I/trace_clock"
-    for e in sched/sched_waking sched/sched_switch; do echo 1 >"$I/events/$e/enable"; done
+    bare_start "$rc" sched/sched_waking sched/sched_switch
     echo "recorded, record-cmd $rc              $(pipe)"
-    rmdir "$I"
+    bare_stop
 done
-echo "$rc_was" >"$T/options/record-cmd"
 
 # The events --trace enables (src/trace/event.rs), every interrupt vector's.
 events=(irq_vectors/local_timer_entry irq_vectors/local_timer_exit timer/hrtimer_expire_entry
@@ -142,15 +152,9 @@ for r in $(seq 1 "$ROUNDS"); do
     wakeup "bpf-$r"
     bpf_stop
     # As rtscope records them: record-cmd off.
-    echo 0 >"$T/options/record-cmd"
-    mkdir "$I"
-    echo local >"$I/trace_clock"
-    for e in "${events[@]}"; do echo 1 >"$I/events/$e/enable"; done
-    echo 1 >"$I/tracing_on"
+    bare_start 0 "${events[@]}"
     wakeup "events-$r"
-    echo 0 >"$I/tracing_on"
-    rmdir "$I"
-    echo "$rc_was" >"$T/options/record-cmd"
+    bare_stop
     wakeup "traced-$r" --trace --stacks off
     echo "round $r done"
 done

@@ -680,7 +680,7 @@ impl Watch {
                 "instance": self.instance.name,
                 "events": self.instance.enabled,
                 "clock": "mono",
-                "record_cmd": self.instance.record_cmd,
+                "record_cmd": self.instance.record_cmd.describe(),
             },
         })
     }

@@ -3,23 +3,10 @@
 mod common;
 
 use common::*;
-use std::path::Path;
 use std::process::Command;
 
 fn tracefs_mounted() -> bool {
     std::fs::read_to_string("/proc/mounts").unwrap().lines().any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
-}
-
-/// Runs `f` on the tracefs root, mounting tracefs for it where nobody has
-/// (and unmounting it after): an instance outlives an unmount, so a stale
-/// one is there whether tracefs is mounted or not.
-fn in_tracefs<T>(f: impl FnOnce(&Path) -> T) -> T {
-    let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
-    let out = f(&root);
-    if mounted {
-        rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
-    }
-    out
 }
 
 /// rtscope's tracefs instances.

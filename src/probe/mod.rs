@@ -396,7 +396,7 @@ impl<'a> Cell<'a> {
             "options": self.common.trace,
             "events": i.enabled,
             "missing": i.missing,
-            "record_cmd": i.record_cmd,
+            "record_cmd": i.record_cmd.describe(),
         })));
         plan
     }

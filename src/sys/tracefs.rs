@@ -164,9 +164,9 @@ pub fn open_buffers(dir: &Path, cpus: &[usize]) -> Result<Vec<File>, String> {
 /// has no option of its own: the top level's applies to every instance.
 const RECORD_CMD: &str = "options/record-cmd";
 
-/// How many of this process's instances hold `record-cmd` off, and
-/// whether this process turned it off (and so turns it back on).
-static RECORD_CMD_HELD: std::sync::Mutex<(usize, bool)> = std::sync::Mutex::new((0, false));
+/// How many of this process's instances hold `record-cmd` off: while any
+/// does, this process turned it off (and the last turns it back on).
+static RECORD_CMD_HELD: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
 
 /// Set by a process that runs as a service, without end (the monitor):
 /// it leaves `record-cmd` as found, since a tracer started meanwhile would
@@ -198,10 +198,23 @@ pub struct CmdNamesOff {
     path: PathBuf,
 }
 
+impl CmdNames {
+    /// For the run's plan: "off for the run", "off already", "as found: a
+    /// monitor runs without end" or "left on: why".
+    pub fn describe(&self) -> String {
+        match self {
+            CmdNames::Off(_) => "off for the run".into(),
+            CmdNames::WasOff => "off already".into(),
+            CmdNames::Service => "as found: a monitor runs without end".into(),
+            CmdNames::LeftOn(why) => format!("left on: {why}"),
+        }
+    }
+}
+
 /// Another tracer using tracefs at `root`, named; None when none is: the
 /// top level's tracer is `nop` with no event enabled, and every instance
 /// that is not rtscope's is the same.
-pub fn other_tracer(root: &Path) -> Option<String> {
+fn other_tracer(root: &Path) -> Option<String> {
     let busy = |dir: &Path| {
         let tracer = std::fs::read_to_string(dir.join("current_tracer")).unwrap_or_default();
         let events = std::fs::read_to_string(dir.join("set_event")).unwrap_or_default();
@@ -223,13 +236,13 @@ pub fn other_tracer(root: &Path) -> Option<String> {
 /// tracefs, or this process runs as a service. Registered with the janitor
 /// before it is written.
 pub fn record_cmd_off(root: &Path) -> CmdNames {
-    let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let path = root.join(RECORD_CMD);
     if RECORD_CMD_LEFT.load(std::sync::atomic::Ordering::Relaxed) {
         return CmdNames::Service;
     }
-    if held.1 {
-        held.0 += 1;
+    let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let path = root.join(RECORD_CMD);
+    if *held > 0 {
+        *held += 1;
         return CmdNames::Off(CmdNamesOff { path });
     }
     if std::fs::read_to_string(&path).map_or(true, |v| v.trim() != "1") {
@@ -246,20 +259,19 @@ pub fn record_cmd_off(root: &Path) -> CmdNames {
         janitor.registry().remove_path(Leftover::OptionOn, &path);
         return CmdNames::LeftOn(e);
     }
-    *held = (1, true);
+    *held = 1;
     CmdNames::Off(CmdNamesOff { path })
 }
 
 impl Drop for CmdNamesOff {
     fn drop(&mut self) {
         let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        held.0 -= 1;
-        if held.0 == 0 {
+        *held -= 1;
+        if *held == 0 {
             let _ = write(&self.path, "1");
             if let Ok(j) = ipc::janitor() {
                 j.registry().remove_path(Leftover::OptionOn, &self.path);
             }
-            held.1 = false;
         }
     }
 }

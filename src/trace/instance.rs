@@ -34,12 +34,9 @@ pub struct Instance {
     clock: String,
     /// `--stacks`: the instance that records the probe's wake-ups' stacks.
     pub stacks: Option<StackInstance>,
-    /// What became of the top-level option `record-cmd` (for the run's
-    /// plan): "off for the run", "off already", "as found: ..." (a
-    /// monitor) or "left on: why".
-    pub record_cmd: String,
-    /// Holds `record-cmd` off while the instance lives.
-    cmd_names: Option<tracefs::CmdNamesOff>,
+    /// What became of the top-level option `record-cmd`; held off while
+    /// the instance lives where rtscope turned it off.
+    pub record_cmd: CmdNames,
 }
 
 /// Reads a tracefs file. One large read: some of these files (e.g.
@@ -124,8 +121,7 @@ impl Instance {
             buffer_kb,
             clock: clock.to_string(),
             stacks: None,
-            record_cmd: String::new(),
-            cmd_names: None,
+            record_cmd: CmdNames::WasOff,
         };
         // From here on, Drop removes the instance on any error.
         let warnings = inst.configure(cpus, clock)?;
@@ -144,24 +140,16 @@ impl Instance {
         write(&d.join("tracing_cpumask"), &cpumask(cpus))?;
         self.layout = PageLayout::parse(&read(&self.root.join("events/header_page"))?)?;
         let mut warnings = Vec::new();
-        match record_cmd_off(&self.root) {
-            CmdNames::Off(held) => {
-                self.record_cmd = "off for the run".into();
-                self.cmd_names = Some(held);
-            }
-            CmdNames::WasOff => self.record_cmd = "off already".into(),
-            CmdNames::Service => self.record_cmd = "as found: a monitor runs without end".into(),
-            CmdNames::LeftOn(why) => {
-                warnings.push(Warning {
-                    topic: "trace".into(),
-                    message: format!(
-                        "--trace: the top-level tracefs option record-cmd stays on ({why}): the kernel saves \
-                         task names at every switch and wake-up, which adds about 0.2-0.4 us to each traced wake-up"
-                    ),
-                    fix: "stop the other tracer, or set options/record-cmd to 0 yourself".into(),
-                });
-                self.record_cmd = format!("left on: {why}");
-            }
+        self.record_cmd = record_cmd_off(&self.root);
+        if let CmdNames::LeftOn(why) = &self.record_cmd {
+            warnings.push(Warning {
+                topic: "trace".into(),
+                message: format!(
+                    "--trace: the top-level tracefs option record-cmd stays on ({why}): the kernel saves task names \
+                     at every switch and wake-up, which adds about 0.2-0.4 us to each traced wake-up"
+                ),
+                fix: "stop the other tracer, or set options/record-cmd to 0 yourself".into(),
+            });
         }
         let mut wanted: Vec<(String, String)> =
             WANTED.iter().map(|(e, why)| (e.to_string(), why.to_string())).collect();
@@ -270,7 +258,7 @@ impl Drop for Instance {
         let _held = tracefs::mount_lock();
         let removed = remove_registered(&self.dir);
         // Back on (if this was its last holder) before tracefs may go.
-        drop(self.cmd_names.take());
+        drop(std::mem::replace(&mut self.record_cmd, CmdNames::WasOff));
         if self.mounted {
             let others = std::fs::read_dir(self.root.join("instances")).map(|d| d.count()).unwrap_or(1);
             if others == 0 {

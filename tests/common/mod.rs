@@ -84,15 +84,23 @@ pub fn skipped(what: &str) {
     let _ = writeln!(std::io::stderr(), "skipped: {test}: {what}");
 }
 
-/// The top-level tracefs option `record-cmd` ("1" or "0"), mounting
-/// tracefs for the read where nobody has (and unmounting it after).
-pub fn record_cmd() -> String {
+/// Runs `f` on the tracefs root, mounting tracefs for it where nobody has
+/// (and unmounting it after): an instance outlives an unmount, so a stale
+/// one is there whether tracefs is mounted or not.
+pub fn in_tracefs<T>(f: impl FnOnce(&Path) -> T) -> T {
     let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
-    let value = std::fs::read_to_string(root.join("options/record-cmd")).expect("options/record-cmd");
+    let out = f(&root);
     if mounted {
         rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
     }
-    value.trim().to_string()
+    out
+}
+
+/// The top-level tracefs option `record-cmd` ("1" or "0").
+pub fn record_cmd() -> String {
+    in_tracefs(|root| std::fs::read_to_string(root.join("options/record-cmd")).expect("options/record-cmd"))
+        .trim()
+        .to_string()
 }
 
 /// Whether tracefs can be used: mounted, or mountable (rtscope mounts it

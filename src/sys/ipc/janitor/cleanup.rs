@@ -44,14 +44,10 @@ unsafe fn join(buf: &mut [u8; super::PATH_BYTES + 64], dir: *const c_char, tail:
 /// `dir` is a NUL-terminated path.
 pub unsafe fn remove_instance(dir: *const c_char) {
     let mut buf = [0u8; super::PATH_BYTES + 64];
-    // SAFETY: C strings; open/write/close/rmdir are plain system calls.
+    // SAFETY: C strings; rmdir is a plain system call.
     unsafe {
         if let Some(on) = join(&mut buf, dir, b"/tracing_on") {
-            let fd = libc::open(on, libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd >= 0 {
-                libc::write(fd, b"0".as_ptr().cast(), 1);
-                libc::close(fd);
-            }
+            write_file(on, b"0");
         }
         for _ in 0..TRIES {
             if libc::rmdir(dir) == 0 || errno() == libc::ENOENT {
@@ -62,19 +58,29 @@ pub unsafe fn remove_instance(dir: *const c_char) {
     }
 }
 
+/// Writes `value` to the (tracefs) file `path`, if it opens.
+///
+/// # Safety
+/// `path` is a NUL-terminated path.
+unsafe fn write_file(path: *const c_char, value: &[u8]) {
+    // SAFETY: a C string and a slice of ours; open/write/close are plain
+    // system calls.
+    unsafe {
+        let fd = libc::open(path, libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, value.as_ptr().cast(), value.len());
+            libc::close(fd);
+        }
+    }
+}
+
 /// Turns the tracefs option file `path` back on (writes "1").
 ///
 /// # Safety
 /// `path` is a NUL-terminated path.
 pub unsafe fn option_on(path: *const c_char) {
-    // SAFETY: a C string; open/write/close are plain system calls.
-    unsafe {
-        let fd = libc::open(path, libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd >= 0 {
-            libc::write(fd, b"1".as_ptr().cast(), 1);
-            libc::close(fd);
-        }
-    }
+    // SAFETY: the caller's C string.
+    unsafe { write_file(path, b"1") };
 }
 
 /// Removes the directory `path` and everything in it.
