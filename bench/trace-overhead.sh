@@ -22,7 +22,10 @@
 # Needs root. Prints per-round figures, the medians, the ratios traced /
 # plain of p50 and p99 (all CPUs merged), the reader thread's CPU use and
 # the events the kernel lost, then the verdict: p50 ratio <= 1.05, p99
-# ratio <= 1.10, no lost events. With PROBE=noise: the noise time per
+# ratio <= 1.10, no lost events; with ROUNDS >= 5, a 90 % bootstrap interval
+# of each ratio over the rounds, and whether it lies clear of the bound (the
+# host's own drift between rounds can exceed what tracing costs: a ratio
+# whose interval crosses the bound is within the noise). With PROBE=noise: the noise time per
 # second of active time and the interruptions >= 10 us per second, traced /
 # plain; verdict: noise time ratio <= 1.10, no lost events. Exits 0 either
 # way; grep VERDICT.
@@ -70,7 +73,7 @@ done
 [[ -n ${KEEP:-} ]] && mkdir -p "$KEEP" && cp "$TMP"/*.json "$KEEP"/
 
 python3 - "$TMP" "$ROUNDS" "$PROBE" "$HERE" <<'PY'
-import json, os, statistics, sys
+import json, os, random, statistics, sys
 tmp, rounds, probe = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 sys.path.insert(0, sys.argv[4])
 from latency import merged  # noqa: E402
@@ -122,16 +125,49 @@ for r in range(1, rounds + 1):
 med = {m: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for m, v in rows.items()}
 ra = med["traced"][0] / med["plain"][0]
 rb = med["traced"][1] / max(med["plain"][1], 1e-9)
+
+
+def interval(k):
+    """A 90 % bootstrap interval of the ratio of medians (figure k), resampling
+    whole rounds (a plain run and the traced run after it stay together), so
+    that the host's drift from round to round is in it; None under 5 rounds."""
+    if rounds < 5:
+        return None
+    rng = random.Random(1)
+    ratios = []
+    for _ in range(2000):
+        pick = [rng.randrange(rounds) for _ in range(rounds)]
+        p = statistics.median(rows["plain"][i][k] for i in pick)
+        t = statistics.median(rows["traced"][i][k] for i in pick)
+        ratios.append(t / max(p, 1e-9))
+    ratios.sort()
+    return ratios[len(ratios) * 5 // 100], ratios[len(ratios) * 95 // 100]
+
+
+def against(k, bound):
+    """Whether the ratio is clear of the rounds' noise on either side of bound."""
+    ci = interval(k)
+    if ci is None:
+        return "too few rounds for an interval (ROUNDS >= 5)"
+    lo, hi = ci
+    side = "below the bound: a pass clear of the noise" if hi <= bound else \
+        "above the bound: a fail clear of the noise" if lo > bound else "across the bound: within the noise"
+    return f"90 % interval over rounds {lo:.3f}-{hi:.3f}, {side} {bound:.2f}"
+
+
 print(f"median plain   {shown(*med['plain'])}")
 print(f"median traced  {shown(*med['traced'])}")
 reader = f"reader thread: median {statistics.median(cpu_pct):.2f}% of one CPU"
 if probe == "noise":
     print(f"ratio traced/plain: noise time {ra:.3f}  interruptions >= 10us {rb:.3f}")
+    print(f"noise time: {against(0, 1.10)}")
     print(f"{reader}; events lost {lost}")
     ok = ra <= 1.10 and lost == 0
     print(f"VERDICT {'PASS' if ok else 'FAIL'} (noise time <= 1.10: {ra:.3f}, lost == 0: {lost})")
 else:
     print(f"ratio traced/plain: p50 {ra:.3f}  p99 {rb:.3f}")
+    print(f"p50: {against(0, 1.05)}")
+    print(f"p99: {against(1, 1.10)}")
     print(f"{reader}; samples split into stages {split}/{samples}; events lost {lost}")
     ok = ra <= 1.05 and rb <= 1.10 and lost == 0
     print(f"VERDICT {'PASS' if ok else 'FAIL'} (p50 <= 1.05: {ra:.3f}, p99 <= 1.10: {rb:.3f}, lost == 0: {lost})")
