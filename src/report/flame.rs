@@ -18,6 +18,8 @@ const ROW: f64 = 16.0;
 /// Causes drawn, and the depth drawn.
 const CAUSES: usize = 3;
 const DEPTH: usize = 48;
+/// Stands for the frames left out between the root and the innermost.
+const ELIDED: &str = "[frames between]";
 
 /// A node of the merged stacks.
 #[derive(Default)]
@@ -70,12 +72,24 @@ fn colour(name: &str) -> String {
     }
 }
 
+/// The frames of a folded stack drawn: all of them up to [`DEPTH`]; of a
+/// deeper one the root, a marker, and the innermost frames, where the code
+/// that took the time is.
+fn kept_frames(folded: &str) -> Vec<&str> {
+    let parts: Vec<&str> = folded.split(';').collect();
+    if parts.len() <= DEPTH {
+        return parts;
+    }
+    let mut kept = vec![parts[0], ELIDED];
+    kept.extend_from_slice(&parts[parts.len() - (DEPTH - 2)..]);
+    kept
+}
+
 /// A flame graph of `stacks` as an SVG, `id` unique in the document.
 pub fn svg(id: &str, title: &str, stacks: &[(String, u64)]) -> String {
     let mut root = Node::default();
     for (s, n) in stacks {
-        let parts: Vec<&str> = s.split(';').take(DEPTH).collect();
-        root.add(&parts, *n);
+        root.add(&kept_frames(s), *n);
     }
     let depth = depth(&root).min(DEPTH);
     let height = (depth as f64 + 2.0) * ROW + 10.0;
@@ -184,5 +198,18 @@ mod tests {
         assert!(s.contains("rgb(230,"), "kernel frames are orange");
         // Drawn data, as every plot of the report marks it.
         assert_eq!(s.matches("<rect class=\"series\"").count(), 5, "{s}");
+    }
+
+    #[test]
+    fn a_deep_stack_keeps_its_root_and_innermost_frames() {
+        let deep: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
+        let kept = kept_frames(&deep.join(";")[..]).iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(kept.len(), DEPTH);
+        assert_eq!((kept[0].as_str(), kept[1].as_str()), ("f0", ELIDED));
+        assert_eq!(kept.last().map(String::as_str), Some("f99"), "the leaf, where the time went, is drawn");
+        assert_eq!(kept[2], format!("f{}", 100 - (DEPTH - 2)));
+        assert_eq!(kept_frames("a;b;c"), ["a", "b", "c"]);
+        let s = svg("f", "t", &[(deep.join(";"), 2)]);
+        assert!(s.contains("f99 (2 samples, 100.0%)"), "{s}");
     }
 }

@@ -731,13 +731,15 @@ impl TraceSummary {
         }
         match (&mut self.profile, &other.profile) {
             (Some(a), Some(b)) => {
-                a.samples += b.samples;
-                a.in_episodes += b.in_episodes;
-                a.lost += b.lost;
-                // Each cell ranks its own; the larger sample is kept.
+                // Each cell ranks its own (the rows are its top ones only,
+                // so they cannot be summed): the ranking from more samples
+                // inside episodes is kept, judged before the counts add up.
                 if b.in_episodes > a.in_episodes {
                     a.over.clone_from(&b.over);
                 }
+                a.samples += b.samples;
+                a.in_episodes += b.in_episodes;
+                a.lost += b.lost;
             }
             (None, Some(b)) => self.profile = Some(b.clone()),
             _ => {}
@@ -773,6 +775,28 @@ pub(crate) mod tests {
         assert_eq!(sum.events.len(), 1);
         // 2000 ns of reader CPU over 100_000 + 200_000 ns of wall time.
         assert!((sum.reader_cpu_pct - 2000.0 * 100.0 / 300_000.0).abs() < 1e-9, "{}", sum.reader_cpu_pct);
+    }
+
+    #[test]
+    fn the_ranking_from_more_samples_inside_episodes_is_kept() {
+        let row = |f: &str| OverRow { function: f.into(), module: "kernel".into(), inside: 1, outside: 1, ratio: 1.0 };
+        let cell = |inside: u64, f: &str| TraceSummary {
+            instance: "rtscope-1".into(),
+            profile: Some(ProfileSummary {
+                samples: 1_000,
+                in_episodes: inside,
+                over: vec![row(f)],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut sum = TraceSummary::default();
+        sum.absorb(&cell(5, "small"));
+        sum.absorb(&cell(40, "large"));
+        sum.absorb(&cell(30, "middle"));
+        let p = sum.profile.unwrap();
+        assert_eq!((p.samples, p.in_episodes), (3_000, 75));
+        assert_eq!(p.over[0].function, "large", "the cell with 40 samples inside episodes ranks");
     }
 
     fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
