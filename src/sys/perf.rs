@@ -27,10 +27,13 @@ const FLAG_DISABLED: u64 = 1 << 0;
 const FLAG_FREQ: u64 = 1 << 10;
 const FLAG_USE_CLOCKID: u64 = 1 << 25;
 
-/// x86's flags register in `sample_regs_intr` (PERF_REG_X86_FLAGS), and
-/// its interrupt-enable bit.
+/// x86's flags register in `sample_regs_intr`: bit PERF_REG_X86_FLAGS of
+/// the mask, 9 in the uapi's enum (AX, BX, CX, DX, SI, DI, BP, SP, IP,
+/// FLAGS, ...), and the register's interrupt-enable bit, also bit 9.
 #[cfg(target_arch = "x86_64")]
-const REG_X86_FLAGS: u64 = 1 << 1;
+const PERF_REG_X86_FLAGS: u32 = 9;
+#[cfg(target_arch = "x86_64")]
+const REG_X86_FLAGS: u64 = 1 << PERF_REG_X86_FLAGS;
 const X86_IF: u64 = 1 << 9;
 
 const RECORD_LOST: u32 = 2;
@@ -103,7 +106,7 @@ impl Source {
             Source::Cycles => "time the hypervisor takes (the guest's counter stops)",
             Source::CpuClock => {
                 "code that runs with interrupts off (its samples land where interrupts are enabled again) and \
-                 time the hypervisor takes; no hardware PMU here, so no NMI sampling"
+                 time the hypervisor takes"
             }
         }
     }
@@ -132,6 +135,9 @@ pub struct Sampler {
     /// The sampling period (ns, cpu-clock) or frequency (Hz, cycles).
     pub hz: u64,
     regs_intr: bool,
+    /// Why cpu-clock samples and not cycles, when so: the kernel's answer
+    /// to the cycles event, in words.
+    pub software_because: Option<String>,
     /// Samples the kernel could not write (ring full).
     pub lost: u64,
     scratch: Vec<u8>,
@@ -195,10 +201,14 @@ impl Sampler {
         // Cycles with the flags register, else cycles alone (a PMU whose
         // driver refuses the interrupt registers), else cpu-clock.
         let plain = Attr { sample_type: hw.sample_type & !SAMPLE_REGS_INTR, sample_regs_intr: 0, ..hw };
-        let hardware = open(&hw, cpu).map(|fd| (fd, regs_intr)).or_else(|_| open(&plain, cpu).map(|fd| (fd, false)));
+        let hardware = open(&hw, cpu)
+            .map(|fd| (fd, regs_intr))
+            .or_else(|e| open(&plain, cpu).map(|fd| (fd, false)).map_err(|_| e));
+        let mut software_because = None;
         let (fd, source, regs_intr) = match hardware {
             Ok((fd, regs_intr)) => (fd, Source::Cycles, regs_intr),
-            Err(_) => {
+            Err(refused) => {
+                software_because = Some(why_not_cycles(&refused, hz));
                 let sw = Attr {
                     kind: PERF_TYPE_SOFTWARE,
                     config: PERF_COUNT_SW_CPU_CLOCK,
@@ -245,6 +255,7 @@ impl Sampler {
             source,
             hz,
             regs_intr,
+            software_because,
             lost: 0,
             scratch: Vec::with_capacity(4096),
         })
@@ -315,6 +326,33 @@ fn copy_wrapped(data: &[u8], at: usize, out: &mut [u8]) {
     out[first..].copy_from_slice(&data[..rest]);
 }
 
+/// Why the hardware cycles event was not opened, from the kernel's answer
+/// `e` at `hz` samples per second, with the fix where there is one.
+fn why_not_cycles(e: &std::io::Error, hz: u64) -> String {
+    let max_rate = || {
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok())
+    };
+    match e.raw_os_error() {
+        Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV) => {
+            format!("no hardware PMU here ({e}), so no NMI sampling (a VM needs its PMU passed through)")
+        }
+        Some(libc::EACCES | libc::EPERM) => {
+            format!("the cycles event was refused ({e}): kernel.perf_event_paranoid, or CAP_PERFMON")
+        }
+        Some(libc::EINVAL) => match max_rate() {
+            Some(max) if hz > max => format!(
+                "the cycles event was refused ({e}): --sample-hz {hz} is above kernel.perf_event_max_sample_rate \
+                 {max}; lower it, or raise the sysctl"
+            ),
+            _ => format!("the cycles event was refused ({e})"),
+        },
+        Some(libc::EBUSY) => format!("the PMU is busy ({e}): another profiler holds its counters"),
+        _ => format!("the cycles event was refused ({e})"),
+    }
+}
+
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     b.get(at..at + 8).map(|s| u64::from_le_bytes(s.try_into().unwrap_or_default()))
 }
@@ -377,6 +415,23 @@ mod tests {
             b.extend(flags.to_le_bytes());
         }
         b
+    }
+
+    #[test]
+    fn the_refusal_of_cycles_says_why_and_the_fix() {
+        let err = |n| std::io::Error::from_raw_os_error(n);
+        assert!(why_not_cycles(&err(libc::ENOENT), 2000).starts_with("no hardware PMU here"));
+        assert!(why_not_cycles(&err(libc::EACCES), 2000).contains("perf_event_paranoid"));
+        assert!(why_not_cycles(&err(libc::EBUSY), 2000).contains("busy"));
+        // Far above any kernel's sample rate limit, when the sysctl is there.
+        let w = why_not_cycles(&err(libc::EINVAL), u64::MAX);
+        if std::path::Path::new("/proc/sys/kernel/perf_event_max_sample_rate").exists() {
+            assert!(w.contains("--sample-hz") && w.contains("perf_event_max_sample_rate"), "{w}");
+        } else {
+            assert!(w.starts_with("the cycles event was refused"), "{w}");
+        }
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(REG_X86_FLAGS, 0x200, "the flags register is bit 9 of the mask (after AX..SP and IP)");
     }
 
     #[test]

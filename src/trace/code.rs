@@ -100,6 +100,7 @@ pub fn samplers(cpus: &[usize], hz: u64, code: &mut CodeReport) -> Option<Vec<Sa
             s.source.name(),
             s.source.blind_spot()
         ));
+        code.cycles_refused.clone_from(&s.software_because);
     }
     Some(out)
 }

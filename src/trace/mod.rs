@@ -96,6 +96,8 @@ pub struct CodeReport {
     pub calibrated_ns: Option<u64>,
     pub stack_notes: Vec<String>,
     pub profile_notes: Vec<String>,
+    /// Why the profiler samples cpu-clock and not cycles, when it does.
+    pub cycles_refused: Option<String>,
     pub symbols: symbols::SymReport,
 }
 
@@ -159,7 +161,10 @@ pub fn summarize(
         summary.profile = Some(ProfileSummary {
             event: source.name().into(),
             hz,
-            blind_spot: source.blind_spot().into(),
+            blind_spot: match &code.cycles_refused {
+                Some(why) => format!("{}; {why}", source.blind_spot()),
+                None => source.blind_spot().into(),
+            },
             samples,
             in_episodes: inside,
             lost,
