@@ -156,7 +156,7 @@ pub struct Symbols {
     /// (pid, 0 for the kernel's; address) -> its name.
     cache: HashMap<(i32, u64), Name>,
     pub notes: Vec<String>,
-    kernel_hidden: Option<String>,
+    kallsyms: Kallsyms,
     /// Processes whose frames could not be named (exited, unreadable).
     gone: std::collections::BTreeSet<i32>,
 }
@@ -167,23 +167,69 @@ impl Default for Symbols {
     }
 }
 
-/// Why kernel addresses cannot be named, if they cannot: `kptr_restrict`
-/// hides them in `/proc/kallsyms` (zeros).
-fn kernel_hidden() -> Option<String> {
-    let restrict = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict").unwrap_or_default();
-    let first = std::fs::read_to_string("/proc/kallsyms").ok();
-    match first.as_deref().and_then(|t| t.lines().next()) {
-        None => Some(
-            "kernel frames are not named: /proc/kallsyms cannot be read (CONFIG_KALLSYMS); \
-                      the addresses are stored"
-                .into(),
-        ),
-        Some(l) if l.split_whitespace().next().is_some_and(|a| a.trim_start_matches('0').is_empty()) => Some(format!(
-            "kernel frames are not named: /proc/kallsyms shows zero addresses (kernel.kptr_restrict = {}); \
-             run as root with `sysctl kernel.kptr_restrict=1` (or 0)",
-            restrict.trim()
-        )),
-        Some(_) => None,
+/// What `/proc/kallsyms` says beyond the names blazesym reads from it:
+/// whether `kptr_restrict` hides the addresses, and which module each module symbol is in (blazesym names a module's
+/// functions but not the module).
+#[derive(Default)]
+struct Kallsyms {
+    /// Why kernel addresses cannot be named, if they cannot.
+    hidden: Option<String>,
+    /// Module symbols' start addresses and their modules, sorted.
+    modules: Vec<(u64, String)>,
+}
+
+impl Kallsyms {
+    fn read() -> Kallsyms {
+        let restrict = std::fs::read_to_string("/proc/sys/kernel/kptr_restrict").unwrap_or_default();
+        match std::fs::read_to_string("/proc/kallsyms") {
+            Ok(text) => Kallsyms::parse(&text, restrict.trim()),
+            Err(_) => Kallsyms {
+                hidden: Some(
+                    "kernel frames are not named: /proc/kallsyms cannot be read (CONFIG_KALLSYMS); the addresses \
+                     are stored"
+                        .into(),
+                ),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// `text`: `/proc/kallsyms`, lines `ADDRESS TYPE NAME [MODULE]`. The
+    /// addresses are hidden when a text symbol's reads as zero (per-CPU
+    /// symbols are at zero on some kernels, so the first line says
+    /// nothing).
+    fn parse(text: &str, restrict: &str) -> Kallsyms {
+        let mut k = Kallsyms::default();
+        let mut text_seen = false;
+        for line in text.lines() {
+            let mut f = line.split_whitespace();
+            let (Some(addr), Some(kind), Some(_name)) = (f.next(), f.next(), f.next()) else { continue };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+            if !text_seen && matches!(kind, "T" | "t") {
+                text_seen = true;
+                if addr == 0 {
+                    k.hidden = Some(format!(
+                        "kernel frames are not named: /proc/kallsyms shows zero addresses (kernel.kptr_restrict = \
+                         {restrict}); run as root with `sysctl kernel.kptr_restrict=1` (or 0)"
+                    ));
+                    return k;
+                }
+            }
+            // The kernel's own trampolines are listed as `[__builtin__ftrace]`.
+            if let Some(m) = f.next().filter(|m| m.starts_with('[') && !m.starts_with("[__builtin")) {
+                k.modules.push((addr, m.trim_matches(['[', ']']).to_string()));
+            }
+        }
+        k.modules.sort_unstable();
+        k
+    }
+
+    /// The module of the kernel symbol that starts at `start`: None for
+    /// the kernel's own. Read once per run: the names of a module loaded
+    /// during the run are not known to the symbolizer either.
+    fn module_of(&self, start: u64) -> Option<&str> {
+        let i = self.modules.binary_search_by_key(&start, |(a, _)| *a).ok()?;
+        Some(&self.modules[i].1)
     }
 }
 
@@ -223,19 +269,22 @@ fn user_syms<'s>(sym: &'s Symbolizer, pid: i32, todo: &[u64]) -> Result<Vec<Symb
 }
 
 /// blazesym's answer for one address as a [`Name`]: a kernel frame's
-/// module is "kernel" or its module's name; a stripped user file is noted.
-fn to_name(s: Symbolized, kernel: bool, notes: &mut Vec<String>) -> Name {
+/// module is "kernel" or its module's name (from a module's own file, or
+/// from `kallsyms`); a stripped user file is noted.
+fn to_name(s: Symbolized, kernel: Option<&Kallsyms>, notes: &mut Vec<String>) -> Name {
     match s {
         Symbolized::Sym(s) => Name {
             function: Some(s.name.to_string()),
             offset: Some(s.offset as u64),
-            module: if kernel {
+            module: if let Some(k) = kernel {
                 Some(
                     s.module
                         .as_deref()
                         .map(file_name)
                         .filter(|m| !m.contains("kallsyms") && !m.starts_with("vmlinux"))
-                        .map_or("kernel".into(), |m| m.trim_matches(['[', ']']).to_string()),
+                        .map(|m| m.trim_matches(['[', ']']).trim_end_matches(".ko").to_string())
+                        .or_else(|| k.module_of(s.addr).map(str::to_string))
+                        .unwrap_or_else(|| "kernel".into()),
                 )
             } else {
                 s.module.as_deref().map(file_name)
@@ -244,14 +293,14 @@ fn to_name(s: Symbolized, kernel: bool, notes: &mut Vec<String>) -> Name {
             line: s.code_info.as_ref().and_then(|c| c.line),
         },
         Symbolized::Unknown(reason) => {
-            if !kernel && matches!(reason, blazesym::symbolize::Reason::MissingSyms) {
+            if kernel.is_none() && matches!(reason, blazesym::symbolize::Reason::MissingSyms) {
                 notes.push(
                     "some user frames are not named: their files are stripped (install their debug \
                      symbols, or keep the symbol table)"
                         .into(),
                 );
             }
-            Name { module: kernel.then(|| "kernel".into()), ..Default::default() }
+            Name { module: kernel.map(|_| "kernel".into()), ..Default::default() }
         }
     }
 }
@@ -264,14 +313,14 @@ impl Symbols {
 
     pub fn with_cache(disk: Option<SymCache>) -> Symbols {
         let sym = Symbolizer::builder().enable_code_info(true).enable_inlined_fns(false).build();
-        let kernel_hidden = kernel_hidden();
+        let kallsyms = Kallsyms::read();
         Symbols {
             sym,
             normalizer: Normalizer::builder().enable_build_id_caching(true).build(),
             disk,
             cache: HashMap::new(),
-            notes: kernel_hidden.iter().cloned().collect(),
-            kernel_hidden,
+            notes: kallsyms.hidden.iter().cloned().collect(),
+            kallsyms,
             gone: Default::default(),
         }
     }
@@ -320,14 +369,15 @@ impl Symbols {
     fn look_up(&mut self, pid: i32, todo: &[u64], named: &mut HashMap<u64, Name>, notes: &mut Vec<String>) {
         let kernel = pid == 0;
         let result = if kernel {
-            if self.kernel_hidden.is_some() { Err(None) } else { kernel_syms(&self.sym, todo) }
+            if self.kallsyms.hidden.is_some() { Err(None) } else { kernel_syms(&self.sym, todo) }
         } else {
             user_syms(&self.sym, pid, todo)
         };
         match result {
             Ok(syms) => {
+                let k = kernel.then_some(&self.kallsyms);
                 for (a, s) in todo.iter().zip(syms) {
-                    named.insert(*a, to_name(s, kernel, notes));
+                    named.insert(*a, to_name(s, k, notes));
                 }
             }
             Err(Some(e)) if kernel => notes.push(format!("kernel frames are not named: {e}")),
@@ -478,7 +528,7 @@ impl Symbols {
         kernel.drain(..own);
         let user = self.user(w.tgid, &w.user);
         let mut notes = Vec::new();
-        if let Some(h) = &self.kernel_hidden {
+        if let Some(h) = &self.kallsyms.hidden {
             notes.push(h.clone());
         }
         if !w.user.is_empty() && user.iter().all(|f| f.function.is_none()) {
@@ -781,6 +831,29 @@ mod tests {
             assert_eq!(f.function.as_deref(), Some(want), "{f:?}");
             assert_eq!(f.module.as_deref(), Some("kernel"));
         }
+    }
+
+    #[test]
+    fn kallsyms_says_hidden_from_text_symbols_and_knows_modules() {
+        // Kernels before 6.15 list per-CPU symbols at zero first: not hidden.
+        let text = "0000000000000000 A fixed_percpu_data\n\
+                    0000000000000000 A __per_cpu_start\n\
+                    ffffffff81000000 T _stext\n\
+                    ffffffff81000100 t do_one_initcall\n\
+                    ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]\n\
+                    ffffffffc0a02000 t e1000_clean\t[e1000e]\n\
+                    ffffffffc0a01000 T e1000_xmit_frame\t[e1000e]\n\
+                    ffffffffc0b00010 t nf_hook_slow\t[nf_tables]\n";
+        let k = Kallsyms::parse(text, "0");
+        assert!(k.hidden.is_none(), "{:?}", k.hidden);
+        assert_eq!(k.module_of(0xffff_ffff_c0a0_2000), Some("e1000e"));
+        assert_eq!(k.module_of(0xffff_ffff_c0a0_1000), Some("e1000e"));
+        assert_eq!(k.module_of(0xffff_ffff_c0b0_0010), Some("nf_tables"));
+        assert_eq!(k.module_of(0xffff_ffff_8100_0100), None, "the kernel's own");
+        assert_eq!(k.module_of(0xffff_ffff_c020_1000), None, "a builtin trampoline is the kernel's");
+        // kptr_restrict: every address reads as zero.
+        let k = Kallsyms::parse("0000000000000000 A fixed_percpu_data\n0000000000000000 T _stext\n", "2");
+        assert!(k.hidden.as_deref().is_some_and(|h| h.contains("kptr_restrict = 2")), "{:?}", k.hidden);
     }
 
     #[test]
