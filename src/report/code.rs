@@ -127,3 +127,100 @@ pub fn write_run_code(t: &TraceSummary, out: &mut dyn Write) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::{code_episode, code_run};
+
+    fn text(f: impl FnOnce(&mut dyn Write) -> Result<()>) -> String {
+        let mut out = Vec::new();
+        f(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// As docs/trace.md shows it: the interrupted code's frames with their
+    /// modules, the interrupt in one line, 'N  function (module)' rows, the
+    /// remainder's verdict and evidence.
+    #[test]
+    fn an_episodes_code_reads_frame_by_frame() {
+        let e = code_episode();
+        let got = text(|out| write_episode_code(&e, out));
+        let fork = "              copy_process+0x65 (kernel)
+              kernel_clone+0x65 (kernel)
+              __do_sys_clone+0x65 (kernel)
+              do_syscall_64+0x65 (kernel)
+              entry_SYSCALL_64_after_hwframe+0x65 (kernel)
+";
+        let want = format!(
+            "    when the timer woke the probe, the CPU ran: forker (pid 20092), wake-up at +7.7us
+      user    __libc_fork+0x53 (libc.so.6)
+              main+0x2c (forker) forker.c:31
+      kernel  security_vm_enough_memory_mm+0x36 (kernel)
+              dup_mmap+0x255 (kernel)
+{fork}              (the interrupt: try_to_wake_up <- hrtimer_wakeup <- __hrtimer_run_queues <- hrtimer_interrupt \
+             <- asm_sysvec_apic_timer_interrupt)
+      note: libc.so.6 has no debug symbols: no file and line
+    the blocking thread: forker (pid 20092), profiler sample at +400.0us
+      user    __libc_fork+0x53 (libc.so.6)
+              main+0x2c (forker) forker.c:31
+      kernel  anon_vma_interval_tree_insert+0x1c (kernel)
+              dup_mmap+0x1e0 (kernel)
+{fork}    samples in the window: 10 (9.4 expected, 2 with interrupts off)
+          4  anon_vma_interval_tree_insert (kernel)
+          3  dup_mmap (kernel)
+          2  copy_page_range (kernel)
+          1  main (forker)
+    unaccounted 120.0us: interrupts off: 2 of 2 NMI samples in the stretch had interrupts off; interrupts came \
+             back in dup_mmap (forker)
+"
+        );
+        assert_eq!(got, want);
+        // The idle task by name; a deep stack cut at FRAMES with the rest counted.
+        let mut idle = code_episode();
+        let s = idle.blocker.as_mut().unwrap();
+        s.pid = 0;
+        s.user.clear();
+        s.kernel = (0..FRAMES + 6).map(|i| Frame { addr: 0x1000 + i as u64, ..Default::default() }).collect();
+        let got = text(|out| write_episode_code(&idle, out));
+        assert!(got.contains("    the blocking thread: idle (pid 0), profiler sample at +400.0us\n"), "{got}");
+        assert!(
+            got.contains("      kernel  0x1000\n") && got.contains(&format!("{:#x}\n", 0x1000 + FRAMES - 1)),
+            "{got}"
+        );
+        assert!(
+            !got.contains(&format!("{:#x}\n", 0x1000 + FRAMES)) && got.contains("              ... 6 more\n"),
+            "{got}"
+        );
+    }
+
+    /// `show --episodes`: each verdict with its code under it, the run's
+    /// stacks and profiler, the functions over-represented inside episodes.
+    #[test]
+    fn show_episodes_puts_the_code_under_each_verdict() {
+        let run = code_run();
+        let got = text(|out| crate::report::write_episodes(&run, out));
+        let verdict = format!("{}\n    when the timer woke the probe", run.episodes[0].verdict);
+        assert!(got.contains(&verdict), "{got}");
+        assert!(run.episodes[0].verdict.contains("blocked by forker (pid 20092, SCHED_OTHER) 740.0us"), "{got}");
+        assert_eq!(got.matches("    when the timer woke").count(), 1, "the other episodes have no code: {got}");
+        for line in [
+            "trace: stacks at 4001 wake-ups, 1 episodes with their stacks; the kernel's unwind took 2.9us \
+             (median, max 10.4us) on the wake-up path",
+            "trace: profiler cycles (hardware, NMI) at 10000 Hz per CPU, 60000 samples, 10 inside episodes, 0 lost; \
+             it cannot see time the hypervisor takes",
+            "stacks: the user frames of 3 processes were not named: they had exited",
+            "profiler: forker was built without frame pointers: its user stacks end at the first frame",
+            "  inside  outside    ratio  function (module)",
+            "       4       40    599.9  anon_vma_interval_tree_insert (kernel)",
+        ] {
+            assert!(got.lines().any(|l| l == line), "{line:?} missing: {got}");
+        }
+        assert!(!got.contains("profiler: cycles"), "the blind spot is said once, in the trace line: {got}");
+        let mut bare = code_run();
+        bare.trace.as_mut().unwrap().stacks = None;
+        bare.trace.as_mut().unwrap().profile = None;
+        let got = text(|out| write_run_code_head(bare.trace.as_ref().unwrap(), out));
+        assert_eq!(got, "trace: no stacks and no profiler samples (--stacks on and --sample-hz HZ ask for them)\n");
+    }
+}

@@ -212,4 +212,57 @@ mod tests {
         let s = svg("f", "t", &[(deep.join(";"), 2)]);
         assert!(s.contains("f99 (2 samples, 100.0%)"), "{s}");
     }
+
+    /// The top cause with code gets its graph: of the profiler's samples in
+    /// its episodes' windows, else of the stacks at the wake-up (the
+    /// interrupted code, not the interrupt); the fixture's other top
+    /// causes have no code and get none.
+    #[test]
+    fn the_top_cause_is_drawn_from_its_samples_else_its_stacks() {
+        let mut run = crate::report::fixtures::code_run();
+        run.series.clear();
+        let figures = |run: &rtscope_model::run::Run| -> Vec<(String, String)> {
+            let a = Analysed::new(run, crate::judge::Asked::none(), None, None);
+            let secs = sections(&a, "r");
+            secs.iter()
+                .inspect(|s| {
+                    assert_eq!((s.id.as_str(), s.title.as_str()), ("r-flame", "The code behind the top causes"))
+                })
+                .flat_map(|s| &s.blocks)
+                .map(|b| match b {
+                    Block::Figure { svg, caption } => (svg.clone(), caption.clone()),
+                    b => panic!("{b:?}"),
+                })
+                .collect()
+        };
+        let [(svg, caption)] = &figures(&run)[..] else { panic!("one cause has code") };
+        assert_eq!(
+            caption,
+            "thread forker, the largest cause of 1 episodes: profiler samples in their windows, root at the bottom \
+             ([k]: kernel frames)"
+        );
+        assert!(svg.contains("id=\"r-flame-1\""), "the second top cause, after tokio-rt-worker: {svg}");
+        assert!(svg.contains(">thread forker: 1 episodes, 10 profiler samples in their windows</text>"), "{svg}");
+        for tip in [
+            "main (10 samples, 100.0%)",
+            "dup_mmap [k] (9 samples, 90.0%)",
+            "anon_vma_interval_tree_insert [k] (4 samples, 40.0%)",
+            "copy_page_range [k] (2 samples, 20.0%)",
+        ] {
+            assert!(svg.contains(tip), "{tip}: {svg}");
+        }
+        assert!(!svg.contains("security_vm_enough_memory_mm"), "the samples, not the stacks: {svg}");
+        // Without a profiler: the stack at the wake-up, below its interrupt.
+        let e = &mut run.episodes[0];
+        (e.samples, e.blocker) = (None, None);
+        let [(svg, caption)] = &figures(&run)[..] else { panic!("one cause has code") };
+        assert!(caption.contains(": stacks at the wake-up, root at the bottom"), "{caption}");
+        for tip in ["main (1 samples, 100.0%)", "__libc_fork (1 samples", "security_vm_enough_memory_mm [k] (1 samples"]
+        {
+            assert!(svg.contains(tip), "{tip}: {svg}");
+        }
+        assert!(!svg.contains("try_to_wake_up") && !svg.contains("asm_sysvec"), "not the interrupt: {svg}");
+        run.episodes[0].stack = None;
+        assert!(figures(&run).is_empty());
+    }
 }

@@ -336,6 +336,10 @@ pub fn stored_line(run_id: i64, db: &Path) -> String {
 /// The fixed run of tests/data, and variants of it, for tests.
 #[cfg(test)]
 pub(crate) mod fixtures {
+    use rtscope_model::episode::{
+        Cause, CauseKind, CodeStack, Episode, Folded, Frame, OverRow, ProfileSummary, Remainder, SampleRow,
+        StacksSummary, Stages, WindowSamples, verdict,
+    };
     use rtscope_model::hist::Tally;
     use rtscope_model::run::{Interval, Run, Series, SeriesKey};
 
@@ -377,6 +381,160 @@ pub(crate) mod fixtures {
             }
         }
         run.series = series;
+        run
+    }
+
+    fn frame(function: &str, offset: u64, module: &str) -> Frame {
+        let addr = if module == "kernel" { 0xffff_ffff_8120_0000 } else { 0x7f9a_5380_0000 } + offset;
+        Frame {
+            addr,
+            function: Some(function.into()),
+            offset: Some(offset),
+            module: Some(module.into()),
+            ..Default::default()
+        }
+    }
+
+    /// An episode with all its code (docs/trace.md's example): a SCHED_OTHER
+    /// `forker` in `fork()`'s `dup_mmap` holds the probe off 942.1 us, 120 us of
+    /// it with interrupts off; the stacks at the wake-up (the timer interrupt
+    /// on top of dup_mmap), the blocker's profiler sample, 10 samples in the
+    /// window (10 kHz, NMI), the remainder named.
+    pub(crate) fn code_episode() -> Episode {
+        let cause = |kind, name: &str, ns| Cause {
+            kind,
+            name: name.into(),
+            pid: Some(20092),
+            irq: None,
+            sched: None,
+            stage: None,
+            ns,
+        };
+        let causes = vec![
+            Cause {
+                sched: Some("SCHED_OTHER".into()),
+                stage: Some("thread".into()),
+                ..cause(CauseKind::Thread, "forker", 740_000)
+            },
+            Cause { stage: Some("irq".into()), ..cause(CauseKind::Unaccounted, "forker", 120_000) },
+            Cause { pid: None, ..cause(CauseKind::Irq, "local_timer", 62_600) },
+            Cause { pid: None, ..cause(CauseKind::Timer, "timer", 17_000) },
+            Cause { pid: None, ..cause(CauseKind::User, "return to user", 2_500) },
+        ];
+        let stages = Stages { irq_ns: 120_000, handler_ns: 1_400, wake_ns: 900, thread_ns: 817_300, user_ns: 2_500 };
+        let p = 5_000_000_000;
+        let fork =
+            ["copy_process", "kernel_clone", "__do_sys_clone", "do_syscall_64", "entry_SYSCALL_64_after_hwframe"];
+        let below = |f: &mut Vec<Frame>| f.extend(fork.iter().map(|n| frame(n, 0x65, "kernel")));
+        let user = vec![
+            frame("__libc_fork", 0x53, "libc.so.6"),
+            Frame { file: Some("forker.c".into()), line: Some(31), ..frame("main", 0x2c, "forker") },
+        ];
+        let irq = ["try_to_wake_up", "hrtimer_wakeup", "__hrtimer_run_queues", "hrtimer_interrupt"];
+        let mut kernel: Vec<Frame> = irq.iter().map(|n| frame(n, 0x1e, "kernel")).collect();
+        kernel.push(frame("asm_sysvec_apic_timer_interrupt", 0x1a, "kernel"));
+        kernel.push(frame("security_vm_enough_memory_mm", 0x36, "kernel"));
+        kernel.push(frame("dup_mmap", 0x255, "kernel"));
+        below(&mut kernel);
+        let stack = CodeStack {
+            taken: "wake-up".into(),
+            t_ns: p + 7_700,
+            pid: 20092,
+            comm: "forker".into(),
+            kernel,
+            user: user.clone(),
+            notes: vec!["libc.so.6 has no debug symbols: no file and line".into()],
+        };
+        let mut kernel =
+            vec![frame("anon_vma_interval_tree_insert", 0x1c, "kernel"), frame("dup_mmap", 0x1e0, "kernel")];
+        below(&mut kernel);
+        let blocker = CodeStack {
+            taken: "profiler sample".into(),
+            t_ns: p + 400_000,
+            pid: 20092,
+            comm: "forker".into(),
+            kernel,
+            user,
+            notes: vec![],
+        };
+        let chain = "main;__libc_fork;entry_SYSCALL_64_after_hwframe [k];do_syscall_64 [k];__do_sys_clone [k];\
+                     kernel_clone [k];copy_process [k];dup_mmap [k]";
+        let row = |function: &str, module: &str, samples| SampleRow {
+            function: function.into(),
+            module: module.into(),
+            samples,
+        };
+        let folded = |stack: String, samples| Folded { stack, samples };
+        let samples = WindowSamples {
+            samples: 10,
+            expected: 9.4,
+            irqs_off: Some(2),
+            rows: vec![
+                row("anon_vma_interval_tree_insert", "kernel", 4),
+                row("dup_mmap", "kernel", 3),
+                row("copy_page_range", "kernel", 2),
+                row("main", "forker", 1),
+            ],
+            folded: vec![
+                folded(format!("{chain};anon_vma_interval_tree_insert [k]"), 4),
+                folded(chain.to_string(), 3),
+                folded(format!("{chain};copy_page_range [k]"), 2),
+                folded("main".into(), 1),
+            ],
+        };
+        let why = "2 of 2 NMI samples in the stretch had interrupts off; interrupts came back in dup_mmap (forker)";
+        Episode {
+            probe: "wakeup".into(),
+            load: None,
+            metric: "latency".into(),
+            cpu: 1,
+            sample: 892,
+            programmed_ns: p,
+            woke_ns: p + stages.total(),
+            latency_ns: stages.total(),
+            verdict: verdict(1, 892, "latency", stages.total(), Some(&stages), &causes),
+            stages: Some(stages),
+            causes,
+            slices: vec![],
+            stack: Some(stack),
+            blocker: Some(blocker),
+            samples: Some(samples),
+            remainder: Some(Remainder { ns: 120_000, verdict: "interrupts off".into(), why: why.into() }),
+        }
+    }
+
+    /// The fixture with [`code_episode`] as its worst episode, and its
+    /// stacks and profiler summed up.
+    pub(crate) fn code_run() -> Run {
+        let mut run = fixture();
+        run.episodes.insert(0, code_episode());
+        let t = run.trace.as_mut().expect("the fixture is traced");
+        t.stacks = Some(StacksSummary {
+            taken: 4001,
+            episodes: 1,
+            cost_p50_ns: 2_900,
+            cost_max_ns: 10_400,
+            notes: vec!["the user frames of 3 processes were not named: they had exited".into()],
+        });
+        t.profile = Some(ProfileSummary {
+            event: "cycles (hardware, NMI)".into(),
+            hz: 10_000,
+            blind_spot: "time the hypervisor takes".into(),
+            samples: 60_000,
+            in_episodes: 10,
+            lost: 0,
+            over: vec![OverRow {
+                function: "anon_vma_interval_tree_insert".into(),
+                module: "kernel".into(),
+                inside: 4,
+                outside: 40,
+                ratio: 599.9,
+            }],
+            notes: vec![
+                "cycles (hardware, NMI) at 10000 Hz per CPU: it cannot see time the hypervisor takes".into(),
+                "forker was built without frame pointers: its user stacks end at the first frame".into(),
+            ],
+        });
         run
     }
 }

@@ -101,3 +101,54 @@ impl Format for Perfetto {
         Ok(Written::default())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixtures::code_run;
+    use serde_json::Value;
+
+    /// The stacks as instants on the tasks lane, each frame an argument;
+    /// the verdict's arguments carry the sample table and the remainder.
+    #[test]
+    fn the_stacks_are_instants_with_their_frames() {
+        let run = code_run();
+        let mut out = Vec::new();
+        Perfetto.write(&Input::one(&run), &mut out).unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let named = |prefix: &str| -> Vec<&Value> {
+            events.iter().filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with(prefix))).collect()
+        };
+        let [wake] = named("stack at the wake-up")[..] else { panic!("one episode has stacks: {doc}") };
+        assert_eq!(wake["name"], "stack at the wake-up: forker security_vm_enough_memory_mm", "the interrupted code");
+        assert_eq!((&wake["ph"], &wake["pid"], &wake["tid"]), (&json!("i"), &json!(1), &json!(1)), "{wake}");
+        assert_eq!(wake["ts"].as_f64(), Some(5_000_007.7));
+        let a = &wake["args"];
+        assert_eq!((&a["task"], &a["pid"], &a["taken"]), (&json!("forker"), &json!(20092), &json!("wake-up")));
+        assert_eq!(a["user"], json!(["__libc_fork+0x53 (libc.so.6)", "main+0x2c (forker) forker.c:31"]));
+        let kernel: Vec<&str> = a["kernel"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        assert_eq!(kernel.len(), 12, "the interrupt's frames too: {kernel:?}");
+        assert_eq!(kernel[0], "try_to_wake_up+0x1e (kernel)");
+        assert_eq!(kernel[6], "dup_mmap+0x255 (kernel)");
+        assert_eq!(a["notes"], json!(["libc.so.6 has no debug symbols: no file and line"]));
+        let [blocker] = named("blocking thread's stack")[..] else { panic!("{doc}") };
+        assert_eq!(blocker["name"], "blocking thread's stack: forker anon_vma_interval_tree_insert", "where it ran");
+        assert_eq!(blocker["ts"].as_f64(), Some(5_000_400.0));
+        assert_eq!(blocker["args"]["taken"], "profiler sample");
+        assert_eq!(blocker["args"]["kernel"][0], "anon_vma_interval_tree_insert+0x1c (kernel)");
+        let verdicts = named("verdict");
+        assert_eq!(verdicts.len(), run.episodes.len());
+        assert_eq!(verdicts[0]["pid"], 1);
+        let v = &verdicts[0]["args"];
+        assert_eq!(
+            v["samples"][0],
+            json!({"function": "anon_vma_interval_tree_insert", "module": "kernel", "samples": 4})
+        );
+        assert_eq!(v["samples"].as_array().map(Vec::len), Some(4));
+        assert_eq!((&v["remainder"]["verdict"], &v["remainder"]["ns"]), (&json!("interrupts off"), &json!(120_000)));
+        assert_eq!(v["causes"][0]["name"], "forker");
+        // The fixture's other episodes have no code: their verdicts carry none.
+        assert!(verdicts[1..].iter().all(|e| e["args"]["samples"].is_null() && e["args"]["remainder"].is_null()));
+    }
+}

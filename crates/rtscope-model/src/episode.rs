@@ -325,16 +325,43 @@ pub struct CodeStack {
 }
 
 impl CodeStack {
-    /// The interrupted code: the kernel frames below the interrupt's entry
-    /// (those after the first `asm_*` entry frame), empty when user space
-    /// was interrupted.
+    /// The interrupted code: of a stack taken at the wake-up, the kernel
+    /// frames below the interrupt's entry (those after its entry frames:
+    /// x86's `asm_*` since 5.8, its older stubs, arm64's exception
+    /// vectors), empty when user space was interrupted; of a profiler
+    /// sample, its whole kernel chain (perf walks it from the interrupted
+    /// registers, without the sampling interrupt's frames).
     pub fn interrupted_kernel(&self) -> &[Frame] {
-        let entry = self.kernel.iter().position(|f| f.function.as_deref().is_some_and(|n| n.starts_with("asm_")));
-        match entry {
-            Some(i) => &self.kernel[i + 1..],
-            None => &[],
+        if self.taken == "profiler sample" {
+            return &self.kernel;
         }
+        let entry = |f: &Frame| f.function.as_deref().is_some_and(is_interrupt_entry);
+        let Some(first) = self.kernel.iter().position(entry) else { return &[] };
+        let last = first + self.kernel[first..].iter().take_while(|f| entry(f)).count() - 1;
+        &self.kernel[last + 1..]
     }
+}
+
+/// Whether `function` is an interrupt's entry from the vector: x86's
+/// `asm_*` (5.8 on), the handlers those call by the vector's name, x86's
+/// older stubs, and arm64's exception vectors (`el1h_64_irq` and kin).
+fn is_interrupt_entry(function: &str) -> bool {
+    const OLD_X86: [&str; 8] = [
+        "common_interrupt",
+        "apic_timer_interrupt",
+        "reschedule_interrupt",
+        "call_function_interrupt",
+        "call_function_single_interrupt",
+        "irq_work_interrupt",
+        "error_interrupt",
+        "spurious_interrupt",
+    ];
+    function.starts_with("asm_")
+        || OLD_X86.contains(&function)
+        || function
+            .strip_prefix("el1h_64_")
+            .or_else(|| function.strip_prefix("el0t_64_"))
+            .is_some_and(|v| matches!(v, "irq" | "fiq" | "error"))
 }
 
 /// How many of a window's samples fell in one function.
@@ -799,6 +826,30 @@ pub(crate) mod tests {
         assert_eq!(p.over[0].function, "large", "the cell with 40 samples inside episodes ranks");
     }
 
+    #[test]
+    fn the_interrupted_kernel_code_lies_below_the_entry_frames() {
+        let stack = |names: &[&str]| CodeStack {
+            kernel: names.iter().map(|n| Frame { function: Some(n.to_string()), ..Default::default() }).collect(),
+            ..Default::default()
+        };
+        let names = |s: &CodeStack| s.interrupted_kernel().iter().map(Frame::name).collect::<Vec<_>>();
+        // x86 since 5.8: a device interrupt in the kernel's fork path.
+        let x86 = stack(&["handle_irq_event", "common_interrupt", "asm_common_interrupt", "dup_mmap", "copy_process"]);
+        assert_eq!(names(&x86), ["dup_mmap", "copy_process"]);
+        // x86 before 5.8, and arm64.
+        let old = stack(&["hrtimer_interrupt", "smp_apic_timer_interrupt", "apic_timer_interrupt", "dup_mmap"]);
+        assert_eq!(names(&old), ["dup_mmap"]);
+        let arm = stack(&["hrtimer_interrupt", "el1_interrupt", "el1h_64_irq_handler", "el1h_64_irq", "dup_mmap"]);
+        assert_eq!(names(&arm), ["dup_mmap"]);
+        // User space interrupted: nothing below the entry.
+        assert!(stack(&["hrtimer_interrupt", "el0t_64_irq"]).interrupted_kernel().is_empty());
+        assert!(stack(&["hrtimer_interrupt", "asm_sysvec_apic_timer_interrupt"]).interrupted_kernel().is_empty());
+        assert!(stack(&["schedule"]).interrupted_kernel().is_empty());
+        // A profiler sample's chain starts at the interrupted code.
+        let sample = CodeStack { taken: "profiler sample".into(), ..stack(&["dup_mmap", "copy_process"]) };
+        assert_eq!(names(&sample), ["dup_mmap", "copy_process"]);
+    }
+
     fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
         Cause { kind, name: name.into(), pid: None, irq: None, sched: None, stage: None, ns }
     }
@@ -899,5 +950,162 @@ pub(crate) mod tests {
         let s = sample_episode().stages.unwrap();
         assert_eq!(s.largest(), ("thread", 815_000));
         assert_eq!(s.total(), 842_100);
+    }
+
+    fn frame(function: &str, offset: u64, module: &str) -> Frame {
+        let addr = 0xffff_ffff_8110_0000 + offset;
+        Frame {
+            addr,
+            function: Some(function.into()),
+            offset: Some(offset),
+            module: Some(module.into()),
+            ..Default::default()
+        }
+    }
+
+    /// [`sample_episode`] with its code: the kworker blocking the probe ran
+    /// fbdev's damage worker (its frames from the interrupted kernel down,
+    /// one with its source line), the profiler's samples in the window, and
+    /// the unaccounted time too short to name.
+    pub(crate) fn code_episode() -> Episode {
+        let worker = || {
+            let below = ["process_one_work", "worker_thread", "kthread", "ret_from_fork"];
+            let mut f = vec![
+                frame("memcpy_toio", 0x52, "kernel"),
+                Frame {
+                    file: Some("drivers/gpu/drm/drm_format_helper.c".into()),
+                    line: Some(302),
+                    ..frame("drm_fb_memcpy", 0x95, "drm_kms_helper")
+                },
+                frame("drm_fb_helper_damage_work", 0x8a, "drm_kms_helper"),
+            ];
+            f.extend(below.iter().map(|n| frame(n, 0x40, "kernel")));
+            f
+        };
+        let irq = ["try_to_wake_up", "hrtimer_wakeup", "__hrtimer_run_queues", "hrtimer_interrupt"];
+        let mut kernel: Vec<Frame> = irq.iter().map(|n| frame(n, 0x1e, "kernel")).collect();
+        kernel.push(frame("asm_sysvec_apic_timer_interrupt", 0x1a, "kernel"));
+        kernel.extend(worker());
+        let stack = CodeStack {
+            taken: "wake-up".into(),
+            t_ns: 1_003_100,
+            pid: 77,
+            comm: "kworker/1:2".into(),
+            kernel,
+            user: vec![],
+            notes: vec!["1 frame in a module without symbols: sysctl kernel.kptr_restrict=1 names it".into()],
+        };
+        let mut blocker =
+            CodeStack { taken: "profiler sample".into(), t_ns: 1_400_000, notes: vec![], ..stack.clone() };
+        blocker.kernel = worker();
+        let chain =
+            "ret_from_fork [k];kthread [k];worker_thread [k];process_one_work [k];drm_fb_helper_damage_work [k]";
+        let row = |function: &str, module: &str, samples| SampleRow {
+            function: function.into(),
+            module: module.into(),
+            samples,
+        };
+        let samples = WindowSamples {
+            samples: 8,
+            expected: 8.4,
+            irqs_off: Some(0),
+            rows: vec![row("memcpy_toio", "kernel", 6), row("drm_fb_memcpy", "drm_kms_helper", 2)],
+            folded: vec![
+                Folded { stack: format!("{chain};drm_fb_memcpy [k];memcpy_toio [k]"), samples: 6 },
+                Folded { stack: format!("{chain};drm_fb_memcpy [k]"), samples: 2 },
+            ],
+        };
+        let why = "too short for the sampling period to tell; the interrupt came in memcpy_toio (kworker/1:2)";
+        Episode {
+            stack: Some(stack),
+            blocker: Some(blocker),
+            samples: Some(samples),
+            remainder: Some(Remainder { ns: 3_100, verdict: "unknown".into(), why: why.into() }),
+            ..sample_episode()
+        }
+    }
+
+    /// The keys of a JSON object.
+    fn keys(v: &serde_json::Value) -> Vec<&str> {
+        let mut k: Vec<&str> = v.as_object().expect("an object").keys().map(String::as_str).collect();
+        k.sort_unstable();
+        k
+    }
+
+    /// The keys docs/json.md names for an episode's code, no more, no less.
+    #[test]
+    fn an_episodes_code_round_trips_with_the_documented_keys() {
+        let e = code_episode();
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<Episode>(&text).unwrap(), e);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let stack = ["comm", "kernel", "notes", "pid", "t_ns", "taken", "user"];
+        assert_eq!(keys(&v["stack"]), stack);
+        assert_eq!(
+            keys(&v["blocker"]),
+            ["comm", "kernel", "pid", "t_ns", "taken", "user"],
+            "a profiler sample keeps no notes"
+        );
+        assert_eq!(v["stack"]["taken"], "wake-up");
+        assert_eq!(v["blocker"]["taken"], "profiler sample");
+        assert_eq!(keys(&v["stack"]["kernel"][0]), ["addr", "function", "module", "offset"]);
+        assert_eq!(keys(&v["blocker"]["kernel"][1]), ["addr", "file", "function", "line", "module", "offset"]);
+        assert_eq!(v["blocker"]["kernel"][1]["module"], "drm_kms_helper");
+        let w = &v["samples"];
+        assert_eq!(keys(w), ["expected", "folded", "irqs_off", "rows", "samples"]);
+        assert_eq!(keys(&w["rows"][0]), ["function", "module", "samples"]);
+        assert_eq!(keys(&w["folded"][0]), ["samples", "stack"]);
+        assert!(w["folded"][0]["stack"].as_str().unwrap().ends_with(";memcpy_toio [k]"), "root first: {w}");
+        assert_eq!(keys(&v["remainder"]), ["ns", "verdict", "why"]);
+        // An episode without code (an untraced stack, an older run) has none of the keys, and reads back.
+        let bare = serde_json::to_value(sample_episode()).unwrap();
+        for k in ["stack", "blocker", "samples", "remainder"] {
+            assert!(bare.get(k).is_none(), "{k}: {bare}");
+        }
+        assert_eq!(serde_json::from_value::<Episode>(bare).unwrap(), sample_episode());
+    }
+
+    /// The run's `trace.stacks` and `trace.profile` with docs/json.md's
+    /// keys, through the whole document and back.
+    #[test]
+    fn a_runs_stacks_and_profiler_round_trip_with_the_documented_keys() {
+        let mut run = crate::store::tests_support::sample_run();
+        run.episodes = vec![code_episode()];
+        let t = run.trace.as_mut().unwrap();
+        t.stacks = Some(StacksSummary {
+            taken: 4001,
+            episodes: 1,
+            cost_p50_ns: 2_900,
+            cost_max_ns: 10_400,
+            notes: vec!["kernel addresses are hidden: sysctl kernel.kptr_restrict=1".into()],
+        });
+        t.profile = Some(ProfileSummary {
+            event: "cycles (hardware, NMI)".into(),
+            hz: 10_000,
+            blind_spot: "time the hypervisor takes".into(),
+            samples: 60_000,
+            in_episodes: 8,
+            lost: 0,
+            over: vec![OverRow {
+                function: "memcpy_toio".into(),
+                module: "kernel".into(),
+                inside: 6,
+                outside: 40,
+                ratio: 1124.8,
+            }],
+            notes: vec![],
+        });
+        let text = serde_json::to_string(&crate::export::run_doc(&run, true)).unwrap();
+        let back = crate::export::read_json(&text, "code.json").unwrap();
+        assert_eq!((&back.trace, &back.episodes), (&run.trace, &run.episodes));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(keys(&v["trace"]["stacks"]), ["cost_max_ns", "cost_p50_ns", "episodes", "notes", "taken"]);
+        let p = &v["trace"]["profile"];
+        assert_eq!(keys(p), ["blind_spot", "event", "hz", "in_episodes", "lost", "notes", "over", "samples"]);
+        assert_eq!(keys(&p["over"][0]), ["function", "inside", "module", "outside", "ratio"]);
+        assert_eq!(v["episodes"][0]["samples"]["rows"][0]["function"], "memcpy_toio");
+        // Without --stacks and the profiler: neither key.
+        let bare = serde_json::to_value(TraceSummary::default()).unwrap();
+        assert!(bare.get("stacks").is_none() && bare.get("profile").is_none(), "{bare}");
     }
 }
