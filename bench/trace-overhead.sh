@@ -116,7 +116,9 @@ for r in range(1, rounds + 1):
             samples += sum(c["samples"] for c in t["per_cpu"])
             line += f"  reader {t['reader_cpu_pct']:.2f}% CPU, lost {sum(c['lost'] for c in t['per_cpu'])}"
             if t.get("stacks"):
-                line += f", stacks {t['stacks']['taken']} (unwind p50 {t['stacks']['cost_p50_ns'] / 1000:.2f} us)"
+                s = t["stacks"]
+                lost += s.get("lost", 0)
+                line += f", stacks {s['taken']} (unwind p50 {s['cost_p50_ns'] / 1000:.2f} us), {s.get('lost', 0)} lost"
             if t.get("profile"):
                 p = t["profile"]
                 lost += p["lost"]

@@ -514,6 +514,7 @@ pub(crate) mod fixtures {
             episodes: 1,
             cost_p50_ns: 2_900,
             cost_max_ns: 10_400,
+            lost: 0,
             notes: vec!["the user frames of 3 processes were not named: they had exited".into()],
         });
         t.profile = Some(ProfileSummary {

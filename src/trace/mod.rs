@@ -145,6 +145,7 @@ pub fn summarize(
             episodes,
             cost_p50_ns: if p50 > 0 { p50 } else { code.calibrated_ns.unwrap_or(0) },
             cost_max_ns: max,
+            lost,
             notes: n,
         });
     } else if !code.stack_notes.is_empty() {

@@ -600,6 +600,9 @@ pub struct StacksSummary {
     /// `sched_waking` record to the kernel stack's (the kernel's unwind).
     pub cost_p50_ns: u64,
     pub cost_max_ns: u64,
+    /// Stack records the kernel could not write (the stack instance's ring
+    /// full): wake-ups without their stacks.
+    pub lost: u64,
     /// Symbolisation problems and their fixes.
     pub notes: Vec<String>,
 }
@@ -751,6 +754,7 @@ impl TraceSummary {
                 a.episodes += b.episodes;
                 a.cost_p50_ns = a.cost_p50_ns.max(b.cost_p50_ns);
                 a.cost_max_ns = a.cost_max_ns.max(b.cost_max_ns);
+                a.lost += b.lost;
                 a.notes.extend(b.notes.iter().filter(|n| !a.notes.contains(n)).cloned().collect::<Vec<_>>());
             }
             (None, Some(b)) => self.stacks = Some(b.clone()),
@@ -1077,6 +1081,7 @@ pub(crate) mod tests {
             episodes: 1,
             cost_p50_ns: 2_900,
             cost_max_ns: 10_400,
+            lost: 2,
             notes: vec!["kernel addresses are hidden: sysctl kernel.kptr_restrict=1".into()],
         });
         t.profile = Some(ProfileSummary {
@@ -1099,7 +1104,7 @@ pub(crate) mod tests {
         let back = crate::export::read_json(&text, "code.json").unwrap();
         assert_eq!((&back.trace, &back.episodes), (&run.trace, &run.episodes));
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(keys(&v["trace"]["stacks"]), ["cost_max_ns", "cost_p50_ns", "episodes", "notes", "taken"]);
+        assert_eq!(keys(&v["trace"]["stacks"]), ["cost_max_ns", "cost_p50_ns", "episodes", "lost", "notes", "taken"]);
         let p = &v["trace"]["profile"];
         assert_eq!(keys(p), ["blind_spot", "event", "hz", "in_episodes", "lost", "notes", "over", "samples"]);
         assert_eq!(keys(&p["over"][0]), ["function", "inside", "module", "outside", "ratio"]);
