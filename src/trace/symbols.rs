@@ -168,14 +168,17 @@ impl Default for Symbols {
 }
 
 /// What `/proc/kallsyms` says beyond the names blazesym reads from it:
-/// whether `kptr_restrict` hides the addresses, and which module each module symbol is in (blazesym names a module's
-/// functions but not the module).
+/// whether `kptr_restrict` hides the addresses, and which module each
+/// module symbol is in (blazesym names a module's functions, not the
+/// module).
 #[derive(Default)]
 struct Kallsyms {
     /// Why kernel addresses cannot be named, if they cannot.
     hidden: Option<String>,
-    /// Module symbols' start addresses and their modules, sorted.
-    modules: Vec<(u64, String)>,
+    /// Module symbols' start addresses and their modules (indices into
+    /// `names`), sorted.
+    modules: Vec<(u64, usize)>,
+    names: Vec<String>,
 }
 
 impl Kallsyms {
@@ -217,7 +220,12 @@ impl Kallsyms {
             }
             // The kernel's own trampolines are listed as `[__builtin__ftrace]`.
             if let Some(m) = f.next().filter(|m| m.starts_with('[') && !m.starts_with("[__builtin")) {
-                k.modules.push((addr, m.trim_matches(['[', ']']).to_string()));
+                let m = m.trim_matches(['[', ']']);
+                // A module's symbols are listed together.
+                if k.names.last().is_none_or(|last| last != m) {
+                    k.names.push(m.to_string());
+                }
+                k.modules.push((addr, k.names.len() - 1));
             }
         }
         k.modules.sort_unstable();
@@ -229,7 +237,7 @@ impl Kallsyms {
     /// during the run are not known to the symbolizer either.
     fn module_of(&self, start: u64) -> Option<&str> {
         let i = self.modules.binary_search_by_key(&start, |(a, _)| *a).ok()?;
-        Some(&self.modules[i].1)
+        Some(&self.names[self.modules[i].1])
     }
 }
 
