@@ -39,7 +39,7 @@ fn write_stack(title: &str, s: &CodeStack, at: u64, out: &mut dyn Write) -> Resu
     };
     frames("user", &s.user, out)?;
     let below = s.interrupted_kernel();
-    if s.taken == "wake-up" {
+    if !s.is_sample() {
         frames("kernel", below, out)?;
         let irq = &s.kernel[..s.kernel.len() - below.len()];
         if !irq.is_empty() {

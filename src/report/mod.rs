@@ -535,6 +535,7 @@ pub(crate) mod fixtures {
                 "cycles (hardware, NMI) at 10000 Hz per CPU: it cannot see time the hypervisor takes".into(),
                 "forker was built without frame pointers: its user stacks end at the first frame".into(),
             ],
+            over_of: 0,
         });
         run
     }

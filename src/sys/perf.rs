@@ -201,9 +201,7 @@ impl Sampler {
         // Cycles with the flags register, else cycles alone (a PMU whose
         // driver refuses the interrupt registers), else cpu-clock.
         let plain = Attr { sample_type: hw.sample_type & !SAMPLE_REGS_INTR, sample_regs_intr: 0, ..hw };
-        let hardware = open(&hw, cpu)
-            .map(|fd| (fd, regs_intr))
-            .or_else(|e| open(&plain, cpu).map(|fd| (fd, false)).map_err(|_| e));
+        let hardware = open(&hw, cpu).map(|fd| (fd, regs_intr)).or_else(|_| open(&plain, cpu).map(|fd| (fd, false)));
         let mut software_because = None;
         let (fd, source, regs_intr) = match hardware {
             Ok((fd, regs_intr)) => (fd, Source::Cycles, regs_intr),
@@ -326,22 +324,26 @@ fn copy_wrapped(data: &[u8], at: usize, out: &mut [u8]) {
     out[first..].copy_from_slice(&data[..rest]);
 }
 
+/// `kernel.perf_event_max_sample_rate`: the most samples a second that
+/// frequency-mode events may ask for.
+fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate").ok()?.trim().parse().ok()
+}
+
 /// Why the hardware cycles event was not opened, from the kernel's answer
 /// `e` at `hz` samples per second, with the fix where there is one.
 fn why_not_cycles(e: &std::io::Error, hz: u64) -> String {
-    let max_rate = || {
-        std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok())
-    };
     match e.raw_os_error() {
-        Some(libc::ENOENT | libc::EOPNOTSUPP | libc::ENODEV) => {
+        Some(libc::ENOENT | libc::ENODEV) => {
             format!("no hardware PMU here ({e}), so no NMI sampling (a VM needs its PMU passed through)")
+        }
+        Some(libc::EOPNOTSUPP) => {
+            format!("the PMU here cannot sample ({e}: no overflow interrupt), so no NMI sampling")
         }
         Some(libc::EACCES | libc::EPERM) => {
             format!("the cycles event was refused ({e}): kernel.perf_event_paranoid, or CAP_PERFMON")
         }
-        Some(libc::EINVAL) => match max_rate() {
+        Some(libc::EINVAL) => match max_sample_rate() {
             Some(max) if hz > max => format!(
                 "the cycles event was refused ({e}): --sample-hz {hz} is above kernel.perf_event_max_sample_rate \
                  {max}; lower it, or raise the sysctl"
@@ -425,7 +427,7 @@ mod tests {
         assert!(why_not_cycles(&err(libc::EBUSY), 2000).contains("busy"));
         // Far above any kernel's sample rate limit, when the sysctl is there.
         let w = why_not_cycles(&err(libc::EINVAL), u64::MAX);
-        if std::path::Path::new("/proc/sys/kernel/perf_event_max_sample_rate").exists() {
+        if max_sample_rate().is_some() {
             assert!(w.contains("--sample-hz") && w.contains("perf_event_max_sample_rate"), "{w}");
         } else {
             assert!(w.starts_with("the cycles event was refused"), "{w}");

@@ -171,6 +171,7 @@ pub fn summarize(
             lost,
             over: code.symbols.over,
             notes: n,
+            over_of: 0,
         });
     } else {
         notes.extend(code.profile_notes.iter().map(|n| format!("--sample-hz: {n}")));

@@ -228,6 +228,9 @@ impl Kallsyms {
                 k.modules.push((addr, k.names.len() - 1));
             }
         }
+        if !text_seen {
+            k.hidden = Some("kernel frames are not named: /proc/kallsyms lists no function (CONFIG_KALLSYMS)".into());
+        }
         k.modules.sort_unstable();
         k
     }
@@ -509,7 +512,7 @@ impl Symbols {
         let kernel = self.kernel(&s.kernel);
         let user = self.user(s.pid, &s.user);
         CodeStack {
-            taken: "profiler sample".into(),
+            taken: CodeStack::SAMPLE.into(),
             t_ns: s.t_ns,
             pid: s.tid,
             comm: comm.to_string(),
@@ -545,7 +548,15 @@ impl Symbols {
                 w.tgid
             ));
         }
-        CodeStack { taken: "wake-up".into(), t_ns: w.ts, pid: w.pid, comm: comm.to_string(), kernel, user, notes }
+        CodeStack {
+            taken: CodeStack::WAKE_UP.into(),
+            t_ns: w.ts,
+            pid: w.pid,
+            comm: comm.to_string(),
+            kernel,
+            user,
+            notes,
+        }
     }
 
     /// A window's samples, named: rows by innermost function and the

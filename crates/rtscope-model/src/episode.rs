@@ -312,8 +312,9 @@ pub struct CodeStack {
     /// The task that was running (0: idle), and its name.
     pub pid: i32,
     pub comm: String,
-    /// Kernel frames, innermost first (the interrupt's own frames first,
-    /// then the interrupted code's, if it was in the kernel).
+    /// Kernel frames, innermost first: at a wake-up, the interrupt's own
+    /// frames first, then the interrupted code's, if it was in the kernel;
+    /// of a profiler sample, the interrupted code's only.
     pub kernel: Vec<Frame>,
     /// User frames of that task, innermost first (frame-pointer walk: the
     /// first is exact, the rest need frame pointers).
@@ -325,6 +326,17 @@ pub struct CodeStack {
 }
 
 impl CodeStack {
+    /// `taken` of a profiler sample's stacks.
+    pub const SAMPLE: &'static str = "profiler sample";
+    /// `taken` of the stacks at the probe's wake-up.
+    pub const WAKE_UP: &'static str = "wake-up";
+
+    /// Whether a profiler sample's (no interrupt frames on top), not the
+    /// wake-up's.
+    pub fn is_sample(&self) -> bool {
+        self.taken == Self::SAMPLE
+    }
+
     /// The interrupted code: of a stack taken at the wake-up, the kernel
     /// frames below the interrupt's entry (those after its entry frames:
     /// x86's `asm_*` since 5.8, its older stubs, arm64's exception
@@ -332,7 +344,7 @@ impl CodeStack {
     /// sample, its whole kernel chain (perf walks it from the interrupted
     /// registers, without the sampling interrupt's frames).
     pub fn interrupted_kernel(&self) -> &[Frame] {
-        if self.taken == "profiler sample" {
+        if self.is_sample() {
             return &self.kernel;
         }
         let entry = |f: &Frame| f.function.as_deref().is_some_and(is_interrupt_entry);
@@ -614,7 +626,7 @@ pub struct ProfileSummary {
     /// `cycles (hardware, NMI)` or `cpu-clock (software, timer interrupt)`.
     pub event: String,
     pub hz: u64,
-    /// What its samples cannot see.
+    /// What its samples cannot see, and, for cpu-clock, why not cycles.
     pub blind_spot: String,
     pub samples: u64,
     /// Samples inside episodes' windows.
@@ -624,6 +636,17 @@ pub struct ProfileSummary {
     /// Functions more frequent inside episodes than outside them.
     pub over: Vec<OverRow>,
     pub notes: Vec<String>,
+    /// After [`TraceSummary::absorb`]: the samples inside episodes of the
+    /// cell whose ranking `over` is (0: this summary's own).
+    #[serde(skip)]
+    pub over_of: u64,
+}
+
+impl ProfileSummary {
+    /// The samples inside episodes behind the ranking `over`.
+    fn ranked_on(&self) -> u64 {
+        if self.over_of > 0 { self.over_of } else { self.in_episodes }
+    }
 }
 
 /// A function's share of samples inside episodes against outside.
@@ -763,10 +786,14 @@ impl TraceSummary {
         match (&mut self.profile, &other.profile) {
             (Some(a), Some(b)) => {
                 // Each cell ranks its own (the rows are its top ones only,
-                // so they cannot be summed): the ranking from more samples
-                // inside episodes is kept, judged before the counts add up.
-                if b.in_episodes > a.in_episodes {
+                // so they cannot be summed): the ranking from the cell with
+                // the most samples inside episodes is kept.
+                let kept = a.ranked_on();
+                if b.ranked_on() > kept {
                     a.over.clone_from(&b.over);
+                    a.over_of = b.ranked_on();
+                } else {
+                    a.over_of = kept;
                 }
                 a.samples += b.samples;
                 a.in_episodes += b.in_episodes;
@@ -821,13 +848,20 @@ pub(crate) mod tests {
             }),
             ..Default::default()
         };
-        let mut sum = TraceSummary::default();
-        sum.absorb(&cell(5, "small"));
-        sum.absorb(&cell(40, "large"));
-        sum.absorb(&cell(30, "middle"));
-        let p = sum.profile.unwrap();
-        assert_eq!((p.samples, p.in_episodes), (3_000, 75));
-        assert_eq!(p.over[0].function, "large", "the cell with 40 samples inside episodes ranks");
+        let ranked = |cells: &[(u64, &str)]| {
+            let mut sum = TraceSummary::default();
+            for (inside, f) in cells {
+                sum.absorb(&cell(*inside, f));
+            }
+            let p = sum.profile.unwrap();
+            assert_eq!(p.in_episodes, cells.iter().map(|c| c.0).sum::<u64>());
+            assert_eq!(p.samples, 1_000 * cells.len() as u64);
+            p.over[0].function.clone()
+        };
+        assert_eq!(ranked(&[(5, "small"), (40, "large"), (30, "middle")]), "large");
+        // Against the kept cell's count, not the sum so far.
+        assert_eq!(ranked(&[(10, "a"), (20, "b"), (25, "c")]), "c");
+        assert_eq!(ranked(&[(30, "a"), (20, "b"), (25, "c")]), "a");
     }
 
     #[test]
@@ -1099,6 +1133,7 @@ pub(crate) mod tests {
                 ratio: 1124.8,
             }],
             notes: vec![],
+            over_of: 0,
         });
         let text = serde_json::to_string(&crate::export::run_doc(&run, true)).unwrap();
         let back = crate::export::read_json(&text, "code.json").unwrap();
