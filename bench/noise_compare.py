@@ -2,8 +2,10 @@
 """Compares rtscope noise --json files with oslat --json files, one pair per
 round: noise_compare.py DIR ROUNDS (files DIR/oslat-R.json, DIR/rtscope-R.json).
 
-oslat's histogram counts loops by their length in whole microseconds; a loop
-of 10 us or more is an interruption of about 10 us or more. rtscope records
+oslat's histogram counts loops by their length in whole microseconds, each
+under the label of the microsecond it ends in: a loop of d us goes to bucket
+floor(d) + 1 (its loops of 26 ns are under "1", and its min reads 1). A loop
+of 10 us or more is one under label 11 or more. rtscope records
 each interruption as its gap minus the reference iteration: a gap of 10 us or
 more is a recorded length of (10 us - reference) or more."""
 import json
@@ -20,7 +22,7 @@ def oslat(path):
         hist = {int(k): v for k, v in t["histogram"].items()}
         out[int(t["cpu"])] = {
             "max_us": float(t["max"]),
-            "ge10": sum(v for k, v in hist.items() if k >= LIMIT_NS // 1000),
+            "ge10": sum(v for k, v in hist.items() if k - 1 >= LIMIT_NS // 1000),
             "seconds": float(t["duration"]),
         }
     return out
