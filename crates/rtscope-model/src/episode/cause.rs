@@ -1,0 +1,206 @@
+//! Where an episode's time went: the stages of the wake-up path, the
+//! causes (who had the CPU meanwhile) and the timeline's slices.
+
+use crate::descriptor::WakePath;
+use serde::{Deserialize, Serialize};
+
+/// The stages of one wake-up, each relative to the previous one; they add
+/// up to the latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stages {
+    /// Programmed time -> timer interrupt entry.
+    pub irq_ns: u64,
+    /// Interrupt entry -> the probe's hrtimer callback starts.
+    pub handler_ns: u64,
+    /// Callback start -> `sched_waking` of the probe thread.
+    pub wake_ns: u64,
+    /// Waking -> `sched_switch` into the probe thread.
+    pub thread_ns: u64,
+    /// Switch-in -> the probe's own timestamp (return to user space).
+    pub user_ns: u64,
+}
+
+impl Stages {
+    pub const NAMES: [&'static str; 5] = ["irq", "handler", "wake", "thread", "user"];
+
+    /// The stage series of a traced run: the five relative stages, then
+    /// the absolute times (from the programmed time) at which the handler,
+    /// the wake-up and the switch-in began (irq's absolute is itself, and
+    /// user's is the latency).
+    pub const SERIES: [&'static str; 8] =
+        ["irq", "handler", "wake", "thread", "user", "handler_abs", "wake_abs", "thread_abs"];
+
+    /// The five stages of a received datagram's path to its thread
+    /// (`netlat`): queue = kernel receive timestamp -> the NET_RX softirq
+    /// that delivers it starts, stack -> `sched_waking` of the receiver
+    /// (protocol work, other datagrams' included), softirq -> that softirq
+    /// ends, thread -> switch-in of the receiver, user -> recvmsg returns.
+    /// They fill the same five slots as the timer stages.
+    pub const NET_NAMES: [&'static str; 5] = ["queue", "stack", "softirq", "thread", "user"];
+
+    /// The stage series of a traced `netlat` run, as [`Stages::SERIES`].
+    pub const NET_SERIES: [&'static str; 8] =
+        ["queue", "stack", "softirq", "thread", "user", "stack_abs", "softirq_abs", "thread_abs"];
+
+    /// The stage names and series of a wake-up along `path`.
+    pub fn of_path(path: WakePath) -> (&'static [&'static str; 5], &'static [&'static str; 8]) {
+        match path {
+            WakePath::Timer => (&Self::NAMES, &Self::SERIES),
+            WakePath::NetRx => (&Self::NET_NAMES, &Self::NET_SERIES),
+        }
+    }
+
+    /// The stage names and series of `probe`'s traced samples: along its
+    /// wake-up path (a datagram's receive path for `netlat`), a timer's for
+    /// a probe of no known path.
+    pub fn of_probe(probe: &str) -> (&'static [&'static str; 5], &'static [&'static str; 8]) {
+        Self::of_path(crate::descriptor::wake_path(probe))
+    }
+
+    /// Whether `metric` is a stage series (of any probe), not a measured
+    /// metric.
+    pub fn is_series(metric: &str) -> bool {
+        Self::SERIES.contains(&metric) || Self::NET_SERIES.contains(&metric)
+    }
+
+    /// The values of [`Stages::SERIES`].
+    pub fn series_values(&self) -> [u64; 8] {
+        let [a, b, c, d, e] = self.values();
+        [a, b, c, d, e, a + b, a + b + c, a + b + c + d]
+    }
+
+    pub fn values(&self) -> [u64; 5] {
+        [self.irq_ns, self.handler_ns, self.wake_ns, self.thread_ns, self.user_ns]
+    }
+
+    /// The instants at which each stage begins, from the programmed time
+    /// `p`, and the wake-up last.
+    pub fn marks(&self, p: u64) -> [u64; 6] {
+        let mut m = [p; 6];
+        for (i, v) in self.values().into_iter().enumerate() {
+            m[i + 1] = m[i] + v;
+        }
+        m
+    }
+
+    pub fn total(&self) -> u64 {
+        self.values().iter().sum()
+    }
+
+    /// The longest stage: (name, ns).
+    pub fn largest(&self) -> (&'static str, u64) {
+        let v = self.values();
+        let i = (0..5).max_by_key(|&i| (v[i], 5 - i)).unwrap_or(0);
+        (Self::NAMES[i], v[i])
+    }
+}
+
+/// The name of a [`CauseKind::User`] cause that is not the return to
+/// user space: a datagram that came while its receiver was running, and
+/// waited in the socket while the receiver handled the ones before it.
+pub const BUSY_RECEIVER: &str = "busy with earlier datagrams";
+
+/// What held the CPU during part of a sample's latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CauseKind {
+    /// Another thread ran while the probe thread was runnable.
+    Thread,
+    /// A hard interrupt handler (device IRQ or interrupt vector).
+    Irq,
+    Softirq,
+    /// The probe's own timer interrupt and hrtimer path.
+    Timer,
+    /// Switch-in to the probe's timestamp: the return to user space (or,
+    /// named [`BUSY_RECEIVER`], a receiver busy with earlier datagrams).
+    User,
+    /// Time no event covers: interrupts off, the hypervisor, SMI, hardware.
+    Unaccounted,
+}
+
+impl CauseKind {
+    /// Every kind, in order.
+    pub const ALL: [CauseKind; 6] = [
+        CauseKind::Thread,
+        CauseKind::Irq,
+        CauseKind::Softirq,
+        CauseKind::Timer,
+        CauseKind::User,
+        CauseKind::Unaccounted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::Thread => "thread",
+            CauseKind::Irq => "irq",
+            CauseKind::Softirq => "softirq",
+            CauseKind::Timer => "timer",
+            CauseKind::User => "user",
+            CauseKind::Unaccounted => "unaccounted",
+        }
+    }
+}
+
+/// The class of an episode: the kind of its largest cause (unaccounted
+/// when nothing was attributed).
+pub fn class_of(causes: &[Cause]) -> CauseKind {
+    causes.iter().min_by_key(|c| std::cmp::Reverse(c.ns)).map_or(CauseKind::Unaccounted, |c| c.kind)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cause {
+    pub kind: CauseKind,
+    /// Thread comm, IRQ name (`virtio0-input`, `reschedule`), softirq
+    /// vector (`NET_RX`), or what ran during unaccounted time.
+    pub name: String,
+    /// The thread (or, for unaccounted time, the thread that was current).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// IRQ number for device interrupts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub irq: Option<i32>,
+    /// Scheduling of a thread, e.g. `SCHED_FIFO 99`, `SCHED_OTHER`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched: Option<String>,
+    /// The stage in which most of this time fell, when the stages are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    pub ns: u64,
+}
+
+impl Cause {
+    /// `kworker/1:2 (pid 77, SCHED_OTHER)`, `virtio0-input (irq 24)`.
+    pub fn label(&self) -> String {
+        match self.kind {
+            CauseKind::Thread => match (&self.pid, &self.sched) {
+                (Some(p), Some(s)) => format!("{} (pid {p}, {s})", self.name),
+                (Some(p), None) => format!("{} (pid {p})", self.name),
+                _ => self.name.clone(),
+            },
+            CauseKind::Irq => match self.irq {
+                Some(n) => format!("{} (irq {n})", self.name),
+                None => self.name.clone(),
+            },
+            _ => self.name.clone(),
+        }
+    }
+}
+
+/// A lane of the episode timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Lane {
+    Task,
+    Irq,
+    Softirq,
+    Stage,
+}
+
+/// One bar of the timeline (CLOCK_MONOTONIC ns).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slice {
+    pub lane: Lane,
+    pub name: String,
+    pub start_ns: u64,
+    pub dur_ns: u64,
+}

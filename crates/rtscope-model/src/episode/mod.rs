@@ -1,0 +1,210 @@
+//! Cause episodes: a sample above the cause threshold, with the kernel
+//! events of its CPU turned into stages (where the time went along the
+//! wake-up path) and causes (who had the CPU meanwhile), a one-line
+//! verdict, and a timeline for Perfetto. Also the per-run trace summary and
+//! the "top causes" table over a run's episodes.
+
+mod cause;
+mod code;
+mod summary;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use cause::*;
+pub use code::*;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+pub use summary::*;
+
+/// One explained sample.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    pub probe: String,
+    /// The workload, in an assessment (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
+    pub metric: String,
+    pub cpu: i64,
+    /// The sample's number on its CPU, from 1.
+    pub sample: u64,
+    /// When the probe should have run (CLOCK_MONOTONIC ns).
+    pub programmed_ns: u64,
+    /// When it did (its own timestamp).
+    pub woke_ns: u64,
+    pub latency_ns: u64,
+    /// The stages, when every event of the wake-up path was seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<Stages>,
+    /// Who had the CPU from the programmed time to the wake-up, largest
+    /// first; they add up to the latency.
+    pub causes: Vec<Cause>,
+    pub verdict: String,
+    /// The CPU's timeline from the probe's previous wake-up to this one.
+    #[serde(default)]
+    pub slices: Vec<Slice>,
+    /// The kernel and user stacks of what ran on the CPU when the probe's
+    /// timer woke it (`--stacks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<CodeStack>,
+    /// The stacks of the thread that held the CPU longest (the main cause,
+    /// when a thread) while it ran: the profiler's middle sample of it in
+    /// the window, one in its own (user) code where there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<CodeStack>,
+    /// The sampling profiler's samples inside the window from the
+    /// programmed time to the wake-up (`--sample-hz`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<WindowSamples>,
+    /// The unaccounted time, named where the evidence allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remainder: Option<Remainder>,
+}
+fn us(ns: u64) -> String {
+    format!("{:.1}us", ns as f64 / 1000.0)
+}
+
+/// Causes smaller than this are left out of a verdict (they stay stored).
+const VERDICT_MIN_NS: u64 = 500;
+
+/// The one-line verdict, e.g. `cpu1 #8412 latency 842.1us: thread 815.0us,
+/// blocked by kworker/1:2 (pid 77, SCHED_OTHER) 790.3us; irq 12.0us
+/// (virtio0-input 10.1us); softirq NET_RX 8.2us; unaccounted 3.1us`.
+pub fn verdict(
+    cpu: i64,
+    sample: u64,
+    metric: &str,
+    latency_ns: u64,
+    stages: Option<&Stages>,
+    causes: &[Cause],
+) -> String {
+    verdict_named(&Stages::NAMES, cpu, sample, metric, latency_ns, stages, causes)
+}
+
+/// [`verdict`] with the stages named `names` (e.g. [`Stages::NET_NAMES`]).
+pub fn verdict_named(
+    names: &[&str; 5],
+    cpu: i64,
+    sample: u64,
+    metric: &str,
+    latency_ns: u64,
+    stages: Option<&Stages>,
+    causes: &[Cause],
+) -> String {
+    let mut s = format!("cpu{cpu} #{sample} {metric} {}", us(latency_ns));
+    let main = causes.iter().max_by_key(|c| c.ns);
+    let mut parts: Vec<String> = Vec::new();
+    // The stage the main cause fell in (else the longest), as the head.
+    let mut first = String::new();
+    if let Some(st) = stages {
+        let named = main.and_then(|m| m.stage.as_deref()).and_then(|n| names.iter().position(|x| *x == n));
+        let (name, ns) = match named {
+            Some(i) => (names[i], st.values()[i]),
+            None => {
+                let (largest, ns) = st.largest();
+                (Stages::NAMES.iter().position(|x| *x == largest).map_or(largest, |i| names[i]), ns)
+            }
+        };
+        first = format!("{name} {}", us(ns));
+    }
+    if let Some(m) = main {
+        let what = match m.kind {
+            CauseKind::Thread => format!("blocked by {}", m.label()),
+            CauseKind::Irq => format!("in irq {}", m.label()),
+            CauseKind::Softirq => format!("in softirq {}", m.name),
+            CauseKind::Timer => "in the probe's timer interrupt".to_string(),
+            CauseKind::User if m.name == BUSY_RECEIVER => {
+                "queued behind earlier datagrams (the receiver was still handling them)".to_string()
+            }
+            CauseKind::User => "returning to user space".to_string(),
+            CauseKind::Unaccounted if m.pid.is_some_and(|p| p != 0) => {
+                format!("unaccounted (interrupts off, hypervisor or SMI; {} was running)", m.name)
+            }
+            CauseKind::Unaccounted => "unaccounted (interrupts off, hypervisor, SMI or idle exit)".to_string(),
+        };
+        let head = if first.is_empty() { what } else { format!("{first}, {what}") };
+        parts.push(format!("{head} {}", us(m.ns)));
+    } else if !first.is_empty() {
+        parts.push(first);
+    }
+    // The rest, grouped by kind, largest first.
+    let mut groups: BTreeMap<CauseKind, Vec<&Cause>> = BTreeMap::new();
+    for c in causes.iter().filter(|c| Some(*c) != main && c.ns >= VERDICT_MIN_NS) {
+        groups.entry(c.kind).or_default().push(c);
+    }
+    let mut rest: Vec<(u64, String)> = groups
+        .into_iter()
+        .map(|(kind, list)| {
+            let total: u64 = list.iter().map(|c| c.ns).sum();
+            let top = list.iter().max_by_key(|c| c.ns).map(|c| (c.name.clone(), c.ns));
+            let text = match (kind, top) {
+                (CauseKind::Softirq, Some((name, _))) if list.len() == 1 => format!("softirq {name} {}", us(total)),
+                (CauseKind::Timer | CauseKind::User | CauseKind::Unaccounted, _) => {
+                    format!("{} {}", kind.as_str(), us(total))
+                }
+                (_, Some((name, ns))) => format!("{} {} ({name} {})", kind.as_str(), us(total), us(ns)),
+                (_, None) => format!("{} {}", kind.as_str(), us(total)),
+            };
+            (total, text)
+        })
+        .collect();
+    rest.sort_by_key(|r| std::cmp::Reverse(r.0));
+    parts.extend(rest.into_iter().map(|(_, t)| t));
+    if !parts.is_empty() {
+        s.push_str(": ");
+        s.push_str(&parts.join("; "));
+    }
+    s
+}
+
+/// One row of the top-causes table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopCause {
+    pub kind: CauseKind,
+    pub name: String,
+    /// Episodes in which this was the largest cause.
+    pub main_in: u64,
+    /// Episodes in which it appears at all.
+    pub seen_in: u64,
+    pub total_ns: u64,
+    /// Its share of all episodes' latency, %.
+    pub share_pct: f64,
+    pub max_ns: u64,
+}
+
+/// Aggregates episodes by cause (kind and name; threads by comm), largest
+/// total first: which sources account for how much of the tail.
+pub fn top_causes(episodes: &[Episode]) -> Vec<TopCause> {
+    let all: u64 = episodes.iter().map(|e| e.latency_ns).sum();
+    let mut by: BTreeMap<(CauseKind, String), TopCause> = BTreeMap::new();
+    for e in episodes {
+        let main = e.causes.iter().max_by_key(|c| c.ns);
+        let mut seen: Vec<(CauseKind, String)> = Vec::new();
+        for c in &e.causes {
+            let key = (c.kind, c.name.clone());
+            let row = by.entry(key.clone()).or_insert_with(|| TopCause {
+                kind: c.kind,
+                name: c.name.clone(),
+                main_in: 0,
+                seen_in: 0,
+                total_ns: 0,
+                share_pct: 0.0,
+                max_ns: 0,
+            });
+            row.total_ns += c.ns;
+            row.max_ns = row.max_ns.max(c.ns);
+            if !seen.contains(&key) {
+                row.seen_in += 1;
+                if main.is_some_and(|m| m.kind == c.kind && m.name == c.name) {
+                    row.main_in += 1;
+                }
+                seen.push(key);
+            }
+        }
+    }
+    let mut rows: Vec<TopCause> = by.into_values().collect();
+    for r in &mut rows {
+        r.share_pct = if all == 0 { 0.0 } else { 100.0 * r.total_ns as f64 / all as f64 };
+    }
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    rows
+}
