@@ -622,6 +622,10 @@ fn stacks_name_a_fifo_spinners_burst_function() {
     assert!(named * 10 >= judged * 9, "{named} of {judged} name spin_burst: {missing:#?}");
     assert_eq!(t["profile"]["lost"], 0, "{t}");
     assert_eq!(t["stacks"]["lost"], 0, "every wake-up's stacks were read: {t}");
+    // Stacks are taken where the timer interrupted a task, never at an
+    // idle wake-up (its stack would be the idle loop's).
+    let with_stack: Vec<i64> = episodes_of(&doc, &cpu).iter().filter_map(|e| e["stack"]["pid"].as_i64()).collect();
+    assert!(!with_stack.is_empty() && !with_stack.contains(&0), "stacks' interrupted pids: {with_stack:?}");
     // The name is kept for the next run of the same build.
     match cached_under_own_build(&fx, "spin_burst") {
         Some(kept) => assert!(kept, "spin_burst not in the symbol cache {}", fx.dir.join("symbols").display()),

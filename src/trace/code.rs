@@ -79,6 +79,16 @@ pub fn stacks(
         return None;
     }
     code.stack_notes.push(format!("recording a wake-up's stacks cost {cost} before the start (median)"));
+    // Measured on every wake-up (the idle loop's stacks among them), then
+    // kept only where the timer interrupted a task.
+    match si.busy_only(tids) {
+        Ok(()) => code.stack_notes.push(
+            "taken only at the wake-ups whose timer interrupt came while a task ran: at an idle one the trace \
+             already shows the idle loop, and skipping its unwind spares the quiet wake-ups"
+                .into(),
+        ),
+        Err(e) => code.stack_notes.push(format!("taken at every wake-up, the idle loop's too ({e})")),
+    }
     Some(files.into_iter().zip(decoders).collect())
 }
 

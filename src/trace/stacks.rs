@@ -1,7 +1,8 @@
 //! `--stacks`: the kernel and user stacks of whatever ran on a probe's CPU
 //! at the moment the probe's timer woke it. A second tracefs instance,
 //! `instances/rtscope-<pid>-stacks`, has one event: `sched:sched_waking`,
-//! filtered to the probe's threads, with the instance's `stacktrace` and
+//! filtered to the probe's threads (once the unwind has been timed, to
+//! the wake-ups that interrupted a task: [`filter`]), with its `stacktrace` and
 //! `userstacktrace` options on, so that each wake-up of a probe thread is
 //! followed in that instance's ring by a `kernel_stack` record (the
 //! interrupt's frames, then the interrupted code's when it was in the
@@ -68,9 +69,14 @@ fn format_of(root: &Path, event: &str) -> Result<Format, String> {
     Format::parse(&text)
 }
 
-/// The filter that keeps only the probe threads' wake-ups.
-pub fn filter(tids: &[i32]) -> String {
-    tids.iter().map(|t| format!("pid == {t}")).collect::<Vec<_>>().join(" || ")
+/// The filter that keeps only the probe threads' wake-ups; `busy`: only
+/// those whose timer interrupt came while a task ran (`common_pid`, the
+/// interrupted task, is not the idle task's 0). The idle loop's stack is
+/// the same at every idle wake-up, and the trace already says the CPU was
+/// idle: skipping it spares the kernel's unwind on every quiet wake-up.
+pub fn filter(tids: &[i32], busy: bool) -> String {
+    let any = tids.iter().map(|t| format!("pid == {t}")).collect::<Vec<_>>().join(" || ");
+    if busy { format!("({any}) && common_pid != 0") } else { any }
 }
 
 impl StackInstance {
@@ -88,7 +94,7 @@ impl StackInstance {
         write(&d.join("trace_clock"), clock)?;
         write(&d.join("buffer_size_kb"), &BUFFER_KB.to_string())?;
         write(&d.join("tracing_cpumask"), cpumask)?;
-        write(&d.join("events/sched/sched_waking/filter"), &filter(tids))?;
+        write(&d.join("events/sched/sched_waking/filter"), &filter(tids, false))?;
         write(&d.join("events/sched/sched_waking/enable"), "1")?;
         write(&d.join("options/stacktrace"), "1")?;
         write(&d.join("options/userstacktrace"), "1")?;
@@ -97,6 +103,12 @@ impl StackInstance {
 
     pub fn set_on(&self, on: bool) -> Result<(), String> {
         write(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
+    }
+
+    /// From now on, only the wake-ups of `tids` that interrupted a task
+    /// (see [`filter`]).
+    pub fn busy_only(&self, tids: &[i32]) -> Result<(), String> {
+        write(&self.dir.join("events/sched/sched_waking/filter"), &filter(tids, true))
     }
 
     /// Opens the per-CPU binary buffers, non-blocking.
@@ -297,6 +309,7 @@ mod tests {
 
     #[test]
     fn the_filter_names_every_thread() {
-        assert_eq!(filter(&[12, 34]), "pid == 12 || pid == 34");
+        assert_eq!(filter(&[12, 34], false), "pid == 12 || pid == 34");
+        assert_eq!(filter(&[12, 34], true), "(pid == 12 || pid == 34) && common_pid != 0");
     }
 }
