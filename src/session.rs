@@ -20,24 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 /// A new run header for this process.
 pub fn new_header(kind: &str, command_line: Vec<String>, representative: bool, warnings: Vec<Warning>) -> RunHeader {
     let started = clock::now_unix();
-    RunHeader {
-        id: 0,
-        uuid: format!("{:016x}-{:08x}-{:016x}", started, std::process::id(), clock::now()),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        command_line,
-        kind: kind.into(),
-        hostname: rustix::system::uname().nodename().to_string_lossy().into_owned(),
-        started_unix_ns: started,
-        ended_unix_ns: None,
-        start_mono_ns: clock::now(),
-        status: RunStatus::Running,
-        exit_code: None,
-        pid: std::process::id(),
-        representative,
-        warnings,
-        notes: vec![],
-        peak_rss_kb: None,
-    }
+    let uuid = format!("{:016x}-{:08x}-{:016x}", started, std::process::id(), clock::now());
+    let host = rustix::system::uname().nodename().to_string_lossy().into_owned();
+    RunHeader { command_line, representative, warnings, ..RunHeader::new(kind, uuid, &host, started, clock::now()) }
 }
 
 /// Before a run exists: the store, the machine and what may make the run

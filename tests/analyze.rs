@@ -245,23 +245,19 @@ fn store_run_planned(db: &str, loads: &[Option<&str>], plan: serde_json::Value) 
     }
     let run = Run {
         header: RunHeader {
-            id: 0,
-            // Another uuid for a run with a usage model, beside one without.
-            uuid: if plan["usage"].is_null() { "analyze-test".into() } else { "analyze-test-usage".into() },
-            tool_version: "0.1.0".into(),
             command_line: vec!["rtscope".into(), "wakeup".into()],
-            kind: "wakeup".into(),
-            hostname: "box".into(),
-            started_unix_ns: 1_700_000_000_000_000_000,
             ended_unix_ns: Some(1_700_000_061_000_000_000),
-            start_mono_ns: 1_000_000_000,
             status: RunStatus::Complete,
             exit_code: Some(0),
             pid: 1,
-            representative: true,
-            warnings: vec![],
-            notes: vec![],
-            peak_rss_kb: None,
+            ..RunHeader::new(
+                "wakeup",
+                // Another uuid for a run with a usage model, beside one without.
+                if plan["usage"].is_null() { "analyze-test".into() } else { "analyze-test-usage".into() },
+                "box",
+                1_700_000_000_000_000_000,
+                1_000_000_000,
+            )
         },
         inventory: Inventory::default(),
         plan,

@@ -124,24 +124,8 @@ fn write(a: &Args) -> anyhow::Result<()> {
     .split(' ')
     .map(String::from)
     .collect();
-    let header = RunHeader {
-        id: 0,
-        uuid: format!("synth-{}-{}-{}", std::process::id(), a.seed, started_unix_ns),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        command_line,
-        kind: "wakeup".into(),
-        hostname: "synth".into(),
-        started_unix_ns,
-        ended_unix_ns: None,
-        start_mono_ns,
-        status: RunStatus::Running,
-        exit_code: None,
-        pid: std::process::id(),
-        representative: true,
-        warnings: vec![],
-        notes: vec![],
-        peak_rss_kb: None,
-    };
+    let uuid = format!("synth-{}-{}-{}", std::process::id(), a.seed, started_unix_ns);
+    let header = RunHeader { command_line, ..RunHeader::new("wakeup", uuid, "synth", started_unix_ns, start_mono_ns) };
     let inventory =
         Inventory { tool_version: header.tool_version.clone(), hostname: "synth".into(), ..Default::default() };
     let plan = serde_json::json!({

@@ -78,6 +78,33 @@ pub struct RunHeader {
     pub peak_rss_kb: Option<u64>,
 }
 
+impl RunHeader {
+    /// A run of `kind` by this process and build, `uuid`, on `hostname`,
+    /// started at `started_unix_ns` (CLOCK_REALTIME) and `start_mono_ns`
+    /// (CLOCK_MONOTONIC): running, representative, with no command line,
+    /// warnings or notes yet. Set what else differs with `..`.
+    pub fn new(kind: &str, uuid: String, hostname: &str, started_unix_ns: i64, start_mono_ns: u64) -> RunHeader {
+        RunHeader {
+            id: 0,
+            uuid,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            command_line: vec![],
+            kind: kind.into(),
+            hostname: hostname.into(),
+            started_unix_ns,
+            ended_unix_ns: None,
+            start_mono_ns,
+            status: RunStatus::Running,
+            exit_code: None,
+            pid: std::process::id(),
+            representative: true,
+            warnings: vec![],
+            notes: vec![],
+            peak_rss_kb: None,
+        }
+    }
+}
+
 /// Identifies a series in a run.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SeriesKey {

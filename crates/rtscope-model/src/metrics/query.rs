@@ -332,23 +332,19 @@ pub fn series_of(key: SeriesKey, steps: &[Step], step_s: f64) -> Result<Series, 
 pub fn machine_run(instance: &str, start_s: f64, end_s: f64, mut series: Vec<Series>, plan: Value) -> Run {
     series.sort_by(|a, b| a.key.cmp(&b.key));
     Run {
+        // Not this process's run: no tool version, no pid.
         header: RunHeader {
-            id: 0,
-            uuid: format!("prometheus:{instance}:{start_s}:{end_s}"),
             tool_version: String::new(),
-            command_line: vec![],
-            kind: "monitor".into(),
-            hostname: instance.into(),
-            started_unix_ns: (start_s * 1e9) as i64,
             ended_unix_ns: Some((end_s * 1e9) as i64),
-            start_mono_ns: (start_s * 1e9).max(0.0) as u64,
             status: RunStatus::Complete,
-            exit_code: None,
             pid: 0,
-            representative: true,
-            warnings: vec![],
-            notes: vec![],
-            peak_rss_kb: None,
+            ..RunHeader::new(
+                "monitor",
+                format!("prometheus:{instance}:{start_s}:{end_s}"),
+                instance,
+                (start_s * 1e9) as i64,
+                (start_s * 1e9).max(0.0) as u64,
+            )
         },
         inventory: Inventory { hostname: instance.into(), ..Default::default() },
         plan,

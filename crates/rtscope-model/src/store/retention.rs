@@ -115,27 +115,10 @@ impl Store {
 mod tests {
     use super::*;
     use crate::hist::Tally;
-    use crate::run::{Exceedance, RunHeader, RunStatus, SeriesKey};
+    use crate::run::{Exceedance, RunHeader, SeriesKey};
 
     fn header(kind: &str, started_unix_ns: u64, start_mono_ns: u64) -> RunHeader {
-        RunHeader {
-            id: 0,
-            uuid: format!("u-{kind}-{started_unix_ns}"),
-            tool_version: "0".into(),
-            command_line: vec![],
-            kind: kind.into(),
-            hostname: "h".into(),
-            started_unix_ns: started_unix_ns as i64,
-            ended_unix_ns: None,
-            start_mono_ns,
-            status: RunStatus::Running,
-            exit_code: None,
-            pid: std::process::id(),
-            representative: true,
-            warnings: vec![],
-            notes: vec![],
-            peak_rss_kb: None,
-        }
+        RunHeader::new(kind, format!("u-{kind}-{started_unix_ns}"), "h", started_unix_ns as i64, start_mono_ns)
     }
 
     /// Sixty 1 s intervals of 100 samples each, an exceedance per sample

@@ -31,22 +31,20 @@ pub(crate) fn sample_run() -> Run {
     }
     Run {
         header: RunHeader {
-            id: 0,
-            uuid: format!("test-{}-{}", std::process::id(), series.len()),
-            tool_version: "0.1.0".into(),
             command_line: vec!["rtscope".into(), "wakeup".into()],
-            kind: "wakeup".into(),
-            hostname: "box".into(),
-            started_unix_ns: 1_700_000_000_000_000_000,
             ended_unix_ns: Some(1_700_000_030_000_000_000),
-            start_mono_ns: 1_000,
             status: RunStatus::Complete,
             exit_code: Some(0),
             pid: 1,
-            representative: true,
-            warnings: vec![],
             notes: vec!["a note".into()],
             peak_rss_kb: Some(4096),
+            ..RunHeader::new(
+                "wakeup",
+                format!("test-{}-{}", std::process::id(), series.len()),
+                "box",
+                1_700_000_000_000_000_000,
+                1_000,
+            )
         },
         inventory: Inventory::default(),
         plan: serde_json::json!({"interval_ns": 1_000_000}),
