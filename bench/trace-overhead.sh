@@ -14,6 +14,9 @@
 #                "--stacks on --sample-hz 2000" for the stacks and the profiler
 #                (the defaults: --stacks auto, off where a wake-up's stacks cost over
 #                0.5 us; no profiler)
+#   PLAIN_ARGS   flags for the plain runs (default: none, untraced), e.g.
+#                "--trace --stacks off" with TRACE_ARGS="--stacks on --sample-hz 2000":
+#                what the stacks and the profiler add on top of the trace itself
 #   TRACER       trace (default): the probe's own --trace; watch: the probe
 #                untraced, with `rtscope watch` (every real-time thread, the
 #                probe's among them) running beside it: what watching costs
@@ -48,7 +51,8 @@ scratch_dir trace-overhead
 
 for r in $(seq 1 "$ROUNDS"); do
     for mode in plain traced; do
-        extra=()
+        # shellcheck disable=SC2206
+        extra=(${PLAIN_ARGS:-})
         # shellcheck disable=SC2206
         [[ $mode == traced && ${TRACER:-trace} == trace ]] && extra=(--trace ${TRACE_ARGS:-})
         watcher=
@@ -58,7 +62,7 @@ for r in $(seq 1 "$ROUNDS"); do
             watcher=$!
             sleep 1
         fi
-        echo "== round $r: $mode (${DURATION}s on CPUs $CPUS)"
+        echo "== round $r: $mode (${DURATION}s on CPUs $CPUS${extra[*]:+, ${extra[*]}})"
         probe_args=(wakeup --interval "$INTERVAL")
         [[ $PROBE == noise ]] && probe_args=(noise)
         "$RTSCOPE" "${probe_args[@]}" --cpus "$CPUS" --duration "${DURATION}s" "${extra[@]}" \
@@ -110,8 +114,9 @@ for r in range(1, rounds + 1):
             secs = (wdoc["run"]["ended_unix_ns"] - wdoc["run"]["started_unix_ns"]) / 1e9
             line += f"  watch: {sum(c['events'] for c in t['per_cpu']) / secs:.0f} events/s"
         if t:
-            cpu_pct.append(t["reader_cpu_pct"])
             lost += sum(c["lost"] for c in t["per_cpu"])
+        if t and mode == "traced":
+            cpu_pct.append(t["reader_cpu_pct"])
             split += sum(c["decomposed"] for c in t["per_cpu"])
             samples += sum(c["samples"] for c in t["per_cpu"])
             line += f"  reader {t['reader_cpu_pct']:.2f}% CPU, lost {sum(c['lost'] for c in t['per_cpu'])}"
