@@ -14,9 +14,11 @@
 #                "--stacks on --sample-hz 2000" for the stacks and the profiler
 #                (the defaults: --stacks auto, off where a wake-up's stacks cost over
 #                0.5 us; no profiler)
-#   PLAIN_ARGS   flags for the plain runs (default: none, untraced), e.g.
+#   PLAIN_ARGS   flags for the plain runs only (default: none, untraced), e.g.
 #                "--trace --stacks off" with TRACE_ARGS="--stacks on --sample-hz 2000":
 #                what the stacks and the profiler add on top of the trace itself
+#                (the traced runs get --trace and TRACE_ARGS, not these; with
+#                TRACER=watch, both modes get them)
 #   TRACER       trace (default): the probe's own --trace; watch: the probe
 #                untraced, with `rtscope watch` (every real-time thread, the
 #                probe's among them) running beside it: what watching costs
@@ -115,10 +117,6 @@ for r in range(1, rounds + 1):
             line += f"  watch: {sum(c['events'] for c in t['per_cpu']) / secs:.0f} events/s"
         if t:
             lost += sum(c["lost"] for c in t["per_cpu"])
-        if t and mode == "traced":
-            cpu_pct.append(t["reader_cpu_pct"])
-            split += sum(c["decomposed"] for c in t["per_cpu"])
-            samples += sum(c["samples"] for c in t["per_cpu"])
             line += f"  reader {t['reader_cpu_pct']:.2f}% CPU, lost {sum(c['lost'] for c in t['per_cpu'])}"
             if t.get("stacks"):
                 s = t["stacks"]
@@ -128,6 +126,10 @@ for r in range(1, rounds + 1):
                 p = t["profile"]
                 lost += p["lost"]
                 line += f", profiler {p['samples']} samples ({p['event'].split()[0]} {p['hz']} Hz), {p['lost']} lost"
+        if t and mode == "traced":
+            cpu_pct.append(t["reader_cpu_pct"])
+            split += sum(c["decomposed"] for c in t["per_cpu"])
+            samples += sum(c["samples"] for c in t["per_cpu"])
         print(line)
 med = {m: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)) for m, v in rows.items()}
 ra = med["traced"][0] / med["plain"][0]

@@ -621,7 +621,7 @@ fn stacks_name_a_fifo_spinners_burst_function() {
     // missed has a probability of 2e-6.
     assert!(named * 10 >= judged * 9, "{named} of {judged} name spin_burst: {missing:#?}");
     assert_eq!(t["profile"]["lost"], 0, "{t}");
-    assert_eq!(t["stacks"]["lost"], 0, "every wake-up's stacks were read: {t}");
+    assert_eq!(t["stacks"]["lost"], 0, "every stack taken was read: {t}");
     // Stacks are taken where the timer interrupted a task, never at an
     // idle wake-up (its stack would be the idle loop's).
     let with_stack: Vec<i64> = episodes_of(&doc, &cpu).iter().filter_map(|e| e["stack"]["pid"].as_i64()).collect();

@@ -87,7 +87,9 @@ pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> 
     if t.stacks.is_none() && t.profile.is_none() && t.per_cpu.iter().any(|c| c.samples > 0) {
         writeln!(out, "trace: no stacks and no profiler samples (--stacks on and --sample-hz HZ ask for them)")?;
     }
-    if let Some(s) = &t.stacks {
+    if t.stacks.as_ref().is_some_and(|s| s.taken == 0) {
+        writeln!(out, "trace: stacks at no wake-up: none came while a task ran (idle wake-ups take none)")?;
+    } else if let Some(s) = &t.stacks {
         writeln!(
             out,
             "trace: stacks at {} wake-ups, {} episodes with their stacks; the kernel's unwind took {} (median, max {}) \
@@ -222,5 +224,12 @@ mod tests {
         bare.trace.as_mut().unwrap().profile = None;
         let got = text(|out| write_run_code_head(bare.trace.as_ref().unwrap(), out));
         assert_eq!(got, "trace: no stacks and no profiler samples (--stacks on and --sample-hz HZ ask for them)\n");
+        // A quiet run: stacks on, but no wake-up came while a task ran.
+        let mut quiet = code_run();
+        let t = quiet.trace.as_mut().unwrap();
+        t.profile = None;
+        t.stacks.as_mut().unwrap().taken = 0;
+        let got = text(|out| write_run_code_head(quiet.trace.as_ref().unwrap(), out));
+        assert_eq!(got, "trace: stacks at no wake-up: none came while a task ran (idle wake-ups take none)\n");
     }
 }

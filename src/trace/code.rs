@@ -12,6 +12,9 @@ use std::fs::File;
 /// How long the probe's threads are watched before the start: they wake
 /// every millisecond while they wait, each wake-up's stacks timed.
 const CALIBRATION_MS: u64 = 60;
+/// Wake-ups that interrupted a task, at least, to time the unwind on them
+/// rather than on the idle loop's.
+const MIN_BUSY: usize = 5;
 /// The profiler's ring per CPU, in pages (256 kB: over half a second of
 /// samples at 2 kHz with deep stacks).
 const PROFILE_PAGES: usize = 64;
@@ -52,42 +55,60 @@ pub fn stacks(
     std::thread::sleep(std::time::Duration::from_millis(CALIBRATION_MS));
     let _ = si.set_on(false);
     let mut page = vec![0u8; inst.layout.page_size];
-    let mut costs: Vec<u64> = Vec::new();
+    // (interrupted pid, unwind ns) of each wake-up timed.
+    let mut timed: Vec<(i32, u64)> = Vec::new();
     let mut decoders = Vec::new();
     for f in &mut files {
         let mut dec = si.decoder();
         let mut got = VecDeque::new();
         stacks::drain(f, &inst.layout, &mut page, &mut dec, &|ts| Some(ts), &mut got);
         dec.flush(&mut got);
-        costs.extend(got.iter().filter(|w| !w.kernel.is_empty()).map(|w| w.cost_ns));
+        timed.extend(got.iter().filter(|w| !w.kernel.is_empty()).map(|w| (w.pid, w.cost_ns)));
         decoders.push(si.decoder());
     }
+    // The stacks kept are those of running tasks (below): timed on them
+    // where enough came, else on the idle loop's, which are shallower.
+    let busy: Vec<u64> = timed.iter().filter(|t| t.0 != 0).map(|t| t.1).collect();
+    let (mut costs, on_idle) =
+        if busy.len() >= MIN_BUSY { (busy, false) } else { (timed.iter().map(|t| t.1).collect(), true) };
     costs.sort_unstable();
     let p50 = costs.get(costs.len() / 2).copied();
-    code.calibrated_ns = p50;
-    let cost = p50.map_or("unknown (no wake-up seen)".to_string(), |c| format!("{:.2}us", c as f64 / 1000.0));
+    let cost = p50.map_or("unknown (no wake-up seen)".to_string(), |c| format!("{:.2}us", c as f64 / 1e3));
+    let over = if on_idle && p50.is_some() {
+        ", over the idle loop's stacks: a running task's is deeper and costs more"
+    } else {
+        ""
+    };
     let cheap = p50.is_some_and(|c| c <= CHEAP_STACKS_NS);
     if mode == StacksMode::Auto && !cheap {
         // Its buffers closed first: an instance with open files stays.
         drop(files);
         inst.stacks = None;
         code.stack_notes.push(format!(
-            "auto: off: recording a wake-up's stacks costs {cost} here (the kernel's unwind, on the wake-up path; \
+            "auto: off: recording a wake-up's stacks costs {cost} here (the kernel's unwind, on the wake-up path{over}; \
              auto takes them up to {:.1}us); --stacks on takes them anyway",
             CHEAP_STACKS_NS as f64 / 1000.0
         ));
         return None;
     }
-    code.stack_notes.push(format!("recording a wake-up's stacks cost {cost} before the start (median)"));
-    // Measured on every wake-up (the idle loop's stacks among them), then
-    // kept only where the timer interrupted a task.
-    match si.busy_only(tids) {
+    code.stack_notes.push(format!("recording a wake-up's stacks cost {cost} before the start (median{over})"));
+    // Timed on every wake-up, then kept only where the timer interrupted a
+    // task. A filter the kernel refuses leaves the event unfiltered: then
+    // back to the probe's threads alone, else no stacks.
+    match si.set_filter(tids, true) {
         Ok(()) => code.stack_notes.push(
             "taken only at the wake-ups whose timer interrupt came while a task ran: at an idle one the trace \
              already shows the idle loop, and skipping its unwind spares the quiet wake-ups"
                 .into(),
         ),
-        Err(e) => code.stack_notes.push(format!("taken at every wake-up, the idle loop's too ({e})")),
+        Err(e) => match si.set_filter(tids, false) {
+            Ok(()) => code.stack_notes.push(format!("taken at every wake-up, the idle loop's too ({e})")),
+            Err(again) => {
+                drop(files);
+                inst.stacks = None;
+                return fail(code, format!("{e}; {again}"));
+            }
+        },
     }
     Some(files.into_iter().zip(decoders).collect())
 }

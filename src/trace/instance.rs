@@ -230,7 +230,7 @@ impl Instance {
         write(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
     }
 
-    /// `--stacks`: records the kernel and user stacks at every wake-up of
+    /// `--stacks`: records the kernel and user stacks at the wake-ups of
     /// the threads `tids` (the probe's) in an instance of their own.
     pub fn add_stacks(&mut self, cpus: &[usize], tids: &[i32]) -> Result<(), String> {
         self.stacks = Some(StackInstance::create(&self.root, &self.name, &cpumask(cpus), &self.clock, tids)?);

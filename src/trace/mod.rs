@@ -42,7 +42,8 @@ impl TraceClock {
     }
 }
 
-/// `--stacks`: whether to record the stacks at every probe wake-up.
+/// `--stacks`: whether to record the stacks at the probe's wake-ups (those
+/// whose timer interrupted a task).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum StacksMode {
     /// When recording them costs at most [`CHEAP_STACKS_NS`] per wake-up,
@@ -91,9 +92,8 @@ impl serde::Serialize for TraceOpts {
 /// calibration and what the symbols thread found.
 #[derive(Default)]
 pub struct CodeReport {
-    /// The unwind's cost measured before the start (p50, ns) and the notes
-    /// on stacks (a decision of `auto`, a failure).
-    pub calibrated_ns: Option<u64>,
+    /// The notes on stacks: their cost timed before the start, a decision
+    /// of `auto`, a failure.
     pub stack_notes: Vec<String>,
     pub profile_notes: Vec<String>,
     /// Why the profiler samples cpu-clock and not cycles, when it does.
@@ -140,14 +140,7 @@ pub fn summarize(
         if lost > 0 {
             n.push(format!("the stack instance lost {lost} records (ring buffer full)"));
         }
-        summary.stacks = Some(StacksSummary {
-            taken,
-            episodes,
-            cost_p50_ns: if p50 > 0 { p50 } else { code.calibrated_ns.unwrap_or(0) },
-            cost_max_ns: max,
-            lost,
-            notes: n,
-        });
+        summary.stacks = Some(StacksSummary { taken, episodes, cost_p50_ns: p50, cost_max_ns: max, lost, notes: n });
     } else if !code.stack_notes.is_empty() {
         notes.extend(code.stack_notes.iter().map(|n| format!("--stacks: {n}")));
     }

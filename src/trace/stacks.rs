@@ -3,7 +3,7 @@
 //! `instances/rtscope-<pid>-stacks`, has one event: `sched:sched_waking`,
 //! filtered to the probe's threads (once the unwind has been timed, to
 //! the wake-ups that interrupted a task: [`filter`]), with its `stacktrace` and
-//! `userstacktrace` options on, so that each wake-up of a probe thread is
+//! `userstacktrace` options on, so that each such wake-up of a probe thread is
 //! followed in that instance's ring by a `kernel_stack` record (the
 //! interrupt's frames, then the interrupted code's when it was in the
 //! kernel) and a `user_stack` record (the interrupted task's user frames:
@@ -94,7 +94,7 @@ impl StackInstance {
         write(&d.join("trace_clock"), clock)?;
         write(&d.join("buffer_size_kb"), &BUFFER_KB.to_string())?;
         write(&d.join("tracing_cpumask"), cpumask)?;
-        write(&d.join("events/sched/sched_waking/filter"), &filter(tids, false))?;
+        inst.set_filter(tids, false)?;
         write(&d.join("events/sched/sched_waking/enable"), "1")?;
         write(&d.join("options/stacktrace"), "1")?;
         write(&d.join("options/userstacktrace"), "1")?;
@@ -105,10 +105,11 @@ impl StackInstance {
         write(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
     }
 
-    /// From now on, only the wake-ups of `tids` that interrupted a task
-    /// (see [`filter`]).
-    pub fn busy_only(&self, tids: &[i32]) -> Result<(), String> {
-        write(&self.dir.join("events/sched/sched_waking/filter"), &filter(tids, true))
+    /// Stacks at the wake-ups of `tids`; `busy`: only at those that
+    /// interrupted a task (see [`filter`]). The kernel leaves the event
+    /// unfiltered when it refuses a filter.
+    pub fn set_filter(&self, tids: &[i32], busy: bool) -> Result<(), String> {
+        write(&self.dir.join("events/sched/sched_waking/filter"), &filter(tids, busy))
     }
 
     /// Opens the per-CPU binary buffers, non-blocking.

@@ -87,6 +87,7 @@ impl RunHeader {
         RunHeader {
             id: 0,
             uuid,
+            // The workspace's version, the binary's too.
             tool_version: env!("CARGO_PKG_VERSION").into(),
             command_line: vec![],
             kind: kind.into(),
