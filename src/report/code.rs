@@ -87,10 +87,11 @@ pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> 
     if t.stacks.is_none() && t.profile.is_none() && t.per_cpu.iter().any(|c| c.samples > 0) {
         writeln!(out, "trace: no stacks and no profiler samples (--stacks on and --sample-hz HZ ask for them)")?;
     }
-    if t.stacks.as_ref().is_some_and(|s| s.taken == 0) {
-        writeln!(out, "trace: stacks at no wake-up: none came while a task ran (idle wake-ups take none)")?;
-    } else if let Some(s) = &t.stacks {
-        writeln!(
+    match &t.stacks {
+        Some(s) if s.taken == 0 => {
+            writeln!(out, "trace: stacks at no wake-up: none came while a task ran (idle wake-ups take none)")?
+        }
+        Some(s) => writeln!(
             out,
             "trace: stacks at {} wake-ups, {} episodes with their stacks; the kernel's unwind took {} (median, max {}) \
              on the wake-up path",
@@ -98,7 +99,8 @@ pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> 
             s.episodes,
             us(s.cost_p50_ns),
             us(s.cost_max_ns)
-        )?;
+        )?,
+        None => {}
     }
     if let Some(p) = &t.profile {
         writeln!(

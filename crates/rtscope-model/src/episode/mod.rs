@@ -59,6 +59,8 @@ pub struct Episode {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remainder: Option<Remainder>,
 }
+
+/// `842.1us`: a verdict's durations.
 fn us(ns: u64) -> String {
     format!("{:.1}us", ns as f64 / 1000.0)
 }
