@@ -101,7 +101,13 @@ pub(super) fn start_trace<'scope>(
             out.notes.push(format!("--sample-hz: {e}"));
         }
     }
-    let reader = Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sink };
+    let reader = Reader {
+        layout: inst.layout,
+        decoder: std::mem::take(&mut inst.decoder),
+        lanes,
+        episodes: sink,
+        told: Default::default(),
+    };
     if let Err(e) = inst.set_on(true) {
         out.errors.push(format!("--trace: {e}"));
         shared.stop.store(true, Relaxed);

@@ -16,6 +16,7 @@ pub mod event;
 pub mod format;
 pub mod instance;
 pub mod page;
+pub mod procmaps;
 pub mod reader;
 pub mod stacks;
 pub mod symbols;

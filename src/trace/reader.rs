@@ -18,8 +18,8 @@ use crate::sys::perf::Sampler;
 use rtscope_model::episode::{Stages, TraceCpu};
 use rtscope_model::hist::{Tally, quantile};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
@@ -91,6 +91,9 @@ pub struct Lane {
     stack_lost: u64,
     /// `--sample-hz`: the profiler on this CPU.
     sampler: Option<Sampler>,
+    /// The processes whose user code this pass's stacks and samples show,
+    /// for the symbols thread to read their mappings while they live.
+    seen: Vec<i32>,
 }
 
 impl Lane {
@@ -101,7 +104,16 @@ impl Lane {
         stages: Vec<Recorder>,
         clock: TraceClock,
     ) -> Lane {
-        Lane { buffer: Buffer::new(buffer, clock), trace, samples, stages, stacks: None, stack_lost: 0, sampler: None }
+        Lane {
+            buffer: Buffer::new(buffer, clock),
+            trace,
+            samples,
+            stages,
+            stacks: None,
+            stack_lost: 0,
+            sampler: None,
+            seen: Vec::new(),
+        }
     }
 
     /// Adds this CPU's stack buffer (`--stacks`).
@@ -144,12 +156,20 @@ impl Lane {
             self.buffer.bytes += bytes;
             self.stack_lost += lost;
             for w in got {
+                if !w.user.is_empty() && self.seen.last() != Some(&w.tgid) {
+                    self.seen.push(w.tgid);
+                }
                 self.trace.push_stack(w);
             }
         }
         if let Some(s) = &mut self.sampler {
-            let trace = &mut self.trace;
-            s.drain(&mut |x| trace.push_profile(x));
+            let (trace, seen) = (&mut self.trace, &mut self.seen);
+            s.drain(&mut |x| {
+                if !x.user.is_empty() && seen.last() != Some(&x.pid) {
+                    seen.push(x.pid);
+                }
+                trace.push_profile(x)
+            });
         }
     }
 
@@ -220,6 +240,8 @@ pub struct Reader {
     /// To the symbols thread, which names the kept episodes' code and
     /// forwards them to the writer, or to the writer itself.
     pub episodes: Sink,
+    /// The processes already handed to the symbols thread to read.
+    pub told: HashSet<i32>,
 }
 
 /// What the reader reports at the end.
@@ -338,6 +360,17 @@ impl Reader {
             if last {
                 lane.drain_code(&self.layout, page, true);
             }
+        }
+        // Processes seen for the first time, before their episodes: a
+        // short-lived one may be gone when those are named. The symbols
+        // thread keeps the latest 8192; so does this.
+        if self.told.len() > 8192 {
+            self.told.clear();
+        }
+        let new: Vec<i32> =
+            self.lanes.iter_mut().flat_map(|l| l.seen.drain(..)).filter(|&p| p > 0 && self.told.insert(p)).collect();
+        if !new.is_empty() {
+            self.episodes.send(SymMsg::Seen(new));
         }
         let names = Names { decoder: &self.decoder, policy };
         for (lane, base) in self.lanes.iter_mut().zip(base) {

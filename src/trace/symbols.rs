@@ -1,23 +1,26 @@
 //! Naming addresses: kernel ones through `/proc/kallsyms` (modules
 //! included; a `vmlinux` with DWARF where blazesym finds one), user ones
 //! through the ELF symbols and DWARF of the files a process has mapped
-//! (blazesym, reading `/proc/<pid>/maps`). Each file is parsed once per
+//! (blazesym; the mappings read when the reader first saw the process, see
+//! [`super::procmaps`], so that one that has exited since is named too).
+//! Each file is parsed once per
 //! run and each address named once. A thread of its own ("rtscope-symbols")
 //! names the kept episodes' stacks and samples between the trace reader
 //! and the writer, so that parsing a large binary's DWARF never holds up
 //! the reader; it also ranks the functions over-represented inside
 //! episodes at the end.
 
+use super::procmaps::ProcMaps;
 use super::stacks::WakeStack;
 use super::symcache::{Kept, SymCache};
 use crate::recorder::EpisodeMsg;
 use crate::sys::perf::PerfSample;
 use blazesym::Pid;
-use blazesym::normalize::{Normalizer, UserMeta};
-use blazesym::symbolize::source::{Kernel, Process, Source};
+use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use rtscope_model::episode::{CodeStack, Episode, Folded, Frame, OverRow, Remainder, SampleRow, WindowSamples};
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
 
 /// The end of user space (x86-64 with 4 or 5 page-table levels, arm64 with
@@ -97,6 +100,9 @@ pub enum SymMsg {
     Pass(EpisodeMsg),
     /// The run's sample counts, at the end.
     Finish(Counts),
+    /// Processes whose user code a stack or a sample showed for the first
+    /// time: their mappings are read now, while they live.
+    Seen(Vec<i32>),
 }
 
 /// Where the reader sends its episodes: through the symbols thread when
@@ -124,7 +130,7 @@ impl Sink {
                 SymMsg::Pass(m) => {
                     let _ = tx.send(m);
                 }
-                SymMsg::Finish(_) => {}
+                SymMsg::Finish(_) | SymMsg::Seen(_) => {}
             },
         }
     }
@@ -149,8 +155,8 @@ struct Name {
 
 pub struct Symbols {
     sym: Symbolizer,
-    /// User addresses to (build ID, file offset), for `disk`.
-    normalizer: Normalizer,
+    /// The mappings of the processes met, read when first seen.
+    maps: ProcMaps,
     /// Names of user code kept across runs, per build.
     disk: Option<SymCache>,
     /// (pid, 0 for the kernel's; address) -> its name.
@@ -254,23 +260,47 @@ fn kernel_syms<'s>(sym: &'s Symbolizer, todo: &[u64]) -> Result<Vec<Symbolized<'
     sym.symbolize(&src, Input::AbsAddr(todo)).map_err(|e| Some(e.to_string()))
 }
 
-/// User addresses of `pid` through the files it has mapped. One unreadable
-/// file (a debug file blazesym cannot parse) fails the batch: then each
-/// address alone, then without DWARF; an error where none is named.
+/// User addresses of `pid` through the files it has mapped now (the live
+/// process: for what no mapped file holds, such as the vDSO).
 fn user_syms<'s>(sym: &'s Symbolizer, pid: i32, todo: &[u64]) -> Result<Vec<Symbolized<'s>>, Option<String>> {
     let src = |debug_syms: bool| {
         let mut p = Process::new(Pid::from(pid as u32));
         p.debug_syms = debug_syms;
         Source::Process(p)
     };
-    match sym.symbolize(&src(true), Input::AbsAddr(todo)) {
+    syms_or_each(sym, &src, false, todo)
+}
+
+/// File offsets of the ELF file at `path`.
+fn file_syms<'s>(sym: &'s Symbolizer, path: &Path, offsets: &[u64]) -> Result<Vec<Symbolized<'s>>, Option<String>> {
+    let src = |debug_syms: bool| {
+        let mut e = Elf::new(path);
+        e.debug_syms = debug_syms;
+        Source::Elf(e)
+    };
+    syms_or_each(sym, &src, true, offsets)
+}
+
+/// `todo` (file offsets or absolute addresses) named from the source
+/// `src(debug_syms)` makes. One unreadable file (a debug file blazesym
+/// cannot parse) fails the batch: then each address alone, then without
+/// DWARF; an error where none is named.
+fn syms_or_each<'s>(
+    sym: &'s Symbolizer,
+    src: &dyn Fn(bool) -> Source<'static>,
+    file_offsets: bool,
+    todo: &[u64],
+) -> Result<Vec<Symbolized<'s>>, Option<String>> {
+    let input = |a| if file_offsets { Input::FileOffset(a) } else { Input::AbsAddr(a) };
+    let batch = if file_offsets { Input::FileOffset(todo) } else { Input::AbsAddr(todo) };
+    match sym.symbolize(&src(true), batch) {
         Ok(s) => Ok(s),
         Err(e) => {
             let each: Vec<Symbolized> = todo
                 .iter()
                 .map(|&a| {
-                    sym.symbolize_single(&src(true), Input::AbsAddr(a))
-                        .or_else(|_| sym.symbolize_single(&src(false), Input::AbsAddr(a)))
+                    sym.symbolize_single(&src(true), input(a))
+                        .or_else(|_| sym.symbolize_single(&src(false), input(a)))
                         .unwrap_or(Symbolized::Unknown(blazesym::symbolize::Reason::IgnoredError))
                 })
                 .collect();
@@ -327,7 +357,7 @@ impl Symbols {
         let kallsyms = Kallsyms::read();
         Symbols {
             sym,
-            normalizer: Normalizer::builder().enable_build_id_caching(true).build(),
+            maps: ProcMaps::default(),
             disk,
             cache: HashMap::new(),
             notes: kallsyms.hidden.iter().cloned().collect(),
@@ -378,24 +408,56 @@ impl Symbols {
     /// `notes` say why frames are not named, and a process that cannot be
     /// read is counted gone.
     fn look_up(&mut self, pid: i32, todo: &[u64], named: &mut HashMap<u64, Name>, notes: &mut Vec<String>) {
-        let kernel = pid == 0;
-        let result = if kernel {
-            if self.kallsyms.hidden.is_some() { Err(None) } else { kernel_syms(&self.sym, todo) }
-        } else {
-            user_syms(&self.sym, pid, todo)
-        };
+        if pid != 0 {
+            return self.look_up_user(pid, todo, named, notes);
+        }
+        let result = if self.kallsyms.hidden.is_some() { Err(None) } else { kernel_syms(&self.sym, todo) };
         match result {
             Ok(syms) => {
-                let k = kernel.then_some(&self.kallsyms);
                 for (a, s) in todo.iter().zip(syms) {
-                    named.insert(*a, to_name(s, k, notes));
+                    named.insert(*a, to_name(s, Some(&self.kallsyms), notes));
                 }
             }
-            Err(Some(e)) if kernel => notes.push(format!("kernel frames are not named: {e}")),
-            Err(Some(_)) => {
-                self.gone.insert(pid);
-            }
+            Err(Some(e)) => notes.push(format!("kernel frames are not named: {e}")),
             Err(None) => {}
+        }
+    }
+
+    /// Names `todo` of user process `pid` through the files its mappings
+    /// showed when it was first seen (it may have exited since), each file
+    /// read once; what no mapped file holds (the vDSO, a JIT's code)
+    /// through the live process, if it lives.
+    fn look_up_user(&mut self, pid: i32, todo: &[u64], named: &mut HashMap<u64, Name>, notes: &mut Vec<String>) {
+        if !self.maps.seen(pid) {
+            self.gone.insert(pid);
+            return;
+        }
+        let mut missed: Vec<u64> = todo.iter().copied().filter(|&a| self.maps.locate(pid, a).is_none()).collect();
+        if !missed.is_empty() && self.maps.refresh(pid) {
+            missed.retain(|&a| self.maps.locate(pid, a).is_none());
+        }
+        let mut by_file: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+        for &a in todo {
+            if let Some((file, off)) = self.maps.locate(pid, a) {
+                by_file.entry(file).or_default().push((a, off));
+            }
+        }
+        for (file, addrs) in by_file {
+            let (path, module) = (self.maps.file(file).read_path(), self.maps.file(file).name.clone());
+            let offsets: Vec<u64> = addrs.iter().map(|&(_, off)| off).collect();
+            let syms = file_syms(&self.sym, &path, &offsets).unwrap_or_default();
+            for (i, &(a, _)) in addrs.iter().enumerate() {
+                let mut n = syms.get(i).cloned().map(|s| to_name(s, None, notes)).unwrap_or_default();
+                n.module = Some(module.clone());
+                named.insert(a, n);
+            }
+        }
+        if !missed.is_empty()
+            && let Ok(syms) = user_syms(&self.sym, pid, &missed)
+        {
+            for (a, s) in missed.iter().zip(syms) {
+                named.insert(*a, to_name(s, None, notes));
+            }
         }
     }
 
@@ -444,21 +506,23 @@ impl Symbols {
     /// belong to a file with a build ID, to keep what they are named.
     fn kept(&mut self, pid: i32, todo: &[u64], named: &mut HashMap<u64, Name>) -> HashMap<u64, (Vec<u8>, u64)> {
         let mut keys = HashMap::new();
-        let Some(disk) = self.disk.as_mut() else { return keys };
-        let Ok(out) = self.normalizer.normalize_user_addrs(Pid::from(pid as u32), todo) else { return keys };
-        for (&a, &(off, meta)) in todo.iter().zip(&out.outputs) {
-            let Some(UserMeta::Elf(elf)) = out.meta.get(meta) else { continue };
-            let Some(build) = elf.build_id.as_deref().filter(|b| !b.is_empty()) else { continue };
-            match disk.get(build, off) {
+        if self.disk.is_none() || !self.maps.seen(pid) {
+            return keys;
+        }
+        for &a in todo {
+            let Some((file, off)) = self.maps.locate(pid, a) else { continue };
+            let Some(build) = self.maps.build_id(file).map(<[u8]>::to_vec) else { continue };
+            let Some(disk) = self.disk.as_mut() else { return keys };
+            match disk.get(&build, off) {
                 Some(k) => {
-                    let module = Some(file_name(elf.path.as_os_str()));
+                    let module = Some(self.maps.file(file).name.clone());
                     named.insert(
                         a,
                         Name { function: Some(k.function), offset: Some(k.offset), module, file: k.file, line: k.line },
                     );
                 }
                 None => {
-                    keys.insert(a, (build.to_vec(), off));
+                    keys.insert(a, (build, off));
                 }
             }
         }
@@ -543,10 +607,18 @@ impl Symbols {
             notes.push(h.clone());
         }
         if !w.user.is_empty() && user.iter().all(|f| f.function.is_none()) {
-            notes.push(format!(
-                "the user frames of {comm} (pid {}) could not be named: it had exited, or its files are stripped",
-                w.tgid
-            ));
+            notes.push(if self.gone.contains(&w.tgid) {
+                format!(
+                    "the user frames of {comm} (pid {}) could not be named: it had exited before rtscope could read \
+                     its maps",
+                    w.tgid
+                )
+            } else {
+                format!(
+                    "the user frames of {comm} (pid {}) could not be named: its files have no symbols for them",
+                    w.tgid
+                )
+            });
         }
         CodeStack {
             taken: CodeStack::WAKE_UP.into(),
@@ -764,6 +836,12 @@ pub fn run(rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: bool) -> SymReport 
                 }
                 let _ = tx.send(EpisodeMsg::Keep(e));
             }
+            SymMsg::Seen(pids) => {
+                let s = sym.get_or_insert_with(Symbols::new);
+                for pid in pids {
+                    s.maps.seen(pid);
+                }
+            }
             SymMsg::Finish(counts) => {
                 let s = sym.get_or_insert_with(Symbols::new);
                 report.over = s.over(&counts);
@@ -830,6 +908,53 @@ mod tests {
             (again[0].module.clone(), again[0].offset, again[0].line)
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A process that has exited is named from the mappings read when it
+    /// was seen (the reader's first sight of it), not when its episode is
+    /// named; one never seen is counted gone and said so.
+    #[test]
+    fn names_a_process_that_exited_after_it_was_seen() {
+        // The C library's clock_nanosleep, in this process and in a child
+        // `sleep` (same file, another address).
+        let here = libc::clock_nanosleep as *const () as u64;
+        let mut own = ProcMaps::default();
+        assert!(own.seen(std::process::id() as i32));
+        let (file, off) = own.locate(std::process::id() as i32, here).expect("the C library is mapped");
+        let libc_path = own.file(file).read_path();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let pid = child.id() as i32;
+        let mut addr = None;
+        for _ in 0..200 {
+            // Once the dynamic loader has mapped the C library.
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            addr = maps.lines().find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (range, perms, start_off, path) = (f[0], f[1], u64::from_str_radix(f[2], 16).ok()?, f.get(5)?);
+                let (a, b) = range.split_once('-')?;
+                let (a, b) = (u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?);
+                let same = std::fs::canonicalize(path).ok()? == std::fs::canonicalize(&libc_path).ok()?;
+                (same && perms.contains('x') && (start_off..start_off + (b - a)).contains(&off))
+                    .then(|| a + off - start_off)
+            });
+            if addr.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let addr = addr.expect("sleep maps the C library");
+        let mut seen = Symbols::with_cache(None);
+        assert!(seen.maps.seen(pid), "the child's maps are read while it lives");
+        let mut unseen = Symbols::with_cache(None);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "reaped");
+        let frames = seen.user(pid, &[addr]);
+        assert!(frames[0].function.as_deref().is_some_and(|n| n.contains("clock_nanosleep")), "{frames:?}");
+        assert!(frames[0].module.as_deref().is_some_and(|m| m.starts_with("libc")), "{frames:?}");
+        let lost = unseen.user(pid, &[addr]);
+        assert_eq!(lost[0].function, None, "{lost:?}");
+        assert!(unseen.all_notes().iter().any(|n| n.contains("had exited")), "{:?}", unseen.all_notes());
     }
 
     #[test]
