@@ -20,8 +20,9 @@
 //! thread = S - X, user = W - S, clamped alike.
 
 use super::event::{Decoder, Ev, Kind, SOFTIRQ_NAMES};
+use super::remainder::Gap;
 use super::stacks::WakeStack;
-use super::symbols::{Counts, Gap, RawCode};
+use super::symbols::{Counts, RawCode};
 use crate::recorder::Sample;
 use crate::sys::perf::PerfSample;
 use rtscope_model::episode::{self, Cause, CauseKind, Episode, KindTotal, Lane, Slice, Stages};

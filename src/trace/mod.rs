@@ -18,6 +18,7 @@ pub mod instance;
 pub mod page;
 pub mod procmaps;
 pub mod reader;
+pub mod remainder;
 pub mod stacks;
 pub mod symbols;
 pub mod symcache;
