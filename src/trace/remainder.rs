@@ -1,7 +1,7 @@
 //! The unaccounted time of an episode, named where the evidence allows:
 //! idle exit, interrupts off, the hypervisor; what stays unknown says why.
 
-use rtscope_model::episode::{CodeStack, Remainder};
+use rtscope_model::episode::{CodeStack, Frame, Remainder};
 
 /// Unaccounted time of an episode and the facts about it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -26,6 +26,45 @@ pub struct Gap {
     pub idle_poll: bool,
 }
 
+/// The kernel's functions that turn interrupts back on after a lock held
+/// with them off: a timer interrupt they held off is taken on their
+/// `popf`/`sti`, so it interrupts them.
+const IRQS_ON: [&str; 6] = [
+    "_raw_spin_unlock_irqrestore",
+    "_raw_spin_unlock_irq",
+    "_raw_read_unlock_irqrestore",
+    "_raw_read_unlock_irq",
+    "_raw_write_unlock_irqrestore",
+    "_raw_write_unlock_irq",
+];
+
+/// Where the late timer interrupt came, from the wake-up's stacks.
+#[derive(Debug, PartialEq)]
+enum Landing<'a> {
+    /// Where the kernel turned interrupts back on: that function, and the
+    /// code that called it (which held them off).
+    IrqsOn(&'a Frame, Option<&'a Frame>),
+    /// In user code, where interrupts are always on.
+    User(&'a Frame),
+}
+
+/// None: elsewhere in the kernel (interrupts may have come back on just
+/// before, in code inlined there: nothing to tell), or no stack.
+fn landing(s: &CodeStack) -> Option<Landing<'_>> {
+    let below = s.interrupted_kernel();
+    match below.first() {
+        Some(f) => f
+            .function
+            .as_deref()
+            .is_some_and(|n| IRQS_ON.contains(&n.split('.').next().unwrap_or(n)))
+            .then(|| Landing::IrqsOn(f, below.get(1))),
+        // The interrupt's own frames prove the unwind ran: nothing below
+        // them is user space.
+        None if !s.kernel.is_empty() && !s.is_sample() => s.user.first().map(Landing::User),
+        None => None,
+    }
+}
+
 /// The unaccounted time named from the evidence.
 pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remainder {
     let steal = if gap.run_ns > 0 {
@@ -41,6 +80,7 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
         let k = s.interrupted_kernel();
         k.first().or(s.user.first()).map(|f| format!("{} ({})", f.name(), s.comm))
     });
+    let landed = stack.and_then(|s| landing(s).map(|l| (l, s.comm.as_str())));
     // The kernel's polling state is named POLL by every cpuidle driver; a
     // halting state may declare 0 us too (acpi_idle's HLT without _CST).
     let polled = gap.idle_states.as_deref().is_some_and(|s| !s.is_empty() && s.iter().all(|x| x.name == "POLL"));
@@ -90,6 +130,27 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
             "hypervisor",
             format!("no cycles sample in the stretch ({:.1} expected): the guest did not run{steal}", gap.expected),
         )
+    } else if let Some((Landing::IrqsOn(f, caller), comm)) = &landed {
+        (
+            "interrupts off",
+            format!(
+                "the timer interrupt came where {comm} turned interrupts back on, in {}{}: the code before it held \
+                 them off{steal}",
+                f.name(),
+                caller.map(|c| format!(" called from {}", c.name())).unwrap_or_default()
+            ),
+        )
+    } else if let Some((Landing::User(f), comm)) = &landed {
+        (
+            "hypervisor or SMI",
+            format!(
+                "the timer interrupt came in user code of {comm} ({}), where interrupts are always on: this CPU's \
+                 kernel was not holding it off (unless on its short way back to user space), so the time was \
+                 taken outside it: on a VM the host (its other work, or handling this vCPU's exit), on bare metal \
+                 an SMI{steal}",
+                f.name()
+            ),
+        )
     } else if gap.expected >= 2.0 && (gap.samples as f64) < gap.expected / 4.0 {
         (
             "interrupts off or hypervisor",
@@ -106,7 +167,9 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
             "unknown",
             format!(
                 "{}{}",
-                if gap.expected < 2.0 {
+                if gap.expected == 0.0 {
+                    "no profiler ran to tell (--sample-hz)".to_string()
+                } else if gap.expected < 2.0 {
                     "too short for the sampling period to tell".to_string()
                 } else {
                     format!("{} of {:.1} expected samples seen", gap.samples, gap.expected)
@@ -150,5 +213,69 @@ mod tests {
         let short = Gap { ns: 20_000, expected: 0.1, ..Default::default() };
         let r = remainder(&short, None, false);
         assert!(r.verdict == "unknown" && r.why.contains("too short"), "{r:?}");
+        let unsampled = Gap { ns: 20_000, ..Default::default() };
+        assert!(remainder(&unsampled, None, false).why.contains("no profiler ran"));
+    }
+
+    fn frame(function: &str) -> Frame {
+        Frame { addr: 0xffff_ffff_8100_0000, function: Some(function.into()), ..Default::default() }
+    }
+
+    /// The wake-up's stacks: the timer interrupt's frames on top of `below`
+    /// (the interrupted kernel code, innermost first) and `user`.
+    fn woke_in(below: &[&str], user: &[&str]) -> CodeStack {
+        let kernel: Vec<Frame> =
+            ["try_to_wake_up", "hrtimer_interrupt", "sysvec_apic_timer_interrupt", "asm_sysvec_apic_timer_interrupt"]
+                .iter()
+                .chain(below)
+                .map(|f| frame(f))
+                .collect();
+        CodeStack {
+            taken: CodeStack::WAKE_UP.into(),
+            comm: "apt-cache".into(),
+            kernel,
+            user: user.iter().map(|f| Frame { addr: 0x7f00_0000_1000, ..frame(f) }).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Where the late timer interrupt came tells: where a lock turned
+    /// interrupts back on (its caller held them off), or in user code,
+    /// where they are on (the time was taken outside the kernel); anywhere
+    /// else it tells nothing, and stronger evidence (NMI samples, idle)
+    /// comes first.
+    #[test]
+    fn the_remainder_reads_where_the_interrupt_came() {
+        let short = Gap { ns: 215_000, expected: 0.2, samples: 0, ..Default::default() };
+        let unlock = woke_in(&["_raw_spin_unlock_irqrestore", "__rmqueue_pcplist", "get_page_from_freelist"], &[]);
+        let r = remainder(&short, Some(&unlock), false);
+        assert_eq!(r.verdict, "interrupts off", "{r:?}");
+        assert!(
+            r.why.contains(
+                "apt-cache turned interrupts back on, in _raw_spin_unlock_irqrestore called from __rmqueue_pcplist"
+            ),
+            "{r:?}"
+        );
+        let isra = woke_in(&["_raw_spin_unlock_irq.isra.0"], &[]);
+        assert_eq!(remainder(&short, Some(&isra), false).verdict, "interrupts off");
+        let user = woke_in(&[], &["LZ4_decompress_safe"]);
+        let r = remainder(&short, Some(&user), false);
+        assert_eq!(r.verdict, "hypervisor or SMI", "{r:?}");
+        assert!(r.why.contains("user code of apt-cache (LZ4_decompress_safe)"), "{r:?}");
+        let elsewhere = woke_in(&["lock_vma_under_rcu", "exc_page_fault"], &["main"]);
+        let r = remainder(&short, Some(&elsewhere), false);
+        assert_eq!(r.verdict, "unknown", "{r:?}");
+        assert!(r.why.contains("the interrupt came in lock_vma_under_rcu (apt-cache)"), "{r:?}");
+        // No kernel stack recorded: nothing proves where it came.
+        let bare = CodeStack { kernel: Vec::new(), ..user.clone() };
+        assert_eq!(remainder(&short, Some(&bare), false).verdict, "unknown");
+        // A profiler's sample is no wake-up's stack.
+        let sample = CodeStack { taken: CodeStack::SAMPLE.into(), kernel: Vec::new(), ..user.clone() };
+        assert_eq!(remainder(&short, Some(&sample), false).verdict, "unknown");
+        // Idle and NMI evidence first.
+        let idle = Gap { idle: true, ..short.clone() };
+        assert_eq!(remainder(&idle, Some(&user), false).verdict, "idle exit");
+        let nmi = Gap { irqs_off: Some(2), samples: 3, expected: 2.5, ..short };
+        assert_eq!(remainder(&nmi, Some(&user), true).verdict, "interrupts off");
     }
 }

@@ -165,7 +165,8 @@ pub struct WindowSamples {
 pub struct Remainder {
     pub ns: u64,
     /// `idle exit`, `late in idle poll`, `interrupts off`, `hypervisor`,
-    /// `interrupts off or hypervisor` or `unknown` (docs/json.md).
+    /// `hypervisor or SMI`, `interrupts off or hypervisor` or `unknown`
+    /// (docs/json.md).
     pub verdict: String,
     /// The evidence, or why there is none.
     pub why: String,
