@@ -77,14 +77,24 @@ pub(super) fn start_trace<'scope>(
     let writer_tx = episode_tx.clone();
     let sink = if lanes.iter().any(Lane::has_code) {
         let (sym_tx, sym_rx) = std::sync::mpsc::channel();
+        // /proc/kallsyms read and the symbolizer set up before the probe's
+        // threads start, not in their first milliseconds on the CPUs they
+        // measure: this waits for it.
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
         match std::thread::Builder::new().name("rtscope-symbols".into()).stack_size(WRITER_STACK).spawn_scoped(
             scope,
             move || {
                 signals::block_in_this_thread();
-                crate::trace::symbols::run(sym_rx, writer_tx, hw)
+                let mut symbols = crate::trace::symbols::Symbols::new();
+                symbols.warm();
+                let _ = ready_tx.send(());
+                crate::trace::symbols::run(symbols, sym_rx, writer_tx, hw)
             },
         ) {
-            Ok(t) => threads.symbols = Some(t),
+            Ok(t) => {
+                let _ = ready_rx.recv();
+                threads.symbols = Some(t);
+            }
             Err(e) => {
                 out.errors.push(format!("--trace: cannot start the symbols thread: {e}"));
                 shared.stop.store(true, Relaxed);

@@ -92,8 +92,13 @@ pub struct Lane {
     stack_lost: u64,
     /// `--sample-hz`: the profiler on this CPU.
     sampler: Option<Sampler>,
-    /// The processes whose user code this pass's stacks and samples show,
-    /// for the symbols thread to read their mappings while they live.
+    /// The processes whose user code this pass's wake-up stacks show, for
+    /// the symbols thread to read their mappings while they live. Not the
+    /// profiler's: it samples every process on the CPU, and reading a
+    /// process's maps costs kernel time on the CPUs measured (tens of us
+    /// for a large one, not preemptible on a kernel without full
+    /// preemption); a wake-up's interrupted process is the one an episode
+    /// names.
     seen: Vec<i32>,
 }
 
@@ -164,13 +169,8 @@ impl Lane {
             }
         }
         if let Some(s) = &mut self.sampler {
-            let (trace, seen) = (&mut self.trace, &mut self.seen);
-            s.drain(&mut |x| {
-                if !x.user.is_empty() && seen.last() != Some(&x.pid) {
-                    seen.push(x.pid);
-                }
-                trace.push_profile(x)
-            });
+            let trace = &mut self.trace;
+            s.drain(&mut |x| trace.push_profile(x));
         }
     }
 

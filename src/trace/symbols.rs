@@ -78,7 +78,7 @@ pub enum SymMsg {
     Pass(EpisodeMsg),
     /// The run's sample counts, at the end.
     Finish(Counts),
-    /// Processes whose user code a stack or a sample showed for the first
+    /// Processes whose user code a wake-up's stack showed for the first
     /// time: their mappings are read now, while they live.
     Seen(Vec<i32>),
 }
@@ -163,6 +163,8 @@ struct Kallsyms {
     /// `names`), sorted.
     modules: Vec<(u64, usize)>,
     names: Vec<String>,
+    /// The first function's address (0: none).
+    first_text: u64,
 }
 
 impl Kallsyms {
@@ -194,6 +196,7 @@ impl Kallsyms {
             let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
             if !text_seen && matches!(kind, "T" | "t") {
                 text_seen = true;
+                k.first_text = addr;
                 if addr == 0 {
                     k.hidden = Some(format!(
                         "kernel frames are not named: /proc/kallsyms shows zero addresses (kernel.kptr_restrict = \
@@ -341,6 +344,17 @@ impl Symbols {
             notes: kallsyms.hidden.iter().cloned().collect(),
             kallsyms,
             gone: Default::default(),
+        }
+    }
+
+    /// Has blazesym read its own copy of `/proc/kallsyms` now (it reads it
+    /// at the first kernel address it names): at set-up, not in the
+    /// measured CPUs' first milliseconds, where each `read` of it held a
+    /// probe off for 25-30 us (no preemption point inside, on a kernel
+    /// without full preemption).
+    pub fn warm(&mut self) {
+        if self.kallsyms.hidden.is_none() && self.kallsyms.first_text != 0 {
+            let _ = kernel_syms(&self.sym, &[self.kallsyms.first_text]);
         }
     }
 
@@ -694,11 +708,11 @@ pub fn fold(user: &[Frame], kernel: &[Frame]) -> String {
     parts.join(";")
 }
 
-/// The symbols thread: names each kept episode's code, forwards every
+/// The symbols thread (with `s`, set up before the probe's threads
+/// start): names each kept episode's code, forwards every
 /// message to the writer in order, and at the end ranks the functions
 /// over-represented in episodes. `hw`: the profiler samples by NMI.
-pub fn run(rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: bool) -> SymReport {
-    let mut sym: Option<Symbols> = None;
+pub fn run(mut s: Symbols, rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: bool) -> SymReport {
     let mut report = SymReport::default();
     for msg in rx {
         match msg {
@@ -706,7 +720,6 @@ pub fn run(rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: bool) -> SymReport 
                 let _ = tx.send(m);
             }
             SymMsg::Keep(mut e, raw) => {
-                let s = sym.get_or_insert_with(Symbols::new);
                 if let Some((w, comm)) = &raw.stack {
                     e.stack = Some(s.code_stack(w, comm));
                 }
@@ -723,20 +736,16 @@ pub fn run(rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: bool) -> SymReport 
                 let _ = tx.send(EpisodeMsg::Keep(e));
             }
             SymMsg::Seen(pids) => {
-                let s = sym.get_or_insert_with(Symbols::new);
                 for pid in pids {
                     s.maps.seen(pid);
                 }
             }
             SymMsg::Finish(counts) => {
-                let s = sym.get_or_insert_with(Symbols::new);
                 report.over = s.over(&counts);
             }
         }
     }
-    if let Some(s) = sym {
-        report.notes = s.all_notes();
-    }
+    report.notes = s.all_notes();
     report
 }
 
