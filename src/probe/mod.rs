@@ -429,18 +429,20 @@ impl<'a> Cell<'a> {
                 std::thread::sleep(Duration::from_millis(1));
             }
             let parts = code_parts(instance.as_mut(), (probe, common), &shared, &mut code);
-            let start_ns = clock::now() + START_DELAY_NS;
-            let traced = match (instance.as_mut(), common.trace) {
+            // The start comes after the trace's threads are set up (the
+            // symbols thread's can take over START_DELAY_NS), or the first
+            // instants would lie in the past.
+            let (traced, start_ns) = match (instance.as_mut(), common.trace) {
                 (Some(inst), Some(opts)) => start_trace(
                     scope,
                     (probe, common),
                     (inst, opts),
                     (lane_parts, parts),
-                    (&episode_tx, start_ns),
+                    &episode_tx,
                     &shared,
                     &mut out,
                 ),
-                _ => TraceThreads::default(),
+                _ => (TraceThreads::default(), clock::now() + START_DELAY_NS),
             };
             drop(episode_tx);
             shared.start_at.store(start_ns, Release);

@@ -59,18 +59,19 @@ pub(super) struct TraceThreads<'scope> {
 
 /// `--trace`: one lane per CPU, the episodes' way to the writer (through
 /// the symbols thread when there is code to name), the profilers enabled,
-/// the tracer on and the reader started, from `start_ns`. A thread that
-/// cannot start, or a tracer that cannot be turned on, is an error of the
-/// cell and stops the measuring threads before they start.
+/// the tracer on and the reader started; returns them and the measuring's
+/// start, START_DELAY_NS after they are set up. A thread that cannot
+/// start, or a tracer that cannot be turned on, is an error of the cell and
+/// stops the measuring threads before they start.
 pub(super) fn start_trace<'scope>(
     scope: &'scope Scope<'scope, '_>,
     (probe, common): (&dyn Probe, &Common),
     (inst, opts): (&mut Instance, TraceOpts),
     (lane_parts, parts): (Vec<LanePart>, CodeParts),
-    (episode_tx, start_ns): (&Sender<EpisodeMsg>, u64),
+    episode_tx: &Sender<EpisodeMsg>,
     shared: &'scope Shared,
     out: &mut CellOutcome,
-) -> TraceThreads<'scope> {
+) -> (TraceThreads<'scope>, u64) {
     let mut threads = TraceThreads::default();
     let lanes = trace_lanes((probe, common), (inst, opts), lane_parts, &shared.tids, parts);
     let hw = lanes.iter().any(|l| l.sampler().is_some_and(|s| s.source == crate::sys::perf::Source::Cycles));
@@ -104,6 +105,7 @@ pub(super) fn start_trace<'scope>(
     } else {
         Sink::Writer(writer_tx)
     };
+    let start_ns = crate::sys::clock::now() + super::START_DELAY_NS;
     for l in &lanes {
         if let Some(s) = l.sampler()
             && let Err(e) = s.enable(true)
@@ -137,7 +139,7 @@ pub(super) fn start_trace<'scope>(
             shared.stop.store(true, Relaxed);
         }
     }
-    threads
+    (threads, start_ns)
 }
 
 /// The trace reader's lanes, one per traced CPU: the probe's thread
