@@ -93,7 +93,8 @@ pub(super) fn start_trace<'scope>(
             },
         ) {
             Ok(t) => {
-                let _ = ready_rx.recv();
+                // A vmlinux with DWARF can take seconds; past that, go on.
+                let _ = ready_rx.recv_timeout(std::time::Duration::from_secs(10));
                 threads.symbols = Some(t);
             }
             Err(e) => {
@@ -113,13 +114,7 @@ pub(super) fn start_trace<'scope>(
             out.notes.push(format!("--sample-hz: {e}"));
         }
     }
-    let reader = Reader {
-        layout: inst.layout,
-        decoder: std::mem::take(&mut inst.decoder),
-        lanes,
-        episodes: sink,
-        told: Default::default(),
-    };
+    let reader = Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sink };
     if let Err(e) = inst.set_on(true) {
         out.errors.push(format!("--trace: {e}"));
         shared.stop.store(true, Relaxed);

@@ -50,7 +50,7 @@ fn write_stack(title: &str, s: &CodeStack, at: u64, out: &mut dyn Write) -> Resu
         frames("kernel", &s.kernel, out)?;
     }
     if s.user.is_empty() && s.kernel.is_empty() {
-        writeln!(out, "      (no frames: the kernel recorded none for this context)")?;
+        writeln!(out, "      (no frames recorded or kept)")?;
     }
     for n in &s.notes {
         writeln!(out, "      note: {n}")?;

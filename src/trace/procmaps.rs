@@ -1,17 +1,19 @@
-//! The executable file mappings of the processes whose code a stack or a
-//! sample shows, read from `/proc/PID/maps` as soon as the reader sees the
+//! The executable mappings of the processes whose code a wake-up's stack
+//! shows, read from `/proc/PID/maps` as soon as the reader sees the
 //! process, not when its episode is named. A short-lived process (a
 //! compiler, a package manager's helper, a shell's child) has often exited
 //! by then, and its frames could no longer be named. Each mapped file is
 //! held open from that moment (through `/proc/PID/map_files`), so that it
 //! can still be read when the process has exited and the file has been
-//! replaced (a package upgrade) or deleted since.
+//! replaced (a package upgrade) or deleted since; a file not held is read
+//! by its path only while that is still the same inode.
 //!
 //! A process is known by its pid: the kernel reuses a pid only after it
 //! has gone round `pid_max`, and the oldest processes are forgotten first.
-//! A process that ran `exec` after it was read maps its code elsewhere
-//! (address space layout randomisation): an address no mapping holds has
-//! the process read again while it lives.
+//! A process that ran `exec` after it was read (or a pid reused) maps its
+//! code elsewhere (address space layout randomisation): the reader hands
+//! over each wake-up stack's first user address, and one that no mapping
+//! holds has the process read again while it lives.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
@@ -24,18 +26,28 @@ const MAX_PROCS: usize = 8192;
 /// At most this many mapped files are held open (the rest by their path),
 /// and only while the process has under half its descriptors open.
 const MAX_OPEN: usize = 256;
-/// A live process is read again for an address its mappings miss at most
-/// this often.
+/// A live process is read again for an address its mappings miss, met
+/// while naming, at most this often.
 const REREAD: Duration = Duration::from_secs(1);
 
 /// One executable mapping: `[start, end)` of the address space shows
-/// `file` from `offset` on.
+/// `file` from `offset` on; no file for the vDSO or a JIT's code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Mapping {
     start: u64,
     end: u64,
     offset: u64,
-    file: usize,
+    file: Option<usize>,
+}
+
+/// Where a user address lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Located {
+    /// In file `.0` (an index for [`ProcMaps::file`]), at offset `.1`.
+    File(usize, u64),
+    /// In executable memory that is no file (the vDSO, a JIT's code): only
+    /// the live process can name it.
+    NoFile,
 }
 
 /// A mapped file.
@@ -45,6 +57,8 @@ pub struct MappedFile {
     path: PathBuf,
     /// Its file name: the frames' module.
     pub name: String,
+    /// Its inode, as the process's maps gave it.
+    ino: u64,
     /// The file held open, with its device and inode.
     open: Option<(File, u64, u64)>,
     /// Its build ID, once read (`Some(None)`: it has none).
@@ -54,21 +68,28 @@ pub struct MappedFile {
 impl MappedFile {
     /// The path to read the file by: its own while it is still the file
     /// that was mapped (so that its separate debug file is found beside
-    /// it), else the descriptor held open.
-    pub fn read_path(&self) -> PathBuf {
+    /// it), else the descriptor held open; None when neither (it was
+    /// replaced or deleted before it could be held, or lies in another
+    /// mount namespace): another file's names would be wrong.
+    pub fn read_path(&self) -> Option<PathBuf> {
+        let at_path = std::fs::metadata(&self.path).ok();
         match &self.open {
             Some((f, dev, ino)) => {
-                let same = std::fs::metadata(&self.path).is_ok_and(|m| m.dev() == *dev && m.ino() == *ino);
-                if same {
-                    self.path.clone()
+                if at_path.is_some_and(|m| m.dev() == *dev && m.ino() == *ino) {
+                    Some(self.path.clone())
                 } else {
                     use std::os::fd::AsRawFd;
-                    PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()))
+                    Some(PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd())))
                 }
             }
-            None => self.path.clone(),
+            None => at_path.filter(|m| m.ino() == self.ino).map(|_| self.path.clone()),
         }
     }
+}
+
+/// The last part of a path: a frame's module, its source file.
+pub fn file_name(p: &std::ffi::OsStr) -> String {
+    Path::new(p).file_name().unwrap_or(p).to_string_lossy().into_owned()
 }
 
 /// What one process maps, and when it was read.
@@ -89,22 +110,24 @@ pub struct ProcMaps {
     held: usize,
 }
 
-/// One line of `/proc/PID/maps` that maps a file executable: start, end,
-/// file offset, device, inode, path (" (deleted)" taken off).
-fn parse_line(l: &str) -> Option<(u64, u64, u64, &str, u64, &str)> {
+/// One line of `/proc/PID/maps` that maps memory executable: start, end,
+/// file offset, and the file's device, inode and path (" (deleted)" taken
+/// off) where it is a file.
+type Line<'a> = (u64, u64, u64, Option<(&'a str, u64, &'a str)>);
+
+fn parse_line(l: &str) -> Option<Line<'_>> {
     let mut it = l.splitn(6, ' ');
     let (range, perms, offset, dev, inode) = (it.next()?, it.next()?, it.next()?, it.next()?, it.next()?);
-    let path = it.next()?.trim_start();
-    if perms.as_bytes().get(2) != Some(&b'x') || !path.starts_with('/') {
+    if perms.as_bytes().get(2) != Some(&b'x') {
         return None;
     }
+    let path = it.next().unwrap_or_default().trim_start();
     let (start, end) = range.split_once('-')?;
     let hex = |s: &str| u64::from_str_radix(s, 16).ok();
     let inode: u64 = inode.parse().ok()?;
-    if inode == 0 {
-        return None;
-    }
-    Some((hex(start)?, hex(end)?, hex(offset)?, dev, inode, path.strip_suffix(" (deleted)").unwrap_or(path)))
+    let file =
+        (inode != 0 && path.starts_with('/')).then(|| (dev, inode, path.strip_suffix(" (deleted)").unwrap_or(path)));
+    Some((hex(start)?, hex(end)?, hex(offset)?, file))
 }
 
 impl ProcMaps {
@@ -114,9 +137,18 @@ impl ProcMaps {
         self.procs.contains_key(&pid) || self.read(pid)
     }
 
+    /// Reads the mappings of `pid` unless they are known and hold `addr`
+    /// (its user code seen at a wake-up: an address they miss is an `exec`
+    /// since, a library loaded since, or a pid reused).
+    pub fn seen_at(&mut self, pid: i32, addr: u64) {
+        if self.locate(pid, addr).is_none() {
+            self.read(pid);
+        }
+    }
+
     /// Reads the mappings of `pid` again if it lives and they were read
-    /// over a second ago (an address they miss: a library loaded since, or
-    /// an `exec`). True when they were.
+    /// over a second ago (an address they miss, met while naming). True
+    /// when they were.
     pub fn refresh(&mut self, pid: i32) -> bool {
         match self.procs.get(&pid) {
             Some(p) if p.read.elapsed() < REREAD => false,
@@ -141,26 +173,14 @@ impl ProcMaps {
         true
     }
 
-    /// The executable file mappings of `text` (`pid`'s maps), sorted, each
-    /// file met for the first time opened.
+    /// The executable mappings of `text` (`pid`'s maps), sorted, each file
+    /// met for the first time opened.
     fn parse(&mut self, pid: i32, text: &str) -> Vec<Mapping> {
         let mut maps: Vec<Mapping> = text
             .lines()
             .filter_map(parse_line)
-            .map(|(start, end, offset, dev, inode, path)| {
-                let file = match self.by_inode.get(&(dev.to_string(), inode)) {
-                    Some(&i) => i,
-                    None => {
-                        let open = if self.held < MAX_OPEN && fd_room() { hold(pid, start, end, path) } else { None };
-                        self.held += usize::from(open.is_some());
-                        let name = Path::new(path)
-                            .file_name()
-                            .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned());
-                        self.files.push(MappedFile { path: PathBuf::from(path), name, open, build: None });
-                        self.by_inode.insert((dev.to_string(), inode), self.files.len() - 1);
-                        self.files.len() - 1
-                    }
-                };
+            .map(|(start, end, offset, file)| {
+                let file = file.map(|(dev, ino, path)| self.file_index(pid, (start, end), (dev, ino, path)));
                 Mapping { start, end, offset, file }
             })
             .collect();
@@ -168,28 +188,51 @@ impl ProcMaps {
         maps
     }
 
-    /// Whether the mappings of `pid` are known.
-    pub fn known(&self, pid: i32) -> bool {
-        self.procs.contains_key(&pid)
+    /// The index of the file that `pid` maps at `range`, added (and held
+    /// open, while there is room) the first time it is met.
+    fn file_index(&mut self, pid: i32, range: (u64, u64), (dev, ino, path): (&str, u64, &str)) -> usize {
+        if let Some(&i) = self.by_inode.get(&(dev.to_string(), ino)) {
+            return i;
+        }
+        let open = if self.held < MAX_OPEN && fd_room() { hold(pid, range, ino, path) } else { None };
+        self.held += usize::from(open.is_some());
+        let name = file_name(path.as_ref());
+        self.files.push(MappedFile { path: PathBuf::from(path), name, ino, open, build: None });
+        self.by_inode.insert((dev.to_string(), ino), self.files.len() - 1);
+        self.files.len() - 1
     }
 
-    /// The file that holds `addr` of `pid`, and the address's offset in it.
-    pub fn locate(&self, pid: i32, addr: u64) -> Option<(usize, u64)> {
+    /// Where `addr` of `pid` lies; None: outside every executable mapping
+    /// known (or the process is not known).
+    pub fn locate(&self, pid: i32, addr: u64) -> Option<Located> {
         let maps = &self.procs.get(&pid)?.maps;
         let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
         let m = maps[i];
-        (addr < m.end).then(|| (m.file, addr - m.start + m.offset))
+        (addr < m.end).then(|| match m.file {
+            Some(f) => Located::File(f, addr - m.start + m.offset),
+            None => Located::NoFile,
+        })
+    }
+
+    /// The address at which `pid` maps offset `off` of file `file`.
+    #[cfg(test)]
+    pub fn address_of(&self, pid: i32, file: usize, off: u64) -> Option<u64> {
+        let maps = &self.procs.get(&pid)?.maps;
+        maps.iter()
+            .find(|m| m.file == Some(file) && (m.offset..m.offset + (m.end - m.start)).contains(&off))
+            .map(|m| m.start + off - m.offset)
     }
 
     pub fn file(&self, i: usize) -> &MappedFile {
         &self.files[i]
     }
 
-    /// The build ID of file `i`, read once.
+    /// The build ID of file `i`, read once (none from a file that cannot
+    /// be read as the one mapped).
     pub fn build_id(&mut self, i: usize) -> Option<&[u8]> {
         let f = &mut self.files[i];
         if f.build.is_none() {
-            let path = f.read_path();
+            let path = f.read_path()?;
             f.build = Some(blazesym::helper::read_elf_build_id(&path).ok().flatten().map(|b| b.to_vec()));
         }
         f.build.as_ref().and_then(|b| b.as_deref()).filter(|b| !b.is_empty())
@@ -208,14 +251,15 @@ fn fd_room() -> bool {
     matches!((limit, open), (Some(l), Some(o)) if o < l / 2)
 }
 
-/// Opens the file that `pid` maps at `[start, end)`: through the mapping
-/// itself (it works in another mount namespace and for a deleted file),
-/// else by its path.
-fn hold(pid: i32, start: u64, end: u64, path: &str) -> Option<(File, u64, u64)> {
+/// Opens the file (inode `ino`) that `pid` maps at `[start, end)`: through
+/// the mapping itself (it works in another mount namespace and for a
+/// deleted file), else by its path in the process's root, if that is
+/// still the same inode.
+fn hold(pid: i32, (start, end): (u64, u64), ino: u64, path: &str) -> Option<(File, u64, u64)> {
     let f = File::open(format!("/proc/{pid}/map_files/{start:x}-{end:x}"))
         .or_else(|_| File::open(format!("/proc/{pid}/root{path}")))
         .ok()?;
-    let m = f.metadata().ok()?;
+    let m = f.metadata().ok().filter(|m| m.ino() == ino)?;
     Some((f, m.dev(), m.ino()))
 }
 
@@ -224,33 +268,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keeps_executable_file_mappings_only() {
+    fn keeps_executable_mappings_files_and_others() {
         let text = "\
 55d0c0a00000-55d0c0a02000 r--p 00000000 fe:00 247030                     /usr/bin/cat
 55d0c0a02000-55d0c0a07000 r-xp 00002000 fe:00 247030                     /usr/bin/cat
 7f0000000000-7f0000021000 rw-p 00000000 00:00 0 
-7f1000000000-7f1000100000 r-xp 00028000 fe:00 1234                       /usr/lib/libx.so (deleted)
+7f1000000000-7f1000100000 r-xp 00028000 fe:00 1234                       /usr/lib/lib x.so (deleted)
 7ffd00000000-7ffd00002000 r-xp 00000000 00:00 0                          [vdso]
+7f3000000000-7f3000004000 rwxp 00000000 00:00 0
 7f2000000000-7f2000001000 r-xp 00000000 00:05 77                         /memfd:jit (deleted)";
         let lines: Vec<_> = text.lines().filter_map(parse_line).collect();
         assert_eq!(
             lines,
             vec![
-                (0x55d0c0a02000, 0x55d0c0a07000, 0x2000, "fe:00", 247030, "/usr/bin/cat"),
-                (0x7f1000000000, 0x7f1000100000, 0x28000, "fe:00", 1234, "/usr/lib/libx.so"),
-                (0x7f2000000000, 0x7f2000001000, 0, "00:05", 77, "/memfd:jit"),
+                (0x55d0c0a02000, 0x55d0c0a07000, 0x2000, Some(("fe:00", 247030, "/usr/bin/cat"))),
+                (0x7f1000000000, 0x7f1000100000, 0x28000, Some(("fe:00", 1234, "/usr/lib/lib x.so"))),
+                (0x7ffd00000000, 0x7ffd00002000, 0, None),
+                (0x7f3000000000, 0x7f3000004000, 0, None),
+                (0x7f2000000000, 0x7f2000001000, 0, Some(("00:05", 77, "/memfd:jit"))),
             ]
         );
         let mut m = ProcMaps::default();
         let maps = m.parse(-1, text);
         m.procs.insert(7, Proc { maps, read: Instant::now() });
-        assert_eq!(m.locate(7, 0x55d0c0a02010), Some((0, 0x2010)));
-        assert_eq!(m.locate(7, 0x7f1000000100), Some((1, 0x28100)));
-        assert_eq!(m.file(1).name, "libx.so");
+        assert_eq!(m.locate(7, 0x55d0c0a02000), Some(Located::File(0, 0x2000)), "the start is inside");
+        assert_eq!(m.locate(7, 0x55d0c0a02010), Some(Located::File(0, 0x2010)));
+        assert_eq!(m.locate(7, 0x7f1000000100), Some(Located::File(1, 0x28100)));
+        assert_eq!(m.file(1).name, "lib x.so");
+        assert_eq!(m.file(1).read_path(), None, "neither held nor at its path");
         assert_eq!(m.locate(7, 0x55d0c0a07000), None, "the end is outside");
-        assert_eq!(m.locate(7, 0x7ffd00000010), None, "the vDSO is no file");
+        assert_eq!(m.locate(7, 0x7ffd00000010), Some(Located::NoFile), "the vDSO is no file");
+        assert_eq!(m.locate(7, 0x7f3000000010), Some(Located::NoFile), "nor is a JIT's code");
         assert_eq!(m.locate(7, 0x1000), None);
         assert_eq!(m.locate(8, 0x55d0c0a02010), None, "an unknown process");
+        assert_eq!(m.address_of(7, 1, 0x28100), Some(0x7f1000000100));
     }
 
     /// This process's own code: found in its executable, held open, read
@@ -260,13 +311,50 @@ mod tests {
         let mut m = ProcMaps::default();
         let pid = std::process::id() as i32;
         assert!(m.seen(pid));
-        let f = keeps_executable_file_mappings_only as *const () as u64;
-        let (i, off) = m.locate(pid, f).expect("this test's code is mapped");
+        let f = keeps_executable_mappings_files_and_others as *const () as u64;
+        let Some(Located::File(i, off)) = m.locate(pid, f) else { panic!("this test's code is mapped") };
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         assert_eq!(m.file(i).name, exe.file_name().unwrap().to_string_lossy());
         assert!(m.file(i).open.is_some(), "held open");
-        assert_eq!(m.file(i).read_path(), exe);
-        assert!(off > 0);
+        assert_eq!(m.file(i).read_path(), Some(exe));
+        assert_eq!(m.address_of(pid, i, off), Some(f), "the offset maps back to the address");
         assert!(!m.seen(-5), "no such process");
+    }
+
+    /// A file deleted after the process was seen, the process gone: still
+    /// read, through the descriptor held since.
+    #[test]
+    fn reads_a_deleted_file_of_an_exited_process() {
+        let dir = std::env::temp_dir().join(format!("rtscope-procmaps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let Some(sleep) = ["/usr/bin/sleep", "/bin/sleep"].into_iter().map(Path::new).find(|p| p.exists()) else {
+            eprintln!("skipped: no sleep binary");
+            return;
+        };
+        let copy = dir.join("sleepy");
+        std::fs::copy(sleep, &copy).unwrap();
+        let mut child = std::process::Command::new(&copy).arg("30").spawn().expect("the copy runs");
+        let pid = child.id() as i32;
+        let mut m = ProcMaps::default();
+        let mut exe = None;
+        for _ in 0..200 {
+            // Once exec has mapped the copy.
+            m.read(pid);
+            exe = (0..m.files.len()).find(|&i| m.file(i).name == "sleepy");
+            if exe.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let exe = exe.expect("the copy is mapped");
+        std::fs::remove_file(&copy).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let path = m.file(exe).read_path().expect("held open");
+        assert!(path.starts_with("/proc/self/fd/"), "{path:?}");
+        if blazesym::helper::read_elf_build_id(&sleep).ok().flatten().is_some() {
+            assert!(m.build_id(exe).is_some(), "its build ID read through the descriptor");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -19,8 +19,8 @@ use crate::sys::perf::Sampler;
 use rtscope_model::episode::{Stages, TraceCpu};
 use rtscope_model::hist::{Tally, quantile};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::collections::VecDeque;
-use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
@@ -92,14 +92,15 @@ pub struct Lane {
     stack_lost: u64,
     /// `--sample-hz`: the profiler on this CPU.
     sampler: Option<Sampler>,
-    /// The processes whose user code this pass's wake-up stacks show, for
-    /// the symbols thread to read their mappings while they live. Not the
+    /// The processes whose user code this pass's wake-up stacks show, each
+    /// with its first user address, for the symbols thread to read their
+    /// mappings while they live (again after an `exec`). Not the
     /// profiler's: it samples every process on the CPU, and reading a
     /// process's maps costs kernel time on the CPUs measured (tens of us
     /// for a large one, not preemptible on a kernel without full
     /// preemption); a wake-up's interrupted process is the one an episode
     /// names.
-    seen: Vec<i32>,
+    seen: Vec<(i32, u64)>,
 }
 
 impl Lane {
@@ -162,8 +163,10 @@ impl Lane {
             self.buffer.bytes += bytes;
             self.stack_lost += lost;
             for w in got {
-                if !w.user.is_empty() && self.seen.last() != Some(&w.tgid) {
-                    self.seen.push(w.tgid);
+                if let Some(&first) = w.user.first()
+                    && self.seen.last().is_none_or(|&(pid, _)| pid != w.tgid)
+                {
+                    self.seen.push((w.tgid, first));
                 }
                 self.trace.push_stack(w);
             }
@@ -241,8 +244,6 @@ pub struct Reader {
     /// To the symbols thread, which names the kept episodes' code and
     /// forwards them to the writer, or to the writer itself.
     pub episodes: Sink,
-    /// The processes already handed to the symbols thread to read.
-    pub told: HashSet<i32>,
 }
 
 /// What the reader reports at the end.
@@ -362,16 +363,12 @@ impl Reader {
                 lane.drain_code(&self.layout, page, true);
             }
         }
-        // Processes seen for the first time, before their episodes: a
-        // short-lived one may be gone when those are named. The symbols
-        // thread keeps the latest 8192; so does this.
-        if self.told.len() > 8192 {
-            self.told.clear();
-        }
-        let new: Vec<i32> =
-            self.lanes.iter_mut().flat_map(|l| l.seen.drain(..)).filter(|&p| p > 0 && self.told.insert(p)).collect();
-        if !new.is_empty() {
-            self.episodes.send(SymMsg::Seen(new));
+        // The processes the wake-ups interrupted, before their episodes: a
+        // short-lived one may be gone when those are named.
+        let seen: Vec<(i32, u64)> =
+            self.lanes.iter_mut().flat_map(|l| l.seen.drain(..)).filter(|&(p, _)| p > 0).collect();
+        if !seen.is_empty() {
+            self.episodes.send(SymMsg::Seen(seen));
         }
         let names = Names { decoder: &self.decoder, policy };
         for (lane, base) in self.lanes.iter_mut().zip(base) {

@@ -58,9 +58,7 @@ fn landing(s: &CodeStack) -> Option<Landing<'_>> {
             .as_deref()
             .is_some_and(|n| IRQS_ON.contains(&n.split('.').next().unwrap_or(n)))
             .then(|| Landing::IrqsOn(f, below.get(1))),
-        // The interrupt's own frames prove the unwind ran: nothing below
-        // them is user space.
-        None if !s.kernel.is_empty() && !s.is_sample() => s.user.first().map(Landing::User),
+        None if s.interrupted_user() => s.user.first().map(Landing::User),
         None => None,
     }
 }
@@ -130,7 +128,10 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
             "hypervisor",
             format!("no cycles sample in the stretch ({:.1} expected): the guest did not run{steal}", gap.expected),
         )
-    } else if let Some((Landing::IrqsOn(f, caller), comm)) = &landed {
+    } else if let Some((Landing::IrqsOn(f, caller), comm)) = &landed
+        // NMI samples in the stretch, none with interrupts off, say otherwise.
+        && !(gap.irqs_off == Some(0) && gap.samples > 0)
+    {
         (
             "interrupts off",
             format!(
@@ -145,9 +146,9 @@ pub fn remainder(gap: &Gap, stack: Option<&CodeStack>, source_hw: bool) -> Remai
             "hypervisor or SMI",
             format!(
                 "the timer interrupt came in user code of {comm} ({}), where interrupts are always on: this CPU's \
-                 kernel was not holding it off (unless on its short way back to user space), so the time was \
-                 taken outside it: on a VM the host (its other work, or handling this vCPU's exit), on bare metal \
-                 an SMI{steal}",
+                 kernel was not holding it off (unless on its short way back to user space, or in NMI handlers), \
+                 so the time was taken outside it: on a VM the host (its other work, or handling this vCPU's \
+                 exit), on bare metal an SMI{steal}",
                 f.name()
             ),
         )
@@ -266,12 +267,19 @@ mod tests {
         let r = remainder(&short, Some(&elsewhere), false);
         assert_eq!(r.verdict, "unknown", "{r:?}");
         assert!(r.why.contains("the interrupt came in lock_vma_under_rcu (apt-cache)"), "{r:?}");
-        // No kernel stack recorded: nothing proves where it came.
+        // No kernel stack recorded, or its frames unnamed: nothing proves
+        // where it came.
         let bare = CodeStack { kernel: Vec::new(), ..user.clone() };
         assert_eq!(remainder(&short, Some(&bare), false).verdict, "unknown");
-        // A profiler's sample is no wake-up's stack.
-        let sample = CodeStack { taken: CodeStack::SAMPLE.into(), kernel: Vec::new(), ..user.clone() };
+        let unnamed = CodeStack { kernel: vec![Frame { function: None, ..frame("") }; 4], ..user.clone() };
+        assert_eq!(remainder(&short, Some(&unnamed), false).verdict, "unknown");
+        // A profiler's sample (its kernel chain has no interrupt frames) is
+        // no wake-up's stack.
+        let sample = CodeStack { taken: CodeStack::SAMPLE.into(), ..user.clone() };
         assert_eq!(remainder(&short, Some(&sample), false).verdict, "unknown");
+        // NMI samples in the stretch with interrupts on outweigh the lock.
+        let nmi_on = Gap { irqs_off: Some(0), samples: 1, ..short.clone() };
+        assert_ne!(remainder(&nmi_on, Some(&unlock), true).verdict, "interrupts off");
         // Idle and NMI evidence first.
         let idle = Gap { idle: true, ..short.clone() };
         assert_eq!(remainder(&idle, Some(&user), false).verdict, "idle exit");

@@ -103,6 +103,15 @@ impl CodeStack {
         let last = first + self.kernel[first..].iter().take_while(|f| entry(f)).count() - 1;
         &self.kernel[last + 1..]
     }
+
+    /// Of a wake-up's stacks: whether the interrupt came in user space (its
+    /// entry frames found, no kernel frame below them). False where they
+    /// were not found (kernel frames unnamed, an unwind cut short): then
+    /// nothing says where it came.
+    pub fn interrupted_user(&self) -> bool {
+        let entry = |f: &Frame| f.function.as_deref().is_some_and(is_interrupt_entry);
+        !self.is_sample() && self.kernel.last().is_some_and(entry)
+    }
 }
 
 /// Whether `function` is an interrupt's entry from the vector: x86's
