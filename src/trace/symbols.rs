@@ -865,6 +865,34 @@ mod tests {
         assert!(unseen.all_notes().iter().any(|n| n.contains("had exited")), "{:?}", unseen.all_notes());
     }
 
+    /// Debian's detached debug files (libc6-dbg, the -dbgsym packages)
+    /// compress their DWARF with zlib: the C library's malloc is named with
+    /// its source file from them. Without the package installed, skipped.
+    #[test]
+    fn reads_a_compressed_debug_file() {
+        let here = libc::malloc as *const () as u64;
+        let pid = std::process::id() as i32;
+        let mut s = Symbols::with_cache(None);
+        assert!(s.maps.seen(pid));
+        let Some(Located::File(file, _)) = s.maps.locate(pid, here) else { panic!("malloc is mapped") };
+        let debug = s.maps.build_id(file).map(|b| {
+            let id: String = b.iter().map(|x| format!("{x:02x}")).collect();
+            format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..])
+        });
+        let Some(debug) = debug.filter(|d| std::path::Path::new(d).exists()) else {
+            // CI installs it (.ci/run): missing there is a failure.
+            let ci = std::env::var("CI").is_ok_and(|v| !["", "0", "false"].contains(&v.as_str()));
+            let why = format!("no detached debug file for {} (apt-get install libc6-dbg)", s.maps.file(file).name);
+            assert!(!ci, "{why}, which CI installs");
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "skipped: reads_a_compressed_debug_file: {why}");
+            return;
+        };
+        let f = &s.user(pid, &[here])[0];
+        assert!(f.function.as_deref().is_some_and(|n| n.contains("malloc")), "{f:?}");
+        assert_eq!(f.file.as_deref(), Some("malloc.c"), "the line table read from {debug}: {f:?}");
+    }
+
     #[test]
     fn names_kernel_addresses_or_says_why_not() {
         let mut s = Symbols::with_cache(None);
