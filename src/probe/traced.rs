@@ -94,7 +94,14 @@ pub(super) fn start_trace<'scope>(
         ) {
             Ok(t) => {
                 // A vmlinux with DWARF can take seconds; past that, go on.
-                let _ = ready_rx.recv_timeout(std::time::Duration::from_secs(10));
+                let waited = ready_rx.recv_timeout(std::time::Duration::from_secs(10));
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = waited {
+                    out.notes.push(
+                        "--trace: the symbols thread took over 10 s to read the kernel's symbols: the probe started \
+                         while it went on"
+                            .into(),
+                    );
+                }
                 threads.symbols = Some(t);
             }
             Err(e) => {

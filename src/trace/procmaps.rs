@@ -27,8 +27,10 @@ const MAX_PROCS: usize = 8192;
 /// and only while the process has under half its descriptors open.
 const MAX_OPEN: usize = 256;
 /// A live process is read again for an address its mappings miss, met
-/// while naming, at most this often.
+/// while naming, at most this often; for one a wake-up showed, at most
+/// every `RESEEN` (code mapped and unmapped by a JIT).
 const REREAD: Duration = Duration::from_secs(1);
+const RESEEN: Duration = Duration::from_millis(100);
 
 /// One executable mapping: `[start, end)` of the address space shows
 /// `file` from `offset` on; no file for the vDSO or a JIT's code.
@@ -141,7 +143,8 @@ impl ProcMaps {
     /// (its user code seen at a wake-up: an address they miss is an `exec`
     /// since, a library loaded since, or a pid reused).
     pub fn seen_at(&mut self, pid: i32, addr: u64) {
-        if self.locate(pid, addr).is_none() {
+        let recent = self.procs.get(&pid).is_some_and(|p| p.read.elapsed() < RESEEN);
+        if self.locate(pid, addr).is_none() && !recent {
             self.read(pid);
         }
     }
@@ -232,8 +235,8 @@ impl ProcMaps {
     pub fn build_id(&mut self, i: usize) -> Option<&[u8]> {
         let f = &mut self.files[i];
         if f.build.is_none() {
-            let path = f.read_path()?;
-            f.build = Some(blazesym::helper::read_elf_build_id(&path).ok().flatten().map(|b| b.to_vec()));
+            let id = f.read_path().and_then(|p| blazesym::helper::read_elf_build_id(&p).ok().flatten());
+            f.build = Some(id.map(|b| b.to_vec()));
         }
         f.build.as_ref().and_then(|b| b.as_deref()).filter(|b| !b.is_empty())
     }
@@ -325,15 +328,34 @@ mod tests {
     /// read, through the descriptor held since.
     #[test]
     fn reads_a_deleted_file_of_an_exited_process() {
-        let dir = std::env::temp_dir().join(format!("rtscope-procmaps-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let Some(sleep) = ["/usr/bin/sleep", "/bin/sleep"].into_iter().map(Path::new).find(|p| p.exists()) else {
-            eprintln!("skipped: no sleep binary");
-            return;
-        };
-        let copy = dir.join("sleepy");
+        let sleep = ["/usr/bin/sleep", "/bin/sleep"].into_iter().map(Path::new).find(|p| p.exists());
+        let sleep = sleep.expect("coreutils' sleep");
+        // Beside the test binary (its directory allows exec, /tmp may not);
+        // removed however the test ends.
+        struct Gone(PathBuf);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let exe = std::env::current_exe().unwrap();
+        let dir = Gone(exe.parent().unwrap().join(format!("rtscope-procmaps-{}", std::process::id())));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let copy = dir.0.join("sleepy");
         std::fs::copy(sleep, &copy).unwrap();
-        let mut child = std::process::Command::new(&copy).arg("30").spawn().expect("the copy runs");
+        // A fork elsewhere in the test binary can hold the copy's write
+        // descriptor a moment (ETXTBSY): try again.
+        let mut spawned = std::process::Command::new(&copy).arg("30").spawn();
+        for _ in 0..50 {
+            match &spawned {
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    spawned = std::process::Command::new(&copy).arg("30").spawn();
+                }
+                _ => break,
+            }
+        }
+        let mut child = spawned.expect("the copy runs");
         let pid = child.id() as i32;
         let mut m = ProcMaps::default();
         let mut exe = None;
@@ -355,6 +377,5 @@ mod tests {
         if blazesym::helper::read_elf_build_id(&sleep).ok().flatten().is_some() {
             assert!(m.build_id(exe).is_some(), "its build ID read through the descriptor");
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -134,7 +134,8 @@ struct Name {
 
 pub struct Symbols {
     sym: Symbolizer,
-    /// The mappings of the processes met, read when first seen.
+    /// The mappings of the processes met, read when first seen (again
+    /// after an `exec`).
     maps: ProcMaps,
     /// Names of user code kept across runs, per build.
     disk: Option<SymCache>,
@@ -448,8 +449,8 @@ impl Symbols {
                 }
                 None => {
                     notes.push(format!(
-                        "some user frames in {module} are not named: the file was replaced or deleted before rtscope \
-                         could hold it open, or lies in another mount namespace"
+                        "some user frames in {module} are not named: the file was replaced or deleted, or lies in \
+                         another mount namespace, and rtscope could not hold it open (or held 256 files already)"
                     ));
                     Vec::new()
                 }
@@ -572,7 +573,7 @@ impl Symbols {
         if !self.gone.is_empty() {
             n.push(format!(
                 "the user frames of {} processes were not named: they had exited before rtscope read their maps \
-                 (processes that lived less than the trace reader's 10 ms pass, or whose maps could not be read)",
+                 (short-lived processes, or whose maps could not be read)",
                 self.gone.len()
             ));
         }
@@ -622,10 +623,7 @@ impl Symbols {
                     w.tgid
                 )
             } else {
-                format!(
-                    "the user frames of {comm} (pid {}) could not be named: its files have no symbols for them",
-                    w.tgid
-                )
+                format!("the user frames of {comm} (pid {}) could not be named (the run's notes say why)", w.tgid)
             });
         }
         CodeStack {
@@ -769,6 +767,17 @@ pub fn run(mut s: Symbols, rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: boo
 mod tests {
     use super::*;
 
+    /// Says `why` a test is skipped (on stderr itself, past the harness's
+    /// capture); under CI, where what it needs is installed, fails instead.
+    /// The same rule as tests/common's `has`, which this crate cannot use.
+    fn skip_unless_ci(why: &str) {
+        let ci = std::env::var("CI").is_ok_and(|v| !["", "0", "false"].contains(&v.as_str()));
+        let test = std::thread::current().name().unwrap_or("a test").to_string();
+        assert!(!ci, "{test} needs what CI has: {why}");
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+    }
+
     #[inline(never)]
     fn a_named_function() -> u64 {
         std::hint::black_box(42)
@@ -849,7 +858,7 @@ mod tests {
         let Some(addr) = addr else {
             child.kill().unwrap();
             child.wait().unwrap();
-            eprintln!("skipped: sleep does not map this test's C library (static, or another libc)");
+            skip_unless_ci("sleep does not map this test's C library (static, or another libc)");
             return;
         };
         seen.maps.seen_at(pid, addr);
@@ -880,12 +889,11 @@ mod tests {
             format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..])
         });
         let Some(debug) = debug.filter(|d| std::path::Path::new(d).exists()) else {
-            // CI installs it (.ci/run): missing there is a failure.
-            let ci = std::env::var("CI").is_ok_and(|v| !["", "0", "false"].contains(&v.as_str()));
-            let why = format!("no detached debug file for {} (apt-get install libc6-dbg)", s.maps.file(file).name);
-            assert!(!ci, "{why}, which CI installs");
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "skipped: reads_a_compressed_debug_file: {why}");
+            // CI installs it (.ci/run).
+            skip_unless_ci(&format!(
+                "no detached debug file for {} (apt-get install libc6-dbg)",
+                s.maps.file(file).name
+            ));
             return;
         };
         let f = &s.user(pid, &[here])[0];

@@ -110,7 +110,7 @@ impl CodeStack {
     /// nothing says where it came.
     pub fn interrupted_user(&self) -> bool {
         let entry = |f: &Frame| f.function.as_deref().is_some_and(is_interrupt_entry);
-        !self.is_sample() && self.kernel.last().is_some_and(entry)
+        !self.is_sample() && self.kernel.iter().any(entry) && self.interrupted_kernel().is_empty()
     }
 }
 

@@ -72,6 +72,15 @@ fn the_interrupted_kernel_code_lies_below_the_entry_frames() {
     // A profiler sample's chain starts at the interrupted code.
     let sample = CodeStack { taken: "profiler sample".into(), ..stack(&["dup_mmap", "copy_process"]) };
     assert_eq!(names(&sample), ["dup_mmap", "copy_process"]);
+    // User space: the entry frames found, nothing below them; not where
+    // the interrupt came in a page fault taken from user space (the
+    // fault's entry is last), nor where no entry frame is named.
+    assert!(stack(&["hrtimer_interrupt", "asm_sysvec_apic_timer_interrupt"]).interrupted_user());
+    let in_fault = stack(&["hrtimer_interrupt", "asm_sysvec_apic_timer_interrupt", "lock_vma", "asm_exc_page_fault"]);
+    assert!(!in_fault.interrupted_user());
+    assert!(!stack(&["hrtimer_interrupt", "dup_mmap"]).interrupted_user());
+    assert!(!stack(&[]).interrupted_user());
+    assert!(!CodeStack { taken: "profiler sample".into(), ..stack(&["asm_exc_page_fault"]) }.interrupted_user());
 }
 
 fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
