@@ -132,8 +132,11 @@ pub struct Sampler {
     ring_len: usize,
     page: usize,
     pub source: Source,
-    /// The sampling period (ns, cpu-clock) or frequency (Hz, cycles).
+    /// The rate asked for (Hz).
     pub hz: u64,
+    /// The time between samples: cpu-clock's period (see
+    /// [`clock_period_ns`]), or the mean at `hz` for cycles.
+    pub period_ns: u64,
     regs_intr: bool,
     /// Why cpu-clock samples and not cycles, when so: the kernel's answer
     /// to the cycles event, in words.
@@ -169,6 +172,21 @@ pub fn open(attr: &Attr, cpu: usize) -> std::io::Result<OwnedFd> {
     }
     // SAFETY: a new descriptor the kernel just gave us.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// cpu-clock's period at about `hz`: a prime number of nanoseconds some
+/// 0.4 % under 1/`hz`. A timer period is fixed, so one that divides a
+/// probe's (2 kHz against a 1 ms probe) keeps the same phase to it for the
+/// whole run: the sampling interrupt lands on every wake-up of the probe,
+/// adding its cost to each, or on none. This one sweeps across a round
+/// period's phases within a few hundred of its periods.
+pub fn clock_period_ns(hz: u64) -> u64 {
+    let is_prime = |n: u64| n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| !n.is_multiple_of(d));
+    let mut p = 1_000_000_000 / hz.max(1) * 996 / 1000;
+    while p > 2 && !is_prime(p) {
+        p -= 1;
+    }
+    p.max(1)
 }
 
 impl Sampler {
@@ -210,7 +228,7 @@ impl Sampler {
                 let sw = Attr {
                     kind: PERF_TYPE_SOFTWARE,
                     config: PERF_COUNT_SW_CPU_CLOCK,
-                    sample_period_or_freq: 1_000_000_000 / hz,
+                    sample_period_or_freq: clock_period_ns(hz),
                     ..base
                 };
                 let fd = open(&sw, cpu).map_err(|e| {
@@ -252,6 +270,7 @@ impl Sampler {
             page,
             source,
             hz,
+            period_ns: if source == Source::CpuClock { clock_period_ns(hz) } else { 1_000_000_000 / hz },
             regs_intr,
             software_because,
             lost: 0,
@@ -401,6 +420,24 @@ pub fn parse_sample(b: &[u8], regs_intr: bool) -> Option<PerfSample> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// cpu-clock's period is prime, just under 1/hz, and sweeps across
+    /// the phases of round probe periods: no bin of a twentieth of the
+    /// probe's period is missed within 2,000 samples.
+    #[test]
+    fn the_clock_period_does_not_lock_to_a_probes() {
+        for hz in [100, 997, 1000, 2000, 4000, 10_000] {
+            let p = clock_period_ns(hz);
+            let nominal = 1_000_000_000 / hz;
+            assert!(p < nominal && p * 1000 >= nominal * 995, "{hz} Hz: {p}");
+            assert!((2..).take_while(|d| d * d <= p).all(|d| !p.is_multiple_of(d)), "{p} is prime");
+            for interval in [100_000u64, 250_000, 500_000, 1_000_000, 2_000_000, 10_000_000] {
+                let bins: std::collections::BTreeSet<u64> =
+                    (0..2000u64).map(|n| (n * p) % interval * 20 / interval).collect();
+                assert_eq!(bins.len(), 20, "{hz} Hz ({p} ns) against {interval} ns: phases {bins:?}");
+            }
+        }
+    }
 
     fn record(ip: u64, chain: &[u64], regs: Option<u64>) -> Vec<u8> {
         let mut b = Vec::new();

@@ -132,7 +132,7 @@ impl Lane {
     /// Adds this CPU's profiler (`--sample-hz`); its period in ns.
     pub fn with_sampler(mut self, sampler: Sampler) -> Lane {
         // cpu-clock samples every period; cycles at that mean frequency.
-        self.trace.period_ns = 1_000_000_000 / sampler.hz.max(1);
+        self.trace.period_ns = sampler.period_ns.max(1);
         self.sampler = Some(sampler);
         self
     }
