@@ -1,0 +1,191 @@
+//! Tests of `symbols`.
+
+use super::*;
+
+/// Says `why` a test is skipped (on stderr itself, past the harness's
+/// capture); under CI, where what it needs is installed, fails instead.
+/// The same rule as tests/common's `has`, which this crate cannot use.
+fn skip_unless_ci(why: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| !["", "0", "false"].contains(&v.as_str()));
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    assert!(!ci, "{test} needs what CI has: {why}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "skipped: {test}: {why}");
+}
+
+#[inline(never)]
+fn a_named_function() -> u64 {
+    std::hint::black_box(42)
+}
+
+/// Root or not: this process's own function is named from its ELF
+/// symbols, with its file.
+#[test]
+fn names_a_function_of_this_process() {
+    let mut s = Symbols::with_cache(None);
+    let f = a_named_function as *const () as u64;
+    let frames = s.user(std::process::id() as i32, &[f + 1]);
+    let name = frames[0].function.as_deref().unwrap_or_default();
+    assert!(name.contains("a_named_function"), "{frames:?}");
+    assert!(frames[0].module.as_deref().is_some_and(|m| !m.is_empty()), "{frames:?}");
+    assert_eq!(frames[0].offset, Some(1));
+    // A frame-pointer walk that read data (here ASCII) ends there.
+    let walked = s.user(std::process::id() as i32, &[f + 1, 0x3631_3637_3038_3935, f + 2]);
+    assert_eq!(walked.len(), 1, "{walked:?}");
+}
+
+/// The kernel's own functions are named where kallsyms shows addresses.
+#[test]
+fn a_name_found_once_is_kept_for_the_next_run_of_the_build() {
+    let dir = std::env::temp_dir().join(format!("rtscope-symbols-kept-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let f = a_named_function as *const () as u64;
+    let pid = std::process::id() as i32;
+    let mut first = Symbols::with_cache(Some(SymCache::at(&dir)));
+    let named = first.user(pid, &[f + 1]);
+    let disk = first.disk.as_ref().unwrap();
+    let exe = std::fs::read_link("/proc/self/exe").unwrap();
+    if blazesym::helper::read_elf_build_id(&exe).ok().flatten().is_none() {
+        // A test binary linked without a build ID has nothing to key on.
+        assert!(disk.added == 0 && std::fs::read_dir(&dir).is_err(), "nothing kept, nothing written");
+        eprintln!("skipped: {} has no build ID", exe.display());
+        return;
+    }
+    assert_eq!(disk.added, 1);
+    assert_eq!((disk.hits, disk.broken.as_deref()), (0, None));
+    let mut second = Symbols::with_cache(Some(SymCache::at(&dir)));
+    let again = second.user(pid, &[f + 1]);
+    assert_eq!(second.disk.as_ref().unwrap().hits, 1, "found in the cache");
+    assert_eq!(named[0].function, again[0].function);
+    assert!(again[0].function.as_deref().is_some_and(|n| n.contains("a_named_function")), "{again:?}");
+    assert_eq!(
+        (named[0].module.clone(), named[0].offset, named[0].line),
+        (again[0].module.clone(), again[0].offset, again[0].line)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A process that has exited is named from the mappings read when it
+/// was seen (the reader's first sight of it), not when its episode is
+/// named; one never seen is counted gone and said so.
+#[test]
+fn names_a_process_that_exited_after_it_was_seen() {
+    // The C library's clock_nanosleep, in this process and in a child
+    // `sleep` (the same file, at another address).
+    let here = libc::clock_nanosleep as *const () as u64;
+    let own = std::process::id() as i32;
+    let mut maps = ProcMaps::default();
+    assert!(maps.seen(own));
+    let Some(Located::File(libc_file, off)) = maps.locate(own, here) else { panic!("the C library is mapped") };
+    let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep runs");
+    let pid = child.id() as i32;
+    let mut seen = Symbols::with_cache(None);
+    let mut addr = None;
+    for _ in 0..200 {
+        // Once the dynamic loader has mapped the C library.
+        maps.refresh(pid);
+        addr = maps.address_of(pid, libc_file, off);
+        if addr.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let Some(addr) = addr else {
+        child.kill().unwrap();
+        child.wait().unwrap();
+        skip_unless_ci("sleep does not map this test's C library (static, or another libc)");
+        return;
+    };
+    seen.maps.seen_at(pid, addr);
+    let mut unseen = Symbols::with_cache(None);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "reaped");
+    let frames = seen.user(pid, &[addr]);
+    assert!(frames[0].function.as_deref().is_some_and(|n| n.contains("clock_nanosleep")), "{frames:?}");
+    assert!(frames[0].module.as_deref().is_some_and(|m| m.starts_with("libc")), "{frames:?}");
+    let lost = unseen.user(pid, &[addr]);
+    assert_eq!(lost[0].function, None, "{lost:?}");
+    assert!(unseen.all_notes().iter().any(|n| n.contains("had exited")), "{:?}", unseen.all_notes());
+}
+
+/// Debian's detached debug files (libc6-dbg, the -dbgsym packages)
+/// compress their DWARF with zlib: the C library's malloc is named with
+/// its source file from them. Without the package installed, skipped.
+#[test]
+fn reads_a_compressed_debug_file() {
+    let here = libc::malloc as *const () as u64;
+    let pid = std::process::id() as i32;
+    let mut s = Symbols::with_cache(None);
+    assert!(s.maps.seen(pid));
+    let Some(Located::File(file, _)) = s.maps.locate(pid, here) else { panic!("malloc is mapped") };
+    let debug = s.maps.build_id(file).map(|b| {
+        let id: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        format!("/usr/lib/debug/.build-id/{}/{}.debug", &id[..2], &id[2..])
+    });
+    let Some(debug) = debug.filter(|d| std::path::Path::new(d).exists()) else {
+        // CI installs it (.ci/run).
+        skip_unless_ci(&format!("no detached debug file for {} (apt-get install libc6-dbg)", s.maps.file(file).name));
+        return;
+    };
+    let f = &s.user(pid, &[here])[0];
+    assert!(f.function.as_deref().is_some_and(|n| n.contains("malloc")), "{f:?}");
+    assert_eq!(f.file.as_deref(), Some("malloc.c"), "the line table read from {debug}: {f:?}");
+}
+
+#[test]
+fn names_kernel_addresses_or_says_why_not() {
+    let mut s = Symbols::with_cache(None);
+    let Some(line) = std::fs::read_to_string("/proc/kallsyms")
+        .ok()
+        .and_then(|t| t.lines().find(|l| l.ends_with(" schedule") || l.ends_with(" do_idle")).map(str::to_string))
+    else {
+        return;
+    };
+    let addr = u64::from_str_radix(line.split_whitespace().next().unwrap(), 16).unwrap();
+    let f = &s.kernel(&[addr + 4])[0];
+    if addr == 0 {
+        assert!(s.notes.iter().any(|n| n.contains("kptr_restrict")), "{:?}", s.notes);
+    } else {
+        let want = line.split_whitespace().nth(2).unwrap();
+        assert_eq!(f.function.as_deref(), Some(want), "{f:?}");
+        assert_eq!(f.module.as_deref(), Some("kernel"));
+    }
+}
+
+#[test]
+fn kallsyms_says_hidden_from_text_symbols_and_knows_modules() {
+    // Kernels before 6.15 list per-CPU symbols at zero first: not hidden.
+    let text = "0000000000000000 A fixed_percpu_data\n\
+                0000000000000000 A __per_cpu_start\n\
+                ffffffff81000000 T _stext\n\
+                ffffffff81000100 t do_one_initcall\n\
+                ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]\n\
+                ffffffffc0a02000 t e1000_clean\t[e1000e]\n\
+                ffffffffc0a01000 T e1000_xmit_frame\t[e1000e]\n\
+                ffffffffc0b00010 t nf_hook_slow\t[nf_tables]\n";
+    let k = Kallsyms::parse(text, "0");
+    assert!(k.hidden.is_none(), "{:?}", k.hidden);
+    assert_eq!(k.module_of(0xffff_ffff_c0a0_2000), Some("e1000e"));
+    assert_eq!(k.module_of(0xffff_ffff_c0a0_1000), Some("e1000e"));
+    assert_eq!(k.module_of(0xffff_ffff_c0b0_0010), Some("nf_tables"));
+    assert_eq!(k.module_of(0xffff_ffff_8100_0100), None, "the kernel's own");
+    assert_eq!(k.module_of(0xffff_ffff_c020_1000), None, "a builtin trampoline is the kernel's");
+    // kptr_restrict: every address reads as zero.
+    let k = Kallsyms::parse("0000000000000000 A fixed_percpu_data\n0000000000000000 T _stext\n", "2");
+    assert!(k.hidden.as_deref().is_some_and(|h| h.contains("kptr_restrict = 2")), "{:?}", k.hidden);
+}
+
+#[test]
+fn folds_root_first_and_ranks_over_representation() {
+    let f = |n: &str| Frame { function: Some(n.into()), ..Default::default() };
+    assert_eq!(fold(&[f("burst"), f("main")], &[f("irq"), f("entry")]), "main;burst;entry [k];irq [k]");
+    let mut by: BTreeMap<(String, String), [u64; 2]> = BTreeMap::new();
+    by.insert(("dup_mmap".into(), "kernel".into()), [30, 1]);
+    by.insert(("idle".into(), "kernel".into()), [10, 900]);
+    by.insert(("rare".into(), "kernel".into()), [2, 0]);
+    let rows = rank_over(by);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].function, "dup_mmap");
+    assert!(rows[0].ratio > 100.0);
+}
