@@ -216,13 +216,23 @@ fn judge_causes(what: &str, episodes: &[&serde_json::Value], bursts: &[truth::Bu
             }
         } else if !bursts.iter().any(|x| x.near(a, b, NEAR)) {
             if spinner > 0 {
-                named_outside.push(e["verdict"].as_str().unwrap());
+                // The spinner's own code between its bursts (its log line,
+                // its next sleep) held past NEAR by a stall of the host's:
+                // unaccounted time in the episode says so.
+                let stalled = causes.iter().any(|c| c["kind"] == "unaccounted" && ns(c) >= 10_000);
+                named_outside.push((e["verdict"].as_str().unwrap(), stalled));
             }
             host += u64::from(b - a > NEAR);
         }
     }
+    let (stalled, named_outside): (Vec<_>, Vec<_>) = named_outside.into_iter().partition(|x| x.1);
     assert!(named_outside.is_empty(), "{what}: episodes far from any burst name the spinner: {named_outside:#?}");
-    let q = truth::rate_upper(host, total.saturating_sub(met.len() as u64), 0.002);
+    let unmet = total.saturating_sub(met.len() as u64);
+    let q = truth::rate_upper(host, unmet, 0.002);
+    // Seen once in a run beside a CPU hog: 75 us unaccounted while the
+    // spinner ran its own code between bursts.
+    let why = format!("{what}: episodes far from any burst name the spinner, with a host stall in them");
+    truth::allow_unheld(&why, &stalled, unmet, q);
     // A burst whose spinner got its CPU time (by its own clock) while the
     // trace shows another thread on that CPU for most of the window: as
     // often as the host's own stalls hit a sample (truth::allow_unheld),
