@@ -195,6 +195,7 @@ impl Sampler {
     /// power of two.
     pub fn open(cpu: usize, hz: u64, ring_pages: usize) -> Result<Sampler, String> {
         let hz = hz.clamp(1, 100_000);
+        let clock_period = clock_period_ns(hz);
         let base = Attr {
             size: std::mem::size_of::<Attr>() as u32,
             sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CALLCHAIN,
@@ -228,7 +229,7 @@ impl Sampler {
                 let sw = Attr {
                     kind: PERF_TYPE_SOFTWARE,
                     config: PERF_COUNT_SW_CPU_CLOCK,
-                    sample_period_or_freq: clock_period_ns(hz),
+                    sample_period_or_freq: clock_period,
                     ..base
                 };
                 let fd = open(&sw, cpu).map_err(|e| {
@@ -270,7 +271,7 @@ impl Sampler {
             page,
             source,
             hz,
-            period_ns: if source == Source::CpuClock { clock_period_ns(hz) } else { 1_000_000_000 / hz },
+            period_ns: if source == Source::CpuClock { clock_period } else { 1_000_000_000 / hz },
             regs_intr,
             software_because,
             lost: 0,

@@ -244,11 +244,15 @@ impl ProcMaps {
 
 /// Whether this process has under half of its open-files limit open: the
 /// files held never starve the trace buffers and the store of descriptors.
+/// The limit is read once: rtscope never changes it.
 fn fd_room() -> bool {
-    let limit = std::fs::read_to_string("/proc/self/limits").ok().and_then(|t| {
-        t.lines()
-            .find(|l| l.starts_with("Max open files"))
-            .and_then(|l| l.split_whitespace().nth(3)?.parse::<usize>().ok())
+    static LIMIT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let limit = *LIMIT.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/limits").ok().and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse::<usize>().ok())
+        })
     });
     let open = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).ok();
     matches!((limit, open), (Some(l), Some(o)) if o < l / 2)
