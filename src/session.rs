@@ -112,9 +112,12 @@ impl Session {
     /// The policy and priority a cell can have; the warning, when refused,
     /// names what was `asked` for and what measuring without it `loses`.
     fn effective_or(&mut self, policy: Policy, priority: u8, asked: &str, loses: &str) -> (Policy, u8) {
-        if !policy.is_rt() || sched::can_use_rt(priority) {
+        if !policy.is_rt() {
             return (policy, priority);
         }
+        let Some(fix) = sched::rt_refused(priority) else {
+            return (policy, priority);
+        };
         if !self.rt_refused {
             self.rt_refused = true;
             self.representative = false;
@@ -126,7 +129,7 @@ impl Session {
                         "cannot use SCHED_{} {asked}: measuring at SCHED_OTHER{loses}; the run is NOT representative",
                         format!("{policy:?}").to_uppercase()
                     ),
-                    fix: PRIVILEGES_FIX.into(),
+                    fix,
                 },
             );
         }

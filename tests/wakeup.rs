@@ -328,6 +328,53 @@ fn without_privileges_the_run_is_flagged_not_representative() {
     assert!(v["results"][0]["count"].as_u64().unwrap() > 100, "{v}");
 }
 
+/// Root is not always enough: where the kernel schedules real-time threads
+/// per cgroup (CONFIG_RT_GROUP_SCHED), a cgroup without a budget refuses
+/// SCHED_FIFO to root too (a container, a systemd service). The warning,
+/// and disturb's error, name that cgroup and its fix, not root and setcap.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn as_root_in_a_cgroup_without_realtime_time_the_fix_names_the_cgroup() {
+    let fx = Fixture::root();
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let Some(mount) = rtscope_model::inventory::v1_cpu_mount(&mounts) else {
+        return skipped(
+            "needs the cpu controller in a cgroup v1 hierarchy: under cgroup v2 a test would have to \
+             enable the cpu controller for the whole machine to make such a cgroup",
+        );
+    };
+    struct Cgroup(std::path::PathBuf);
+    impl Drop for Cgroup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let name = format!("rtscope-test-{}", std::process::id());
+    let cg = Cgroup(std::path::Path::new(mount).join(&name));
+    std::fs::create_dir(&cg.0).unwrap();
+    let Ok(budget) = std::fs::read_to_string(cg.0.join("cpu.rt_runtime_us")) else {
+        return skipped("this kernel does not schedule real-time threads per cgroup (no cpu.rt_runtime_us)");
+    };
+    assert_eq!(budget.trim(), "0", "a new cgroup starts without real-time time");
+    let in_cgroup = |args: &[&str]| {
+        let join = format!("echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"", cg.0.display());
+        Command::new("sh").arg("-c").arg(join).arg(BIN).args(args).output().unwrap()
+    };
+    let cpu = last_cpu().to_string();
+    let o = in_cgroup(&["wakeup", "--cpus", &cpu, "--duration", "1s", "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("NOT representative"), "{err}");
+    assert!(err.contains(&format!("its cgroup /{name} ")) && err.contains("cpu.rt_runtime_us is 0"), "{err}");
+    assert!(err.contains(&format!("echo $$ > {mount}/cgroup.procs")), "{err}");
+    assert!(!err.contains("setcap"), "root has the capability already: {err}");
+    assert_eq!(show_json(&fx.db, "last")["run"]["representative"], false);
+    let o = in_cgroup(&["disturb", "--cpu", &cpu, "--duration", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("disturb needs SCHED_FIFO") && err.contains(&format!("/{name}/cpu.rt_runtime_us")), "{err}");
+}
+
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn loops_and_distance_set_each_threads_sample_count_and_period() {

@@ -22,8 +22,8 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if let Some(path) = &a.log {
         crate::cli::check_writable("--log", path)?;
     }
-    if !sched::can_use_rt(a.priority) {
-        bail!("disturb needs SCHED_FIFO: {}", rtscope_model::inventory::PRIVILEGES_FIX);
+    if let Some(fix) = sched::rt_refused(a.priority) {
+        bail!("disturb needs SCHED_FIFO: {fix}");
     }
     let _ = mem::lock_all();
     let spec = SpinSpec {

@@ -8,7 +8,6 @@ use crate::report::{self, Input};
 use crate::session::{CellOutcome, Session};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
-use rtscope_model::inventory::PRIVILEGES_FIX;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -111,9 +110,9 @@ pub fn main(cmd: &ProbeCmd, signal: &Arc<AtomicBool>) -> Result<i32> {
         }
         ProbePlan::Serve { addr, iface, cpu, hw_wanted, common } => {
             let (mut policy, mut priority) = (common.policy, common.priority);
-            if policy.is_rt() && !sched::can_use_rt(priority) {
+            if let Some(fix) = policy.is_rt().then(|| sched::rt_refused(priority)).flatten() {
                 eprintln!(
-                    "rtscope: warning: cannot use real-time priority {priority}: serving at SCHED_OTHER (fix: {PRIVILEGES_FIX})"
+                    "rtscope: warning: cannot use real-time priority {priority}: serving at SCHED_OTHER (fix: {fix})"
                 );
                 (policy, priority) = (sched::Policy::Other, 0);
             }

@@ -1,5 +1,6 @@
 //! Scheduling policy and priority of the calling thread.
 
+use rtscope_model::inventory::{CAP_SYS_NICE_BIT, RtRefusal, cap_eff_has, rt_refusal_fix, v1_rt_runtime_file};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -59,11 +60,29 @@ pub fn priority_of_self() -> std::io::Result<u8> {
     if rc == 0 { Ok(param.sched_priority.clamp(0, 99) as u8) } else { Err(std::io::Error::last_os_error()) }
 }
 
-/// Whether this process may use real-time policies (root, CAP_SYS_NICE or
-/// an RLIMIT_RTPRIO allowing `priority`). Probed by trying it on a
-/// throw-away thread.
-pub fn can_use_rt(priority: u8) -> bool {
-    std::thread::spawn(move || set_self(Policy::Fifo, priority).is_ok()).join().unwrap_or(false)
+/// None when this process may use SCHED_FIFO at `priority` (root,
+/// CAP_SYS_NICE or an RLIMIT_RTPRIO allowing it, and a cgroup that gives
+/// real-time threads time; probed on a throw-away thread); else the fix
+/// for the cause the kernel's refusal points to (no privilege, or a cgroup
+/// or system without real-time time: see `rt_refusal_fix`).
+pub fn rt_refused(priority: u8) -> Option<String> {
+    let err = match std::thread::spawn(move || set_self(Policy::Fifo, priority)).join() {
+        Ok(Ok(())) => return None,
+        Ok(Err(e)) => e,
+        Err(_) => std::io::Error::other("the probing thread panicked"),
+    };
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let (cgroup, mounts) = (read("/proc/self/cgroup"), read("/proc/self/mounts"));
+    let number = |p: &str| read(p).trim().parse().ok();
+    Some(rt_refusal_fix(&RtRefusal {
+        error: &err.to_string(),
+        eperm: err.raw_os_error() == Some(libc::EPERM),
+        cap_sys_nice: cap_eff_has(&read("/proc/self/status"), CAP_SYS_NICE_BIT),
+        global_runtime_us: number("/proc/sys/kernel/sched_rt_runtime_us"),
+        group_runtime_us: v1_rt_runtime_file(&cgroup, &mounts).and_then(|f| number(&f)),
+        cgroup: &cgroup,
+        mounts: &mounts,
+    }))
 }
 
 /// This thread's id, as the kernel's trace events and `SIGEV_THREAD_ID`

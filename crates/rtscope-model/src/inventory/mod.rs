@@ -3,7 +3,8 @@
 //! answers about its CPUs here, its clocks, caches and devices in
 //! hardware.rs, the tuning checks and their [`Warning`]s in warnings.rs,
 //! the kernel's strings (CPU lists, the command line, the preemption
-//! model, capability masks) in parse.rs.
+//! model, capability masks) in parse.rs, why the kernel refused a
+//! real-time policy in rt_refusal.rs.
 //!
 //! Everything here is pure: the binary crate (`src/sys/inventory.rs`) reads
 //! `/proc` and `/sys` and fills an [`Inventory`]; this module only parses
@@ -12,10 +13,12 @@
 
 mod hardware;
 mod parse;
+mod rt_refusal;
 mod warnings;
 
 pub use hardware::{Cache, ClockSource, Device};
 pub use parse::*;
+pub use rt_refusal::*;
 pub use warnings::*;
 
 use serde::{Deserialize, Serialize};
