@@ -825,6 +825,7 @@ impl Feed {
             unknown_records: self.decoder.unknown,
             stacks: None,
             profile: None,
+            own: Default::default(),
         }
     }
 }

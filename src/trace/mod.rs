@@ -8,7 +8,7 @@ pub mod decompose;
 use decompose::CauseThreshold;
 use instance::Instance;
 use reader::ReaderReport;
-use rtscope_model::episode::{ProfileSummary, StacksSummary, TraceSummary};
+use rtscope_model::episode::{ProfileSummary, StacksSummary, TraceCpu, TraceSummary};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -188,8 +188,79 @@ pub fn summarize(
     if dropped > 0 {
         notes.push(format!("--trace: {dropped} samples did not reach the trace reader in time (not explained)"));
     }
+    if let Some(n) = own_helpers_note(&report.own, &summary.per_cpu) {
+        notes.push(n);
+    }
     if report.unknown_records > 0 {
         notes.push(format!("--trace: {} records of unknown events were skipped", report.unknown_records));
     }
     (summary, notes)
+}
+
+/// What rtscope's own helper threads cost the probes, when they were an
+/// episode's main cause (see `ReaderReport::own`), and how to keep them
+/// off the measured CPUs.
+fn own_helpers_note(own: &reader::OwnHelpers, lanes: &[TraceCpu]) -> Option<String> {
+    use rtscope_model::episode::CauseKind;
+    let part = |kind: CauseKind, what: &str, why: &str| {
+        let of: Vec<(&String, &(u64, u64))> = own.iter().filter(|(k, _)| k.0 == kind).map(|(k, o)| (&k.1, o)).collect();
+        let most = of.iter().map(|(_, o)| o.1).max()?;
+        let names: Vec<String> = of.iter().map(|(n, o)| format!("{n} {}", o.0)).collect();
+        let episodes: u64 = of.iter().map(|(_, o)| o.0).sum();
+        Some(format!("{what} in {episodes} ({}; up to {}{why})", names.join(", "), rtscope_model::units::human(most)))
+    };
+    let parts: Vec<String> = [
+        part(CauseKind::Thread, "held a probe off", ""),
+        part(
+            CauseKind::Unaccounted,
+            "ran while a probe's timer interrupt came late",
+            ": interrupts off in their system calls, or the host's",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    let measured: Vec<usize> = lanes.iter().filter_map(|c| usize::try_from(c.cpu).ok()).collect();
+    let every = crate::sys::cpu::online().iter().all(|c| measured.contains(c));
+    Some(format!(
+        "--trace: rtscope's own threads were the main cause of episodes: {}{}",
+        parts.join("; "),
+        if every {
+            "; every CPU is measured, so they share the measured CPUs at SCHED_OTHER: leave one CPU out of \
+             --cpus and rtscope pins them there"
+        } else {
+            ""
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The note names each helper, the worst hold, and the fix only where
+    /// every CPU was measured.
+    #[test]
+    fn the_own_threads_note_says_what_to_do() {
+        use rtscope_model::episode::CauseKind;
+        let own: reader::OwnHelpers = [
+            ((CauseKind::Thread, "rtscope-symbols".to_string()), (1, 59_900)),
+            ((CauseKind::Thread, "rtscope-writer".to_string()), (2, 14_200)),
+            ((CauseKind::Unaccounted, "rtscope-trace".to_string()), (3, 90_716)),
+        ]
+        .into();
+        let lane = |cpu| TraceCpu { cpu, ..Default::default() };
+        let every: Vec<TraceCpu> = crate::sys::cpu::online().into_iter().map(|c| lane(c as i64)).collect();
+        let n = own_helpers_note(&own, &every).unwrap();
+        assert!(n.starts_with("--trace: rtscope's own threads were the main cause of episodes: "), "{n}");
+        assert!(n.contains("held a probe off in 3 (rtscope-symbols 1, rtscope-writer 2; up to 59.9us)"), "{n}");
+        assert!(n.contains("came late in 3 (rtscope-trace 3; up to 90.716us: interrupts off"), "{n}");
+        assert!(n.contains("leave one CPU out of --cpus"), "{n}");
+        let none: Vec<TraceCpu> = vec![lane(1 << 20)];
+        assert!(!own_helpers_note(&own, &none).unwrap().contains("leave"));
+        assert_eq!(own_helpers_note(&Default::default(), &every), None);
+    }
 }

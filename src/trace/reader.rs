@@ -16,11 +16,11 @@ use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
 use crate::sys::cpuidle::{self, IdleState};
 use crate::sys::perf::Sampler;
-use rtscope_model::episode::{Stages, TraceCpu};
+use rtscope_model::episode::{CauseKind, Episode, Stages, TraceCpu};
 use rtscope_model::hist::{Tally, quantile};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::Read;
 use std::sync::atomic::{AtomicBool, Ordering::Acquire};
@@ -260,7 +260,37 @@ pub struct ReaderReport {
     /// `--sample-hz`: the profiler's event, rate, samples, samples inside
     /// episodes and samples lost.
     pub profile: Option<(crate::sys::perf::Source, u64, u64, u64, u64)>,
+    /// rtscope's own helper threads that were an episode's main cause
+    /// (thread time, or unaccounted time while they ran): (kind, name) ->
+    /// (episodes, the most such time in one, ns).
+    pub own: BTreeMap<(CauseKind, String), (u64, u64)>,
 }
+
+/// rtscope's helper threads, which are not part of what it measures (its
+/// loads, disturber, osbench parties and netlat senders are).
+const HELPERS: [&str; 5] = ["rtscope-writer", "rtscope-trace", "rtscope-symbols", "rtscope-progress", "rtscope-proc"];
+
+/// Counts `e` in `own` when its main cause is one of rtscope's own helper
+/// threads (a thread of this process, by a name of [`HELPERS`] as the
+/// kernel keeps it, 15 bytes): its thread time, or unaccounted time while
+/// it ran (the probe's timer interrupt late in its system call, or the
+/// host's).
+fn note_own_helper(e: &Episode, own: &mut OwnHelpers) {
+    let Some(main) = e.causes.iter().max_by_key(|c| c.ns) else { return };
+    let helper = HELPERS.iter().any(|h| h.get(..15).unwrap_or(h) == main.name);
+    if !matches!(main.kind, CauseKind::Thread | CauseKind::Unaccounted) || !helper {
+        return;
+    }
+    if let Some(tid) = main.pid.filter(|&t| t > 0)
+        && std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()
+    {
+        let o = own.entry((main.kind, main.name.clone())).or_default();
+        (o.0, o.1) = (o.0 + 1, o.1.max(main.ns));
+    }
+}
+
+/// See [`ReaderReport::own`].
+pub type OwnHelpers = BTreeMap<(CauseKind, String), (u64, u64)>;
 
 /// What a CPU has counted: its steal time (ns) and its idle states'
 /// entries. Read at the start of the run, and at most once a pass after
@@ -322,9 +352,10 @@ impl Reader {
         let policy = |pid: i32| *cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
         let mut page = vec![0u8; self.layout.page_size];
         let base: Vec<Counted> = self.lanes.iter().map(|l| Counted::of(l.trace.cpu)).collect();
+        let mut own = BTreeMap::new();
         loop {
             let last = done.load(Acquire);
-            self.pass((start_ns, last), &mut page, &policy, &base);
+            self.pass((start_ns, last), &mut page, &policy, &base, &mut own);
             if last {
                 break;
             }
@@ -340,6 +371,7 @@ impl Reader {
             unknown_records: self.decoder.unknown,
             stacks: None,
             profile: None,
+            own,
         };
         self.code_totals(&mut report);
         self.finish(now, report)
@@ -348,13 +380,15 @@ impl Reader {
     /// One pass: every lane's buffer drained (its code's too on the `last`
     /// pass) and its events decomposed; the stage series recorded, the
     /// episodes, drops and classes sent on. `base`: what each lane's CPU had
-    /// counted at the start.
+    /// counted at the start; `own`: the episodes rtscope's own helper
+    /// threads caused (see [`note_own_helper`]).
     fn pass(
         &mut self,
         (start_ns, last): (u64, bool),
         page: &mut [u8],
         policy: &dyn Fn(i32) -> Option<u32>,
         base: &[Counted],
+        own: &mut OwnHelpers,
     ) {
         let pass_start = clock::now();
         for lane in &mut self.lanes {
@@ -382,6 +416,7 @@ impl Reader {
                         base.since(now.get_or_insert_with(|| Counted::of(e.cpu)), g);
                         g.run_ns = e.woke_ns.saturating_sub(start_ns);
                     }
+                    note_own_helper(&e, own);
                     tx.send(SymMsg::Keep(e, raw));
                 }
                 Out::Drop { cpu, sample } => {
@@ -465,6 +500,50 @@ fn record_stages(recs: &mut [Recorder], t_ns: u64, st: &Stages) {
 
 #[cfg(test)]
 mod tests {
+    /// An episode whose main cause is one of rtscope's helper threads, by
+    /// name and by a thread of this process, counts; a load, a thread of
+    /// another process and a lesser cause do not.
+    #[test]
+    fn counts_the_episodes_rtscope_itself_caused() {
+        use rtscope_model::episode::CauseKind;
+        let mine = crate::sys::sched::thread_id();
+        let with_main = |name: &str, pid: i32| {
+            let mut e = crate::report::fixtures::code_episode();
+            e.causes[0].name = name.into();
+            e.causes[0].pid = Some(pid);
+            e
+        };
+        let mut own = std::collections::BTreeMap::new();
+        super::note_own_helper(&with_main("rtscope-writer", mine), &mut own);
+        super::note_own_helper(&with_main("rtscope-writer", mine), &mut own);
+        super::note_own_helper(&with_main("rtscope-symbols", mine), &mut own);
+        super::note_own_helper(&with_main("load-memory", mine), &mut own);
+        super::note_own_helper(&with_main("rtscope-writer", 1), &mut own);
+        let mut lesser = with_main("forker", 20092);
+        lesser.causes[1] = rtscope_model::episode::Cause {
+            kind: CauseKind::Thread,
+            name: "rtscope-trace".into(),
+            pid: Some(mine),
+            ..lesser.causes[1].clone()
+        };
+        super::note_own_helper(&lesser, &mut own);
+        let mut late = with_main("forker", 20092);
+        late.causes[0].kind = CauseKind::Irq;
+        (late.causes[1].name, late.causes[1].pid) = ("rtscope-trace".into(), Some(mine));
+        late.causes[1].ns = 900_000;
+        super::note_own_helper(&late, &mut own);
+        let ns = with_main("x", 0).causes[0].ns;
+        let key = |k, n: &str| (k, n.to_string());
+        assert_eq!(
+            own.into_iter().collect::<Vec<_>>(),
+            vec![
+                (key(CauseKind::Thread, "rtscope-symbols"), (1, ns)),
+                (key(CauseKind::Thread, "rtscope-writer"), (2, ns)),
+                (key(CauseKind::Unaccounted, "rtscope-trace"), (1, 900_000)),
+            ]
+        );
+    }
+
     /// The offset keeps the anchor with the shortest delay, and follows a
     /// real drift down by at most 50 ppm.
     #[test]
