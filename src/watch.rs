@@ -826,6 +826,7 @@ impl Feed {
             stacks: None,
             profile: None,
             own: Default::default(),
+            maps_lost: 0,
         }
     }
 }

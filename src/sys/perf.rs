@@ -5,8 +5,10 @@
 //! cannot see code with interrupts off, nor time the hypervisor takes).
 //! Each sample carries its CLOCK_MONOTONIC time, its task and its kernel
 //! and user call chains; the ring is read without blocking by the trace
-//! reader thread. `open` and `Attr::tracepoint` open the counting
-//! events of syscount.rs too.
+//! reader thread. [`MapWatch`] reads the kernel's side-band records of
+//! every process that maps code or runs `exec`, for the user frames of
+//! processes that have exited by the time their frames are named. `open`
+//! and `Attr::tracepoint` open the counting events of syscount.rs too.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -15,6 +17,7 @@ const PERF_TYPE_SOFTWARE: u32 = 1;
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 const PERF_COUNT_HW_CPU_CYCLES: u64 = 0;
 const PERF_COUNT_SW_CPU_CLOCK: u64 = 0;
+const PERF_COUNT_SW_DUMMY: u64 = 9;
 
 const SAMPLE_IP: u64 = 1 << 0;
 const SAMPLE_TID: u64 = 1 << 1;
@@ -24,7 +27,13 @@ const SAMPLE_REGS_INTR: u64 = 1 << 18;
 
 // perf_event_attr flag bits.
 const FLAG_DISABLED: u64 = 1 << 0;
+const FLAG_MMAP: u64 = 1 << 8;
+const FLAG_COMM: u64 = 1 << 9;
 const FLAG_FREQ: u64 = 1 << 10;
+const FLAG_TASK: u64 = 1 << 13;
+const FLAG_SAMPLE_ID_ALL: u64 = 1 << 18;
+const FLAG_MMAP2: u64 = 1 << 23;
+const FLAG_COMM_EXEC: u64 = 1 << 24;
 const FLAG_USE_CLOCKID: u64 = 1 << 25;
 
 /// x86's flags register in `sample_regs_intr`: bit PERF_REG_X86_FLAGS of
@@ -37,7 +46,14 @@ const REG_X86_FLAGS: u64 = 1 << PERF_REG_X86_FLAGS;
 const X86_IF: u64 = 1 << 9;
 
 const RECORD_LOST: u32 = 2;
+const RECORD_COMM: u32 = 3;
+const RECORD_FORK: u32 = 7;
 const RECORD_SAMPLE: u32 = 9;
+const RECORD_MMAP2: u32 = 10;
+/// In a COMM record's header: the name changed by `exec`.
+const MISC_COMM_EXEC: u16 = 1 << 13;
+/// In an MMAP2 record's header: a build ID where device and inode are.
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// Values at or above this in a call chain are context markers.
 const CONTEXT_MAX: u64 = (-4095i64) as u64;
 const CONTEXT_KERNEL: u64 = (-128i64) as u64;
@@ -128,9 +144,7 @@ pub struct PerfSample {
 /// A sampling event on one CPU and its ring.
 pub struct Sampler {
     fd: OwnedFd,
-    ring: *mut u8,
-    ring_len: usize,
-    page: usize,
+    ring: Ring,
     pub source: Source,
     /// The rate asked for (Hz).
     pub hz: u64,
@@ -143,12 +157,94 @@ pub struct Sampler {
     pub software_because: Option<String>,
     /// Samples the kernel could not write (ring full).
     pub lost: u64,
+}
+
+/// A perf event's ring, mapped: a header page and a power of two of data
+/// pages, read without blocking.
+struct Ring {
+    ptr: *mut u8,
+    len: usize,
+    page: usize,
     scratch: Vec<u8>,
+    /// Records the kernel could not write (ring full).
+    lost: u64,
 }
 
 // SAFETY: the ring is a private mapping owned by this value, read only
 // through `&mut self`.
-unsafe impl Send for Sampler {}
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// Maps the ring of `fd` with `pages` data pages; `what` names the
+    /// event in the error.
+    fn map(fd: &OwnedFd, pages: usize, what: &str) -> Result<Ring, String> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let len = (pages.next_power_of_two().max(1) + 1) * page;
+        // SAFETY: maps the event's ring (one header page + data pages) as
+        // the kernel requires; checked for failure below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!("cannot map the perf ring of {what}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(Ring { ptr: ptr as *mut u8, len, page, scratch: Vec::with_capacity(4096), lost: 0 })
+    }
+
+    /// Hands every record the kernel wrote since the last call to `out`
+    /// (its type, the header's misc bits, its body after the header),
+    /// counting the lost ones.
+    fn drain(&mut self, out: &mut impl FnMut(u32, u16, &[u8])) {
+        let data_len = self.len - self.page;
+        // SAFETY: the header page is mapped; data_head is written by the
+        // kernel (read with acquire), data_tail by us (release), as
+        // perf_event_open(2) prescribes.
+        let (head_ptr, tail_ptr) = unsafe {
+            (
+                &*(self.ptr.add(1024) as *const std::sync::atomic::AtomicU64),
+                &*(self.ptr.add(1032) as *const std::sync::atomic::AtomicU64),
+            )
+        };
+        let head = head_ptr.load(std::sync::atomic::Ordering::Acquire);
+        let mut tail = tail_ptr.load(std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: the data area follows the header page, data_len bytes.
+        let data = unsafe { std::slice::from_raw_parts(self.ptr.add(self.page), data_len) };
+        while tail + 8 <= head {
+            let at = (tail % data_len as u64) as usize;
+            let mut hdr = [0u8; 8];
+            copy_wrapped(data, at, &mut hdr);
+            let size = u16::from_le_bytes([hdr[6], hdr[7]]) as usize;
+            if size < 8 || tail + size as u64 > head {
+                break;
+            }
+            self.scratch.resize(size, 0);
+            copy_wrapped(data, at, &mut self.scratch);
+            let kind = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+            if kind == RECORD_LOST && size >= 24 {
+                self.lost += u64::from_le_bytes(self.scratch[16..24].try_into().unwrap_or_default());
+            } else {
+                out(kind, u16::from_le_bytes([hdr[4], hdr[5]]), &self.scratch[8..]);
+            }
+            tail += size as u64;
+        }
+        tail_ptr.store(tail, std::sync::atomic::Ordering::Release);
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
 
 impl Attr {
     /// A counting event on the tracepoint of tracefs id `id`: no sampling,
@@ -245,37 +341,16 @@ impl Sampler {
                 (fd, Source::CpuClock, false)
             }
         };
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let pages = ring_pages.next_power_of_two().max(1);
-        let ring_len = (pages + 1) * page;
-        // SAFETY: maps the event's ring (one header page + data pages) as
-        // the kernel requires; checked for failure below.
-        let ring = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ring == libc::MAP_FAILED {
-            return Err(format!("cannot map the perf ring of CPU {cpu}: {}", std::io::Error::last_os_error()));
-        }
+        let ring = Ring::map(&fd, ring_pages, &format!("CPU {cpu}"))?;
         Ok(Sampler {
             fd,
-            ring: ring as *mut u8,
-            ring_len,
-            page,
+            ring,
             source,
             hz,
             period_ns: if source == Source::CpuClock { clock_period } else { 1_000_000_000 / hz },
             regs_intr,
             software_because,
             lost: 0,
-            scratch: Vec::with_capacity(4096),
         })
     }
 
@@ -287,54 +362,144 @@ impl Sampler {
 
     /// Reads every sample the kernel wrote since the last call.
     pub fn drain(&mut self, out: &mut impl FnMut(PerfSample)) {
-        let data_len = self.ring_len - self.page;
-        // SAFETY: the header page is mapped; data_head is written by the
-        // kernel (read with acquire), data_tail by us (release), as
-        // perf_event_open(2) prescribes.
-        let (head_ptr, tail_ptr) = unsafe {
-            (
-                &*(self.ring.add(1024) as *const std::sync::atomic::AtomicU64),
-                &*(self.ring.add(1032) as *const std::sync::atomic::AtomicU64),
-            )
-        };
-        let head = head_ptr.load(std::sync::atomic::Ordering::Acquire);
-        let mut tail = tail_ptr.load(std::sync::atomic::Ordering::Relaxed);
-        // SAFETY: the data area follows the header page, data_len bytes.
-        let data = unsafe { std::slice::from_raw_parts(self.ring.add(self.page), data_len) };
-        while tail + 8 <= head {
-            let at = (tail % data_len as u64) as usize;
-            let mut hdr = [0u8; 8];
-            copy_wrapped(data, at, &mut hdr);
-            let size = u16::from_le_bytes([hdr[6], hdr[7]]) as usize;
-            if size < 8 || tail + size as u64 > head {
-                break;
+        let regs_intr = self.regs_intr;
+        self.ring.drain(&mut |kind, _, body| {
+            if kind == RECORD_SAMPLE
+                && let Some(s) = parse_sample(body, regs_intr)
+            {
+                out(s);
             }
-            self.scratch.resize(size, 0);
-            copy_wrapped(data, at, &mut self.scratch);
-            let kind = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
-            match kind {
-                RECORD_SAMPLE => {
-                    if let Some(s) = parse_sample(&self.scratch[8..], self.regs_intr) {
-                        out(s);
-                    }
-                }
-                RECORD_LOST if size >= 24 => {
-                    self.lost += u64::from_le_bytes(self.scratch[16..24].try_into().unwrap_or_default());
-                }
-                _ => {}
-            }
-            tail += size as u64;
-        }
-        tail_ptr.store(tail, std::sync::atomic::Ordering::Release);
+        });
+        self.lost = self.ring.lost;
     }
 }
 
 impl Drop for Sampler {
     fn drop(&mut self) {
         let _ = self.enable(false);
-        // SAFETY: the mapping made in `open`, unmapped once.
-        unsafe { libc::munmap(self.ring as *mut libc::c_void, self.ring_len) };
     }
+}
+
+/// A process mapped executable memory (a PERF_RECORD_MMAP2): `[start,
+/// start + len)` shows `path` from `pgoff` on; device and inode as
+/// `/proc/PID/maps` gives them (0 for memory that is no file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mmap2 {
+    pub pid: i32,
+    pub start: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    pub maj: u32,
+    pub min: u32,
+    pub ino: u64,
+    pub path: String,
+}
+
+/// A side-band record of [`MapWatch`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapEvent {
+    /// Process `.0` ran `exec`: its old mappings are gone.
+    Exec(i32),
+    /// A new process, with its parent's mappings (a thread is no new
+    /// process, and is not told).
+    Fork {
+        parent: i32,
+        child: i32,
+    },
+    Mmap(Mmap2),
+}
+
+/// The kernel's side-band records of the processes that fork, map
+/// executable memory or run `exec` on one CPU (a dummy software event: it samples
+/// nothing), written as they happen: a process that lived a few
+/// milliseconds still has its mappings told, where reading its
+/// `/proc/PID/maps` comes too late.
+pub struct MapWatch {
+    _fd: OwnedFd,
+    ring: Ring,
+}
+
+impl MapWatch {
+    pub fn open(cpu: usize, pages: usize) -> Result<MapWatch, String> {
+        let attr = Attr {
+            kind: PERF_TYPE_SOFTWARE,
+            size: std::mem::size_of::<Attr>() as u32,
+            config: PERF_COUNT_SW_DUMMY,
+            // Each record ends with its CLOCK_MONOTONIC time, to put the
+            // CPUs' records in one order (a process that moved between
+            // its exec and its libraries).
+            sample_type: SAMPLE_TIME,
+            flags: FLAG_MMAP
+                | FLAG_MMAP2
+                | FLAG_COMM
+                | FLAG_COMM_EXEC
+                | FLAG_TASK
+                | FLAG_SAMPLE_ID_ALL
+                | FLAG_USE_CLOCKID,
+            clockid: libc::CLOCK_MONOTONIC,
+            ..Default::default()
+        };
+        let fd = open(&attr, cpu).map_err(|e| format!("perf_event_open (mapping records, CPU {cpu}) failed: {e}"))?;
+        let ring = Ring::map(&fd, pages, &format!("the mapping records of CPU {cpu}"))?;
+        Ok(MapWatch { _fd: fd, ring })
+    }
+
+    /// Records the kernel could not write (ring full).
+    pub fn lost(&self) -> u64 {
+        self.ring.lost
+    }
+
+    /// Hands over every exec and executable mapping recorded since the
+    /// last call, each with its time (CLOCK_MONOTONIC ns).
+    pub fn drain(&mut self, out: &mut impl FnMut(u64, MapEvent)) {
+        self.ring.drain(&mut |kind, misc, body| {
+            let t = body.len().checked_sub(8).and_then(|at| u64_at(body, at)).unwrap_or(0);
+            match kind {
+                RECORD_MMAP2 => {
+                    if let Some(m) = parse_mmap2(body, misc) {
+                        out(t, MapEvent::Mmap(m));
+                    }
+                }
+                RECORD_FORK => {
+                    let u32_at =
+                        |at: usize| body.get(at..at + 4).map(|b| i32::from_le_bytes(b.try_into().unwrap_or_default()));
+                    if let (Some(child), Some(parent)) = (u32_at(0), u32_at(4))
+                        && child != parent
+                    {
+                        out(t, MapEvent::Fork { parent, child });
+                    }
+                }
+                RECORD_COMM if misc & MISC_COMM_EXEC != 0 => {
+                    if let Some(pid) = body.get(0..4) {
+                        out(t, MapEvent::Exec(i32::from_le_bytes(pid.try_into().unwrap_or_default())));
+                    }
+                }
+                _ => {}
+            }
+        });
+    }
+}
+
+/// A PERF_RECORD_MMAP2 body (after the header) that maps executable
+/// memory: pid, tid, addr, len, pgoff, maj, min, ino, ino_generation,
+/// prot, flags, then the NUL-terminated path.
+pub fn parse_mmap2(b: &[u8], misc: u16) -> Option<Mmap2> {
+    let u32_at = |at: usize| b.get(at..at + 4).map(|s| u32::from_le_bytes(s.try_into().unwrap_or_default()));
+    if misc & MISC_MMAP_BUILD_ID != 0 || u32_at(56)? & libc::PROT_EXEC as u32 == 0 {
+        return None;
+    }
+    let name = b.get(64..)?;
+    let path = String::from_utf8_lossy(&name[..name.iter().position(|&c| c == 0).unwrap_or(name.len())]).into_owned();
+    Some(Mmap2 {
+        pid: u32_at(0)? as i32,
+        start: u64_at(b, 8)?,
+        len: u64_at(b, 16)?,
+        pgoff: u64_at(b, 24)?,
+        maj: u32_at(32)?,
+        min: u32_at(36)?,
+        ino: u64_at(b, 40)?,
+        path,
+    })
 }
 
 fn copy_wrapped(data: &[u8], at: usize, out: &mut [u8]) {
@@ -492,6 +657,80 @@ mod tests {
         let s = parse_sample(&record(k, &[CONTEXT_KERNEL, k], Some(0x246)), true).unwrap();
         assert_eq!(s.irqs_off, Some(false));
         assert!(parse_sample(&record(k, &chain, None)[..30], false).is_none());
+    }
+
+    fn mmap2_record(prot: u32, path: &str) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [77u32, 78] {
+            b.extend(v.to_le_bytes());
+        }
+        for v in [0x7f00_0000_1000u64, 0x5000, 0x2000] {
+            b.extend(v.to_le_bytes());
+        }
+        for v in [0xfeu32, 1] {
+            b.extend(v.to_le_bytes());
+        }
+        b.extend(4242u64.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        b.extend(prot.to_le_bytes());
+        b.extend(2u32.to_le_bytes());
+        b.extend(path.as_bytes());
+        b.resize(b.len().next_multiple_of(8) + 8, 0);
+        b
+    }
+
+    #[test]
+    fn mapping_records_give_executable_mappings() {
+        let m = parse_mmap2(&mmap2_record(5, "/usr/lib/x86_64-linux-gnu/libc.so.6"), 0).unwrap();
+        assert_eq!(
+            m,
+            Mmap2 {
+                pid: 77,
+                start: 0x7f00_0000_1000,
+                len: 0x5000,
+                pgoff: 0x2000,
+                maj: 0xfe,
+                min: 1,
+                ino: 4242,
+                path: "/usr/lib/x86_64-linux-gnu/libc.so.6".into()
+            }
+        );
+        assert_eq!(parse_mmap2(&mmap2_record(3, "/data"), 0), None, "not executable");
+        assert_eq!(parse_mmap2(&mmap2_record(5, "/x"), MISC_MMAP_BUILD_ID), None, "a build ID, not an inode");
+        assert_eq!(parse_mmap2(&mmap2_record(5, "/x")[..40], 0), None, "cut short");
+    }
+
+    /// Root only: a process that exits at once has its exec and its
+    /// executable mappings told, with the inode its file has.
+    #[test]
+    fn mapping_records_tell_a_short_lived_process() {
+        if !rustix::process::geteuid().is_root() {
+            return;
+        }
+        let mut watches: Vec<MapWatch> =
+            match crate::sys::cpu::online().iter().map(|&c| MapWatch::open(c, 16)).collect() {
+                Ok(w) => w,
+                Err(e) => return eprintln!("skipped: {e}"),
+            };
+        // A shell that runs exec: the same pid, a second exec.
+        let mut child = std::process::Command::new("sh").arg("-c").arg("exec /usr/bin/true").spawn().unwrap();
+        let pid = child.id() as i32;
+        child.wait().unwrap();
+        let t1 = crate::sys::clock::now();
+        let mut got = Vec::new();
+        for w in &mut watches {
+            w.drain(&mut |t, e| got.push((t, e)));
+        }
+        assert!(got.iter().all(|&(t, _)| t > 0 && t <= t1), "CLOCK_MONOTONIC times: {got:#?}");
+        let got: Vec<MapEvent> = got.into_iter().map(|x| x.1).collect();
+        assert!(got.contains(&MapEvent::Exec(pid)), "the exec of {pid}: {got:#?}");
+        let me = std::process::id() as i32;
+        assert!(got.contains(&MapEvent::Fork { parent: me, child: pid }), "the fork of {pid}: {got:#?}");
+        let true_path = std::fs::canonicalize("/usr/bin/true").unwrap();
+        let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&true_path).unwrap());
+        let mapped = got.iter().any(|e| matches!(e, MapEvent::Mmap(m) if m.pid == pid && m.ino == ino && m.len > 0));
+        assert!(mapped, "true's code mapped by {pid} (inode {ino}): {got:#?}");
+        assert_eq!(watches.iter().map(MapWatch::lost).sum::<u64>(), 0);
     }
 
     #[test]

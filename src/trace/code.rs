@@ -5,7 +5,7 @@
 use super::instance::Instance;
 use super::stacks::{self, StackDecoder};
 use super::{CHEAP_STACKS_NS, CodeReport, StacksMode};
-use crate::sys::perf::Sampler;
+use crate::sys::perf::{MapWatch, Sampler};
 use std::collections::VecDeque;
 use std::fs::File;
 
@@ -18,6 +18,9 @@ const MIN_BUSY: usize = 5;
 /// The profiler's ring per CPU, in pages (256 kB: over half a second of
 /// samples at 2 kHz with deep stacks).
 const PROFILE_PAGES: usize = 64;
+/// The mapping records' ring per CPU, in pages (64 kB: some 500 mappings,
+/// a burst of execs in the reader's 10 ms).
+const MAP_PAGES: usize = 16;
 
 /// The stack instance's per-CPU buffers and decoders, once the cost of a
 /// wake-up's stacks is known and (with `auto`) small enough; None, with a
@@ -134,4 +137,21 @@ pub fn samplers(cpus: &[usize], hz: u64, code: &mut CodeReport) -> Option<Vec<Sa
         code.cycles_refused.clone_from(&s.software_because);
     }
     Some(out)
+}
+
+/// The kernel's records of execs and executable mappings, on every online
+/// CPU (a process maps its code wherever it runs); none, with a note in
+/// `notes`, when one cannot open: processes are then read from their
+/// `/proc/PID/maps` alone.
+pub fn map_watches(notes: &mut Vec<String>) -> Vec<MapWatch> {
+    match crate::sys::cpu::online().into_iter().map(|c| MapWatch::open(c, MAP_PAGES)).collect() {
+        Ok(w) => w,
+        Err(e) => {
+            notes.push(format!(
+                "--trace: {e}: a process's code mappings are read from /proc when a wake-up shows it, and one \
+                 that lived under 10 ms goes unnamed"
+            ));
+            Vec::new()
+        }
+    }
 }

@@ -188,6 +188,13 @@ pub fn summarize(
     if dropped > 0 {
         notes.push(format!("--trace: {dropped} samples did not reach the trace reader in time (not explained)"));
     }
+    if report.maps_lost > 0 {
+        notes.push(format!(
+            "--trace: the kernel lost {} records of processes' code mappings (their rings full): a process that \
+             lived under 10 ms may have its frames unnamed",
+            report.maps_lost
+        ));
+    }
     if let Some(n) = own_helpers_note(&report.own, &summary.per_cpu) {
         notes.push(n);
     }

@@ -8,6 +8,11 @@
 //! replaced (a package upgrade) or deleted since; a file not held is read
 //! by its path only while that is still the same inode.
 //!
+//! Where the kernel's side-band records are read ([`crate::sys::perf::MapWatch`]),
+//! a process's executable mappings and its `exec` are also told as they
+//! happen: a process that lived a few milliseconds, under the reader's
+//! 10 ms pass, is named too.
+//!
 //! A process is known by its pid: the kernel reuses a pid only after it
 //! has gone round `pid_max`, and the oldest processes are forgotten first.
 //! A process that ran `exec` after it was read (or a pid reused) maps its
@@ -98,6 +103,13 @@ pub fn file_name(p: &std::ffi::OsStr) -> String {
 struct Proc {
     maps: Vec<Mapping>,
     read: Instant,
+    /// All of its mappings are known: read from its maps, or told from its
+    /// `exec` on; else only those the kernel told since the start.
+    whole: bool,
+    /// Its mappings before its last `exec` (or before they were read
+    /// again): a wake-up that came inside `execve` shows the old image's
+    /// user frames, the call of `execve`.
+    before: Vec<Mapping>,
 }
 
 /// The processes met so far and their mapped files.
@@ -134,16 +146,78 @@ fn parse_line(l: &str) -> Option<Line<'_>> {
 
 impl ProcMaps {
     /// Reads the mappings of `pid` unless they are known. False: the
-    /// process is gone (or its maps cannot be read) and was not known.
+    /// process is gone (or its maps cannot be read) and nothing of it was
+    /// known.
     pub fn seen(&mut self, pid: i32) -> bool {
-        self.procs.contains_key(&pid) || self.read(pid)
+        self.procs.get(&pid).is_some_and(|p| p.whole) || self.read(pid) || self.procs.contains_key(&pid)
+    }
+
+    /// `pid` ran `exec` (the kernel's side-band record, [`crate::sys::perf::MapWatch`]):
+    /// its mappings from now on are those the kernel tells.
+    pub fn exec(&mut self, pid: i32) {
+        self.insert(pid, Proc { maps: Vec::new(), read: Instant::now(), whole: true, before: Vec::new() });
+    }
+
+    /// What the kernel told of a process ([`crate::sys::perf::MapWatch`]), in
+    /// the order it happened.
+    pub fn told(&mut self, e: crate::sys::perf::MapEvent) {
+        use crate::sys::perf::MapEvent;
+        match e {
+            MapEvent::Exec(pid) => self.exec(pid),
+            MapEvent::Fork { parent, child } => self.fork(parent, child),
+            MapEvent::Mmap(m) => self.mapped(&m),
+        }
+    }
+
+    /// `child` was forked from `parent` (the kernel's side-band record):
+    /// it maps what its parent did, as far as that is known.
+    pub fn fork(&mut self, parent: i32, child: i32) {
+        if let Some(p) = self.procs.get(&parent) {
+            let p = Proc { maps: p.maps.clone(), read: Instant::now(), whole: p.whole, before: Vec::new() };
+            self.insert(child, p);
+        }
+    }
+
+    /// `m.pid` mapped executable memory (the kernel's side-band record,
+    /// told as it happened: also of a process that lived a few
+    /// milliseconds): it replaces what it overlaps, its file held open
+    /// while the process lives.
+    pub fn mapped(&mut self, m: &crate::sys::perf::Mmap2) {
+        let (start, end) = (m.start, m.start.saturating_add(m.len));
+        let dev = format!("{:02x}:{:02x}", m.maj, m.min);
+        let path = m.path.strip_suffix(" (deleted)").unwrap_or(&m.path);
+        let file =
+            (m.ino != 0 && path.starts_with('/')).then(|| self.file_index(m.pid, (start, end), (&dev, m.ino, path)));
+        if !self.procs.contains_key(&m.pid) {
+            self.insert(m.pid, Proc { maps: Vec::new(), read: Instant::now(), whole: false, before: Vec::new() });
+        }
+        if let Some(p) = self.procs.get_mut(&m.pid) {
+            // What it overlaps keeps only its parts outside it, as the
+            // kernel splits a mapping mapped over.
+            let mut maps: Vec<Mapping> = Vec::with_capacity(p.maps.len() + 2);
+            for x in p.maps.drain(..) {
+                if x.end <= start || x.start >= end {
+                    maps.push(x);
+                    continue;
+                }
+                if x.start < start {
+                    maps.push(Mapping { end: start, ..x });
+                }
+                if x.end > end {
+                    maps.push(Mapping { start: end, offset: x.offset + (end - x.start), ..x });
+                }
+            }
+            maps.push(Mapping { start, end, offset: m.pgoff, file });
+            maps.sort_unstable_by_key(|x| x.start);
+            p.maps = maps;
+        }
     }
 
     /// Reads the mappings of `pid` unless they are known and hold `addr`
     /// (its user code seen at a wake-up: an address they miss is an `exec`
     /// since, a library loaded since, or a pid reused).
     pub fn seen_at(&mut self, pid: i32, addr: u64) {
-        let recent = self.procs.get(&pid).is_some_and(|p| p.read.elapsed() < RESEEN);
+        let recent = self.procs.get(&pid).is_some_and(|p| p.whole && p.read.elapsed() < RESEEN);
         if self.locate(pid, addr).is_none() && !recent {
             self.read(pid);
         }
@@ -154,7 +228,7 @@ impl ProcMaps {
     /// when they were.
     pub fn refresh(&mut self, pid: i32) -> bool {
         match self.procs.get(&pid) {
-            Some(p) if p.read.elapsed() < REREAD => false,
+            Some(p) if p.whole && p.read.elapsed() < REREAD => false,
             _ => self.read(pid),
         }
     }
@@ -165,7 +239,17 @@ impl ProcMaps {
         }
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return false };
         let maps = self.parse(pid, &text);
-        if self.procs.insert(pid, Proc { maps, read: Instant::now() }).is_none() {
+        self.insert(pid, Proc { maps, read: Instant::now(), whole: true, before: Vec::new() });
+        true
+    }
+
+    /// Keeps `p` as `pid`'s (what it replaces as its mappings before), the
+    /// oldest process forgotten past MAX_PROCS.
+    fn insert(&mut self, pid: i32, mut p: Proc) {
+        if let Some(old) = self.procs.get_mut(&pid) {
+            p.before = std::mem::take(&mut old.maps);
+        }
+        if self.procs.insert(pid, p).is_none() {
             self.order.push_back(pid);
             while self.order.len() > MAX_PROCS {
                 if let Some(old) = self.order.pop_front() {
@@ -173,7 +257,6 @@ impl ProcMaps {
                 }
             }
         }
-        true
     }
 
     /// The executable mappings of `text` (`pid`'s maps), sorted, each file
@@ -206,15 +289,18 @@ impl ProcMaps {
     }
 
     /// Where `addr` of `pid` lies; None: outside every executable mapping
-    /// known (or the process is not known).
+    /// known (or the process is not known). Its mappings now first, then
+    /// those before its last `exec`.
     pub fn locate(&self, pid: i32, addr: u64) -> Option<Located> {
-        let maps = &self.procs.get(&pid)?.maps;
-        let i = maps.partition_point(|m| m.start <= addr).checked_sub(1)?;
-        let m = maps[i];
-        (addr < m.end).then(|| match m.file {
-            Some(f) => Located::File(f, addr - m.start + m.offset),
-            None => Located::NoFile,
-        })
+        let p = self.procs.get(&pid)?;
+        let within = |maps: &[Mapping]| {
+            let m = maps[maps.partition_point(|m| m.start <= addr).checked_sub(1)?];
+            (addr < m.end).then(|| match m.file {
+                Some(f) => Located::File(f, addr - m.start + m.offset),
+                None => Located::NoFile,
+            })
+        };
+        within(&p.maps).or_else(|| within(&p.before))
     }
 
     /// The address at which `pid` maps offset `off` of file `file`.
@@ -297,7 +383,7 @@ mod tests {
         );
         let mut m = ProcMaps::default();
         let maps = m.parse(-1, text);
-        m.procs.insert(7, Proc { maps, read: Instant::now() });
+        m.procs.insert(7, Proc { maps, read: Instant::now(), whole: true, before: Vec::new() });
         assert_eq!(m.locate(7, 0x55d0c0a02000), Some(Located::File(0, 0x2000)), "the start is inside");
         assert_eq!(m.locate(7, 0x55d0c0a02010), Some(Located::File(0, 0x2010)));
         assert_eq!(m.locate(7, 0x7f1000000100), Some(Located::File(1, 0x28100)));
@@ -381,5 +467,46 @@ mod tests {
         if blazesym::helper::read_elf_build_id(&sleep).ok().flatten().is_some() {
             assert!(m.build_id(exe).is_some(), "its build ID read through the descriptor");
         }
+    }
+
+    /// The kernel's records build a process's mappings as they come: an
+    /// exec starts them anew and keeps the old ones for a wake-up inside
+    /// `execve`, a mapping replaces what it overlaps, and a process known
+    /// only from records since the start is not whole.
+    #[test]
+    fn told_mappings_follow_exec_and_overlap() {
+        let told = |start: u64, len: u64, ino: u64, path: &str| crate::sys::perf::Mmap2 {
+            pid: -5,
+            start,
+            len,
+            pgoff: 0x1000,
+            maj: 0xfe,
+            min: 0,
+            ino,
+            path: path.into(),
+        };
+        let mut m = ProcMaps::default();
+        m.mapped(&told(0x1000, 0x1000, 11, "/old/sh"));
+        assert!(!m.procs[&-5].whole, "told since the start only");
+        let Some(Located::File(old, 0x1800)) = m.locate(-5, 0x1800) else { panic!("{:?}", m.locate(-5, 0x1800)) };
+        assert_eq!(m.file(old).name, "sh");
+        m.fork(-5, -6);
+        assert_eq!(m.locate(-6, 0x1800), Some(Located::File(old, 0x1800)), "a child maps its parent's");
+        m.fork(-99, -7);
+        assert!(!m.procs.contains_key(&-7), "nothing known of its parent");
+        m.exec(-5);
+        assert!(m.procs[&-5].whole);
+        m.mapped(&told(0x4000, 0x2000, 12, "/usr/bin/ls (deleted)"));
+        m.mapped(&told(0x9000, 0x1000, 0, "[vdso]"));
+        let Some(Located::File(new, 0x1100)) = m.locate(-5, 0x4100) else { panic!() };
+        assert_eq!(m.file(new).name, "ls");
+        assert_eq!(m.locate(-5, 0x9010), Some(Located::NoFile));
+        assert_eq!(m.locate(-5, 0x1800), Some(Located::File(old, 0x1800)), "the old image, inside execve");
+        // A new mapping over part of an old one replaces that part.
+        m.mapped(&told(0x5000, 0x800, 13, "/usr/lib/libx.so"));
+        assert_eq!(m.locate(-5, 0x4100), Some(Located::File(new, 0x1100)));
+        let Some(Located::File(x, 0x1100)) = m.locate(-5, 0x5100) else { panic!() };
+        assert_eq!(m.file(x).name, "libx.so");
+        assert_eq!(m.locate(-5, 0x5900), Some(Located::File(new, 0x2900)), "the rest of ls, its offset kept");
     }
 }

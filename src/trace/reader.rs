@@ -15,7 +15,7 @@ use super::symbols::{Counts, Sink, SymMsg};
 use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
 use crate::sys::cpuidle::{self, IdleState};
-use crate::sys::perf::Sampler;
+use crate::sys::perf::{MapWatch, Sampler};
 use rtscope_model::episode::{CauseKind, Episode, Stages, TraceCpu};
 use rtscope_model::hist::{Tally, quantile};
 use std::cell::RefCell;
@@ -244,6 +244,9 @@ pub struct Reader {
     /// To the symbols thread, which names the kept episodes' code and
     /// forwards them to the writer, or to the writer itself.
     pub episodes: Sink,
+    /// The kernel's records of execs and executable mappings, one per
+    /// online CPU, where the symbols thread names user code (else none).
+    pub maps: Vec<MapWatch>,
 }
 
 /// What the reader reports at the end.
@@ -264,6 +267,8 @@ pub struct ReaderReport {
     /// (thread time, or unaccounted time while they ran): (kind, name) ->
     /// (episodes, the most such time in one, ns).
     pub own: BTreeMap<(CauseKind, String), (u64, u64)>,
+    /// Mapping records the kernel could not write (their rings full).
+    pub maps_lost: u64,
 }
 
 /// rtscope's helper threads, which are not part of what it measures (its
@@ -372,6 +377,7 @@ impl Reader {
             stacks: None,
             profile: None,
             own,
+            maps_lost: self.maps.iter().map(MapWatch::lost).sum(),
         };
         self.code_totals(&mut report);
         self.finish(now, report)
@@ -396,6 +402,17 @@ impl Reader {
             if last {
                 lane.drain_code(&self.layout, page, true);
             }
+        }
+        // The execs and mappings the kernel told, before the wake-ups that
+        // may show them.
+        let mut told = Vec::new();
+        for w in &mut self.maps {
+            w.drain(&mut |t, m| told.push((t, m)));
+        }
+        if !told.is_empty() {
+            // One order over the CPUs' records.
+            told.sort_by_key(|x| x.0);
+            self.episodes.send(SymMsg::Mapped(told.into_iter().map(|x| x.1).collect()));
         }
         // The processes the wake-ups interrupted, before their episodes: a
         // short-lived one may be gone when those are named.

@@ -82,6 +82,9 @@ pub enum SymMsg {
     /// user address: their mappings are read now, while they live, unless
     /// known and holding that address.
     Seen(Vec<(i32, u64)>),
+    /// Forks, execs and executable mappings as the kernel told them, in order,
+    /// before the wake-ups that may show them.
+    Mapped(Vec<crate::sys::perf::MapEvent>),
 }
 
 /// Where the reader sends its episodes: through the symbols thread when
@@ -109,7 +112,7 @@ impl Sink {
                 SymMsg::Pass(m) => {
                     let _ = tx.send(m);
                 }
-                SymMsg::Finish(_) | SymMsg::Seen(_) => {}
+                SymMsg::Finish(_) | SymMsg::Seen(_) | SymMsg::Mapped(_) => {}
             },
         }
     }
@@ -752,6 +755,11 @@ pub fn run(mut s: Symbols, rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: boo
             SymMsg::Seen(seen) => {
                 for (pid, addr) in seen {
                     s.maps.seen_at(pid, addr);
+                }
+            }
+            SymMsg::Mapped(told) => {
+                for m in told {
+                    s.maps.told(m);
                 }
             }
             SymMsg::Finish(counts) => {

@@ -109,6 +109,44 @@ fn names_a_process_that_exited_after_it_was_seen() {
     assert!(unseen.all_notes().iter().any(|n| n.contains("had exited")), "{:?}", unseen.all_notes());
 }
 
+/// Root only: a process that lived a few milliseconds, never read from
+/// /proc, is named from the kernel's records of its exec and mappings.
+#[test]
+fn names_a_short_lived_process_from_the_kernels_mapping_records() {
+    if !rustix::process::geteuid().is_root() {
+        return skip_unless_ci("the kernel's mapping records need root");
+    }
+    let here = libc::clock_nanosleep as *const () as u64;
+    let own = std::process::id() as i32;
+    let mut s = Symbols::with_cache(None);
+    assert!(s.maps.seen(own));
+    let Some(Located::File(libc_file, off)) = s.maps.locate(own, here) else { panic!("the C library is mapped") };
+    let mut watches: Vec<crate::sys::perf::MapWatch> =
+        crate::sys::cpu::online().iter().map(|&c| crate::sys::perf::MapWatch::open(c, 16).unwrap()).collect();
+    let mut child = std::process::Command::new("sh").arg("-c").arg("exec sleep 0.005").spawn().expect("sh runs");
+    let pid = child.id() as i32;
+    child.wait().unwrap();
+    let mut told = Vec::new();
+    for w in &mut watches {
+        w.drain(&mut |t, m| told.push((t, m)));
+    }
+    told.sort_by_key(|x| x.0);
+    let told: Vec<_> = told.into_iter().map(|x| x.1).collect();
+    use crate::sys::perf::MapEvent;
+    assert!(told.contains(&MapEvent::Exec(pid)), "{pid}'s exec told: {told:#?}");
+    assert!(told.iter().any(|m| matches!(m, MapEvent::Mmap(x) if x.pid == pid)), "{pid}'s mappings told: {told:#?}");
+    for m in told {
+        s.maps.told(m);
+    }
+    let Some(addr) = s.maps.address_of(pid, libc_file, off) else {
+        return skip_unless_ci("sleep does not map this test's C library (static, or another libc)");
+    };
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "reaped");
+    let frames = s.user(pid, &[addr]);
+    assert!(frames[0].function.as_deref().is_some_and(|n| n.contains("clock_nanosleep")), "{frames:?}");
+    assert!(frames[0].module.as_deref().is_some_and(|m| m.starts_with("libc")), "{frames:?}");
+}
+
 /// Debian's detached debug files (libc6-dbg, the -dbgsym packages)
 /// compress their DWARF with zlib: the C library's malloc is named with
 /// its source file from them. Without the package installed, skipped.
