@@ -1,6 +1,9 @@
 //! Scheduling policy and priority of the calling thread.
 
-use rtscope_model::inventory::{CAP_SYS_NICE_BIT, RtRefusal, cap_eff_has, rt_refusal_fix, v1_rt_runtime_file};
+use rtscope_model::inventory::{
+    CAP_SYS_NICE_BIT, RtRefusal, cap_eff_has, has_rt_group_sched, rt_refusal_fix, v1_rt_runtime_file,
+    v2_controllers_file,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -74,12 +77,16 @@ pub fn rt_refused(priority: u8) -> Option<String> {
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let (cgroup, mounts) = (read("/proc/self/cgroup"), read("/proc/self/mounts"));
     let number = |p: &str| read(p).trim().parse().ok();
+    let release = rustix::system::uname().release().to_string_lossy().into_owned();
+    let kconfig = std::fs::read_to_string(format!("/boot/config-{release}")).ok();
     Some(rt_refusal_fix(&RtRefusal {
         error: &err.to_string(),
         eperm: err.raw_os_error() == Some(libc::EPERM),
         cap_sys_nice: cap_eff_has(&read("/proc/self/status"), CAP_SYS_NICE_BIT),
-        global_runtime_us: number("/proc/sys/kernel/sched_rt_runtime_us"),
+        rt_group_sched: kconfig.as_deref().map(has_rt_group_sched),
         group_runtime_us: v1_rt_runtime_file(&cgroup, &mounts).and_then(|f| number(&f)),
+        v2_cpu_controller: v2_controllers_file(&cgroup, &mounts)
+            .is_some_and(|f| read(&f).split_whitespace().any(|c| c == "cpu")),
         cgroup: &cgroup,
         mounts: &mounts,
     }))

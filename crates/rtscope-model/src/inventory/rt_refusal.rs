@@ -6,7 +6,9 @@
 //! with EPERM for every process in it, root's too (a container, a systemd
 //! service with CPU accounting, a job scheduler's cgroup). `chrt` then says
 //! only "Operation not permitted". The binary reads the facts; this judges
-//! them.
+//! them, and blames a cgroup only on evidence: its zero budget (v1), or
+//! its own cpu controller on a kernel with per-cgroup real-time scheduling
+//! (v2, where no budget can be read).
 
 use super::PRIVILEGES_FIX;
 
@@ -19,14 +21,19 @@ pub struct RtRefusal<'a> {
     pub eperm: bool,
     /// CAP_SYS_NICE is in the effective set.
     pub cap_sys_nice: bool,
-    /// `/proc/sys/kernel/sched_rt_runtime_us`.
-    pub global_runtime_us: Option<i64>,
+    /// The kernel's configuration says whether it has `CONFIG_RT_GROUP_SCHED`
+    /// (`/boot/config-RELEASE`); None where it cannot be read.
+    pub rt_group_sched: Option<bool>,
     /// `/proc/self/cgroup`.
     pub cgroup: &'a str,
     /// `/proc/self/mounts`.
     pub mounts: &'a str,
     /// `cpu.rt_runtime_us` of the process's cgroup in the v1 `cpu` hierarchy.
     pub group_runtime_us: Option<i64>,
+    /// Under cgroup v2: the `cpu` controller is enabled for the process's
+    /// cgroup (its `cgroup.controllers` lists it), so that cgroup is its
+    /// scheduling group.
+    pub v2_cpu_controller: bool,
 }
 
 /// The process's cgroup in the v1 `cpu` hierarchy (`4:cpu,cpuacct:/a/b`),
@@ -71,19 +78,28 @@ fn join(mount: &str, path: &str) -> String {
     format!("{}{}", mount.trim_end_matches('/'), if path == "/" { "" } else { path })
 }
 
+/// Whether a kernel configuration's text has `CONFIG_RT_GROUP_SCHED=y`.
+pub fn has_rt_group_sched(kconfig: &str) -> bool {
+    kconfig.lines().any(|l| l.trim() == "CONFIG_RT_GROUP_SCHED=y")
+}
+
+/// The path of the process's cgroup v2 `cgroup.controllers`.
+pub fn v2_controllers_file(proc_cgroup: &str, mounts: &str) -> Option<String> {
+    let (mount, path) = (v2_mount(mounts)?, v2_cgroup(proc_cgroup)?);
+    Some(format!("{}/cgroup.controllers", join(mount, path)))
+}
+
 /// The fix for a refused real-time policy: the cause the facts point to,
-/// and what to do about it.
+/// and what to do about it. The kernel refuses SCHED_FIFO with EPERM for
+/// no privilege (capability or RLIMIT_RTPRIO), a security module's veto,
+/// or, with `CONFIG_RT_GROUP_SCHED`, a scheduling group whose real-time
+/// budget is zero; a budget can be read under cgroup v1 only.
 pub fn rt_refusal_fix(r: &RtRefusal) -> String {
     if !r.eperm {
-        return format!("the kernel refused it ({}); {PRIVILEGES_FIX}", r.error);
+        return format!("the kernel refused it ({}): a real-time priority is 1 to 99", r.error);
     }
     if !r.cap_sys_nice {
         return PRIVILEGES_FIX.to_string();
-    }
-    if r.global_runtime_us == Some(0) {
-        return "kernel.sched_rt_runtime_us is 0, which gives real-time threads no time at all: \
-                sysctl kernel.sched_rt_runtime_us=950000 (the kernel's default)"
-            .to_string();
     }
     let root_or = |mount: &str| {
         format!(
@@ -91,26 +107,32 @@ pub fn rt_refusal_fix(r: &RtRefusal) -> String {
             mount.trim_end_matches('/')
         )
     };
-    if let (Some(path), Some(mount)) = (v1_cpu_cgroup(r.cgroup), v1_cpu_mount(r.mounts))
-        && path != "/"
-    {
-        let budget = r.group_runtime_us.map_or("unreadable".to_string(), |n| n.to_string());
+    // Under v1 the budget says it, whatever the path (inside a cgroup
+    // namespace a container's own cgroup reads as "/").
+    if let (Some(path), Some(mount), Some(0)) = (v1_cpu_cgroup(r.cgroup), v1_cpu_mount(r.mounts), r.group_runtime_us) {
         return format!(
             "rtscope has CAP_SYS_NICE, but its cgroup {path} gives real-time threads no time \
-             (its cpu.rt_runtime_us is {budget}: this kernel schedules real-time threads per cgroup, \
+             (its cpu.rt_runtime_us is 0: this kernel schedules real-time threads per cgroup, \
              CONFIG_RT_GROUP_SCHED); {}, or give the cgroup a budget (echo 950000 > {}/cpu.rt_runtime_us, \
              each parent's first)",
             root_or(mount),
             join(mount, path)
         );
     }
-    if let (Some(path), Some(mount)) = (v2_cgroup(r.cgroup), v2_mount(r.mounts))
+    if let (Some(path), Some(mount), true, Some(true) | None) =
+        (v2_cgroup(r.cgroup), v2_mount(r.mounts), r.v2_cpu_controller, r.rt_group_sched)
         && path != "/"
     {
         return format!(
-            "rtscope has CAP_SYS_NICE, but it runs in the cgroup {path}, and where the kernel schedules \
-             real-time threads per cgroup (CONFIG_RT_GROUP_SCHED) cgroup v2 gives no cgroup but the root \
-             real-time time; {}, or boot with rt_group_sched=0 where the kernel has that switch (6.16 and later)",
+            "rtscope has CAP_SYS_NICE, but it runs in the cgroup {path}, whose cpu controller makes it its own \
+             scheduling group, and where the kernel schedules real-time threads per cgroup \
+             (CONFIG_RT_GROUP_SCHED{}) cgroup v2 gives no cgroup but the root real-time time; {}, or boot with \
+             rt_group_sched=0 where the kernel has that switch",
+            if r.rt_group_sched.is_none() {
+                ", which this kernel's configuration, unreadable here, may have"
+            } else {
+                ", which this kernel has"
+            },
             root_or(mount)
         );
     }
@@ -136,10 +158,11 @@ mod tests {
             error: "Operation not permitted (os error 1)",
             eperm: true,
             cap_sys_nice: true,
-            global_runtime_us: Some(950_000),
+            rt_group_sched: Some(true),
             cgroup,
             mounts,
             group_runtime_us: None,
+            v2_cpu_controller: true,
         }
     }
 
@@ -169,12 +192,8 @@ mod tests {
         // A priority out of range is no privilege matter.
         let mut r = refused("0::/\n", V2_MOUNTS);
         (r.eperm, r.error) = (false, "Invalid argument (os error 22)");
-        assert!(rt_refusal_fix(&r).contains("Invalid argument"), "{}", rt_refusal_fix(&r));
-
-        // The global budget is zero.
-        let mut r = refused("0::/\n", V2_MOUNTS);
-        r.global_runtime_us = Some(0);
-        assert!(rt_refusal_fix(&r).contains("sysctl kernel.sched_rt_runtime_us=950000"));
+        let fix = rt_refusal_fix(&r);
+        assert!(fix.contains("Invalid argument") && fix.contains("1 to 99") && !fix.contains("setcap"), "{fix}");
 
         // A v1 cpu cgroup without a budget: its file named, and the root cgroup's procs.
         let mut r = refused("1:cpu:/batch/job7\n0::/\n", V1_MOUNTS);
@@ -184,10 +203,40 @@ mod tests {
         assert!(fix.contains("echo 950000 > /sys/fs/cgroup/cpu/batch/job7/cpu.rt_runtime_us"), "{fix}");
         assert!(fix.contains("echo $$ > /sys/fs/cgroup/cpu/cgroup.procs"), "{fix}");
 
-        // cgroup v2: no budget to give, the root cgroup or the boot switch.
+        // A v1 cgroup whose budget is not zero, or cannot be read, is not
+        // the cause; one seen as "/" from inside a namespace with a zero
+        // budget is.
+        let mut r = refused("1:cpu:/batch/job7\n0::/\n", V1_MOUNTS);
+        r.group_runtime_us = Some(950_000);
+        assert!(rt_refusal_fix(&r).contains("security module"));
+        r.group_runtime_us = None;
+        assert!(rt_refusal_fix(&r).contains("security module"));
+        let mut r = refused("1:cpu:/\n0::/\n", V1_MOUNTS);
+        r.group_runtime_us = Some(0);
+        assert!(rt_refusal_fix(&r).contains("its cgroup / gives real-time threads no time"));
+
+        // cgroup v2: no budget to give, the root cgroup or the boot switch;
+        // only where the cpu controller makes the cgroup its group, and the
+        // kernel has (or may have) per-cgroup real-time scheduling.
         let fix = rt_refusal_fix(&refused("0::/process_api/85fa\n", V2_MOUNTS));
-        assert!(fix.contains("the cgroup /process_api/85fa"), "{fix}");
+        assert!(fix.contains("the cgroup /process_api/85fa") && fix.contains("which this kernel has"), "{fix}");
         assert!(fix.contains("echo $$ > /sys/fs/cgroup/cgroup.procs") && fix.contains("rt_group_sched=0"), "{fix}");
+        let mut r = refused("0::/process_api/85fa\n", V2_MOUNTS);
+        r.rt_group_sched = None;
+        assert!(rt_refusal_fix(&r).contains("unreadable here, may have"));
+        r.v2_cpu_controller = false;
+        assert!(rt_refusal_fix(&r).contains("security module"), "no cpu controller: the root group");
+        let mut r = refused("0::/user.slice\n", V2_MOUNTS);
+        r.rt_group_sched = Some(false);
+        assert!(rt_refusal_fix(&r).contains("security module"), "no per-cgroup real-time scheduling");
+        assert!(
+            has_rt_group_sched("# x\nCONFIG_RT_GROUP_SCHED=y\n")
+                && !has_rt_group_sched("# CONFIG_RT_GROUP_SCHED is not set")
+        );
+        assert_eq!(
+            v2_controllers_file("0::/a/b\n", V2_MOUNTS).as_deref(),
+            Some("/sys/fs/cgroup/a/b/cgroup.controllers")
+        );
 
         // In the root cgroup with the privilege: something else forbids it.
         let fix = rt_refusal_fix(&refused("1:cpu:/\n0::/\n", V1_MOUNTS));
