@@ -236,11 +236,16 @@ fn judge_causes(what: &str, episodes: &[&serde_json::Value], bursts: &[truth::Bu
     // truth::judge_interruptions has it). Seen beside a CPU hog: 6 of 154
     // noise windows 50-124 us past their burst and its wake-up, in a run
     // whose bursts' own wake-ups were late by up to 185 us.
-    let q_after = q.max(truth::wake_stall_rate(bursts, NEAR, 0.002));
+    let wake = truth::wake_stall_rate(bursts, NEAR, 0.002);
     // Seen once in a run beside a CPU hog: 75 us unaccounted while the
-    // spinner ran its own code between bursts.
+    // spinner ran its own code between bursts. Its chances: every
+    // ordinary sample at the samples' rate, or every burst's hand-over
+    // at its wake-ups' rate, whichever allows more.
     let why = format!("{what}: episodes far from any burst name the spinner, with a host stall in them");
-    truth::allow_unheld(&why, &stalled, unmet, q_after);
+    let per_burst = (bursts.len() as u64, wake);
+    let upper = |(n, r): (u64, f64)| truth::binomial_upper(n, r, truth::FALSE_FAILURE);
+    let (chances, rate) = if upper(per_burst) > upper((unmet, q)) { per_burst } else { (unmet, q) };
+    truth::allow_unheld(&why, &stalled, chances, rate);
     // A burst whose spinner got its CPU time (by its own clock) while the
     // trace shows another thread on that CPU for most of the window: as
     // often as the host's own stalls hit a sample (truth::allow_unheld),
@@ -249,7 +254,8 @@ fn judge_causes(what: &str, episodes: &[&serde_json::Value], bursts: &[truth::Bu
     let (odd, strict): (Vec<truth::Met>, Vec<truth::Met>) = met.iter().partition(|m| short(m));
     let why = format!("{what} causes: measured shorter than the burst that held the CPU");
     truth::allow_unheld(&why, &odd, met.len() as u64, q);
-    truth::judge(&format!("{what} causes"), &strict, 2_000, NEAR, q_after);
+    // Its chances are the bursts met: each hand-over at the higher rate.
+    truth::judge(&format!("{what} causes"), &strict, 2_000, NEAR, q.max(wake));
     met.len()
 }
 
