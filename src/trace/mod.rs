@@ -230,14 +230,25 @@ fn own_helpers_note(own: &reader::OwnHelpers, lanes: &[TraceCpu]) -> Option<Stri
     if parts.is_empty() {
         return None;
     }
+    // rtscope pins them off the measured CPUs and their SMT siblings, where
+    // any CPU is left (Session::pin_housekeeping).
     let measured: Vec<usize> = lanes.iter().filter_map(|c| usize::try_from(c.cpu).ok()).collect();
-    let every = crate::sys::cpu::online().iter().all(|c| measured.contains(c));
+    let online = crate::sys::cpu::online();
+    let siblings: Vec<(usize, String)> = online
+        .iter()
+        .filter_map(|&c| {
+            let list = std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list"));
+            list.ok().map(|l| (c, l.trim().to_string()))
+        })
+        .collect();
+    let none_left = crate::sys::cpu::housekeeping(&online, &measured, &siblings).is_empty();
     Some(format!(
         "--trace: rtscope's own threads were the main cause of episodes: {}{}",
         parts.join("; "),
-        if every {
-            "; every CPU is measured, so they share the measured CPUs at SCHED_OTHER: leave one CPU out of \
-             --cpus and rtscope pins them there"
+        if none_left {
+            "; no CPU is left for them (every CPU is measured, or an SMT sibling of one), so they share the \
+             measured CPUs at SCHED_OTHER: leave a core (both its SMT threads) out of --cpus and rtscope pins \
+             them there"
         } else {
             ""
         }
@@ -265,7 +276,10 @@ mod tests {
         assert!(n.starts_with("--trace: rtscope's own threads were the main cause of episodes: "), "{n}");
         assert!(n.contains("held a probe off in 3 (rtscope-symbols 1, rtscope-writer 2; up to 59.9us)"), "{n}");
         assert!(n.contains("came late in 3 (rtscope-trace 3; up to 90.716us: interrupts off"), "{n}");
-        assert!(n.contains("leave one CPU out of --cpus"), "{n}");
+        assert!(
+            n.contains("no CPU is left for them") && n.contains("leave a core (both its SMT threads) out of --cpus"),
+            "{n}"
+        );
         let none: Vec<TraceCpu> = vec![lane(1 << 20)];
         assert!(!own_helpers_note(&own, &none).unwrap().contains("leave"));
         assert_eq!(own_helpers_note(&Default::default(), &every), None);
