@@ -123,8 +123,14 @@ pub(super) fn start_trace<'scope>(
     }
     let maps =
         if matches!(sink, Sink::Symbols(_)) { crate::trace::code::map_watches(&mut out.notes) } else { Vec::new() };
-    let reader =
-        Reader { layout: inst.layout, decoder: std::mem::take(&mut inst.decoder), lanes, episodes: sink, maps };
+    let reader = Reader {
+        layout: inst.layout,
+        decoder: std::mem::take(&mut inst.decoder),
+        lanes,
+        episodes: sink,
+        maps,
+        told: vec![],
+    };
     if let Err(e) = inst.set_on(true) {
         out.errors.push(format!("--trace: {e}"));
         shared.stop.store(true, Relaxed);

@@ -194,7 +194,13 @@ impl Ring {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return Err(format!("cannot map the perf ring of {what}: {}", std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            let fix = if e.raw_os_error() == Some(libc::EPERM) {
+                " (the rings of all CPUs exceed kernel.perf_event_mlock_kb and RLIMIT_MEMLOCK: raise either)"
+            } else {
+                ""
+            };
+            return Err(format!("cannot map the perf ring of {what}: {e}{fix}"));
         }
         Ok(Ring { ptr: ptr as *mut u8, len, page, scratch: Vec::with_capacity(4096), lost: 0 })
     }
@@ -406,6 +412,9 @@ pub enum MapEvent {
         parent: i32,
         child: i32,
     },
+    /// The kernel lost records (a ring full): what was built from them
+    /// may miss some.
+    Lost,
     Mmap(Mmap2),
 }
 
@@ -439,7 +448,16 @@ impl MapWatch {
             clockid: libc::CLOCK_MONOTONIC,
             ..Default::default()
         };
-        let fd = open(&attr, cpu).map_err(|e| format!("perf_event_open (mapping records, CPU {cpu}) failed: {e}"))?;
+        let fd = open(&attr, cpu).map_err(|e| {
+            format!(
+                "perf_event_open (mapping records, CPU {cpu}) failed: {e}{}",
+                if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+                    " (needs root or CAP_PERFMON; kernel.perf_event_paranoid)"
+                } else {
+                    ""
+                }
+            )
+        })?;
         let ring = Ring::map(&fd, pages, &format!("the mapping records of CPU {cpu}"))?;
         Ok(MapWatch { _fd: fd, ring })
     }

@@ -110,6 +110,14 @@ struct Proc {
     /// again): a wake-up that came inside `execve` shows the old image's
     /// user frames, the call of `execve`.
     before: Vec<Mapping>,
+    /// Its files were held open (a wake-up showed it).
+    held: bool,
+}
+
+impl Proc {
+    fn new(maps: Vec<Mapping>, whole: bool) -> Proc {
+        Proc { maps, read: Instant::now(), whole, before: Vec::new(), held: false }
+    }
 }
 
 /// The processes met so far and their mapped files.
@@ -155,7 +163,7 @@ impl ProcMaps {
     /// `pid` ran `exec` (the kernel's side-band record, [`crate::sys::perf::MapWatch`]):
     /// its mappings from now on are those the kernel tells.
     pub fn exec(&mut self, pid: i32) {
-        self.insert(pid, Proc { maps: Vec::new(), read: Instant::now(), whole: true, before: Vec::new() });
+        self.insert(pid, Proc::new(Vec::new(), true));
     }
 
     /// What the kernel told of a process ([`crate::sys::perf::MapWatch`]), in
@@ -166,6 +174,9 @@ impl ProcMaps {
             MapEvent::Exec(pid) => self.exec(pid),
             MapEvent::Fork { parent, child } => self.fork(parent, child),
             MapEvent::Mmap(m) => self.mapped(&m),
+            // Some were lost: no process is known whole from them any more
+            // (each is read from /proc again when a wake-up shows it).
+            MapEvent::Lost => self.procs.values_mut().for_each(|p| p.whole = false),
         }
     }
 
@@ -173,8 +184,12 @@ impl ProcMaps {
     /// it maps what its parent did, as far as that is known.
     pub fn fork(&mut self, parent: i32, child: i32) {
         if let Some(p) = self.procs.get(&parent) {
-            let p = Proc { maps: p.maps.clone(), read: Instant::now(), whole: p.whole, before: Vec::new() };
+            let p = Proc::new(p.maps.clone(), p.whole);
             self.insert(child, p);
+            // A pid used again: what it mapped before was another process's.
+            if let Some(c) = self.procs.get_mut(&child) {
+                c.before.clear();
+            }
         }
     }
 
@@ -186,10 +201,10 @@ impl ProcMaps {
         let (start, end) = (m.start, m.start.saturating_add(m.len));
         let dev = format!("{:02x}:{:02x}", m.maj, m.min);
         let path = m.path.strip_suffix(" (deleted)").unwrap_or(&m.path);
-        let file =
-            (m.ino != 0 && path.starts_with('/')).then(|| self.file_index(m.pid, (start, end), (&dev, m.ino, path)));
+        let file = (m.ino != 0 && path.starts_with('/'))
+            .then(|| self.file_index(m.pid, (start, end), (&dev, m.ino, path), false));
         if !self.procs.contains_key(&m.pid) {
-            self.insert(m.pid, Proc { maps: Vec::new(), read: Instant::now(), whole: false, before: Vec::new() });
+            self.insert(m.pid, Proc::new(Vec::new(), false));
         }
         if let Some(p) = self.procs.get_mut(&m.pid) {
             // What it overlaps keeps only its parts outside it, as the
@@ -221,6 +236,7 @@ impl ProcMaps {
         if self.locate(pid, addr).is_none() && !recent {
             self.read(pid);
         }
+        self.hold_files(pid);
     }
 
     /// Reads the mappings of `pid` again if it lives and they were read
@@ -239,7 +255,7 @@ impl ProcMaps {
         }
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return false };
         let maps = self.parse(pid, &text);
-        self.insert(pid, Proc { maps, read: Instant::now(), whole: true, before: Vec::new() });
+        self.insert(pid, Proc::new(maps, true));
         true
     }
 
@@ -266,7 +282,7 @@ impl ProcMaps {
             .lines()
             .filter_map(parse_line)
             .map(|(start, end, offset, file)| {
-                let file = file.map(|(dev, ino, path)| self.file_index(pid, (start, end), (dev, ino, path)));
+                let file = file.map(|(dev, ino, path)| self.file_index(pid, (start, end), (dev, ino, path), true));
                 Mapping { start, end, offset, file }
             })
             .collect();
@@ -276,16 +292,39 @@ impl ProcMaps {
 
     /// The index of the file that `pid` maps at `range`, added (and held
     /// open, while there is room) the first time it is met.
-    fn file_index(&mut self, pid: i32, range: (u64, u64), (dev, ino, path): (&str, u64, &str)) -> usize {
-        if let Some(&i) = self.by_inode.get(&(dev.to_string(), ino)) {
-            return i;
+    /// `open`: hold the file open now (a process a wake-up showed); a
+    /// mapping the kernel told of any process is only noted, its file held
+    /// when a wake-up shows that process ([`ProcMaps::hold_files`]).
+    fn file_index(&mut self, pid: i32, range: (u64, u64), (dev, ino, path): (&str, u64, &str), open: bool) -> usize {
+        let i = match self.by_inode.get(&(dev.to_string(), ino)) {
+            Some(&i) => i,
+            None => {
+                let name = file_name(path.as_ref());
+                self.files.push(MappedFile { path: PathBuf::from(path), name, ino, open: None, build: None });
+                self.by_inode.insert((dev.to_string(), ino), self.files.len() - 1);
+                self.files.len() - 1
+            }
+        };
+        if open && self.files[i].open.is_none() && self.held < MAX_OPEN && fd_room() {
+            self.files[i].open = hold(pid, range, ino, path);
+            self.held += usize::from(self.files[i].open.is_some());
         }
-        let open = if self.held < MAX_OPEN && fd_room() { hold(pid, range, ino, path) } else { None };
-        self.held += usize::from(open.is_some());
-        let name = file_name(path.as_ref());
-        self.files.push(MappedFile { path: PathBuf::from(path), name, ino, open, build: None });
-        self.by_inode.insert((dev.to_string(), ino), self.files.len() - 1);
-        self.files.len() - 1
+        i
+    }
+
+    /// Holds open the files `pid` maps that are not held yet, once per
+    /// process (while it lives: through its mappings).
+    fn hold_files(&mut self, pid: i32) {
+        let Some(p) = self.procs.get_mut(&pid).filter(|p| !p.held) else { return };
+        p.held = true;
+        let todo: Vec<(u64, u64, usize)> = p.maps.iter().filter_map(|m| Some((m.start, m.end, m.file?))).collect();
+        for (start, end, f) in todo {
+            if self.files[f].open.is_none() && self.held < MAX_OPEN && fd_room() {
+                let (ino, path) = (self.files[f].ino, self.files[f].path.to_string_lossy().into_owned());
+                self.files[f].open = hold(pid, (start, end), ino, &path);
+                self.held += usize::from(self.files[f].open.is_some());
+            }
+        }
     }
 
     /// Where `addr` of `pid` lies; None: outside every executable mapping
@@ -383,7 +422,7 @@ mod tests {
         );
         let mut m = ProcMaps::default();
         let maps = m.parse(-1, text);
-        m.procs.insert(7, Proc { maps, read: Instant::now(), whole: true, before: Vec::new() });
+        m.procs.insert(7, Proc::new(maps, true));
         assert_eq!(m.locate(7, 0x55d0c0a02000), Some(Located::File(0, 0x2000)), "the start is inside");
         assert_eq!(m.locate(7, 0x55d0c0a02010), Some(Located::File(0, 0x2010)));
         assert_eq!(m.locate(7, 0x7f1000000100), Some(Located::File(1, 0x28100)));
@@ -494,6 +533,10 @@ mod tests {
         assert_eq!(m.locate(-6, 0x1800), Some(Located::File(old, 0x1800)), "a child maps its parent's");
         m.fork(-99, -7);
         assert!(!m.procs.contains_key(&-7), "nothing known of its parent");
+        // A pid used again keeps nothing of the process that had it.
+        m.mapped(&crate::sys::perf::Mmap2 { pid: -8, ..told(0x8000, 0x1000, 14, "/usr/bin/gone") });
+        m.fork(-5, -8);
+        assert_eq!(m.locate(-8, 0x8100), None, "not the old process's code");
         m.exec(-5);
         assert!(m.procs[&-5].whole);
         m.mapped(&told(0x4000, 0x2000, 12, "/usr/bin/ls (deleted)"));
@@ -508,5 +551,10 @@ mod tests {
         let Some(Located::File(x, 0x1100)) = m.locate(-5, 0x5100) else { panic!() };
         assert_eq!(m.file(x).name, "libx.so");
         assert_eq!(m.locate(-5, 0x5900), Some(Located::File(new, 0x2900)), "the rest of ls, its offset kept");
+        // Told mappings note their files without holding them.
+        assert!(m.files.iter().all(|f| f.open.is_none()));
+        // Records lost: nothing is whole from them any more.
+        m.told(crate::sys::perf::MapEvent::Lost);
+        assert!(m.procs.values().all(|p| !p.whole));
     }
 }

@@ -15,7 +15,7 @@ use super::symbols::{Counts, Sink, SymMsg};
 use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
 use crate::sys::cpuidle::{self, IdleState};
-use crate::sys::perf::{MapWatch, Sampler};
+use crate::sys::perf::{MapEvent, MapWatch, Sampler};
 use rtscope_model::episode::{CauseKind, Episode, Stages, TraceCpu};
 use rtscope_model::hist::{Tally, quantile};
 use std::cell::RefCell;
@@ -244,9 +244,11 @@ pub struct Reader {
     /// To the symbols thread, which names the kept episodes' code and
     /// forwards them to the writer, or to the writer itself.
     pub episodes: Sink,
-    /// The kernel's records of execs and executable mappings, one per
-    /// online CPU, where the symbols thread names user code (else none).
+    /// The kernel's records of forks, execs and executable mappings, one
+    /// per online CPU, where the symbols thread names user code (else
+    /// none), and those read but not handed over yet (time, record).
     pub maps: Vec<MapWatch>,
+    pub told: Vec<(u64, MapEvent)>,
 }
 
 /// What the reader reports at the end.
@@ -266,7 +268,7 @@ pub struct ReaderReport {
     /// rtscope's own helper threads that were an episode's main cause
     /// (thread time, or unaccounted time while they ran): (kind, name) ->
     /// (episodes, the most such time in one, ns).
-    pub own: BTreeMap<(CauseKind, String), (u64, u64)>,
+    pub own: OwnHelpers,
     /// Mapping records the kernel could not write (their rings full).
     pub maps_lost: u64,
 }
@@ -403,16 +405,28 @@ impl Reader {
                 lane.drain_code(&self.layout, page, true);
             }
         }
-        // The execs and mappings the kernel told, before the wake-ups that
-        // may show them.
-        let mut told = Vec::new();
+        // The forks, execs and mappings the kernel told, before the
+        // wake-ups that may show them, in one order over the CPUs: those
+        // older than this pass's start now, the later ones (another ring
+        // may still be writing their predecessors) at the next pass, all
+        // at the last.
+        let cut = if last { u64::MAX } else { clock::now() };
+        let lost: u64 = self.maps.iter().map(MapWatch::lost).sum();
+        let told = &mut self.told;
         for w in &mut self.maps {
             w.drain(&mut |t, m| told.push((t, m)));
         }
-        if !told.is_empty() {
-            // One order over the CPUs' records.
+        let lost_now = self.maps.iter().map(MapWatch::lost).sum::<u64>() > lost;
+        if !told.is_empty() || lost_now {
             told.sort_by_key(|x| x.0);
-            self.episodes.send(SymMsg::Mapped(told.into_iter().map(|x| x.1).collect()));
+            let later = told.partition_point(|x| x.0 < cut);
+            let mut now: Vec<MapEvent> = told.drain(..later).map(|x| x.1).collect();
+            if lost_now {
+                now.push(MapEvent::Lost);
+            }
+            if !now.is_empty() {
+                self.episodes.send(SymMsg::Mapped(now));
+            }
         }
         // The processes the wake-ups interrupted, before their episodes: a
         // short-lived one may be gone when those are named.
