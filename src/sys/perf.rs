@@ -155,8 +155,6 @@ pub struct Sampler {
     /// Why cpu-clock samples and not cycles, when so: the kernel's answer
     /// to the cycles event, in words.
     pub software_because: Option<String>,
-    /// Samples the kernel could not write (ring full).
-    pub lost: u64,
 }
 
 /// A perf event's ring, mapped: a header page and a power of two of data
@@ -276,6 +274,16 @@ pub fn open(attr: &Attr, cpu: usize) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// The fix for an event the kernel refused for want of a privilege, as
+/// words to append to its error; empty for any other refusal.
+fn privilege_fix(e: &std::io::Error) -> &'static str {
+    if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
+        " (needs root or CAP_PERFMON; kernel.perf_event_paranoid)"
+    } else {
+        ""
+    }
+}
+
 /// cpu-clock's period at about `hz`: a prime number of nanoseconds some
 /// 0.4 % under 1/`hz`. A timer period is fixed, so one that divides a
 /// probe's (2 kHz against a 1 ms probe) keeps the same phase to it for the
@@ -335,14 +343,7 @@ impl Sampler {
                     ..base
                 };
                 let fd = open(&sw, cpu).map_err(|e| {
-                    format!(
-                        "perf_event_open (cpu-clock on CPU {cpu}) failed: {e}{}",
-                        if e.raw_os_error() == Some(libc::EACCES) || e.raw_os_error() == Some(libc::EPERM) {
-                            " (needs root or CAP_PERFMON; kernel.perf_event_paranoid)"
-                        } else {
-                            ""
-                        }
-                    )
+                    format!("perf_event_open (cpu-clock on CPU {cpu}) failed: {e}{}", privilege_fix(&e))
                 })?;
                 (fd, Source::CpuClock, false)
             }
@@ -356,7 +357,6 @@ impl Sampler {
             period_ns: if source == Source::CpuClock { clock_period } else { 1_000_000_000 / hz },
             regs_intr,
             software_because,
-            lost: 0,
         })
     }
 
@@ -376,7 +376,11 @@ impl Sampler {
                 out(s);
             }
         });
-        self.lost = self.ring.lost;
+    }
+
+    /// Samples the kernel could not write (ring full).
+    pub fn lost(&self) -> u64 {
+        self.ring.lost
     }
 }
 
@@ -448,16 +452,8 @@ impl MapWatch {
             clockid: libc::CLOCK_MONOTONIC,
             ..Default::default()
         };
-        let fd = open(&attr, cpu).map_err(|e| {
-            format!(
-                "perf_event_open (mapping records, CPU {cpu}) failed: {e}{}",
-                if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) {
-                    " (needs root or CAP_PERFMON; kernel.perf_event_paranoid)"
-                } else {
-                    ""
-                }
-            )
-        })?;
+        let fd = open(&attr, cpu)
+            .map_err(|e| format!("perf_event_open (mapping records, CPU {cpu}) failed: {e}{}", privilege_fix(&e)))?;
         let ring = Ring::map(&fd, pages, &format!("the mapping records of CPU {cpu}"))?;
         Ok(MapWatch { _fd: fd, ring })
     }
@@ -479,17 +475,15 @@ impl MapWatch {
                     }
                 }
                 RECORD_FORK => {
-                    let u32_at =
-                        |at: usize| body.get(at..at + 4).map(|b| i32::from_le_bytes(b.try_into().unwrap_or_default()));
-                    if let (Some(child), Some(parent)) = (u32_at(0), u32_at(4))
+                    if let (Some(child), Some(parent)) = (u32_at(body, 0), u32_at(body, 4))
                         && child != parent
                     {
-                        out(t, MapEvent::Fork { parent, child });
+                        out(t, MapEvent::Fork { parent: parent as i32, child: child as i32 });
                     }
                 }
                 RECORD_COMM if misc & MISC_COMM_EXEC != 0 => {
-                    if let Some(pid) = body.get(0..4) {
-                        out(t, MapEvent::Exec(i32::from_le_bytes(pid.try_into().unwrap_or_default())));
+                    if let Some(pid) = u32_at(body, 0) {
+                        out(t, MapEvent::Exec(pid as i32));
                     }
                 }
                 _ => {}
@@ -502,7 +496,7 @@ impl MapWatch {
 /// memory: pid, tid, addr, len, pgoff, maj, min, ino, ino_generation,
 /// prot, flags, then the NUL-terminated path.
 pub fn parse_mmap2(b: &[u8], misc: u16) -> Option<Mmap2> {
-    let u32_at = |at: usize| b.get(at..at + 4).map(|s| u32::from_le_bytes(s.try_into().unwrap_or_default()));
+    let u32_at = |at| u32_at(b, at);
     if misc & MISC_MMAP_BUILD_ID != 0 || u32_at(56)? & libc::PROT_EXEC as u32 == 0 {
         return None;
     }
@@ -556,6 +550,10 @@ fn why_not_cycles(e: &std::io::Error, hz: u64) -> String {
         Some(libc::EBUSY) => format!("the PMU is busy ({e}): another profiler holds its counters"),
         _ => format!("the cycles event was refused ({e})"),
     }
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4).map(|s| u32::from_le_bytes(s.try_into().unwrap_or_default()))
 }
 
 fn u64_at(b: &[u8], at: usize) -> Option<u64> {

@@ -405,29 +405,7 @@ impl Reader {
                 lane.drain_code(&self.layout, page, true);
             }
         }
-        // The forks, execs and mappings the kernel told, before the
-        // wake-ups that may show them, in one order over the CPUs: those
-        // older than this pass's start now, the later ones (another ring
-        // may still be writing their predecessors) at the next pass, all
-        // at the last.
-        let cut = if last { u64::MAX } else { clock::now() };
-        let lost: u64 = self.maps.iter().map(MapWatch::lost).sum();
-        let told = &mut self.told;
-        for w in &mut self.maps {
-            w.drain(&mut |t, m| told.push((t, m)));
-        }
-        let lost_now = self.maps.iter().map(MapWatch::lost).sum::<u64>() > lost;
-        if !told.is_empty() || lost_now {
-            told.sort_by_key(|x| x.0);
-            let later = told.partition_point(|x| x.0 < cut);
-            let mut now: Vec<MapEvent> = told.drain(..later).map(|x| x.1).collect();
-            if lost_now {
-                now.push(MapEvent::Lost);
-            }
-            if !now.is_empty() {
-                self.episodes.send(SymMsg::Mapped(now));
-            }
-        }
+        self.hand_over_told(last);
         // The processes the wake-ups interrupted, before their episodes: a
         // short-lived one may be gone when those are named.
         let seen: Vec<(i32, u64)> =
@@ -461,6 +439,30 @@ impl Reader {
         }
     }
 
+    /// The forks, execs and mappings the kernel told, to the symbols thread
+    /// before the wake-ups that may show them, in one order over the CPUs:
+    /// those older than this pass's start now, the later ones (another
+    /// ring may still be writing their predecessors) at the next pass, all
+    /// at the `last`; then a mark where the kernel lost some.
+    fn hand_over_told(&mut self, last: bool) {
+        let cut = if last { u64::MAX } else { clock::now() };
+        let lost = |maps: &[MapWatch]| maps.iter().map(MapWatch::lost).sum::<u64>();
+        let before = lost(&self.maps);
+        let told = &mut self.told;
+        for w in &mut self.maps {
+            w.drain(&mut |t, m| told.push((t, m)));
+        }
+        told.sort_by_key(|x| x.0);
+        let later = told.partition_point(|x| x.0 < cut);
+        let mut now: Vec<MapEvent> = told.drain(..later).map(|x| x.1).collect();
+        if lost(&self.maps) > before {
+            now.push(MapEvent::Lost);
+        }
+        if !now.is_empty() {
+            self.episodes.send(SymMsg::Mapped(now));
+        }
+    }
+
     /// The code's figures over every lane: `--stacks`' wake-ups, matches,
     /// unwind cost and losses, `--sample-hz`'s samples; the run's sample
     /// counts go to the symbols thread.
@@ -480,7 +482,7 @@ impl Reader {
                 let p = report.profile.get_or_insert((sampler.source, sampler.hz, 0, 0, 0));
                 p.2 += t.prof_samples;
                 p.3 += t.prof_inside;
-                p.4 += sampler.lost;
+                p.4 += sampler.lost();
                 counts.merge(std::mem::take(&mut t.counts));
             }
         }
