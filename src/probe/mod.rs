@@ -407,6 +407,9 @@ impl<'a> Cell<'a> {
     pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
         let Cell { probe, common, policy, priority, load, mut instance, markers, helpers, tap } = self;
         let run_id = run.run_id;
+        // A previous cell's helpers mapped memory locked on touch: this
+        // cell's histograms and rings are read in whole again.
+        mem::lock_populated();
         let Series { recorders, sinks, lives, mirror_lost, lane_parts, explained } =
             Series::create(run.store()?, run_id, (probe, common), &load, instance.as_ref(), markers, tap.as_ref())?;
         let (episode_tx, episode_rx) = std::sync::mpsc::channel();
@@ -428,6 +431,10 @@ impl<'a> Cell<'a> {
             while shared.ready.load(Acquire) < threads.len() && !shared.stop.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(1));
             }
+            // The measuring threads touch nothing new from here on; the
+            // helpers started next map files (the symbols thread's ELF
+            // files) that are then only read in where they are read.
+            mem::lock_future_on_touch();
             let parts = code_parts(instance.as_mut(), (probe, common), &shared, &mut code);
             // The start comes after the trace's threads are set up (the
             // symbols thread's can take over START_DELAY_NS), or the first
