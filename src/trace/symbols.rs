@@ -148,6 +148,9 @@ pub struct Symbols {
     kallsyms: Kallsyms,
     /// Processes whose frames could not be named (exited, unreadable).
     gone: std::collections::BTreeSet<i32>,
+    /// Why a mapped file's frames are not named (stripped, unreadable), by
+    /// the file's name: an episode's stack says it of its own frames.
+    why: HashMap<String, String>,
 }
 
 impl Default for Symbols {
@@ -291,10 +294,15 @@ fn syms_or_each<'s>(
     }
 }
 
+/// Why blazesym names no function in a user file that has no symbol for
+/// an address.
+const STRIPPED: &str = "it is stripped: install its debug symbols (on Debian its -dbgsym package), or keep its \
+                        symbol table";
+
 /// blazesym's answer for one address as a [`Name`]: a kernel frame's
 /// module is "kernel" or its module's name (from a module's own file, or
-/// from `kallsyms`); a stripped user file is noted.
-fn to_name(s: Symbolized, kernel: Option<&Kallsyms>, notes: &mut Vec<String>) -> Name {
+/// from `kallsyms`).
+fn to_name(s: Symbolized, kernel: Option<&Kallsyms>) -> Name {
     match s {
         Symbolized::Sym(s) => Name {
             function: Some(s.name.to_string()),
@@ -315,16 +323,7 @@ fn to_name(s: Symbolized, kernel: Option<&Kallsyms>, notes: &mut Vec<String>) ->
             file: s.code_info.as_ref().map(|c| file_name(&c.file)),
             line: s.code_info.as_ref().and_then(|c| c.line),
         },
-        Symbolized::Unknown(reason) => {
-            if kernel.is_none() && matches!(reason, blazesym::symbolize::Reason::MissingSyms) {
-                notes.push(
-                    "some user frames are not named: their files are stripped (install their debug \
-                     symbols, or keep the symbol table)"
-                        .into(),
-                );
-            }
-            Name { module: kernel.map(|_| "kernel".into()), ..Default::default() }
-        }
+        Symbolized::Unknown(_) => Name { module: kernel.map(|_| "kernel".into()), ..Default::default() },
     }
 }
 
@@ -345,6 +344,7 @@ impl Symbols {
             notes: kallsyms.hidden.iter().cloned().collect(),
             kallsyms,
             gone: Default::default(),
+            why: HashMap::new(),
         }
     }
 
@@ -408,7 +408,7 @@ impl Symbols {
         match result {
             Ok(syms) => {
                 for (a, s) in todo.iter().zip(syms) {
-                    named.insert(*a, to_name(s, Some(&self.kallsyms), notes));
+                    named.insert(*a, to_name(s, Some(&self.kallsyms)));
                 }
             }
             Err(Some(e)) => notes.push(format!("kernel frames are not named: {e}")),
@@ -439,27 +439,31 @@ impl Symbols {
         }
         for (file, addrs) in by_file {
             let module = self.maps.file(file).name.clone();
-            let syms = match self.maps.file(file).read_path() {
+            let (syms, why) = match self.maps.file(file).read_path() {
                 Some(path) => {
                     let offsets: Vec<u64> = addrs.iter().map(|&(_, off)| off).collect();
-                    file_syms(&self.sym, &path, &offsets).unwrap_or_else(|e| {
-                        notes.push(format!(
-                            "some user frames in {module} are not named: {}",
-                            e.unwrap_or_else(|| "it could not be read".into())
-                        ));
-                        Vec::new()
-                    })
+                    match file_syms(&self.sym, &path, &offsets) {
+                        Ok(syms) => (syms, None),
+                        Err(e) => (Vec::new(), Some(e.unwrap_or_else(|| "it could not be read".into()))),
+                    }
                 }
-                None => {
-                    notes.push(format!(
-                        "some user frames in {module} are not named: the file was replaced or deleted, or lies in \
-                         another mount namespace, and rtscope could not hold it open (or held 256 files already)"
-                    ));
-                    Vec::new()
-                }
+                None => (
+                    Vec::new(),
+                    Some(
+                        "the file was replaced or deleted, or lies in another mount namespace, and rtscope could \
+                         not hold it open (or held 256 files already)"
+                            .into(),
+                    ),
+                ),
             };
+            let stripped =
+                syms.iter().any(|s| matches!(s, Symbolized::Unknown(blazesym::symbolize::Reason::MissingSyms)));
+            if let Some(why) = why.or_else(|| stripped.then(|| STRIPPED.to_string())) {
+                notes.push(format!("some user frames in {module} are not named: {why}"));
+                self.why.insert(module.clone(), why);
+            }
             for (i, &(a, _)) in addrs.iter().enumerate() {
-                let mut n = syms.get(i).cloned().map(|s| to_name(s, None, notes)).unwrap_or_default();
+                let mut n = syms.get(i).cloned().map(|s| to_name(s, None)).unwrap_or_default();
                 n.module = Some(module.clone());
                 named.insert(a, n);
             }
@@ -468,7 +472,7 @@ impl Symbols {
             && let Ok(syms) = user_syms(&self.sym, pid, &missed)
         {
             for (a, s) in missed.iter().zip(syms) {
-                named.insert(*a, to_name(s, None, notes));
+                named.insert(*a, to_name(s, None));
             }
         }
     }
@@ -619,14 +623,23 @@ impl Symbols {
             notes.push(h.clone());
         }
         if !w.user.is_empty() && user.iter().all(|f| f.function.is_none()) {
+            let why = user.iter().find_map(|f| {
+                let m = f.module.as_ref()?;
+                self.why.get(m).map(|y| format!("{m}: {y}"))
+            });
             notes.push(if self.gone.contains(&w.tgid) {
                 format!(
                     "the user frames of {comm} (pid {}) could not be named: it had exited before rtscope could read \
                      its maps",
                     w.tgid
                 )
+            } else if let Some(why) = why {
+                format!("the user frames of {comm} (pid {}) could not be named: {why}", w.tgid)
             } else {
-                format!("the user frames of {comm} (pid {}) could not be named (the run's notes say why)", w.tgid)
+                format!(
+                    "the user frames of {comm} (pid {}) could not be named (the notes after the episodes say why)",
+                    w.tgid
+                )
             });
         }
         CodeStack {

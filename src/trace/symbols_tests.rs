@@ -109,6 +109,49 @@ fn names_a_process_that_exited_after_it_was_seen() {
     assert!(unseen.all_notes().iter().any(|n| n.contains("had exited")), "{:?}", unseen.all_notes());
 }
 
+/// Code in a stripped file (Debian's `sleep`: no symbol table, and no
+/// function among its dynamic symbols) is not named, and the episode's
+/// stack says which file and why, as do the notes after the episodes.
+#[test]
+fn says_which_stripped_file_left_a_frame_unnamed() {
+    let sleep = std::path::Path::new("/usr/bin/sleep");
+    let stripped = std::fs::read(sleep).ok().is_some_and(|b| !b.windows(8).any(|w| w == b".symtab\0"));
+    if !stripped {
+        skip_unless_ci("/usr/bin/sleep is missing or has its symbol table here");
+        return;
+    }
+    let mut child = std::process::Command::new(sleep).arg("30").spawn().expect("sleep runs");
+    let pid = child.id() as i32;
+    let mut text = None;
+    for _ in 0..200 {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        text = maps.lines().find(|l| l.ends_with("/usr/bin/sleep") && l.contains(" r-xp ")).and_then(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
+        });
+        if text.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let (start, end) = text.expect("sleep maps its own code");
+    let addr = start + (end - start) / 2;
+    let mut s = Symbols::with_cache(None);
+    let w = WakeStack { ts: 1, woken: 1, pid, kernel: Vec::new(), cost_ns: 0, user: vec![addr], tgid: pid };
+    let stack = s.code_stack(&w, "sleep");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(stack.user.len(), 1, "{stack:?}");
+    assert_eq!((stack.user[0].function.as_deref(), stack.user[0].module.as_deref()), (None, Some("sleep")));
+    let said = format!("the user frames of sleep (pid {pid}) could not be named: sleep: it is stripped");
+    assert!(stack.notes.iter().any(|n| n.starts_with(&said)), "{:?}", stack.notes);
+    let notes = s.all_notes();
+    assert!(
+        notes.iter().any(|n| n.starts_with("some user frames in sleep are not named: it is stripped")),
+        "{notes:?}"
+    );
+}
+
 /// Root only: a process that lived a few milliseconds, never read from
 /// /proc, is named from the kernel's records of its exec and mappings.
 #[test]
