@@ -444,6 +444,7 @@ pub(crate) mod fixtures {
             kernel,
             user: user.clone(),
             notes: vec!["libc.so.6 has no debug symbols: no file and line".into()],
+            unwind_ns: Some(6_100),
         };
         let mut kernel =
             vec![frame("anon_vma_interval_tree_insert", 0x1c, "kernel"), frame("dup_mmap", 0x1e0, "kernel")];
@@ -456,6 +457,7 @@ pub(crate) mod fixtures {
             kernel,
             user,
             notes: vec![],
+            unwind_ns: None,
         };
         let chain = "main;__libc_fork;entry_SYSCALL_64_after_hwframe [k];do_syscall_64 [k];__do_sys_clone [k];\
                      kernel_clone [k];copy_process [k];dup_mmap [k]";

@@ -11,7 +11,7 @@ use super::format::PageLayout;
 use super::page::Page;
 use super::remainder::Gap;
 use super::stacks::{self, StackDecoder};
-use super::symbols::{Counts, Sink, SymMsg};
+use super::symbols::{Counts, RawCode, Sink, SymMsg};
 use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
 use crate::sys::cpuidle::{self, IdleState};
@@ -267,7 +267,9 @@ pub struct ReaderReport {
     pub profile: Option<(crate::sys::perf::Source, u64, u64, u64, u64)>,
     /// rtscope's own helper threads that were an episode's main cause
     /// (thread time, or unaccounted time while they ran): (kind, name) ->
-    /// (episodes, the most such time in one, ns).
+    /// (episodes, the most such time in one, ns); and under
+    /// [`UNWIND`] the episodes whose stacks took a tenth of their latency
+    /// or more to record, inside the probe's timer interrupt.
     pub own: OwnHelpers,
     /// Mapping records the kernel could not write (their rings full).
     pub maps_lost: u64,
@@ -282,7 +284,13 @@ const HELPERS: [&str; 5] = ["rtscope-writer", "rtscope-trace", "rtscope-symbols"
 /// kernel keeps it, 15 bytes): its thread time, or unaccounted time while
 /// it ran (the probe's timer interrupt late in its system call, or the
 /// host's).
-fn note_own_helper(e: &Episode, own: &mut OwnHelpers) {
+fn note_own_helper(e: &Episode, raw: &RawCode, own: &mut OwnHelpers) {
+    if let Some((w, _)) = &raw.stack
+        && w.unwind_ns.saturating_mul(10) >= e.latency_ns
+    {
+        let o = own.entry((UNWIND.0, UNWIND.1.into())).or_default();
+        (o.0, o.1) = (o.0 + 1, o.1.max(w.unwind_ns));
+    }
     let Some(main) = e.causes.iter().max_by_key(|c| c.ns) else { return };
     let helper = HELPERS.iter().any(|h| h.get(..15).unwrap_or(h) == main.name);
     if !matches!(main.kind, CauseKind::Thread | CauseKind::Unaccounted) || !helper {
@@ -298,6 +306,8 @@ fn note_own_helper(e: &Episode, own: &mut OwnHelpers) {
 
 /// See [`ReaderReport::own`].
 pub type OwnHelpers = BTreeMap<(CauseKind, String), (u64, u64)>;
+/// The key of `--stacks`' own unwinds in [`OwnHelpers`].
+pub const UNWIND: (CauseKind, &str) = (CauseKind::Timer, "--stacks");
 
 /// What a CPU has counted: its steal time (ns) and its idle states'
 /// entries. Read at the start of the run, and at most once a pass after
@@ -425,7 +435,7 @@ impl Reader {
                         base.since(now.get_or_insert_with(|| Counted::of(e.cpu)), g);
                         g.run_ns = e.woke_ns.saturating_sub(start_ns);
                     }
-                    note_own_helper(&e, own);
+                    note_own_helper(&e, &raw, own);
                     tx.send(SymMsg::Keep(e, raw));
                 }
                 Out::Drop { cpu, sample } => {
@@ -546,12 +556,13 @@ mod tests {
             e.causes[0].pid = Some(pid);
             e
         };
+        let none = super::RawCode::default();
         let mut own = std::collections::BTreeMap::new();
-        super::note_own_helper(&with_main("rtscope-writer", mine), &mut own);
-        super::note_own_helper(&with_main("rtscope-writer", mine), &mut own);
-        super::note_own_helper(&with_main("rtscope-symbols", mine), &mut own);
-        super::note_own_helper(&with_main("load-memory", mine), &mut own);
-        super::note_own_helper(&with_main("rtscope-writer", 1), &mut own);
+        super::note_own_helper(&with_main("rtscope-writer", mine), &none, &mut own);
+        super::note_own_helper(&with_main("rtscope-writer", mine), &none, &mut own);
+        super::note_own_helper(&with_main("rtscope-symbols", mine), &none, &mut own);
+        super::note_own_helper(&with_main("load-memory", mine), &none, &mut own);
+        super::note_own_helper(&with_main("rtscope-writer", 1), &none, &mut own);
         let mut lesser = with_main("forker", 20092);
         lesser.causes[1] = rtscope_model::episode::Cause {
             kind: CauseKind::Thread,
@@ -559,12 +570,21 @@ mod tests {
             pid: Some(mine),
             ..lesser.causes[1].clone()
         };
-        super::note_own_helper(&lesser, &mut own);
+        super::note_own_helper(&lesser, &none, &mut own);
         let mut late = with_main("forker", 20092);
         late.causes[0].kind = CauseKind::Irq;
         (late.causes[1].name, late.causes[1].pid) = ("rtscope-trace".into(), Some(mine));
         late.causes[1].ns = 900_000;
-        super::note_own_helper(&late, &mut own);
+        super::note_own_helper(&late, &none, &mut own);
+        // Stacks that took a tenth of the latency to record count as
+        // --stacks' own, whatever the cause; a quicker unwind does not.
+        let e = with_main("forker", 20092);
+        let stack = |unwind_ns| super::RawCode {
+            stack: Some((super::stacks::WakeStack { unwind_ns, ..Default::default() }, "forker".into())),
+            ..Default::default()
+        };
+        super::note_own_helper(&e, &stack(e.latency_ns / 10), &mut own);
+        super::note_own_helper(&e, &stack(e.latency_ns / 10 - 1), &mut own);
         let ns = with_main("x", 0).causes[0].ns;
         let key = |k, n: &str| (k, n.to_string());
         assert_eq!(
@@ -572,6 +592,7 @@ mod tests {
             vec![
                 (key(CauseKind::Thread, "rtscope-symbols"), (1, ns)),
                 (key(CauseKind::Thread, "rtscope-writer"), (2, ns)),
+                (key(CauseKind::Timer, "--stacks"), (1, e.latency_ns / 10)),
                 (key(CauseKind::Unaccounted, "rtscope-trace"), (1, 900_000)),
             ]
         );

@@ -40,6 +40,10 @@ pub struct WakeStack {
     pub kernel: Vec<u64>,
     /// The kernel stack record's time minus the waking's: the unwind's cost.
     pub cost_ns: u64,
+    /// The last stack record's time (the user stack's, where one came)
+    /// minus the waking's: what recording the stacks added to the probe's
+    /// timer interrupt.
+    pub unwind_ns: u64,
     /// User frames, innermost first, and the process they belong to.
     pub user: Vec<u64>,
     pub tgid: i32,
@@ -202,11 +206,13 @@ impl StackDecoder {
                 let n = int(p, &ids.kernel_size).max(0) as usize;
                 w.kernel = addrs(p, ids.kernel_caller.offset, n);
                 w.cost_ns = ts.saturating_sub(w.ts);
+                w.unwind_ns = w.cost_ns;
             }
         } else if id == ids.user
             && let Some(mut w) = self.partial.take()
         {
             w.tgid = int(p, &ids.user_tgid) as i32;
+            w.unwind_ns = ts.saturating_sub(w.ts);
             w.user = addrs(p, ids.user_caller.offset, ids.user_caller.size / 8);
             out.push_back(w);
         }

@@ -599,6 +599,7 @@ impl Symbols {
             kernel,
             user,
             notes: Vec::new(),
+            unwind_ns: None,
         }
     }
 
@@ -650,6 +651,7 @@ impl Symbols {
             kernel,
             user,
             notes,
+            unwind_ns: (!w.kernel.is_empty() || !w.user.is_empty()).then_some(w.unwind_ns),
         }
     }
 

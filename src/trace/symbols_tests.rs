@@ -137,7 +137,7 @@ fn says_which_stripped_file_left_a_frame_unnamed() {
     let (start, end) = text.expect("sleep maps its own code");
     let addr = start + (end - start) / 2;
     let mut s = Symbols::with_cache(None);
-    let w = WakeStack { ts: 1, woken: 1, pid, kernel: Vec::new(), cost_ns: 0, user: vec![addr], tgid: pid };
+    let w = WakeStack { ts: 1, woken: 1, pid, user: vec![addr], tgid: pid, ..Default::default() };
     let stack = s.code_stack(&w, "sleep");
     child.kill().unwrap();
     child.wait().unwrap();

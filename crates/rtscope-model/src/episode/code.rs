@@ -74,6 +74,11 @@ pub struct CodeStack {
     /// Why frames could not be named, with the fix.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// At a wake-up: how long recording these stacks took, inside the
+    /// probe's timer interrupt (rtscope's own cost, part of the episode's
+    /// `timer` cause), ns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwind_ns: Option<u64>,
 }
 
 impl CodeStack {

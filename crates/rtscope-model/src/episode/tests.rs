@@ -227,8 +227,10 @@ pub(crate) fn code_episode() -> Episode {
         kernel,
         user: vec![],
         notes: vec!["1 frame in a module without symbols: sysctl kernel.kptr_restrict=1 names it".into()],
+        unwind_ns: Some(4_200),
     };
-    let mut blocker = CodeStack { taken: "profiler sample".into(), t_ns: 1_400_000, notes: vec![], ..stack.clone() };
+    let mut blocker =
+        CodeStack { taken: "profiler sample".into(), t_ns: 1_400_000, notes: vec![], unwind_ns: None, ..stack.clone() };
     blocker.kernel = worker();
     let chain = "ret_from_fork [k];kthread [k];worker_thread [k];process_one_work [k];drm_fb_helper_damage_work [k]";
     let row =
@@ -267,12 +269,12 @@ fn an_episodes_code_round_trips_with_the_documented_keys() {
     let text = serde_json::to_string(&e).unwrap();
     assert_eq!(serde_json::from_str::<Episode>(&text).unwrap(), e);
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let stack = ["comm", "kernel", "notes", "pid", "t_ns", "taken", "user"];
+    let stack = ["comm", "kernel", "notes", "pid", "t_ns", "taken", "unwind_ns", "user"];
     assert_eq!(keys(&v["stack"]), stack);
     assert_eq!(
         keys(&v["blocker"]),
         ["comm", "kernel", "pid", "t_ns", "taken", "user"],
-        "a profiler sample keeps no notes"
+        "a profiler sample keeps no notes and took no unwind"
     );
     assert_eq!(v["stack"]["taken"], "wake-up");
     assert_eq!(v["blocker"]["taken"], "profiler sample");
