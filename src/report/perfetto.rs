@@ -87,7 +87,7 @@ impl Format for Perfetto {
                     "ph": "i", "s": "t", "name": format!("{name}: {} {top}", st.comm), "pid": pid, "tid": 1,
                     "ts": us(st.t_ns),
                     "args": {"task": st.comm, "pid": st.pid, "taken": st.taken, "user": frames(&st.user),
-                             "kernel": frames(&st.kernel), "notes": st.notes},
+                             "kernel": frames(&st.kernel), "notes": st.notes, "unwind_ns": st.unwind_ns},
                 }));
             }
         }
@@ -132,6 +132,7 @@ mod tests {
         assert_eq!(kernel[0], "try_to_wake_up+0x1e (kernel)");
         assert_eq!(kernel[6], "dup_mmap+0x255 (kernel)");
         assert_eq!(a["notes"], json!(["libc.so.6 has no debug symbols: no file and line"]));
+        assert_eq!(a["unwind_ns"], json!(6_100), "what recording the stacks took");
         let [blocker] = named("blocking thread's stack")[..] else { panic!("{doc}") };
         assert_eq!(blocker["name"], "blocking thread's stack: forker anon_vma_interval_tree_insert", "where it ran");
         assert_eq!(blocker["ts"].as_f64(), Some(5_000_400.0));
