@@ -1,6 +1,6 @@
 //! Everything that touches the kernel directly: scheduling, affinity,
 //! memory locking, clocks, signals, child processes,
-//! `/dev/cpu_dma_latency`, the system inventory, timers and sleeps, the
+//! `/dev/cpu_dma_latency`, the system inventory, file reads in steps, timers and sleeps, the
 //! CPU's cycle counter and caches, UDP sockets with kernel timestamps,
 //! network namespaces, and the `trace_marker` that `--tracemark` writes
 //! to. Most of rtscope's `unsafe` and `libc` is here; the rest sits in the
@@ -13,6 +13,7 @@ pub mod clocks;
 pub mod cpu;
 pub mod cpuidle;
 pub mod dma;
+pub mod fs;
 pub mod inventory;
 pub mod ipc;
 pub mod mem;

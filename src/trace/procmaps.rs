@@ -253,7 +253,8 @@ impl ProcMaps {
         if pid <= 0 {
             return false;
         }
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else { return false };
+        let path = format!("/proc/{pid}/maps");
+        let Ok(text) = crate::sys::fs::read_in_steps(path.as_ref()) else { return false };
         let maps = self.parse(pid, &text);
         self.insert(pid, Proc::new(maps, true));
         true

@@ -46,29 +46,6 @@ pub struct SymCache {
     pub added: u64,
 }
 
-/// Bytes per `read` of a cache file.
-const STEP: usize = 16 << 10;
-
-/// A cache file's text, read `STEP` bytes at a time: one `read` of a
-/// 200 kB file copied it in the kernel in one go, where a `preempt=none`
-/// kernel held a SCHED_FIFO probe on the symbols thread's CPU off for
-/// 150 us; such a kernel lets the probe in between two system calls.
-fn read_in_steps(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    let mut step = vec![0u8; STEP];
-    loop {
-        match f.read(&mut step) {
-            Ok(0) => break,
-            Ok(n) => bytes.extend_from_slice(&step[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
-}
-
 impl SymCache {
     /// The cache the environment asks for; None when it is turned off or
     /// there is no home to keep it in.
@@ -101,7 +78,7 @@ impl SymCache {
 
     fn build(&mut self, build: &[u8]) -> &mut HashMap<u64, Kept> {
         if !self.builds.contains_key(build) {
-            let kept = read_in_steps(&self.path(build)).map(|t| parse(&t)).unwrap_or_default();
+            let kept = crate::sys::fs::read_in_steps(&self.path(build)).map(|t| parse(&t)).unwrap_or_default();
             self.builds.insert(build.to_vec(), kept);
         }
         self.builds.get_mut(build).expect("inserted above")
@@ -253,19 +230,6 @@ mod tests {
         assert_eq!(b.get(&[1, 2], 0x1000), None);
         assert_eq!(b.hits, 2);
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    /// A file of several steps, a character cut by a step's end among
-    /// them, reads whole; a file that is not UTF-8 is an error.
-    #[test]
-    fn a_cache_file_is_read_whole_in_steps() {
-        let path = std::env::temp_dir().join(format!("rtscope-symcache-steps-{}", std::process::id()));
-        let text: String = format!("{}é{}", "a".repeat(STEP - 1), "b\tµ\n".repeat(STEP / 2));
-        std::fs::write(&path, &text).unwrap();
-        assert_eq!(read_in_steps(&path).unwrap(), text);
-        std::fs::write(&path, [0xffu8, 0xfe]).unwrap();
-        assert_eq!(read_in_steps(&path).unwrap_err().kind(), std::io::ErrorKind::InvalidData);
-        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
