@@ -409,7 +409,7 @@ impl<'a> Cell<'a> {
         let run_id = run.run_id;
         // A previous cell's helpers mapped memory locked on touch: this
         // cell's histograms and rings are read in whole again.
-        mem::lock_populated();
+        let relocked_before = mem::lock_populated();
         let Series { recorders, sinks, lives, mirror_lost, lane_parts, explained } =
             Series::create(run.store()?, run_id, (probe, common), &load, instance.as_ref(), markers, tap.as_ref())?;
         let (episode_tx, episode_rx) = std::sync::mpsc::channel();
@@ -424,6 +424,9 @@ impl<'a> Cell<'a> {
             explained,
         };
         let mut out = CellOutcome::default();
+        if let Err(e) = relocked_before {
+            out.notes.push(format!("mlockall failed before the cell ({e}): page faults may add latency"));
+        }
         let mut code = CodeReport::default();
         let ended = std::thread::scope(|scope| -> Result<Ended> {
             let writer_thread = spawn_writer(scope, writer)?;
@@ -457,7 +460,13 @@ impl<'a> Cell<'a> {
             join_all(threads, traced, writer_thread, &shared.reader_done, &mut out, &mut code)
         });
         drop(helpers);
+        // The helpers are gone: memory is read in whole again for what
+        // runs next (a cell with its own runner, such as osbench's).
+        let relocked = mem::lock_populated();
         let ((mut writer, store_error), report) = ended?;
+        if let Err(e) = relocked {
+            out.notes.push(format!("mlockall failed after the cell ({e}): later cells' memory may not be locked"));
+        }
         let values: Vec<u64> = shared.extras.iter().map(|v| v.load(Relaxed)).collect();
         let name = common.series_name(probe);
         per_thread_results((probe, common), &values, store_error.is_none(), &mut writer, (name, &load), &mut out)?;

@@ -65,7 +65,7 @@ pub fn write_episode_code(e: &Episode, out: &mut dyn Write) -> Result<()> {
         if let Some(u) = s.unwind_ns.filter(|&u| u.saturating_mul(10) >= e.latency_ns) {
             writeln!(
                 out,
-                "      note: recording these stacks took {} of this latency, inside the probe's timer interrupt: \
+                "      note: recording these stacks took {} of this latency, inside the interrupt that woke the probe: \
                  --stacks' own cost (measure the tail without --stacks)",
                 us(u)
             )?;
@@ -217,7 +217,7 @@ mod tests {
         let got = text(|out| write_episode_code(&e, out));
         let want = format!(
             "      note: libc.so.6 has no debug symbols: no file and line\n      note: recording these stacks took {} of \
-             this latency, inside the probe's timer interrupt: --stacks' own cost (measure the tail without \
+             this latency, inside the interrupt that woke the probe: --stacks' own cost (measure the tail without \
              --stacks)\n    the blocking thread",
             us(e.latency_ns / 10)
         );

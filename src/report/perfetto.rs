@@ -87,8 +87,11 @@ impl Format for Perfetto {
                     "ph": "i", "s": "t", "name": format!("{name}: {} {top}", st.comm), "pid": pid, "tid": 1,
                     "ts": us(st.t_ns),
                     "args": {"task": st.comm, "pid": st.pid, "taken": st.taken, "user": frames(&st.user),
-                             "kernel": frames(&st.kernel), "notes": st.notes, "unwind_ns": st.unwind_ns},
+                             "kernel": frames(&st.kernel), "notes": st.notes},
                 }));
+                if let (Some(u), Some(args)) = (st.unwind_ns, events.last_mut().map(|e| &mut e["args"])) {
+                    args["unwind_ns"] = json!(u);
+                }
             }
         }
         let doc = json!({
@@ -137,6 +140,7 @@ mod tests {
         assert_eq!(blocker["name"], "blocking thread's stack: forker anon_vma_interval_tree_insert", "where it ran");
         assert_eq!(blocker["ts"].as_f64(), Some(5_000_400.0));
         assert_eq!(blocker["args"]["taken"], "profiler sample");
+        assert_eq!(blocker["args"].get("unwind_ns"), None, "a profiler sample took no unwind");
         assert_eq!(blocker["args"]["kernel"][0], "anon_vma_interval_tree_insert+0x1c (kernel)");
         let verdicts = named("verdict");
         assert_eq!(verdicts.len(), run.episodes.len());

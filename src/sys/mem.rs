@@ -38,13 +38,15 @@ pub fn lock_future_on_touch() {
     }
 }
 
-/// Before measuring threads are set up again (a run's next cell): what
-/// was locked on touch since [`lock_future_on_touch`] is read in and
-/// locked, and future mappings are populated again.
-pub fn lock_populated() {
+/// Once a cell's helpers are done, and before measuring threads are set
+/// up again: what was locked on touch since [`lock_future_on_touch`] is
+/// read in and locked, and future mappings are populated again. The
+/// error where `mlockall` refuses (its limit, without CAP_IPC_LOCK).
+pub fn lock_populated() -> std::io::Result<()> {
     if ON_TOUCH.load(Relaxed) {
-        let _ = lock_all();
+        lock_all()?;
     }
+    Ok(())
 }
 
 /// Unlocks everything once measuring is over, so that loading and
@@ -141,12 +143,15 @@ mod tests {
         assert_eq!(super::human_bytes(100), "100 B");
     }
 
-    /// Pages of a fresh anonymous mapping of `pages` pages that are
-    /// resident right after `mmap` (mincore).
-    fn resident_after_mmap(pages: usize) -> usize {
-        let len = pages * 4096;
+    /// Pages of a fresh anonymous mapping of `PAGES` pages that are
+    /// resident right after `mmap` (mincore). Allocates nothing: it runs
+    /// in a child forked from the multi-threaded test process.
+    fn resident_after_mmap() -> usize {
+        // SAFETY: sysconf has no preconditions.
+        let len = PAGES * unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let mut v = [0u8; PAGES];
         // SAFETY: a fresh private anonymous mapping, unmapped below; the
-        // vector has one byte per page, as mincore writes.
+        // array has one byte per page, as mincore writes.
         unsafe {
             let p = libc::mmap(
                 std::ptr::null_mut(),
@@ -156,28 +161,50 @@ mod tests {
                 -1,
                 0,
             );
-            assert_ne!(p, libc::MAP_FAILED, "mmap: {}", std::io::Error::last_os_error());
-            let mut v = vec![0u8; pages];
-            assert_eq!(libc::mincore(p, len, v.as_mut_ptr()), 0, "mincore: {}", std::io::Error::last_os_error());
+            if p == libc::MAP_FAILED || libc::mincore(p, len, v.as_mut_ptr()) != 0 {
+                return usize::MAX;
+            }
             libc::munmap(p, len);
-            v.iter().filter(|&&b| b & 1 == 1).count()
         }
+        v.iter().filter(|&&b| b & 1 == 1).count()
     }
 
+    const PAGES: usize = 64;
+
+    /// In a child (the lock modes are the whole process's): a mapping made
+    /// under `lock_all` is read in by `mmap`, one made after
+    /// `lock_future_on_touch` is not, one after `lock_populated` is again,
+    /// and one after `unlock_all` is not.
     #[test]
     fn after_the_measuring_threads_are_ready_new_mappings_are_locked_as_touched() {
-        if super::lock_all().is_err() {
-            eprintln!("skipped: mlockall refused here (needs root or CAP_IPC_LOCK and a large RLIMIT_MEMLOCK)");
-            return;
+        let child = crate::sys::ipc::fork_child(|| {
+            if super::lock_all().is_err() {
+                return 2;
+            }
+            let populated = resident_after_mmap();
+            super::lock_future_on_touch();
+            let on_touch = resident_after_mmap();
+            if super::lock_populated().is_err() {
+                return 3;
+            }
+            let again = resident_after_mmap();
+            super::unlock_all();
+            let unlocked = resident_after_mmap();
+            i32::from((populated, on_touch, again, unlocked) != (PAGES, 0, PAGES, 0)) * 4
+        })
+        .expect("fork");
+        let state = crate::sys::ipc::wait_child(child).expect("wait");
+        let root = rustix::process::geteuid().is_root();
+        match state {
+            crate::sys::ipc::ChildState::Exited(2) if !root => {
+                eprintln!("skipped: mlockall refused here (needs root or CAP_IPC_LOCK)")
+            }
+            s => assert_eq!(
+                s,
+                crate::sys::ipc::ChildState::Exited(0),
+                "2: mlockall refused, 3: refused again, 4: pages resident not as expected"
+            ),
         }
-        let populated = resident_after_mmap(256);
-        super::lock_future_on_touch();
-        let on_touch = resident_after_mmap(256);
-        super::lock_populated();
-        let again = resident_after_mmap(256);
-        super::unlock_all();
-        let unlocked = resident_after_mmap(256);
-        assert_eq!((populated, on_touch, again, unlocked), (256, 0, 256, 0));
     }
 
     #[test]

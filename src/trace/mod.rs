@@ -201,8 +201,8 @@ pub fn summarize(
     if let Some((n, most)) = report.own.get(&(reader::UNWIND.0, reader::UNWIND.1.into())) {
         notes.push(format!(
             "--stacks: recording the stacks took a tenth of the latency or more in {n} episodes (up to {}), inside \
-             the probe's timer interrupt: their latencies include --stacks' own cost; measure the tail without \
-             --stacks, and use it to find the causes",
+             the interrupt that woke the probe: their latencies include --stacks' own cost; measure the tail \
+             without --stacks, and use it to find the causes",
             rtscope_model::units::human(*most)
         ));
     }

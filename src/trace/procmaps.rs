@@ -73,6 +73,11 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
+    /// Its path as the process mapped it.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The path to read the file by: its own while it is still the file
     /// that was mapped (so that its separate debug file is found beside
     /// it), else the descriptor held open; None when neither (it was

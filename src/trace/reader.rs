@@ -269,7 +269,8 @@ pub struct ReaderReport {
     /// (thread time, or unaccounted time while they ran): (kind, name) ->
     /// (episodes, the most such time in one, ns); and under
     /// [`UNWIND`] the episodes whose stacks took a tenth of their latency
-    /// or more to record, inside the probe's timer interrupt.
+    /// or more to record, inside the interrupt that woke the probe (counted
+    /// as they are built: also those a worse one later pushed out).
     pub own: OwnHelpers,
     /// Mapping records the kernel could not write (their rings full).
     pub maps_lost: u64,

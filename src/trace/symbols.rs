@@ -149,8 +149,9 @@ pub struct Symbols {
     /// Processes whose frames could not be named (exited, unreadable).
     gone: std::collections::BTreeSet<i32>,
     /// Why a mapped file's frames are not named (stripped, unreadable), by
-    /// the file's name: an episode's stack says it of its own frames.
-    why: HashMap<String, String>,
+    /// the file (its index in the maps' files: two files of one name are
+    /// two): an episode's stack says it of its own frames.
+    why: HashMap<usize, String>,
 }
 
 impl Default for Symbols {
@@ -459,8 +460,11 @@ impl Symbols {
             let stripped =
                 syms.iter().any(|s| matches!(s, Symbolized::Unknown(blazesym::symbolize::Reason::MissingSyms)));
             if let Some(why) = why.or_else(|| stripped.then(|| STRIPPED.to_string())) {
-                notes.push(format!("some user frames in {module} are not named: {why}"));
-                self.why.insert(module.clone(), why);
+                notes.push(format!(
+                    "some user frames in {} are not named: {why}",
+                    self.maps.file(file).path().display()
+                ));
+                self.why.insert(file, why);
             }
             for (i, &(a, _)) in addrs.iter().enumerate() {
                 let mut n = syms.get(i).cloned().map(|s| to_name(s, None)).unwrap_or_default();
@@ -624,9 +628,9 @@ impl Symbols {
             notes.push(h.clone());
         }
         if !w.user.is_empty() && user.iter().all(|f| f.function.is_none()) {
-            let why = user.iter().find_map(|f| {
-                let m = f.module.as_ref()?;
-                self.why.get(m).map(|y| format!("{m}: {y}"))
+            let why = w.user.iter().find_map(|&a| match self.maps.locate(w.tgid, a) {
+                Some(Located::File(f, _)) => self.why.get(&f).map(|y| format!("{}: {y}", self.maps.file(f).name)),
+                _ => None,
             });
             notes.push(if self.gone.contains(&w.tgid) {
                 format!(

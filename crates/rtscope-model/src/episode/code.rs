@@ -75,8 +75,8 @@ pub struct CodeStack {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// At a wake-up: how long recording these stacks took, inside the
-    /// probe's timer interrupt (rtscope's own cost, part of the episode's
-    /// `timer` cause), ns.
+    /// interrupt that woke the probe (rtscope's own cost, part of the
+    /// episode's `timer` cause on the timer's path), ns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unwind_ns: Option<u64>,
 }
