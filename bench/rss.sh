@@ -6,6 +6,9 @@
 #   SHORT   seconds of the short run (default 10)
 #   LONG    seconds of the long run (default 300)
 #   LIMIT_KB  the RSS target in kB (default 20480 = 20 MiB)
+#   ARGS    more flags for both runs, e.g. "--trace --stacks on
+#           --sample-hz 2000" (the target is for the defaults; with
+#           --trace the figure says what tracing and naming code add)
 #
 # Figures: the run's own `run.peak_rss_kb` (`rtscope show last --json`) and
 # GNU time's %M (maximum resident set size of the whole process, to its
@@ -26,9 +29,10 @@ scratch_dir rss
 
 declare -A RUN TIME
 for secs in "$SHORT" "$LONG"; do
-    echo "-- rtscope wakeup --duration ${secs}s --quiet --db DB  (all online CPUs, default settings)"
+    echo "-- rtscope wakeup --duration ${secs}s --quiet --db DB ${ARGS:-}  (all online CPUs, default settings)"
+    # shellcheck disable=SC2086 # ARGS is a list of flags
     /usr/bin/time -f %M -o "$TMP/time-$secs" \
-        "$RTSCOPE" wakeup --duration "${secs}s" --quiet --db "$TMP/rss.db"
+        "$RTSCOPE" wakeup --duration "${secs}s" --quiet --db "$TMP/rss.db" ${ARGS:-}
     RUN[$secs]=$("$RTSCOPE" show last --json --db "$TMP/rss.db" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["run"]["peak_rss_kb"])')
     TIME[$secs]=$(tail -n1 "$TMP/time-$secs")

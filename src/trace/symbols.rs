@@ -21,6 +21,7 @@ use blazesym::symbolize::source::{Elf, Kernel, Process, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
 use rtscope_model::episode::{CodeStack, Episode, Folded, Frame, OverRow, SampleRow, WindowSamples};
 use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
 
@@ -152,6 +153,11 @@ pub struct Symbols {
     /// the file (its index in the maps' files: two files of one name are
     /// two): an episode's stack says it of its own frames.
     why: HashMap<usize, String>,
+    /// rtscope's own executable (device, inode): its frames (its helper
+    /// threads', the disturber's) are named from its symbol table alone.
+    /// Its DWARF, parsed, took some 75 MB of a traced run's memory for
+    /// the file and line of rtscope's own code.
+    own: Option<(u64, u64)>,
 }
 
 impl Default for Symbols {
@@ -257,11 +263,17 @@ fn user_syms<'s>(sym: &'s Symbolizer, pid: i32, todo: &[u64]) -> Result<Vec<Symb
     syms_or_each(sym, &src, false, todo)
 }
 
-/// File offsets of the ELF file at `path`.
-fn file_syms<'s>(sym: &'s Symbolizer, path: &Path, offsets: &[u64]) -> Result<Vec<Symbolized<'s>>, Option<String>> {
+/// File offsets of the ELF file at `path`; `dwarf`: its debug data too
+/// (file and line), else its symbol tables alone.
+fn file_syms<'s>(
+    sym: &'s Symbolizer,
+    path: &Path,
+    offsets: &[u64],
+    dwarf: bool,
+) -> Result<Vec<Symbolized<'s>>, Option<String>> {
     let src = |debug_syms: bool| {
         let mut e = Elf::new(path);
-        e.debug_syms = debug_syms;
+        e.debug_syms = debug_syms && dwarf;
         Source::Elf(e)
     };
     syms_or_each(sym, &src, true, offsets)
@@ -346,6 +358,7 @@ impl Symbols {
             kallsyms,
             gone: Default::default(),
             why: HashMap::new(),
+            own: std::fs::metadata("/proc/self/exe").ok().map(|m| (m.dev(), m.ino())),
         }
     }
 
@@ -443,7 +456,9 @@ impl Symbols {
             let (syms, why) = match self.maps.file(file).read_path() {
                 Some(path) => {
                     let offsets: Vec<u64> = addrs.iter().map(|&(_, off)| off).collect();
-                    match file_syms(&self.sym, &path, &offsets) {
+                    let own =
+                        self.own.is_some() && std::fs::metadata(&path).ok().map(|m| (m.dev(), m.ino())) == self.own;
+                    match file_syms(&self.sym, &path, &offsets, !own) {
                         Ok(syms) => (syms, None),
                         Err(e) => (Vec::new(), Some(e.unwrap_or_else(|| "it could not be read".into()))),
                     }
