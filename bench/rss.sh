@@ -7,8 +7,9 @@
 #   LONG    seconds of the long run (default 300)
 #   LIMIT_KB  the RSS target in kB (default 20480 = 20 MiB)
 #   ARGS    more flags for both runs, e.g. "--trace --stacks on
-#           --sample-hz 2000" (the target is for the defaults; with
-#           --trace the figure says what tracing and naming code add)
+#           --sample-hz 2000" (the 20 MiB target is for the defaults;
+#           with --trace the figure says what tracing and naming code
+#           add: give LIMIT_KB for the verdict)
 #
 # Figures: the run's own `run.peak_rss_kb` (`rtscope show last --json`) and
 # GNU time's %M (maximum resident set size of the whole process, to its
@@ -29,7 +30,7 @@ scratch_dir rss
 
 declare -A RUN TIME
 for secs in "$SHORT" "$LONG"; do
-    echo "-- rtscope wakeup --duration ${secs}s --quiet --db DB ${ARGS:-}  (all online CPUs, default settings)"
+    echo "-- rtscope wakeup --duration ${secs}s --quiet --db DB ${ARGS:-}  (all online CPUs, otherwise default settings)"
     # shellcheck disable=SC2086 # ARGS is a list of flags
     /usr/bin/time -f %M -o "$TMP/time-$secs" \
         "$RTSCOPE" wakeup --duration "${secs}s" --quiet --db "$TMP/rss.db" ${ARGS:-}

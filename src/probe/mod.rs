@@ -425,7 +425,10 @@ impl<'a> Cell<'a> {
         };
         let mut out = CellOutcome::default();
         if let Err(e) = relocked_before {
-            out.notes.push(format!("mlockall failed before the cell ({e}): page faults may add latency"));
+            out.notes.push(format!(
+                "mlockall failed before the cell ({e}): its new mappings are locked only as they are touched, so \
+                 page faults may add latency"
+            ));
         }
         let mut code = CodeReport::default();
         let ended = std::thread::scope(|scope| -> Result<Ended> {
@@ -465,7 +468,10 @@ impl<'a> Cell<'a> {
         let relocked = mem::lock_populated();
         let ((mut writer, store_error), report) = ended?;
         if let Err(e) = relocked {
-            out.notes.push(format!("mlockall failed after the cell ({e}): later cells' memory may not be locked"));
+            out.notes.push(format!(
+                "mlockall failed after the cell ({e}): later cells' new mappings are locked only as they are \
+                 touched, so page faults may add latency"
+            ));
         }
         let values: Vec<u64> = shared.extras.iter().map(|v| v.load(Relaxed)).collect();
         let name = common.series_name(probe);

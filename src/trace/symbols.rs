@@ -134,6 +134,8 @@ struct Name {
     module: Option<String>,
     file: Option<String>,
     line: Option<u32>,
+    /// Unnamed in a mapped file: its offset there.
+    file_offset: Option<u64>,
 }
 
 pub struct Symbols {
@@ -153,11 +155,12 @@ pub struct Symbols {
     /// the file (its index in the maps' files: two files of one name are
     /// two): an episode's stack says it of its own frames.
     why: HashMap<usize, String>,
-    /// rtscope's own executable (device, inode): its frames (its helper
-    /// threads', the disturber's) are named from its symbol table alone.
-    /// Its DWARF, parsed, took some 75 MB of a traced run's memory for
-    /// the file and line of rtscope's own code.
-    own: Option<(u64, u64)>,
+    /// rtscope's own executable: its build ID, and its device and inode.
+    /// Its frames (its helper threads', the disturber's) are named from
+    /// its symbol table alone, where it has one: its DWARF, parsed, took
+    /// some 75 MB of a traced run's memory for the file and line of
+    /// rtscope's own code.
+    own: (Option<Vec<u8>>, Option<(u64, u64)>),
 }
 
 impl Default for Symbols {
@@ -335,6 +338,7 @@ fn to_name(s: Symbolized, kernel: Option<&Kallsyms>) -> Name {
             },
             file: s.code_info.as_ref().map(|c| file_name(&c.file)),
             line: s.code_info.as_ref().and_then(|c| c.line),
+            file_offset: None,
         },
         Symbolized::Unknown(_) => Name { module: kernel.map(|_| "kernel".into()), ..Default::default() },
     }
@@ -358,7 +362,10 @@ impl Symbols {
             kallsyms,
             gone: Default::default(),
             why: HashMap::new(),
-            own: std::fs::metadata("/proc/self/exe").ok().map(|m| (m.dev(), m.ino())),
+            own: (
+                blazesym::helper::read_elf_build_id(Path::new("/proc/self/exe")).ok().flatten().map(|b| b.to_vec()),
+                std::fs::metadata("/proc/self/exe").ok().map(|m| (m.dev(), m.ino())),
+            ),
         }
     }
 
@@ -456,9 +463,29 @@ impl Symbols {
             let (syms, why) = match self.maps.file(file).read_path() {
                 Some(path) => {
                     let offsets: Vec<u64> = addrs.iter().map(|&(_, off)| off).collect();
-                    let own =
-                        self.own.is_some() && std::fs::metadata(&path).ok().map(|m| (m.dev(), m.ino())) == self.own;
-                    match file_syms(&self.sym, &path, &offsets, !own) {
+                    // By build ID (an overlay's descriptor may show another
+                    // device), else by device and inode.
+                    let own = match (&self.own.0, self.maps.build_id(file)) {
+                        (Some(a), Some(b)) => a.as_slice() == b,
+                        _ => {
+                            self.own.1.is_some()
+                                && std::fs::metadata(&path).ok().map(|m| (m.dev(), m.ino())) == self.own.1
+                        }
+                    };
+                    // Nothing named: a stripped file (a few addresses outside
+                    // every symbol do not make one).
+                    let stripped = |r: &Result<Vec<Symbolized>, Option<String>>| {
+                        r.as_ref().is_ok_and(|s| {
+                            s.iter().all(|x| matches!(x, Symbolized::Unknown(blazesym::symbolize::Reason::MissingSyms)))
+                        })
+                    };
+                    let mut got = file_syms(&self.sym, &path, &offsets, !own);
+                    // A stripped rtscope (its symbols in a debug file):
+                    // through its debug link after all.
+                    if own && stripped(&got) {
+                        got = file_syms(&self.sym, &path, &offsets, true);
+                    }
+                    match got {
                         Ok(syms) => (syms, None),
                         Err(e) => (Vec::new(), Some(e.unwrap_or_else(|| "it could not be read".into()))),
                     }
@@ -481,9 +508,10 @@ impl Symbols {
                 ));
                 self.why.insert(file, why);
             }
-            for (i, &(a, _)) in addrs.iter().enumerate() {
+            for (i, &(a, off)) in addrs.iter().enumerate() {
                 let mut n = syms.get(i).cloned().map(|s| to_name(s, None)).unwrap_or_default();
                 n.module = Some(module.clone());
+                n.file_offset = n.function.is_none().then_some(off);
                 named.insert(a, n);
             }
         }
@@ -553,7 +581,14 @@ impl Symbols {
                     let module = Some(self.maps.file(file).name.clone());
                     named.insert(
                         a,
-                        Name { function: Some(k.function), offset: Some(k.offset), module, file: k.file, line: k.line },
+                        Name {
+                            function: Some(k.function),
+                            offset: Some(k.offset),
+                            module,
+                            file: k.file,
+                            line: k.line,
+                            file_offset: None,
+                        },
                     );
                 }
                 None => {
@@ -571,7 +606,15 @@ impl Symbols {
             .iter()
             .map(|&a| {
                 let n = self.cache.get(&(pid, a)).cloned().unwrap_or_default();
-                Frame { addr: a, function: n.function, offset: n.offset, module: n.module, file: n.file, line: n.line }
+                Frame {
+                    addr: a,
+                    function: n.function,
+                    offset: n.offset,
+                    module: n.module,
+                    file: n.file,
+                    line: n.line,
+                    file_offset: n.file_offset,
+                }
             })
             .collect()
     }

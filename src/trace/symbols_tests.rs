@@ -131,15 +131,17 @@ fn says_which_stripped_file_left_a_frame_unnamed() {
     for _ in 0..200 {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
         text = maps.lines().find(|l| l.ends_with("/usr/bin/sleep") && l.contains(" r-xp ")).and_then(|l| {
-            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
-            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
+            let mut f = l.split_whitespace();
+            let (a, b) = f.next()?.split_once('-')?;
+            let off = u64::from_str_radix(f.nth(1)?, 16).ok()?;
+            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?, off))
         });
         if text.is_some() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let Some((start, end)) = text else {
+    let Some((start, end, off)) = text else {
         child.kill().unwrap();
         child.wait().unwrap();
         skip_unless_ci("/usr/bin/sleep maps no code of its own here (a multi-call binary)");
@@ -153,6 +155,10 @@ fn says_which_stripped_file_left_a_frame_unnamed() {
     child.wait().unwrap();
     assert_eq!(stack.user.len(), 1, "{stack:?}");
     assert_eq!((stack.user[0].function.as_deref(), stack.user[0].module.as_deref()), (None, Some("sleep")));
+    // Its place in the file, for debug symbols installed later.
+    let at = addr - start + off;
+    assert_eq!(stack.user[0].file_offset, Some(at));
+    assert_eq!(stack.user[0].label(), format!("{addr:#x} (sleep+{at:#x})"));
     let said = format!("the user frames of sleep (pid {pid}) could not be named: sleep: it is stripped");
     assert!(stack.notes.iter().any(|n| n.starts_with(&said)), "{:?}", stack.notes);
     let notes = s.all_notes();

@@ -23,6 +23,12 @@ pub struct Frame {
     pub file: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line: Option<u32>,
+    /// A user frame that could not be named: where it lies in its mapped
+    /// file (the file offset; for most shared objects and position-
+    /// independent programs the address `addr2line -e FILE` takes), so
+    /// that debug symbols installed later name it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_offset: Option<u64>,
 }
 
 impl Frame {
@@ -31,14 +37,17 @@ impl Frame {
         self.function.clone().unwrap_or_else(|| format!("{:#x}", self.addr))
     }
 
-    /// `dup_mmap+0x1a4 (kernel)`, `spin_burst+0x20 (rtscope) src/disturb.rs:120`.
+    /// `dup_mmap+0x1a4 (kernel)`, `spin_burst+0x20 (rtscope) src/disturb.rs:120`,
+    /// `0x7f3a12c0f6f1 (libapt-pkg.so.6.0.0+0x12f6f1)` (unnamed: its file offset).
     pub fn label(&self) -> String {
         let mut s = self.name();
         if let (Some(_), Some(o)) = (&self.function, self.offset) {
             s.push_str(&format!("+{o:#x}"));
         }
-        if let Some(m) = &self.module {
-            s.push_str(&format!(" ({m})"));
+        match (&self.module, self.file_offset.filter(|_| self.function.is_none())) {
+            (Some(m), Some(o)) => s.push_str(&format!(" ({m}+{o:#x})")),
+            (Some(m), None) => s.push_str(&format!(" ({m})")),
+            (None, _) => {}
         }
         if let Some(f) = &self.file {
             s.push_str(&format!(" {f}"));

@@ -340,3 +340,35 @@ fn a_runs_stacks_and_profiler_round_trip_with_the_documented_keys() {
     let bare = serde_json::to_value(TraceSummary::default()).unwrap();
     assert!(bare.get("stacks").is_none() && bare.get("profile").is_none(), "{bare}");
 }
+
+/// A frame's label: a named one with its offset, module, file and line;
+/// an unnamed one in a file with its file offset (debug symbols installed
+/// later name it), a JIT's or the vDSO's with its module alone; and the
+/// file offset stays out of a named frame's label and of its JSON.
+#[test]
+fn frames_are_labelled_named_or_by_their_place_in_the_file() {
+    let named = Frame {
+        addr: 0x5555_0000_1120,
+        function: Some("spin_burst".into()),
+        offset: Some(0x20),
+        module: Some("rtscope".into()),
+        file: Some("disturb.rs".into()),
+        line: Some(120),
+        file_offset: None,
+    };
+    assert_eq!(named.label(), "spin_burst+0x20 (rtscope) disturb.rs:120");
+    assert!(serde_json::to_value(&named).unwrap().get("file_offset").is_none());
+    let unnamed = Frame {
+        addr: 0x7f3a_12c0_f6f1,
+        module: Some("libapt-pkg.so.6.0.0".into()),
+        file_offset: Some(0x12_f6f1),
+        ..Default::default()
+    };
+    assert_eq!(unnamed.label(), "0x7f3a12c0f6f1 (libapt-pkg.so.6.0.0+0x12f6f1)");
+    let v = serde_json::to_value(&unnamed).unwrap();
+    assert_eq!(v["file_offset"], 0x12_f6f1);
+    assert_eq!(serde_json::from_value::<Frame>(v).unwrap(), unnamed);
+    let jit = Frame { addr: 0x7f00_0000_0010, module: Some("[anon]".into()), ..Default::default() };
+    assert_eq!(jit.label(), "0x7f0000000010 ([anon])");
+    assert_eq!(Frame { addr: 0x10, ..Default::default() }.label(), "0x10");
+}
