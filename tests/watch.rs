@@ -21,12 +21,26 @@ fn watch(fx: &Fixture, args: &[&str]) -> Child {
         .expect("start rtscope watch")
 }
 
-/// Waits until the watch run is stored (it is tracing from then on).
-fn wait_for_run(db: &str) {
+/// Waits until the watch run `pid` is stored and its trace is on: the run
+/// is stored before the trace instance is set up, which once took 0.7 s
+/// beside another test's loads, so the thread started before the trace
+/// saw it.
+fn wait_for_run(db: &str, pid: u32) {
     let until = Instant::now() + Duration::from_secs(60);
     while !std::path::Path::new(db).exists() || !text(&rtscope(&["runs", "--db", db])).contains("watch") {
         assert!(Instant::now() < until, "rtscope watch did not start in 60 s");
         std::thread::sleep(Duration::from_millis(50));
+    }
+    let tracing = || {
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        mounts.lines().filter(|l| l.split_whitespace().nth(2) == Some("tracefs")).any(|l| {
+            let root = l.split_whitespace().nth(1).unwrap_or_default();
+            std::fs::read_to_string(format!("{root}/instances/rtscope-{pid}/tracing_on")).is_ok_and(|t| t.trim() == "1")
+        })
+    };
+    while !tracing() {
+        assert!(Instant::now() < until, "rtscope watch's trace was not on in 60 s");
+        std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(200));
 }
@@ -68,7 +82,7 @@ fn a_periodic_thread_that_appears_and_exits() {
     }
     let (cpu, name) = (last_cpu(), name());
     let child = watch(&fx, &["--comm", &name, "-D", "9s"]);
-    wait_for_run(&fx.db);
+    wait_for_run(&fx.db, child.id());
     let thread = periodic(&name, cpu, Duration::from_secs(5));
     let tid = thread.tid;
     let own = thread.join();
@@ -149,7 +163,7 @@ fn a_disturbed_thread_shows_the_bursts_and_names_the_disturber() {
     let spinner = truth::Disturber::start(&fx.dir, &cpu.to_string(), "20333us", "400us", "30s");
     let args = ["--comm", &name, "-D", "8s", "--exceed", "150us", "--cause-threshold", "300us", "--episodes", "5000"];
     let child = watch(&fx, &args);
-    wait_for_run(&fx.db);
+    wait_for_run(&fx.db, child.id());
     let thread = periodic(&name, cpu, Duration::from_secs(6));
     let tid = thread.tid;
     let own = thread.join();
