@@ -315,6 +315,12 @@ fn syms_or_each<'s>(
 const STRIPPED: &str = "it is stripped: install its debug symbols (on Debian its -dbgsym package), or keep its \
                         symbol table";
 
+/// blazesym found the file but no symbol for the address (a stripped
+/// file's).
+fn no_symbol(s: &Symbolized) -> bool {
+    matches!(s, Symbolized::Unknown(blazesym::symbolize::Reason::MissingSyms))
+}
+
 /// blazesym's answer for one address as a [`Name`]: a kernel frame's
 /// module is "kernel" or its module's name (from a module's own file, or
 /// from `kallsyms`).
@@ -474,11 +480,8 @@ impl Symbols {
                     };
                     // Nothing named: a stripped file (a few addresses outside
                     // every symbol do not make one).
-                    let stripped = |r: &Result<Vec<Symbolized>, Option<String>>| {
-                        r.as_ref().is_ok_and(|s| {
-                            s.iter().all(|x| matches!(x, Symbolized::Unknown(blazesym::symbolize::Reason::MissingSyms)))
-                        })
-                    };
+                    let stripped =
+                        |r: &Result<Vec<Symbolized>, Option<String>>| r.as_ref().is_ok_and(|s| s.iter().all(no_symbol));
                     let mut got = file_syms(&self.sym, &path, &offsets, !own);
                     // A stripped rtscope (its symbols in a debug file):
                     // through its debug link after all.
@@ -499,8 +502,7 @@ impl Symbols {
                     ),
                 ),
             };
-            let stripped =
-                syms.iter().any(|s| matches!(s, Symbolized::Unknown(blazesym::symbolize::Reason::MissingSyms)));
+            let stripped = syms.iter().any(no_symbol);
             if let Some(why) = why.or_else(|| stripped.then(|| STRIPPED.to_string())) {
                 notes.push(format!(
                     "some user frames in {} are not named: {why}",
