@@ -6,7 +6,7 @@
 //! and the magnitudes of its negative values in a second [`Tally`], `neg`.
 //! An unsigned series has no `neg` and records exactly as before.
 
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer};
 use serde::{Deserialize, Serialize};
 
 /// The histogram every probe records into.
@@ -361,11 +361,64 @@ pub fn signed_buckets(t: &Tally) -> Vec<[i64; 3]> {
     rows
 }
 
-/// HdrHistogram V2 + DEFLATE encoding, as HdrHistogram's own tools read it.
+/// HdrHistogram V2 + DEFLATE encoding, as HdrHistogram's own tools read it
+/// (its `V2DeflateSerializer`'s layout: the cookie, the zlib stream's
+/// length, the zlib stream of the plain V2 encoding).
+///
+/// One encoder per thread, kept: the V2 buffer (sized for every bucket,
+/// 230 kB for rtscope's range) and the DEFLATE state (380 kB) are allocated
+/// once, not at every interval. Allocated anew at each, as
+/// `V2DeflateSerializer` does, blocks of that size made a recording
+/// writer's malloc arena grow by about 40 kB a second for minutes, all of
+/// it locked by mlockall (bench/RESULTS.md section 2).
 pub fn encode(hist: &Hist) -> Vec<u8> {
-    let mut out = Vec::new();
-    V2DeflateSerializer::new().serialize(hist, &mut out).expect("serializing into memory does not fail");
-    out
+    thread_local! {
+        static ENCODER: std::cell::RefCell<Encoder> = std::cell::RefCell::new(Encoder::new());
+    }
+    ENCODER.with_borrow_mut(|e| e.encode(hist))
+}
+
+/// [`encode`]'s buffers and DEFLATE state.
+struct Encoder {
+    v2: hdrhistogram::serialization::V2Serializer,
+    plain: Vec<u8>,
+    deflate: flate2::Compress,
+}
+
+impl Encoder {
+    fn new() -> Encoder {
+        Encoder {
+            v2: hdrhistogram::serialization::V2Serializer::new(),
+            plain: Vec::new(),
+            // zlib's default level and header, as HdrHistogram's serializer.
+            deflate: flate2::Compress::new(flate2::Compression::default(), true),
+        }
+    }
+
+    fn encode(&mut self, hist: &Hist) -> Vec<u8> {
+        self.plain.clear();
+        self.v2.serialize(hist, &mut self.plain).expect("serializing into memory does not fail");
+        self.deflate.reset();
+        let mut out = Vec::with_capacity(8 + self.plain.len() / 2 + 64);
+        out.extend_from_slice(&V2_DEFLATE_COOKIE.to_be_bytes());
+        out.extend_from_slice(&0u32.to_be_bytes());
+        loop {
+            if out.capacity() - out.len() < 1024 {
+                out.reserve(out.capacity().max(1024));
+            }
+            let read = usize::try_from(self.deflate.total_in()).expect("a histogram's encoding fits in memory");
+            let status = self
+                .deflate
+                .compress_vec(&self.plain[read..], &mut out, flate2::FlushCompress::Finish)
+                .expect("compressing into memory does not fail");
+            if status == flate2::Status::StreamEnd {
+                break;
+            }
+        }
+        let len = u32::try_from(out.len() - 8).expect("a histogram's encoding is under 4 GB");
+        out[4..8].copy_from_slice(&len.to_be_bytes());
+        out
+    }
 }
 
 /// Decodes [`encode`]'s output (or plain V2).
@@ -662,6 +715,43 @@ mod tests {
         assert_eq!(rows[2], Bucket { lo_ns: 2000, hi_ns: 4000, count: 2 });
         assert_eq!(rows.last().unwrap().count, 1);
         assert!(pow2_buckets(&new_hist(), &Stats::new()).is_empty());
+    }
+
+    /// The kept encoder writes what HdrHistogram's own V2 + DEFLATE
+    /// serializer writes, byte for byte, encoding after encoding (its state
+    /// reset between them), for an empty histogram and one whose nearly every
+    /// bucket holds a random count (an output past its first reserve).
+    #[test]
+    fn the_kept_encoder_writes_what_hdrhistograms_serializer_writes() {
+        use hdrhistogram::serialization::V2DeflateSerializer;
+        let theirs = |h: &Hist| {
+            let mut out = Vec::new();
+            V2DeflateSerializer::new().serialize(h, &mut out).unwrap();
+            out
+        };
+        let mut small = Tally::new();
+        for v in [1, 2, 3, 1000, 123_456, 99_999_999_999] {
+            small.record(v);
+        }
+        let mut full = new_hist();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        // Values 0.1 % apart: a sample in nearly every bucket.
+        let mut v = LOWEST_NS.max(1);
+        while v <= HIGHEST_NS {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            full.record_n(v, x % (1 << 40) + 1).unwrap();
+            v += v / 1000 + 1;
+        }
+        for h in [&small.hist, &new_hist(), &full, &small.hist, &full] {
+            let ours = encode(h);
+            assert_eq!(ours, theirs(h));
+            assert_eq!(&decode(&ours).unwrap(), h);
+        }
+        let mut plain = Vec::new();
+        hdrhistogram::serialization::V2Serializer::new().serialize(&full, &mut plain).unwrap();
+        assert!(encode(&full).len() > 8 + plain.len() / 2 + 64, "the full one outgrows the first reserve");
     }
 
     #[test]
