@@ -186,15 +186,8 @@ impl ProcMaps {
     }
 
     /// `child` was forked from `parent` (the kernel's side-band record):
-    /// it maps what its parent did, as far as that is known. A parent
-    /// never met (it started before the run and has not exec'd since, a
-    /// shell running a loop, say) is read from /proc now, while it most
-    /// likely lives and maps what it did at the fork; its files are only
-    /// noted, held when a wake-up shows it or the child.
+    /// it maps what its parent did, as far as that is known.
     pub fn fork(&mut self, parent: i32, child: i32) {
-        if !self.procs.contains_key(&parent) {
-            self.read_noting(parent);
-        }
         if let Some(p) = self.procs.get(&parent) {
             let p = Proc::new(p.maps.clone(), p.whole);
             self.insert(child, p);
@@ -261,25 +254,13 @@ impl ProcMaps {
         }
     }
 
-    /// Reads `pid`'s mappings from /proc, its files held open (a process a
-    /// wake-up showed). False: it is gone, or its maps cannot be read.
     fn read(&mut self, pid: i32) -> bool {
-        self.read_from_proc(pid, true)
-    }
-
-    /// As [`ProcMaps::read`], its files only noted (a process no wake-up
-    /// showed yet).
-    fn read_noting(&mut self, pid: i32) -> bool {
-        self.read_from_proc(pid, false)
-    }
-
-    fn read_from_proc(&mut self, pid: i32, open: bool) -> bool {
         if pid <= 0 {
             return false;
         }
         let path = format!("/proc/{pid}/maps");
         let Ok(text) = crate::sys::fs::read_in_steps(path.as_ref()) else { return false };
-        let maps = self.parse(pid, &text, open);
+        let maps = self.parse(pid, &text);
         self.insert(pid, Proc::new(maps, true));
         true
     }
@@ -300,14 +281,14 @@ impl ProcMaps {
         }
     }
 
-    /// The executable mappings of `text` (`pid`'s maps), sorted; `open`:
-    /// each file met for the first time held open.
-    fn parse(&mut self, pid: i32, text: &str, open: bool) -> Vec<Mapping> {
+    /// The executable mappings of `text` (`pid`'s maps), sorted, each file
+    /// met for the first time opened.
+    fn parse(&mut self, pid: i32, text: &str) -> Vec<Mapping> {
         let mut maps: Vec<Mapping> = text
             .lines()
             .filter_map(parse_line)
             .map(|(start, end, offset, file)| {
-                let file = file.map(|(dev, ino, path)| self.file_index(pid, (start, end), (dev, ino, path), open));
+                let file = file.map(|(dev, ino, path)| self.file_index(pid, (start, end), (dev, ino, path), true));
                 Mapping { start, end, offset, file }
             })
             .collect();
@@ -446,7 +427,7 @@ mod tests {
             ]
         );
         let mut m = ProcMaps::default();
-        let maps = m.parse(-1, text, true);
+        let maps = m.parse(-1, text);
         m.procs.insert(7, Proc::new(maps, true));
         assert_eq!(m.locate(7, 0x55d0c0a02000), Some(Located::File(0, 0x2000)), "the start is inside");
         assert_eq!(m.locate(7, 0x55d0c0a02010), Some(Located::File(0, 0x2010)));
@@ -558,15 +539,6 @@ mod tests {
         assert_eq!(m.locate(-6, 0x1800), Some(Located::File(old, 0x1800)), "a child maps its parent's");
         m.fork(-99, -7);
         assert!(!m.procs.contains_key(&-7), "nothing known of its parent");
-        // A parent never met, alive (this test's own process): read at the
-        // fork, its files noted, not held, and its child maps what it does.
-        let me = i32::try_from(std::process::id()).unwrap();
-        let code = told_mappings_follow_exec_and_overlap as fn() as usize as u64;
-        m.fork(me, -9);
-        assert!(m.procs[&me].whole, "the parent read from /proc");
-        let Some(Located::File(f, _)) = m.locate(-9, code) else { panic!("{:?}", m.locate(-9, code)) };
-        assert_eq!(m.locate(me, code), m.locate(-9, code), "the child maps its parent's");
-        assert!(m.file(f).open.is_none(), "a parent no wake-up showed: its files only noted");
         // A pid used again keeps nothing of the process that had it.
         m.mapped(&crate::sys::perf::Mmap2 { pid: -8, ..told(0x8000, 0x1000, 14, "/usr/bin/gone") });
         m.fork(-5, -8);
