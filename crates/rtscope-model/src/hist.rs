@@ -369,8 +369,8 @@ pub fn signed_buckets(t: &Tally) -> Vec<[i64; 3]> {
 /// 230 kB for rtscope's range) and the DEFLATE state (380 kB) are allocated
 /// once, not at every interval. Allocated anew at each, as
 /// `V2DeflateSerializer` does, blocks of that size made a recording
-/// writer's malloc arena grow by about 40 kB a second for minutes, all of
-/// it locked by mlockall (bench/RESULTS.md section 2).
+/// writer's malloc arena grow unevenly, by 2-4.5 MB over its first minutes,
+/// all of it locked by mlockall (bench/RESULTS.md section 2).
 pub fn encode(hist: &Hist) -> Vec<u8> {
     thread_local! {
         static ENCODER: std::cell::RefCell<Encoder> = std::cell::RefCell::new(Encoder::new());
