@@ -11,11 +11,11 @@ use crate::recorder::{self, EpisodeMsg, ExceedMode, Recorder, Sample, Tap, Write
 use crate::session::{CellOutcome, OpenRun, OwnCell};
 use crate::sys::{clock, sched};
 use crate::trace::decompose::{self, CauseThreshold, CpuTrace, Names, Out, WakePath};
-use crate::trace::event::{Decoder, Ev, Kind};
+use crate::trace::event::{Decoder, Ev};
 use crate::trace::format::PageLayout;
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Buffer, ReaderReport, policy_of};
-use crate::trace::watch::{Merge, Obs, Tracker};
+use crate::trace::watch::{Merge, Obs, Tracker, shown};
 use crate::trace::{self, CodeReport, StacksMode, TraceClock, TraceOpts};
 use anyhow::Result;
 use rtscope_model::episode::{self, CauseKind, TraceCpu, TraceSummary};
@@ -390,8 +390,8 @@ impl<'a> Threads<'a> {
         self.list.push(Watched::new(id, now, self.settings.deadline_ns));
     }
 
-    /// A thread switched onto `cpu` that is not watched: taken if the
-    /// filter takes it. A thread is looked up in /proc once per priority
+    /// A thread the trace shows on `cpu` (see [`shown`]) that is not
+    /// watched: taken if the filter takes it. A thread is looked up in /proc once per priority
     /// the trace shows for it (it may become real-time later).
     fn discover(&mut self, tid: i32, prio: i32, cpu: usize, now: u64) {
         let filter = &self.settings.filter;
@@ -856,11 +856,9 @@ fn follow(
         let names = Names { decoder: &feed.decoder, policy: &policy };
         for (ci, e) in feed.merge.take_until(watermark) {
             let cpu = feed.cpus[ci as usize];
-            if let Kind::Switch { next, .. } = e.kind
-                && next > 0
-            {
-                let prio = feed.decoder.tasks.get(&next).map_or(120, |t| t.prio);
-                threads.discover(next, prio, cpu, e.ts);
+            for tid in shown(&e).into_iter().filter(|&t| t > 0) {
+                let prio = feed.decoder.tasks.get(&tid).map_or(120, |t| t.prio);
+                threads.discover(tid, prio, cpu, e.ts);
             }
             causes.push_event(ci as usize, e);
             threads.tracker.event(cpu as i64, &e, &mut |o| obs.push(o));

@@ -88,13 +88,21 @@ fn a_periodic_thread_that_appears_and_exits() {
     let own = thread.join();
     let doc = finish(&fx, child);
     let rows = doc["results"].as_array().unwrap();
+    let notes = doc["run"]["notes"].to_string();
+    assert!(
+        rows.iter().any(|r| r["cpu"].as_i64() == Some(tid as i64)),
+        "thread {tid} was not watched; the run's notes: {notes}"
+    );
     let lat = thread_row(rows, "latency", tid);
     assert_eq!(lat["comm"], name.as_str());
     assert_eq!(lat["sched"], "SCHED_FIFO 80");
     assert_eq!(lat["appeared"], true, "found after the start: {lat}");
     let (found, exited) = (lat["found_ns"].as_u64().unwrap(), lat["exited_ns"].as_u64().expect("it exited"));
     let (first, last) = (own[0].programmed, own.last().unwrap().woke);
-    assert!(found <= first && exited > last, "found {found}, exited {exited}: the thread ran {first}..{last}");
+    assert!(
+        found <= first && exited > last,
+        "found {found}, exited {exited}: the thread ran {first}..{last}; the run's notes: {notes}"
+    );
     // Its series end where it exited (within the 1 s check).
     let span = series_exceedances(&export(&fx.db, &[]), "latency", tid as u64).1;
     assert!(span.1 <= exited + 1_000_000 && span.1 >= last, "series {span:?}, exited at {exited}");
@@ -143,7 +151,6 @@ fn a_periodic_thread_that_appears_and_exits() {
     let watched = lat["p50_ns"].as_u64().unwrap();
     assert!(watched <= own_median + 20_000, "watch median {watched} ns, the thread's own {own_median} ns");
     // The reader's cost and losses are stated.
-    let notes = doc["run"]["notes"].to_string();
     assert!(notes.contains("events (") && notes.contains("events lost"), "{notes}");
 }
 

@@ -161,6 +161,20 @@ impl Tracker {
     }
 }
 
+/// The threads an event shows running on its CPU, by which a thread to
+/// watch is found: the task current when it was recorded (0 in idle) and,
+/// at a switch, the task switched onto the CPU. The switch itself is not
+/// enough: where the kernel does not trace the switch out of the idle task
+/// (see the module's text), a thread that only ever wakes on an idle CPU
+/// shows in no switch as the next task, only as the current task of its
+/// CPU's events (its own switch out among them).
+pub fn shown(e: &Ev) -> [i32; 2] {
+    match e.kind {
+        Kind::Switch { next, .. } => [e.pid, next],
+        _ => [e.pid, 0],
+    }
+}
+
 /// Merges each CPU's events (each in time order) into one time order, and
 /// hands out those before a watermark: the events of one read pass may be
 /// older than another CPU's of the pass before it.
@@ -319,6 +333,19 @@ mod tests {
         assert_eq!(out[3], Obs::Period { tid: 42, t_ns: 1_500, period_ns: 500 });
         assert_eq!(out[4], Obs::Done { tid: 42, release_ns: 1_500, end_ns: 1_600, runtime_ns: 100 });
         assert_eq!(out[5], Obs::Period { tid: 42, t_ns: 3_000, period_ns: 1_500 });
+    }
+
+    /// A thread that wakes on an idle CPU whose switch out of idle is not
+    /// traced is shown by the events it is current in, its switch out
+    /// among them; a switch also shows the task it puts on the CPU.
+    #[test]
+    fn an_event_shows_its_current_task_and_a_switch_its_next() {
+        let idle = |ts: u64, kind: Kind| Ev { ts, pid: 0, kind };
+        assert_eq!(shown(&idle(1_000, Kind::Waking { pid: 42 })), [0, 0], "the woken thread is not on a CPU yet");
+        assert_eq!(shown(&Ev { ts: 1_010, pid: 42, kind: Kind::TimerEntry }), [42, 0]);
+        assert_eq!(shown(&switch(1_104, 42, 0)), [42, 0], "its switch out");
+        assert_eq!(shown(&switch(1_200, 0, 43)), [0, 43], "a traced switch out of idle");
+        assert_eq!(shown(&switch(1_300, 43, 44)), [43, 44]);
     }
 
     #[test]
