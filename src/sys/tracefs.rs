@@ -13,12 +13,39 @@ const LEGACY: &str = "/sys/kernel/debug/tracing";
 /// Held while rtscope mounts tracefs, makes or removes an instance in a
 /// tracefs it mounted, or unmounts it: two users in one process (the load
 /// sampler's system-call counter and a trace, say) never unmount the
-/// mount the other has just found.
+/// mount the other has just found. See [`mount_lock`] for other processes.
 static MOUNT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// See [`MOUNT`].
-pub fn mount_lock() -> std::sync::MutexGuard<'static, ()> {
-    MOUNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// The directory that holds [`MOUNT_POINT`], locked (`flock`) by every
+/// rtscope process while it holds [`MOUNT`], and by the janitor before it
+/// unmounts: it is there whether tracefs is mounted or not, and no file is
+/// left behind.
+pub const LOCK_DIR: &str = "/sys/kernel";
+
+/// [`mount_lock`]'s guard.
+pub struct MountLock {
+    /// Closing it lets the other processes in.
+    _dir: Option<File>,
+    _held: std::sync::MutexGuard<'static, ()>,
+}
+
+/// Takes [`MOUNT`] and, across processes, [`LOCK_DIR`]'s `flock`: one
+/// rtscope that ends (and unmounts the tracefs it mounted, with no instance
+/// left in it) between another's finding that tracefs and its making an
+/// instance there would make the other fail. Where the lock cannot be
+/// taken (no such directory, a file system that refuses `flock`), rtscope
+/// goes on with the process's own lock: the window is microseconds wide.
+pub fn mount_lock() -> MountLock {
+    let held = MOUNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = File::open(LOCK_DIR).ok().filter(|f| {
+        loop {
+            match rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive) {
+                Err(rustix::io::Errno::INTR) => continue,
+                r => break r.is_ok(),
+            }
+        }
+    });
+    MountLock { _dir: dir, _held: held }
 }
 
 /// The id of the trace event `event` (`system/name`), which
@@ -273,5 +300,24 @@ impl Drop for CmdNamesOff {
                 j.registry().remove_path(Leftover::OptionOn, &self.path);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// While one holder has the mount lock, another process's attempt (an
+    /// open file of its own) is refused; once it is dropped, it is taken.
+    #[test]
+    fn the_mount_lock_holds_other_processes_off() {
+        let other = File::open(LOCK_DIR).expect("the lock directory");
+        let try_lock = || rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockExclusive);
+        let held = mount_lock();
+        assert!(held._dir.is_some(), "{LOCK_DIR} cannot be locked");
+        assert_eq!(try_lock(), Err(rustix::io::Errno::WOULDBLOCK), "taken beside the mount lock");
+        drop(held);
+        // Another test may hold it by now: a blocking wait, then.
+        rustix::fs::flock(&other, rustix::fs::FlockOperation::LockExclusive).expect("taken once let go");
     }
 }

@@ -156,11 +156,30 @@ unsafe fn empty(fd: libc::c_int, depth: u32) {
     }
 }
 
-/// Unmounts the tracefs at `root` when its `instances/` is empty.
+/// Unmounts the tracefs at `root` when its `instances/` is empty, holding
+/// the lock of the directory above it (`tracefs::LOCK_DIR`, which every
+/// rtscope holds while it finds, mounts or unmounts tracefs): another
+/// rtscope that has just found this mount makes its instance first.
 ///
 /// # Safety
 /// `root` is a NUL-terminated path.
 pub unsafe fn unmount_if_unused(root: *const c_char) {
+    let mut above = [0u8; super::PATH_BYTES + 64];
+    // SAFETY: C strings and descriptors of our own; plain system calls.
+    // The lock goes with the descriptor, closed on every path.
+    unsafe {
+        let Some(parent) = join(&mut above, root, b"/..") else { return };
+        let lock = libc::open(parent, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+        while lock >= 0 && libc::flock(lock, libc::LOCK_EX) != 0 && errno() == libc::EINTR {}
+        unmount_if_empty(root);
+        if lock >= 0 {
+            libc::close(lock);
+        }
+    }
+}
+
+/// [`unmount_if_unused`]'s work, under the lock.
+unsafe fn unmount_if_empty(root: *const c_char) {
     let mut buf = [0u8; super::PATH_BYTES + 64];
     // SAFETY: C strings and a descriptor of our own; plain system calls.
     unsafe {
