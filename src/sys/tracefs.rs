@@ -22,6 +22,9 @@ static MOUNT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// left behind.
 pub const LOCK_DIR: &str = "/sys/kernel";
 
+/// How long [`mount_lock`] tries for [`LOCK_DIR`]'s lock.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// [`mount_lock`]'s guard.
 pub struct MountLock {
     /// Closing it lets the other processes in.
@@ -32,16 +35,23 @@ pub struct MountLock {
 /// Takes [`MOUNT`] and, across processes, [`LOCK_DIR`]'s `flock`: one
 /// rtscope that ends (and unmounts the tracefs it mounted, with no instance
 /// left in it) between another's finding that tracefs and its making an
-/// instance there would make the other fail. Where the lock cannot be
-/// taken (no such directory, a file system that refuses `flock`), rtscope
-/// goes on with the process's own lock: the window is microseconds wide.
+/// instance there would make the other fail. Any user may lock that
+/// directory, so the lock is tried, not waited for without end: every
+/// 10 ms for [`LOCK_WAIT`]; where it is not had by then (someone holds it,
+/// or there is no such directory, or its file system refuses `flock`),
+/// rtscope goes on with the process's own lock: the window it covers is
+/// microseconds wide.
 pub fn mount_lock() -> MountLock {
     let held = MOUNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let until = std::time::Instant::now() + LOCK_WAIT;
     let dir = File::open(LOCK_DIR).ok().filter(|f| {
         loop {
-            match rustix::fs::flock(f, rustix::fs::FlockOperation::LockExclusive) {
-                Err(rustix::io::Errno::INTR) => continue,
-                r => break r.is_ok(),
+            match rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => break true,
+                Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) if std::time::Instant::now() < until => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                Err(_) => break false,
             }
         }
     });
@@ -308,7 +318,8 @@ mod tests {
     use super::*;
 
     /// While one holder has the mount lock, another process's attempt (an
-    /// open file of its own) is refused; once it is dropped, it is taken.
+    /// open file of its own) is refused; once it is dropped, it is taken;
+    /// and the mount lock does not wait for ever on another holder.
     #[test]
     fn the_mount_lock_holds_other_processes_off() {
         let other = File::open(LOCK_DIR).expect("the lock directory");
@@ -319,5 +330,10 @@ mod tests {
         drop(held);
         // Another test may hold it by now: a blocking wait, then.
         rustix::fs::flock(&other, rustix::fs::FlockOperation::LockExclusive).expect("taken once let go");
+        // Held elsewhere for good (any user can): given up after LOCK_WAIT.
+        let t = std::time::Instant::now();
+        let held = mount_lock();
+        assert!(held._dir.is_none(), "the lock taken while another holds it");
+        assert!(t.elapsed() >= LOCK_WAIT, "given up after {:?}", t.elapsed());
     }
 }

@@ -36,7 +36,9 @@ pub fn yield_now() {
 /// (PR_SET_PDEATHSIG SIGKILL) and ignores SIGINT, SIGTERM and SIGHUP (a
 /// Ctrl-C reaches the whole process group; rtscope stops its children
 /// itself). Call it while this process has a single thread: the child
-/// then may allocate safely.
+/// then may allocate safely, and holds no lock another thread took (a
+/// `flock`, such as tracefs's mount lock, goes with the open file, which
+/// the child would share until it exits).
 pub fn fork_child(body: impl FnOnce() -> i32) -> io::Result<i32> {
     fork_with(true, body)
 }

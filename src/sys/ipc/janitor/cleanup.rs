@@ -158,8 +158,9 @@ unsafe fn empty(fd: libc::c_int, depth: u32) {
 
 /// Unmounts the tracefs at `root` when its `instances/` is empty, holding
 /// the lock of the directory above it (`tracefs::LOCK_DIR`, which every
-/// rtscope holds while it finds, mounts or unmounts tracefs): another
-/// rtscope that has just found this mount makes its instance first.
+/// rtscope holds while it finds, mounts or unmounts tracefs) where it is
+/// had within a second: another rtscope that has just found this mount
+/// makes its instance first.
 ///
 /// # Safety
 /// `root` is a NUL-terminated path.
@@ -170,7 +171,14 @@ pub unsafe fn unmount_if_unused(root: *const c_char) {
     unsafe {
         let Some(parent) = join(&mut above, root, b"/..") else { return };
         let lock = libc::open(parent, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
-        while lock >= 0 && libc::flock(lock, libc::LOCK_EX) != 0 && errno() == libc::EINTR {}
+        // Tried for a second at most, as rtscope tries for it (any user
+        // may hold it): then the unmount goes ahead without it.
+        for _ in 0..TRIES {
+            if lock < 0 || libc::flock(lock, libc::LOCK_EX | libc::LOCK_NB) == 0 {
+                break;
+            }
+            nap();
+        }
         unmount_if_empty(root);
         if lock >= 0 {
             libc::close(lock);
