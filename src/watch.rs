@@ -11,7 +11,7 @@ use crate::recorder::{self, EpisodeMsg, ExceedMode, Recorder, Sample, Tap, Write
 use crate::session::{CellOutcome, OpenRun, OwnCell};
 use crate::sys::{clock, sched};
 use crate::trace::decompose::{self, CauseThreshold, CpuTrace, Names, Out, WakePath};
-use crate::trace::event::{Decoder, Ev};
+use crate::trace::event::{Decoder, Ev, Task};
 use crate::trace::format::PageLayout;
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Buffer, ReaderReport, policy_of};
@@ -59,11 +59,16 @@ pub struct Filter {
 impl Filter {
     /// Whether `id`, seen on `cpu`, is to be watched.
     pub fn takes(&self, id: &Identity, cpu: usize) -> bool {
+        self.takes_on_its_cpus(id) && self.cpus.as_ref().is_none_or(|c| c.contains(&cpu))
+    }
+
+    /// Whether `id` is to be watched when it runs on one of --cpus.
+    fn takes_on_its_cpus(&self, id: &Identity) -> bool {
         let named = (self.pids.is_empty() && self.comms.is_empty() && self.tids.is_empty())
             || self.pids.iter().any(|&p| p == id.tid || p == id.pid)
             || self.tids.contains(&id.tid)
             || self.comms.iter().any(|c| *c == id.comm || *c == id.process);
-        self.policies.contains(&id.policy) && named && self.cpus.as_ref().is_none_or(|c| c.contains(&cpu))
+        self.policies.contains(&id.policy) && named
     }
 
     /// Whether a thread of the kernel priority `prio` (from the trace:
@@ -348,6 +353,18 @@ fn store_extra(t: &Watched, start: u64, period_ns: Option<u64>, writer: &mut Wri
     Ok(())
 }
 
+/// A thread looked up and not taken: its name and priority in the trace
+/// then, and the CPU it was seen on where that CPU alone was not one of
+/// --cpus. Looked up again when the trace shows it otherwise (a thread
+/// that names itself, becomes real-time, or runs on another CPU later).
+struct Rejected {
+    task: Task,
+    cpu: Option<usize>,
+}
+
+/// A task the trace has not named: a normal one.
+static UNKNOWN: Task = Task { comm: String::new(), prio: 120 };
+
 /// The threads being watched, and those looked at and left.
 struct Threads<'a> {
     settings: &'a Settings,
@@ -356,8 +373,8 @@ struct Threads<'a> {
     start: u64,
     list: Vec<Watched>,
     by_tid: HashMap<i32, usize>,
-    /// Threads looked up and not taken, with the priority they had then.
-    rejected: HashMap<i32, i32>,
+    /// Threads looked up and not taken, with the trace's view of each then.
+    rejected: HashMap<i32, Rejected>,
     tracker: Tracker,
     found_at_start: usize,
     /// Threads that ran beyond --max-threads.
@@ -379,30 +396,39 @@ impl<'a> Threads<'a> {
             over_max: 0,
         };
         for id in found {
-            t.take(id, start);
+            t.take(id, start, None);
         }
         t
     }
 
-    fn take(&mut self, id: Identity, now: u64) {
-        self.tracker.watch(id.tid);
+    /// Watches `id` from `now`; `running`: on a CPU since then.
+    fn take(&mut self, id: Identity, now: u64, running: Option<u64>) {
+        self.tracker.watch(id.tid, running);
         self.by_tid.insert(id.tid, self.list.len());
         self.list.push(Watched::new(id, now, self.settings.deadline_ns));
     }
 
-    /// A thread the trace shows on `cpu` (see [`shown`]) that is not
-    /// watched: taken if the filter takes it. A thread is looked up in /proc once per priority
-    /// the trace shows for it (it may become real-time later).
-    fn discover(&mut self, tid: i32, prio: i32, cpu: usize, now: u64) {
-        let filter = &self.settings.filter;
-        if self.tracker.watched(tid) || !filter.may_take(prio) || self.rejected.get(&tid) == Some(&prio) {
+    /// A thread the trace shows on `cpu` at `now` (see [`shown`]; on the
+    /// CPU since then where `running`) that is not watched: taken if the
+    /// filter takes it. `tasks`: the trace's view of each task. A thread is
+    /// looked up in /proc once per view the trace gives of it ([`Rejected`]).
+    fn discover(&mut self, tid: i32, tasks: &HashMap<i32, Task>, cpu: usize, now: u64, running: bool) {
+        if tid <= 0 || self.tracker.watched(tid) {
+            return;
+        }
+        let (filter, task) = (&self.settings.filter, tasks.get(&tid).unwrap_or(&UNKNOWN));
+        let known = |r: &Rejected| r.task == *task && r.cpu.is_none_or(|c| c == cpu);
+        if !filter.may_take(task.prio) || self.rejected.get(&tid).is_some_and(known) {
             return;
         }
         let own = std::process::id() as i32;
-        match identify(tid).filter(|id| id.pid != own && filter.takes(id, cpu)) {
-            Some(id) if !self.by_tid.contains_key(&tid) => self.take(id, now),
-            _ => {
-                self.rejected.insert(tid, prio);
+        match identify(tid).filter(|id| id.pid != own) {
+            Some(id) if filter.takes(&id, cpu) && !self.by_tid.contains_key(&tid) => {
+                self.take(id, now, running.then_some(now))
+            }
+            id => {
+                let cpu = id.filter(|id| filter.takes_on_its_cpus(id) && !self.by_tid.contains_key(&tid)).map(|_| cpu);
+                self.rejected.insert(tid, Rejected { task: task.clone(), cpu });
             }
         }
     }
@@ -847,6 +873,10 @@ fn follow(
     let policy = |pid: i32| *policy_cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
     let mut next_exit_check = threads.start + EXIT_CHECK_NS;
     let mut obs = Vec::new();
+    // The task each CPU's events showed current last in this pass: looked
+    // at once (the trace's view of a task holds for a pass: every event of
+    // it is decoded before any is followed).
+    let mut current = vec![0i32; feed.cpus.len()];
     loop {
         let last = signal.load(Relaxed) || clock::now() >= end;
         let pass_start = clock::now();
@@ -854,12 +884,14 @@ fn follow(
         feed.drain(&instance.layout);
         let watermark = if last { u64::MAX } else { pass_start.saturating_sub(GRACE_NS) };
         let names = Names { decoder: &feed.decoder, policy: &policy };
+        current.fill(0);
         for (ci, e) in feed.merge.take_until(watermark) {
             let cpu = feed.cpus[ci as usize];
-            for tid in shown(&e).into_iter().filter(|&t| t > 0) {
-                let prio = feed.decoder.tasks.get(&tid).map_or(120, |t| t.prio);
-                threads.discover(tid, prio, cpu, e.ts);
+            let [now_on, next] = shown(&e);
+            if std::mem::replace(&mut current[ci as usize], now_on) != now_on {
+                threads.discover(now_on, &feed.decoder.tasks, cpu, e.ts, true);
             }
+            threads.discover(next, &feed.decoder.tasks, cpu, e.ts, false);
             causes.push_event(ci as usize, e);
             threads.tracker.event(cpu as i64, &e, &mut |o| obs.push(o));
             for o in obs.drain(..) {
@@ -978,6 +1010,64 @@ mod tests {
         assert!(on.takes(&fifo, 3) && !on.takes(&fifo, 1));
         assert!(all.may_take(19) && all.may_take(-1) && !all.may_take(120));
         assert!(Filter { policies: vec![0], ..all }.may_take(120));
+    }
+
+    /// A thread looked up and left is looked up again when the trace shows
+    /// it otherwise: on another CPU where only its CPU was wrong, renamed,
+    /// at another priority; not while it shows as it did.
+    #[test]
+    fn a_thread_left_is_looked_at_again_when_the_trace_shows_it_otherwise() {
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("start sleep");
+        let tid = child.id() as i32;
+        // Until its exec, the child bears the test's name.
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while read_trim(&format!("/proc/{tid}/comm")).as_deref() != Some("sleep") {
+            assert!(std::time::Instant::now() < until, "sleep did not start in 10 s");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let filter =
+            Filter { comms: vec!["sleep".into()], policies: vec![0], cpus: Some(vec![1]), ..Default::default() };
+        let settings = Settings {
+            filter,
+            duration_ns: None,
+            checkpoint_ns: 1_000_000_000,
+            exceed: ExceedMode::Adaptive,
+            period_ns: None,
+            deadline_ns: None,
+            cause_threshold_ns: None,
+            max_episodes: 0,
+            buffer_kb: 0,
+            max_threads: 4,
+            classify_all: false,
+            until_stopped: false,
+        };
+        let mut threads = Threads::new(&settings, 1, None, 0, Vec::new());
+        let mut tasks = HashMap::new();
+        tasks.insert(tid, Task { comm: "sleep".into(), prio: 120 });
+        let rejected = |t: &Threads<'_>| t.rejected.get(&tid).map(|r| (r.task.comm.clone(), r.cpu));
+        threads.discover(tid, &tasks, 0, 10, false);
+        assert_eq!(rejected(&threads), Some(("sleep".into(), Some(0))), "left for its CPU alone");
+        // Shown on CPU 1, one of --cpus: taken, found then, on its CPU since.
+        threads.discover(tid, &tasks, 1, 20, true);
+        assert!(threads.tracker.watched(tid) && threads.by_tid.contains_key(&tid));
+        assert_eq!(threads.list[0].found_ns, 20);
+        // Another, by name: left; looked at again once renamed in the trace.
+        let settings =
+            Settings { filter: Filter { comms: vec!["other".into()], cpus: None, ..settings.filter }, ..settings };
+        let mut threads = Threads::new(&settings, 1, None, 0, Vec::new());
+        threads.discover(tid, &tasks, 0, 10, false);
+        assert_eq!(rejected(&threads), Some(("sleep".into(), None)), "its name, on any CPU");
+        threads.discover(tid, &tasks, 1, 11, false);
+        assert_eq!(rejected(&threads), Some(("sleep".into(), None)));
+        tasks.insert(tid, Task { comm: "other".into(), prio: 120 });
+        threads.discover(tid, &tasks, 1, 12, false);
+        assert_eq!(rejected(&threads), Some(("other".into(), None)), "looked at again, still `sleep` in /proc");
+        // Neither pid 0 nor a task the trace has not named at a normal
+        // priority (the filter takes normal threads here: it is looked up).
+        threads.discover(0, &tasks, 0, 13, true);
+        assert!(!threads.rejected.contains_key(&0) && !threads.tracker.watched(0));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]

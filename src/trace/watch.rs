@@ -74,9 +74,10 @@ pub struct Tracker {
 }
 
 impl Tracker {
-    /// Follows `tid` from now on.
-    pub fn watch(&mut self, tid: i32) {
-        self.states.entry(tid).or_default();
+    /// Follows `tid` from now on; `running`: on a CPU since then (it was
+    /// found current there, not switched in).
+    pub fn watch(&mut self, tid: i32, running: Option<u64>) {
+        self.states.entry(tid).or_insert(State { on_cpu: running, ..State::default() });
     }
 
     /// Stops following `tid` (it exited); its activation in progress, if
@@ -221,7 +222,7 @@ mod tests {
     fn run(evs: &[(i64, Ev)], watched: &[i32]) -> Vec<Obs> {
         let mut t = Tracker::default();
         for &w in watched {
-            t.watch(w);
+            t.watch(w, None);
         }
         let mut out = Vec::new();
         for (cpu, e) in evs {
@@ -268,7 +269,7 @@ mod tests {
     fn an_untraced_switch_from_idle_is_inferred() {
         let idle = |ts: u64, kind: Kind| Ev { ts, pid: 0, kind };
         let mut t = Tracker::default();
-        t.watch(42);
+        t.watch(42, None);
         let mut out = Vec::new();
         for e in [
             idle(990, Kind::TimerEntry),
@@ -346,6 +347,29 @@ mod tests {
         assert_eq!(shown(&switch(1_104, 42, 0)), [42, 0], "its switch out");
         assert_eq!(shown(&switch(1_200, 0, 43)), [0, 43], "a traced switch out of idle");
         assert_eq!(shown(&switch(1_300, 43, 44)), [43, 44]);
+    }
+
+    /// Found while current on its CPU (not switched in): its slice is
+    /// known, so a wake-up before it switches out is one on its CPU
+    /// (latency 0), not a switch-in the trace missed.
+    #[test]
+    fn a_thread_found_running_is_on_its_cpu() {
+        let mut t = Tracker::default();
+        t.watch(42, Some(1_000));
+        let mut out = Vec::new();
+        for e in [waking(1_500, 42), switch(1_600, 42, 0), waking(3_000, 42), switch(3_010, 0, 42)] {
+            t.event(1, &e, &mut |o| out.push(o));
+        }
+        assert_eq!(
+            out,
+            [
+                Obs::Latency { tid: 42, cpu: 1, waking_ns: 1_500, ran_ns: 1_500 },
+                Obs::Done { tid: 42, release_ns: 1_500, end_ns: 1_600, runtime_ns: 100 },
+                Obs::Period { tid: 42, t_ns: 3_000, period_ns: 1_500 },
+                Obs::Latency { tid: 42, cpu: 1, waking_ns: 3_000, ran_ns: 3_010 },
+            ]
+        );
+        assert_eq!(t.inferred, 0);
     }
 
     #[test]
