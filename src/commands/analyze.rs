@@ -112,10 +112,11 @@ pub fn read_samples(
 }
 
 fn json_out<T: Serialize>(v: &T) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, v)?;
-    writeln!(out)?;
-    Ok(())
+    crate::report::to_stdout(|out| {
+        serde_json::to_writer_pretty(&mut *out, v)?;
+        writeln!(out)?;
+        Ok(())
+    })
 }
 
 fn run_series(run: &Run, opts: &Options) -> Result<Vec<SeriesAnalysis>> {

@@ -88,11 +88,10 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     });
     let cmp = report::Comparison::new(&runs, gate)?;
     drop(ticker);
-    let mut out = std::io::stdout().lock();
     if a.json {
-        cmp.write_json(&mut out)?;
+        report::to_stdout(|out| cmp.write_json(out))?;
     } else if a.html.as_deref() != Some(std::path::Path::new("-")) {
-        cmp.write_text(&mut out)?;
+        report::to_stdout(|out| cmp.write_text(out))?;
     }
     if let Some(h) = &a.html {
         report::write_to("--html", h, |o| report::html::write_doc(&cmp.doc(), o))?;

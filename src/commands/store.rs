@@ -59,16 +59,16 @@ fn run_length(ns: u64) -> String {
 pub fn show(a: ShowArgs) -> Result<i32> {
     let store = open_existing(&a.store)?;
     let run = store.load_run(store.resolve(&a.run)?)?;
-    let mut out = std::io::stdout().lock();
-    if a.json {
-        report::JSON.write(&Input::one(&run), &mut out)?;
-        return Ok(0);
-    }
-    if a.episodes {
-        report::write_episodes(&run, &mut out)?;
-        return Ok(0);
-    }
-    report::TEXT.write(&Input { machine: true, colour: report::colour_on_stdout(), ..Input::one(&run) }, &mut out)?;
+    report::to_stdout(|out| {
+        let input = Input::one(&run);
+        if a.json {
+            report::JSON.write(&input, out).map(drop)
+        } else if a.episodes {
+            report::write_episodes(&run, out)
+        } else {
+            report::TEXT.write(&Input { machine: true, colour: report::colour_on_stdout(), ..input }, out).map(drop)
+        }
+    })?;
     Ok(0)
 }
 
