@@ -356,7 +356,7 @@ fn store_extra(t: &Watched, start: u64, period_ns: Option<u64>, writer: &mut Wri
 /// A thread looked up and not taken: its name and priority in the trace
 /// then, and the CPU it was seen on where that CPU alone was not one of
 /// --cpus. Looked up again when the trace shows it otherwise (a thread
-/// that names itself, becomes real-time, or runs on another CPU later).
+/// that names itself, becomes real-time, or runs on one of --cpus later).
 struct Rejected {
     task: Task,
     cpu: Option<usize>,
@@ -417,7 +417,9 @@ impl<'a> Threads<'a> {
             return;
         }
         let (filter, task) = (&self.settings.filter, tasks.get(&tid).unwrap_or(&UNKNOWN));
-        let known = |r: &Rejected| r.task == *task && r.cpu.is_none_or(|c| c == cpu);
+        // Left for its CPU alone: known on that CPU and on any other not of --cpus.
+        let elsewhere = |c: usize| c == cpu || filter.cpus.as_ref().is_some_and(|cs| !cs.contains(&cpu));
+        let known = |r: &Rejected| r.task == *task && r.cpu.is_none_or(elsewhere);
         if !filter.may_take(task.prio) || self.rejected.get(&tid).is_some_and(known) {
             return;
         }
@@ -1017,7 +1019,8 @@ mod tests {
     /// at another priority; not while it shows as it did.
     #[test]
     fn a_thread_left_is_looked_at_again_when_the_trace_shows_it_otherwise() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("start sleep");
+        let start = || std::process::Command::new("sleep").arg("30").spawn().expect("start sleep");
+        let mut child = start();
         let tid = child.id() as i32;
         // Until its exec, the child bears the test's name.
         let until = std::time::Instant::now() + Duration::from_secs(10);
@@ -1025,8 +1028,9 @@ mod tests {
             assert!(std::time::Instant::now() < until, "sleep did not start in 10 s");
             std::thread::sleep(Duration::from_millis(1));
         }
-        let filter =
-            Filter { comms: vec!["sleep".into()], policies: vec![0], cpus: Some(vec![1]), ..Default::default() };
+        // Whatever policy the test runs at, the child's is taken.
+        let policies = vec![0, 1, 2, 3, 5, 6];
+        let filter = Filter { comms: vec!["sleep".into()], policies, cpus: Some(vec![1]), ..Default::default() };
         let settings = Settings {
             filter,
             duration_ns: None,
@@ -1047,27 +1051,52 @@ mod tests {
         let rejected = |t: &Threads<'_>| t.rejected.get(&tid).map(|r| (r.task.comm.clone(), r.cpu));
         threads.discover(tid, &tasks, 0, 10, false);
         assert_eq!(rejected(&threads), Some(("sleep".into(), Some(0))), "left for its CPU alone");
+        // On CPU 2, not one of --cpus either: not looked up (that would
+        // have noted CPU 2).
+        threads.discover(tid, &tasks, 2, 15, false);
+        assert_eq!(rejected(&threads), Some(("sleep".into(), Some(0))), "looked up again on another CPU outside");
         // Shown on CPU 1, one of --cpus: taken, found then, on its CPU since.
         threads.discover(tid, &tasks, 1, 20, true);
         assert!(threads.tracker.watched(tid) && threads.by_tid.contains_key(&tid));
         assert_eq!(threads.list[0].found_ns, 20);
-        // Another, by name: left; looked at again once renamed in the trace.
-        let settings =
-            Settings { filter: Filter { comms: vec!["other".into()], cpus: None, ..settings.filter }, ..settings };
-        let mut threads = Threads::new(&settings, 1, None, 0, Vec::new());
-        threads.discover(tid, &tasks, 0, 10, false);
-        assert_eq!(rejected(&threads), Some(("sleep".into(), None)), "its name, on any CPU");
-        threads.discover(tid, &tasks, 1, 11, false);
-        assert_eq!(rejected(&threads), Some(("sleep".into(), None)));
-        tasks.insert(tid, Task { comm: "other".into(), prio: 120 });
-        threads.discover(tid, &tasks, 1, 12, false);
-        assert_eq!(rejected(&threads), Some(("other".into(), None)), "looked at again, still `sleep` in /proc");
-        // Neither pid 0 nor a task the trace has not named at a normal
-        // priority (the filter takes normal threads here: it is looked up).
-        threads.discover(0, &tasks, 0, 13, true);
-        assert!(!threads.rejected.contains_key(&0) && !threads.tracker.watched(0));
         let _ = child.kill();
         let _ = child.wait();
+
+        // Another filter, by name: left on any CPU.
+        let mut child = start();
+        let tid = child.id() as i32;
+        while read_trim(&format!("/proc/{tid}/comm")).as_deref() != Some("sleep") {
+            assert!(std::time::Instant::now() < until, "sleep did not start in 10 s");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let sleep = Task { comm: "sleep".into(), prio: 120 };
+        tasks.insert(tid, sleep.clone());
+        let other = Settings {
+            filter: Filter { comms: vec!["other".into()], cpus: None, ..settings.filter.clone() },
+            ..settings.clone()
+        };
+        let mut threads = Threads::new(&other, 1, None, 0, Vec::new());
+        threads.discover(tid, &tasks, 0, 10, false);
+        let rejected = |t: &Threads<'_>| t.rejected.get(&tid).map(|r| (r.task.comm.clone(), r.task.prio, r.cpu));
+        assert_eq!(rejected(&threads), Some(("sleep".into(), 120, None)), "its name, on any CPU");
+        // Not looked up again while the trace shows it as when it was left
+        // (a filter that takes it now, and a lookup would take it), looked
+        // up once the trace shows it otherwise: here, not named at all,
+        // which counts as a normal task.
+        let by_name = Settings { filter: Filter { cpus: None, ..settings.filter.clone() }, ..settings };
+        let mut threads = Threads::new(&by_name, 1, None, 0, Vec::new());
+        threads.rejected.insert(tid, Rejected { task: sleep, cpu: None });
+        threads.discover(tid, &tasks, 1, 11, false);
+        assert!(!threads.tracker.watched(tid), "looked up again though the trace shows it as before");
+        tasks.remove(&tid);
+        threads.discover(tid, &tasks, 1, 12, false);
+        assert!(threads.tracker.watched(tid), "not looked up again once the trace shows it otherwise");
+        assert_eq!(threads.list[0].found_ns, 12);
+        let _ = child.kill();
+        let _ = child.wait();
+        // pid 0 never.
+        threads.discover(0, &tasks, 0, 14, true);
+        assert!(!threads.rejected.contains_key(&0) && !threads.tracker.watched(0));
     }
 
     #[test]

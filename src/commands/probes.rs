@@ -78,7 +78,7 @@ pub fn run_probe(
         match &h.file {
             Some(path) => report::write_to("--histfile", path, |out| hist.write(&loaded, out))?,
             None if histogram_on_stdout => {
-                hist.write(&loaded, &mut std::io::stdout().lock())?;
+                report::to_stdout(|out| hist.write(&loaded, out))?;
                 // As cyclictest's: the histogram replaces the summary on stdout.
                 eprintln!("{}", report::stored_line(run_id, &db));
             }

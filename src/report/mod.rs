@@ -188,7 +188,7 @@ pub fn write(flag: &str, path: &Path, format: &dyn Format, input: &Input) -> Res
 /// Runs `write` on stdout through a buffer, flushed at the end: Rust's
 /// stdout writes each line at once, which made a large document (the
 /// 355 000 lines of a `--quick` run's `analyze --json`) as many system
-/// calls, half the command's time. For whole documents, not for lines
+/// calls, a quarter of the command's time. For whole documents, not for lines
 /// that must show as they come.
 pub fn to_stdout<R>(write: impl FnOnce(&mut dyn Write) -> Result<R>) -> Result<R> {
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
