@@ -1019,15 +1019,26 @@ mod tests {
     /// at another priority; not while it shows as it did.
     #[test]
     fn a_thread_left_is_looked_at_again_when_the_trace_shows_it_otherwise() {
-        let start = || std::process::Command::new("sleep").arg("30").spawn().expect("start sleep");
-        let mut child = start();
-        let tid = child.id() as i32;
-        // Until its exec, the child bears the test's name.
-        let until = std::time::Instant::now() + Duration::from_secs(10);
-        while read_trim(&format!("/proc/{tid}/comm")).as_deref() != Some("sleep") {
-            assert!(std::time::Instant::now() < until, "sleep did not start in 10 s");
-            std::thread::sleep(Duration::from_millis(1));
+        /// A `sleep` process, killed when dropped (a failed assertion too).
+        struct Sleeper(std::process::Child);
+        impl Drop for Sleeper {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
         }
+        let start = || {
+            let child = Sleeper(std::process::Command::new("sleep").arg("30").spawn().expect("start sleep"));
+            let tid = child.0.id() as i32;
+            // Until its exec, the child bears the test's name.
+            let until = std::time::Instant::now() + Duration::from_secs(10);
+            while read_trim(&format!("/proc/{tid}/comm")).as_deref() != Some("sleep") {
+                assert!(std::time::Instant::now() < until, "sleep did not start in 10 s");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            (child, tid)
+        };
+        let (child, tid) = start();
         // Whatever policy the test runs at, the child's is taken.
         let policies = vec![0, 1, 2, 3, 5, 6];
         let filter = Filter { comms: vec!["sleep".into()], policies, cpus: Some(vec![1]), ..Default::default() };
@@ -1059,16 +1070,10 @@ mod tests {
         threads.discover(tid, &tasks, 1, 20, true);
         assert!(threads.tracker.watched(tid) && threads.by_tid.contains_key(&tid));
         assert_eq!(threads.list[0].found_ns, 20);
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(child);
 
         // Another filter, by name: left on any CPU.
-        let mut child = start();
-        let tid = child.id() as i32;
-        while read_trim(&format!("/proc/{tid}/comm")).as_deref() != Some("sleep") {
-            assert!(std::time::Instant::now() < until, "sleep did not start in 10 s");
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let (child, tid) = start();
         let sleep = Task { comm: "sleep".into(), prio: 120 };
         tasks.insert(tid, sleep.clone());
         let other = Settings {
@@ -1092,8 +1097,7 @@ mod tests {
         threads.discover(tid, &tasks, 1, 12, false);
         assert!(threads.tracker.watched(tid), "not looked up again once the trace shows it otherwise");
         assert_eq!(threads.list[0].found_ns, 12);
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(child);
         // pid 0 never.
         threads.discover(0, &tasks, 0, 14, true);
         assert!(!threads.rejected.contains_key(&0) && !threads.tracker.watched(0));

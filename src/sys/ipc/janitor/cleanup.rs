@@ -186,7 +186,7 @@ pub unsafe fn unmount_if_unused(root: *const c_char) {
     }
 }
 
-/// [`unmount_if_unused`]'s work, under the lock.
+/// [`unmount_if_unused`]'s work, under the lock where it was had.
 unsafe fn unmount_if_empty(root: *const c_char) {
     let mut buf = [0u8; super::PATH_BYTES + 64];
     // SAFETY: C strings and a descriptor of our own; plain system calls.
