@@ -103,7 +103,8 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
     // run 1's at least is a regression beyond --max-regression 50 that
     // compare must catch. It is not only where the host stalled 1 % of
     // the quiet run's wake-ups by 0.7 ms or more (then the quiet run is
-    // no baseline, and compare must not call run 2 better).
+    // no baseline, and compare may call run 2 better only where its p99 is
+    // the lower).
     let clear = spun > 2.0 * quiet;
     eprintln!(
         "p99: {quiet} ns without the spinner, {spun} with it: {}",
@@ -129,8 +130,13 @@ fn compare_catches_an_injected_spinner_and_gates_on_it() {
                 .any(|r| r["series"] == series.as_str() && r["figure"] == "p99" && r["ratio"].as_f64().unwrap() > 1.5),
             "p99 of {series} must be a regression: {regs:?}"
         );
-    } else {
-        assert_ne!(fig("p99")["changes"][1], "better", "{}", fig("p99"));
+    } else if fig("p99")["changes"][1] == "better" {
+        // The host stalled the quiet run beyond the spinner's effect: run
+        // 2 may be better at p99 only as its values say (once seen: 2.32 ms
+        // without the spinner, 1.53 ms with it, ratio 0.66, its interval
+        // 0.58-0.95).
+        let ratio = fig("p99")["ratios"][1].as_f64().unwrap();
+        assert!(spun < quiet && ratio < 1.0, "run 2 called better at p99: {}", fig("p99"));
     }
     // p99.9 and the maximum of 3000 samples are judged by the exceedance
     // test. The spinner's spikes (hundreds above 0.5 ms in 3 s) are a new
