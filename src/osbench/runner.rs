@@ -253,31 +253,141 @@ struct Stored {
     sid: i64,
     rounds: u32,
     below: u64,
+    /// Each round's median.
+    p50s: Vec<i64>,
+    /// The series' figures as last stored.
+    extra: serde_json::Map<String, Value>,
 }
 
 impl Bench<'_> {
     /// Measures every job and stores it in run `run_id`. Errors only when
     /// storing fails; a test that cannot be measured is a note.
-    ///
-    /// In a cell without `-n`, a test runs in rounds of at most
+    pub fn measure(&self, store: &mut Store, run_id: i64) -> Result<Measured> {
+        let jobs = self.settings.jobs();
+        match self.budget_ns {
+            Some(budget) => self.measure_shares(store, run_id, &jobs, budget),
+            None => self.measure_rounds(store, run_id, &jobs),
+        }
+    }
+
+    /// Without a cell's time: a test's variants (`+equal`, `+cross`,
+    /// `+flush`) are measured in alternating rounds (see [`rounds`]), each
+    /// round a checkpoint interval of its variant's series, so that the
+    /// host's changes of speed fall on each variant alike; a test without
+    /// variants runs once.
+    fn measure_rounds(&self, store: &mut Store, run_id: i64, jobs: &[Job]) -> Result<Measured> {
+        let steps = rounds(jobs, |j| self.settings.n.unwrap_or(j.test.n) as usize);
+        let mut stored: Vec<Option<Stored>> = jobs.iter().map(|_| None).collect();
+        let mut failed_jobs = vec![false; jobs.len()];
+        let mut notes = Vec::new();
+        for step in &steps {
+            if self.signal.load(Relaxed) {
+                break;
+            }
+            let (k, job) = (step.job, &jobs[step.job]);
+            if failed_jobs[k] {
+                continue;
+            }
+            if self.progress {
+                let round =
+                    if step.of > 1 { format!(" (round {}/{})", step.round + 1, step.of) } else { String::new() };
+                eprint!("\r\x1b[K[{}/{}] {}{round}", k + 1, jobs.len(), job.metric());
+            }
+            let warmup = (step.n / 10).clamp(5, 1000);
+            match self.run_once(job, step.n, warmup, self.signal) {
+                Ok((out, _)) if out.raw.is_empty() => {}
+                Ok((out, cpus)) => stored[k] = Some(self.store(store, run_id, job, cpus, &out, stored[k].take())?),
+                Err(e) => {
+                    failed_jobs[k] = true;
+                    notes.push(self.not_measured(job, &e));
+                }
+            }
+        }
+        if self.progress {
+            eprint!("\r\x1b[K");
+        }
+        if !self.signal.load(Relaxed) {
+            let under = self.under();
+            for (k, job) in jobs.iter().enumerate() {
+                if stored[k].is_none() && !failed_jobs[k] {
+                    notes.push(format!("{}{under}: no sample", job.metric()));
+                }
+            }
+        }
+        self.store_pairs(store, jobs, &steps, &mut stored)?;
+        let failed = failed_jobs.iter().filter(|&&f| f).count();
+        Ok(Measured { notes, failed, jobs: jobs.len() })
+    }
+
+    /// Adds to each variant's series its comparison with its test as
+    /// defined (the first job of its group in [`rounds`]), round by
+    /// round: `paired` holds the median over the rounds both measured of
+    /// the variant's median over the test's, each pair of rounds measured
+    /// one right after the other. On a host whose speed changes, two
+    /// medians over the whole runs may each fall on a different side of
+    /// two modes; the pairs do not.
+    fn store_pairs(
+        &self,
+        store: &mut Store,
+        jobs: &[Job],
+        steps: &[Step],
+        stored: &mut [Option<Stored>],
+    ) -> Result<()> {
+        let mut groups = steps.iter().filter(|st| st.round == 0).peekable();
+        while let Some(first) = groups.next() {
+            let mut members = Vec::new();
+            while let Some(st) = groups.next_if(|st| jobs[st.job].test.id == jobs[first.job].test.id) {
+                members.push(st.job);
+            }
+            let Some(reference) = stored[first.job].as_ref().map(|s| s.p50s.clone()) else { continue };
+            for k in members {
+                let Some(s) = stored[k].as_mut() else { continue };
+                let mut ratios: Vec<f64> = s
+                    .p50s
+                    .iter()
+                    .zip(&reference)
+                    .filter(|&(_, &r)| r > 0)
+                    .map(|(&v, &r)| v as f64 / r as f64)
+                    .collect();
+                if ratios.is_empty() {
+                    continue;
+                }
+                ratios.sort_by(f64::total_cmp);
+                let mid = ratios.len() / 2;
+                let median =
+                    if ratios.len() % 2 == 1 { ratios[mid] } else { f64::midpoint(ratios[mid - 1], ratios[mid]) };
+                s.extra.insert(
+                    "paired".into(),
+                    json!({
+                        "against": jobs[first.job].metric(),
+                        "rounds": ratios.len(),
+                        "p50_ratio": (median * 1000.0).round() / 1000.0,
+                    }),
+                );
+                store.set_series_extra(s.sid, &s.extra)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A cell's tests, one after the other, each in its share of the
+    /// cell's `budget_ns`: without `-n`, a test runs in rounds of at most
     /// [`CELL_MAX_SAMPLES`] until its share ends (each round a checkpoint
     /// interval of its series), so that a long cell measures for its
     /// whole length with a bounded buffer.
-    pub fn measure(&self, store: &mut Store, run_id: i64) -> Result<Measured> {
-        let jobs = self.settings.jobs();
-        let end = self.budget_ns.map(|b| clock::now() + b);
-        let floor = self.budget_ns.map_or(0, |b| share_floor(b, jobs.len()));
-        let under = self.load.map(|l| format!(" under {l}")).unwrap_or_default();
+    fn measure_shares(&self, store: &mut Store, run_id: i64, jobs: &[Job], budget: u64) -> Result<Measured> {
+        let end = clock::now() + budget;
+        let floor = share_floor(budget, jobs.len());
+        let under = self.under();
         let mut notes = Vec::new();
         let mut failed = 0;
         for (k, job) in jobs.iter().enumerate() {
             if self.signal.load(Relaxed) {
                 break;
             }
-            let t = job.test;
             // The end of this test's share: the cell's time left divided by
             // the tests left, and never less than `floor`.
-            let mut job_end = end.map(|end| share_end(clock::now(), end, jobs.len() - k, floor));
+            let mut job_end = share_end(clock::now(), end, jobs.len() - k, floor);
             // A share that ends before the first sample (a slow start under
             // a heavy load) gets one more of the same length.
             let mut retried = false;
@@ -286,71 +396,33 @@ impl Bench<'_> {
             }
             let mut stored: Option<Stored> = None;
             loop {
-                let (n, warmup) = match job_end {
-                    None => {
-                        let n = self.settings.n.unwrap_or(t.n) as usize;
-                        (n, (n / 10).clamp(5, 1000))
-                    }
-                    Some(e) => {
-                        let left = e.saturating_sub(clock::now());
-                        let n = self.settings.n.unwrap_or_else(|| cell_samples(left)) as usize;
-                        (n, (n / 10).clamp(5, CELL_WARMUP))
-                    }
-                };
-                let result = until(job_end, self.signal, |stop| {
-                    let env = Env {
-                        cpu: self.settings.cpu,
-                        other: if job.cross {
-                            self.settings.other_cpu.unwrap_or(self.settings.cpu)
-                        } else {
-                            self.settings.cpu
-                        },
-                        cross: job.cross,
-                        equal: job.equal,
-                        policy: self.policy,
-                        prio: self.settings.priority,
-                        ips: t.effective_ips(self.settings.ips),
-                        n,
-                        warmup,
-                        flush: if job.flush { self.flush } else { None },
-                        stop,
-                        janitor: self.janitor,
-                        seq: SEQ.fetch_add(1, Relaxed),
-                    };
-                    (t.run)(&env).map(|out| (out, env.cpu, env.other))
-                });
-                match result {
-                    Ok((out, _, _)) if out.raw.is_empty() => {
-                        if stored.is_none() && !retried && !self.signal.load(Relaxed) && job_end.is_some() {
+                let left = job_end.saturating_sub(clock::now());
+                let n = self.settings.n.unwrap_or_else(|| cell_samples(left)) as usize;
+                let warmup = (n / 10).clamp(5, CELL_WARMUP);
+                match until(job_end, self.signal, |stop| self.run_once(job, n, warmup, stop)) {
+                    Ok((out, _)) if out.raw.is_empty() => {
+                        if stored.is_none() && !retried && !self.signal.load(Relaxed) {
                             retried = true;
-                            job_end = Some(clock::now() + floor);
+                            job_end = clock::now() + floor;
                             continue;
                         }
                         if stored.is_none() && !self.signal.load(Relaxed) {
-                            let why = if job_end.is_some() { " within its share of the cell" } else { "" };
-                            notes.push(format!("{}{under}: no sample{why}", job.metric()));
+                            notes.push(format!("{}{under}: no sample within its share of the cell", job.metric()));
                         }
                         break;
                     }
-                    Ok((out, cpu_, other)) => {
+                    Ok((out, cpus)) => {
                         let full = out.raw.len() >= n;
-                        stored = Some(self.store(store, run_id, job, (cpu_, other), &out, stored)?);
+                        stored = Some(self.store(store, run_id, job, cpus, &out, stored)?);
                         // Another round while its share lasts (a cell without -n).
-                        let more = job_end.is_some_and(|e| clock::now() + ROUND_MIN_NS < e);
+                        let more = clock::now() + ROUND_MIN_NS < job_end;
                         if !full || !more || self.settings.n.is_some() || self.signal.load(Relaxed) {
                             break;
                         }
                     }
                     Err(e) => {
                         failed += 1;
-                        let msg = format!("{}{under}: not measured: {e:#}", job.metric());
-                        if !self.quiet {
-                            if self.progress {
-                                eprintln!();
-                            }
-                            eprintln!("rtscope: warning: {msg}");
-                        }
-                        notes.push(msg);
+                        notes.push(self.not_measured(job, &e));
                         break;
                     }
                 }
@@ -360,6 +432,46 @@ impl Bench<'_> {
             eprint!("\r\x1b[K");
         }
         Ok(Measured { notes, failed, jobs: jobs.len() })
+    }
+
+    /// Measures `job` once: `n` samples after `warmup`, until `stop`.
+    /// The outcome, and the CPUs of its measured and its other party.
+    fn run_once(&self, job: &Job, n: usize, warmup: usize, stop: &AtomicBool) -> Result<(Outcome, (usize, usize))> {
+        let t = job.test;
+        let env = Env {
+            cpu: self.settings.cpu,
+            other: if job.cross { self.settings.other_cpu.unwrap_or(self.settings.cpu) } else { self.settings.cpu },
+            cross: job.cross,
+            equal: job.equal,
+            policy: self.policy,
+            prio: self.settings.priority,
+            ips: t.effective_ips(self.settings.ips),
+            n,
+            warmup,
+            flush: if job.flush { self.flush } else { None },
+            stop,
+            janitor: self.janitor,
+            seq: SEQ.fetch_add(1, Relaxed),
+        };
+        (t.run)(&env).map(|out| (out, (env.cpu, env.other)))
+    }
+
+    /// " under LOAD" in a cell, else nothing.
+    fn under(&self) -> String {
+        self.load.map(|l| format!(" under {l}")).unwrap_or_default()
+    }
+
+    /// The note of a test that could not be measured, warned of on stderr
+    /// unless quiet.
+    fn not_measured(&self, job: &Job, e: &anyhow::Error) -> String {
+        let msg = format!("{}{}: not measured: {e:#}", job.metric(), self.under());
+        if !self.quiet {
+            if self.progress {
+                eprintln!();
+            }
+            eprintln!("rtscope: warning: {msg}");
+        }
+        msg
     }
 
     /// Stores one test (one round of it) as a series: its histogram, its
@@ -426,7 +538,9 @@ impl Bench<'_> {
             extra.insert("note".into(), json!(n));
         }
         store.set_series_extra(sid, &extra)?;
-        Ok(Stored { sid, rounds: rounds + 1, below })
+        let mut p50s = prev.map_or_else(Vec::new, |p| p.p50s);
+        p50s.push(tally.quantile(0.5));
+        Ok(Stored { sid, rounds: rounds + 1, below, p50s, extra })
     }
 }
 
@@ -448,12 +562,57 @@ fn share_end(now: u64, end: u64, left: usize, floor: u64) -> u64 {
     now + (end.saturating_sub(now) / left.max(1) as u64).max(floor)
 }
 
+/// One round of a job in [`rounds`]: `n` samples of `jobs[job]`, round
+/// `round` of `of`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Step {
+    job: usize,
+    n: usize,
+    round: usize,
+    of: usize,
+}
+
+/// A test with variants takes its samples in rounds of at least this
+/// many...
+const ROUND_SAMPLES: usize = 2_000;
+/// ... and at most this many rounds.
+const MAX_ROUNDS: usize = 10;
+
+/// The order in which `jobs` are measured without a cell's time, each
+/// with its `n(job)` samples. A test's variants (the jobs of one test,
+/// which [`Settings::jobs`] lists together) take turns in rounds: round 1
+/// of each, then round 2 of each, and so on, `n` split as evenly as it
+/// goes into at most [`MAX_ROUNDS`] of at least [`ROUND_SAMPLES`]. On a
+/// virtual machine the host's share of the CPU and its clock speed change
+/// from one fraction of a second to the next (a futex wake-up's median of
+/// 2000 samples moved between 1.2 and 1.9 us in turns of tens to hundreds
+/// of milliseconds on a 2-vCPU guest): measured one after the other, two
+/// variants of ~0.1 s each may fall in different states, and the one
+/// that should be the longer come out shorter; in turns, both are
+/// measured in the same states. A test without variants runs once.
+fn rounds(jobs: &[Job], n: impl Fn(&Job) -> usize) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut first = 0;
+    while first < jobs.len() {
+        let id = jobs[first].test.id;
+        let len = jobs[first..].iter().take_while(|j| j.test.id == id).count();
+        let group = first..first + len;
+        let total = n(&jobs[first]);
+        let of = if len > 1 { (total / ROUND_SAMPLES).clamp(1, MAX_ROUNDS) } else { 1 };
+        for round in 0..of {
+            let n = total * (round + 1) / of - total * round / of;
+            steps.extend(group.clone().map(|job| Step { job, n, round, of }));
+        }
+        first += len;
+    }
+    steps
+}
+
 /// Runs `f` with a stop flag: `signal` itself without a deadline; with
 /// one, a flag a watching thread sets at the deadline or on the signal
 /// (the measuring loops only read a flag, never the clock, between
 /// samples).
-fn until<R>(deadline: Option<u64>, signal: &AtomicBool, f: impl FnOnce(&AtomicBool) -> R) -> R {
-    let Some(deadline) = deadline else { return f(signal) };
+fn until<R>(deadline: u64, signal: &AtomicBool, f: impl FnOnce(&AtomicBool) -> R) -> R {
     let stop = AtomicBool::new(false);
     let done = AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -586,16 +745,56 @@ mod tests {
         };
         let quiet = AtomicBool::new(false);
         let t0 = clock::now();
-        until(Some(t0 + 50_000_000), &quiet, wait);
+        until(t0 + 50_000_000, &quiet, wait);
         let took = clock::now() - t0;
         // A noisy machine may wake the watcher late, never early.
         assert!((50_000_000..1_000_000_000).contains(&took), "stopped after {took} ns for a 50 ms deadline");
         let signal = AtomicBool::new(true);
         let t0 = clock::now();
-        until(Some(t0 + 60_000_000_000), &signal, wait);
+        until(t0 + 60_000_000_000, &signal, wait);
         assert!(clock::now() - t0 < 1_000_000_000, "a signal stops the test at once");
-        // Without a deadline the signal itself is the stop flag.
-        until(None, &quiet, |stop| assert!(std::ptr::eq(stop, &quiet)));
+    }
+
+    /// A test's variants take turns in rounds; a test without variants
+    /// runs once; every job gets its samples, no more.
+    #[test]
+    fn a_tests_variants_take_turns() {
+        let line = ["-t", "wake.futex-intra", "-t", "ping.pipe-intra", "-t", "mutex.handoff-inter"];
+        let s = args(&[&line[..], &["--priorities", "both"]].concat()).settings(&[]).unwrap();
+        let jobs = s.jobs();
+        let names: Vec<String> = jobs.iter().map(Job::metric).collect();
+        let at = |m: &str| names.iter().position(|n| n == m).unwrap();
+        let steps = rounds(&jobs, |_| 20_000);
+        let order: Vec<&str> = steps.iter().map(|st| names[st.job].as_str()).collect();
+        // 10 rounds of 2000 for each variant of the two tests that have
+        // them, in turns; the ping-pong once, with all its samples.
+        assert_eq!(steps.len(), 2 * 10 * 2 + 1, "{order:?}");
+        assert_eq!(&order[..4], ["mutex.handoff-inter", "mutex.handoff-inter+equal"].repeat(2), "{order:?}");
+        for m in &names {
+            let mine: Vec<&Step> = steps.iter().filter(|st| st.job == at(m)).collect();
+            assert_eq!(mine.iter().map(|st| st.n).sum::<usize>(), 20_000, "{m}");
+            let of = if m.starts_with("ping") { 1 } else { 10 };
+            assert!(mine.iter().enumerate().all(|(r, st)| st.round == r && st.of == of && st.n == 20_000 / of), "{m}");
+        }
+        // A test's rounds come before the next test's.
+        let last_handoff = steps.iter().rposition(|st| names[st.job].starts_with("mutex")).unwrap();
+        let first_futex = steps.iter().position(|st| names[st.job].starts_with("wake")).unwrap();
+        assert_eq!(last_handoff + 1, first_futex, "{order:?}");
+        // Samples that do not split evenly: every sample is taken, and
+        // rounds never fall under 2000 (n below that: one round).
+        for (n, of) in [(2_001, 1), (3_999, 1), (4_001, 2), (25_001, 10), (1_000_000, 10), (300, 1)] {
+            let steps = rounds(&jobs[..2], |_| n);
+            assert_eq!(steps.len(), 2 * of, "n {n}");
+            assert_eq!(steps.iter().filter(|st| st.job == 0).map(|st| st.n).sum::<usize>(), n, "n {n}");
+            assert!(of == 1 || steps.iter().all(|st| st.n >= ROUND_SAMPLES), "n {n}: {steps:?}");
+        }
+        // Without variants every test runs once, in the order given.
+        let s = args(&line).settings(&[]).unwrap();
+        let steps = rounds(&s.jobs(), |_| 20_000);
+        assert_eq!(
+            steps.iter().map(|st| (st.job, st.n, st.of)).collect::<Vec<_>>(),
+            [(0, 20_000, 1), (1, 20_000, 1), (2, 20_000, 1)]
+        );
     }
 
     #[test]

@@ -362,7 +362,17 @@ pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchG
                         us_i(m.max_ns),
                         x(s, "base_ns").as_u64().unwrap_or(0).to_string(),
                     ];
-                    (cells, x(s, "note").as_str().map(String::from), *s)
+                    let paired = x(s, "paired");
+                    let paired = paired["p50_ratio"].as_f64().map(|r| {
+                        format!(
+                            "round by round, p50 {r:.3}x {} (the median of {} rounds taken in turns)",
+                            paired["against"].as_str().unwrap_or("the test"),
+                            paired["rounds"].as_u64().unwrap_or(0)
+                        )
+                    });
+                    let notes: Vec<String> =
+                        x(s, "note").as_str().map(String::from).into_iter().chain(paired).collect();
+                    (cells, (!notes.is_empty()).then(|| notes.join("; ")), *s)
                 })
                 .collect();
             OsbenchGroup { title, rows }
