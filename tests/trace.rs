@@ -403,6 +403,7 @@ struct OtherTracer {
 
 impl OtherTracer {
     fn start() -> OtherTracer {
+        let _held = rtscope::sys::tracefs::mount_lock();
         let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
         let record_cmd = std::fs::read_to_string(root.join("options/record-cmd")).unwrap();
         let dir = root.join(format!("instances/other-tracer-{}", std::process::id()));
@@ -419,7 +420,8 @@ impl Drop for OtherTracer {
         let _ = std::fs::write(self.root.join("options/record-cmd"), self.record_cmd.trim());
         let _ = std::fs::remove_dir(&self.dir);
         if self.mounted {
-            let _ = rtscope::sys::tracefs::unmount(&self.root);
+            let _held = rtscope::sys::tracefs::mount_lock();
+            rtscope::sys::tracefs::release(&self.root);
         }
     }
 }
@@ -557,6 +559,80 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
     }
     eprintln!("instances removed {:?} after the SIGKILL", killed.elapsed());
     assert!(!instances().contains(&name) && !instances().contains(&stacks_name), "{:?}", instances());
+}
+
+/// `rtscope wakeup --trace` for up to a minute, to `db`, once its
+/// instance traces.
+fn tracing_child(db: &str) -> std::process::Child {
+    let mut child = Command::new(BIN)
+        .args(["wakeup", "--trace", "-D", "60s", "--cause-threshold", "20us", "--db", db, "-q"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let on = std::path::Path::new("/sys/kernel/tracing/instances").join(format!("rtscope-{}/tracing_on", child.id()));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::fs::read_to_string(&on).map_or(true, |v| v.trim() != "1") {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("rtscope wakeup --trace ended early ({status}): run it by hand to see why");
+        }
+        assert!(std::time::Instant::now() < until, "rtscope {} never traced", child.id());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+/// Waits up to 10 s for tracefs to be unmounted.
+fn wait_unmounted(after: &str) {
+    let t = std::time::Instant::now();
+    while tracefs_mounted() {
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "tracefs left mounted {after}");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Two traced runs at once on a machine where tracefs is not mounted: the
+/// first mounts it, the second uses that mount. Whichever leaves last, by
+/// its own end or by a SIGKILL (its janitor), unmounts it; the first, if
+/// it leaves while the second traces, leaves it mounted.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn runs_sharing_a_mount_leave_it_unmounted_whichever_ends_last() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    if !has("tracefs not mounted before the test (what is tested is the mount rtscope makes)", !tracefs_mounted()) {
+        return;
+    }
+    let db = |n: &str| fx.dir.join(n).to_str().unwrap().to_string();
+    for (first_ends, last_ends) in [("SIGINT", "SIGKILL"), ("SIGKILL", "SIGINT")] {
+        let first = tracing_child(&db(&format!("first-{first_ends}.db")));
+        let last = tracing_child(&db(&format!("last-{last_ends}.db")));
+        let end = |mut c: std::process::Child, how: &str| {
+            if how == "SIGKILL" {
+                c.kill().unwrap();
+                c.wait().unwrap();
+            } else {
+                signal(c.id(), libc::SIGINT);
+                let o = c.wait_with_output().unwrap();
+                assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            }
+        };
+        let last_name = format!("rtscope-{}", last.id());
+        end(first, first_ends);
+        // The first's instance goes (at once, or by its janitor), the mount stays.
+        let t = std::time::Instant::now();
+        while instances().len() > 1 {
+            assert!(t.elapsed() < std::time::Duration::from_secs(10), "{:?} after a {first_ends}", instances());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(instances(), std::slice::from_ref(&last_name), "after the first run's {first_ends}");
+        assert!(tracefs_mounted(), "tracefs unmounted under a run that traces");
+        end(last, last_ends);
+        wait_unmounted(&format!("after the first run's {first_ends} and the last one's {last_ends}"));
+        assert!(instances().is_empty(), "{:?}", instances());
+        wait_unmounted("by looking at it");
+    }
 }
 
 /// `wakeup --trace --stacks on` on `cpu` for 6 s, every sample above

@@ -388,32 +388,8 @@ fn mem_total_kb(meminfo: &str) -> Option<u64> {
 /// Mount point of tracefs in a /proc/mounts text, preferring
 /// /sys/kernel/tracing. Octal escapes (`\040` for space) are decoded.
 fn tracefs_mount(mounts: &str) -> Option<String> {
-    let points: Vec<String> = mounts
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (_dev, point, fstype) = (f.next()?, f.next()?, f.next()?);
-            (fstype == "tracefs").then(|| unescape_mount(point))
-        })
-        .collect();
+    let points: Vec<String> = crate::sys::tracefs::mounts_in(mounts).into_iter().map(|(_, point)| point).collect();
     points.iter().find(|p| *p == "/sys/kernel/tracing").or_else(|| points.first()).cloned()
-}
-
-fn unescape_mount(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -666,8 +642,6 @@ mod tests {
         assert_eq!(status_euid("Uid:\t1000\t0\t0\t0\n"), Some(0));
         assert_eq!(status_euid("Name: x\n"), None);
         assert_eq!(mem_total_kb("MemTotal:  42 kB\n"), Some(42));
-        assert_eq!(unescape_mount("/a\\040b\\011c"), "/a b\tc");
-        assert_eq!(unescape_mount("/trail\\04"), "/trail\\04");
         assert_eq!(parse_bool01("1\n"), Some(true));
         assert_eq!(parse_bool01("x"), None);
         assert_eq!(tracefs_mount("sysfs /sys sysfs rw 0 0\n"), None);

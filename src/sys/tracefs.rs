@@ -84,22 +84,70 @@ fn read_event_id(event: &str) -> Result<u64, String> {
         Err(e) => Err(format!("trace event {event} is not in this kernel's tracefs ({}: {e})", p.display())),
     };
     if mounted {
-        let others = std::fs::read_dir(root.join("instances")).map(|d| d.count()).unwrap_or(1);
-        if others == 0 {
-            let _ = unmount(&root);
-        } else {
-            forget(&root);
-        }
+        release(&root);
     }
     id
 }
 
+/// The source rtscope gives the tracefs it mounts: the first field of the
+/// mount's line in /proc/mounts (where a system's own mount says `tracefs`
+/// or `none`). Another rtscope that finds the mount so named knows that
+/// rtscope made it, and takes its share of unmounting it: the last rtscope
+/// to leave it, however it ends, unmounts it. Without that, a mount made
+/// by one rtscope and last used by another was left behind: the one that
+/// made it left it to the other, which had found it mounted.
+pub const SOURCE: &str = "rtscope";
+
+/// Every tracefs mount in a /proc/mounts text, in its order: (source,
+/// mount point), octal escapes (`\040` for a space) decoded.
+pub fn mounts_in(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (source, point, fstype) = (f.next()?, f.next()?, f.next()?);
+            (fstype == "tracefs").then(|| (unescape_mount(source), unescape_mount(point)))
+        })
+        .collect()
+}
+
+/// A field of /proc/mounts with its octal escapes decoded.
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether the tracefs seen at `root` in the /proc/mounts text `mounts`
+/// is one rtscope mounted ([`SOURCE`]); of mounts stacked on one point,
+/// the last is the one seen.
+fn made_by_rtscope(mounts: &str, root: &Path) -> bool {
+    mounts_in(mounts).into_iter().rev().find(|(_, point)| Path::new(point) == root).is_some_and(|(s, _)| s == SOURCE)
+}
+
 /// The tracefs root, and whether rtscope mounted it (and should unmount
-/// it when done). Callers that may unmount it again hold [`mount_lock`].
+/// it when done, unless an instance is left in it). A mount another
+/// rtscope made ([`SOURCE`]) counts as this one's too, and is registered
+/// with the janitor as it is. Callers that may unmount it again hold
+/// [`mount_lock`].
 pub fn find_or_mount() -> Result<(PathBuf, bool), String> {
     for root in [MOUNT_POINT, LEGACY] {
         if Path::new(root).join("instances").is_dir() {
-            return Ok((root.into(), false));
+            let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+            let ours = made_by_rtscope(&mounts, Path::new(root))
+                && crate::sys::ipc::janitor()
+                    .is_ok_and(|j| j.registry().add_path(Leftover::TracefsMount, Path::new(root)));
+            return Ok((root.into(), ours));
         }
     }
     if !Path::new(MOUNT_POINT).is_dir() {
@@ -110,7 +158,7 @@ pub fn find_or_mount() -> Result<(PathBuf, bool), String> {
     // left in it, as [`unmount`]'s callers do).
     let janitor = crate::sys::ipc::janitor().map_err(|e| format!("cannot start rtscope's janitor ({e})"))?;
     janitor.registry().add_path(Leftover::TracefsMount, Path::new(MOUNT_POINT));
-    if let Err(e) = rustix::mount::mount("nodev", MOUNT_POINT, "tracefs", rustix::mount::MountFlags::empty(), None) {
+    if let Err(e) = rustix::mount::mount(SOURCE, MOUNT_POINT, "tracefs", rustix::mount::MountFlags::empty(), None) {
         forget(Path::new(MOUNT_POINT));
         return Err(format!("tracefs is not mounted and mounting it at {MOUNT_POINT} failed ({e})"));
     }
@@ -119,6 +167,21 @@ pub fn find_or_mount() -> Result<(PathBuf, bool), String> {
         return Err(format!("tracefs mounted at {MOUNT_POINT} has no instances/ (kernel too old)"));
     }
     Ok((MOUNT_POINT.into(), true))
+}
+
+/// Lets go of the tracefs at `root` that [`find_or_mount`] counted as this
+/// process's (it answered `true`): unmounts it when no instance is left in
+/// it; else leaves it to the instances' owners (another rtscope unmounts it
+/// when it leaves last) and tells the janitor so. Should the unmount fail
+/// (a file in it still open), the janitor tries again when rtscope ends.
+/// The caller holds [`mount_lock`].
+pub fn release(root: &Path) {
+    let used = std::fs::read_dir(root.join("instances")).map_or(true, |mut d| d.next().is_some());
+    if used {
+        forget(root);
+    } else {
+        let _ = unmount(root);
+    }
 }
 
 /// Unmounts the tracefs rtscope mounted.
@@ -316,6 +379,32 @@ impl Drop for CmdNamesOff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mounts_are_read_with_their_source() {
+        let text = "sysfs /sys sysfs rw 0 0\ntracefs /sys/kernel/tracing tracefs rw 0 0\n\
+                    none /mnt/my\\040trace tracefs rw 0 0\nrtscope /sys/kernel/tracing tracefs rw,relatime 0 0\n";
+        assert_eq!(
+            mounts_in(text),
+            [
+                ("tracefs".to_string(), "/sys/kernel/tracing".to_string()),
+                ("none".into(), "/mnt/my trace".into()),
+                ("rtscope".into(), "/sys/kernel/tracing".into())
+            ]
+        );
+        // The last mount on a point is the one seen there.
+        let root = Path::new(MOUNT_POINT);
+        assert!(made_by_rtscope(text, root));
+        assert!(!made_by_rtscope(&text.replace("rtscope /sys", "tracefs /sys"), root));
+        assert!(!made_by_rtscope(
+            "rtscope /sys/kernel/tracing tracefs rw 0 0\nnone /sys/kernel/tracing tracefs rw 0 0\n",
+            root
+        ));
+        assert!(!made_by_rtscope(text, Path::new(LEGACY)));
+        assert!(!made_by_rtscope("", root));
+        assert_eq!(unescape_mount("/a\\040b\\011c"), "/a b\tc");
+        assert_eq!(unescape_mount("/trail\\04"), "/trail\\04");
+    }
 
     /// While one holder has the mount lock, another process's attempt (an
     /// open file of its own) is refused; once it is dropped, it is taken;

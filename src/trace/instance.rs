@@ -95,7 +95,7 @@ impl Instance {
         }
         if let Err(e) = create_registered(&dir) {
             if mounted {
-                let _ = tracefs::unmount(&root);
+                tracefs::release(&root);
             }
             return Err(e);
         }
@@ -259,14 +259,10 @@ impl Drop for Instance {
         let removed = remove_registered(&self.dir);
         // Back on (if this was its last holder) before tracefs may go.
         drop(std::mem::replace(&mut self.record_cmd, CmdNames::WasOff));
-        if self.mounted {
-            let others = std::fs::read_dir(self.root.join("instances")).map(|d| d.count()).unwrap_or(1);
-            if others == 0 {
-                let _ = tracefs::unmount(&self.root);
-            } else if removed {
-                // Another tracer's instance: left mounted, as found then.
-                tracefs::forget(&self.root);
-            }
+        // Where the instance is left (the kernel refused), the janitor
+        // tries again, and unmounts, when rtscope ends.
+        if self.mounted && removed {
+            tracefs::release(&self.root);
         }
     }
 }

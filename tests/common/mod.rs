@@ -85,13 +85,15 @@ pub fn skipped(what: &str) {
 }
 
 /// Runs `f` on the tracefs root, mounting tracefs for it where nobody has
-/// (and unmounting it after): an instance outlives an unmount, so a stale
-/// one is there whether tracefs is mounted or not.
+/// (and unmounting it after, unless a run's instance is in it): an instance
+/// outlives an unmount, so a stale one is there whether tracefs is mounted
+/// or not.
 pub fn in_tracefs<T>(f: impl FnOnce(&Path) -> T) -> T {
+    let _held = rtscope::sys::tracefs::mount_lock();
     let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
     let out = f(&root);
     if mounted {
-        rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
+        rtscope::sys::tracefs::release(&root);
     }
     out
 }
@@ -106,10 +108,11 @@ pub fn record_cmd() -> String {
 /// Whether tracefs can be used: mounted, or mountable (rtscope mounts it
 /// when nobody has); see [`has`].
 pub fn has_tracefs() -> bool {
+    let _held = rtscope::sys::tracefs::mount_lock();
     match rtscope::sys::tracefs::find_or_mount() {
         Ok((root, mounted)) => {
             if mounted {
-                rtscope::sys::tracefs::unmount(&root).expect("unmount the tracefs this test mounted");
+                rtscope::sys::tracefs::release(&root);
             }
             true
         }
