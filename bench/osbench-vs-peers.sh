@@ -9,7 +9,7 @@
 # Each peer run is followed at once by rtscope's run of its test. rt-tests run sender and receiver at ONE
 # priority, so their rtscope runs take `--priorities both`: the test as rtscope defines it (the waiter 10
 # priorities above the signaller: it preempts inside the call) and its +equal row (both at -p, the signaller
-# blocks for a reply right after its call: rt-tests' definition), measured back to back.
+# blocks for a reply right after its call: rt-tests' definition), measured in turns (docs/osbench.md).
 # Prints each pair's ratio (rtscope / peer) of the means, per round and the median over rounds, for both.
 #
 # Environment: ROUNDS (3), SAMPLES (20000), CPU (the last online CPU), PRIO (90), INTERVAL_US (200, rt-tests -i).

@@ -403,12 +403,21 @@ struct OtherTracer {
 
 impl OtherTracer {
     fn start() -> OtherTracer {
-        let _held = rtscope::sys::tracefs::mount_lock();
+        let held = rtscope::sys::tracefs::mount_lock();
         let (root, mounted) = rtscope::sys::tracefs::find_or_mount().expect("tracefs");
-        let record_cmd = std::fs::read_to_string(root.join("options/record-cmd")).unwrap();
         let dir = root.join(format!("instances/other-tracer-{}", std::process::id()));
-        let t = OtherTracer { root, dir, mounted, record_cmd };
-        std::fs::create_dir(&t.dir).expect("another tracer's instance");
+        let made = std::fs::create_dir(&dir);
+        let record_cmd = std::fs::read_to_string(root.join("options/record-cmd"));
+        if made.is_err() || record_cmd.is_err() {
+            let _ = std::fs::remove_dir(&dir);
+            if mounted {
+                rtscope::sys::tracefs::release(&root);
+            }
+            panic!("another tracer's instance {}: {made:?}, record-cmd {record_cmd:?}", dir.display());
+        }
+        // Dropped from here on: its own drop takes the lock again.
+        drop(held);
+        let t = OtherTracer { root, dir, mounted, record_cmd: record_cmd.unwrap() };
         std::fs::write(t.dir.join("events/sched/sched_wakeup/enable"), "1").unwrap();
         std::fs::write(t.root.join("options/record-cmd"), "1").unwrap();
         t
@@ -561,39 +570,96 @@ fn a_sigkill_leaves_no_instance_tracing_and_unmounts_what_it_mounted() {
     assert!(!instances().contains(&name) && !instances().contains(&stacks_name), "{:?}", instances());
 }
 
-/// `rtscope wakeup --trace` for up to a minute, to `db`, once its
-/// instance traces.
-fn tracing_child(db: &str) -> std::process::Child {
-    let mut child = Command::new(BIN)
-        .args(["wakeup", "--trace", "-D", "60s", "--cause-threshold", "20us", "--db", db, "-q"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let on = std::path::Path::new("/sys/kernel/tracing/instances").join(format!("rtscope-{}/tracing_on", child.id()));
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::fs::read_to_string(&on).map_or(true, |v| v.trim() != "1") {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("rtscope wakeup --trace ended early ({status}): run it by hand to see why");
+/// A child rtscope, killed and waited for should the test fail first.
+struct Running(Option<std::process::Child>);
+
+impl Running {
+    fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    /// Ends it by SIGINT (its own end, which must succeed) or SIGKILL.
+    fn end(mut self, how: &str) {
+        let mut c = self.0.take().unwrap();
+        if how == "SIGKILL" {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        } else {
+            signal(c.id(), libc::SIGINT);
+            let o = c.wait_with_output().unwrap();
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
         }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `rtscope wakeup --trace` (no stacks: one instance) for up to a
+/// minute, to `db`, once its instance traces.
+fn tracing_child(db: &str) -> Running {
+    let child = Running(Some(
+        Command::new(BIN)
+            .args(["wakeup", "--trace", "--stacks", "off", "-D", "60s", "--cause-threshold", "20us", "--db", db, "-q"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    ));
+    let on = |root: &str| std::path::Path::new(root).join(format!("instances/rtscope-{}/tracing_on", child.id()));
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .all(|r| std::fs::read_to_string(on(r)).map_or(true, |v| v.trim() != "1"))
+    {
         assert!(std::time::Instant::now() < until, "rtscope {} never traced", child.id());
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     child
 }
 
-/// Waits up to 10 s for tracefs to be unmounted.
-fn wait_unmounted(after: &str) {
-    let t = std::time::Instant::now();
-    while tracefs_mounted() {
-        assert!(t.elapsed() < std::time::Duration::from_secs(10), "tracefs left mounted {after}");
-        std::thread::sleep(std::time::Duration::from_millis(10));
+/// The system's tracefs mount on /sys/kernel/tracing, unmounted for a
+/// test and mounted again as it was (its source and options) when
+/// dropped. (Mounting tracefs over tracefs is refused: EBUSY.)
+struct SystemMountAside {
+    source: String,
+    options: String,
+}
+
+impl SystemMountAside {
+    /// None: there is none, or it is in use (unmounting it is refused).
+    fn take() -> Option<SystemMountAside> {
+        let text = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let line = text.lines().rev().find(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1] == "/sys/kernel/tracing" && f[2] == "tracefs"
+        })?;
+        let f: Vec<&str> = line.split_whitespace().collect();
+        rustix::mount::unmount("/sys/kernel/tracing", rustix::mount::UnmountFlags::empty()).ok()?;
+        Some(SystemMountAside { source: f[0].to_string(), options: f[3].to_string() })
     }
 }
 
-/// Two traced runs at once on a machine where tracefs is not mounted: the
-/// first mounts it, the second uses that mount. Whichever leaves last, by
-/// its own end or by a SIGKILL (its janitor), unmounts it; the first, if
-/// it leaves while the second traces, leaves it mounted.
+impl Drop for SystemMountAside {
+    fn drop(&mut self) {
+        let o = Command::new("mount")
+            .args(["-t", "tracefs", "-o", &self.options, &self.source, "/sys/kernel/tracing"])
+            .output();
+        assert!(o.as_ref().is_ok_and(|o| o.status.success()), "the system's tracefs mounted again: {o:?}");
+    }
+}
+
+/// Two traced runs at once: the first mounts tracefs, the second uses
+/// that mount. Whichever leaves last, by its own end or by a SIGKILL (its
+/// janitor), unmounts it; the first, if it leaves while the second
+/// traces, leaves it mounted. Where the system has tracefs mounted on
+/// /sys/kernel/tracing, the test unmounts it for its time and mounts it
+/// again as it was after.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn runs_sharing_a_mount_leave_it_unmounted_whichever_ends_last() {
@@ -601,25 +667,22 @@ fn runs_sharing_a_mount_leave_it_unmounted_whichever_ends_last() {
     if !has_tracefs() {
         return;
     }
-    if !has("tracefs not mounted before the test (what is tested is the mount rtscope makes)", !tracefs_mounted()) {
+    let system = SystemMountAside::take();
+    if tracefs_mounted() {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        skipped(&format!(
+            "tracefs is mounted and in use, so the mount rtscope makes cannot be tested: {:?}",
+            rtscope::sys::tracefs::mounts_in(&mounts)
+        ));
         return;
     }
+    eprintln!("the system's tracefs mount set aside for the test: {}", system.is_some());
     let db = |n: &str| fx.dir.join(n).to_str().unwrap().to_string();
     for (first_ends, last_ends) in [("SIGINT", "SIGKILL"), ("SIGKILL", "SIGINT")] {
         let first = tracing_child(&db(&format!("first-{first_ends}.db")));
         let last = tracing_child(&db(&format!("last-{last_ends}.db")));
-        let end = |mut c: std::process::Child, how: &str| {
-            if how == "SIGKILL" {
-                c.kill().unwrap();
-                c.wait().unwrap();
-            } else {
-                signal(c.id(), libc::SIGINT);
-                let o = c.wait_with_output().unwrap();
-                assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-            }
-        };
         let last_name = format!("rtscope-{}", last.id());
-        end(first, first_ends);
+        first.end(first_ends);
         // The first's instance goes (at once, or by its janitor), the mount stays.
         let t = std::time::Instant::now();
         while instances().len() > 1 {
@@ -628,11 +691,19 @@ fn runs_sharing_a_mount_leave_it_unmounted_whichever_ends_last() {
         }
         assert_eq!(instances(), std::slice::from_ref(&last_name), "after the first run's {first_ends}");
         assert!(tracefs_mounted(), "tracefs unmounted under a run that traces");
-        end(last, last_ends);
-        wait_unmounted(&format!("after the first run's {first_ends} and the last one's {last_ends}"));
+        last.end(last_ends);
+        let t = std::time::Instant::now();
+        while tracefs_mounted() {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(10),
+                "tracefs left mounted after the first run's {first_ends} and the last one's {last_ends}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         assert!(instances().is_empty(), "{:?}", instances());
-        wait_unmounted("by looking at it");
+        assert!(!tracefs_mounted(), "tracefs left mounted by looking at it");
     }
+    drop(system);
 }
 
 /// `wakeup --trace --stacks on` on `cpu` for 6 s, every sample above

@@ -164,8 +164,10 @@ pub struct Outcome {
     pub raw: Vec<(u64, u64)>,
     pub base_ns: u64,
     pub ips: u32,
-    /// Something the user should know (calls that failed, a skipped part).
+    /// Something else the user should know (a part skipped).
     pub note: Option<String>,
+    /// Calls that failed (their time is in the samples): see [`failed_note`].
+    pub failed: u64,
     /// Of a wake-up or handoff test: the priorities the waiter and the
     /// signaller read back with sched_getparam(2) before measuring.
     pub priorities: Option<(u8, u8)>,
@@ -291,7 +293,7 @@ pub fn single_loop<S: Single>(
     let (mut raw, mut empties) = (Vec::new(), Vec::new());
     if raw.try_reserve_exact(n).is_err() || empties.try_reserve_exact(warmup + n).is_err() {
         let note = format!("cannot allocate memory for {n} samples (give fewer --samples)");
-        return Outcome { raw: Vec::new(), base_ns: 0, ips, note: Some(note), priorities: None };
+        return Outcome { raw: Vec::new(), base_ns: 0, ips, note: Some(note), failed: 0, priorities: None };
     }
     let mut empty = Empty;
     let mut duty = Duty::new();
@@ -318,7 +320,7 @@ pub fn single_loop<S: Single>(
     // Stopped before the first sample: the base of a separate measurement.
     let base_ns = if empties.is_empty() { base(ips) } else { median(&mut empties) };
     let failed = s.failures();
-    Outcome { raw, base_ns, ips, note: failed_note(failed), priorities: None }
+    Outcome { raw, base_ns, ips, note: None, failed, priorities: None }
 }
 
 /// Runs a single-party test on a thread pinned to `env.cpu` at `prio`:
@@ -773,7 +775,7 @@ pub fn wake_pair(env: &Env, inter: bool, w: &dyn Protocol) -> Result<Outcome> {
     let base_ns = pair(env, inter, env.upper(), follow, leader, follower)?;
     let (l, f) = (ctl.prio_lead.load(Acquire), ctl.prio_follow.load(Acquire));
     let priorities = (l > 0 && f > 0).then(|| ((l - 1) as u8, (f - 1) as u8));
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: failed_note(w.failures()), priorities })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, failed: w.failures(), priorities })
 }
 
 /// The ping-pong family: a round trip from the leader's t0, read just
@@ -817,7 +819,7 @@ pub fn ping_pair_at(env: &Env, inter: bool, p: &dyn Protocol, lp: u8, fp: u8) ->
     };
     let base_ns =
         pair(env, inter, Party { cpu: env.cpu, prio: lp }, Party { cpu: env.other, prio: fp }, leader, follower)?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: failed_note(p.failures()), priorities: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, failed: p.failures(), priorities: None })
 }
 
 #[cfg(test)]
@@ -924,8 +926,7 @@ mod tests {
 
     #[test]
     fn values_subtract_the_base_and_divide_by_ips() {
-        let o =
-            Outcome { raw: vec![(1, 1_050), (2, 40), (3, 2_049)], base_ns: 50, ips: 10, note: None, priorities: None };
+        let o = Outcome { raw: vec![(1, 1_050), (2, 40), (3, 2_049)], base_ns: 50, ips: 10, ..Default::default() };
         let (v, below) = o.values();
         assert_eq!(v, vec![(1, 100), (2, 0), (3, 200)]);
         assert_eq!(below, 1);

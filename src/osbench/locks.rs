@@ -317,7 +317,7 @@ pub fn block(env: &Env, inter: bool) -> Result<Outcome> {
         }
     };
     let base_ns = harness::pair(env, inter, env.upper(), env.lower(), leader, follower)?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, failed: 0, priorities: None })
 }
 
 /// How long the medium-priority thread of the inversion tests runs once
@@ -400,7 +400,7 @@ pub fn inversion(env: &Env, pi: bool, span: Span, depth: usize) -> Result<Outcom
         settle: env.settle(),
     };
     let base_ns = inv.run()?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, failed: 0, priorities: None })
 }
 
 /// An inversion scenario's parties and what they share: each party

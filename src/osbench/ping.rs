@@ -211,5 +211,5 @@ pub fn yield_test(env: &Env, inter: bool) -> Result<Outcome> {
     };
     let p = env.upper();
     let base_ns = harness::pair(env, inter, p, p, move || party(1, true), move || party(2, false))?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, priorities: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, failed: 0, priorities: None })
 }

@@ -253,8 +253,12 @@ struct Stored {
     sid: i64,
     rounds: u32,
     below: u64,
-    /// Each round's median.
-    p50s: Vec<i64>,
+    /// Calls that failed, over the rounds.
+    failed: u64,
+    /// The rounds' other notes, each once.
+    notes: Vec<String>,
+    /// The last round's median.
+    p50: i64,
     /// The series' figures as last stored.
     extra: serde_json::Map<String, Value>,
 }
@@ -278,14 +282,16 @@ impl Bench<'_> {
     fn measure_rounds(&self, store: &mut Store, run_id: i64, jobs: &[Job]) -> Result<Measured> {
         let steps = rounds(jobs, |j| self.settings.n.unwrap_or(j.test.n) as usize);
         let mut stored: Vec<Option<Stored>> = jobs.iter().map(|_| None).collect();
-        let mut failed_jobs = vec![false; jobs.len()];
-        let mut notes = Vec::new();
+        // Each job's round medians, by round, for `paired`.
+        let mut medians: Vec<Vec<(usize, i64)>> = vec![Vec::new(); jobs.len()];
+        let mut stopped = vec![false; jobs.len()];
+        let (mut notes, mut failed) = (Vec::new(), 0);
         for step in &steps {
             if self.signal.load(Relaxed) {
                 break;
             }
             let (k, job) = (step.job, &jobs[step.job]);
-            if failed_jobs[k] {
+            if stopped[k] {
                 continue;
             }
             if self.progress {
@@ -294,74 +300,69 @@ impl Bench<'_> {
                 eprint!("\r\x1b[K[{}/{}] {}{round}", k + 1, jobs.len(), job.metric());
             }
             let warmup = (step.n / 10).clamp(5, 1000);
+            let last = step.round + 1 == step.of;
             match self.run_once(job, step.n, warmup, self.signal) {
-                Ok((out, _)) if out.raw.is_empty() => {}
-                Ok((out, cpus)) => stored[k] = Some(self.store(store, run_id, job, cpus, &out, stored[k].take())?),
+                Ok((out, _)) if out.raw.is_empty() => {
+                    if last && stored[k].is_none() && !self.signal.load(Relaxed) {
+                        notes.push(format!("{}{}: no sample", job.metric(), self.under()));
+                    }
+                }
+                Ok((out, cpus)) => {
+                    let s = self.store(store, run_id, job, cpus, &out, stored[k].take())?;
+                    medians[k].push((step.round, s.p50));
+                    stored[k] = Some(s);
+                }
                 Err(e) => {
-                    failed_jobs[k] = true;
-                    notes.push(self.not_measured(job, &e));
+                    stopped[k] = true;
+                    if stored[k].is_some() {
+                        // Its earlier rounds are stored: measured, in part.
+                        let e = e.context(format!("stopped after round {} of {}", step.round, step.of));
+                        notes.push(self.not_measured(job, &e));
+                    } else {
+                        failed += 1;
+                        notes.push(self.not_measured(job, &e));
+                    }
                 }
             }
         }
         if self.progress {
             eprint!("\r\x1b[K");
         }
-        if !self.signal.load(Relaxed) {
-            let under = self.under();
-            for (k, job) in jobs.iter().enumerate() {
-                if stored[k].is_none() && !failed_jobs[k] {
-                    notes.push(format!("{}{under}: no sample", job.metric()));
-                }
-            }
-        }
-        self.store_pairs(store, jobs, &steps, &mut stored)?;
-        let failed = failed_jobs.iter().filter(|&&f| f).count();
+        self.store_pairs(store, jobs, &steps, &medians, &mut stored)?;
         Ok(Measured { notes, failed, jobs: jobs.len() })
     }
 
-    /// Adds to each variant's series its comparison with its test as
-    /// defined (the first job of its group in [`rounds`]), round by
-    /// round: `paired` holds the median over the rounds both measured of
-    /// the variant's median over the test's, each pair of rounds measured
-    /// one right after the other. On a host whose speed changes, two
-    /// medians over the whole runs may each fall on a different side of
-    /// two modes; the pairs do not.
+    /// Adds to each variant's series its comparison with the first of its
+    /// test's ways in the run (the first job of its group in [`rounds`]),
+    /// round by round: `paired` holds the median, over the rounds both
+    /// measured, of the variant's round median over the first way's, each
+    /// pair measured one right after the other. On a host whose speed
+    /// changes, two medians over the whole runs may each fall on a
+    /// different side of two modes; the pairs do not. Only where the ways
+    /// took turns (more than one round).
     fn store_pairs(
         &self,
         store: &mut Store,
         jobs: &[Job],
         steps: &[Step],
+        medians: &[Vec<(usize, i64)>],
         stored: &mut [Option<Stored>],
     ) -> Result<()> {
-        let mut groups = steps.iter().filter(|st| st.round == 0).peekable();
+        let mut groups = steps.iter().filter(|st| st.round == 0 && st.of > 1).peekable();
         while let Some(first) = groups.next() {
             let mut members = Vec::new();
             while let Some(st) = groups.next_if(|st| jobs[st.job].test.id == jobs[first.job].test.id) {
                 members.push(st.job);
             }
-            let Some(reference) = stored[first.job].as_ref().map(|s| s.p50s.clone()) else { continue };
             for k in members {
                 let Some(s) = stored[k].as_mut() else { continue };
-                let mut ratios: Vec<f64> = s
-                    .p50s
-                    .iter()
-                    .zip(&reference)
-                    .filter(|&(_, &r)| r > 0)
-                    .map(|(&v, &r)| v as f64 / r as f64)
-                    .collect();
-                if ratios.is_empty() {
-                    continue;
-                }
-                ratios.sort_by(f64::total_cmp);
-                let mid = ratios.len() / 2;
-                let median =
-                    if ratios.len() % 2 == 1 { ratios[mid] } else { f64::midpoint(ratios[mid - 1], ratios[mid]) };
+                let Some((ratio, rounds)) = paired(&medians[first.job], &medians[k]) else { continue };
                 s.extra.insert(
                     "paired".into(),
                     json!({
                         "against": jobs[first.job].metric(),
-                        "rounds": ratios.len(),
-                        "p50_ratio": (median * 1000.0).round() / 1000.0,
+                        "rounds": rounds,
+                        "p50_ratio": (ratio * 1000.0).round() / 1000.0,
                     }),
                 );
                 store.set_series_extra(s.sid, &s.extra)?;
@@ -534,13 +535,18 @@ impl Bench<'_> {
         if rounds > 0 {
             extra.insert("rounds".into(), json!(rounds + 1));
         }
-        if let Some(n) = &out.note {
-            extra.insert("note".into(), json!(n));
+        // The calls failed over every round, and each other note once.
+        let failed = out.failed + prev.as_ref().map_or(0, |p| p.failed);
+        let mut notes = prev.map_or_else(Vec::new, |p| p.notes);
+        if let Some(n) = out.note.as_ref().filter(|n| !notes.contains(n)) {
+            notes.push(n.clone());
+        }
+        let said: Vec<String> = harness::failed_note(failed).into_iter().chain(notes.iter().cloned()).collect();
+        if !said.is_empty() {
+            extra.insert("note".into(), json!(said.join("; ")));
         }
         store.set_series_extra(sid, &extra)?;
-        let mut p50s = prev.map_or_else(Vec::new, |p| p.p50s);
-        p50s.push(tally.quantile(0.5));
-        Ok(Stored { sid, rounds: rounds + 1, below, p50s, extra })
+        Ok(Stored { sid, rounds: rounds + 1, below, failed, notes, p50: tally.quantile(0.5), extra })
     }
 }
 
@@ -608,10 +614,31 @@ fn rounds(jobs: &[Job], n: impl Fn(&Job) -> usize) -> Vec<Step> {
     steps
 }
 
-/// Runs `f` with a stop flag: `signal` itself without a deadline; with
-/// one, a flag a watching thread sets at the deadline or on the signal
-/// (the measuring loops only read a flag, never the clock, between
-/// samples).
+/// The median over the rounds both measured of `mine`'s round median over
+/// `reference`'s, and how many rounds that is; rounds are `(round,
+/// median)`, a round either missed (no sample) left out. None: no round in
+/// common.
+fn paired(reference: &[(usize, i64)], mine: &[(usize, i64)]) -> Option<(f64, usize)> {
+    let mut ratios: Vec<f64> = mine
+        .iter()
+        .filter_map(|&(round, v)| {
+            let r = reference.iter().find(|&&(r, _)| r == round)?.1;
+            (r > 0).then(|| v as f64 / r as f64)
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    let mid = ratios.len() / 2;
+    let median = match ratios.len() {
+        0 => return None,
+        n if n % 2 == 1 => ratios[mid],
+        _ => f64::midpoint(ratios[mid - 1], ratios[mid]),
+    };
+    Some((median, ratios.len()))
+}
+
+/// Runs `f` with a stop flag that a watching thread sets at `deadline` or
+/// on the signal (the measuring loops only read a flag, never the clock,
+/// between samples).
 fn until<R>(deadline: u64, signal: &AtomicBool, f: impl FnOnce(&AtomicBool) -> R) -> R {
     let stop = AtomicBool::new(false);
     let done = AtomicBool::new(false);
@@ -753,6 +780,24 @@ mod tests {
         let t0 = clock::now();
         until(t0 + 60_000_000_000, &signal, wait);
         assert!(clock::now() - t0 < 1_000_000_000, "a signal stops the test at once");
+    }
+
+    /// Rounds pair by their number; a round one of them missed is left out.
+    #[test]
+    fn a_variant_is_paired_round_by_round() {
+        let reference = [(0, 1000), (1, 1500), (2, 1000), (3, 1600)];
+        // The variant 1.2x its reference in every round, though its whole
+        // median falls in the other mode.
+        let mine = [(0, 1200), (1, 1800), (2, 1200), (3, 1920)];
+        let (r, n) = paired(&reference, &mine).unwrap();
+        assert!((r - 1.2).abs() < 1e-9 && n == 4, "{r} {n}");
+        // Round 1 missed by the reference, round 3 by the variant: the
+        // others are not shifted onto each other.
+        let (r, n) = paired(&[(0, 1000), (2, 1500)], &[(0, 1100), (1, 9999), (2, 1800)]).unwrap();
+        assert!((r - 1.15).abs() < 1e-9 && n == 2, "{r} {n}");
+        assert_eq!(paired(&[(0, 1000)], &[(1, 1000)]), None);
+        assert_eq!(paired(&[(0, 0)], &[(0, 1000)]), None);
+        assert_eq!(paired(&[], &[]), None);
     }
 
     /// A test's variants take turns in rounds; a test without variants

@@ -457,7 +457,7 @@ pub fn event_pending(env: &Env) -> Result<Outcome> {
         }
     };
     let base_ns = harness::pair(env, false, env.upper(), env.lower(), leader, follower)?;
-    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: harness::failed_note(failed.count()), priorities: None })
+    Ok(Outcome { raw: samples.take(), base_ns, ips: 1, note: None, failed: failed.count(), priorities: None })
 }
 
 struct SetEvent(OwnedFd, Failed);

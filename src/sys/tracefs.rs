@@ -101,13 +101,16 @@ pub const SOURCE: &str = "rtscope";
 /// Every tracefs mount in a /proc/mounts text, in its order: (source,
 /// mount point), octal escapes (`\040` for a space) decoded.
 pub fn mounts_in(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (source, point, fstype) = (f.next()?, f.next()?, f.next()?);
-            (fstype == "tracefs").then(|| (unescape_mount(source), unescape_mount(point)))
-        })
-        .collect()
+    mount_lines(text).filter(|(_, _, fstype)| fstype == "tracefs").map(|(s, p, _)| (s, p)).collect()
+}
+
+/// Every mount in a /proc/mounts text: (source, mount point, type).
+fn mount_lines(text: &str) -> impl Iterator<Item = (String, String, String)> + '_ {
+    text.lines().filter_map(|l| {
+        let mut f = l.split_whitespace();
+        let (source, point, fstype) = (f.next()?, f.next()?, f.next()?);
+        Some((unescape_mount(source), unescape_mount(point), fstype.to_string()))
+    })
 }
 
 /// A field of /proc/mounts with its octal escapes decoded.
@@ -116,7 +119,12 @@ fn unescape_mount(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        // Three octal digits, the first 0-3: a byte (the kernel writes no other).
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && (b'0'..=b'3').contains(&b[i + 1])
+            && b[i + 2..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
             out.push(v);
             i += 4;
@@ -128,11 +136,13 @@ fn unescape_mount(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Whether the tracefs seen at `root` in the /proc/mounts text `mounts`
-/// is one rtscope mounted ([`SOURCE`]); of mounts stacked on one point,
-/// the last is the one seen.
+/// Whether what is seen at `root` in the /proc/mounts text `mounts` is a
+/// tracefs rtscope mounted ([`SOURCE`]): of mounts stacked on one point,
+/// the last is the one seen (the kernel refuses tracefs over tracefs, but
+/// another file system may be mounted over it).
 fn made_by_rtscope(mounts: &str, root: &Path) -> bool {
-    mounts_in(mounts).into_iter().rev().find(|(_, point)| Path::new(point) == root).is_some_and(|(s, _)| s == SOURCE)
+    let seen = mount_lines(mounts).filter(|(_, point, _)| Path::new(point) == root).last();
+    seen.is_some_and(|(source, _, fstype)| source == SOURCE && fstype == "tracefs")
 }
 
 /// The tracefs root, and whether rtscope mounted it (and should unmount
@@ -155,9 +165,14 @@ pub fn find_or_mount() -> Result<(PathBuf, bool), String> {
     }
     // Registered with the janitor before it is mounted: should rtscope be
     // killed from here on, the janitor unmounts it (when no instance is
-    // left in it, as [`unmount`]'s callers do).
+    // left in it, as [`release`] does).
     let janitor = crate::sys::ipc::janitor().map_err(|e| format!("cannot start rtscope's janitor ({e})"))?;
-    janitor.registry().add_path(Leftover::TracefsMount, Path::new(MOUNT_POINT));
+    if !janitor.registry().add_path(Leftover::TracefsMount, Path::new(MOUNT_POINT)) {
+        return Err(format!(
+            "tracefs is not mounted, and rtscope's janitor has no room to unmount it should rtscope be killed: \
+             mount it yourself (mount -t tracefs tracefs {MOUNT_POINT})"
+        ));
+    }
     if let Err(e) = rustix::mount::mount(SOURCE, MOUNT_POINT, "tracefs", rustix::mount::MountFlags::empty(), None) {
         forget(Path::new(MOUNT_POINT));
         return Err(format!("tracefs is not mounted and mounting it at {MOUNT_POINT} failed ({e})"));
@@ -177,7 +192,9 @@ pub fn find_or_mount() -> Result<(PathBuf, bool), String> {
 /// The caller holds [`mount_lock`].
 pub fn release(root: &Path) {
     let used = std::fs::read_dir(root.join("instances")).map_or(true, |mut d| d.next().is_some());
-    if used {
+    // A mount someone made over rtscope's meanwhile is theirs: left alone.
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    if used || !made_by_rtscope(&mounts, root) {
         forget(root);
     } else {
         let _ = unmount(root);
@@ -401,9 +418,13 @@ mod tests {
             root
         ));
         assert!(!made_by_rtscope(text, Path::new(LEGACY)));
+        // Another file system mounted over rtscope's: not rtscope's to unmount.
+        assert!(!made_by_rtscope(&format!("{text}tmpfs /sys/kernel/tracing tmpfs rw 0 0\n"), root));
         assert!(!made_by_rtscope("", root));
         assert_eq!(unescape_mount("/a\\040b\\011c"), "/a b\tc");
         assert_eq!(unescape_mount("/trail\\04"), "/trail\\04");
+        // Not a byte: left as written, never an overflow.
+        assert_eq!(unescape_mount("/x\\777y"), "/x\\777y");
     }
 
     /// While one holder has the mount lock, another process's attempt (an
