@@ -314,13 +314,13 @@ impl Bench<'_> {
                 }
                 Err(e) => {
                     stopped[k] = true;
-                    if stored[k].is_some() {
+                    if let Some(s) = &stored[k] {
                         // Its earlier rounds are stored: measured, in part.
-                        let e = e.context(format!("stopped after round {} of {}", step.round, step.of));
-                        notes.push(self.not_measured(job, &e));
+                        let what = format!("measured in part ({} of {} rounds stored)", s.rounds, step.of);
+                        notes.push(self.not_measured(job, &what, &e));
                     } else {
                         failed += 1;
-                        notes.push(self.not_measured(job, &e));
+                        notes.push(self.not_measured(job, "not measured", &e));
                     }
                 }
             }
@@ -423,7 +423,7 @@ impl Bench<'_> {
                     }
                     Err(e) => {
                         failed += 1;
-                        notes.push(self.not_measured(job, &e));
+                        notes.push(self.not_measured(job, "not measured", &e));
                         break;
                     }
                 }
@@ -462,10 +462,10 @@ impl Bench<'_> {
         self.load.map(|l| format!(" under {l}")).unwrap_or_default()
     }
 
-    /// The note of a test that could not be measured, warned of on stderr
-    /// unless quiet.
-    fn not_measured(&self, job: &Job, e: &anyhow::Error) -> String {
-        let msg = format!("{}{}: not measured: {e:#}", job.metric(), self.under());
+    /// The note of a test that could not be measured (`what`: "not
+    /// measured", or how far it was), warned of on stderr unless quiet.
+    fn not_measured(&self, job: &Job, what: &str, e: &anyhow::Error) -> String {
+        let msg = format!("{}{}: {what}: {e:#}", job.metric(), self.under());
         if !self.quiet {
             if self.progress {
                 eprintln!();
@@ -791,8 +791,8 @@ mod tests {
         let mine = [(0, 1200), (1, 1800), (2, 1200), (3, 1920)];
         let (r, n) = paired(&reference, &mine).unwrap();
         assert!((r - 1.2).abs() < 1e-9 && n == 4, "{r} {n}");
-        // Round 1 missed by the reference, round 3 by the variant: the
-        // others are not shifted onto each other.
+        // Round 1 missed by the reference: rounds 0 and 2 are paired, not
+        // shifted onto each other.
         let (r, n) = paired(&[(0, 1000), (2, 1500)], &[(0, 1100), (1, 9999), (2, 1800)]).unwrap();
         assert!((r - 1.15).abs() < 1e-9 && n == 2, "{r} {n}");
         assert_eq!(paired(&[(0, 1000)], &[(1, 1000)]), None);

@@ -395,14 +395,13 @@ pub fn osbench_timer(run: &Run) -> String {
 }
 
 /// The SSC benchmark's closing line: the tests, their samples and the time
-/// spent measuring them (each test's first interval's start to its last's
-/// end, summed).
+/// spent measuring them (each test's intervals, its rounds, first sample to
+/// last, summed).
 pub fn osbench_total(list: &[&Series]) -> String {
     let samples: u64 = list.iter().map(|s| s.total().count()).sum();
-    let ns: u64 = list
-        .iter()
-        .filter_map(|s| Some(s.intervals.last()?.end_ns.saturating_sub(s.intervals.first()?.start_ns)))
-        .sum();
+    // Each interval (a round) once: a test's ways that took turns span
+    // each other's rounds.
+    let ns: u64 = list.iter().flat_map(|s| &s.intervals).map(|i| i.end_ns.saturating_sub(i.start_ns)).sum();
     format!(
         "total: {}, {samples} samples, {} measuring",
         units::plural(list.len(), "test"),
@@ -708,6 +707,26 @@ mod tests {
                 .unwrap();
         s.extra = extra.as_object().unwrap().clone();
         s
+    }
+
+    /// Two ways of a test that took turns: each round counts once in the
+    /// time measuring, not the span from a way's first round to its last.
+    #[test]
+    fn the_time_measuring_counts_each_round_once() {
+        let mut t = rtscope_model::hist::Tally::new();
+        t.record(1_000);
+        let way = |metric: &str, first: u64| {
+            // Rounds of 10 ms, the two ways' alternating.
+            let ivs = (0..10u32)
+                .map(|r| {
+                    let start = first + u64::from(r) * 20_000_000;
+                    rtscope_model::run::Interval::new(r, start, start + 10_000_000, &t, 0, 0)
+                })
+                .collect();
+            Series::new(SeriesKey::new("osbench", metric, 1), "ns".into(), "adaptive".into(), ivs, vec![]).unwrap()
+        };
+        let (own, equal) = (way("wake.futex-intra", 0), way("wake.futex-intra+equal", 10_000_000));
+        assert_eq!(osbench_total(&[&own, &equal]), "total: 2 tests, 20 samples, 200ms measuring");
     }
 
     /// netlat's rare counts get a column only when a row has one above 0.
