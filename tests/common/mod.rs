@@ -84,6 +84,28 @@ pub fn skipped(what: &str) {
     let _ = writeln!(std::io::stderr(), "skipped: {test}: {what}");
 }
 
+/// The episodes of `cpu` in an export, each with its window [programmed, woke].
+pub fn episodes_of<'a>(doc: &'a serde_json::Value, cpu: &str) -> Vec<&'a serde_json::Value> {
+    doc["episodes"].as_array().unwrap().iter().filter(|e| e["cpu"].as_u64() == cpu.parse().ok()).collect()
+}
+
+/// Whether tracefs is mounted anywhere.
+pub fn tracefs_mounted() -> bool {
+    std::fs::read_to_string("/proc/mounts").unwrap().lines().any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
+}
+
+/// rtscope's tracefs instances.
+pub fn instances() -> Vec<String> {
+    in_tracefs(|root| {
+        std::fs::read_dir(root.join("instances"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("rtscope-"))
+            .collect()
+    })
+}
+
 /// Runs `f` on the tracefs root, mounting tracefs for it where nobody has
 /// (and unmounting it after, unless a run's instance is in it): an instance
 /// outlives an unmount, so a stale one is there whether tracefs is mounted
