@@ -353,3 +353,66 @@ fn runs_sharing_a_mount_leave_it_unmounted_whichever_ends_last() {
     }
     drop(system);
 }
+
+/// `record-cmd` set for a test, and as found again after it.
+struct RecordCmdSet(String);
+
+impl RecordCmdSet {
+    fn to(value: &str) -> RecordCmdSet {
+        let before = record_cmd();
+        in_tracefs(|root| std::fs::write(root.join("options/record-cmd"), value)).unwrap();
+        RecordCmdSet(before)
+    }
+}
+
+impl Drop for RecordCmdSet {
+    fn drop(&mut self) {
+        let _ = in_tracefs(|root| std::fs::write(root.join("options/record-cmd"), &self.0));
+    }
+}
+
+/// Two traced runs at once hold `record-cmd` off together: the first to
+/// leave, by its own end or by a SIGKILL (its janitor), leaves it off
+/// while the other traces; the last turns it back on, and no holder's
+/// file is left in /run. Each run's plan says which it was.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn runs_sharing_record_cmd_leave_it_on_when_the_last_one_ends() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let _set = RecordCmdSet::to("1");
+    let holders = std::path::Path::new("/run/rtscope/record-cmd");
+    let db = |n: &str| fx.dir.join(n).to_str().unwrap().to_string();
+    for (first_ends, last_ends) in [("SIGINT", "SIGKILL"), ("SIGKILL", "SIGINT")] {
+        let (first_db, last_db) = (db(&format!("first-{first_ends}.db")), db(&format!("last-{last_ends}.db")));
+        let first = tracing_child(&first_db);
+        assert_eq!(record_cmd(), "0", "off while the first run traces");
+        let last = tracing_child(&last_db);
+        let last_name = format!("rtscope-{}", last.id());
+        first.end(first_ends);
+        let t = std::time::Instant::now();
+        while instances() != std::slice::from_ref(&last_name) {
+            assert!(t.elapsed() < std::time::Duration::from_secs(10), "{:?} after a {first_ends}", instances());
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The janitor has removed the instance, and acts on record-cmd
+        // after it: a moment for that.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert_eq!(record_cmd(), "0", "turned on under a run that traces, by the first one's {first_ends}");
+        last.end(last_ends);
+        let t = std::time::Instant::now();
+        while record_cmd() != "1" {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(10),
+                "record-cmd left off after the first run's {first_ends} and the last one's {last_ends}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!holders.exists(), "holders left in /run: {:?}", std::fs::read_dir(holders).map(|d| d.count()));
+        let plan = |db: &str| export(db, &[])["run"]["plan"]["trace"]["record_cmd"].as_str().unwrap_or("").to_string();
+        assert_eq!(plan(&first_db), "off for the run");
+        assert_eq!(plan(&last_db), "off for the run, held with another rtscope");
+    }
+}

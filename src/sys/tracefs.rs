@@ -16,13 +16,14 @@ const LEGACY: &str = "/sys/kernel/debug/tracing";
 /// mount the other has just found. See [`mount_lock`] for other processes.
 static MOUNT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// The directory that holds [`MOUNT_POINT`], locked (`flock`) by every
-/// rtscope process while it holds [`MOUNT`], and by the janitor before it
-/// unmounts: it is there whether tracefs is mounted or not, and no file is
-/// left behind.
-pub const LOCK_DIR: &str = "/sys/kernel";
+/// A path the janitor keeps as a C string ([`ipc::LOCK_DIR`],
+/// [`ipc::CMD_HOLDERS`]), for this side.
+fn path_of(c: &'static std::ffi::CStr) -> &'static Path {
+    use std::os::unix::ffi::OsStrExt;
+    Path::new(std::ffi::OsStr::from_bytes(c.to_bytes()))
+}
 
-/// How long [`mount_lock`] tries for [`LOCK_DIR`]'s lock.
+/// How long [`mount_lock`] tries for [`ipc::LOCK_DIR`]'s lock.
 pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// [`mount_lock`]'s guard.
@@ -32,10 +33,11 @@ pub struct MountLock {
     _held: std::sync::MutexGuard<'static, ()>,
 }
 
-/// Takes [`MOUNT`] and, across processes, [`LOCK_DIR`]'s `flock`: one
+/// Takes [`MOUNT`] and, across processes, [`ipc::LOCK_DIR`]'s `flock`: one
 /// rtscope that ends (and unmounts the tracefs it mounted, with no instance
 /// left in it) between another's finding that tracefs and its making an
-/// instance there would make the other fail. Any user may lock that
+/// instance there would make the other fail; and the holders of
+/// `record-cmd` ([`record_cmd_off`]) change under it. Any user may lock that
 /// directory, so the lock is tried, not waited for without end: every
 /// 10 ms for [`LOCK_WAIT`]; where it is not had by then (someone holds it,
 /// or there is no such directory, or its file system refuses `flock`),
@@ -44,7 +46,7 @@ pub struct MountLock {
 pub fn mount_lock() -> MountLock {
     let held = MOUNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let until = std::time::Instant::now() + LOCK_WAIT;
-    let dir = File::open(LOCK_DIR).ok().filter(|f| {
+    let dir = File::open(path_of(ipc::LOCK_DIR)).ok().filter(|f| {
         loop {
             match rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
                 Ok(()) => break true,
@@ -282,7 +284,7 @@ pub fn open_buffers(dir: &Path, cpus: &[usize]) -> Result<Vec<File>, String> {
 const RECORD_CMD: &str = "options/record-cmd";
 
 /// How many of this process's instances hold `record-cmd` off: while any
-/// does, this process turned it off (and the last turns it back on).
+/// does, this process holds it off (and the last lets go of it).
 static RECORD_CMD_HELD: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
 
 /// Set by a process that runs as a service, without end (the monitor):
@@ -297,10 +299,11 @@ pub fn leave_record_cmd() {
 
 /// What became of `record-cmd` for an instance.
 pub enum CmdNames {
-    /// rtscope turned it off; back on when the last holder is dropped,
-    /// or by the janitor should rtscope be killed.
+    /// rtscope holds it off: back on when the last holder, of this process
+    /// and of every other rtscope holding it ([`ipc::CMD_HOLDERS`]), lets
+    /// go, or by the last one's janitor should it be killed.
     Off(CmdNamesOff),
-    /// It was off already (the user's choice, or another rtscope's).
+    /// It was off already (the user's choice).
     WasOff,
     /// Left as found: this process runs without end ([`leave_record_cmd`]).
     Service,
@@ -313,14 +316,20 @@ pub enum CmdNames {
 /// Holds `record-cmd` off (see [`CmdNames::Off`]).
 pub struct CmdNamesOff {
     path: PathBuf,
+    /// Where this process's file goes among the holders'.
+    holders: PathBuf,
+    /// Another rtscope had turned it off, and this one joined it.
+    joined: bool,
 }
 
 impl CmdNames {
-    /// For the run's plan: "off for the run", "off already", "as found: a
-    /// monitor runs without end" or "left on: why".
+    /// For the run's plan: "off for the run", "off for the run, held with
+    /// another rtscope", "off already", "as found: a monitor runs without
+    /// end" or "left on: why".
     pub fn describe(&self) -> String {
         match self {
-            CmdNames::Off(_) => "off for the run".into(),
+            CmdNames::Off(CmdNamesOff { joined: false, .. }) => "off for the run".into(),
+            CmdNames::Off(_) => "off for the run, held with another rtscope".into(),
             CmdNames::WasOff => "off already".into(),
             CmdNames::Service => "as found: a monitor runs without end".into(),
             CmdNames::LeftOn(why) => format!("left on: {why}"),
@@ -348,36 +357,109 @@ fn other_tracer(root: &Path) -> Option<String> {
         .map(|n| format!("the instance {n}"))
 }
 
+/// Who else holds `record-cmd` off, by the files in the holders'
+/// directory.
+#[derive(Debug, PartialEq)]
+enum Holders {
+    /// Nobody.
+    None,
+    /// Only processes that are gone (their janitors killed too): rtscope
+    /// turned it off and nobody turned it back on. Their files are removed.
+    Gone,
+    /// Another live process.
+    Live,
+}
+
+/// Who other than this process holds `record-cmd` off (has its file in
+/// `holders`); the files of processes gone are removed. Under
+/// [`mount_lock`].
+fn held_by_another(holders: &Path) -> Holders {
+    let me = std::process::id();
+    let Ok(files) = std::fs::read_dir(holders) else { return Holders::None };
+    let mut found = Holders::None;
+    for f in files.flatten() {
+        match f.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+            Some(pid) if pid == me => {}
+            Some(pid) if crate::sys::process::alive(pid) => found = Holders::Live,
+            _ => {
+                let _ = std::fs::remove_file(f.path());
+                if found == Holders::None {
+                    found = Holders::Gone;
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Adds this process to `holders` (where it cannot, as where /run is not
+/// writable, it holds the option for itself alone, seen by no other
+/// rtscope). Under [`mount_lock`].
+fn hold(holders: &Path) {
+    let _ = std::fs::create_dir_all(holders).and_then(|()| File::create(holders.join(std::process::id().to_string())));
+}
+
+/// Takes this process out of `holders`; whether it was the last: then the
+/// directory goes, and the one above it when empty. Under [`mount_lock`].
+fn let_go(holders: &Path) -> bool {
+    let _ = std::fs::remove_file(holders.join(std::process::id().to_string()));
+    if held_by_another(holders) == Holders::Live {
+        return false;
+    }
+    if std::fs::remove_dir(holders).is_ok()
+        && let Some(above) = holders.parent()
+    {
+        let _ = std::fs::remove_dir(above);
+    }
+    true
+}
+
 /// Turns `record-cmd` off at `root` for as long as the answer's
-/// [`CmdNamesOff`] lives, unless it is off already, another tracer uses
-/// tracefs, or this process runs as a service. Registered with the janitor
-/// before it is written.
+/// [`CmdNamesOff`] lives, unless it is off by the user's choice, another
+/// tracer uses tracefs, or this process runs as a service. Where another
+/// rtscope turned it off, this one joins it: the last of them to leave
+/// turns it back on; where only gone ones hold it, this one takes it over.
+/// Registered with the janitor before it is written.
+/// Not called under [`mount_lock`] (it takes it).
 pub fn record_cmd_off(root: &Path) -> CmdNames {
+    record_cmd_off_with(root, path_of(ipc::CMD_HOLDERS))
+}
+
+/// [`record_cmd_off`], the holders kept in `holders`.
+fn record_cmd_off_with(root: &Path, holders: &Path) -> CmdNames {
     if RECORD_CMD_LEFT.load(std::sync::atomic::Ordering::Relaxed) {
         return CmdNames::Service;
     }
     let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let path = root.join(RECORD_CMD);
+    let holders = holders.to_path_buf();
     if *held > 0 {
         *held += 1;
-        return CmdNames::Off(CmdNamesOff { path });
+        return CmdNames::Off(CmdNamesOff { path, holders, joined: false });
     }
-    if std::fs::read_to_string(&path).map_or(true, |v| v.trim() != "1") {
+    let _lock = mount_lock();
+    let on = std::fs::read_to_string(&path).is_ok_and(|v| v.trim() == "1");
+    // Off, held by holders all gone: rtscope's, left off by a janitor that
+    // was killed too; this one takes it over and turns it back on.
+    let others = if on { Holders::None } else { held_by_another(&holders) };
+    let joined = others == Holders::Live;
+    if !on && others == Holders::None {
         return CmdNames::WasOff;
     }
-    if let Some(other) = other_tracer(root) {
+    if on && let Some(other) = other_tracer(root) {
         return CmdNames::LeftOn(format!("another tracer uses {other}"));
     }
     let Ok(janitor) = ipc::janitor() else { return CmdNames::LeftOn("no janitor to turn it back on".into()) };
     if !janitor.registry().add_path(Leftover::OptionOn, &path) {
         return CmdNames::LeftOn("no room in the janitor's table to turn it back on".into());
     }
-    if let Err(e) = write(&path, "0") {
+    if on && let Err(e) = write(&path, "0") {
         janitor.registry().remove_path(Leftover::OptionOn, &path);
         return CmdNames::LeftOn(e);
     }
+    hold(&holders);
     *held = 1;
-    CmdNames::Off(CmdNamesOff { path })
+    CmdNames::Off(CmdNamesOff { path, holders, joined })
 }
 
 impl Drop for CmdNamesOff {
@@ -385,7 +467,10 @@ impl Drop for CmdNamesOff {
         let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         *held -= 1;
         if *held == 0 {
-            let _ = write(&self.path, "1");
+            let _lock = mount_lock();
+            if let_go(&self.holders) {
+                let _ = write(&self.path, "1");
+            }
             if let Ok(j) = ipc::janitor() {
                 j.registry().remove_path(Leftover::OptionOn, &self.path);
             }
@@ -396,6 +481,78 @@ impl Drop for CmdNamesOff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two rtscope processes holding `record-cmd` off: the last to leave
+    /// turns it back on; the user's own setting is left alone.
+    #[test]
+    fn record_cmd_goes_back_on_with_the_last_rtscope() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("tracing");
+        let holders = base.path().join("run/rtscope/record-cmd");
+        std::fs::create_dir_all(root.join("options")).unwrap();
+        let option = root.join(RECORD_CMD);
+        let value = || std::fs::read_to_string(&option).unwrap();
+        let names = |d: &Path| {
+            let mut n: Vec<String> =
+                std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            n.sort();
+            n
+        };
+        let me = std::process::id().to_string();
+        // Alone: off for the run, this process among the holders.
+        std::fs::write(&option, "1").unwrap();
+        let first = record_cmd_off_with(&root, &holders);
+        assert_eq!(first.describe(), "off for the run");
+        assert_eq!(value(), "0");
+        assert_eq!(names(&holders), std::slice::from_ref(&me));
+        // A second instance of the same process counts in the process.
+        let second = record_cmd_off_with(&root, &holders);
+        drop(first);
+        assert_eq!(value(), "0", "held by the process's other instance");
+        drop(second);
+        assert_eq!(value(), "1", "back on with the last");
+        assert!(!holders.exists() && !holders.parent().unwrap().exists(), "no file left behind");
+        // Another rtscope (a live pid: 1) turned it off: joined, and left
+        // off when this one leaves first. A gone holder's file is dropped.
+        std::fs::write(&option, "0").unwrap();
+        std::fs::create_dir_all(&holders).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id().to_string();
+        gone.wait().unwrap();
+        for f in ["1", &gone_pid] {
+            std::fs::write(holders.join(f), "").unwrap();
+        }
+        let joined = record_cmd_off_with(&root, &holders);
+        assert_eq!(joined.describe(), "off for the run, held with another rtscope");
+        assert_eq!(names(&holders), [String::from("1"), me.clone()]);
+        drop(joined);
+        assert_eq!(value(), "0", "left off for the other rtscope");
+        assert_eq!(names(&holders), ["1"]);
+        // Off with nobody holding it: the user's choice, left alone.
+        std::fs::remove_file(holders.join("1")).unwrap();
+        assert_eq!(record_cmd_off_with(&root, &holders).describe(), "off already");
+        assert_eq!(value(), "0");
+        // Off, held only by a process gone whose janitor could not turn it
+        // back on: taken over, and turned on at the end.
+        std::fs::write(holders.join(&gone_pid), "").unwrap();
+        let taken = record_cmd_off_with(&root, &holders);
+        assert_eq!(taken.describe(), "off for the run");
+        assert_eq!(names(&holders), std::slice::from_ref(&me));
+        drop(taken);
+        assert_eq!(value(), "1");
+        assert!(!holders.exists());
+        std::fs::create_dir_all(&holders).unwrap();
+        // On, but another tracer uses tracefs: left on.
+        std::fs::write(&option, "1").unwrap();
+        std::fs::write(root.join("current_tracer"), "function\n").unwrap();
+        let left = record_cmd_off_with(&root, &holders);
+        assert!(
+            left.describe().starts_with("left on: another tracer uses the top-level buffer"),
+            "{}",
+            left.describe()
+        );
+        assert_eq!(value(), "1");
+    }
 
     #[test]
     fn mounts_are_read_with_their_source() {
@@ -432,10 +589,10 @@ mod tests {
     /// and the mount lock does not wait for ever on another holder.
     #[test]
     fn the_mount_lock_holds_other_processes_off() {
-        let other = File::open(LOCK_DIR).expect("the lock directory");
+        let other = File::open(path_of(ipc::LOCK_DIR)).expect("the lock directory");
         let try_lock = || rustix::fs::flock(&other, rustix::fs::FlockOperation::NonBlockingLockExclusive);
         let held = mount_lock();
-        assert!(held._dir.is_some(), "{LOCK_DIR} cannot be locked");
+        assert!(held._dir.is_some(), "{:?} cannot be locked", ipc::LOCK_DIR);
         assert_eq!(try_lock(), Err(rustix::io::Errno::WOULDBLOCK), "taken beside the mount lock");
         drop(held);
         // Another test may hold it by now: a blocking wait, then.

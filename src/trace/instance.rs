@@ -255,10 +255,11 @@ impl Drop for Instance {
         let _ = self.set_on(false);
         // The stack instance first: the mount may go with the main one.
         drop(self.stacks.take());
+        // Back on (if this was its last holder) before tracefs may go;
+        // it takes the mount lock itself.
+        drop(std::mem::replace(&mut self.record_cmd, CmdNames::WasOff));
         let _held = tracefs::mount_lock();
         let removed = remove_registered(&self.dir);
-        // Back on (if this was its last holder) before tracefs may go.
-        drop(std::mem::replace(&mut self.record_cmd, CmdNames::WasOff));
         // Where the instance is left (the kernel refused), the janitor
         // tries again, and unmounts, when rtscope ends.
         if self.mounted && removed {

@@ -6,6 +6,7 @@ use super::fds::{pipe, read_fd};
 use super::process::{fork_with, wait_child};
 use super::shm::{Shared, Zeroable};
 use std::cell::UnsafeCell;
+use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
@@ -61,9 +62,23 @@ pub enum Leftover {
     /// in it (as rtscope does when it ends normally).
     TracefsMount = 4,
     /// A tracefs option file that rtscope turned off (`record-cmd`):
-    /// turned back on, before tracefs is unmounted.
+    /// turned back on, before tracefs is unmounted, unless another rtscope
+    /// still holds it off ([`CMD_HOLDERS`]).
     OptionOn = 5,
 }
+
+/// The directory that holds tracefs's mount point, locked (`flock`) by
+/// every rtscope process while it finds, mounts or unmounts tracefs, or
+/// changes who holds `record-cmd` off, and by the janitor before it
+/// unmounts or turns `record-cmd` back on: it is there whether tracefs is
+/// mounted or not, and no file is left behind.
+pub const LOCK_DIR: &CStr = c"/sys/kernel";
+
+/// Where each rtscope process that holds the top-level tracefs option
+/// `record-cmd` off keeps a file named by its pid: the last of them to
+/// leave, by its own end or its janitor, turns the option back on. On
+/// /run, so that the files go at a reboot, as the option's setting does.
+pub const CMD_HOLDERS: &CStr = c"/run/rtscope/record-cmd";
 
 /// Puts `v` (not 0) in a free slot; false when none is free. Lock-free and
 /// async-signal-safe: a child calls it between fork and exec.
@@ -150,8 +165,8 @@ impl Registry {
     /// What the janitor does when rtscope is gone: the process groups
     /// first (so that no command writes in a directory being removed),
     /// then the trace instances, the directories, the tracefs options,
-    /// and last tracefs.
-    fn clean(&self) {
+    /// and last tracefs. `owner` is rtscope's pid.
+    fn clean(&self, owner: i32) {
         for s in &self.sysv {
             let id = s.load(Ordering::Acquire);
             if id > 0 {
@@ -175,7 +190,7 @@ impl Registry {
             unsafe { cleanup::remove_tree(p) };
         }
         for p in self.paths_of(Leftover::OptionOn) {
-            unsafe { cleanup::option_on(p) };
+            unsafe { cleanup::option_on(p, CMD_HOLDERS.as_ptr(), owner, LOCK_DIR.as_ptr()) };
         }
         for p in self.paths_of(Leftover::TracefsMount) {
             unsafe { cleanup::unmount_if_unused(p) };
@@ -227,6 +242,7 @@ impl Janitor {
         let registry: &'static Registry = unsafe { &*(&*shared as *const Registry) };
         std::mem::forget(shared);
         let (r, w) = pipe()?;
+        let owner = std::process::id() as i32;
         // Not tied: the janitor outlives a SIGKILL of rtscope.
         let pid = fork_with(false, move || {
             close_all_but(r.as_raw_fd());
@@ -236,7 +252,7 @@ impl Janitor {
                     break;
                 }
             }
-            registry.clean();
+            registry.clean(owner);
             0
         })?;
         Ok(Janitor { pid, writer: Some(w), registry })

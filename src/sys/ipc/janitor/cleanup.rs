@@ -38,6 +38,17 @@ unsafe fn join(buf: &mut [u8; super::PATH_BYTES + 64], dir: *const c_char, tail:
     Some(buf.as_ptr().cast())
 }
 
+/// The directory above `path` (no trailing '/') as a C string in `buf`;
+/// None at the root or when it does not fit.
+unsafe fn parent(buf: &mut [u8; super::PATH_BYTES + 64], path: *const c_char) -> Option<*const c_char> {
+    // SAFETY: `path` is NUL-terminated (the caller's) and `buf` holds it.
+    unsafe { join(buf, path, b"")? };
+    let n = buf.iter().position(|&b| b == 0)?;
+    let slash = buf[..n].iter().rposition(|&b| b == b'/').filter(|&i| i > 0)?;
+    buf[slash] = 0;
+    Some(buf.as_ptr().cast())
+}
+
 /// Stops tracing in the instance `dir`, then removes it.
 ///
 /// # Safety
@@ -74,13 +85,62 @@ unsafe fn write_file(path: *const c_char, value: &[u8]) {
     }
 }
 
-/// Turns the tracefs option file `path` back on (writes "1").
+/// Turns the tracefs option file `option` back on (writes "1") unless
+/// another rtscope still holds it off: under the lock of the directory
+/// `lock` (`tracefs::LOCK_DIR`, as rtscope takes it), this rtscope's file
+/// (`owner`, its pid) in the directory `holders` goes, with the files of
+/// processes that are gone; where no file is left, the option is written
+/// and `holders` removed, with the directory above it when that is empty.
 ///
 /// # Safety
-/// `path` is a NUL-terminated path.
-pub unsafe fn option_on(path: *const c_char) {
-    // SAFETY: the caller's C string.
-    unsafe { write_file(path, b"1") };
+/// `option`, `holders` and `lock` are NUL-terminated paths.
+pub unsafe fn option_on(option: *const c_char, holders: *const c_char, owner: i32, lock: *const c_char) {
+    // SAFETY: C strings and descriptors of our own; plain system calls.
+    unsafe {
+        locked(lock, || {
+            let fd = libc::open(holders, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+            let mut others = false;
+            if fd >= 0 {
+                each_entry(fd, |name| {
+                    let pid = pid_of(name);
+                    if pid > 0 && pid != owner && (libc::kill(pid, 0) == 0 || errno() == libc::EPERM) {
+                        others = true;
+                    } else {
+                        libc::unlinkat(fd, name.as_ptr().cast(), 0);
+                    }
+                    true
+                });
+                libc::close(fd);
+            }
+            if others {
+                return;
+            }
+            write_file(option, b"1");
+            if libc::rmdir(holders) == 0 {
+                let mut above = [0u8; super::PATH_BYTES + 64];
+                if let Some(parent) = parent(&mut above, holders) {
+                    libc::rmdir(parent);
+                }
+            }
+        })
+    }
+}
+
+/// The pid a holder's file is named by (its name, NUL-terminated); 0 for
+/// any other name.
+fn pid_of(name: &[u8]) -> i32 {
+    let digits = name.iter().take_while(|&&b| b != 0);
+    let mut pid: i32 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return 0;
+        }
+        pid = match pid.checked_mul(10).and_then(|p| p.checked_add(i32::from(b - b'0'))) {
+            Some(p) => p,
+            None => return 0,
+        };
+    }
+    pid
 }
 
 /// Removes the directory `path` and everything in it.
@@ -110,8 +170,10 @@ pub unsafe fn remove_tree(path: *const c_char) {
     }
 }
 
-/// Removes what the directory `fd` holds, `depth` levels down.
-unsafe fn empty(fd: libc::c_int, depth: u32) {
+/// Calls `f` with the name of each entry of the directory `fd` but `.`
+/// and `..` (the slice starts at the name and holds its NUL), until `f`
+/// answers false.
+unsafe fn each_entry(fd: libc::c_int, mut f: impl FnMut(&[u8]) -> bool) {
     // linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2),
     // d_type (1), d_name (NUL-terminated).
     let mut buf = [0u8; 2048];
@@ -130,101 +192,171 @@ unsafe fn empty(fd: libc::c_int, depth: u32) {
             }
             let name = &buf[at + 19..at + reclen];
             at += reclen;
-            if name.starts_with(b".\0") || name.starts_with(b"..\0") {
-                continue;
-            }
-            let c = name.as_ptr().cast::<c_char>();
-            // SAFETY: `c` is NUL-terminated inside the record; `fd` and
-            // `sub` are our own descriptors.
-            unsafe {
-                if libc::unlinkat(fd, c, 0) == 0 {
-                    continue;
-                }
-                // A directory: emptied, then removed (a tree deeper
-                // than 32 levels is left to the next rtscope).
-                if depth < 32 {
-                    let sub =
-                        libc::openat(fd, c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
-                    if sub >= 0 {
-                        empty(sub, depth + 1);
-                        libc::close(sub);
-                    }
-                }
-                libc::unlinkat(fd, c, libc::AT_REMOVEDIR);
+            let dots = name.starts_with(b".\0") || name.starts_with(b"..\0");
+            if !dots && !f(name) {
+                return;
             }
         }
     }
 }
 
-/// Unmounts the tracefs at `root` when its `instances/` is empty, holding
-/// the lock of the directory above it (`tracefs::LOCK_DIR`, which every
-/// rtscope holds while it finds, mounts or unmounts tracefs) where it is
-/// had within a second: another rtscope that has just found this mount
-/// makes its instance first.
-///
-/// # Safety
-/// `root` is a NUL-terminated path.
-pub unsafe fn unmount_if_unused(root: *const c_char) {
-    let mut above = [0u8; super::PATH_BYTES + 64];
-    // SAFETY: C strings and descriptors of our own; plain system calls.
+/// Removes what the directory `fd` holds, `depth` levels down.
+unsafe fn empty(fd: libc::c_int, depth: u32) {
+    // SAFETY: the entries' names are NUL-terminated inside their records;
+    // `fd` and `sub` are our own descriptors.
+    unsafe {
+        each_entry(fd, |name| {
+            let c = name.as_ptr().cast::<c_char>();
+            if libc::unlinkat(fd, c, 0) == 0 {
+                return true;
+            }
+            // A directory: emptied, then removed (a tree deeper than 32
+            // levels is left to the next rtscope).
+            if depth < 32 {
+                let sub = libc::openat(fd, c, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC);
+                if sub >= 0 {
+                    empty(sub, depth + 1);
+                    libc::close(sub);
+                }
+            }
+            libc::unlinkat(fd, c, libc::AT_REMOVEDIR);
+            true
+        })
+    }
+}
+
+/// Runs `f` holding the `flock` of the directory `dir` (which every
+/// rtscope holds while it finds, mounts or unmounts tracefs, or changes
+/// who holds `record-cmd` off), where it is had within a second: any user
+/// may hold it, so then `f` runs without it.
+unsafe fn locked(dir: *const c_char, f: impl FnOnce()) {
+    // SAFETY: a C string and a descriptor of our own; plain system calls.
     // The lock goes with the descriptor, closed on every path.
     unsafe {
-        let Some(parent) = join(&mut above, root, b"/..") else { return };
-        let lock = libc::open(parent, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
-        // Tried for a second at most, as rtscope tries for it (any user
-        // may hold it): then the unmount goes ahead without it.
+        let lock = libc::open(dir, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
         for _ in 0..TRIES {
             if lock < 0 || libc::flock(lock, libc::LOCK_EX | libc::LOCK_NB) == 0 {
                 break;
             }
             nap();
         }
-        unmount_if_empty(root);
+        f();
         if lock >= 0 {
             libc::close(lock);
         }
     }
 }
 
-/// [`unmount_if_unused`]'s work, under the lock where it was had.
-unsafe fn unmount_if_empty(root: *const c_char) {
+/// Unmounts the tracefs at `root` when its `instances/` is empty and
+/// tracefs is what is seen there (not a file system someone mounted over
+/// it meanwhile), holding the lock of the directory above it (another
+/// rtscope that has just found this mount makes its instance first).
+///
+/// # Safety
+/// `root` is a NUL-terminated path.
+pub unsafe fn unmount_if_unused(root: *const c_char) {
+    let mut above = [0u8; super::PATH_BYTES + 64];
     let mut buf = [0u8; super::PATH_BYTES + 64];
-    // SAFETY: C strings and a descriptor of our own; plain system calls.
+    // SAFETY: C strings, a statfs buffer and a descriptor of our own;
+    // plain system calls.
     unsafe {
+        let Some(parent) = join(&mut above, root, b"/..") else { return };
         let Some(instances) = join(&mut buf, root, b"/instances") else { return };
-        let fd = libc::open(instances, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return;
-        }
-        let mut used = false;
-        let mut d = [0u8; 2048];
-        loop {
-            let n = libc::syscall(libc::SYS_getdents64, fd, d.as_mut_ptr(), d.len());
-            if n <= 0 {
-                break;
-            }
-            let mut at = 0;
-            while at + 19 < n as usize {
-                let reclen = usize::from(u16::from_ne_bytes([d[at + 16], d[at + 17]]));
-                if reclen == 0 {
-                    break;
-                }
-                let name = &d[at + 19..at + reclen];
-                at += reclen;
-                if !(name.starts_with(b".\0") || name.starts_with(b"..\0")) {
-                    used = true;
-                }
-            }
-        }
-        libc::close(fd);
-        if used {
-            return;
-        }
-        for _ in 0..TRIES {
-            if libc::umount2(root, 0) == 0 || errno() != libc::EBUSY {
+        locked(parent, || {
+            let mut fs: libc::statfs = std::mem::zeroed();
+            if libc::statfs(root, &mut fs) != 0 || fs.f_type != libc::TRACEFS_MAGIC {
                 return;
             }
-            nap();
+            let fd = libc::open(instances, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return;
+            }
+            let mut used = false;
+            each_entry(fd, |_| {
+                used = true;
+                false
+            });
+            libc::close(fd);
+            if used {
+                return;
+            }
+            for _ in 0..TRIES {
+                if libc::umount2(root, 0) == 0 || errno() != libc::EBUSY {
+                    return;
+                }
+                nap();
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+
+    fn c(p: &std::path::Path) -> CString {
+        CString::new(p.as_os_str().as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn pids_are_read_from_holders_names_only() {
+        assert_eq!(pid_of(b"4242\0\0\0"), 4242);
+        assert_eq!(pid_of(b"42a\0"), 0);
+        assert_eq!(pid_of(b"99999999999\0"), 0, "overflow");
+        assert_eq!(pid_of(b"\0"), 0);
+    }
+
+    /// The janitor turns the option back on only as the last live holder.
+    #[test]
+    fn the_option_goes_back_on_with_its_last_holder() {
+        let base = tempfile::tempdir().unwrap();
+        let option = base.path().join("record-cmd");
+        let holders = base.path().join("run/rtscope/record-cmd");
+        std::fs::create_dir_all(&holders).unwrap();
+        std::fs::write(&option, "0").unwrap();
+        // This process (alive) holds it too; the janitor's owner, and a
+        // process gone (a reaped child), leave.
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let gone_pid = gone.id();
+        gone.wait().unwrap();
+        let me = std::process::id();
+        let owner = 999_999_999;
+        for f in [me, owner, gone_pid] {
+            std::fs::write(holders.join(f.to_string()), "").unwrap();
         }
+        std::fs::write(holders.join("stray"), "").unwrap();
+        let (o, h, l) = (c(&option), c(&holders), c(base.path()));
+        // SAFETY: C strings of paths in a directory of the test's own.
+        unsafe { option_on(o.as_ptr(), h.as_ptr(), owner as i32, l.as_ptr()) };
+        assert_eq!(std::fs::read_to_string(&option).unwrap(), "0", "left off: this process holds it");
+        let mut left: Vec<String> =
+            std::fs::read_dir(&holders).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, [me.to_string()], "the owner's, the gone process's and a stray name go");
+        std::fs::remove_file(holders.join(me.to_string())).unwrap();
+        // SAFETY: as above.
+        unsafe { option_on(o.as_ptr(), h.as_ptr(), owner as i32, l.as_ptr()) };
+        assert_eq!(std::fs::read_to_string(&option).unwrap(), "1", "the last holder turns it on");
+        assert!(!holders.exists() && !holders.parent().unwrap().exists(), "the holders' directories go");
+        assert!(base.path().join("run").exists(), "only as far up as rtscope's own");
+    }
+
+    /// What is mounted over tracefs meanwhile is not unmounted.
+    #[test]
+    #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+    fn only_tracefs_is_unmounted() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        rustix::mount::mount("none", &root, "tmpfs", rustix::mount::MountFlags::empty(), None).unwrap();
+        std::fs::create_dir(root.join("instances")).unwrap();
+        let r = c(&root);
+        // SAFETY: a C string of a path of the test's own.
+        unsafe { unmount_if_unused(r.as_ptr()) };
+        let still = root.join("instances").is_dir();
+        rustix::mount::unmount(&root, rustix::mount::UnmountFlags::empty()).unwrap();
+        assert!(still, "a tmpfs with an empty instances/ was unmounted");
     }
 }
