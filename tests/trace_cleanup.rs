@@ -367,6 +367,12 @@ impl RecordCmdSet {
 
 impl Drop for RecordCmdSet {
     fn drop(&mut self) {
+        // After a failed test the runs' janitors may still be at work: a
+        // moment for the last holder to let go first.
+        let t = std::time::Instant::now();
+        while std::path::Path::new("/run/rtscope/record-cmd").exists() && t.elapsed().as_secs() < 3 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let _ = in_tracefs(|root| std::fs::write(root.join("options/record-cmd"), &self.0));
     }
 }

@@ -176,6 +176,32 @@ pub fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Whether the process `pid` is an rtscope (its name starts so: the
+/// binary, or a test binary of its crate), not another that has taken a
+/// gone rtscope's pid. The janitor asks the same its own way.
+pub fn is_rtscope(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with("rtscope"))
+}
+
+/// A `sleep 30` whose process is named `rtscope` (run through a link of
+/// that name in `dir`), for tests of what tells an rtscope by its name.
+#[cfg(test)]
+pub fn rtscope_named_sleeper(dir: &std::path::Path) -> std::process::Child {
+    let link = dir.join("rtscope");
+    if !link.exists() {
+        std::os::unix::fs::symlink(on_path("sleep").expect("sleep on PATH"), &link).unwrap();
+    }
+    let child = std::process::Command::new(&link).arg("30").spawn().unwrap();
+    // Named at its exec: waited for.
+    let comm = format!("/proc/{}/comm", child.id());
+    let t = std::time::Instant::now();
+    while !std::fs::read_to_string(&comm).is_ok_and(|c| c.starts_with("rtscope")) {
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{comm} never said rtscope");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child
+}
+
 /// The program `name` on PATH, if there.
 pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH")?;

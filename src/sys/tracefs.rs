@@ -283,9 +283,10 @@ pub fn open_buffers(dir: &Path, cpus: &[usize]) -> Result<Vec<File>, String> {
 /// has no option of its own: the top level's applies to every instance.
 const RECORD_CMD: &str = "options/record-cmd";
 
-/// How many of this process's instances hold `record-cmd` off: while any
-/// does, this process holds it off (and the last lets go of it).
-static RECORD_CMD_HELD: std::sync::Mutex<usize> = std::sync::Mutex::new(0);
+/// How many of this process's instances hold `record-cmd` off (while any
+/// does, this process holds it off, and the last lets go of it), and what
+/// their plans say of it.
+static RECORD_CMD_HELD: std::sync::Mutex<(usize, String)> = std::sync::Mutex::new((0, String::new()));
 
 /// Set by a process that runs as a service, without end (the monitor):
 /// it leaves `record-cmd` as found, since a tracer started meanwhile would
@@ -318,18 +319,18 @@ pub struct CmdNamesOff {
     path: PathBuf,
     /// Where this process's file goes among the holders'.
     holders: PathBuf,
-    /// Another rtscope had turned it off, and this one joined it.
-    joined: bool,
+    /// For the plan ([`CmdNames::describe`]).
+    said: String,
 }
 
 impl CmdNames {
     /// For the run's plan: "off for the run", "off for the run, held with
-    /// another rtscope", "off already", "as found: a monitor runs without
-    /// end" or "left on: why".
+    /// another rtscope" (either followed by "; not seen by other rtscope
+    /// processes: why" where its holder's file cannot be written), "off
+    /// already", "as found: a monitor runs without end" or "left on: why".
     pub fn describe(&self) -> String {
         match self {
-            CmdNames::Off(CmdNamesOff { joined: false, .. }) => "off for the run".into(),
-            CmdNames::Off(_) => "off for the run, held with another rtscope".into(),
+            CmdNames::Off(off) => off.said.clone(),
             CmdNames::WasOff => "off already".into(),
             CmdNames::Service => "as found: a monitor runs without end".into(),
             CmdNames::LeftOn(why) => format!("left on: {why}"),
@@ -371,8 +372,8 @@ enum Holders {
 }
 
 /// Who other than this process holds `record-cmd` off (has its file in
-/// `holders`); the files of processes gone are removed. Under
-/// [`mount_lock`].
+/// `holders`); the files of processes gone (or whose pid another program
+/// has taken since) are removed. Under [`mount_lock`].
 fn held_by_another(holders: &Path) -> Holders {
     let me = std::process::id();
     let Ok(files) = std::fs::read_dir(holders) else { return Holders::None };
@@ -380,7 +381,7 @@ fn held_by_another(holders: &Path) -> Holders {
     for f in files.flatten() {
         match f.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
             Some(pid) if pid == me => {}
-            Some(pid) if crate::sys::process::alive(pid) => found = Holders::Live,
+            Some(pid) if crate::sys::process::is_rtscope(pid) => found = Holders::Live,
             _ => {
                 let _ = std::fs::remove_file(f.path());
                 if found == Holders::None {
@@ -392,11 +393,15 @@ fn held_by_another(holders: &Path) -> Holders {
     found
 }
 
-/// Adds this process to `holders` (where it cannot, as where /run is not
-/// writable, it holds the option for itself alone, seen by no other
-/// rtscope). Under [`mount_lock`].
-fn hold(holders: &Path) {
-    let _ = std::fs::create_dir_all(holders).and_then(|()| File::create(holders.join(std::process::id().to_string())));
+/// Adds this process to `holders`; where it cannot (/run not writable),
+/// why: then no other rtscope sees it hold the option. Under
+/// [`mount_lock`].
+fn hold(holders: &Path) -> Result<(), String> {
+    let file = holders.join(std::process::id().to_string());
+    std::fs::create_dir_all(holders)
+        .and_then(|()| File::create(&file))
+        .map(drop)
+        .map_err(|e| format!("cannot write {}: {e}", file.display()))
 }
 
 /// Takes this process out of `holders`; whether it was the last: then the
@@ -433,9 +438,9 @@ fn record_cmd_off_with(root: &Path, holders: &Path) -> CmdNames {
     let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let path = root.join(RECORD_CMD);
     let holders = holders.to_path_buf();
-    if *held > 0 {
-        *held += 1;
-        return CmdNames::Off(CmdNamesOff { path, holders, joined: false });
+    if held.0 > 0 {
+        held.0 += 1;
+        return CmdNames::Off(CmdNamesOff { path, holders, said: held.1.clone() });
     }
     let _lock = mount_lock();
     let on = std::fs::read_to_string(&path).is_ok_and(|v| v.trim() == "1");
@@ -449,24 +454,30 @@ fn record_cmd_off_with(root: &Path, holders: &Path) -> CmdNames {
     if on && let Some(other) = other_tracer(root) {
         return CmdNames::LeftOn(format!("another tracer uses {other}"));
     }
+    // The janitor acts on the real holders' directory: a test's own one
+    // is not registered with it.
+    let real = holders == path_of(ipc::CMD_HOLDERS);
     let Ok(janitor) = ipc::janitor() else { return CmdNames::LeftOn("no janitor to turn it back on".into()) };
-    if !janitor.registry().add_path(Leftover::OptionOn, &path) {
+    if real && !janitor.registry().add_path(Leftover::OptionOn, &path) {
         return CmdNames::LeftOn("no room in the janitor's table to turn it back on".into());
     }
     if on && let Err(e) = write(&path, "0") {
         janitor.registry().remove_path(Leftover::OptionOn, &path);
         return CmdNames::LeftOn(e);
     }
-    hold(&holders);
-    *held = 1;
-    CmdNames::Off(CmdNamesOff { path, holders, joined })
+    let mut said = String::from(if joined { "off for the run, held with another rtscope" } else { "off for the run" });
+    if let Err(why) = hold(&holders) {
+        said.push_str(&format!("; not seen by other rtscope processes: {why}"));
+    }
+    *held = (1, said.clone());
+    CmdNames::Off(CmdNamesOff { path, holders, said })
 }
 
 impl Drop for CmdNamesOff {
     fn drop(&mut self) {
         let mut held = RECORD_CMD_HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *held -= 1;
-        if *held == 0 {
+        held.0 -= 1;
+        if held.0 == 0 {
             let _lock = mount_lock();
             if let_go(&self.holders) {
                 let _ = write(&self.path, "1");
@@ -512,24 +523,31 @@ mod tests {
         drop(second);
         assert_eq!(value(), "1", "back on with the last");
         assert!(!holders.exists() && !holders.parent().unwrap().exists(), "no file left behind");
-        // Another rtscope (a live pid: 1) turned it off: joined, and left
-        // off when this one leaves first. A gone holder's file is dropped.
+        // Another rtscope (alive) turned it off: joined, and left off when
+        // this one leaves first. The files of a gone holder and of a
+        // process that is not rtscope (pid 1) are dropped.
         std::fs::write(&option, "0").unwrap();
         std::fs::create_dir_all(&holders).unwrap();
         let mut gone = std::process::Command::new("true").spawn().unwrap();
         let gone_pid = gone.id().to_string();
         gone.wait().unwrap();
-        for f in ["1", &gone_pid] {
+        let mut other = crate::sys::process::rtscope_named_sleeper(base.path());
+        let other_pid = other.id().to_string();
+        for f in [other_pid.as_str(), &gone_pid, "1"] {
             std::fs::write(holders.join(f), "").unwrap();
         }
         let joined = record_cmd_off_with(&root, &holders);
         assert_eq!(joined.describe(), "off for the run, held with another rtscope");
-        assert_eq!(names(&holders), [String::from("1"), me.clone()]);
+        let mut both = vec![other_pid.clone(), me.clone()];
+        both.sort();
+        assert_eq!(names(&holders), both);
         drop(joined);
         assert_eq!(value(), "0", "left off for the other rtscope");
-        assert_eq!(names(&holders), ["1"]);
+        assert_eq!(names(&holders), std::slice::from_ref(&other_pid));
+        other.kill().unwrap();
+        other.wait().unwrap();
         // Off with nobody holding it: the user's choice, left alone.
-        std::fs::remove_file(holders.join("1")).unwrap();
+        std::fs::remove_file(holders.join(&other_pid)).unwrap();
         assert_eq!(record_cmd_off_with(&root, &holders).describe(), "off already");
         assert_eq!(value(), "0");
         // Off, held only by a process gone whose janitor could not turn it

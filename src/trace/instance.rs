@@ -74,8 +74,7 @@ fn remove_stale(root: &Path) {
         // `rtscope-<pid>`, and its stack instance `rtscope-<pid>-stacks`.
         let pid = name.strip_prefix("rtscope-").map(|p| p.split('-').next().unwrap_or(p));
         let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else { continue };
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if !comm.starts_with("rtscope") {
+        if !crate::sys::process::is_rtscope(pid) {
             let _ = std::fs::remove_dir(e.path());
         }
     }

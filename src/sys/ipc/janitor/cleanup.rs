@@ -103,7 +103,7 @@ pub unsafe fn option_on(option: *const c_char, holders: *const c_char, owner: i3
             if fd >= 0 {
                 each_entry(fd, |name| {
                     let pid = pid_of(name);
-                    if pid > 0 && pid != owner && (libc::kill(pid, 0) == 0 || errno() == libc::EPERM) {
+                    if pid > 0 && pid != owner && is_rtscope(pid) {
                         others = true;
                     } else {
                         libc::unlinkat(fd, name.as_ptr().cast(), 0);
@@ -124,6 +124,44 @@ pub unsafe fn option_on(option: *const c_char, holders: *const c_char, owner: i3
             }
         })
     }
+}
+
+/// Whether the process `pid` is an rtscope: its `/proc/PID/comm` starts
+/// so (as `sys::process::is_rtscope` asks), not another program that has
+/// taken a gone rtscope's pid.
+unsafe fn is_rtscope(pid: i32) -> bool {
+    // "/proc/" + at most 10 digits + "/comm" + NUL.
+    let mut path = [0u8; 32];
+    let mut n = 0;
+    let mut put = |bytes: &[u8]| {
+        path[n..n + bytes.len()].copy_from_slice(bytes);
+        n += bytes.len();
+    };
+    put(b"/proc/");
+    let mut digits = [0u8; 10];
+    let (mut d, mut v) = (0, pid as u32);
+    loop {
+        digits[9 - d] = b'0' + (v % 10) as u8;
+        d += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    put(&digits[10 - d..]);
+    put(b"/comm\0");
+    let mut comm = [0u8; 16];
+    // SAFETY: a NUL-terminated path and a buffer of ours; plain system calls.
+    let read = unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let r = libc::read(fd, comm.as_mut_ptr().cast(), comm.len());
+        libc::close(fd);
+        r
+    };
+    read >= 7 && comm.starts_with(b"rtscope")
 }
 
 /// The pid a holder's file is named by (its name, NUL-terminated); 0 for
@@ -308,6 +346,21 @@ mod tests {
         assert_eq!(pid_of(b"\0"), 0);
     }
 
+    #[test]
+    fn rtscope_is_told_by_its_name() {
+        let base = tempfile::tempdir().unwrap();
+        let mut other = crate::sys::process::rtscope_named_sleeper(base.path());
+        // SAFETY: plain system calls.
+        unsafe {
+            assert!(is_rtscope(std::process::id() as i32), "this test binary is rtscope's");
+            assert!(is_rtscope(other.id() as i32));
+            assert!(!is_rtscope(1), "pid 1 is not rtscope");
+            assert!(!is_rtscope(i32::MAX), "no such process");
+        }
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
+
     /// The janitor turns the option back on only as the last live holder.
     #[test]
     fn the_option_goes_back_on_with_its_last_holder() {
@@ -316,29 +369,37 @@ mod tests {
         let holders = base.path().join("run/rtscope/record-cmd");
         std::fs::create_dir_all(&holders).unwrap();
         std::fs::write(&option, "0").unwrap();
-        // This process (alive) holds it too; the janitor's owner, and a
-        // process gone (a reaped child), leave.
+        // This process (an rtscope, alive) holds it too; the janitor's
+        // owner (alive: the janitor runs while rtscope ends), a process
+        // gone (a reaped child) and one that is not rtscope (pid 1, as if
+        // it had taken a gone holder's pid) leave.
         let mut gone = std::process::Command::new("true").spawn().unwrap();
         let gone_pid = gone.id();
         gone.wait().unwrap();
+        let mut owner = crate::sys::process::rtscope_named_sleeper(base.path());
         let me = std::process::id();
-        let owner = 999_999_999;
-        for f in [me, owner, gone_pid] {
+        for f in [me, owner.id(), gone_pid, 1] {
             std::fs::write(holders.join(f.to_string()), "").unwrap();
         }
         std::fs::write(holders.join("stray"), "").unwrap();
         let (o, h, l) = (c(&option), c(&holders), c(base.path()));
+        let owner_pid = owner.id() as i32;
         // SAFETY: C strings of paths in a directory of the test's own.
-        unsafe { option_on(o.as_ptr(), h.as_ptr(), owner as i32, l.as_ptr()) };
+        unsafe { option_on(o.as_ptr(), h.as_ptr(), owner_pid, l.as_ptr()) };
         assert_eq!(std::fs::read_to_string(&option).unwrap(), "0", "left off: this process holds it");
         let mut left: Vec<String> =
             std::fs::read_dir(&holders).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
-        assert_eq!(left, [me.to_string()], "the owner's, the gone process's and a stray name go");
+        assert_eq!(left, [me.to_string()], "the owner's, the gone process's, pid 1's and a stray name go");
+        // The owner's janitor, this process gone: the option goes back on
+        // though the owner, ending, is still there.
+        std::fs::write(holders.join(owner.id().to_string()), "").unwrap();
         std::fs::remove_file(holders.join(me.to_string())).unwrap();
         // SAFETY: as above.
-        unsafe { option_on(o.as_ptr(), h.as_ptr(), owner as i32, l.as_ptr()) };
-        assert_eq!(std::fs::read_to_string(&option).unwrap(), "1", "the last holder turns it on");
+        unsafe { option_on(o.as_ptr(), h.as_ptr(), owner_pid, l.as_ptr()) };
+        assert_eq!(std::fs::read_to_string(&option).unwrap(), "1", "the owner is not another holder");
+        owner.kill().unwrap();
+        owner.wait().unwrap();
         assert!(!holders.exists() && !holders.parent().unwrap().exists(), "the holders' directories go");
         assert!(base.path().join("run").exists(), "only as far up as rtscope's own");
     }
