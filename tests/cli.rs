@@ -421,3 +421,42 @@ fn sizes_beyond_half_the_available_memory_are_refused_at_once() {
         eprintln!("skipped: osbench -n 10000000 fits in half of MemAvailable here");
     }
 }
+
+/// An output flag given the run store's own path (or one of its journals,
+/// or the same file by another name) is refused before anything is
+/// measured or written: written, it would replace every stored run.
+#[test]
+fn an_output_that_is_the_run_store_is_refused_and_the_store_kept() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let run = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/report-run.json");
+    let o = rtscope(&["import", run.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    let before = std::fs::read(&db).unwrap();
+    let same = dir.join(".").join(std::path::Path::new(&db).file_name().unwrap());
+    let same = same.to_str().unwrap();
+    let wal = format!("{db}-wal");
+    let cases: [(&[&str], &str); 9] = [
+        (&["export", "last", "-o", &db], "--output"),
+        (&["report", "last", "-o", same], "--output"),
+        (&["compare", "last", "last", "--html", &wal], "--html"),
+        (&["wakeup", "-D", "1s", "--json", &db], "--json"),
+        (&["wakeup", "-D", "1s", "-h", "10", "--histfile", same], "--histfile"),
+        (&["osbench", "-t", "wake.futex-intra", "-n", "100", "-o", &db], "--output"),
+        (&["run", "--quick", "--json", &db], "--json"),
+        (&["watch", "-D", "1s", "--json", &db], "--json"),
+        (&["load", "idle", "-D", "1s", "--json", &db], "--json"),
+    ];
+    for (args, flag) in cases {
+        let mut all = args.to_vec();
+        all.extend(["--db", &db]);
+        let o = rtscope(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o));
+        assert!(err.contains(flag) && err.contains("is the run store"), "{all:?}: {err}");
+        assert_eq!(std::fs::read(&db).unwrap(), before, "{all:?} changed the store");
+        assert!(!std::path::Path::new(&wal).exists(), "{all:?} wrote the store's journal");
+    }
+    let o = rtscope(&["runs", "--db", &db]);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("wakeup   complete"), "{}", text(&o));
+}

@@ -81,8 +81,8 @@ impl Cyclictest {
         if self.histfile.is_some() && self.histogram.is_none() && self.histofall.is_none() {
             bail!("--histfile needs --histogram N (or -h N): the number of 1 us buckets");
         }
-        if let Some(path) = self.histfile.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-            check_writable("--histfile", path)?;
+        if let Some(path) = self.histfile.as_deref() {
+            check_output("--histfile", path, &common.store.db)?;
         }
         let mut common = common.clone();
         match self.affinity.as_deref() {

@@ -564,8 +564,8 @@ impl CommonArgs {
             .map_err(anyhow::Error::msg)?;
         }
         check_writable("--db", &self.store.db)?;
-        if let Some(json) = self.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-            check_writable("--json", json)?;
+        if let Some(json) = self.json.as_deref() {
+            check_output("--json", json, &self.store.db)?;
         }
         Ok(Common {
             cpus,
@@ -597,6 +597,29 @@ impl CommonArgs {
             usage: self.usage.unwrap_or_default(),
         })
     }
+}
+
+/// Fails early, naming `flag`, when the output `path` (`-`: stdout) cannot
+/// be written or is the run store `db` or one of its journals: written, it
+/// would replace the store, every run in it.
+pub fn check_output(flag: &str, path: &std::path::Path, db: &std::path::Path) -> Result<()> {
+    if path == std::path::Path::new("-") {
+        return Ok(());
+    }
+    for tail in ["", "-wal", "-journal", "-shm"] {
+        let mut file = db.as_os_str().to_owned();
+        file.push(tail);
+        if crate::sys::fs::same_file(path, std::path::Path::new(&file)) {
+            bail!(
+                "{flag} {} is the run store (--db {}){}: writing it would replace every run stored there; pick \
+                 another {flag} FILE",
+                path.display(),
+                db.display(),
+                if tail.is_empty() { String::new() } else { format!(", its {tail} file") }
+            );
+        }
+    }
+    check_writable(flag, path)
 }
 
 /// Fails early, naming `flag`, when `path` cannot be created or written.

@@ -126,8 +126,8 @@ impl OsbenchArgs {
         let settings = self.settings(&[])?;
         check_writable("--db", &self.store.db)?;
         for (flag, p) in [("--json", &self.json), ("--output", &self.output)] {
-            if let Some(p) = p.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-                check_writable(flag, p)?;
+            if let Some(p) = p.as_deref() {
+                check_output(flag, p, &self.store.db)?;
             }
         }
         Ok(Plan {

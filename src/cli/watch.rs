@@ -1,6 +1,6 @@
 //! `rtscope watch`'s arguments, resolved into [`crate::watch::Settings`].
 
-use super::{StoreArgs, check_writable, dur, dur_s, trace_buffer};
+use super::{StoreArgs, check_output, check_writable, dur, dur_s, trace_buffer};
 use crate::recorder::ExceedMode;
 use crate::sys::{cpu, sched};
 use crate::watch::{Filter, Settings};
@@ -147,8 +147,8 @@ impl WatchArgs {
         )
         .map_err(anyhow::Error::msg)?;
         check_writable("--db", &self.store.db)?;
-        if let Some(json) = self.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-            check_writable("--json", json)?;
+        if let Some(json) = self.json.as_deref() {
+            check_output("--json", json, &self.store.db)?;
         }
         let settings = Settings {
             filter: Filter { pids: self.pid.clone(), comms: self.comm.clone(), tids: self.tid.clone(), policies, cpus },

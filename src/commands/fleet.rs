@@ -42,8 +42,8 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
         (None, Some(e)) => bail!("--output {}: .{e}: {written_as}", out.unwrap_or(Path::new("-")).display()),
     };
     for (flag, p) in [("--output", out), ("--json", a.json.as_deref())] {
-        if let Some(p) = p.filter(|p| *p != Path::new("-")) {
-            crate::cli::check_writable(flag, p)?;
+        if let Some(p) = p {
+            crate::cli::check_output(flag, p, &a.store.db)?;
         }
     }
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;

@@ -45,9 +45,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
         bail!("--json goes with --prometheus URL (the fleet report); a report of runs is written with -o");
     }
     let output = a.output.as_deref().context("--output: give a FILE ('-' for stdout)")?;
-    if output != std::path::Path::new("-") {
-        crate::cli::check_writable("--output", output)?;
-    }
+    crate::cli::check_output("--output", output, &a.store.db)?;
     let format = a.format.or_else(|| report::by_extension(Use::Report, output)).unwrap_or(report::HTML);
     // Bad flags are refused before anything is read.
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
@@ -70,8 +68,8 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     if a.json && a.html.as_deref() == Some(std::path::Path::new("-")) {
         bail!("--json and --html - would both write to stdout: give --html a FILE");
     }
-    if let Some(h) = a.html.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-        crate::cli::check_writable("--html", h)?;
+    if let Some(h) = a.html.as_deref() {
+        crate::cli::check_output("--html", h, &a.store.db)?;
     }
     let spec = a.prom.spec(2, super::fleet::now_s()).map_err(anyhow::Error::msg)?;
     let ticker = Ticker::start("rtscope compare");

@@ -84,8 +84,8 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let any_flag = flags.probes.is_some() || flags.loads.is_some() || flags.duration.is_some();
     let origin = if any_flag { format!("{origin} with flags") } else { origin };
     crate::cli::check_writable("--db", &a.store.db)?;
-    if let Some(json) = a.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-        crate::cli::check_writable("--json", json)?;
+    if let Some(json) = a.json.as_deref() {
+        crate::cli::check_output("--json", json, &a.store.db)?;
     }
     let mut plan = assess::Plan::resolve(&base.overlay(flags), &origin, &a.store.db)?;
     // Each cell shows its progress unless the run is quiet.
@@ -109,8 +109,8 @@ pub fn load(a: LoadArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         bail!("--duration must be longer than 0 (e.g. --duration 30s)");
     }
     crate::cli::check_writable("--db", &a.store.db)?;
-    if let Some(json) = a.json.as_deref().filter(|p| *p != std::path::Path::new("-")) {
-        crate::cli::check_writable("--json", json)?;
+    if let Some(json) = a.json.as_deref() {
+        crate::cli::check_output("--json", json, &a.store.db)?;
     }
     let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: true };
     assess::loads_only(&loads, a.duration, &opts, signal)

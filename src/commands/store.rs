@@ -74,6 +74,7 @@ pub fn show(a: ShowArgs) -> Result<i32> {
 
 /// `rtscope export`: the run, lossless where the format can be.
 pub fn export(a: ExportArgs) -> Result<i32> {
+    crate::cli::check_output("--output", &a.output, &a.store.db)?;
     let store = open_existing(&a.store)?;
     let run = store.load_run(store.resolve(&a.run)?)?;
     report::write("--output", &a.output, a.format, &Input { full: true, ..Input::one(&run) })?;

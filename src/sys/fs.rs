@@ -27,9 +27,43 @@ pub fn read_in_steps(path: &Path) -> std::io::Result<String> {
     String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
+/// Whether `a` and `b` name one file: the same file where both exist
+/// (links and all), else the same name in the same directory (`./x` and
+/// `x`, a directory reached through a link), so that a file yet to be made
+/// is told too.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return ma.dev() == mb.dev() && ma.ino() == mb.ino();
+    }
+    let place = |p: &Path| {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        Some(dir.canonicalize().ok()?.join(p.file_name()?))
+    };
+    place(a).is_some_and(|pa| Some(pa) == place(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_file_is_told_by_any_of_its_names() {
+        let d = tempfile::tempdir().unwrap();
+        let (db, other) = (d.path().join("runs.db"), d.path().join("other.db"));
+        std::fs::write(&db, "x").unwrap();
+        std::os::unix::fs::symlink(&db, d.path().join("link.db")).unwrap();
+        std::os::unix::fs::symlink(d.path(), d.path().join("here")).unwrap();
+        assert!(same_file(&db, &db));
+        assert!(same_file(&d.path().join("link.db"), &db), "a link to it");
+        assert!(same_file(&d.path().join("here/./runs.db"), &db), "through a linked directory");
+        assert!(!same_file(&other, &db), "another name, not there yet");
+        // Neither made yet: told by their places.
+        let new = d.path().join("new.db");
+        assert!(same_file(&d.path().join("here/new.db"), &new));
+        assert!(!same_file(&d.path().join("new.db-wal"), &new));
+        assert!(!same_file(Path::new("/nonexistent-dir/a"), Path::new("/nonexistent-dir/a")), "no such directory");
+    }
 
     /// A file of several steps, a character cut by a step's end among
     /// them, reads whole; a file that is not UTF-8 is an error; a /proc
