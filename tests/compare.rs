@@ -37,6 +37,54 @@ fn a_run_compared_with_itself_is_within_its_noise() {
     assert!(tests.contains(&"bootstrap".to_string()) && tests.contains(&"exceedance".to_string()), "{tests:?}");
 }
 
+/// A gate that cannot judge a row of the baseline in a later run (a run
+/// of other probes compared by mistake, a probe that stored nothing)
+/// fails, naming the rows; a gate narrowed to shared rows judges them.
+#[test]
+fn a_gate_fails_on_rows_a_later_run_lacks() {
+    let dir = tempdir();
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
+    for s in run["series"].as_array_mut().unwrap() {
+        if s["metric"] == "latency" {
+            s["metric"] = "renamed".into();
+        }
+    }
+    let other = dir.join("other.json");
+    std::fs::write(&other, serde_json::to_string(&run).unwrap()).unwrap();
+    let (full, other) = (data("report-run.json"), other.to_str().unwrap().to_string());
+    let db = db(&dir);
+    let o = rtscope(&["compare", full.to_str().unwrap(), &other, "--max-regression", "10", "--db", &db]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("FAIL") && out.contains("missing from a later run, so not judged: wakeup latency all CPUs in"),
+        "{out}"
+    );
+    let o = rtscope(&["compare", full.to_str().unwrap(), &other, "--json", "--max-regression", "10", "--db", &db]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["passed"], false);
+    assert!(
+        v["unjudged"].as_array().unwrap().iter().any(|u| u["series"] == "wakeup latency all CPUs" && u["run"] == 1),
+        "{}",
+        v["unjudged"]
+    );
+    // The rows both have: judged, and within the noise (the same samples).
+    let o = rtscope(&[
+        "compare",
+        full.to_str().unwrap(),
+        &other,
+        "--max-regression",
+        "10",
+        "--gate",
+        "wakeup.thread",
+        "--db",
+        &db,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("PASS"), "{}", text(&o));
+}
+
 #[test]
 fn an_incomplete_run_fails_the_gate_unless_allowed() {
     let dir = tempdir();

@@ -24,6 +24,8 @@ pub struct Comparison<'a> {
     pub gate: Option<Gate>,
     /// The gated figures and rates beyond it (empty without a gate).
     pub regressions: Vec<Regression>,
+    /// Gated rows of the baseline that a later run lacks (the gate fails).
+    pub unjudged: Vec<compare::Unjudged>,
     /// The runs that did not complete: (index, status).
     pub incomplete: Vec<(usize, RunStatus)>,
 }
@@ -64,12 +66,13 @@ impl<'a> Comparison<'a> {
     pub fn new(runs: &'a [Run], gate: Option<Gate>) -> Result<Comparison<'a>> {
         let refs: Vec<&Run> = runs.iter().collect();
         let mut compared = compare::compare(&refs);
-        let mut regressions = Vec::new();
+        let (mut regressions, mut unjudged) = (Vec::new(), Vec::new());
         if let Some(g) = &gate {
             compared.gate_rows(g).map_err(anyhow::Error::msg)?;
             regressions = compare::regressions(&compared, g);
+            unjudged = compare::unjudged(&compared);
         }
-        Ok(Comparison { runs, compared, gate, regressions, incomplete: compare::incomplete(&refs) })
+        Ok(Comparison { runs, compared, gate, regressions, unjudged, incomplete: compare::incomplete(&refs) })
     }
 
     /// Whether the runs that did not complete fail the gate.
@@ -79,7 +82,7 @@ impl<'a> Comparison<'a> {
 
     /// Whether the gate (if any) passed.
     pub fn passed(&self) -> bool {
-        self.regressions.is_empty() && !self.incomplete_fails()
+        self.regressions.is_empty() && self.unjudged.is_empty() && !self.incomplete_fails()
     }
 
     fn figure_table(&self, s: &SeriesCmp) -> Table {
@@ -215,6 +218,16 @@ impl<'a> Comparison<'a> {
                 list.join("; ")
             ));
         }
+        if !self.unjudged.is_empty() {
+            let list: Vec<String> =
+                self.unjudged.iter().map(|u| format!("{} in {}", u.series, run_label(&self.runs[u.run]))).collect();
+            parts.push(format!(
+                "{} gated row(s) of the baseline missing from a later run, so not judged: {} (compare runs of the \
+                 same probes, or pick rows they share with --gate)",
+                list.len(),
+                list.join("; ")
+            ));
+        }
         if self.incomplete_fails() {
             let list: Vec<String> = self
                 .incomplete
@@ -336,6 +349,7 @@ impl<'a> Comparison<'a> {
             "gate": g.map(|g| g.selectors.iter().map(|s| s.text.clone()).collect::<Vec<_>>()),
             "allow_incomplete": g.map(|g| g.allow_incomplete),
             "regressions": self.regressions,
+            "unjudged": self.unjudged,
             "incomplete": self.incomplete.iter().map(|(i, st)| json!({"run": i, "status": st})).collect::<Vec<_>>(),
             "passed": self.passed(),
         });

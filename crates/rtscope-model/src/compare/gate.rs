@@ -221,3 +221,33 @@ pub fn regressions(c: &Compared, gate: &Gate) -> Vec<Regression> {
     }
     out
 }
+
+/// A gated row of the baseline that a later run lacks: the gate cannot
+/// judge it there, and fails (a probe that stored nothing, a run of
+/// another kind compared by mistake).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Unjudged {
+    /// The row: `wakeup latency all CPUs`, or a count's `... missed`.
+    pub series: String,
+    /// The run's index among the compared ones (1: the second).
+    pub run: usize,
+}
+
+/// Every gated row of `c` (see [`Compared::gate_rows`]) that the baseline
+/// has and a later run lacks.
+pub fn unjudged(c: &Compared) -> Vec<Unjudged> {
+    let lacking = |counts: &[Option<u64>]| -> Vec<usize> {
+        if counts.first().is_none_or(Option::is_none) {
+            return Vec::new();
+        }
+        counts.iter().enumerate().skip(1).filter(|(_, n)| n.is_none()).map(|(i, _)| i).collect()
+    };
+    let series =
+        c.series.iter().filter(|s| s.gated).flat_map(|s| lacking(&s.counts).into_iter().map(|i| (s.label(), i)));
+    let rates = c
+        .rates
+        .iter()
+        .filter(|r| r.gated)
+        .flat_map(|r| lacking(&r.counts).into_iter().map(|i| (format!("{} {}", r.label(), r.figure), i)));
+    series.chain(rates).map(|(series, run)| Unjudged { series, run }).collect()
+}
