@@ -50,6 +50,19 @@ fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["wakeup", "--interval", "10us"], &["--interval", "--force"]);
     refused(&["wakeup", "--interval", "1ms", "--distance", "5parsecs"], &["--distance", "unit"]);
     refused(&["wakeup", "--priority", "100"], &["--priority"]);
+    // A negative number is the flag's value, judged by its parser, not
+    // taken for a flag of its own.
+    refused(&["wakeup", "-p", "-1"], &["--priority", "0..=99"]);
+    refused(&["task", "--buffers", "-1"], &["--buffers", "1..=64"]);
+    refused(&["noise", "--ratio", "-2"], &["--ratio", "between 1 and 1000"]);
+    refused(&["compare", "1", "2", "--max-regression", "-10"], &["--max-regression", "between 0"]);
+    // A flag that only means something with another is refused without it.
+    for (flag, value) in [("--episodes", "5"), ("--trace-buffer", "8M"), ("--trace-clock", "mono")] {
+        refused(&["wakeup", flag, value], &["--trace"]);
+    }
+    refused(&["wakeup", "--spin-active", "1ms"], &["--spinners"]);
+    refused(&["watch", "--episodes", "5"], &["--cause-threshold"]);
+    refused(&["run", "--quick", "--seed", "5"], &["--shuffle"]);
     refused(&["wakeup", "--cpus", "4000"], &["--cpus", "not online"]);
     refused(&["wakeup", "--cpus", "zero"], &["--cpus"]);
     refused(&["wakeup", "--duration", "5parsecs"], &["--duration", "unit"]);

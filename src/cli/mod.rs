@@ -49,15 +49,22 @@ pub struct Cli {
 }
 
 /// Parses rtscope's command line (`args` with the program's name first):
-/// the habits of cyclictest and rtla users taken (see `habits`), and every
-/// duration's value may start with `-`, so that `-D -5s` gets "must be
-/// positive" from the duration's parser rather than clap's "unexpected
-/// argument '-5'".
+/// the habits of cyclictest and rtla users taken (see `habits`), every
+/// duration's value may start with `-`, and every other value may be a
+/// negative number, so that `-D -5s` gets "must be positive" from the
+/// duration's parser and `-p -1` the priority's range, rather than clap's
+/// "unexpected argument '-1'".
 pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
     fn signed_durations(cmd: clap::Command) -> clap::Command {
         cmd.mut_args(|a| {
             let duration = a.get_value_names().is_some_and(|names| names.iter().any(|n| n.starts_with("DUR")));
-            if duration { a.allow_hyphen_values(true) } else { a }
+            if duration {
+                a.allow_hyphen_values(true)
+            } else if a.get_action().takes_values() {
+                a.allow_negative_numbers(true)
+            } else {
+                a
+            }
         })
         .mut_subcommands(signed_durations)
     }
@@ -208,17 +215,23 @@ pub struct CommonArgs {
     #[arg(long, value_name = "DUR", value_parser = dur, requires = "trace")]
     pub cause_threshold: Option<u64>,
     /// With --trace: keep the worst N episodes per CPU.
-    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 50,
+        requires = "trace",
+        value_parser = clap::value_parser!(u64).range(1..=10000)
+    )]
     pub episodes: u64,
     /// With --trace: the kernel ring buffer per traced CPU (e.g. 4M); events that overflow it are counted as lost.
     /// One per online CPU: together at most half of the memory available (MemAvailable).
-    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer)]
+    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer, requires = "trace")]
     pub trace_buffer: usize,
     /// With --trace: the kernel's trace clock. local (sched_clock) costs least per event; rtscope maps it to
     /// CLOCK_MONOTONIC with each hrtimer expiry's own CLOCK_MONOTONIC reading (its `now`), so event and probe times
     /// share one clock. mono reads CLOCK_MONOTONIC in every event: exact without mapping, slower where that read is
     /// slow (VMs).
-    #[arg(long, value_enum, default_value = "local")]
+    #[arg(long, value_enum, default_value = "local", requires = "trace")]
     pub trace_clock: TraceClock,
     /// With --trace: record the kernel and user stacks of what ran on the probe's CPU when its timer woke it
     /// (`rtscope show RUN --episodes` prints them). auto, the default: when that costs at most 0.5us per wake-up,

@@ -109,10 +109,10 @@ pub struct WakeupArgs {
     #[arg(long, value_name = "N@PRIO", value_parser = SpinnerOpt::parse)]
     pub spinners: Option<SpinnerOpt>,
     /// Spinners' busy time per cycle.
-    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur, requires = "spinners")]
     pub spin_active: u64,
     /// Spinners' idle time per cycle.
-    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
+    #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur, requires = "spinners")]
     pub spin_pause: u64,
     /// Run a second process that wakes on the same CPUs half a period apart, so that every wake-up switches address
     /// spaces (IntrTime -sp).

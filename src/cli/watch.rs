@@ -53,7 +53,13 @@ pub struct WatchArgs {
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub cause_threshold: Option<u64>,
     /// With --cause-threshold: keep the worst N episodes per CPU.
-    #[arg(long, value_name = "N", default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10000))]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 50,
+        requires = "cause_threshold",
+        value_parser = clap::value_parser!(u64).range(1..=10000)
+    )]
     pub episodes: u64,
     /// The CPUs of rtscope's reader [default: the CPUs not watched (--cpus) and their SMT siblings, where there are
     /// any]

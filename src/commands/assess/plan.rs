@@ -319,6 +319,11 @@ impl Plan {
             Some(u) => Usage::parse(&format!("{origin}: usage"), u).map_err(anyhow::Error::msg)?,
             None => Usage::CONTINUOUS,
         };
+        if file.seed.is_some() && !shuffle {
+            bail!(
+                "{origin}: a seed orders the cells only with --shuffle (or shuffle = true): add it, or leave the seed out"
+            );
+        }
         let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
         let mut cells: Vec<(usize, usize)> =
             (0..loads.len()).flat_map(|l| (0..probes.len()).map(move |p| (l, p))).collect();
