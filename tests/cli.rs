@@ -473,3 +473,30 @@ fn an_output_that_is_the_run_store_is_refused_and_the_store_kept() {
     let o = rtscope(&["runs", "--db", &db]);
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("wakeup   complete"), "{}", text(&o));
 }
+
+/// Values that would make nonsense (a zero period or target, a rate
+/// beyond a sample a nanosecond, an id above pid_max, two writers on
+/// stdout, exclusive options together) are refused, naming the flag.
+#[test]
+fn nonsense_values_are_refused_naming_the_flag() {
+    // `disturb` and `analyze tail` take no --db.
+    let plain = |args: &[&str], words: &[&str]| {
+        let o = rtscope(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert!(words.iter().all(|w| err.contains(w)), "{args:?} should name {words:?}: {err}");
+    };
+    plain(&["disturb", "--cpu", "0", "--spin", "0"], &["--spin", "above 0"]);
+    plain(&["disturb", "--cpu", "0", "-D", "0"], &["--duration"]);
+    plain(&["analyze", "tail", "--samples", "x", "--rate", "1e30"], &["--rate", "1e9"]);
+    refused(&["analyze", "1", "--period", "0"], &["--period", "above 0"]);
+    refused(&["analyze", "1", "--target", "0"], &["--target", "above 0"]);
+    refused(&["noise", "--gap", "1us", "--ratio", "4"], &["--gap", "--ratio"]);
+    refused(&["osbench", "--json", "-", "-o", "-"], &["--json", "--output", "stdout"]);
+    refused(&["watch", "--pid", "999999999"], &["--pid", "pid_max"]);
+    // A directory given as the store is called one.
+    let dir = tempdir();
+    let o = rtscope(&["runs", "--db", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is a directory: --db names a file"), "{}", text(&o));
+}

@@ -13,10 +13,9 @@ fn threshold(s: &str) -> Result<Threshold, String> {
 }
 
 fn rate(s: &str) -> Result<f64, String> {
-    s.parse::<f64>()
-        .ok()
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .ok_or_else(|| format!("'{s}' is not a sample rate in Hz above 0 (e.g. 1000)"))
+    s.parse::<f64>().ok().filter(|r| r.is_finite() && *r > 0.0 && *r <= 1e9).ok_or_else(|| {
+        format!("'{s}' is not a sample rate in Hz above 0 and at most 1e9, a sample a nanosecond (e.g. 1000)")
+    })
 }
 
 fn error_rate(s: &str) -> Result<f64, String> {
@@ -105,7 +104,7 @@ pub struct AnalyzeArgs {
     pub sched: TasksArgs,
     /// Buffer periods of the MTTF table [default: 1.333ms,2.667ms,5.333ms,1ms: 48 kHz audio with 64/128/256
     /// frames, and the 1 ms cycle]
-    #[arg(long, value_name = "DUR,...", value_delimiter = ',', value_parser = dur)]
+    #[arg(long, value_name = "DUR,...", value_delimiter = ',', value_parser = super::dur_above_0)]
     pub period: Vec<u64>,
     /// Buffer counts of the MTTF table [default: 2,3,4]
     #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
@@ -114,7 +113,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub compute: Option<u64>,
     /// The MTTF the table's "smallest n" must reach.
-    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = dur)]
+    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = super::dur_above_0)]
     pub target: u64,
     #[command(flatten)]
     pub store: StoreArgs,
@@ -182,7 +181,7 @@ pub struct MttfArgs {
     pub rate: Option<f64>,
     /// Buffer period t. Left out (with --buffers and --compute) for --run of a periodic task (`rtscope task`): its
     /// own period, deadline, buffers and compute time, and its predicted miss rate beside the observed.
-    #[arg(long, value_name = "DUR", value_parser = dur)]
+    #[arg(long, value_name = "DUR", value_parser = super::dur_above_0)]
     pub period: Option<u64>,
     /// Number of buffers n (at least 1).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -194,7 +193,7 @@ pub struct MttfArgs {
     #[arg(long, value_name = "FILE", conflicts_with = "compute")]
     pub compute_samples: Option<PathBuf>,
     /// The MTTF to reach: also print the smallest n that reaches it.
-    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = dur)]
+    #[arg(long, value_name = "DUR", default_value = "24h", value_parser = super::dur_above_0)]
     pub target: u64,
     /// With --run: the series to use, PROBE.METRIC, a traced run's stage too (e.g. wakeup.thread) [default: the
     /// release jitter, wakeup.latency or task.release, else the run's first]

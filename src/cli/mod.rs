@@ -150,6 +150,14 @@ pub fn dur(s: &str) -> Result<u64, String> {
     rtscope_model::units::parse_duration(s)
 }
 
+/// A duration above 0 (a period, a spin, a target).
+pub fn dur_above_0(s: &str) -> Result<u64, String> {
+    match dur(s)? {
+        0 => Err(format!("'{s}' must be above 0 (e.g. 1ms)")),
+        d => Ok(d),
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {
     /// The run store (SQLite, created if missing); before or after the command.
@@ -519,10 +527,10 @@ pub struct DisturbArgs {
     #[arg(long, short = 'p', default_value_t = 99, value_parser = clap::value_parser!(u8).range(1..=99))]
     pub priority: u8,
     /// One spin every DUR.
-    #[arg(long, value_name = "DUR", default_value = "20ms", value_parser = dur)]
+    #[arg(long, value_name = "DUR", default_value = "20ms", value_parser = dur_above_0)]
     pub period: u64,
     /// Busy-spin this long each period.
-    #[arg(long, value_name = "DUR", default_value = "400us", value_parser = dur)]
+    #[arg(long, value_name = "DUR", default_value = "400us", value_parser = dur_above_0)]
     pub spin: u64,
     /// Start each spin at a random offset in [0, DUR) of its period, to avoid staying in phase with a probe.
     #[arg(long, value_name = "DUR", default_value = "0", value_parser = dur)]

@@ -125,6 +125,10 @@ impl OsbenchArgs {
     pub fn plan(&self) -> Result<Plan> {
         let settings = self.settings(&[])?;
         check_writable("--db", &self.store.db)?;
+        let stdout = |p: &Option<PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
+        if stdout(&self.json) && stdout(&self.output) {
+            bail!("--json - and --output - would both write to stdout: give one of them a FILE");
+        }
         for (flag, p) in [("--json", &self.json), ("--output", &self.output)] {
             if let Some(p) = p.as_deref() {
                 check_output(flag, p, &self.store.db)?;

@@ -140,7 +140,7 @@ pub struct NoiseArgs {
     #[arg(long, value_name = "RATIO", default_value_t = 4.0)]
     pub ratio: f64,
     /// Instead of --ratio: an interruption is a gap longer than DUR (e.g. 1us, as oslat's buckets).
-    #[arg(long, value_name = "DUR", value_parser = dur)]
+    #[arg(long, value_name = "DUR", value_parser = dur, conflicts_with = "ratio")]
     pub gap: Option<u64>,
     /// Busy-loop this long per cycle.
     #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]

@@ -115,11 +115,16 @@ impl WatchArgs {
                 bail!("{flag} must be longer than 0 (e.g. {flag} 1ms)");
             }
         }
-        if let Some(p) = self.pid.iter().find(|&&p| p <= 0) {
-            bail!("--pid {p} is not a thread or process id");
+        // pid_max: no id above it can exist (4194304 where it cannot be read).
+        let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|m| m.trim().parse::<i32>().ok())
+            .unwrap_or(4_194_304);
+        if let Some(p) = self.pid.iter().find(|&&p| p <= 0 || p >= pid_max) {
+            bail!("--pid {p} is not a thread or process id (1..{pid_max}, kernel.pid_max): see `ps -eLf`");
         }
-        if let Some(t) = self.tid.iter().find(|&&t| t <= 0) {
-            bail!("--tid {t} is not a thread id");
+        if let Some(t) = self.tid.iter().find(|&&t| t <= 0 || t >= pid_max) {
+            bail!("--tid {t} is not a thread id (1..{pid_max}, kernel.pid_max): see `ps -eLf`");
         }
         if let Some(c) = self.comm.iter().find(|c| c.is_empty() || c.len() > 15) {
             bail!("--comm '{c}': a thread's name has 1..15 characters (as /proc/PID/comm shows it)");

@@ -19,6 +19,9 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if a.phase_jitter + a.spin > a.period {
         bail!("--phase-jitter + --spin must fit in --period");
     }
+    if a.duration == Some(0) {
+        bail!("--duration must be longer than 0 (e.g. --duration 30s), or left out to spin until stopped");
+    }
     if let Some(path) = &a.log {
         crate::cli::check_writable("--log", path)?;
     }

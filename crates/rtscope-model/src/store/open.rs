@@ -247,6 +247,9 @@ pub fn corrupt_message(path: &Path) -> String {
 /// `e` with what it means for the user: a corrupt file is not a
 /// permission problem, and only an unwritable one asks for another path.
 pub(super) fn explain(path: &Path, e: anyhow::Error) -> anyhow::Error {
+    if path.is_dir() {
+        return e.context(directory_message(path));
+    }
     if corrupt(&e) {
         e.context(corrupt_message(path))
     } else if unwritable(&e) {
@@ -256,7 +259,19 @@ pub(super) fn explain(path: &Path, e: anyhow::Error) -> anyhow::Error {
     }
 }
 
+/// What a store path that is a directory is told.
+fn directory_message(path: &Path) -> String {
+    format!(
+        "run store {} is a directory: --db names a file (e.g. --db {})",
+        path.display(),
+        path.join("rtscope.db").display()
+    )
+}
+
 pub(super) fn explain_read_only(path: &Path, e: anyhow::Error) -> anyhow::Error {
+    if path.is_dir() {
+        return e.context(directory_message(path));
+    }
     if corrupt(&e) {
         e.context(corrupt_message(path))
     } else {
