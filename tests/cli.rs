@@ -472,6 +472,36 @@ fn an_output_that_is_the_run_store_is_refused_and_the_store_kept() {
     }
     let o = rtscope(&["runs", "--db", &db]);
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("wakeup   complete"), "{}", text(&o));
+    // Nor may an output be another output's file, or a run's export read.
+    let copy = dir.join("run.json");
+    std::fs::copy(&run, &copy).unwrap();
+    let (copy, f) = (copy.to_str().unwrap(), dir.join("out.json"));
+    let f = f.to_str().unwrap();
+    let kept = std::fs::read(copy).unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["osbench", "-t", "wake.futex-intra", "--json", f, "-o", f], "both name"),
+        (&["wakeup", "-D", "1s", "--json", f, "-h", "10", "--histfile", f], "both name"),
+        (&["report", copy, "-o", copy], "is the run read from"),
+        (&["compare", copy, "last", "--html", copy], "is the run read from"),
+    ];
+    for (args, words) in cases {
+        let mut all = args.to_vec();
+        all.extend(["--db", &db]);
+        let o = rtscope(&all);
+        assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(words), "{all:?}: {}", text(&o));
+    }
+    assert_eq!(std::fs::read(copy).unwrap(), kept, "the export read is kept");
+    assert!(!std::path::Path::new(f).exists());
+    // disturb keeps no store, but the one of RTSCOPE_DB is not its log.
+    let o = std::process::Command::new(BIN)
+        .args(["disturb", "--cpu", "0", "--log", &db])
+        .env("RTSCOPE_DB", &db)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--log"), "{}", text(&o));
+    assert_eq!(std::fs::read(&db).unwrap(), before);
 }
 
 /// Values that would make nonsense (a zero period or target, a rate

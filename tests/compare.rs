@@ -58,7 +58,10 @@ fn a_gate_fails_on_rows_a_later_run_lacks() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(
-        out.contains("FAIL") && out.contains("missing from a later run, so not judged: wakeup latency all CPUs in"),
+        out.contains("FAIL")
+            && out.contains(
+                "no sample of their probe and metric in a later run, so not judged: wakeup latency all CPUs in"
+            ),
         "{out}"
     );
     let o = rtscope(&["compare", full.to_str().unwrap(), &other, "--json", "--max-regression", "10", "--db", &db]);
@@ -83,6 +86,28 @@ fn a_gate_fails_on_rows_a_later_run_lacks() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("PASS"), "{}", text(&o));
+    // A run of fewer CPUs has no merged row, but its own of the same
+    // metric: judged, not unjudged.
+    let mut one: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
+    for key in ["series", "results"] {
+        one[key].as_array_mut().unwrap().retain(|s| s["cpu"] != 0);
+    }
+    let one_cpu = dir.join("one-cpu.json");
+    std::fs::write(&one_cpu, serde_json::to_string(&one).unwrap()).unwrap();
+    let o = rtscope(&[
+        "compare",
+        full.to_str().unwrap(),
+        one_cpu.to_str().unwrap(),
+        "--json",
+        "--max-regression",
+        "10",
+        "--allow-incomplete",
+        "--db",
+        &db,
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["unjudged"], serde_json::json!([]), "{}", text(&o));
 }
 
 #[test]

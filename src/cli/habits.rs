@@ -82,7 +82,9 @@ impl Cyclictest {
             bail!("--histfile needs --histogram N (or -h N): the number of 1 us buckets");
         }
         if let Some(path) = self.histfile.as_deref() {
-            check_output("--histfile", path, &common.store.db)?;
+            let mut outputs = vec![("--histfile", path)];
+            outputs.extend(common.json.as_deref().map(|j| ("--json", j)));
+            check_outputs(&outputs, &common.store.db)?;
         }
         let mut common = common.clone();
         match self.affinity.as_deref() {

@@ -55,6 +55,12 @@ pub struct Cli {
 /// duration's parser and `-p -1` the priority's range, rather than clap's
 /// "unexpected argument '-1'".
 pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    parse_plain(habits::rewrite(args.into_iter().collect()))
+}
+
+/// [`parse_from`] without the habits' rewriting: for the arguments a plan,
+/// `--probe-args` or `--watch` gives a command, which read the same way.
+pub fn parse_plain(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
     fn signed_durations(cmd: clap::Command) -> clap::Command {
         cmd.mut_args(|a| {
             let duration = a.get_value_names().is_some_and(|names| names.iter().any(|n| n.starts_with("DUR")));
@@ -69,7 +75,7 @@ pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<
         .mut_subcommands(signed_durations)
     }
     let mut cmd = signed_durations(Cli::command());
-    let mut matches = cmd.try_get_matches_from_mut(habits::rewrite(args.into_iter().collect()))?;
+    let mut matches = cmd.try_get_matches_from_mut(args)?;
     Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
 }
 
@@ -641,6 +647,39 @@ pub fn check_output(flag: &str, path: &std::path::Path, db: &std::path::Path) ->
         }
     }
     check_writable(flag, path)
+}
+
+/// [`check_output`] for each of a command's outputs, and two of them may
+/// not be one file, nor both stdout.
+pub fn check_outputs(outputs: &[(&str, &std::path::Path)], db: &std::path::Path) -> Result<()> {
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        check_output(flag, path, db)?;
+        for (other, p) in &outputs[..i] {
+            let stdout = std::path::Path::new("-");
+            if *path == stdout && *p == stdout {
+                bail!("{other} - and {flag} - would both write to stdout: give one of them a FILE");
+            }
+            if *path != stdout && crate::sys::fs::same_file(path, p) {
+                bail!("{other} and {flag} both name {}: give each its own file", path.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Fails early, naming `flag`, when the output `path` would overwrite one
+/// of the runs read from files (`inputs`: run ids or exported files).
+pub fn check_not_input(flag: &str, path: &std::path::Path, inputs: &[String]) -> Result<()> {
+    if let Some(input) = inputs
+        .iter()
+        .find(|i| path != std::path::Path::new("-") && crate::sys::fs::same_file(path, std::path::Path::new(i)))
+    {
+        bail!(
+            "{flag} {} is the run read from {input}: writing it would replace that export; pick another {flag} FILE",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Fails early, naming `flag`, when `path` cannot be created or written.

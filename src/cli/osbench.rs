@@ -125,15 +125,11 @@ impl OsbenchArgs {
     pub fn plan(&self) -> Result<Plan> {
         let settings = self.settings(&[])?;
         check_writable("--db", &self.store.db)?;
-        let stdout = |p: &Option<PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
-        if stdout(&self.json) && stdout(&self.output) {
-            bail!("--json - and --output - would both write to stdout: give one of them a FILE");
-        }
-        for (flag, p) in [("--json", &self.json), ("--output", &self.output)] {
-            if let Some(p) = p.as_deref() {
-                check_output(flag, p, &self.store.db)?;
-            }
-        }
+        let outputs: Vec<(&str, &std::path::Path)> = [("--json", &self.json), ("--output", &self.output)]
+            .into_iter()
+            .filter_map(|(flag, p)| Some((flag, p.as_deref()?)))
+            .collect();
+        check_outputs(&outputs, &self.store.db)?;
         Ok(Plan {
             settings,
             csv: self.output.clone(),

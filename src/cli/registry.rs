@@ -9,11 +9,10 @@
 //! `--db` and `--quiet` on its command line, the measured CPUs through
 //! [`OwnCell::place`] and the cell's length through [`OwnCell::measure`].
 
-use super::{Cli, Cmd, ProbePlan};
+use super::{Cmd, ProbePlan};
 use crate::probe::{Common, Probe};
 use crate::session::OwnCell;
 use anyhow::{Result, anyhow};
-use clap::Parser;
 use rtscope_model::descriptor::{self, Descriptor, PROBES};
 
 /// A measurement ready for a cell.
@@ -45,10 +44,13 @@ impl Built {
 /// Parses `rtscope <name> <args>`.
 fn parse(name: &str, args: &[String]) -> Result<Cmd> {
     let argv = ["rtscope", name].into_iter().map(String::from).chain(args.iter().cloned());
-    Cli::try_parse_from(argv).map(|c| c.cmd).map_err(|e| {
+    super::parse_plain(argv.map(std::ffi::OsString::from)).map(|c| c.cmd).map_err(|e| {
+        // clap's first paragraph: "the following required arguments were
+        // not provided:" is followed by the arguments, on their own lines.
         let text = e.to_string();
-        let first = text.lines().next().unwrap_or_default().trim_start_matches("error: ");
-        anyhow!("probe {name}: {first} (see rtscope {name} --help)")
+        let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+        let first = first.join(" ");
+        anyhow!("probe {name}: {} (see rtscope {name} --help)", first.trim_start_matches("error: "))
     })
 }
 

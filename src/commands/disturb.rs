@@ -23,7 +23,10 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         bail!("--duration must be longer than 0 (e.g. --duration 30s), or left out to spin until stopped");
     }
     if let Some(path) = &a.log {
-        crate::cli::check_writable("--log", path)?;
+        // disturb keeps no store, but the one the other commands use
+        // (RTSCOPE_DB, else ./rtscope.db) is not to be written over.
+        let db = std::env::var_os("RTSCOPE_DB").map_or_else(|| std::path::PathBuf::from("rtscope.db"), Into::into);
+        crate::cli::check_output("--log", path, &db)?;
     }
     if let Some(fix) = sched::rt_refused(a.priority) {
         bail!("disturb needs SCHED_FIFO: {fix}");

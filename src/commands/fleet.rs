@@ -41,11 +41,10 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
         (Some(n), _) => bail!("--format {n}: {written_as}"),
         (None, Some(e)) => bail!("--output {}: .{e}: {written_as}", out.unwrap_or(Path::new("-")).display()),
     };
-    for (flag, p) in [("--output", out), ("--json", a.json.as_deref())] {
-        if let Some(p) = p {
-            crate::cli::check_output(flag, p, &a.store.db)?;
-        }
-    }
+    // The report goes to stdout without -o.
+    let outputs = [("--output", out.unwrap_or(Path::new("-"))), ("--json", a.json.as_deref().unwrap_or(Path::new("")))];
+    let given: Vec<(&str, &Path)> = outputs.into_iter().filter(|(_, p)| !p.as_os_str().is_empty()).collect();
+    crate::cli::check_outputs(&given, &a.store.db)?;
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     if a.sched.tasks.is_some() || a.sched.error_rate.is_some() {
         bail!("--tasks / --error-rate: not with --prometheus (the probes' settings are not in Prometheus)");

@@ -46,6 +46,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     }
     let output = a.output.as_deref().context("--output: give a FILE ('-' for stdout)")?;
     crate::cli::check_output("--output", output, &a.store.db)?;
+    crate::cli::check_not_input("--output", output, &a.runs)?;
     let format = a.format.or_else(|| report::by_extension(Use::Report, output)).unwrap_or(report::HTML);
     // Bad flags are refused before anything is read.
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
@@ -70,6 +71,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     }
     if let Some(h) = a.html.as_deref() {
         crate::cli::check_output("--html", h, &a.store.db)?;
+        crate::cli::check_not_input("--html", h, &a.runs)?;
     }
     let spec = a.prom.spec(2, super::fleet::now_s()).map_err(anyhow::Error::msg)?;
     let ticker = Ticker::start("rtscope compare");

@@ -72,7 +72,12 @@ impl<'a> Comparison<'a> {
             regressions = compare::regressions(&compared, g);
             unjudged = compare::unjudged(&compared);
         }
-        Ok(Comparison { runs, compared, gate, regressions, unjudged, incomplete: compare::incomplete(&refs) })
+        let incomplete = compare::incomplete(&refs);
+        // --allow-incomplete: a run cut short may lack whole cells.
+        if gate.as_ref().is_some_and(|g| g.allow_incomplete) {
+            unjudged.retain(|u| !incomplete.iter().any(|(i, _)| *i == u.run));
+        }
+        Ok(Comparison { runs, compared, gate, regressions, unjudged, incomplete })
     }
 
     /// Whether the runs that did not complete fail the gate.
@@ -222,8 +227,9 @@ impl<'a> Comparison<'a> {
             let list: Vec<String> =
                 self.unjudged.iter().map(|u| format!("{} in {}", u.series, run_label(&self.runs[u.run]))).collect();
             parts.push(format!(
-                "{} gated row(s) of the baseline missing from a later run, so not judged: {} (compare runs of the \
-                 same probes, or pick rows they share with --gate)",
+                "{} gated row(s) of the baseline with no sample of their probe and metric in a later run, so not \
+                 judged: {} (compare runs of the same probes and loads, or gate on the metrics both have with --gate \
+                 PROBE.METRIC)",
                 list.len(),
                 list.join("; ")
             ));
