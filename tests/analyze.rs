@@ -497,3 +497,47 @@ fn a_stored_usage_model_changes_the_day_and_the_week() {
         assert!(e.contains("--usage") && e.contains("e.g. --usage 8h/day,5d/week"), "{e}");
     }
 }
+
+/// A run without a release jitter (no wakeup.latency, no task.release) is
+/// not taken for one by `rta --jitter-from` without `--series`: refused,
+/// naming the series it has; with `--series` it is used.
+#[test]
+fn rta_takes_a_release_jitter_only_where_the_run_has_one_or_is_told() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(common::reports::data("report-run.json")).unwrap()).unwrap();
+    for key in ["series", "results"] {
+        for s in run[key].as_array_mut().unwrap() {
+            s["probe"] = "noise".into();
+            if s["metric"] == "latency" {
+                s["metric"] = "interruption".into();
+            }
+        }
+    }
+    run["episodes"] = serde_json::json!([]);
+    let file = dir.join("noise.json");
+    std::fs::write(&file, serde_json::to_string(&run).unwrap()).unwrap();
+    let o = rtscope(&["import", file.to_str().unwrap(), "--db", &db]);
+    assert!(o.status.success(), "{}", text(&o));
+    let tasks = dir.join("t.toml");
+    std::fs::write(&tasks, "[[task]]\nname='io'\nwcet='200us'\nperiod='1ms'\n").unwrap();
+    let rta = |more: &[&str]| {
+        let mut args =
+            vec!["analyze", "rta", "--tasks", tasks.to_str().unwrap(), "--jitter-from", "last", "--error-rate", "1e-3"];
+        args.extend_from_slice(more);
+        args.extend(["--db", &db]);
+        rtscope(&args)
+    };
+    let o = rta(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--jitter-from last") && err.contains("no release jitter") && err.contains("noise.interruption"),
+        "{err}"
+    );
+    // Judged (exit 2: a 2 ms jitter makes the 1 ms task miss).
+    let o = rta(&["--series", "noise.interruption"]);
+    assert!(matches!(o.status.code(), Some(0 | 2)), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("from noise.interruption"), "{}", text(&o));
+}

@@ -220,7 +220,8 @@ pub struct RtaArgs {
     /// The permissible probability that one wake-up exceeds the pseudo worst case (e.g. 1e-6).
     #[arg(long, value_name = "EPS", value_parser = error_rate, requires = "jitter_from")]
     pub error_rate: Option<f64>,
-    /// With --jitter-from: the series, PROBE.METRIC [default: wakeup.latency]
+    /// With --jitter-from: the series, PROBE.METRIC [default: wakeup.latency or task.release; a run with neither
+    /// must name one]
     #[arg(long, value_name = "PROBE.METRIC")]
     pub series: Option<String>,
     /// Print JSON instead of text.

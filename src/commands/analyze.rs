@@ -295,7 +295,10 @@ struct MttfOut {
     curve: Vec<mttf::Mttf>,
 }
 
-fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str) -> Result<Vec<&'a SeriesAnalysis>> {
+/// The series `spec` (PROBE.METRIC) names; without one, the release jitter
+/// (wakeup's latency, a task's release), else, where `first` allows it, the
+/// run's first metric.
+fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str, first: bool) -> Result<Vec<&'a SeriesAnalysis>> {
     let (p, m) = match spec {
         Some(s) => {
             let (p, m) =
@@ -309,7 +312,15 @@ fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str) -> Result
             .find(|&(p, m)| all.iter().any(|s| s.key.probe == p && s.key.metric == m))
         {
             Some((p, m)) => (p.to_string(), m.to_string()),
-            None => (all[0].key.probe.clone(), all[0].key.metric.clone()),
+            None if first => (all[0].key.probe.clone(), all[0].key.metric.clone()),
+            None => {
+                let have: Vec<String> = all.iter().map(|s| format!("{}.{}", s.key.probe, s.key.metric)).collect();
+                bail!(
+                    "the run has no release jitter (wakeup.latency, task.release) to add to the tasks' jitter: give \
+                     {flag} PROBE.METRIC to take one of its series as the release jitter (it has {})",
+                    have.join(", ")
+                );
+            }
         },
     };
     let list: Vec<&SeriesAnalysis> = all.iter().filter(|s| s.key.probe == p && s.key.metric == m).collect();
@@ -376,7 +387,7 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
         }
         (None, None) => bail!("give --run RUN or --samples FILE"),
     };
-    let list = if a.run.is_some() { pick(&all, a.series.as_deref(), "--series")? } else { all.iter().collect() };
+    let list = if a.run.is_some() { pick(&all, a.series.as_deref(), "--series", true)? } else { all.iter().collect() };
     let compute = match (&a.compute, &a.compute_samples) {
         (Some(c), _) => Compute::Fixed(*c),
         (None, Some(f)) => Compute::from_samples(&read_samples(f, "--compute-samples", a.units.unit, a.units.unit)?.0),
@@ -465,7 +476,7 @@ fn rta_cmd(a: RtaArgs) -> Result<i32> {
                 priority: 0,
             }];
         }
-        let list = pick(&all, a.series.as_deref(), "--series")?;
+        let list = pick(&all, a.series.as_deref(), "--series", false).with_context(|| format!("--jitter-from {r}"))?;
         let l = pseudo_latency(&list, eps).map_err(anyhow::Error::msg)?;
         if let Some(e) = l.refused(eps) {
             bail!("--error-rate {eps:e}: {e}");
