@@ -263,6 +263,14 @@ pub fn evaluate(asked: &Asked, all: &[SeriesAnalysis]) -> (Vec<verdict::Verdict>
 
 /// Parses profiles and requirements (the messages name --profile / --require).
 pub fn parse_requirements(profiles: &[String], requires: &[String]) -> Result<Vec<verdict::Requirement>, String> {
+    // `none` asks for no profile (requirements of --require may go with it).
+    let others: Vec<String> = profiles.iter().filter(|p| *p != NO_PROFILE).map(|p| format!("--profile {p}")).collect();
+    if profiles.iter().any(|p| p == NO_PROFILE) && !others.is_empty() {
+        return Err(format!(
+            "--profile none asks for no profile, and cannot go with {}: leave one or the other out",
+            others.join(", ")
+        ));
+    }
     let mut reqs = Vec::new();
     for p in profiles.iter().filter(|p| *p != NO_PROFILE) {
         reqs.extend(verdict::profile(p)?);

@@ -524,6 +524,7 @@ fn nonsense_values_are_refused_naming_the_flag() {
     refused(&["noise", "--gap", "1us", "--ratio", "4"], &["--gap", "--ratio"]);
     refused(&["osbench", "--json", "-", "-o", "-"], &["--json", "--output", "stdout"]);
     refused(&["watch", "--pid", "999999999"], &["--pid", "pid_max"]);
+    refused(&["analyze", "1", "--profile", "omac", "--profile", "none"], &["--profile none", "--profile omac"]);
     // A directory given as the store is called one.
     let dir = tempdir();
     let o = rtscope(&["runs", "--db", dir.to_str().unwrap()]);
