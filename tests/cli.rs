@@ -173,6 +173,15 @@ fn corrupt_imports_are_named() {
     let o = rtscope(&["import", dir.join("missing.json").to_str().unwrap(), "--db", &db]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing.json"), "{}", text(&o));
+    // A series whose CPU was edited to a negative number.
+    let run = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/report-run.json");
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run).unwrap()).unwrap();
+    doc["series"][0]["cpu"] = (-5).into();
+    let edited = dir.join("edited.json");
+    std::fs::write(&edited, serde_json::to_string(&doc).unwrap()).unwrap();
+    let o = rtscope(&["import", edited.to_str().unwrap(), "--db", &db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("has cpu -5"), "{}", text(&o));
     let o = rtscope(&["show", "last", "--db", &db]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--db"), "{}", text(&o));

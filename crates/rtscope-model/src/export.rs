@@ -204,6 +204,13 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
     })?;
     let mut series = Vec::new();
     for s in series_docs {
+        if s.key.cpu < -1 {
+            bail!(
+                "{origin}: {} has cpu {}: a series' cpu is a CPU (or a watched thread's id), or -1 for none",
+                s.key.describe(),
+                s.key.cpu
+            );
+        }
         let mut intervals = Vec::new();
         for iv in s.intervals {
             let where_ = || format!("{origin}: {} interval {}", s.key.describe(), iv.seq);
