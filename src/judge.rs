@@ -307,7 +307,10 @@ pub fn asked(run: &Run, flags: &RequireSpec, yardstick: bool) -> Result<Asked> {
         (ReqSource::Flags, profiles, flags.requires.clone(), flags.allow_insufficient)
     } else {
         match stored_requirements(run) {
+            // `none` beside another profile, as runs stored before it was
+            // refused may hold: nothing to ask of.
             (p, r) if !p.is_empty() || !r.is_empty() => {
+                let p: Vec<String> = p.into_iter().filter(|p| p != NO_PROFILE).collect();
                 (ReqSource::Stored, p, r, stored_allow || flags.allow_insufficient)
             }
             _ if yardstick => (ReqSource::Default, vec![YARDSTICK.to_string()], vec![], true),

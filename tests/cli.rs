@@ -504,7 +504,7 @@ fn an_output_that_is_the_run_store_is_refused_and_the_store_kept() {
     assert!(!std::path::Path::new(f).exists());
     // disturb keeps no store, but the one of RTSCOPE_DB is not its log.
     let o = std::process::Command::new(BIN)
-        .args(["disturb", "--cpu", "0", "--log", &db])
+        .args(["disturb", "--cpu", "0", "-D", "1s", "--log", &db])
         .env("RTSCOPE_DB", &db)
         .output()
         .unwrap();
@@ -525,7 +525,8 @@ fn nonsense_values_are_refused_naming_the_flag() {
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
         assert!(words.iter().all(|w| err.contains(w)), "{args:?} should name {words:?}: {err}");
     };
-    plain(&["disturb", "--cpu", "0", "--spin", "0"], &["--spin", "above 0"]);
+    // (-D 1s: were the refusal to go, the spinner would not spin for ever.)
+    plain(&["disturb", "--cpu", "0", "--spin", "0", "-D", "1s"], &["--spin", "above 0"]);
     plain(&["disturb", "--cpu", "0", "-D", "0"], &["--duration"]);
     plain(&["analyze", "tail", "--samples", "x", "--rate", "1e30"], &["--rate", "1e9"]);
     refused(&["analyze", "1", "--period", "0"], &["--period", "above 0"]);

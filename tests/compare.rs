@@ -59,9 +59,7 @@ fn a_gate_fails_on_rows_a_later_run_lacks() {
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(
         out.contains("FAIL")
-            && out.contains(
-                "no sample of their probe and metric in a later run, so not judged: wakeup latency all CPUs in"
-            ),
+            && out.contains("that a later run lacks or has no sample in, so not judged: wakeup latency all CPUs in"),
         "{out}"
     );
     let o = rtscope(&["compare", full.to_str().unwrap(), &other, "--json", "--max-regression", "10", "--db", &db]);
@@ -86,28 +84,42 @@ fn a_gate_fails_on_rows_a_later_run_lacks() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("PASS"), "{}", text(&o));
-    // A run of fewer CPUs has no merged row, but its own of the same
-    // metric: judged, not unjudged.
-    let mut one: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
-    for key in ["series", "results"] {
-        one[key].as_array_mut().unwrap().retain(|s| s["cpu"] != 0);
-    }
-    let one_cpu = dir.join("one-cpu.json");
-    std::fs::write(&one_cpu, serde_json::to_string(&one).unwrap()).unwrap();
-    let o = rtscope(&[
-        "compare",
-        full.to_str().unwrap(),
-        one_cpu.to_str().unwrap(),
-        "--json",
-        "--max-regression",
-        "10",
-        "--allow-incomplete",
-        "--db",
-        &db,
-    ]);
+    // Runs of other CPUs are lined up on merged rows and judged: the
+    // 2-CPU run against its CPU 1 alone, then its CPU 0 alone against its
+    // CPU 1 alone (whose tail is 4x longer: p99 40 against 173 us).
+    let only = |cpu: i64, name: &str| {
+        let mut one: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
+        for key in ["series", "results"] {
+            one[key].as_array_mut().unwrap().retain(|s| s["cpu"] == cpu);
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, serde_json::to_string(&one).unwrap()).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (cpu0, cpu1) = (only(0, "cpu0.json"), only(1, "cpu1.json"));
+    let gate = |a: &str, b: &str| {
+        rtscope(&["compare", a, b, "--json", "--max-regression", "10", "--gate", "wakeup.latency", "--db", &db])
+    };
+    let o = gate(full.to_str().unwrap(), &cpu1);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["unjudged"], serde_json::json!([]), "{}", text(&o));
+    let merged =
+        v["series"].as_array().unwrap().iter().find(|s| s["metric"] == "latency" && s["cpu"].is_null()).unwrap();
+    assert!(merged["counts"][1].as_u64().unwrap() > 0 && merged["gated"] == true, "{merged}");
+    let o = gate(&cpu0, &cpu1);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert_eq!(v["unjudged"], serde_json::json!([]), "{}", text(&o));
+    assert!(
+        v["regressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["series"] == "wakeup latency all CPUs" && r["figure"] == "p99"),
+        "{}",
+        v["regressions"]
+    );
 }
 
 #[test]

@@ -659,7 +659,9 @@ pub fn check_outputs(outputs: &[(&str, &std::path::Path)], db: &std::path::Path)
             if *path == stdout && *p == stdout {
                 bail!("{other} - and {flag} - would both write to stdout: give one of them a FILE");
             }
-            if *path != stdout && crate::sys::fs::same_file(path, p) {
+            // Two names of one regular file (not /dev/null, a pipe, a tty).
+            let regular = |p: &std::path::Path| std::fs::metadata(p).map_or(true, |m| m.is_file());
+            if *path != stdout && regular(path) && crate::sys::fs::same_file(path, p) {
                 bail!("{other} and {flag} both name {}: give each its own file", path.display());
             }
         }
@@ -670,8 +672,11 @@ pub fn check_outputs(outputs: &[(&str, &std::path::Path)], db: &std::path::Path)
 /// Fails early, naming `flag`, when the output `path` would overwrite one
 /// of the runs read from files (`inputs`: run ids or exported files).
 pub fn check_not_input(flag: &str, path: &std::path::Path, inputs: &[String]) -> Result<()> {
+    // Only inputs that are files: a run id (`last`, `3`) names no file.
+    let file = |i: &&String| std::path::Path::new(i.as_str()).is_file();
     if let Some(input) = inputs
         .iter()
+        .filter(file)
         .find(|i| path != std::path::Path::new("-") && crate::sys::fs::same_file(path, std::path::Path::new(i)))
     {
         bail!(

@@ -306,12 +306,9 @@ fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str, first: bo
             (p.to_string(), m.to_string())
         }
         // The release jitter (wakeup's latency), else the run's first metric.
-        None => match descriptor::PROBES
-            .iter()
-            .filter_map(|d| Some((d.name, d.release_jitter?)))
-            .find(|&(p, m)| all.iter().any(|s| s.key.probe == p && s.key.metric == m))
-        {
-            Some((p, m)) => (p.to_string(), m.to_string()),
+        // (An instance's too: `wakeup@80`.)
+        None => match all.iter().find(|s| descriptor::is_release_jitter(&s.key.probe, &s.key.metric)) {
+            Some(s) => (s.key.probe.clone(), s.key.metric.clone()),
             None if first => (all[0].key.probe.clone(), all[0].key.metric.clone()),
             None => {
                 let have: Vec<String> = all.iter().map(|s| format!("{}.{}", s.key.probe, s.key.metric)).collect();

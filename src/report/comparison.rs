@@ -227,8 +227,8 @@ impl<'a> Comparison<'a> {
             let list: Vec<String> =
                 self.unjudged.iter().map(|u| format!("{} in {}", u.series, run_label(&self.runs[u.run]))).collect();
             parts.push(format!(
-                "{} gated row(s) of the baseline with no sample of their probe and metric in a later run, so not \
-                 judged: {} (compare runs of the same probes and loads, or gate on the metrics both have with --gate \
+                "{} gated row(s) of the baseline that a later run lacks or has no sample in, so not judged: {} \
+                 (compare runs of the same probes and loads, or gate on the metrics both have with --gate \
                  PROBE.METRIC)",
                 list.len(),
                 list.join("; ")

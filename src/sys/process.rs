@@ -191,7 +191,12 @@ pub fn rtscope_named_sleeper(dir: &std::path::Path) -> std::process::Child {
     if !link.exists() {
         std::os::unix::fs::symlink(on_path("sleep").expect("sleep on PATH"), &link).unwrap();
     }
-    let child = std::process::Command::new(&link).arg("30").spawn().unwrap();
+    // argv[0] `sleep`, for a multi-call coreutils (busybox) that goes by
+    // it; the name the kernel gives the process is the link's.
+    let child = std::os::unix::process::CommandExt::arg0(&mut std::process::Command::new(&link), "sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
     // Named at its exec: waited for.
     let comm = format!("/proc/{}/comm", child.id());
     let t = std::time::Instant::now();

@@ -223,9 +223,10 @@ pub fn regressions(c: &Compared, gate: &Gate) -> Vec<Regression> {
 }
 
 /// A gated row of the baseline that a later run cannot be judged on: the
-/// run has no sample of the row's probe and metric (under its load) at
-/// all, on any CPU or thread (a run of other probes compared by mistake, a
-/// probe that stored nothing), or lacks the count.
+/// run lacks the row, or has no sample in it (a run of other probes or
+/// loads compared by mistake, a probe that stored nothing). Runs of other
+/// CPUs or threads are judged on the merged rows the comparison lines up
+/// for them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Unjudged {
     /// The row: `wakeup latency all CPUs`, or a count's `... missed`.
@@ -235,34 +236,26 @@ pub struct Unjudged {
 }
 
 /// Every gated row of `c` (see [`Compared::gate_rows`]) with samples in the
-/// baseline that a later run cannot be judged on. Rows are matched by
-/// load, probe and metric, not by CPU or thread: runs on other CPUs, or of
-/// a restarted program's threads, have their own rows of the same metric,
-/// and are judged on the summary rows they do have.
+/// baseline (a count: stored there) that a later run cannot be judged on.
 pub fn unjudged(c: &Compared) -> Vec<Unjudged> {
-    let runs = c.series.first().map_or(0, |s| s.counts.len()).max(c.rates.first().map_or(0, |r| r.counts.len()));
-    let mut out = Vec::new();
-    for s in c.series.iter().filter(|s| s.gated && s.counts.first().copied().flatten().is_some_and(|n| n > 0)) {
-        for i in 1..runs {
-            let sampled = c.series.iter().any(|o| {
-                (&o.load, &o.probe, &o.metric) == (&s.load, &s.probe, &s.metric)
-                    && o.counts.get(i).copied().flatten().is_some_and(|n| n > 0)
-            });
-            if !sampled {
-                out.push(Unjudged { series: s.label(), run: i });
-            }
-        }
-    }
-    for r in c.rates.iter().filter(|r| r.gated && r.counts.first().copied().flatten().is_some()) {
-        for i in 1..runs {
-            let counted = c.rates.iter().any(|o| {
-                (&o.load, &o.probe, &o.metric, &o.figure) == (&r.load, &r.probe, &r.metric, &r.figure)
-                    && o.counts.get(i).copied().flatten().is_some()
-            });
-            if !counted {
-                out.push(Unjudged { series: format!("{} {}", r.label(), r.figure), run: i });
-            }
-        }
-    }
-    out
+    let series =
+        c.series.iter().filter(|s| s.gated && s.counts.first().copied().flatten().is_some_and(|n| n > 0)).flat_map(
+            |s| {
+                s.counts
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .filter(|(_, n)| !n.is_some_and(|n| n > 0))
+                    .map(|(i, _)| Unjudged { series: s.label(), run: i })
+            },
+        );
+    let rates = c.rates.iter().filter(|r| r.gated && r.counts.first().is_some_and(Option::is_some)).flat_map(|r| {
+        r.counts
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, n)| n.is_none())
+            .map(|(i, _)| Unjudged { series: format!("{} {}", r.label(), r.figure), run: i })
+    });
+    series.chain(rates).collect()
 }

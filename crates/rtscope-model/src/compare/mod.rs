@@ -256,6 +256,7 @@ type Key = (String, String, String, Option<i64>);
 
 /// A row's data in one run: the whole-run tally and the checkpoint
 /// intervals (per CPU: by sequence number, merged across CPUs).
+#[derive(Clone)]
 struct RowData {
     tally: Tally,
     intervals: Vec<(u32, IntervalPoints)>,
@@ -297,6 +298,49 @@ fn row_data(run: &Run) -> Vec<(Key, RowData)> {
         (k, d)
     }));
     out
+}
+
+/// Lines up the summary rows across runs: where the runs measured a metric
+/// on other CPUs (or threads: a restarted program's), or some merged
+/// several CPUs and others had one, each run with a single row of that
+/// metric gets a merged row equal to it. Else a 1-CPU run's row, or one on
+/// another CPU, would meet the baseline's merged row nowhere, and the gate
+/// would judge neither. Runs that all measured the same one CPU are left
+/// as they are. `key`/`cpu`/`merged`/`renamed` read and rewrite an item's
+/// key (`merged`: the key with no CPU).
+fn align_merged<T, K: PartialEq + Clone>(
+    per_run: &mut [Vec<T>],
+    key: impl Fn(&T) -> &K,
+    cpu: impl Fn(&K) -> Option<i64>,
+    merged: impl Fn(&K) -> K,
+    renamed: impl Fn(&T, K) -> T,
+) {
+    let mut groups: Vec<K> = Vec::new();
+    for k in per_run.iter().flatten().map(&key) {
+        let g = merged(k);
+        if !groups.contains(&g) {
+            groups.push(g);
+        }
+    }
+    for g in groups {
+        let cpus = |list: &Vec<T>| -> Vec<i64> {
+            let mut c: Vec<i64> = list.iter().map(&key).filter(|k| merged(k) == g).filter_map(&cpu).collect();
+            c.sort_unstable();
+            c
+        };
+        let sets: Vec<Vec<i64>> = per_run.iter().map(cpus).collect();
+        let any_merged = per_run.iter().flatten().any(|t| *key(t) == g);
+        if !any_merged && sets.windows(2).all(|w| w[0] == w[1]) {
+            continue;
+        }
+        for (list, set) in per_run.iter_mut().zip(&sets) {
+            if set.len() != 1 || list.iter().any(|t| *key(t) == g) {
+                continue;
+            }
+            let one = list.iter().find(|t| merged(key(t)) == g).map(|t| renamed(t, g.clone()));
+            list.extend(one);
+        }
+    }
 }
 
 /// A run's side of a row, ready to test.
@@ -377,7 +421,14 @@ fn mark_summaries<'a>(rows: impl Iterator<Item = (&'a str, &'a str, &'a str, Opt
 /// them has, per CPU and merged over CPUs, in the first run's order, and a
 /// row per count they store. No row is gated yet: see [`Compared::gate_rows`].
 pub fn compare(runs: &[&Run]) -> Compared {
-    let per_run: Vec<Vec<(Key, RowData)>> = runs.iter().map(|r| row_data(r)).collect();
+    let mut per_run: Vec<Vec<(Key, RowData)>> = runs.iter().map(|r| row_data(r)).collect();
+    align_merged(
+        &mut per_run,
+        |(k, _)| k,
+        |k| k.3,
+        |k| (k.0.clone(), k.1.clone(), k.2.clone(), None),
+        |(_, d), k| (k, d.clone()),
+    );
     let mut keys: Vec<Key> = Vec::new();
     for list in &per_run {
         for (k, _) in list {
@@ -544,7 +595,14 @@ fn rate_data(run: &Run) -> Vec<(RateKey, u64, u64)> {
 }
 
 fn compare_rates(runs: &[&Run]) -> Vec<RateCmp> {
-    let per_run: Vec<Vec<(RateKey, u64, u64)>> = runs.iter().map(|r| rate_data(r)).collect();
+    let mut per_run: Vec<Vec<(RateKey, u64, u64)>> = runs.iter().map(|r| rate_data(r)).collect();
+    align_merged(
+        &mut per_run,
+        |(k, ..)| k,
+        |k| k.4,
+        |k| (k.0.clone(), k.1.clone(), k.2.clone(), k.3.clone(), None),
+        |&(_, c, t), k| (k, c, t),
+    );
     let mut keys: Vec<RateKey> = Vec::new();
     for list in &per_run {
         for (k, _, _) in list {
