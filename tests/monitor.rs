@@ -307,7 +307,9 @@ fn episodes_are_counted_by_cause_class() {
 /// burst, a programmed wake-up of the 1 ms probe with at least 200 us of
 /// the burst after it: late by more than the 150 us threshold, and the
 /// spinner its largest cause, so `cause="thread"` counts at least one per
-/// burst (a few may be short where a host stall outweighs the spinner).
+/// burst (some may be short where a host stall outweighs the spinner: 42
+/// of 292 beside a busy neighbour, a `yes` on each CPU; a classifier that
+/// missed the spinner would count none).
 /// Root only.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
@@ -330,7 +332,7 @@ fn a_traced_probes_episodes_are_counted_by_cause_class() {
     // Explained within a pass or two (10 ms, 5 ms of grace): the bursts
     // that ended 100 ms before the page surely are.
     let must = bursts.iter().filter(|b| b.end + 100_000_000 <= read_at).count() as u64;
-    let allowed = truth::binomial_upper(must, 0.02, truth::FALSE_FAILURE);
+    let allowed = truth::binomial_upper(must, 0.2, truth::FALSE_FAILURE);
     eprintln!("episodes by class {counts:?} ({classes:?}); {must} bursts before the page, {allowed} may be short");
     assert!(must >= 100, "only {must} bursts in 6 s at 20.333 ms");
     assert!(
