@@ -81,10 +81,11 @@ impl Cyclictest {
         if self.histfile.is_some() && self.histogram.is_none() && self.histofall.is_none() {
             bail!("--histfile needs --histogram N (or -h N): the number of 1 us buckets");
         }
-        if let Some(path) = self.histfile.as_deref() {
-            let mut outputs = vec![("--histfile", path)];
-            outputs.extend(common.json.as_deref().map(|j| ("--json", j)));
-            check_outputs(&outputs, &common.store.db)?;
+        if self.histfile.is_some() {
+            check_outputs(
+                &[("--histfile", self.histfile.as_deref()), ("--json", common.json.as_deref())],
+                &common.store.db,
+            )?;
         }
         let mut common = common.clone();
         match self.affinity.as_deref() {

@@ -61,7 +61,7 @@ pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<
 /// [`parse_from`] without the habits' rewriting: for the arguments a plan,
 /// `--probe-args` or `--watch` gives a command, which read the same way.
 pub fn parse_plain(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
-    fn signed_durations(cmd: clap::Command) -> clap::Command {
+    fn signed_values(cmd: clap::Command) -> clap::Command {
         cmd.mut_args(|a| {
             let duration = a.get_value_names().is_some_and(|names| names.iter().any(|n| n.starts_with("DUR")));
             if duration {
@@ -72,9 +72,9 @@ pub fn parse_plain(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result
                 a
             }
         })
-        .mut_subcommands(signed_durations)
+        .mut_subcommands(signed_values)
     }
-    let mut cmd = signed_durations(Cli::command());
+    let mut cmd = signed_values(Cli::command());
     let mut matches = cmd.try_get_matches_from_mut(args)?;
     Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
 }
@@ -164,10 +164,13 @@ pub fn dur_above_0(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The run store's path when neither `--db` nor `RTSCOPE_DB` gives one.
+pub const DEFAULT_DB: &str = "rtscope.db";
+
 #[derive(Args, Debug, Clone)]
 pub struct StoreArgs {
     /// The run store (SQLite, created if missing); before or after the command.
-    #[arg(long, value_name = "PATH", default_value = "rtscope.db", env = "RTSCOPE_DB")]
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_DB, env = "RTSCOPE_DB")]
     pub db: PathBuf,
 }
 
@@ -590,10 +593,7 @@ impl CommonArgs {
             )
             .map_err(anyhow::Error::msg)?;
         }
-        check_writable("--db", &self.store.db)?;
-        if let Some(json) = self.json.as_deref() {
-            check_output("--json", json, &self.store.db)?;
-        }
+        check_store_and_outputs(&self.store.db, &[("--json", self.json.as_deref())])?;
         Ok(Common {
             cpus,
             policy: self.policy,
@@ -649,24 +649,39 @@ pub fn check_output(flag: &str, path: &std::path::Path, db: &std::path::Path) ->
     check_writable(flag, path)
 }
 
-/// [`check_output`] for each of a command's outputs, and two of them may
-/// not be one file, nor both stdout.
-pub fn check_outputs(outputs: &[(&str, &std::path::Path)], db: &std::path::Path) -> Result<()> {
-    for (i, (flag, path)) in outputs.iter().enumerate() {
+/// [`check_output`] for each of a command's outputs given (`None`: the
+/// flag left out), and two of them may not be one file, nor both stdout.
+pub fn check_outputs(outputs: &[(&str, Option<&std::path::Path>)], db: &std::path::Path) -> Result<()> {
+    let given: Vec<(&str, &std::path::Path)> = outputs.iter().filter_map(|&(flag, p)| Some((flag, p?))).collect();
+    let stdout = std::path::Path::new("-");
+    // Two names of one regular file (not /dev/null, a pipe, a tty).
+    let regular = |p: &std::path::Path| std::fs::metadata(p).map_or(true, |m| m.is_file());
+    for (i, &(flag, path)) in given.iter().enumerate() {
         check_output(flag, path, db)?;
-        for (other, p) in &outputs[..i] {
-            let stdout = std::path::Path::new("-");
-            if *path == stdout && *p == stdout {
+        for &(other, p) in &given[..i] {
+            if path == stdout && p == stdout {
                 bail!("{other} - and {flag} - would both write to stdout: give one of them a FILE");
             }
-            // Two names of one regular file (not /dev/null, a pipe, a tty).
-            let regular = |p: &std::path::Path| std::fs::metadata(p).map_or(true, |m| m.is_file());
-            if *path != stdout && regular(path) && crate::sys::fs::same_file(path, p) {
+            if path != stdout && regular(path) && crate::sys::fs::same_file(path, p) {
                 bail!("{other} and {flag} both name {}: give each its own file", path.display());
             }
         }
     }
     Ok(())
+}
+
+/// The checks of a command that writes the run store `db`: the store
+/// writable, and its outputs ([`check_outputs`]).
+pub fn check_store_and_outputs(db: &std::path::Path, outputs: &[(&str, Option<&std::path::Path>)]) -> Result<()> {
+    check_writable("--db", db)?;
+    check_outputs(outputs, db)
+}
+
+/// The run store the commands use when `--db` is left out: `RTSCOPE_DB`,
+/// else `./rtscope.db` ([`StoreArgs`]'s default), for a command that keeps
+/// none but must not write over it (`disturb --log`).
+pub fn default_store() -> PathBuf {
+    std::env::var_os("RTSCOPE_DB").map_or_else(|| PathBuf::from(DEFAULT_DB), PathBuf::from)
 }
 
 /// Fails early, naming `flag`, when the output `path` would overwrite one

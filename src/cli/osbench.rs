@@ -124,12 +124,10 @@ impl OsbenchArgs {
     /// `rtscope osbench`'s plan: the settings, and where the results go.
     pub fn plan(&self) -> Result<Plan> {
         let settings = self.settings(&[])?;
-        check_writable("--db", &self.store.db)?;
-        let outputs: Vec<(&str, &std::path::Path)> = [("--json", &self.json), ("--output", &self.output)]
-            .into_iter()
-            .filter_map(|(flag, p)| Some((flag, p.as_deref()?)))
-            .collect();
-        check_outputs(&outputs, &self.store.db)?;
+        check_store_and_outputs(
+            &self.store.db,
+            &[("--json", self.json.as_deref()), ("--output", self.output.as_deref())],
+        )?;
         Ok(Plan {
             settings,
             csv: self.output.clone(),

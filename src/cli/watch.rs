@@ -1,6 +1,6 @@
 //! `rtscope watch`'s arguments, resolved into [`crate::watch::Settings`].
 
-use super::{StoreArgs, check_output, check_writable, dur, dur_s, trace_buffer};
+use super::{StoreArgs, check_store_and_outputs, dur, dur_s, trace_buffer};
 use crate::recorder::ExceedMode;
 use crate::sys::{cpu, sched};
 use crate::watch::{Filter, Settings};
@@ -157,10 +157,7 @@ impl WatchArgs {
              --comm or --pid",
         )
         .map_err(anyhow::Error::msg)?;
-        check_writable("--db", &self.store.db)?;
-        if let Some(json) = self.json.as_deref() {
-            check_output("--json", json, &self.store.db)?;
-        }
+        check_store_and_outputs(&self.store.db, &[("--json", self.json.as_deref())])?;
         let settings = Settings {
             filter: Filter { pids: self.pid.clone(), comms: self.comm.clone(), tids: self.tid.clone(), policies, cpus },
             duration_ns: self.duration,

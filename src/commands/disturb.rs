@@ -23,10 +23,9 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         bail!("--duration must be longer than 0 (e.g. --duration 30s), or left out to spin until stopped");
     }
     if let Some(path) = &a.log {
-        // disturb keeps no store, but the one the other commands use
-        // (RTSCOPE_DB, else ./rtscope.db) is not to be written over.
-        let db = std::env::var_os("RTSCOPE_DB").map_or_else(|| std::path::PathBuf::from("rtscope.db"), Into::into);
-        crate::cli::check_output("--log", path, &db)?;
+        // disturb keeps no store, but the one the other commands use is
+        // not to be written over.
+        crate::cli::check_output("--log", path, &crate::cli::default_store())?;
     }
     if let Some(fix) = sched::rt_refused(a.priority) {
         bail!("disturb needs SCHED_FIFO: {fix}");

@@ -42,9 +42,10 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
         (None, Some(e)) => bail!("--output {}: .{e}: {written_as}", out.unwrap_or(Path::new("-")).display()),
     };
     // The report goes to stdout without -o.
-    let outputs = [("--output", out.unwrap_or(Path::new("-"))), ("--json", a.json.as_deref().unwrap_or(Path::new("")))];
-    let given: Vec<(&str, &Path)> = outputs.into_iter().filter(|(_, p)| !p.as_os_str().is_empty()).collect();
-    crate::cli::check_outputs(&given, &a.store.db)?;
+    crate::cli::check_outputs(
+        &[("--output", Some(out.unwrap_or(Path::new("-")))), ("--json", a.json.as_deref())],
+        &a.store.db,
+    )?;
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     if a.sched.tasks.is_some() || a.sched.error_rate.is_some() {
         bail!("--tasks / --error-rate: not with --prometheus (the probes' settings are not in Prometheus)");

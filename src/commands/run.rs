@@ -83,10 +83,7 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     };
     let any_flag = flags.probes.is_some() || flags.loads.is_some() || flags.duration.is_some();
     let origin = if any_flag { format!("{origin} with flags") } else { origin };
-    crate::cli::check_writable("--db", &a.store.db)?;
-    if let Some(json) = a.json.as_deref() {
-        crate::cli::check_output("--json", json, &a.store.db)?;
-    }
+    crate::cli::check_store_and_outputs(&a.store.db, &[("--json", a.json.as_deref())])?;
     let mut plan = assess::Plan::resolve(&base.overlay(flags), &origin, &a.store.db)?;
     // Each cell shows its progress unless the run is quiet.
     for b in &mut plan.probes {
@@ -108,10 +105,7 @@ pub fn load(a: LoadArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if a.duration == Some(0) {
         bail!("--duration must be longer than 0 (e.g. --duration 30s)");
     }
-    crate::cli::check_writable("--db", &a.store.db)?;
-    if let Some(json) = a.json.as_deref() {
-        crate::cli::check_output("--json", json, &a.store.db)?;
-    }
+    crate::cli::check_store_and_outputs(&a.store.db, &[("--json", a.json.as_deref())])?;
     let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: true };
     assess::loads_only(&loads, a.duration, &opts, signal)
 }

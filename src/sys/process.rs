@@ -198,10 +198,9 @@ pub fn rtscope_named_sleeper(dir: &std::path::Path) -> std::process::Child {
         .spawn()
         .unwrap();
     // Named at its exec: waited for.
-    let comm = format!("/proc/{}/comm", child.id());
     let t = std::time::Instant::now();
-    while !std::fs::read_to_string(&comm).is_ok_and(|c| c.starts_with("rtscope")) {
-        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{comm} never said rtscope");
+    while !is_rtscope(child.id()) {
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "/proc/{}/comm never said rtscope", child.id());
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     child

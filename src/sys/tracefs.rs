@@ -393,11 +393,16 @@ fn held_by_another(holders: &Path) -> Holders {
     found
 }
 
+/// This process's file among `holders`, named by its pid.
+fn own_file(holders: &Path) -> PathBuf {
+    holders.join(std::process::id().to_string())
+}
+
 /// Adds this process to `holders`; where it cannot (/run not writable),
 /// why: then no other rtscope sees it hold the option. Under
 /// [`mount_lock`].
 fn hold(holders: &Path) -> Result<(), String> {
-    let file = holders.join(std::process::id().to_string());
+    let file = own_file(holders);
     std::fs::create_dir_all(holders)
         .and_then(|()| File::create(&file))
         .map(drop)
@@ -407,7 +412,7 @@ fn hold(holders: &Path) -> Result<(), String> {
 /// Takes this process out of `holders`; whether it was the last: then the
 /// directory goes, and the one above it when empty. Under [`mount_lock`].
 fn let_go(holders: &Path) -> bool {
-    let _ = std::fs::remove_file(holders.join(std::process::id().to_string()));
+    let _ = std::fs::remove_file(own_file(holders));
     if held_by_another(holders) == Holders::Live {
         return false;
     }
