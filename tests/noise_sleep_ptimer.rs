@@ -438,13 +438,15 @@ fn a_cells_warm_up_is_not_counted_by_noise_or_ptimer() {
         // stays under 25 at 1e-4), and host stalls add: half a missed
         // expiration per burst leaves room for both, and the warm-up
         // counted (twice as many) still fails. The former want + 20 was
-        // passed by 11 on a busy VM, 3 sd from failing.
+        // passed by 11 on a busy VM, 3 sd from failing; want + want / 2 was
+        // exceeded by a quiet fresh clone (160 missed of 103) and by busy
+        // ones: three quarters more, still short of the warm-up's double.
         let (exceedances, span) = series_exceedances(&doc, kind, c);
         let phase = exceedances.iter().map(|&(t, d)| (t - d) % 1_000_000).next().expect("one exceedance at least");
         let want = truth::missed_at_least(&bursts, phase, 1_000_000, span);
         eprintln!("{kind}: {n} events, {missed} missed, the recorded bursts make {want}");
         assert!(
-            missed >= want && missed <= want + want / 2,
+            missed >= want && missed <= want + want * 3 / 4,
             "{kind}: {missed} missed, {want} by the recorded bursts: {r}"
         );
         assert!((1_995..=2_020).contains(&(n + missed)), "events + missed = the 2000 recorded periods: {r}");
