@@ -12,7 +12,7 @@ use crate::trace::instance::Instance;
 use crate::trace::reader::{Lane, Reader, ReaderReport};
 use crate::trace::stacks::StackDecoder;
 use crate::trace::symbols::{Sink, SymReport};
-use crate::trace::{CodeReport, TraceOpts};
+use crate::trace::{CodeReport, TraceClock, TraceOpts};
 use std::sync::atomic::AtomicI32;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::Sender;
@@ -123,6 +123,7 @@ pub(super) fn start_trace<'scope>(
     }
     let maps =
         if matches!(sink, Sink::Symbols(_)) { crate::trace::code::map_watches(&mut out.notes) } else { Vec::new() };
+    let wakes = remote_wakes((probe, common), inst, &shared.tids, &mut out.notes);
     let reader = Reader {
         layout: inst.layout,
         decoder: std::mem::take(&mut inst.decoder),
@@ -130,6 +131,7 @@ pub(super) fn start_trace<'scope>(
         episodes: sink,
         maps,
         told: vec![],
+        wakes,
     };
     if let Err(e) = inst.set_on(true) {
         out.errors.push(format!("--trace: {e}"));
@@ -151,6 +153,37 @@ pub(super) fn start_trace<'scope>(
         }
     }
     (threads, start_ns)
+}
+
+/// A datagram's wake-up made on another CPU (`netlat --sender-cpu`): the
+/// probe threads' wakings there, read from an instance of their own
+/// ([`crate::trace::wakes`]), so that the time before the wake-up is not
+/// blamed on what ran on the receiver's CPU. None for a timer's wake-up
+/// (always on the probe's CPU), or where the instance cannot be made (a
+/// note says why).
+fn remote_wakes(
+    (probe, common): (&dyn Probe, &Common),
+    inst: &mut Instance,
+    tids: &[AtomicI32],
+    notes: &mut Vec<String>,
+) -> Vec<(usize, crate::trace::reader::Buffer)> {
+    if probe.wake_path() != crate::trace::decompose::WakePath::NetRx || !inst.can_follow(probe.wake_path()) {
+        return Vec::new();
+    }
+    let tids: Vec<i32> = tids.iter().map(|t| t.load(Relaxed)).collect();
+    let made =
+        inst.add_wakes(&common.cpus, &tids).and_then(|()| inst.wakes.as_ref().map_or(Ok(vec![]), |w| w.buffers()));
+    match made {
+        // Read unmapped: the reader maps them by the woken thread's CPU.
+        Ok(b) => b.into_iter().map(|(cpu, f)| (cpu, crate::trace::reader::Buffer::new(f, TraceClock::Mono))).collect(),
+        Err(e) => {
+            notes.push(format!(
+                "--trace: the receiver's wake-ups on other CPUs are not recorded ({e}): where another CPU wakes it, \
+                 the time before its wake-up shows as what ran on the receiver's CPU"
+            ));
+            Vec::new()
+        }
+    }
 }
 
 /// The trace reader's lanes, one per traced CPU: the probe's thread

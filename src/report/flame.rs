@@ -153,7 +153,9 @@ pub fn sections(a: &Analysed, p: &str) -> Vec<Section> {
         let eps: Vec<&Episode> = run
             .episodes
             .iter()
-            .filter(|e| e.causes.iter().max_by_key(|c| c.ns).is_some_and(|c| c.kind == t.kind && c.name == t.name))
+            .filter(|e| {
+                rtscope_model::episode::main_cause(&e.causes).is_some_and(|c| c.kind == t.kind && c.name == t.name)
+            })
             .collect();
         let stacks = folded(&eps);
         if stacks.is_empty() {

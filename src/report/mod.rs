@@ -420,6 +420,8 @@ pub(crate) mod fixtures {
             irq: None,
             sched: None,
             stage: None,
+            host: None,
+            kernel_ns: None,
             ns,
         };
         let causes = vec![

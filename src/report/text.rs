@@ -588,8 +588,13 @@ pub fn write_trace(run: &Run, out: &mut dyn Write) -> Result<()> {
             sum(|c| c.samples_dropped)
         )
     } else {
+        let remote = match sum(|c| c.remote_wakings) {
+            0 => String::new(),
+            n => format!("; {n} wakings on other CPUs read"),
+        };
         format!(
-            "{} of {} samples split into stages ({} incomplete, {} with an inferred switch-in, {} not handed over)",
+            "{} of {} samples split into stages ({} incomplete, {} with an inferred switch-in, {} not handed \
+             over{remote})",
             sum(|c| c.decomposed),
             sum(|c| c.samples),
             sum(|c| c.incomplete),

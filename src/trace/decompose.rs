@@ -25,7 +25,7 @@ use super::stacks::WakeStack;
 use super::symbols::{Counts, RawCode};
 use crate::recorder::Sample;
 use crate::sys::perf::PerfSample;
-use rtscope_model::episode::{self, Cause, CauseKind, Episode, KindTotal, Lane, Slice, Stages};
+use rtscope_model::episode::{self, Cause, CauseKind, Episode, Host, KindTotal, Lane, Slice, Stages};
 use rtscope_model::hist::{Tally, quantile};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -89,13 +89,22 @@ enum Frame {
 struct Ctx {
     task: i32,
     frames: Vec<Frame>,
+    /// The open softirq frame was entered from the task's own kernel code
+    /// (`local_bh_enable`), not on an interrupt's return.
+    soft_in_kernel: bool,
+    /// The time of the last event, when it ended an interrupt.
+    exit_ts: Option<u64>,
 }
 
 impl Default for Ctx {
     fn default() -> Ctx {
-        Ctx { task: -1, frames: Vec::with_capacity(8) }
+        Ctx { task: -1, frames: Vec::with_capacity(8), soft_in_kernel: false, exit_ts: None }
     }
 }
+
+/// A softirq that begins within this of an interrupt's end, with no event
+/// between, runs on that interrupt's return.
+const ON_RETURN_NS: u64 = 2_000;
 
 impl Ctx {
     /// Applies an event. Its `pid` (the task current when it was recorded)
@@ -105,6 +114,7 @@ impl Ctx {
         if e.pid >= 0 {
             self.task = e.pid;
         }
+        let exit_ts = self.exit_ts.take();
         match e.kind {
             Kind::TimerEntry => self.push(Frame::Timer(ours)),
             Kind::TimerExit => self.pop_to(|f| matches!(f, Frame::Timer(_))),
@@ -112,7 +122,10 @@ impl Ctx {
             Kind::VectorExit(v) => self.pop_to(|f| f == Frame::Vector(v)),
             Kind::IrqEntry(n) => self.push(Frame::Irq(n)),
             Kind::IrqExit(n) => self.pop_to(|f| f == Frame::Irq(n)),
-            Kind::SoftEntry(v) => self.push(Frame::Soft(v)),
+            Kind::SoftEntry(v) => {
+                self.soft_in_kernel = self.frames.is_empty() && exit_ts.is_none_or(|t| e.ts > t + ON_RETURN_NS);
+                self.push(Frame::Soft(v));
+            }
             Kind::SoftExit(v) => self.pop_to(|f| f == Frame::Soft(v)),
             // A switch happens in task context: no frame is open (any
             // left are from lost exit events).
@@ -121,7 +134,18 @@ impl Ctx {
                 self.frames.clear();
             }
             Kind::ExpireEntry { .. } | Kind::ExpireExit { .. } | Kind::Waking { .. } => {}
+            // Recorded on another CPU: it changes nothing here.
+            Kind::RemoteWaking { .. } => self.exit_ts = exit_ts,
         }
+        if matches!(e.kind, Kind::TimerExit | Kind::VectorExit(_) | Kind::IrqExit(_)) {
+            self.exit_ts = Some(e.ts);
+        }
+    }
+
+    /// The task a softirq on top of the context runs on: (pid, whether
+    /// from its own kernel code), when the top frame is a softirq.
+    fn host(&self) -> Option<(i32, bool)> {
+        matches!(self.frames.last(), Some(Frame::Soft(_))).then_some((self.task, self.soft_in_kernel))
     }
 
     fn push(&mut self, f: Frame) {
@@ -169,6 +193,10 @@ struct Chain {
     /// NetRx: the exit of the softirq that woke the thread (`expire` is
     /// its entry).
     end: Option<usize>,
+    /// NetRx: the waking was recorded on this other CPU (the softirq ran
+    /// there): no stages here, and this CPU's time before it is
+    /// [`CauseKind::Remote`].
+    remote: Option<u16>,
 }
 
 /// The kernel's scheduling of a task, from its priority in the trace and
@@ -246,6 +274,11 @@ pub struct CpuTrace {
     pub counts: Counts,
     pub prof_samples: u64,
     pub prof_inside: u64,
+    /// Where the probe thread's wakings on other CPUs are read
+    /// ([`crate::trace::wakes`]): the time up to which they are all in (a
+    /// sample waits for it), and how many were read.
+    pub remote_upto: Option<u64>,
+    pub remote_in: u64,
 }
 
 impl CpuTrace {
@@ -280,6 +313,8 @@ impl CpuTrace {
             counts: Counts::default(),
             prof_samples: 0,
             prof_inside: 0,
+            remote_upto: None,
+            remote_in: 0,
         }
     }
 
@@ -307,11 +342,26 @@ impl CpuTrace {
         self.kept.len()
     }
 
-    /// Adds an event of this CPU (in time order).
+    /// Adds an event of this CPU (in time order; before the other CPUs'
+    /// wakings read ahead of it).
     pub fn push_event(&mut self, e: Ev) {
         self.newest_ts = self.newest_ts.max(e.ts);
-        self.events.push_back(e);
+        match self.events.back() {
+            Some(b) if b.ts > e.ts => {
+                let at = self.events.partition_point(|x| x.ts <= e.ts);
+                self.events.insert(at, e);
+            }
+            _ => self.events.push_back(e),
+        }
         self.events_in += 1;
+    }
+
+    /// Adds a waking of the probe thread recorded on CPU `cpu` at `ts`,
+    /// among this CPU's events in time order.
+    pub fn push_remote_waking(&mut self, ts: u64, pid: i32, cpu: u16) {
+        self.remote_in += 1;
+        let at = self.events.partition_point(|e| e.ts <= ts);
+        self.events.insert(at, Ev { ts, pid: -1, kind: Kind::RemoteWaking { pid, cpu } });
     }
 
     pub fn push_sample(&mut self, s: Sample) {
@@ -324,7 +374,10 @@ impl CpuTrace {
     /// the last complete read of this CPU's buffer); all when `last`.
     pub fn process(&mut self, pass_start: u64, last: bool, names: &Names, out: &mut impl FnMut(Out)) {
         while let Some(&s) = self.samples.front() {
-            let ready = last || s.t_ns <= self.newest_ts || s.t_ns.saturating_add(GRACE_NS) <= pass_start;
+            // Its wakings on other CPUs all read, where they are.
+            let remote_in = self.remote_upto.is_none_or(|u| s.t_ns.saturating_add(GRACE_NS) <= u);
+            let ready =
+                last || remote_in && (s.t_ns <= self.newest_ts || s.t_ns.saturating_add(GRACE_NS) <= pass_start);
             if !ready {
                 break;
             }
@@ -557,7 +610,7 @@ impl CpuTrace {
         // The main cause's own stacks while it ran: the profiler's middle
         // sample of it in its own code (user space) in the window, else in
         // the kernel.
-        let main = causes.iter().max_by_key(|c| c.ns).filter(|c| c.kind == CauseKind::Thread);
+        let main = episode::main_cause(causes).filter(|c| c.kind == CauseKind::Thread);
         let blocker = main.and_then(|c| c.pid).and_then(|pid| {
             let theirs: Vec<&PerfSample> = prof.iter().filter(|x| x.tid == pid).collect();
             let user: Vec<&PerfSample> = theirs.iter().copied().filter(|x| x.kernel.is_empty()).collect();
@@ -588,7 +641,10 @@ fn wake_path(win: &[Ev], tid: i32, after: u64, settings: Settings, p: u64, w: u6
         (true, false) => find_chain(win, tid, p, after, settings),
         (true, true) => find_net_chain(win, tid, p, after),
     };
-    let stages = chain.map(|c| if net { net_stages_of(win, &c, p, w) } else { stages_of(win, &c, p, w) });
+    // A waking on another CPU: the stages before it ran there, unseen.
+    let stages = chain
+        .filter(|c| c.remote.is_none())
+        .map(|c| if net { net_stages_of(win, &c, p, w) } else { stages_of(win, &c, p, w) });
     (chain, stages)
 }
 
@@ -628,6 +684,9 @@ fn find_chain(win: &[Ev], tid: i32, p: u64, after: u64, settings: Settings) -> O
     let floor = p.saturating_sub(EARLY_NS).max(after.saturating_add(1));
     let valid = |i: usize| win[i].ts >= floor;
     let (s, k, inferred) = switch_and_waking(win, tid, floor)?;
+    if matches!(win[k].kind, Kind::RemoteWaking { .. }) {
+        return None;
+    }
     let x = win[..k].iter().rposition(|e| matches!(e.kind, Kind::ExpireEntry { .. })).filter(|&i| valid(i))?;
     let irq = if settings.timer_entry {
         let i = win[..x].iter().rposition(|e| matches!(e.kind, Kind::TimerEntry | Kind::TimerExit))?;
@@ -638,7 +697,7 @@ fn find_chain(win: &[Ev], tid: i32, p: u64, after: u64, settings: Settings) -> O
     if settings.timer_entry && irq.is_none() {
         return None;
     }
-    Some(Chain { irq, expire: x, waking: k, switch_in: s, inferred, end: None })
+    Some(Chain { irq, expire: x, waking: k, switch_in: s, inferred, end: None, remote: None })
 }
 
 /// The switch-in of `tid` at or before the end of `win`, its waking before
@@ -649,7 +708,10 @@ fn switch_and_waking(win: &[Ev], tid: i32, floor: u64) -> Option<(usize, usize, 
     let switch =
         win.iter().rposition(|e| matches!(e.kind, Kind::Switch { next, .. } if next == tid)).filter(|&i| valid(i));
     let waking = |end: usize| {
-        win[..end].iter().rposition(|e| matches!(e.kind, Kind::Waking { pid } if pid == tid)).filter(|&i| valid(i))
+        win[..end]
+            .iter()
+            .rposition(|e| matches!(e.kind, Kind::Waking { pid } | Kind::RemoteWaking { pid, .. } if pid == tid))
+            .filter(|&i| valid(i))
     };
     match switch {
         Some(s) => Some((s, waking(s)?, false)),
@@ -676,11 +738,15 @@ const NET_RX: u8 = 3;
 /// Finds a received datagram's path to the thread `tid` (stamped by the
 /// kernel at `p`): the switch-in, the waking, and the NET_RX softirq that
 /// ran the waking (its entry may precede `p`: a softirq already running
-/// when the datagram was stamped, as in a NIC's NAPI poll). None when the
-/// waking was not on this CPU (the softirq ran elsewhere).
+/// when the datagram was stamped, as in a NIC's NAPI poll). Where the
+/// waking was recorded on another CPU (the softirq ran there), the chain
+/// has no softirq and says which CPU; None when no waking was seen.
 fn find_net_chain(win: &[Ev], tid: i32, p: u64, after: u64) -> Option<Chain> {
     let floor = p.saturating_sub(EARLY_NS).max(after.saturating_add(1));
     let (s, k, inferred) = switch_and_waking(win, tid, floor)?;
+    if let Kind::RemoteWaking { cpu, .. } = win[k].kind {
+        return Some(Chain { irq: None, expire: k, waking: k, switch_in: s, inferred, end: None, remote: Some(cpu) });
+    }
     let mut depth = 0u32;
     let mut entry = None;
     for i in (0..k).rev() {
@@ -699,7 +765,7 @@ fn find_net_chain(win: &[Ev], tid: i32, p: u64, after: u64) -> Option<Chain> {
     }
     let e = entry.filter(|&i| win[i].ts > after)?;
     let end = win[k..=s.max(k)].iter().position(|e| e.kind == Kind::SoftExit(NET_RX)).map(|i| k + i);
-    Some(Chain { irq: None, expire: e, waking: k, switch_in: s, inferred, end })
+    Some(Chain { irq: None, expire: e, waking: k, switch_in: s, inferred, end, remote: None })
 }
 
 /// A datagram's stages: queue, stack, softirq, thread, user; each mark
@@ -765,14 +831,30 @@ fn attribute(
     wakeup: bool,
     names: &Names,
 ) -> (Vec<Cause>, Vec<Slice>) {
+    let waking = chain.map(|c| win[c.waking].ts);
+    // When the wake-up reached this CPU: a timer's waking here; a remote
+    // waking's IPI (none where it came without one). A datagram's waking
+    // by a softirq here can wait for threads: no such mark.
+    let arrival = match chain {
+        Some(c) if path == WakePath::Timer => Some(win[c.waking].ts),
+        Some(c) if c.remote.is_some() => wake_ipi(win, c, names),
+        _ => None,
+    };
     let mut at = Attribution {
         p,
         w,
         tid,
         wakeup,
-        // Before a timer's waking, a running thread cannot have delayed it
-        // (unaccounted); a datagram's softirq can wait for threads.
-        waking_ts: chain.filter(|_| path == WakePath::Timer).map(|c| win[c.waking].ts),
+        // Before the wake-up reached this CPU, a running thread cannot have
+        // delayed it (unaccounted: interrupts off, or the hypervisor).
+        waking_ts: arrival,
+        remote: chain.and_then(|c| c.remote.map(|cpu| (win[c.waking].ts, cpu))),
+        runnable_at: arrival.or(waking),
+        delivery: chain
+            .filter(|c| path == WakePath::NetRx && c.remote.is_none())
+            .map(|c| (win[c.expire].ts, c.end.map_or(u64::MAX, |x| win[x].ts))),
+        probe_prio: names.decoder.tasks.get(&tid).map(|t| t.prio),
+        held: None,
         marks: stages.map(|st| st.marks(p)),
         names,
         by: BTreeMap::new(),
@@ -783,6 +865,32 @@ fn attribute(
     at.finish(path)
 }
 
+/// The first IPI that can carry a remote wake-up (`reschedule`, or
+/// `call_function_single` where the wakee's CPU queues it itself) between
+/// `c`'s waking and its switch-in: when the wake-up reached this CPU.
+fn wake_ipi(win: &[Ev], c: &Chain, names: &Names) -> Option<u64> {
+    let carries =
+        |v: u8| matches!(names.decoder.vector_name(v), "reschedule" | "call_function_single" | "call_function");
+    win[c.waking..=c.switch_in.max(c.waking)]
+        .iter()
+        .find(|e| matches!(e.kind, Kind::VectorEntry(v) if carries(v)))
+        .map(|e| e.ts)
+}
+
+/// What a cause's time is kept under: its kind, name, id (the thread's
+/// pid, the IRQ's number) and, for a softirq, the task it ran on.
+type Key = (CauseKind, String, Option<i32>, Option<i32>);
+
+/// A cause's time in each of the five stages, then in all; for a softirq,
+/// whether any of it ran from its task's own kernel code; for a thread,
+/// its time held in the kernel (see [`Cause::kernel_ns`]).
+#[derive(Default)]
+struct Acc {
+    ns: [u64; 6],
+    in_kernel: bool,
+    kernel_ns: u64,
+}
+
 /// One sample's time being attributed: who had the CPU over [p, w), by
 /// cause and stage, and the timeline's slices, merged by owner.
 struct Attribution<'a> {
@@ -790,35 +898,70 @@ struct Attribution<'a> {
     w: u64,
     tid: i32,
     wakeup: bool,
-    /// The timer's waking, before which a running thread cannot have
-    /// delayed it.
+    /// When the wake-up reached this CPU (a timer's waking, a remote
+    /// waking's IPI), before which a running thread cannot have delayed it.
     waking_ts: Option<u64>,
+    /// A datagram's waking recorded on another CPU (its time, the CPU):
+    /// before it, the wake-up was on its way there.
+    remote: Option<(u64, u16)>,
+    /// From when the probe thread was runnable (its waking).
+    runnable_at: Option<u64>,
+    /// A datagram's own NET_RX softirq on this CPU (entry, exit): the path
+    /// measured, not a blocker, whatever task it ran on.
+    delivery: Option<(u64, u64)>,
+    /// The probe thread's kernel priority, when the trace showed it.
+    probe_prio: Option<i32>,
+    /// A thread of lower priority than the probe's that an interrupt (or
+    /// softirq) returned to while the probe was runnable, and from when:
+    /// a kernel that preempts there did not, so it was in the kernel.
+    held: Option<(i32, u64)>,
     /// Stage boundaries, to tell in which stage each cause's time fell.
     marks: Option<[u64; 6]>,
     names: &'a Names<'a>,
-    /// Per cause: its time in each of the five stages, then in all.
-    by: BTreeMap<(CauseKind, String, Option<i32>), [u64; 6]>,
+    by: BTreeMap<Key, Acc>,
     slices: Vec<Slice>,
     /// The timeline's run of one owner not yet closed: its owner and start.
     open: Option<(Owner, u64)>,
 }
 
 impl Attribution<'_> {
-    /// [a, b) owned by `owner`: its part inside [p, w) to its cause, and
-    /// the timeline.
-    fn seg(&mut self, a: u64, b: u64, owner: Owner, busy: bool) {
+    /// [a, b) owned by `owner` (a softirq on `host`): its part inside
+    /// [p, w) to its cause, and the timeline.
+    fn seg(&mut self, a: u64, b: u64, owner: Owner, host: Option<(i32, bool)>, busy: bool) {
         if b <= a {
+            return;
+        }
+        // A remote waking splits the stretch: before it, the wake-up was
+        // still on its way.
+        if let Some((k, _)) = self.remote
+            && a < k
+            && k < b
+        {
+            self.seg(a, k, owner, host, busy);
+            self.seg(k, b, owner, host, busy);
             return;
         }
         // Attribution over [p, w).
         let (x, y) = (a.max(self.p), b.min(self.w));
         if y > x {
-            let key = classify(owner, x, self.waking_ts, self.tid, self.wakeup, busy, self.names);
-            let acc = self.by.entry(key).or_insert([0; 6]);
-            acc[5] += y - x;
+            let remote = self.remote.filter(|&(k, _)| x < k);
+            let (kind, name, id) = classify(owner, x, self.waking_ts, remote, self.tid, self.wakeup, busy, self.names);
+            let delivering = self.delivery.is_some_and(|(e, x)| x > e && a >= e && b <= x);
+            let host_pid =
+                host.map(|h| h.0).filter(|&h| kind == CauseKind::Softirq && h > 0 && h != self.tid && !delivering);
+            let held = match (owner, self.held) {
+                (Owner::Task(t), Some((h, since))) if kind == CauseKind::Thread && t == h => {
+                    y.saturating_sub(since.max(x))
+                }
+                _ => 0,
+            };
+            let acc = self.by.entry((kind, name, id, host_pid)).or_default();
+            acc.ns[5] += y - x;
+            acc.in_kernel |= host_pid.is_some() && host.is_some_and(|h| h.1);
+            acc.kernel_ns += held;
             if let Some(m) = &self.marks {
                 for i in 0..5 {
-                    acc[i] += y.min(m[i + 1]).saturating_sub(x.max(m[i]));
+                    acc.ns[i] += y.min(m[i + 1]).saturating_sub(x.max(m[i]));
                 }
             }
         }
@@ -830,6 +973,30 @@ impl Attribution<'_> {
                 self.open = Some((owner, a));
             }
             None => self.open = Some((owner, a)),
+        }
+    }
+
+    /// Notes, after `e` was applied to `ctx`, a thread of lower priority
+    /// than the probe's that an interrupt or softirq returned to while the
+    /// probe was runnable (see [`Attribution::held`]); a switch ends it.
+    fn note_held(&mut self, e: &Ev, ctx: &Ctx) {
+        if matches!(e.kind, Kind::Switch { .. }) {
+            self.held = None;
+            return;
+        }
+        let returned = matches!(e.kind, Kind::TimerExit | Kind::VectorExit(_) | Kind::IrqExit(_) | Kind::SoftExit(_));
+        if !returned || !ctx.frames.is_empty() || self.runnable_at.is_none_or(|r| e.ts < r) {
+            return;
+        }
+        let t = ctx.task;
+        if t <= 0 || t == self.tid || self.held.is_some_and(|(h, _)| h == t) {
+            return;
+        }
+        let prio = self.names.decoder.tasks.get(&t).map(|x| x.prio);
+        if let (Some(theirs), Some(ours)) = (prio, self.probe_prio)
+            && theirs > ours
+        {
+            self.held = Some((t, e.ts));
         }
     }
 
@@ -860,7 +1027,7 @@ impl Attribution<'_> {
             if !at_p && e.is_none_or(|e| e.ts > p) {
                 at_p = true;
                 if p > last && p > start {
-                    self.seg(last, p, ctx.owner(), false);
+                    self.seg(last, p, ctx.owner(), ctx.host(), false);
                     last = p;
                 }
                 if ctx.task <= 0 {
@@ -876,7 +1043,7 @@ impl Attribution<'_> {
                     Owner::Task(0) if e.pid > 0 => Owner::Task(e.pid),
                     o => o,
                 };
-                self.seg(last, e.ts, owner, busy);
+                self.seg(last, e.ts, owner, ctx.host(), busy);
                 last = e.ts;
             }
             if matches!(e.kind, Kind::Switch { next, .. } if next == tid) {
@@ -886,8 +1053,9 @@ impl Attribution<'_> {
             if Some(i) == inferred_at {
                 ctx.task = tid;
             }
+            self.note_held(e, &ctx);
         }
-        self.seg(last, self.w, ctx.owner(), busy);
+        self.seg(last, self.w, ctx.owner(), ctx.host(), busy);
     }
 
     /// The causes, largest first, each with the stage most of its time fell
@@ -904,10 +1072,10 @@ impl Attribution<'_> {
         let mut causes: Vec<Cause> = self
             .by
             .into_iter()
-            .map(|((kind, name, pid), acc)| {
-                let ns = acc[5];
+            .map(|((kind, name, pid, host), acc)| {
+                let ns = acc.ns[5];
                 let stage = (staged && ns > 0)
-                    .then(|| (0..5).max_by_key(|&i| (acc[i], 5 - i)).map(|i| Stages::of_path(path).0[i].to_string()))
+                    .then(|| (0..5).max_by_key(|&i| (acc.ns[i], 5 - i)).map(|i| Stages::of_path(path).0[i].to_string()))
                     .flatten();
                 let (pid, irq) = if kind == CauseKind::Irq { (None, pid) } else { (pid, None) };
                 let sched = (kind == CauseKind::Thread)
@@ -915,7 +1083,9 @@ impl Attribution<'_> {
                         pid.and_then(|p| names.decoder.tasks.get(&p).map(|t| sched_label(t.prio, (names.policy)(p))))
                     })
                     .flatten();
-                Cause { kind, name, pid, irq, sched, stage, ns }
+                let host = host.map(|h| Host { pid: h, name: names.comm(h), in_kernel: acc.in_kernel });
+                let kernel_ns = (acc.kernel_ns > 0).then_some(acc.kernel_ns);
+                Cause { kind, name, pid, irq, sched, stage, host, kernel_ns, ns }
             })
             .collect();
         causes.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.name.cmp(&b.name)));
@@ -930,11 +1100,13 @@ impl Attribution<'_> {
 /// probe's was taken by nothing the kernel traces: interrupt entry and
 /// exit, NMIs, SMIs or the hypervisor. `busy`: a datagram's receiver
 /// has been running since the datagram came (handling the ones before it).
+/// `remote`: the probe's waking was recorded on another CPU after `t`.
 #[allow(clippy::too_many_arguments)]
 fn classify(
     owner: Owner,
     t: u64,
     waking_ts: Option<u64>,
+    remote: Option<(u64, u16)>,
     tid: i32,
     wakeup: bool,
     busy: bool,
@@ -942,6 +1114,7 @@ fn classify(
 ) -> (CauseKind, String, Option<i32>) {
     match owner {
         Owner::Task(pid) if pid == tid && busy => (CauseKind::User, episode::BUSY_RECEIVER.into(), None),
+        _ if remote.is_some() => (CauseKind::Remote, format!("cpu{}", remote.map_or(0, |r| r.1)), None),
         Owner::Task(pid) if pid == tid && !wakeup => (CauseKind::Unaccounted, names.comm(pid), Some(pid)),
         Owner::Frame(Frame::Timer(true)) => (CauseKind::Timer, "timer".into(), None),
         Owner::Frame(f @ Frame::Soft(_)) => (CauseKind::Softirq, names.frame(f), None),

@@ -56,6 +56,14 @@ pub enum Kind {
     Waking {
         pid: i32,
     },
+    /// A probe thread's `sched_waking` recorded on another CPU (`cpu`),
+    /// read from the instance that records those alone
+    /// ([`crate::trace::wakes`]) and put among this CPU's events in time
+    /// order (its `Ev::pid` is -1: it says nothing of this CPU's task).
+    RemoteWaking {
+        pid: i32,
+        cpu: u16,
+    },
     Switch {
         prev: i32,
         next: i32,
@@ -299,7 +307,7 @@ pub mod tests {
             Kind::SoftExit(_) => "softirq_exit".into(),
             Kind::ExpireEntry { .. } => "hrtimer_expire_entry".into(),
             Kind::ExpireExit { .. } => "hrtimer_expire_exit".into(),
-            Kind::Waking { .. } => "sched_waking".into(),
+            Kind::Waking { .. } | Kind::RemoteWaking { .. } => "sched_waking".into(),
             Kind::Switch { .. } => "sched_switch".into(),
         }
     }

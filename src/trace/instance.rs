@@ -8,6 +8,7 @@
 use super::event::{Decoder, WANTED};
 use super::format::{Format, PageLayout};
 use super::stacks::StackInstance;
+use super::wakes::WakeInstance;
 use crate::sys::tracefs::{self, CmdNames, create_registered, open_buffers, record_cmd_off, remove_registered, write};
 use rtscope_model::inventory::Warning;
 use std::fs::File;
@@ -34,6 +35,8 @@ pub struct Instance {
     clock: String,
     /// `--stacks`: the instance that records the probe's wake-ups' stacks.
     pub stacks: Option<StackInstance>,
+    /// The probe threads' wakings on the CPUs not traced here.
+    pub wakes: Option<WakeInstance>,
     /// What became of the top-level option `record-cmd`; held off while
     /// the instance lives where rtscope turned it off.
     pub record_cmd: CmdNames,
@@ -71,7 +74,8 @@ fn remove_stale(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root.join("instances")) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        // `rtscope-<pid>`, and its stack instance `rtscope-<pid>-stacks`.
+        // `rtscope-<pid>`, and its stack and wakings instances
+        // `rtscope-<pid>-stacks`, `rtscope-<pid>-wakes`.
         let pid = name.strip_prefix("rtscope-").map(|p| p.split('-').next().unwrap_or(p));
         let Some(pid) = pid.and_then(|p| p.parse::<u32>().ok()) else { continue };
         if !crate::sys::process::is_rtscope(pid) {
@@ -120,6 +124,7 @@ impl Instance {
             buffer_kb,
             clock: clock.to_string(),
             stacks: None,
+            wakes: None,
             record_cmd: CmdNames::WasOff,
         };
         // From here on, Drop removes the instance on any error.
@@ -226,6 +231,9 @@ impl Instance {
         if let Some(s) = &self.stacks {
             s.set_on(on)?;
         }
+        if let Some(w) = &self.wakes {
+            w.set_on(on)?;
+        }
         write(&self.dir.join("tracing_on"), if on { "1" } else { "0" })
     }
 
@@ -233,6 +241,18 @@ impl Instance {
     /// the threads `tids` (the probe's) in an instance of their own.
     pub fn add_stacks(&mut self, cpus: &[usize], tids: &[i32]) -> Result<(), String> {
         self.stacks = Some(StackInstance::create(&self.root, &self.name, &cpumask(cpus), &self.clock, tids)?);
+        Ok(())
+    }
+
+    /// Records the wakings of the threads `tids` (the probe's) on the online
+    /// CPUs other than `traced`, in an instance of their own; none where
+    /// every CPU is traced.
+    pub fn add_wakes(&mut self, traced: &[usize], tids: &[i32]) -> Result<(), String> {
+        let others: Vec<usize> = crate::sys::cpu::online().into_iter().filter(|c| !traced.contains(c)).collect();
+        if !others.is_empty() {
+            let mask = cpumask(&others);
+            self.wakes = Some(WakeInstance::create(&self.root, &self.name, (&others, &mask), &self.clock, tids)?);
+        }
         Ok(())
     }
 
@@ -254,6 +274,7 @@ impl Drop for Instance {
         let _ = self.set_on(false);
         // The stack instance first: the mount may go with the main one.
         drop(self.stacks.take());
+        drop(self.wakes.take());
         // Back on (if this was its last holder) before tracefs may go;
         // it takes the mount lock itself.
         drop(std::mem::replace(&mut self.record_cmd, CmdNames::WasOff));

@@ -22,6 +22,7 @@ pub mod remainder;
 pub mod stacks;
 pub mod symbols;
 pub mod symcache;
+pub mod wakes;
 pub mod watch;
 
 /// The tracefs clock of the instance.

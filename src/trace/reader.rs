@@ -249,6 +249,9 @@ pub struct Reader {
     /// none), and those read but not handed over yet (time, record).
     pub maps: Vec<MapWatch>,
     pub told: Vec<(u64, MapEvent)>,
+    /// The probe threads' wakings on the CPUs not traced
+    /// ([`crate::trace::wakes`]): each CPU's buffer.
+    pub wakes: Vec<(usize, Buffer)>,
 }
 
 /// What the reader reports at the end.
@@ -292,7 +295,7 @@ fn note_own_helper(e: &Episode, raw: &RawCode, own: &mut OwnHelpers) {
         let o = own.entry((UNWIND.0, UNWIND.1.into())).or_default();
         (o.0, o.1) = (o.0 + 1, o.1.max(w.unwind_ns));
     }
-    let Some(main) = e.causes.iter().max_by_key(|c| c.ns) else { return };
+    let Some(main) = rtscope_model::episode::main_cause(&e.causes) else { return };
     let helper = HELPERS.iter().any(|h| h.get(..15).unwrap_or(h) == main.name);
     if !matches!(main.kind, CauseKind::Thread | CauseKind::Unaccounted) || !helper {
         return;
@@ -410,6 +413,7 @@ impl Reader {
         own: &mut OwnHelpers,
     ) {
         let pass_start = clock::now();
+        self.drain_wakes(pass_start, page);
         for lane in &mut self.lanes {
             lane.drain(&self.layout, &mut self.decoder, page);
             if last {
@@ -447,6 +451,33 @@ impl Reader {
                     tx.send(SymMsg::Pass(EpisodeMsg::Class(probe.clone(), metric.into(), cpu, kind)));
                 }
             });
+        }
+    }
+
+    /// Puts the probe threads' wakings recorded on other CPUs, all of them
+    /// up to `upto` (read after it), among their own CPUs' events. Their
+    /// buffers are read unmapped: a `local` trace clock (sched_clock, the
+    /// same on every CPU where the TSC is stable) is mapped to
+    /// CLOCK_MONOTONIC by the woken thread's CPU's mapping; a waking read
+    /// before that CPU has one is left out.
+    fn drain_wakes(&mut self, upto: u64, page: &mut [u8]) {
+        if self.wakes.is_empty() {
+            return;
+        }
+        let lanes = &mut self.lanes;
+        for (cpu, buffer) in &mut self.wakes {
+            let cpu = u16::try_from(*cpu).unwrap_or(u16::MAX);
+            buffer.drain(&self.layout, &mut self.decoder, page, |e| {
+                if let Kind::Waking { pid } = e.kind
+                    && let Some(l) = lanes.iter_mut().find(|l| l.trace.tid == pid)
+                    && let Some(ts) = l.buffer.clock.as_ref().map_or(Some(e.ts), |c| c.peek(e.ts))
+                {
+                    l.trace.push_remote_waking(ts, pid, cpu);
+                }
+            });
+        }
+        for l in lanes.iter_mut() {
+            l.trace.remote_upto = Some(upto);
         }
     }
 
@@ -527,6 +558,7 @@ impl Reader {
                 incomplete: t.incomplete,
                 read_errors: lane.buffer.read_errors,
                 switch_inferred: t.inferred,
+                remote_wakings: t.remote_in,
                 samples_dropped: 0,
                 by_kind: t.by_kind.clone(),
             });

@@ -725,6 +725,7 @@ impl Feed {
                 switch_inferred: 0,
                 samples_dropped: 0,
                 read_errors: b.read_errors,
+                remote_wakings: 0,
                 by_kind: Vec::new(),
             })
             .collect();

@@ -116,17 +116,22 @@ pub enum CauseKind {
     User,
     /// Time no event covers: interrupts off, the hypervisor, SMI, hardware.
     Unaccounted,
+    /// The wake-up was still on its way from another CPU (named `cpuN`,
+    /// where its `sched_waking` was recorded): what ran on the probe's CPU
+    /// meanwhile did not delay it.
+    Remote,
 }
 
 impl CauseKind {
     /// Every kind, in order.
-    pub const ALL: [CauseKind; 6] = [
+    pub const ALL: [CauseKind; 7] = [
         CauseKind::Thread,
         CauseKind::Irq,
         CauseKind::Softirq,
         CauseKind::Timer,
         CauseKind::User,
         CauseKind::Unaccounted,
+        CauseKind::Remote,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -137,14 +142,40 @@ impl CauseKind {
             CauseKind::Timer => "timer",
             CauseKind::User => "user",
             CauseKind::Unaccounted => "unaccounted",
+            CauseKind::Remote => "remote",
         }
     }
 }
 
-/// The class of an episode: the kind of its largest cause (unaccounted
-/// when nothing was attributed).
+/// The class of an episode: the kind of its main cause ([`main_cause`];
+/// unaccounted when nothing was attributed).
 pub fn class_of(causes: &[Cause]) -> CauseKind {
-    causes.iter().min_by_key(|c| std::cmp::Reverse(c.ns)).map_or(CauseKind::Unaccounted, |c| c.kind)
+    main_cause(causes).map_or(CauseKind::Unaccounted, |c| c.kind)
+}
+
+/// Whether softirq `s` ran from thread `t`'s own kernel code (it is
+/// [`Host::in_kernel`] on `t`): part of what `t` did, as a send on loopback
+/// runs the receive path's NET_RX inline.
+pub fn run_by(s: &Cause, t: &Cause) -> bool {
+    s.kind == CauseKind::Softirq
+        && t.kind == CauseKind::Thread
+        && t.pid.is_some()
+        && s.host.as_ref().is_some_and(|h| h.in_kernel && Some(h.pid) == t.pid)
+}
+
+/// The cause that leads an episode: the largest, a thread counted with the
+/// softirqs it ran from its own kernel code (which then go with it); the
+/// first of equals.
+pub fn main_cause(causes: &[Cause]) -> Option<&Cause> {
+    let weight = |c: &Cause| c.ns + causes.iter().filter(|s| run_by(s, c)).map(|s| s.ns).sum::<u64>();
+    causes
+        .iter()
+        .filter(|c| !causes.iter().any(|t| run_by(c, t)))
+        .fold(None, |best: Option<(&Cause, u64)>, c| match best {
+            Some((_, w)) if w >= weight(c) => best,
+            _ => Some((c, weight(c))),
+        })
+        .map(|(c, _)| c)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,7 +196,30 @@ pub struct Cause {
     /// The stage in which most of this time fell, when the stages are known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
+    /// A softirq's: the task it ran on top of, when one other than the
+    /// probe's and the idle task (a thread that ran it in its own kernel
+    /// code, on an interrupt's return to it, or ksoftirqd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Host>,
+    /// A thread's: the part of its time that it held the CPU in the kernel
+    /// with the probe runnable (it ran on after an interrupt returned to it
+    /// while the probe waited: a kernel that preempts user space there did
+    /// not preempt it), and the time from the first such return to when it
+    /// gave the CPU up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_ns: Option<u64>,
     pub ns: u64,
+}
+
+/// The task a softirq ran on top of (see [`Cause::host`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Host {
+    pub pid: i32,
+    pub name: String,
+    /// It ran from the task's own kernel code (`local_bh_enable`, as a
+    /// send path on loopback does), not on an interrupt's return: the task
+    /// was in the kernel.
+    pub in_kernel: bool,
 }
 
 impl Cause {

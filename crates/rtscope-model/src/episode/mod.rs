@@ -93,7 +93,9 @@ pub fn verdict_named(
     causes: &[Cause],
 ) -> String {
     let mut s = format!("cpu{cpu} #{sample} {metric} {}", us(latency_ns));
-    let main = causes.iter().max_by_key(|c| c.ns);
+    let main = main_cause(causes);
+    // The softirqs the main thread ran from its own kernel code go with it.
+    let with: Vec<&Cause> = main.map(|m| causes.iter().filter(|s| run_by(s, m)).collect()).unwrap_or_default();
     let mut parts: Vec<String> = Vec::new();
     // The stage the main cause fell in (else the longest), as the head.
     let mut first = String::new();
@@ -109,28 +111,38 @@ pub fn verdict_named(
         first = format!("{name} {}", us(ns));
     }
     if let Some(m) = main {
+        let total = m.ns + with.iter().map(|s| s.ns).sum::<u64>();
         let what = match m.kind {
-            CauseKind::Thread => format!("blocked by {}", m.label()),
-            CauseKind::Irq => format!("in irq {}", m.label()),
-            CauseKind::Softirq => format!("in softirq {}", m.name),
-            CauseKind::Timer => "in the probe's timer interrupt".to_string(),
+            CauseKind::Thread => format!("blocked by {} {}{}", m.label(), us(total), in_kernel(m, &with)),
+            CauseKind::Irq => format!("in irq {} {}", m.label(), us(m.ns)),
+            CauseKind::Softirq => match &m.host {
+                Some(h) if h.in_kernel => {
+                    format!("in softirq {} {} (run by {} (pid {}))", m.name, us(m.ns), h.name, h.pid)
+                }
+                Some(h) => format!("in softirq {} {} (on {} (pid {}))", m.name, us(m.ns), h.name, h.pid),
+                None => format!("in softirq {} {}", m.name, us(m.ns)),
+            },
+            CauseKind::Timer => format!("in the probe's timer interrupt {}", us(m.ns)),
             CauseKind::User if m.name == BUSY_RECEIVER => {
-                "queued behind earlier datagrams (the receiver was still handling them)".to_string()
+                format!("queued behind earlier datagrams (the receiver was still handling them) {}", us(m.ns))
             }
-            CauseKind::User => "returning to user space".to_string(),
+            CauseKind::User => format!("returning to user space {}", us(m.ns)),
             CauseKind::Unaccounted if m.pid.is_some_and(|p| p != 0) => {
-                format!("unaccounted (interrupts off, hypervisor or SMI; {} was running)", m.name)
+                format!("unaccounted (interrupts off, hypervisor or SMI; {} was running) {}", m.name, us(m.ns))
             }
-            CauseKind::Unaccounted => "unaccounted (interrupts off, hypervisor, SMI or idle exit)".to_string(),
+            CauseKind::Unaccounted => {
+                format!("unaccounted (interrupts off, hypervisor, SMI or idle exit) {}", us(m.ns))
+            }
+            CauseKind::Remote => format!("its wake-up still on the way from {} {}", m.name, us(m.ns)),
         };
         let head = if first.is_empty() { what } else { format!("{first}, {what}") };
-        parts.push(format!("{head} {}", us(m.ns)));
+        parts.push(head);
     } else if !first.is_empty() {
         parts.push(first);
     }
     // The rest, grouped by kind, largest first.
     let mut groups: BTreeMap<CauseKind, Vec<&Cause>> = BTreeMap::new();
-    for c in causes.iter().filter(|c| Some(*c) != main && c.ns >= VERDICT_MIN_NS) {
+    for c in causes.iter().filter(|c| Some(*c) != main && !with.contains(c) && c.ns >= VERDICT_MIN_NS) {
         groups.entry(c.kind).or_default().push(c);
     }
     let mut rest: Vec<(u64, String)> = groups
@@ -140,6 +152,9 @@ pub fn verdict_named(
             let top = list.iter().max_by_key(|c| c.ns).map(|c| (c.name.clone(), c.ns));
             let text = match (kind, top) {
                 (CauseKind::Softirq, Some((name, _))) if list.len() == 1 => format!("softirq {name} {}", us(total)),
+                (CauseKind::Remote, Some((name, _))) if list.len() == 1 => {
+                    format!("wake-up on the way from {name} {}", us(total))
+                }
                 (CauseKind::Timer | CauseKind::User | CauseKind::Unaccounted, _) => {
                     format!("{} {}", kind.as_str(), us(total))
                 }
@@ -157,6 +172,21 @@ pub fn verdict_named(
     }
     s
 }
+
+/// What a blocking thread `m` did in the kernel, for its verdict: the
+/// softirqs it ran there (`with`) and its time not preempted (see
+/// [`Cause::kernel_ns`], said from [`HELD_MIN_NS`]); empty when neither.
+fn in_kernel(m: &Cause, with: &[&Cause]) -> String {
+    let mut inside: Vec<String> = with.iter().map(|s| format!("softirq {} {}", s.name, us(s.ns))).collect();
+    if let Some(k) = m.kernel_ns.filter(|&k| k >= HELD_MIN_NS) {
+        inside.push(format!("not preemptible {}", us(k)));
+    }
+    if inside.is_empty() { String::new() } else { format!(" in the kernel ({} of it)", inside.join(", ")) }
+}
+
+/// A blocking thread's time not preempted is said from this: a return to
+/// user space that preempts takes a few microseconds to switch.
+pub const HELD_MIN_NS: u64 = 10_000;
 
 /// One row of the top-causes table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,7 +209,7 @@ pub fn top_causes(episodes: &[Episode]) -> Vec<TopCause> {
     let all: u64 = episodes.iter().map(|e| e.latency_ns).sum();
     let mut by: BTreeMap<(CauseKind, String), TopCause> = BTreeMap::new();
     for e in episodes {
-        let main = e.causes.iter().max_by_key(|c| c.ns);
+        let main = main_cause(&e.causes);
         let mut seen: Vec<(CauseKind, String)> = Vec::new();
         for c in &e.causes {
             let key = (c.kind, c.name.clone());

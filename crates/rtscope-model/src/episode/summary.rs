@@ -1,7 +1,7 @@
 //! What the tracer did during a run, stored with it: per CPU, the stacks,
 //! the profiler, the episodes by kind; and how two cells' summaries add up.
 
-use super::cause::{Cause, CauseKind};
+use super::cause::{Cause, CauseKind, main_cause};
 use serde::{Deserialize, Serialize};
 
 /// What the tracer did during a run, stored with it.
@@ -116,6 +116,10 @@ pub struct TraceCpu {
     pub samples_dropped: u64,
     /// Reads of the CPU's buffer that failed or returned an unreadable page.
     pub read_errors: u64,
+    /// The probe thread's wakings recorded on other CPUs (a datagram sent
+    /// from another CPU): each gives its sample's wake-up time.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub remote_wakings: u64,
     /// When samples are windows of lost time (the noise probe), every one
     /// of them attributed, per kind of cause (like rtla osnoise's IRQ,
     /// softirq, thread and HW noise columns); empty otherwise.
@@ -136,7 +140,7 @@ pub struct KindTotal {
 impl KindTotal {
     /// Adds one sample's causes to the totals.
     pub fn add(totals: &mut Vec<KindTotal>, causes: &[Cause]) {
-        let main = causes.iter().max_by_key(|c| c.ns).map(|c| c.kind);
+        let main = main_cause(causes).map(|c| c.kind);
         let mut seen: Vec<CauseKind> = Vec::with_capacity(causes.len());
         for c in causes.iter().filter(|c| c.ns > 0) {
             let i = match totals.iter().position(|t| t.kind == c.kind) {
@@ -199,6 +203,7 @@ impl TraceSummary {
                     x.switch_inferred += c.switch_inferred;
                     x.samples_dropped += c.samples_dropped;
                     x.read_errors += c.read_errors;
+                    x.remote_wakings += c.remote_wakings;
                 }
                 None => self.per_cpu.push(c.clone()),
             }
@@ -237,4 +242,8 @@ impl TraceSummary {
             _ => {}
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

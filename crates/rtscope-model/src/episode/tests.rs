@@ -84,7 +84,7 @@ fn the_interrupted_kernel_code_lies_below_the_entry_frames() {
 }
 
 fn cause(kind: CauseKind, name: &str, ns: u64) -> Cause {
-    Cause { kind, name: name.into(), pid: None, irq: None, sched: None, stage: None, ns }
+    Cause { kind, name: name.into(), pid: None, irq: None, sched: None, stage: None, host: None, kernel_ns: None, ns }
 }
 
 #[test]
@@ -107,6 +107,8 @@ pub(crate) fn sample_episode() -> Episode {
             irq: None,
             sched: Some("SCHED_OTHER".into()),
             stage: Some("thread".into()),
+            host: None,
+            kernel_ns: None,
             ns: 790_300,
         },
         Cause { irq: Some(24), ..cause(CauseKind::Irq, "virtio0-input", 10_100) },

@@ -442,7 +442,7 @@ impl Exposition {
             Kind::Counter,
             "",
             "Values above the cause threshold, explained from the trace, by the class of their largest cause (label \
-             cause: thread, irq, softirq, timer, user, unaccounted).",
+             cause: thread, irq, softirq, timer, user, unaccounted, remote).",
         );
         for s in self.series.values() {
             for (kind, n) in s.episodes.iter().flatten() {
@@ -726,6 +726,10 @@ mod tests {
         let l = "probe=\"watch\",metric=\"latency\",tid=\"9\",comm=\"loop\"";
         assert!(text.contains(&format!("rtscope_episodes_total{{{l},cause=\"irq\"}} 3")), "{text}");
         assert!(text.contains(&format!("rtscope_episodes_total{{{l},cause=\"softirq\"}} 0")), "{text}");
-        assert_eq!(text.matches("rtscope_episodes_total{").count(), 6, "none for a series without causes: {text}");
+        assert_eq!(
+            text.matches("rtscope_episodes_total{").count(),
+            CauseKind::ALL.len(),
+            "none for a series without causes: {text}"
+        );
     }
 }
