@@ -383,7 +383,14 @@ pub fn lost_exceedances(doc: &serde_json::Value, metric: &str, cpu: u64) -> u64 
         .sum()
 }
 
-/// An episode's main cause: the one that held the CPU longest.
+/// An episode's main cause as rtscope ranks it
+/// (`rtscope_model::episode::main_cause`: the one that held the CPU
+/// longest, a thread counted with the softirqs it ran from its own kernel
+/// code).
 pub fn main_cause(e: &serde_json::Value) -> &serde_json::Value {
-    e["causes"].as_array().unwrap().iter().max_by_key(|c| c["ns"].as_u64().unwrap()).unwrap()
+    let all = e["causes"].as_array().unwrap();
+    let causes: Vec<rtscope_model::episode::Cause> =
+        all.iter().map(|c| serde_json::from_value(c.clone()).expect("a stored cause")).collect();
+    let main = rtscope_model::episode::main_cause(&causes).expect("an episode has causes");
+    &all[causes.iter().position(|c| std::ptr::eq(c, main)).unwrap()]
 }
