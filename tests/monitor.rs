@@ -369,7 +369,7 @@ fn monitor_beside_spinner(
 }
 
 /// The cause classes of `rtscope_episodes_total`, in the page's order.
-const CLASSES: [&str; 6] = ["thread", "irq", "softirq", "timer", "user", "unaccounted"];
+const CLASSES: [&str; 7] = ["thread", "irq", "softirq", "timer", "user", "unaccounted", "remote"];
 
 /// The page's episode counts per class ([`CLASSES`]), each labelled by `l`.
 fn class_counts(page: &str, l: impl Fn(&str) -> String) -> Vec<f64> {
