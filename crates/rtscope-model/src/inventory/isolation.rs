@@ -50,11 +50,10 @@ pub fn parse_interrupts_table(text: &str) -> Interrupts {
             continue;
         }
         let fields: Vec<&str> = rest.split_whitespace().collect();
-        let counts: Vec<u64> = fields.iter().take(cpus.len()).map_while(|f| f.parse().ok()).collect();
-        if counts.len() != cpus.len() {
-            continue;
-        }
+        let mut counts: Vec<u64> = fields.iter().take(cpus.len()).map_while(|f| f.parse().ok()).collect();
         let desc = &fields[counts.len()..];
+        // A short line counts nothing on the CPUs it leaves out.
+        counts.resize(cpus.len(), 0);
         let name = if id.chars().all(|c| c.is_ascii_digit()) {
             desc.last().copied().unwrap_or("?").to_string()
         } else {
