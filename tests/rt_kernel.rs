@@ -38,6 +38,11 @@ fn rt() -> &'static Guest {
     script += "\"$B\" show last --json --db /tmp/rt.db >\"$O/wakeup1-show.json\"\n";
     script += &step("noise", "noise -D 3s --db /tmp/rt.db --json \"$O/noise.json\"");
     script += &step("run", "run --quick --trace --db /tmp/rt.db --json \"$O/run.json\"");
+    // Last, as it moves the shell: a cgroup whose cpuset lacks CPU 1.
+    script += "mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control\n\
+               mkdir /sys/fs/cgroup/rt-test && echo 0 >/sys/fs/cgroup/rt-test/cpuset.cpus\n\
+               echo $$ >/sys/fs/cgroup/rt-test/cgroup.procs\n";
+    script += &step("cpuset", "wakeup --cpus 1 -D 1s --db /tmp/rt.db");
     RT.guest("rt", RT_APPEND, &script)
 }
 
@@ -151,6 +156,24 @@ fn an_isolated_cpu_is_measured_from_a_shell_that_excludes_it() {
     assert_eq!(shown["run"]["plan"]["housekeeping_cpus"], "0", "{}", shown["run"]["plan"]);
     let notes = shown["run"]["notes"].as_array().unwrap();
     assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("CPU 1 is isolated")), "{notes:?}");
+}
+
+/// Only the cpuset of rtscope's cgroup bounds what it measures: a CPU
+/// outside it is refused before anything runs, naming the cgroup, its
+/// CPUs and the fix.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_cpu_the_cpuset_forbids_is_refused_naming_the_cgroup() {
+    let g = rt();
+    let text = g.file("cpuset.txt");
+    assert_eq!(g.rc("cpuset"), Some(1), "{text}");
+    for part in [
+        "--cpus: CPU 1 is outside the cpuset of rtscope's cgroup",
+        "the cgroup /rt-test (/sys/fs/cgroup/rt-test/cpuset.cpus.effective: 0)",
+        "AllowedCPUs=",
+    ] {
+        assert!(text.contains(part), "{part} missing:\n{text}");
+    }
 }
 
 /// The stock kernel for contrast: not PREEMPT_RT, and rtscope says so

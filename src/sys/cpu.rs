@@ -163,7 +163,7 @@ fn check_selection(flag: &str, cpus: &[usize], online: &[usize], cpuset: Option<
             bail!(
                 "{flag}: CPU {c} is outside the cpuset of rtscope's cgroup: {}; run rtscope in a cgroup whose \
                  cpuset allows CPU {c} (add it to that cgroup's cpuset.cpus, or start rtscope with \
-                 `systemd-run --scope -p AllowedCPUs={} rtscope ...`), or pick CPUs of {}",
+                 `systemd-run --scope -p AllowedCPUs={} rtscope ...`), or pick among its CPUs ({})",
                 set.describe(),
                 format_cpu_list(online),
                 set.list
