@@ -10,7 +10,7 @@
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
 use anyhow::{Result, anyhow};
 use rtscope_model::episode::TraceSummary;
-use rtscope_model::inventory::{Inventory, PRIVILEGES_FIX, Warning};
+use rtscope_model::inventory::{Interrupts, Inventory, PRIVILEGES_FIX, Warning, isolation_after};
 use rtscope_model::run::{Run, RunHeader, RunStatus};
 use rtscope_model::store::Store;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,33 @@ pub struct Session {
     pub representative: bool,
     dma: Option<DmaLatency>,
     rt_refused: bool,
+    /// The measured CPUs and `/proc/interrupts` when the session opened:
+    /// what interrupted the isolated ones is told when the run ends.
+    interrupts: Interrupted,
+}
+
+/// The measured CPUs and `/proc/interrupts` at the start (CLOCK_MONOTONIC).
+#[derive(Default)]
+struct Interrupted {
+    measured: Vec<usize>,
+    start: Option<(u64, Interrupts)>,
+}
+
+impl Interrupted {
+    fn start(measured: &[usize]) -> Interrupted {
+        let start = (!measured.is_empty()).then(|| inventory::interrupts().map(|t| (clock::now(), t))).flatten();
+        Interrupted { measured: measured.to_vec(), start }
+    }
+
+    /// The notes on the isolated measured CPUs and the warning of what
+    /// still disturbed them, from `/proc/interrupts` now.
+    fn end(&self, inv: &Inventory) -> (Vec<String>, Vec<Warning>) {
+        let Some((t0, before)) = &self.start else { return (Vec::new(), Vec::new()) };
+        let Some(after) = inventory::interrupts() else { return (Vec::new(), Vec::new()) };
+        let seconds = clock::now().saturating_sub(*t0) as f64 / 1e9;
+        let (notes, warning) = isolation_after(inv, &self.measured, before, &after, seconds);
+        (notes, warning.into_iter().collect())
+    }
 }
 
 impl Session {
@@ -70,7 +97,8 @@ impl Session {
         } else {
             None
         };
-        Ok(Session { store, db: db.to_path_buf(), inv, warnings, representative, dma, rt_refused: false })
+        let interrupts = Interrupted::start(cpus);
+        Ok(Session { store, db: db.to_path_buf(), inv, warnings, representative, dma, rt_refused: false, interrupts })
     }
 
     /// A session for a run that measures nothing itself (`rtscope load`):
@@ -88,6 +116,7 @@ impl Session {
             representative,
             dma: None,
             rt_refused: false,
+            interrupts: Interrupted::default(),
         })
     }
 
@@ -157,11 +186,7 @@ impl Session {
     /// As [`Session::pin_housekeeping`]; returns the housekeeping CPUs
     /// (none when every CPU is measured: then the thread stays unpinned).
     pub fn pin_housekeeping_cpus(&self, measured: &[usize]) -> Vec<usize> {
-        let housekeeping = cpu::housekeeping(&cpu::online(), measured, &self.inv.siblings);
-        if !housekeeping.is_empty() {
-            let _ = cpu::pin_self(&housekeeping);
-        }
-        housekeeping
+        cpu::pin_housekeeping(measured, &self.inv.siblings)
     }
 
     /// Stores the run as `running` with its plan.
@@ -169,7 +194,14 @@ impl Session {
         let header = new_header(kind, std::env::args().collect(), self.representative, self.warnings);
         let run_id = self.store.create_run(&header, &self.inv, plan)?;
         signals::recording(run_id);
-        Ok(OpenRun { store: Some(self.store), db: self.db, run_id, _dma: self.dma })
+        Ok(OpenRun {
+            store: Some(self.store),
+            db: self.db,
+            run_id,
+            _dma: self.dma,
+            inv: self.inv,
+            interrupts: self.interrupts,
+        })
     }
 }
 
@@ -180,6 +212,8 @@ pub struct OpenRun {
     pub db: PathBuf,
     pub run_id: i64,
     _dma: Option<DmaLatency>,
+    inv: Inventory,
+    interrupts: Interrupted,
 }
 
 impl OpenRun {
@@ -198,13 +232,16 @@ impl OpenRun {
         self.store = Some(store);
     }
 
-    /// Ends the run with `status`, `exit_code` and `notes`, unlocks memory
-    /// and loads it back.
+    /// Ends the run with `status`, `exit_code` and `notes` (and the notes
+    /// on what interrupted its isolated CPUs), unlocks memory and loads it
+    /// back.
     pub fn finish(mut self, status: RunStatus, exit_code: i32, notes: &[String]) -> Result<Run> {
         mem::unlock_all();
+        let (isolated, warnings) = self.interrupts.end(&self.inv);
+        let notes: Vec<String> = notes.iter().cloned().chain(isolated).collect();
         let id = self.run_id;
         let store = self.store()?;
-        store.finish_run(id, status, Some(exit_code), clock::now_unix(), notes, mem::peak_rss_kb())?;
+        store.finish_run(id, status, Some(exit_code), clock::now_unix(), &notes, &warnings, mem::peak_rss_kb())?;
         signals::stored(id);
         store.load_run(id)
     }

@@ -559,3 +559,55 @@ fn the_inventory_records_caches_and_devices() {
     assert!(clocks.iter().all(|c| c["resolution_ns"].as_f64() > Some(0.0) && c["read_ns"].as_f64() > Some(0.0)));
     assert!(out.contains("clocks            MONOTONIC "), "{out}");
 }
+
+/// A CPU outside rtscope's affinity but inside its cgroup's cpuset is
+/// measured, as cyclictest measures it (`taskset -c 0 rtscope wakeup --cpus
+/// 1`, what a shell on a machine booted with isolcpus=1 starts): the
+/// measuring thread is pinned to CPU 1, rtscope's own threads stay on
+/// CPU 0, and the run records both.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_cpu_outside_the_affinity_is_measured() {
+    let fx = Fixture::root();
+    if !has("two CPUs", last_cpu() > 0) {
+        return;
+    }
+    let json = fx.dir.join("aff.json");
+    let child = Command::new("taskset")
+        .args(["-c", "0", BIN, "wakeup", "--cpus", "1", "-D", "3s", "--quiet", "--db", &fx.db])
+        .args(["--json", json.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("taskset (util-linux)");
+    // While it measures: each thread's allowed CPUs, by its name.
+    let affinity = |name: &str| -> Option<String> {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).ok()?;
+        tasks.flatten().find_map(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+            (comm.trim() == name).then_some(())?;
+            let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+            status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).map(|v| v.trim().to_string())
+        })
+    };
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    let (mut probe, mut writer) = (None, None);
+    while (probe.is_none() || writer.is_none()) && std::time::Instant::now() < until {
+        probe = probe.or_else(|| affinity("rtscope-wakeup1"));
+        writer = writer.or_else(|| affinity("rtscope-writer"));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(probe.as_deref(), Some("1"), "the measuring thread is pinned to CPU 1");
+    assert_eq!(writer.as_deref(), Some("0"), "rtscope's writer keeps to the CPU it was started on");
+    let v = json_file(&json);
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    assert_eq!(rows[0]["cpu"], 1, "{v}");
+    let periods = rows[0]["count"].as_u64().unwrap() + rows[0]["overruns"].as_u64().unwrap();
+    assert!((2985..=3015).contains(&periods), "3 s of 1 ms periods, each a sample or an overrun: {periods}");
+    let run = &show_json(&fx.db, "last")["run"];
+    assert_eq!(run["plan"]["housekeeping_cpus"], "0", "{}", run["plan"]);
+    assert_eq!(run["inventory"]["home_cpus"], "0", "{}", run["inventory"]);
+}

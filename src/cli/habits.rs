@@ -12,7 +12,7 @@ use std::ffi::OsString;
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "cyclictest's flags")]
 pub struct Cyclictest {
-    /// cyclictest -a: the CPUs to measure, as --cpus; alone, every online CPU (the default).
+    /// cyclictest -a: the CPUs to measure, as --cpus; alone, the default (every online CPU the cgroup's cpuset allows).
     #[arg(short = 'a', long, value_name = "LIST", num_args = 0..=1, default_missing_value = "",
           conflicts_with = "cpus")]
     pub affinity: Option<String>,

@@ -176,7 +176,7 @@ pub struct StoreArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// CPUs to measure, e.g. 0,2-3 [default: all online]
+    /// CPUs to measure, e.g. 0,2-3 [default: every online CPU that the cpuset of rtscope's cgroup allows]
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Scheduling policy of the measuring threads.
@@ -338,10 +338,10 @@ pub struct RunArgs {
     /// The seed of --shuffle (stored with the run), to repeat an order.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// CPUs to measure [default: all online]
+    /// CPUs to measure [default: every online CPU that the cpuset of rtscope's cgroup allows]
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
-    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: all online]
+    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: the CPUs rtscope was started on]
     #[arg(long, value_name = "LIST")]
     pub load_cpus: Option<String>,
     /// Trace the probes that can be traced (wakeup: its stages become rows of the matrix; cause episodes per load).
@@ -381,7 +381,7 @@ pub struct LoadArgs {
     /// Stop after DUR (a bare number is seconds) [default: until Ctrl-C]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
     pub duration: Option<u64>,
-    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: all online]
+    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: the CPUs rtscope was started on]
     #[arg(long, value_name = "LIST")]
     pub load_cpus: Option<String>,
     /// Also write the run (its characterisation) as JSON to FILE ('-' for stdout).
@@ -559,7 +559,7 @@ impl CommonArgs {
     pub fn resolve(&self, kind: &str) -> Result<Common> {
         let cpus = match &self.cpus {
             Some(list) => cpu::parse_selection("--cpus", list)?,
-            None => cpu::online(),
+            None => cpu::measurable(),
         };
         if self.checkpoint < 100_000_000 {
             bail!("--checkpoint must be at least 100ms (e.g. --checkpoint 10s)");

@@ -53,7 +53,7 @@ pub struct MonitorArgs {
     /// 'wakeup=--stacks off' keeps them off).
     #[arg(long)]
     pub trace: bool,
-    /// CPUs to measure, e.g. 1,3 [default: all online]
+    /// CPUs to measure, e.g. 1,3 [default: every online CPU that the cpuset of rtscope's cgroup allows]
     #[arg(long, value_name = "LIST")]
     pub cpus: Option<String>,
     /// Real-time priority of the measuring threads (SCHED_FIFO; noise one below).

@@ -73,10 +73,9 @@ impl OsbenchArgs {
         } else {
             select(&self.test)?
         };
-        let online = cpu::online();
         let cpu_ = match self.cpu {
             Some(c) => cpu::parse_selection("--cpu", &c.to_string())?[0],
-            None => *cpu::allowed().iter().rfind(|c| online.contains(c)).unwrap_or(&0),
+            None => *cpu::home().last().unwrap_or(&0),
         };
         if self.other_cpu.is_some() && !self.cross_cpu {
             bail!("--other-cpu only means something with --cross-cpu");

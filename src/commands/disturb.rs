@@ -74,7 +74,7 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     // The log is written from here, off the disturbed CPU where there is
     // another, so that writing it disturbs nothing but the bursts do.
     if let Some(log) = log.as_mut() {
-        let others: Vec<usize> = cpu::allowed().into_iter().filter(|&c| c != a.cpu).collect();
+        let others: Vec<usize> = cpu::home().into_iter().filter(|&c| c != a.cpu).collect();
         if !others.is_empty() {
             let _ = cpu::pin_self(&others);
         }

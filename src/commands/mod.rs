@@ -26,6 +26,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 pub fn main() -> Result<i32> {
+    // The CPUs rtscope was started on, taken before anything pins a thread.
+    crate::sys::cpu::home();
     let cli = match crate::cli::parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {

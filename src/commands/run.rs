@@ -22,7 +22,7 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if let Some(text) = &a.loads {
         let cpus = match &a.load_cpus {
             Some(list) => cpu::parse_selection("--load-cpus", list)?,
-            None => cpu::online(),
+            None => cpu::home(),
         };
         load::parse_list(text, &cpus, "--loads")?;
     }
@@ -99,7 +99,7 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
 pub fn load(a: LoadArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let cpus = match &a.load_cpus {
         Some(list) => cpu::parse_selection("--load-cpus", list)?,
-        None => cpu::online(),
+        None => cpu::home(),
     };
     let loads = load::parse_list(&a.loads, &cpus, "LOAD")?;
     if a.duration == Some(0) {

@@ -70,17 +70,15 @@ const ROUND_MIN_NS: u64 = 20_000_000;
 /// How often a cell's deadline and the signal are checked.
 const DEADLINE_POLL: Duration = Duration::from_millis(10);
 
-/// The other party's CPU for --cross-cpu: the first of `prefer`, else of
-/// the CPUs this process may use, that is not `cpu`.
+/// The other party's CPU for --cross-cpu: the first of `prefer` (CPUs
+/// checked where they entered), else of the CPUs rtscope was started on,
+/// that is not `cpu`.
 pub fn other_than(cpu_: usize, prefer: &[usize]) -> Result<usize> {
-    let online = cpu::online();
-    let allowed: Vec<usize> = cpu::allowed().into_iter().filter(|c| online.contains(c)).collect();
-    prefer
-        .iter()
-        .chain(&allowed)
-        .copied()
-        .find(|&c| c != cpu_ && allowed.contains(&c))
-        .ok_or_else(|| anyhow::anyhow!("--cross-cpu needs a second CPU and this process may run on CPU {cpu_} only"))
+    prefer.iter().chain(&cpu::home()).copied().find(|&c| c != cpu_).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--cross-cpu needs a second CPU: rtscope was started on CPU {cpu_} only; name the other with --other-cpu"
+        )
+    })
 }
 
 /// Unique numbers for the tests' POSIX IPC names, across cells.

@@ -38,6 +38,10 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
                 opt(&inv.irqaffinity)
             ),
         ),
+        (
+            "isolated CPUs",
+            inv.isolated_measured(&measured(run)).map_or_else(|| "none measured".into(), |l| format!("measured: {l}")),
+        ),
         ("clocksource", inv.clocksource.clone()),
         ("governor", if govs.is_empty() { "no cpufreq".into() } else { govs.join(", ") }),
         ("SMT active", yes(inv.smt_active).into()),
@@ -86,6 +90,14 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
             ),
         ),
         ("command", h.command_line.join(" ")),
+        (
+            "rtscope's CPUs",
+            format!(
+                "started on {} · cpuset {}",
+                if inv.home_cpus.is_empty() { "-" } else { inv.home_cpus.as_str() },
+                opt(&inv.cpuset)
+            ),
+        ),
         ("scheduling", sched),
         (
             "rtscope",
@@ -98,6 +110,14 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
         ("run", format!("{} ({}) · {}", h.id, h.uuid, h.status.as_str())),
     ]);
     rows
+}
+
+/// The CPUs the run's series measured, each once.
+fn measured(run: &Run) -> Vec<usize> {
+    let mut cpus: Vec<usize> = run.series.iter().filter_map(|s| usize::try_from(s.key.cpu).ok()).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
 }
 
 /// A size given in KiB, in whole MiB.
@@ -131,6 +151,9 @@ mod tests {
         let row = |k: &str| rows.iter().find(|(l, _)| *l == k).map(|(_, v)| v.as_str()).unwrap();
         assert_eq!(row("memory"), "24105 MiB");
         assert_eq!(row("rtscope"), "0.1.0 · peak RSS 42 MiB");
-        assert_eq!(rows.len(), 18);
+        // A run taken before rtscope recorded its CPUs and cpuset.
+        assert_eq!(row("rtscope's CPUs"), "started on - · cpuset -");
+        assert_eq!(row("isolated CPUs"), "none measured");
+        assert_eq!(rows.len(), 20);
     }
 }

@@ -8,8 +8,8 @@ use std::fs;
 use std::path::Path;
 
 use rtscope_model::inventory::{
-    CAP_SYS_NICE_BIT, Cache, CpuGovernor, Device, Inventory, cap_eff_has, cmdline_param, parse_cpu_list, preempt_model,
-    preempt_model_from_kconfig,
+    CAP_SYS_NICE_BIT, Cache, CpuGovernor, Device, Interrupts, Inventory, cap_eff_has, cmdline_param, parse_cpu_list,
+    parse_interrupts_table, preempt_model, preempt_model_from_kconfig,
 };
 
 /// Inventory of the running machine and process.
@@ -26,6 +26,8 @@ pub fn collect() -> Inventory {
     inv.clocks = super::clocks::measure();
     inv.euid = rustix::process::geteuid().as_raw();
     inv.is_root = inv.euid == 0;
+    inv.home_cpus = rtscope_model::inventory::format_cpu_list(&super::cpu::home());
+    inv.cpuset = super::cpu::cpuset().map(|c| c.describe());
     #[cfg(target_arch = "x86_64")]
     if inv.hypervisor.as_deref() == Some("unknown")
         && let Some(v) = cpuid_hypervisor_vendor()
@@ -33,6 +35,11 @@ pub fn collect() -> Inventory {
         inv.hypervisor = Some(v);
     }
     inv
+}
+
+/// `/proc/interrupts` now: per interrupt source, its count on each CPU.
+pub fn interrupts() -> Option<Interrupts> {
+    fs::read_to_string("/proc/interrupts").ok().map(|t| parse_interrupts_table(&t))
 }
 
 /// Inventory read from the files under `root` (`/` for the real machine).

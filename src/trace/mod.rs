@@ -242,15 +242,8 @@ fn own_helpers_note(own: &reader::OwnHelpers, lanes: &[TraceCpu]) -> Option<Stri
     // rtscope pins them off the measured CPUs and their SMT siblings, where
     // any CPU is left (Session::pin_housekeeping).
     let measured: Vec<usize> = lanes.iter().filter_map(|c| usize::try_from(c.cpu).ok()).collect();
-    let online = crate::sys::cpu::online();
-    let siblings: Vec<(usize, String)> = online
-        .iter()
-        .filter_map(|&c| {
-            let list = std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list"));
-            list.ok().map(|l| (c, l.trim().to_string()))
-        })
-        .collect();
-    let none_left = crate::sys::cpu::housekeeping(&online, &measured, &siblings).is_empty();
+    let home = crate::sys::cpu::home();
+    let none_left = crate::sys::cpu::housekeeping(&home, &measured, &crate::sys::cpu::siblings()).is_empty();
     Some(format!(
         "--trace: rtscope's own threads were the main cause of episodes: {}{}",
         parts.join("; "),

@@ -9,6 +9,7 @@ pub mod periodic;
 pub mod prom;
 pub mod reports;
 pub mod truth;
+pub mod vm;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_rtscope");
 

@@ -94,11 +94,11 @@ pub(super) fn shuffled<T>(mut v: Vec<T>, seed: u64) -> Vec<T> {
     v
 }
 
-/// The CPUs a plan's `key` lists, or every online CPU.
-fn cpu_list(list: Option<&str>, origin: &str, key: &str) -> Result<Vec<usize>> {
+/// The CPUs a plan's `key` lists, or else `default`'s.
+fn cpu_list(list: Option<&str>, origin: &str, key: &str, default: fn() -> Vec<usize>) -> Result<Vec<usize>> {
     match list {
         Some(list) => cpu::parse_selection(&format!("{origin}: {key}"), list),
-        None => Ok(cpu::online()),
+        None => Ok(default()),
     }
 }
 
@@ -297,8 +297,11 @@ fn requirements(file: &PlanFile, origin: &str, probes: &[Built]) -> Result<(Vec<
 impl Plan {
     /// Checks `file` (from `origin`) and builds every probe and load.
     pub fn resolve(file: &PlanFile, origin: &str, db: &Path) -> Result<Plan> {
-        let cpus = cpu_list(file.cpus.as_deref(), origin, "cpus")?;
-        let load_cpus = cpu_list(file.load_cpus.as_deref(), origin, "load_cpus")?;
+        // Every CPU the cgroup's cpuset allows is measured; the loads keep to
+        // the CPUs rtscope was started on (the housekeeping CPUs of an
+        // isolcpus machine) unless the plan names theirs.
+        let cpus = cpu_list(file.cpus.as_deref(), origin, "cpus", cpu::measurable)?;
+        let load_cpus = cpu_list(file.load_cpus.as_deref(), origin, "load_cpus", cpu::home)?;
         let Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint_ns } = Timing::resolve(file, origin)?;
         let names = probe_names(file, origin)?;
         let trace = file.trace.unwrap_or(false);

@@ -14,7 +14,7 @@ use crate::cli::{MonitorArgs, MonitorPlan};
 use crate::probe::{Cell, Common, Probe};
 use crate::recorder::Tap;
 use crate::session::{Session, verdict};
-use crate::sys::{clock, cpu, inventory, mem};
+use crate::sys::{clock, cpu, mem};
 use anyhow::{Context, Result, anyhow};
 use rtscope_model::episode::CauseKind;
 use rtscope_model::hist::Tally;
@@ -308,10 +308,7 @@ fn pin_housekeeping(plan: &MonitorPlan) {
     let mut measured: Vec<usize> = plan.probes.iter().flat_map(|(c, _)| c.cpus.iter().copied()).collect();
     measured.sort_unstable();
     measured.dedup();
-    let housekeeping = cpu::housekeeping(&cpu::online(), &measured, &inventory::collect().siblings);
-    if !housekeeping.is_empty() {
-        let _ = cpu::pin_self(&housekeeping);
-    }
+    cpu::pin_housekeeping(&measured, &cpu::siblings());
 }
 
 /// The metrics server on `--listen`, with `--web-config`'s TLS if it has

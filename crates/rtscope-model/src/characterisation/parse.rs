@@ -79,25 +79,9 @@ pub fn parse_softirqs(text: &str, c: &mut Counters) {
 /// the last field); the others by their description (`LOC Local timer
 /// interrupts`). `ERR` and `MIS` are not sources.
 pub fn parse_interrupts(text: &str, c: &mut Counters) {
-    let mut lines = text.lines();
-    let cpus = lines.next().map_or(0, |h| h.split_whitespace().count());
-    for line in lines {
-        let Some((id, rest)) = line.split_once(':') else { continue };
-        let id = id.trim();
-        if id == "ERR" || id == "MIS" {
-            continue;
-        }
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let counts: Vec<u64> = fields.iter().take(cpus).map_while(|f| f.parse().ok()).collect();
-        let desc = &fields[counts.len()..];
-        let name = if id.chars().all(|ch| ch.is_ascii_digit()) {
-            format!("{id} {}", desc.last().copied().unwrap_or("?"))
-        } else if desc.is_empty() {
-            id.to_string()
-        } else {
-            format!("{id} {}", desc.join(" "))
-        };
-        c.irq_sources.push((name, counts.iter().sum()));
+    for row in crate::inventory::parse_interrupts_table(text).rows {
+        let name = if row.name.is_empty() { row.id } else { format!("{} {}", row.id, row.name) };
+        c.irq_sources.push((name, row.counts.iter().sum()));
     }
 }
 

@@ -4,7 +4,8 @@
 //! hardware.rs, the tuning checks and their [`Warning`]s in warnings.rs,
 //! the kernel's strings (CPU lists, the command line, the preemption
 //! model, capability masks) in parse.rs, why the kernel refused a
-//! real-time policy in rt_refusal.rs.
+//! real-time policy in rt_refusal.rs, the isolated CPUs and what still
+//! interrupted them during a run in isolation.rs.
 //!
 //! Everything here is pure: the binary crate (`src/sys/inventory.rs`) reads
 //! `/proc` and `/sys` and fills an [`Inventory`]; this module only parses
@@ -12,11 +13,13 @@
 //! inventories stored by other machines.
 
 mod hardware;
+mod isolation;
 mod parse;
 mod rt_refusal;
 mod warnings;
 
 pub use hardware::{Cache, ClockSource, Device};
+pub use isolation::*;
 pub use parse::*;
 pub use rt_refusal::*;
 pub use warnings::*;
@@ -82,6 +85,15 @@ pub struct Inventory {
     pub isolated_sysfs: Option<String>,
     /// `/sys/devices/system/cpu/nohz_full`.
     pub nohz_full_sysfs: Option<String>,
+    /// The CPUs rtscope was started on (its affinity then, online ones):
+    /// where its own threads and loads run; on a machine booted with
+    /// `isolcpus=`, the housekeeping CPUs. Empty in runs taken before
+    /// rtscope recorded it.
+    pub home_cpus: String,
+    /// The cpuset of rtscope's cgroup, which bounds the CPUs it can
+    /// measure: "the cgroup /a (/sys/fs/cgroup/a/cpuset.cpus.effective:
+    /// 0-3)"; None where there is no cpuset.
+    pub cpuset: Option<String>,
     /// Current clocksource.
     pub clocksource: String,
     /// Available clocksources, space separated as the kernel lists them.

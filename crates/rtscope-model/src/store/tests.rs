@@ -110,8 +110,12 @@ fn checkpoints_and_dead_runs() {
     assert_eq!(loaded.series[0].exceedances.len(), 2);
     assert!(loaded.header.ended_unix_ns.is_some());
     assert!(loaded.header.notes.iter().any(|n| n.contains("died")));
-    store.finish_run(id, RunStatus::Interrupted, Some(0), 5, &["x".into()], Some(10)).unwrap();
-    assert_eq!(store.load_run(id).unwrap().header.peak_rss_kb, Some(10));
+    let learnt = crate::inventory::Warning { topic: "isolation".into(), message: "m".into(), fix: "f".into() };
+    store.finish_run(id, RunStatus::Interrupted, Some(0), 5, &["x".into()], &[learnt.clone()], Some(10)).unwrap();
+    let ended = store.load_run(id).unwrap();
+    assert_eq!(ended.header.peak_rss_kb, Some(10));
+    // A warning learnt at the end joins those of the start.
+    assert_eq!(ended.header.warnings.last(), Some(&learnt));
 }
 
 #[test]
@@ -358,7 +362,7 @@ fn runs_ended_at_once_from_several_connections_all_end() {
                 for k in 0..100 {
                     let note = format!("note {k}");
                     store
-                        .finish_run(id, RunStatus::Interrupted, Some(0), k, &[note], None)
+                        .finish_run(id, RunStatus::Interrupted, Some(0), k, &[note], &[], None)
                         .map_err(|e| format!("run {id}, end {k}: {e:#}"))?;
                 }
                 Ok::<_, String>(())

@@ -3,7 +3,7 @@
 
 use super::{EpisodeKey, Store, i, load_col};
 use crate::episode::Episode;
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, Warning};
 use crate::run::{Exceedance, Interval, Run, RunHeader, RunStatus, SeriesKey};
 use anyhow::{Result, bail};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
@@ -74,7 +74,9 @@ impl Store {
         Ok(())
     }
 
-    /// Ends a run: status, exit code, end time, notes, peak RSS.
+    /// Ends a run: status, exit code, end time, notes, the warnings learnt
+    /// at its end, peak RSS.
+    #[allow(clippy::too_many_arguments)]
     pub fn finish_run(
         &mut self,
         run_id: i64,
@@ -82,11 +84,15 @@ impl Store {
         exit_code: Option<i32>,
         ended_unix_ns: i64,
         notes: &[String],
+        warnings: &[Warning],
         peak_rss_kb: Option<u64>,
     ) -> Result<()> {
         let tx = self.write()?;
         for n in notes {
             append_note(&tx, run_id, n)?;
+        }
+        for w in warnings {
+            append_warning(&tx, run_id, w)?;
         }
         tx.execute(
             "UPDATE runs SET status=?2, exit_code=?3, ended_unix_ns=?4, peak_rss_kb=?5 WHERE id=?1",
@@ -268,6 +274,15 @@ pub(super) fn insert_exceedances(tx: &Transaction, series: i64, list: &[Exceedan
     for e in list {
         st.execute(params![series, i(e.t_ns), i(e.value_ns)])?;
     }
+    Ok(())
+}
+
+/// Adds `warning` to the run's warnings (one learnt at its end).
+pub(super) fn append_warning(tx: &Transaction, run: i64, warning: &Warning) -> Result<()> {
+    let text: String = tx.query_row("SELECT warnings FROM runs WHERE id=?1", [run], |r| r.get(0))?;
+    let mut list: Vec<Warning> = serde_json::from_str(&text)?;
+    list.push(warning.clone());
+    tx.execute("UPDATE runs SET warnings=?2 WHERE id=?1", params![run, serde_json::to_string(&list)?])?;
     Ok(())
 }
 

@@ -1,0 +1,121 @@
+//! The VM test bed: a Debian kernel (PREEMPT_RT, or the stock one) booted
+//! under QEMU by `tests/vm/boot.sh`, with this machine's root read-only and
+//! a writable directory for results; rtscope (this build) runs inside as
+//! root. Under emulation (TCG, where the CPU has no vmx/svm) every latency
+//! is the emulator's: tests judge mechanisms and names there, never times.
+//! A test file boots once and runs every command its tests look at in that
+//! boot ([`Boot`]); a VM that cannot start fails each of them, saying why.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// The boot script, in the repository.
+pub const BOOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/boot.sh");
+
+/// What a boot left: its files (text) by name, and what boot.sh said.
+pub struct Guest {
+    pub files: BTreeMap<String, String>,
+    /// boot.sh's stderr: the kernel, the accelerator, how long it took.
+    pub said: String,
+}
+
+impl Guest {
+    /// The file `name` the script wrote under `$O`; fails naming the files
+    /// there and the script's stderr where it is missing.
+    pub fn file(&self, name: &str) -> &str {
+        self.files.get(name).map(String::as_str).unwrap_or_else(|| {
+            panic!(
+                "the guest wrote no {name} (files: {:?}); its stderr:\n{}",
+                self.files.keys().collect::<Vec<_>>(),
+                self.files.get("stderr").map_or("", |s| s.as_str())
+            )
+        })
+    }
+
+    /// A JSON file the script wrote.
+    pub fn json(&self, name: &str) -> serde_json::Value {
+        serde_json::from_str(self.file(name))
+            .unwrap_or_else(|e| panic!("{name} is not JSON ({e}): {}", self.file(name)))
+    }
+
+    /// The exit status the script recorded for `step` (its line `step rc N`
+    /// in the script's stdout, as [`step`] writes it).
+    pub fn rc(&self, step: &str) -> Option<i32> {
+        let want = format!("{step} rc ");
+        self.file("stdout").lines().find_map(|l| l.strip_prefix(&want)).and_then(|r| r.trim().parse().ok())
+    }
+}
+
+/// A script line that runs rtscope's `args` as `step`: its stdout and
+/// stderr to `$O/STEP.txt`, its exit status on the script's stdout.
+pub fn step(step: &str, args: &str) -> String {
+    format!("\"$B\" {args} >\"$O/{step}.txt\" 2>&1; echo \"{step} rc $?\"\n")
+}
+
+/// A boot whose result the tests of one file share: booted by the first
+/// test that asks, under the machine lock (the emulator keeps every CPU
+/// busy), and the same `Result` for each test after.
+pub struct Boot {
+    cell: std::sync::OnceLock<Result<Guest, String>>,
+}
+
+impl Boot {
+    pub const fn new() -> Boot {
+        Boot { cell: std::sync::OnceLock::new() }
+    }
+
+    /// The guest of this boot: booted once with `kernel` ("rt", "stock"),
+    /// the kernel command line `append` and `script`; a test whose VM
+    /// could not run the script to its end fails with boot.sh's reason.
+    pub fn guest(&self, kernel: &str, append: &str, script: &str) -> &Guest {
+        let got = self.cell.get_or_init(|| {
+            let _serial = super::serial();
+            let got = boot(kernel, append, script);
+            // What it cost, past the harness's capture (as `skipped` does).
+            if let Ok(g) = &got {
+                use std::io::Write;
+                let _ = write!(std::io::stderr(), "{}", g.said);
+            }
+            got
+        });
+        match got {
+            Ok(g) => g,
+            Err(e) => panic!("the {kernel} kernel's VM: {e}"),
+        }
+    }
+}
+
+/// Boots `kernel` with `append` on its command line and runs `script` in
+/// it as root, with `$B` this build's rtscope and `$O` the writable
+/// directory it leaves its files in (read back here, then removed).
+pub fn boot(kernel: &str, append: &str, script: &str) -> Result<Guest, String> {
+    let dir = super::tempdir();
+    let out = dir.join("out");
+    let file = dir.join("script.sh");
+    let body = format!("B={}\nO={}\ncd /tmp\n{script}", super::BIN, out.display());
+    std::fs::write(&file, body).map_err(|e| format!("cannot write the script: {e}"))?;
+    let o = Command::new(BOOT)
+        .args(["--kernel", kernel, "--append", append, "--out", out.to_str().unwrap(), "--timeout", "900"])
+        .arg(&file)
+        .output()
+        .map_err(|e| format!("cannot run {BOOT}: {e}"))?;
+    let said = String::from_utf8_lossy(&o.stderr).into_owned();
+    if o.status.code() == Some(125) || !out.join("rc").exists() {
+        return Err(format!("{BOOT} could not run the script in the VM: {said}"));
+    }
+    let mut files = BTreeMap::new();
+    read_into(&out, "", &mut files);
+    Ok(Guest { files, said })
+}
+
+fn read_into(dir: &Path, prefix: &str, files: &mut BTreeMap<String, String>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+        if e.path().is_dir() {
+            read_into(&e.path(), &format!("{name}/"), files);
+        } else if let Ok(bytes) = std::fs::read(e.path()) {
+            files.insert(name, String::from_utf8_lossy(&bytes).into_owned());
+        }
+    }
+}

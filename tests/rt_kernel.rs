@@ -1,0 +1,191 @@
+//! rtscope on the kernels real-time users run, in the VM test bed
+//! (tests/vm/boot.sh, docs/rt-kernel.md): Debian's PREEMPT_RT kernel
+//! booted with CPU 1 isolated (`isolcpus=domain,managed_irq,1 nohz_full=1
+//! rcu_nocbs=1`), and Debian's stock kernel for contrast. Each kernel boots
+//! once; its script runs every command the tests here look at. Under
+//! emulation every latency is the emulator's (a wake-up's median about
+//! 200 us, spikes of 10 ms): these tests judge what ran, where, and what
+//! rtscope says about the kernel, never how fast.
+
+mod common;
+use common::vm::{Boot, Guest, step};
+
+/// The RT kernel's command line: CPU 1 isolated, the TSC as clocksource
+/// (QEMU's emulated TSCs are not synchronised: tsc=reliable keeps it).
+const RT_APPEND: &str = "isolcpus=domain,managed_irq,1 nohz_full=1 rcu_nocbs=1 clocksource=tsc tsc=reliable";
+
+static RT: Boot = Boot::new();
+
+/// Prints the allowed CPUs of a process's named threads once they run.
+const THREADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/threads.sh");
+
+/// The PREEMPT_RT guest: the shell's own affinity, then wakeup on every
+/// CPU, wakeup on the isolated CPU 1 alone (its threads' affinities taken
+/// while it runs), noise, and the quick assessment traced.
+fn rt() -> &'static Guest {
+    let mut script = String::from(
+        "grep Cpus_allowed_list /proc/self/status >\"$O/shell-affinity.txt\"\n\
+         cat /sys/devices/system/cpu/isolated >\"$O/isolated.txt\"\n",
+    );
+    script += &step("wakeup", "wakeup -D 3s --db /tmp/rt.db --json \"$O/wakeup.json\"");
+    // The measuring thread's and the writer's allowed CPUs, while it runs.
+    script += &format!(
+        "\"$B\" wakeup --cpus 1 -D 4s --db /tmp/rt.db --json \"$O/wakeup1.json\" >\"$O/wakeup1.txt\" 2>&1 &\n\
+         pid=$!\n\
+         {THREADS} $pid rtscope-wakeup1 rtscope-writer >\"$O/threads.txt\"\n\
+         wait $pid; echo \"wakeup1 rc $?\"\n"
+    );
+    script += "\"$B\" show last --json --db /tmp/rt.db >\"$O/wakeup1-show.json\"\n";
+    script += &step("noise", "noise -D 3s --db /tmp/rt.db --json \"$O/noise.json\"");
+    script += &step("run", "run --quick --trace --db /tmp/rt.db --json \"$O/run.json\"");
+    // Last, as it moves the shell: a cgroup whose cpuset lacks CPU 1.
+    script += "mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control\n\
+               mkdir /sys/fs/cgroup/rt-test && echo 0 >/sys/fs/cgroup/rt-test/cpuset.cpus\n\
+               echo $$ >/sys/fs/cgroup/rt-test/cgroup.procs\n";
+    script += &step("cpuset", "wakeup --cpus 1 -D 1s --db /tmp/rt.db");
+    RT.guest("rt", RT_APPEND, &script)
+}
+
+static STOCK: Boot = Boot::new();
+
+/// The stock kernel, its IRQs threaded: wakeup on CPU 1.
+fn stock() -> &'static Guest {
+    let script = step("wakeup", "wakeup --cpus 1 -D 2s --db /tmp/rt.db --json \"$O/wakeup.json\"")
+        + "\"$B\" show last --json --db /tmp/rt.db >\"$O/show.json\"\n";
+    STOCK.guest("stock", "threadirqs clocksource=tsc tsc=reliable", &script)
+}
+
+/// rtscope's advice to run an RT kernel (the `kernel` note's fix).
+const RT_ADVICE: &str = "use a PREEMPT_RT kernel";
+
+/// A probe's run completed in the guest: exit 0, stored complete, and
+/// every measured CPU has samples.
+fn completed(g: &Guest, step: &str, json: &str) -> serde_json::Value {
+    assert_eq!(g.rc(step), Some(0), "{step}:\n{}", g.file(&format!("{step}.txt")));
+    let v = g.json(json);
+    assert_eq!(v["status"], "complete", "{step}: {v}");
+    v
+}
+
+/// A run of 1 ms periods for `s` seconds: each period a sample or a
+/// missed period (the emulator's spikes of milliseconds make many).
+fn every_period(row: &serde_json::Value, s: u64) {
+    let periods = row["count"].as_u64().unwrap() + row["overruns"].as_u64().unwrap();
+    let want = s * 1000;
+    assert!(periods.abs_diff(want) <= want / 20, "{periods} periods in {s} s of 1 ms: {row}");
+    assert!(row["count"].as_u64().unwrap() > 0, "{row}");
+}
+
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn on_preempt_rt_wakeup_noise_and_a_traced_quick_run_complete() {
+    let g = rt();
+    let wakeup = completed(g, "wakeup", "wakeup.json");
+    let rows = wakeup["results"].as_array().unwrap();
+    // Every CPU the cpuset allows, the isolated one too.
+    assert_eq!(rows.iter().map(|r| r["cpu"].as_u64().unwrap()).collect::<Vec<_>>(), vec![0, 1], "{wakeup}");
+    for r in rows {
+        every_period(r, 3);
+    }
+    let noise = completed(g, "noise", "noise.json");
+    assert!(noise["results"].as_array().unwrap().iter().any(|r| r["count"].as_u64() > Some(0)), "{noise}");
+    let run = completed(g, "run", "run.json");
+    // Every probe of the quick plan measured something under every load.
+    let results = run["results"].as_array().unwrap();
+    for probe in ["wakeup", "noise", "sleep", "ptimer", "netlat", "osbench"] {
+        for load in ["idle", "cpu", "net"] {
+            assert!(
+                results.iter().any(|r| r["probe"] == probe && r["load"] == load && r["count"].as_u64() > Some(0)),
+                "no {probe} samples under {load}:\n{}",
+                g.file("run.txt")
+            );
+        }
+    }
+    // Traced: the wakeup's stages and the worst cases' episodes.
+    assert!(results.iter().any(|r| r["probe"] == "wakeup" && r["metric"] == "irq"), "{}", g.file("run.txt"));
+    assert!(g.file("run.txt").contains("top causes"), "{}", g.file("run.txt"));
+}
+
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn the_machine_record_says_preempt_rt_and_nothing_advises_an_rt_kernel() {
+    let g = rt();
+    let shown = g.json("wakeup1-show.json");
+    let inv = &shown["run"]["inventory"];
+    assert_eq!(inv["preempt_model"], "PREEMPT_RT", "{inv}");
+    assert_eq!(inv["realtime_sysfs"], true, "{inv}");
+    assert_eq!(inv["clocksource"], "tsc", "{inv}");
+    let warnings = shown["run"]["warnings"].as_array().unwrap();
+    assert!(warnings.iter().all(|w| w["topic"] != "kernel" && w["topic"] != "preempt-mode"), "{warnings:?}");
+    for out in ["wakeup.txt", "wakeup1.txt", "noise.txt", "run.txt"] {
+        let text = g.file(out);
+        assert!(
+            !text.contains(RT_ADVICE) && !text.contains("linux-image-rt") && !text.contains("not PREEMPT_RT"),
+            "{out} advises an RT kernel:\n{text}"
+        );
+        assert!(text.contains("PREEMPT_RT") || out != "run.txt", "{out} names the kernel's model:\n{text}");
+    }
+}
+
+/// On a kernel booted with CPU 1 isolated, a shell's affinity lacks CPU 1
+/// (isolcpus takes it from every process's default): rtscope measures it
+/// anyway, its measuring thread pinned there and its own threads on the
+/// housekeeping CPU 0, and says that CPU 1 is isolated and what still
+/// interrupted it, instead of advising to isolate it.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn an_isolated_cpu_is_measured_from_a_shell_that_excludes_it() {
+    let g = rt();
+    assert_eq!(g.file("isolated.txt").trim(), "1", "the kernel isolated CPU 1");
+    assert_eq!(g.file("shell-affinity.txt").split_whitespace().last(), Some("0"), "the shell's affinity lacks CPU 1");
+    let v = completed(g, "wakeup1", "wakeup1.json");
+    let rows = v["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    assert_eq!(rows[0]["cpu"], 1, "{v}");
+    every_period(&rows[0], 4);
+    let threads = g.file("threads.txt");
+    assert!(threads.lines().any(|l| l == "rtscope-wakeup1 1"), "the measuring thread on CPU 1:\n{threads}");
+    assert!(threads.lines().any(|l| l == "rtscope-writer 0"), "the writer on the housekeeping CPU:\n{threads}");
+    // Said: in the run's notes and the machine record.
+    let text = g.file("wakeup1.txt");
+    assert!(text.contains("CPU 1 is isolated (isolcpus (domain,managed_irq), nohz_full, rcu_nocbs)"), "{text}");
+    assert!(text.contains("local timer interrupts"), "{text}");
+    assert!(!text.contains("isolcpus=domain,managed_irq,1 nohz_full=1"), "no advice to isolate CPU 1:\n{text}");
+    let shown = g.json("wakeup1-show.json");
+    assert_eq!(shown["run"]["inventory"]["home_cpus"], "0", "{}", shown["run"]["inventory"]);
+    assert_eq!(shown["run"]["plan"]["housekeeping_cpus"], "0", "{}", shown["run"]["plan"]);
+    let notes = shown["run"]["notes"].as_array().unwrap();
+    assert!(notes.iter().any(|n| n.as_str().unwrap().starts_with("CPU 1 is isolated")), "{notes:?}");
+}
+
+/// Only the cpuset of rtscope's cgroup bounds what it measures: a CPU
+/// outside it is refused before anything runs, naming the cgroup, its
+/// CPUs and the fix.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_cpu_the_cpuset_forbids_is_refused_naming_the_cgroup() {
+    let g = rt();
+    let text = g.file("cpuset.txt");
+    assert_eq!(g.rc("cpuset"), Some(1), "{text}");
+    for part in [
+        "--cpus: CPU 1 is outside the cpuset of rtscope's cgroup",
+        "the cgroup /rt-test (/sys/fs/cgroup/rt-test/cpuset.cpus.effective: 0)",
+        "AllowedCPUs=",
+    ] {
+        assert!(text.contains(part), "{part} missing:\n{text}");
+    }
+}
+
+/// The stock kernel for contrast: not PREEMPT_RT, and rtscope says so
+/// with the advice the RT kernel's runs never give.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn on_the_stock_kernel_rtscope_advises_an_rt_kernel() {
+    let g = stock();
+    let v = completed(g, "wakeup", "wakeup.json");
+    every_period(&v["results"][0], 2);
+    let inv = &g.json("show.json")["run"]["inventory"];
+    assert_ne!(inv["preempt_model"], "PREEMPT_RT", "{inv}");
+    assert!(inv["cmdline"].as_str().unwrap().contains("threadirqs"), "{inv}");
+    assert!(g.file("wakeup.txt").contains("not PREEMPT_RT"), "{}", g.file("wakeup.txt"));
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Boots a Debian kernel under QEMU with this machine's root file system,
+# read-only over 9p, runs one script in it as root and powers off. A
+# hand-made busybox initramfs loads the kernel package's virtio and 9p
+# modules, mounts the host's root, a tmpfs on /tmp and /run, and OUT
+# (writable, over a second 9p share) at OUT's own path, then runs the
+# script chrooted in the host's root: the same paths inside as outside
+# (the binaries under test, the repository, OUT).
+#
+#   tests/vm/boot.sh [--kernel rt|stock|VERSION] [--append ARGS] [--cpus N]
+#                    [--mem SIZE] [--timeout SECONDS] --out DIR SCRIPT
+#
+# SCRIPT (a file, copied to OUT/script.sh and run there with /bin/sh, from
+# /tmp) writes what it wants kept under OUT;
+# its stdout and stderr go to OUT/stdout and OUT/stderr, its exit status
+# to OUT/rc, the guest's console to OUT/console. boot.sh exits with the
+# script's status, or 125 with the reason on stderr when the VM did not
+# run it to the end (no kernel, no QEMU, no busybox, a hang, a panic).
+#
+# Needs (Debian): qemu-system-x86, busybox-static, linux-image-rt-amd64
+# (--kernel rt, the default) or linux-image-amd64 (--kernel stock), and
+# root to read /boot/vmlinuz-*. KVM is used where /dev/kvm opens and the
+# CPU shows vmx or svm; otherwise QEMU emulates the CPU (TCG), where every
+# latency is the emulator's: judge mechanisms there, not times.
+set -euo pipefail
+
+kernel=rt append="" cpus=2 mem=1G timeout=600 out="" script=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --kernel) kernel=$2; shift 2 ;;
+    --append) append=$2; shift 2 ;;
+    --cpus) cpus=$2; shift 2 ;;
+    --mem) mem=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "boot.sh: unknown option $1 (see --help)" >&2; exit 125 ;;
+    *) script=$1; shift ;;
+    esac
+done
+fail() { echo "boot.sh: $*" >&2; exit 125; }
+[ -n "$out" ] || fail "--out DIR is required: where the script writes, shared writable with the guest"
+[ -n "$script" ] && [ -f "$script" ] || fail "give the script to run in the guest (a file), e.g. boot.sh --out DIR test.sh"
+mkdir -p "$out"
+out=$(cd "$out" && pwd -P)
+script=$(cd "$(dirname "$script")" && pwd -P)/$(basename "$script")
+
+case "$kernel" in
+rt) pattern='/boot/vmlinuz-*-rt-amd64'; package=linux-image-rt-amd64 ;;
+stock) pattern='/boot/vmlinuz-*-amd64'; package=linux-image-amd64 ;;
+*) pattern="/boot/vmlinuz-$kernel"; package="the kernel $kernel" ;;
+esac
+vmlinuz=""
+for f in $pattern; do
+    # --kernel stock: the newest that is not an RT kernel.
+    if [ -f "$f" ] && { [ "$kernel" != stock ] || [[ "$f" != *-rt-* ]]; }; then vmlinuz=$f; fi
+done
+[ -n "$vmlinuz" ] || fail "no kernel matches $pattern: apt-get install $package"
+[ -r "$vmlinuz" ] || fail "$vmlinuz is not readable by $(id -un): run as root"
+version=${vmlinuz#/boot/vmlinuz-}
+moddir=/lib/modules/$version
+[ -d "$moddir" ] || fail "$moddir is missing: reinstall $package"
+qemu=$(command -v qemu-system-x86_64) || fail "qemu-system-x86_64 is missing: apt-get install qemu-system-x86"
+busybox=""
+for b in /bin/busybox /usr/bin/busybox; do
+    if [ -x "$b" ] && ! ldd "$b" >/dev/null 2>&1; then busybox=$b; break; fi
+done
+[ -n "$busybox" ] || fail "no static busybox: apt-get install busybox-static"
+
+# The initramfs: busybox, the modules to reach 9p, /init.
+work=$(mktemp -d "${TMPDIR:-/tmp}/rtscope-vm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+root=$work/initramfs
+mkdir -p "$root"/{bin,dev,proc,sys,newroot,lib/modules}
+cp "$busybox" "$root/bin/busybox"
+ln -s busybox "$root/bin/sh"
+modules=""
+for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci netfs fscache 9pnet 9pnet_virtio 9p; do
+    ko=$(find "$moddir/kernel" -name "$m.ko" -o -name "$m.ko.xz" -o -name "$m.ko.zst" | head -n 1)
+    # Built in, or not a module of this kernel: nothing to load.
+    [ -n "$ko" ] || continue
+    case "$ko" in
+    *.xz) xz -dc "$ko" >"$root/lib/modules/$m.ko" ;;
+    *.zst) zstd -qdc "$ko" >"$root/lib/modules/$m.ko" ;;
+    *) cp "$ko" "$root/lib/modules/$m.ko" ;;
+    esac
+    modules="$modules $m"
+done
+cat >"$root/init" <<EOF
+#!/bin/sh
+export PATH=/bin
+busybox mount -t proc proc /proc
+busybox mount -t sysfs sys /sys
+busybox mount -t devtmpfs dev /dev
+for m in $modules; do busybox insmod /lib/modules/\$m.ko || echo "rtscope-vm: insmod \$m failed"; done
+out=$out
+n=/newroot
+if busybox mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose,ro root \$n; then
+    busybox mount -t proc proc \$n/proc
+    busybox mount -t sysfs sys \$n/sys
+    busybox mount -t devtmpfs dev \$n/dev
+    busybox mkdir -p \$n/dev/pts \$n/dev/shm
+    busybox mount -t devpts devpts \$n/dev/pts
+    busybox mount -t tmpfs tmpfs \$n/dev/shm
+    busybox mount -t tmpfs tmpfs \$n/tmp
+    busybox mount -t tmpfs tmpfs \$n/run
+    busybox mkdir -p \$n\$out
+    busybox mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out \$n\$out
+    busybox ip link set lo up
+    cd \$n
+    busybox chroot \$n /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin TMPDIR=/tmp \
+        /bin/sh -c "cd /tmp && /bin/sh $out/script.sh >$out/stdout 2>$out/stderr; echo \\\$? >$out/rc.tmp"
+    busybox mv \$n\$out/rc.tmp \$n\$out/rc
+    busybox sync
+    busybox umount \$n\$out
+else
+    echo "rtscope-vm: cannot mount the host's root over 9p"
+fi
+busybox sync
+busybox reboot -f
+EOF
+chmod +x "$root/init"
+(cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/initrd.gz"
+
+accel=(-accel tcg,thread=multi -cpu max)
+if [ -r /dev/kvm ] && [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then
+    accel=(-accel kvm -cpu host)
+fi
+rm -f "$out/rc" "$out/rc.tmp" "$out/stdout" "$out/stderr"
+# The guest has a tmpfs of its own on /tmp and /run: it runs the script
+# from OUT.
+[ "$script" = "$out/script.sh" ] || cp "$script" "$out/script.sh"
+started=$(date +%s)
+# QEMU in the background, so that a signal to this script (a test
+# stopped) ends it too rather than leaving it to the timeout.
+timeout --kill-after=10 "$timeout" "$qemu" "${accel[@]}" -smp "$cpus" -m "$mem" \
+    -nodefaults -no-reboot -display none -serial "file:$out/console" \
+    -kernel "$vmlinuz" -initrd "$work/initrd.gz" \
+    -append "console=ttyS0 panic=-1 loglevel=4 rdinit=/init $append" \
+    -virtfs local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap \
+    -virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
+    </dev/null >"$work/qemu.log" 2>&1 &
+vm=$!
+trap 'kill -TERM "$vm" 2>/dev/null; wait "$vm" 2>/dev/null; rm -rf "$work"; exit 125' INT TERM
+set +e
+wait "$vm"
+status=$?
+set -e
+trap - INT TERM
+echo "boot.sh: $version (${accel[1]}), $(($(date +%s) - started)) s from start to power-off" >&2
+if [ ! -f "$out/rc" ]; then
+    [ $status -eq 124 ] && echo "boot.sh: the VM did not power off within $timeout s (--timeout)" >&2
+    [ -s "$work/qemu.log" ] && sed 's/^/qemu: /' "$work/qemu.log" >&2
+    tail -n 30 "$out/console" 2>/dev/null | sed 's/^/console: /' >&2
+    fail "the VM did not run the script to its end (console above, whole in $out/console)"
+fi
+exit "$(cat "$out/rc")"
