@@ -18,7 +18,10 @@ fn refused_in(args: &[&str], must_name: &[&str]) -> u64 {
     let dir = tempdir();
     let db = db(&dir);
     let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--db", &db]);
+    // `analyze tail` and `mttf` read sample files, not a store.
+    if !args.contains(&"--samples") {
+        all.extend(["--db", &db]);
+    }
     let mut child = std::process::Command::new(BIN)
         .args(&all)
         .stdout(std::process::Stdio::piped())
@@ -28,9 +31,23 @@ fn refused_in(args: &[&str], must_name: &[&str]) -> u64 {
     let mut status = 0;
     // SAFETY: rusage is plain integers, for which zeroes are valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child; `status` and `usage` are ours to fill.
-    // Its message fits in the pipes' buffers, read once it has ended.
-    assert_eq!(unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) }, child.id() as i32);
+    // A refusal comes at once: what blocks (a FIFO opened for reading) or
+    // reads without end (a device) fails here within 30 s, killed.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        // SAFETY: waits for our own child; `status` and `usage` are ours to
+        // fill. Its message fits in the pipes' buffers, read once it has ended.
+        let got = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
+        if got == child.id() as i32 {
+            break;
+        }
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: not refused within 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let mut o =
         std::process::Output { status: std::process::ExitStatus::from_raw(status), stdout: vec![], stderr: vec![] };
     child.stdout.take().unwrap().read_to_end(&mut o.stdout).unwrap();
@@ -442,6 +459,37 @@ fn sizes_beyond_half_the_available_memory_are_refused_at_once() {
     } else {
         eprintln!("skipped: osbench -n 10000000 fits in half of MemAvailable here");
     }
+}
+
+/// Every file the user names is read bounded by what it is: a device
+/// (`/dev/zero` never ends), a FIFO nobody writes to (its open blocks), a
+/// directory, a /proc file are refused at once, naming the flag or file
+/// and the fix, within a few MB of memory; a plan, a campaign file, a
+/// sample file, an export to import or report, a task file and a web
+/// configuration alike.
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_at_once() {
+    let dir = tempdir();
+    let fifo = dir.join("fifo");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path of the test's own.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let at_once = |args: &[&str], words: &[&str]| {
+        let peak_kb = refused_in(args, words);
+        assert!(peak_kb < 64 * 1024, "{args:?}: {peak_kb} kB resident before refusing");
+    };
+    for input in ["/dev/zero", fifo] {
+        at_once(&["run", input], &[input, "not a regular file"]);
+        at_once(&["analyze", "tail", "--samples", input], &["--samples", input, "not a regular file"]);
+        at_once(&["import", input], &[input, "not a regular file"]);
+        at_once(&["report", input, "-o", "-"], &[input, "not a regular file"]);
+        at_once(&["analyze", "rta", "--tasks", input], &["--tasks", input, "not a regular file"]);
+        at_once(&["monitor", "--web-config", input], &["--web-config", input, "not a regular file"]);
+        at_once(&["run", "--quick", "--tasks", input], &["--tasks", input, "not a regular file"]);
+    }
+    at_once(&["run", "/proc/self/status"], &["/proc/self/status", "copy it to a regular file"]);
+    at_once(&["analyze", "tail", "--samples", dir.to_str().unwrap()], &["--samples", "a directory"]);
 }
 
 /// An output flag given the run store's own path (or one of its journals,

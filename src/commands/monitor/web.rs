@@ -14,7 +14,7 @@
 //! only (`min_version: TLS13`), cipher suite and curve choices, response
 //! headers. TLS is 1.2 or 1.3 with rustls' safe defaults.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use base64::Engine;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -89,14 +89,16 @@ fn pem_blocks(text: &str, label: &str) -> Result<usize, String> {
 
 fn read(flag_file: &Path, dir: &Path, path: &Path, key: &str) -> Result<Vec<u8>> {
     let full = dir.join(path);
-    std::fs::read(&full).map_err(|e| anyhow!("--web-config {}: {key} {}: {e}", flag_file.display(), full.display()))
+    let what = format!("--web-config {}: {key} {}", flag_file.display(), full.display());
+    crate::sys::fs::read_input(&full, &what, "give a PEM file").map_err(anyhow::Error::msg)
 }
 
 impl WebConfig {
     /// Reads and checks `path`.
     pub fn load(path: &Path) -> Result<WebConfig> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--web-config {}: cannot read it", path.display()))?;
+        let what = format!("--web-config {}", path.display());
+        let text =
+            crate::sys::fs::read_input_text(path, &what, "give a web configuration").map_err(anyhow::Error::msg)?;
         let f: File = if text.trim().is_empty() {
             File::default()
         } else {
