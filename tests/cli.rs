@@ -178,6 +178,77 @@ fn unwritable_db_is_named() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--db"), "{}", text(&o));
 }
 
+/// A `--db` that is not a regular file or a new path is refused before
+/// SQLite touches it: a device (SQLite would make a world-writable
+/// `/dev/null-journal`), a FIFO (its open blocks for ever), a name too long
+/// for Linux; each named with the fix, nothing left beside it.
+#[test]
+fn a_db_that_is_not_a_file_is_refused_before_sqlite_opens_it() {
+    let dir = tempdir();
+    let fifo = dir.join("fifo.db");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path of the test's own.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let journal_before = std::path::Path::new("/dev/null-journal").exists();
+    for args in [&["runs"][..], &["wakeup", "-D", "1s"], &["import", "tests/data/report-run.json"]] {
+        for (db, words) in [("/dev/null", "a character device"), (fifo.to_str().unwrap(), "a pipe (FIFO)")] {
+            let mut all = args.to_vec();
+            all.extend(["--db", db]);
+            let t = std::time::Instant::now();
+            let o = rtscope_timeout(&all, 30);
+            assert!(t.elapsed() < std::time::Duration::from_secs(20), "{all:?} took {:?}", t.elapsed());
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o));
+            assert!(err.contains(db) && err.contains(words) && err.contains("--db"), "{all:?}: {err}");
+        }
+    }
+    if !journal_before {
+        assert!(!std::path::Path::new("/dev/null-journal").exists(), "a /dev/null-journal was made");
+    }
+    let files: Vec<_> = std::fs::read_dir(&*dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files.len(), 1, "only the FIFO: {files:?}");
+    let long = dir.join("a".repeat(5000));
+    for args in [&["runs"][..], &["wakeup", "-D", "1s"]] {
+        let mut all = args.to_vec();
+        all.extend(["--db", long.to_str().unwrap()]);
+        let o = rtscope(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(err.contains("too long") && err.contains("--db") && err.len() < 1000, "{err}");
+    }
+}
+
+/// [`rtscope`], killed after `secs` seconds.
+fn rtscope_timeout(args: &[&str], secs: u64) -> std::process::Output {
+    let child = std::process::Command::new(BIN)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    let killer = std::thread::spawn(move || {
+        if ended.recv_timeout(std::time::Duration::from_secs(secs)).is_err() {
+            // SAFETY: kill() of our own child, not yet reaped (the waiting
+            // thread is told below only after the output is read).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    });
+    // Its pipes close when it ends (or is killed); it is reaped after the
+    // killer has stood down, so its pid cannot be another's by then.
+    let mut child = child;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    use std::io::Read;
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    let _ = done.send(());
+    killer.join().unwrap();
+    let status = child.wait().unwrap();
+    std::process::Output { status, stdout: out, stderr: err }
+}
+
 #[test]
 fn corrupt_imports_are_named() {
     let dir = tempdir();

@@ -704,6 +704,9 @@ pub fn check_not_input(flag: &str, path: &std::path::Path, inputs: &[String]) ->
 
 /// Fails early, naming `flag`, when `path` cannot be created or written.
 pub fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
+    if flag == "--db" {
+        rtscope_model::store::check_path(path)?;
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),

@@ -10,8 +10,12 @@ use std::io::Write;
 
 /// The store at `--db`, which must exist.
 pub fn open_existing(s: &StoreArgs) -> Result<Store> {
+    rtscope_model::store::check_path(&s.db)?;
     if !s.db.exists() {
-        bail!("--db {}: no run store there (make one with `rtscope run`, or point --db at one)", s.db.display());
+        bail!(
+            "--db {}: no run store there (make one with `rtscope run`, or point --db at one)",
+            rtscope_model::store::shown(&s.db)
+        );
     }
     Store::open_for_reading(&s.db)
 }
