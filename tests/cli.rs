@@ -348,6 +348,7 @@ fn cyclictest_habits_are_taken_or_pointed_to_rtscope() {
     refused(&["wakeup", "-D", "-5s"], &["--duration", "'-5s' must be positive"]);
     refused(&["wakeup", "-D", "-5"], &["--duration", "must be positive"]);
     refused(&["wakeup", "-b", "-5us"], &["--threshold", "must be positive"]);
+    refused(&["wakeup", "-i", "--interval"], &["--interval", "is a flag", "needs a value"]);
     refused(&["run", "--duration", "-1s"], &["--duration", "must be positive"]);
     refused(&["analyze", "last", "--require", "wakeup.latency.max < -5us"], &["--require", "must be positive"]);
     // -h alone is the help, which lists cyclictest's flags and the units.
@@ -659,4 +660,18 @@ fn nonsense_values_are_refused_naming_the_flag() {
     let o = rtscope(&["runs", "--db", dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is a directory: --db names a file"), "{}", text(&o));
+}
+
+/// A write that fails names the file it was to: `export -o /dev/full`.
+#[test]
+fn a_full_output_is_named() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let run = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/report-run.json");
+    let o = rtscope(&["import", run.to_str().unwrap(), "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = rtscope(&["export", "1", "-o", "/dev/full", "--db", &db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--output /dev/full: cannot write it: No space left"), "{err}");
 }

@@ -971,3 +971,41 @@ fn the_http_edge_holds_under_hostile_requests() {
         assert_eq!(wait_exit(&mut mon.0), Some(0), "{}", std::fs::read_to_string(&log).unwrap());
     }
 }
+
+/// `--listen 127.0.0.1:0` takes a free port and says which: the start line
+/// names the port bound, not 0, and the page is served there.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_monitor_on_port_0_says_the_port_it_bound() {
+    let fx = Fixture::root();
+    let log = fx.dir.join("any-port.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut mon = Monitor(
+        Command::new(BIN)
+            .args(["monitor", "--cpus", &last_cpu().to_string(), "--checkpoint", "1s", "--db", &fx.db])
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap(),
+    );
+    let until = Instant::now() + Duration::from_secs(30);
+    let port: u16 = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        if let Some(p) = text
+            .split("metrics on http://127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .and_then(|p| p.parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < until, "no start line in 30 s: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_ne!(port, 0);
+    let page = wait_for_checkpoints(port, 1.0);
+    assert!(page.contains("rtscope_latency_seconds_count{"), "{page}");
+    signal(mon.0.id(), libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0));
+}
