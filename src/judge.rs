@@ -6,7 +6,7 @@
 //! in, no clap: `--profile` / `--require` arrive as a [`RequireSpec`],
 //! `--tasks` / `--error-rate` as a [`TasksSpec`].
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use rtscope_model::analysis::misses::{self, MissPrediction, TaskModel};
 use rtscope_model::analysis::pot::MIN_OBSERVED;
 use rtscope_model::analysis::series::{self, Options, SeriesAnalysis};
@@ -546,7 +546,7 @@ impl AskedSet {
 /// Reads the task file `path`; `what` names it in errors (`--tasks FILE`,
 /// `plan.toml: tasks = FILE`).
 pub fn read_tasks(path: &Path, what: &str) -> Result<Vec<rta::Task>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("{what}: cannot read it"))?;
+    let text = crate::sys::fs::read_input_text(path, what, "give fewer tasks").map_err(anyhow::Error::msg)?;
     rta::parse_tasks(&text, what).map_err(anyhow::Error::msg)
 }
 

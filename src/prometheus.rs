@@ -11,7 +11,21 @@ use rtscope_model::run::{Run, SeriesKey};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The client's limits: connect and query timeouts, the largest answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientLimits {
+    pub connect_ns: u64,
+    pub query_ns: u64,
+    pub max_answer: usize,
+}
+
+impl Default for ClientLimits {
+    fn default() -> ClientLimits {
+        ClientLimits { connect_ns: 5_000_000_000, query_ns: 30_000_000_000, max_answer: 256 << 20 }
+    }
+}
 
 /// Where Prometheus answers: host, port and the path its API is under.
 #[derive(Clone, Debug)]
@@ -20,12 +34,12 @@ pub struct Client {
     host: String,
     port: u16,
     prefix: String,
-    timeout: Duration,
+    limits: ClientLimits,
 }
 
 impl Client {
     /// A client of `url` (`http://HOST[:PORT][/PREFIX]`); the messages name `--prometheus`.
-    pub fn new(url: &str) -> Result<Client> {
+    pub fn new(url: &str, limits: ClientLimits) -> Result<Client> {
         let fix = "give the server's address, e.g. http://localhost:9090";
         if url.starts_with("https://") {
             bail!("--prometheus {url}: https is not supported yet (plain http only): {fix}, or a local proxy");
@@ -48,7 +62,7 @@ impl Client {
         }
         let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
         let prefix = format!("/{}", path.trim_end_matches('/')).trim_end_matches('/').to_string();
-        Ok(Client { url: url.to_string(), host, port, prefix, timeout: Duration::from_secs(60) })
+        Ok(Client { url: url.to_string(), host, port, prefix, limits })
     }
 
     /// The body of a GET of `path` (under the API prefix), or why not.
@@ -60,7 +74,7 @@ impl Client {
         let mut last = None;
         let mut stream = None;
         for a in addrs {
-            match TcpStream::connect_timeout(&a, Duration::from_secs(10)) {
+            match TcpStream::connect_timeout(&a, Duration::from_nanos(self.limits.connect_ns)) {
                 Ok(s) => {
                     stream = Some(s);
                     break;
@@ -68,9 +82,19 @@ impl Client {
                 Err(e) => last = Some(e),
             }
         }
-        let mut s = stream.ok_or_else(|| unreachable(&last.map_or("no address".to_string(), |e| e.to_string())))?;
-        s.set_read_timeout(Some(self.timeout))?;
-        s.set_write_timeout(Some(self.timeout))?;
+        let mut s = stream.ok_or_else(|| {
+            let why = last.map_or("no address".to_string(), |e| e.to_string());
+            anyhow!(
+                "--prometheus {}: cannot reach the server: {why} (is Prometheus running there? --connect-timeout {} \
+                 to wait longer)",
+                self.url,
+                rtscope_model::units::human(self.limits.connect_ns)
+            )
+        })?;
+        let deadline = Instant::now() + Duration::from_nanos(self.limits.query_ns);
+        let timeout = Duration::from_nanos(self.limits.query_ns);
+        s.set_read_timeout(Some(timeout))?;
+        s.set_write_timeout(Some(timeout))?;
         let host = if self.host.contains(':') { format!("[{}]", self.host) } else { self.host.clone() };
         write!(
             s,
@@ -81,8 +105,7 @@ impl Client {
             env!("CARGO_PKG_VERSION")
         )
         .map_err(|e| unreachable(&e))?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).map_err(|e| unreachable(&e))?;
+        let raw = self.read_answer(&mut s, deadline, path)?;
         let (status, body) = parse_response(&raw).map_err(|e| anyhow!("--prometheus {}: {e}", self.url))?;
         // The API answers errors with a JSON body too (400, 422, 503): the caller reads it.
         if status != 200 && !body.trim_start().starts_with('{') {
@@ -90,6 +113,58 @@ impl Client {
             bail!("--prometheus {}: HTTP {status} for {}{path}: {start}", self.url, self.prefix);
         }
         Ok(body)
+    }
+
+    /// The whole answer on `s`, by `deadline` and at most
+    /// `--max-answer` bytes: a server that trickles, never ends or sends
+    /// without end is given up on, naming the flag to change.
+    fn read_answer(&self, s: &mut TcpStream, deadline: Instant, path: &str) -> Result<Vec<u8>> {
+        let human = rtscope_model::units::human;
+        let late = || {
+            anyhow!(
+                "--prometheus {}: no whole answer to {}{path} within {} (--query-timeout; a range of many series can \
+                 take longer: give it more, or a shorter --range or longer --step)",
+                self.url,
+                self.prefix,
+                human(self.limits.query_ns)
+            )
+        };
+        let mut raw = Vec::new();
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(late());
+            }
+            s.set_read_timeout(Some(left))?;
+            match s.read(&mut buf) {
+                Ok(0) => return Ok(raw),
+                Ok(n) => {
+                    if raw.len() + n > self.limits.max_answer {
+                        bail!(
+                            "--prometheus {}: the answer to {}{path} is larger than {} (--max-answer): give a larger \
+                             --max-answer, or a shorter --range, a longer --step or a narrower --selector",
+                            self.url,
+                            self.prefix,
+                            crate::sys::mem::human_bytes(self.limits.max_answer as u64)
+                        );
+                    }
+                    raw.try_reserve(n).map_err(|e| anyhow!("--prometheus {}: {e}", self.url))?;
+                    raw.extend_from_slice(&buf[..n]);
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return Err(late());
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(anyhow!(
+                        "--prometheus {}: the answer to {}{path} broke off: {e} (is Prometheus running there?)",
+                        self.url,
+                        self.prefix
+                    ));
+                }
+            }
+        }
     }
 
     /// The series of an instant query at `at` (Unix seconds).
@@ -363,18 +438,24 @@ fn series_per_machine(
 mod tests {
     use super::*;
 
+    impl Client {
+        fn new_default(url: &str) -> Result<Client> {
+            Client::new(url, ClientLimits::default())
+        }
+    }
+
     #[test]
     fn urls_are_read_or_refused_naming_the_flag() {
-        let c = Client::new("http://prom.example:9091/prefix/").unwrap();
+        let c = Client::new_default("http://prom.example:9091/prefix/").unwrap();
         assert_eq!((c.host.as_str(), c.port, c.prefix.as_str()), ("prom.example", 9091, "/prefix"));
-        let c = Client::new("http://localhost").unwrap();
+        let c = Client::new_default("http://localhost").unwrap();
         assert_eq!((c.port, c.prefix.as_str()), (80, ""));
-        let c = Client::new("http://[::1]:9090").unwrap();
+        let c = Client::new_default("http://[::1]:9090").unwrap();
         assert_eq!((c.host.as_str(), c.port), ("::1", 9090));
-        let c = Client::new("http://[::1]/p").unwrap();
+        let c = Client::new_default("http://[::1]/p").unwrap();
         assert_eq!((c.host.as_str(), c.port, c.prefix.as_str()), ("::1", 80, "/p"));
         for bad in ["https://x:9090", "localhost:9090", "http://:9090", "http://x:port", "http://u:p@x:9090"] {
-            let e = Client::new(bad).unwrap_err().to_string();
+            let e = Client::new_default(bad).unwrap_err().to_string();
             assert!(e.starts_with(&format!("--prometheus {bad}")), "{e}");
         }
     }
@@ -390,10 +471,68 @@ mod tests {
         assert_eq!(encode("a{b=\"c d\"}[5m]"), "a%7Bb%3D%22c%20d%22%7D%5B5m%5D");
     }
 
+    /// A server that never answers, one that trickles an answer for ever
+    /// and one that sends without end are given up on within the query
+    /// timeout and the answer limit, naming the flag to change; before,
+    /// the client waited for the server to close and read 12 GB.
+    #[test]
+    fn a_server_that_never_ends_is_given_up_on_naming_the_flag() {
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let server = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut held = Vec::new();
+                for (i, s) in listener.incoming().enumerate() {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let mut s = s.unwrap();
+                    match i {
+                        // Silent.
+                        0 => held.push(s),
+                        // A byte every 50 ms.
+                        1 => std::thread::spawn(move || {
+                            let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
+                            while s.write_all(b" ").is_ok() {
+                                std::thread::sleep(Duration::from_millis(50));
+                            }
+                        })
+                        .join()
+                        .unwrap_or(()),
+                        // Without end, as fast as it goes.
+                        _ => {
+                            std::thread::spawn(move || {
+                                let _ = s.write_all(b"HTTP/1.1 200 OK\r\n\r\n");
+                                let chunk = vec![b'x'; 64 << 10];
+                                while s.write_all(&chunk).is_ok() {}
+                            });
+                        }
+                    }
+                }
+            })
+        };
+        let limits = ClientLimits { connect_ns: 1_000_000_000, query_ns: 700_000_000, max_answer: 1 << 20 };
+        let c = Client::new(&format!("http://127.0.0.1:{port}"), limits).unwrap();
+        let t = Instant::now();
+        let e = c.query("up", 0.0).unwrap_err().to_string();
+        assert!(e.contains("--query-timeout") && e.contains("700ms"), "{e}");
+        let e = c.query("up", 0.0).unwrap_err().to_string();
+        assert!(e.contains("--query-timeout"), "a trickle: {e}");
+        let e = c.query("up", 0.0).unwrap_err().to_string();
+        assert!(e.contains("--max-answer") && e.contains("1 MiB"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+        server.join().unwrap();
+    }
+
     #[test]
     fn an_unreachable_server_is_named() {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let c = Client::new(&format!("http://127.0.0.1:{port}")).unwrap();
+        let c = Client::new_default(&format!("http://127.0.0.1:{port}")).unwrap();
         let e = c.query("up", 0.0).unwrap_err().to_string();
         assert!(e.contains("--prometheus http://127.0.0.1:") && e.contains("cannot reach"), "{e}");
     }

@@ -194,6 +194,7 @@ impl Session {
         let header = new_header(kind, std::env::args().collect(), self.representative, self.warnings);
         let run_id = self.store.create_run(&header, &self.inv, plan)?;
         signals::recording(run_id);
+        let reserve = Reserve::make(&self.db);
         Ok(OpenRun {
             store: Some(self.store),
             db: self.db,
@@ -201,7 +202,69 @@ impl Session {
             _dma: self.dma,
             inv: self.inv,
             interrupts: self.interrupts,
+            reserve,
         })
+    }
+}
+
+/// Disk space held beside the store while a run is recorded, given back
+/// when the disk fills, so that the run can still be ended `failed` with
+/// what happened (a full disk), not left `running` for the next rtscope
+/// to call a crash: a hidden file `.NAME.rtscope-reserve-PID-N` of
+/// [`Reserve::BYTES`] in the store's directory, registered with the
+/// janitor (which removes it after a SIGKILL) before it is made, removed
+/// when the run ends. None where it cannot be had (no janitor, no room):
+/// the run is recorded as before.
+struct Reserve {
+    path: PathBuf,
+}
+
+impl Reserve {
+    /// Enough for a run's end (its status and notes: a few pages of the
+    /// write-ahead log).
+    const BYTES: usize = 256 << 10;
+    const TAG: &str = ".rtscope-reserve-";
+
+    fn make(db: &Path) -> Option<Reserve> {
+        use std::io::Write;
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let dir = db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name = db.file_name()?.to_string_lossy().into_owned();
+        Reserve::remove_stale(dir, &name);
+        let n = NEXT.fetch_add(1, Relaxed);
+        let path = dir.join(format!(".{name}{}{}-{n}", Reserve::TAG, std::process::id()));
+        let registry = crate::sys::ipc::janitor().ok()?.registry();
+        if !registry.add_path(crate::sys::ipc::Leftover::Tree, &path) {
+            return None;
+        }
+        let reserve = Reserve { path };
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&reserve.path).ok()?;
+        // Written, not a sparse length: the blocks are the disk's now.
+        f.write_all(&vec![0u8; Reserve::BYTES]).ok()?;
+        Some(reserve)
+    }
+
+    /// Removes the reserves of rtscope processes gone without removing
+    /// theirs (their janitor killed too).
+    fn remove_stale(dir: &Path, name: &str) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        let prefix = format!(".{name}{}", Reserve::TAG);
+        for e in entries.flatten() {
+            let file = e.file_name().to_string_lossy().into_owned();
+            let pid = file.strip_prefix(&prefix).and_then(|r| r.split('-').next()?.parse::<u32>().ok());
+            if pid.is_some_and(|p| !crate::sys::process::alive(p)) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        if let Ok(j) = crate::sys::ipc::janitor() {
+            j.registry().remove_path(crate::sys::ipc::Leftover::Tree, &self.path);
+        }
     }
 }
 
@@ -214,6 +277,7 @@ pub struct OpenRun {
     _dma: Option<DmaLatency>,
     inv: Inventory,
     interrupts: Interrupted,
+    reserve: Option<Reserve>,
 }
 
 impl OpenRun {
@@ -240,8 +304,18 @@ impl OpenRun {
         let (isolated, warnings) = self.interrupts.end(&self.inv);
         let notes: Vec<String> = notes.iter().cloned().chain(isolated).collect();
         let id = self.run_id;
+        let (ended, peak) = (clock::now_unix(), mem::peak_rss_kb());
+        let mut finished = self.store()?.finish_run(id, status, Some(exit_code), ended, &notes, &warnings, peak);
+        // The disk is full: its reserve given back, the end fits.
+        if let Err(e) = &finished
+            && rtscope_model::store::is_full(&self.db, e)
+            && self.reserve.take().is_some()
+        {
+            finished = self.store()?.finish_run(id, status, Some(exit_code), ended, &notes, &warnings, peak);
+        }
+        finished?;
+        self.reserve.take();
         let store = self.store()?;
-        store.finish_run(id, status, Some(exit_code), clock::now_unix(), &notes, &warnings, mem::peak_rss_kb())?;
         signals::stored(id);
         store.load_run(id)
     }

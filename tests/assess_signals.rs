@@ -128,3 +128,49 @@ fn a_sigkill_leaves_no_temporary_directory_of_a_load() {
     }
     eprintln!("removed {:?} after the SIGKILL", killed.elapsed());
 }
+
+/// A load's command whose child leaves its process group and session
+/// (`setsid`, as a daemon does): the child ends with the load when the
+/// run ends, and after a SIGKILL of rtscope (its cgroup, or the marker in
+/// its environment, tells it, where the process group no longer does).
+/// Before, `sleep` of the setsid outlived rtscope under PID 1.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_load_child_that_left_its_session_goes_with_the_load() {
+    let fx = Fixture::root();
+    for kill in [true, false] {
+        let (a, b) = (
+            format!("100{}.{}", std::process::id() % 1000, kill as u8 + 1),
+            format!("200{}.5", std::process::id() % 1000),
+        );
+        let loads = format!("cmd:'setsid sleep {a} & sleep {b}'");
+        let duration = if kill { "30s" } else { "2s" };
+        let mut child = Command::new(BIN)
+            .args(["load", &loads, "-D", duration, "--db", &fx.db, "-q"])
+            .env("TMPDIR", &fx.dir)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        while running_with(&a).is_empty() || running_with(&b).is_empty() {
+            assert!(child.try_wait().unwrap().is_none(), "rtscope load ended early");
+            assert!(std::time::Instant::now() < until, "the load never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if kill {
+            child.kill().unwrap();
+        }
+        child.wait().unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while !running_with(&a).is_empty() || !running_with(&b).is_empty() {
+            assert!(
+                std::time::Instant::now() < until,
+                "left running after {}: {:?} {:?}",
+                if kill { "a SIGKILL" } else { "the run's end" },
+                running_with(&a),
+                running_with(&b)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

@@ -18,7 +18,10 @@ fn refused_in(args: &[&str], must_name: &[&str]) -> u64 {
     let dir = tempdir();
     let db = db(&dir);
     let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--db", &db]);
+    // `analyze tail` and `mttf` read sample files, not a store.
+    if !args.contains(&"--samples") {
+        all.extend(["--db", &db]);
+    }
     let mut child = std::process::Command::new(BIN)
         .args(&all)
         .stdout(std::process::Stdio::piped())
@@ -28,9 +31,23 @@ fn refused_in(args: &[&str], must_name: &[&str]) -> u64 {
     let mut status = 0;
     // SAFETY: rusage is plain integers, for which zeroes are valid.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child; `status` and `usage` are ours to fill.
-    // Its message fits in the pipes' buffers, read once it has ended.
-    assert_eq!(unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) }, child.id() as i32);
+    // A refusal comes at once: what blocks (a FIFO opened for reading) or
+    // reads without end (a device) fails here within 30 s, killed.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        // SAFETY: waits for our own child; `status` and `usage` are ours to
+        // fill. Its message fits in the pipes' buffers, read once it has ended.
+        let got = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, libc::WNOHANG, &mut usage) };
+        if got == child.id() as i32 {
+            break;
+        }
+        if std::time::Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: not refused within 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let mut o =
         std::process::Output { status: std::process::ExitStatus::from_raw(status), stdout: vec![], stderr: vec![] };
     child.stdout.take().unwrap().read_to_end(&mut o.stdout).unwrap();
@@ -161,6 +178,77 @@ fn unwritable_db_is_named() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--db"), "{}", text(&o));
 }
 
+/// A `--db` that is not a regular file or a new path is refused before
+/// SQLite touches it: a device (SQLite would make a world-writable
+/// `/dev/null-journal`), a FIFO (its open blocks for ever), a name too long
+/// for Linux; each named with the fix, nothing left beside it.
+#[test]
+fn a_db_that_is_not_a_file_is_refused_before_sqlite_opens_it() {
+    let dir = tempdir();
+    let fifo = dir.join("fifo.db");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path of the test's own.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let journal_before = std::path::Path::new("/dev/null-journal").exists();
+    for args in [&["runs"][..], &["wakeup", "-D", "1s"], &["import", "tests/data/report-run.json"]] {
+        for (db, words) in [("/dev/null", "a character device"), (fifo.to_str().unwrap(), "a pipe (FIFO)")] {
+            let mut all = args.to_vec();
+            all.extend(["--db", db]);
+            let t = std::time::Instant::now();
+            let o = rtscope_timeout(&all, 30);
+            assert!(t.elapsed() < std::time::Duration::from_secs(20), "{all:?} took {:?}", t.elapsed());
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{all:?}: {}", text(&o));
+            assert!(err.contains(db) && err.contains(words) && err.contains("--db"), "{all:?}: {err}");
+        }
+    }
+    if !journal_before {
+        assert!(!std::path::Path::new("/dev/null-journal").exists(), "a /dev/null-journal was made");
+    }
+    let files: Vec<_> = std::fs::read_dir(&*dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files.len(), 1, "only the FIFO: {files:?}");
+    let long = dir.join("a".repeat(5000));
+    for args in [&["runs"][..], &["wakeup", "-D", "1s"]] {
+        let mut all = args.to_vec();
+        all.extend(["--db", long.to_str().unwrap()]);
+        let o = rtscope(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(err.contains("too long") && err.contains("--db") && err.len() < 1000, "{err}");
+    }
+}
+
+/// [`rtscope`], killed after `secs` seconds.
+fn rtscope_timeout(args: &[&str], secs: u64) -> std::process::Output {
+    let child = std::process::Command::new(BIN)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    let killer = std::thread::spawn(move || {
+        if ended.recv_timeout(std::time::Duration::from_secs(secs)).is_err() {
+            // SAFETY: kill() of our own child, not yet reaped (the waiting
+            // thread is told below only after the output is read).
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    });
+    // Its pipes close when it ends (or is killed); it is reaped after the
+    // killer has stood down, so its pid cannot be another's by then.
+    let mut child = child;
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    use std::io::Read;
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    let _ = done.send(());
+    killer.join().unwrap();
+    let status = child.wait().unwrap();
+    std::process::Output { status, stdout: out, stderr: err }
+}
+
 #[test]
 fn corrupt_imports_are_named() {
     let dir = tempdir();
@@ -260,6 +348,7 @@ fn cyclictest_habits_are_taken_or_pointed_to_rtscope() {
     refused(&["wakeup", "-D", "-5s"], &["--duration", "'-5s' must be positive"]);
     refused(&["wakeup", "-D", "-5"], &["--duration", "must be positive"]);
     refused(&["wakeup", "-b", "-5us"], &["--threshold", "must be positive"]);
+    refused(&["wakeup", "-i", "--interval"], &["--interval", "is a flag", "needs a value"]);
     refused(&["run", "--duration", "-1s"], &["--duration", "must be positive"]);
     refused(&["analyze", "last", "--require", "wakeup.latency.max < -5us"], &["--require", "must be positive"]);
     // -h alone is the help, which lists cyclictest's flags and the units.
@@ -444,6 +533,37 @@ fn sizes_beyond_half_the_available_memory_are_refused_at_once() {
     }
 }
 
+/// Every file the user names is read bounded by what it is: a device
+/// (`/dev/zero` never ends), a FIFO nobody writes to (its open blocks), a
+/// directory, a /proc file are refused at once, naming the flag or file
+/// and the fix, within a few MB of memory; a plan, a campaign file, a
+/// sample file, an export to import or report, a task file and a web
+/// configuration alike.
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_at_once() {
+    let dir = tempdir();
+    let fifo = dir.join("fifo");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path of the test's own.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let at_once = |args: &[&str], words: &[&str]| {
+        let peak_kb = refused_in(args, words);
+        assert!(peak_kb < 64 * 1024, "{args:?}: {peak_kb} kB resident before refusing");
+    };
+    for input in ["/dev/zero", fifo] {
+        at_once(&["run", input], &[input, "not a regular file"]);
+        at_once(&["analyze", "tail", "--samples", input], &["--samples", input, "not a regular file"]);
+        at_once(&["import", input], &[input, "not a regular file"]);
+        at_once(&["report", input, "-o", "-"], &[input, "not a regular file"]);
+        at_once(&["analyze", "rta", "--tasks", input], &["--tasks", input, "not a regular file"]);
+        at_once(&["monitor", "--web-config", input], &["--web-config", input, "not a regular file"]);
+        at_once(&["run", "--quick", "--tasks", input], &["--tasks", input, "not a regular file"]);
+    }
+    at_once(&["run", "/proc/self/status"], &["/proc/self/status", "copy it to a regular file"]);
+    at_once(&["analyze", "tail", "--samples", dir.to_str().unwrap()], &["--samples", "a directory"]);
+}
+
 /// An output flag given the run store's own path (or one of its journals,
 /// or the same file by another name) is refused before anything is
 /// measured or written: written, it would replace every stored run.
@@ -540,4 +660,18 @@ fn nonsense_values_are_refused_naming_the_flag() {
     let o = rtscope(&["runs", "--db", dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("is a directory: --db names a file"), "{}", text(&o));
+}
+
+/// A write that fails names the file it was to: `export -o /dev/full`.
+#[test]
+fn a_full_output_is_named() {
+    let dir = tempdir();
+    let db = db(&dir);
+    let run = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/report-run.json");
+    let o = rtscope(&["import", run.to_str().unwrap(), "--db", &db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = rtscope(&["export", "1", "-o", "/dev/full", "--db", &db]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--output /dev/full: cannot write it: No space left"), "{err}");
 }

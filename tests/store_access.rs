@@ -210,3 +210,128 @@ fn a_store_damaged_past_its_first_pages_is_called_damaged() {
     }
     assert!(failed_after_opening > 0, "no damaged page of {pages} failed after the store opened");
 }
+
+/// A small tmpfs of the test's own, unmounted (and its directory removed)
+/// when dropped.
+struct SmallDisk {
+    dir: TempDir,
+}
+
+impl SmallDisk {
+    fn new(size: &str) -> SmallDisk {
+        let dir = tempdir();
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "rtscope-test"])
+            .arg(&*dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        SmallDisk { dir }
+    }
+
+    /// Fills it: a file written until the disk says it is full.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.dir.join("filler")).unwrap();
+        let block = vec![0x55u8; 64 << 10];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.write_all(&block[..4096]);
+        let _ = f.write_all(&block[..1]);
+    }
+
+    fn files(&self) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(&*self.dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        v.sort();
+        v
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&*self.dir).status();
+    }
+}
+
+/// A disk that fills while a run is measured: the run ends `failed` at
+/// once with the note "the disk holding STORE is full", its data up to
+/// the last checkpoint kept, and the message says so with the fix; a
+/// monitor says the same. A new store on a full disk says it and leaves
+/// no file; SQLite's codes never come without words. Root (mount).
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_disk_that_fills_is_named_and_the_run_kept() {
+    let fx = Fixture::root();
+    let disk = SmallDisk::new("3m");
+    let db = disk.dir.join("runs.db");
+    let db_s = db.to_str().unwrap();
+    let cpu = last_cpu().to_string();
+    let child = Command::new(BIN)
+        .args(["wakeup", "--cpus", &cpu, "-D", "60s", "--checkpoint", "200ms", "--quiet", "--db", db_s])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !rtscope_model::store::Store::open_for_reading(&db)
+        .and_then(|s| Ok(s.load_run(1)?.series.first().map_or(0, |s| s.intervals.len())))
+        .is_ok_and(|n| n >= 3)
+    {
+        assert!(std::time::Instant::now() < until, "no checkpoint stored in 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    disk.fill();
+    let t = std::time::Instant::now();
+    let o = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < std::time::Duration::from_secs(20), "the run went on for {:?} on a full disk", t.elapsed());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(err.contains(&format!("the disk holding the run store {db_s} is full")) && err.contains("--db"), "{err}");
+    std::fs::remove_file(disk.dir.join("filler")).unwrap();
+    let store = rtscope_model::store::Store::open_for_reading(&db).unwrap();
+    let run = store.load_run(1).unwrap();
+    assert_eq!(run.header.status.as_str(), "failed", "{:?}", run.header.notes);
+    assert!(
+        run.header.notes.iter().any(|n| n.contains(&format!("the disk holding the run store {db_s} is full"))),
+        "{:?}",
+        run.header.notes
+    );
+    assert!(!run.header.notes.iter().any(|n| n.contains("the process died")), "{:?}", run.header.notes);
+    assert!(run.series[0].intervals.len() >= 3 && run.series[0].total().count() > 0);
+    drop(store);
+
+    // A monitor on a full disk says the same.
+    let port = common::prom::free_port().to_string();
+    let mut mon = Command::new(BIN)
+        .args(["monitor", "--cpus", &cpu, "--checkpoint", "200ms", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--db", db_s])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    disk.fill();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while mon.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > until {
+            let _ = mon.kill();
+            panic!("the monitor went on for 20 s on a full disk");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let o = mon.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("the disk holding the run store {db_s} is full")), "{err}");
+    assert!(!err.contains("Error code") || err.contains("full"), "{err}");
+
+    // A new store on the full disk: named, and nothing left beside it.
+    disk.fill();
+    let before = disk.files();
+    let new = disk.dir.join("new.db");
+    let o = rtscope(&["wakeup", "--cpus", &cpu, "-D", "1s", "--db", new.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is full"), "{}", text(&o));
+    assert_eq!(disk.files(), before, "files left beside new.db");
+    drop(fx);
+}

@@ -2,6 +2,7 @@
 //! Prometheus answers, which monitors, which time ranges. Checked and
 //! resolved into a [`FleetSpec`] before anything is read.
 
+use crate::prometheus::ClientLimits;
 use clap::Args;
 use rtscope_model::metrics::query;
 
@@ -27,6 +28,17 @@ pub struct PrometheusArgs {
     /// range / 240, at least 1m, at most the range].
     #[arg(long, value_name = "DUR", value_parser = super::dur, requires = "prometheus")]
     pub step: Option<u64>,
+    /// With --prometheus: how long to wait for the server to accept a connection [default: 5s].
+    #[arg(long, value_name = "DUR", value_parser = super::dur_above_0, requires = "prometheus")]
+    pub connect_timeout: Option<u64>,
+    /// With --prometheus: how long one query's whole answer may take, from the request sent to its last byte
+    /// (Prometheus' own query timeout is 2m) [default: 30s].
+    #[arg(long, value_name = "DUR", value_parser = super::dur_above_0, requires = "prometheus")]
+    pub query_timeout: Option<u64>,
+    /// With --prometheus: the largest answer taken from one query (e.g. 64M, 1G); a larger one is refused, naming
+    /// this flag; at most half of the memory available [default: 256M].
+    #[arg(long, value_name = "SIZE", value_parser = super::answer_size, requires = "prometheus")]
+    pub max_answer: Option<usize>,
 }
 
 /// What to read from Prometheus, checked.
@@ -38,6 +50,7 @@ pub struct FleetSpec {
     pub matchers: String,
     /// (start, end, step), Unix seconds, one per --range.
     pub windows: Vec<(f64, f64, f64)>,
+    pub limits: ClientLimits,
 }
 
 /// Prometheus answers at most 11000 points per series.
@@ -53,6 +66,9 @@ impl PrometheusArgs {
                 ("--range", !self.range.is_empty()),
                 ("--at", self.at != "now"),
                 ("--step", self.step.is_some()),
+                ("--connect-timeout", self.connect_timeout.is_some()),
+                ("--query-timeout", self.query_timeout.is_some()),
+                ("--max-answer", self.max_answer.is_some()),
             ];
             return match given.iter().find(|g| g.1) {
                 Some((flag, _)) => Err(format!("{flag} goes with --prometheus URL (the fleet's data in Prometheus)")),
@@ -97,7 +113,20 @@ impl PrometheusArgs {
             }
             windows.push((start, end, step));
         }
-        Ok(Some(FleetSpec { url: url.clone(), selector: self.selector.clone(), matchers, windows }))
+        let d = ClientLimits::default();
+        let limits = ClientLimits {
+            connect_ns: self.connect_timeout.unwrap_or(d.connect_ns),
+            query_ns: self.query_timeout.unwrap_or(d.query_ns),
+            max_answer: self.max_answer.unwrap_or(d.max_answer),
+        };
+        if let Some(n) = self.max_answer {
+            crate::sys::mem::check_share(
+                &format!("--max-answer {}", crate::sys::mem::human_bytes(n as u64)),
+                n as u64,
+                "give a smaller --max-answer",
+            )?;
+        }
+        Ok(Some(FleetSpec { url: url.clone(), selector: self.selector.clone(), matchers, windows, limits }))
     }
 }
 
@@ -112,6 +141,7 @@ mod tests {
             range: range.iter().map(|r| r.to_string()).collect(),
             at: "now".into(),
             step,
+            ..Default::default()
         }
     }
 

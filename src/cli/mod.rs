@@ -138,6 +138,13 @@ fn flush_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 2M, 64M)"))
 }
 
+/// `--max-answer`: a size of at least 4K.
+fn answer_size(s: &str) -> Result<usize, String> {
+    rtscope_model::units::parse_size(s)
+        .filter(|&n| n >= 4096)
+        .ok_or_else(|| format!("'{s}' is not a size of at least 4K (e.g. 64M, 1G)"))
+}
+
 fn mttf_axis(s: &str) -> Result<report::tailplot::MttfAxis, String> {
     match s {
         "buffers" => Ok(report::tailplot::MttfAxis::Buffers),
@@ -704,6 +711,9 @@ pub fn check_not_input(flag: &str, path: &std::path::Path, inputs: &[String]) ->
 
 /// Fails early, naming `flag`, when `path` cannot be created or written.
 pub fn check_writable(flag: &str, path: &std::path::Path) -> Result<()> {
+    if flag == "--db" {
+        rtscope_model::store::check_path(path)?;
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),

@@ -55,11 +55,13 @@ pub fn read_samples(
     time_unit: TimeUnit,
 ) -> Result<(Vec<i64>, Option<Vec<f64>>)> {
     let name = path.display();
-    // The file is read whole: at most half of the memory available.
-    let len = std::fs::metadata(path).map_or(0, |m| m.len());
-    crate::sys::mem::check_share(&format!("{flag} {name}"), len, "analyze a part of it (e.g. split -l 10000000)")
-        .map_err(anyhow::Error::msg)?;
-    let text = std::fs::read_to_string(path).with_context(|| format!("{flag} {name}: cannot read it"))?;
+    // The file is read whole: a regular file, at most half of the memory available.
+    let text = crate::sys::fs::read_input_text(
+        path,
+        &format!("{flag} {name}"),
+        "analyze a part of it (e.g. split -l 10000000)",
+    )
+    .map_err(anyhow::Error::msg)?;
     let mut values: Vec<i64> = Vec::new();
     let mut times: Vec<f64> = Vec::new();
     let lines = text.lines().count();
@@ -442,7 +444,8 @@ fn rta_cmd(a: RtaArgs) -> Result<i32> {
     let mut tasks = match &a.tasks {
         Some(path) => {
             let name = path.display().to_string();
-            let text_in = std::fs::read_to_string(path).with_context(|| format!("--tasks {name}: cannot read it"))?;
+            let text_in = crate::sys::fs::read_input_text(path, &format!("--tasks {name}"), "give fewer tasks")
+                .map_err(anyhow::Error::msg)?;
             rta::parse_tasks(&text_in, &format!("--tasks {name}")).map_err(anyhow::Error::msg)?
         }
         None => Vec::new(),

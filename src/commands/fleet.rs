@@ -50,7 +50,7 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
     if a.sched.tasks.is_some() || a.sched.error_rate.is_some() {
         bail!("--tasks / --error-rate: not with --prometheus (the probes' settings are not in Prometheus)");
     }
-    let client = Client::new(&spec.url)?;
+    let client = Client::new(&spec.url, spec.limits)?;
     let ticker = Ticker::start("rtscope report");
     let fleet = read(&client, &spec, 0, &ticker)?;
     ticker.stage(format!("judging {}", rtscope_model::units::plural(fleet.runs.len(), "machine")));
@@ -83,7 +83,7 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
 /// The two runs `compare --prometheus` compares: one machine's data in
 /// each of the two ranges, the first the baseline.
 pub fn ranges(spec: &FleetSpec, ticker: &Ticker) -> Result<Vec<Run>> {
-    let client = Client::new(&spec.url)?;
+    let client = Client::new(&spec.url, spec.limits)?;
     let mut runs = Vec::new();
     for i in 0..2 {
         let fleet = read(&client, spec, i, ticker)?;

@@ -62,6 +62,9 @@ pub fn main() -> Result<i32> {
                 "the run store (--db) is damaged: SQLite cannot read all of it; `sqlite3 DB .recover | sqlite3 NEW.db` \
                  copies what it still can, or point --db at another store",
             )
+        } else if let Some(words) = rtscope_model::store::sqlite_in_words(&e) {
+            // SQLite's numbers never reach the user without their words.
+            e.context(words)
         } else {
             e
         }

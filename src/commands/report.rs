@@ -17,8 +17,11 @@ fn load_runs(specs: &[String], store: &StoreArgs, ticker: &Ticker) -> Result<Vec
         let of = if specs.len() > 1 { format!(" ({} of {})", i + 1, specs.len()) } else { String::new() };
         ticker.stage(format!("reading {}{spec}{of}", if spec.ends_with(".json") { "" } else { "run " }));
         let path = std::path::Path::new(spec);
-        if path.is_file() {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {spec}"))?;
+        // Whatever is there under that name is read as an export: a
+        // device or a FIFO is refused, not taken for a run id.
+        if std::fs::symlink_metadata(path).is_ok() {
+            let text = crate::sys::fs::read_input_text(path, &format!("RUN {spec}"), "report a shorter run")
+                .map_err(anyhow::Error::msg)?;
             runs.push(export::read_json(&text, spec)?);
             continue;
         }

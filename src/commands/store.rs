@@ -2,7 +2,7 @@
 
 use crate::cli::{ExportArgs, ImportArgs, ShowArgs, StoreArgs};
 use crate::report::{self, Input};
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use rtscope_model::export;
 use rtscope_model::store::Store;
 use rtscope_model::units::{self, utc};
@@ -10,8 +10,12 @@ use std::io::Write;
 
 /// The store at `--db`, which must exist.
 pub fn open_existing(s: &StoreArgs) -> Result<Store> {
+    rtscope_model::store::check_path(&s.db)?;
     if !s.db.exists() {
-        bail!("--db {}: no run store there (make one with `rtscope run`, or point --db at one)", s.db.display());
+        bail!(
+            "--db {}: no run store there (make one with `rtscope run`, or point --db at one)",
+            rtscope_model::store::shown(&s.db)
+        );
     }
     Store::open_for_reading(&s.db)
 }
@@ -84,7 +88,8 @@ pub fn export(a: ExportArgs) -> Result<i32> {
 /// `rtscope import`.
 pub fn import(a: ImportArgs) -> Result<i32> {
     let name = a.file.display().to_string();
-    let text = std::fs::read_to_string(&a.file).with_context(|| format!("cannot read {name}"))?;
+    let text = crate::sys::fs::read_input_text(&a.file, &format!("import {name}"), "import a shorter run")
+        .map_err(anyhow::Error::msg)?;
     let run = export::read_json(&text, &name)?;
     crate::cli::check_writable("--db", &a.store.db)?;
     let mut store = Store::open(&a.store.db)?;

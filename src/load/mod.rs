@@ -368,6 +368,7 @@ const TMP_PREFIX: &str = "rtscope-load-";
 /// Removes the temporary directories of rtscope processes that died
 /// without cleaning up (SIGKILL).
 pub fn remove_stale_temp_dirs() {
+    crate::sys::cgroup::remove_stale();
     let Ok(dir) = std::fs::read_dir(temp_base()) else { return };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -613,8 +614,25 @@ pub fn run_once(ctx: &LoadCtx, what: &str, streak: &mut Streak, make: impl Fn() 
     let mut command = make();
     command.stderr(std::process::Stdio::piped());
     let groups = ctx.groups;
+    // Each command is marked (its number after rtscope's pid) and, where
+    // cgroup v2 allows, in a cgroup of its own: what it starts is found
+    // and ended with it even when it left the process group (`setsid`).
+    static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let serial = SERIAL.fetch_add(1, Relaxed);
+    let mut mark = [0u8; 32];
+    let n = crate::sys::ipc::load_marker(std::process::id(), &mut mark);
+    let marker = format!("{}{serial}=", String::from_utf8_lossy(&mark[..n]));
+    let (name, value) = marker.trim_end_matches('=').split_once('=').unwrap_or_default();
+    command.env(name, value);
+    let cgroup = groups.and_then(|_| crate::sys::cgroup::CommandCgroup::new(serial));
+    if let Some(g) = groups {
+        g.commands_started();
+    }
     let spawned = match groups {
-        Some(g) => process::spawn_grouped(&mut command, g),
+        Some(g) => {
+            use std::os::fd::AsRawFd;
+            process::spawn_grouped(&mut command, g, cgroup.as_ref().map(|c| c.procs.as_raw_fd()))
+        }
         None => process::spawn_tied(&mut command),
     };
     let mut child = match spawned {
@@ -628,10 +646,22 @@ pub fn run_once(ctx: &LoadCtx, what: &str, streak: &mut Streak, make: impl Fn() 
     // The command's process group goes with it: what it left running
     // (a `cmd &` of a shell, say) belongs to the load.
     let pgid = child.id();
-    let end = || {
+    let mut cgroup = cgroup;
+    let mut end = || {
         if let Some(g) = groups {
             process::kill_group(pgid);
             g.remove_group(pgid as i32);
+            match cgroup.take() {
+                Some(c) => c.end(),
+                None => {
+                    // The variable whole (`RTSCOPE_LOAD=PID:N` and its
+                    // NUL): this command's, not another copy's.
+                    let mut exact = marker.clone().into_bytes();
+                    exact.pop();
+                    exact.push(0);
+                    crate::sys::ipc::kill_marked(&exact, 2);
+                }
+            }
         }
     };
     let status = loop {

@@ -33,9 +33,16 @@ impl Format for Markdown {
     }
 }
 
-/// A cell: pipes escaped, line breaks flattened.
+/// Text as Markdown shows it and no more: the characters HTML reads as
+/// markup escaped, so that an imported run's text (a hostname, a note, a
+/// command line: `<script>`) is shown, never run, as the HTML report does.
+fn md(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A cell: markup and pipes escaped, line breaks flattened.
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    md(s).replace('|', "\\|").replace('\n', " ")
 }
 
 fn table(out: &mut dyn Write, t: &Table) -> Result<()> {
@@ -53,11 +60,11 @@ fn table(out: &mut dyn Write, t: &Table) -> Result<()> {
 }
 
 pub fn write_doc(doc: &Doc, out: &mut dyn Write) -> Result<()> {
-    writeln!(out, "# {}", doc.title)?;
+    writeln!(out, "# {}", md(&doc.title))?;
     for c in &doc.chapters {
-        writeln!(out, "\n## {}\n\n{}", c.title, c.subtitle)?;
+        writeln!(out, "\n## {}\n\n{}", md(&c.title), md(&c.subtitle))?;
         for s in &c.sections {
-            writeln!(out, "\n### {}", s.title)?;
+            writeln!(out, "\n### {}", md(&s.title))?;
             // Consecutive preformatted blocks (episode verdicts) make one.
             let mut code: Vec<&str> = Vec::new();
             for b in &s.blocks {
@@ -67,28 +74,29 @@ pub fn write_doc(doc: &Doc, out: &mut dyn Write) -> Result<()> {
                 }
                 flush(out, &mut code)?;
                 match b {
-                    Block::Para(p) => writeln!(out, "\n{p}")?,
+                    Block::Para(p) => writeln!(out, "\n{}", md(p))?,
                     Block::Verdict { outcome, text, details } => {
-                        writeln!(out, "\n**{}**: {text}", outcome.as_str().to_uppercase())?;
+                        writeln!(out, "\n**{}**: {}", outcome.as_str().to_uppercase(), md(text))?;
                         if !details.is_empty() {
                             writeln!(out)?;
                         }
                         for (line, subs) in details {
-                            writeln!(out, "- {}", line.replace('\n', " "))?;
+                            writeln!(out, "- {}", md(line).replace('\n', " "))?;
                             for s in subs {
-                                writeln!(out, "  - {}", s.replace('\n', " "))?;
+                                writeln!(out, "  - {}", md(s).replace('\n', " "))?;
                             }
                         }
                     }
                     Block::FigureData(t) => table(out, t)?,
                     Block::Warning { serious, message, fix } => {
-                        writeln!(out, "\n- {} {message} (fix: {fix})", if *serious { "**warning:**" } else { "note:" })?
+                        let kind = if *serious { "**warning:**" } else { "note:" };
+                        writeln!(out, "\n- {kind} {} (fix: {})", md(message), md(fix))?
                     }
                     Block::Table(t) => table(out, t)?,
                     Block::List(items) => {
                         writeln!(out)?;
                         for (i, item) in items.iter().enumerate() {
-                            writeln!(out, "{}. {}", i + 1, item.replace('\n', " "))?;
+                            writeln!(out, "{}. {}", i + 1, md(item).replace('\n', " "))?;
                         }
                     }
                     // The plots are the HTML report's.
@@ -105,10 +113,56 @@ fn flush(out: &mut dyn Write, code: &mut Vec<&str>) -> Result<()> {
     if code.is_empty() {
         return Ok(());
     }
-    writeln!(out, "\n```")?;
+    // A fence longer than any run of backticks inside: no line ends it.
+    let longest = code.iter().flat_map(|l| l.split(|c| c != '`')).map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    writeln!(out, "\n{fence}")?;
     for l in code.drain(..) {
         writeln!(out, "{l}")?;
     }
-    writeln!(out, "```")?;
+    writeln!(out, "{fence}")?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::doc::{Chapter, Section};
+    use super::*;
+
+    /// An imported run's text is shown, not run: markup escaped in text
+    /// and tables, and a code block's fence outlasts any backticks in it.
+    #[test]
+    fn imported_markup_is_escaped() {
+        let evil = "<script>alert(1)</script> & <img src=x onerror=alert(2)>";
+        let doc = Doc {
+            title: evil.into(),
+            chapters: vec![Chapter {
+                id: "c".into(),
+                title: evil.into(),
+                subtitle: evil.into(),
+                sections: vec![Section {
+                    id: "s".into(),
+                    title: evil.into(),
+                    blocks: vec![
+                        Block::Para(evil.into()),
+                        Block::Table(Table {
+                            head: vec![evil.into()],
+                            rows: vec![vec![evil.into()]],
+                            ..Default::default()
+                        }),
+                        Block::List(vec![evil.into()]),
+                        Block::Code(vec!["```".into(), evil.into()]),
+                    ],
+                    open: true,
+                }],
+            }],
+        };
+        let mut out = Vec::new();
+        write_doc(&doc, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let outside_code: String = text.split("````").step_by(2).collect();
+        assert!(!outside_code.contains("<script>") && !outside_code.contains("<img"), "{text}");
+        assert!(text.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp;"), "{text}");
+        assert!(text.contains("\n````\n```\n"), "the fence is longer than the backticks inside: {text}");
+    }
 }

@@ -213,7 +213,10 @@ pub fn write_to<R>(flag: &str, path: &Path, write: impl FnOnce(&mut dyn Write) -
     }
     let done = done?;
     file.open().with_context(cannot)?;
-    file.flush().with_context(cannot)?;
+    if file.flush().is_err() {
+        let e = file.error.take().unwrap_or_else(|| std::io::Error::other("flush failed"));
+        return Err(anyhow::Error::new(e).context(cannot()));
+    }
     Ok(done)
 }
 
@@ -241,16 +244,30 @@ impl LazyFile<'_> {
     }
 }
 
+impl LazyFile<'_> {
+    /// `r`, its error kept to be named with the file (`/dev/full`: "No
+    /// space left on device" alone did not say where).
+    fn kept<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        r.map_err(|e| {
+            let kind = e.kind();
+            self.error.get_or_insert(e);
+            kind.into()
+        })
+    }
+}
+
 impl Write for LazyFile<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.open()?.write(buf)
+        let r = self.open()?.write(buf);
+        self.kept(r)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        match &mut self.file {
+        let r = match &mut self.file {
             Some(f) => f.flush(),
             None => Ok(()),
-        }
+        };
+        self.kept(r)
     }
 }
 

@@ -8,6 +8,7 @@
 //! sender process, disturb's system-call spinner).
 
 pub mod cache;
+pub mod cgroup;
 pub mod clock;
 pub mod clocks;
 pub mod cpu;

@@ -46,8 +46,27 @@ fn tie(cmd: &mut Command) {
 /// rtscope's process group, so a Ctrl-C at the terminal reaches rtscope
 /// alone, which stops its loads. Unregister with `groups.remove_group`
 /// once the group is gone ([`kill_group`]).
-pub fn spawn_grouped(cmd: &mut Command, groups: &'static crate::sys::ipc::Registry) -> std::io::Result<Child> {
+///
+/// With `cgroup` (a cgroup's `cgroup.procs`, open for writing), the child
+/// first moves itself there, so that all it starts stays in it.
+pub fn spawn_grouped(
+    cmd: &mut Command,
+    groups: &'static crate::sys::ipc::Registry,
+    cgroup: Option<std::os::fd::RawFd>,
+) -> std::io::Result<Child> {
     tie(cmd);
+    if let Some(procs) = cgroup {
+        // SAFETY: write(2) of a constant to a descriptor the parent holds
+        // open until the spawn returns: async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Refused (a cgroup rtscope may not move into): the
+                // marker in the environment still finds what it starts.
+                libc::write(procs, b"0".as_ptr().cast(), 1);
+                Ok(())
+            });
+        }
+    }
     // Last, so that nothing fails after the registration.
     // SAFETY: setpgid, getpid and the registry's compare-exchange on shared
     // memory are async-signal-safe.

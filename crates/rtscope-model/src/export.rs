@@ -202,6 +202,13 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
     let series_docs = doc.series.ok_or_else(|| {
         anyhow!("{origin} holds only the summary (a probe's --json); import needs `rtscope export RUN --format json`")
     })?;
+    let h = &doc.run.header;
+    if let Some(end) = h.ended_unix_ns.filter(|&e| e < h.started_unix_ns) {
+        bail!(
+            "{origin}: run.header.ended_unix_ns ({end}) is before started_unix_ns ({}): a run ends after it starts",
+            h.started_unix_ns
+        );
+    }
     let mut series = Vec::new();
     for s in series_docs {
         if s.key.cpu < -1 {
@@ -214,6 +221,9 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
         let mut intervals = Vec::new();
         for iv in s.intervals {
             let where_ = || format!("{origin}: {} interval {}", s.key.describe(), iv.seq);
+            if iv.end_ns < iv.start_ns {
+                bail!("{}: end_ns ({}) is before start_ns ({})", where_(), iv.end_ns, iv.start_ns);
+            }
             let bytes = B64.decode(iv.hdr.as_bytes()).map_err(|e| anyhow!("{}: bad base64: {e}", where_()))?;
             let neg = match iv.neg {
                 Some(n) => Some(NegHalf {
@@ -246,6 +256,24 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
             });
         }
         let what = format!("{origin}: {}", s.key.describe());
+        // The store's promise: an exceedance is a sample of the interval
+        // that holds its time, so no larger than that interval's maximum
+        // (or a neighbour's: a sample taken as an interval closes may be
+        // counted in the next).
+        for &[t_ns, value_ns] in &s.exceedances {
+            let at = intervals.iter().position(|iv| iv.start_ns <= t_ns && t_ns <= iv.end_ns);
+            let around = match at {
+                Some(i) => &intervals[i.saturating_sub(1)..(i + 2).min(intervals.len())],
+                None => &intervals[..],
+            };
+            let max = around.iter().map(|iv| iv.stats.max).max().unwrap_or(0);
+            if value_ns > max {
+                bail!(
+                    "{what}: exceedance [{t_ns}, {value_ns}] (value_ns) is above the maximum of its interval ({max} \
+                     ns): an exceedance is one of the interval's samples"
+                );
+            }
+        }
         let exceedances = s.exceedances.into_iter().map(|[t_ns, value_ns]| Exceedance { t_ns, value_ns }).collect();
         let mut one =
             Series::new(s.key, s.unit, s.exceed, intervals, exceedances).map_err(|e| anyhow!("{what} {e}"))?;
@@ -359,5 +387,22 @@ mod tests {
         let mut doc = run_doc(&run, true);
         doc.series.as_mut().unwrap()[0].intervals[0].hdr = "AAAA".into();
         assert!(read_json(&serde_json::to_string(&doc).unwrap(), "h.json").is_err());
+        // An exceedance above its interval's maximum; an end before the
+        // start, of the run or of an interval: refused, naming the field.
+        let mut doc = run_doc(&run, true);
+        let s = &mut doc.series.as_mut().unwrap()[0];
+        let t = s.intervals[0].start_ns;
+        s.exceedances.push([t, 1_000_000_000_000_000]);
+        let e = read_json(&serde_json::to_string(&doc).unwrap(), "x.json").unwrap_err().to_string();
+        assert!(e.contains("x.json") && e.contains("value_ns") && e.contains("above the maximum"), "{e}");
+        let mut doc = run_doc(&run, true);
+        doc.run.header.ended_unix_ns = Some(doc.run.header.started_unix_ns - 1);
+        let e = read_json(&serde_json::to_string(&doc).unwrap(), "t.json").unwrap_err().to_string();
+        assert!(e.contains("t.json") && e.contains("ended_unix_ns") && e.contains("before started_unix_ns"), "{e}");
+        let mut doc = run_doc(&run, true);
+        let iv = &mut doc.series.as_mut().unwrap()[0].intervals[0];
+        iv.end_ns = iv.start_ns - 1;
+        let e = read_json(&serde_json::to_string(&doc).unwrap(), "i.json").unwrap_err().to_string();
+        assert!(e.contains("i.json") && e.contains("end_ns") && e.contains("before start_ns"), "{e}");
     }
 }

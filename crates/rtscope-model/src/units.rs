@@ -14,7 +14,15 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
         return Ok(0);
     }
     if let Some(abs) = s.strip_prefix('-') {
-        return Err(format!("'{s}' must be positive (a length of time, e.g. {})", abs.trim()));
+        // `-5s`: a negative duration, the fix its positive twin; `--interval`
+        // or `-x`: a flag where a value was due (`wakeup -i --interval`).
+        let abs = abs.trim();
+        if abs.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+            return Err(format!("'{s}' must be positive (a length of time, e.g. {abs})"));
+        }
+        return Err(format!(
+            "'{s}' is a flag, not a length of time: the flag before it needs a value (e.g. 200us, 1ms, 10s)"
+        ));
     }
     let mut rest = s;
     let mut total: f64 = 0.0;

@@ -2,7 +2,7 @@
 //! optional, and how one overlays another (flags over a file over a
 //! default). plan.rs checks it and builds what it names.
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use rtscope_model::analysis::rta;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -61,7 +61,8 @@ impl PlanFile {
     /// A plan read from `path`: its task file is relative to the plan's directory.
     pub fn read(path: &Path) -> Result<PlanFile> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the campaign file {name}"))?;
+        let text = crate::sys::fs::read_input_text(path, &format!("the campaign file {name}"), "give a shorter plan")
+            .map_err(anyhow::Error::msg)?;
         let mut file = PlanFile::parse(&text, &name)?;
         let dir = path.parent().unwrap_or(Path::new(""));
         file.tasks =

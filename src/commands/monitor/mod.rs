@@ -8,6 +8,7 @@
 //! short index on `/`; nothing it receives is written or run. With
 //! `--web-config` it speaks TLS and asks for basic auth (`web.rs`).
 
+mod http;
 mod web;
 
 use crate::cli::{MonitorArgs, MonitorPlan};
@@ -127,41 +128,22 @@ fn page(live: &Live, accept: Option<&str>) -> (Vec<u8>, Format) {
 
 const INDEX: &str = "rtscope monitor: latency metrics at /metrics (Prometheus text format or OpenMetrics)\n";
 
-/// Serves `/metrics` until `stop`, to those `web` allows.
-fn serve(server: &tiny_http::Server, live: &Live, web: Option<&WebConfig>, stop: &AtomicBool) {
-    use tiny_http::{Header, Method, Response};
-    while !stop.load(Relaxed) {
-        let req = match server.recv_timeout(Duration::from_millis(200)) {
-            Ok(Some(r)) => r,
-            Ok(None) => continue,
-            Err(_) => break,
-        };
-        let get = matches!(req.method(), Method::Get | Method::Head);
-        let path = req.url().split('?').next().unwrap_or_default().to_string();
-        let header = |v: &str| Header::from_bytes("Content-Type", v).expect("a valid header");
-        let field = |name: &str| {
-            req.headers()
-                .iter()
-                .find(|h| h.field.as_str().as_str().eq_ignore_ascii_case(name))
-                .map(|h| h.value.as_str().to_string())
-        };
-        let answer = if web.is_some_and(|w| !w.allows(field("Authorization").as_deref())) {
-            Response::from_string("unauthorized\n")
-                .with_status_code(401)
-                .with_header(Header::from_bytes("WWW-Authenticate", "Basic realm=\"rtscope\"").expect("a valid header"))
-        } else if !get {
-            Response::from_string("only GET and HEAD are served\n")
-                .with_status_code(405)
-                .with_header(Header::from_bytes("Allow", "GET, HEAD").expect("a valid header"))
-        } else if path == "/metrics" {
-            let (body, format) = page(live, field("Accept").as_deref());
-            Response::from_data(body).with_header(header(format.content_type()))
-        } else if path == "/" {
-            Response::from_string(INDEX).with_header(header("text/plain; charset=utf-8"))
-        } else {
-            Response::from_string("not found: the metrics are at /metrics\n").with_status_code(404)
-        };
-        let _ = req.respond(answer);
+/// What `/metrics` and `/` answer a request that passed the edge
+/// (`http`: its limits, TLS and basic auth).
+fn answer(live: &Live, req: &http::request::Request) -> http::Answer {
+    use http::request::Method;
+    if req.method == Method::Other {
+        let mut a = http::Answer::text(405, "only GET and HEAD are served\n");
+        a.headers.push(("Allow", "GET, HEAD"));
+        return a;
+    }
+    match req.path.as_str() {
+        "/metrics" => {
+            let (body, format) = page(live, req.accept.as_deref());
+            http::Answer { status: 200, content_type: format.content_type(), body, headers: Vec::new() }
+        }
+        "/" => http::Answer::text(200, INDEX),
+        _ => http::Answer::text(404, "not found: the metrics are at /metrics\n"),
     }
 }
 
@@ -256,18 +238,19 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     pin_housekeeping(&plan);
     let web = plan.web_config.as_deref().map(WebConfig::load).transpose()?;
     // Bound before anything is measured: a port in use is said at once.
-    let server = bind(&plan, web.as_ref())?;
+    let scheme = if web.as_ref().is_some_and(|w| w.tls.is_some()) { "https" } else { "http" };
+    let server = bind(&plan, web)?;
     // The retention's store first: a bad --db is said before any probe starts.
     let mut store = Store::open(&plan.db)?;
     let live = Arc::new(Live::new(&plan));
     if !plan.quiet {
-        announce(&plan);
+        announce(&plan, scheme, server.local_addr().unwrap_or(plan.listen));
     }
     let stop_serving = AtomicBool::new(false);
     let ended = std::thread::scope(|scope| -> Result<Vec<String>> {
         let server_thread = std::thread::Builder::new()
             .name("rtscope-http".into())
-            .spawn_scoped(scope, || serve(&server, &live, web.as_ref(), &stop_serving))
+            .spawn_scoped(scope, || server.serve(&|req| answer(&live, req), &stop_serving))
             .context("starting the metrics server")?;
         let mut probes = Vec::new();
         for (common, probe) in &plan.probes {
@@ -311,22 +294,13 @@ fn pin_housekeeping(plan: &MonitorPlan) {
     cpu::pin_housekeeping(&measured, &cpu::siblings());
 }
 
-/// The metrics server on `--listen`, with `--web-config`'s TLS if it has
-/// any.
-fn bind(plan: &MonitorPlan, web: Option<&WebConfig>) -> Result<tiny_http::Server> {
-    Ok(match web.and_then(|w| w.tls.clone()) {
-        Some((certificate, private_key)) => {
-            tiny_http::Server::https(plan.listen, tiny_http::SslConfig { certificate, private_key }).map_err(|e| {
-                anyhow!(
-                    "--listen {} with --web-config's TLS: {e} (check that the key belongs to the certificate, and \
-                     the address)",
-                    plan.listen
-                )
-            })?
-        }
-        None => tiny_http::Server::http(plan.listen).map_err(|e| {
-            anyhow!("--listen {}: cannot listen there: {e} (pick another address or port)", plan.listen)
-        })?,
+/// The metrics server on `--listen`, with `--web-config`'s TLS and users
+/// if it has any.
+fn bind(plan: &MonitorPlan, web: Option<WebConfig>) -> Result<http::Server> {
+    let (tls, users) = web.map_or((None, Default::default()), |w| (w.tls, w.users));
+    let tls_said = if tls.is_some() { " with --web-config's TLS" } else { "" };
+    http::Server::bind(plan.listen, tls, users).map_err(|e| {
+        anyhow!("--listen {}{tls_said}: cannot listen there: {e} (pick another address or port)", plan.listen)
     })
 }
 
@@ -358,7 +332,7 @@ impl Live {
 
 /// What the monitor measures, where it serves and how it keeps its store,
 /// on stderr.
-fn announce(plan: &MonitorPlan) {
+fn announce(plan: &MonitorPlan, scheme: &str, listening: std::net::SocketAddr) {
     for (c, p) in &plan.probes {
         eprintln!("rtscope monitor: {} on CPUs {}: {}", p.name(), format_cpu_list(&c.cpus), p.describe());
     }
@@ -366,9 +340,9 @@ fn announce(plan: &MonitorPlan) {
         eprintln!("rtscope monitor: watch on CPUs {}: {}", watched_cpus(w), w.describe());
     }
     eprintln!(
-        "rtscope monitor: metrics on http://{}/metrics; store {}, checkpoint every {}, kept {} then summarised \
+        "rtscope monitor: metrics on {scheme}://{}/metrics; store {}, checkpoint every {}, kept {} then summarised \
          per {}, at most {} MiB",
-        plan.listen,
+        listening,
         plan.db.display(),
         rtscope_model::units::human(plan.checkpoint_ns),
         rtscope_model::units::human(plan.retain_ns),

@@ -14,14 +14,20 @@
 //! only (`min_version: TLS13`), cipher suite and curve choices, response
 //! headers. TLS is 1.2 or 1.3 with rustls' safe defaults.
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use base64::Engine;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
+
+/// The highest bcrypt cost taken. Each step doubles a check's time: cost
+/// 10 (Prometheus' documentation's example) takes about 60 ms on a 2-vCPU
+/// guest, 12 about 250 ms, 31 days. The first scrape with a credential
+/// pays one check (later ones are cached), and it must come well within
+/// Prometheus' scrape timeout (10 s by default) on a slow board too;
+/// exporter-toolkit takes any cost, and a `$2b$31$` hash hangs it.
+pub const MAX_BCRYPT_COST: u32 = 12;
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -58,14 +64,10 @@ struct HttpFile {
 
 /// What `--web-config` asks for.
 pub struct WebConfig {
-    /// The certificate chain and private key, PEM.
-    pub tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// The TLS server configuration: the certificate chain and its key.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// User -> bcrypt hash; empty: no authentication.
-    users: BTreeMap<String, String>,
-    /// Credentials that verified, as a keyed hash of user and password
-    /// (bcrypt costs tens of milliseconds a check; scrapes repeat them).
-    verified: Mutex<Vec<u64>>,
-    hasher: RandomState,
+    pub users: BTreeMap<String, String>,
 }
 
 /// The base64 bodies of a PEM file's blocks labelled `label`; an error
@@ -89,14 +91,16 @@ fn pem_blocks(text: &str, label: &str) -> Result<usize, String> {
 
 fn read(flag_file: &Path, dir: &Path, path: &Path, key: &str) -> Result<Vec<u8>> {
     let full = dir.join(path);
-    std::fs::read(&full).map_err(|e| anyhow!("--web-config {}: {key} {}: {e}", flag_file.display(), full.display()))
+    let what = format!("--web-config {}: {key} {}", flag_file.display(), full.display());
+    crate::sys::fs::read_input(&full, &what, "give a PEM file").map_err(anyhow::Error::msg)
 }
 
 impl WebConfig {
     /// Reads and checks `path`.
     pub fn load(path: &Path) -> Result<WebConfig> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--web-config {}: cannot read it", path.display()))?;
+        let what = format!("--web-config {}", path.display());
+        let text =
+            crate::sys::fs::read_input_text(path, &what, "give a web configuration").map_err(anyhow::Error::msg)?;
         let f: File = if text.trim().is_empty() {
             File::default()
         } else {
@@ -151,7 +155,13 @@ impl WebConfig {
                     key.display()
                 )));
             }
-            tls = Some((cert_pem, key_pem));
+            tls = Some(tls_config(&cert_pem, &key_pem).map_err(|e| {
+                what(&format!(
+                    "cert_file {} and key_file {}: {e} (check that the key belongs to the certificate)",
+                    cert.display(),
+                    key.display()
+                ))
+            })?);
         }
         if let Some(h) = f.http_server_config
             && h.headers.is_some_and(|m| !m.is_empty())
@@ -162,39 +172,43 @@ impl WebConfig {
             if user.contains(':') {
                 bail!(what(&format!("basic_auth_users: user '{user}' has a ':', which basic auth cannot carry")));
             }
-            if !hash.starts_with("$2") || bcrypt::verify("", hash).is_err() {
+            // Parsed, not checked by hashing: a costly hash is refused
+            // before it costs anything.
+            let Ok(parts) = hash.parse::<bcrypt::HashParts>() else {
                 bail!(what(&format!(
                     "basic_auth_users: {user}'s password is not a bcrypt hash (make one with `htpasswd -nBC 10 \
                      {user}` or Python's bcrypt.hashpw)"
                 )));
+            };
+            let cost = parts.get_cost();
+            if !(4..=MAX_BCRYPT_COST).contains(&cost) {
+                bail!(what(&format!(
+                    "basic_auth_users: {user}'s bcrypt hash has cost {cost}: rtscope takes 4 to {MAX_BCRYPT_COST} \
+                     (each step doubles a check's time; cost 31 takes days): make it again with `htpasswd -nBC 10 \
+                     {user}`"
+                )));
             }
         }
-        Ok(WebConfig { tls, users: f.basic_auth_users, verified: Mutex::new(Vec::new()), hasher: RandomState::new() })
+        Ok(WebConfig { tls, users: f.basic_auth_users })
     }
+}
 
-    /// Whether a request with this `Authorization` header may read.
-    pub fn allows(&self, authorization: Option<&str>) -> bool {
-        if self.users.is_empty() {
-            return true;
-        }
-        let Some(b64) = authorization.and_then(|a| a.strip_prefix("Basic ")) else { return false };
-        let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(b64.trim()) else { return false };
-        let Ok(pair) = String::from_utf8(raw) else { return false };
-        let Some((user, password)) = pair.split_once(':') else { return false };
-        let Some(hash) = self.users.get(user) else {
-            return false;
-        };
-        let key = self.hasher.hash_one((user, password, hash));
-        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-        if verified.contains(&key) {
-            return true;
-        }
-        let ok = bcrypt::verify(password, hash).unwrap_or(false);
-        if ok && verified.len() < 64 {
-            verified.push(key);
-        }
-        ok
-    }
+/// A TLS 1.2 and 1.3 server configuration (rustls' safe defaults, its
+/// `ring` provider) of a PEM certificate chain and private key.
+fn tls_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(cert_pem).collect::<Result<_, _>>().map_err(|e| format!("{e:?}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| format!("{e:?}"))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(config))
 }
 
 #[cfg(test)]
@@ -209,19 +223,17 @@ mod tests {
     }
 
     #[test]
-    fn basic_auth_checks_bcrypt_hashes() {
+    fn basic_auth_hashes_are_parsed_and_their_cost_bounded() {
         let hash = bcrypt::hash("s3cret", 4).unwrap();
         let w = load(&format!("basic_auth_users:\n  prom: '{hash}'\n")).unwrap();
-        let header = |u: &str, p: &str| {
-            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")))
-        };
-        assert!(w.allows(Some(&header("prom", "s3cret"))));
-        assert!(w.allows(Some(&header("prom", "s3cret"))), "again, from the cache");
-        assert!(!w.allows(Some(&header("prom", "wrong"))));
-        assert!(!w.allows(Some(&header("other", "s3cret"))));
-        assert!(!w.allows(None));
-        assert!(!w.allows(Some("Bearer x")));
-        assert!(load("").unwrap().allows(None), "an empty file asks for nothing");
+        assert_eq!(w.users.len(), 1);
+        assert!(load("").unwrap().users.is_empty(), "an empty file asks for nothing");
+        // Cost 31 would take days to check: refused at once, unhashed.
+        let costly = hash.replacen("$04$", "$31$", 1);
+        let t = std::time::Instant::now();
+        let e = load(&format!("basic_auth_users:\n  prom: '{costly}'\n")).err().unwrap();
+        assert!(format!("{e:#}").contains("cost 31") && format!("{e:#}").contains("4 to 12"), "{e:#}");
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
 mod cleanup;
+pub use cleanup::kill_marked;
 
 /// What the janitor removes should rtscope die first: SysV semaphore
 /// sets, the process groups of loads' commands (killed, with all they
@@ -26,6 +27,33 @@ pub struct Registry {
     /// load and every job of a `compile` load at their highest intensity.
     groups: [AtomicI64; 1024],
     paths: [PathSlot; 16],
+    /// Not 0 once a load's command has been started: its environment
+    /// holds [`load_marker`] of this rtscope, which the janitor looks for.
+    commands: AtomicU32,
+}
+
+/// The variable every load command of rtscope `pid` carries in its
+/// environment (with the command's number after the colon), inherited by
+/// whatever it starts: `RTSCOPE_LOAD=PID:`. Written into `buf`; the
+/// length.
+pub fn load_marker(pid: u32, buf: &mut [u8; 32]) -> usize {
+    let prefix = b"RTSCOPE_LOAD=";
+    buf[..prefix.len()].copy_from_slice(prefix);
+    let mut n = prefix.len();
+    let mut digits = [0u8; 10];
+    let (mut d, mut v) = (0, pid);
+    loop {
+        digits[9 - d] = b'0' + (v % 10) as u8;
+        d += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    buf[n..n + d].copy_from_slice(&digits[10 - d..]);
+    n += d;
+    buf[n] = b':';
+    n + 1
 }
 
 unsafe impl Zeroable for Registry {}
@@ -65,6 +93,10 @@ pub enum Leftover {
     /// turned back on, before tracefs is unmounted, unless another rtscope
     /// still holds it off ([`CMD_HOLDERS`]).
     OptionOn = 5,
+    /// A cgroup v2 directory of rtscope's load commands: every process in
+    /// it and its children killed (`cgroup.kill`), then the directories
+    /// removed.
+    Cgroup = 6,
 }
 
 /// The directory that holds tracefs's mount point, locked (`flock`) by
@@ -109,6 +141,12 @@ impl Registry {
 
     pub fn remove_group(&self, pgid: i32) {
         take(&self.groups, i64::from(pgid));
+    }
+
+    /// Says that load commands are started: should rtscope die, the
+    /// janitor also kills what carries their marker ([`load_marker`]).
+    pub fn commands_started(&self) {
+        self.commands.store(1, Ordering::Release);
     }
 
     /// Registers `path` for the janitor to remove as `kind`, should
@@ -180,6 +218,18 @@ impl Registry {
                 // SAFETY: killing a process group a load's command leads.
                 unsafe { libc::kill(-(g as libc::pid_t), libc::SIGKILL) };
             }
+        }
+        // What left its process group (setsid, a double fork): by its
+        // cgroup, and by the marker in its environment where cgroups could
+        // not be had (or a process left its cgroup).
+        for p in self.paths_of(Leftover::Cgroup) {
+            // SAFETY: a NUL-terminated path in this process's copy of the registry.
+            unsafe { cleanup::remove_cgroup(p) };
+        }
+        if self.commands.load(Ordering::Acquire) != 0 {
+            let mut marker = [0u8; 32];
+            let n = load_marker(owner as u32, &mut marker);
+            cleanup::kill_marked(&marker[..n], 3);
         }
         // SAFETY (the four loops): NUL-terminated paths in this process's
         // own copy of the registry; the helpers make system calls only.

@@ -106,6 +106,67 @@ mod tests {
         assert!(std::path::Path::new("/etc/hostname").exists() || std::path::Path::new("/etc").is_dir());
     }
 
+    /// Live processes whose command line holds `mark`.
+    fn running(mark: &str) -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| {
+                let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                let zombie = stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'));
+                !zombie && String::from_utf8_lossy(&cmd).contains(mark)
+            })
+            .collect()
+    }
+
+    /// What a command left in another session (`setsid`, as a daemon
+    /// does) is found by the variable in its environment and killed; a
+    /// command with another number, or of another rtscope, is left.
+    #[test]
+    fn processes_are_found_by_their_marker_whatever_their_session() {
+        let mark = format!("37{}.5", std::process::id() % 1000);
+        let other = format!("38{}.5", std::process::id() % 1000);
+        let spawn = |value: &str, m: &str| {
+            std::process::Command::new("/bin/sh")
+                .arg("-c")
+                .arg(format!("setsid sleep {m} & sleep {m}; wait"))
+                .env("RTSCOPE_LOAD", value)
+                .env("PADDING", "x".repeat(5000))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let mut ours = spawn("4242424:7", &mark);
+        let mut theirs = spawn("4242424:70", &other);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while running(&mark).len() < 3 || running(&other).len() < 3 {
+            assert!(std::time::Instant::now() < until, "the sleeps never started");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        kill_marked(b"RTSCOPE_LOAD=4242424:7\0", 2);
+        let _ = ours.wait();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !running(&mark).is_empty() {
+            assert!(std::time::Instant::now() < until, "left: {:?}", running(&mark));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The shell and its two sleeps.
+        assert_eq!(running(&other).len(), 3, "another command's were killed");
+        kill_marked(b"RTSCOPE_LOAD=4242424:", 2);
+        let _ = theirs.wait();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !running(&other).is_empty() {
+            assert!(std::time::Instant::now() < until, "left: {:?}", running(&other));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut buf = [0u8; 32];
+        let n = load_marker(4242424, &mut buf);
+        assert_eq!(&buf[..n], b"RTSCOPE_LOAD=4242424:");
+    }
+
     #[test]
     fn primitives_work() {
         let e = eventfd().unwrap();

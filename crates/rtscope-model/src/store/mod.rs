@@ -61,7 +61,9 @@ mod retention;
 mod schema;
 mod write;
 
-pub use open::{corrupt, corrupt_message};
+pub use open::{
+    check_path, corrupt, corrupt_message, disk_full, fault, full_message, is_full, shown, sqlite_in_words, sqlite_words,
+};
 pub use retention::Summarised;
 pub use schema::SCHEMA_VERSION;
 pub use write::{imported_header, process_identity};

@@ -23,20 +23,126 @@ fn schema_version(conn: &Connection) -> Result<i64> {
     Ok(version)
 }
 
+/// `path` shortened for a message: a name of thousands of characters is
+/// shown by its two ends.
+pub fn shown(path: &Path) -> String {
+    let s = path.display().to_string();
+    if s.chars().count() <= 100 {
+        return s;
+    }
+    let head: String = s.chars().take(60).collect();
+    let tail: String = s.chars().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect();
+    format!("{head}...{tail} ({} bytes)", s.len())
+}
+
+/// The longest name of one directory entry, and of a whole path (Linux's
+/// NAME_MAX and PATH_MAX less its NUL).
+const NAME_MAX: usize = 255;
+const PATH_MAX: usize = 4095;
+
+/// The store's files besides itself, which SQLite makes beside it.
+pub const JOURNALS: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+/// Refuses a store path SQLite must not touch, before it does: a name
+/// too long for Linux; something that is not a regular file (a device
+/// such as /dev/null, where SQLite would make a world-writable
+/// `/dev/null-journal`; a FIFO, whose open blocks for ever; a socket; a
+/// directory), or a journal beside it that is not one. A new path, or a
+/// link to a regular file, passes. Every command that opens a store asks
+/// this first.
+pub fn check_path(path: &Path) -> Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let longest = path.components().map(|c| c.as_os_str().len()).max().unwrap_or(0);
+    if bytes.len() > PATH_MAX || longest > NAME_MAX {
+        bail!(
+            "run store {}: the name is too long for Linux (at most {NAME_MAX} bytes a name, {PATH_MAX} in all): give \
+             a shorter --db PATH",
+            shown(path)
+        );
+    }
+    if bytes.is_empty() {
+        bail!("run store: --db is empty: give a file (e.g. --db ./rtscope.db)");
+    }
+    let not_a_file = |p: &Path, what: &str| -> Result<()> {
+        use std::os::unix::fs::FileTypeExt;
+        let Ok(m) = std::fs::metadata(p) else { return Ok(()) };
+        let t = m.file_type();
+        let kind = if t.is_file() {
+            return Ok(());
+        } else if t.is_dir() {
+            if p == path {
+                bail!(directory_message(path));
+            }
+            "a directory"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else if t.is_fifo() {
+            "a pipe (FIFO)"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        bail!(
+            "run store {}: {what} is {kind}, not a file: --db names an rtscope run store or a new file (e.g. --db \
+             ./rtscope.db)",
+            shown(path)
+        )
+    };
+    not_a_file(path, "it")?;
+    for j in JOURNALS {
+        let mut p = path.as_os_str().to_owned();
+        p.push(j);
+        not_a_file(Path::new(&p), &format!("its {j} file"))?;
+    }
+    Ok(())
+}
+
+/// The store's files (itself and its journals) that exist now.
+fn existing_files(path: &Path) -> Vec<std::path::PathBuf> {
+    std::iter::once(path.to_path_buf())
+        .chain(JOURNALS.iter().map(|j| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(j);
+            p.into()
+        }))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok())
+        .collect()
+}
+
 impl Store {
     /// Opens (creating if needed) the store at `path`, checks its schema and
-    /// marks runs whose process died as `partial`.
+    /// marks runs whose process died as `partial`. A new store that cannot
+    /// be made (a full disk, say) leaves no file behind.
     pub fn open(path: &Path) -> Result<Store> {
+        check_path(path)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
             bail!(
                 "run store {}: directory {} does not exist (create it or pick another --db)",
-                path.display(),
+                shown(path),
                 dir.display()
             );
         }
-        let conn = Connection::open(path).map_err(|e| explain(path, e.into()))?;
-        let mut store = Store { conn, path: path.to_path_buf() };
-        store.init().map_err(|e| explain(path, e))?;
+        let before = existing_files(path);
+        let opened = Connection::open(path).map_err(anyhow::Error::from).and_then(|conn| {
+            let mut store = Store { conn, path: path.to_path_buf() };
+            store.init()?;
+            Ok(store)
+        });
+        let mut store = match opened {
+            Ok(store) => store,
+            Err(e) => {
+                // The connection is closed: what it made goes (never what
+                // was there before).
+                for made in existing_files(path).into_iter().filter(|p| !before.contains(p)) {
+                    let _ = std::fs::remove_file(made);
+                }
+                return Err(explain(path, e));
+            }
+        };
         store.mark_dead_runs()?;
         Ok(store)
     }
@@ -47,6 +153,7 @@ impl Store {
     /// read by another user): then nothing is migrated or written, and a
     /// store of an older schema is refused with the way to upgrade it.
     pub fn open_for_reading(path: &Path) -> Result<Store> {
+        check_path(path)?;
         if let Err(e) = std::fs::File::open(path) {
             bail!(
                 "cannot read run store {}: {e} (run as a user who can read it, or point --db at a copy you can read)",
@@ -250,13 +357,106 @@ pub(super) fn explain(path: &Path, e: anyhow::Error) -> anyhow::Error {
     if path.is_dir() {
         return e.context(directory_message(path));
     }
+    if is_full(path, &e) {
+        return e.context(full_message(path));
+    }
+    let words = sqlite_extended(&e).map(|c| format!(": {} (SQLite code {c})", sqlite_words(c))).unwrap_or_default();
     if corrupt(&e) {
         e.context(corrupt_message(path))
     } else if unwritable(&e) {
-        e.context(format!("cannot write run store {} (pick a writable --db PATH)", path.display()))
+        e.context(format!("cannot write run store {}{words} (pick a writable --db PATH)", shown(path)))
     } else {
-        e.context(format!("run store {} is not usable", path.display()))
+        e.context(format!("run store {} is not usable{words}", shown(path)))
     }
+}
+
+/// What SQLite's extended result code means, in words: SQLite's own text
+/// for an I/O error is "disk I/O error" whatever failed, and its number
+/// alone tells a user nothing.
+pub fn sqlite_words(extended: i32) -> &'static str {
+    match extended {
+        13 => "the disk is full (SQLITE_FULL)",
+        266 => "reading the store failed (SQLITE_IOERR_READ)",
+        522 => "the store is shorter than SQLite expects (SQLITE_IOERR_SHORT_READ)",
+        778 => "writing the store failed (SQLITE_IOERR_WRITE)",
+        1034 => "the file system cannot sync the store to disk (SQLITE_IOERR_FSYNC): it is not a file on a disk",
+        1290 => "the store's directory cannot be synced (SQLITE_IOERR_DIR_FSYNC)",
+        1546 => "the store cannot be truncated (SQLITE_IOERR_TRUNCATE)",
+        1802 => "the store's size cannot be read (SQLITE_IOERR_FSTAT)",
+        2058 | 2314 | 3594 | 3850 => {
+            "the store cannot be locked (SQLITE_IOERR_*LOCK): a file system without POSIX locks?"
+        }
+        2570 => "a journal file cannot be deleted (SQLITE_IOERR_DELETE)",
+        3082 => "SQLite ran out of memory (SQLITE_IOERR_NOMEM)",
+        3338 => "the store's files cannot be checked (SQLITE_IOERR_ACCESS)",
+        4618 => "the store's -shm file cannot be opened (SQLITE_IOERR_SHMOPEN)",
+        4874 => "the store's -shm file cannot grow (SQLITE_IOERR_SHMSIZE): the disk is full?",
+        5130 => "the store's -shm file cannot be locked (SQLITE_IOERR_SHMLOCK)",
+        5386 => "the store's -shm file cannot be mapped (SQLITE_IOERR_SHMMAP)",
+        6154 => "the store cannot be mapped (SQLITE_IOERR_MMAP)",
+        14 | 270 | 526 | 782 | 1038 | 1294 => "the file cannot be opened (SQLITE_CANTOPEN)",
+        8 | 264 | 520 | 776 | 1032 | 1288 | 1544 => "the store is read-only here (SQLITE_READONLY)",
+        5 | 261 | 517 | 773 => "another process holds the store's lock (SQLITE_BUSY)",
+        11 | 267 | 523 | 779 => "the store is damaged (SQLITE_CORRUPT)",
+        26 => "the file is not an SQLite database (SQLITE_NOTADB)",
+        c if c & 0xff == 10 => "reading or writing the store failed (SQLITE_IOERR)",
+        _ => "SQLite failed",
+    }
+}
+
+/// SQLite's extended result code under `e`, if SQLite raised it.
+fn sqlite_extended(e: &anyhow::Error) -> Option<i32> {
+    e.chain().find_map(|c| match c.downcast_ref::<rusqlite::Error>()? {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+        _ => None,
+    })
+}
+
+/// SQLite's failure under `e` in words with its code, unless a message
+/// in `e` already says what it was: for the last word on an error that
+/// reaches the user.
+pub fn sqlite_in_words(e: &anyhow::Error) -> Option<String> {
+    let code = sqlite_extended(e)?;
+    let said = e.chain().any(|c| {
+        let t = c.to_string();
+        t.contains("(SQLite code") || t.contains("is full") || t.contains("is corrupt") || t.contains("is damaged")
+    });
+    (!said).then(|| format!("SQLite: {} (code {code})", sqlite_words(code)))
+}
+
+/// Whether the file system holding `path` (a file, or a new name in a
+/// directory) has less than 64 KiB left for this user.
+pub fn disk_full(path: &Path) -> bool {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let at = if path.exists() { path } else { dir };
+    rustix::fs::statvfs(at).is_ok_and(|s| s.f_bavail.saturating_mul(s.f_frsize) < 64 << 10)
+}
+
+/// `e`, a failed write to the store at `path`, with what it means: a full
+/// disk named as such (SQLite says "database or disk is full", or a bare
+/// "disk I/O error" where a journal or the -shm file could not grow), with
+/// the fix; any other SQLite code in words. `None` where `e` is not
+/// SQLite's.
+pub fn fault(path: &Path, e: &anyhow::Error) -> Option<String> {
+    let code = sqlite_extended(e)?;
+    let io = code == 13 || code & 0xff == 10;
+    if io && disk_full(path) {
+        return Some(full_message(path));
+    }
+    Some(format!("run store {}: {} (SQLite code {code})", shown(path), sqlite_words(code)))
+}
+
+/// What a full disk under the store at `path` is told.
+pub fn full_message(path: &Path) -> String {
+    format!(
+        "the disk holding the run store {} is full: free space there, or point --db at a store on another disk",
+        shown(path)
+    )
+}
+
+/// Whether `e` is a full disk under the store at `path`.
+pub fn is_full(path: &Path, e: &anyhow::Error) -> bool {
+    sqlite_extended(e).is_some_and(|c| c == 13 || c & 0xff == 10) && disk_full(path)
 }
 
 /// What a store path that is a directory is told.

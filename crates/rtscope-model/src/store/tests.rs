@@ -398,3 +398,23 @@ fn a_dead_run_found_by_two_openers_at_once_is_noted_once() {
         assert_eq!(notes.iter().filter(|n| n.contains("died")).count(), 1, "round {round}: {notes:?}");
     }
 }
+
+/// A store path SQLite must not touch is refused before it does, naming
+/// what it is; SQLite's codes have words.
+#[test]
+fn store_paths_that_are_not_files_are_refused_before_sqlite() {
+    let e = |p: &std::path::Path| format!("{:#}", Store::open(p).err().unwrap());
+    assert!(e(std::path::Path::new("/dev/null")).contains("is a character device, not a file"));
+    let dir = tempfile::tempdir().unwrap();
+    assert!(e(dir.path()).contains("is a directory"));
+    let long = dir.path().join("a".repeat(300));
+    let m = e(&long);
+    assert!(m.contains("too long") && m.len() < 400, "{m}");
+    let db = dir.path().join("s.db");
+    std::fs::create_dir(dir.path().join("s.db-wal")).unwrap();
+    assert!(e(&db).contains("its -wal file is"), "{}", e(&db));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "nothing made beside it");
+    assert!(super::sqlite_words(4874).contains("-shm"));
+    assert!(super::sqlite_words(1034).contains("sync"));
+    assert!(super::sqlite_words(13).contains("full"));
+}

@@ -11,10 +11,22 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 impl Store {
     /// Inserts a new run (status from `header`) and returns its id.
     pub fn create_run(&mut self, header: &RunHeader, inventory: &Inventory, plan: &serde_json::Value) -> Result<i64> {
-        let tx = self.write()?;
-        let id = insert_header(&tx, header, inventory, plan, process_identity(header.pid))?;
-        tx.commit()?;
-        Ok(id)
+        let done = (|| {
+            let tx = self.write()?;
+            let id = insert_header(&tx, header, inventory, plan, process_identity(header.pid))?;
+            tx.commit()?;
+            Ok(id)
+        })();
+        self.said(done)
+    }
+
+    /// `done`, a write's outcome, with what its failure means ([`super::fault`]:
+    /// a full disk named, SQLite's codes in words).
+    fn said<T>(&self, done: Result<T>) -> Result<T> {
+        done.map_err(|e| match super::fault(&self.path, &e) {
+            Some(m) => e.context(m),
+            None => e,
+        })
     }
 
     /// Declares a series of a run; returns its id.
@@ -37,15 +49,18 @@ impl Store {
         intervals: &[(i64, &Interval)],
         exceedances: &[(i64, &[Exceedance])],
     ) -> Result<()> {
-        let tx = self.write()?;
-        for (series, iv) in intervals {
-            insert_interval(&tx, *series, iv)?;
-        }
-        for (series, list) in exceedances {
-            insert_exceedances(&tx, *series, list)?;
-        }
-        tx.commit()?;
-        Ok(())
+        let done = (|| {
+            let tx = self.write()?;
+            for (series, iv) in intervals {
+                insert_interval(&tx, *series, iv)?;
+            }
+            for (series, list) in exceedances {
+                insert_exceedances(&tx, *series, list)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })();
+        self.said(done)
     }
 
     /// Keeps new cause episodes and drops those pushed out of the worst-N
@@ -87,19 +102,22 @@ impl Store {
         warnings: &[Warning],
         peak_rss_kb: Option<u64>,
     ) -> Result<()> {
-        let tx = self.write()?;
-        for n in notes {
-            append_note(&tx, run_id, n)?;
-        }
-        for w in warnings {
-            append_warning(&tx, run_id, w)?;
-        }
-        tx.execute(
-            "UPDATE runs SET status=?2, exit_code=?3, ended_unix_ns=?4, peak_rss_kb=?5 WHERE id=?1",
-            params![run_id, status.as_str(), exit_code, ended_unix_ns, peak_rss_kb.map(i)],
-        )?;
-        tx.commit()?;
-        Ok(())
+        let done = (|| {
+            let tx = self.write()?;
+            for n in notes {
+                append_note(&tx, run_id, n)?;
+            }
+            for w in warnings {
+                append_warning(&tx, run_id, w)?;
+            }
+            tx.execute(
+                "UPDATE runs SET status=?2, exit_code=?3, ended_unix_ns=?4, peak_rss_kb=?5 WHERE id=?1",
+                params![run_id, status.as_str(), exit_code, ended_unix_ns, peak_rss_kb.map(i)],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })();
+        self.said(done)
     }
 
     /// Inserts a whole run (from `rtscope import`) with the header of

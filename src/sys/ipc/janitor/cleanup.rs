@@ -181,6 +181,118 @@ fn pid_of(name: &[u8]) -> i32 {
     pid
 }
 
+/// Kills (SIGKILL) every process whose environment holds `marker` (the
+/// variable a load's commands carry, `RTSCOPE_LOAD=PID:`), whatever its
+/// process group, session or parent: what a load's command started and
+/// left behind after `setsid` or a double fork. Passes over /proc, 10 ms
+/// apart, so that a child forked during a pass (it inherits the
+/// environment) is found by the next (`passes` in all). Not this process.
+/// System calls on stack buffers only (the janitor calls it, forked from a
+/// process with threads).
+pub fn kill_marked(marker: &[u8], passes: u32) {
+    if marker.is_empty() || marker.len() > 64 {
+        return;
+    }
+    // SAFETY: getpid has no preconditions.
+    let me = unsafe { libc::getpid() };
+    for pass in 0..passes {
+        if pass > 0 {
+            nap();
+        }
+        // SAFETY: a NUL-terminated path; the descriptor is ours, closed below.
+        let proc_fd = unsafe { libc::open(c"/proc".as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        if proc_fd < 0 {
+            return;
+        }
+        // SAFETY: `proc_fd` is an open directory of ours.
+        unsafe {
+            each_entry(proc_fd, |name| {
+                let pid = pid_of(name);
+                if pid > 0 && pid != me && environ_holds(proc_fd, name, marker) {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+                true
+            });
+            libc::close(proc_fd);
+        }
+    }
+}
+
+/// Whether `/proc/NAME/environ` (NAME a NUL-terminated pid, `proc_fd`
+/// /proc) holds `marker` at the start of one of its variables.
+unsafe fn environ_holds(proc_fd: libc::c_int, name: &[u8], marker: &[u8]) -> bool {
+    let n = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let mut path = [0u8; 32];
+    if n + 9 > path.len() {
+        return false;
+    }
+    path[..n].copy_from_slice(&name[..n]);
+    path[n..n + 8].copy_from_slice(b"/environ");
+    // SAFETY: a NUL-terminated relative path and a descriptor of ours.
+    let fd = unsafe { libc::openat(proc_fd, path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    // The marker may straddle two reads: the last bytes of one (the
+    // marker's length and the byte before it) are kept before the next.
+    // buf[0] starts as a NUL: the first variable starts after it.
+    let mut buf = [0u8; 4096 + 128];
+    let mut keep = 1;
+    let mut found = false;
+    loop {
+        // SAFETY: reads into the part of `buf` after what is kept.
+        let r = unsafe { libc::read(fd, buf[keep..].as_mut_ptr().cast(), buf.len() - keep) };
+        if r <= 0 {
+            break;
+        }
+        let len = keep + r as usize;
+        if (1..len).any(|i| buf[i - 1] == 0 && buf[i..len].starts_with(marker)) {
+            found = true;
+            break;
+        }
+        let tail = (marker.len() + 1).min(len);
+        buf.copy_within(len - tail..len, 0);
+        keep = tail;
+    }
+    // SAFETY: our own descriptor.
+    unsafe { libc::close(fd) };
+    found
+}
+
+/// Ends every process in the cgroup v2 `dir` and its children (writes
+/// "1" to its `cgroup.kill`, Linux 5.14 and later), then removes the
+/// children's directories and `dir`, retried while the killed processes
+/// go.
+///
+/// # Safety
+/// `dir` is a NUL-terminated path.
+pub unsafe fn remove_cgroup(dir: *const c_char) {
+    let mut buf = [0u8; super::PATH_BYTES + 64];
+    // SAFETY: C strings and descriptors of our own; plain system calls.
+    unsafe {
+        if let Some(kill) = join(&mut buf, dir, b"/cgroup.kill") {
+            write_file(kill, b"1");
+        }
+        for _ in 0..TRIES {
+            let fd = libc::open(dir, libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return;
+            }
+            each_entry(fd, |name| {
+                // The children (cmd-N): directories; the interface files
+                // cannot be removed, and rmdir of one fails harmlessly.
+                libc::unlinkat(fd, name.as_ptr().cast(), libc::AT_REMOVEDIR);
+                true
+            });
+            libc::close(fd);
+            if libc::rmdir(dir) == 0 || errno() == libc::ENOENT {
+                return;
+            }
+            nap();
+        }
+    }
+}
+
 /// Removes the directory `path` and everything in it.
 ///
 /// # Safety
