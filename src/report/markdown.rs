@@ -33,11 +33,35 @@ impl Format for Markdown {
     }
 }
 
-/// Text as Markdown shows it and no more: the characters HTML reads as
-/// markup escaped, so that an imported run's text (a hostname, a note, a
-/// command line: `<script>`) is shown, never run, as the HTML report does.
+/// Text as Markdown shows it and no more: what HTML would read as markup
+/// escaped, so that an imported run's text (a hostname, a note, a command
+/// line: `<script>`) is shown, never run, as the HTML report does. Only a
+/// `<` that opens a tag (a letter, `/`, `!` or `?` after it) and a `&` that
+/// starts an entity are: `<= 100us` and `&&` read as written.
 fn md(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    for (i, c) in s.char_indices() {
+        let next = b.get(i + 1).copied().unwrap_or(b' ');
+        match c {
+            '<' if next.is_ascii_alphabetic() || matches!(next, b'/' | b'!' | b'?') => out.push_str("&lt;"),
+            '&' if entity_at(&s[i + 1..]) => out.push_str("&amp;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether `s` begins an HTML entity's name (`lt;`, `#60;`, `#x3c;`).
+fn entity_at(s: &str) -> bool {
+    let Some(end) = s.find(';').filter(|&e| (1..=32).contains(&e)) else { return false };
+    let name = &s[..end];
+    match name.strip_prefix('#') {
+        Some(n) => n.strip_prefix(['x', 'X']).map_or(!n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()), |h| {
+            !h.is_empty() && h.bytes().all(|c| c.is_ascii_hexdigit())
+        }),
+        None => name.bytes().all(|c| c.is_ascii_alphanumeric()),
+    }
 }
 
 /// A cell: markup and pipes escaped, line breaks flattened.
@@ -162,7 +186,11 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let outside_code: String = text.split("````").step_by(2).collect();
         assert!(!outside_code.contains("<script>") && !outside_code.contains("<img"), "{text}");
-        assert!(text.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp;"), "{text}");
+        assert!(text.contains("&lt;script>alert(1)&lt;/script> & &lt;img src=x"), "{text}");
+        assert_eq!(
+            md("R <= D, a < b, 1 && 2, &amp; &#60; &#x3c; <!-- <?x"),
+            "R <= D, a < b, 1 && 2, &amp;amp; &amp;#60; &amp;#x3c; &lt;!-- &lt;?x"
+        );
         assert!(text.contains("\n````\n```\n"), "the fence is longer than the backticks inside: {text}");
     }
 }
