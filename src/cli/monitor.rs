@@ -166,13 +166,6 @@ impl MonitorArgs {
                     args.extend([flag.to_string(), value]);
                 }
             }
-            for forbidden in ["--duration", "-D", "--loops", "-l", "--json", "--threshold", "-b", "--trace"] {
-                if own.iter().any(|a| a == forbidden || a.starts_with(&format!("{forbidden}="))) {
-                    bail!(
-                        "--probe-args: {forbidden} is not for a monitor, which runs until stopped and stores its own"
-                    );
-                }
-            }
             args.extend(own);
             let traceable = rtscope_model::descriptor::find(name)
                 .is_some_and(|d| !matches!(d.trace, rtscope_model::descriptor::Trace::No));
@@ -181,6 +174,22 @@ impl MonitorArgs {
             }
             match registry::build(registry::find(name)?, &args)? {
                 Built::PerCpu(mut common, probe) => {
+                    // Judged on what the flags came to, however spelled
+                    // (`-D5s`, `--duration=5s`, `-D 5s`).
+                    let traced = self.trace && traceable;
+                    let forbidden = [
+                        ("--duration", common.duration_ns.is_some()),
+                        ("--loops", common.loops.is_some()),
+                        ("--json", common.json.is_some()),
+                        ("--threshold", common.threshold_ns.is_some()),
+                        ("--trace", common.trace.is_some() && !traced),
+                    ];
+                    if let Some((flag, _)) = forbidden.iter().find(|f| f.1) {
+                        bail!(
+                            "--probe-args: {name}'s {flag} is not for a monitor, which runs until stopped and \
+                             stores its own (give --trace to rtscope monitor itself)"
+                        );
+                    }
                     common.kind = "monitor".into();
                     // Every explained sample counted, not only those kept.
                     if let Some(t) = common.trace.as_mut() {
@@ -287,6 +296,10 @@ mod tests {
         assert!(e(&["--probe-args", "noise=--active 1ms"]).contains("not in --probes"));
         assert!(e(&["--probe-args", "wakeup"]).contains("PROBE=ARGS"));
         assert!(e(&["--probe-args", "wakeup=--duration 5s"]).contains("--duration"));
+        assert!(e(&["--probe-args", "wakeup=-D5s"]).contains("--duration"), "however spelled");
+        assert!(e(&["--probe-args", "wakeup=--duration=5s"]).contains("--duration"));
+        assert!(e(&["--probe-args", "wakeup=-l100"]).contains("--loops"));
+        assert!(e(&["--probe-args", "wakeup=--trace"]).contains("--trace"));
         assert!(e(&["--probe-args", "wakeup=--interval lots"]).contains("--interval"));
         assert!(e(&["--max-store", "10K"]).contains("at least 1M"));
         assert!(e(&["--retain", "1s"]).contains("--retain"));
