@@ -6,6 +6,7 @@
 //! (`rtscope_model::metrics::query`).
 
 use anyhow::{Context, Result, anyhow, bail};
+use rtscope_model::metrics::names;
 use rtscope_model::metrics::query::{self, Bucket, Labels, PromSeries, Step};
 use rtscope_model::run::{Run, SeriesKey};
 use std::collections::BTreeMap;
@@ -296,16 +297,16 @@ pub fn fetch(c: &Client, selector: &str, matchers: &str, w: &Window) -> Result<F
         c.query_range(&q, first, w.end_s, step).with_context(|| format!("reading {span} up to {at}"))
     };
     let s = format!("{}s", step.round() as u64);
-    let classic = range(format!("increase({}[{s}])", name("rtscope_latency_seconds_bucket")))?;
-    let native = range(format!("increase({}[{s}])", name("rtscope_latency_seconds")))?;
-    let maxima = range(format!("max_over_time({}[{s}])", name("rtscope_interval_max_seconds")))?;
-    let scraped = range(format!("count_over_time({}[{s}])", name("rtscope_interval_max_seconds")))?;
-    let checkpoints = range(format!("increase({}[{s}])", name("rtscope_checkpoints_total")))?;
+    let classic = range(format!("increase({}[{s}])", name(&names::bucket(names::LATENCY))))?;
+    let native = range(format!("increase({}[{s}])", name(names::LATENCY)))?;
+    let maxima = range(format!("max_over_time({}[{s}])", name(names::INTERVAL_MAX)))?;
+    let scraped = range(format!("count_over_time({}[{s}])", name(names::INTERVAL_MAX)))?;
+    let checkpoints = range(format!("increase({}[{s}])", name(&names::total(names::CHECKPOINTS))))?;
     let (buckets, n_native, n_classic) = histograms(&classic, &native);
     let counters = Counters {
         maxima: per_step(&maxima),
-        missed: per_step(&range(format!("increase({}[{s}])", name("rtscope_missed_periods_total")))?),
-        lost: per_step(&range(format!("increase({}[{s}])", name("rtscope_lost_exceedances_total")))?),
+        missed: per_step(&range(format!("increase({}[{s}])", name(&names::total(names::MISSED_PERIODS))))?),
+        lost: per_step(&range(format!("increase({}[{s}])", name(&names::total(names::LOST_EXCEEDANCES))))?),
     };
     let count = |m: &PerStep<f64>| -> u64 { m.values().flat_map(|s| s.values()).map(|v| v.round() as u64).sum() };
     let mut machines = series_per_machine(buckets, &counters, step)?;
@@ -343,7 +344,7 @@ fn monitors(
     (span, at): (&str, &str),
 ) -> Result<Vec<query::Labels>> {
     let name = |n: &str| query::with_name(n, matchers);
-    let found = c.series(&name("rtscope_checkpoints_total"), w.start_s, w.end_s)?;
+    let found = c.series(&name(&names::total(names::CHECKPOINTS)), w.start_s, w.end_s)?;
     if found.is_empty() {
         let any = c.series(&name("up"), w.start_s, w.end_s).unwrap_or_default();
         let hint = if any.is_empty() {

@@ -335,6 +335,31 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// The names of the families the monitor serves and the fleet report
+/// (`report --prometheus`) reads back: one spelling for the writer and
+/// every reader.
+pub mod names {
+    pub const LATENCY: &str = "rtscope_latency_seconds";
+    pub const INTERVAL_MAX: &str = "rtscope_interval_max_seconds";
+    pub const MAX: &str = "rtscope_max_seconds";
+    pub const LAST_CHECKPOINT: &str = "rtscope_last_checkpoint_timestamp_seconds";
+    pub const MISSED_PERIODS: &str = "rtscope_missed_periods";
+    pub const LOST_EXCEEDANCES: &str = "rtscope_lost_exceedances";
+    pub const CHECKPOINTS: &str = "rtscope_checkpoints";
+    pub const EXCEEDANCES: &str = "rtscope_exceedances";
+    pub const EPISODES: &str = "rtscope_episodes";
+
+    /// A counter's samples: `BASE_total`.
+    pub fn total(base: &str) -> String {
+        format!("{base}_total")
+    }
+
+    /// A classic histogram's buckets: `BASE_bucket`.
+    pub fn bucket(base: &str) -> String {
+        format!("{base}_bucket")
+    }
+}
+
 fn family(base: &'static str, kind: Kind, unit: &'static str, help: &'static str) -> Family {
     Family { base, kind, unit, help, samples: Vec::new() }
 }
@@ -369,7 +394,7 @@ impl Exposition {
         };
         let mut out = Vec::new();
         let mut hist = family(
-            "rtscope_latency_seconds",
+            names::LATENCY,
             Kind::Histogram,
             "seconds",
             "Each probe's measured values (wakeup: wake-up latency; noise: interruption length), per CPU; a watched \
@@ -393,15 +418,13 @@ impl Exposition {
         out.push(hist);
 
         let gauges: [(&'static str, &'static str, Reading); 3] = [
-            ("rtscope_interval_max_seconds", "The largest value of the last committed checkpoint interval.", |s| {
+            (names::INTERVAL_MAX, "The largest value of the last committed checkpoint interval.", |s| {
                 s.interval_max_ns.map(|m| m as f64 / 1e9)
             }),
-            ("rtscope_max_seconds", "The largest value since the monitor started.", |s| Some(s.max_ns as f64 / 1e9)),
-            (
-                "rtscope_last_checkpoint_timestamp_seconds",
-                "When the series' last checkpoint interval ended (Unix time).",
-                |s| Some(s.last_checkpoint_s),
-            ),
+            (names::MAX, "The largest value since the monitor started.", |s| Some(s.max_ns as f64 / 1e9)),
+            (names::LAST_CHECKPOINT, "When the series' last checkpoint interval ended (Unix time).", |s| {
+                Some(s.last_checkpoint_s)
+            }),
         ];
         for (base, help, get) in gauges {
             let mut f = family(base, Kind::Gauge, "seconds", help);
@@ -410,17 +433,17 @@ impl Exposition {
         }
         let counters: [(&'static str, &'static str, Counter); 3] = [
             (
-                "rtscope_missed_periods",
+                names::MISSED_PERIODS,
                 "Periods the probe missed because a wake-up came later than the next one (samples not taken).",
                 |s| s.missed_periods,
             ),
             (
-                "rtscope_lost_exceedances",
+                names::LOST_EXCEEDANCES,
                 "Samples above the exceedance threshold whose raw value did not fit in the ring to the writer (still \
                  in the histogram).",
                 |s| s.lost_exceedances,
             ),
-            ("rtscope_checkpoints", "Checkpoint intervals committed to the monitor's store.", |s| s.checkpoints),
+            (names::CHECKPOINTS, "Checkpoint intervals committed to the monitor's store.", |s| s.checkpoints),
         ];
         for (base, help, get) in counters {
             let mut f = family(base, Kind::Counter, "", help);
@@ -428,7 +451,7 @@ impl Exposition {
             out.push(f);
         }
         let mut exc =
-            family("rtscope_exceedances", Kind::Counter, "", "Values above each threshold (label threshold, seconds).");
+            family(names::EXCEEDANCES, Kind::Counter, "", "Values above each threshold (label threshold, seconds).");
         for s in self.series.values() {
             for (n, &th) in s.above.iter().zip(&self.thresholds_ns) {
                 let mut l = labels(s);
@@ -438,7 +461,7 @@ impl Exposition {
         }
         out.push(exc);
         let mut eps = family(
-            "rtscope_episodes",
+            names::EPISODES,
             Kind::Counter,
             "",
             "Values above the cause threshold, explained from the trace, by the class of their largest cause (label \
