@@ -31,7 +31,7 @@ mod watch;
 pub use analyze::*;
 pub use fleet::{FleetSpec, PrometheusArgs};
 pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
-pub use monitor::{MONITOR_PROBES, MonitorArgs, MonitorPlan};
+pub use monitor::{MonitorArgs, MonitorPlan, monitor_probes};
 pub use osbench::*;
 pub use probes::*;
 pub use watch::*;

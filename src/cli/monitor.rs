@@ -12,20 +12,17 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// The probes a monitor can run: the per-CPU ones.
-pub const MONITOR_PROBES: [&str; 4] = ["wakeup", "noise", "sleep", "ptimer"];
+/// The probes the monitor runs: those whose descriptor says how.
+pub fn monitor_probes() -> Vec<&'static str> {
+    rtscope_model::descriptor::PROBES.iter().filter(|d| d.monitor.is_some()).map(|d| d.name).collect()
+}
 
-/// Each probe's arguments at the monitor's defaults, unless `--probe-args`
-/// sets the flag: noise spins 50 ms of every second (5 % of each measured
-/// CPU) one priority below wakeup, which preempts it.
-fn monitor_defaults(probe: &str, priority: u8) -> Vec<(&'static str, String)> {
-    match probe {
-        "noise" => vec![
-            ("--active", "50ms".into()),
-            ("--pause", "950ms".into()),
-            ("--priority", priority.saturating_sub(1).max(1).to_string()),
-        ],
-        _ => vec![("--priority", priority.to_string())],
-    }
+/// A probe's arguments at the monitor's defaults (its descriptor's, the
+/// monitor's `--priority` less its offset), unless `--probe-args` sets the
+/// flag.
+fn monitor_defaults(m: &rtscope_model::descriptor::Monitored, priority: u8) -> Vec<(&'static str, String)> {
+    let own = priority.saturating_sub(m.priority_below).max(1);
+    m.args.iter().map(|&(f, v)| (f, v.to_string())).chain([("--priority", own.to_string())]).collect()
 }
 
 #[derive(Args, Debug)]
@@ -144,9 +141,9 @@ impl MonitorArgs {
             if probes.iter().any(|(_, p): &(Box<Common>, Box<dyn Probe>)| p.name() == name) {
                 bail!("--probes: {name} is named twice");
             }
-            if !MONITOR_PROBES.contains(&name.as_str()) {
-                bail!("--probes: the monitor runs the per-CPU probes {}; not '{name}'", MONITOR_PROBES.join(", "));
-            }
+            let Some(monitored) = rtscope_model::descriptor::find(name).and_then(|d| d.monitor.as_ref()) else {
+                bail!("--probes: the monitor runs the per-CPU probes {}; not '{name}'", monitor_probes().join(", "));
+            };
             let own: Vec<String> = extra.iter().filter(|(n, _)| n == name).flat_map(|(_, a)| a.clone()).collect();
             let mut args: Vec<String> = vec![
                 "--checkpoint".into(),
@@ -161,7 +158,7 @@ impl MonitorArgs {
             if !self.dma_latency {
                 args.push("--no-dma-latency".into());
             }
-            for (flag, value) in monitor_defaults(name, self.priority) {
+            for (flag, value) in monitor_defaults(monitored, self.priority) {
                 if !own.iter().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
                     args.extend([flag.to_string(), value]);
                 }

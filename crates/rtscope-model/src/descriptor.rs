@@ -58,7 +58,22 @@ pub struct Descriptor {
     /// settings and counts are, so that the analysis can predict its miss
     /// rate from its release delay and set it beside the observed one.
     pub misses: Option<Misses>,
+    /// How `rtscope monitor` runs it, where it can (until stopped, at a low
+    /// duty); None: the monitor refuses it.
+    pub monitor: Option<Monitored>,
 }
+
+/// A probe in `rtscope monitor`: the arguments it gets unless
+/// `--probe-args` gives the flag, and how far below the monitor's
+/// `--priority` it runs (noise spins one below wakeup, which preempts it).
+#[derive(Debug)]
+pub struct Monitored {
+    pub args: &'static [(&'static str, &'static str)],
+    pub priority_below: u8,
+}
+
+/// A monitored probe at its own settings and the monitor's priority.
+const MONITORED: Option<Monitored> = Some(Monitored { args: &[], priority_below: 0 });
 
 /// Where a periodic task keeps what its deadline misses are judged by:
 /// keys of its plan's settings (ns, and a count of buffers), its
@@ -257,6 +272,7 @@ pub static WAKEUP: Descriptor = Descriptor {
     counts: &[],
     rate_over: None,
     misses: None,
+    monitor: MONITORED,
 };
 
 pub static NOISE: Descriptor = Descriptor {
@@ -294,6 +310,7 @@ pub static NOISE: Descriptor = Descriptor {
     counts: &[],
     rate_over: Some("active_ns"),
     misses: None,
+    monitor: Some(Monitored { args: &[("--active", "50ms"), ("--pause", "950ms")], priority_below: 1 }),
 };
 
 pub static SLEEP: Descriptor = Descriptor {
@@ -330,6 +347,7 @@ pub static SLEEP: Descriptor = Descriptor {
     counts: &[Count { key: "failed_calls", per_cpu: false, absent_zero: true }],
     rate_over: None,
     misses: None,
+    monitor: MONITORED,
 };
 
 pub static PTIMER: Descriptor = Descriptor {
@@ -366,6 +384,7 @@ pub static PTIMER: Descriptor = Descriptor {
     counts: &[Count { key: "missed", per_cpu: false, absent_zero: false }],
     rate_over: None,
     misses: None,
+    monitor: MONITORED,
 };
 
 pub static TASK: Descriptor = Descriptor {
@@ -400,6 +419,7 @@ pub static TASK: Descriptor = Descriptor {
         compute: "compute_ns",
         missed: "missed",
     }),
+    monitor: None,
 };
 
 pub static NETLAT: Descriptor = Descriptor {
@@ -452,6 +472,7 @@ pub static NETLAT: Descriptor = Descriptor {
     ],
     rate_over: None,
     misses: None,
+    monitor: None,
 };
 
 pub static OSBENCH: Descriptor = Descriptor {
@@ -482,6 +503,7 @@ pub static OSBENCH: Descriptor = Descriptor {
     counts: &[],
     rate_over: None,
     misses: None,
+    monitor: None,
 };
 
 /// A probe's place in [`PROBES`] (wakeup first), then the other
@@ -531,6 +553,7 @@ pub static WATCH: Descriptor = Descriptor {
     counts: &[Count { key: "deadline_misses", per_cpu: false, absent_zero: true }],
     rate_over: None,
     misses: None,
+    monitor: None,
 };
 
 /// The row of `name`, if it is a measurement rtscope knows: a probe's name,
