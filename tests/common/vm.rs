@@ -95,8 +95,15 @@ pub fn boot(kernel: &str, append: &str, script: &str) -> Result<Guest, String> {
     let file = dir.join("script.sh");
     let body = format!("B={}\nO={}\ncd /tmp\n{script}", super::BIN, out.display());
     std::fs::write(&file, body).map_err(|e| format!("cannot write the script: {e}"))?;
+    // The binary's directory and the test bed's scripts, where a clone
+    // under /tmp puts them: the guest has a tmpfs of its own there.
+    let bin_dir = Path::new(super::BIN).parent().unwrap_or(Path::new("/"));
+    let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm");
     let o = Command::new(BOOT)
         .args(["--kernel", kernel, "--append", append, "--out", out.to_str().unwrap(), "--timeout", "900"])
+        .arg("--keep")
+        .arg(bin_dir)
+        .args(["--keep", scripts])
         .arg(&file)
         .output()
         .map_err(|e| format!("cannot run {BOOT}: {e}"))?;

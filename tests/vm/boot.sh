@@ -8,7 +8,11 @@
 # (the binaries under test, the repository, OUT).
 #
 #   tests/vm/boot.sh [--kernel rt|stock|VERSION] [--append ARGS] [--cpus N]
-#                    [--mem SIZE] [--timeout SECONDS] --out DIR SCRIPT
+#                    [--mem SIZE] [--timeout SECONDS] [--keep DIR]... --out DIR SCRIPT
+#
+# --keep DIR: a directory of the host's under /tmp or /run (the binaries
+# under test, where the repository was cloned there) kept at its own path
+# over the guest's tmpfs; elsewhere the host's root shows it anyway.
 #
 # SCRIPT (a file, copied to OUT/script.sh and run there with /bin/sh, from
 # /tmp) writes what it wants kept under OUT;
@@ -24,7 +28,7 @@
 # latency is the emulator's: judge mechanisms there, not times.
 set -euo pipefail
 
-kernel=rt append="" cpus=2 mem=1G timeout=600 out="" script=""
+kernel=rt append="" cpus=2 mem=1G timeout=600 out="" script="" keep=""
 while [ $# -gt 0 ]; do
     case "$1" in
     --kernel) kernel=$2; shift 2 ;;
@@ -33,6 +37,7 @@ while [ $# -gt 0 ]; do
     --mem) mem=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --keep) keep="$keep $2"; shift 2 ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "boot.sh: unknown option $1 (see --help)" >&2; exit 125 ;;
     *) script=$1; shift ;;
@@ -44,6 +49,15 @@ fail() { echo "boot.sh: $*" >&2; exit 125; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd -P)
 script=$(cd "$(dirname "$script")" && pwd -P)/$(basename "$script")
+kept=""
+for d in $keep; do
+    [ -d "$d" ] || fail "--keep $d: not a directory"
+    d=$(cd "$d" && pwd -P)
+    case "$d" in
+    *[[:space:]]*) fail "--keep $d: a path with spaces" ;;
+    /tmp/* | /run/*) kept="$kept $d" ;;
+    esac
+done
 
 case "$kernel" in
 rt) pattern='/boot/vmlinuz-*-rt-amd64'; package=linux-image-rt-amd64 ;;
@@ -71,7 +85,7 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/rtscope-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 root=$work/initramfs
-mkdir -p "$root"/{bin,dev,proc,sys,newroot,lib/modules}
+mkdir -p "$root"/{bin,dev,proc,sys,newroot,lib/modules,host/tmp,host/run}
 cp "$busybox" "$root/bin/busybox"
 ln -s busybox "$root/bin/sh"
 modules=""
@@ -102,8 +116,15 @@ if busybox mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose
     busybox mkdir -p \$n/dev/pts \$n/dev/shm
     busybox mount -t devpts devpts \$n/dev/pts
     busybox mount -t tmpfs tmpfs \$n/dev/shm
+    # The host's /tmp and /run, for the --keep directories under them.
+    busybox mount -o bind \$n/tmp /host/tmp
+    busybox mount -o bind \$n/run /host/run
     busybox mount -t tmpfs tmpfs \$n/tmp
     busybox mount -t tmpfs tmpfs \$n/run
+    for d in $kept; do
+        busybox mkdir -p \$n\$d
+        busybox mount -o bind /host\$d \$n\$d || echo "rtscope-vm: cannot keep \$d"
+    done
     busybox mkdir -p \$n\$out
     busybox mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out \$n\$out
     busybox ip link set lo up
