@@ -22,6 +22,7 @@ pub mod remainder;
 pub mod stacks;
 pub mod symbols;
 pub mod symcache;
+pub mod unwind;
 pub mod wakes;
 pub mod watch;
 
@@ -149,6 +150,7 @@ pub fn summarize(
     }
     if let Some((source, hz, samples, inside, lost)) = report.profile {
         let mut n = code.profile_notes.clone();
+        n.extend(code.symbols.unwound.clone());
         if report.stacks.is_none() {
             n.extend(sym_notes.iter().cloned());
         }

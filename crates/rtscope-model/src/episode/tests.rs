@@ -230,6 +230,7 @@ pub(crate) fn code_episode() -> Episode {
         user: vec![],
         notes: vec!["1 frame in a module without symbols: sysctl kernel.kptr_restrict=1 names it".into()],
         unwind_ns: Some(4_200),
+        unwinder: None,
     };
     let mut blocker =
         CodeStack { taken: "profiler sample".into(), t_ns: 1_400_000, notes: vec![], unwind_ns: None, ..stack.clone() };
@@ -246,6 +247,7 @@ pub(crate) fn code_episode() -> Episode {
             Folded { stack: format!("{chain};drm_fb_memcpy [k];memcpy_toio [k]"), samples: 6 },
             Folded { stack: format!("{chain};drm_fb_memcpy [k]"), samples: 2 },
         ],
+        unwinders: Default::default(),
     };
     let why = "too short for the sampling period to tell; the interrupt came in memcpy_toio (kworker/1:2)";
     Episode {
