@@ -650,8 +650,8 @@ impl Symbols {
             format!(
                 "user stacks of {} samples unwound with the programs' own unwind tables in the symbols thread ({}; \
                  dwarf: every step by the files' tables, dwarf+fp: some by frame pointers, fp: the kernel's \
-                 frame-pointer walk), {:.1} us each at the median (max {:.1} us), {:.1} kB of stack copied each on \
-                 average",
+                 frame-pointer walk), {:.1} us of CPU each at the median (max {:.1} us: the first of a process reads \
+                 its files' tables), {:.1} kB of stack copied each on average",
                 st.time.stats.count,
                 by.join(", "),
                 p50 as f64 / 1e3,

@@ -194,6 +194,8 @@ fn own_vdso() -> Option<Vec<u8>> {
 #[derive(Default)]
 pub struct UnwindStats {
     pub by: std::collections::BTreeMap<&'static str, u64>,
+    /// CPU time per stack, ns (with the first of a process, reading its
+    /// files' tables).
     pub time: rtscope_model::hist::Tally,
     /// Bytes of user stack the samples unwound carried, in all.
     pub bytes: u64,
@@ -277,9 +279,11 @@ impl Unwind {
     ) -> (Vec<u64>, &'static str) {
         let fp_only = || (fp.iter().copied().take_while(|&a| user(a)).collect::<Vec<u64>>(), FP);
         let Some(st) = stack else { return fp_only() };
-        let t0 = std::time::Instant::now();
+        // The symbols thread's CPU time: on a busy machine its wall time
+        // holds the other threads' turns.
+        let t0 = crate::sys::clock::thread_cpu_ns();
         let got = self.walk(maps, pid, st);
-        self.stats.time.record(t0.elapsed().as_nanos() as u64);
+        self.stats.time.record(crate::sys::clock::thread_cpu_ns().saturating_sub(t0));
         self.stats.bytes += st.bytes.len() as u64;
         let out = match got {
             // No step took the tables (no file of the stack had any), or
