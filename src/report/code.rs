@@ -130,6 +130,15 @@ pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> 
             p.event, p.hz, p.samples, p.in_episodes, p.lost, p.blind_spot
         )?;
     }
+    if let Some(m) = t.markers.as_ref().filter(|m| !m.list.is_empty() || m.dropped > 0) {
+        let more = if m.dropped > 0 { format!(" ({} more not kept)", m.dropped) } else { String::new() };
+        writeln!(
+            out,
+            "trace: {} markers the application wrote to trace_marker on the traced CPUs{more}: `export --format \
+             perfetto` shows them on the timeline",
+            m.list.len()
+        )?;
+    }
     Ok(())
 }
 
@@ -274,5 +283,17 @@ mod tests {
         t.stacks.as_mut().unwrap().taken = 0;
         let got = text(|out| write_run_code_head(quiet.trace.as_ref().unwrap(), out));
         assert_eq!(got, "trace: stacks at no wake-up: none came while a task ran (idle wake-ups take none)\n");
+        // The application's markers, when it wrote any.
+        let mut marked = quiet.clone();
+        let t = marked.trace.as_mut().unwrap();
+        t.markers = Some(rtscope_model::episode::Markers { list: vec![Default::default(); 3], dropped: 2 });
+        let got = text(|out| write_run_code_head(marked.trace.as_ref().unwrap(), out));
+        assert!(
+            got.ends_with(
+                "trace: 3 markers the application wrote to trace_marker on the traced CPUs (2 more not kept): \
+                 `export --format perfetto` shows them on the timeline\n"
+            ),
+            "{got}"
+        );
     }
 }

@@ -133,7 +133,9 @@ impl Ctx {
                 self.task = next;
                 self.frames.clear();
             }
-            Kind::ExpireEntry { .. } | Kind::ExpireExit { .. } | Kind::Waking { .. } => {}
+            // A marker is written in task context (the reader keeps them
+            // apart: one here changes nothing but the task).
+            Kind::ExpireEntry { .. } | Kind::ExpireExit { .. } | Kind::Waking { .. } | Kind::Marker(_) => {}
             // Recorded on another CPU: it changes nothing here.
             Kind::RemoteWaking { .. } => self.exit_ts = exit_ts,
         }

@@ -135,6 +135,7 @@ pub fn summarize(
         windows,
         stacks: None,
         profile: None,
+        markers: inst.markers.then(|| report.markers.clone()),
     };
     let mut notes = Vec::new();
     let sym_notes = code.symbols.notes;
