@@ -45,6 +45,9 @@ const MAX_FRAMES: usize = 64;
 const USER_END: u64 = 0x0100_0000_0000_0000;
 /// Processes whose unwinders are kept; past it they are all built again.
 const MAX_PROCS: usize = 1024;
+/// The files' tables kept, in bytes; past it they are all read again when
+/// needed (a machine running many different programs).
+const MAX_TABLES: usize = 64 << 20;
 /// The largest unwind section read (a browser's `.eh_frame` is some 10 MB).
 const MAX_SECTION: u64 = 256 << 20;
 
@@ -98,6 +101,12 @@ pub struct Cfi {
 }
 
 impl Cfi {
+    /// The bytes of its tables.
+    fn size(&self) -> usize {
+        let len = |s: &Option<Section>| s.as_ref().map_or(0, |x| x.1.len());
+        len(&self.eh_frame) + len(&self.eh_frame_hdr) + self.debug_frame.as_ref().map_or(0, |d| d.len())
+    }
+
     /// The tables of a little-endian ELF64 file; an error says why there
     /// are none.
     fn read(src: &(impl ReadAt + ?Sized)) -> Result<Cfi, String> {
@@ -218,8 +227,10 @@ struct ProcUnwinder {
 /// The unwinder of the symbols thread.
 #[derive(Default)]
 pub struct Unwind {
-    /// By file (its index in the maps' files): its tables, or why none.
+    /// By file (its index in the maps' files): its tables, or why none;
+    /// and their bytes in all.
     files: HashMap<usize, Result<Arc<Cfi>, String>>,
+    files_bytes: usize,
     /// The vDSO's tables, read at the first process that maps one.
     vdso: Option<Option<Arc<Cfi>>>,
     #[cfg(target_arch = "x86_64")]
@@ -300,17 +311,29 @@ impl Unwind {
     }
 
     /// The tables of file `i`, read once.
+    /// The tables of file `i`, read once (again after [`MAX_TABLES`]
+    /// made them all go).
     fn file(&mut self, maps: &ProcMaps, i: usize) -> Option<Arc<Cfi>> {
-        self.files
-            .entry(i)
-            .or_insert_with(|| {
-                let path = maps.file(i).read_path().ok_or("it was replaced or deleted")?;
-                let f = std::fs::File::open(&path).map_err(|e| e.to_string())?;
-                Cfi::read(&f).map(Arc::new)
-            })
-            .as_ref()
-            .ok()
-            .cloned()
+        if let Some(got) = self.files.get(&i) {
+            return got.as_ref().ok().cloned();
+        }
+        let got = maps
+            .file(i)
+            .read_path()
+            .ok_or_else(|| "it was replaced or deleted".to_string())
+            .and_then(|path| std::fs::File::open(&path).map_err(|e| e.to_string()))
+            .and_then(|f| Cfi::read(&f).map(Arc::new));
+        let size = got.as_ref().map_or(0, |c| c.size());
+        if self.files_bytes + size > MAX_TABLES {
+            // The processes' unwinders hold the tables too.
+            self.files.clear();
+            #[cfg(target_arch = "x86_64")]
+            self.procs.clear();
+            self.files_bytes = 0;
+        }
+        self.files_bytes += size;
+        self.files.insert(i, got);
+        self.files.get(&i)?.as_ref().ok().cloned()
     }
 
     fn vdso(&mut self) -> Option<Arc<Cfi>> {
