@@ -319,10 +319,11 @@ fn samples_are_unwound_with_the_programs_tables() {
     sampler.enable(true).unwrap();
     spin_on_the_clock(crate::sys::clock::now() + 100_000_000);
     sampler.enable(false).unwrap();
-    let me = std::process::id() as i32;
+    // This thread's: the test binary's other threads may run there too.
+    let me = crate::sys::sched::thread_id();
     let mut mine = Vec::new();
     sampler.drain(&mut |x| {
-        if x.pid == me && x.kernel.is_empty() {
+        if x.tid == me && x.kernel.is_empty() {
             mine.push(x)
         }
     });
