@@ -17,16 +17,27 @@ fn us(ns: u64) -> String {
     format!("{:.1}us", ns as f64 / 1000.0)
 }
 
+/// How a stack's user frames were walked, in words after its title.
+fn unwinder_words(u: &str) -> &'static str {
+    match u {
+        "dwarf" => "; user frames by the files' unwind tables",
+        "dwarf+fp" => "; user frames by the files' unwind tables, some by frame pointers",
+        "fp" => "; user frames by frame pointers",
+        _ => "",
+    }
+}
+
 /// The interrupted code's frames first, innermost first; the interrupt's
 /// own frames (the wake-up path) summed up in one line.
 fn write_stack(title: &str, s: &CodeStack, at: u64, out: &mut dyn Write) -> Result<()> {
     writeln!(
         out,
-        "    {title}: {} (pid {}), {} at +{}",
+        "    {title}: {} (pid {}), {} at +{}{}",
         if s.pid == 0 { "idle" } else { &s.comm },
         s.pid,
         s.taken,
-        us(s.t_ns.saturating_sub(at))
+        us(s.t_ns.saturating_sub(at)),
+        s.unwinder.as_deref().filter(|_| !s.user.is_empty()).map(unwinder_words).unwrap_or_default()
     )?;
     let frames = |label: &str, fs: &[Frame], out: &mut dyn Write| -> Result<()> {
         for (i, f) in fs.iter().take(FRAMES).enumerate() {
@@ -76,7 +87,9 @@ pub fn write_episode_code(e: &Episode, out: &mut dyn Write) -> Result<()> {
     }
     if let Some(w) = &e.samples {
         let off = w.irqs_off.map(|n| format!(", {n} with interrupts off")).unwrap_or_default();
-        writeln!(out, "    samples in the window: {} ({:.1} expected{off})", w.samples, w.expected)?;
+        let by: Vec<String> = w.unwinders.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let by = if by.is_empty() { String::new() } else { format!("; user stacks by {}", by.join(", ")) };
+        writeln!(out, "    samples in the window: {} ({:.1} expected{off}){by}", w.samples, w.expected)?;
         for r in w.rows.iter().take(ROWS) {
             writeln!(out, "      {:>5}  {} ({})", r.samples, r.function, r.module)?;
         }
@@ -115,6 +128,15 @@ pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> 
             out,
             "trace: profiler {} at {} Hz per CPU, {} samples, {} inside episodes, {} lost; it cannot see {}",
             p.event, p.hz, p.samples, p.in_episodes, p.lost, p.blind_spot
+        )?;
+    }
+    if let Some(m) = t.markers.as_ref().filter(|m| !m.list.is_empty() || m.dropped > 0) {
+        let more = if m.dropped > 0 { format!(" ({} more not kept)", m.dropped) } else { String::new() };
+        writeln!(
+            out,
+            "trace: {} markers the application wrote to trace_marker on the traced CPUs{more}: `export --format \
+             perfetto` shows them on the timeline",
+            m.list.len()
         )?;
     }
     Ok(())
@@ -165,7 +187,8 @@ mod tests {
               entry_SYSCALL_64_after_hwframe+0x65 (kernel)
 ";
         let want = format!(
-            "    when the timer woke the probe, the CPU ran: forker (pid 20092), wake-up at +7.7us
+            "    when the timer woke the probe, the CPU ran: forker (pid 20092), wake-up at +7.7us; user frames by frame \
+             pointers
       user    __libc_fork+0x53 (libc.so.6)
               main+0x2c (forker) forker.c:31
       kernel  security_vm_enough_memory_mm+0x36 (kernel)
@@ -173,12 +196,13 @@ mod tests {
 {fork}              (the interrupt: try_to_wake_up <- hrtimer_wakeup <- __hrtimer_run_queues <- hrtimer_interrupt \
              <- asm_sysvec_apic_timer_interrupt)
       note: libc.so.6 has no debug symbols: no file and line
-    the blocking thread: forker (pid 20092), profiler sample at +400.0us
+    the blocking thread: forker (pid 20092), profiler sample at +400.0us; user frames by the files' unwind \
+             tables
       user    __libc_fork+0x53 (libc.so.6)
               main+0x2c (forker) forker.c:31
       kernel  anon_vma_interval_tree_insert+0x1c (kernel)
               dup_mmap+0x1e0 (kernel)
-{fork}    samples in the window: 10 (9.4 expected, 2 with interrupts off)
+{fork}    samples in the window: 10 (9.4 expected, 2 with interrupts off); user stacks by dwarf 9, dwarf+fp 1
           4  anon_vma_interval_tree_insert (kernel)
           3  dup_mmap (kernel)
           2  copy_page_range (kernel)
@@ -259,5 +283,17 @@ mod tests {
         t.stacks.as_mut().unwrap().taken = 0;
         let got = text(|out| write_run_code_head(quiet.trace.as_ref().unwrap(), out));
         assert_eq!(got, "trace: stacks at no wake-up: none came while a task ran (idle wake-ups take none)\n");
+        // The application's markers, when it wrote any.
+        let mut marked = quiet.clone();
+        let t = marked.trace.as_mut().unwrap();
+        t.markers = Some(rtscope_model::episode::Markers { list: vec![Default::default(); 3], dropped: 2 });
+        let got = text(|out| write_run_code_head(marked.trace.as_ref().unwrap(), out));
+        assert!(
+            got.ends_with(
+                "trace: 3 markers the application wrote to trace_marker on the traced CPUs (2 more not kept): \
+                 `export --format perfetto` shows them on the timeline\n"
+            ),
+            "{got}"
+        );
     }
 }

@@ -476,6 +476,7 @@ pub(crate) mod fixtures {
             user: user.clone(),
             notes: vec!["libc.so.6 has no debug symbols: no file and line".into()],
             unwind_ns: Some(6_100),
+            unwinder: Some("fp".into()),
         };
         let mut kernel =
             vec![frame("anon_vma_interval_tree_insert", 0x1c, "kernel"), frame("dup_mmap", 0x1e0, "kernel")];
@@ -489,6 +490,7 @@ pub(crate) mod fixtures {
             user,
             notes: vec![],
             unwind_ns: None,
+            unwinder: Some("dwarf".into()),
         };
         let chain = "main;__libc_fork;entry_SYSCALL_64_after_hwframe [k];do_syscall_64 [k];__do_sys_clone [k];\
                      kernel_clone [k];copy_process [k];dup_mmap [k]";
@@ -514,6 +516,7 @@ pub(crate) mod fixtures {
                 folded(format!("{chain};copy_page_range [k]"), 2),
                 folded("main".into(), 1),
             ],
+            unwinders: [("dwarf".to_string(), 9), ("dwarf+fp".to_string(), 1)].into(),
         };
         let why = "2 of 2 NMI samples in the stretch had interrupts off; interrupts came back in dup_mmap (forker)";
         Episode {

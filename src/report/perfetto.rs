@@ -4,11 +4,13 @@
 //! tasks, hard IRQs, softirqs and the probe's stages; instant events mark
 //! the programmed and the actual wake-up, and the stacks recorded (`--stacks`,
 //! the profiler) with their frames as arguments; the verdict's arguments
-//! carry the profiler's sample table. Times are CLOCK_MONOTONIC in us.
+//! carry the profiler's sample table. The application's own markers (its
+//! writes to `trace_marker`) are instants of their own process, one thread
+//! per CPU. Times are CLOCK_MONOTONIC in us.
 
 use super::{Format, Input, Use, Written};
 use anyhow::{Result, bail};
-use rtscope_model::episode::{Frame, Lane};
+use rtscope_model::episode::{Frame, Lane, Markers};
 use serde_json::json;
 use std::io::Write;
 
@@ -40,9 +42,11 @@ impl Format for Perfetto {
 
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
         let run = input.run()?;
-        if run.episodes.is_empty() {
+        let markers = run.trace.as_ref().and_then(|t| t.markers.as_ref()).filter(|m| !m.list.is_empty());
+        if run.episodes.is_empty() && markers.is_none() {
             bail!(
-                "run {} has no cause episodes to export (measure with --trace; see rtscope show {} --episodes)",
+                "run {} has no cause episodes or markers to export (measure with --trace; see rtscope show {} \
+                 --episodes)",
                 run.header.id,
                 run.header.id
             );
@@ -87,12 +91,15 @@ impl Format for Perfetto {
                     "ph": "i", "s": "t", "name": format!("{name}: {} {top}", st.comm), "pid": pid, "tid": 1,
                     "ts": us(st.t_ns),
                     "args": {"task": st.comm, "pid": st.pid, "taken": st.taken, "user": frames(&st.user),
-                             "kernel": frames(&st.kernel), "notes": st.notes},
+                             "unwinder": st.unwinder, "kernel": frames(&st.kernel), "notes": st.notes},
                 }));
                 if let (Some(u), Some(args)) = (st.unwind_ns, events.last_mut().map(|e| &mut e["args"])) {
                     args["unwind_ns"] = json!(u);
                 }
             }
+        }
+        if let Some(m) = markers {
+            marker_events(m, run.episodes.len() + 1, &mut events);
         }
         let doc = json!({
             "displayTimeUnit": "ns",
@@ -102,6 +109,31 @@ impl Format for Perfetto {
         serde_json::to_writer(&mut *out, &doc)?;
         writeln!(out)?;
         Ok(Written::default())
+    }
+}
+
+/// The markers as instants of process `pid`, a thread per CPU (its id the
+/// CPU's), each with its writer; a last instant says how many were not kept.
+fn marker_events(m: &Markers, pid: usize, events: &mut Vec<serde_json::Value>) {
+    let name = if m.dropped > 0 {
+        format!("markers (the first {}; {} more not kept)", m.list.len(), m.dropped)
+    } else {
+        "markers".to_string()
+    };
+    events.push(json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}}));
+    events.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": -1}}));
+    let mut cpus: Vec<u32> = m.list.iter().map(|x| x.cpu).collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    for c in cpus {
+        events
+            .push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": c, "args": {"name": format!("cpu{c}")}}));
+    }
+    for x in &m.list {
+        events.push(json!({
+            "ph": "i", "s": "t", "name": x.text, "cat": "marker", "pid": pid, "tid": x.cpu, "ts": us(x.t_ns),
+            "args": {"pid": x.pid, "t_ns": x.t_ns},
+        }));
     }
 }
 
@@ -155,5 +187,42 @@ mod tests {
         assert_eq!(v["causes"][0]["name"], "forker");
         // The fixture's other episodes have no code: their verdicts carry none.
         assert!(verdicts[1..].iter().all(|e| e["args"]["samples"].is_null() && e["args"]["remainder"].is_null()));
+        assert_eq!((&wake["args"]["unwinder"], &blocker["args"]["unwinder"]), (&json!("fp"), &json!("dwarf")));
+    }
+
+    /// The application's markers: instants of their own process, a thread
+    /// per CPU, at their times with their writer, in order; a run with
+    /// markers and no episode exports them; those not kept are counted in
+    /// the process's name.
+    #[test]
+    fn the_markers_are_instants_of_their_own() {
+        use rtscope_model::episode::{Marker, Markers};
+        let mut run = code_run();
+        run.episodes.clear();
+        let mut m = Markers::default();
+        let mk = |t_ns, cpu, text: &str| Marker { t_ns, cpu, pid: 4242, text: text.into() };
+        m.extend([mk(2_000_500, 1, "frame 2"), mk(1_000_250, 1, "frame 1"), mk(1_500_000, 0, "other")], 7);
+        run.trace.get_or_insert_with(Default::default).markers = Some(m);
+        let mut out = Vec::new();
+        Perfetto.write(&Input::one(&run), &mut out).unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let marks: Vec<&Value> = events.iter().filter(|e| e["cat"] == "marker").collect();
+        let got: Vec<(&str, f64, u64)> = marks
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap(), e["ts"].as_f64().unwrap(), e["tid"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, [("frame 1", 1_000.25, 1), ("other", 1_500.0, 0), ("frame 2", 2_000.5, 1)]);
+        assert!(marks.iter().all(|e| e["ph"] == "i" && e["args"]["pid"] == 4242 && e["pid"] == 1), "{marks:?}");
+        assert_eq!(marks[0]["args"]["t_ns"], 1_000_250);
+        let names: Vec<&Value> = events.iter().filter(|e| e["ph"] == "M" && e["name"] == "process_name").collect();
+        assert_eq!(names[0]["args"]["name"], "markers (the first 3; 7 more not kept)");
+        let threads: Vec<&Value> =
+            events.iter().filter(|e| e["name"] == "thread_name").map(|e| &e["args"]["name"]).collect();
+        assert_eq!(threads, [&json!("cpu0"), &json!("cpu1")]);
+        // Neither episodes nor markers: nothing to export, and it says so.
+        run.trace = None;
+        let err = Perfetto.write(&Input::one(&run), &mut Vec::new()).unwrap_err().to_string();
+        assert!(err.contains("no cause episodes or markers"), "{err}");
     }
 }

@@ -4,8 +4,11 @@
 //! `cpu-clock` event otherwise (sampled from an hrtimer interrupt: it
 //! cannot see code with interrupts off, nor time the hypervisor takes).
 //! Each sample carries its CLOCK_MONOTONIC time, its task and its kernel
-//! and user call chains; the ring is read without blocking by the trace
-//! reader thread. [`MapWatch`] reads the kernel's side-band records of
+//! and user call chains (the user one a frame-pointer walk) and, on x86-64,
+//! the interrupted task's user registers and the top of its user stack
+//! ([`UserStack`]), for an unwind with the program's own tables later, off
+//! the measured CPUs ([`crate::trace::unwind`]); the ring is read without
+//! blocking by the trace reader thread. [`MapWatch`] reads the kernel's side-band records of
 //! every process that maps code or runs `exec`, for the user frames of
 //! processes that have exited by the time their frames are named. `open`
 //! and `Attr::tracepoint` open the counting events of syscount.rs too.
@@ -23,6 +26,8 @@ const SAMPLE_IP: u64 = 1 << 0;
 const SAMPLE_TID: u64 = 1 << 1;
 const SAMPLE_TIME: u64 = 1 << 2;
 const SAMPLE_CALLCHAIN: u64 = 1 << 5;
+const SAMPLE_REGS_USER: u64 = 1 << 12;
+const SAMPLE_STACK_USER: u64 = 1 << 13;
 const SAMPLE_REGS_INTR: u64 = 1 << 18;
 
 // perf_event_attr flag bits.
@@ -44,6 +49,22 @@ const PERF_REG_X86_FLAGS: u32 = 9;
 #[cfg(target_arch = "x86_64")]
 const REG_X86_FLAGS: u64 = 1 << PERF_REG_X86_FLAGS;
 const X86_IF: u64 = 1 << 9;
+/// x86's user registers an unwind needs, in `sample_regs_user`: BP, SP and
+/// IP (bits 6, 7 and 8 of the uapi's enum); the kernel writes them in that
+/// order.
+#[cfg(target_arch = "x86_64")]
+const REGS_USER: u64 = (1 << 6) | (1 << 7) | (1 << 8);
+
+/// The most user stack a sample copies: perf's own default for `--call-graph
+/// dwarf`, some 30-100 frames of C, C++ or Rust. The kernel copies it in the
+/// sampling interrupt, on the measured CPU, and the ring carries it whole
+/// whatever the stack's depth: see [`stack_bytes`].
+pub const STACK_MAX: u32 = 8192;
+/// The user stack's copies are kept under this many bytes a second per CPU
+/// (2 kHz with [`STACK_MAX`]): at higher rates each copies less.
+const STACK_BYTES_PER_S: u64 = 16 << 20;
+/// The least user stack worth copying (a few frames).
+const STACK_MIN: u32 = 1024;
 
 const RECORD_LOST: u32 = 2;
 const RECORD_COMM: u32 = 3;
@@ -72,7 +93,7 @@ pub const MAX_FRAMES: usize = 64;
 
 /// `struct perf_event_attr` (PERF_ATTR_SIZE_VER8, 136 bytes).
 #[repr(C)]
-#[derive(Default)]
+#[derive(Clone, Copy, Default)]
 pub struct Attr {
     kind: u32,
     size: u32,
@@ -135,10 +156,60 @@ pub struct PerfSample {
     pub pid: i32,
     pub tid: i32,
     pub kernel: Vec<u64>,
+    /// The kernel's frame-pointer walk of the user stack: the first exact,
+    /// the rest only where every frame keeps its frame pointer.
     pub user: Vec<u64>,
     /// Whether interrupts were off where the sample hit (only known for
     /// NMI samples with the flags register).
     pub irqs_off: Option<bool>,
+    /// The task's user registers and stack top, where the sampler copies
+    /// them and the task has a user side (not a kernel thread).
+    pub stack: Option<Box<UserStack>>,
+}
+
+/// A task's user registers at a sample (the interrupted ones, or those of
+/// its way into the kernel where it was in a system call) and the top of
+/// its user stack, from the stack pointer up: what an unwinder with the
+/// program's own tables needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserStack {
+    pub ip: u64,
+    pub sp: u64,
+    /// The frame pointer register (any value where the code keeps none).
+    pub bp: u64,
+    /// The bytes the kernel could copy from `sp` up (fewer than asked at
+    /// the stack's top end).
+    pub bytes: Vec<u8>,
+}
+
+/// What a sample record holds after its call chain.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// User registers (x86-64: BP, SP, IP).
+    pub regs_user: bool,
+    /// A copy of the user stack.
+    pub stack_user: bool,
+    /// The interrupted registers (x86's flags).
+    pub regs_intr: bool,
+}
+
+/// How many bytes of user stack a sample copies at `hz` samples a second:
+/// [`STACK_MAX`], less at rates where that would exceed
+/// [`STACK_BYTES_PER_S`], in steps of 512 bytes, at least [`STACK_MIN`].
+pub fn stack_bytes(hz: u64) -> u32 {
+    let fit = (STACK_BYTES_PER_S / hz.max(1)).min(STACK_MAX as u64) as u32;
+    (fit / 512 * 512).max(STACK_MIN)
+}
+
+/// Data pages of a profiler's ring at `hz` for a stack copy of `stack`
+/// bytes: some 125 ms of samples (the reader drains it every 10 ms, later
+/// when the machine is busy), a power of two from 64 pages (256 kB) to 512
+/// (2 MB) per CPU.
+pub fn ring_pages(hz: u64, stack: u32) -> usize {
+    // A sample's record beside its stack: chains of up to 64 frames each.
+    let per_sample = stack as u64 + 1200;
+    let bytes = hz.saturating_mul(per_sample) / 8;
+    (bytes.div_ceil(4096) as usize).next_power_of_two().clamp(64, 512)
 }
 
 /// A sampling event on one CPU and its ring.
@@ -151,7 +222,12 @@ pub struct Sampler {
     /// The time between samples: cpu-clock's period (see
     /// [`clock_period_ns`]), or the mean at `hz` for cycles.
     pub period_ns: u64,
-    regs_intr: bool,
+    layout: Layout,
+    /// Bytes of user stack each sample copies (0: none, registers neither).
+    pub stack_bytes: u32,
+    /// Why samples carry no user registers and stack, when they do not
+    /// (another architecture than x86-64, or the kernel refused them).
+    pub no_stack_because: Option<String>,
     /// Why cpu-clock samples and not cycles, when so: the kernel's answer
     /// to the cycles event, in words.
     pub software_because: Option<String>,
@@ -299,14 +375,39 @@ pub fn clock_period_ns(hz: u64) -> u64 {
     p.max(1)
 }
 
+/// The user registers and stack copy of `attr`, `stack` bytes of it, where
+/// the architecture's registers are known (x86-64); elsewhere none, and
+/// why.
+fn with_user_stack(attr: Attr, stack: u32) -> Result<Attr, String> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        Ok(Attr {
+            sample_type: attr.sample_type | SAMPLE_REGS_USER | SAMPLE_STACK_USER,
+            sample_regs_user: REGS_USER,
+            sample_stack_user: stack,
+            ..attr
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (attr, stack);
+        Err(format!(
+            "user stacks are walked by frame pointers alone on {} (the registers of an unwind with the \
+             programs' own tables are only set up for x86-64)",
+            std::env::consts::ARCH
+        ))
+    }
+}
+
 impl Sampler {
     /// Opens a sampler on `cpu` at `hz` samples per second: hardware cycles
-    /// when there is a PMU, else cpu-clock. `ring_pages`: data pages, a
-    /// power of two.
+    /// when there is a PMU, else cpu-clock; on x86-64 each sample with the
+    /// user registers and [`stack_bytes`] of user stack, where the kernel
+    /// takes them (else without, and the sampler says why). `ring_pages`:
+    /// data pages, a power of two.
     pub fn open(cpu: usize, hz: u64, ring_pages: usize) -> Result<Sampler, String> {
         let hz = hz.clamp(1, 100_000);
-        let clock_period = clock_period_ns(hz);
-        let base = Attr {
+        let plain = Attr {
             size: std::mem::size_of::<Attr>() as u32,
             sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CALLCHAIN,
             flags: FLAG_DISABLED | FLAG_USE_CLOCKID,
@@ -314,6 +415,34 @@ impl Sampler {
             sample_max_stack: MAX_FRAMES as u16,
             ..Default::default()
         };
+        let stack = stack_bytes(hz);
+        match with_user_stack(plain, stack) {
+            Ok(base) => match Sampler::open_with(cpu, hz, ring_pages, base) {
+                Ok(mut s) => {
+                    s.stack_bytes = stack;
+                    Ok(s)
+                }
+                // A kernel without user stack dumps: the frame-pointer walk alone.
+                Err(with) => {
+                    let mut s = Sampler::open_with(cpu, hz, ring_pages, plain)?;
+                    s.no_stack_because = Some(format!(
+                        "the kernel refused the user registers and stack with each sample ({with}): user stacks are \
+                         walked by frame pointers alone"
+                    ));
+                    Ok(s)
+                }
+            },
+            Err(why) => {
+                let mut s = Sampler::open_with(cpu, hz, ring_pages, plain)?;
+                s.no_stack_because = Some(why);
+                Ok(s)
+            }
+        }
+    }
+
+    /// [`Sampler::open`] with `base` (its sample type, registers and stack).
+    fn open_with(cpu: usize, hz: u64, ring_pages: usize, base: Attr) -> Result<Sampler, String> {
+        let clock_period = clock_period_ns(hz);
         let mut hw = Attr {
             kind: PERF_TYPE_HARDWARE,
             config: PERF_COUNT_HW_CPU_CYCLES,
@@ -349,13 +478,20 @@ impl Sampler {
             }
         };
         let ring = Ring::map(&fd, ring_pages, &format!("CPU {cpu}"))?;
+        let layout = Layout {
+            regs_user: base.sample_type & SAMPLE_REGS_USER != 0,
+            stack_user: base.sample_type & SAMPLE_STACK_USER != 0,
+            regs_intr,
+        };
         Ok(Sampler {
             fd,
             ring,
             source,
             hz,
             period_ns: if source == Source::CpuClock { clock_period } else { 1_000_000_000 / hz },
-            regs_intr,
+            layout,
+            stack_bytes: 0,
+            no_stack_because: None,
             software_because,
         })
     }
@@ -368,10 +504,10 @@ impl Sampler {
 
     /// Reads every sample the kernel wrote since the last call.
     pub fn drain(&mut self, out: &mut impl FnMut(PerfSample)) {
-        let regs_intr = self.regs_intr;
+        let layout = self.layout;
         self.ring.drain(&mut |kind, _, body| {
             if kind == RECORD_SAMPLE
-                && let Some(s) = parse_sample(body, regs_intr)
+                && let Some(s) = parse_sample(body, layout)
             {
                 out(s);
             }
@@ -552,17 +688,24 @@ fn why_not_cycles(e: &std::io::Error, hz: u64) -> String {
     }
 }
 
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+/// Little-endian integers at `at` in a kernel record (or an ELF file's
+/// headers), None past its end.
+pub fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    b.get(at..at + 2).map(|s| u16::from_le_bytes([s[0], s[1]]))
+}
+
+pub fn u32_at(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4).map(|s| u32::from_le_bytes(s.try_into().unwrap_or_default()))
 }
 
-fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+pub fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     b.get(at..at + 8).map(|s| u64::from_le_bytes(s.try_into().unwrap_or_default()))
 }
 
 /// A PERF_RECORD_SAMPLE body (after the 8-byte header) with IP, TID, TIME,
-/// CALLCHAIN and, when `regs_intr`, REGS_INTR with the flags register.
-pub fn parse_sample(b: &[u8], regs_intr: bool) -> Option<PerfSample> {
+/// CALLCHAIN and what `layout` says: REGS_USER (BP, SP, IP), STACK_USER,
+/// REGS_INTR with the flags register.
+pub fn parse_sample(b: &[u8], layout: Layout) -> Option<PerfSample> {
     let ip = u64_at(b, 0)?;
     let pid = u32::from_le_bytes(b.get(8..12)?.try_into().ok()?) as i32;
     let tid = u32::from_le_bytes(b.get(12..16)?.try_into().ok()?) as i32;
@@ -590,13 +733,40 @@ pub fn parse_sample(b: &[u8], regs_intr: bool) -> Option<PerfSample> {
     if kernel.is_empty() && user.is_empty() {
         if ip >= 0xffff_8000_0000_0000 { kernel.push(ip) } else { user.push(ip) }
     }
-    let irqs_off = if regs_intr {
+    // The user registers: an ABI word, then BP, SP and IP unless it is
+    // none (a kernel thread).
+    let mut regs = None;
+    if layout.regs_user {
+        let abi = u64_at(b, at)?;
+        at += 8;
+        if abi != 0 {
+            regs = Some((u64_at(b, at)?, u64_at(b, at + 8)?, u64_at(b, at + 16)?));
+            at += 24;
+        }
+    }
+    // The stack: its size asked (0: none, and nothing after it), the
+    // bytes, then how many of them the kernel could copy.
+    let mut stack = None;
+    if layout.stack_user {
+        let size = u64_at(b, at)? as usize;
+        at += 8;
+        if size > 0 {
+            let bytes = b.get(at..at.checked_add(size)?)?;
+            at += size;
+            let copied = (u64_at(b, at)? as usize).min(size);
+            at += 8;
+            if let Some((bp, sp, ip)) = regs {
+                stack = Some(Box::new(UserStack { ip, sp, bp, bytes: bytes[..copied].to_vec() }));
+            }
+        }
+    }
+    let irqs_off = if layout.regs_intr {
         let abi = u64_at(b, at)?;
         if abi != 0 { Some(u64_at(b, at + 8)? & X86_IF == 0) } else { None }
     } else {
         None
     };
-    Some(PerfSample { t_ns, pid, tid, kernel, user, irqs_off })
+    Some(PerfSample { t_ns, pid, tid, kernel, user, irqs_off, stack })
 }
 
 #[cfg(test)]
@@ -659,20 +829,66 @@ mod tests {
     fn samples_split_into_kernel_and_user_chains() {
         let k = 0xffff_ffff_8100_0010u64;
         let chain = [CONTEXT_KERNEL, k, k + 8, CONTEXT_USER, 0x5555_0000_1000, 0x5555_0000_2000];
-        let s = parse_sample(&record(k, &chain, None), false).unwrap();
+        let s = parse_sample(&record(k, &chain, None), Layout::default()).unwrap();
         assert_eq!((s.t_ns, s.pid, s.tid), (1_000, 42, 43));
         assert_eq!(s.kernel, [k, k + 8]);
         assert_eq!(s.user, [0x5555_0000_1000, 0x5555_0000_2000]);
         assert_eq!(s.irqs_off, None);
         // No chain: the IP alone, in its own space.
-        let s = parse_sample(&record(0x4000, &[], None), false).unwrap();
+        let s = parse_sample(&record(0x4000, &[], None), Layout::default()).unwrap();
         assert_eq!((s.kernel.len(), s.user.as_slice()), (0, &[0x4000][..]));
         // The flags register says whether interrupts were on.
-        let s = parse_sample(&record(k, &[CONTEXT_KERNEL, k], Some(0x46)), true).unwrap();
+        let intr = Layout { regs_intr: true, ..Default::default() };
+        let s = parse_sample(&record(k, &[CONTEXT_KERNEL, k], Some(0x46)), intr).unwrap();
         assert_eq!(s.irqs_off, Some(true));
-        let s = parse_sample(&record(k, &[CONTEXT_KERNEL, k], Some(0x246)), true).unwrap();
+        let s = parse_sample(&record(k, &[CONTEXT_KERNEL, k], Some(0x246)), intr).unwrap();
         assert_eq!(s.irqs_off, Some(false));
-        assert!(parse_sample(&record(k, &chain, None)[..30], false).is_none());
+        assert!(parse_sample(&record(k, &chain, None)[..30], Layout::default()).is_none());
+    }
+
+    /// The user registers (BP, SP, IP) and the stack copy, of which the
+    /// kernel copied `copied` bytes; a kernel thread's have neither.
+    #[test]
+    fn samples_carry_the_user_registers_and_stack() {
+        let both = Layout { regs_user: true, stack_user: true, regs_intr: true };
+        let mut b = record(0x5555_0000_1000, &[CONTEXT_USER, 0x5555_0000_1000], None);
+        for v in [2u64, 0x7ffd_0000_0100, 0x7ffd_0000_0000, 0x5555_0000_1000] {
+            b.extend(v.to_le_bytes());
+        }
+        b.extend(32u64.to_le_bytes());
+        b.extend((0..32u8).collect::<Vec<u8>>());
+        b.extend(24u64.to_le_bytes());
+        b.extend([2u64, 0x246].iter().flat_map(|v| v.to_le_bytes()));
+        let s = parse_sample(&b, both).unwrap();
+        let st = s.stack.as_deref().unwrap();
+        assert_eq!((st.bp, st.sp, st.ip), (0x7ffd_0000_0100, 0x7ffd_0000_0000, 0x5555_0000_1000));
+        assert_eq!(st.bytes, (0..24u8).collect::<Vec<u8>>(), "only the bytes the kernel copied");
+        assert_eq!(s.irqs_off, Some(false), "the interrupted registers after the stack");
+        // A kernel thread: no registers (ABI none), an empty stack.
+        let k = 0xffff_ffff_8100_0010u64;
+        let mut b = record(k, &[CONTEXT_KERNEL, k], None);
+        b.extend(0u64.to_le_bytes());
+        b.extend(0u64.to_le_bytes());
+        b.extend([2u64, 0x46].iter().flat_map(|v| v.to_le_bytes()));
+        let s = parse_sample(&b, both).unwrap();
+        assert_eq!((s.stack.is_none(), s.irqs_off), (true, Some(true)));
+        // Cut inside the stack.
+        let mut b = record(k, &[], None);
+        b.extend([2u64, 1, 2, 3, 64].iter().flat_map(|v| v.to_le_bytes()));
+        assert!(parse_sample(&b, both).is_none());
+    }
+
+    /// 8 KiB of stack at 2 kHz; less above, within the byte budget; the
+    /// ring holds some 125 ms of samples, within its bounds.
+    #[test]
+    fn the_stack_copy_and_ring_fit_the_rate() {
+        assert_eq!(stack_bytes(2000), STACK_MAX);
+        assert_eq!(stack_bytes(100), STACK_MAX);
+        assert_eq!(stack_bytes(10_000), 1536);
+        assert_eq!(stack_bytes(100_000), STACK_MIN);
+        assert_eq!(ring_pages(2000, STACK_MAX), 512);
+        assert_eq!(ring_pages(100, STACK_MAX), 64);
+        assert!(ring_pages(1000, STACK_MAX) * 4096 >= 1000 * (STACK_MAX as usize + 1200) / 8);
     }
 
     fn mmap2_record(prot: u32, path: &str) -> Vec<u8> {

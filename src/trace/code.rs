@@ -5,7 +5,7 @@
 use super::instance::Instance;
 use super::stacks::{self, StackDecoder};
 use super::{CHEAP_STACKS_NS, CodeReport, StacksMode};
-use crate::sys::perf::{MapWatch, Sampler};
+use crate::sys::perf::{self, MapWatch, Sampler};
 use std::collections::VecDeque;
 use std::fs::File;
 
@@ -15,9 +15,6 @@ const CALIBRATION_MS: u64 = 60;
 /// Wake-ups that interrupted a task, at least, to time the unwind on them
 /// rather than on the idle loop's.
 const MIN_BUSY: usize = 5;
-/// The profiler's ring per CPU, in pages (256 kB: over half a second of
-/// samples at 2 kHz with deep stacks).
-const PROFILE_PAGES: usize = 64;
 /// The mapping records' ring per CPU, in pages (64 kB: some 500 mappings,
 /// a burst of execs in the reader's 10 ms).
 const MAP_PAGES: usize = 16;
@@ -117,10 +114,13 @@ pub fn stacks(
 }
 
 /// One profiler per CPU, disabled; None with a note when one cannot open.
+/// Its ring holds some 125 ms of samples with their user stacks
+/// ([`perf::ring_pages`]).
 pub fn samplers(cpus: &[usize], hz: u64, code: &mut CodeReport) -> Option<Vec<Sampler>> {
     let mut out = Vec::new();
+    let pages = perf::ring_pages(hz, perf::stack_bytes(hz));
     for &c in cpus {
-        match Sampler::open(c, hz, PROFILE_PAGES) {
+        match Sampler::open(c, hz, pages) {
             Ok(s) => out.push(s),
             Err(e) => {
                 code.profile_notes.push(format!("{e}; no samples"));
@@ -135,6 +135,16 @@ pub fn samplers(cpus: &[usize], hz: u64, code: &mut CodeReport) -> Option<Vec<Sa
             s.source.blind_spot()
         ));
         code.cycles_refused.clone_from(&s.software_because);
+        code.profile_notes.push(match &s.no_stack_because {
+            Some(why) => why.clone(),
+            None => format!(
+                "each sample copies the user registers and {} bytes of the user stack (in the sampling interrupt, on the \
+                 measured CPU; {} kB of ring per CPU), unwound after with the programs' own unwind tables, off the \
+                 measured CPUs",
+                s.stack_bytes,
+                pages * 4
+            ),
+        });
     }
     Some(out)
 }

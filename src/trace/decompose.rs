@@ -74,6 +74,13 @@ const EARLY_NS: u64 = 2_000;
 const MAX_HELD: usize = 1 << 21;
 /// Slices kept per episode (the last ones before the wake-up).
 const MAX_SLICES: usize = 2_000;
+/// Profiler samples held with their user stacks, at most (4 MB of stacks
+/// per CPU at 8 KiB each, a second of samples at 2 kHz, while the probe's
+/// next sample is awaited: a probe held off for seconds). Past it every
+/// other one lets its stack go, and from then on only every other new one
+/// keeps its own: a long window keeps unwindable samples spread evenly over
+/// it; the others' user stacks are the frame-pointer walk.
+const MAX_STACKS_HELD: usize = 512;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Frame {
@@ -133,7 +140,9 @@ impl Ctx {
                 self.task = next;
                 self.frames.clear();
             }
-            Kind::ExpireEntry { .. } | Kind::ExpireExit { .. } | Kind::Waking { .. } => {}
+            // A marker is written in task context (the reader keeps them
+            // apart: one here changes nothing but the task).
+            Kind::ExpireEntry { .. } | Kind::ExpireExit { .. } | Kind::Waking { .. } | Kind::Marker(_) => {}
             // Recorded on another CPU: it changes nothing here.
             Kind::RemoteWaking { .. } => self.exit_ts = exit_ts,
         }
@@ -270,6 +279,11 @@ pub struct CpuTrace {
     /// order, and its period (0: no profiler).
     prof: VecDeque<PerfSample>,
     pub period_ns: u64,
+    /// Samples in `prof` with their user stacks, and which of the new ones
+    /// keep theirs: every `stack_stride`-th (see [`MAX_STACKS_HELD`]).
+    stacks_held: usize,
+    stack_stride: u64,
+    stack_arrivals: u64,
     /// Every profiler sample's innermost frame, inside episodes or not.
     pub counts: Counts,
     pub prof_samples: u64,
@@ -310,6 +324,9 @@ impl CpuTrace {
             stacks_matched: 0,
             prof: VecDeque::new(),
             period_ns: 0,
+            stacks_held: 0,
+            stack_stride: 1,
+            stack_arrivals: 0,
             counts: Counts::default(),
             prof_samples: 0,
             prof_inside: 0,
@@ -327,14 +344,39 @@ impl CpuTrace {
         self.stacks.push_back(w);
     }
 
-    /// Adds a profiler sample of this CPU (in time order).
-    pub fn push_profile(&mut self, s: PerfSample) {
+    /// Adds a profiler sample of this CPU (in time order), its user stack
+    /// kept within [`MAX_STACKS_HELD`].
+    pub fn push_profile(&mut self, mut s: PerfSample) {
         self.prof_samples += 1;
+        if s.stack.is_some() {
+            if self.stack_arrivals.is_multiple_of(self.stack_stride) {
+                self.stacks_held += 1;
+            } else {
+                s.stack = None;
+            }
+            self.stack_arrivals += 1;
+        }
         self.prof.push_back(s);
+        if self.stacks_held > MAX_STACKS_HELD {
+            let mut keep = true;
+            for x in self.prof.iter_mut().filter(|x| x.stack.is_some()) {
+                if !keep {
+                    x.stack = None;
+                    self.stacks_held -= 1;
+                }
+                keep = !keep;
+            }
+            self.stack_stride *= 2;
+        }
     }
 
     fn count_profile(&mut self, t: u64, window: Option<(u64, u64)>) {
+        let before = self.prof.iter().take_while(|s| s.t_ns <= t).filter(|s| s.stack.is_some()).count();
         count_profile(&mut self.prof, &mut self.counts, &mut self.prof_inside, t, window);
+        self.stacks_held -= before.min(self.stacks_held);
+        if self.stacks_held == 0 {
+            (self.stack_stride, self.stack_arrivals) = (1, 0);
+        }
     }
 
     /// Episodes kept now.

@@ -439,3 +439,36 @@ fn decomposes_the_wakeups_captured_from_this_kernel() {
         }
     }
 }
+
+/// A probe held off for seconds: the profiler's samples awaiting its next
+/// sample keep at most MAX_STACKS_HELD user stacks, spread evenly over the
+/// window; once they are counted, new ones keep theirs again.
+#[test]
+fn the_user_stacks_held_stay_bounded_and_evenly_spread() {
+    let mut t = CpuTrace::new(1, "wakeup", "latency", 100, settings(4, CauseThreshold::Fixed(0)));
+    let sample = |i: u64| PerfSample {
+        t_ns: 1_000 + i * 500_000,
+        pid: 200,
+        tid: 200,
+        user: vec![0x5555_0000_1000],
+        stack: Some(Box::default()),
+        ..Default::default()
+    };
+    let n = 5 * MAX_STACKS_HELD as u64;
+    for i in 0..n {
+        t.push_profile(sample(i));
+    }
+    let with: Vec<u64> = t.prof.iter().enumerate().filter(|(_, s)| s.stack.is_some()).map(|(i, _)| i as u64).collect();
+    assert!(with.len() <= MAX_STACKS_HELD && with.len() >= MAX_STACKS_HELD / 2, "{} held", with.len());
+    assert_eq!(t.stacks_held, with.len());
+    // One stride apart all over the window, from its first sample.
+    let gaps: std::collections::BTreeSet<u64> = with.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!((with[0], gaps.len()), (0, 1), "{gaps:?}");
+    assert!(with.last().unwrap() + gaps.first().unwrap() >= n, "up to the window's end");
+    // All counted: the next ones keep their stacks again.
+    t.count_profile(u64::MAX, None);
+    assert_eq!((t.stacks_held, t.stack_stride), (0, 1));
+    t.push_profile(sample(n));
+    t.push_profile(sample(n + 1));
+    assert!(t.prof.iter().all(|s| s.stack.is_some()));
+}

@@ -68,6 +68,10 @@ pub enum Kind {
         prev: i32,
         next: i32,
     },
+    /// A write to the top-level `trace_marker` copied into the instance
+    /// (`ftrace:print`): its text is `Decoder::markers[.0]` until the
+    /// reader takes them.
+    Marker(u32),
 }
 
 #[derive(Clone, Debug)]
@@ -82,6 +86,7 @@ enum Dec {
     ExpireExit { timer: Field },
     Waking { pid: Field, prio: Field, comm: Field },
     Switch { prev_pid: Field, prev_prio: Field, prev_comm: Field, next_pid: Field, next_prio: Field, next_comm: Field },
+    Print { buf: Field },
 }
 
 /// A task as the trace last showed it.
@@ -102,6 +107,9 @@ pub struct Decoder {
     pub tasks: HashMap<i32, Task>,
     /// Records of events this decoder does not know (should stay 0).
     pub unknown: u64,
+    /// The texts of the markers decoded since the reader last took them
+    /// ([`Kind::Marker`] holds the index).
+    pub markers: Vec<String>,
 }
 
 pub(super) fn field(f: &Format, name: &str) -> Result<Field, String> {
@@ -173,6 +181,7 @@ impl Decoder {
                 next_prio: field(f, "next_prio")?,
                 next_comm: field(f, "next_comm")?,
             },
+            ("ftrace", "print") => Dec::Print { buf: field(f, "buf")? },
             _ => return Err(format!("rtscope does not decode {system}/{}", f.name)),
         };
         let id = f.id as usize;
@@ -235,6 +244,14 @@ impl Decoder {
                 self.note_task(prev, prev_comm, prev_prio);
                 self.note_task(next, next_comm, next_prio);
                 Kind::Switch { prev, next }
+            }
+            // The text runs from the field to the end of the record, up to
+            // its NUL; the newline `echo` adds is left out.
+            Dec::Print { buf } => {
+                let b = p.get(buf.offset..).unwrap_or(&[]);
+                let b = &b[..b.iter().position(|&c| c == 0).unwrap_or(b.len())];
+                self.markers.push(String::from_utf8_lossy(b).trim_end_matches('\n').to_string());
+                Kind::Marker((self.markers.len() - 1) as u32)
             }
         };
         let pid = i32::from_le_bytes([*p.get(4)?, *p.get(5)?, *p.get(6)?, *p.get(7)?]);
@@ -309,7 +326,31 @@ pub mod tests {
             Kind::ExpireExit { .. } => "hrtimer_expire_exit".into(),
             Kind::Waking { .. } | Kind::RemoteWaking { .. } => "sched_waking".into(),
             Kind::Switch { .. } => "sched_switch".into(),
+            Kind::Marker(_) => "tracing_mark_write".into(),
         }
+    }
+
+    /// A `trace_marker` write (`ftrace:print`): its text, up to its NUL and
+    /// without the newline, kept until the reader takes it.
+    #[test]
+    fn decodes_a_marker() {
+        let format = "name: print\nID: 5\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+                      \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+                      \tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n\
+                      \tfield:char buf[];\toffset:16;\tsize:0;\tsigned:0;\n";
+        let mut d = Decoder::default();
+        d.add("ftrace", &Format::parse(format).unwrap()).unwrap();
+        let mut p = vec![0u8; 16];
+        p[..2].copy_from_slice(&5u16.to_le_bytes());
+        p[4..8].copy_from_slice(&4242i32.to_le_bytes());
+        p.extend(b"frame 17 begins\n\0\0\0");
+        for _ in 0..2 {
+            let e = d.decode(Record { ts: 1_000, payload: &p }).unwrap();
+            assert_eq!(e.pid, 4242);
+            assert!(matches!(e.kind, Kind::Marker(_)));
+        }
+        assert_eq!(d.markers, ["frame 17 begins", "frame 17 begins"]);
+        assert!(matches!(d.decode(Record { ts: 1_000, payload: &p }).unwrap().kind, Kind::Marker(2)));
     }
 
     #[test]

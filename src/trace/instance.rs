@@ -32,6 +32,9 @@ pub struct Instance {
     /// can be followed.
     pub net_stages: bool,
     pub buffer_kb: u64,
+    /// Whether the application's writes to the top-level `trace_marker`
+    /// are copied into this instance (`options/copy_trace_marker`).
+    pub markers: bool,
     clock: String,
     /// `--stacks`: the instance that records the probe's wake-ups' stacks.
     pub stacks: Option<StackInstance>,
@@ -122,6 +125,7 @@ impl Instance {
             stages: false,
             net_stages: false,
             buffer_kb,
+            markers: false,
             clock: clock.to_string(),
             stacks: None,
             wakes: None,
@@ -179,6 +183,17 @@ impl Instance {
                 Err(e) if !why.is_empty() => self.missing.push(format!("{event} ({why}): {e}")),
                 Err(_) => {}
             }
+        }
+        // The application's own markers: its writes to the top-level
+        // `trace_marker`, copied into this instance as `ftrace:print`
+        // records (Linux 6.17's instance option); none where it is missing.
+        self.markers = read(&self.root.join("events/ftrace/print/format"))
+            .and_then(|t| Format::parse(&t))
+            .and_then(|f| self.decoder.add("ftrace", &f))
+            .and_then(|()| write(&d.join("options/copy_trace_marker"), "1"))
+            .is_ok();
+        if self.markers {
+            self.enabled.push("ftrace/print".into());
         }
         let has = |e: &str| self.enabled.iter().any(|x| x == e);
         self.timer_entry = has("irq_vectors/local_timer_entry") && has("irq_vectors/local_timer_exit");

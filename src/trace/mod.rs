@@ -22,6 +22,7 @@ pub mod remainder;
 pub mod stacks;
 pub mod symbols;
 pub mod symcache;
+pub mod unwind;
 pub mod wakes;
 pub mod watch;
 
@@ -134,6 +135,7 @@ pub fn summarize(
         windows,
         stacks: None,
         profile: None,
+        markers: inst.markers.then(|| report.markers.clone()),
     };
     let mut notes = Vec::new();
     let sym_notes = code.symbols.notes;
@@ -149,6 +151,7 @@ pub fn summarize(
     }
     if let Some((source, hz, samples, inside, lost)) = report.profile {
         let mut n = code.profile_notes.clone();
+        n.extend(code.symbols.unwound.clone());
         if report.stacks.is_none() {
             n.extend(sym_notes.iter().cloned());
         }

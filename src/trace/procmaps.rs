@@ -38,13 +38,15 @@ const REREAD: Duration = Duration::from_secs(1);
 const RESEEN: Duration = Duration::from_millis(100);
 
 /// One executable mapping: `[start, end)` of the address space shows
-/// `file` from `offset` on; no file for the vDSO or a JIT's code.
+/// `file` (an index for [`ProcMaps::file`]) from `offset` on; no file for
+/// the vDSO (`vdso`) or a JIT's code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Mapping {
-    start: u64,
-    end: u64,
-    offset: u64,
-    file: Option<usize>,
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub file: Option<usize>,
+    pub vdso: bool,
 }
 
 /// Where a user address lies.
@@ -117,11 +119,13 @@ struct Proc {
     before: Vec<Mapping>,
     /// Its files were held open (a wake-up showed it).
     held: bool,
+    /// Changed each time its mappings change (see [`ProcMaps::mappings`]).
+    stamp: u64,
 }
 
 impl Proc {
     fn new(maps: Vec<Mapping>, whole: bool) -> Proc {
-        Proc { maps, read: Instant::now(), whole, before: Vec::new(), held: false }
+        Proc { maps, read: Instant::now(), whole, before: Vec::new(), held: false, stamp: 0 }
     }
 }
 
@@ -135,12 +139,17 @@ pub struct ProcMaps {
     /// (device as maps writes it, inode) -> index into `files`.
     by_inode: HashMap<(String, u64), usize>,
     held: usize,
+    /// The last stamp given to a process's mappings.
+    stamp: u64,
 }
 
 /// One line of `/proc/PID/maps` that maps memory executable: start, end,
-/// file offset, and the file's device, inode and path (" (deleted)" taken
-/// off) where it is a file.
-type Line<'a> = (u64, u64, u64, Option<(&'a str, u64, &'a str)>);
+/// file offset, the file's device, inode and path (" (deleted)" taken
+/// off) where it is a file, and whether it is the vDSO.
+type Line<'a> = (u64, u64, u64, Option<(&'a str, u64, &'a str)>, bool);
+
+/// The name the kernel gives the vDSO's mapping.
+const VDSO: &str = "[vdso]";
 
 fn parse_line(l: &str) -> Option<Line<'_>> {
     let mut it = l.splitn(6, ' ');
@@ -154,7 +163,7 @@ fn parse_line(l: &str) -> Option<Line<'_>> {
     let inode: u64 = inode.parse().ok()?;
     let file =
         (inode != 0 && path.starts_with('/')).then(|| (dev, inode, path.strip_suffix(" (deleted)").unwrap_or(path)));
-    Some((hex(start)?, hex(end)?, hex(offset)?, file))
+    Some((hex(start)?, hex(end)?, hex(offset)?, file, path == VDSO))
 }
 
 impl ProcMaps {
@@ -227,9 +236,11 @@ impl ProcMaps {
                     maps.push(Mapping { start: end, offset: x.offset + (end - x.start), ..x });
                 }
             }
-            maps.push(Mapping { start, end, offset: m.pgoff, file });
+            maps.push(Mapping { start, end, offset: m.pgoff, file, vdso: m.path == VDSO });
             maps.sort_unstable_by_key(|x| x.start);
             p.maps = maps;
+            self.stamp += 1;
+            p.stamp = self.stamp;
         }
     }
 
@@ -271,6 +282,8 @@ impl ProcMaps {
         if let Some(old) = self.procs.get_mut(&pid) {
             p.before = std::mem::take(&mut old.maps);
         }
+        self.stamp += 1;
+        p.stamp = self.stamp;
         if self.procs.insert(pid, p).is_none() {
             self.order.push_back(pid);
             while self.order.len() > MAX_PROCS {
@@ -287,9 +300,9 @@ impl ProcMaps {
         let mut maps: Vec<Mapping> = text
             .lines()
             .filter_map(parse_line)
-            .map(|(start, end, offset, file)| {
+            .map(|(start, end, offset, file, vdso)| {
                 let file = file.map(|(dev, ino, path)| self.file_index(pid, (start, end), (dev, ino, path), true));
-                Mapping { start, end, offset, file }
+                Mapping { start, end, offset, file, vdso }
             })
             .collect();
         maps.sort_unstable_by_key(|m| m.start);
@@ -357,6 +370,12 @@ impl ProcMaps {
             .map(|m| m.start + off - m.offset)
     }
 
+    /// The executable mappings of `pid` now, sorted, and their stamp: it
+    /// changes whenever they do (an `exec`, a mapping told, a new read).
+    pub fn mappings(&self, pid: i32) -> Option<(u64, &[Mapping])> {
+        self.procs.get(&pid).map(|p| (p.stamp, p.maps.as_slice()))
+    }
+
     pub fn file(&self, i: usize) -> &MappedFile {
         &self.files[i]
     }
@@ -419,11 +438,11 @@ mod tests {
         assert_eq!(
             lines,
             vec![
-                (0x55d0c0a02000, 0x55d0c0a07000, 0x2000, Some(("fe:00", 247030, "/usr/bin/cat"))),
-                (0x7f1000000000, 0x7f1000100000, 0x28000, Some(("fe:00", 1234, "/usr/lib/lib x.so"))),
-                (0x7ffd00000000, 0x7ffd00002000, 0, None),
-                (0x7f3000000000, 0x7f3000004000, 0, None),
-                (0x7f2000000000, 0x7f2000001000, 0, Some(("00:05", 77, "/memfd:jit"))),
+                (0x55d0c0a02000, 0x55d0c0a07000, 0x2000, Some(("fe:00", 247030, "/usr/bin/cat")), false),
+                (0x7f1000000000, 0x7f1000100000, 0x28000, Some(("fe:00", 1234, "/usr/lib/lib x.so")), false),
+                (0x7ffd00000000, 0x7ffd00002000, 0, None, true),
+                (0x7f3000000000, 0x7f3000004000, 0, None, false),
+                (0x7f2000000000, 0x7f2000001000, 0, Some(("00:05", 77, "/memfd:jit")), false),
             ]
         );
         let mut m = ProcMaps::default();
@@ -439,6 +458,8 @@ mod tests {
         assert_eq!(m.locate(7, 0x7f3000000010), Some(Located::NoFile), "nor is a JIT's code");
         assert_eq!(m.locate(7, 0x1000), None);
         assert_eq!(m.locate(8, 0x55d0c0a02010), None, "an unknown process");
+        let (_, maps) = m.mappings(7).unwrap();
+        assert_eq!(maps.iter().filter(|x| x.vdso).map(|x| x.start).collect::<Vec<_>>(), [0x7ffd00000000]);
         assert_eq!(m.address_of(7, 1, 0x28100), Some(0x7f1000000100));
     }
 
@@ -543,10 +564,16 @@ mod tests {
         m.mapped(&crate::sys::perf::Mmap2 { pid: -8, ..told(0x8000, 0x1000, 14, "/usr/bin/gone") });
         m.fork(-5, -8);
         assert_eq!(m.locate(-8, 0x8100), None, "not the old process's code");
+        let stamp = m.mappings(-5).unwrap().0;
         m.exec(-5);
         assert!(m.procs[&-5].whole);
+        assert_ne!(m.mappings(-5).unwrap().0, stamp, "an exec changes the stamp");
         m.mapped(&told(0x4000, 0x2000, 12, "/usr/bin/ls (deleted)"));
         m.mapped(&told(0x9000, 0x1000, 0, "[vdso]"));
+        let stamp = m.mappings(-5).unwrap().0;
+        m.mapped(&told(0x9000, 0x1000, 0, "[vdso]"));
+        assert_ne!(m.mappings(-5).unwrap().0, stamp, "a mapping changes the stamp");
+        assert!(m.mappings(-5).unwrap().1.iter().any(|x| x.vdso && x.start == 0x9000), "the vDSO told");
         let Some(Located::File(new, 0x1100)) = m.locate(-5, 0x4100) else { panic!() };
         assert_eq!(m.file(new).name, "ls");
         assert_eq!(m.locate(-5, 0x9010), Some(Located::NoFile));

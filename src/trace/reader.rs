@@ -16,7 +16,7 @@ use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
 use crate::sys::cpuidle::{self, IdleState};
 use crate::sys::perf::{MapEvent, MapWatch, Sampler};
-use rtscope_model::episode::{CauseKind, Episode, Stages, TraceCpu};
+use rtscope_model::episode::{CauseKind, Episode, Marker, Markers, Stages, TraceCpu};
 use rtscope_model::hist::{Tally, quantile};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -45,6 +45,29 @@ impl Buffer {
     pub fn new(file: File, clock: TraceClock) -> Buffer {
         let clock = (clock == TraceClock::Local).then(LocalClock::default);
         Buffer { file, clock, bytes: 0, missed: 0, read_errors: 0 }
+    }
+
+    /// [`Buffer::drain`], the application's markers kept apart in
+    /// `markers` (`cpu`'s, their texts taken from the decoder).
+    pub fn drain_marked(
+        &mut self,
+        layout: &PageLayout,
+        decoder: &mut Decoder,
+        page: &mut [u8],
+        (cpu, markers): (u32, &mut Markers),
+        mut each: impl FnMut(Ev),
+    ) {
+        let mut got: Vec<(u64, i32, u32)> = Vec::new();
+        self.drain(layout, decoder, page, |e| match e.kind {
+            // Its text is the decoder's until the drain is over.
+            Kind::Marker(i) => got.push((e.ts, e.pid, i)),
+            _ => each(e),
+        });
+        let mut texts = std::mem::take(&mut decoder.markers);
+        for (t_ns, pid, i) in got {
+            let text = texts.get_mut(i as usize).map(std::mem::take).unwrap_or_default();
+            markers.push(Marker { t_ns, cpu, pid, text });
+        }
     }
 
     /// Reads every page the kernel has for this CPU; `each` takes its
@@ -101,6 +124,9 @@ pub struct Lane {
     /// preemption); a wake-up's interrupted process is the one an episode
     /// names.
     seen: Vec<(i32, u64)>,
+    /// The application's markers read from this CPU's buffer (the first
+    /// [`Markers::MAX`], and how many came after them).
+    markers: Markers,
 }
 
 impl Lane {
@@ -120,6 +146,7 @@ impl Lane {
             stack_lost: 0,
             sampler: None,
             seen: Vec::new(),
+            markers: Markers::default(),
         }
     }
 
@@ -181,7 +208,8 @@ impl Lane {
     /// samples, and the probe's samples.
     fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8]) {
         let trace = &mut self.trace;
-        self.buffer.drain(layout, decoder, page, |e| trace.push_event(e));
+        let cpu = u32::try_from(trace.cpu).unwrap_or(u32::MAX);
+        self.buffer.drain_marked(layout, decoder, page, (cpu, &mut self.markers), |e| trace.push_event(e));
         self.drain_code(layout, page, false);
         while let Ok(s) = self.samples.pop() {
             self.trace.push_sample(s);
@@ -277,6 +305,8 @@ pub struct ReaderReport {
     pub own: OwnHelpers,
     /// Mapping records the kernel could not write (their rings full).
     pub maps_lost: u64,
+    /// The application's markers of every CPU, in time order.
+    pub markers: Markers,
 }
 
 /// rtscope's helper threads, which are not part of what it measures (its
@@ -394,6 +424,7 @@ impl Reader {
             profile: None,
             own,
             maps_lost: self.maps.iter().map(MapWatch::lost).sum(),
+            markers: Markers::default(),
         };
         self.code_totals(&mut report);
         self.finish(now, report)
@@ -541,7 +572,9 @@ impl Reader {
 
     /// The stage series finished at `now`, and each lane's figures.
     fn finish(self, now: u64, mut report: ReaderReport) -> ReaderReport {
-        for lane in self.lanes {
+        for mut lane in self.lanes {
+            let m = std::mem::take(&mut lane.markers);
+            report.markers.extend(m.list, m.dropped);
             for r in lane.stages {
                 r.finish(now);
             }

@@ -14,6 +14,7 @@ use super::procmaps::{Located, ProcMaps, file_name};
 use super::remainder::{Gap, remainder};
 use super::stacks::WakeStack;
 use super::symcache::{Kept, SymCache};
+use super::unwind::{self, Unwind};
 use crate::recorder::EpisodeMsg;
 use crate::sys::perf::PerfSample;
 use blazesym::Pid;
@@ -24,10 +25,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
-
-/// The end of user space (x86-64 with 4 or 5 page-table levels, arm64 with
-/// up to 52-bit addresses).
-const USER_END: u64 = 0x0100_0000_0000_0000;
 
 /// The raw code evidence of one episode, named by the symbols thread.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -124,6 +121,8 @@ impl Sink {
 pub struct SymReport {
     pub over: Vec<OverRow>,
     pub notes: Vec<String>,
+    /// How the profiler's user stacks were unwound ([`Symbols::unwound`]).
+    pub unwound: Option<String>,
 }
 
 /// A named address.
@@ -161,6 +160,8 @@ pub struct Symbols {
     /// some 75 MB of a traced run's memory for the file and line of
     /// rtscope's own code.
     own: (Option<Vec<u8>>, Option<(u64, u64)>),
+    /// The profiler's user stacks, unwound with the files' own tables.
+    unwind: Unwind,
 }
 
 impl Default for Symbols {
@@ -372,6 +373,7 @@ impl Symbols {
                 blazesym::helper::read_elf_build_id(Path::new("/proc/self/exe")).ok().flatten().map(|b| b.to_vec()),
                 std::fs::metadata("/proc/self/exe").ok().map(|m| (m.dev(), m.ino())),
             ),
+            unwind: Unwind::default(),
         }
     }
 
@@ -631,11 +633,32 @@ impl Symbols {
         // A frame-pointer walk through code built without frame pointers
         // reads data as return addresses: it ends at the first address
         // that no user mapping can hold.
-        let addrs: Vec<u64> = addrs.iter().copied().take_while(|&a| (4096..USER_END).contains(&a)).collect();
+        let addrs: Vec<u64> = addrs.iter().copied().take_while(|&a| unwind::user(a)).collect();
         if pid <= 0 || addrs.is_empty() {
             return Vec::new();
         }
         self.frames(pid, &addrs)
+    }
+
+    /// How the profiler's user stacks were unwound, their count by
+    /// unwinder, the time and the bytes; None where none was.
+    pub fn unwound(&self) -> Option<String> {
+        let st = &self.unwind.stats;
+        (st.time.stats.count > 0).then(|| {
+            let by: Vec<String> = st.by.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let p50 = rtscope_model::hist::quantile(&st.time.hist, &st.time.stats, 0.5);
+            format!(
+                "user stacks of {} samples unwound with the programs' own unwind tables in the symbols thread ({}; \
+                 dwarf: every step by the files' tables, dwarf+fp: some by frame pointers, fp: the kernel's \
+                 frame-pointer walk), {:.1} us of CPU each at the median (max {:.1} us: the first of a process reads \
+                 its files' tables), {:.1} kB of stack copied each on average",
+                st.time.stats.count,
+                by.join(", "),
+                p50 as f64 / 1e3,
+                st.time.stats.max as f64 / 1e3,
+                st.bytes as f64 / st.time.stats.count as f64 / 1024.0
+            )
+        })
     }
 
     /// Notes on what could not be named, with the fixes.
@@ -651,10 +674,20 @@ impl Symbols {
         n
     }
 
+    /// A profiler sample's user frames, named, and the walk that gave
+    /// them: with the files' own tables where the sample carries its
+    /// registers and stack, else the kernel's frame-pointer walk.
+    fn sample_user(&mut self, s: &PerfSample) -> (Vec<Frame>, Option<&'static str>) {
+        let (addrs, by) = self.unwind.user(&mut self.maps, s.pid, s.stack.as_deref(), &s.user);
+        let user = self.user(s.pid, &addrs);
+        let by = (!user.is_empty()).then_some(by);
+        (user, by)
+    }
+
     /// A profiler sample as stacks, named.
     pub fn sample_stack(&mut self, s: &PerfSample, comm: &str) -> CodeStack {
         let kernel = self.kernel(&s.kernel);
-        let user = self.user(s.pid, &s.user);
+        let (user, by) = self.sample_user(s);
         CodeStack {
             taken: CodeStack::SAMPLE.into(),
             t_ns: s.t_ns,
@@ -664,6 +697,7 @@ impl Symbols {
             user,
             notes: Vec::new(),
             unwind_ns: None,
+            unwinder: by.map(str::to_string),
         }
     }
 
@@ -707,6 +741,8 @@ impl Symbols {
                 )
             });
         }
+        // The kernel's `userstacktrace`: a frame-pointer walk.
+        let unwinder = (!user.is_empty()).then(|| unwind::FP.to_string());
         CodeStack {
             taken: CodeStack::WAKE_UP.into(),
             t_ns: w.ts,
@@ -716,6 +752,7 @@ impl Symbols {
             user,
             notes,
             unwind_ns: (!w.kernel.is_empty() || !w.user.is_empty()).then_some(w.unwind_ns),
+            unwinder,
         }
     }
 
@@ -725,9 +762,13 @@ impl Symbols {
         let mut rows: BTreeMap<(String, String), u64> = BTreeMap::new();
         let mut folded: BTreeMap<String, u64> = BTreeMap::new();
         let mut irqs_off: Option<u64> = None;
+        let mut unwinders: BTreeMap<String, u64> = BTreeMap::new();
         for s in samples {
             let k = self.kernel(&s.kernel);
-            let u = self.user(s.pid, &s.user);
+            let (u, by) = self.sample_user(s);
+            if let Some(by) = by {
+                *unwinders.entry(by.to_string()).or_default() += 1;
+            }
             let leaf = k.first().or(u.first());
             if let Some(f) = leaf {
                 let key = (f.name(), f.module.clone().unwrap_or_else(|| "?".into()));
@@ -743,7 +784,7 @@ impl Symbols {
         rows.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.function.cmp(&b.function)));
         let mut folded: Vec<Folded> = folded.into_iter().map(|(stack, samples)| Folded { stack, samples }).collect();
         folded.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.stack.cmp(&b.stack)));
-        WindowSamples { samples: samples.len() as u64, expected, irqs_off, rows, folded }
+        WindowSamples { samples: samples.len() as u64, expected, irqs_off, rows, folded, unwinders }
     }
 
     /// The functions over-represented inside episodes: each function's
@@ -847,6 +888,7 @@ pub fn run(mut s: Symbols, rx: Receiver<SymMsg>, tx: Sender<EpisodeMsg>, hw: boo
         }
     }
     report.notes = s.all_notes();
+    report.unwound = s.unwound();
     report
 }
 

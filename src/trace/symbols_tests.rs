@@ -284,3 +284,63 @@ fn folds_root_first_and_ranks_over_representation() {
     assert_eq!(rows[0].function, "dup_mmap");
     assert!(rows[0].ratio > 100.0);
 }
+
+/// Reads the clock until `until` (the vDSO's code, without frame
+/// pointers, below it).
+#[inline(never)]
+fn spin_on_the_clock(until: u64) -> u64 {
+    let mut reads = 0u64;
+    while crate::sys::clock::now() < until {
+        reads += 1;
+    }
+    std::hint::black_box(reads)
+}
+
+/// Root only: the profiler's samples of this thread, spinning on the
+/// clock (in the vDSO), carry its registers and stack, and are unwound
+/// with the tables (the vDSO's, this file's) through to the spinning
+/// function; a sample without them is the kernel's frame-pointer walk.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn samples_are_unwound_with_the_programs_tables() {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    let _machine = crate::machine_lock();
+    let cpu = *crate::sys::cpu::online().last().unwrap();
+    let hz = 2000;
+    let pages = crate::sys::perf::ring_pages(hz, crate::sys::perf::stack_bytes(hz));
+    let mut sampler = match crate::sys::perf::Sampler::open(cpu, hz, pages) {
+        Ok(s) => s,
+        Err(e) => return skip_unless_ci(&format!("no sampler: {e}")),
+    };
+    assert_eq!((sampler.stack_bytes, sampler.no_stack_because.as_deref()), (8192, None));
+    crate::sys::cpu::pin_self(&[cpu]).unwrap();
+    sampler.enable(true).unwrap();
+    spin_on_the_clock(crate::sys::clock::now() + 100_000_000);
+    sampler.enable(false).unwrap();
+    // This thread's: the test binary's other threads may run there too.
+    let me = crate::sys::sched::thread_id();
+    let mut mine = Vec::new();
+    sampler.drain(&mut |x| {
+        if x.tid == me && x.kernel.is_empty() {
+            mine.push(x)
+        }
+    });
+    assert_eq!(sampler.lost(), 0, "the ring holds 100 ms of samples with their stacks");
+    assert!(mine.len() >= 20, "{} samples of this thread in user space", mine.len());
+    let mut s = Symbols::with_cache(None);
+    let (mut named, mut by) = (0, BTreeMap::new());
+    for x in &mine {
+        assert!(x.stack.as_ref().is_some_and(|st| st.ip == x.user[0] && !st.bytes.is_empty()), "{x:?}");
+        let st = s.sample_stack(x, "test");
+        *by.entry(st.unwinder.clone().unwrap_or_default()).or_insert(0) += 1;
+        named += usize::from(st.user.iter().any(|f| f.name().contains("spin_on_the_clock")));
+    }
+    eprintln!("{named} of {} samples named spin_on_the_clock; unwinders {by:?}; {:?}", mine.len(), s.unwound());
+    assert!(named * 10 >= mine.len() * 9, "{named} of {} samples name it ({by:?})", mine.len());
+    assert!(by.keys().all(|k| k.starts_with("dwarf")), "{by:?}");
+    // Without its registers and stack: the kernel's walk.
+    let bare = crate::sys::perf::PerfSample { stack: None, ..mine[0].clone() };
+    assert_eq!(s.sample_stack(&bare, "test").unwinder.as_deref(), Some(unwind::FP));
+}

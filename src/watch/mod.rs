@@ -18,7 +18,7 @@ use crate::trace::reader::{Buffer, ReaderReport, policy_of};
 use crate::trace::watch::{Merge, Obs, Tracker, shown};
 use crate::trace::{self, CodeReport, StacksMode, TraceClock, TraceOpts};
 use anyhow::Result;
-use rtscope_model::episode::{self, CauseKind, TraceCpu, TraceSummary};
+use rtscope_model::episode::{self, CauseKind, Markers, TraceCpu, TraceSummary};
 use rtscope_model::hist::{Tally, quantile};
 use rtscope_model::inventory::Warning;
 use rtscope_model::run::SeriesKey;
@@ -674,6 +674,8 @@ struct Feed {
     merge: Merge,
     /// Events read per CPU.
     events_on: Vec<u64>,
+    /// The application's markers.
+    markers: Markers,
 }
 
 impl Feed {
@@ -692,6 +694,7 @@ impl Feed {
             decoder: std::mem::take(&mut instance.decoder),
             page: vec![0u8; instance.layout.page_size],
             merge: Merge::default(),
+            markers: Markers::default(),
         })
     }
 
@@ -699,7 +702,8 @@ impl Feed {
     fn drain(&mut self, layout: &PageLayout) {
         for (i, b) in self.buffers.iter_mut().enumerate() {
             let (m, n) = (&mut self.merge, &mut self.events_on[i]);
-            b.drain(layout, &mut self.decoder, &mut self.page, |e| {
+            let cpu = u32::try_from(self.cpus[i]).unwrap_or(u32::MAX);
+            b.drain_marked(layout, &mut self.decoder, &mut self.page, (cpu, &mut self.markers), |e| {
                 *n += 1;
                 m.push(i as u32, e)
             });
@@ -740,6 +744,12 @@ impl Feed {
             profile: None,
             own: Default::default(),
             maps_lost: 0,
+            // In time order over the CPUs.
+            markers: {
+                let mut m = Markers::default();
+                m.extend(self.markers.list, self.markers.dropped);
+                m
+            },
         }
     }
 }

@@ -76,10 +76,19 @@ pub struct CodeStack {
     /// frames first, then the interrupted code's, if it was in the kernel;
     /// of a profiler sample, the interrupted code's only.
     pub kernel: Vec<Frame>,
-    /// User frames of that task, innermost first (frame-pointer walk: the
-    /// first is exact, the rest need frame pointers).
+    /// User frames of that task, innermost first: the first exact, the rest
+    /// return addresses, walked as `unwinder` says.
     #[serde(default)]
     pub user: Vec<Frame>,
+    /// Which walk gave the user frames: `dwarf` (every step by the mapped
+    /// files' own unwind tables, `.eh_frame` or `.debug_frame`), `dwarf+fp`
+    /// (some steps by frame pointers: code whose file has no tables, or
+    /// past the end of the stack copied with the sample) or `fp` (the
+    /// kernel's frame-pointer walk, which skips every caller of code built
+    /// without frame pointers). None in runs stored before it was kept
+    /// (all `fp`) or without user frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unwinder: Option<String>,
     /// Why frames could not be named, with the fix.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -181,6 +190,10 @@ pub struct WindowSamples {
     pub rows: Vec<SampleRow>,
     /// Each sample's whole stack, kernel below user, root first.
     pub folded: Vec<Folded>,
+    /// The samples' user stacks by the walk that gave them (`dwarf`,
+    /// `dwarf+fp`, `fp`: see [`CodeStack::unwinder`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub unwinders: std::collections::BTreeMap<String, u64>,
 }
 
 /// The unaccounted time of an episode, named where the evidence allows.

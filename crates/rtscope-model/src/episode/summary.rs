@@ -32,6 +32,56 @@ pub struct TraceSummary {
     /// `--sample-hz`: the sampling profiler.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<ProfileSummary>,
+    /// The application's own markers: its writes to the kernel's
+    /// `trace_marker` on the traced CPUs during the run. None where the
+    /// kernel cannot copy them into rtscope's instance (before Linux 6.17),
+    /// and in runs stored before they were kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub markers: Option<Markers>,
+}
+
+/// The markers of a run, in time order: the first [`Markers::MAX`], and
+/// how many came after them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Markers {
+    pub list: Vec<Marker>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+}
+
+impl Markers {
+    /// Markers kept per run (some 5 MB in the store at 50 bytes each).
+    pub const MAX: usize = 100_000;
+
+    /// One more, after the others, unless [`Markers::MAX`] are kept.
+    pub fn push(&mut self, m: Marker) {
+        if self.list.len() < Self::MAX {
+            self.list.push(m);
+        } else {
+            self.dropped += 1;
+        }
+    }
+
+    /// `more` added, in time order, the first [`Markers::MAX`] kept.
+    pub fn extend(&mut self, more: impl IntoIterator<Item = Marker>, dropped: u64) {
+        self.list.extend(more);
+        self.list.sort_by_key(|m| (m.t_ns, m.cpu));
+        let over = self.list.len().saturating_sub(Self::MAX);
+        self.list.truncate(Self::MAX);
+        self.dropped += dropped + over as u64;
+    }
+}
+
+/// One write to `trace_marker`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Marker {
+    /// When the kernel recorded it (CLOCK_MONOTONIC ns).
+    pub t_ns: u64,
+    pub cpu: u32,
+    /// The writing thread.
+    pub pid: i32,
+    pub text: String,
 }
 
 /// What `--stacks` recorded during a run.
@@ -240,6 +290,9 @@ impl TraceSummary {
             }
             (None, Some(b)) => self.profile = Some(b.clone()),
             _ => {}
+        }
+        if let Some(b) = &other.markers {
+            self.markers.get_or_insert_with(Markers::default).extend(b.list.iter().cloned(), b.dropped);
         }
     }
 }

@@ -26,6 +26,37 @@ fn trace_summaries_of_two_cells_add_up() {
     assert!((sum.reader_cpu_pct - 2000.0 * 100.0 / 300_000.0).abs() < 1e-9, "{}", sum.reader_cpu_pct);
 }
 
+/// Markers stay in time order over the CPUs and cells, the first
+/// [`Markers::MAX`] kept and the rest counted.
+#[test]
+fn markers_keep_the_first_in_time_order() {
+    let mk = |t_ns, cpu| Marker { t_ns, cpu, pid: 1, text: format!("{t_ns}") };
+    let mut a = Markers::default();
+    a.extend([mk(30, 1), mk(10, 0)], 0);
+    a.extend([mk(20, 1)], 2);
+    assert_eq!(a.list.iter().map(|m| m.t_ns).collect::<Vec<_>>(), [10, 20, 30]);
+    assert_eq!(a.dropped, 2);
+    let mut full = Markers::default();
+    for t in 0..Markers::MAX as u64 + 3 {
+        full.push(mk(t, 0));
+    }
+    assert_eq!((full.list.len(), full.dropped), (Markers::MAX, 3));
+    full.extend([mk(5, 1)], 0);
+    assert_eq!(
+        (full.list.len(), full.dropped, full.list.last().unwrap().t_ns),
+        (Markers::MAX, 4, Markers::MAX as u64 - 2)
+    );
+    // Two cells' markers add up; a summary without any stays without.
+    let cell = |m: Option<Markers>| TraceSummary { instance: "x".into(), markers: m, ..Default::default() };
+    let mut sum = cell(Some(a.clone()));
+    sum.absorb(&cell(None));
+    sum.absorb(&cell(Some(a)));
+    assert_eq!(sum.markers.as_ref().map(|m| (m.list.len(), m.dropped)), Some((6, 4)));
+    let mut none = cell(None);
+    none.absorb(&cell(None));
+    assert_eq!(none.markers, None);
+}
+
 #[test]
 fn the_ranking_from_more_samples_inside_episodes_is_kept() {
     let row = |f: &str| OverRow { function: f.into(), module: "kernel".into(), inside: 1, outside: 1, ratio: 1.0 };
@@ -230,6 +261,7 @@ pub(crate) fn code_episode() -> Episode {
         user: vec![],
         notes: vec!["1 frame in a module without symbols: sysctl kernel.kptr_restrict=1 names it".into()],
         unwind_ns: Some(4_200),
+        unwinder: None,
     };
     let mut blocker =
         CodeStack { taken: "profiler sample".into(), t_ns: 1_400_000, notes: vec![], unwind_ns: None, ..stack.clone() };
@@ -246,6 +278,7 @@ pub(crate) fn code_episode() -> Episode {
             Folded { stack: format!("{chain};drm_fb_memcpy [k];memcpy_toio [k]"), samples: 6 },
             Folded { stack: format!("{chain};drm_fb_memcpy [k]"), samples: 2 },
         ],
+        unwinders: Default::default(),
     };
     let why = "too short for the sampling period to tell; the interrupt came in memcpy_toio (kworker/1:2)";
     Episode {
