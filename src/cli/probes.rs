@@ -126,6 +126,12 @@ pub struct WakeupArgs {
     /// the memory available (MemAvailable in /proc/meminfo), checked before anything is measured.
     #[arg(long, value_name = "SIZE", requires = "cache_flush", value_parser = flush_size)]
     pub flush_size: Option<usize>,
+    /// The kernel's timerlat tracer beside the probe (what `rtla timerlat` reads): its threads wake on the measured
+    /// CPUs every --interval, one priority below the probe's, and its IRQ and thread latencies are stored as the
+    /// series timerlat_irq and timerlat_thread. auto: where the kernel has it (the run says why not elsewhere); on:
+    /// fail where it cannot run.
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    pub timerlat: crate::probe::wakeup::KernelTracerMode,
     #[command(flatten)]
     pub common: CommonArgs,
     #[command(flatten)]
@@ -354,6 +360,7 @@ impl ProbeArgs for WakeupArgs {
                 cache_flush: self.cache_flush,
                 flush_bytes: flush.as_ref().map(FlushBuffer::bytes),
                 flush,
+                timerlat: self.timerlat,
             },
         ))
     }

@@ -8,11 +8,12 @@
 //! return to user space. A wake-up later than the next period counts the
 //! missed periods as overruns and resumes on the period grid.
 
-use super::{Probe, ThreadCtx};
+use super::{Beside, Common, Probe, ThreadCtx};
 use crate::disturb::{SpinSpec, Spinners};
 use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, process, sched::Policy};
+use crate::trace::ktracer::{self, Rec, Setting, Tracer};
 use anyhow::{Context, Result};
 use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::units;
@@ -64,6 +65,34 @@ pub struct Wakeup {
     pub flush_bytes: Option<usize>,
     #[serde(skip)]
     pub flush: Option<FlushBuffer>,
+    /// `--timerlat`: the kernel's timerlat tracer beside the probe.
+    pub timerlat: KernelTracerMode,
+}
+
+/// Whether to run a kernel tracer beside a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelTracerMode {
+    /// Where the kernel has it; the run says why not elsewhere.
+    Auto,
+    /// Always: a kernel without it fails the run.
+    On,
+    Off,
+}
+
+/// timerlat's period for a probe's interval: whole microseconds, within
+/// what the kernel takes (100 us to 1 s).
+fn timerlat_period_us(interval_ns: u64) -> u64 {
+    (interval_ns / 1000).clamp(100, 1_000_000)
+}
+
+/// timerlat's records: the IRQ's latency to the first series, the
+/// thread's to the second.
+fn timerlat_route(r: &Rec, _own: &[i32]) -> Option<(usize, u64)> {
+    match *r {
+        Rec::Timerlat { thread, latency_ns, .. } => Some((usize::from(thread), latency_ns)),
+        _ => None,
+    }
 }
 
 /// What runs beside the measuring threads.
@@ -149,6 +178,46 @@ impl Probe for Wakeup {
             None
         };
         Ok(Box::new(Helpers { _spinners: spinners, second }))
+    }
+
+    /// timerlat's threads beside the probe's, on its CPUs, at its period,
+    /// one priority below it: the kernel's own IRQ and thread latencies of
+    /// their wake-ups, what `rtla timerlat` reports.
+    fn beside(&self, common: &Common) -> Option<Beside> {
+        if self.timerlat == KernelTracerMode::Off {
+            return None;
+        }
+        let period = timerlat_period_us(self.interval_ns);
+        let list = rtscope_model::inventory::format_cpu_list(&common.cpus);
+        let prio = if common.policy.is_rt() { common.priority.saturating_sub(1).max(1) } else { 0 };
+        let why_beside = if ktracer::has_timerlat_fd() {
+            "this kernel has osnoise/timerlat_fd (Linux 6.5+), through which rtscope's threads could be timerlat's \
+             own as `rtla timerlat -u` does, but rtscope does not use it yet"
+        } else {
+            "this kernel has no osnoise/timerlat_fd (Linux 6.5+), through which rtscope's threads would be timerlat's \
+             own as `rtla timerlat -u` does"
+        };
+        let align = (self.distance_ns == 0 && period * 1000 == self.interval_ns).then_some(self.interval_ns);
+        let apart = if align.is_some() { ", half a period from the probe's" } else { "" };
+        Some(Beside {
+            tracer: Tracer::Timerlat,
+            settings: vec![
+                Setting::File("osnoise/cpus", list.clone()),
+                Setting::File("osnoise/timerlat_period_us", period.to_string()),
+            ],
+            events: &["ftrace/timerlat"],
+            metrics: &["timerlat_irq", "timerlat_thread"],
+            route: timerlat_route,
+            required: self.timerlat == KernelTracerMode::On,
+            threads_at: Some((common.policy, prio)),
+            align,
+            what: format!(
+                "its threads woke every {} on CPUs {list}, one priority below the probe's threads and on wake-ups of \
+                 their own{apart} ({why_beside}); timerlat_irq is its timer's expiry to its IRQ handler, timerlat_thread to \
+                 its thread running, as the kernel timestamps them",
+                units::human(period * 1000)
+            ),
+        })
     }
 
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
