@@ -55,6 +55,15 @@ fn rt() -> &'static Guest {
     );
     script += "\"$B\" show last --json --db /tmp/rt.db >\"$O/wakeup1-show.json\"\n";
     script += &step("noise", "noise -D 3s --db /tmp/rt.db --json \"$O/noise.json\"");
+    // hwlat, and the tracer's own maximum read beside it while it runs.
+    script += "hw() { echo \"$(cat $T/hwlat_detector/width $T/hwlat_detector/window $T/hwlat_detector/mode $T/tracing_thresh)\"; }\n\
+               hw >\"$O/hwlat-before.txt\"\n";
+    script += "\"$B\" hwlat -D 5s --width 200ms --window 500ms --db /tmp/rt.db --json \"$O/hwlat.json\" >\"$O/hwlat.txt\" 2>&1 &\n\
+               pid=$!\n\
+               while kill -0 $pid 2>/dev/null; do cat $T/instances/*-hwlat/tracing_max_latency >\"$O/m.tmp\" 2>/dev/null && \
+               mv \"$O/m.tmp\" \"$O/hwlat-max.txt\"; sleep 0.2; done\n\
+               wait $pid; echo \"hwlat rc $?\"\n\
+               hw >\"$O/hwlat-after.txt\"\n";
     script += &step("run", "run --quick --trace --db /tmp/rt.db --json \"$O/run.json\"");
     // Last, as it moves the shell: a cgroup whose cpuset lacks CPU 1.
     script += "mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control\n\
@@ -207,6 +216,43 @@ fn timerlat_runs_beside_wakeup_and_agrees_with_it() {
     );
     assert_eq!(g.file("tracefs-after.txt"), before, "as found after the run");
     assert_eq!(g.file("tracefs-killed.txt"), before, "as found after a SIGKILL");
+}
+
+/// hwlat measures with the kernel's hwlat tracer, and what it stores is
+/// what the tracer made: every sample (the tracer numbers them: as many
+/// read as the last number), each window's at most once (5 s of 500 ms
+/// windows), and the largest of them is the one the kernel kept
+/// (`tracing_max_latency`, where hwlat leaves its microseconds, which the
+/// file prints divided by 1000), as rtscope read it at the end and as the
+/// guest's shell read it while hwlat ran. Under emulation every window has
+/// gaps of milliseconds: each is a sample. Its settings are as found after.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn hwlat_stores_what_the_kernel_tracer_measured() {
+    let g = rt();
+    let v = completed(g, "hwlat", "hwlat.json");
+    let rows = v["results"].as_array().unwrap();
+    let of = |m: &'static str| rows.iter().filter(move |r| r["metric"] == m);
+    let u = |r: &serde_json::Value, k: &str| r[k].as_u64().unwrap_or_else(|| panic!("no {k}: {r}"));
+    let read: u64 = of("latency").map(|r| u(r, "tracer_records")).sum();
+    let last = of("latency").map(|r| u(r, "tracer_seq_max")).max().unwrap();
+    let stored: u64 = of("latency").map(|r| u(r, "count")).sum();
+    assert_eq!(read, last, "every sample the tracer numbered was read: {v}");
+    assert_eq!(stored, read, "{}", g.file("hwlat.txt"));
+    assert!((5..=11).contains(&stored), "{stored} samples in 5 s of 500 ms windows:\n{}", g.file("hwlat.txt"));
+    let max = of("latency").map(|r| u(r, "max_ns")).max().unwrap();
+    let inner_outer = of("inner").chain(of("outer")).map(|r| u(r, "max_ns")).max().unwrap();
+    assert_eq!(max, inner_outer, "latency is the longer of inner and outer");
+    let kernel = of("latency").find_map(|r| r["tracer_max_latency_file"].as_u64()).expect("the tracer's maximum");
+    assert_eq!(max / 1_000_000, kernel, "the kernel's maximum: {v}");
+    let seen: u64 = g.file("hwlat-max.txt").trim().parse().unwrap();
+    assert!(seen <= kernel && seen > 0, "the shell saw {seen}, rtscope stored {max} ns");
+    assert_eq!(g.file("hwlat-after.txt"), g.file("hwlat-before.txt"), "hwlat's settings as found");
+    assert!(
+        g.file("hwlat.txt").contains("spins with interrupts off for 200ms of every 500ms"),
+        "{}",
+        g.file("hwlat.txt")
+    );
 }
 
 /// On a kernel booted with CPU 1 isolated, a shell's affinity lacks CPU 1

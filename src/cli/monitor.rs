@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// The probes a monitor can run: the per-CPU ones.
-pub const MONITOR_PROBES: [&str; 4] = ["wakeup", "noise", "sleep", "ptimer"];
+pub const MONITOR_PROBES: [&str; 5] = ["wakeup", "noise", "sleep", "ptimer", "hwlat"];
 
 /// Each probe's arguments at the monitor's defaults, unless `--probe-args`
 /// sets the flag: noise spins 50 ms of every second (5 % of each measured
@@ -24,15 +24,18 @@ fn monitor_defaults(probe: &str, priority: u8) -> Vec<(&'static str, String)> {
             ("--pause", "950ms".into()),
             ("--priority", priority.saturating_sub(1).max(1).to_string()),
         ],
+        // Interrupts off 10 ms of every second, one CPU at a time.
+        "hwlat" => vec![("--width", "10ms".into()), ("--window", "1s".into())],
         _ => vec![("--priority", priority.to_string())],
     }
 }
 
 #[derive(Args, Debug)]
 pub struct MonitorArgs {
-    /// The probes to run, together, until stopped (wakeup, noise, sleep, ptimer). Each runs at its own settings, at
-    /// the monitor's low duty unless --probe-args says otherwise: wakeup wakes every 1 ms (1 kHz) per CPU; noise
-    /// spins 50 ms of every second (5 % of each CPU) one priority below wakeup.
+    /// The probes to run, together, until stopped (wakeup, noise, sleep, ptimer, hwlat). Each runs at its own settings,
+    /// at the monitor's low duty unless --probe-args says otherwise: wakeup wakes every 1 ms (1 kHz) per CPU; noise
+    /// spins 50 ms of every second (5 % of each CPU) one priority below wakeup; hwlat spins with interrupts off 10 ms
+    /// of every second, one CPU at a time.
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',', default_value = "wakeup")]
     pub probes: Vec<String>,
     /// A probe's own arguments, as its subcommand takes them, e.g. --probe-args 'wakeup=--interval 500us' or

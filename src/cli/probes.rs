@@ -66,6 +66,10 @@ probe_commands! {
     /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
     /// to a responder on another host.
     NETLAT => Netlat(NetlatArgs),
+    /// Hardware, firmware and hypervisor latency (like rt-tests' hwlatdetect): the kernel's hwlat tracer spins on a
+    /// CPU with interrupts off for --width of every --window reading the clock; each window's longest gap above --min
+    /// is a sample (latency, inner, outer), recorded on the CPU it was measured on.
+    HWLAT => Hwlat(HwlatArgs),
 }
 
 /// A probe's arguments: checked, then resolved into what to do.
@@ -136,6 +140,25 @@ pub struct WakeupArgs {
     pub common: CommonArgs,
     #[command(flatten)]
     pub cyclictest: Cyclictest,
+}
+
+#[derive(Args, Debug)]
+pub struct HwlatArgs {
+    /// Time the kernel's thread spins with interrupts off per window (hwlat_detector/width; hwlatdetect's --width).
+    #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = dur)]
+    pub width: u64,
+    /// The window (hwlat_detector/window; hwlatdetect's --window): one sample at most per window.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = dur)]
+    pub window: u64,
+    /// A gap at or below this is not a sample (tracing_thresh; hwlatdetect's --threshold).
+    #[arg(long, value_name = "DUR", default_value = "10us", value_parser = dur)]
+    pub min: u64,
+    /// round-robin: one thread moved across the measured CPUs, a window each (the kernel's default, hwlatdetect's);
+    /// per-cpu: a thread on every measured CPU at once.
+    #[arg(long, value_name = "MODE", default_value = "round-robin")]
+    pub mode: crate::probe::hwlat::HwlatMode,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 #[derive(Args, Debug)]
@@ -442,6 +465,31 @@ impl ProbeArgs for NetlatArgs {
             )?,
         };
         Ok(ProbePlan::Measure(Box::new(common), Box::new(probe), warnings))
+    }
+}
+
+impl ProbeArgs for HwlatArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
+        use rtscope_model::units::human;
+        if self.window < 1_000 || self.window > 1_000_000_000 {
+            bail!("--window {} must be between 1us and 1s (e.g. --window 1s, hwlatdetect's)", human(self.window));
+        }
+        if self.width < 1_000 || self.width >= self.window {
+            bail!(
+                "--width {} must be at least 1us and shorter than --window {} (e.g. --width 500ms with --window 1s)",
+                human(self.width),
+                human(self.window)
+            );
+        }
+        if self.min < 1_000 {
+            bail!(
+                "--min {}: the tracer counts whole microseconds; give at least 1us (e.g. --min 10us)",
+                human(self.min)
+            );
+        }
+        check_duration_covers(&self.common, "--window", self.window)?;
+        let common = self.common.resolve(kind)?;
+        Ok(ProbePlan::measure(common, crate::probe::hwlat::Hwlat::new(self.width, self.window, self.min, self.mode)))
     }
 }
 

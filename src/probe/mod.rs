@@ -7,6 +7,7 @@
 //! [`Probe::measure`] runs on the real-time thread.
 
 mod beside;
+pub mod hwlat;
 pub mod netlat;
 pub mod noise;
 pub mod ptimer;
