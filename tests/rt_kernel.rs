@@ -19,7 +19,8 @@ static RT: Boot = Boot::new();
 /// A shell function printing what the kernel tracers' settings and
 /// instances are.
 const TRACEFS: &str = "tracefs() { echo \"timerlat_period_us $(cat $T/osnoise/timerlat_period_us) cpus \
-                       $(cat $T/osnoise/cpus) tracer $(cat $T/current_tracer) instances $(ls $T/instances | tr '\\n' ' ')\"; }\n";
+                       $(cat $T/osnoise/cpus) tracer $(cat $T/current_tracer) instances $(ls $T/instances | tr '\\n' ' ') \
+                       options $(cat $T/osnoise/options)\"; }\n";
 
 /// Prints the allowed CPUs of a process's named threads once they run.
 const THREADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/threads.sh");
@@ -55,6 +56,7 @@ fn rt() -> &'static Guest {
     );
     script += "\"$B\" show last --json --db /tmp/rt.db >\"$O/wakeup1-show.json\"\n";
     script += &step("noise", "noise -D 3s --db /tmp/rt.db --json \"$O/noise.json\"");
+    script += "tracefs >\"$O/tracefs-noise.txt\"\n";
     // hwlat, and the tracer's own maximum read beside it while it runs.
     script += "hw() { echo \"$(cat $T/hwlat_detector/width $T/hwlat_detector/window $T/hwlat_detector/mode $T/tracing_thresh)\"; }\n\
                hw >\"$O/hwlat-before.txt\"\n";
@@ -200,11 +202,12 @@ fn timerlat_runs_beside_wakeup_and_agrees_with_it() {
         };
         let (latency, irq, thread) = (get("latency"), get("timerlat_irq"), get("timerlat_thread"));
         assert_eq!(irq["probe"], "wakeup", "{irq}");
-        // Its timer every 1 ms for 3 s; a thread later than a period skips it.
-        for r in [irq, thread] {
-            let n = r["count"].as_u64().unwrap();
-            assert!((1500..=3100).contains(&n), "CPU {cpu}: {n} samples in 3 s of 1 ms: {r}");
-        }
+        // Its timer every 1 ms for 3 s; its thread, late past a period, skips
+        // the periods missed (the emulator's spikes of milliseconds, more
+        // of them on a loaded host): each wake-up an IRQ and a thread sample.
+        let (ni, nt) = (irq["count"].as_u64().unwrap(), thread["count"].as_u64().unwrap());
+        assert!(ni.abs_diff(nt) <= 1, "CPU {cpu}: {ni} IRQ and {nt} thread samples");
+        assert!((1000..=3100).contains(&ni), "CPU {cpu}: {ni} samples in 3 s of 1 ms: {irq}");
         assert!(p50(irq) <= p50(thread), "CPU {cpu}: the IRQ after its thread: {irq} {thread}");
         let ratio = p50(thread) / p50(latency);
         assert!(
@@ -229,7 +232,47 @@ fn timerlat_runs_beside_wakeup_and_agrees_with_it() {
         g.file("tracefs-during.txt")
     );
     assert_eq!(g.file("tracefs-after.txt"), before, "as found after the run");
+    assert!(!text.contains("could not remove"), "{text}");
     assert_eq!(g.file("tracefs-killed.txt"), before, "as found after a SIGKILL");
+}
+
+/// osnoise's tracepoints ran beside `noise` (without osnoise's own
+/// workload, which would compete with the probe's loop) and timed, per
+/// source, the interruptions of the probe's loop as the kernel accounts
+/// them. What the kernel accounts to IRQs, softirqs and NMIs that
+/// interrupted the probe's thread lies inside the gaps the loop measured:
+/// their time is no more than the loop's lost time on each CPU. CPU 0, not
+/// isolated, takes the tick and the 9p device's IRQs there. The settings
+/// (osnoise/cpus, its OSNOISE_WORKLOAD option) are as found after.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn osnoise_times_the_sources_beside_noise() {
+    let g = rt();
+    let v = completed(g, "noise", "noise.json");
+    let rows = v["results"].as_array().unwrap();
+    let total = |m: &str, cpu: u64| -> (u64, f64) {
+        let r =
+            rows.iter().find(|r| r["metric"] == m && r["cpu"] == cpu).unwrap_or_else(|| panic!("no {m} on {cpu}: {v}"));
+        let n = r["count"].as_u64().unwrap();
+        (n, n as f64 * r["mean_ns"].as_f64().unwrap_or(0.0))
+    };
+    for cpu in [0, 1] {
+        let lost = total("interruption", cpu).1;
+        let kernel: f64 = ["osnoise_irq", "osnoise_softirq", "osnoise_nmi"].iter().map(|m| total(m, cpu).1).sum();
+        assert!(
+            kernel <= lost,
+            "CPU {cpu}: osnoise's {kernel} ns inside the loop's {lost} ns:\n{}",
+            g.file("noise.txt")
+        );
+        total("osnoise_thread", cpu);
+    }
+    assert!(total("osnoise_irq", 0).0 > 0, "{}", g.file("noise.txt"));
+    let text = g.file("noise.txt");
+    for part in ["osnoise: the kernel's osnoise tracer ran beside the probe", "without osnoise's own workload"] {
+        assert!(text.contains(part), "{part} missing:\n{text}");
+    }
+    assert!(!text.contains("could not remove"), "{text}");
+    assert_eq!(g.file("tracefs-noise.txt"), g.file("tracefs-before.txt"), "osnoise's settings as found");
 }
 
 /// hwlat measures with the kernel's hwlat tracer, and what it stores is

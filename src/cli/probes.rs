@@ -135,7 +135,7 @@ pub struct WakeupArgs {
     /// series timerlat_irq and timerlat_thread. auto: where the kernel has it (the run says why not elsewhere); on:
     /// fail where it cannot run.
     #[arg(long, value_name = "WHEN", default_value = "auto")]
-    pub timerlat: crate::probe::wakeup::KernelTracerMode,
+    pub timerlat: crate::probe::KernelTracerMode,
     #[command(flatten)]
     pub common: CommonArgs,
     #[command(flatten)]
@@ -178,6 +178,12 @@ pub struct NoiseArgs {
     /// then still stops the thread for what it reserves, which shows as interruptions).
     #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
     pub pause: u64,
+    /// The kernel's osnoise tracepoints beside the probe (what `rtla osnoise` counts, without its own workload): the
+    /// IRQs, softirqs and NMIs that interrupted the probe's loop and the threads that outranked it, timed as the kernel
+    /// accounts them, stored as the series osnoise_irq, osnoise_softirq, osnoise_thread and osnoise_nmi. auto: where
+    /// the kernel has the osnoise tracer and its OSNOISE_WORKLOAD option; on: fail where it cannot run.
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    pub osnoise: crate::probe::KernelTracerMode,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -518,7 +524,9 @@ impl ProbeArgs for NoiseArgs {
             );
         }
         let calibration = crate::sys::tsc::calibrate(50_000_000);
-        Ok(ProbePlan::measure(common, Noise::new(self.ratio, self.gap, self.active, self.pause, calibration)))
+        let mut noise = Noise::new(self.ratio, self.gap, self.active, self.pause, calibration);
+        noise.osnoise = self.osnoise;
+        Ok(ProbePlan::measure(common, noise))
     }
 }
 

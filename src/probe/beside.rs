@@ -18,9 +18,42 @@ const PERIOD: Duration = Duration::from_millis(20);
 /// The tracer's buffer per CPU, kB.
 const BUFFER_KB: u64 = 1024;
 
+/// Whether to run a kernel tracer beside a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelTracerMode {
+    /// Where the kernel has it; the run says why not elsewhere.
+    Auto,
+    /// Always: a kernel without it fails the run.
+    On,
+    Off,
+}
+
 /// Which of a tracer's series a record goes to, and its value (ns); None:
-/// not recorded. Its second argument: the probe's measuring threads' ids.
-pub type Route = fn(&Rec, &[i32]) -> Option<(usize, u64)>;
+/// not recorded.
+pub type Route = fn(&Rec, &RouteCtx) -> Option<(usize, u64)>;
+
+/// What a [`Route`] may ask about the threads a record names.
+pub struct RouteCtx<'a> {
+    /// The probe's measuring threads.
+    own: &'a [i32],
+    /// Whether a thread can run while the probe's thread is runnable.
+    outranks: &'a dyn Fn(i32) -> bool,
+}
+
+impl RouteCtx<'_> {
+    /// Whether `tid` is one of the probe's measuring threads.
+    pub fn own(&self, tid: i32) -> bool {
+        tid > 0 && self.own.contains(&tid)
+    }
+
+    /// Whether thread `tid` (not the probe's) runs ahead of the probe's
+    /// threads: a real-time priority at or above theirs, or any thread
+    /// when they are SCHED_OTHER. False for a thread gone.
+    pub fn outranks(&self, tid: i32) -> bool {
+        (self.outranks)(tid)
+    }
+}
 
 /// What a probe asks of a kernel tracer beside it.
 pub struct Beside {
@@ -142,6 +175,16 @@ pub(super) fn spawn<'scope>(
             }
         }
         let own: Vec<i32> = tids.iter().map(|t| t.load(Relaxed)).collect();
+        let probe = own.first().and_then(|&t| sched::attr_of(t));
+        let cache = std::cell::RefCell::new(std::collections::HashMap::<i32, bool>::new());
+        let outranks = |tid: i32| {
+            *cache.borrow_mut().entry(tid).or_insert_with(|| {
+                let (Some(p), Some(t)) = (probe, sched::attr_of(tid)) else { return false };
+                let rt = |a: &sched::Attr| matches!(a.policy, sched::SCHED_FIFO | sched::SCHED_RR);
+                !rt(&p) || (rt(&t) && t.priority >= p.priority) || t.policy == sched::SCHED_DEADLINE
+            })
+        };
+        let cx = RouteCtx { own: &own, outranks: &outranks };
         let mut readers = k.readers();
         let mut page = vec![0u8; readers.first().map_or(4096, CpuReader::page_size)];
         let mut report = SideReport { counts: k.cpus.iter().map(|&c| (c, vec![0; b.metrics.len()])).collect() };
@@ -155,7 +198,7 @@ pub(super) fn spawn<'scope>(
                     if let (Rec::Timerlat { thread: false, latency_ns, .. }, Some(e)) = (rec, expiry.get(i)) {
                         e.store(t.saturating_sub(latency_ns), Relaxed);
                     }
-                    if let Some((m, v)) = route(&rec, &own).filter(|&(m, _)| m < per_cpu.len()) {
+                    if let Some((m, v)) = route(&rec, &cx).filter(|&(m, _)| m < per_cpu.len()) {
                         if t >= from_ns {
                             counts[m] += 1;
                         }
@@ -243,6 +286,9 @@ pub(super) fn finish((b, k, readers, report): SideEnd, notes: &mut Vec<String>) 
     if unknown + errors > 0 {
         notes.push(format!("{name}: {unknown} records not decoded, {errors} pages unreadable"));
     }
+    // Its buffers closed first: the kernel keeps an instance whose files
+    // are open.
+    drop(readers);
     drop(k);
 }
 

@@ -8,7 +8,7 @@
 //! return to user space. A wake-up later than the next period counts the
 //! missed periods as overruns and resumes on the period grid.
 
-use super::{Beside, Common, Probe, ThreadCtx};
+use super::{Beside, Common, KernelTracerMode, Probe, RouteCtx, ThreadCtx};
 use crate::disturb::{SpinSpec, Spinners};
 use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
@@ -69,17 +69,6 @@ pub struct Wakeup {
     pub timerlat: KernelTracerMode,
 }
 
-/// Whether to run a kernel tracer beside a probe.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum KernelTracerMode {
-    /// Where the kernel has it; the run says why not elsewhere.
-    Auto,
-    /// Always: a kernel without it fails the run.
-    On,
-    Off,
-}
-
 /// timerlat's period for a probe's interval: whole microseconds, within
 /// what the kernel takes (100 us to 1 s).
 fn timerlat_period_us(interval_ns: u64) -> u64 {
@@ -88,7 +77,7 @@ fn timerlat_period_us(interval_ns: u64) -> u64 {
 
 /// timerlat's records: the IRQ's latency to the first series, the
 /// thread's to the second.
-fn timerlat_route(r: &Rec, _own: &[i32]) -> Option<(usize, u64)> {
+fn timerlat_route(r: &Rec, _: &RouteCtx) -> Option<(usize, u64)> {
     match *r {
         Rec::Timerlat { thread, latency_ns, .. } => Some((usize::from(thread), latency_ns)),
         _ => None,

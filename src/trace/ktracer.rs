@@ -88,8 +88,10 @@ pub enum Rec {
     /// the threshold in the window.
     Hwlat { seq: u32, inner_us: u64, outer_us: u64, nmi_ns: u64, nmi_count: u32, count: u32 },
     /// One interference of osnoise's tracepoints: its source, its own
-    /// duration (what nested in it taken out), ns, and for a thread its pid.
-    Noise { source: Source, duration_ns: u64, pid: i32 },
+    /// duration (what nested in it taken out), ns, for a thread its pid,
+    /// and the task that was current when it was recorded (for an IRQ,
+    /// softirq or NMI: the task it interrupted; -1 when unknown).
+    Noise { source: Source, duration_ns: u64, pid: i32, current: i32 },
 }
 
 /// The sources of noise osnoise tells apart.
@@ -106,7 +108,7 @@ pub enum Source {
 enum Dec {
     Timerlat { seq: Field, context: Field, latency: Field },
     Hwlat { seq: Field, inner: Field, outer: Field, nmi_ts: Field, nmi_count: Field, count: Field },
-    Noise { source: Source, duration: Field, pid: Option<Field> },
+    Noise { source: Source, duration: Field, pid: Option<Field>, current: Option<Field> },
 }
 
 /// Reads a tracefs file whole (some answer only one read).
@@ -494,7 +496,12 @@ impl Drop for KernelTracer {
 /// The decoder of `event` (`ftrace/timerlat`, `osnoise/irq_noise`, ...).
 fn decoder(event: &str, f: &Format) -> Result<Dec, String> {
     let noise = |source, pid: bool| -> Result<Dec, String> {
-        Ok(Dec::Noise { source, duration: field(f, "duration")?, pid: if pid { Some(field(f, "pid")?) } else { None } })
+        Ok(Dec::Noise {
+            source,
+            duration: field(f, "duration")?,
+            pid: if pid { Some(field(f, "pid")?) } else { None },
+            current: f.field("common_pid").cloned(),
+        })
     };
     match event {
         "ftrace/timerlat" => Ok(Dec::Timerlat {
@@ -531,10 +538,11 @@ fn decode(dec: &Dec, p: &[u8]) -> Rec {
             nmi_count: int(p, nmi_count) as u32,
             count: int(p, count) as u32,
         },
-        Dec::Noise { source, duration, pid } => Rec::Noise {
+        Dec::Noise { source, duration, pid, current } => Rec::Noise {
             source: *source,
             duration_ns: int(p, duration) as u64,
             pid: pid.as_ref().map_or(-1, |f| int(p, f) as i32),
+            current: current.as_ref().map_or(-1, |f| int(p, f) as i32),
         },
     }
 }
