@@ -136,6 +136,10 @@ pub struct WakeupArgs {
     /// fail where it cannot run.
     #[arg(long, value_name = "WHEN", default_value = "auto")]
     pub timerlat: crate::probe::KernelTracerMode,
+    /// Every thread wakes at the same instants (cyclictest -A 0); by default thread i's periods start i/N of a period
+    /// after the first thread's, as cyclictest's threads do by starting one after the other.
+    #[arg(long)]
+    pub aligned: bool,
     #[command(flatten)]
     pub common: CommonArgs,
     #[command(flatten)]
@@ -390,6 +394,7 @@ impl ProbeArgs for WakeupArgs {
                 flush_bytes: flush.as_ref().map(FlushBuffer::bytes),
                 flush,
                 timerlat: self.timerlat,
+                aligned: self.aligned,
             },
         ))
     }

@@ -123,6 +123,11 @@ pub trait Probe: Sync {
     fn warnings(&self) -> Vec<Warning> {
         Vec::new()
     }
+    /// How long after the common start the `index`-th of `threads`
+    /// measuring threads begins its first period (0: all at once).
+    fn first_offset(&self, _index: usize, _threads: usize) -> u64 {
+        0
+    }
     /// A kernel tracer to run beside the measuring threads (timerlat beside
     /// `wakeup`, osnoise's tracepoints beside `noise`), whose records become
     /// series of the run; None: none.
@@ -438,6 +443,9 @@ impl<'a> Cell<'a> {
         )?;
         let (episode_tx, episode_rx) = std::sync::mpsc::channel();
         let shared = Shared::new(common.cpus.len(), probe.extra_slots());
+        for (i, p) in shared.phases.iter().enumerate() {
+            p.store(probe.first_offset(i, common.cpus.len()), Relaxed);
+        }
         let writer = Writer {
             store: run.take_store()?,
             sinks,
@@ -564,8 +572,8 @@ struct Shared {
     start_at: AtomicU64,
     tids: Vec<AtomicI32>,
     /// Per thread: how long after the common start its first period
-    /// begins (0 but beside a kernel tracer whose wake-ups it keeps away
-    /// from: [`Beside::align`]).
+    /// begins ([`Probe::first_offset`]; beside a kernel tracer whose
+    /// wake-ups it keeps away from, [`Beside::align`]'s).
     phases: Vec<AtomicU64>,
     extras: Vec<AtomicU64>,
     reader_done: AtomicBool,
