@@ -67,20 +67,6 @@ fn rt() -> &'static Guest {
                wait $pid; echo \"hwlat rc $?\"\n\
                hw >\"$O/hwlat-after.txt\"\n";
     script += &step("run", "run --quick --trace --db /tmp/rt.db --json \"$O/run.json\"");
-    // A flood on the second serial port, its IRQ on CPU 1, under a probe at
-    // FIFO 40 below the IRQ thread's FIFO 50; the flood's own counts (IRQ 3
-    // on CPU 1, the IRQ thread's time on a CPU) before and after.
-    script += "echo 1 >/proc/irq/3/smp_affinity_list\n\
-               exec 3>/dev/ttyS1\n\
-               ( while :; do cat /etc/services >&3; done ) &\n\
-               flood=$!\n\
-               sleep 1\n\
-               tid=$(pgrep -x irq/3-ttyS1)\n\
-               ps -o cls=,rtprio= -p $tid >\"$O/irq3-sched.txt\"\n\
-               irq3() { grep -E '^ *3:' /proc/interrupts | awk '{print $3}'; cut -d' ' -f1 /proc/$tid/schedstat; }\n\
-               irq3 >\"$O/irq3-before.txt\"\n";
-    script += &step("flood", "wakeup --cpus 1 --priority 40 --trace -D 4s --db /tmp/rt.db --json \"$O/flood.json\"");
-    script += "irq3 >\"$O/irq3-after.txt\"\nkill $flood; exec 3>&-\n";
     // Last, as it moves the shell: a cgroup whose cpuset lacks CPU 1.
     script += "mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control\n\
                mkdir /sys/fs/cgroup/rt-test && echo 0 >/sys/fs/cgroup/rt-test/cpuset.cpus\n\
@@ -310,52 +296,6 @@ fn hwlat_stores_what_the_kernel_tracer_measured() {
         "{}",
         g.file("hwlat.txt")
     );
-}
-
-/// The classic misconfiguration of an RT kernel: a flood on the second
-/// serial port, IRQ 3 on CPU 1, whose IRQ thread (SCHED_FIFO 50) outranks
-/// the probe (SCHED_FIFO 40). The episodes name that thread by its IRQ line
-/// and device, the run's note the priority order and its fix. Judged
-/// against the flood's own counts: IRQ 3 came on CPU 1 during the run, and
-/// the time the episodes blame on its thread is no more than the thread's
-/// own time on a CPU over the run (its schedstat), and some of it.
-#[test]
-#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
-fn an_irq_thread_above_the_probe_is_named_with_the_priority_order() {
-    let g = rt();
-    assert_eq!(
-        g.file("irq3-sched.txt").split_whitespace().collect::<Vec<_>>(),
-        ["FF", "50"],
-        "irq/3-ttyS1's scheduling"
-    );
-    let v = completed(g, "flood", "flood.json");
-    let text = g.file("flood.txt");
-    let counts = |f: &str| -> Vec<u64> { g.file(f).split_whitespace().map(|n| n.parse().unwrap()).collect() };
-    let (before, after) = (counts("irq3-before.txt"), counts("irq3-after.txt"));
-    assert!(after[0] >= before[0] + 10_000, "IRQ 3 on CPU 1 during the run: {before:?} -> {after:?}");
-    let ran_ns = after[1] - before[1];
-    let blamed: u64 = v["episodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|e| e["causes"].as_array().unwrap())
-        .filter(|c| c["name"] == "irq/3-ttyS1")
-        .map(|c| c["ns"].as_u64().unwrap())
-        .sum();
-    assert!(
-        blamed > 0 && blamed <= ran_ns,
-        "episodes blame {blamed} ns on irq/3-ttyS1, which ran {ran_ns} ns:\n{text}"
-    );
-    for part in [
-        "blocked by irq/3-ttyS1 (pid",
-        "SCHED_FIFO 50: the threaded handler of IRQ 3 (ttyS1))",
-        "--trace: irq/3-ttyS1 (SCHED_FIFO 50, the threaded handler of IRQ 3 (ttyS1)) ran at a priority at or above \
-         the probe's threads (SCHED_FIFO 40)",
-        "SCHED_FIFO 51 or more",
-        "or move IRQ 3 off CPU 1 (echo 0 > /proc/irq/3/smp_affinity_list)",
-    ] {
-        assert!(text.contains(part), "{part} missing:\n{text}");
-    }
 }
 
 /// On a kernel booted with CPU 1 isolated, a shell's affinity lacks CPU 1
