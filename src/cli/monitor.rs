@@ -11,7 +11,6 @@ use rtscope_model::metrics::DEFAULT_THRESHOLDS_NS;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// The probes a monitor can run: the per-CPU ones.
 /// The probes the monitor runs: those whose descriptor says how.
 pub fn monitor_probes() -> Vec<&'static str> {
     rtscope_model::descriptor::PROBES.iter().filter(|d| d.monitor.is_some()).map(|d| d.name).collect()
@@ -27,9 +26,10 @@ fn monitor_defaults(m: &rtscope_model::descriptor::Monitored, priority: u8) -> V
 
 #[derive(Args, Debug)]
 pub struct MonitorArgs {
-    /// The probes to run, together, until stopped (wakeup, noise, sleep, ptimer). Each runs at its own settings, at
-    /// the monitor's low duty unless --probe-args says otherwise: wakeup wakes every 1 ms (1 kHz) per CPU; noise
-    /// spins 50 ms of every second (5 % of each CPU) one priority below wakeup.
+    /// The probes to run, together, until stopped (wakeup, noise, sleep, ptimer, hwlat). Each runs at its own settings,
+    /// at the monitor's low duty unless --probe-args says otherwise: wakeup wakes every 1 ms (1 kHz) per CPU; noise
+    /// spins 50 ms of every second (5 % of each CPU) one priority below wakeup; hwlat spins with interrupts off 10 ms
+    /// of every second, one CPU at a time.
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',', default_value = "wakeup")]
     pub probes: Vec<String>,
     /// A probe's own arguments, as its subcommand takes them, e.g. --probe-args 'wakeup=--interval 500us' or

@@ -66,6 +66,10 @@ probe_commands! {
     /// recvmsg returns, tx_sched / tx_sw = send call -> queued / handed to the driver. --serve / --peer: round trip
     /// to a responder on another host.
     NETLAT => Netlat(NetlatArgs),
+    /// Hardware, firmware and hypervisor latency (like rt-tests' hwlatdetect): the kernel's hwlat tracer spins on a
+    /// CPU with interrupts off for --width of every --window reading the clock; each window's longest gap above --min
+    /// is a sample (latency, inner, outer), recorded on the CPU it was measured on.
+    HWLAT => Hwlat(HwlatArgs),
 }
 
 /// A probe's arguments: checked, then resolved into what to do.
@@ -126,10 +130,39 @@ pub struct WakeupArgs {
     /// the memory available (MemAvailable in /proc/meminfo), checked before anything is measured.
     #[arg(long, value_name = "SIZE", requires = "cache_flush", value_parser = flush_size)]
     pub flush_size: Option<usize>,
+    /// The kernel's timerlat tracer beside the probe (what `rtla timerlat` reads): its threads wake on the measured
+    /// CPUs every --interval, one priority below the probe's, and its IRQ and thread latencies are stored as the
+    /// series timerlat_irq and timerlat_thread. auto: where the kernel has it (the run says why not elsewhere); on:
+    /// fail where it cannot run.
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    pub timerlat: crate::probe::KernelTracerMode,
+    /// Every thread wakes at the same instants (cyclictest -A 0); by default thread i's periods start i/N of a period
+    /// after the first thread's, as cyclictest's threads do by starting one after the other.
+    #[arg(long)]
+    pub aligned: bool,
     #[command(flatten)]
     pub common: CommonArgs,
     #[command(flatten)]
     pub cyclictest: Cyclictest,
+}
+
+#[derive(Args, Debug)]
+pub struct HwlatArgs {
+    /// Time the kernel's thread spins with interrupts off per window (hwlat_detector/width; hwlatdetect's --width).
+    #[arg(long, value_name = "DUR", default_value = "500ms", value_parser = dur)]
+    pub width: u64,
+    /// The window (hwlat_detector/window; hwlatdetect's --window): one sample at most per window.
+    #[arg(long, value_name = "DUR", default_value = "1s", value_parser = dur)]
+    pub window: u64,
+    /// A gap at or below this is not a sample (tracing_thresh; hwlatdetect's --threshold).
+    #[arg(long, value_name = "DUR", default_value = "10us", value_parser = dur)]
+    pub min: u64,
+    /// round-robin: one thread moved across the measured CPUs, a window each (the kernel's default, hwlatdetect's);
+    /// per-cpu: a thread on every measured CPU at once.
+    #[arg(long, value_name = "MODE", default_value = "round-robin")]
+    pub mode: crate::probe::hwlat::HwlatMode,
+    #[command(flatten)]
+    pub common: CommonArgs,
 }
 
 #[derive(Args, Debug)]
@@ -149,6 +182,12 @@ pub struct NoiseArgs {
     /// then still stops the thread for what it reserves, which shows as interruptions).
     #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur)]
     pub pause: u64,
+    /// The kernel's osnoise tracepoints beside the probe (what `rtla osnoise` counts, without its own workload): the
+    /// IRQs, softirqs and NMIs that interrupted the probe's loop and the threads that outranked it, timed as the kernel
+    /// accounts them, stored as the series osnoise_irq, osnoise_softirq, osnoise_thread and osnoise_nmi. auto: where
+    /// the kernel has the osnoise tracer and its OSNOISE_WORKLOAD option; on: fail where it cannot run.
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    pub osnoise: crate::probe::KernelTracerMode,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -354,6 +393,8 @@ impl ProbeArgs for WakeupArgs {
                 cache_flush: self.cache_flush,
                 flush_bytes: flush.as_ref().map(FlushBuffer::bytes),
                 flush,
+                timerlat: self.timerlat,
+                aligned: self.aligned,
             },
         ))
     }
@@ -438,6 +479,31 @@ impl ProbeArgs for NetlatArgs {
     }
 }
 
+impl ProbeArgs for HwlatArgs {
+    fn resolve(&self, kind: &str) -> Result<ProbePlan> {
+        use rtscope_model::units::human;
+        if self.window < 1_000 || self.window > 1_000_000_000 {
+            bail!("--window {} must be between 1us and 1s (e.g. --window 1s, hwlatdetect's)", human(self.window));
+        }
+        if self.width < 1_000 || self.width >= self.window {
+            bail!(
+                "--width {} must be at least 1us and shorter than --window {} (e.g. --width 500ms with --window 1s)",
+                human(self.width),
+                human(self.window)
+            );
+        }
+        if self.min < 1_000 {
+            bail!(
+                "--min {}: the tracer counts whole microseconds; give at least 1us (e.g. --min 10us)",
+                human(self.min)
+            );
+        }
+        check_duration_covers(&self.common, "--window", self.window)?;
+        let common = self.common.resolve(kind)?;
+        Ok(ProbePlan::measure(common, crate::probe::hwlat::Hwlat::new(self.width, self.window, self.min, self.mode)))
+    }
+}
+
 impl ProbeArgs for NoiseArgs {
     fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         if !(1.0..=1000.0).contains(&self.ratio) {
@@ -463,7 +529,9 @@ impl ProbeArgs for NoiseArgs {
             );
         }
         let calibration = crate::sys::tsc::calibrate(50_000_000);
-        Ok(ProbePlan::measure(common, Noise::new(self.ratio, self.gap, self.active, self.pause, calibration)))
+        let mut noise = Noise::new(self.ratio, self.gap, self.active, self.pause, calibration);
+        noise.osnoise = self.osnoise;
+        Ok(ProbePlan::measure(common, noise))
     }
 }
 

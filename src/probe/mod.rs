@@ -6,6 +6,8 @@
 //! then the summary) is `commands::probes::run_probe`. Only
 //! [`Probe::measure`] runs on the real-time thread.
 
+mod beside;
+pub mod hwlat;
 pub mod netlat;
 pub mod noise;
 pub mod ptimer;
@@ -25,6 +27,8 @@ use crate::trace::instance::Instance;
 use crate::trace::reader::ReaderReport;
 use crate::trace::{CodeReport, TraceOpts};
 use anyhow::{Result, anyhow};
+use beside::Side;
+pub use beside::{Beside, KernelTracerMode, RouteCtx};
 use rtscope_model::analysis::usage::Usage;
 use rtscope_model::descriptor::{Descriptor, Trace};
 use rtscope_model::episode::Stages;
@@ -118,6 +122,17 @@ pub trait Probe: Sync {
     /// stored with the run's warnings, as the cell's others.
     fn warnings(&self) -> Vec<Warning> {
         Vec::new()
+    }
+    /// How long after the common start the `index`-th of `threads`
+    /// measuring threads begins its first period (0: all at once).
+    fn first_offset(&self, _index: usize, _threads: usize) -> u64 {
+        0
+    }
+    /// A kernel tracer to run beside the measuring threads (timerlat beside
+    /// `wakeup`, osnoise's tracepoints beside `noise`), whose records become
+    /// series of the run; None: none.
+    fn beside(&self, _common: &Common) -> Option<Beside> {
+        None
     }
 }
 
@@ -326,6 +341,8 @@ pub struct Cell<'a> {
     markers: Vec<Marker>,
     helpers: Box<dyn Send>,
     tap: Option<Arc<dyn Tap>>,
+    /// The kernel tracer beside the probe, or why not.
+    side: Option<Side>,
 }
 
 /// `--trace` on a probe that cannot be traced yet is refused.
@@ -379,8 +396,9 @@ impl<'a> Cell<'a> {
                 }
             }
         }
+        let side = Side::prepare(probe, common)?;
         let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
-        Ok(Cell { probe, common, policy, priority, load, instance, markers, helpers, tap: None })
+        Ok(Cell { probe, common, policy, priority, load, instance, markers, helpers, tap: None, side })
     }
 
     /// Tells `tap` of every series and committed interval (a monitor).
@@ -398,6 +416,9 @@ impl<'a> Cell<'a> {
             "missing": i.missing,
             "record_cmd": i.record_cmd.describe(),
         })));
+        if let Some(side) = &self.side {
+            plan["kernel_tracer"] = side.plan();
+        }
         plan
     }
 
@@ -405,15 +426,26 @@ impl<'a> Cell<'a> {
     /// warm-up (`common.warmup_ns`), then `common.duration_ns` or until a
     /// signal, a breach or `--loops`. Stops the helpers and the tracer.
     pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
-        let Cell { probe, common, policy, priority, load, mut instance, markers, helpers, tap } = self;
+        let Cell { probe, common, policy, priority, load, mut instance, markers, helpers, tap, side } = self;
         let run_id = run.run_id;
+        let side_metrics = side.as_ref().map_or(&[][..], Side::metrics);
         // A previous cell's helpers mapped memory locked on touch: this
         // cell's histograms and rings are read in whole again.
         let relocked_before = mem::lock_populated();
-        let Series { recorders, sinks, lives, mirror_lost, lane_parts, explained } =
-            Series::create(run.store()?, run_id, (probe, common), &load, instance.as_ref(), markers, tap.as_ref())?;
+        let Series { recorders, sinks, lives, mirror_lost, lane_parts, explained, side_recs } = Series::create(
+            run.store()?,
+            run_id,
+            (probe, common, side_metrics),
+            &load,
+            instance.as_ref(),
+            markers,
+            tap.as_ref(),
+        )?;
         let (episode_tx, episode_rx) = std::sync::mpsc::channel();
         let shared = Shared::new(common.cpus.len(), probe.extra_slots());
+        for (i, p) in shared.phases.iter().enumerate() {
+            p.store(probe.first_offset(i, common.cpus.len()), Relaxed);
+        }
         let writer = Writer {
             store: run.take_store()?,
             sinks,
@@ -431,6 +463,18 @@ impl<'a> Cell<'a> {
             ));
         }
         let mut code = CodeReport::default();
+        let mut side_run = None;
+        let mut side_align = None;
+        let side_expiry: Vec<AtomicU64> = common.cpus.iter().map(|_| AtomicU64::new(0)).collect();
+        match side {
+            Some(Side::Running(run)) => {
+                side_align = run.0.align;
+                side_run = Some(*run);
+            }
+            Some(Side::Refused(t, why)) => out.notes.push(format!("{}: not used: {why}", t.name())),
+            None => {}
+        }
+        let mut side_end = None;
         let ended = std::thread::scope(|scope| -> Result<Ended> {
             let writer_thread = spawn_writer(scope, writer)?;
             let threads = spawn_measuring(scope, (probe, common, policy, priority), recorders, &shared, &mut out);
@@ -458,10 +502,27 @@ impl<'a> Cell<'a> {
                 _ => (TraceThreads::default(), clock::now() + START_DELAY_NS),
             };
             drop(episode_tx);
+            let side_thread = side_run.take().and_then(|run| {
+                let from = (&shared.tids[..], start_ns + common.warmup_ns);
+                beside::spawn(scope, run, (side_recs, &side_expiry), from, &shared.reader_done, &mut out.notes)
+            });
+            if let (Some(align), Some(_)) = (side_align, &side_thread) {
+                beside::align(align, start_ns, &side_expiry, &shared.phases, &mut out.notes);
+            }
             shared.start_at.store(start_ns, Release);
             follow((probe, common, &load), &lives, start_ns, (&threads, &writer_thread), signal, &shared.stop);
-            join_all(threads, traced, writer_thread, &shared.reader_done, &mut out, &mut code)
+            join_all(
+                threads,
+                (traced, side_thread, &mut side_end),
+                writer_thread,
+                &shared.reader_done,
+                &mut out,
+                &mut code,
+            )
         });
+        if let Some(end) = side_end {
+            beside::finish(end, &mut out.notes);
+        }
         drop(helpers);
         // The helpers are gone: memory is read in whole again for what
         // runs next (a cell with its own runner, such as osbench's).
@@ -497,6 +558,8 @@ type WriterEnd = (Writer, Option<anyhow::Error>);
 type Ended = (WriterEnd, Option<ReaderReport>);
 /// A measuring thread: it ends with the error that stopped it, if any.
 type Measuring<'scope> = ScopedJoinHandle<'scope, std::result::Result<(), String>>;
+/// The kernel tracer's reader.
+type SideThread<'scope> = ScopedJoinHandle<'scope, beside::SideEnd>;
 
 /// What the cell's threads and the main thread share, made before any
 /// thread starts: the start line (see [`StartLine`]), each measuring
@@ -508,6 +571,10 @@ struct Shared {
     ready: AtomicUsize,
     start_at: AtomicU64,
     tids: Vec<AtomicI32>,
+    /// Per thread: how long after the common start its first period
+    /// begins ([`Probe::first_offset`]; beside a kernel tracer whose
+    /// wake-ups it keeps away from, [`Beside::align`]'s).
+    phases: Vec<AtomicU64>,
     extras: Vec<AtomicU64>,
     reader_done: AtomicBool,
 }
@@ -520,6 +587,7 @@ impl Shared {
             ready: AtomicUsize::new(0),
             start_at: AtomicU64::new(0),
             tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),
+            phases: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             extras: (0..slots * threads).map(|_| AtomicU64::new(0)).collect(),
             reader_done: AtomicBool::new(false),
         }
@@ -567,6 +635,7 @@ fn spawn_measuring<'scope>(
             index,
             cpu: c,
             tid: &shared.tids[index],
+            phase: &shared.phases[index],
             extras: &shared.extras[index * slots..(index + 1) * slots],
             line: StartLine {
                 stop: &shared.stop,
@@ -638,7 +707,7 @@ fn follow(
 /// joins it, the symbols thread (its report into `code`) and the writer.
 fn join_all<'scope>(
     threads: Vec<Measuring<'scope>>,
-    traced: TraceThreads<'scope>,
+    (traced, side, side_end): (TraceThreads<'scope>, Option<SideThread<'scope>>, &mut Option<beside::SideEnd>),
     writer: ScopedJoinHandle<'scope, WriterEnd>,
     reader_done: &AtomicBool,
     out: &mut CellOutcome,
@@ -652,6 +721,11 @@ fn join_all<'scope>(
         }
     }
     reader_done.store(true, Release);
+    match side.map(|t| t.join()) {
+        Some(Ok(end)) => *side_end = Some(end),
+        Some(Err(_)) => out.errors.push("the kernel tracer's reader thread panicked".into()),
+        None => {}
+    }
     let report = match traced.reader.map(|t| t.join()) {
         Some(Ok(r)) => Some(r),
         Some(Err(_)) => {
@@ -725,6 +799,8 @@ struct Series {
     /// A traced probe's main series by (probe, metric, CPU), whose
     /// episodes a monitor counts per cause class.
     explained: Vec<((String, String, i64), i64)>,
+    /// The kernel tracer's series beside the probe's, per CPU and metric.
+    side_recs: Vec<Vec<Recorder>>,
 }
 
 /// One traced CPU's part of a lane: the CPU, its trace buffer, the
@@ -735,7 +811,7 @@ impl Series {
     fn create(
         store: &mut rtscope_model::store::Store,
         run_id: i64,
-        (probe, common): (&dyn Probe, &Common),
+        (probe, common, side_metrics): (&dyn Probe, &Common, &[&str]),
         load: &Option<String>,
         instance: Option<&Instance>,
         markers: Vec<Marker>,
@@ -800,7 +876,25 @@ impl Series {
         for (recs, marker) in recorders.iter_mut().zip(markers) {
             recs[0].set_marker(marker);
         }
-        Ok(Series { recorders, sinks, lives, mirror_lost, lane_parts, explained })
+        // The kernel tracer's series come last: per_thread_results takes
+        // the probe's own first.
+        let mut side_recs = Vec::new();
+        if !side_metrics.is_empty() {
+            for &c in &common.cpus {
+                let mut per_cpu = Vec::new();
+                for metric in side_metrics {
+                    let sid = store.add_series(run_id, &key(metric, c), "ns", &common.exceed.describe())?;
+                    if let Some(tap) = tap {
+                        tap.series(sid, &key(metric, c));
+                    }
+                    let (rec, sink, _) = recorder::channel(sid, common.checkpoint_ns, common.exceed);
+                    per_cpu.push(rec);
+                    sinks.push(sink);
+                }
+                side_recs.push(per_cpu);
+            }
+        }
+        Ok(Series { recorders, sinks, lives, mirror_lost, lane_parts, explained, side_recs })
     }
 }
 
@@ -826,6 +920,8 @@ struct ThreadPlan<'s> {
     cpu: usize,
     /// Where it publishes its thread id (the trace follows it).
     tid: &'s AtomicI32,
+    /// Its first period's offset from the common start.
+    phase: &'s AtomicU64,
     /// Its per-thread figures (`Probe::extra_slots`).
     extras: &'s [AtomicU64],
     line: StartLine<'s>,
@@ -835,7 +931,15 @@ struct ThreadPlan<'s> {
 /// counts itself ready, waits for the common start, measures into `recs`
 /// (warm-up, then the duration, the loops or a stop) and finishes them.
 fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) -> std::result::Result<(), String> {
-    let ThreadPlan { index, cpu: c, tid, extras, line: StartLine { stop, breach, ready, start_at }, .. } = plan;
+    let ThreadPlan {
+        index,
+        cpu: c,
+        tid,
+        phase: shared_phase,
+        extras,
+        line: StartLine { stop, breach, ready, start_at },
+        ..
+    } = plan;
     let warmup = plan.common.warmup_ns;
     let loops = plan.common.loops.unwrap_or(u64::MAX);
     signals::block_in_this_thread();
@@ -862,7 +966,7 @@ fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) -> std::resul
         let ctx = ThreadCtx {
             index,
             cpu: c,
-            start_ns: start,
+            start_ns: start + shared_phase.load(Relaxed),
             record_from_ns: start + warmup,
             end_ns: plan.common.duration_ns.map_or(u64::MAX, |d| start + warmup + d),
             loops,

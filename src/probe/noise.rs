@@ -18,10 +18,11 @@
 //! threads the CPU's trace shows in it, and the rest to unaccounted time
 //! (interrupt entry and exit, NMI, SMI, hypervisor), like rtla osnoise.
 
-use super::{Probe, ThreadCtx};
+use super::{Beside, Common, KernelTracerMode, Probe, RouteCtx, ThreadCtx};
 use crate::recorder::Recorder;
 use crate::sys::clock;
 use crate::sys::tsc::{self, Calibration, Counter};
+use crate::trace::ktracer::{Rec, Setting, Source, Tracer};
 use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
@@ -56,6 +57,22 @@ pub struct Noise {
     /// Why the busy loop reads CLOCK_MONOTONIC rather than the CPU's
     /// counter (the counter is not invariant), stored with the run.
     pub counter_fallback: Option<String>,
+    /// `--osnoise`: the kernel's osnoise tracepoints beside the probe.
+    pub osnoise: KernelTracerMode,
+}
+
+/// osnoise's records that are interruptions of the probe's loop: an IRQ,
+/// softirq or NMI whose interrupted task was a probe thread, and a thread
+/// that outranks the probe's (the idle task and the probe's own runs are
+/// not noise).
+fn osnoise_route(r: &Rec, cx: &RouteCtx) -> Option<(usize, u64)> {
+    let Rec::Noise { source, duration_ns, pid, current } = *r else { return None };
+    match source {
+        Source::Irq => cx.own(current).then_some((0, duration_ns)),
+        Source::Softirq => cx.own(current).then_some((1, duration_ns)),
+        Source::Thread => (pid > 0 && !cx.own(pid) && cx.outranks(pid)).then_some((2, duration_ns)),
+        Source::Nmi => cx.own(current).then_some((3, duration_ns)),
+    }
 }
 
 /// What one active window measured.
@@ -72,7 +89,16 @@ impl Noise {
     /// CLOCK_MONOTONIC when that counter is not invariant.
     pub fn new(ratio: f64, gap_ns: Option<u64>, active_ns: u64, pause_ns: u64, measured: Calibration) -> Noise {
         let (calibration, counter_fallback) = measured.or_monotonic();
-        Noise { ratio, gap_ns, active_ns, pause_ns, warmup_ns: WARMUP_NS, calibration, counter_fallback }
+        Noise {
+            ratio,
+            gap_ns,
+            active_ns,
+            pause_ns,
+            warmup_ns: WARMUP_NS,
+            calibration,
+            counter_fallback,
+            osnoise: KernelTracerMode::Auto,
+        }
     }
 
     /// The threshold in ticks for a reference iteration of `reference` ticks.
@@ -169,6 +195,39 @@ impl Probe for Noise {
 
     fn extra_slots(&self) -> usize {
         4
+    }
+
+    /// osnoise's tracepoints on the probe's CPUs, without osnoise's own
+    /// workload (which would compete with the probe's loop): each
+    /// interference as the kernel accounts it, as `rtla osnoise` counts
+    /// them per source.
+    fn beside(&self, common: &Common) -> Option<Beside> {
+        if self.osnoise == KernelTracerMode::Off {
+            return None;
+        }
+        let list = rtscope_model::inventory::format_cpu_list(&common.cpus);
+        Some(Beside {
+            tracer: Tracer::Osnoise,
+            settings: vec![
+                Setting::File("osnoise/cpus", list.clone()),
+                Setting::OsnoiseOption("OSNOISE_WORKLOAD", false),
+            ],
+            events: &["osnoise/irq_noise", "osnoise/softirq_noise", "osnoise/thread_noise", "osnoise/nmi_noise"],
+            metrics: &["osnoise_irq", "osnoise_softirq", "osnoise_thread", "osnoise_nmi"],
+            route: osnoise_route,
+            required: self.osnoise == KernelTracerMode::On,
+            threads_at: None,
+            align: None,
+            what: format!(
+                "its tracepoints timed each interference on CPUs {list} as the kernel accounts it (what nested in it \
+                 taken out), without osnoise's own workload (OSNOISE_WORKLOAD off: its busy threads would compete \
+                 with the probe's loop): osnoise_irq, osnoise_softirq and osnoise_nmi are the IRQs, softirqs (on \
+                 PREEMPT_RT most run in threads) and NMIs whose interrupted task was the probe's thread, \
+                 osnoise_thread the runs of threads that outrank the probe's, wherever in the run they fell (its \
+                 pauses too); osnoise's hardware noise needs its workload: with --trace, the probe's unaccounted time \
+                 is that part"
+            ),
+        })
     }
 
     fn warnings(&self) -> Vec<Warning> {

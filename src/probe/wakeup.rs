@@ -8,11 +8,12 @@
 //! return to user space. A wake-up later than the next period counts the
 //! missed periods as overruns and resumes on the period grid.
 
-use super::{Probe, ThreadCtx};
+use super::{Beside, Common, KernelTracerMode, Probe, RouteCtx, ThreadCtx};
 use crate::disturb::{SpinSpec, Spinners};
 use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, process, sched::Policy};
+use crate::trace::ktracer::{self, Rec, Setting, Tracer};
 use anyhow::{Context, Result};
 use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::units;
@@ -64,6 +65,26 @@ pub struct Wakeup {
     pub flush_bytes: Option<usize>,
     #[serde(skip)]
     pub flush: Option<FlushBuffer>,
+    /// `--timerlat`: the kernel's timerlat tracer beside the probe.
+    pub timerlat: KernelTracerMode,
+    /// `--aligned`: every thread wakes at the same instants (else thread
+    /// i's periods start i/N of a period after the first thread's).
+    pub aligned: bool,
+}
+
+/// timerlat's period for a probe's interval: whole microseconds, within
+/// what the kernel takes (100 us to 1 s).
+fn timerlat_period_us(interval_ns: u64) -> u64 {
+    (interval_ns / 1000).clamp(100, 1_000_000)
+}
+
+/// timerlat's records: the IRQ's latency to the first series, the
+/// thread's to the second.
+fn timerlat_route(r: &Rec, _: &RouteCtx) -> Option<(usize, u64)> {
+    match *r {
+        Rec::Timerlat { thread, latency_ns, .. } => Some((usize::from(thread), latency_ns)),
+        _ => None,
+    }
 }
 
 /// What runs beside the measuring threads.
@@ -112,6 +133,9 @@ impl Probe for Wakeup {
         if self.cache_flush {
             s += ", cache flush";
         }
+        if self.aligned {
+            s += ", threads aligned";
+        }
         s
     }
 
@@ -149,6 +173,60 @@ impl Probe for Wakeup {
             None
         };
         Ok(Box::new(Helpers { _spinners: spinners, second }))
+    }
+
+    /// timerlat's threads beside the probe's, on its CPUs, at its period,
+    /// one priority below it: the kernel's own IRQ and thread latencies of
+    /// their wake-ups, what `rtla timerlat` reports.
+    fn beside(&self, common: &Common) -> Option<Beside> {
+        if self.timerlat == KernelTracerMode::Off {
+            return None;
+        }
+        let period = timerlat_period_us(self.interval_ns);
+        let list = rtscope_model::inventory::format_cpu_list(&common.cpus);
+        let prio = if common.policy.is_rt() { common.priority.saturating_sub(1).max(1) } else { 0 };
+        let why_beside = if ktracer::has_timerlat_fd() {
+            "this kernel has osnoise/timerlat_fd (Linux 6.5+), through which rtscope's threads could be timerlat's \
+             own as `rtla timerlat -u` does, but rtscope does not use it yet"
+        } else {
+            "this kernel has no osnoise/timerlat_fd (Linux 6.5+), through which rtscope's threads would be timerlat's \
+             own as `rtla timerlat -u` does"
+        };
+        let align = (self.distance_ns == 0 && period * 1000 == self.interval_ns).then_some(self.interval_ns);
+        let apart = if align.is_some() { ", half a period from the probe's" } else { "" };
+        Some(Beside {
+            tracer: Tracer::Timerlat,
+            settings: vec![
+                Setting::File("osnoise/cpus", list.clone()),
+                Setting::File("osnoise/timerlat_period_us", period.to_string()),
+            ],
+            events: &["ftrace/timerlat"],
+            metrics: &["timerlat_irq", "timerlat_thread"],
+            route: timerlat_route,
+            required: self.timerlat == KernelTracerMode::On,
+            threads_at: Some((common.policy, prio)),
+            align,
+            what: format!(
+                "its threads woke every {} on CPUs {list}, one priority below the probe's threads and on wake-ups of \
+                 their own{apart} ({why_beside}); timerlat_irq is its timer's expiry to its IRQ handler, timerlat_thread to \
+                 its thread running, as the kernel timestamps them",
+                units::human(period * 1000)
+            ),
+        })
+    }
+
+    /// Thread i of N starts i/N of a period after the first, as cyclictest's
+    /// threads do by starting one after the other: timers expiring at once
+    /// on every measured CPU make them wait for one another where the CPUs
+    /// share what delivers them (a hypervisor's or an emulator's timer
+    /// thread, SMT siblings): under QEMU's emulation the p50 was 1.3-1.7
+    /// times cyclictest's with every thread on the same instants, as
+    /// cyclictest's own with `-A 0`. `--aligned` keeps them together.
+    fn first_offset(&self, index: usize, threads: usize) -> u64 {
+        if self.aligned || threads < 2 {
+            return 0;
+        }
+        self.interval_ns / threads as u64 * index as u64
     }
 
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
@@ -217,6 +295,29 @@ pub fn second_process(cpus: &[usize], interval_ns: u64, priority: u8) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Thread i of N starts i/N of a period late; `--aligned`, or one
+    /// thread, starts every thread at once.
+    #[test]
+    fn threads_start_a_share_of_a_period_apart() {
+        let mut w = Wakeup {
+            interval_ns: 1_000_000,
+            distance_ns: 0,
+            spinners: None,
+            spin_active_ns: 0,
+            spin_pause_ns: 0,
+            second_process: false,
+            cache_flush: false,
+            flush_bytes: None,
+            flush: None,
+            timerlat: KernelTracerMode::Off,
+            aligned: false,
+        };
+        assert_eq!((0..4).map(|i| w.first_offset(i, 4)).collect::<Vec<_>>(), [0, 250_000, 500_000, 750_000]);
+        assert_eq!(w.first_offset(0, 1), 0);
+        w.aligned = true;
+        assert_eq!(w.first_offset(3, 4), 0);
+    }
 
     #[test]
     fn spinner_option_parses() {

@@ -43,14 +43,21 @@ impl Policy {
 
 /// Sets the calling thread's policy and priority (0 for SCHED_OTHER).
 pub fn set_self(policy: Policy, priority: u8) -> std::io::Result<()> {
+    set_thread(0, policy, priority)
+}
+
+/// Sets thread `tid`'s policy and priority (0: the calling thread), as
+/// rtla's `-P` sets the kernel tracers' threads.
+pub fn set_thread(tid: i32, policy: Policy, priority: u8) -> std::io::Result<()> {
     let (pol, prio) = match policy {
         Policy::Fifo => (libc::SCHED_FIFO, i32::from(priority)),
         Policy::Rr => (libc::SCHED_RR, i32::from(priority)),
         Policy::Other => (libc::SCHED_OTHER, 0),
     };
     let param = libc::sched_param { sched_priority: prio };
-    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param.
-    let rc = unsafe { libc::sched_setscheduler(0, pol, &param) };
+    // SAFETY: `tid` is a thread id (0: the calling thread); `param` is a
+    // valid sched_param.
+    let rc = unsafe { libc::sched_setscheduler(tid, pol, &param) };
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 

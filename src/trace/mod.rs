@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub mod event;
 pub mod format;
 pub mod instance;
+pub mod ktracer;
 pub mod page;
 pub mod procmaps;
 pub mod reader;
@@ -202,6 +203,7 @@ pub fn summarize(
     if let Some(n) = own_helpers_note(&report.own, &summary.per_cpu) {
         notes.push(n);
     }
+    notes.extend(above_probe_notes(&report.above));
     if let Some((n, most)) = report.own.get(&(reader::UNWIND.0, reader::UNWIND.1.into())) {
         notes.push(format!(
             "--stacks: recording the stacks took a tenth of the latency or more in {n} episodes (up to {}), inside \
@@ -214,6 +216,60 @@ pub fn summarize(
         notes.push(format!("--trace: {} records of unknown events were skipped", report.unknown_records));
     }
     (summary, notes)
+}
+
+/// The real-time threads that held a probe off from a priority at or above
+/// its own, and what to do: above all an IRQ's thread (PREEMPT_RT, or
+/// `threadirqs`) over an application, the classic misconfiguration of an
+/// RT kernel.
+fn above_probe_notes(above: &reader::AboveProbe) -> Vec<String> {
+    use rtscope_model::episode::{irq_thread_line, kernel_thread};
+    use rtscope_model::inventory::format_cpu_list;
+    let mut notes = Vec::new();
+    for ((name, sched), (episodes, most, cpus, own)) in above {
+        let on: Vec<usize> = cpus.iter().filter_map(|&c| usize::try_from(c).ok()).collect();
+        let head = format!(
+            "--trace: {name} ({sched}{}) ran at a priority at or above the probe's threads ({own}) and held them off \
+             in {episodes} episodes on CPU {} (up to {})",
+            kernel_thread(name).map(|r| format!(", {r}")).unwrap_or_default(),
+            format_cpu_list(&on),
+            rtscope_model::units::human(*most)
+        );
+        let prio: u32 = sched.rsplit(' ').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        let note = match irq_thread_line(name) {
+            Some(line) => {
+                let rest: Vec<usize> = crate::sys::cpu::online().into_iter().filter(|c| !on.contains(c)).collect();
+                let away = if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", or move IRQ {line} off CPU {} (echo {} > /proc/irq/{line}/smp_affinity_list)",
+                        format_cpu_list(&on),
+                        format_cpu_list(&rest)
+                    )
+                };
+                format!(
+                    "{head}: on a PREEMPT_RT kernel (or with threadirqs) a device's interrupts run in its IRQ thread, \
+                     and a thread below it waits for every interrupt of that device. Where the application does not \
+                     wait on that device, run it above the IRQ thread (SCHED_FIFO {} or more: chrt -f -p {} PID; \
+                     rtscope --priority {}), or put the IRQ thread below the application (chrt -f -p {} $(pgrep -x \
+                     {name})){away}; where it waits on that device, the order is right and the device's interrupts are \
+                     its latency",
+                    prio + 1,
+                    prio + 1,
+                    prio + 1,
+                    own.rsplit(' ').next().and_then(|p| p.parse::<u32>().ok()).unwrap_or(2).saturating_sub(1).max(1),
+                )
+            }
+            None => format!(
+                "{head}: a real-time thread at or above the probe's priority runs first; where the application must not \
+                 wait for it, give the application the higher priority (SCHED_FIFO {} or more)",
+                prio + 1
+            ),
+        };
+        notes.push(note);
+    }
+    notes
 }
 
 /// What rtscope's own helper threads cost the probes, when they were an
@@ -263,6 +319,28 @@ fn own_helpers_note(own: &reader::OwnHelpers, lanes: &[TraceCpu]) -> Option<Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An IRQ thread above the probe is named by its line and device, with
+    /// the priority order and the fixes; another real-time thread above it
+    /// with the priority to give the application.
+    #[test]
+    fn threads_above_the_probe_are_named_with_the_fix() {
+        let mut above = reader::AboveProbe::new();
+        above.insert(("irq/3-ttyS1".into(), "SCHED_FIFO 50".into()), (12, 812_300, [1].into(), "SCHED_FIFO 40".into()));
+        above.insert(("spin".into(), "SCHED_FIFO 60".into()), (1, 2_000, [1].into(), "SCHED_FIFO 40".into()));
+        let n = above_probe_notes(&above);
+        assert_eq!(n.len(), 2, "{n:?}");
+        let irq = &n[0];
+        for part in [
+            "irq/3-ttyS1 (SCHED_FIFO 50, the threaded handler of IRQ 3 (ttyS1)) ran at a priority at or above the \
+             probe's threads (SCHED_FIFO 40) and held them off in 12 episodes on CPU 1 (up to 812.3us)",
+            "SCHED_FIFO 51 or more",
+            "chrt -f -p 39 $(pgrep -x irq/3-ttyS1)",
+        ] {
+            assert!(irq.contains(part), "{part}:\n{irq}");
+        }
+        assert!(n[1].contains("spin (SCHED_FIFO 60) ran") && n[1].contains("SCHED_FIFO 61 or more"), "{}", n[1]);
+    }
 
     /// The note names each helper, the worst hold, and the fix only where
     /// every CPU was measured.

@@ -303,10 +303,44 @@ pub struct ReaderReport {
     /// or more to record, inside the interrupt that woke the probe (counted
     /// as they are built: also those a worse one later pushed out).
     pub own: OwnHelpers,
+    /// Real-time threads that held a probe off from a priority at or above
+    /// its own (an IRQ's thread at SCHED_FIFO 50 over a probe at 40): see
+    /// [`note_above_probe`].
+    pub above: AboveProbe,
     /// Mapping records the kernel could not write (their rings full).
     pub maps_lost: u64,
     /// The application's markers of every CPU, in time order.
     pub markers: Markers,
+}
+
+/// (thread name, its scheduling) -> (episodes it led, the most time it
+/// held the probe off in one, ns, its CPUs, the probe threads' scheduling).
+pub type AboveProbe = BTreeMap<(String, String), (u64, u64, std::collections::BTreeSet<i64>, String)>;
+
+/// A thread's real-time priority from its scheduling as an episode names it
+/// (`SCHED_FIFO 50`); None for the other policies.
+fn rt_priority(sched: &str) -> Option<u32> {
+    let (policy, prio) = sched.split_once(' ')?;
+    matches!(policy, "SCHED_FIFO" | "SCHED_RR").then(|| prio.parse().ok()).flatten()
+}
+
+/// Counts `e` in `above` when its main cause is a real-time thread at a
+/// priority at or above the probe thread's (`probe`, its scheduling as the
+/// kernel holds it): one it cannot preempt.
+fn note_above_probe(e: &Episode, probe: Option<&crate::sys::sched::Attr>, above: &mut AboveProbe) {
+    let Some(probe) = probe.filter(|a| matches!(a.policy, crate::sys::sched::SCHED_FIFO | crate::sys::sched::SCHED_RR))
+    else {
+        return;
+    };
+    let Some(main) = rtscope_model::episode::main_cause(&e.causes) else { return };
+    let Some(sched) = main.sched.as_deref().filter(|_| main.kind == CauseKind::Thread) else { return };
+    if rt_priority(sched).is_some_and(|p| p >= probe.priority) {
+        let own = format!("{} {}", crate::sys::sched::policy_name(probe.policy), probe.priority);
+        let o = above.entry((main.name.clone(), sched.to_string())).or_insert_with(|| (0, 0, Default::default(), own));
+        o.0 += 1;
+        o.1 = o.1.max(main.ns);
+        o.2.insert(e.cpu);
+    }
 }
 
 /// rtscope's helper threads, which are not part of what it measures (its
@@ -404,9 +438,12 @@ impl Reader {
         let mut page = vec![0u8; self.layout.page_size];
         let base: Vec<Counted> = self.lanes.iter().map(|l| Counted::of(l.trace.cpu)).collect();
         let mut own = BTreeMap::new();
+        let mut above = BTreeMap::new();
+        let probes: Vec<Option<crate::sys::sched::Attr>> =
+            self.lanes.iter().map(|l| crate::sys::sched::attr_of(l.trace.tid)).collect();
         loop {
             let last = done.load(Acquire);
-            self.pass((start_ns, last), &mut page, &policy, &base, &mut own);
+            self.pass((start_ns, last), &mut page, &policy, &base, (&mut own, &mut above, &probes));
             if last {
                 break;
             }
@@ -423,6 +460,7 @@ impl Reader {
             stacks: None,
             profile: None,
             own,
+            above,
             maps_lost: self.maps.iter().map(MapWatch::lost).sum(),
             markers: Markers::default(),
         };
@@ -441,7 +479,7 @@ impl Reader {
         page: &mut [u8],
         policy: &dyn Fn(i32) -> Option<u32>,
         base: &[Counted],
-        own: &mut OwnHelpers,
+        (own, above, probes): (&mut OwnHelpers, &mut AboveProbe, &[Option<crate::sys::sched::Attr>]),
     ) {
         let pass_start = clock::now();
         self.drain_wakes(pass_start, page);
@@ -460,7 +498,7 @@ impl Reader {
             self.episodes.send(SymMsg::Seen(seen));
         }
         let names = Names { decoder: &self.decoder, policy };
-        for (lane, base) in self.lanes.iter_mut().zip(base) {
+        for ((lane, base), probe_attr) in self.lanes.iter_mut().zip(base).zip(probes) {
             let (stages, tx) = (&mut lane.stages, &self.episodes);
             let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
             let mut now: Option<Counted> = None;
@@ -472,6 +510,7 @@ impl Reader {
                         g.run_ns = e.woke_ns.saturating_sub(start_ns);
                     }
                     note_own_helper(&e, &raw, own);
+                    note_above_probe(&e, probe_attr.as_ref(), above);
                     tx.send(SymMsg::Keep(e, raw));
                 }
                 Out::Drop { cpu, sample } => {

@@ -742,6 +742,7 @@ impl Feed {
             unknown_records: self.decoder.unknown,
             stacks: None,
             profile: None,
+            above: Default::default(),
             own: Default::default(),
             maps_lost: 0,
             // In time order over the CPUs.

@@ -252,7 +252,7 @@ impl Descriptor {
 }
 
 /// Every measurement, in the order of the matrix's rows.
-pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &TASK, &NETLAT, &OSBENCH];
+pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &TASK, &NETLAT, &OSBENCH, &HWLAT];
 
 pub static WAKEUP: Descriptor = Descriptor {
     name: "wakeup",
@@ -504,6 +504,49 @@ pub static OSBENCH: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     monitor: None,
+};
+
+pub static HWLAT: Descriptor = Descriptor {
+    name: "hwlat",
+    // It spins with interrupts off: only when asked for.
+    default: false,
+    per_cpu: true,
+    rows: "hardware/firmware/hypervisor latency (the kernel's hwlat tracer)",
+    value_name: "hardware latency",
+    row_suffix: " (hwlat)",
+    layout: Layout::PerCpu {
+        columns: {
+            use Column::*;
+            &[
+                Count("samples"),
+                Min,
+                Mean,
+                P50,
+                P90,
+                P99,
+                Max,
+                Extra("gaps", "gaps"),
+                Nonzero("nmi_count", "NMIs"),
+                Nonzero("records_lost", "lost"),
+            ]
+        },
+        what: "hardware latency (us): per hwlat window above --min, the longest gap in the kernel's clock reads with \
+               interrupts off (latency = the longer of inner, between two reads, and outer, between two turns of its \
+               loop); gaps: reads above --min in those windows",
+    },
+    explain: "the kernel's hwlat tracer spins on a CPU with interrupts off for --width of every --window, reading the \
+              clock; a gap between two reads can only be the hardware's, the firmware's (SMIs) or the hypervisor's: \
+              each window's longest gap above --min is one sample, as rt-tests' hwlatdetect reports them",
+    signed: false,
+    trace: Trace::No,
+    threshold_metrics: Some(&["latency"]),
+    timer_period: None,
+    release_jitter: None,
+    counts: &[Count { key: "gaps", per_cpu: false, absent_zero: true }],
+    rate_over: None,
+    misses: None,
+    // Interrupts off 10 ms of every second, one CPU at a time.
+    monitor: Some(Monitored { args: &[("--width", "10ms"), ("--window", "1s")], priority_below: 0 }),
 };
 
 /// A probe's place in [`PROBES`] (wakeup first), then the other

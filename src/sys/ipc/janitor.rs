@@ -26,7 +26,7 @@ pub struct Registry {
     /// Process group ids (0: free slot). Room for every copy of a `cmd`
     /// load and every job of a `compile` load at their highest intensity.
     groups: [AtomicI64; 1024],
-    paths: [PathSlot; 16],
+    paths: [PathSlot; 32],
     /// Not 0 once a load's command has been started: its environment
     /// holds [`load_marker`] of this rtscope, which the janitor looks for.
     commands: AtomicU32,
@@ -97,6 +97,12 @@ pub enum Leftover {
     /// it and its children killed (`cgroup.kill`), then the directories
     /// removed.
     Cgroup = 6,
+    /// A tracefs settings file that rtscope changed for a kernel tracer
+    /// (`osnoise/cpus`, `hwlat_detector/width`, `tracing_thresh`, ...):
+    /// its slot holds the path, a NUL, then the value found, which is
+    /// written back after the instances are removed (their tracers stopped)
+    /// and before tracefs is unmounted.
+    Restore = 7,
 }
 
 /// The directory that holds tracefs's mount point, locked (`flock`) by
@@ -173,6 +179,33 @@ impl Registry {
         false
     }
 
+    /// Registers the tracefs file `path` to be written back to `value`
+    /// (what it held before rtscope changed it), should rtscope die before
+    /// [`Registry::remove_path`] with [`Leftover::Restore`]. Register before
+    /// writing the new value. False when path and value do not fit a slot
+    /// (511 bytes with their NULs) or the table is full.
+    pub fn add_restore(&self, path: &std::path::Path, value: &str) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        let v = value.as_bytes();
+        if bytes.is_empty() || bytes.len() + v.len() + 2 > PATH_BYTES || bytes.contains(&0) || v.contains(&0) {
+            return false;
+        }
+        for s in &self.paths {
+            if s.state.compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                // SAFETY: the slot is claimed: nobody else touches its bytes.
+                let buf = unsafe { &mut *s.path.get() };
+                buf[..bytes.len()].copy_from_slice(bytes);
+                buf[bytes.len()] = 0;
+                buf[bytes.len() + 1..bytes.len() + 1 + v.len()].copy_from_slice(v);
+                buf[bytes.len() + 1 + v.len()] = 0;
+                s.state.store(Leftover::Restore as u32, Ordering::Release);
+                return true;
+            }
+        }
+        false
+    }
+
     /// Forgets `path` (registered as `kind`): it is gone, or rtscope has
     /// decided, as it ends normally, to leave it.
     pub fn remove_path(&self, kind: Leftover, path: &std::path::Path) {
@@ -231,13 +264,20 @@ impl Registry {
             let n = load_marker(owner as u32, &mut marker);
             cleanup::kill_marked(&marker[..n], 3);
         }
-        // SAFETY (the four loops): NUL-terminated paths in this process's
+        // SAFETY (the five loops): NUL-terminated paths in this process's
         // own copy of the registry; the helpers make system calls only.
         for p in self.paths_of(Leftover::TraceInstance) {
             unsafe { cleanup::remove_instance(p) };
         }
         for p in self.paths_of(Leftover::Tree) {
             unsafe { cleanup::remove_tree(p) };
+        }
+        // Twice: a value refused for another's sake (hwlat's width above
+        // the window it is restored with) takes on the second pass.
+        for _ in 0..2 {
+            for p in self.paths_of(Leftover::Restore) {
+                unsafe { cleanup::restore(p) };
+            }
         }
         for p in self.paths_of(Leftover::OptionOn) {
             unsafe { cleanup::option_on(p, CMD_HOLDERS.as_ptr(), owner, LOCK_DIR.as_ptr()) };

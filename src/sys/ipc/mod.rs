@@ -99,10 +99,20 @@ mod tests {
         r.remove_path(Leftover::TraceInstance, &tree);
         r.remove_path(Leftover::Tree, base.path());
         assert!(!r.add_path(Leftover::Tree, &base.path().join("x".repeat(600))), "too long");
+        // Settings written back to what they held: a forgotten one is not.
+        let (width, window) = (base.path().join("width"), base.path().join("window"));
+        std::fs::write(&width, "100").unwrap();
+        std::fs::write(&window, "200").unwrap();
+        assert!(r.add_restore(&width, "500000"));
+        assert!(r.add_restore(&window, "1000000"));
+        r.remove_path(Leftover::Restore, &window);
+        assert!(!r.add_restore(&width, &"9".repeat(600)), "too long");
         // Ends the janitor as rtscope's death would, and waits for it.
         drop(janitor);
         assert!(!tree.exists(), "the registered tree is removed");
         assert!(kept.exists(), "a path forgotten is left");
+        assert_eq!(std::fs::read_to_string(&width).unwrap(), "500000", "written back");
+        assert_eq!(std::fs::read_to_string(&window).unwrap(), "200", "forgotten: left");
         assert!(std::path::Path::new("/etc/hostname").exists() || std::path::Path::new("/etc").is_dir());
     }
 

@@ -211,6 +211,44 @@ pub struct Cause {
     pub ns: u64,
 }
 
+/// What a kernel thread of PREEMPT_RT (and of `threadirqs`) is, by its
+/// name: `irq/3-ttyS1` is IRQ 3's handler, threaded (ttyS1's); `ktimers/N`
+/// runs the timer softirqs on an RT kernel; `ksoftirqd/N` the softirqs
+/// deferred; `rcuc/N` RCU's callbacks on a CPU without `rcu_nocbs`;
+/// `irq_work/N` the work an interrupt deferred (on PREEMPT_RT). None for
+/// any other name.
+pub fn kernel_thread(comm: &str) -> Option<String> {
+    let cpu =
+        |prefix: &str| comm.strip_prefix(prefix).filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if let Some(rest) = comm.strip_prefix("irq/")
+        && let Some((line, dev)) = rest.split_once('-')
+        && line.parse::<u32>().is_ok()
+    {
+        // The comm is cut at 15 bytes: the device's name may be too.
+        return Some(format!("the threaded handler of IRQ {line} ({dev})"));
+    }
+    if cpu("ktimers/").is_some() {
+        return Some(
+            "the RT kernel's timer softirq thread: hrtimers not marked hard and timer wheels expire here".into(),
+        );
+    }
+    if cpu("ksoftirqd/").is_some() {
+        return Some("the softirqs deferred to a thread".into());
+    }
+    if cpu("rcuc/").is_some() {
+        return Some("RCU's callbacks on this CPU (rcu_nocbs= moves them off it)".into());
+    }
+    if cpu("irq_work/").is_some() {
+        return Some("work deferred from interrupts (irq_work), threaded on PREEMPT_RT".into());
+    }
+    None
+}
+
+/// An `irq/N-dev` thread's IRQ line.
+pub fn irq_thread_line(comm: &str) -> Option<u32> {
+    comm.strip_prefix("irq/")?.split_once('-')?.0.parse().ok()
+}
+
 /// The task a softirq ran on top of (see [`Cause::host`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Host {
@@ -226,11 +264,15 @@ impl Cause {
     /// `kworker/1:2 (pid 77, SCHED_OTHER)`, `virtio0-input (irq 24)`.
     pub fn label(&self) -> String {
         match self.kind {
-            CauseKind::Thread => match (&self.pid, &self.sched) {
-                (Some(p), Some(s)) => format!("{} (pid {p}, {s})", self.name),
-                (Some(p), None) => format!("{} (pid {p})", self.name),
-                _ => self.name.clone(),
-            },
+            CauseKind::Thread => {
+                let role = kernel_thread(&self.name).map(|r| format!(": {r}")).unwrap_or_default();
+                match (&self.pid, &self.sched) {
+                    (Some(p), Some(s)) => format!("{} (pid {p}, {s}{role})", self.name),
+                    (Some(p), None) => format!("{} (pid {p}{role})", self.name),
+                    _ if !role.is_empty() => format!("{} ({})", self.name, &role[2..]),
+                    _ => self.name.clone(),
+                }
+            }
             CauseKind::Irq => match self.irq {
                 Some(n) => format!("{} (irq {n})", self.name),
                 None => self.name.clone(),

@@ -407,3 +407,31 @@ fn frames_are_labelled_named_or_by_their_place_in_the_file() {
     assert_eq!(jit.label(), "0x7f0000000010 ([anon])");
     assert_eq!(Frame { addr: 0x10, ..Default::default() }.label(), "0x10");
 }
+
+/// PREEMPT_RT's kernel threads are named for what they are in a verdict:
+/// an IRQ thread by its line and device, the softirq, timer, RCU and
+/// irq_work threads by their work; any other thread as before.
+#[test]
+fn rt_kernel_threads_are_named_for_what_they_are() {
+    let mut c = cause(CauseKind::Thread, "irq/3-ttyS1", 40_000);
+    c.pid = Some(98);
+    c.sched = Some("SCHED_FIFO 50".into());
+    assert_eq!(c.label(), "irq/3-ttyS1 (pid 98, SCHED_FIFO 50: the threaded handler of IRQ 3 (ttyS1))");
+    assert_eq!(irq_thread_line("irq/27-virtio1-req"), Some(27));
+    assert_eq!(irq_thread_line("irqbalance"), None);
+    for (comm, role) in [
+        ("ktimers/1", "timer softirq thread"),
+        ("ksoftirqd/0", "softirqs deferred"),
+        ("rcuc/1", "RCU's callbacks"),
+        ("irq_work/1", "irq_work"),
+    ] {
+        assert!(kernel_thread(comm).is_some_and(|r| r.contains(role)), "{comm}: {:?}", kernel_thread(comm));
+    }
+    for other in ["kworker/1:2", "ktimersd", "irq/x-y", "rcuc/", "rtscope-wakeup1"] {
+        assert_eq!(kernel_thread(other), None, "{other}");
+    }
+    let mut k = cause(CauseKind::Thread, "kworker/1:2", 1);
+    k.pid = Some(77);
+    k.sched = Some("SCHED_OTHER".into());
+    assert_eq!(k.label(), "kworker/1:2 (pid 77, SCHED_OTHER)");
+}

@@ -85,6 +85,22 @@ unsafe fn write_file(path: *const c_char, value: &[u8]) {
     }
 }
 
+/// Writes back a tracefs file registered with its value
+/// ([`super::Leftover::Restore`]): `slot` holds the path, a NUL, the value
+/// and a NUL.
+///
+/// # Safety
+/// `slot` is a path and a value, each NUL-terminated, one after the other.
+pub unsafe fn restore(slot: *const c_char) {
+    // SAFETY: both strings are NUL-terminated in the slot.
+    unsafe {
+        let n = len(slot);
+        let value = slot.add(n + 1);
+        let v = std::slice::from_raw_parts(value.cast::<u8>(), len(value));
+        write_file(slot, v);
+    }
+}
+
 /// Turns the tracefs option file `option` back on (writes "1") unless
 /// another rtscope still holds it off: under the lock of the directory
 /// `lock` (`tracefs::LOCK_DIR`, as rtscope takes it), this rtscope's file
