@@ -351,6 +351,41 @@ fn a_traced_probes_episodes_are_counted_by_cause_class() {
     assert_eq!(wait_exit(&mut mon.0), Some(0));
 }
 
+/// `monitor --trace --probes wakeup,noise`: both probes traced at once,
+/// each in a tracefs instance of its own (`rtscope-PID` and
+/// `rtscope-PID-2`; one name for both made the second remove the first's,
+/// and the monitor fail), both probes' episodes counted by class, and
+/// nothing left after SIGINT.
+/// Root only.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn two_traced_probes_trace_in_instances_of_their_own() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let (cpu, port) = (last_cpu(), free_port());
+    let args = ["--trace", "--probes", "wakeup,noise"];
+    let mut mon = start_monitor_with(&fx.dir, &fx.db, cpu, port, "two.log", &args);
+    let page = wait_for_checkpoints(port, 2.0);
+    let pid = mon.0.id();
+    let mut own: Vec<String> =
+        instances().into_iter().filter(|n| n.split('-').nth(1) == Some(&pid.to_string())).collect();
+    own.sort();
+    assert_eq!(own, [format!("rtscope-{pid}"), format!("rtscope-{pid}-2")], "the monitor's instances");
+    for probe in ["wakeup", "noise"] {
+        let metric = if probe == "wakeup" { "latency" } else { "interruption" };
+        class_counts(&page, |c| {
+            format!("rtscope_episodes_total{{probe=\"{probe}\",metric=\"{metric}\",cpu=\"{cpu}\",cause=\"{c}\"}}")
+        });
+    }
+    signal(pid, libc::SIGINT);
+    assert_eq!(wait_exit(&mut mon.0), Some(0));
+    let log = std::fs::read_to_string(fx.dir.join("two.log")).unwrap();
+    assert!(!log.contains("--trace:") && !log.contains("error"), "{log}");
+    assert!(instances().iter().all(|n| n.split('-').nth(1) != Some(&pid.to_string())), "{:?}", instances());
+}
+
 /// A monitor of the last CPU with `args` (its output in `log`), once it
 /// serves a checkpoint, and beside it a SCHED_FIFO 99 spinner on that CPU
 /// spinning `burst` every 20.333 ms (no multiple of the probes' 1 ms) for

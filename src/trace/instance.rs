@@ -13,6 +13,7 @@ use crate::sys::tracefs::{self, CmdNames, create_registered, open_buffers, recor
 use rtscope_model::inventory::Warning;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 pub struct Instance {
     pub root: PathBuf,
@@ -87,6 +88,30 @@ fn remove_stale(root: &Path) {
     }
 }
 
+/// How many instances this process holds now: the monitor traces wakeup
+/// and noise at once, each in an instance of its own.
+static LIVE: AtomicU32 = AtomicU32::new(0);
+
+/// The name and directory of this process's next instance (called under
+/// the mount lock): `rtscope-<pid>` where it holds none (one left by an
+/// earlier process of the same pid removed), else the first free
+/// `rtscope-<pid>-<n>` from 2 on.
+fn own_name(root: &Path) -> (String, PathBuf) {
+    let pid = std::process::id();
+    let at = |name: String| {
+        let dir = root.join("instances").join(&name);
+        (name, dir)
+    };
+    if LIVE.load(Relaxed) == 0 {
+        let (name, dir) = at(format!("rtscope-{pid}"));
+        if dir.exists() {
+            let _ = std::fs::remove_dir(&dir);
+        }
+        return (name, dir);
+    }
+    (2..).map(|n| at(format!("rtscope-{pid}-{n}"))).find(|(_, dir)| !dir.exists()).expect("a free name")
+}
+
 impl Instance {
     /// Creates and configures the instance for `cpus`, tracing off until
     /// [`Instance::start`]. Returns the warnings to store with the run.
@@ -94,17 +119,14 @@ impl Instance {
         let held = tracefs::mount_lock();
         let (root, mounted) = tracefs::find_or_mount()?;
         remove_stale(&root);
-        let name = format!("rtscope-{}", std::process::id());
-        let dir = root.join("instances").join(&name);
-        if dir.exists() {
-            let _ = std::fs::remove_dir(&dir);
-        }
+        let (name, dir) = own_name(&root);
         if let Err(e) = create_registered(&dir) {
             if mounted {
                 tracefs::release(&root);
             }
             return Err(e);
         }
+        LIVE.fetch_add(1, Relaxed);
         drop(held);
         let mut inst = Instance {
             root,
@@ -295,6 +317,7 @@ impl Drop for Instance {
         drop(std::mem::replace(&mut self.record_cmd, CmdNames::WasOff));
         let _held = tracefs::mount_lock();
         let removed = remove_registered(&self.dir);
+        LIVE.fetch_sub(1, Relaxed);
         // Where the instance is left (the kernel refused), the janitor
         // tries again, and unmounts, when rtscope ends.
         if self.mounted && removed {

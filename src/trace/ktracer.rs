@@ -127,7 +127,7 @@ fn read(path: &Path) -> Result<String, String> {
 }
 
 /// Where another tracer of `tracer`'s kind runs (the top level, or an
-/// instance that is not this process's), named; None where none does.
+/// instance, this process's own among them), named; None where none does.
 fn busy(root: &Path, tracer: Tracer) -> Option<String> {
     let runs = |dir: &Path| {
         let t = std::fs::read_to_string(dir.join("current_tracer")).unwrap_or_default();
@@ -137,14 +137,16 @@ fn busy(root: &Path, tracer: Tracer) -> Option<String> {
     if let Some(t) = runs(root) {
         return Some(format!("the top-level buffer runs the {t} tracer"));
     }
-    let mine = format!("rtscope-{}-", std::process::id());
+    // This process's own count too: the monitor's wakeup and noise would
+    // each run one, and the kernel runs one of the family at a time, on
+    // settings (osnoise/cpus) they share. Its own are known by name, as
+    // they are made under the mount lock (their tracer set after it).
+    let own = format!("rtscope-{}-", std::process::id());
     let entries = std::fs::read_dir(root.join("instances")).ok()?;
     entries.flatten().find_map(|e| {
         let n = e.file_name().to_string_lossy().into_owned();
-        if n.starts_with(&mine) {
-            return None;
-        }
-        runs(&e.path()).map(|t| format!("the instance {n} runs the {t} tracer"))
+        let mine = n.strip_prefix(&own).and_then(|t| tracer.exclusive().iter().find(|&&x| x == t));
+        mine.map(|t| t.to_string()).or_else(|| runs(&e.path())).map(|t| format!("the instance {n} runs the {t} tracer"))
     })
 }
 
@@ -622,6 +624,12 @@ mod tests {
             busy(dir.path(), Tracer::Osnoise).as_deref(),
             Some("the instance timerlat_top runs the timerlat tracer")
         );
+        assert_eq!(busy(dir.path(), Tracer::Hwlat), None);
+        // This process's own, by its name, before its tracer is set.
+        std::fs::remove_dir_all(dir.path().join("instances/timerlat_top")).unwrap();
+        let own = format!("rtscope-{}-timerlat", std::process::id());
+        std::fs::create_dir_all(dir.path().join("instances").join(&own)).unwrap();
+        assert_eq!(busy(dir.path(), Tracer::Osnoise), Some(format!("the instance {own} runs the timerlat tracer")));
         assert_eq!(busy(dir.path(), Tracer::Hwlat), None);
     }
 }
