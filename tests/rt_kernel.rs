@@ -67,6 +67,28 @@ fn rt() -> &'static Guest {
                wait $pid; echo \"hwlat rc $?\"\n\
                hw >\"$O/hwlat-after.txt\"\n";
     script += &step("run", "run --quick --trace --db /tmp/rt.db --json \"$O/run.json\"");
+    // watch, timing a FIFO 30 shell loop by its pid (a sleep of 20.3 ms
+    // each turn); then the monitor running wakeup (traced), noise and
+    // hwlat together, scraped until each has served samples, and stopped
+    // with SIGINT; the tracers' settings after it.
+    script += "chrt -f 30 sh -c 'while :; do sleep 0.0203; done' &\n\
+               loop=$!\n\
+               echo $loop >\"$O/watched.txt\"\n";
+    script += &step("watch", "watch --pid $loop -D 3s --db /tmp/rt.db --json \"$O/watch.json\"");
+    script += "kill $loop\n";
+    script += "\"$B\" monitor --probes wakeup,noise,hwlat --trace --checkpoint 1s --listen 127.0.0.1:9733 \
+               --db /tmp/monitor.db >\"$O/monitor.txt\" 2>&1 &\n\
+               pid=$!\n\
+               served() { grep -q \"rtscope_latency_seconds_count{probe=\\\"$1\\\"[^}]*} [1-9]\" /tmp/metrics.txt; }\n\
+               for i in $(seq 240); do\n\
+                 busybox wget -q -O /tmp/metrics.txt http://127.0.0.1:9733/metrics 2>/dev/null && \
+                 served wakeup && served noise && served hwlat && break\n\
+                 sleep 0.5\n\
+               done\n\
+               cp /tmp/metrics.txt \"$O/metrics.txt\"\n\
+               kill -INT $pid; wait $pid; echo \"monitor rc $?\"\n\
+               tracefs >\"$O/tracefs-monitor.txt\"\n\
+               hw >\"$O/hwlat-monitor.txt\"\n";
     // Last, as it moves the shell: a cgroup whose cpuset lacks CPU 1.
     script += "mount -t cgroup2 cgroup2 /sys/fs/cgroup && echo +cpuset >/sys/fs/cgroup/cgroup.subtree_control\n\
                mkdir /sys/fs/cgroup/rt-test && echo 0 >/sys/fs/cgroup/rt-test/cpuset.cpus\n\
@@ -165,12 +187,13 @@ fn the_machine_record_says_preempt_rt_and_nothing_advises_an_rt_kernel() {
 /// the lower. timerlat's thread latency and rtscope's are the same path
 /// (the timer's interrupt, the hrtimer's wake-up, the switch to a FIFO
 /// thread) on the same CPU at the same period; rtscope's adds the return
-/// to user space and a clock read, microseconds on hardware. Their medians
-/// agree within a factor of 2 either way: under emulation each wake-up
-/// varies by tens of microseconds, and a wake-up landing on the other's
-/// (which the half period keeps apart) would delay one of them by the
-/// other's whole wake-up, pushing the ratio past 2 (1.4 and 0.5 on this
-/// bed when the phases were left to chance). timerlat's settings are as
+/// to user space and a clock read, microseconds on hardware, tens of them
+/// or none under emulation. So timerlat's thread median is at most twice
+/// rtscope's (each wake-up varies by tens of microseconds there, and one
+/// landing on the other's, which the half period keeps apart, would delay
+/// it by the other's whole wake-up), and rtscope's at least half
+/// timerlat's IRQ median (its path starts with the same interrupt); not
+/// bounded the other way. timerlat's settings are as
 /// found after the run, and after the run is killed (SIGKILL: the
 /// janitor writes them back).
 #[test]
@@ -195,10 +218,18 @@ fn timerlat_runs_beside_wakeup_and_agrees_with_it() {
         assert!(ni.abs_diff(nt) <= 1, "CPU {cpu}: {ni} IRQ and {nt} thread samples");
         assert!((1000..=3100).contains(&ni), "CPU {cpu}: {ni} samples in 3 s of 1 ms: {irq}");
         assert!(p50(irq) <= p50(thread), "CPU {cpu}: the IRQ after its thread: {irq} {thread}");
+        // timerlat's thread takes no longer than rtscope's own wake-up
+        // (which goes on to user space), within the emulator's noise; and
+        // rtscope's wake-up includes its timer's interrupt, as timerlat's
+        // IRQ latency times it. No bound the other way: the return to user
+        // space and the clock read are what rtscope adds, and under
+        // emulation the difference was half its median on one CPU (0.48)
+        // and nothing on the other (0.99) in the same run.
         let ratio = p50(thread) / p50(latency);
+        assert!(ratio <= 2.0, "CPU {cpu}: timerlat's thread p50 / rtscope's = {ratio:.2}\n{}", g.file("wakeup.txt"));
         assert!(
-            (0.5..=2.0).contains(&ratio),
-            "CPU {cpu}: timerlat's thread p50 / rtscope's = {ratio:.2}\n{}",
+            p50(latency) >= p50(irq) / 2.0,
+            "CPU {cpu}: rtscope's p50 under half timerlat's IRQ p50\n{}",
             g.file("wakeup.txt")
         );
     }
@@ -289,13 +320,49 @@ fn hwlat_stores_what_the_kernel_tracer_measured() {
     let kernel = of("latency").find_map(|r| r["tracer_max_latency_file"].as_u64()).expect("the tracer's maximum");
     assert_eq!(max / 1_000_000, kernel, "the kernel's maximum: {v}");
     let seen: u64 = g.file("hwlat-max.txt").trim().parse().unwrap();
-    assert!(seen <= kernel && seen > 0, "the shell saw {seen}, rtscope stored {max} ns");
+    // Milliseconds, truncated: 0 where no gap reached one (the emulator's
+    // usual gaps are of hundreds of microseconds to milliseconds).
+    assert!(seen <= kernel, "the shell saw {seen}, rtscope stored {max} ns");
     assert_eq!(g.file("hwlat-after.txt"), g.file("hwlat-before.txt"), "hwlat's settings as found");
     assert!(
         g.file("hwlat.txt").contains("spins with interrupts off for 200ms of every 500ms"),
         "{}",
         g.file("hwlat.txt")
     );
+}
+
+/// On PREEMPT_RT, `watch` times a FIFO 30 shell loop by its pid (its
+/// wake-ups each 20.3 ms sleep and a fork: some tens a second), and the
+/// monitor runs wakeup (traced), noise and hwlat together, each serving
+/// samples on /metrics, stops on SIGINT with exit 0, and leaves the kernel
+/// tracers' settings as it found them.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn watch_and_monitor_run_on_preempt_rt() {
+    let g = rt();
+    let v = completed(g, "watch", "watch.json");
+    let tid: u64 = g.file("watched.txt").trim().parse().unwrap();
+    let rows = v["results"].as_array().unwrap();
+    let lat = rows
+        .iter()
+        .find(|r| r["probe"] == "watch" && r["metric"] == "latency" && r["cpu"].as_u64() == Some(tid))
+        .unwrap_or_else(|| panic!("thread {tid} not watched:\n{}", g.file("watch.txt")));
+    assert_eq!(lat["sched"], "SCHED_FIFO 30", "{lat}");
+    let n = lat["count"].as_u64().unwrap();
+    assert!((10..=150).contains(&n), "{n} wake-ups of a 20.3 ms loop in 3 s: {lat}");
+
+    assert_eq!(g.rc("monitor"), Some(0), "{}", g.file("monitor.txt"));
+    let page = g.file("metrics.txt");
+    for probe in ["wakeup", "noise", "hwlat"] {
+        let served = page.lines().any(|l| {
+            l.starts_with(&format!("rtscope_latency_seconds_count{{probe=\"{probe}\""))
+                && l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()).is_some_and(|n| n > 0.0)
+        });
+        assert!(served, "no {probe} samples served:\n{page}\n{}", g.file("monitor.txt"));
+    }
+    assert!(page.contains("rtscope_episodes_total{"), "the traced wakeup's episodes counted:\n{page}");
+    assert_eq!(g.file("tracefs-monitor.txt"), g.file("tracefs-before.txt"), "timerlat/osnoise as found");
+    assert_eq!(g.file("hwlat-monitor.txt"), g.file("hwlat-before.txt"), "hwlat's settings as found");
 }
 
 /// On a kernel booted with CPU 1 isolated, a shell's affinity lacks CPU 1

@@ -38,7 +38,8 @@ const SLOT_NMI_COUNT: usize = 2;
 const SLOT_NMI_NS: usize = 3;
 const SLOT_GAPS: usize = 4;
 const SLOT_LOST: usize = 5;
-/// The instance's `tracing_max_latency` once the tracer stopped (thread 0).
+/// The instance's `tracing_max_latency` once the tracer stopped (thread 0),
+/// plus one (0: not read).
 const SLOT_KERNEL_MAX: usize = 6;
 
 /// Where hwlat's thread spins.
@@ -264,7 +265,11 @@ impl Probe for Hwlat {
         }
         ctx.set_extra(SLOT_LOST, reader.lost + reader.read_errors + reader.unknown);
         if let Some(max) = dir.and_then(|d| std::fs::read_to_string(d.join("tracing_max_latency")).ok()) {
-            ctx.set_extra(SLOT_KERNEL_MAX, max.trim().parse().unwrap_or(0));
+            // One more than the file's value: 0 is "not read", and a
+            // maximum under a millisecond reads 0 (below).
+            if let Ok(v) = max.trim().parse::<u64>() {
+                ctx.set_extra(SLOT_KERNEL_MAX, v + 1);
+            }
         }
     }
 
@@ -279,8 +284,8 @@ impl Probe for Hwlat {
             m.insert("records_lost".into(), slots[SLOT_LOST].into());
             // hwlat keeps its samples' microseconds in the instance's
             // maximum, which tracing_max_latency prints divided by 1000.
-            if slots[SLOT_KERNEL_MAX] > 0 {
-                m.insert("tracer_max_latency_file".into(), slots[SLOT_KERNEL_MAX].into());
+            if let Some(v) = slots[SLOT_KERNEL_MAX].checked_sub(1) {
+                m.insert("tracer_max_latency_file".into(), v.into());
             }
         }
         m
