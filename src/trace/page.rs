@@ -137,7 +137,7 @@ mod tests {
     use super::*;
 
     fn layout() -> PageLayout {
-        PageLayout { timestamp_offset: 0, commit_offset: 8, commit_size: 8, data_offset: 16, page_size: 4096 }
+        PageLayout::X86_64
     }
 
     fn page(commit: u64, body: &[u8]) -> Vec<u8> {

@@ -41,7 +41,17 @@ pub fn load_marker(pid: u32, buf: &mut [u8; 32]) -> usize {
     buf[..prefix.len()].copy_from_slice(prefix);
     let mut n = prefix.len();
     let mut digits = [0u8; 10];
-    let (mut d, mut v) = (0, pid);
+    let d = decimal(pid, &mut digits);
+    buf[n..n + d.len()].copy_from_slice(d);
+    n += d.len();
+    buf[n] = b':';
+    n + 1
+}
+
+/// `v` in decimal, written into `digits` without allocating (the janitor
+/// runs it after a fork): the digits.
+pub fn decimal(v: u32, digits: &mut [u8; 10]) -> &[u8] {
+    let (mut d, mut v) = (0, v);
     loop {
         digits[9 - d] = b'0' + (v % 10) as u8;
         d += 1;
@@ -50,10 +60,7 @@ pub fn load_marker(pid: u32, buf: &mut [u8; 32]) -> usize {
             break;
         }
     }
-    buf[n..n + d].copy_from_slice(&digits[10 - d..]);
-    n += d;
-    buf[n] = b':';
-    n + 1
+    &digits[10 - d..]
 }
 
 unsafe impl Zeroable for Registry {}

@@ -155,16 +155,7 @@ unsafe fn is_rtscope(pid: i32) -> bool {
     };
     put(b"/proc/");
     let mut digits = [0u8; 10];
-    let (mut d, mut v) = (0, pid as u32);
-    loop {
-        digits[9 - d] = b'0' + (v % 10) as u8;
-        d += 1;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    put(&digits[10 - d..]);
+    put(super::decimal(pid as u32, &mut digits));
     put(b"/comm\0");
     let mut comm = [0u8; 16];
     // SAFETY: a NUL-terminated path and a buffer of ours; plain system calls.
