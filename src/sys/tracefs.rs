@@ -494,6 +494,19 @@ impl Drop for CmdNamesOff {
     }
 }
 
+/// Events the kernel lost on `cpu` of the instance at `dir`: overwritten
+/// before they were read (`overrun`) or refused when the buffer was full
+/// (`dropped events`), from its `per_cpu/cpuN/stats`.
+pub fn lost_events(dir: &Path, cpu: usize) -> u64 {
+    let stats = std::fs::read_to_string(dir.join(format!("per_cpu/cpu{cpu}/stats"))).unwrap_or_default();
+    stats
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(k, _)| matches!(k.trim(), "overrun" | "dropped events"))
+        .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

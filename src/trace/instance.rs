@@ -290,13 +290,7 @@ impl Instance {
     /// Events the kernel lost on `cpu`: overwritten before they were read
     /// (`overrun`) or refused when the buffer was full (`dropped events`).
     pub fn lost(&self, cpu: usize) -> u64 {
-        let stats = std::fs::read_to_string(self.dir.join(format!("per_cpu/cpu{cpu}/stats"))).unwrap_or_default();
-        stats
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .filter(|(k, _)| matches!(k.trim(), "overrun" | "dropped events"))
-            .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-            .sum()
+        tracefs::lost_events(&self.dir, cpu)
     }
 }
 

@@ -432,13 +432,7 @@ impl KernelTracer {
 
     /// Events the kernel lost on `cpu` (overwritten or dropped).
     pub fn lost_on(&self, cpu: usize) -> u64 {
-        let stats = std::fs::read_to_string(self.dir.join(format!("per_cpu/cpu{cpu}/stats"))).unwrap_or_default();
-        stats
-            .lines()
-            .filter_map(|l| l.split_once(':'))
-            .filter(|(k, _)| matches!(k.trim(), "overrun" | "dropped events"))
-            .filter_map(|(_, v)| v.trim().parse::<u64>().ok())
-            .sum()
+        tracefs::lost_events(&self.dir, cpu)
     }
 
     /// The kernel threads the tracer runs its workload in (`timerlat/N`,

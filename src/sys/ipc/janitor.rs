@@ -168,22 +168,7 @@ impl Registry {
     /// (the janitor finds nothing to do for a path that is not there).
     /// False when the path is longer than 511 bytes or the table is full.
     pub fn add_path(&self, kind: Leftover, path: &std::path::Path) -> bool {
-        use std::os::unix::ffi::OsStrExt;
-        let bytes = path.as_os_str().as_bytes();
-        if bytes.is_empty() || bytes.len() >= PATH_BYTES || bytes.contains(&0) {
-            return false;
-        }
-        for s in &self.paths {
-            if s.state.compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-                // SAFETY: the slot is claimed: nobody else touches its bytes.
-                let buf = unsafe { &mut *s.path.get() };
-                buf[..bytes.len()].copy_from_slice(bytes);
-                buf[bytes.len()] = 0;
-                s.state.store(kind as u32, Ordering::Release);
-                return true;
-            }
-        }
-        false
+        self.claim(kind, path, None)
     }
 
     /// Registers the tracefs file `path` to be written back to `value`
@@ -192,10 +177,17 @@ impl Registry {
     /// writing the new value. False when path and value do not fit a slot
     /// (511 bytes with their NULs) or the table is full.
     pub fn add_restore(&self, path: &std::path::Path, value: &str) -> bool {
+        self.claim(Leftover::Restore, path, Some(value.as_bytes()))
+    }
+
+    /// A free slot taken for `kind`: the path, a NUL, and where given the
+    /// value and its NUL. False when that does not fit a slot, holds a
+    /// NUL of its own, or the table is full.
+    fn claim(&self, kind: Leftover, path: &std::path::Path, value: Option<&[u8]>) -> bool {
         use std::os::unix::ffi::OsStrExt;
         let bytes = path.as_os_str().as_bytes();
-        let v = value.as_bytes();
-        if bytes.is_empty() || bytes.len() + v.len() + 2 > PATH_BYTES || bytes.contains(&0) || v.contains(&0) {
+        let need = bytes.len() + 1 + value.map_or(0, |v| v.len() + 1);
+        if bytes.is_empty() || need > PATH_BYTES || bytes.contains(&0) || value.is_some_and(|v| v.contains(&0)) {
             return false;
         }
         for s in &self.paths {
@@ -204,9 +196,11 @@ impl Registry {
                 let buf = unsafe { &mut *s.path.get() };
                 buf[..bytes.len()].copy_from_slice(bytes);
                 buf[bytes.len()] = 0;
-                buf[bytes.len() + 1..bytes.len() + 1 + v.len()].copy_from_slice(v);
-                buf[bytes.len() + 1 + v.len()] = 0;
-                s.state.store(Leftover::Restore as u32, Ordering::Release);
+                if let Some(v) = value {
+                    buf[bytes.len() + 1..bytes.len() + 1 + v.len()].copy_from_slice(v);
+                    buf[bytes.len() + 1 + v.len()] = 0;
+                }
+                s.state.store(kind as u32, Ordering::Release);
                 return true;
             }
         }
