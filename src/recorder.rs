@@ -126,6 +126,8 @@ pub struct Recorder {
     checkpoint_ns: u64,
     total_max: u64,
     total_count: u64,
+    /// Samples offered to [`Recorder::record`], the warm-up's too.
+    offered: u64,
     /// Samples taken before this instant are a warm-up: not recorded.
     from_ns: u64,
     /// No sample at or after `from_ns` yet: overruns are the warm-up's too.
@@ -192,6 +194,7 @@ pub fn channel_with(
         checkpoint_ns,
         total_max: 0,
         total_count: 0,
+        offered: 0,
         from_ns: 0,
         warming: false,
         threshold: Arc::clone(&threshold),
@@ -244,6 +247,7 @@ impl Recorder {
     /// Records one sample taken at `t_ns`. Never allocates or blocks.
     #[inline(always)]
     pub fn record(&mut self, t_ns: u64, value: u64) {
+        self.offered += 1;
         if self.warming {
             if t_ns < self.from_ns {
                 return;
@@ -284,19 +288,19 @@ impl Recorder {
     /// exceedances are the high tail). Never allocates or blocks.
     #[inline(always)]
     pub fn record_signed(&mut self, t_ns: u64, value: i64) {
+        if value >= 0 {
+            return self.record(t_ns, value as u64);
+        }
+        self.offered += 1;
         if self.warming {
             if t_ns < self.from_ns {
                 return;
             }
             self.warming = false;
         }
-        if value >= 0 {
-            self.record(t_ns, value as u64);
-        } else {
-            self.cur.record_signed(value);
-            self.total_count += 1;
-            self.live.count.store(self.total_count, Relaxed);
-        }
+        self.cur.record_signed(value);
+        self.total_count += 1;
+        self.live.count.store(self.total_count, Relaxed);
     }
 
     /// Counts `n` missed periods (none during the warm-up).
@@ -318,6 +322,11 @@ impl Recorder {
     #[inline]
     pub fn count(&self) -> u64 {
         self.total_count
+    }
+
+    /// Samples offered so far, the warm-up's too.
+    pub fn offered(&self) -> u64 {
+        self.offered
     }
 
     /// Ends the interval if its time has come. Call outside the timed part.
@@ -588,6 +597,46 @@ impl Writer {
             self.store.store_episodes(*run_id, &keep, &drop)?;
         }
         Ok(closed)
+    }
+}
+
+pub mod own_timers {
+    //! The timer interrupts rtscope itself causes on each CPU: its probes'
+    //! timed wake-ups (one timer expiry each, the warm-up's too) and the timer
+    //! of a kernel tracer beside them (timerlat's). The session subtracts them
+    //! from a measured CPU's local timer interrupts to tell what else fired
+    //! there (the tick, other programs' timers). Counted once per thread when
+    //! it has measured, and by the tracer's reader: never on a measuring turn.
+
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    /// CPUs counted (Debian's NR_CPUS); a CPU beyond counts nothing.
+    const CPUS: usize = 8192;
+
+    static OWN: [AtomicU64; CPUS] = [const { AtomicU64::new(0) }; CPUS];
+
+    /// Counts `n` timer expiries of rtscope's on `cpu`.
+    pub fn add(cpu: usize, n: u64) {
+        if let Some(c) = OWN.get(cpu) {
+            c.fetch_add(n, Relaxed);
+        }
+    }
+
+    /// The timer expiries of rtscope's on `cpu` so far.
+    pub fn own_on(cpu: usize) -> u64 {
+        OWN.get(cpu).map_or(0, |c| c.load(Relaxed))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn counts_per_cpu_and_ignores_cpus_beyond() {
+            super::add(8191, 3);
+            super::add(8191, 2);
+            super::add(9000, 7);
+            assert_eq!(super::own_on(8191), 5);
+            assert_eq!(super::own_on(9000), 0);
+        }
     }
 }
 

@@ -60,7 +60,8 @@ impl Interrupted {
         let Some((t0, before)) = &self.start else { return (Vec::new(), Vec::new()) };
         let Some(after) = inventory::interrupts() else { return (Vec::new(), Vec::new()) };
         let seconds = clock::now().saturating_sub(*t0) as f64 / 1e9;
-        let (notes, warning) = isolation_after(inv, &self.measured, before, &after, seconds);
+        let own = crate::recorder::own_timers::own_on;
+        let (notes, warning) = isolation_after(inv, &self.measured, (before, &after), seconds, &own);
         (notes, warning.into_iter().collect())
     }
 }

@@ -8,19 +8,13 @@
 //! rtscope says about the kernel, never how fast.
 
 mod common;
-use common::vm::{Boot, Guest, step};
+use common::vm::{Boot, Guest, TRACEFS, step};
 
 /// The RT kernel's command line: CPU 1 isolated, the TSC as clocksource
 /// (QEMU's emulated TSCs are not synchronised: tsc=reliable keeps it).
 const RT_APPEND: &str = "isolcpus=domain,managed_irq,1 nohz_full=1 rcu_nocbs=1 clocksource=tsc tsc=reliable";
 
 static RT: Boot = Boot::new();
-
-/// A shell function printing what the kernel tracers' settings and
-/// instances are.
-const TRACEFS: &str = "tracefs() { echo \"timerlat_period_us $(cat $T/osnoise/timerlat_period_us) cpus \
-                       $(cat $T/osnoise/cpus) tracer $(cat $T/current_tracer) instances $(ls $T/instances | tr '\\n' ' ') \
-                       options $(cat $T/osnoise/options)\"; }\n";
 
 /// Prints the allowed CPUs of a process's named threads once they run.
 const THREADS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm/threads.sh");
@@ -41,6 +35,7 @@ fn rt() -> &'static Guest {
     script += "tracefs >\"$O/tracefs-before.txt\"\n";
     script += &step("wakeup", "wakeup -D 3s --db /tmp/rt.db --json \"$O/wakeup.json\"");
     script += "tracefs >\"$O/tracefs-after.txt\"\n";
+    script += &step("user", "wakeup --timerlat user -D 1s --db /tmp/rt.db");
     script += "\"$B\" wakeup --cpus 1 -D 60s --db /tmp/rt.db >\"$O/killed.txt\" 2>&1 &\n\
                pid=$!\n\
                while kill -0 $pid 2>/dev/null && ! grep -qs timerlat $T/instances/*/current_tracer; do sleep 0.1; done\n\
@@ -195,7 +190,8 @@ fn the_machine_record_says_preempt_rt_and_nothing_advises_an_rt_kernel() {
 /// timerlat's IRQ median (its path starts with the same interrupt); not
 /// bounded the other way. timerlat's settings are as
 /// found after the run, and after the run is killed (SIGKILL: the
-/// janitor writes them back).
+/// janitor writes them back). `--timerlat user` is refused before
+/// anything is measured, naming the file this kernel lacks.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn timerlat_runs_beside_wakeup_and_agrees_with_it() {
@@ -237,7 +233,7 @@ fn timerlat_runs_beside_wakeup_and_agrees_with_it() {
     for part in [
         "timerlat: the kernel's timerlat tracer ran beside the probe (timerlat/0, timerlat/1 at SCHED_FIFO 94)",
         "half a period from the probe's",
-        "this kernel has no osnoise/timerlat_fd",
+        "this kernel has no osnoise/per_cpu/cpuN/timerlat_fd",
     ] {
         assert!(text.contains(part), "{part} missing:\n{text}");
     }
@@ -251,6 +247,14 @@ fn timerlat_runs_beside_wakeup_and_agrees_with_it() {
     assert_eq!(g.file("tracefs-after.txt"), before, "as found after the run");
     assert!(!text.contains("could not remove"), "{text}");
     assert_eq!(g.file("tracefs-killed.txt"), before, "as found after a SIGKILL");
+    assert_eq!(g.rc("user"), Some(1), "{}", g.file("user.txt"));
+    let user = g.file("user.txt");
+    assert!(
+        user.contains("--timerlat user: the timerlat tracer cannot run: this kernel (6.1")
+            && user.contains("has no osnoise/per_cpu/cpu0/timerlat_fd (Linux 6.5+)")
+            && !user.contains("stored"),
+        "{user}"
+    );
 }
 
 /// osnoise's tracepoints ran beside `noise` (without osnoise's own
@@ -389,7 +393,9 @@ fn an_isolated_cpu_is_measured_from_a_shell_that_excludes_it() {
     // Said: in the run's notes and the machine record.
     let text = g.file("wakeup1.txt");
     assert!(text.contains("CPU 1 is isolated (isolcpus (domain,managed_irq), nohz_full, rcu_nocbs)"), "{text}");
-    assert!(text.contains("local timer interrupts"), "{text}");
+    // Its local timer interrupts against rtscope's own timed wake-ups there
+    // (4 s at 1 ms: about 4000 of them, and timerlat's beside them).
+    assert!(text.contains("local timer interrupts, ") && text.contains("rtscope's own "), "{text}");
     assert!(!text.contains("isolcpus=domain,managed_irq,1 nohz_full=1"), "no advice to isolate CPU 1:\n{text}");
     let shown = g.json("wakeup1-show.json");
     assert_eq!(shown["run"]["inventory"]["home_cpus"], "0", "{}", shown["run"]["inventory"]);

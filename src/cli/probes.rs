@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::probe::Probe;
+use crate::probe::wakeup::TimerlatMode;
 use rtscope_model::descriptor::{self, Descriptor};
 
 /// The per-CPU probes' subcommands, and what each resolves with: a probe's
@@ -133,9 +134,10 @@ pub struct WakeupArgs {
     /// The kernel's timerlat tracer beside the probe (what `rtla timerlat` reads): its threads wake on the measured
     /// CPUs every --interval, one priority below the probe's, and its IRQ and thread latencies are stored as the
     /// series timerlat_irq and timerlat_thread. auto: where the kernel has it (the run says why not elsewhere); on:
-    /// fail where it cannot run.
+    /// fail where it cannot run; user: the probe's threads are timerlat's own (`rtla timerlat -u`, Linux 6.5+), and
+    /// timerlat_user (their return to user space) is stored too, for the same wake-ups.
     #[arg(long, value_name = "WHEN", default_value = "auto")]
-    pub timerlat: crate::probe::KernelTracerMode,
+    pub timerlat: TimerlatMode,
     /// Every thread wakes at the same instants (cyclictest -A 0); by default thread i's periods start i/N of a period
     /// after the first thread's, as cyclictest's threads do by starting one after the other.
     #[arg(long)]
@@ -356,6 +358,19 @@ impl ProbeArgs for WakeupArgs {
                 "--spin-active and --spin-pause must both be above 0 so that spinners cannot starve the machine (or add --force)"
             );
         }
+        if self.timerlat == TimerlatMode::User {
+            if self.distance > 0 {
+                bail!(
+                    "--distance with --timerlat user: timerlat wakes every thread at one period; drop --distance, or use --timerlat on"
+                );
+            }
+            if !(100_000..=1_000_000_000).contains(&self.interval) || !self.interval.is_multiple_of(1000) {
+                bail!(
+                    "--interval {} with --timerlat user: timerlat's period is whole microseconds from 100us to 1s; give one such --interval",
+                    rtscope_model::units::human(self.interval)
+                );
+            }
+        }
         let common = self.cyclictest.apply(&self.common)?.resolve(kind)?;
         const MAX_PERIOD: u64 = 10_000_000_000;
         let longest = (common.cpus.len() as u64 - 1).saturating_mul(self.distance).saturating_add(self.interval);
@@ -395,6 +410,7 @@ impl ProbeArgs for WakeupArgs {
                 flush,
                 timerlat: self.timerlat,
                 aligned: self.aligned,
+                timerlat_fds: Default::default(),
             },
         ))
     }

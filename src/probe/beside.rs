@@ -8,7 +8,7 @@
 use super::{Common, Probe};
 use crate::recorder::Recorder;
 use crate::sys::{clock, sched, sched::Policy, signals};
-use crate::trace::ktracer::{CpuReader, KernelTracer, Rec, Setting, Tracer};
+use crate::trace::ktracer::{Context, CpuReader, KernelTracer, Rec, Setting, Tracer};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::Acquire, Ordering::Relaxed};
 use std::thread::{Scope, ScopedJoinHandle};
 use std::time::Duration;
@@ -68,9 +68,10 @@ pub struct Beside {
     /// Which metric a record goes to and its value (ns); None: not
     /// recorded. `own`: the probe's measuring threads' ids.
     pub route: Route,
-    /// Asked for by name (`--timerlat on`): a kernel that cannot run it
-    /// fails the cell, rather than a note saying why not.
-    pub required: bool,
+    /// Asked for by name, the flag as given (`--timerlat on`): a kernel
+    /// that cannot run it fails the cell, rather than a note saying why
+    /// not.
+    pub required: Option<&'static str>,
     /// The scheduling its workload threads get (timerlat's), None: the
     /// kernel's.
     pub threads_at: Option<(Policy, u8)>,
@@ -82,6 +83,10 @@ pub struct Beside {
     /// What it adds, for the run's note (after "the kernel's TRACER tracer
     /// ran beside the probe").
     pub what: String,
+    /// Whether its IRQ records are of a timer of its own, beside the
+    /// probe's (timerlat's threads beside `wakeup`): timer interrupts
+    /// rtscope caused ([`crate::recorder::own_timers`]).
+    pub own_timer: bool,
 }
 
 /// A cell's kernel tracer: running, or why not.
@@ -96,10 +101,12 @@ impl Side {
     /// an error where it was required and cannot run.
     pub(super) fn prepare(probe: &dyn Probe, common: &Common) -> anyhow::Result<Option<Side>> {
         let Some(b) = probe.beside(common) else { return Ok(None) };
-        match KernelTracer::start(b.tracer, &common.cpus, &b.settings, b.events, BUFFER_KB) {
-            Ok(k) => Ok(Some(Side::Running(Box::new((b, k))))),
-            Err(e) if b.required => Err(anyhow::anyhow!("--{0} on: the {0} tracer cannot run: {e}", b.tracer.name())),
-            Err(e) => Ok(Some(Side::Refused(b.tracer, e))),
+        let started = KernelTracer::start(b.tracer, &common.cpus, &b.settings, b.events, BUFFER_KB)
+            .and_then(|k| probe.tracer_started(common, k.root()).map(|()| k));
+        match (started, b.required) {
+            (Ok(k), _) => Ok(Some(Side::Running(Box::new((b, k))))),
+            (Err(e), Some(flag)) => Err(anyhow::anyhow!("{flag}: the {} tracer cannot run: {e}", b.tracer.name())),
+            (Err(e), None) => Ok(Some(Side::Refused(b.tracer, e))),
         }
     }
 
@@ -189,14 +196,18 @@ pub(super) fn spawn<'scope>(
         let mut page = vec![0u8; readers.first().map_or(4096, CpuReader::page_size)];
         let mut report = SideReport { counts: k.cpus.iter().map(|&c| (c, vec![0; b.metrics.len()])).collect() };
         let route = b.route;
+        let (own_timer, cpus) = (b.own_timer, k.cpus.clone());
         loop {
             let last = done.load(Acquire);
             for (i, (per_cpu, reader)) in recs.iter_mut().zip(&mut readers).enumerate() {
                 let counts = &mut report.counts[i].1;
                 reader.drain(&mut page, |t, rec| {
                     // Where its timer expired: the probe's threads keep away.
-                    if let (Rec::Timerlat { thread: false, latency_ns, .. }, Some(e)) = (rec, expiry.get(i)) {
+                    if let (Rec::Timerlat { context: Context::Irq, latency_ns, .. }, Some(e)) = (rec, expiry.get(i)) {
                         e.store(t.saturating_sub(latency_ns), Relaxed);
+                        if own_timer {
+                            crate::recorder::own_timers::add(cpus[i], 1);
+                        }
                     }
                     if let Some((m, v)) = route(&rec, &cx).filter(|&(m, _)| m < per_cpu.len()) {
                         if t >= from_ns {

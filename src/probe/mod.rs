@@ -134,6 +134,12 @@ pub trait Probe: Sync {
     fn beside(&self, _common: &Common) -> Option<Beside> {
         None
     }
+    /// Its [`Probe::beside`] tracer started in the tracefs at `root`, before
+    /// the measuring threads start (which may open its files); an error
+    /// says why the probe cannot use it (the tracer is stopped again).
+    fn tracer_started(&self, _common: &Common, _root: &std::path::Path) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Settings every probe shares, already validated.
@@ -234,6 +240,7 @@ pub struct ThreadCtx<'a> {
     stop: &'a AtomicBool,
     breach: &'a Breach,
     extras: &'a [AtomicU64],
+    expiry: &'a AtomicU64,
     /// Why the thread could not measure (see [`ThreadCtx::fail`]).
     failure: std::cell::RefCell<Option<String>>,
 }
@@ -249,6 +256,15 @@ impl ThreadCtx<'_> {
     #[inline]
     pub fn extra(&self, slot: usize) -> u64 {
         self.extras[slot].load(Relaxed)
+    }
+
+    /// The last expiry (CLOCK_MONOTONIC) of the timer of the kernel tracer
+    /// beside the probe on this thread's CPU, as the kernel timestamped it
+    /// (timerlat's: its IRQ record's time less its latency); 0 until its
+    /// reader has seen one.
+    #[inline(always)]
+    pub fn tracer_expiry(&self) -> u64 {
+        self.expiry.load(Relaxed)
     }
 
     /// CLOCK_MONOTONIC instant at which `--duration` ends (u64::MAX: none).
@@ -465,7 +481,6 @@ impl<'a> Cell<'a> {
         let mut code = CodeReport::default();
         let mut side_run = None;
         let mut side_align = None;
-        let side_expiry: Vec<AtomicU64> = common.cpus.iter().map(|_| AtomicU64::new(0)).collect();
         match side {
             Some(Side::Running(run)) => {
                 side_align = run.0.align;
@@ -504,10 +519,10 @@ impl<'a> Cell<'a> {
             drop(episode_tx);
             let side_thread = side_run.take().and_then(|run| {
                 let from = (&shared.tids[..], start_ns + common.warmup_ns);
-                beside::spawn(scope, run, (side_recs, &side_expiry), from, &shared.reader_done, &mut out.notes)
+                beside::spawn(scope, run, (side_recs, &shared.expiry), from, &shared.reader_done, &mut out.notes)
             });
             if let (Some(align), Some(_)) = (side_align, &side_thread) {
-                beside::align(align, start_ns, &side_expiry, &shared.phases, &mut out.notes);
+                beside::align(align, start_ns, &shared.expiry, &shared.phases, &mut out.notes);
             }
             shared.start_at.store(start_ns, Release);
             follow((probe, common, &load), &lives, start_ns, (&threads, &writer_thread), signal, &shared.stop);
@@ -576,6 +591,9 @@ struct Shared {
     /// wake-ups it keeps away from, [`Beside::align`]'s).
     phases: Vec<AtomicU64>,
     extras: Vec<AtomicU64>,
+    /// Per thread's CPU: the kernel tracer's last timer expiry there
+    /// ([`ThreadCtx::tracer_expiry`]).
+    expiry: Vec<AtomicU64>,
     reader_done: AtomicBool,
 }
 
@@ -589,6 +607,7 @@ impl Shared {
             tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),
             phases: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             extras: (0..slots * threads).map(|_| AtomicU64::new(0)).collect(),
+            expiry: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             reader_done: AtomicBool::new(false),
         }
     }
@@ -636,6 +655,7 @@ fn spawn_measuring<'scope>(
             cpu: c,
             tid: &shared.tids[index],
             phase: &shared.phases[index],
+            expiry: &shared.expiry[index],
             extras: &shared.extras[index * slots..(index + 1) * slots],
             line: StartLine {
                 stop: &shared.stop,
@@ -922,6 +942,9 @@ struct ThreadPlan<'s> {
     tid: &'s AtomicI32,
     /// Its first period's offset from the common start.
     phase: &'s AtomicU64,
+    /// Its CPU's last timer expiry as a kernel tracer beside the probe
+    /// timestamped it (0: none yet).
+    expiry: &'s AtomicU64,
     /// Its per-thread figures (`Probe::extra_slots`).
     extras: &'s [AtomicU64],
     line: StartLine<'s>,
@@ -936,6 +959,7 @@ fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) -> std::resul
         cpu: c,
         tid,
         phase: shared_phase,
+        expiry,
         extras,
         line: StartLine { stop, breach, ready, start_at },
         ..
@@ -974,12 +998,17 @@ fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) -> std::resul
             stop,
             breach,
             extras,
+            expiry,
             failure: Default::default(),
         };
         for r in recs.iter_mut() {
             r.start_after_warmup(start + warmup);
         }
         plan.probe.measure(&ctx, &mut recs);
+        // A timed wake-up is one timer expiry on this CPU, the warm-up's too.
+        if plan.probe.trace_stages() == Some(true) && plan.probe.wake_path() == WakePath::Timer {
+            crate::recorder::own_timers::add(c, recs.first().map_or(0, Recorder::offered));
+        }
         if let Some(f) = ctx.failure.take() {
             err = err.or(Some(format!("CPU {c}: {f}")));
         }
@@ -998,6 +1027,7 @@ pub(crate) struct TestThread {
     stop: AtomicBool,
     breach: Breach,
     extras: Vec<AtomicU64>,
+    expiry: AtomicU64,
 }
 
 #[cfg(test)]
@@ -1007,6 +1037,7 @@ impl TestThread {
             stop: AtomicBool::new(false),
             breach: Breach::default(),
             extras: (0..slots).map(|_| AtomicU64::new(0)).collect(),
+            expiry: AtomicU64::new(0),
         }
     }
 
@@ -1023,6 +1054,7 @@ impl TestThread {
             stop: &self.stop,
             breach: &self.breach,
             extras: &self.extras,
+            expiry: &self.expiry,
             failure: Default::default(),
         }
     }

@@ -215,9 +215,10 @@ impl Probe for Noise {
             events: &["osnoise/irq_noise", "osnoise/softirq_noise", "osnoise/thread_noise", "osnoise/nmi_noise"],
             metrics: &["osnoise_irq", "osnoise_softirq", "osnoise_thread", "osnoise_nmi"],
             route: osnoise_route,
-            required: self.osnoise == KernelTracerMode::On,
+            required: (self.osnoise == KernelTracerMode::On).then_some("--osnoise on"),
             threads_at: None,
             align: None,
+            own_timer: false,
             what: format!(
                 "its tracepoints timed each interference on CPUs {list} as the kernel accounts it (what nested in it \
                  taken out), without osnoise's own workload (OSNOISE_WORKLOAD off: its busy threads would compete \

@@ -7,13 +7,21 @@
 //! the hrtimer handler, the scheduler's wake-up and context switch, and the
 //! return to user space. A wake-up later than the next period counts the
 //! missed periods as overruns and resumes on the period grid.
+//!
+//! With `--timerlat user` (Linux 6.5+) each thread is instead the kernel
+//! timerlat tracer's own user thread, as `rtla timerlat -u`'s are: it sleeps
+//! in a read of `osnoise/per_cpu/cpuN/timerlat_fd`, which returns on the
+//! tracer's next period, and timestamps its return the same way. One run
+//! then has, for the same wake-ups, the kernel's IRQ and thread latencies,
+//! rtscope's own, and the kernel's return-to-user latency (taken as the
+//! thread enters its next read).
 
-use super::{Beside, Common, KernelTracerMode, Probe, RouteCtx, ThreadCtx};
+use super::{Beside, Common, Probe, RouteCtx, ThreadCtx};
 use crate::disturb::{SpinSpec, Spinners};
 use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, process, sched::Policy};
-use crate::trace::ktracer::{self, Rec, Setting, Tracer};
+use crate::trace::ktracer::{self, Context as At, Rec, Setting, Tracer};
 use anyhow::{Context, Result};
 use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::units;
@@ -65,11 +73,32 @@ pub struct Wakeup {
     pub flush_bytes: Option<usize>,
     #[serde(skip)]
     pub flush: Option<FlushBuffer>,
-    /// `--timerlat`: the kernel's timerlat tracer beside the probe.
-    pub timerlat: KernelTracerMode,
+    /// `--timerlat`: the kernel's timerlat tracer beside the probe, or
+    /// driving its threads.
+    pub timerlat: TimerlatMode,
     /// `--aligned`: every thread wakes at the same instants (else thread
     /// i's periods start i/N of a period after the first thread's).
     pub aligned: bool,
+    /// `--timerlat user`: each measured CPU's `timerlat_fd`, found when the
+    /// tracer is asked for (before the threads start, which open them).
+    #[serde(skip)]
+    pub timerlat_fds: std::sync::OnceLock<Vec<(usize, std::ffi::CString)>>,
+}
+
+/// `--timerlat`: how the kernel's timerlat tracer takes part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TimerlatMode {
+    /// Beside the probe where the kernel has it; the run says why not
+    /// elsewhere.
+    Auto,
+    /// Beside the probe; a kernel without it fails the run.
+    On,
+    Off,
+    /// The probe's threads are timerlat's own user threads (`rtla timerlat
+    /// -u`; Linux 6.5+, `osnoise/per_cpu/cpuN/timerlat_fd`); a kernel
+    /// without it fails the run.
+    User,
 }
 
 /// timerlat's period for a probe's interval: whole microseconds, within
@@ -82,7 +111,14 @@ fn timerlat_period_us(interval_ns: u64) -> u64 {
 /// thread's to the second.
 fn timerlat_route(r: &Rec, _: &RouteCtx) -> Option<(usize, u64)> {
     match *r {
-        Rec::Timerlat { thread, latency_ns, .. } => Some((usize::from(thread), latency_ns)),
+        Rec::Timerlat { context, latency_ns, .. } => {
+            let metric = match context {
+                At::Irq => 0,
+                At::Thread => 1,
+                At::Return => 2,
+            };
+            Some((metric, latency_ns))
+        }
         _ => None,
     }
 }
@@ -112,6 +148,24 @@ impl Probe for Wakeup {
 
     fn plan(&self) -> serde_json::Value {
         serde_json::to_value(self).unwrap_or_default()
+    }
+
+    /// Slot 0: with `--timerlat user`, 1 where the thread kept its own grid
+    /// (the kernel's timestamps of its timer never reached it).
+    fn extra_slots(&self) -> usize {
+        1
+    }
+
+    fn notes(&self, slots: &[u64]) -> Vec<String> {
+        if slots.first() == Some(&1) {
+            return vec![format!(
+                "--timerlat user: no timestamp of timerlat's timer reached the thread within {}, so its latencies \
+                 are from its own clock read before its first read of timerlat_fd, and can be high by the time the \
+                 kernel took to take its own",
+                units::human(SYNC_WAIT_NS)
+            )];
+        }
+        Vec::new()
     }
 
     fn describe(&self) -> String {
@@ -177,42 +231,92 @@ impl Probe for Wakeup {
 
     /// timerlat's threads beside the probe's, on its CPUs, at its period,
     /// one priority below it: the kernel's own IRQ and thread latencies of
-    /// their wake-ups, what `rtla timerlat` reports.
+    /// their wake-ups, what `rtla timerlat` reports. With `--timerlat
+    /// user`, the probe's threads are timerlat's own instead.
     fn beside(&self, common: &Common) -> Option<Beside> {
-        if self.timerlat == KernelTracerMode::Off {
+        if self.timerlat == TimerlatMode::Off {
             return None;
         }
         let period = timerlat_period_us(self.interval_ns);
         let list = rtscope_model::inventory::format_cpu_list(&common.cpus);
+        let every = units::human(period * 1000);
+        let mut settings = vec![
+            Setting::File("osnoise/cpus", list.clone()),
+            Setting::File("osnoise/timerlat_period_us", period.to_string()),
+        ];
+        if self.timerlat == TimerlatMode::User {
+            // Without its workload, timerlat starts no thread of its own and
+            // takes user threads through timerlat_fd.
+            settings.push(Setting::OsnoiseOption("OSNOISE_WORKLOAD", false));
+            return Some(Beside {
+                tracer: Tracer::Timerlat,
+                settings,
+                events: &["ftrace/timerlat"],
+                metrics: &["timerlat_irq", "timerlat_thread", "timerlat_user"],
+                route: timerlat_route,
+                required: Some("--timerlat user"),
+                threads_at: None,
+                align: None,
+                own_timer: false,
+                what: format!(
+                    "the probe's threads were its own user threads (osnoise/per_cpu/cpuN/timerlat_fd, as `rtla \
+                     timerlat -u`), each woken every {every} on CPUs {list} by its timer: timerlat_irq is the timer's \
+                     expiry to its IRQ handler, timerlat_thread to the thread running in the kernel, latency to the \
+                     thread's own timestamp in user space, timerlat_user to the thread entering its next read (its \
+                     return to user space and what it did there), for the same wake-ups, as the kernel timestamps \
+                     them"
+                ),
+            });
+        }
         let prio = if common.policy.is_rt() { common.priority.saturating_sub(1).max(1) } else { 0 };
         let why_beside = if ktracer::has_timerlat_fd() {
-            "this kernel has osnoise/timerlat_fd (Linux 6.5+), through which rtscope's threads could be timerlat's \
-             own as `rtla timerlat -u` does, but rtscope does not use it yet"
+            "this kernel has osnoise/per_cpu/cpuN/timerlat_fd (Linux 6.5+): with --timerlat user the probe's threads \
+             are timerlat's own, as `rtla timerlat -u`'s"
         } else {
-            "this kernel has no osnoise/timerlat_fd (Linux 6.5+), through which rtscope's threads would be timerlat's \
-             own as `rtla timerlat -u` does"
+            "this kernel has no osnoise/per_cpu/cpuN/timerlat_fd (Linux 6.5+), through which the probe's threads would \
+             be timerlat's own, as `rtla timerlat -u`'s"
         };
         let align = (self.distance_ns == 0 && period * 1000 == self.interval_ns).then_some(self.interval_ns);
         let apart = if align.is_some() { ", half a period from the probe's" } else { "" };
         Some(Beside {
             tracer: Tracer::Timerlat,
-            settings: vec![
-                Setting::File("osnoise/cpus", list.clone()),
-                Setting::File("osnoise/timerlat_period_us", period.to_string()),
-            ],
+            settings,
             events: &["ftrace/timerlat"],
             metrics: &["timerlat_irq", "timerlat_thread"],
             route: timerlat_route,
-            required: self.timerlat == KernelTracerMode::On,
+            required: (self.timerlat == TimerlatMode::On).then_some("--timerlat on"),
             threads_at: Some((common.policy, prio)),
             align,
+            own_timer: true,
             what: format!(
-                "its threads woke every {} on CPUs {list}, one priority below the probe's threads and on wake-ups of \
-                 their own{apart} ({why_beside}); timerlat_irq is its timer's expiry to its IRQ handler, timerlat_thread to \
-                 its thread running, as the kernel timestamps them",
-                units::human(period * 1000)
+                "its threads woke every {every} on CPUs {list}, one priority below the probe's threads and on \
+                 wake-ups of their own{apart} ({why_beside}); timerlat_irq is its timer's expiry to its IRQ handler, \
+                 timerlat_thread to its thread running, as the kernel timestamps them"
             ),
         })
+    }
+
+    /// `--timerlat user`: each measured CPU's `timerlat_fd` in the tracefs
+    /// the tracer started in, for the threads to open.
+    fn tracer_started(&self, common: &Common, root: &std::path::Path) -> Result<(), String> {
+        if self.timerlat != TimerlatMode::User {
+            return Ok(());
+        }
+        let mut fds = Vec::new();
+        for &c in &common.cpus {
+            let Some(p) = ktracer::timerlat_fd(root, c) else {
+                let release = rustix::system::uname().release().to_string_lossy().into_owned();
+                return Err(format!(
+                    "this kernel ({release}) has no osnoise/per_cpu/cpu{c}/timerlat_fd (Linux 6.5+), through which \
+                     the probe's threads would be timerlat's own; use --timerlat on to run timerlat beside them"
+                ));
+            };
+            let path = std::ffi::CString::new(p.into_os_string().into_encoded_bytes())
+                .map_err(|_| "a timerlat_fd path with a NUL byte".to_string())?;
+            fds.push((c, path));
+        }
+        let _ = self.timerlat_fds.set(fds);
+        Ok(())
     }
 
     /// Thread i of N starts i/N of a period after the first, as cyclictest's
@@ -230,6 +334,9 @@ impl Probe for Wakeup {
     }
 
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
+        if self.timerlat == TimerlatMode::User {
+            return self.measure_as_timerlat(ctx, &mut rec[0]);
+        }
         let rec = &mut rec[0];
         let interval = self.interval_ns.saturating_add((ctx.index as u64).saturating_mul(self.distance_ns));
         let flush = self.flush.as_ref();
@@ -254,6 +361,118 @@ impl Probe for Wakeup {
             }
         }
     }
+}
+
+impl Wakeup {
+    /// `--timerlat user`: the thread sleeps in a read of its CPU's
+    /// `timerlat_fd` and the kernel's timer wakes it every period. The
+    /// kernel's periods start inside the first read (its clock read there)
+    /// and keep to their grid, skipping the instants already past when the
+    /// thread reads again. The thread keeps the same grid: first from its
+    /// own clock read before that first read, then, once the tracer's
+    /// reader has seen one, from the kernel's own timestamp of a timer
+    /// expiry (the IRQ record's time less its latency, a little late if
+    /// anything: the grid is moved earlier by any later one that says so).
+    /// Samples are recorded from then on; a second without any (the
+    /// tracer's records lost) and the thread keeps its own grid, saying so.
+    fn measure_as_timerlat(&self, ctx: &ThreadCtx, rec: &mut Recorder) {
+        let fd = self.timerlat_fds.get().and_then(|v| v.iter().find(|(c, _)| *c == ctx.cpu)).map(|(_, p)| p);
+        let Some(path) = fd else {
+            return ctx.fail(format!(
+                "--timerlat user: this kernel has no osnoise/per_cpu/cpu{}/timerlat_fd (Linux 6.5+); use --timerlat \
+                 on to run timerlat beside the probe",
+                ctx.cpu
+            ));
+        };
+        use rustix::fs::{Mode, OFlags};
+        let fd = match rustix::fs::open(path.as_c_str(), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) => {
+                return ctx.fail(format!(
+                    "--timerlat user: cannot open {} ({e}): another program (rtla timerlat -u) may hold it",
+                    path.to_string_lossy()
+                ));
+            }
+        };
+        let period = timerlat_period_us(self.interval_ns) * 1000;
+        let flush = self.flush.as_ref();
+        let mut byte = [0u8; 1];
+        clock::sleep_until(ctx.start_ns);
+        let (mut due, mut fresh) = (0, true);
+        let (mut seen, mut synced) = (0, false);
+        let give_up = ctx.start_ns.saturating_add(SYNC_WAIT_NS);
+        loop {
+            // Where the kernel will wake the thread: its next period, or
+            // the first still ahead (it returns at once, waking nothing,
+            // before its current one has passed).
+            let entry = clock::now();
+            if fresh {
+                due = entry;
+            }
+            let waits = fresh || entry >= due;
+            if waits {
+                due += period;
+                if entry > due {
+                    let missed = (entry - due).div_ceil(period);
+                    if !fresh {
+                        rec.overrun(missed);
+                    }
+                    due += missed * period;
+                }
+                fresh = false;
+            }
+            if let Err(e) = rustix::io::read(&fd, &mut byte) {
+                if e == rustix::io::Errno::INTR {
+                    continue;
+                }
+                return ctx.fail(format!(
+                    "--timerlat user: reading {} failed ({e}): the tracer stopped (another program changed it, or \
+                     the thread left its CPU)",
+                    path.to_string_lossy()
+                ));
+            }
+            let now = clock::now();
+            if !waits || now < due {
+                continue;
+            }
+            let expiry = ctx.tracer_expiry();
+            if expiry != 0 && expiry != seen {
+                seen = expiry;
+                let shift = grid_shift(due, expiry, period);
+                if !synced || shift < 0 {
+                    due = due.saturating_add_signed(shift);
+                }
+                synced = true;
+            } else if !synced && now >= give_up {
+                synced = true;
+                ctx.set_extra(0, 1);
+            }
+            if !synced {
+                continue;
+            }
+            let latency = now.saturating_sub(due);
+            rec.record(now, latency);
+            if ctx.breached(now, latency) || ctx.done(now, rec.count()) {
+                break;
+            }
+            rec.maybe_checkpoint(now);
+            if let Some(f) = flush {
+                f.flush();
+            }
+        }
+    }
+}
+
+/// How long a `--timerlat user` thread waits for the kernel's timestamp of
+/// its timer before it keeps its own grid.
+const SYNC_WAIT_NS: u64 = 1_000_000_000;
+
+/// How far to move the instant `due` to the nearest one of the grid of
+/// `period` on which `expiry` lies: in [-period/2, period/2).
+fn grid_shift(due: u64, expiry: u64, period: u64) -> i64 {
+    let p = period as i128;
+    let d = (expiry as i128 - due as i128).rem_euclid(p);
+    (if d >= p / 2 { d - p } else { d }) as i64
 }
 
 /// The `--second-process` child: one thread per CPU, half a period out of
@@ -310,13 +529,25 @@ mod tests {
             cache_flush: false,
             flush_bytes: None,
             flush: None,
-            timerlat: KernelTracerMode::Off,
+            timerlat: TimerlatMode::Off,
             aligned: false,
+            timerlat_fds: Default::default(),
         };
         assert_eq!((0..4).map(|i| w.first_offset(i, 4)).collect::<Vec<_>>(), [0, 250_000, 500_000, 750_000]);
         assert_eq!(w.first_offset(0, 1), 0);
         w.aligned = true;
         assert_eq!(w.first_offset(3, 4), 0);
+    }
+
+    /// The grid is moved to the kernel's instant nearest the thread's own,
+    /// either way, by less than half a period.
+    #[test]
+    fn grid_shift_moves_to_the_nearest_instant_of_the_kernels_grid() {
+        assert_eq!(grid_shift(10_000, 10_000, 1_000), 0);
+        assert_eq!(grid_shift(10_000, 20_300, 1_000), 300);
+        assert_eq!(grid_shift(10_000, 5_700, 1_000), -300);
+        assert_eq!(grid_shift(10_300, 3_000_000, 1_000), -300);
+        assert_eq!(grid_shift(10_000, 10_500, 1_000), -500);
     }
 
     #[test]

@@ -79,9 +79,10 @@ pub enum Setting {
 /// instance's `mono` clock).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rec {
-    /// timerlat's sample: the latency of its timer's IRQ (`thread` false)
-    /// or of its thread (`thread` true) from the timer's expiry, ns.
-    Timerlat { seq: u32, thread: bool, latency_ns: u64 },
+    /// timerlat's sample: the latency from its timer's expiry, ns, to
+    /// `context`: its IRQ handler, its thread running, or (a user thread
+    /// of `timerlat_fd`) that thread's return to user space.
+    Timerlat { seq: u32, context: Context, latency_ns: u64 },
     /// hwlat's sample: the longest gap inside its loop (`inner`) and
     /// between two turns of it (`outer`), microseconds as the kernel keeps
     /// them; the NMIs in the window and their time; `count`: the gaps above
@@ -92,6 +93,29 @@ pub enum Rec {
     /// and the task that was current when it was recorded (for an IRQ,
     /// softirq or NMI: the task it interrupted; -1 when unknown).
     Noise { source: Source, duration_ns: u64, pid: i32, current: i32 },
+}
+
+/// Where timerlat took a sample (its `context` field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Context {
+    /// Its timer's IRQ handler (0).
+    Irq,
+    /// Its thread, running again in the kernel (1).
+    Thread,
+    /// Its user thread (`timerlat_fd`, Linux 6.5+) entering its next
+    /// read: the wake-up's return to user space and what the thread did
+    /// there (2, `rtla timerlat -u`'s "Ret user").
+    Return,
+}
+
+impl Context {
+    fn of(value: i64) -> Context {
+        match value {
+            0 => Context::Irq,
+            1 => Context::Thread,
+            _ => Context::Return,
+        }
+    }
 }
 
 /// The sources of noise osnoise tells apart.
@@ -289,12 +313,17 @@ fn missing(root: &Path, tracer: Tracer) -> Option<String> {
     ))
 }
 
-/// Whether this kernel's timerlat has `osnoise/timerlat_fd` (Linux 6.5+),
-/// through which a user thread can be timerlat's own (`rtla timerlat -u`).
+/// Where this kernel's timerlat takes a user thread of its own on `cpu`
+/// (`rtla timerlat -u`): `osnoise/per_cpu/cpuN/timerlat_fd` (Linux 6.5+)
+/// under the tracefs at `root`; None where the kernel has no such file.
+pub fn timerlat_fd(root: &Path, cpu: usize) -> Option<PathBuf> {
+    Some(root.join(format!("osnoise/per_cpu/cpu{cpu}/timerlat_fd"))).filter(|p| p.exists())
+}
+
+/// Whether this kernel's timerlat can take user threads of its own
+/// ([`timerlat_fd`], Linux 6.5+), where tracefs is mounted.
 pub fn has_timerlat_fd() -> bool {
-    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .any(|r| Path::new(r).join("osnoise/timerlat_fd").exists())
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"].iter().any(|r| timerlat_fd(Path::new(r), 0).is_some())
 }
 
 impl KernelTracer {
@@ -401,6 +430,11 @@ impl KernelTracer {
             .map_err(|e| format!("{e} (the kernel refused the {} tracer)", self.tracer.name()))?;
         self.buffers = cpus.iter().copied().zip(open_buffers(&d, cpus)?).collect();
         Ok(())
+    }
+
+    /// The tracefs it runs in.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// Turns tracing on (or off) in the instance.
@@ -517,9 +551,11 @@ fn decoder(event: &str, f: &Format) -> Result<Dec, String> {
 
 fn decode(dec: &Dec, p: &[u8]) -> Rec {
     match dec {
-        Dec::Timerlat { seq, context, latency } => {
-            Rec::Timerlat { seq: int(p, seq) as u32, thread: int(p, context) != 0, latency_ns: int(p, latency) as u64 }
-        }
+        Dec::Timerlat { seq, context, latency } => Rec::Timerlat {
+            seq: int(p, seq) as u32,
+            context: Context::of(int(p, context)),
+            latency_ns: int(p, latency) as u64,
+        },
         Dec::Hwlat { seq, inner, outer, nmi_ts, nmi_count, count } => Rec::Hwlat {
             seq: int(p, seq) as u32,
             inner_us: int(p, inner) as u64,
@@ -576,7 +612,7 @@ mod tests {
         p[12..16].copy_from_slice(&9u32.to_le_bytes());
         p[16..20].copy_from_slice(&1i32.to_le_bytes());
         p[24..32].copy_from_slice(&94_410u64.to_le_bytes());
-        assert_eq!(decode(&dec, &p), Rec::Timerlat { seq: 9, thread: true, latency_ns: 94_410 });
+        assert_eq!(decode(&dec, &p), Rec::Timerlat { seq: 9, context: Context::Thread, latency_ns: 94_410 });
         let f = Format::parse(HWLAT).unwrap();
         let dec = decoder("ftrace/hwlat", &f).unwrap();
         let mut p = vec![0u8; 68];

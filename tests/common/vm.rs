@@ -47,6 +47,12 @@ impl Guest {
     }
 }
 
+/// A shell function, `tracefs`, printing the kernel tracers' settings and
+/// instances (with `T` the tracefs mount).
+pub const TRACEFS: &str = "tracefs() { echo \"timerlat_period_us $(cat $T/osnoise/timerlat_period_us) cpus \
+                           $(cat $T/osnoise/cpus) tracer $(cat $T/current_tracer) instances $(ls $T/instances | tr '\\n' ' ') \
+                           options $(cat $T/osnoise/options)\"; }\n";
+
 /// A script line that runs rtscope's `args` as `step`: its stdout and
 /// stderr to `$O/STEP.txt`, its exit status on the script's stdout.
 pub fn step(step: &str, args: &str) -> String {

@@ -7,7 +7,7 @@
 # script chrooted in the host's root: the same paths inside as outside
 # (the binaries under test, the repository, OUT).
 #
-#   tests/vm/boot.sh [--kernel rt|stock|VERSION] [--append ARGS] [--cpus N]
+#   tests/vm/boot.sh [--kernel rt|rt-bpo|stock|VERSION] [--append ARGS] [--cpus N]
 #                    [--mem SIZE] [--timeout SECONDS] [--keep DIR]... --out DIR SCRIPT
 #
 # --keep DIR: a directory of the host's under /tmp or /run (the binaries
@@ -25,7 +25,9 @@
 # run it to the end (no kernel, no QEMU, no busybox, a hang, a panic).
 #
 # Needs (Debian): qemu-system-x86, busybox-static, linux-image-rt-amd64
-# (--kernel rt, the default) or linux-image-amd64 (--kernel stock), and
+# (--kernel rt, the default: Debian 12's own 6.1), bookworm-backports'
+# (--kernel rt-bpo: 6.12, mainline PREEMPT_RT, timerlat_fd) or
+# linux-image-amd64 (--kernel stock), and
 # root to read /boot/vmlinuz-*. KVM is used where /dev/kvm opens and the
 # CPU shows vmx or svm; otherwise QEMU emulates the CPU (TCG), where every
 # latency is the emulator's: judge mechanisms there, not times.
@@ -64,13 +66,18 @@ done
 
 case "$kernel" in
 rt) pattern='/boot/vmlinuz-*-rt-amd64'; package=linux-image-rt-amd64 ;;
+rt-bpo) pattern='/boot/vmlinuz-*+deb12-rt-amd64'; package="linux-image-rt-amd64 from bookworm-backports" ;;
 stock) pattern='/boot/vmlinuz-*-amd64'; package=linux-image-amd64 ;;
 *) pattern="/boot/vmlinuz-$kernel"; package="the kernel $kernel" ;;
 esac
 vmlinuz=""
 for f in $pattern; do
-    # --kernel stock: the newest that is not an RT kernel.
-    if [ -f "$f" ] && { [ "$kernel" != stock ] || [[ "$f" != *-rt-* ]]; }; then vmlinuz=$f; fi
+    # --kernel stock: the newest that is not an RT kernel; rt: the newest
+    # of Debian 12's own (not a backport, whose versions hold a +).
+    case "$kernel:$f" in
+    stock:*-rt-* | rt:*+*) continue ;;
+    esac
+    if [ -f "$f" ]; then vmlinuz=$f; fi
 done
 [ -n "$vmlinuz" ] || fail "no kernel matches $pattern: apt-get install $package"
 [ -r "$vmlinuz" ] || fail "$vmlinuz is not readable by $(id -un): run as root"

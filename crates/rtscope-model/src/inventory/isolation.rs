@@ -156,16 +156,25 @@ impl Inventory {
     }
 }
 
+/// Timer interrupts per second beyond rtscope's own on a nohz_full CPU
+/// above which its tick is said to run: a stopped tick still fires about
+/// once a second, and other programs' timers now and then.
+pub const NOHZ_TICKS_PER_S: f64 = 10.0;
+
 /// The run's notes on its isolated measured CPUs (what interrupted each
 /// during the run, over `seconds`), and the warning that replaces the
 /// advice to isolate them: what still disturbs them, with the fix. CPUs
 /// that are not isolated have the isolation note of [`Inventory::warnings`].
+/// `own(cpu)`: the timer interrupts rtscope itself caused there (its
+/// probes' timed wake-ups, a kernel tracer's timer beside them), told
+/// apart from the rest of the local timer interrupts: the tick and other
+/// programs' timers.
 pub fn isolation_after(
     inv: &Inventory,
     measured: &[usize],
-    before: &Interrupts,
-    after: &Interrupts,
+    (before, after): (&Interrupts, &Interrupts),
     seconds: f64,
+    own: &dyn Fn(usize) -> u64,
 ) -> (Vec<String>, Option<Warning>) {
     let mut notes = Vec::new();
     let mut still: Vec<String> = Vec::new();
@@ -183,14 +192,41 @@ pub fn isolation_after(
             n => format!("{n} device interrupts ({})", list(&t.device).join(", ")),
         };
         let other: u64 = t.other.iter().map(|o| o.1).sum();
+        // rtscope's own timers may expire here or, where the kernel
+        // queues them on a housekeeping CPU (timer migration, from a
+        // nohz_full CPU), there: what is beyond them here is a floor.
+        let mine = own(cpu);
+        let beyond = t.timer.saturating_sub(mine);
+        let timers = if beyond > 0 {
+            format!(
+                "{} local timer interrupts, at least {beyond} of them beyond rtscope's own {mine} timed wake-ups there \
+                 (the tick and other timers{})",
+                t.timer,
+                rate(beyond)
+            )
+        } else {
+            format!(
+                "{} local timer interrupts, no more than rtscope's own {mine} timed wake-ups there (the kernel can \
+                 expire those timers on a housekeeping CPU and wake this one with a rescheduling IPI)",
+                t.timer
+            )
+        };
         notes.push(format!(
-            "CPU {cpu} is isolated ({}); during the run it took {device}, {} local timer interrupts (the tick and \
-             every timer, the probe's own among them{}) and {other} other interrupts{}",
+            "CPU {cpu} is isolated ({}); during the run it took {device}, {timers} and {other} other interrupts{}",
             how.join(", "),
-            t.timer,
-            rate(t.timer),
             if t.other.is_empty() { String::new() } else { format!(" ({})", list(&t.other).join(", ")) }
         ));
+        let per_s = if seconds > 0.0 { beyond as f64 / seconds } else { 0.0 };
+        if how.iter().any(|h| h == "nohz_full") && per_s > NOHZ_TICKS_PER_S {
+            still.push(format!(
+                "CPU {cpu} is nohz_full yet took at least {per_s:.0} timer interrupts/s beyond rtscope's own: its \
+                 tick kept running (another task runnable there), or another program's timers expire there"
+            ));
+            fixes.push(format!(
+                "find what else runs on CPU {cpu} (ps -eLo psr,pid,comm | awk '$1 == {cpu}') and the timers queued \
+                 there (/proc/timer_list)"
+            ));
+        }
         if t.device_total() > 0 {
             still.push(format!("CPU {cpu} took {device}"));
             irqs.extend(t.device.iter().filter_map(|(n, _)| n.split_whitespace().next().map(String::from)));
@@ -292,26 +328,54 @@ mod tests {
     fn an_isolated_cpu_is_told_what_still_disturbs_it() {
         let inv = isolated_inv();
         let (b, a) = (parse_interrupts_table(BEFORE), parse_interrupts_table(AFTER));
-        let (notes, w) = isolation_after(&inv, &[1], &b, &a, 2.0);
+        let none = |_| 0;
+        let (notes, w) = isolation_after(&inv, &[1], (&b, &a), 2.0, &|c| if c == 1 { 1990 } else { 0 });
         assert_eq!(notes.len(), 1);
         assert!(notes[0].starts_with("CPU 1 is isolated (isolcpus (domain,managed_irq), nohz_full, rcu_nocbs)"));
         assert!(notes[0].contains("15 device interrupts (36 virtio1-req.0: 12, 40 virtio3-config: 3)"), "{}", notes[0]);
-        assert!(notes[0].contains("2006 local timer interrupts") && notes[0].contains("1003/s"), "{}", notes[0]);
+        assert!(
+            notes[0].contains(
+                "2006 local timer interrupts, at least 16 of them beyond rtscope's own 1990 timed wake-ups there (the \
+                 tick and other timers, 8/s)"
+            ),
+            "{}",
+            notes[0]
+        );
         let w = w.expect("what still disturbs it");
         assert_eq!(w.topic, TOPIC_ISOLATION);
         assert!(w.message.contains("CPU 1 took 15 device interrupts"), "{}", w.message);
         assert!(w.fix.contains("for N in 36 40: echo 0 > /proc/irq/$N/smp_affinity_list"), "{}", w.fix);
         assert!(!w.fix.contains("isolcpus=domain,managed_irq,1 "), "no advice to isolate it: {}", w.fix);
         // Quiet: a note, no warning.
-        let (notes, w) = isolation_after(&inv, &[1], &b, &b, 2.0);
+        let (notes, w) = isolation_after(&inv, &[1], (&b, &b), 2.0, &none);
         assert!(notes[0].contains("took no device interrupt"), "{}", notes[0]);
+        assert!(notes[0].contains("0 local timer interrupts, no more than rtscope's own 0 timed"), "{}", notes[0]);
         assert_eq!(w, None);
+        // Timer interrupts beyond rtscope's own at 1003/s on a nohz_full
+        // CPU: its tick ran.
+        let quiet_dev =
+            Interrupts { rows: a.rows.iter().filter(|r| !r.is_device()).cloned().collect(), cpus: a.cpus.clone() };
+        let (notes, w) = isolation_after(&inv, &[1], (&b, &quiet_dev), 2.0, &none);
+        assert!(
+            notes[0].contains(
+                "at least 2006 of them beyond rtscope's own 0 timed wake-ups there (the tick and other timers, 1003/s)"
+            ),
+            "{}",
+            notes[0]
+        );
+        let w = w.expect("the tick ran");
+        assert!(
+            w.message.contains("CPU 1 is nohz_full yet took at least 1003 timer interrupts/s beyond rtscope's own"),
+            "{}",
+            w.message
+        );
+        assert!(w.fix.contains("ps -eLo psr,pid,comm") && w.fix.contains("/proc/timer_list"), "{}", w.fix);
         // A CPU that is not isolated has neither (the isolation note says it).
-        let (notes, w) = isolation_after(&inv, &[0], &b, &a, 2.0);
+        let (notes, w) = isolation_after(&inv, &[0], (&b, &a), 2.0, &none);
         assert!(notes.is_empty() && w.is_none());
         // isolcpus alone: the tick and RCU callbacks still run there.
         let only = Inventory { nohz_full: None, nohz_full_sysfs: None, rcu_nocbs: None, ..isolated_inv() };
-        let (_, w) = isolation_after(&only, &[1], &b, &b, 2.0);
+        let (_, w) = isolation_after(&only, &[1], (&b, &b), 2.0, &none);
         let w = w.unwrap();
         assert!(w.message.contains("not nohz_full") && w.message.contains("not rcu_nocbs"), "{}", w.message);
         assert!(w.fix.contains("nohz_full=1") && w.fix.contains("rcu_nocbs=1"), "{}", w.fix);
