@@ -675,3 +675,49 @@ fn a_full_output_is_named() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--output /dev/full: cannot write it: No space left"), "{err}");
 }
+
+/// Each typed setting is refused with the same words however it comes in:
+/// a probe's flag, `run`'s flag, a plan file's key, the monitor's and
+/// watch's flags, a plan's `[args]` (where the plan's own settings are not
+/// a probe's). The type holds its range; the words are its own.
+#[test]
+fn a_bad_setting_is_refused_with_the_same_words_however_it_comes_in() {
+    let dir = tempdir();
+    let plan = |body: &str| {
+        let p = dir.join(format!("p{}.toml", body.len()));
+        std::fs::write(&p, format!("probes = [\"wakeup\"]\n{body}")).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let words = "50ms is outside 100ms..1h (e.g. 250ms: a crash loses up to one checkpoint interval";
+    let toml = plan("checkpoint = \"50ms\"\n");
+    for args in [
+        vec!["wakeup", "--checkpoint", "50ms"],
+        vec!["run", "--checkpoint", "50ms"],
+        vec!["run", &toml],
+        vec!["monitor", "--checkpoint", "50ms"],
+        vec!["watch", "--comm", "x", "--checkpoint", "50ms"],
+    ] {
+        refused(&args, &[words]);
+    }
+    let words = "500ms is per cell and must be at least 1s (e.g. 10s)";
+    let toml = plan("duration = \"500ms\"\n");
+    for args in [vec!["run", "--duration", "500ms"], vec!["run", &toml]] {
+        refused(&args, &[words]);
+    }
+    let words = "'1-x': ";
+    let toml = plan("cpus = \"1-x\"\n");
+    for args in [
+        vec!["wakeup", "--cpus", "1-x"],
+        vec!["run", "--cpus", "1-x"],
+        vec!["run", &toml],
+        vec!["monitor", "--cpus", "1-x"],
+    ] {
+        refused(&args, &[words, "(e.g. 0,2-3)"]);
+    }
+    // A plan's own settings are not a probe's: in [args] they are refused
+    // by name, not run twice.
+    let toml = plan("[args]\nwakeup = [\"--checkpoint\", \"1s\"]\n");
+    refused(&["run", &toml], &["[args] wakeup", "--checkpoint is the plan's own setting, not a probe's"]);
+    refused(&["monitor", "--probe-args", "wakeup=--checkpoint 1s"], &["--checkpoint is the monitor's own setting"]);
+    refused(&["monitor", "--cpus", "0", "--probe-args", "wakeup=--cpus 0"], &["--cpus is the monitor's own setting"]);
+}

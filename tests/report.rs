@@ -241,12 +241,12 @@ fn an_assessment_report_has_its_matrix_characterisation_and_a_curve_per_load() {
     let run = ["run", "--quick", "--probes", "wakeup", "--loads", "idle,cpu", "--duration", "1s", "--db", &fx.db];
     let o = rtscope(&[&run[..], &["--checkpoint", "50ms"]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("--checkpoint 50ms must be between 100ms and 1h"), "{}", text(&o));
+    assert!(text(&o).contains("--checkpoint <DUR>': 50ms is outside 100ms..1h"), "{}", text(&o));
     let plan = Path::new(&fx.dir).join("cp.toml");
     std::fs::write(&plan, "probes = [\"wakeup\"]\ncheckpoint = \"2h\"\n").unwrap();
     let o = rtscope(&["run", plan.to_str().unwrap(), "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("cp.toml: checkpoint must be between 100ms and 1h"), "{}", text(&o));
+    assert!(text(&o).contains("cp.toml") && text(&o).contains("2h is outside 100ms..1h"), "{}", text(&o));
     let json = Path::new(&fx.dir).join("run.json");
     let o = rtscope(
         &[

@@ -8,7 +8,7 @@
 //! rtscope says about the kernel, never how fast.
 
 mod common;
-use common::vm::{Boot, Guest, TRACEFS, step};
+use common::vm::{Boot, Guest, TRACEFS, completed, step};
 
 /// The RT kernel's command line: CPU 1 isolated, the TSC as clocksource
 /// (QEMU's emulated TSCs are not synchronised: tsc=reliable keeps it).
@@ -103,15 +103,6 @@ fn stock() -> &'static Guest {
 
 /// rtscope's advice to run an RT kernel (the `kernel` note's fix).
 const RT_ADVICE: &str = "use a PREEMPT_RT kernel";
-
-/// A probe's run completed in the guest: exit 0, stored complete, and
-/// every measured CPU has samples.
-fn completed(g: &Guest, step: &str, json: &str) -> serde_json::Value {
-    assert_eq!(g.rc(step), Some(0), "{step}:\n{}", g.file(&format!("{step}.txt")));
-    let v = g.json(json);
-    assert_eq!(v["status"], "complete", "{step}: {v}");
-    v
-}
 
 /// A run of 1 ms periods for `s` seconds: each period a sample or a
 /// missed period (the emulator's spikes of milliseconds make many).

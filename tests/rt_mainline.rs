@@ -8,7 +8,7 @@
 //! same wake-ups stand to one another, never how fast.
 
 mod common;
-use common::vm::{Boot, Guest, TRACEFS, step};
+use common::vm::{Boot, Guest, TRACEFS, completed, step};
 
 static RT: Boot = Boot::new();
 
@@ -33,13 +33,6 @@ fn rt() -> &'static Guest {
                kill -KILL $pid; wait $pid; sleep 1\n\
                tracefs >\"$O/tracefs-killed.txt\"\n";
     RT.guest("rt-bpo", "clocksource=tsc tsc=reliable", &script)
-}
-
-fn completed(g: &Guest, step: &str, json: &str) -> serde_json::Value {
-    assert_eq!(g.rc(step), Some(0), "{step}:\n{}", g.file(&format!("{step}.txt")));
-    let v = g.json(json);
-    assert_eq!(v["status"], "complete", "{step}: {v}");
-    v
 }
 
 /// With `--timerlat user` the probe's threads are timerlat's own: every

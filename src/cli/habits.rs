@@ -90,7 +90,10 @@ impl Cyclictest {
         let mut common = common.clone();
         match self.affinity.as_deref() {
             Some("") => common.cpus = None,
-            Some(list) => common.cpus = Some(list.to_string()),
+            Some(list) => {
+                let list = rtscope_model::settings::CpuList::parse(list).map_err(|e| anyhow::anyhow!("-a: {e}"))?;
+                common.cpus = Some(list);
+            }
             None => {}
         }
         Ok(common)

@@ -18,6 +18,7 @@ use anyhow::{Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rtscope_model::analysis::usage::Usage;
+use rtscope_model::settings::{CellDuration, Checkpoint, CpuList};
 use std::path::PathBuf;
 
 mod analyze;
@@ -184,8 +185,8 @@ pub struct StoreArgs {
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// CPUs to measure, e.g. 0,2-3 [default: every online CPU that the cpuset of rtscope's cgroup allows]
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
+    pub cpus: Option<CpuList>,
     /// Scheduling policy of the measuring threads.
     #[arg(long, value_enum, default_value = "fifo")]
     pub policy: Policy,
@@ -205,9 +206,9 @@ pub struct CommonArgs {
     /// Stop each thread after N samples.
     #[arg(long, short = 'l', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub loops: Option<u64>,
-    /// Commit histograms, maxima and exceedances to the store this often.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = dur)]
-    pub checkpoint: u64,
+    /// Commit histograms, maxima and exceedances to the store this often (100ms..1h) [default: 10s]
+    #[arg(long, value_name = "DUR", value_parser = Checkpoint::parse)]
+    pub checkpoint: Option<Checkpoint>,
     /// Keep the raw (time, value) of every sample above DUR [default: adaptive, the running p99.9]
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub exceed: Option<u64>,
@@ -236,52 +237,33 @@ pub struct CommonArgs {
     pub trace: bool,
     /// With --trace: explain every sample above DUR [default: adaptive: each new maximum for the first 1000 samples
     /// of a CPU, then its running p99.9, and p99.99 from 10000 samples on]
-    #[arg(long, value_name = "DUR", value_parser = dur, requires = "trace")]
+    #[arg(long, value_name = "DUR", value_parser = dur)]
     pub cause_threshold: Option<u64>,
-    /// With --trace: keep the worst N episodes per CPU.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 50,
-        requires = "trace",
-        value_parser = clap::value_parser!(u64).range(1..=10000)
-    )]
-    pub episodes: u64,
+    /// With --trace: keep the worst N episodes per CPU [default: 50]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10000))]
+    pub episodes: Option<u64>,
     /// With --trace: the kernel ring buffer per traced CPU (e.g. 4M); events that overflow it are counted as lost.
-    /// One per online CPU: together at most half of the memory available (MemAvailable).
-    #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer, requires = "trace")]
-    pub trace_buffer: usize,
+    /// One per online CPU: together at most half of the memory available (MemAvailable) [default: 4M]
+    #[arg(long, value_name = "SIZE", value_parser = trace_buffer)]
+    pub trace_buffer: Option<usize>,
     /// With --trace: the kernel's trace clock. local (sched_clock) costs least per event; rtscope maps it to
     /// CLOCK_MONOTONIC with each hrtimer expiry's own CLOCK_MONOTONIC reading (its `now`), so event and probe times
     /// share one clock. mono reads CLOCK_MONOTONIC in every event: exact without mapping, slower where that read is
-    /// slow (VMs).
-    #[arg(long, value_enum, default_value = "local", requires = "trace")]
-    pub trace_clock: TraceClock,
+    /// slow (VMs) [default: local]
+    #[arg(long, value_enum)]
+    pub trace_clock: Option<TraceClock>,
     /// With --trace: record the kernel and user stacks of what ran on the probe's CPU when its timer woke it
     /// (`rtscope show RUN --episodes` prints them). auto, the default: when that costs at most 0.5us per wake-up,
     /// timed on the probe's threads in the 60 ms before measuring starts (the kernel's unwind runs on the wake-up
     /// path; the run says what it found). `--stacks` alone: on, whatever it costs; off: never (docs/trace.md)
-    #[arg(
-        long,
-        value_enum,
-        default_value = "auto",
-        num_args = 0..=1,
-        default_missing_value = "on",
-        requires = "trace"
-    )]
-    pub stacks: StacksMode,
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "on")]
+    pub stacks: Option<StacksMode>,
     /// With --trace: sample each measured CPU HZ times a second with perf_event_open (kernel and user call chains;
     /// hardware cycles through the NMI where there is a PMU, else software cpu-clock); each episode lists the samples
     /// in its window (2000 suits wake-up probes; noise's loop would count each sample as an interruption). 0: off, the
     /// default: the profiler's interrupts land on the measured CPUs (docs/trace.md)
-    #[arg(
-        long,
-        value_name = "HZ",
-        default_value_t = 0,
-        requires = "trace",
-        value_parser = clap::value_parser!(u64).range(0..=20000)
-    )]
-    pub sample_hz: u64,
+    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u64).range(0..=20000))]
+    pub sample_hz: Option<u64>,
     /// Write each sample above the exceedance threshold (--exceed) to the kernel's trace_marker, so that a tracer
     /// running beside rtscope (trace-cmd, perf) sees it.
     #[arg(long)]
@@ -325,17 +307,17 @@ pub struct RunArgs {
     /// cmd:'make -j2'. Each starts before its cells and ramps up (--ramp-up).
     #[arg(long, value_name = "LOAD,...")]
     pub loads: Option<String>,
-    /// How long each cell (one probe under one load) is recorded (a bare number is seconds).
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
-    pub duration: Option<u64>,
+    /// How long each cell (one probe under one load) is recorded, at least 1s (a bare number is seconds).
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = CellDuration::parse)]
+    pub duration: Option<CellDuration>,
     /// Each cell measures this long first without recording (its warm-up).
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub warmup: Option<u64>,
     /// Commit each cell's histograms, maxima and exceedances this often (100ms..1h); each interval gives the tail's
     /// diagnostics (Ljung-Box, runs, KPSS, GEV) one interval maximum, and they need 20 to 40 per cell [default: the
     /// plan's: 250ms in the default plan, 100ms with --quick; 10s in a campaign file without it]
-    #[arg(long, value_name = "DUR", value_parser = dur)]
-    pub checkpoint: Option<u64>,
+    #[arg(long, value_name = "DUR", value_parser = Checkpoint::parse)]
+    pub checkpoint: Option<Checkpoint>,
     /// A load runs this long before its first cell, unmeasured.
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub ramp_up: Option<u64>,
@@ -346,8 +328,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// CPUs to measure [default: every online CPU that the cpuset of rtscope's cgroup allows]
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
+    pub cpus: Option<CpuList>,
     /// CPUs the loads run on, unless a load names its own (@CPUS) [default: the CPUs rtscope was started on]
     #[arg(long, value_name = "LIST")]
     pub load_cpus: Option<String>,
@@ -562,20 +544,40 @@ pub struct DisturbArgs {
 }
 
 impl CommonArgs {
+    /// Takes the settings a plan or the monitor gives the probe it builds
+    /// (typed, never text again), refusing those the probe's own arguments
+    /// set as well: they are the plan's or the monitor's.
+    pub fn take(&mut self, given: &registry::Given) -> Result<()> {
+        let owner = given.owner;
+        for (flag, set) in [
+            ("--cpus", self.cpus.is_some() && given.cpus.is_some()),
+            ("--duration", self.duration.is_some() && given.duration_ns.is_some()),
+            ("--checkpoint", self.checkpoint.is_some()),
+        ] {
+            if set {
+                bail!("{flag} is {owner}'s own setting, not a probe's: give it to {owner} (see its --help)");
+            }
+        }
+        if given.cpus.is_some() {
+            self.cpus = given.cpus.clone();
+        }
+        if given.duration_ns.is_some() {
+            self.duration = given.duration_ns;
+        }
+        self.checkpoint = Some(given.checkpoint);
+        self.trace |= given.trace;
+        self.store.db = given.db.clone();
+        self.quiet = given.quiet;
+        self.no_dma_latency |= !given.dma_latency;
+        Ok(())
+    }
+
     /// Validates everything that can be checked before measuring.
     pub fn resolve(&self, kind: &str) -> Result<Common> {
         let cpus = match &self.cpus {
-            Some(list) => cpu::parse_selection("--cpus", list)?,
+            Some(list) => cpu::selected("--cpus", list)?,
             None => cpu::measurable(),
         };
-        if self.checkpoint < 100_000_000 {
-            bail!("--checkpoint must be at least 100ms (e.g. --checkpoint 10s)");
-        }
-        if self.checkpoint > 3_600_000_000_000 {
-            bail!(
-                "--checkpoint must be at most 1h: a crash loses up to one checkpoint interval (e.g. --checkpoint 10s)"
-            );
-        }
         if let Some(0) = self.duration {
             bail!("--duration must be longer than 0 (e.g. --duration 30s)");
         }
@@ -590,12 +592,26 @@ impl CommonArgs {
         if self.policy.is_rt() && self.priority == 0 {
             bail!("--priority must be 1..99 for --policy {} (0 is only for --policy other)", self.policy.flag_value());
         }
+        // What only --trace uses needs it (a plan or the monitor may give
+        // it: checked once, on what came of both).
+        let only_traced = [
+            ("--cause-threshold", self.cause_threshold.is_some()),
+            ("--episodes", self.episodes.is_some()),
+            ("--trace-buffer", self.trace_buffer.is_some()),
+            ("--trace-clock", self.trace_clock.is_some()),
+            ("--stacks", self.stacks.is_some()),
+            ("--sample-hz", self.sample_hz.is_some()),
+        ];
+        if let Some((flag, _)) = only_traced.iter().find(|f| f.1 && !self.trace) {
+            bail!("{flag} is a setting of --trace: add --trace (or leave {flag} out)");
+        }
+        let trace_buffer = self.trace_buffer.unwrap_or(4 << 20);
         if self.trace {
             // The kernel keeps one ring of --trace-buffer per online CPU.
             let cpus = cpu::online().len().max(1) as u64;
             crate::sys::mem::check_share(
                 "--trace-buffer",
-                (self.trace_buffer as u64).saturating_mul(cpus),
+                (trace_buffer as u64).saturating_mul(cpus),
                 &format!("its size per CPU x {cpus} CPUs is kernel memory; give a smaller --trace-buffer (e.g. 4M)"),
             )
             .map_err(anyhow::Error::msg)?;
@@ -607,7 +623,7 @@ impl CommonArgs {
             priority: if self.policy.is_rt() { self.priority } else { 0 },
             duration_ns: self.duration,
             loops: self.loops,
-            checkpoint_ns: self.checkpoint,
+            checkpoint_ns: self.checkpoint.unwrap_or(Checkpoint::DEFAULT).ns(),
             exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),
             threshold_ns: self.threshold,
             db: self.store.db.clone(),
@@ -617,11 +633,11 @@ impl CommonArgs {
             kind: kind.into(),
             trace: self.trace.then(|| TraceOpts {
                 cause_threshold: self.cause_threshold.map_or(CauseThreshold::Adaptive, CauseThreshold::Fixed),
-                max_episodes: self.episodes as usize,
-                buffer_kb: (self.trace_buffer >> 10) as u64,
-                clock: self.trace_clock,
-                stacks: self.stacks,
-                sample_hz: self.sample_hz,
+                max_episodes: self.episodes.unwrap_or(50) as usize,
+                buffer_kb: (trace_buffer >> 10) as u64,
+                clock: self.trace_clock.unwrap_or(TraceClock::Local),
+                stacks: self.stacks.unwrap_or(StacksMode::Auto),
+                sample_hz: self.sample_hz.unwrap_or(0),
                 classify_all: false,
             }),
             tracemark: self.tracemark,

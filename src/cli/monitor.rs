@@ -8,6 +8,7 @@ use crate::probe::{Common, Probe};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use rtscope_model::metrics::DEFAULT_THRESHOLDS_NS;
+use rtscope_model::settings::{Checkpoint, CpuList};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -51,8 +52,8 @@ pub struct MonitorArgs {
     #[arg(long)]
     pub trace: bool,
     /// CPUs to measure, e.g. 1,3 [default: every online CPU that the cpuset of rtscope's cgroup allows]
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
+    pub cpus: Option<CpuList>,
     /// Real-time priority of the measuring threads (SCHED_FIFO; noise one below).
     #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(2..=99))]
     pub priority: u8,
@@ -65,8 +66,8 @@ pub struct MonitorArgs {
     pub web_config: Option<PathBuf>,
     /// Commit each probe's histogram, interval maxima and counters to the store this often; a SIGKILL loses at most
     /// one such interval.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = dur)]
-    pub checkpoint: u64,
+    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = Checkpoint::parse)]
+    pub checkpoint: Checkpoint,
     /// Keep each checkpoint interval this long; older ones are summarised (merged, one per --summary-span), never
     /// dropped.
     #[arg(long, value_name = "DUR", default_value = "30d", value_parser = dur)]
@@ -120,10 +121,10 @@ pub struct MonitorPlan {
 impl MonitorArgs {
     /// Builds every probe from its own arguments at the monitor's defaults.
     pub fn resolve(&self) -> Result<MonitorPlan> {
-        if self.retain < self.checkpoint {
-            bail!("--retain must be at least --checkpoint ({} ns)", self.checkpoint);
+        if self.retain < self.checkpoint.ns() {
+            bail!("--retain must be at least --checkpoint ({})", rtscope_model::units::human(self.checkpoint.ns()));
         }
-        if self.summary_span < self.checkpoint {
+        if self.summary_span < self.checkpoint.ns() {
             bail!("--summary-span must be at least --checkpoint: a summary merges several intervals");
         }
         let mut extra: Vec<(String, Vec<String>)> = Vec::new();
@@ -145,19 +146,7 @@ impl MonitorArgs {
                 bail!("--probes: the monitor runs the per-CPU probes {}; not '{name}'", monitor_probes().join(", "));
             };
             let own: Vec<String> = extra.iter().filter(|(n, _)| n == name).flat_map(|(_, a)| a.clone()).collect();
-            let mut args: Vec<String> = vec![
-                "--checkpoint".into(),
-                format!("{}ns", self.checkpoint),
-                "--db".into(),
-                self.db.display().to_string(),
-                "--quiet".into(),
-            ];
-            if let Some(c) = &self.cpus {
-                args.extend(["--cpus".into(), c.clone()]);
-            }
-            if !self.dma_latency {
-                args.push("--no-dma-latency".into());
-            }
+            let mut args: Vec<String> = Vec::new();
             for (flag, value) in monitor_defaults(monitored, self.priority) {
                 if !own.iter().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
                     args.extend([flag.to_string(), value]);
@@ -166,10 +155,17 @@ impl MonitorArgs {
             args.extend(own);
             let traceable = rtscope_model::descriptor::find(name)
                 .is_some_and(|d| !matches!(d.trace, rtscope_model::descriptor::Trace::No));
-            if self.trace && traceable {
-                args.push("--trace".into());
-            }
-            match registry::build(registry::find(name)?, &args)? {
+            let given = registry::Given {
+                owner: "the monitor",
+                cpus: self.cpus.clone(),
+                duration_ns: None,
+                checkpoint: self.checkpoint,
+                trace: self.trace && traceable,
+                db: self.db.clone(),
+                quiet: true,
+                dma_latency: self.dma_latency,
+            };
+            match registry::build(registry::find(name)?, &args, &given)? {
                 Built::PerCpu(mut common, probe) => {
                     // Judged on what the flags came to, however spelled
                     // (`-D5s`, `--duration=5s`, `-D 5s`).
@@ -210,7 +206,7 @@ impl MonitorArgs {
             watch,
             listen: self.listen,
             web_config: self.web_config.clone(),
-            checkpoint_ns: self.checkpoint,
+            checkpoint_ns: self.checkpoint.ns(),
             retain_ns: self.retain,
             span_ns: self.summary_span,
             max_store: self.max_store,
@@ -228,15 +224,18 @@ impl MonitorArgs {
         if self.watch.is_empty() {
             return Ok(None);
         }
-        let mut args = super::watch_args(&self.watch).map_err(|e| anyhow!("{e:#}"))?;
-        for own in ["--checkpoint", "--db", "--json", "--quiet", "--duration", "-D"] {
-            if args.iter().any(|a| a == own) {
-                bail!("--watch: {} is the monitor's own (give it to rtscope monitor, not in --watch)", &own[2..]);
-            }
-        }
-        args.extend(["--checkpoint".into(), format!("{}ns", self.checkpoint), "--db".into()]);
-        args.push(self.db.display().to_string());
-        let mut cell = registry::watch_cell(&args).map_err(|e| anyhow!("--watch: {e:#}"))?;
+        let args = super::watch_args(&self.watch).map_err(|e| anyhow!("{e:#}"))?;
+        let given = registry::Given {
+            owner: "the monitor",
+            cpus: None,
+            duration_ns: None,
+            checkpoint: self.checkpoint,
+            trace: false,
+            db: self.db.clone(),
+            quiet: true,
+            dma_latency: self.dma_latency,
+        };
+        let mut cell = registry::watch_cell(&args, &given).map_err(|e| anyhow!("--watch: {e:#}"))?;
         cell.settings.classify_all = true;
         cell.settings.until_stopped = true;
         Ok(Some(cell.settings))

@@ -26,6 +26,13 @@ macro_rules! probe_commands {
                 }
             }
 
+            /// Its common settings, as parsed.
+            pub fn common_mut(&mut self) -> &mut super::CommonArgs {
+                match self {
+                    $(ProbeCmd::$variant(a) => &mut a.common,)*
+                }
+            }
+
             /// cyclictest's histogram to print at the end, if asked.
             pub fn histogram(&self) -> Option<HistogramOpts> {
                 match self {

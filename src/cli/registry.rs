@@ -12,8 +12,27 @@
 use super::{Cmd, ProbePlan};
 use crate::probe::{Common, Probe};
 use crate::session::OwnCell;
-use anyhow::{Result, anyhow};
+use anyhow::{Result, anyhow, bail};
 use rtscope_model::descriptor::{self, Descriptor, PROBES};
+
+/// What a plan or the monitor gives each probe it builds, typed: taken
+/// into the probe's own settings ([`super::CommonArgs::take`]), never
+/// written back into its command line.
+#[derive(Clone, Debug)]
+pub struct Given {
+    /// Whose settings they are, for a refusal (`the plan`, `the monitor`).
+    pub owner: &'static str,
+    /// A per-CPU probe's CPUs (None: the probe's default).
+    pub cpus: Option<rtscope_model::settings::CpuList>,
+    /// A per-CPU probe's duration (None: until stopped).
+    pub duration_ns: Option<u64>,
+    pub checkpoint: rtscope_model::settings::Checkpoint,
+    /// Traced, where the probe can be.
+    pub trace: bool,
+    pub db: std::path::PathBuf,
+    pub quiet: bool,
+    pub dma_latency: bool,
+}
 
 /// A measurement ready for a cell.
 pub enum Built {
@@ -54,28 +73,61 @@ fn parse(name: &str, args: &[String]) -> Result<Cmd> {
     })
 }
 
-/// Builds the measurement `d` from its subcommand's arguments: a per-CPU
-/// probe (netlat's local mode: its two-host modes are not matrix cells),
-/// or osbench's tests (without -t, the cell's default set), each time its
-/// cell runs taking its share of the cell.
-pub fn build(d: &Descriptor, args: &[String]) -> Result<Built> {
+/// Builds the measurement `d` from its subcommand's arguments as the user
+/// wrote them (a plan's `[args]`, the monitor's `--probe-args`) and what
+/// the plan or the monitor gives it, typed: a per-CPU probe (netlat's
+/// local mode: its two-host modes are not matrix cells), or osbench's
+/// tests (without -t, the cell's default set), each time its cell runs
+/// taking its share of the cell.
+pub fn build(d: &Descriptor, args: &[String], given: &Given) -> Result<Built> {
     match parse(d.name, args)? {
-        Cmd::Probe(p) => match p.resolve("run")? {
-            ProbePlan::Measure(common, probe, _) => Ok(Built::PerCpu(common, probe)),
-            ProbePlan::Serve { .. } => {
-                Err(anyhow!("probe {0}: --serve is not a measurement; run it apart with rtscope {0} --serve", d.name))
+        Cmd::Probe(mut p) => {
+            p.common_mut().take(given).map_err(|e| anyhow!("probe {}: {e:#}", d.name))?;
+            build_probe(d, p)
+        }
+        Cmd::Osbench(mut a) => {
+            (a.store.db, a.quiet) = (given.db.clone(), given.quiet);
+            a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe {}: {e:#}", d.name))
+        }
+        Cmd::Watch(mut a) => {
+            if a.checkpoint.is_some() {
+                bail!("probe {}: --checkpoint is {}'s own setting, not a probe's", d.name, given.owner);
             }
-        },
-        Cmd::Osbench(a) => a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe {}: {e:#}", d.name)),
-        Cmd::Watch(a) => a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe {}: {e:#}", d.name)),
+            (a.store.db, a.quiet, a.checkpoint) = (given.db.clone(), given.quiet, Some(given.checkpoint));
+            a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe {}: {e:#}", d.name))
+        }
         _ => unreachable!("`rtscope {}` parses as itself", d.name),
     }
 }
 
-/// `rtscope watch`'s cell from its arguments (`monitor --watch`).
-pub fn watch_cell(args: &[String]) -> Result<crate::watch::WatchCell> {
+fn build_probe(d: &Descriptor, p: super::ProbeCmd) -> Result<Built> {
+    match p.resolve("run")? {
+        ProbePlan::Measure(common, probe, _) => Ok(Built::PerCpu(common, probe)),
+        ProbePlan::Serve { .. } => {
+            Err(anyhow!("probe {0}: --serve is not a measurement; run it apart with rtscope {0} --serve", d.name))
+        }
+    }
+}
+
+/// `rtscope watch`'s cell from its arguments (`monitor --watch`) and what
+/// the monitor gives it; its duration, JSON, store and checkpoint are the
+/// monitor's.
+pub fn watch_cell(args: &[String], given: &Given) -> Result<crate::watch::WatchCell> {
     match parse(crate::watch::NAME, args)? {
-        Cmd::Watch(a) => a.cell(),
+        Cmd::Watch(mut a) => {
+            let own = [
+                ("duration", a.duration.is_some()),
+                ("json", a.json.is_some()),
+                ("checkpoint", a.checkpoint.is_some()),
+            ];
+            for (key, set) in own {
+                if set {
+                    bail!("{key} is {}'s own (give it to it, not in --watch)", given.owner);
+                }
+            }
+            (a.store.db, a.quiet, a.checkpoint) = (given.db.clone(), given.quiet, Some(given.checkpoint));
+            a.cell()
+        }
         _ => unreachable!("`rtscope watch` parses as itself"),
     }
 }
@@ -91,22 +143,47 @@ pub fn find(name: &str) -> Result<&'static Descriptor> {
 mod tests {
     use super::*;
 
+    fn given(per_cpu: bool) -> Given {
+        Given {
+            owner: "the plan",
+            cpus: if per_cpu { rtscope_model::settings::CpuList::of(vec![0]) } else { None },
+            duration_ns: per_cpu.then_some(2_000_000_000),
+            checkpoint: rtscope_model::settings::Checkpoint::DEFAULT,
+            trace: false,
+            db: "/tmp/x.db".into(),
+            quiet: true,
+            dma_latency: true,
+        }
+    }
+
     #[test]
     fn every_probe_builds_with_its_defaults_and_names_bad_arguments() {
         for e in PROBES {
-            let mut args = vec!["--db", "/tmp/x.db", "--quiet"];
-            if e.per_cpu {
-                args.extend(["--duration", "2s", "--cpus", "0"]);
-            }
-            let args: Vec<String> = args.into_iter().map(String::from).collect();
-            let built = build(e, &args).unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
+            let built = build(e, &[], &given(e.per_cpu)).unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
             assert_eq!(built.name(), e.name);
+            if let Built::PerCpu(common, _) = &built {
+                assert_eq!((common.cpus.as_slice(), common.duration_ns), (&[0][..], Some(2_000_000_000)));
+            }
         }
-        let bad = build(find("osbench").unwrap(), &["-t".into(), "wake.nope".into()]).err().unwrap().to_string();
+        // The plan's own settings are not a probe's.
+        let wakeup = find("wakeup").unwrap();
+        for flag in ["--cpus", "--duration", "--checkpoint"] {
+            let value = if flag == "--cpus" { "0" } else { "1s" };
+            let e = build(wakeup, &[flag.into(), value.into()], &given(true)).err().unwrap().to_string();
+            assert!(e.contains(&format!("{flag} is the plan's own setting, not a probe's")), "{e}");
+        }
+        let bad = build(find("osbench").unwrap(), &["-t".into(), "wake.nope".into()], &given(false))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(bad.contains("probe osbench") && bad.contains("-t wake.nope"), "{bad}");
-        let bad = build(find("osbench").unwrap(), &["-o".into(), "x.csv".into()]).err().unwrap().to_string();
+        let bad =
+            build(find("osbench").unwrap(), &["-o".into(), "x.csv".into()], &given(false)).err().unwrap().to_string();
         assert!(bad.contains("--output"), "{bad}");
-        let err = build(find("wakeup").unwrap(), &["--interval".into(), "lots".into()]).err().unwrap().to_string();
+        let err = build(find("wakeup").unwrap(), &["--interval".into(), "lots".into()], &given(true))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("probe wakeup") && err.contains("--interval"), "{err}");
         assert!(find("nope").err().unwrap().to_string().contains("wakeup, noise"));
     }

@@ -5,6 +5,7 @@ use crate::recorder::ExceedMode;
 use crate::sys::{cpu, sched};
 use crate::watch::{Filter, Settings};
 use anyhow::{Result, bail};
+use rtscope_model::settings::Checkpoint;
 use std::path::PathBuf;
 
 /// A policy to watch.
@@ -71,9 +72,9 @@ pub struct WatchArgs {
     /// The kernel's ring buffer per CPU (e.g. 4M); events that overflow it are counted as lost.
     #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = trace_buffer)]
     pub trace_buffer: usize,
-    /// Commit histograms, maxima and exceedances to the store this often.
-    #[arg(long, value_name = "DUR", default_value = "10s", value_parser = dur)]
-    pub checkpoint: u64,
+    /// Commit histograms, maxima and exceedances to the store this often (100ms..1h) [default: 10s]
+    #[arg(long, value_name = "DUR", value_parser = Checkpoint::parse)]
+    pub checkpoint: Option<Checkpoint>,
     /// Keep the raw (time, value) of every sample above DUR [default: adaptive, each series' running p99.9]
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub exceed: Option<u64>,
@@ -104,9 +105,6 @@ impl WatchArgs {
         let reader_cpus = self.reader_cpus.as_deref().map(|l| cpu::parse_selection("--reader-cpus", l)).transpose()?;
         if let Some(0) = self.duration {
             bail!("--duration must be longer than 0 (e.g. --duration 30s)");
-        }
-        if !(100_000_000..=3_600_000_000_000).contains(&self.checkpoint) {
-            bail!("--checkpoint must be 100ms..1h (e.g. --checkpoint 10s)");
         }
         for (flag, v) in
             [("--period", self.period), ("--deadline", self.deadline), ("--cause-threshold", self.cause_threshold)]
@@ -161,7 +159,7 @@ impl WatchArgs {
         let settings = Settings {
             filter: Filter { pids: self.pid.clone(), comms: self.comm.clone(), tids: self.tid.clone(), policies, cpus },
             duration_ns: self.duration,
-            checkpoint_ns: self.checkpoint,
+            checkpoint_ns: self.checkpoint.unwrap_or(Checkpoint::DEFAULT).ns(),
             exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),
             period_ns: self.period,
             deadline_ns: self.deadline,

@@ -152,6 +152,13 @@ pub fn parse_selection(flag: &str, text: &str) -> Result<Vec<usize>> {
     Ok(cpus)
 }
 
+/// CPUs parsed where they were given (`flag`'s), checked against the
+/// machine: online, and allowed by the cpuset of rtscope's cgroup.
+pub fn selected(flag: &str, list: &rtscope_model::settings::CpuList) -> Result<Vec<usize>> {
+    check_selection(flag, list.cpus(), &online(), cpuset().as_ref())?;
+    Ok(list.cpus().to_vec())
+}
+
 /// [`parse_selection`]'s check of `cpus` against the `online` CPUs and the
 /// cgroup's `cpuset`.
 fn check_selection(flag: &str, cpus: &[usize], online: &[usize], cpuset: Option<&Cpuset>) -> Result<()> {

@@ -53,6 +53,15 @@ pub const TRACEFS: &str = "tracefs() { echo \"timerlat_period_us $(cat $T/osnois
                            $(cat $T/osnoise/cpus) tracer $(cat $T/current_tracer) instances $(ls $T/instances | tr '\\n' ' ') \
                            options $(cat $T/osnoise/options)\"; }\n";
 
+/// A probe's run `step` completed in the guest: exit 0 and stored
+/// complete; its JSON (`json`, a file the script wrote).
+pub fn completed(g: &Guest, step: &str, json: &str) -> serde_json::Value {
+    assert_eq!(g.rc(step), Some(0), "{step}:\n{}", g.file(&format!("{step}.txt")));
+    let v = g.json(json);
+    assert_eq!(v["status"], "complete", "{step}: {v}");
+    v
+}
+
 /// A script line that runs rtscope's `args` as `step`: its stdout and
 /// stderr to `$O/STEP.txt`, its exit status on the script's stdout.
 pub fn step(step: &str, args: &str) -> String {

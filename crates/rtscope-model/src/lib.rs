@@ -15,5 +15,6 @@ pub mod inventory;
 pub mod metrics;
 mod par;
 pub mod run;
+pub mod settings;
 pub mod store;
 pub mod units;

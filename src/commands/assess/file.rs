@@ -4,6 +4,7 @@
 
 use anyhow::{Result, anyhow};
 use rtscope_model::analysis::rta;
+use rtscope_model::settings::{CellDuration, Checkpoint, CpuList};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,7 +21,7 @@ pub struct PlanFile {
     pub probes: Option<Vec<String>>,
     pub loads: Option<Vec<String>>,
     /// Per cell.
-    pub duration: Option<String>,
+    pub duration: Option<CellDuration>,
     pub warmup: Option<String>,
     pub ramp_up: Option<String>,
     /// How long the CPU score measures.
@@ -28,11 +29,11 @@ pub struct PlanFile {
     pub shuffle: Option<bool>,
     pub seed: Option<u64>,
     /// Measured CPUs.
-    pub cpus: Option<String>,
+    pub cpus: Option<CpuList>,
     /// The loads' CPUs.
     pub load_cpus: Option<String>,
     pub trace: Option<bool>,
-    pub checkpoint: Option<String>,
+    pub checkpoint: Option<Checkpoint>,
     /// Requirements stored with the run (as `--profile` and `--require`).
     pub profiles: Option<Vec<String>>,
     pub require: Option<Vec<String>>,

@@ -14,6 +14,7 @@ use rtscope_model::analysis::usage::Usage;
 use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::episode::Stages;
 use rtscope_model::inventory::format_cpu_list;
+use rtscope_model::settings::{CellDuration, Checkpoint, CpuList};
 use rtscope_model::units::{self, parse_duration};
 use std::path::Path;
 
@@ -108,15 +109,12 @@ struct Timing {
     warmup_ns: u64,
     ramp_ns: u64,
     score_ns: u64,
-    checkpoint_ns: u64,
+    checkpoint: Checkpoint,
 }
 
 impl Timing {
     fn resolve(file: &PlanFile, origin: &str) -> Result<Timing> {
-        let cell_ns = dur("duration", &file.duration, origin)?.unwrap_or(10_000_000_000);
-        if cell_ns < 1_000_000_000 {
-            bail!("{origin}: duration (per cell) must be at least 1s (e.g. --duration 10s)");
-        }
+        let cell_ns = file.duration.map_or(10_000_000_000, CellDuration::ns);
         let warmup_ns = dur("warmup", &file.warmup, origin)?.unwrap_or(1_000_000_000);
         let ramp_ns = dur("ramp_up", &file.ramp_up, origin)?.unwrap_or(2_000_000_000);
         let score_ns = dur("score", &file.score, origin)?.unwrap_or(2_000_000_000);
@@ -128,14 +126,8 @@ impl Timing {
         if score_ns < 100_000_000 {
             bail!("{origin}: score must be at least 100ms (e.g. score = \"2s\")");
         }
-        let checkpoint_ns = dur("checkpoint", &file.checkpoint, origin)?.unwrap_or(10_000_000_000);
-        if !(100_000_000..=3_600_000_000_000).contains(&checkpoint_ns) {
-            bail!(
-                "{origin}: checkpoint must be between 100ms and 1h (e.g. checkpoint = \"250ms\"; a crash loses up to \
-                 one checkpoint interval, and the tail's diagnostics need 20 to 40 of them per cell)"
-            );
-        }
-        Ok(Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint_ns })
+        let checkpoint = file.checkpoint.unwrap_or(Checkpoint::DEFAULT);
+        Ok(Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint })
     }
 }
 
@@ -179,7 +171,7 @@ struct Building<'a> {
     db: &'a Path,
     cpus: &'a [usize],
     cell_ns: u64,
-    checkpoint_ns: u64,
+    checkpoint: Checkpoint,
     warmup_ns: u64,
     trace: bool,
 }
@@ -199,32 +191,33 @@ impl Building<'_> {
             bail!("{origin}: probe {name} is listed twice");
         }
         let args = self.args(entry, name, at.is_some());
-        let mut built = registry::build(entry, &args).with_context(|| format!("{origin}: [args] {name}"))?;
+        let mut built =
+            registry::build(entry, &args, &self.given(entry)).with_context(|| format!("{origin}: [args] {name}"))?;
         let untraced = self.adapt(&mut built, entry, name, at.map(|(_, p)| p))?;
         Ok((built, untraced.then_some(entry.name)))
     }
 
-    /// The command line a plan's probe is built from: the plan's settings
-    /// (a per-CPU probe's CPUs, cell, checkpoint and --trace), then an
-    /// instance's own [args], else its probe's.
+    /// A probe's own arguments as the plan writes them: an instance's own
+    /// [args], else its probe's.
     fn args(&self, entry: &Descriptor, name: &str, instance: bool) -> Vec<String> {
-        let mut args: Vec<String> = vec!["--db".into(), self.db.display().to_string(), "--quiet".into()];
-        if entry.per_cpu {
-            args.extend([
-                "--cpus".into(),
-                format_cpu_list(self.cpus),
-                "--duration".into(),
-                format!("{}ns", self.cell_ns),
-                "--checkpoint".into(),
-                format!("{}ns", self.checkpoint_ns),
-            ]);
-            if self.trace {
-                args.push("--trace".into());
-            }
-        }
         let own = self.file.args.get(name).or_else(|| instance.then(|| self.file.args.get(entry.name)).flatten());
-        args.extend(own.cloned().unwrap_or_default());
-        args
+        own.cloned().unwrap_or_default()
+    }
+
+    /// What the plan gives each probe, typed: a per-CPU probe's CPUs,
+    /// cell, checkpoint and --trace; every probe its store, quietly.
+    fn given(&self, entry: &Descriptor) -> registry::Given {
+        let per_cpu = entry.per_cpu;
+        registry::Given {
+            owner: "the plan",
+            cpus: if per_cpu { CpuList::of(self.cpus.to_vec()) } else { None },
+            duration_ns: per_cpu.then_some(self.cell_ns),
+            checkpoint: self.checkpoint,
+            trace: per_cpu && self.trace,
+            db: self.db.to_path_buf(),
+            quiet: true,
+            dma_latency: true,
+        }
     }
 
     /// Makes a built probe a cell of the plan: a per-CPU probe takes the
@@ -300,12 +293,15 @@ impl Plan {
         // Every CPU the cgroup's cpuset allows is measured; the loads keep to
         // the CPUs rtscope was started on (the housekeeping CPUs of an
         // isolcpus machine) unless the plan names theirs.
-        let cpus = cpu_list(file.cpus.as_deref(), origin, "cpus", cpu::measurable)?;
+        let cpus = match &file.cpus {
+            Some(list) => cpu::selected(&format!("{origin}: cpus"), list)?,
+            None => cpu::measurable(),
+        };
         let load_cpus = cpu_list(file.load_cpus.as_deref(), origin, "load_cpus", cpu::home)?;
-        let Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint_ns } = Timing::resolve(file, origin)?;
+        let Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint } = Timing::resolve(file, origin)?;
         let names = probe_names(file, origin)?;
         let trace = file.trace.unwrap_or(false);
-        let building = Building { file, origin, db, cpus: &cpus, cell_ns, checkpoint_ns, warmup_ns, trace };
+        let building = Building { file, origin, db, cpus: &cpus, cell_ns, checkpoint, warmup_ns, trace };
         let mut probes = Vec::new();
         let mut untraced = Vec::new();
         for name in &names {
@@ -340,7 +336,7 @@ impl Plan {
             probes,
             loads,
             cell_ns,
-            checkpoint_ns,
+            checkpoint_ns: checkpoint.ns(),
             warmup_ns,
             ramp_ns,
             score_ns,

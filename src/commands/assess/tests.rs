@@ -28,7 +28,7 @@ fn embedded_plans_resolve_and_fit_their_time() {
 #[test]
 fn the_campaign_example_parses() {
     let f = PlanFile::parse(include_str!("../../../plans/campaign-12h.toml"), "campaign-12h.toml").unwrap();
-    assert_eq!(f.duration.as_deref(), Some("12h"));
+    assert_eq!(f.duration.map(|d| d.ns()), Some(12 * 3_600_000_000_000));
     assert_eq!(f.loads.as_ref().unwrap().len(), 8);
     assert_eq!(f.args["wakeup"], vec!["--interval", "500us", "--priority", "98"]);
 }
@@ -223,7 +223,7 @@ fn a_measurement_with_its_own_runner_joins_the_matrix() {
     let file = PlanFile {
         probes: Some(vec!["wakeup".into()]),
         loads: Some(vec!["idle".into(), "cpu@0".into()]),
-        duration: Some("1s".into()),
+        duration: Some(rtscope_model::settings::CellDuration::parse("1s").unwrap()),
         warmup: Some("0".into()),
         ramp_up: Some("0".into()),
         score: Some("100ms".into()),

@@ -1,0 +1,134 @@
+//! Settings that hold their own range: each is parsed once, where the user
+//! wrote it (a flag, a plan or campaign file, the monitor's flags), into a
+//! value that cannot be out of range, and is never text again. The words
+//! of a refusal are the type's own, whichever way the value came in; the
+//! caller puts the flag or the file's key in front.
+
+use crate::units::{human, parse_duration};
+
+/// How often a run commits its histograms, maxima and exceedances: 100ms
+/// to 1h.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct Checkpoint(u64);
+
+impl Checkpoint {
+    pub const MIN_NS: u64 = 100_000_000;
+    pub const MAX_NS: u64 = 3_600_000_000_000;
+    /// `rtscope <probe>`'s and a campaign file's default.
+    pub const DEFAULT: Checkpoint = Checkpoint(10_000_000_000);
+
+    /// `ns` where it is within range.
+    pub fn new(ns: u64) -> Result<Checkpoint, String> {
+        if (Self::MIN_NS..=Self::MAX_NS).contains(&ns) {
+            Ok(Checkpoint(ns))
+        } else {
+            Err(format!(
+                "{} is outside 100ms..1h (e.g. 250ms: a crash loses up to one checkpoint interval, and the tail's \
+                 diagnostics need 20 to 40 of them per cell)",
+                human(ns)
+            ))
+        }
+    }
+
+    /// From text (`250ms`, `10s`).
+    pub fn parse(text: &str) -> Result<Checkpoint, String> {
+        Checkpoint::new(parse_duration(text)?)
+    }
+
+    pub fn ns(self) -> u64 {
+        self.0
+    }
+}
+
+/// How long one cell of an assessment (a probe under a load) is recorded:
+/// at least 1s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct CellDuration(u64);
+
+impl CellDuration {
+    pub const MIN_NS: u64 = 1_000_000_000;
+
+    /// `ns` where it is at least a second.
+    pub fn new(ns: u64) -> Result<CellDuration, String> {
+        if ns >= Self::MIN_NS {
+            Ok(CellDuration(ns))
+        } else {
+            Err(format!("{} is per cell and must be at least 1s (e.g. 10s)", human(ns)))
+        }
+    }
+
+    /// From text; a bare number is seconds (cyclictest's -D).
+    pub fn parse(text: &str) -> Result<CellDuration, String> {
+        let t = text.trim();
+        let ns = match t.parse::<u64>() {
+            Ok(s) => s.checked_mul(1_000_000_000).ok_or_else(|| format!("'{text}' is too long"))?,
+            Err(_) => parse_duration(t)?,
+        };
+        CellDuration::new(ns)
+    }
+
+    pub fn ns(self) -> u64 {
+        self.0
+    }
+}
+
+/// A list of CPUs as written (`0,2-3`): at least one, each once. Whether
+/// they are online and allowed is the machine's to say, when it is used.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct CpuList(Vec<usize>);
+
+impl CpuList {
+    /// From text; the words say what is wrong and give an example.
+    pub fn parse(text: &str) -> Result<CpuList, String> {
+        match crate::inventory::parse_cpu_list(text) {
+            Ok(c) if !c.is_empty() => Ok(CpuList(c)),
+            Ok(_) => Err(format!("'{text}' selects no CPU (e.g. 0,2-3)")),
+            Err(e) => Err(format!("'{text}': {e} (e.g. 0,2-3)")),
+        }
+    }
+
+    /// From CPUs already known (the machine's own).
+    pub fn of(cpus: Vec<usize>) -> Option<CpuList> {
+        (!cpus.is_empty()).then_some(CpuList(cpus))
+    }
+
+    pub fn cpus(&self) -> &[usize] {
+        &self.0
+    }
+}
+
+macro_rules! from_text {
+    ($($t:ident),*) => {$(
+        /// A file's value (a plan's TOML), by the same parser as a flag's.
+        impl TryFrom<String> for $t {
+            type Error = String;
+            fn try_from(text: String) -> Result<$t, String> {
+                $t::parse(&text)
+            }
+        }
+    )*};
+}
+from_text!(Checkpoint, CellDuration, CpuList);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_value_holds_its_range_and_says_so() {
+        assert_eq!(Checkpoint::parse("250ms").unwrap().ns(), 250_000_000);
+        assert_eq!(Checkpoint::parse("1h").unwrap().ns(), Checkpoint::MAX_NS);
+        let e = Checkpoint::parse("50ms").unwrap_err();
+        assert!(e.starts_with("50.000ms is outside 100ms..1h") || e.contains("outside 100ms..1h"), "{e}");
+        assert!(Checkpoint::parse("2h").is_err() && Checkpoint::parse("soon").is_err());
+        assert_eq!(CellDuration::parse("2").unwrap().ns(), 2_000_000_000);
+        assert_eq!(CellDuration::parse("1500ms").unwrap().ns(), 1_500_000_000);
+        assert!(CellDuration::parse("500ms").unwrap_err().contains("must be at least 1s"));
+        assert_eq!(CpuList::parse("0,2-3").unwrap().cpus(), &[0, 2, 3]);
+        assert!(CpuList::parse("x").unwrap_err().contains("(e.g. 0,2-3)"));
+        assert_eq!(CpuList::of(Vec::new()), None);
+    }
+}
