@@ -372,7 +372,7 @@ fn the_late_periods_profile_names_the_slow_function() {
     let notes = doc["run"]["notes"].to_string();
     let thread = profile["threads"]
         .as_array()
-        .and_then(|ts| ts.iter().find(|t| t["tid"].to_string() == pid))
+        .and_then(|ts| ts.iter().find(|t| t["tid"].as_i64() == pid.parse().ok()))
         .unwrap_or_else(|| panic!("no profile of thread {pid}: {profile:#}; the run's notes: {notes}"));
     let n = |k: &str| thread[k].as_u64().unwrap();
     let (late, on_time) = (n("late_periods"), n("on_time_periods"));
