@@ -248,7 +248,8 @@ impl Profiler {
             notes.push(format!("{n} watched threads were not sampled: {why}"));
         }
         if let Some(u) = self.symbols.unwound() {
-            notes.push(u);
+            // Here the reader unwinds, as it reads each sample.
+            notes.push(u.replace("in the symbols thread", "in rtscope's reader"));
         }
         notes.extend(self.symbols.all_notes());
         let (event, blind_spot) = self.event.unwrap_or_default();
