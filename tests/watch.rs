@@ -299,3 +299,122 @@ fn run_watch_measures_the_thread_under_each_load() {
         );
     }
 }
+
+/// `watch --sample-hz`: a program built as programs are (`cc -O2 -g`, no
+/// frame-pointer flag; tests/data/watch/latecall.c), SCHED_FIFO 80 on the
+/// last CPU, every 10.333 ms (no multiple of anything rtscope uses), one
+/// period in ten calling `slow_path` (4 ms of clock_gettime() loop: a
+/// response well above the 2 ms deadline) and the others `fast_path`
+/// (150 us), 300 periods. Watched by pid at 2 kHz of its CPU time: the late
+/// periods rtscope counts are the program's slow ones (none missed, a few
+/// more allowed where the host stalled a fast one past its deadline:
+/// at most as many as the program itself saw late, and a few), and its
+/// stored profile names `slow_path` over-represented in them (on enough
+/// samples, nearly all of them late) and `fast_path` not.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn the_late_periods_profile_names_the_slow_function() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/watch/latecall.c");
+    let exe = fx.dir.join("latecall");
+    // No frame-pointer flag: as a distribution builds it.
+    match Command::new("cc").args(["-O2", "-g", "-o"]).arg(&exe).arg(&src).output() {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("cc could not build {}: {}", src.display(), text(&o)),
+        Err(e) => {
+            has(&format!("cc ({e})"), false);
+            return;
+        }
+    }
+    let (go, log) = (fx.dir.join("go"), fx.dir.join("latecall.log"));
+    let (periods, period_ns, deadline_ns) = (300u64, 10_333_000u64, 2_000_000u64);
+    /// Killed however the test ends.
+    struct Killed(Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let cpu = last_cpu().to_string();
+    let mut prog = Killed(
+        Command::new(&exe)
+            .args([&cpu, "80", &period_ns.to_string(), &periods.to_string(), "4000000", "150000"])
+            .arg(deadline_ns.to_string())
+            .args([&go, &log])
+            .spawn()
+            .expect("start the program"),
+    );
+    let pid = prog.0.id().to_string();
+    // Its policy set before it is watched (it waits for `go`).
+    let until = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.split(' ').nth(40) == Some("1")) {
+        if let Ok(Some(status)) = prog.0.try_wait() {
+            panic!("the program ended: {status}");
+        }
+        assert!(Instant::now() < until, "the program did not become SCHED_FIFO in 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let child = watch(&fx, &["--pid", &pid, "--sample-hz", "2000", "--deadline", "2ms", "-D", "7s"]);
+    wait_for_run(&fx.db, child.id());
+    std::fs::write(&go, "").unwrap();
+    let status = prog.0.wait().unwrap();
+    assert!(status.success(), "the program: {status}");
+    let own = std::fs::read_to_string(&log).unwrap();
+    let own: Vec<u64> = own.split_whitespace().map(|n| n.parse().unwrap()).collect();
+    let (slow, own_late) = (own[1], own[2]);
+    assert_eq!((own[0], slow), (periods, periods / 10));
+    let doc = finish(&fx, child);
+    let profile = &doc["trace"]["watch_profile"];
+    let notes = doc["run"]["notes"].to_string();
+    let thread = profile["threads"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["tid"].as_i64() == pid.parse().ok()))
+        .unwrap_or_else(|| panic!("no profile of thread {pid}: {profile:#}; the run's notes: {notes}"));
+    let n = |k: &str| thread[k].as_u64().unwrap();
+    let (late, on_time) = (n("late_periods"), n("on_time_periods"));
+    eprintln!(
+        "program: {periods} periods, {slow} slow, {own_late} late by its own clock; rtscope: {late} late periods ({} \
+         samples), {on_time} on time ({} samples), {} unsorted, {} lost",
+        n("late_samples"),
+        n("on_time_samples"),
+        n("unsorted_samples"),
+        n("lost")
+    );
+    // Every slow period is late (4 ms of work against a 2 ms deadline);
+    // lost trace events may leave one out. A fast one only where the host
+    // held the program past its deadline, which its own clock sees too.
+    assert!(late + 2 >= slow, "{late} late periods, {slow} slow: {thread:#}; notes: {notes}");
+    assert!(late <= own_late.max(slow) + 3 + periods / 50, "{late} late periods, {own_late} late by its own clock");
+    assert!(on_time + late >= periods * 9 / 10, "{on_time} on time: {thread:#}");
+    let row = |table: &str, f: &str| thread[table].as_array().unwrap().iter().find(|r| r["function"] == f).cloned();
+    let slow_row = row("inclusive", "slow_path").unwrap_or_else(|| panic!("no slow_path: {thread:#}"));
+    eprintln!("slow_path: {slow_row}");
+    // Some 8 samples a slow period at 2 kHz of its CPU time: judged on a
+    // third of that, as a loaded host may take the cycles' rate down.
+    assert_eq!(slow_row["over"], true, "{slow_row}");
+    let (in_late, in_time) = (slow_row["late"].as_u64().unwrap(), slow_row["on_time"].as_u64().unwrap());
+    assert!(in_late >= slow * 8 / 3, "{in_late} late samples in slow_path for {slow} slow periods: {thread:#}");
+    assert!(in_time * 20 <= in_late, "slow_path has {in_time} on-time samples against {in_late} late");
+    assert!(slow_row["ratio"].as_f64().unwrap() >= 3.0, "{slow_row}");
+    // Some 70 samples in 270 fast periods, nearly all on time.
+    let fast = row("inclusive", "fast_path").unwrap_or_else(|| panic!("no fast_path: {thread:#}"));
+    eprintln!("fast_path: {fast}");
+    assert_eq!(fast["over"], false, "{fast}");
+    assert!(fast["on_time"].as_u64().unwrap() >= 5 && fast["ratio"].as_f64().unwrap() < 1.0, "{fast}");
+    assert!(
+        thread["late_folded"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["stack"].as_str().unwrap().contains("main;slow_path")),
+        "the late stacks, unwound through the vDSO and the C library: {:#}",
+        thread["late_folded"]
+    );
+    // The text report shows the table.
+    let shown = text(&rtscope(&["show", "last", "--db", &fx.db]));
+    assert!(shown.contains("watch profile:") && shown.contains("slow_path (latecall)"), "{shown}");
+}

@@ -62,6 +62,13 @@ pub struct WatchArgs {
         value_parser = clap::value_parser!(u64).range(1..=10000)
     )]
     pub episodes: u64,
+    /// Sample each watched thread HZ times a second of its CPU time with perf_event_open (bound to the thread, not
+    /// to a CPU; kernel and user stacks, user stacks unwound with the program's own unwind tables), and set the
+    /// functions of its late periods (response above --deadline, or wake-up latency above --cause-threshold) against
+    /// its on-time ones (`rtscope show RUN`, the JSON's trace.watch_profile, the HTML report's flame graph). 0: off,
+    /// the default
+    #[arg(long, value_name = "HZ", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=20000))]
+    pub sample_hz: u64,
     /// The CPUs of rtscope's reader [default: the CPUs not watched (--cpus) and their SMT siblings, where there are
     /// any]
     #[arg(long, value_name = "LIST")]
@@ -112,6 +119,15 @@ impl WatchArgs {
             if v == Some(0) {
                 bail!("{flag} must be longer than 0 (e.g. {flag} 1ms)");
             }
+        }
+        if self.sample_hz > 0
+            && self.deadline.is_none()
+            && self.cause_threshold.is_none()
+            && !self.policy.contains(&WatchPolicy::Deadline)
+        {
+            bail!(
+                "--sample-hz sets each thread's late periods against its on-time ones: say what is late with                  --deadline DUR (its response) or --cause-threshold DUR (its wake-up latency), e.g. --deadline 1ms"
+            );
         }
         // pid_max: no id above it can exist (4194304 where it cannot be read).
         let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
@@ -167,6 +183,7 @@ impl WatchArgs {
             max_episodes: self.episodes as usize,
             buffer_kb: (self.trace_buffer / 1024) as u64,
             max_threads: self.max_threads as usize,
+            sample_hz: self.sample_hz,
             classify_all: false,
             until_stopped: false,
         };
@@ -230,6 +247,11 @@ mod tests {
         assert!(e.contains("--comm"), "{e}");
         let e = parse(&["--deadline", "0"]).err().unwrap().to_string();
         assert!(e.contains("--deadline"), "{e}");
+        let e = parse(&["--sample-hz", "2000", "--policy", "fifo"]).err().unwrap().to_string();
+        assert!(e.contains("--sample-hz") && e.contains("--deadline DUR"), "{e}");
+        let (s, _) = parse(&["--sample-hz", "2000", "--deadline", "2ms"]).unwrap();
+        assert_eq!(s.sample_hz, 2000);
+        assert!(parse(&["--sample-hz", "20001", "--deadline", "2ms"]).is_err());
         assert!(parse(&["--reader-priority", "100"]).is_err());
     }
 

@@ -5,13 +5,15 @@
 //! and per run, the functions over-represented inside episodes.
 
 use anyhow::Result;
-use rtscope_model::episode::{CodeStack, Episode, Frame, TraceSummary};
+use rtscope_model::episode::{CodeStack, Episode, Frame, LateRow, TraceSummary, WatchProfile};
 use std::io::Write;
 
 /// Frames printed per stack (the JSON has them all).
 const FRAMES: usize = 14;
 /// Rows of a window's sample table.
 const ROWS: usize = 8;
+/// Rows of a watched thread's late-period tables (the JSON has more).
+const LATE_ROWS: usize = 10;
 
 fn us(ns: u64) -> String {
     format!("{:.1}us", ns as f64 / 1000.0)
@@ -130,6 +132,9 @@ pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> 
             p.event, p.hz, p.samples, p.in_episodes, p.lost, p.blind_spot
         )?;
     }
+    if let Some(p) = &t.watch_profile {
+        write_watch_profile(p, out)?;
+    }
     if let Some(m) = t.markers.as_ref().filter(|m| !m.list.is_empty() || m.dropped > 0) {
         let more = if m.dropped > 0 { format!(" ({} more not kept)", m.dropped) } else { String::new() };
         writeln!(
@@ -138,6 +143,72 @@ pub fn write_run_code_head(t: &TraceSummary, out: &mut dyn Write) -> Result<()> 
              perfetto` shows them on the timeline",
             m.list.len()
         )?;
+    }
+    Ok(())
+}
+
+/// `watch --sample-hz`: per watched thread, the functions of its late
+/// periods against its on-time ones, by any frame and by the innermost.
+pub fn write_watch_profile(p: &WatchProfile, out: &mut dyn Write) -> Result<()> {
+    writeln!(
+        out,
+        "watch profile: {} at {} Hz of each watched thread's CPU time; a period is late with {}; it cannot see {}",
+        p.event, p.hz, p.late_when, p.blind_spot
+    )?;
+    for t in &p.threads {
+        let load = t.load.as_ref().map(|l| format!(" [{l}]")).unwrap_or_default();
+        writeln!(
+            out,
+            "  {}{load}: {} late periods ({} samples), {} on time ({} samples); {} samples in no period seen whole, {} \
+             lost",
+            t.thread, t.late_periods, t.late_samples, t.on_time_periods, t.on_time_samples, t.unsorted_samples, t.lost
+        )?;
+        if t.late_samples < p.min_late {
+            writeln!(
+                out,
+                "    too few late samples ({} of at least {}) to call a function over-represented",
+                t.late_samples, p.min_late
+            )?;
+        }
+        if t.late_samples == 0 {
+            continue;
+        }
+        let table = |title: &str, rows: &[LateRow], out: &mut dyn Write| -> Result<()> {
+            writeln!(out, "    {title}")?;
+            writeln!(
+                out,
+                "    {:>7} {:>7} {:>7} {:>8} {:>7}       function (module)",
+                "late", "on-time", "late%", "on-time%", "ratio"
+            )?;
+            for r in rows.iter().take(LATE_ROWS) {
+                writeln!(
+                    out,
+                    "    {:>7} {:>7} {:>7.1} {:>8.1} {:>7.1} {:<5} {} ({})",
+                    r.late,
+                    r.on_time,
+                    100.0 * r.late_share,
+                    100.0 * r.on_time_share,
+                    r.ratio,
+                    if r.over { "over" } else { "" },
+                    r.function,
+                    r.module
+                )?;
+            }
+            Ok(())
+        };
+        table("by any frame (inclusive): share of the late samples against the on-time ones", &t.inclusive, out)?;
+        table("by innermost function", &t.leaf, out)?;
+    }
+    if p.threads.iter().any(|t| t.late_samples > 0) {
+        writeln!(
+            out,
+            "  over: at least {} late samples and {}x the function's on-time share (on-time counted at least once)",
+            p.min_late,
+            WatchProfile::MIN_RATIO
+        )?;
+    }
+    for n in &p.notes {
+        writeln!(out, "  profiler: {n}")?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! each frame as wide as its samples, kernel frames orange, user frames
 //! yellow, a tooltip with the count.
 
-use super::doc::{Block, Section};
+use super::doc::{Block, Section, Table};
 use super::judged::Analysed;
 use super::svg::esc;
 use rtscope_model::episode::{Episode, Frame, top_causes};
@@ -141,8 +141,75 @@ fn draw(n: &Node, x0: f64, scale: f64, total: u64, level: usize, y: f64, out: &m
     }
 }
 
-/// The report's section: a flame graph per top cause that has code.
+/// The report's sections: a flame graph per top cause that has code, and
+/// per watched thread sampled (`watch --sample-hz`) one of its late
+/// periods.
 pub fn sections(a: &Analysed, p: &str) -> Vec<Section> {
+    let mut out = cause_sections(a, p);
+    out.extend(watch_section(a, p));
+    out
+}
+
+/// `watch --sample-hz`: per sampled thread with late samples, its
+/// functions over-represented in late periods and a flame graph of the
+/// late periods' stacks.
+fn watch_section(a: &Analysed, p: &str) -> Option<Section> {
+    let w = a.run.trace.as_ref()?.watch_profile.as_ref()?;
+    let mut sec = Section::new(format!("{p}-watch-flame"), "The code of the watched threads' late periods");
+    sec.push(Block::Para(format!(
+        "{} at {} Hz of each watched thread's CPU time; a period is late with {}. A function is over-represented with \
+         at least {} late samples and {}x its share of the on-time samples.",
+        w.event,
+        w.hz,
+        w.late_when,
+        w.min_late,
+        rtscope_model::episode::WatchProfile::MIN_RATIO
+    )));
+    for (i, t) in w.threads.iter().enumerate().filter(|(_, t)| t.late_samples > 0) {
+        let load = t.load.as_ref().map(|l| format!(" under {l}")).unwrap_or_default();
+        let mut table = Table::new(
+            ["function (any frame)", "module", "", "late", "on time", "late %", "on-time %", "ratio"]
+                .map(String::from)
+                .to_vec(),
+            3,
+        );
+        for r in t.inclusive.iter().take(10) {
+            table.row(vec![
+                r.function.clone(),
+                r.module.clone(),
+                if r.over { "over".into() } else { String::new() },
+                r.late.to_string(),
+                r.on_time.to_string(),
+                format!("{:.1}", 100.0 * r.late_share),
+                format!("{:.1}", 100.0 * r.on_time_share),
+                format!("{:.1}", r.ratio),
+            ]);
+        }
+        sec.push(Block::Para(format!(
+            "{}{load}: {} late periods ({} samples) against {} on time ({} samples).",
+            t.thread, t.late_periods, t.late_samples, t.on_time_periods, t.on_time_samples
+        )));
+        sec.push(Block::Table(table));
+        let stacks: Vec<(String, u64)> = t.late_folded.iter().map(|f| (f.stack.clone(), f.samples)).collect();
+        if !stacks.is_empty() {
+            sec.push(Block::Figure {
+                svg: svg(
+                    &format!("{p}-watch-flame-{i}"),
+                    &format!("{}{load}: {} samples in {} late periods", t.thread, t.late_samples, t.late_periods),
+                    &stacks,
+                ),
+                caption: format!(
+                    "{}{load}: the stacks of its late periods' samples, root at the bottom ([k]: kernel frames)",
+                    t.thread
+                ),
+            });
+        }
+    }
+    Some(sec)
+}
+
+/// A flame graph per top cause that has code.
+fn cause_sections(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
     if run.episodes.iter().all(|e| e.stack.is_none() && e.blocker.is_none() && e.samples.is_none()) {
         return Vec::new();
@@ -200,6 +267,35 @@ mod tests {
         assert!(s.contains("rgb(230,"), "kernel frames are orange");
         // Drawn data, as every plot of the report marks it.
         assert_eq!(s.matches("<rect class=\"series\"").count(), 5, "{s}");
+    }
+
+    /// A watched thread's late periods get their table and flame graph.
+    #[test]
+    fn a_watched_threads_late_periods_are_drawn() {
+        use rtscope_model::episode::{Folded, LateRow, ThreadProfile, WatchProfile};
+        let mut run = crate::report::fixtures::code_run();
+        run.episodes.clear();
+        let row =
+            LateRow { function: "slow_path".into(), module: "prog".into(), late: 40, over: true, ..Default::default() };
+        let thread = ThreadProfile {
+            thread: "loop (42)".into(),
+            late_periods: 5,
+            late_samples: 40,
+            inclusive: vec![row],
+            late_folded: vec![Folded { stack: "main;slow_path".into(), samples: 40 }],
+            ..Default::default()
+        };
+        run.trace.get_or_insert_with(Default::default).watch_profile =
+            Some(WatchProfile { threads: vec![thread], ..Default::default() });
+        let a = Analysed::new(&run, crate::judge::Asked::none(), None, None);
+        let secs = sections(&a, "r");
+        let sec = secs.iter().find(|s| s.id == "r-watch-flame").expect("the watch section");
+        let svg = sec.blocks.iter().find_map(|b| match b {
+            Block::Figure { svg, .. } => Some(svg.clone()),
+            _ => None,
+        });
+        assert!(svg.is_some_and(|s| s.contains("slow_path (40 samples, 100.0%)")));
+        assert!(sec.blocks.iter().any(|b| matches!(b, Block::Table(t) if t.rows[0][0] == "slow_path")));
     }
 
     #[test]

@@ -336,13 +336,46 @@ impl Attr {
     }
 }
 
+/// What a sampler samples: every task on a CPU, or one thread wherever it
+/// runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Cpu(usize),
+    Thread(i32),
+}
+
+impl Target {
+    /// `(pid, cpu)` as perf_event_open(2) takes them.
+    fn ids(self) -> (i32, i32) {
+        match self {
+            Target::Cpu(c) => (-1, c as i32),
+            Target::Thread(t) => (t, -1),
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Cpu(c) => write!(f, "CPU {c}"),
+            Target::Thread(t) => write!(f, "thread {t}"),
+        }
+    }
+}
+
 /// Opens the event `attr` on `cpu`, every task on it (pid -1), closed on exec.
 pub fn open(attr: &Attr, cpu: usize) -> std::io::Result<OwnedFd> {
+    open_on(attr, Target::Cpu(cpu))
+}
+
+/// Opens the event `attr` on `target`, closed on exec.
+fn open_on(attr: &Attr, target: Target) -> std::io::Result<OwnedFd> {
+    let (pid, cpu) = target.ids();
     // SAFETY: attr is a valid, initialised perf_event_attr of the size it
-    // states; pid -1 with a cpu counts or samples every task on that CPU.
-    let fd = unsafe {
-        libc::syscall(libc::SYS_perf_event_open, attr as *const Attr, -1i32, cpu as i32, -1i32, PERF_FLAG_FD_CLOEXEC)
-    };
+    // states; pid -1 with a cpu counts or samples every task on that CPU,
+    // a tid with cpu -1 that thread on any CPU.
+    let fd =
+        unsafe { libc::syscall(libc::SYS_perf_event_open, attr as *const Attr, pid, cpu, -1i32, PERF_FLAG_FD_CLOEXEC) };
     if fd < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -406,6 +439,16 @@ impl Sampler {
     /// takes them (else without, and the sampler says why). `ring_pages`:
     /// data pages, a power of two.
     pub fn open(cpu: usize, hz: u64, ring_pages: usize) -> Result<Sampler, String> {
+        Sampler::open_on(Target::Cpu(cpu), hz, ring_pages)
+    }
+
+    /// [`Sampler::open`] bound to thread `tid` wherever it runs (its samples
+    /// only while it runs).
+    pub fn open_thread(tid: i32, hz: u64, ring_pages: usize) -> Result<Sampler, String> {
+        Sampler::open_on(Target::Thread(tid), hz, ring_pages)
+    }
+
+    fn open_on(cpu: Target, hz: u64, ring_pages: usize) -> Result<Sampler, String> {
         let hz = hz.clamp(1, 100_000);
         let plain = Attr {
             size: std::mem::size_of::<Attr>() as u32,
@@ -441,7 +484,7 @@ impl Sampler {
     }
 
     /// [`Sampler::open`] with `base` (its sample type, registers and stack).
-    fn open_with(cpu: usize, hz: u64, ring_pages: usize, base: Attr) -> Result<Sampler, String> {
+    fn open_with(cpu: Target, hz: u64, ring_pages: usize, base: Attr) -> Result<Sampler, String> {
         let clock_period = clock_period_ns(hz);
         let mut hw = Attr {
             kind: PERF_TYPE_HARDWARE,
@@ -459,7 +502,8 @@ impl Sampler {
         // Cycles with the flags register, else cycles alone (a PMU whose
         // driver refuses the interrupt registers), else cpu-clock.
         let plain = Attr { sample_type: hw.sample_type & !SAMPLE_REGS_INTR, sample_regs_intr: 0, ..hw };
-        let hardware = open(&hw, cpu).map(|fd| (fd, regs_intr)).or_else(|_| open(&plain, cpu).map(|fd| (fd, false)));
+        let hardware =
+            open_on(&hw, cpu).map(|fd| (fd, regs_intr)).or_else(|_| open_on(&plain, cpu).map(|fd| (fd, false)));
         let mut software_because = None;
         let (fd, source, regs_intr) = match hardware {
             Ok((fd, regs_intr)) => (fd, Source::Cycles, regs_intr),
@@ -471,13 +515,12 @@ impl Sampler {
                     sample_period_or_freq: clock_period,
                     ..base
                 };
-                let fd = open(&sw, cpu).map_err(|e| {
-                    format!("perf_event_open (cpu-clock on CPU {cpu}) failed: {e}{}", privilege_fix(&e))
-                })?;
+                let fd = open_on(&sw, cpu)
+                    .map_err(|e| format!("perf_event_open (cpu-clock on {cpu}) failed: {e}{}", privilege_fix(&e)))?;
                 (fd, Source::CpuClock, false)
             }
         };
-        let ring = Ring::map(&fd, ring_pages, &format!("CPU {cpu}"))?;
+        let ring = Ring::map(&fd, ring_pages, &cpu.to_string())?;
         let layout = Layout {
             regs_user: base.sample_type & SAMPLE_REGS_USER != 0,
             stack_user: base.sample_type & SAMPLE_STACK_USER != 0,

@@ -137,6 +137,7 @@ pub fn summarize(
         stacks: None,
         profile: None,
         markers: inst.markers.then(|| report.markers.clone()),
+        watch_profile: None,
     };
     let mut notes = Vec::new();
     let sym_notes = code.symbols.notes;

@@ -684,6 +684,17 @@ impl Symbols {
         (user, by)
     }
 
+    /// A profiler sample's user frames, unwound as [`Symbols::sample_stack`]
+    /// does but not named (addresses, innermost first): for a caller that
+    /// counts stacks and names each distinct one later. Its process's maps
+    /// are read first where they do not hold its address.
+    pub fn unwind_sample(&mut self, s: &PerfSample) -> Vec<u64> {
+        if let Some(a) = s.stack.as_ref().map(|st| st.ip).or(s.user.first().copied()).filter(|&a| unwind::user(a)) {
+            self.maps.seen_at(s.pid, a);
+        }
+        self.unwind.user(&mut self.maps, s.pid, s.stack.as_deref(), &s.user).0
+    }
+
     /// A profiler sample as stacks, named.
     pub fn sample_stack(&mut self, s: &PerfSample, comm: &str) -> CodeStack {
         let kernel = self.kernel(&s.kernel);

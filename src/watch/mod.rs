@@ -42,6 +42,7 @@ const GRACE_NS: u64 = 5_000_000;
 const EXIT_CHECK_NS: u64 = 1_000_000_000;
 
 mod identity;
+mod profile;
 #[cfg(test)]
 use identity::read_trim;
 pub use identity::{Filter, Identity, identify, scan};
@@ -65,6 +66,9 @@ pub struct Settings {
     pub buffer_kb: u64,
     /// Threads with series at most (each costs about [`THREAD_BYTES`]).
     pub max_threads: usize,
+    /// Samples per second of each watched thread's CPU time (0: none):
+    /// its late periods' functions against its on-time ones.
+    pub sample_hz: u64,
     /// Every wake-up above the cause threshold is explained and its class
     /// counted, not only the worst kept (`monitor --watch`'s counters).
     #[serde(skip)]
@@ -109,7 +113,22 @@ impl Settings {
         if let Some(c) = self.cause_threshold_ns {
             out += &format!("; causes above {}", rtscope_model::units::human(c));
         }
+        if self.sample_hz > 0 {
+            out += &format!("; sampled at {} Hz", self.sample_hz);
+        }
         out
+    }
+
+    /// What makes a period late (`--sample-hz`), in words.
+    fn late_when(&self) -> String {
+        let mut when = vec![match self.deadline_ns {
+            Some(d) => format!("its response above the deadline {}", rtscope_model::units::human(d)),
+            None => "its response above its own SCHED_DEADLINE deadline".to_string(),
+        }];
+        if let Some(c) = self.cause_threshold_ns {
+            when.push(format!("its wake-up latency above the cause threshold {}", rtscope_model::units::human(c)));
+        }
+        when.join(", or ")
     }
 }
 
@@ -160,6 +179,8 @@ struct Watched {
     misses: u64,
     /// Wake-ups whose switch onto a CPU was not traced.
     unmatched: u64,
+    /// The wake-up latency of its activation in progress.
+    last_latency: u64,
     found_ns: u64,
     exited_ns: Option<u64>,
 }
@@ -178,6 +199,7 @@ impl Watched {
             deadline_ns,
             misses: 0,
             unmatched: 0,
+            last_latency: 0,
             found_ns: now,
             exited_ns: None,
         }
@@ -263,6 +285,8 @@ struct Threads<'a> {
     found_at_start: usize,
     /// Threads that ran beyond --max-threads.
     over_max: u64,
+    /// `--sample-hz`: each watched thread's sampler.
+    profiler: Option<profile::Profiler>,
 }
 
 impl<'a> Threads<'a> {
@@ -278,6 +302,7 @@ impl<'a> Threads<'a> {
             tracker: Tracker::default(),
             found_at_start: found.len(),
             over_max: 0,
+            profiler: (settings.sample_hz > 0).then(|| profile::Profiler::new(settings.sample_hz)),
         };
         for id in found {
             t.take(id, start, None);
@@ -288,6 +313,9 @@ impl<'a> Threads<'a> {
     /// Watches `id` from `now`; `running`: on a CPU since then.
     fn take(&mut self, id: Identity, now: u64, running: Option<u64>) {
         self.tracker.watch(id.tid, running);
+        if let Some(p) = &mut self.profiler {
+            p.add(id.tid, id.pid, id.label());
+        }
         self.by_tid.insert(id.tid, self.list.len());
         self.list.push(Watched::new(id, now, self.settings.deadline_ns));
     }
@@ -370,6 +398,7 @@ impl<'a> Threads<'a> {
                 if let Some(r) = recs {
                     r[0].record(ran_ns, lat);
                 }
+                t.last_latency = lat;
                 t.activations += 1;
                 if !t.cpus.contains(&(cpu as usize)) {
                     t.cpus.push(cpu as usize);
@@ -394,7 +423,12 @@ impl<'a> Threads<'a> {
                     r[2].record(end_ns, runtime_ns);
                     r[3].record(end_ns, response);
                 }
-                t.misses += u64::from(t.deadline_ns.is_some_and(|d| response > d));
+                let missed = t.deadline_ns.is_some_and(|d| response > d);
+                t.misses += u64::from(missed);
+                if let Some(p) = &mut self.profiler {
+                    let slow = self.settings.cause_threshold_ns.is_some_and(|c| t.last_latency > c);
+                    p.period(tid, release_ns, end_ns, missed || slow);
+                }
             }
         }
         Ok(())
@@ -633,6 +667,7 @@ impl Watch {
             out.store_error = Some(e);
         }
         threads.check_exits(clock::now(), true);
+        let profile = threads.profiler.take().map(|p| p.finish(settings.late_when(), load));
         drop(causes.tx);
         drain_writer(&mut writer, &mut out);
         let wall_ns = clock::now().saturating_sub(wall0);
@@ -659,6 +694,19 @@ impl Watch {
         let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false, CodeReport::default());
         out.notes = threads.notes(&summary, wall_ns);
         out.notes.extend(trace_notes);
+        if let Some(p) = &profile {
+            out.notes.push(format!(
+                "watch: {} threads sampled at {} Hz ({}); {} late periods ({}) against {} on time",
+                p.threads.len(),
+                p.hz,
+                p.event,
+                p.threads.iter().map(|t| t.late_periods).sum::<u64>(),
+                p.late_when,
+                p.threads.iter().map(|t| t.on_time_periods).sum::<u64>()
+            ));
+        }
+        let mut summary = summary;
+        summary.watch_profile = profile;
         out.trace = Some(summary);
         Ok(out)
     }
@@ -780,6 +828,10 @@ fn follow(
         let pass_start = clock::now();
         causes.pass_start = pass_start;
         feed.drain(&instance.layout);
+        // The samples up to now, before the events that end their periods.
+        if let Some(p) = &mut threads.profiler {
+            p.drain();
+        }
         let watermark = if last { u64::MAX } else { pass_start.saturating_sub(GRACE_NS) };
         let names = Names { decoder: &feed.decoder, policy: &policy };
         current.fill(0);

@@ -74,6 +74,7 @@ fn a_thread_left_is_looked_at_again_when_the_trace_shows_it_otherwise() {
         max_episodes: 0,
         buffer_kb: 0,
         max_threads: 4,
+        sample_hz: 0,
         classify_all: false,
         until_stopped: false,
     };

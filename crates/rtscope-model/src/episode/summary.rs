@@ -2,6 +2,7 @@
 //! the profiler, the episodes by kind; and how two cells' summaries add up.
 
 use super::cause::{Cause, CauseKind, main_cause};
+use super::code::Folded;
 use serde::{Deserialize, Serialize};
 
 /// What the tracer did during a run, stored with it.
@@ -38,6 +39,113 @@ pub struct TraceSummary {
     /// and in runs stored before they were kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub markers: Option<Markers>,
+    /// `watch --sample-hz`: each watched thread's samples in its late
+    /// periods against its on-time ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watch_profile: Option<WatchProfile>,
+}
+
+/// `watch --sample-hz`: a profiler bound to each watched thread (not to a
+/// CPU), its samples sorted by the period (activation) they fell in: late
+/// (its response above the deadline, or its wake-up latency above the
+/// cause threshold) or on time.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WatchProfile {
+    /// `cycles (hardware, NMI)` or `cpu-clock (software, timer interrupt)`.
+    pub event: String,
+    pub hz: u64,
+    /// What its samples cannot see.
+    pub blind_spot: String,
+    /// What made a period late, in words.
+    pub late_when: String,
+    /// A function is called over-represented on at least this many late
+    /// samples and [`WatchProfile::MIN_RATIO`] times its on-time share.
+    pub min_late: u64,
+    pub threads: Vec<ThreadProfile>,
+    pub notes: Vec<String>,
+}
+
+impl WatchProfile {
+    pub const MIN_LATE: u64 = 5;
+    pub const MIN_RATIO: f64 = 2.0;
+}
+
+/// One watched thread's profile.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ThreadProfile {
+    pub tid: i64,
+    pub pid: i64,
+    /// `comm (tid)`.
+    pub thread: String,
+    /// The assessment's load, in a cell of `rtscope run --watch`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
+    /// Periods (activations seen whole) late and on time.
+    pub late_periods: u64,
+    pub on_time_periods: u64,
+    /// Samples in them; samples in no activation seen whole (before the
+    /// first, in the last, or lost events) are `unsorted`.
+    pub late_samples: u64,
+    pub on_time_samples: u64,
+    pub unsorted_samples: u64,
+    /// Samples the kernel could not hand over (the thread's ring full).
+    pub lost: u64,
+    /// By innermost function, and by any frame (inclusive), most
+    /// over-represented first.
+    pub leaf: Vec<LateRow>,
+    pub inclusive: Vec<LateRow>,
+    /// The late periods' stacks, folded root first, for a flame graph.
+    pub late_folded: Vec<Folded>,
+}
+
+/// A function's samples in late periods against on-time ones.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LateRow {
+    pub function: String,
+    pub module: String,
+    pub late: u64,
+    pub on_time: u64,
+    /// Its share of the late samples, and of the on-time samples.
+    pub late_share: f64,
+    pub on_time_share: f64,
+    /// late_share / on_time_share, on-time counted at least once.
+    pub ratio: f64,
+    /// At least [`WatchProfile::MIN_LATE`] late samples and a ratio of at
+    /// least [`WatchProfile::MIN_RATIO`].
+    pub over: bool,
+}
+
+impl LateRow {
+    /// The rows of `(function, module) -> [late, on_time]`: those with at
+    /// least 1 % of either side's samples; the over-represented first,
+    /// most first, then the others by their samples (so that the code of
+    /// the on-time periods shows beside it), at most `max`.
+    pub fn rank(by_fn: Vec<((String, String), [u64; 2])>, late: u64, on_time: u64, max: usize) -> Vec<LateRow> {
+        let mut rows: Vec<LateRow> = by_fn
+            .into_iter()
+            .map(|((function, module), [l, o])| {
+                let late_share = if late > 0 { l as f64 / late as f64 } else { 0.0 };
+                let on_time_share = if on_time > 0 { o as f64 / on_time as f64 } else { 0.0 };
+                let ratio = late_share / (o.max(1) as f64 / on_time.max(1) as f64);
+                let over = l >= WatchProfile::MIN_LATE && ratio >= WatchProfile::MIN_RATIO;
+                LateRow { function, module, late: l, on_time: o, late_share, on_time_share, ratio, over }
+            })
+            .filter(|r| r.late_share >= 0.01 || r.on_time_share >= 0.01)
+            .collect();
+        rows.sort_by(|a, b| {
+            let by_ratio = if a.over && b.over { b.ratio.total_cmp(&a.ratio) } else { std::cmp::Ordering::Equal };
+            b.over
+                .cmp(&a.over)
+                .then(by_ratio)
+                .then((b.late + b.on_time).cmp(&(a.late + a.on_time)))
+                .then(a.function.cmp(&b.function))
+        });
+        rows.truncate(max);
+        rows
+    }
 }
 
 /// The markers of a run, in time order: the first [`Markers::MAX`], and
@@ -293,6 +401,15 @@ impl TraceSummary {
         }
         if let Some(b) = &other.markers {
             self.markers.get_or_insert_with(Markers::default).extend(b.list.iter().cloned(), b.dropped);
+        }
+        // Each cell's threads apart (each carries its load).
+        match (&mut self.watch_profile, &other.watch_profile) {
+            (Some(a), Some(b)) => {
+                a.threads.extend(b.threads.iter().cloned());
+                a.notes.extend(b.notes.iter().filter(|n| !a.notes.contains(n)).cloned().collect::<Vec<_>>());
+            }
+            (None, Some(b)) => self.watch_profile = Some(b.clone()),
+            _ => {}
         }
     }
 }
