@@ -126,7 +126,8 @@ impl WatchArgs {
             && !self.policy.contains(&WatchPolicy::Deadline)
         {
             bail!(
-                "--sample-hz sets each thread's late periods against its on-time ones: say what is late with                  --deadline DUR (its response) or --cause-threshold DUR (its wake-up latency), e.g. --deadline 1ms"
+                "--sample-hz sets each thread's late periods against its on-time ones: say what is late with \
+                 --deadline DUR (its response) or --cause-threshold DUR (its wake-up latency), e.g. --deadline 1ms"
             );
         }
         // pid_max: no id above it can exist (4194304 where it cannot be read).
