@@ -10,7 +10,7 @@ import re
 import statistics
 import sys
 
-from latency import merged
+from latency import merged, p50_of, rtla_hist
 
 
 def rtscope_wakeup(path):
@@ -20,17 +20,6 @@ def rtscope_wakeup(path):
     n = sum(r["count"] for r in rows)
     mean = sum(r["count"] * r["mean_ns"] for r in rows) / max(n, 1)
     return mean / 1000, merged(doc)[0] / 1000, n
-
-
-def p50_of(counts):
-    """The median of {value: count}, at the bucket's middle (v + 0.5)."""
-    total = sum(counts.values())
-    seen = 0
-    for v in sorted(counts):
-        seen += counts[v]
-        if seen >= total / 2:
-            return v + 0.5
-    return float("nan")
 
 
 def cyclictest(path):
@@ -52,27 +41,8 @@ def cyclictest(path):
 def timerlat(path):
     """(thread mean us, thread p50 us, irq mean us, samples) of rtla
     timerlat hist's output, CPUs merged."""
-    cols, thr, summary = [], {}, {}
-    for line in open(path):
-        f = line.split()
-        if not f or f[0].startswith("#"):
-            continue
-        if f[0] == "Index":
-            cols = f[1:]
-        elif f[0].isdigit() and cols:
-            v = int(f[0])
-            thr[v] = thr.get(v, 0) + sum(int(x) for c, x in zip(cols, f[1:]) if c.startswith("Thr"))
-        elif f[0].rstrip(":") in ("count", "avg") and cols:
-            summary[f[0].rstrip(":")] = dict(zip(cols, f[1:]))
-    count, avg = summary.get("count", {}), summary.get("avg", {})
-
-    def mean(kind):
-        keys = [c for c in cols if c.startswith(kind) and count.get(c, "0").isdigit()]
-        n = sum(int(count[c]) for c in keys)
-        return sum(int(count[c]) * float(avg.get(c, 0)) for c in keys) / max(n, 1), n
-
-    tmean, n = mean("Thr")
-    return tmean, p50_of(thr) if thr else float("nan"), mean("IRQ")[0], n
+    h = rtla_hist(path)
+    return h["Thr"][0], h["Thr"][1], h["IRQ"][0], h["Thr"][2]
 
 
 def noise(path):
