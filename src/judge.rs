@@ -172,6 +172,21 @@ impl Asked {
             })
     }
 
+    /// The overall verdict of `verdicts`, as the summary's first line
+    /// gives it: failed where one failed, else not enough data where one
+    /// had too little, else passed. (Whether the gate passes is
+    /// [`Asked::fails`]: `--allow-insufficient` lets too little data pass.)
+    pub fn overall(verdicts: &[verdict::Verdict]) -> verdict::Status {
+        let has = |s: verdict::Status| verdicts.iter().any(|v| v.status == s);
+        if has(verdict::Status::Fail) {
+            verdict::Status::Fail
+        } else if has(verdict::Status::NotEnoughData) {
+            verdict::Status::NotEnoughData
+        } else {
+            verdict::Status::Pass
+        }
+    }
+
     /// The line that says why a gate with not enough data did not pass,
     /// if it did not for that reason.
     pub fn short_note(&self, verdicts: &[verdict::Verdict]) -> Option<String> {

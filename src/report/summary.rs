@@ -166,12 +166,10 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> (Outcome, String) {
     let count = |s: Status| verdicts.iter().filter(|v| v.status == s).count();
     let (fail, none, pass) = (count(Status::Fail), count(Status::NotEnoughData), count(Status::Pass));
     let n = verdicts.len();
-    let overall = if fail > 0 {
-        Outcome::Fail
-    } else if none > 0 {
-        Outcome::NotEnoughData
-    } else {
-        Outcome::Pass
+    let overall = match crate::judge::Asked::overall(verdicts) {
+        Status::Fail => Outcome::Fail,
+        Status::NotEnoughData => Outcome::NotEnoughData,
+        Status::Pass => Outcome::Pass,
     };
     let mut parts = Vec::new();
     if fail > 0 {
@@ -188,12 +186,8 @@ pub fn verdict_counts(verdicts: &[Verdict]) -> (Outcome, String) {
 
 fn verdict(j: Judgement) -> VerdictSummary {
     let vs = j.verdicts;
-    let (overall, counts) = verdict_counts(vs);
-    let outcome = match overall {
-        Outcome::Pass => Status::Pass,
-        Outcome::Fail => Status::Fail,
-        Outcome::NotEnoughData => Status::NotEnoughData,
-    };
+    let outcome = crate::judge::Asked::overall(vs);
+    let (_, counts) = verdict_counts(vs);
     let decided =
         vs.iter().find(|v| v.status == Status::Fail).or_else(|| vs.iter().find(|v| v.status == Status::NotEnoughData));
     let decided_by = decided.map(|v| {
