@@ -155,17 +155,11 @@ impl MonitorArgs {
             args.extend(own);
             let traceable = rtscope_model::descriptor::find(name)
                 .is_some_and(|d| !matches!(d.trace, rtscope_model::descriptor::Trace::No));
-            let given = registry::Given {
-                owner: "the monitor",
-                cpus: self.cpus.clone(),
-                duration_ns: None,
-                checkpoint: self.checkpoint,
-                trace: self.trace && traceable,
-                db: self.db.clone(),
-                quiet: true,
-                dma_latency: self.dma_latency,
-            };
-            match registry::build(registry::find(name)?, &args, &given)? {
+            match registry::build(
+                registry::find(name)?,
+                &args,
+                &self.given(self.cpus.clone(), self.trace && traceable),
+            )? {
                 Built::PerCpu(mut common, probe) => {
                     // Judged on what the flags came to, however spelled
                     // (`-D5s`, `--duration=5s`, `-D 5s`).
@@ -218,6 +212,22 @@ impl MonitorArgs {
 }
 
 impl MonitorArgs {
+    /// What the monitor gives each probe it builds, typed: its checkpoint,
+    /// store and C-state setting, `cpus` and `trace`; no duration (it runs
+    /// until stopped).
+    fn given(&self, cpus: Option<CpuList>, trace: bool) -> registry::Given {
+        registry::Given {
+            owner: "the monitor",
+            cpus,
+            duration_ns: None,
+            checkpoint: self.checkpoint,
+            trace,
+            db: self.db.clone(),
+            quiet: true,
+            dma_latency: self.dma_latency,
+        }
+    }
+
     /// `--watch`'s specs as `rtscope watch` takes them, at the monitor's
     /// checkpoint and store; None without --watch.
     fn watch_settings(&self) -> Result<Option<crate::watch::Settings>> {
@@ -225,17 +235,7 @@ impl MonitorArgs {
             return Ok(None);
         }
         let args = super::watch_args(&self.watch).map_err(|e| anyhow!("{e:#}"))?;
-        let given = registry::Given {
-            owner: "the monitor",
-            cpus: None,
-            duration_ns: None,
-            checkpoint: self.checkpoint,
-            trace: false,
-            db: self.db.clone(),
-            quiet: true,
-            dma_latency: self.dma_latency,
-        };
-        let mut cell = registry::watch_cell(&args, &given).map_err(|e| anyhow!("--watch: {e:#}"))?;
+        let mut cell = registry::watch_cell(&args, &self.given(None, false)).map_err(|e| anyhow!("--watch: {e:#}"))?;
         cell.settings.classify_all = true;
         cell.settings.until_stopped = true;
         Ok(Some(cell.settings))
