@@ -216,12 +216,12 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
             series: all.iter().map(|s| &s.report).collect(),
             stages: stages.iter().map(|s| &s.report).collect(),
             misses: misses_json(misses),
-            summary: Some(crate::report::summary_of(&run, &asked, &verdicts)).filter(|s| !s.is_empty()),
+            summary: Some(crate::report::Summary::of(&run, &asked, &verdicts)).filter(|s| !s.is_empty()),
             judged,
         })?;
     } else {
         let mut out = std::io::stdout().lock();
-        let answer = crate::report::summary_of(&run, &asked, &verdicts);
+        let answer = crate::report::Summary::of(&run, &asked, &verdicts);
         text::write_run(
             &run,
             &all,

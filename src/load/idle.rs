@@ -8,7 +8,7 @@ pub struct Idle;
 
 impl Workload for Idle {
     fn name(&self) -> &'static str {
-        "idle"
+        rtscope_model::run::IDLE_LOAD
     }
     fn about(&self) -> &'static str {
         "nothing: the machine as it is (the baseline)"

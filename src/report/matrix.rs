@@ -9,15 +9,9 @@ use anyhow::Result;
 use rtscope_model::characterisation::Characterisation;
 use rtscope_model::descriptor;
 use rtscope_model::episode::Stages;
-use rtscope_model::hist::Tally;
-use rtscope_model::run::{Run, Series};
+use rtscope_model::run::{Run, Series, farthest, pooled};
 use rtscope_model::units::us_i;
 use std::io::Write;
-
-/// Whether `run` is an assessment (rows with loads) or a loads-only run.
-pub fn is_matrix(run: &Run) -> bool {
-    run.series.iter().any(|s| s.key.load.is_some()) || !run.characterisation.is_empty()
-}
 
 /// A table of the assessment: a title, a first column of labels, then a
 /// column per load. Text and document reports render the same grid.
@@ -70,22 +64,6 @@ fn write_grid(out: &mut dyn Write, g: &Grid) -> Result<()> {
     Ok(())
 }
 
-/// The loads in the plan's order (then any other seen).
-pub fn loads(run: &Run) -> Vec<String> {
-    let mut out: Vec<String> = run.plan["assessment"]["loads"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|l| l["load"].as_str().map(String::from)).collect())
-        .unwrap_or_default();
-    for s in &run.series {
-        if let Some(l) = &s.key.load
-            && !out.contains(l)
-        {
-            out.push(l.clone());
-        }
-    }
-    out
-}
-
 /// (probe, metric) rows: the plan's probes and their metrics in order, the
 /// stages after their probe's own metrics.
 fn rows(run: &Run) -> Vec<(String, String)> {
@@ -121,29 +99,10 @@ fn label(probe: &str, metric: &str) -> String {
     format!("{probe} {metric}{}", descriptor::find(probe).map_or("", |d| d.row_suffix))
 }
 
-/// The series of one row and load, every CPU together; None when nothing
-/// was recorded there.
-pub(super) fn pooled(list: &[&Series]) -> Option<Tally> {
-    let mut iter = list.iter().filter(|s| s.total().count() > 0);
-    let mut t = iter.next()?.total().clone();
-    for s in iter {
-        t.merge(s.total());
-    }
-    Some(t)
-}
-
-/// The worst case of a row: the sample farthest from zero, with its sign.
-/// For an unsigned metric it is the maximum; for a signed one (sleep
-/// deviation, timer drift) an early wake-up or a negative drift of a
-/// larger magnitude than the latest sample shows as a negative value.
-pub(super) fn farthest(min_ns: i64, max_ns: i64) -> i64 {
-    if min_ns.unsigned_abs() > max_ns.unsigned_abs() { min_ns } else { max_ns }
-}
-
 /// The matrix tables of an assessment: worst case, then p99.9; none
 /// without series.
 pub fn matrix_grids(run: &Run) -> Vec<Grid> {
-    let loads = loads(run);
+    let loads = run.loads();
     if run.series.is_empty() {
         return Vec::new();
     }
@@ -382,6 +341,7 @@ pub fn write_score(run: &Run, out: &mut dyn Write) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtscope_model::hist::Tally;
     use rtscope_model::run::{Interval, SeriesKey};
 
     /// A series of `values` on `cpu` under `load` (signed when any is negative).

@@ -324,9 +324,9 @@ pub fn colour_on_stdout() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// The summary of `input`'s run (see `summary.rs`): with the verdicts it
-/// was judged with (`rtscope run`), else judged here against the
-/// requirements stored with it, else the yardstick.
+/// The summary of `input`'s run (decided in `judge::answer`): with the
+/// verdicts it was judged with (`rtscope run`), else judged here against
+/// the requirements stored with it, else the yardstick.
 fn run_summary(input: &Input) -> Result<summary::Summary> {
     let run = input.run()?;
     if let Some(j) = input.judged {
@@ -334,21 +334,7 @@ fn run_summary(input: &Input) -> Result<summary::Summary> {
         let judgement = summary::Judgement { from, against: j.against.clone(), verdicts: j.verdicts };
         return Ok(summary::Summary::new(run, Some(judgement)));
     }
-    let asked = crate::judge::asked(run, &RequireSpec::default(), true)?;
-    let (verdicts, _) = crate::judge::judge(run, &asked, None);
-    Ok(summary_of(run, &asked, &verdicts))
-}
-
-/// The summary of `run` judged against `asked` with `verdicts` (nothing
-/// judged when nothing was asked: `--profile none`).
-pub fn summary_of(
-    run: &Run,
-    asked: &crate::judge::Asked,
-    verdicts: &[rtscope_model::analysis::verdict::Verdict],
-) -> Summary {
-    let judgement =
-        (!asked.reqs.is_empty()).then(|| summary::Judgement { from: asked.source, against: asked.what(), verdicts });
-    Summary::new(run, judgement)
+    Summary::as_stored(run)
 }
 
 /// The line after a stored run: where it is and what to run next on it

@@ -65,7 +65,7 @@ pub fn schedulability(a: &Analysed, p: &str) -> Vec<Section> {
          (error rate x releases per hour) caps the probability of a deadline miss per hour.",
         set.origin(),
         s.error_rate,
-        if super::matrix::loads(a.run).is_empty() { "" } else { " and load" }
+        if a.run.loads().is_empty() { "" } else { " and load" }
     )));
     sec.push(verdict_block(&s.verdict));
     sec.push(Block::Para(

@@ -8,7 +8,7 @@
 
 use super::doc::{Block, Chapter, Outcome, Section, Table};
 use super::judged::{self, Analysed, requirement_ns, threshold_applies};
-use super::matrix::{Grid, characterisation_grid, is_matrix, matrix_grids, matrix_legend, score_line};
+use super::matrix::{Grid, characterisation_grid, matrix_grids, matrix_legend, score_line};
 use super::schedule;
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{
@@ -75,7 +75,7 @@ pub fn chapter(a: &Analysed, prefix: &str) -> Chapter {
 /// metric, a curve per load, the requirement drawn).
 fn summary(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
-    let s = super::summary_of(run, &a.asked, &a.verdicts);
+    let s = super::Summary::of(run, &a.asked, &a.verdicts);
     if s.is_empty() {
         return Vec::new();
     }
@@ -225,7 +225,7 @@ fn grid_table(g: &Grid, first: &str) -> Table {
 /// metric (rows) under every load (columns), and the CPU score.
 fn matrix(a: &Analysed, p: &str) -> Vec<Section> {
     let run = a.run;
-    if !is_matrix(run) {
+    if !run.is_matrix() {
         return Vec::new();
     }
     let grids = matrix_grids(run);
@@ -581,7 +581,7 @@ fn osbench(a: &Analysed, p: &str) -> Vec<Section> {
     if list.is_empty() {
         return Vec::new();
     }
-    let loads = super::matrix::loads(run);
+    let loads = run.loads();
     let by_load = list.iter().any(|s| s.key.load.is_some());
     let mut sec = Section::new(format!("{p}-osbench"), "osbench: OS services (us per operation)");
     sec.push(Block::Para(OSBENCH_LEGEND.into()));

@@ -113,11 +113,7 @@ impl Format for Text {
             write_machine(run, out)?;
         }
         // An assessment: the answer first, then the detail tables.
-        let answer = if super::matrix::is_matrix(run) {
-            Some(super::run_summary(input)?).filter(|s| !s.is_empty())
-        } else {
-            None
-        };
+        let answer = if run.is_matrix() { Some(super::run_summary(input)?).filter(|s| !s.is_empty()) } else { None };
         write_summary(run, answer.as_ref(), input.colour, out)?;
         Ok(Written::default())
     }
@@ -172,7 +168,7 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
         super::summary::write_text(a, out, colour)?;
         super::summary::write_details_rule(out)?;
     }
-    if super::matrix::is_matrix(run) {
+    if run.is_matrix() {
         super::matrix::write_score(run, out)?;
         super::matrix::write_matrix(run, out)?;
         super::matrix::write_characterisation(run, out)?;

@@ -483,6 +483,50 @@ impl Run {
     pub fn results(&self) -> Vec<ResultRow> {
         self.series.iter().map(Series::result).collect()
     }
+
+    /// Whether the run is an assessment (series under loads) or a
+    /// loads-only run (`rtscope load`), rather than one probe's run.
+    pub fn is_matrix(&self) -> bool {
+        self.series.iter().any(|s| s.key.load.is_some()) || !self.characterisation.is_empty()
+    }
+
+    /// The loads in the plan's order (then any other seen in the series).
+    pub fn loads(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.plan["assessment"]["loads"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|l| l["load"].as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        for s in &self.series {
+            if let Some(l) = &s.key.load
+                && !out.contains(l)
+            {
+                out.push(l.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The name of the load that is no load: the machine as it is.
+pub const IDLE_LOAD: &str = "idle";
+
+/// The series of `list` merged into one tally (every CPU together); None
+/// when none has a sample.
+pub fn pooled(list: &[&Series]) -> Option<Tally> {
+    let mut iter = list.iter().filter(|s| s.total().count() > 0);
+    let mut t = iter.next()?.total().clone();
+    for s in iter {
+        t.merge(s.total());
+    }
+    Some(t)
+}
+
+/// The worst case of a series: the sample farthest from zero, with its
+/// sign. For an unsigned metric it is the maximum; for a signed one (sleep
+/// deviation, timer drift) an early wake-up or a negative drift of a
+/// larger magnitude than the latest sample shows as a negative value.
+pub fn farthest(min_ns: i64, max_ns: i64) -> i64 {
+    if min_ns.unsigned_abs() > max_ns.unsigned_abs() { min_ns } else { max_ns }
 }
 
 #[cfg(test)]

@@ -183,11 +183,8 @@ impl CurvesAsked {
 
 /// The loads of `of` in the plan's order; None for a run without loads.
 fn curve_loads(run: &Run, of: &[&SeriesAnalysis]) -> Vec<Option<String>> {
-    let mut loads: Vec<Option<String>> = crate::report::matrix::loads(run)
-        .into_iter()
-        .filter(|l| of.iter().any(|s| s.key.load.as_ref() == Some(l)))
-        .map(Some)
-        .collect();
+    let mut loads: Vec<Option<String>> =
+        run.loads().into_iter().filter(|l| of.iter().any(|s| s.key.load.as_ref() == Some(l))).map(Some).collect();
     if of.iter().any(|s| s.key.load.is_none()) {
         loads.push(None);
     }

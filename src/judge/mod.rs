@@ -4,7 +4,11 @@
 //! it comes from; every measured series analysed once; the verdicts, the
 //! schedulability, and the keys a judged run's JSON ends with. Domain types
 //! in, no clap: `--profile` / `--require` arrive as a [`RequireSpec`],
-//! `--tasks` / `--error-rate` as a [`TasksSpec`].
+//! `--tasks` / `--error-rate` as a [`TasksSpec`]. The answer a report
+//! opens with (the overall verdict, the worst load and its cause, what to
+//! do next) is decided here too, in [`answer`].
+
+pub mod answer;
 
 use anyhow::{Result, anyhow, bail};
 use rtscope_model::analysis::misses::{self, MissPrediction, TaskModel};
@@ -628,7 +632,7 @@ mod tests {
 
     #[test]
     fn requirements_come_from_the_flags_else_the_run_else_the_yardstick() {
-        let mut run = rtscope_model::export::read_json(include_str!("../tests/data/report-run.json"), "fixture")
+        let mut run = rtscope_model::export::read_json(include_str!("../../tests/data/report-run.json"), "fixture")
             .expect("the fixture reads");
         let none = RequireSpec::default();
         let flags = RequireSpec { requires: vec!["wakeup.latency.max < 1ms".into()], ..Default::default() };
