@@ -88,16 +88,13 @@ pub struct AnalyzeArgs {
     /// A run id, or `last`.
     #[arg(default_value = "last")]
     pub run: String,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: super::JsonArgs,
     /// The tail threshold: auto (the highest value leaving at least 100 exceedances) or a duration.
     #[arg(long, value_name = "DUR|auto", default_value = "auto", value_parser = threshold)]
     pub threshold: Threshold,
-    /// What "per day" and "per week" of the expected worst cases mean: hours of use a day and days a week, e.g.
-    /// 8h/day,5d/week, or continuous [default: the usage stored with the run, else continuous operation]
-    #[arg(long, value_name = "H/day,D/week", value_parser = super::usage)]
-    pub usage: Option<rtscope_model::analysis::usage::Usage>,
+    #[command(flatten)]
+    pub days: super::UsageArgs,
     #[command(flatten)]
     pub req: RequireArgs,
     #[command(flatten)]
@@ -159,9 +156,8 @@ pub struct TailArgs {
     /// The tail threshold: auto (the highest value leaving at least 100 exceedances) or a duration.
     #[arg(long, value_name = "DUR|auto", default_value = "auto", value_parser = threshold)]
     pub threshold: Threshold,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: super::JsonArgs,
 }
 
 #[derive(Args, Debug)]
@@ -199,9 +195,8 @@ pub struct MttfArgs {
     /// release jitter, wakeup.latency or task.release, else the run's first]
     #[arg(long, value_name = "PROBE.METRIC")]
     pub series: Option<String>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: super::JsonArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -224,9 +219,8 @@ pub struct RtaArgs {
     /// must name one]
     #[arg(long, value_name = "PROBE.METRIC")]
     pub series: Option<String>,
-    /// Print JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: super::JsonArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }

@@ -83,16 +83,16 @@ impl Cyclictest {
         }
         if self.histfile.is_some() {
             check_outputs(
-                &[("--histfile", self.histfile.as_deref()), ("--json", common.json.as_deref())],
+                &[("--histfile", self.histfile.as_deref()), ("--json", common.out.json.as_deref())],
                 &common.store.db,
             )?;
         }
         let mut common = common.clone();
         match self.affinity.as_deref() {
-            Some("") => common.cpus = None,
+            Some("") => common.measure.cpus = None,
             Some(list) => {
                 let list = rtscope_model::settings::CpuList::parse(list).map_err(|e| anyhow::anyhow!("-a: {e}"))?;
-                common.cpus = Some(list);
+                common.measure.cpus = Some(list);
             }
             None => {}
         }

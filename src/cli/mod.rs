@@ -18,7 +18,7 @@ use anyhow::{Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rtscope_model::analysis::usage::Usage;
-use rtscope_model::settings::{CellDuration, Checkpoint, CpuList};
+use rtscope_model::settings::{CellDuration, Checkpoint};
 use std::path::PathBuf;
 
 mod analyze;
@@ -28,6 +28,7 @@ mod monitor;
 mod osbench;
 mod probes;
 pub mod registry;
+mod shared;
 mod watch;
 pub use analyze::*;
 pub use fleet::{FleetSpec, PrometheusArgs};
@@ -35,6 +36,7 @@ pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
 pub use monitor::{MonitorArgs, MonitorPlan, monitor_probes};
 pub use osbench::*;
 pub use probes::*;
+pub use shared::*;
 pub use watch::*;
 
 const ABOUT: &str = "How real-time is this Linux machine, under the load it will really carry, and why not more?";
@@ -172,21 +174,10 @@ pub fn dur_above_0(s: &str) -> Result<u64, String> {
     }
 }
 
-/// The run store's path when neither `--db` nor `RTSCOPE_DB` gives one.
-pub const DEFAULT_DB: &str = "rtscope.db";
-
-#[derive(Args, Debug, Clone)]
-pub struct StoreArgs {
-    /// The run store (SQLite, created if missing); before or after the command.
-    #[arg(long, value_name = "PATH", default_value = DEFAULT_DB, env = "RTSCOPE_DB")]
-    pub db: PathBuf,
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
-    /// CPUs to measure, e.g. 0,2-3 [default: every online CPU that the cpuset of rtscope's cgroup allows]
-    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
-    pub cpus: Option<CpuList>,
+    #[command(flatten)]
+    pub measure: CpusArgs,
     /// Scheduling policy of the measuring threads.
     #[arg(long, value_enum, default_value = "fifo")]
     pub policy: Policy,
@@ -216,16 +207,10 @@ pub struct CommonArgs {
     /// microseconds, as there).
     #[arg(long, short = 'b', value_name = "DUR", value_parser = dur_us)]
     pub threshold: Option<u64>,
-    /// Also write the results as JSON to FILE ('-' for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
-    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
-    #[arg(long)]
-    pub no_dma_latency: bool,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    #[command(flatten)]
+    pub dma: DmaArgs,
     /// Allow settings that are usually mistakes (e.g. an interval below 50us).
     #[arg(long)]
     pub force: bool,
@@ -268,11 +253,8 @@ pub struct CommonArgs {
     /// running beside rtscope (trace-cmd, perf) sees it.
     #[arg(long)]
     pub tracemark: bool,
-    /// What "per day" and "per week" of the expected worst cases mean, stored with the run: hours of use a day and
-    /// days a week, e.g. 8h/day,5d/week (the WDM latency study's working day and week) [default: continuous
-    /// operation, 24h/day,7d/week]
-    #[arg(long, value_name = "H/day,D/week", value_parser = usage)]
-    pub usage: Option<Usage>,
+    #[command(flatten)]
+    pub days: UsageArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -327,29 +309,19 @@ pub struct RunArgs {
     /// The seed of --shuffle (stored with the run), to repeat an order.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// CPUs to measure [default: every online CPU that the cpuset of rtscope's cgroup allows]
-    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
-    pub cpus: Option<CpuList>,
-    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: the CPUs rtscope was started on]
-    #[arg(long, value_name = "LIST")]
-    pub load_cpus: Option<String>,
+    #[command(flatten)]
+    pub measure: CpusArgs,
+    #[command(flatten)]
+    pub loads_on: LoadCpusArgs,
     /// Trace the probes that can be traced (wakeup: its stages become rows of the matrix; cause episodes per load).
     #[arg(long)]
     pub trace: bool,
-    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
-    #[arg(long)]
-    pub no_dma_latency: bool,
-    /// Also write the results as JSON to FILE ('-' for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
-    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// What "per day" and "per week" of the expected worst cases mean, stored with the run (over the plan's usage
-    /// key): hours of use a day and days a week, e.g. 8h/day,5d/week [default: continuous operation]
-    #[arg(long, value_name = "H/day,D/week", value_parser = usage)]
-    pub usage: Option<Usage>,
+    #[command(flatten)]
+    pub dma: DmaArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    #[command(flatten)]
+    pub days: UsageArgs,
     // Stored with the run (over the plan's profiles and require keys): the verdicts are printed at the end, a failed
     // one exits with code 2, and `rtscope analyze` and `rtscope report` apply them without flags.
     #[command(flatten)]
@@ -370,16 +342,10 @@ pub struct LoadArgs {
     /// Stop after DUR (a bare number is seconds) [default: until Ctrl-C]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
     pub duration: Option<u64>,
-    /// CPUs the loads run on, unless a load names its own (@CPUS) [default: the CPUs rtscope was started on]
-    #[arg(long, value_name = "LIST")]
-    pub load_cpus: Option<String>,
-    /// Also write the run (its characterisation) as JSON to FILE ('-' for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// No progress, banner or warnings while measuring: only the summary at the end (as cyclictest -q and rtla
-    /// -q); with --json - only the JSON. The warnings are stored with the run (rtscope show).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub loads_on: LoadCpusArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -389,9 +355,8 @@ pub struct ShowArgs {
     /// A run id, or `last`.
     #[arg(default_value = "last")]
     pub run: String,
-    /// Print the common JSON shape instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: JsonArgs,
     /// Print every cause episode of a --trace run (worst first) and the top causes.
     #[arg(long)]
     pub episodes: bool,
@@ -442,10 +407,8 @@ pub struct ReportArgs {
     /// latency study draws its curves).
     #[arg(long, value_name = "AXIS", default_value = "buffers", value_parser = mttf_axis)]
     pub mttf_axis: report::tailplot::MttfAxis,
-    /// What "per day" and "per week" of the expected worst cases mean: hours of use a day and days a week, e.g.
-    /// 8h/day,5d/week, or continuous [default: the usage stored with the run, else continuous operation]
-    #[arg(long, value_name = "H/day,D/week", value_parser = usage)]
-    pub usage: Option<Usage>,
+    #[command(flatten)]
+    pub days: UsageArgs,
     #[command(flatten)]
     pub req: RequireArgs,
     // The Schedulability section's task set [default: the one stored with the run, if any].
@@ -466,9 +429,8 @@ pub struct CompareArgs {
     /// baseline.
     #[arg(required_unless_present = "prometheus", num_args = 2.., value_name = "RUN")]
     pub runs: Vec<String>,
-    /// Print the comparison as JSON instead of text.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub print: JsonArgs,
     /// Also write the comparison as a self-contained HTML page, with every run's exceedance curve overlaid.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
@@ -550,7 +512,7 @@ impl CommonArgs {
     pub fn take(&mut self, given: &registry::Given) -> Result<()> {
         let owner = given.owner;
         for (flag, set) in [
-            ("--cpus", self.cpus.is_some() && given.cpus.is_some()),
+            ("--cpus", self.measure.cpus.is_some() && given.cpus.is_some()),
             ("--duration", self.duration.is_some() && given.duration_ns.is_some()),
             ("--checkpoint", self.checkpoint.is_some()),
         ] {
@@ -559,7 +521,7 @@ impl CommonArgs {
             }
         }
         if given.cpus.is_some() {
-            self.cpus = given.cpus.clone();
+            self.measure.cpus = given.cpus.clone();
         }
         if given.duration_ns.is_some() {
             self.duration = given.duration_ns;
@@ -567,14 +529,14 @@ impl CommonArgs {
         self.checkpoint = Some(given.checkpoint);
         self.trace |= given.trace;
         self.store.db = given.db.clone();
-        self.quiet = given.quiet;
-        self.no_dma_latency |= !given.dma_latency;
+        self.out.quiet = given.quiet;
+        self.dma.no_dma_latency |= !given.dma_latency;
         Ok(())
     }
 
     /// Validates everything that can be checked before measuring.
     pub fn resolve(&self, kind: &str) -> Result<Common> {
-        let cpus = match &self.cpus {
+        let cpus = match &self.measure.cpus {
             Some(list) => cpu::selected("--cpus", list)?,
             None => cpu::measurable(),
         };
@@ -616,7 +578,7 @@ impl CommonArgs {
             )
             .map_err(anyhow::Error::msg)?;
         }
-        check_store_and_outputs(&self.store.db, &[("--json", self.json.as_deref())])?;
+        check_store_and_outputs(&self.store.db, &[("--json", self.out.json.as_deref())])?;
         Ok(Common {
             cpus,
             policy: self.policy,
@@ -627,9 +589,9 @@ impl CommonArgs {
             exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),
             threshold_ns: self.threshold,
             db: self.store.db.clone(),
-            json: self.json.clone(),
-            quiet: self.quiet,
-            dma_latency: !self.no_dma_latency,
+            json: self.out.json.clone(),
+            quiet: self.out.quiet,
+            dma_latency: !self.dma.no_dma_latency,
             kind: kind.into(),
             trace: self.trace.then(|| TraceOpts {
                 cause_threshold: self.cause_threshold.map_or(CauseThreshold::Adaptive, CauseThreshold::Fixed),
@@ -644,7 +606,7 @@ impl CommonArgs {
             warmup_ns: 0,
             instance: None,
             instances: self.instances.clone(),
-            usage: self.usage.unwrap_or_default(),
+            usage: self.days.usage.unwrap_or_default(),
         })
     }
 }

@@ -51,9 +51,8 @@ pub struct MonitorArgs {
     /// 'wakeup=--stacks off' keeps them off).
     #[arg(long)]
     pub trace: bool,
-    /// CPUs to measure, e.g. 1,3 [default: every online CPU that the cpuset of rtscope's cgroup allows]
-    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
-    pub cpus: Option<CpuList>,
+    #[command(flatten)]
+    pub measure: super::CpusArgs,
     /// Real-time priority of the measuring threads (SCHED_FIFO; noise one below).
     #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(2..=99))]
     pub priority: u8,
@@ -158,7 +157,7 @@ impl MonitorArgs {
             match registry::build(
                 registry::find(name)?,
                 &args,
-                &self.given(self.cpus.clone(), self.trace && traceable),
+                &self.given(self.measure.cpus.clone(), self.trace && traceable),
             )? {
                 Built::PerCpu(mut common, probe) => {
                     // Judged on what the flags came to, however spelled

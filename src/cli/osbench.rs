@@ -50,16 +50,10 @@ pub struct OsbenchArgs {
     /// Also write one CSV row per test (times in us) to FILE ('-' for stdout).
     #[arg(long, short = 'o', value_name = "FILE.csv")]
     pub output: Option<PathBuf>,
-    /// Also write the results as JSON to FILE ('-' for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// No progress or warnings while measuring: only the summary at the end (as cyclictest -q); with --json - or
-    /// --output - only that. The warnings are stored with the run (rtscope show).
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
-    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
-    #[arg(long)]
-    pub no_dma_latency: bool,
+    #[command(flatten)]
+    pub out: super::OutputArgs,
+    #[command(flatten)]
+    pub dma: super::DmaArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -74,14 +68,17 @@ impl OsbenchArgs {
             select(&self.test)?
         };
         let cpu_ = match self.cpu {
-            Some(c) => cpu::parse_selection("--cpu", &c.to_string())?[0],
+            Some(c) => {
+                cpu::check("--cpu", &[c])?;
+                c
+            }
             None => *cpu::home().last().unwrap_or(&0),
         };
         if self.other_cpu.is_some() && !self.cross_cpu {
             bail!("--other-cpu only means something with --cross-cpu");
         }
         if let Some(o) = self.other_cpu {
-            cpu::parse_selection("--other-cpu", &o.to_string())?;
+            cpu::check("--other-cpu", &[o])?;
         }
         if self.priorities != Priorities::Test && !tests.iter().any(|t| t.equal.is_some()) {
             bail!(
@@ -125,15 +122,15 @@ impl OsbenchArgs {
         let settings = self.settings(&[])?;
         check_store_and_outputs(
             &self.store.db,
-            &[("--json", self.json.as_deref()), ("--output", self.output.as_deref())],
+            &[("--json", self.out.json.as_deref()), ("--output", self.output.as_deref())],
         )?;
         Ok(Plan {
             settings,
             csv: self.output.clone(),
-            json: self.json.clone(),
+            json: self.out.json.clone(),
             db: self.store.db.clone(),
-            quiet: self.quiet,
-            dma_latency: !self.no_dma_latency,
+            quiet: self.out.quiet,
+            dma_latency: !self.dma.no_dma_latency,
         })
     }
 
@@ -142,8 +139,8 @@ impl OsbenchArgs {
         for (flag, given) in [
             ("--list", self.list),
             ("--output", self.output.is_some()),
-            ("--json", self.json.is_some()),
-            ("--no-dma-latency", self.no_dma_latency),
+            ("--json", self.out.json.is_some()),
+            ("--no-dma-latency", self.dma.no_dma_latency),
         ] {
             if given {
                 bail!(

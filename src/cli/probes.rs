@@ -456,7 +456,7 @@ impl ProbeArgs for NetlatArgs {
         check_duration_covers(&self.common, "--interval", self.interval)?;
         let common = self.common.resolve(kind)?;
         if let Some(c) = self.sender_cpu {
-            cpu::parse_selection("--sender-cpu", &c.to_string())?;
+            cpu::check("--sender-cpu", &[c])?;
         }
         let iface = match &self.path {
             NetPath::Iface(n) => Some(n.clone()),
@@ -468,7 +468,7 @@ impl ProbeArgs for NetlatArgs {
                     "--serve with --path netns: run the responder inside a namespace of your own instead (ip netns exec NS rtscope netlat --serve ...)"
                 );
             }
-            let cpu = match &self.common.cpus {
+            let cpu = match &self.common.measure.cpus {
                 Some(_) => common.cpus[0],
                 None => *common.cpus.last().unwrap_or(&0),
             };

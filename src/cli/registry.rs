@@ -86,14 +86,14 @@ pub fn build(d: &Descriptor, args: &[String], given: &Given) -> Result<Built> {
             build_probe(d, p)
         }
         Cmd::Osbench(mut a) => {
-            (a.store.db, a.quiet) = (given.db.clone(), given.quiet);
+            (a.store.db, a.out.quiet) = (given.db.clone(), given.quiet);
             a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe {}: {e:#}", d.name))
         }
         Cmd::Watch(mut a) => {
             if a.checkpoint.is_some() {
                 bail!("probe {}: --checkpoint is {}'s own setting, not a probe's", d.name, given.owner);
             }
-            (a.store.db, a.quiet, a.checkpoint) = (given.db.clone(), given.quiet, Some(given.checkpoint));
+            (a.store.db, a.out.quiet, a.checkpoint) = (given.db.clone(), given.quiet, Some(given.checkpoint));
             a.cell().map(|c| Built::Own(Box::new(c))).map_err(|e| anyhow!("probe {}: {e:#}", d.name))
         }
         _ => unreachable!("`rtscope {}` parses as itself", d.name),
@@ -117,7 +117,7 @@ pub fn watch_cell(args: &[String], given: &Given) -> Result<crate::watch::WatchC
         Cmd::Watch(mut a) => {
             let own = [
                 ("duration", a.duration.is_some()),
-                ("json", a.json.is_some()),
+                ("json", a.out.json.is_some()),
                 ("checkpoint", a.checkpoint.is_some()),
             ];
             for (key, set) in own {
@@ -125,7 +125,7 @@ pub fn watch_cell(args: &[String], given: &Given) -> Result<crate::watch::WatchC
                     bail!("{key} is {}'s own (give it to it, not in --watch)", given.owner);
                 }
             }
-            (a.store.db, a.quiet, a.checkpoint) = (given.db.clone(), given.quiet, Some(given.checkpoint));
+            (a.store.db, a.out.quiet, a.checkpoint) = (given.db.clone(), given.quiet, Some(given.checkpoint));
             a.cell()
         }
         _ => unreachable!("`rtscope watch` parses as itself"),

@@ -6,7 +6,7 @@ use crate::sys::{cpu, sched};
 use crate::watch::{Filter, Settings};
 use anyhow::{Result, bail};
 use rtscope_model::settings::Checkpoint;
-use std::path::PathBuf;
+use rtscope_model::settings::CpuList;
 
 /// A policy to watch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -37,8 +37,8 @@ pub struct WatchArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "fifo,rr,deadline")]
     pub policy: Vec<WatchPolicy>,
     /// Watch only threads that run on these CPUs, e.g. 2,3 [default: any]
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
+    pub cpus: Option<CpuList>,
     /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds) [default: until Ctrl-C]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
     pub duration: Option<u64>,
@@ -71,8 +71,8 @@ pub struct WatchArgs {
     pub sample_hz: u64,
     /// The CPUs of rtscope's reader [default: the CPUs not watched (--cpus) and their SMT siblings, where there are
     /// any]
-    #[arg(long, value_name = "LIST")]
-    pub reader_cpus: Option<String>,
+    #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
+    pub reader_cpus: Option<CpuList>,
     /// SCHED_FIFO priority of rtscope's reader (1..99) [default: SCHED_OTHER]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=99))]
     pub reader_priority: Option<u8>,
@@ -88,12 +88,8 @@ pub struct WatchArgs {
     /// Watch at most N threads (those first woken); each costs about 4 MB of memory (its series' histograms).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100000))]
     pub max_threads: u64,
-    /// Also write the results as JSON to FILE ('-' for stdout).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Nothing while watching: only the summary at the end.
-    #[arg(long, short = 'q')]
-    pub quiet: bool,
+    #[command(flatten)]
+    pub out: super::OutputArgs,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -108,8 +104,8 @@ pub struct ReaderPlace {
 
 impl WatchArgs {
     pub fn resolve(&self) -> Result<(Settings, ReaderPlace)> {
-        let cpus = self.cpus.as_deref().map(|l| cpu::parse_selection("--cpus", l)).transpose()?;
-        let reader_cpus = self.reader_cpus.as_deref().map(|l| cpu::parse_selection("--reader-cpus", l)).transpose()?;
+        let cpus = self.cpus.as_ref().map(|l| cpu::selected("--cpus", l)).transpose()?;
+        let reader_cpus = self.reader_cpus.as_ref().map(|l| cpu::selected("--reader-cpus", l)).transpose()?;
         if let Some(0) = self.duration {
             bail!("--duration must be longer than 0 (e.g. --duration 30s)");
         }
@@ -172,7 +168,7 @@ impl WatchArgs {
              --comm or --pid",
         )
         .map_err(anyhow::Error::msg)?;
-        check_store_and_outputs(&self.store.db, &[("--json", self.json.as_deref())])?;
+        check_store_and_outputs(&self.store.db, &[("--json", self.out.json.as_deref())])?;
         let settings = Settings {
             filter: Filter { pids: self.pid.clone(), comms: self.comm.clone(), tids: self.tid.clone(), policies, cpus },
             duration_ns: self.duration,

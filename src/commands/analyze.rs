@@ -191,9 +191,9 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     }
     opts.compute = a.compute.map(Compute::Fixed);
     opts.target_s = a.target as f64 / 1e9;
-    opts.usage = crate::judge::usage(&run, a.usage);
+    opts.usage = crate::judge::usage(&run, a.days.usage);
     // The MTTF cells' intervals are printed in the JSON only.
-    opts.mttf_intervals = a.json;
+    opts.mttf_intervals = a.print.json;
     let all = run_series(&run, &opts)?;
     if all.is_empty() {
         bail!("run {} holds no samples to analyze", run.header.id);
@@ -207,7 +207,7 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     let stages = stage_series(&run, &Options { periods: vec![], ..opts.clone() })?;
     // The line is cleared before the results are printed.
     drop(ticker);
-    if a.json {
+    if a.print.json {
         json_out(&RunAnalysis {
             run_id: run.header.id,
             kind: &run.header.kind,
@@ -270,7 +270,7 @@ fn tail(a: TailArgs) -> Result<i32> {
             s.report.tail_error.as_deref().unwrap_or("unknown reason")
         );
     };
-    if a.json {
+    if a.print.json {
         json_out(&TailOut { tail: t, stats: &s.report.stats })?;
     } else {
         let mut out = std::io::stdout().lock();
@@ -342,7 +342,7 @@ fn task_misses(a: &MttfArgs, r: &str) -> Result<i32> {
              whose settings would give them)"
         );
     }
-    if a.json {
+    if a.print.json {
         json_out(&misses_json(list))?;
     } else {
         text::write_misses(&list, &mut std::io::stdout().lock())?;
@@ -420,7 +420,7 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
         per_series: per.iter().map(|(l, m, _)| (l.clone(), m.clone())).collect(),
         curve,
     };
-    if a.json {
+    if a.print.json {
         json_out(&out)?;
     } else {
         let mut o = std::io::stdout().lock();
@@ -488,7 +488,7 @@ fn rta_cmd(a: RtaArgs) -> Result<i32> {
     let report = rta::analyze(&tasks);
     let pseudo_worst_case = pseudo.map(|(eps, lat, how)| rta::pseudo_worst_case(&tasks, &report, eps, lat, how));
     let out = RtaOut { report, pseudo_worst_case, misses: misses_json(observed.clone()) };
-    if a.json {
+    if a.print.json {
         json_out(&out)?;
     } else {
         let mut o = std::io::stdout().lock();

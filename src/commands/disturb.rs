@@ -12,7 +12,7 @@ use std::sync::atomic::AtomicBool;
 
 /// `rtscope disturb`.
 pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
-    cpu::parse_selection("--cpu", &a.cpu.to_string())?;
+    cpu::check("--cpu", &[a.cpu])?;
     if a.spin >= a.period {
         bail!("--spin ({}) must be shorter than --period ({})", units::human(a.spin), units::human(a.period));
     }

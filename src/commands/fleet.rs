@@ -66,7 +66,7 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
         interval_maxima_scraped: fleet.maxima_scraped,
         checkpoints_committed: fleet.checkpoints,
     };
-    let rep = FleetReport::new(&fleet.runs, source, &a.req.spec(), a.usage.unwrap_or(Usage::CONTINUOUS))?;
+    let rep = FleetReport::new(&fleet.runs, source, &a.req.spec(), a.days.usage.unwrap_or(Usage::CONTINUOUS))?;
     drop(ticker);
     let dest = out.unwrap_or(Path::new("-"));
     match kind {

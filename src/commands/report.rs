@@ -59,8 +59,13 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     let series: usize = runs.iter().map(|r| r.series.len()).sum();
     ticker.stage(format!("analysing {series} series, drawing the plots and writing {}", output.display()));
     let (req, tasks) = (a.req.spec(), a.sched.spec());
-    let input =
-        Input { req: Some(&req), tasks: Some(&tasks), mttf_axis: a.mttf_axis, usage: a.usage, ..Input::new(&runs) };
+    let input = Input {
+        req: Some(&req),
+        tasks: Some(&tasks),
+        mttf_axis: a.mttf_axis,
+        usage: a.days.usage,
+        ..Input::new(&runs)
+    };
     let written = report::write("--output", output, format, &input)?;
     ticker.done();
     // A requirement given or stored with a run failed: exit code 2, as analyze.
@@ -69,7 +74,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
 
 /// `rtscope compare`.
 pub fn compare(a: CompareArgs) -> Result<i32> {
-    if a.json && a.html.as_deref() == Some(std::path::Path::new("-")) {
+    if a.print.json && a.html.as_deref() == Some(std::path::Path::new("-")) {
         bail!("--json and --html - would both write to stdout: give --html a FILE");
     }
     if let Some(h) = a.html.as_deref() {
@@ -91,7 +96,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     });
     let cmp = report::Comparison::new(&runs, gate)?;
     drop(ticker);
-    if a.json {
+    if a.print.json {
         report::to_stdout(|out| cmp.write_json(out))?;
     } else if a.html.as_deref() != Some(std::path::Path::new("-")) {
         report::to_stdout(|out| cmp.write_text(out))?;

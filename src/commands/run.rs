@@ -19,13 +19,13 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     };
     // Flags are checked under their own names first.
     if let Some(text) = &a.loads {
-        let cpus = match &a.load_cpus {
-            Some(list) => cpu::parse_selection("--load-cpus", list)?,
+        let cpus = match &a.loads_on.load_cpus {
+            Some(list) => cpu::selected("--load-cpus", list)?,
             None => cpu::home(),
         };
         load::parse_list(text, &cpus, "--loads")?;
     }
-    if let Some(cpus) = &a.cpus {
+    if let Some(cpus) = &a.measure.cpus {
         cpu::selected("--cpus", cpus)?;
     }
     for p in a.probes.iter().flatten() {
@@ -59,42 +59,43 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         checkpoint: a.checkpoint,
         shuffle: a.shuffle.then_some(true),
         seed: a.seed,
-        cpus: a.cpus.clone(),
-        load_cpus: a.load_cpus.clone(),
+        cpus: a.measure.cpus.clone(),
+        load_cpus: a.loads_on.load_cpus.clone(),
         trace: a.trace.then_some(true),
         profiles: some(&a.req.profiles),
         require: some(&a.req.requires),
         allow_insufficient: a.req.allow_insufficient.then_some(true),
         tasks: a.sched.tasks.as_ref().map(|p| p.display().to_string()),
         error_rate: a.sched.error_rate,
-        usage: a.usage.map(|u| u.spec()),
+        usage: a.days.usage.map(|u| u.spec()),
         ..Default::default()
     };
     let any_flag = flags.probes.is_some() || flags.loads.is_some() || flags.duration.is_some();
     let origin = if any_flag { format!("{origin} with flags") } else { origin };
-    crate::cli::check_store_and_outputs(&a.store.db, &[("--json", a.json.as_deref())])?;
+    crate::cli::check_store_and_outputs(&a.store.db, &[("--json", a.out.json.as_deref())])?;
     let mut plan = assess::Plan::resolve(&base.overlay(flags), &origin, &a.store.db)?;
     // Each cell shows its progress unless the run is quiet.
     for b in &mut plan.probes {
         if let crate::cli::registry::Built::PerCpu(common, _) = b {
-            common.quiet = a.quiet;
+            common.quiet = a.out.quiet;
         }
     }
-    let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: a.no_dma_latency };
+    let opts =
+        assess::Options { db: a.store.db, json: a.out.json, quiet: a.out.quiet, no_dma_latency: a.dma.no_dma_latency };
     assess::run(plan, &opts, signal)
 }
 
 /// `rtscope load`: loads alone, characterised and stored.
 pub fn load(a: LoadArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
-    let cpus = match &a.load_cpus {
-        Some(list) => cpu::parse_selection("--load-cpus", list)?,
+    let cpus = match &a.loads_on.load_cpus {
+        Some(list) => cpu::selected("--load-cpus", list)?,
         None => cpu::home(),
     };
     let loads = load::parse_list(&a.loads, &cpus, "LOAD")?;
     if a.duration == Some(0) {
         bail!("--duration must be longer than 0 (e.g. --duration 30s)");
     }
-    crate::cli::check_store_and_outputs(&a.store.db, &[("--json", a.json.as_deref())])?;
-    let opts = assess::Options { db: a.store.db, json: a.json, quiet: a.quiet, no_dma_latency: true };
+    crate::cli::check_store_and_outputs(&a.store.db, &[("--json", a.out.json.as_deref())])?;
+    let opts = assess::Options { db: a.store.db, json: a.out.json, quiet: a.out.quiet, no_dma_latency: true };
     assess::loads_only(&loads, a.duration, &opts, signal)
 }

@@ -65,7 +65,7 @@ pub fn show(a: ShowArgs) -> Result<i32> {
     let run = store.load_run(store.resolve(&a.run)?)?;
     report::to_stdout(|out| {
         let input = Input::one(&run);
-        if a.json {
+        if a.print.json {
             report::JSON.write(&input, out).map(drop)
         } else if a.episodes {
             report::write_episodes(&run, out)

@@ -33,7 +33,7 @@ pub fn main(args: WatchArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         }
         None => "SCHED_OTHER".to_string(),
     };
-    if !args.quiet {
+    if !args.out.quiet {
         session.print_warnings();
         eprintln!(
             "rtscope watch: {} threads found; reader on CPUs {reader_cpus} at {reader_sched}; Ctrl-C ends",
@@ -47,7 +47,7 @@ pub fn main(args: WatchArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let outcome = watch.measure(&mut run, None, signal, None)?;
     let db = run.db.clone();
     let (loaded, exit_code) = super::finish_one(run, outcome, signal)?;
-    let files = [("--json", report::JSON, args.json.as_deref())];
+    let files = [("--json", report::JSON, args.out.json.as_deref())];
     super::write_run(&Input::one(&loaded), &files, &db)?;
     Ok(exit_code)
 }

@@ -159,6 +159,12 @@ pub fn selected(flag: &str, list: &rtscope_model::settings::CpuList) -> Result<V
     Ok(list.cpus().to_vec())
 }
 
+/// CPUs given as numbers (`flag`'s: `--cpu 1`), checked against the
+/// machine as [`selected`] checks a list.
+pub fn check(flag: &str, cpus: &[usize]) -> Result<()> {
+    check_selection(flag, cpus, &online(), cpuset().as_ref())
+}
+
 /// [`parse_selection`]'s check of `cpus` against the `online` CPUs and the
 /// cgroup's `cpuset`.
 fn check_selection(flag: &str, cpus: &[usize], online: &[usize], cpuset: Option<&Cpuset>) -> Result<()> {

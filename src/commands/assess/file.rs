@@ -31,7 +31,7 @@ pub struct PlanFile {
     /// Measured CPUs.
     pub cpus: Option<CpuList>,
     /// The loads' CPUs.
-    pub load_cpus: Option<String>,
+    pub load_cpus: Option<CpuList>,
     pub trace: Option<bool>,
     pub checkpoint: Option<Checkpoint>,
     /// Requirements stored with the run (as `--profile` and `--require`).

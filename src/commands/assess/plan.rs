@@ -95,14 +95,6 @@ pub(super) fn shuffled<T>(mut v: Vec<T>, seed: u64) -> Vec<T> {
     v
 }
 
-/// The CPUs a plan's `key` lists, or else `default`'s.
-fn cpu_list(list: Option<&str>, origin: &str, key: &str, default: fn() -> Vec<usize>) -> Result<Vec<usize>> {
-    match list {
-        Some(list) => cpu::parse_selection(&format!("{origin}: {key}"), list),
-        None => Ok(default()),
-    }
-}
-
 /// A plan's durations (ns), checked.
 struct Timing {
     cell_ns: u64,
@@ -297,7 +289,10 @@ impl Plan {
             Some(list) => cpu::selected(&format!("{origin}: cpus"), list)?,
             None => cpu::measurable(),
         };
-        let load_cpus = cpu_list(file.load_cpus.as_deref(), origin, "load_cpus", cpu::home)?;
+        let load_cpus = match &file.load_cpus {
+            Some(list) => cpu::selected(&format!("{origin}: load_cpus"), list)?,
+            None => cpu::home(),
+        };
         let Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint } = Timing::resolve(file, origin)?;
         let names = probe_names(file, origin)?;
         let trace = file.trace.unwrap_or(false);
