@@ -79,7 +79,7 @@ pub fn miss_predictions(run: &Run, all: &[SeriesAnalysis]) -> Vec<(String, MissP
             }
             let task = TaskModel::from_settings(settings(run, &a.key), &keys)?;
             let series = run.series.iter().find(|s| s.key == a.key)?;
-            let missed = series.extra.get(keys.missed).and_then(|m| m.as_u64()).unwrap_or(0);
+            let missed = keys.missed.get(&series.extra).and_then(|m| m.as_u64()).unwrap_or(0);
             let p = misses::predict(&a.obs, a.model.as_ref(), task, series.total().count(), missed);
             Some((label(a), p))
         })

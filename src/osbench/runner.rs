@@ -5,6 +5,7 @@
 
 use super::*;
 use crate::session::{CellOutcome, OpenRun, OwnCell};
+use rtscope_model::extra::osbench as osb;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
@@ -355,8 +356,8 @@ impl Bench<'_> {
             for k in members {
                 let Some(s) = stored[k].as_mut() else { continue };
                 let Some((ratio, rounds)) = paired(&medians[first.job], &medians[k]) else { continue };
-                s.extra.insert(
-                    "paired".into(),
+                osb::PAIRED.put(
+                    &mut s.extra,
                     json!({
                         "against": jobs[first.job].metric(),
                         "rounds": rounds,
@@ -514,24 +515,24 @@ impl Bench<'_> {
         store.commit_checkpoint(&[(sid, &iv)], &[(sid, &exc)])?;
         let below = below + prev.as_ref().map_or(0, |p| p.below);
         let mut extra = serde_json::Map::new();
-        extra.insert("test".into(), json!(t.id));
-        extra.insert("num".into(), json!(t.num()));
-        extra.insert("name".into(), json!(t.name));
-        extra.insert("group".into(), json!(t.group.name()));
-        extra.insert("ips".into(), json!(out.ips));
-        extra.insert("inter_process".into(), json!(t.inter));
-        extra.insert("cache_flush".into(), json!(job.flush));
-        extra.insert("cross_cpu".into(), json!(job.cross));
-        extra.insert("equal_priorities".into(), json!(job.equal));
+        osb::TEST.put(&mut extra, json!(t.id));
+        osb::NUM.put(&mut extra, json!(t.num()));
+        osb::NAME.put(&mut extra, json!(t.name));
+        osb::GROUP.put(&mut extra, json!(t.group.name()));
+        osb::IPS.put(&mut extra, json!(out.ips));
+        osb::INTER_PROCESS.put(&mut extra, json!(t.inter));
+        osb::CACHE_FLUSH.put(&mut extra, json!(job.flush));
+        osb::CROSS_CPU.put(&mut extra, json!(job.cross));
+        osb::EQUAL_PRIORITIES.put(&mut extra, json!(job.equal));
         if let Some((waiter, signaller)) = out.priorities {
-            extra.insert("priorities".into(), json!({ "waiter": waiter, "signaller": signaller }));
+            osb::PRIORITIES.put(&mut extra, json!({ "waiter": waiter, "signaller": signaller }));
         }
-        extra.insert("other_cpu".into(), if t.parties == ONE { Value::Null } else { json!(other) });
-        extra.insert("base_ns".into(), json!(out.base_ns));
-        extra.insert("last_ns".into(), json!(last.1));
-        extra.insert("below_base".into(), json!(below));
+        osb::OTHER_CPU.put(&mut extra, if t.parties == ONE { Value::Null } else { json!(other) });
+        osb::BASE.put(&mut extra, json!(out.base_ns));
+        osb::LAST.put(&mut extra, json!(last.1));
+        osb::BELOW_BASE.put(&mut extra, json!(below));
         if rounds > 0 {
-            extra.insert("rounds".into(), json!(rounds + 1));
+            osb::ROUNDS.put(&mut extra, json!(rounds + 1));
         }
         // The calls failed over every round, and each other note once.
         let failed = out.failed + prev.as_ref().map_or(0, |p| p.failed);
@@ -541,7 +542,7 @@ impl Bench<'_> {
         }
         let said: Vec<String> = harness::failed_note(failed).into_iter().chain(notes.iter().cloned()).collect();
         if !said.is_empty() {
-            extra.insert("note".into(), json!(said.join("; ")));
+            osb::NOTE.put(&mut extra, json!(said.join("; ")));
         }
         store.set_series_extra(sid, &extra)?;
         Ok(Stored { sid, rounds: rounds + 1, below, failed, notes, p50: tally.quantile(0.5), extra })

@@ -19,6 +19,7 @@ use crate::sys::{clock, sched::Policy};
 use crate::trace::ktracer::{CpuReader, KernelTracer, Rec, Setting, Tracer};
 use anyhow::{Result, anyhow};
 use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::extra::hwlat;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::units;
@@ -276,16 +277,16 @@ impl Probe for Hwlat {
     fn row_extras(&self, metric: usize, slots: &[u64], _total: &Tally) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         if metric == 0 {
-            m.insert("tracer_records".into(), slots[SLOT_READ].into());
-            m.insert("tracer_seq_max".into(), slots[SLOT_SEQ_MAX].into());
-            m.insert("nmi_count".into(), slots[SLOT_NMI_COUNT].into());
-            m.insert("nmi_ns".into(), slots[SLOT_NMI_NS].into());
-            m.insert("gaps".into(), slots[SLOT_GAPS].into());
-            m.insert("records_lost".into(), slots[SLOT_LOST].into());
+            hwlat::TRACER_RECORDS.put(&mut m, slots[SLOT_READ]);
+            hwlat::TRACER_SEQ_MAX.put(&mut m, slots[SLOT_SEQ_MAX]);
+            hwlat::NMI_COUNT.put(&mut m, slots[SLOT_NMI_COUNT]);
+            hwlat::NMI_NS.put(&mut m, slots[SLOT_NMI_NS]);
+            hwlat::GAPS.put(&mut m, slots[SLOT_GAPS]);
+            hwlat::RECORDS_LOST.put(&mut m, slots[SLOT_LOST]);
             // hwlat keeps its samples' microseconds in the instance's
             // maximum, which tracing_max_latency prints divided by 1000.
             if let Some(v) = slots[SLOT_KERNEL_MAX].checked_sub(1) {
-                m.insert("tracer_max_latency_file".into(), v.into());
+                hwlat::TRACER_MAX_LATENCY_FILE.put(&mut m, v);
             }
         }
         m

@@ -24,6 +24,7 @@ use crate::sys::clock;
 use crate::sys::tsc::{self, Calibration, Counter};
 use crate::trace::ktracer::{Rec, Setting, Source, Tracer};
 use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::extra::noise;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::units;
@@ -262,18 +263,15 @@ impl Probe for Noise {
         let active_ns = self.calibration.ns(slots[SLOT_ACTIVE]);
         let noise_ns = total.stats.sum;
         let mut m = serde_json::Map::new();
-        m.insert("active_ns".into(), active_ns.into());
-        m.insert("reference_ns".into(), r3(slots[SLOT_REFERENCE] as f64 / 1000.0 * ns_per_tick).into());
-        m.insert("threshold_ns".into(), r3(slots[SLOT_THRESHOLD] as f64 * ns_per_tick).into());
-        m.insert("noise_ns".into(), noise_ns.into());
+        noise::ACTIVE.put(&mut m, active_ns);
+        noise::REFERENCE.put(&mut m, r3(slots[SLOT_REFERENCE] as f64 / 1000.0 * ns_per_tick));
+        noise::THRESHOLD.put(&mut m, r3(slots[SLOT_THRESHOLD] as f64 * ns_per_tick));
+        noise::NOISE.put(&mut m, noise_ns);
         if active_ns > 0 {
-            m.insert("per_s".into(), r3(total.count() as f64 * 1e9 / active_ns as f64).into());
-            m.insert(
-                "available_pct".into(),
-                r3(100.0 * active_ns.saturating_sub(noise_ns) as f64 / active_ns as f64).into(),
-            );
+            noise::PER_S.put(&mut m, r3(total.count() as f64 * 1e9 / active_ns as f64));
+            noise::AVAILABLE.put(&mut m, r3(100.0 * active_ns.saturating_sub(noise_ns) as f64 / active_ns as f64));
         }
-        m.insert("iterations".into(), slots[SLOT_ITERATIONS].into());
+        noise::ITERATIONS.put(&mut m, slots[SLOT_ITERATIONS]);
         m
     }
 

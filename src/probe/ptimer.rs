@@ -39,6 +39,7 @@ use crate::sys::sched::Policy;
 use crate::sys::timers::{self, PosixTimer, ReservedSignals, SigSet, TimerFd};
 use anyhow::{Context, Result};
 use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::extra;
 use rtscope_model::hist::Tally;
 use rtscope_model::units;
 use serde::Serialize;
@@ -189,8 +190,8 @@ impl Probe for Ptimer {
 
     fn row_extras(&self, metric: usize, slots: &[u64], total: &Tally) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        m.insert("missed".into(), slots[metric].into());
-        m.insert("mean_abs_ns".into(), ((total.mean_abs() * 1000.0).round() / 1000.0).into());
+        extra::MISSED.put(&mut m, slots[metric]);
+        extra::MEAN_ABS.put(&mut m, (total.mean_abs() * 1000.0).round() / 1000.0);
         m
     }
 

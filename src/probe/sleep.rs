@@ -33,6 +33,7 @@ use crate::recorder::Recorder;
 use crate::sys::clock;
 use crate::sys::timers::{self, SleepApi, Sleeper};
 use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::extra::{self, sleep};
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::units;
@@ -141,10 +142,10 @@ impl Probe for Sleep {
 
     fn row_extras(&self, metric: usize, slots: &[u64], total: &Tally) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        m.insert("timer_slack_ns".into(), slots[SLOT_SLACK].into());
-        m.insert("mean_abs_ns".into(), ((total.mean_abs() * 1000.0).round() / 1000.0).into());
+        sleep::TIMER_SLACK.put(&mut m, slots[SLOT_SLACK]);
+        extra::MEAN_ABS.put(&mut m, (total.mean_abs() * 1000.0).round() / 1000.0);
         if slots[slot(metric, FAILED)] > 0 {
-            m.insert("failed_calls".into(), slots[slot(metric, FAILED)].into());
+            sleep::FAILED_CALLS.put(&mut m, slots[slot(metric, FAILED)]);
         }
         m
     }

@@ -28,6 +28,7 @@ use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
 use crate::sys::clock;
 use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::extra::{self, task};
 use rtscope_model::hist::Tally;
 use rtscope_model::units;
 use serde::Serialize;
@@ -152,8 +153,8 @@ impl Probe for Task {
 
     fn row_extras(&self, _metric: usize, slots: &[u64], _total: &Tally) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        m.insert("missed".into(), slots[0].into());
-        m.insert("allowed_ns".into(), self.allowed_ns().into());
+        extra::MISSED.put(&mut m, slots[0]);
+        task::ALLOWED.put(&mut m, self.allowed_ns());
         m
     }
 

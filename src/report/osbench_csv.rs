@@ -3,6 +3,7 @@
 use super::{Format, Input, Use, Written};
 use anyhow::Result;
 use rtscope_model::descriptor;
+use rtscope_model::extra::{Figure, osbench as osb};
 use rtscope_model::units;
 use serde_json::Value;
 use std::io::Write;
@@ -36,24 +37,24 @@ impl Format for OsbenchCsv {
         for s in run.series.iter().filter(|s| descriptor::per_test(&s.key.probe)) {
             let m = s.total().summary();
             let x =
-                |k: &str| s.extra.get(k).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string));
-            let last = s.extra.get("last_ns").and_then(Value::as_u64).unwrap_or(0);
-            let name = x("name").replace('"', "'");
+                |f: Figure| f.get(&s.extra).map_or(String::new(), |v| v.as_str().map_or(v.to_string(), str::to_string));
+            let last = osb::LAST.get(&s.extra).and_then(Value::as_u64).unwrap_or(0);
+            let name = x(osb::NAME).replace('"', "'");
             writeln!(
                 out,
                 "{},{},{},{},{},\"{name}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 run.header.id,
-                x("group"),
-                x("num"),
-                x("test"),
+                x(osb::GROUP),
+                x(osb::NUM),
+                x(osb::TEST),
                 s.key.metric,
-                x("ips"),
-                x("inter_process"),
-                x("cache_flush"),
-                x("cross_cpu"),
-                s.extra.get("equal_priorities").and_then(Value::as_bool).unwrap_or(false),
+                x(osb::IPS),
+                x(osb::INTER_PROCESS),
+                x(osb::CACHE_FLUSH),
+                x(osb::CROSS_CPU),
+                osb::EQUAL_PRIORITIES.get(&s.extra).and_then(Value::as_bool).unwrap_or(false),
                 s.key.cpu,
-                x("other_cpu").replace("null", ""),
+                x(osb::OTHER_CPU).replace("null", ""),
                 m.count,
                 units::us(last),
                 units::us_i(m.min_ns),
@@ -61,7 +62,7 @@ impl Format for OsbenchCsv {
                 units::us_i(m.p50_ns),
                 units::us_i(m.p99_ns),
                 units::us_i(m.max_ns),
-                x("base_ns"),
+                x(osb::BASE),
             )?;
         }
         Ok(Written::default())

@@ -29,10 +29,11 @@ pub(super) fn bucket_label(b: &Bucket) -> String {
 /// A column of a result table: the probes' rows in the descriptor table
 /// say which; [`ColFormat`] prints them.
 pub(super) use rtscope_model::descriptor::Column as Col;
+use rtscope_model::extra::{Figure, osbench as osb};
 
 /// `cols` less the [`Col::Nonzero`] columns no row of `rows` has above 0.
 pub(super) fn shown(cols: &[Col], rows: &[&Series]) -> Vec<Col> {
-    let any = |key: &str| rows.iter().any(|s| s.extra.get(key).is_some_and(|v| v.as_f64().is_some_and(|x| x != 0.0)));
+    let any = |f: &Figure| rows.iter().any(|s| f.get(&s.extra).is_some_and(|v| v.as_f64().is_some_and(|x| x != 0.0)));
     cols.iter().copied().filter(|c| !matches!(c, Col::Nonzero(key, _) if !any(key))).collect()
 }
 
@@ -75,17 +76,7 @@ impl ColFormat for Col {
             Col::Max => us_i(m.max_ns),
             Col::Jitter => us(m.jitter_ns()),
             Col::Overruns => s.overruns().to_string(),
-            Col::Extra(key, _) | Col::Nonzero(key, _) => match s.extra.get(key) {
-                None => "-".into(),
-                // Times in us (the reference iteration and the threshold
-                // in ns, as oslat and osnoise print them).
-                Some(v) if key.ends_with("_ns") && !matches!(key, "reference_ns" | "threshold_ns") => {
-                    v.as_f64().map_or_else(|| v.to_string(), units::us_f)
-                }
-                Some(v) if key.ends_with("_pct") => v.as_f64().map_or_else(|| v.to_string(), |p| format!("{p:.3}")),
-                Some(v) if key == "per_s" => v.as_f64().map_or_else(|| v.to_string(), |r| format!("{r:.1}")),
-                Some(v) => v.as_str().map_or_else(|| v.to_string(), str::to_string),
-            },
+            Col::Extra(f, _) | Col::Nonzero(f, _) => f.get(&s.extra).map_or_else(|| "-".into(), |v| f.text(v)),
         }
     }
 }
@@ -308,18 +299,18 @@ pub struct OsbenchGroup<'a> {
 /// test has a row per load, in the order of `loads`, its id followed by
 /// `[load]`.
 pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchGroup<'a>> {
-    let x = |s: &Series, k: &str| s.extra.get(k).cloned().unwrap_or(serde_json::Value::Null);
+    let x = |s: &Series, f: Figure| f.get(&s.extra).cloned().unwrap_or(serde_json::Value::Null);
     let yes = |v: serde_json::Value| if v.as_bool() == Some(true) { "yes" } else { "no" };
     let mut list = list.to_vec();
     let load_pos =
         |s: &Series| s.key.load.as_ref().map_or(0, |l| loads.iter().position(|x| x == l).unwrap_or(usize::MAX));
-    list.sort_by_key(|s| (x(s, "num").as_u64().unwrap_or(u64::MAX), s.key.metric.clone(), load_pos(s)));
+    list.sort_by_key(|s| (x(s, osb::NUM).as_u64().unwrap_or(u64::MAX), s.key.metric.clone(), load_pos(s)));
     // The groups as the probe's row in the descriptor table orders and titles them.
     let known = list.first().and_then(|s| descriptor::find(&s.key.probe)).map_or(&[][..], |d| d.test_groups());
     let order = |g: &str| known.iter().position(|x| x.name == g).unwrap_or(usize::MAX);
     let mut groups: Vec<String> = Vec::new();
     for s in &list {
-        let g = x(s, "group").as_str().unwrap_or("").to_string();
+        let g = x(s, osb::GROUP).as_str().unwrap_or("").to_string();
         if !groups.contains(&g) {
             groups.push(g);
         }
@@ -331,34 +322,34 @@ pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchG
             let title = known.iter().find(|x| x.name == g).map_or(g.as_str(), |x| x.title).to_string();
             let rows = list
                 .iter()
-                .filter(|s| x(s, "group").as_str() == Some(g.as_str()))
+                .filter(|s| x(s, osb::GROUP).as_str() == Some(g.as_str()))
                 .map(|s| {
                     let m = s.total().summary();
-                    let cpu = match x(s, "other_cpu").as_i64() {
+                    let cpu = match x(s, osb::OTHER_CPU).as_i64() {
                         Some(o) if o != s.key.cpu => format!("{}>{o}", s.key.cpu),
                         _ => s.key.cpu.to_string(),
                     };
                     let cells = vec![
-                        x(s, "num").as_u64().map_or("-".into(), |n| n.to_string()),
+                        x(s, osb::NUM).as_u64().map_or("-".into(), |n| n.to_string()),
                         match &s.key.load {
                             Some(l) => format!("{} [{l}]", s.key.metric),
                             None => s.key.metric.clone(),
                         },
-                        x(s, "name").as_str().unwrap_or("").to_string(),
-                        x(s, "ips").as_u64().unwrap_or(1).to_string(),
-                        yes(x(s, "inter_process")).to_string(),
-                        yes(x(s, "cache_flush")).to_string(),
+                        x(s, osb::NAME).as_str().unwrap_or("").to_string(),
+                        x(s, osb::IPS).as_u64().unwrap_or(1).to_string(),
+                        yes(x(s, osb::INTER_PROCESS)).to_string(),
+                        yes(x(s, osb::CACHE_FLUSH)).to_string(),
                         cpu,
                         m.count.to_string(),
-                        us(x(s, "last_ns").as_u64().unwrap_or(0)),
+                        us(x(s, osb::LAST).as_u64().unwrap_or(0)),
                         us_i(m.min_ns),
                         units::us_f(m.mean_ns),
                         us_i(m.p50_ns),
                         us_i(m.p99_ns),
                         us_i(m.max_ns),
-                        x(s, "base_ns").as_u64().unwrap_or(0).to_string(),
+                        x(s, osb::BASE).as_u64().unwrap_or(0).to_string(),
                     ];
-                    let paired = x(s, "paired");
+                    let paired = x(s, osb::PAIRED);
                     let paired = paired["p50_ratio"].as_f64().map(|r| {
                         format!(
                             "round by round, p50 {r:.3}x {} (the median of {} rounds taken in turns)",
@@ -367,7 +358,7 @@ pub fn osbench_groups<'a>(list: &[&'a Series], loads: &[String]) -> Vec<OsbenchG
                         )
                     });
                     let notes: Vec<String> =
-                        x(s, "note").as_str().map(String::from).into_iter().chain(paired).collect();
+                        x(s, osb::NOTE).as_str().map(String::from).into_iter().chain(paired).collect();
                     (cells, (!notes.is_empty()).then(|| notes.join("; ")), *s)
                 })
                 .collect();

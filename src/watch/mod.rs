@@ -19,6 +19,7 @@ use crate::trace::watch::{Merge, Obs, Tracker, shown};
 use crate::trace::{self, CodeReport, StacksMode, TraceClock, TraceOpts};
 use anyhow::Result;
 use rtscope_model::episode::{self, CauseKind, Markers, TraceCpu, TraceSummary};
+use rtscope_model::extra::watch as figure;
 use rtscope_model::hist::{Tally, quantile};
 use rtscope_model::inventory::Warning;
 use rtscope_model::run::SeriesKey;
@@ -213,12 +214,12 @@ impl Watched {
         let mut put = |k: &str, v: Value| {
             extra.insert(k.to_string(), v);
         };
-        put("thread", id.label().into());
+        put(figure::THREAD.key, id.label().into());
         put("tid", id.tid.into());
         put("pid", id.pid.into());
         put("comm", id.comm.clone().into());
         put("process", id.process.clone().into());
-        put("sched", id.sched().into());
+        put(figure::SCHED.key, id.sched().into());
         put("policy", sched::policy_name(id.policy).into());
         put("priority", id.priority.into());
         if id.dl_deadline_ns > 0 {
@@ -226,7 +227,7 @@ impl Watched {
             put("dl_deadline_ns", id.dl_deadline_ns.into());
             put("dl_period_ns", id.dl_period_ns.into());
         }
-        put("cpus", self.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",").into());
+        put(figure::CPUS.key, self.cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",").into());
         put("activations", self.activations.into());
         put("unmatched", self.unmatched.into());
         put("found_ns", self.found_ns.into());
@@ -235,8 +236,8 @@ impl Watched {
             put("exited_ns", x.into());
         }
         if let Some(d) = self.deadline_ns {
-            put("deadline_ns", d.into());
-            put("deadline_misses", self.misses.into());
+            put(figure::DEADLINE.key, d.into());
+            put(figure::DEADLINE_MISSES.key, self.misses.into());
         }
         if let Some(p) = period.filter(|p| p.stats.count > 0) {
             let median = quantile(&p.hist, &p.stats, 0.5);

@@ -12,6 +12,8 @@
 //! probes take their row from here, and its command line builds them by
 //! name.
 
+use crate::extra::{Figure, MEAN_ABS, MISSED, hwlat, netlat, noise, sleep, watch};
+
 /// One measurement, as the rest of rtscope sees it.
 #[derive(Debug)]
 pub struct Descriptor {
@@ -53,7 +55,7 @@ pub struct Descriptor {
     /// Its samples are events whose rate is compared too (noise's
     /// interruptions per second), over this time of `Series::extra` (the
     /// time it measured) where it is above 0, else over the series' intervals.
-    pub rate_over: Option<&'static str>,
+    pub rate_over: Option<Figure>,
     /// A periodic task that counts its deadline misses (`task`): where its
     /// settings and counts are, so that the analysis can predict its miss
     /// rate from its release delay and set it beside the observed one.
@@ -86,7 +88,7 @@ pub struct Misses {
     pub deadline: &'static str,
     pub buffers: &'static str,
     pub compute: &'static str,
-    pub missed: &'static str,
+    pub missed: Figure,
 }
 
 /// How a probe's series are laid out in the reports.
@@ -129,10 +131,10 @@ pub enum Column {
     Jitter,
     Overruns,
     /// A probe's own figure (`Series::extra`): key and header.
-    Extra(&'static str, &'static str),
+    Extra(Figure, &'static str),
     /// The same, shown only when a row has it above 0 (a count that is
     /// nearly always 0).
-    Nonzero(&'static str, &'static str),
+    Nonzero(Figure, &'static str),
 }
 
 impl Column {
@@ -204,7 +206,7 @@ pub struct TimerPeriod {
 /// A count in a series' `extra`, compared between runs as a rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Count {
-    pub key: &'static str,
+    pub key: Figure,
     /// Counted per CPU rather than per metric (then shown under the metric
     /// `datagrams`).
     pub per_cpu: bool,
@@ -287,16 +289,16 @@ pub static NOISE: Descriptor = Descriptor {
             use Column::*;
             &[
                 Count("interrupts"),
-                Extra("per_s", "per s"),
+                Extra(noise::PER_S, "per s"),
                 Min,
                 P50,
                 P90,
                 P99,
                 Max,
-                Extra("noise_ns", "noise"),
-                Extra("available_pct", "avail %"),
-                Extra("reference_ns", "ref ns"),
-                Extra("threshold_ns", "thresh ns"),
+                Extra(noise::NOISE, "noise"),
+                Extra(noise::AVAILABLE, "avail %"),
+                Extra(noise::REFERENCE, "ref ns"),
+                Extra(noise::THRESHOLD, "thresh ns"),
             ]
         },
         what: "interruption length (us): gap in the busy loop - reference iteration",
@@ -308,7 +310,7 @@ pub static NOISE: Descriptor = Descriptor {
     timer_period: None,
     release_jitter: None,
     counts: &[],
-    rate_over: Some("active_ns"),
+    rate_over: Some(noise::ACTIVE),
     misses: None,
     monitor: Some(Monitored { args: &[("--active", "50ms"), ("--pause", "950ms")], priority_below: 1 }),
 };
@@ -332,8 +334,8 @@ pub static SLEEP: Descriptor = Descriptor {
                 P99,
                 P999,
                 Max,
-                Extra("mean_abs_ns", "mean |d|"),
-                Extra("timer_slack_ns", "slack"),
+                Extra(MEAN_ABS, "mean |d|"),
+                Extra(sleep::TIMER_SLACK, "slack"),
             ]
         },
         what: "deviation (us): actual sleep - requested, signed",
@@ -344,7 +346,7 @@ pub static SLEEP: Descriptor = Descriptor {
     threshold_metrics: None,
     timer_period: None,
     release_jitter: None,
-    counts: &[Count { key: "failed_calls", per_cpu: false, absent_zero: true }],
+    counts: &[Count { key: sleep::FAILED_CALLS, per_cpu: false, absent_zero: true }],
     rate_over: None,
     misses: None,
     monitor: MONITORED,
@@ -362,10 +364,10 @@ pub static PTIMER: Descriptor = Descriptor {
             use Column::*;
             &[
                 Count("events"),
-                Extra("missed", "missed"),
+                Extra(MISSED, "missed"),
                 Min,
                 Mean,
-                Extra("mean_abs_ns", "mean |d|"),
+                Extra(MEAN_ABS, "mean |d|"),
                 P50,
                 P99,
                 P999,
@@ -381,7 +383,7 @@ pub static PTIMER: Descriptor = Descriptor {
     threshold_metrics: None,
     timer_period: Some(TimerPeriod { key: "period_ns", unless: None }),
     release_jitter: None,
-    counts: &[Count { key: "missed", per_cpu: false, absent_zero: false }],
+    counts: &[Count { key: MISSED, per_cpu: false, absent_zero: false }],
     rate_over: None,
     misses: None,
     monitor: MONITORED,
@@ -397,7 +399,7 @@ pub static TASK: Descriptor = Descriptor {
     layout: Layout::PerCpu {
         columns: {
             use Column::*;
-            &[Count("jobs"), Extra("missed", "missed"), Min, Mean, P50, P90, P99, P999, P9999, Max]
+            &[Count("jobs"), Extra(MISSED, "missed"), Min, Mean, P50, P90, P99, P999, P9999, Max]
         },
         what: "periodic task (us): release = job start - release instant, response = completion - release, \
                lateness = completion - deadline (signed); missed: completions later than the deadline plus \
@@ -409,7 +411,7 @@ pub static TASK: Descriptor = Descriptor {
     threshold_metrics: Some(&["response"]),
     timer_period: Some(TimerPeriod { key: "period_ns", unless: None }),
     release_jitter: Some("release"),
-    counts: &[Count { key: "missed", per_cpu: false, absent_zero: false }],
+    counts: &[Count { key: MISSED, per_cpu: false, absent_zero: false }],
     rate_over: None,
     misses: Some(Misses {
         release: "release",
@@ -417,7 +419,7 @@ pub static TASK: Descriptor = Descriptor {
         deadline: "deadline_ns",
         buffers: "buffers",
         compute: "compute_ns",
-        missed: "missed",
+        missed: MISSED,
     }),
     monitor: None,
 };
@@ -442,16 +444,16 @@ pub static NETLAT: Descriptor = Descriptor {
                 P999,
                 P9999,
                 Max,
-                Extra("sent", "sent"),
-                Extra("lost", "lost"),
-                Extra("reordered", "reord"),
-                Nonzero("skipped", "skipped"),
-                Nonzero("duplicates", "dup"),
-                Nonzero("no_rx_timestamp", "no stamp"),
-                Nonzero("no_hw_timestamp", "no hw stamp"),
-                Nonzero("clock_clamped", "clamped"),
-                Nonzero("strays", "strays"),
-                Nonzero("socket_errors", "sock err"),
+                Extra(netlat::SENT, "sent"),
+                Extra(netlat::LOST, "lost"),
+                Extra(netlat::REORDERED, "reord"),
+                Nonzero(netlat::SKIPPED, "skipped"),
+                Nonzero(netlat::DUPLICATES, "dup"),
+                Nonzero(netlat::NO_RX_TIMESTAMP, "no stamp"),
+                Nonzero(netlat::NO_HW_TIMESTAMP, "no hw stamp"),
+                Nonzero(netlat::CLOCK_CLAMPED, "clamped"),
+                Nonzero(netlat::STRAYS, "strays"),
+                Nonzero(netlat::SOCKET_ERRORS, "sock err"),
             ]
         },
         what: "UDP latency (us): rx_* from the send call (stack: to the kernel's receive timestamp, wake: from it to \
@@ -466,9 +468,9 @@ pub static NETLAT: Descriptor = Descriptor {
     timer_period: None,
     release_jitter: None,
     counts: &[
-        Count { key: "lost", per_cpu: true, absent_zero: false },
-        Count { key: "reordered", per_cpu: true, absent_zero: false },
-        Count { key: "duplicates", per_cpu: true, absent_zero: false },
+        Count { key: netlat::LOST, per_cpu: true, absent_zero: false },
+        Count { key: netlat::REORDERED, per_cpu: true, absent_zero: false },
+        Count { key: netlat::DUPLICATES, per_cpu: true, absent_zero: false },
     ],
     rate_over: None,
     misses: None,
@@ -525,9 +527,9 @@ pub static HWLAT: Descriptor = Descriptor {
                 P90,
                 P99,
                 Max,
-                Extra("gaps", "gaps"),
-                Nonzero("nmi_count", "NMIs"),
-                Nonzero("records_lost", "lost"),
+                Extra(hwlat::GAPS, "gaps"),
+                Nonzero(hwlat::NMI_COUNT, "NMIs"),
+                Nonzero(hwlat::RECORDS_LOST, "lost"),
             ]
         },
         what: "hardware latency (us): per hwlat window above --min, the longest gap in the kernel's clock reads with \
@@ -542,7 +544,7 @@ pub static HWLAT: Descriptor = Descriptor {
     threshold_metrics: Some(&["latency"]),
     timer_period: None,
     release_jitter: None,
-    counts: &[Count { key: "gaps", per_cpu: false, absent_zero: true }],
+    counts: &[Count { key: hwlat::GAPS, per_cpu: false, absent_zero: true }],
     rate_over: None,
     misses: None,
     // Interrupts off 10 ms of every second, one CPU at a time.
@@ -572,16 +574,16 @@ pub static WATCH: Descriptor = Descriptor {
         columns: {
             use Column::*;
             &[
-                Extra("thread", "thread"),
-                Extra("sched", "sched"),
+                Extra(watch::THREAD, "thread"),
+                Extra(watch::SCHED, "sched"),
                 Count("count"),
                 Min,
                 P50,
                 P99,
                 P999,
                 Max,
-                Extra("cpus", "CPUs"),
-                Nonzero("deadline_misses", "misses"),
+                Extra(watch::CPUS, "CPUs"),
+                Nonzero(watch::DEADLINE_MISSES, "misses"),
             ]
         },
         what: "per thread (us): latency = sched_waking -> sched_switch onto a CPU; period = release to release; \
@@ -593,7 +595,7 @@ pub static WATCH: Descriptor = Descriptor {
     threshold_metrics: None,
     timer_period: None,
     release_jitter: None,
-    counts: &[Count { key: "deadline_misses", per_cpu: false, absent_zero: true }],
+    counts: &[Count { key: watch::DEADLINE_MISSES, per_cpu: false, absent_zero: true }],
     rate_over: None,
     misses: None,
     monitor: None,

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod descriptor;
 pub mod episode;
 pub mod export;
+pub mod extra;
 pub mod hist;
 pub mod inventory;
 pub mod metrics;

@@ -49,6 +49,7 @@ use crate::sys::netns::NsPair;
 use crate::sys::{clock, cpu, mem, process, sched, sched::Policy, signals};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::extra::netlat;
 use rtscope_model::hist::Tally;
 use rtscope_model::units;
 use serde::Serialize;
@@ -627,22 +628,22 @@ impl Probe for Netlat {
 
     fn row_extras(&self, _metric: usize, slots: &[u64], _total: &Tally) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        m.insert("lost".into(), slots[SLOT_LOST].into());
-        m.insert("reordered".into(), slots[SLOT_REORDERED].into());
-        m.insert("duplicates".into(), slots[SLOT_DUPLICATES].into());
+        netlat::LOST.put(&mut m, slots[SLOT_LOST]);
+        netlat::REORDERED.put(&mut m, slots[SLOT_REORDERED]);
+        netlat::DUPLICATES.put(&mut m, slots[SLOT_DUPLICATES]);
         if self.peer.is_some() || slots[SLOT_SENT_KNOWN] == 1 {
-            m.insert("sent".into(), slots[SLOT_SENT].into());
-            m.insert("skipped".into(), slots[SLOT_SKIPPED].into());
+            netlat::SENT.put(&mut m, slots[SLOT_SENT]);
+            netlat::SKIPPED.put(&mut m, slots[SLOT_SKIPPED]);
         }
         for (slot, key) in [
-            (SLOT_NO_STAMP, "no_rx_timestamp"),
-            (SLOT_NO_HW_STAMP, "no_hw_timestamp"),
-            (SLOT_CLAMPED, "clock_clamped"),
-            (SLOT_STRAYS, "strays"),
-            (SLOT_ERRORS, "socket_errors"),
+            (SLOT_NO_STAMP, netlat::NO_RX_TIMESTAMP),
+            (SLOT_NO_HW_STAMP, netlat::NO_HW_TIMESTAMP),
+            (SLOT_CLAMPED, netlat::CLOCK_CLAMPED),
+            (SLOT_STRAYS, netlat::STRAYS),
+            (SLOT_ERRORS, netlat::SOCKET_ERRORS),
         ] {
             if slots[slot] > 0 {
-                m.insert(key.into(), slots[slot].into());
+                key.put(&mut m, slots[slot]);
             }
         }
         let path = match (self.peer, &self.path) {
@@ -650,8 +651,8 @@ impl Probe for Netlat {
             (Some(p), _) => format!("round trip to {p}"),
             (None, path) => path.describe(),
         };
-        m.insert("path".into(), path.into());
-        m.insert("timestamps".into(), self.timestamps.clone().into());
+        netlat::PATH.put(&mut m, path);
+        netlat::TIMESTAMPS.put(&mut m, self.timestamps.clone());
         m
     }
 

@@ -565,13 +565,13 @@ fn rate_data(run: &Run) -> Vec<(RateKey, u64, u64)> {
         // The probe's counts, and the rate of its samples, as its row says.
         let Some(d) = descriptor::find(&probe) else { continue };
         if let Some(time) = d.rate_over {
-            let active = s.extra.get(time).and_then(|v| v.as_u64()).filter(|&a| a > 0).unwrap_or(t);
+            let active = time.get(&s.extra).and_then(|v| v.as_u64()).filter(|&a| a > 0).unwrap_or(t);
             out.push(((load.clone(), probe.clone(), metric.clone(), "rate".into(), cpu), s.total().count(), active));
         }
         for &Count { key, per_cpu, absent_zero } in d.counts {
-            let Some(k) = s.extra.get(key).and_then(|v| v.as_u64()).or(absent_zero.then_some(0)) else { continue };
+            let Some(k) = key.get(&s.extra).and_then(|v| v.as_u64()).or(absent_zero.then_some(0)) else { continue };
             let m = if per_cpu { "datagrams".to_string() } else { metric.clone() };
-            let rk = (load.clone(), probe.clone(), m, key.to_string(), cpu);
+            let rk = (load.clone(), probe.clone(), m, key.key.to_string(), cpu);
             // A per-CPU count is stored on each of the CPU's metrics: once.
             if !out.iter().any(|(x, _, _)| *x == rk) {
                 out.push((rk, k, t));
