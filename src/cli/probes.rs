@@ -6,6 +6,7 @@ use super::*;
 use crate::probe::Probe;
 use crate::probe::wakeup::TimerlatMode;
 use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::settings::WakeupTimer;
 
 /// The per-CPU probes' subcommands, and what each resolves with: a probe's
 /// one line, its row in the descriptor table (which names the subcommand),
@@ -406,8 +407,7 @@ impl ProbeArgs for WakeupArgs {
         Ok(ProbePlan::measure(
             common,
             Wakeup {
-                interval_ns: self.interval,
-                distance_ns: self.distance,
+                timer: WakeupTimer { interval_ns: self.interval, distance_ns: self.distance },
                 spinners: self.spinners,
                 spin_active_ns: self.spin_active,
                 spin_pause_ns: self.spin_pause,

@@ -77,7 +77,7 @@ pub fn miss_predictions(run: &Run, all: &[SeriesAnalysis]) -> Vec<(String, MissP
             if a.key.metric != keys.release {
                 return None;
             }
-            let task = TaskModel::from_settings(settings(run, &a.key), &keys)?;
+            let task = rtscope_model::settings::stored::<TaskModel>(settings(run, &a.key))?;
             let series = run.series.iter().find(|s| s.key == a.key)?;
             let missed = keys.missed.get(&series.extra).and_then(|m| m.as_u64()).unwrap_or(0);
             let p = misses::predict(&a.obs, a.model.as_ref(), task, series.total().count(), missed);

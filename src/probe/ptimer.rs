@@ -80,7 +80,9 @@ pub fn max_signal_threads() -> usize {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Ptimer {
-    pub period_ns: u64,
+    /// Its timer's period, stored as the model reads it.
+    #[serde(flatten)]
+    pub timer: rtscope_model::settings::TimerPeriod,
     pub kinds: Vec<TimerKind>,
     /// Thread i's `posix-signal` signal; the `posix-thread` signal.
     pub process_signals: Vec<i32>,
@@ -102,7 +104,7 @@ impl Ptimer {
         };
         let names: Vec<&'static str> = kinds.iter().map(|k| k.name()).collect();
         let mut p = Ptimer {
-            period_ns,
+            timer: rtscope_model::settings::TimerPeriod { period_ns },
             kinds,
             process_signals,
             thread_signal: timers::rt_signal(THREAD_SIGNAL)?,
@@ -181,7 +183,7 @@ impl Probe for Ptimer {
 
     fn describe(&self) -> String {
         let names: Vec<&str> = self.kinds.iter().map(|k| k.name()).collect();
-        format!("period {}, {}", units::human(self.period_ns), names.join(", "))
+        format!("period {}, {}", units::human(self.timer.period_ns), names.join(", "))
     }
 
     fn extra_slots(&self) -> usize {
@@ -201,7 +203,7 @@ impl Probe for Ptimer {
     }
 
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
-        let p = self.period_ns;
+        let p = self.timer.period_ns;
         let n = self.kinds.len();
         // Made here (a SIGEV_THREAD_ID timer names this thread), before
         // measuring; no allocation but on a failure, which ends the run.

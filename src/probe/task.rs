@@ -30,15 +30,16 @@ use crate::sys::clock;
 use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::extra::{self, task};
 use rtscope_model::hist::Tally;
+use rtscope_model::settings::TaskModel;
 use rtscope_model::units;
 use serde::Serialize;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Task {
-    pub period_ns: u64,
-    pub compute_ns: u64,
-    pub deadline_ns: u64,
-    pub buffers: u32,
+    /// Its period, work, deadline and buffers, stored as the model reads
+    /// them (the analysis of its misses).
+    #[serde(flatten)]
+    pub model: TaskModel,
     /// `--memory`: the buffer a job reads, one byte per cache line.
     pub memory_bytes: Option<usize>,
     /// Units of work per job (busy-loop iterations, or cache lines read).
@@ -102,10 +103,7 @@ impl Task {
         let unit_ns = calibrate(memory.as_ref());
         let work_units = ((compute_ns as f64 / unit_ns).round() as u64).max(1);
         Task {
-            period_ns,
-            compute_ns,
-            deadline_ns,
-            buffers,
+            model: TaskModel { period_ns, compute_ns, deadline_ns, buffers },
             memory_bytes: memory.as_ref().map(FlushBuffer::bytes),
             work_units,
             unit_ns,
@@ -115,7 +113,7 @@ impl Task {
 
     /// How late after its release a job may complete before it is a miss.
     pub fn allowed_ns(&self) -> u64 {
-        self.deadline_ns + u64::from(self.buffers.saturating_sub(1)) * self.period_ns
+        self.model.allowed_ns()
     }
 }
 
@@ -139,11 +137,11 @@ impl Probe for Task {
         };
         format!(
             "period {}, compute {} ({what}), deadline {}, {} buffer{}",
-            units::human(self.period_ns),
-            units::human(self.compute_ns),
-            units::human(self.deadline_ns),
-            self.buffers,
-            if self.buffers == 1 { "" } else { "s" }
+            units::human(self.model.period_ns),
+            units::human(self.model.compute_ns),
+            units::human(self.model.deadline_ns),
+            self.model.buffers,
+            if self.model.buffers == 1 { "" } else { "s" }
         )
     }
 
@@ -159,7 +157,7 @@ impl Probe for Task {
     }
 
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
-        let (p, d, allowed) = (self.period_ns, self.deadline_ns, self.allowed_ns());
+        let (p, d, allowed) = (self.model.period_ns, self.model.deadline_ns, self.allowed_ns());
         let memory = self.memory.as_ref();
         // Each thread reads its own part of the buffer first.
         let mut line = ctx.index * 4096;
@@ -207,7 +205,7 @@ mod tests {
     fn jobs_are_timed_and_misses_counted() {
         let t = Task::new(2_000_000, 200_000, 2_000_000, 1, None);
         assert!(t.work_units > 0 && t.unit_ns > 0.0);
-        assert_eq!(Task { buffers: 3, ..t.clone() }.allowed_ns(), 6_000_000);
+        assert_eq!(Task { model: TaskModel { buffers: 3, ..t.model }, ..t.clone() }.allowed_ns(), 6_000_000);
         let run = |task: &Task| {
             let th = TestThread::new(1);
             let now = clock::now();
@@ -227,7 +225,7 @@ mod tests {
         assert!(counts.iter().all(|&c| c == n) && (1..=20).contains(&n), "{counts:?}");
         assert!(n == 20 || worst >= 40_100_000 - 2_000_000 * n as i64, "{n} jobs, the worst response {worst} ns");
         assert!(missed <= n);
-        let (counts, missed, _) = run(&Task { deadline_ns: 100_000, ..t.clone() });
+        let (counts, missed, _) = run(&Task { model: TaskModel { deadline_ns: 100_000, ..t.model }, ..t.clone() });
         assert_eq!(missed, counts[0]);
         let m = Task::new(2_000_000, 100_000, 2_000_000, 1, Some(FlushBuffer::new(Some(1 << 20)).unwrap()));
         assert!(m.describe().contains("reading 1 MiB"), "{}", m.describe());

@@ -60,9 +60,9 @@ impl SpinnerOpt {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Wakeup {
-    pub interval_ns: u64,
-    /// Thread i's interval is `interval + i * distance` (cyclictest -d).
-    pub distance_ns: u64,
+    /// Its timer (`--interval`, `--distance`), stored as the model reads it.
+    #[serde(flatten)]
+    pub timer: rtscope_model::settings::WakeupTimer,
     pub spinners: Option<SpinnerOpt>,
     /// Spinners' duty cycle: busy `spin_active`, then sleep `spin_pause`.
     pub spin_active_ns: u64,
@@ -169,9 +169,9 @@ impl Probe for Wakeup {
     }
 
     fn describe(&self) -> String {
-        let mut s = format!("interval {}", units::human(self.interval_ns));
-        if self.distance_ns > 0 {
-            s += &format!(" (+{} per thread)", units::human(self.distance_ns));
+        let mut s = format!("interval {}", units::human(self.timer.interval_ns));
+        if self.timer.distance_ns > 0 {
+            s += &format!(" (+{} per thread)", units::human(self.timer.distance_ns));
         }
         if let Some(sp) = self.spinners {
             s += &format!(
@@ -219,7 +219,7 @@ impl Probe for Wakeup {
             let list = rtscope_model::inventory::format_cpu_list(cpus);
             let prio = if policy.is_rt() { priority.saturating_sub(1).max(1) } else { 0 };
             let mut cmd = std::process::Command::new(exe);
-            cmd.args(["__second-process", "--cpus", &list, "--interval-ns", &self.interval_ns.to_string()])
+            cmd.args(["__second-process", "--cpus", &list, "--interval-ns", &self.timer.interval_ns.to_string()])
                 .args(["--priority", &prio.to_string()])
                 .stdin(std::process::Stdio::null());
             Some(process::spawn_tied(&mut cmd).context("starting --second-process")?)
@@ -237,7 +237,7 @@ impl Probe for Wakeup {
         if self.timerlat == TimerlatMode::Off {
             return None;
         }
-        let period = timerlat_period_us(self.interval_ns);
+        let period = timerlat_period_us(self.timer.interval_ns);
         let list = rtscope_model::inventory::format_cpu_list(&common.cpus);
         let every = units::human(period * 1000);
         let mut settings = vec![
@@ -276,7 +276,8 @@ impl Probe for Wakeup {
             "this kernel has no osnoise/per_cpu/cpuN/timerlat_fd (Linux 6.5+), through which the probe's threads would \
              be timerlat's own, as `rtla timerlat -u`'s"
         };
-        let align = (self.distance_ns == 0 && period * 1000 == self.interval_ns).then_some(self.interval_ns);
+        let align =
+            (self.timer.distance_ns == 0 && period * 1000 == self.timer.interval_ns).then_some(self.timer.interval_ns);
         let apart = if align.is_some() { ", half a period from the probe's" } else { "" };
         Some(Beside {
             tracer: Tracer::Timerlat,
@@ -330,7 +331,7 @@ impl Probe for Wakeup {
         if self.aligned || threads < 2 {
             return 0;
         }
-        self.interval_ns / threads as u64 * index as u64
+        self.timer.interval_ns / threads as u64 * index as u64
     }
 
     fn measure(&self, ctx: &ThreadCtx, rec: &mut [Recorder]) {
@@ -338,7 +339,7 @@ impl Probe for Wakeup {
             return self.measure_as_timerlat(ctx, &mut rec[0]);
         }
         let rec = &mut rec[0];
-        let interval = self.interval_ns.saturating_add((ctx.index as u64).saturating_mul(self.distance_ns));
+        let interval = self.timer.interval_ns.saturating_add((ctx.index as u64).saturating_mul(self.timer.distance_ns));
         let flush = self.flush.as_ref();
         let mut next = ctx.start_ns;
         loop {
@@ -394,7 +395,7 @@ impl Wakeup {
                 ));
             }
         };
-        let period = timerlat_period_us(self.interval_ns) * 1000;
+        let period = timerlat_period_us(self.timer.interval_ns) * 1000;
         let flush = self.flush.as_ref();
         let mut byte = [0u8; 1];
         clock::sleep_until(ctx.start_ns);
@@ -520,8 +521,7 @@ mod tests {
     #[test]
     fn threads_start_a_share_of_a_period_apart() {
         let mut w = Wakeup {
-            interval_ns: 1_000_000,
-            distance_ns: 0,
+            timer: rtscope_model::settings::WakeupTimer { interval_ns: 1_000_000, distance_ns: 0 },
             spinners: None,
             spin_active_ns: 0,
             spin_pause_ns: 0,

@@ -77,17 +77,12 @@ pub struct Monitored {
 /// A monitored probe at its own settings and the monitor's priority.
 const MONITORED: Option<Monitored> = Some(Monitored { args: &[], priority_below: 0 });
 
-/// Where a periodic task keeps what its deadline misses are judged by:
-/// keys of its plan's settings (ns, and a count of buffers), its
-/// release-delay metric and the count of missed deadlines in each series'
-/// `extra`.
+/// A periodic task's deadline misses: its release-delay metric and the
+/// count of missed deadlines in each series' `extra` (what they are
+/// judged by is its stored [`crate::settings::TaskModel`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Misses {
     pub release: &'static str,
-    pub period: &'static str,
-    pub deadline: &'static str,
-    pub buffers: &'static str,
-    pub compute: &'static str,
     pub missed: Figure,
 }
 
@@ -193,14 +188,16 @@ impl WakePath {
     }
 }
 
-/// Where a probe's plan says the period of its timer is.
+/// Which of the model's types a probe's stored settings hold the period
+/// of its timer in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TimerPeriod {
-    /// The setting, ns.
-    pub key: &'static str,
-    /// A setting that, when above 0, makes the threads' periods differ
-    /// (wakeup's `distance_ns`): then there is no one period.
-    pub unless: Option<&'static str>,
+pub enum TimerPeriod {
+    /// [`crate::settings::WakeupTimer`] (none with `--distance`).
+    Wakeup,
+    /// [`crate::settings::TimerPeriod`].
+    Periodic,
+    /// [`crate::settings::TaskModel`].
+    Task,
 }
 
 /// A count in a series' `extra`, compared between runs as a rate.
@@ -227,11 +224,12 @@ impl Descriptor {
     /// The period of its timer from its `settings` (a plan's, or an
     /// assessment cell's), ns.
     pub fn timer_period(&self, settings: &serde_json::Value) -> Option<u64> {
-        let t = self.timer_period?;
-        if t.unless.is_some_and(|u| settings[u].as_u64().unwrap_or(0) != 0) {
-            return None;
+        use crate::settings::{self, stored};
+        match self.timer_period? {
+            TimerPeriod::Wakeup => stored::<settings::WakeupTimer>(settings)?.period(),
+            TimerPeriod::Periodic => Some(stored::<settings::TimerPeriod>(settings)?.period_ns),
+            TimerPeriod::Task => Some(stored::<settings::TaskModel>(settings)?.period_ns),
         }
-        settings[t.key].as_u64()
     }
 
     /// Whether its `--threshold` stops on `metric`.
@@ -269,7 +267,7 @@ pub static WAKEUP: Descriptor = Descriptor {
     signed: false,
     trace: Trace::Stages(WakePath::Timer),
     threshold_metrics: None,
-    timer_period: Some(TimerPeriod { key: "interval_ns", unless: Some("distance_ns") }),
+    timer_period: Some(TimerPeriod::Wakeup),
     release_jitter: Some("latency"),
     counts: &[],
     rate_over: None,
@@ -381,7 +379,7 @@ pub static PTIMER: Descriptor = Descriptor {
     signed: true,
     trace: Trace::No,
     threshold_metrics: None,
-    timer_period: Some(TimerPeriod { key: "period_ns", unless: None }),
+    timer_period: Some(TimerPeriod::Periodic),
     release_jitter: None,
     counts: &[Count { key: MISSED, per_cpu: false, absent_zero: false }],
     rate_over: None,
@@ -409,18 +407,11 @@ pub static TASK: Descriptor = Descriptor {
     signed: true,
     trace: Trace::No,
     threshold_metrics: Some(&["response"]),
-    timer_period: Some(TimerPeriod { key: "period_ns", unless: None }),
+    timer_period: Some(TimerPeriod::Task),
     release_jitter: Some("release"),
     counts: &[Count { key: MISSED, per_cpu: false, absent_zero: false }],
     rate_over: None,
-    misses: Some(Misses {
-        release: "release",
-        period: "period_ns",
-        deadline: "deadline_ns",
-        buffers: "buffers",
-        compute: "compute_ns",
-        missed: MISSED,
-    }),
+    misses: Some(Misses { release: "release", missed: MISSED }),
     monitor: None,
 };
 

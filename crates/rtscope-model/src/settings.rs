@@ -132,3 +132,58 @@ mod tests {
         assert_eq!(CpuList::of(Vec::new()), None);
     }
 }
+
+/// What `wakeup` stores of its timer with its settings (the run's plan):
+/// written by the probe (its settings flatten this), read here by field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WakeupTimer {
+    /// Each thread's period (cyclictest -i), ns.
+    pub interval_ns: u64,
+    /// Thread i's interval is `interval + i * distance` (cyclictest -d), ns.
+    #[serde(default)]
+    pub distance_ns: u64,
+}
+
+impl WakeupTimer {
+    /// The one period of its threads; None where `--distance` makes them
+    /// differ.
+    pub fn period(&self) -> Option<u64> {
+        (self.distance_ns == 0).then_some(self.interval_ns)
+    }
+}
+
+/// What a probe with one periodic timer (`ptimer`) stores of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TimerPeriod {
+    /// The timer's period, ns.
+    pub period_ns: u64,
+}
+
+/// What a periodic task's misses are judged by (ns): the `task` probe's
+/// timing, which it stores with its settings (they flatten this) and the
+/// analysis reads back by field ([`crate::settings::stored`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TaskModel {
+    pub period_ns: u64,
+    pub compute_ns: u64,
+    pub deadline_ns: u64,
+    pub buffers: u32,
+}
+
+impl TaskModel {
+    /// How late after its release a job may complete.
+    pub fn allowed_ns(&self) -> u64 {
+        self.deadline_ns + u64::from(self.buffers.saturating_sub(1)) * self.period_ns
+    }
+
+    /// s = D + (N - 1) T - c.
+    pub fn slack_ns(&self) -> i64 {
+        self.allowed_ns() as i64 - self.compute_ns as i64
+    }
+}
+
+/// Reads a probe's stored settings (a run plan's `settings`, or an
+/// assessment cell's) as `T`; None where they are not of that shape.
+pub fn stored<T: serde::de::DeserializeOwned>(settings: &serde_json::Value) -> Option<T> {
+    T::deserialize(settings).ok()
+}

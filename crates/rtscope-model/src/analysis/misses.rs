@@ -21,36 +21,7 @@ use super::pot::TailModel;
 use crate::units::human;
 use serde::Serialize;
 
-/// What a periodic task's misses are judged by (ns).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct TaskModel {
-    pub period_ns: u64,
-    pub deadline_ns: u64,
-    pub buffers: u32,
-    pub compute_ns: u64,
-}
-
-impl TaskModel {
-    /// From a `task` run's settings, by the keys its descriptor row names.
-    pub fn from_settings(s: &serde_json::Value, keys: &crate::descriptor::Misses) -> Option<TaskModel> {
-        Some(TaskModel {
-            period_ns: s[keys.period].as_u64()?,
-            deadline_ns: s[keys.deadline].as_u64()?,
-            buffers: u32::try_from(s[keys.buffers].as_u64()?).ok()?,
-            compute_ns: s[keys.compute].as_u64()?,
-        })
-    }
-
-    /// How late after its release a job may complete.
-    pub fn allowed_ns(&self) -> u64 {
-        self.deadline_ns + u64::from(self.buffers.saturating_sub(1)) * self.period_ns
-    }
-
-    /// s = D + (N - 1) T - c.
-    pub fn slack_ns(&self) -> i64 {
-        self.allowed_ns() as i64 - self.compute_ns as i64
-    }
-}
+pub use crate::settings::TaskModel;
 
 /// The predicted and the observed miss rate of one task (one CPU).
 #[derive(Clone, Debug, Serialize)]
