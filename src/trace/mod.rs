@@ -23,6 +23,7 @@ pub mod remainder;
 pub mod stacks;
 pub mod symbols;
 pub mod symcache;
+pub mod timeline;
 pub mod unwind;
 pub mod wakes;
 pub mod watch;
