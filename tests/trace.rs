@@ -394,22 +394,7 @@ fn the_applications_markers_are_in_the_exported_timeline() {
         return;
     }
     let Some(exe) = build_marks(&fx.dir) else { return };
-    // tracefs mounted for the test's length where nobody had it mounted
-    // (rtscope then finds it mounted, and leaves it so).
-    let (root, mounted) = {
-        let _held = rtscope::sys::tracefs::mount_lock();
-        rtscope::sys::tracefs::find_or_mount().expect("tracefs")
-    };
-    struct Unmount(std::path::PathBuf, bool);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            if self.1 {
-                let _held = rtscope::sys::tracefs::mount_lock();
-                rtscope::sys::tracefs::release(&self.0);
-            }
-        }
-    }
-    let _unmount = Unmount(root.clone(), mounted);
+    let (root, _unmount) = tracefs_root();
     let cpu = last_cpu().to_string();
     let log = fx.dir.join("marks.log");
     let mut writer = std::process::Command::new(&exe)

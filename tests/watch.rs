@@ -418,3 +418,93 @@ fn the_late_periods_profile_names_the_slow_function() {
     let shown = text(&rtscope(&["show", "last", "--db", &fx.db]));
     assert!(shown.contains("watch profile:") && shown.contains("slow_path (latecall)"), "{shown}");
 }
+
+/// A watched program's own timeline: tests/data/markers/marks.c, pinned to
+/// the last CPU at SCHED_OTHER, wakes every millisecond and writes
+/// `rtscope-test-mark SEQ` to the kernel's `trace_marker`, logging the
+/// CLOCK_MONOTONIC instants around each write (the truth). `watch --pid`
+/// for 5 s; the Perfetto export, read back by Python's JSON parser and
+/// checked against the Trace Event Format, holds every marker written
+/// inside the watched window (its first 100 ms and last 100 ms aside),
+/// once, in order, each between its log's two instants (within 20 us); and
+/// the window's timeline: the program's activations (one a period, each
+/// marker inside one) and its task slices on its CPU.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_watched_programs_markers_are_in_its_timeline() {
+    use common::timeline::*;
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let Some(exe) = build_marks(&fx.dir) else { return };
+    let (root, _unmount) = tracefs_root();
+    let cpu = last_cpu().to_string();
+    let log = fx.dir.join("marks.log");
+    let mut prog = Command::new(&exe)
+        .args([cpu.as_str(), "1000000", "30"])
+        .arg(root.join("trace_marker"))
+        .arg(&log)
+        .spawn()
+        .expect("start the marks program");
+    let pid = prog.id().to_string();
+    let child = watch(&fx, &["--pid", &pid, "--policy", "other", "-D", "5s"]);
+    wait_for_run(&fx.db, child.id());
+    let t0 = now_ns();
+    let doc = finish(&fx, child);
+    signal(prog.id(), libc::SIGTERM);
+    assert!(prog.wait().unwrap().success(), "the marks program");
+    if doc["trace"]["markers"].is_null() {
+        skipped("this kernel cannot copy trace_marker writes into an instance (options/copy_trace_marker: Linux 6.17)");
+        return;
+    }
+    let Some(tef) = perfetto(&fx.db, &fx.dir) else { return };
+    let meta = &tef.other["timeline"];
+    assert_eq!(meta["complete"], true, "{meta}");
+    let inside = (t0 + 100_000_000, meta["window_ns"][1].as_u64().unwrap() - 100_000_000);
+    let markers: Vec<(String, u64)> = tef
+        .of("marker")
+        .iter()
+        .filter(|e| e.tid.to_string() == cpu)
+        .map(|e| (e.name.clone(), e.args["t_ns"].as_u64().unwrap()))
+        .collect();
+    let wrote = marks_log(&log);
+    let judged = check_markers(&wrote, &markers, inside, 20_000);
+    assert!(judged >= 3000, "{judged} markers written inside the watched window {inside:?}");
+    // Its activations: a period slice each, on the thread of `periods`.
+    let periods = tef.process("periods").unwrap_or_else(|| panic!("no periods process: {:?}", tef.names));
+    let tid: u64 = pid.parse().unwrap();
+    assert_eq!(tef.thread(periods, tid), Some(format!("marks ({pid})").as_str()));
+    let mut acts: Vec<(u64, u64)> = tef
+        .of("period")
+        .iter()
+        .filter(|e| e.pid == periods && e.tid == tid)
+        .map(|e| (e.ts_ns, e.ts_ns + e.dur_ns))
+        .filter(|a| a.0 >= inside.0 && a.1 <= inside.1)
+        .collect();
+    acts.sort_unstable();
+    let wrote_inside: Vec<u64> =
+        wrote.iter().filter(|w| w.1 >= inside.0 && w.2 <= inside.1).map(|w| (w.1 + w.2) / 2).collect();
+    let in_one = wrote_inside
+        .iter()
+        .filter(|&&t| {
+            let k = acts.partition_point(|a| a.0 <= t);
+            k > 0 && acts[k - 1].1 >= t
+        })
+        .count();
+    let on = tef.process(&format!("cpu{cpu}")).unwrap_or_else(|| panic!("no process cpu{cpu}: {:?}", tef.names));
+    let slices = tef
+        .of("task")
+        .iter()
+        .filter(|e| e.pid == on && e.name == "marks" && (inside.0..inside.1).contains(&e.ts_ns))
+        .count();
+    eprintln!(
+        "{} activations of marks ({pid}) inside the window, {in_one} of {} writes inside one; {slices} task slices \
+         on cpu{cpu}; {meta}",
+        acts.len(),
+        wrote_inside.len()
+    );
+    assert!(acts.len() * 10 >= judged * 9 && acts.len() <= judged + 2, "{} activations, {judged} periods", acts.len());
+    assert!(in_one * 10 >= wrote_inside.len() * 9, "{in_one} of {} writes inside an activation", wrote_inside.len());
+    assert!(slices * 10 >= judged * 9, "{slices} task slices of marks for {judged} periods");
+}

@@ -56,7 +56,16 @@ impl CpuFold {
     /// One event of this CPU, in time order.
     pub fn event(&mut self, e: &Ev) {
         self.last_ts = self.last_ts.max(e.ts);
-        if self.task.is_none() && e.pid >= 0 && !matches!(e.kind, Kind::RemoteWaking { .. }) {
+        // The task an event shows current (the interrupted one in an
+        // interrupt): where no switch onto it was traced (some kernels
+        // trace no switch out of the idle task), its slice begins here.
+        if e.pid >= 0 && !matches!(e.kind, Kind::RemoteWaking { .. }) && self.task.is_none_or(|t| t.0 != e.pid) {
+            if let Some((pid, since)) = self.task
+                && pid != 0
+                && e.ts > since
+            {
+                self.pending.push((Track::Task, since, e.ts - since, Key::Task(pid), pid));
+            }
             self.task = Some((e.pid, e.ts));
         }
         let irq = |k: &mut Self, key: Key, entry: bool| {
@@ -177,7 +186,8 @@ mod tests {
 
     /// Switches make task slices (not the idle task's), interrupts and
     /// softirqs their slices (a device's inside the timer's), wakings
-    /// instants; the task still on at the end its slice to the last event.
+    /// instants; a task shown on the CPU with no switch onto it gets its
+    /// slice from that event.
     #[test]
     fn events_fold_into_slices() {
         let mut d = Decoder::default();
@@ -198,6 +208,11 @@ mod tests {
             ev(260, 9, Kind::Switch { prev: 9, next: 0 }),
             ev(300, 0, Kind::Switch { prev: 0, next: 7 }),
             ev(350, 7, Kind::Waking { pid: 9 }),
+            // No switch from the idle task traced: the timer shows 9 on.
+            ev(370, 7, Kind::Switch { prev: 7, next: 0 }),
+            ev(400, 9, Kind::TimerEntry),
+            ev(410, 9, Kind::TimerExit),
+            ev(420, 9, Kind::Switch { prev: 9, next: 0 }),
         ] {
             f.event(&e);
         }
@@ -216,8 +231,10 @@ mod tests {
                 (Track::Wake, 150, 0, "probe", 9),
                 (Track::Softirq, 170, 20, "NET_RX", 3),
                 (Track::Task, 200, 60, "probe", 9),
-                (Track::Task, 300, 50, "spin", 7),
+                (Track::Task, 300, 70, "spin", 7),
                 (Track::Wake, 350, 0, "probe", 9),
+                (Track::Irq, 400, 10, "local_timer", -1),
+                (Track::Task, 400, 20, "probe", 9),
             ]
         );
         assert!(t.items().all(|i| i.cpu == 1));

@@ -152,3 +152,26 @@ pub fn check_markers(wrote: &[(u64, u64, u64)], markers: &[(String, u64)], insid
     assert!(order, "the markers in the order they were written");
     judged.len()
 }
+
+/// tracefs, mounted for the test's length where nobody had it mounted
+/// (rtscope then finds it mounted, and leaves it so): its root, and what
+/// unmounts it when dropped.
+pub fn tracefs_root() -> (PathBuf, Unmount) {
+    let (root, mounted) = {
+        let _held = rtscope::sys::tracefs::mount_lock();
+        rtscope::sys::tracefs::find_or_mount().expect("tracefs")
+    };
+    (root.clone(), Unmount(root, mounted))
+}
+
+/// Unmounts tracefs when dropped, where the test mounted it.
+pub struct Unmount(PathBuf, bool);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        if self.1 {
+            let _held = rtscope::sys::tracefs::mount_lock();
+            rtscope::sys::tracefs::release(&self.0);
+        }
+    }
+}
