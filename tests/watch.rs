@@ -414,6 +414,15 @@ fn the_late_periods_profile_names_the_slow_function() {
         "the late stacks, unwound through the vDSO and the C library: {:#}",
         thread["late_folded"]
     );
+    // The clock reads' frames in the vDSO named by its own symbols.
+    let vdso: Vec<&serde_json::Value> =
+        thread["inclusive"].as_array().unwrap().iter().filter(|r| r["module"] == "[vdso]").collect();
+    eprintln!("in the vDSO: {vdso:?}");
+    assert!(
+        vdso.iter().any(|r| r["function"].as_str().is_some_and(|f| f.contains("clock_gettime") || f.contains("vdso"))),
+        "the vDSO's functions named: {:#}",
+        thread["inclusive"]
+    );
     // The text report shows the table.
     let shown = text(&rtscope(&["show", "last", "--db", &fx.db]));
     assert!(shown.contains("watch profile:") && shown.contains("slow_path (latecall)"), "{shown}");

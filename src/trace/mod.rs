@@ -25,6 +25,7 @@ pub mod symbols;
 pub mod symcache;
 pub mod timeline;
 pub mod unwind;
+pub mod vdso;
 pub mod wakes;
 pub mod watch;
 
