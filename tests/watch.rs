@@ -318,50 +318,13 @@ fn the_late_periods_profile_names_the_slow_function() {
     if !has_tracefs() {
         return;
     }
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/watch/latecall.c");
-    let exe = fx.dir.join("latecall");
-    // No frame-pointer flag: as a distribution builds it.
-    match Command::new("cc").args(["-O2", "-g", "-o"]).arg(&exe).arg(&src).output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!("cc could not build {}: {}", src.display(), text(&o)),
-        Err(e) => {
-            has(&format!("cc ({e})"), false);
-            return;
-        }
-    }
-    let (go, log) = (fx.dir.join("go"), fx.dir.join("latecall.log"));
-    let (periods, period_ns, deadline_ns) = (300u64, 10_333_000u64, 2_000_000u64);
-    /// Killed however the test ends.
-    struct Killed(Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let cpu = last_cpu().to_string();
-    let mut prog = Killed(
-        Command::new(&exe)
-            .args([&cpu, "80", &period_ns.to_string(), &periods.to_string(), "4000000", "150000"])
-            .arg(deadline_ns.to_string())
-            .args([&go, &log])
-            .spawn()
-            .expect("start the program"),
-    );
-    let pid = prog.0.id().to_string();
-    // Its policy set before it is watched (it waits for `go`).
-    let until = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.split(' ').nth(40) == Some("1")) {
-        if let Ok(Some(status)) = prog.0.try_wait() {
-            panic!("the program ended: {status}");
-        }
-        assert!(Instant::now() < until, "the program did not become SCHED_FIFO in 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let periods = 300u64;
+    let Some(mut prog) = latecall(&fx, periods) else { return };
+    let (go, log, pid) = (prog.1.clone(), prog.2.clone(), prog.id().to_string());
     let child = watch(&fx, &["--pid", &pid, "--sample-hz", "2000", "--deadline", "2ms", "-D", "7s"]);
     wait_for_run(&fx.db, child.id());
     std::fs::write(&go, "").unwrap();
-    let status = prog.0.wait().unwrap();
+    let status = prog.wait().unwrap();
     assert!(status.success(), "the program: {status}");
     let own = std::fs::read_to_string(&log).unwrap();
     let own: Vec<u64> = own.split_whitespace().map(|n| n.parse().unwrap()).collect();
@@ -516,4 +479,98 @@ fn a_watched_programs_markers_are_in_its_timeline() {
     assert!(acts.len() * 10 >= judged * 9 && acts.len() <= judged + 2, "{} activations, {judged} periods", acts.len());
     assert!(in_one * 10 >= wrote_inside.len() * 9, "{in_one} of {} writes inside an activation", wrote_inside.len());
     assert!(slices * 10 >= judged * 9, "{slices} task slices of marks for {judged} periods");
+}
+
+/// tests/data/watch/latecall.c, built as programs are (`cc -O2 -g`, no
+/// frame-pointer flag), SCHED_FIFO 80 on the last CPU, every 10.333 ms,
+/// one period in ten 4 ms of `slow_path` (the others 150 us of
+/// `fast_path`) against a 2 ms deadline, `periods` periods once `go`
+/// exists; its log says how many were slow and late. Killed however the
+/// test ends. None (said skipped) without a C compiler.
+struct LateCall(Child, std::path::PathBuf, std::path::PathBuf);
+
+impl Drop for LateCall {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for LateCall {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for LateCall {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+fn latecall(fx: &Fixture, periods: u64) -> Option<LateCall> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/watch/latecall.c");
+    let exe = fx.dir.join("latecall");
+    // No frame-pointer flag: as a distribution builds it.
+    match Command::new("cc").args(["-O2", "-g", "-o"]).arg(&exe).arg(&src).output() {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("cc could not build {}: {}", src.display(), text(&o)),
+        Err(e) => {
+            has(&format!("cc ({e})"), false);
+            return None;
+        }
+    }
+    let (go, log) = (fx.dir.join("go"), fx.dir.join("latecall.log"));
+    let cpu = last_cpu().to_string();
+    let mut prog = LateCall(
+        Command::new(&exe)
+            .args([&cpu, "80", "10333000", &periods.to_string(), "4000000", "150000", "2000000"])
+            .args([&go, &log])
+            .spawn()
+            .expect("start the program"),
+        go,
+        log,
+    );
+    let pid = prog.id().to_string();
+    // Its policy set before it is watched (it waits for `go`).
+    let until = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.split(' ').nth(40) == Some("1")) {
+        if let Ok(Some(status)) = prog.try_wait() {
+            panic!("the program ended: {status}");
+        }
+        assert!(Instant::now() < until, "the program did not become SCHED_FIFO in 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Some(prog)
+}
+
+/// `run --watch` with `sample-hz` and `deadline` in its spec: the watch
+/// cell's profile of the late periods is stored with the assessment's run
+/// (the same program as above, 3 s of it under the idle load).
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn run_watch_with_sample_hz_profiles_the_late_periods() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let Some(prog) = latecall(&fx, 1000) else { return };
+    std::fs::write(&prog.1, "").unwrap();
+    let spec = format!("pid={},sample-hz=2000,deadline=2ms", prog.id());
+    let o = rtscope(&["run", "--watch", &spec, "--loads", "idle", "-D", "3s", "--db", &fx.db, "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = export(&fx.db, &[]);
+    let profile = &doc["trace"]["watch_profile"];
+    let thread = profile["threads"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["tid"].as_u64() == Some(u64::from(prog.id()))))
+        .unwrap_or_else(|| panic!("no profile of the program in the run: {profile:#}; {}", text(&o)));
+    let late = thread["late_periods"].as_u64().unwrap();
+    let slow = thread["inclusive"].as_array().unwrap().iter().find(|r| r["function"] == "slow_path").cloned();
+    eprintln!("run --watch: {late} late periods; slow_path: {slow:?}");
+    // Some 29 slow periods in 3 s; a loaded host may start the cell late.
+    assert!(late >= 10, "{late} late periods: {thread:#}");
+    assert_eq!(slow.unwrap_or_default()["over"], true, "{thread:#}");
+    assert_eq!(thread["load"], "idle");
 }
