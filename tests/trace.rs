@@ -393,19 +393,12 @@ fn the_applications_markers_are_in_the_exported_timeline() {
     if !has_tracefs() {
         return;
     }
-    let Some(exe) = build_marks(&fx.dir) else { return };
-    let (root, _unmount) = tracefs_root();
-    let cpu = last_cpu().to_string();
-    let log = fx.dir.join("marks.log");
-    let mut writer = std::process::Command::new(&exe)
-        .args([cpu.as_str(), "1000000", "30"])
-        .arg(root.join("trace_marker"))
-        .arg(&log)
-        .spawn()
-        .expect("start the marker writer");
+    // Held to the end: tracefs stays mounted meanwhile.
+    let Some(mut marks) = start_marks(&fx.dir) else { return };
+    let (log, cpu) = (marks.log.clone(), marks.cpu.clone());
     let o = rtscope(&["wakeup", "--trace", "--cpus", &cpu, "-D", "4s", "--db", &fx.db, "-q"]);
-    signal(writer.id(), libc::SIGTERM);
-    assert!(writer.wait().unwrap().success(), "the marker writer");
+    signal(marks.child.id(), libc::SIGTERM);
+    assert!(marks.child.wait().unwrap().success(), "the marker writer");
     assert!(o.status.success(), "{}", text(&o));
     let doc = export(&fx.db, &[]);
     if doc["trace"]["markers"].is_null() {

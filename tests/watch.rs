@@ -409,23 +409,16 @@ fn a_watched_programs_markers_are_in_its_timeline() {
     if !has_tracefs() {
         return;
     }
-    let Some(exe) = build_marks(&fx.dir) else { return };
-    let (root, _unmount) = tracefs_root();
-    let cpu = last_cpu().to_string();
-    let log = fx.dir.join("marks.log");
-    let mut prog = Command::new(&exe)
-        .args([cpu.as_str(), "1000000", "30"])
-        .arg(root.join("trace_marker"))
-        .arg(&log)
-        .spawn()
-        .expect("start the marks program");
-    let pid = prog.id().to_string();
+    // Held to the end: tracefs stays mounted meanwhile.
+    let Some(mut marks) = start_marks(&fx.dir) else { return };
+    let (log, cpu) = (marks.log.clone(), marks.cpu.clone());
+    let pid = marks.child.id().to_string();
     let child = watch(&fx, &["--pid", &pid, "--policy", "other", "-D", "5s"]);
     wait_for_run(&fx.db, child.id());
     let t0 = now_ns();
     let doc = finish(&fx, child);
-    signal(prog.id(), libc::SIGTERM);
-    assert!(prog.wait().unwrap().success(), "the marks program");
+    signal(marks.child.id(), libc::SIGTERM);
+    assert!(marks.child.wait().unwrap().success(), "the marks program");
     if doc["trace"]["markers"].is_null() {
         skipped("this kernel cannot copy trace_marker writes into an instance (options/copy_trace_marker: Linux 6.17)");
         return;

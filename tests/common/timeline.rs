@@ -175,3 +175,28 @@ impl Drop for Unmount {
         }
     }
 }
+
+/// The marks program (tests/data/markers/marks.c) on the last CPU, writing
+/// a marker every millisecond for at most 30 s (or until SIGTERM), its log
+/// `marks.log` in `dir`; tracefs mounted meanwhile. None (said skipped)
+/// without a C compiler.
+pub struct Marks {
+    pub child: std::process::Child,
+    pub log: PathBuf,
+    pub cpu: String,
+    _unmount: Unmount,
+}
+
+pub fn start_marks(dir: &Path) -> Option<Marks> {
+    let exe = build_marks(dir)?;
+    let (root, _unmount) = tracefs_root();
+    let cpu = last_cpu().to_string();
+    let log = dir.join("marks.log");
+    let child = Command::new(&exe)
+        .args([cpu.as_str(), "1000000", "30"])
+        .arg(root.join("trace_marker"))
+        .arg(&log)
+        .spawn()
+        .expect("start the marks program");
+    Some(Marks { child, log, cpu, _unmount })
+}
