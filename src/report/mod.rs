@@ -617,7 +617,7 @@ mod tests {
         no_episodes.episodes.clear();
         let path = dir.path().join("ep.json");
         let e = write("--output", &path, PERFETTO, &Input::one(&no_episodes)).unwrap_err();
-        assert!(e.to_string().contains("no cause episodes"), "{e:#}");
+        assert!(e.to_string().contains("no timeline, cause episodes or markers"), "{e:#}");
         assert!(!path.exists(), "nothing written, no file");
         write("--output", &path, PERFETTO, &Input::one(&run)).unwrap();
         assert!(std::fs::read_to_string(&path).unwrap().contains("traceEvents"));
