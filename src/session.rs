@@ -10,6 +10,7 @@
 use crate::sys::{clock, cpu, dma::DmaLatency, inventory, mem, sched, sched::Policy, signals};
 use anyhow::{Result, anyhow};
 use rtscope_model::episode::TraceSummary;
+use rtscope_model::episode::timeline::Timeline;
 use rtscope_model::inventory::{Interrupts, Inventory, PRIVILEGES_FIX, Warning, isolation_after};
 use rtscope_model::run::{Run, RunHeader, RunStatus};
 use rtscope_model::store::Store;
@@ -295,6 +296,20 @@ impl OpenRun {
     /// The store, back from a cell's writer thread.
     pub fn put_store(&mut self, store: Store) {
         self.store = Some(store);
+    }
+
+    /// Adds a traced cell's timeline of its whole window to the run's, and
+    /// says in `notes` when the timeline was cut to fit its limit or could
+    /// not be stored.
+    pub fn store_timeline(&mut self, timeline: Option<Timeline>, notes: &mut Vec<String>) {
+        let Some(t) = timeline else { return };
+        if let Some(n) = t.cut_note() {
+            notes.push(format!("--trace: {n} (rtscope export RUN --format perfetto)"));
+        }
+        let run_id = self.run_id;
+        if let Err(e) = self.store().and_then(|s| s.add_timeline(run_id, t)) {
+            notes.push(format!("--trace: the timeline of the traced window was not stored: {e:#}"));
+        }
     }
 
     /// Ends the run with `status`, `exit_code` and `notes` (and the notes

@@ -373,127 +373,77 @@ fn a_udp_flood_shows_as_network_softirq() {
     assert!(!net.is_empty(), "no episode among {} names a network softirq", episodes.len());
 }
 
-/// The application's own markers: a program pinned to the measured CPU
-/// writes `rtscope-test-mark SEQ` to the kernel's `trace_marker` every
-/// millisecond beside `wakeup --trace`, logging the CLOCK_MONOTONIC
-/// instants around each write (tests/data/markers/marks.c). The Perfetto
-/// export, read back by Python's JSON parser (not rtscope's), holds every
-/// marker it wrote inside the run (the first and last 200 ms aside), once,
-/// in order, each at a time between its own log's two instants (within
-/// 20 us: the trace clock's mapping to CLOCK_MONOTONIC).
+/// The application's own markers and the whole traced window: a program
+/// pinned to the measured CPU writes `rtscope-test-mark SEQ` to the
+/// kernel's `trace_marker` every millisecond beside `wakeup --trace`,
+/// logging the CLOCK_MONOTONIC instants around each write
+/// (tests/data/markers/marks.c). The Perfetto export, read back by Python's
+/// JSON parser (not rtscope's) and checked against the Trace Event Format
+/// (tests/data/perfetto/tef.py), holds every marker it wrote inside the run
+/// (the first and last 200 ms aside), once, in order, each at a time
+/// between its own log's two instants (within 20 us: the trace clock's
+/// mapping to CLOCK_MONOTONIC); and the window's timeline, whole: the
+/// program's and the probe's task slices on the CPU, its local timer
+/// interrupts, the probe's wake-ups and a period slice per sample.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn the_applications_markers_are_in_the_exported_timeline() {
+    use common::timeline::*;
     let fx = Fixture::root();
-    if !has_tracefs() || !has("python3", std::process::Command::new("python3").arg("-V").output().is_ok()) {
+    if !has_tracefs() {
         return;
     }
-    let exe = fx.dir.join("marks");
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/markers/marks.c");
-    match std::process::Command::new("gcc").args(["-O2", "-o"]).arg(&exe).arg(&src).output() {
-        Ok(o) => assert!(o.status.success(), "gcc: {}", text(&o)),
-        Err(e) => {
-            has(&format!("gcc ({e})"), false);
-            return;
-        }
-    }
-    // tracefs mounted for the test's length where nobody had it mounted
-    // (rtscope then finds it mounted, and leaves it so).
-    let (root, mounted) = {
-        let _held = rtscope::sys::tracefs::mount_lock();
-        rtscope::sys::tracefs::find_or_mount().expect("tracefs")
-    };
-    struct Unmount(std::path::PathBuf, bool);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            if self.1 {
-                let _held = rtscope::sys::tracefs::mount_lock();
-                rtscope::sys::tracefs::release(&self.0);
-            }
-        }
-    }
-    let _unmount = Unmount(root.clone(), mounted);
-    let cpu = last_cpu().to_string();
-    let log = fx.dir.join("marks.log");
-    let mut writer = std::process::Command::new(&exe)
-        .args([cpu.as_str(), "1000000", "30"])
-        .arg(root.join("trace_marker"))
-        .arg(&log)
-        .spawn()
-        .expect("start the marker writer");
+    // Held to the end: tracefs stays mounted meanwhile.
+    let Some(mut marks) = start_marks(&fx.dir) else { return };
+    let (log, cpu) = (marks.log.clone(), marks.cpu.clone());
     let o = rtscope(&["wakeup", "--trace", "--cpus", &cpu, "-D", "4s", "--db", &fx.db, "-q"]);
-    signal(writer.id(), libc::SIGTERM);
-    assert!(writer.wait().unwrap().success(), "the marker writer");
+    signal(marks.child.id(), libc::SIGTERM);
+    assert!(marks.child.wait().unwrap().success(), "the marker writer");
     assert!(o.status.success(), "{}", text(&o));
     let doc = export(&fx.db, &[]);
     if doc["trace"]["markers"].is_null() {
         skipped("this kernel cannot copy trace_marker writes into an instance (options/copy_trace_marker: Linux 6.17)");
         return;
     }
-    let file = fx.dir.join("timeline.json");
-    let o = rtscope(&["export", "last", "--format", "perfetto", "-o", file.to_str().unwrap(), "--db", &fx.db]);
-    assert!(o.status.success(), "{}", text(&o));
-    let read = "import json, sys\n\
-                for e in json.load(open(sys.argv[1]))['traceEvents']:\n\
-                \x20   if e.get('cat') == 'marker':\n\
-                \x20       print(e['args']['t_ns'], e['tid'], e['name'])\n";
-    let o = std::process::Command::new("python3").args(["-c", read]).arg(&file).output().unwrap();
-    assert!(o.status.success(), "python3 read the export: {}", text(&o));
-    let exported: Vec<(u64, String, String)> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.splitn(3, ' ');
-            Some((f.next()?.parse().ok()?, f.next()?.to_string(), f.next()?.to_string()))
-        })
-        .collect();
-    let wrote: Vec<(u64, u64, u64)> = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let f: Vec<u64> = l.split(' ').filter_map(|x| x.parse().ok()).collect();
-            (f.len() == 3).then(|| (f[0], f[1], f[2]))
-        })
+    let Some(tef) = perfetto(&fx.db, &fx.dir) else { return };
+    let markers: Vec<(String, u64)> = tef
+        .of("marker")
+        .iter()
+        .filter(|e| e.tid.to_string() == cpu)
+        .map(|e| (e.name.clone(), e.args["t_ns"].as_u64().unwrap()))
         .collect();
     let (_, (t0, t1)) = series_exceedances(&doc, "latency", cpu.parse().unwrap());
-    let inside: Vec<&(u64, u64, u64)> =
-        wrote.iter().filter(|w| w.1 >= t0 + 200_000_000 && w.2 + 200_000_000 <= t1).collect();
-    assert!(inside.len() >= 3000, "{} markers written inside the 4 s run ({} in all)", inside.len(), wrote.len());
-    let ours: Vec<&(u64, String, String)> =
-        exported.iter().filter(|e| e.2.starts_with("rtscope-test-mark ") && e.1 == cpu).collect();
-    const TOL: u64 = 20_000;
-    let (mut missing, mut late, mut twice) = (Vec::new(), Vec::new(), Vec::new());
-    let mut last_t = 0;
-    let mut order = true;
-    for &&(seq, before, after) in &inside {
-        let name = format!("rtscope-test-mark {seq}");
-        let got: Vec<&&(u64, String, String)> = ours.iter().filter(|e| e.2 == name).collect();
-        match got[..] {
-            [] => missing.push(seq),
-            [e] => {
-                if e.0 + TOL < before || e.0 > after + TOL {
-                    late.push((seq, before, e.0, after));
-                }
-                order &= e.0 >= last_t;
-                last_t = e.0;
-            }
-            _ => twice.push(seq),
-        }
-    }
-    eprintln!(
-        "{} markers written inside the run, {} exported on cpu{cpu}; missing {}, off their instants {}, twice {}",
-        inside.len(),
-        ours.len(),
-        missing.len(),
-        late.len(),
-        twice.len()
-    );
-    assert!(missing.is_empty() && twice.is_empty(), "missing {missing:?}, twice {twice:?}");
-    assert!(
-        late.is_empty(),
-        "exported off the writer's instants by > {TOL} ns (seq, before, exported, after): {late:?}"
-    );
-    assert!(order, "the markers in the order they were written");
+    let inside = (t0 + 200_000_000, t1 - 200_000_000);
+    let judged = check_markers(&marks_log(&log), &markers, inside, 20_000);
+    assert!(judged >= 3000, "{judged} markers written inside the 4 s run");
     assert_eq!(doc["trace"]["markers"]["dropped"].as_u64().unwrap_or(0), 0);
     assert_eq!(doc["trace"]["per_cpu"].as_array().unwrap().iter().map(|c| c["lost"].as_u64().unwrap()).sum::<u64>(), 0);
+    // The whole window: nothing let go, and it spans the run.
+    let meta = &tef.other["timeline"];
+    assert_eq!(meta["complete"], true, "{meta}");
+    let window = (meta["window_ns"][0].as_u64().unwrap(), meta["window_ns"][1].as_u64().unwrap());
+    assert!(window.0 <= inside.0 && window.1 >= inside.1, "the timeline's window {window:?}, the run's {inside:?}");
+    let on = tef.process(&format!("cpu{cpu}")).unwrap_or_else(|| panic!("no process cpu{cpu}: {:?}", tef.names));
+    assert_eq!(tef.thread(on, 1), Some("tasks"));
+    let within = |e: &&Event| e.pid == on && (inside.0..inside.1).contains(&e.ts_ns);
+    let tasks: Vec<&Event> = tef.of("task").into_iter().filter(within).collect();
+    let runs_of = |name: &str| tasks.iter().filter(|e| e.name == name).count();
+    let probe_name = tasks.iter().find(|e| e.name.starts_with("rtscope")).map(|e| e.name.clone()).unwrap_or_default();
+    let (marks, probe) = (runs_of("marks"), runs_of(&probe_name));
+    let timers = tef.of("irq").into_iter().filter(within).filter(|e| e.name == "local_timer").count();
+    let wakes = tef.of("wake").into_iter().filter(within).count();
+    let periods: Vec<&Event> =
+        tef.of("period").into_iter().filter(|e| (inside.0..inside.1).contains(&e.ts_ns)).collect();
+    eprintln!(
+        "timeline of cpu{cpu} inside the run: {} task slices (marks {marks}, {probe_name} {probe}), {timers} local timer \
+         interrupts, {wakes} wake-ups, {} periods; {meta}",
+        tasks.len(),
+        periods.len()
+    );
+    // One run of each a period (1 ms), or more where one preempted the other.
+    assert!(marks * 10 >= judged * 9, "{marks} slices of the marks program for {judged} of its periods");
+    assert!(probe * 10 >= judged * 9, "{probe} slices of the probe ({probe_name}) for {judged} ms");
+    assert!(timers * 10 >= judged * 9 && wakes * 10 >= judged * 9, "{timers} timer interrupts, {wakes} wake-ups");
+    assert!(periods.len() * 10 >= judged * 9, "{} periods for {judged} ms", periods.len());
+    assert!(periods.iter().all(|p| p.args["ns"].as_u64() == Some(p.dur_ns)), "a period lasts its latency");
 }

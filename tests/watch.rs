@@ -318,50 +318,13 @@ fn the_late_periods_profile_names_the_slow_function() {
     if !has_tracefs() {
         return;
     }
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/watch/latecall.c");
-    let exe = fx.dir.join("latecall");
-    // No frame-pointer flag: as a distribution builds it.
-    match Command::new("cc").args(["-O2", "-g", "-o"]).arg(&exe).arg(&src).output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!("cc could not build {}: {}", src.display(), text(&o)),
-        Err(e) => {
-            has(&format!("cc ({e})"), false);
-            return;
-        }
-    }
-    let (go, log) = (fx.dir.join("go"), fx.dir.join("latecall.log"));
-    let (periods, period_ns, deadline_ns) = (300u64, 10_333_000u64, 2_000_000u64);
-    /// Killed however the test ends.
-    struct Killed(Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let cpu = last_cpu().to_string();
-    let mut prog = Killed(
-        Command::new(&exe)
-            .args([&cpu, "80", &period_ns.to_string(), &periods.to_string(), "4000000", "150000"])
-            .arg(deadline_ns.to_string())
-            .args([&go, &log])
-            .spawn()
-            .expect("start the program"),
-    );
-    let pid = prog.0.id().to_string();
-    // Its policy set before it is watched (it waits for `go`).
-    let until = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.split(' ').nth(40) == Some("1")) {
-        if let Ok(Some(status)) = prog.0.try_wait() {
-            panic!("the program ended: {status}");
-        }
-        assert!(Instant::now() < until, "the program did not become SCHED_FIFO in 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let periods = 300u64;
+    let Some(mut prog) = latecall(&fx, periods) else { return };
+    let (go, log, pid) = (prog.1.clone(), prog.2.clone(), prog.id().to_string());
     let child = watch(&fx, &["--pid", &pid, "--sample-hz", "2000", "--deadline", "2ms", "-D", "7s"]);
     wait_for_run(&fx.db, child.id());
     std::fs::write(&go, "").unwrap();
-    let status = prog.0.wait().unwrap();
+    let status = prog.wait().unwrap();
     assert!(status.success(), "the program: {status}");
     let own = std::fs::read_to_string(&log).unwrap();
     let own: Vec<u64> = own.split_whitespace().map(|n| n.parse().unwrap()).collect();
@@ -414,7 +377,193 @@ fn the_late_periods_profile_names_the_slow_function() {
         "the late stacks, unwound through the vDSO and the C library: {:#}",
         thread["late_folded"]
     );
+    // The clock reads' frames in the vDSO named by its own symbols.
+    let vdso: Vec<&serde_json::Value> =
+        thread["inclusive"].as_array().unwrap().iter().filter(|r| r["module"] == "[vdso]").collect();
+    eprintln!("in the vDSO: {vdso:?}");
+    assert!(
+        vdso.iter().any(|r| r["function"].as_str().is_some_and(|f| f.contains("clock_gettime") || f.contains("vdso"))),
+        "the vDSO's functions named: {:#}",
+        thread["inclusive"]
+    );
     // The text report shows the table.
     let shown = text(&rtscope(&["show", "last", "--db", &fx.db]));
     assert!(shown.contains("watch profile:") && shown.contains("slow_path (latecall)"), "{shown}");
+}
+
+/// A watched program's own timeline: tests/data/markers/marks.c, pinned to
+/// the last CPU at SCHED_OTHER, wakes every millisecond and writes
+/// `rtscope-test-mark SEQ` to the kernel's `trace_marker`, logging the
+/// CLOCK_MONOTONIC instants around each write (the truth). `watch --pid`
+/// for 5 s; the Perfetto export, read back by Python's JSON parser and
+/// checked against the Trace Event Format, holds every marker written
+/// inside the watched window (its first 100 ms and last 100 ms aside),
+/// once, in order, each between its log's two instants (within 20 us); and
+/// the window's timeline: the program's activations (one a period, each
+/// marker inside one) and its task slices on its CPU.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_watched_programs_markers_are_in_its_timeline() {
+    use common::timeline::*;
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    // Held to the end: tracefs stays mounted meanwhile.
+    let Some(mut marks) = start_marks(&fx.dir) else { return };
+    let (log, cpu) = (marks.log.clone(), marks.cpu.clone());
+    let pid = marks.child.id().to_string();
+    let child = watch(&fx, &["--pid", &pid, "--policy", "other", "-D", "5s"]);
+    wait_for_run(&fx.db, child.id());
+    let t0 = now_ns();
+    let doc = finish(&fx, child);
+    signal(marks.child.id(), libc::SIGTERM);
+    assert!(marks.child.wait().unwrap().success(), "the marks program");
+    if doc["trace"]["markers"].is_null() {
+        skipped("this kernel cannot copy trace_marker writes into an instance (options/copy_trace_marker: Linux 6.17)");
+        return;
+    }
+    let Some(tef) = perfetto(&fx.db, &fx.dir) else { return };
+    let meta = &tef.other["timeline"];
+    assert_eq!(meta["complete"], true, "{meta}");
+    let inside = (t0 + 100_000_000, meta["window_ns"][1].as_u64().unwrap() - 100_000_000);
+    let markers: Vec<(String, u64)> = tef
+        .of("marker")
+        .iter()
+        .filter(|e| e.tid.to_string() == cpu)
+        .map(|e| (e.name.clone(), e.args["t_ns"].as_u64().unwrap()))
+        .collect();
+    let wrote = marks_log(&log);
+    let judged = check_markers(&wrote, &markers, inside, 20_000);
+    assert!(judged >= 3000, "{judged} markers written inside the watched window {inside:?}");
+    // Its activations: a period slice each, on the thread of `periods`.
+    let periods = tef.process("periods").unwrap_or_else(|| panic!("no periods process: {:?}", tef.names));
+    let tid: u64 = pid.parse().unwrap();
+    assert_eq!(tef.thread(periods, tid), Some(format!("marks ({pid})").as_str()));
+    let mut acts: Vec<(u64, u64)> = tef
+        .of("period")
+        .iter()
+        .filter(|e| e.pid == periods && e.tid == tid)
+        .map(|e| (e.ts_ns, e.ts_ns + e.dur_ns))
+        .filter(|a| a.0 >= inside.0 && a.1 <= inside.1)
+        .collect();
+    acts.sort_unstable();
+    let wrote_inside: Vec<u64> =
+        wrote.iter().filter(|w| w.1 >= inside.0 && w.2 <= inside.1).map(|w| (w.1 + w.2) / 2).collect();
+    let in_one = wrote_inside
+        .iter()
+        .filter(|&&t| {
+            let k = acts.partition_point(|a| a.0 <= t);
+            k > 0 && acts[k - 1].1 >= t
+        })
+        .count();
+    let on = tef.process(&format!("cpu{cpu}")).unwrap_or_else(|| panic!("no process cpu{cpu}: {:?}", tef.names));
+    let slices = tef
+        .of("task")
+        .iter()
+        .filter(|e| e.pid == on && e.name == "marks" && (inside.0..inside.1).contains(&e.ts_ns))
+        .count();
+    eprintln!(
+        "{} activations of marks ({pid}) inside the window, {in_one} of {} writes inside one; {slices} task slices \
+         on cpu{cpu}; {meta}",
+        acts.len(),
+        wrote_inside.len()
+    );
+    assert!(acts.len() * 10 >= judged * 9 && acts.len() <= judged + 2, "{} activations, {judged} periods", acts.len());
+    assert!(in_one * 10 >= wrote_inside.len() * 9, "{in_one} of {} writes inside an activation", wrote_inside.len());
+    assert!(slices * 10 >= judged * 9, "{slices} task slices of marks for {judged} periods");
+}
+
+/// tests/data/watch/latecall.c, built as programs are (`cc -O2 -g`, no
+/// frame-pointer flag), SCHED_FIFO 80 on the last CPU, every 10.333 ms,
+/// one period in ten 4 ms of `slow_path` (the others 150 us of
+/// `fast_path`) against a 2 ms deadline, `periods` periods once `go`
+/// exists; its log says how many were slow and late. Killed however the
+/// test ends. None (said skipped) without a C compiler.
+struct LateCall(Child, std::path::PathBuf, std::path::PathBuf);
+
+impl Drop for LateCall {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for LateCall {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for LateCall {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+fn latecall(fx: &Fixture, periods: u64) -> Option<LateCall> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/watch/latecall.c");
+    let exe = fx.dir.join("latecall");
+    // No frame-pointer flag: as a distribution builds it.
+    match Command::new("cc").args(["-O2", "-g", "-o"]).arg(&exe).arg(&src).output() {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!("cc could not build {}: {}", src.display(), text(&o)),
+        Err(e) => {
+            has(&format!("cc ({e})"), false);
+            return None;
+        }
+    }
+    let (go, log) = (fx.dir.join("go"), fx.dir.join("latecall.log"));
+    let cpu = last_cpu().to_string();
+    let mut prog = LateCall(
+        Command::new(&exe)
+            .args([&cpu, "80", "10333000", &periods.to_string(), "4000000", "150000", "2000000"])
+            .args([&go, &log])
+            .spawn()
+            .expect("start the program"),
+        go,
+        log,
+    );
+    let pid = prog.id().to_string();
+    // Its policy set before it is watched (it waits for `go`).
+    let until = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.split(' ').nth(40) == Some("1")) {
+        if let Ok(Some(status)) = prog.try_wait() {
+            panic!("the program ended: {status}");
+        }
+        assert!(Instant::now() < until, "the program did not become SCHED_FIFO in 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Some(prog)
+}
+
+/// `run --watch` with `sample-hz` and `deadline` in its spec: the watch
+/// cell's profile of the late periods is stored with the assessment's run
+/// (the same program as above, 3 s of it under the idle load).
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn run_watch_with_sample_hz_profiles_the_late_periods() {
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let Some(prog) = latecall(&fx, 1000) else { return };
+    std::fs::write(&prog.1, "").unwrap();
+    let spec = format!("pid={},sample-hz=2000,deadline=2ms", prog.id());
+    let o = rtscope(&["run", "--watch", &spec, "--loads", "idle", "-D", "3s", "--db", &fx.db, "-q"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let doc = export(&fx.db, &[]);
+    let profile = &doc["trace"]["watch_profile"];
+    let thread = profile["threads"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["tid"].as_u64() == Some(u64::from(prog.id()))))
+        .unwrap_or_else(|| panic!("no profile of the program in the run: {profile:#}; {}", text(&o)));
+    let late = thread["late_periods"].as_u64().unwrap();
+    let slow = thread["inclusive"].as_array().unwrap().iter().find(|r| r["function"] == "slow_path").cloned();
+    eprintln!("run --watch: {late} late periods; slow_path: {slow:?}");
+    // Some 29 slow periods in 3 s; a loaded host may start the cell late.
+    assert!(late >= 10, "{late} late periods: {thread:#}");
+    assert_eq!(slow.unwrap_or_default()["over"], true, "{thread:#}");
+    assert_eq!(thread["load"], "idle");
 }

@@ -81,7 +81,16 @@ pub fn export(a: ExportArgs) -> Result<i32> {
     crate::cli::check_output("--output", &a.output, &a.store.db)?;
     let store = open_existing(&a.store)?;
     let run = store.load_run(store.resolve(&a.run)?)?;
-    report::write("--output", &a.output, a.format, &Input { full: true, ..Input::one(&run) })?;
+    let timeline = if a.format.reads_timeline() { store.timeline(run.header.id)? } else { None };
+    report::write(
+        "--output",
+        &a.output,
+        a.format,
+        &Input { full: true, timeline: timeline.as_ref(), ..Input::one(&run) },
+    )?;
+    if let Some(n) = timeline.as_ref().and_then(|t| t.cut_note()) {
+        eprintln!("rtscope: run {}: {n}", run.header.id);
+    }
     Ok(0)
 }
 

@@ -552,8 +552,10 @@ impl<'a> Cell<'a> {
         let values: Vec<u64> = shared.extras.iter().map(|v| v.load(Relaxed)).collect();
         let name = common.series_name(probe);
         per_thread_results((probe, common), &values, store_error.is_none(), &mut writer, (name, &load), &mut out)?;
-        if let (Some(inst), Some(report), Some(opts)) = (instance.take(), report, common.trace) {
+        let mut timeline = None;
+        if let (Some(inst), Some(mut report), Some(opts)) = (instance.take(), report, common.trace) {
             let windows = probe.trace_stages() == Some(false);
+            timeline = report.timeline.take();
             let (summary, trace_notes) = crate::trace::summarize(inst, report, &opts, &mirror_lost, windows, code);
             out.notes.extend(trace_notes);
             out.trace = Some(summary);
@@ -562,6 +564,7 @@ impl<'a> Cell<'a> {
         out.lost_exceedances = writer.lost_exceedances;
         out.store_error = store_error;
         run.put_store(writer.store);
+        run.store_timeline(timeline, &mut out.notes);
         Ok(out)
     }
 }

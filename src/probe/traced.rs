@@ -132,6 +132,9 @@ pub(super) fn start_trace<'scope>(
         maps,
         told: vec![],
         wakes,
+        timeline: rtscope_model::episode::timeline::Timeline::new(
+            rtscope_model::episode::timeline::Timeline::MAX_ITEMS,
+        ),
     };
     if let Err(e) = inst.set_on(true) {
         out.errors.push(format!("--trace: {e}"));

@@ -56,6 +56,11 @@ pub trait Format: Sync {
     /// Writes `input` to `out`. Only the formats that take several runs
     /// (see [`Use::Report`]) write more than [`Input::run`].
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written>;
+    /// Whether it writes the run's timeline of its traced window
+    /// ([`Input::timeline`]), which the command then reads from the store.
+    fn reads_timeline(&self) -> bool {
+        false
+    }
 }
 
 impl std::fmt::Debug for dyn Format {
@@ -138,6 +143,9 @@ pub struct Input<'a> {
     pub usage: Option<rtscope_model::analysis::usage::Usage>,
     /// Text: colour (a terminal, and NO_COLOR unset).
     pub colour: bool,
+    /// Perfetto: the run's timeline of its whole traced window, where the
+    /// format [reads it](Format::reads_timeline) and the run has one.
+    pub timeline: Option<&'a rtscope_model::episode::timeline::Timeline>,
 }
 
 impl<'a> Input<'a> {
@@ -153,6 +161,7 @@ impl<'a> Input<'a> {
             mttf_axis: Default::default(),
             usage: None,
             colour: false,
+            timeline: None,
         }
     }
 
@@ -594,7 +603,7 @@ mod tests {
         no_episodes.episodes.clear();
         let path = dir.path().join("ep.json");
         let e = write("--output", &path, PERFETTO, &Input::one(&no_episodes)).unwrap_err();
-        assert!(e.to_string().contains("no cause episodes"), "{e:#}");
+        assert!(e.to_string().contains("no timeline, cause episodes or markers"), "{e:#}");
         assert!(!path.exists(), "nothing written, no file");
         write("--output", &path, PERFETTO, &Input::one(&run)).unwrap();
         assert!(std::fs::read_to_string(&path).unwrap().contains("traceEvents"));

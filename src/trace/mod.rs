@@ -23,7 +23,9 @@ pub mod remainder;
 pub mod stacks;
 pub mod symbols;
 pub mod symcache;
+pub mod timeline;
 pub mod unwind;
+pub mod vdso;
 pub mod wakes;
 pub mod watch;
 

@@ -174,6 +174,13 @@ impl ProcMaps {
         self.procs.get(&pid).is_some_and(|p| p.whole) || self.read(pid) || self.procs.contains_key(&pid)
     }
 
+    /// The offset of `addr` of `pid` in its vDSO; None where it is not in
+    /// its vDSO's mapping.
+    pub fn vdso_offset(&self, pid: i32, addr: u64) -> Option<u64> {
+        let p = self.procs.get(&pid)?;
+        p.maps.iter().chain(&p.before).find(|m| m.vdso && (m.start..m.end).contains(&addr)).map(|m| addr - m.start)
+    }
+
     /// `pid` ran `exec` (the kernel's side-band record, [`crate::sys::perf::MapWatch`]):
     /// its mappings from now on are those the kernel tells.
     pub fn exec(&mut self, pid: i32) {

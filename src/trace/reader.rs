@@ -12,10 +12,12 @@ use super::page::Page;
 use super::remainder::Gap;
 use super::stacks::{self, StackDecoder};
 use super::symbols::{Counts, RawCode, Sink, SymMsg};
+use super::timeline::{self, CpuFold};
 use crate::recorder::{EpisodeMsg, Recorder, Sample};
 use crate::sys::clock;
 use crate::sys::cpuidle::{self, IdleState};
 use crate::sys::perf::{MapEvent, MapWatch, Sampler};
+use rtscope_model::episode::timeline::Timeline;
 use rtscope_model::episode::{CauseKind, Episode, Marker, Markers, Stages, TraceCpu};
 use rtscope_model::hist::{Tally, quantile};
 use std::cell::RefCell;
@@ -127,6 +129,10 @@ pub struct Lane {
     /// The application's markers read from this CPU's buffer (the first
     /// [`Markers::MAX`], and how many came after them).
     markers: Markers,
+    /// This CPU's events folded into the run's timeline.
+    fold: CpuFold,
+    /// The probe's samples' name in the timeline (`wakeup latency`).
+    label: String,
 }
 
 impl Lane {
@@ -139,7 +145,6 @@ impl Lane {
     ) -> Lane {
         Lane {
             buffer: Buffer::new(buffer, clock),
-            trace,
             samples,
             stages,
             stacks: None,
@@ -147,6 +152,9 @@ impl Lane {
             sampler: None,
             seen: Vec::new(),
             markers: Markers::default(),
+            fold: CpuFold::new(u32::try_from(trace.cpu).unwrap_or(u32::MAX)),
+            label: format!("{} {}", trace.probe, trace.metric),
+            trace,
         }
     }
 
@@ -205,13 +213,19 @@ impl Lane {
     }
 
     /// Reads every page the kernel has for this CPU, its stacks and
-    /// samples, and the probe's samples.
-    fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8]) {
-        let trace = &mut self.trace;
+    /// samples, and the probe's samples; the events and samples folded
+    /// into `timeline` too.
+    fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8], timeline: &mut Timeline) {
+        let (trace, fold) = (&mut self.trace, &mut self.fold);
         let cpu = u32::try_from(trace.cpu).unwrap_or(u32::MAX);
-        self.buffer.drain_marked(layout, decoder, page, (cpu, &mut self.markers), |e| trace.push_event(e));
+        self.buffer.drain_marked(layout, decoder, page, (cpu, &mut self.markers), |e| {
+            fold.event(&e);
+            trace.push_event(e)
+        });
+        fold.flush(decoder, timeline);
         self.drain_code(layout, page, false);
         while let Ok(s) = self.samples.pop() {
+            timeline::sample(timeline, (self.trace.cpu, self.trace.tid, &self.label), s.t_ns, s.value_ns);
             self.trace.push_sample(s);
         }
     }
@@ -280,6 +294,8 @@ pub struct Reader {
     /// The probe threads' wakings on the CPUs not traced
     /// ([`crate::trace::wakes`]): each CPU's buffer.
     pub wakes: Vec<(usize, Buffer)>,
+    /// The whole window's timeline ([`Timeline::MAX_ITEMS`] at most).
+    pub timeline: Timeline,
 }
 
 /// What the reader reports at the end.
@@ -311,6 +327,8 @@ pub struct ReaderReport {
     pub maps_lost: u64,
     /// The application's markers of every CPU, in time order.
     pub markers: Markers,
+    /// The traced window's timeline, to store with the run.
+    pub timeline: Option<Timeline>,
 }
 
 /// (thread name, its scheduling) -> (episodes it led, the most time it
@@ -463,6 +481,7 @@ impl Reader {
             above,
             maps_lost: self.maps.iter().map(MapWatch::lost).sum(),
             markers: Markers::default(),
+            timeline: None,
         };
         self.code_totals(&mut report);
         self.finish(now, report)
@@ -484,7 +503,7 @@ impl Reader {
         let pass_start = clock::now();
         self.drain_wakes(pass_start, page);
         for lane in &mut self.lanes {
-            lane.drain(&self.layout, &mut self.decoder, page);
+            lane.drain(&self.layout, &mut self.decoder, page, &mut self.timeline);
             if last {
                 lane.drain_code(&self.layout, page, true);
             }
@@ -610,7 +629,11 @@ impl Reader {
     }
 
     /// The stage series finished at `now`, and each lane's figures.
-    fn finish(self, now: u64, mut report: ReaderReport) -> ReaderReport {
+    fn finish(mut self, now: u64, mut report: ReaderReport) -> ReaderReport {
+        for lane in &mut self.lanes {
+            lane.fold.finish(&self.decoder, &mut self.timeline);
+        }
+        report.timeline = Some(std::mem::take(&mut self.timeline).finish());
         for mut lane in self.lanes {
             let m = std::mem::take(&mut lane.markers);
             report.markers.extend(m.list, m.dropped);

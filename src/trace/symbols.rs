@@ -15,6 +15,7 @@ use super::remainder::{Gap, remainder};
 use super::stacks::WakeStack;
 use super::symcache::{Kept, SymCache};
 use super::unwind::{self, Unwind};
+use super::vdso::{self, VdsoFile};
 use crate::recorder::EpisodeMsg;
 use crate::sys::perf::PerfSample;
 use blazesym::Pid;
@@ -162,6 +163,8 @@ pub struct Symbols {
     own: (Option<Vec<u8>>, Option<(u64, u64)>),
     /// The profiler's user stacks, unwound with the files' own tables.
     unwind: Unwind,
+    /// The vDSO's image, to name its frames by.
+    vdso: VdsoFile,
 }
 
 impl Default for Symbols {
@@ -374,6 +377,7 @@ impl Symbols {
                 std::fs::metadata("/proc/self/exe").ok().map(|m| (m.dev(), m.ino())),
             ),
             unwind: Unwind::default(),
+            vdso: VdsoFile::default(),
         }
     }
 
@@ -465,6 +469,21 @@ impl Symbols {
                 Some(Located::File(file, off)) => by_file.entry(file).or_default().push((a, off)),
                 Some(Located::NoFile) | None => missed.push(a),
             }
+        }
+        // The vDSO's by its image (the same in every process).
+        let in_vdso: Vec<(u64, u64)> =
+            missed.iter().filter_map(|&a| Some((a, self.maps.vdso_offset(pid, a)?))).collect();
+        if let (false, Some(path)) = (in_vdso.is_empty(), self.vdso.path()) {
+            let offsets: Vec<u64> = in_vdso.iter().map(|x| x.1).collect();
+            for (s, &(a, _)) in
+                file_syms(&self.sym, path, &offsets, false).unwrap_or_default().into_iter().zip(&in_vdso)
+            {
+                let n = Name { module: Some(vdso::MODULE.into()), ..to_name(s, None) };
+                if n.function.is_some() {
+                    named.insert(a, n);
+                }
+            }
+            missed.retain(|a| !named.contains_key(a));
         }
         for (file, addrs) in by_file {
             let module = self.maps.file(file).name.clone();

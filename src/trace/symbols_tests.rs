@@ -344,3 +344,30 @@ fn samples_are_unwound_with_the_programs_tables() {
     let bare = crate::sys::perf::PerfSample { stack: None, ..mine[0].clone() };
     assert_eq!(s.sample_stack(&bare, "test").unwinder.as_deref(), Some(unwind::FP));
 }
+
+/// A frame in the vDSO is named by the vDSO's own symbols (its image,
+/// rtscope's own copy), module `[vdso]`, without the live process.
+#[test]
+fn vdso_frames_are_named() {
+    let mut file = VdsoFile::default();
+    let Some(path) = file.path().map(Path::to_path_buf) else {
+        return skip_unless_ci("no vDSO image to read here");
+    };
+    use blazesym::inspect::{Inspector, source};
+    let inspector = Inspector::new();
+    let found = inspector.lookup(&source::Source::Elf(source::Elf::new(&path)), &["__vdso_clock_gettime"]);
+    let Some(off) = found.ok().and_then(|f| f.first()?.first()?.file_offset) else {
+        return skip_unless_ci("this vDSO has no __vdso_clock_gettime");
+    };
+    let base = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .find(|l| l.ends_with("[vdso]"))
+        .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+        .unwrap();
+    let mut s = Symbols::with_cache(None);
+    let frames = s.user(std::process::id() as i32, &[base + off + 4]);
+    let f = &frames[0];
+    assert!(f.function.as_deref().is_some_and(|n| n.contains("clock_gettime")), "{f:?}");
+    assert_eq!(f.module.as_deref(), Some("[vdso]"), "{f:?}");
+}

@@ -187,17 +187,6 @@ impl Cfi {
     }
 }
 
-/// Copies of the vDSO that rtscope itself maps: the same image the kernel
-/// maps into every 64-bit process. None where it has none, or it cannot be
-/// read.
-fn own_vdso() -> Option<Vec<u8>> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
-    let (start, end) = line.split_whitespace().next()?.split_once('-')?;
-    let (start, end) = (u64::from_str_radix(start, 16).ok()?, u64::from_str_radix(end, 16).ok()?);
-    std::fs::File::open("/proc/self/mem").ok()?.bytes(start, end.checked_sub(start)?)
-}
-
 /// How the unwinds went: the stacks each unwinder gave, and what they
 /// took.
 #[derive(Default)]
@@ -337,7 +326,11 @@ impl Unwind {
     }
 
     fn vdso(&mut self) -> Option<Arc<Cfi>> {
-        self.vdso.get_or_insert_with(|| own_vdso().and_then(|img| Cfi::read(img.as_slice()).ok()).map(Arc::new)).clone()
+        self.vdso
+            .get_or_insert_with(|| {
+                super::vdso::own_image().and_then(|img| Cfi::read(img.as_slice()).ok()).map(Arc::new)
+            })
+            .clone()
     }
 
     /// Why file `i`'s frames were walked without tables, if they were.
@@ -478,7 +471,7 @@ mod tests {
         // The file's .text holds this function at its address less the bias.
         let text = cfi.text.clone().unwrap();
         assert!(text.contains(&(here - bias)), "{:#x} - {bias:#x} in .text {text:x?}", here);
-        match own_vdso() {
+        match crate::trace::vdso::own_image() {
             Some(img) => {
                 let v = Cfi::read(img.as_slice()).unwrap();
                 assert!(v.eh_frame.is_some() && v.eh_frame_hdr.is_some(), "the vDSO has its tables");

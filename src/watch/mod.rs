@@ -15,9 +15,11 @@ use crate::trace::event::{Decoder, Ev, Task};
 use crate::trace::format::PageLayout;
 use crate::trace::instance::Instance;
 use crate::trace::reader::{Buffer, ReaderReport, policy_of};
+use crate::trace::timeline::CpuFold;
 use crate::trace::watch::{Merge, Obs, Tracker, shown};
 use crate::trace::{self, CodeReport, StacksMode, TraceClock, TraceOpts};
 use anyhow::Result;
+use rtscope_model::episode::timeline::Timeline;
 use rtscope_model::episode::{self, CauseKind, Markers, TraceCpu, TraceSummary};
 use rtscope_model::extra::watch as figure;
 use rtscope_model::hist::{Tally, quantile};
@@ -681,7 +683,8 @@ impl Watch {
         out.lost_exceedances = writer.lost_exceedances;
         run.put_store(writer.store);
 
-        let report = feed.report(&causes.traces, reader_cpu_ns, wall_ns);
+        let mut report = feed.report(&causes.traces, reader_cpu_ns, wall_ns);
+        let timeline = report.timeline.take();
         let opts = TraceOpts {
             cause_threshold: CauseThreshold::Fixed(threshold.unwrap_or(0)),
             max_episodes: if threshold.is_some() { settings.max_episodes } else { 0 },
@@ -695,6 +698,7 @@ impl Watch {
         let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false, CodeReport::default());
         out.notes = threads.notes(&summary, wall_ns);
         out.notes.extend(trace_notes);
+        run.store_timeline(timeline, &mut out.notes);
         if let Some(p) = &profile {
             out.notes.push(format!(
                 "watch: {} threads sampled at {} Hz ({}); {} late periods ({}) against {} on time",
@@ -725,6 +729,9 @@ struct Feed {
     events_on: Vec<u64>,
     /// The application's markers.
     markers: Markers,
+    /// Each CPU's events folded into the whole window's timeline.
+    folds: Vec<CpuFold>,
+    timeline: Timeline,
 }
 
 impl Feed {
@@ -738,30 +745,37 @@ impl Feed {
             .collect();
         Ok(Feed {
             events_on: vec![0; cpus.len()],
+            folds: cpus.iter().map(|&c| CpuFold::new(u32::try_from(c).unwrap_or(u32::MAX))).collect(),
             cpus,
             buffers,
             decoder: std::mem::take(&mut instance.decoder),
             page: vec![0u8; instance.layout.page_size],
             merge: Merge::default(),
             markers: Markers::default(),
+            timeline: Timeline::new(Timeline::MAX_ITEMS),
         })
     }
 
     /// Reads every CPU's buffer once into the merge.
     fn drain(&mut self, layout: &PageLayout) {
         for (i, b) in self.buffers.iter_mut().enumerate() {
-            let (m, n) = (&mut self.merge, &mut self.events_on[i]);
+            let (m, n, fold) = (&mut self.merge, &mut self.events_on[i], &mut self.folds[i]);
             let cpu = u32::try_from(self.cpus[i]).unwrap_or(u32::MAX);
             b.drain_marked(layout, &mut self.decoder, &mut self.page, (cpu, &mut self.markers), |e| {
                 *n += 1;
+                fold.event(&e);
                 m.push(i as u32, e)
             });
+            fold.flush(&self.decoder, &mut self.timeline);
         }
     }
 
     /// What was read, per CPU; closes the buffers (before the instance is
     /// removed).
-    fn report(self, traces: &[CpuTrace], cpu_ns: u64, wall_ns: u64) -> ReaderReport {
+    fn report(mut self, traces: &[CpuTrace], cpu_ns: u64, wall_ns: u64) -> ReaderReport {
+        for f in &mut self.folds {
+            f.finish(&self.decoder, &mut self.timeline);
+        }
         let per_cpu = self
             .cpus
             .iter()
@@ -800,6 +814,7 @@ impl Feed {
                 m.extend(self.markers.list, self.markers.dropped);
                 m
             },
+            timeline: Some(self.timeline.finish()),
         }
     }
 }
@@ -846,6 +861,7 @@ fn follow(
             causes.push_event(ci as usize, e);
             threads.tracker.event(cpu as i64, &e, &mut |o| obs.push(o));
             for o in obs.drain(..) {
+                crate::trace::timeline::watched(&mut feed.timeline, &feed.decoder, &o);
                 threads.observe(o, e.ts, writer, causes, &names)?;
             }
         }

@@ -8,6 +8,7 @@ pub mod loads;
 pub mod periodic;
 pub mod prom;
 pub mod reports;
+pub mod timeline;
 pub mod truth;
 pub mod vm;
 

@@ -9,6 +9,7 @@ mod code;
 mod summary;
 #[cfg(test)]
 pub(crate) mod tests;
+pub mod timeline;
 
 pub use cause::*;
 pub use code::*;

@@ -59,6 +59,7 @@ mod open;
 mod read;
 mod retention;
 mod schema;
+mod timeline;
 mod write;
 
 pub use open::{

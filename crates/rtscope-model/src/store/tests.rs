@@ -301,6 +301,20 @@ fn episodes_are_kept_and_dropped_and_old_stores_migrate() {
     assert_eq!(store.load_run(id).unwrap().episodes, vec![b]);
     store.put_run_data(id, "trace", &serde_json::json!({"instance": "x", "clock": "mono"})).unwrap();
     assert_eq!(store.load_run(id).unwrap().trace.unwrap().instance, "x");
+    // The timeline: none, then each cell's added to the run's.
+    use crate::episode::timeline::{Item, Timeline, Track};
+    assert_eq!(store.timeline(id).unwrap(), None);
+    let cell = |start_ns, name: &str| {
+        let mut t = Timeline::new(10);
+        let name = t.name(name);
+        t.push(Item { cpu: 0, track: Track::Task, start_ns, dur_ns: 5, name, pid: 3, value_ns: 0 });
+        t.finish()
+    };
+    store.add_timeline(id, cell(1_000, "a")).unwrap();
+    store.add_timeline(id, cell(2_000_000_000, "b")).unwrap();
+    let t = store.timeline(id).unwrap().unwrap();
+    assert_eq!(t.items().map(|i| t.name_of(i)).collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(t.window_ns, (1_000, 2_000_000_005));
 }
 
 /// Opens the store at `path` from `n` threads at once (as `n` processes
