@@ -41,15 +41,8 @@ if [[ -n ${RTSCOPE:-} ]]; then
 else
     build_rtscope
 fi
-echo "== building the day-run synthesiser (release)"
-(cd "$ROOT" && cargo build --release --locked -q -p rtscope-model --example synth_run)
-SYNTH=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/synth_run
-if [[ -n ${WORK:-} ]]; then
-    mkdir -p "$WORK"
-    TMP=$WORK
-else
-    scratch_dir analyze-speed
-fi
+build_synth
+work_dir analyze-speed
 OUT=$TMP/out
 mkdir -p "$OUT"
 

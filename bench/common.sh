@@ -35,3 +35,23 @@ scratch_dir() {
     TMP=$(mktemp -d "${TMPDIR:-/tmp}/rtscope-$1.XXXXXX")
     trap 'rm -rf "$TMP"' EXIT
 }
+
+# Builds the synthesiser of wake-up runs (crates/rtscope-model/examples/
+# synth_run.rs, release) and sets SYNTH; with SYNTH already set, uses that one.
+build_synth() {
+    [[ -n ${SYNTH:-} ]] && return
+    echo "== building the run synthesiser (release)"
+    (cd "$ROOT" && cargo build --release --locked -q -p rtscope-model --example synth_run)
+    SYNTH=${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/synth_run
+}
+
+# Sets TMP to $WORK (made if missing, kept) when set, else to a scratch
+# directory named after $1.
+work_dir() {
+    if [[ -n ${WORK:-} ]]; then
+        mkdir -p "$WORK"
+        TMP=$WORK
+    else
+        scratch_dir "$1"
+    fi
+}

@@ -42,7 +42,7 @@ fn open_store(s: &StoreArgs) -> Result<Store> {
 
 fn load(s: &StoreArgs, spec: &str) -> Result<Run> {
     let store = open_store(s)?;
-    store.load_run(store.resolve(spec)?)
+    store.load_run_summed(store.resolve(spec)?)
 }
 
 /// Samples from `path`: one value per line, or `timestamp value`, in

@@ -34,7 +34,11 @@ fn load_runs(specs: &[String], store: &StoreArgs, ticker: &Ticker) -> Result<Vec
             opened = Some(super::store::open_existing(store)?);
         }
         let s = opened.as_ref().expect("opened above");
-        runs.push(s.load_run(s.resolve(spec)?)?);
+        let id = s.resolve(spec)?;
+        // One run's report reads its statistics and tails: each interval's
+        // histograms are summed as read. Several runs are compared interval
+        // by interval, which needs them whole.
+        runs.push(if specs.len() == 1 { s.load_run_summed(id)? } else { s.load_run(id)? });
     }
     Ok(runs)
 }

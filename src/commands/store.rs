@@ -62,7 +62,7 @@ fn run_length(ns: u64) -> String {
 /// `rtscope show`.
 pub fn show(a: ShowArgs) -> Result<i32> {
     let store = open_existing(&a.store)?;
-    let run = store.load_run(store.resolve(&a.run)?)?;
+    let run = store.load_run_summed(store.resolve(&a.run)?)?;
     report::to_stdout(|out| {
         let input = Input::one(&run);
         if a.print.json {

@@ -226,7 +226,7 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
             }
             let bytes = B64.decode(iv.hdr.as_bytes()).map_err(|e| anyhow!("{}: bad base64: {e}", where_()))?;
             let neg = match iv.neg {
-                Some(n) => Some(NegHalf {
+                Some(n) => Some(Box::new(NegHalf {
                     stats: Stats {
                         count: n.count,
                         min: n.min_ns,
@@ -235,7 +235,7 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
                         overflows: n.overflows,
                     },
                     hdr: B64.decode(n.hdr.as_bytes()).map_err(|e| anyhow!("{}: bad base64: {e}", where_()))?,
-                }),
+                })),
                 None => None,
             };
             intervals.push(Interval {

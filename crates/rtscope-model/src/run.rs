@@ -154,8 +154,9 @@ pub struct Interval {
     /// run's thousands of intervals fit in memory. [`Interval::hist`]
     /// decodes it. In a signed series: the values >= 0 only.
     pub hdr: Vec<u8>,
-    /// A signed series' negative values as magnitudes; None when unsigned.
-    pub neg: Option<NegHalf>,
+    /// A signed series' negative values as magnitudes; None when unsigned
+    /// (boxed: a long run's reads keep every interval's statistics).
+    pub neg: Option<Box<NegHalf>>,
 }
 
 /// The negative half of a signed series' interval: statistics and
@@ -177,7 +178,7 @@ impl Interval {
             overruns,
             lost_exceedances,
             hdr: crate::hist::encode(&tally.hist),
-            neg: tally.neg.as_ref().map(|n| NegHalf { stats: n.stats, hdr: crate::hist::encode(&n.hist) }),
+            neg: tally.neg.as_ref().map(|n| Box::new(NegHalf { stats: n.stats, hdr: crate::hist::encode(&n.hist) })),
         }
     }
 
@@ -424,6 +425,96 @@ impl Series {
     }
 }
 
+/// A series built as its intervals are read, one at a time and in order:
+/// each interval's histograms are summed into the series' total (and into
+/// the half of the series it falls in) and then dropped, so that reading a
+/// run takes memory for its intervals' statistics and times, not for their
+/// histograms. [`Series::new`] sums intervals it keeps whole.
+pub struct SeriesFold {
+    key: SeriesKey,
+    unit: String,
+    exceed: String,
+    /// The middle of the series' time span, where its second half starts.
+    mid: u64,
+    intervals: Vec<Interval>,
+    split: Option<usize>,
+    sums: [Sum; 2],
+}
+
+impl SeriesFold {
+    /// A series whose first interval starts at `span.0` and whose last
+    /// ends at `span.1` (the halves are found as the intervals come).
+    pub fn new(key: SeriesKey, unit: String, exceed: String, span: (u64, u64)) -> SeriesFold {
+        SeriesFold {
+            key,
+            unit,
+            exceed,
+            mid: middle(span.0, span.1),
+            intervals: Vec::new(),
+            split: None,
+            sums: [Sum::new(), Sum::new()],
+        }
+    }
+
+    /// Adds the next interval, checked as [`Series::new`] checks it; its
+    /// histograms are summed and not kept (its `hdr` is left empty).
+    pub fn add(&mut self, mut iv: Interval) -> Result<(), String> {
+        if let Some(prev) = self.intervals.last()
+            && iv.seq <= prev.seq
+        {
+            return Err(format!("interval {} follows interval {}: sequence numbers must increase", iv.seq, prev.seq));
+        }
+        if iv.start_ns > iv.end_ns {
+            return Err(format!("interval {}: start after end", iv.seq));
+        }
+        if self.split.is_none() && !self.intervals.is_empty() && middle(iv.start_ns, iv.end_ns) >= self.mid {
+            self.split = Some(self.intervals.len());
+        }
+        self.sums[usize::from(self.split.is_some())].add(&iv)?;
+        iv.hdr = Vec::new();
+        if let Some(n) = &mut iv.neg {
+            n.hdr = Vec::new();
+        }
+        self.intervals.push(iv);
+        Ok(())
+    }
+
+    /// The series, as [`Series::new`] would build it but for the
+    /// intervals' histograms; None when its second half cannot be told as
+    /// the intervals come (one in the middle starts before the first, or
+    /// the span given was not theirs): build it with [`Series::new`] then.
+    pub fn finish(self, exceedances: Vec<Exceedance>) -> Option<Series> {
+        let ivs = &self.intervals;
+        let span_holds = match (ivs.first(), ivs.last()) {
+            (Some(a), Some(b)) => middle(a.start_ns, b.end_ns) == self.mid,
+            _ => true,
+        };
+        if !span_holds || (ivs.len() >= 2 && self.split.is_none()) {
+            return None;
+        }
+        let [mut all, second] = self.sums;
+        let halves = self.split.map(|split| Halves { split, first: all.packed(), second: second.packed() });
+        all.add_sum(&second);
+        let total = all.tally();
+        Some(Series {
+            key: self.key,
+            unit: self.unit,
+            exceed: self.exceed,
+            intervals: self.intervals,
+            exceedances,
+            extra: Default::default(),
+            total,
+            halves,
+        })
+    }
+}
+
+/// The middle of `a..b` (wrapping: an interval that ends before it starts
+/// is refused after this, in its turn).
+fn middle(a: u64, b: u64) -> u64 {
+    a.wrapping_add(b.wrapping_sub(a) / 2)
+}
+
 /// Where the second half of `intervals` starts: at the first interval
 /// whose middle is at or past the middle of their time span (never the
 /// first); None with fewer than two.
@@ -432,9 +523,6 @@ fn half_split(intervals: &[Interval]) -> Option<usize> {
     if intervals.len() < 2 {
         return None;
     }
-    // Wrapping: an interval that ends before it starts is refused after
-    // this, in its turn.
-    let middle = |a: u64, b: u64| a.wrapping_add(b.wrapping_sub(a) / 2);
     let mid = middle(first.start_ns, last.end_ns);
     Some(intervals.iter().position(|iv| middle(iv.start_ns, iv.end_ns) >= mid).unwrap_or(1).max(1))
 }
@@ -581,6 +669,55 @@ mod tests {
             let one = Series::new(SeriesKey::new("p", "m", 0), "ns".into(), "a".into(), ivs[..1].to_vec(), vec![]);
             assert!(one.unwrap().halves().is_none());
         }
+    }
+
+    /// [`SeriesFold`] of `ivs`, their span taken from them.
+    fn folded(ivs: &[Interval]) -> Option<Series> {
+        let span = (ivs.first().map_or(0, |i| i.start_ns), ivs.last().map_or(0, |i| i.end_ns));
+        let mut f = SeriesFold::new(SeriesKey::new("p", "m", 0), "ns".into(), "adaptive".into(), span);
+        for iv in ivs {
+            f.add(iv.clone()).unwrap();
+        }
+        f.finish(vec![Exceedance { t_ns: 1, value_ns: 2 }])
+    }
+
+    #[test]
+    fn a_series_folded_as_read_is_the_series_but_for_its_intervals_histograms() {
+        for signed in [false, true] {
+            let ivs = intervals(signed);
+            for n in [0, 1, 2, 9] {
+                let s = Series::new(
+                    SeriesKey::new("p", "m", 0),
+                    "ns".into(),
+                    "adaptive".into(),
+                    ivs[..n].to_vec(),
+                    vec![Exceedance { t_ns: 1, value_ns: 2 }],
+                )
+                .unwrap();
+                let f = folded(&ivs[..n]).unwrap();
+                let same = |a: &Tally, b: &Tally| format!("{a:?}") == format!("{b:?}");
+                assert!(same(f.total(), s.total()), "signed {signed}, {n} intervals: total");
+                assert_eq!(f.halves(), s.halves(), "signed {signed}, {n} intervals: halves");
+                assert_eq!(f.result(), s.result());
+                assert!(
+                    f.intervals.iter().all(|iv| iv.hdr.is_empty() && iv.neg.as_ref().is_none_or(|n| n.hdr.is_empty()))
+                );
+            }
+        }
+        // An interval in the middle that starts before the first: its
+        // halves cannot be told as read.
+        let mut ivs = intervals(false)[..2].to_vec();
+        (ivs[0].start_ns, ivs[0].end_ns) = (5_000, 6_000);
+        (ivs[1].start_ns, ivs[1].end_ns) = (0, 6_000);
+        assert!(folded(&ivs).is_none());
+        // Out of order, or ending before it starts: refused as Series::new refuses.
+        let mut f = SeriesFold::new(SeriesKey::new("p", "m", 0), "ns".into(), "a".into(), (0, 9_500));
+        let ivs = intervals(false);
+        f.add(ivs[1].clone()).unwrap();
+        assert_eq!(f.add(ivs[0].clone()), Err("interval 0 follows interval 1: sequence numbers must increase".into()));
+        let mut bad = ivs[2].clone();
+        bad.end_ns = bad.start_ns - 1;
+        assert_eq!(f.add(bad), Err("interval 2: start after end".into()));
     }
 
     #[test]

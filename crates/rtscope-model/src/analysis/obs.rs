@@ -4,8 +4,8 @@
 //! index, block maxima for the diagnostics, and the two halves of the
 //! measurement for the agreement check.
 
-use crate::hist::{Stats, Tally};
-use crate::run::{Exceedance, Series};
+use crate::hist::Tally;
+use crate::run::{Exceedance, Interval, Series};
 
 /// One metric's observations.
 #[derive(Clone, Debug, Default)]
@@ -97,15 +97,13 @@ impl Obs {
     /// maxima and its exceedances; its halves from the sums the series
     /// keeps (no interval is decoded again).
     pub fn from_series(s: &Series) -> Result<Obs, String> {
-        let spans: Vec<(u64, u64)> = s.intervals.iter().map(|iv| (iv.start_ns, iv.end_ns)).collect();
-        let stats: Vec<Stats> = s.intervals.iter().map(|iv| iv.stats).collect();
-        let mut o = Self::from_intervals(s.total(), &stats, &spans, &s.exceedances)?;
+        let (ivs, exc) = (&s.intervals, &s.exceedances);
+        let mut o = Self::from_intervals(s.total(), ivs, exc, |_| true)?;
         if let Some(h) = s.halves() {
             let split = h.split;
-            let cut = spans[split].0;
-            let (e1, e2): (Vec<Exceedance>, Vec<Exceedance>) = s.exceedances.iter().partition(|e| e.t_ns < cut);
-            let first = Self::from_intervals(&h.first.unpack(), &stats[..split], &spans[..split], &e1);
-            let second = Self::from_intervals(&h.second.unpack(), &stats[split..], &spans[split..], &e2);
+            let cut = ivs[split].start_ns;
+            let first = Self::from_intervals(&h.first.unpack(), &ivs[..split], exc, |t| t < cut);
+            let second = Self::from_intervals(&h.second.unpack(), &ivs[split..], exc, |t| t >= cut);
             if let (Ok(a), Ok(b)) = (first, second) {
                 o.halves = Some(Box::new([a, b]));
             }
@@ -113,18 +111,19 @@ impl Obs {
         Ok(o)
     }
 
-    /// Observations from the sum `total` of intervals with statistics
-    /// `stats` and time spans `spans` (one each, in order).
+    /// Observations from the sum `total` of intervals `ivs` (their
+    /// statistics and time spans), with those of `exceedances` whose time
+    /// `mine` takes.
     fn from_intervals(
         total: &Tally,
-        stats: &[Stats],
-        spans: &[(u64, u64)],
+        ivs: &[Interval],
         exceedances: &[Exceedance],
+        mine: impl Fn(u64) -> bool,
     ) -> Result<Obs, String> {
         if total.count() == 0 {
             return Err("no samples".into());
         }
-        let duration_ns: u64 = spans.iter().map(|&(a, b)| b - a).sum();
+        let duration_ns: u64 = ivs.iter().map(|iv| iv.end_ns - iv.start_ns).sum();
         let mut values: Vec<(f64, u64)> = Vec::new();
         let (lo, hi) = (total.stats.min_or_zero(), total.stats.max);
         for v in total.hist.iter_recorded() {
@@ -141,36 +140,38 @@ impl Obs {
             values.push((-(hi as f64), neg.stats.overflows));
         }
         let mut o = Obs::from_counts(values, duration_ns as f64 / 1e9);
-        let t0 = spans[0].0;
-        let end = spans[spans.len() - 1].1;
+        let t0 = ivs[0].start_ns;
+        let end = ivs[ivs.len() - 1].end_ns;
+        let timed = |e: &&Exceedance| e.t_ns >= t0 && e.t_ns <= end && mine(e.t_ns);
+        o.timed_from = o.complete_level(exceedances.iter().filter(timed).map(|e| e.value_ns as f64).collect());
+        // The tail's extremal index reads those above that level alone: a
+        // long run's analysis keeps no more of them.
         o.timed = exceedances
             .iter()
-            .filter(|e| e.t_ns >= t0 && e.t_ns <= end)
+            .filter(timed)
+            .filter(|e| e.value_ns as f64 > o.timed_from)
             .map(|e| ((e.t_ns - t0) as f64 / 1e9, e.value_ns as f64))
             .collect();
         o.timed.sort_by(|a, b| a.0.total_cmp(&b.0));
-        o.timed_from = o.complete_level();
         // Interval maxima; a last interval much shorter than the others
         // (the run's end) is not a comparable block.
-        let mut lens: Vec<u64> = spans.iter().map(|&(a, b)| b - a).collect();
+        let mut lens: Vec<u64> = ivs.iter().map(|iv| iv.end_ns - iv.start_ns).collect();
         lens.sort_unstable();
         let typical = lens[lens.len() / 2];
         o.block_s = typical as f64 / 1e9;
-        o.blocks = stats
+        o.blocks = ivs
             .iter()
-            .zip(spans)
-            .filter(|(t, (a, b))| t.count > 0 && (b - a) * 2 >= typical)
-            .map(|(t, _)| t.max as f64)
+            .filter(|iv| iv.stats.count > 0 && (iv.end_ns - iv.start_ns) * 2 >= typical)
+            .map(|iv| iv.stats.max as f64)
             .collect();
         Ok(o)
     }
 
-    /// The lowest level above which the timed exceedances hold (nearly)
-    /// every sample the histogram has (90 %: the run may have lost a few to a
-    /// full ring): a run keeps those above a threshold
+    /// The lowest level above which the timed exceedances' values `vals`
+    /// hold (nearly) every sample the histogram has (90 %: the run may have
+    /// lost a few to a full ring): a run keeps those above a threshold
     /// that moved (the running p99.9), so low levels are incomplete.
-    fn complete_level(&self) -> f64 {
-        let mut vals: Vec<f64> = self.timed.iter().map(|t| t.1).collect();
+    fn complete_level(&self, mut vals: Vec<f64>) -> f64 {
         vals.sort_by(|a, b| b.total_cmp(a));
         let mut level = f64::INFINITY;
         for (i, &v) in vals.iter().enumerate() {

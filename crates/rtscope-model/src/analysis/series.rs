@@ -252,5 +252,10 @@ fn build(
         tail_error,
         mttf,
     };
+    // The halves served the agreement check alone: what reads the analysis
+    // later (verdicts, MTTF, misses) takes the whole run's observations,
+    // and a run of many series keeps one analysis each.
+    let mut obs = obs;
+    obs.halves = None;
     SeriesAnalysis { key, obs, model, timer_period_ns, report, usage: opts.usage }
 }

@@ -4,9 +4,12 @@
 use super::{RunListing, Store, load_of, u};
 use crate::episode::Episode;
 use crate::hist;
-use crate::run::{Exceedance, Interval, NegHalf, Run, RunHeader, RunStatus, Series, SeriesKey};
+use crate::run::{Exceedance, Interval, NegHalf, Run, RunHeader, RunStatus, Series, SeriesFold, SeriesKey};
 use anyhow::{Context, Result, anyhow, bail};
 use rusqlite::{Connection, OptionalExtension, params};
+
+/// A series' row: its id, key, unit, exceedance threshold and extra figures.
+type SeriesRow = (i64, SeriesKey, String, String, Option<String>);
 
 impl Store {
     pub(super) fn run_data(&self, run_id: i64, name: &str) -> Result<Option<serde_json::Value>> {
@@ -119,6 +122,27 @@ impl Store {
     /// Loads a whole run: header, inventory, plan, every series with its
     /// intervals and exceedances.
     pub fn load_run(&self, id: i64) -> Result<Run> {
+        self.load_run_as(id, false)
+    }
+
+    /// Loads a run as [`Store::load_run`] does, but for its intervals'
+    /// histograms: each series' rows are streamed from the store and each
+    /// interval's histograms summed into the series' total and halves as
+    /// it is read, then dropped (the intervals keep their statistics and
+    /// times, with an empty `hdr`). What the reads that print statistics
+    /// and fit tails take (`show`, `analyze`, `report`): their memory is
+    /// the series' sums, the intervals' statistics and the exceedances,
+    /// not the histograms of every interval. The run is read in one read
+    /// transaction, so a monitor's writes and retention meanwhile are not
+    /// seen half-done.
+    pub fn load_run_summed(&self, id: i64) -> Result<Run> {
+        let tx = self.conn.unchecked_transaction()?;
+        let run = self.load_run_as(id, true);
+        tx.finish()?;
+        run
+    }
+
+    fn load_run_as(&self, id: i64, summed: bool) -> Result<Run> {
         let header = self.header(id)?;
         let (inv, plan): (String, String) =
             self.conn
@@ -127,8 +151,7 @@ impl Store {
             "SELECT id, probe, metric, cpu, unit, exceed, extra, load FROM series WHERE run_id=?1
              ORDER BY probe, metric, cpu, load",
         )?;
-        type Row = (i64, SeriesKey, String, String, Option<String>);
-        let rows: Vec<Row> = st
+        let rows: Vec<SeriesRow> = st
             .query_map([id], |r| {
                 Ok((
                     r.get(0)?,
@@ -139,35 +162,7 @@ impl Store {
                 ))
             })?
             .collect::<Result<_, _>>()?;
-        // Read every series' rows, then build the series (summing their
-        // histograms) on every core; the first error in the series' order
-        // is the one reported, as when they were read one at a time.
-        let mut read = Vec::new();
-        let mut unread = None;
-        for (sid, key, unit, exceed, extra) in rows {
-            match self.series_rows(id, sid) {
-                Ok((intervals, exceedances)) => read.push((key, unit, exceed, extra, intervals, exceedances)),
-                Err(e) => {
-                    unread = Some(e);
-                    break;
-                }
-            }
-        }
-        let built = crate::par::map_into(read, |(key, unit, exceed, extra, intervals, exceedances)| {
-            let what = format!("run {id}, {}", key.describe());
-            (Series::new(key, unit, exceed, intervals, exceedances), extra, what)
-        });
-        let mut series = Vec::new();
-        for (s, extra, what) in built {
-            let mut s = s.map_err(|e| anyhow!("{what}: {e}"))?;
-            if let Some(text) = extra {
-                s.extra = serde_json::from_str(&text).with_context(|| format!("{what}: stored extra figures"))?;
-            }
-            series.push(s);
-        }
-        if let Some(e) = unread {
-            return Err(e);
-        }
+        let series = if summed { self.summed_series(id, rows)? } else { self.whole_series(id, rows)? };
         let trace =
             self.run_data(id, "trace")?.map(serde_json::from_value).transpose().context("stored trace summary")?;
         let characterisation = self
@@ -190,16 +185,164 @@ impl Store {
         })
     }
 
-    /// A stored series' intervals and exceedances, in order.
-    pub(super) fn series_rows(&self, id: i64, sid: i64) -> Result<(Vec<Interval>, Vec<Exceedance>)> {
-        let intervals = load_intervals(&self.conn, id, sid, 0..=u32::MAX)?;
+    /// Every series of `rows` with its intervals whole.
+    fn whole_series(&self, id: i64, rows: Vec<SeriesRow>) -> Result<Vec<Series>> {
+        // Read every series' rows, then build the series (summing their
+        // histograms) on every core; the first error in the series' order
+        // is the one reported, as when they were read one at a time.
+        let mut read = Vec::new();
+        let mut unread = None;
+        for (sid, key, unit, exceed, extra) in rows {
+            match self.series_rows(id, sid) {
+                Ok((intervals, exceedances)) => read.push((key, unit, exceed, extra, intervals, exceedances)),
+                Err(e) => {
+                    unread = Some(e);
+                    break;
+                }
+            }
+        }
+        let built = crate::par::map_into(read, |(key, unit, exceed, extra, intervals, exceedances)| {
+            let what = format!("run {id}, {}", key.describe());
+            (Series::new(key, unit, exceed, intervals, exceedances), extra, what)
+        });
+        let mut series = Vec::new();
+        for (s, extra, what) in built {
+            series.push(with_extra(s.map_err(|e| anyhow!("{what}: {e}"))?, extra, &what)?);
+        }
+        match unread {
+            Some(e) => Err(e),
+            None => Ok(series),
+        }
+    }
+
+    /// Every series of `rows`, its intervals' histograms summed as read
+    /// (see [`Store::load_run_summed`]). The series are read side by side,
+    /// an interval of each in turn, and summed on as many threads as the
+    /// machine offers (a series' intervals on one of them, in order); the
+    /// first error in the series' order is the one reported, as when they
+    /// were read whole one after another.
+    fn summed_series(&self, id: i64, rows: Vec<SeriesRow>) -> Result<Vec<Series>> {
+        let n = rows.len();
+        let mut folds = Vec::with_capacity(n);
+        for (sid, key, unit, exceed, _) in &rows {
+            let span: (Option<i64>, Option<i64>) = self.conn.query_row(
+                "SELECT (SELECT start_ns FROM intervals WHERE series_id=?1 ORDER BY seq LIMIT 1),
+                        (SELECT end_ns FROM intervals WHERE series_id=?1 ORDER BY seq DESC LIMIT 1)",
+                [sid],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let span = (u(span.0.unwrap_or(0)), u(span.1.unwrap_or(0)));
+            folds.push(Some(SeriesFold::new(key.clone(), unit.clone(), exceed.clone(), span)));
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(n).max(1);
+        let mut unread: Vec<Option<anyhow::Error>> = (0..n).map(|_| None).collect();
+        let mut folded: Vec<Option<(SeriesFold, Result<(), String>)>> = (0..n).map(|_| None).collect();
+        std::thread::scope(|scope| -> Result<()> {
+            let mut senders = Vec::new();
+            let mut workers = Vec::new();
+            for w in 0..threads {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Interval)>(64);
+                let mut mine: Vec<(usize, SeriesFold, Result<(), String>)> = (w..n)
+                    .step_by(threads)
+                    .map(|i| (i, folds[i].take().expect("each series is folded once"), Ok(())))
+                    .collect();
+                senders.push(tx);
+                workers.push(scope.spawn(move || {
+                    for (i, iv) in rx {
+                        let (_, fold, state) = &mut mine[i / threads];
+                        if state.is_ok() {
+                            *state = fold.add(iv);
+                        }
+                    }
+                    mine
+                }));
+            }
+            let mut statements = Vec::with_capacity(n);
+            for _ in 0..n {
+                statements.push(self.conn.prepare(INTERVALS)?);
+            }
+            let mut cursors = Vec::with_capacity(n);
+            for (st, (sid, ..)) in statements.iter_mut().zip(&rows) {
+                cursors.push(Some(st.query([*sid, 0, i64::from(u32::MAX)])?));
+            }
+            let mut live = n;
+            while live > 0 {
+                for (i, cursor) in cursors.iter_mut().enumerate() {
+                    let Some(rows) = cursor else { continue };
+                    let next = match rows.next() {
+                        Ok(Some(r)) => interval_of(id, r).map(Some),
+                        Ok(None) => Ok(None),
+                        Err(e) => Err(e.into()),
+                    };
+                    match next {
+                        // A worker that is gone panicked: joining it below raises that.
+                        Ok(Some(iv)) => drop(senders[i % threads].send((i, iv))),
+                        Ok(None) => {
+                            *cursor = None;
+                            live -= 1;
+                        }
+                        Err(e) => {
+                            unread[i] = Some(e);
+                            *cursor = None;
+                            live -= 1;
+                        }
+                    }
+                }
+            }
+            drop(senders);
+            for w in workers {
+                match w.join() {
+                    Ok(mine) => mine.into_iter().for_each(|(i, fold, state)| folded[i] = Some((fold, state))),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            Ok(())
+        })?;
+        let mut series = Vec::with_capacity(n);
+        for (((sid, key, unit, exceed, extra), fold), unread) in rows.into_iter().zip(folded).zip(unread) {
+            let what = format!("run {id}, {}", key.describe());
+            let (fold, state) = fold.expect("every series is folded");
+            if let Some(e) = unread {
+                return Err(e);
+            }
+            let exceedances = self.exceedances(sid)?;
+            state.map_err(|e| anyhow!("{what}: {e}"))?;
+            let s = match fold.finish(exceedances) {
+                Some(s) => s,
+                // Intervals out of time order: read whole, as they always were.
+                None => {
+                    let (intervals, exceedances) = self.series_rows(id, sid)?;
+                    Series::new(key, unit, exceed, intervals, exceedances).map_err(|e| anyhow!("{what}: {e}"))?
+                }
+            };
+            series.push(with_extra(s, extra, &what)?);
+        }
+        Ok(series)
+    }
+
+    /// A stored series' exceedances, in time order.
+    fn exceedances(&self, sid: i64) -> Result<Vec<Exceedance>> {
         let mut est =
             self.conn.prepare_cached("SELECT t_ns, value_ns FROM exceedances WHERE series_id=?1 ORDER BY t_ns")?;
         let exceedances = est
             .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
             .collect::<Result<_, _>>()?;
-        Ok((intervals, exceedances))
+        Ok(exceedances)
     }
+
+    /// A stored series' intervals and exceedances, in order.
+    pub(super) fn series_rows(&self, id: i64, sid: i64) -> Result<(Vec<Interval>, Vec<Exceedance>)> {
+        let intervals = load_intervals(&self.conn, id, sid, 0..=u32::MAX)?;
+        Ok((intervals, self.exceedances(sid)?))
+    }
+}
+
+/// `s` with its stored extra figures.
+fn with_extra(mut s: Series, extra: Option<String>, what: &str) -> Result<Series> {
+    if let Some(text) = extra {
+        s.extra = serde_json::from_str(&text).with_context(|| format!("{what}: stored extra figures"))?;
+    }
+    Ok(s)
 }
 
 /// The intervals of series `sid` (of run `id`) whose seq is in `seqs`, in
@@ -210,58 +353,59 @@ pub(super) fn load_intervals(
     sid: i64,
     seqs: std::ops::RangeInclusive<u32>,
 ) -> Result<Vec<Interval>> {
-    let mut ist = conn.prepare_cached(
-        "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist,
-                neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist
-         FROM intervals WHERE series_id=?1 AND seq>=?2 AND seq<=?3 ORDER BY seq",
-    )?;
-    let intervals = ist
-        .query_map([sid, i64::from(*seqs.start()), i64::from(*seqs.end())], |r| {
-            Ok((
-                r.get::<_, u32>(0)?,
-                [
-                    r.get::<_, i64>(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                    r.get(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                ],
-                r.get::<_, Vec<u8>>(10)?,
-                [r.get::<_, Option<i64>>(11)?, r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?],
-                r.get::<_, Option<Vec<u8>>>(16)?,
-            ))
-        })?
-        .map(|row| {
-            let (seq, n, blob, neg, neg_blob) = row?;
-            let neg = match (neg, neg_blob) {
-                ([Some(count), Some(min), Some(max), Some(sum), Some(overflows)], Some(hdr)) => Some(NegHalf {
-                    stats: hist::Stats {
-                        count: u(count),
-                        min: u(min),
-                        max: u(max),
-                        sum: u(sum),
-                        overflows: u(overflows),
-                    },
-                    hdr,
-                }),
-                ([None, None, None, None, None], None) => None,
-                _ => bail!("run {id}: interval {seq} has a partial negative half"),
-            };
-            Ok(Interval {
-                seq,
-                start_ns: u(n[0]),
-                end_ns: u(n[1]),
-                stats: hist::Stats { count: u(n[2]), min: u(n[3]), max: u(n[4]), sum: u(n[5]), overflows: u(n[6]) },
-                overruns: u(n[7]),
-                lost_exceedances: u(n[8]),
-                hdr: blob,
-                neg,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(intervals)
+    let mut out = Vec::new();
+    for_each_interval(conn, id, sid, seqs, |iv| {
+        out.push(iv);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// An interval row's columns, by seq, for `?1` the series, seq from `?2` to `?3`.
+const INTERVALS: &str =
+    "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist,
+            neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist
+     FROM intervals WHERE series_id=?1 AND seq>=?2 AND seq<=?3 ORDER BY seq";
+
+/// `f` of each interval of series `sid` (of run `id`) whose seq is in
+/// `seqs`, in order, as its row is read.
+fn for_each_interval(
+    conn: &Connection,
+    id: i64,
+    sid: i64,
+    seqs: std::ops::RangeInclusive<u32>,
+    mut f: impl FnMut(Interval) -> Result<()>,
+) -> Result<()> {
+    let mut ist = conn.prepare_cached(INTERVALS)?;
+    let mut rows = ist.query([sid, i64::from(*seqs.start()), i64::from(*seqs.end())])?;
+    while let Some(r) = rows.next()? {
+        f(interval_of(id, r)?)?;
+    }
+    Ok(())
+}
+
+/// The interval in a row of [`INTERVALS`] (of run `id`).
+fn interval_of(id: i64, r: &rusqlite::Row) -> Result<Interval> {
+    let seq = r.get::<_, u32>(0)?;
+    let n: [i64; 9] =
+        [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?];
+    let neg: [Option<i64>; 5] = [r.get(11)?, r.get(12)?, r.get(13)?, r.get(14)?, r.get(15)?];
+    let neg = match (neg, r.get::<_, Option<Vec<u8>>>(16)?) {
+        ([Some(count), Some(min), Some(max), Some(sum), Some(overflows)], Some(hdr)) => Some(Box::new(NegHalf {
+            stats: hist::Stats { count: u(count), min: u(min), max: u(max), sum: u(sum), overflows: u(overflows) },
+            hdr,
+        })),
+        ([None, None, None, None, None], None) => None,
+        _ => bail!("run {id}: interval {seq} has a partial negative half"),
+    };
+    Ok(Interval {
+        seq,
+        start_ns: u(n[0]),
+        end_ns: u(n[1]),
+        stats: hist::Stats { count: u(n[2]), min: u(n[3]), max: u(n[4]), sum: u(n[5]), overflows: u(n[6]) },
+        overruns: u(n[7]),
+        lost_exceedances: u(n[8]),
+        hdr: r.get(10)?,
+        neg,
+    })
 }

@@ -55,6 +55,44 @@ fn signed_series_and_extras_round_trip() {
     assert!(back.series.iter().filter(|s| s.key.probe == "wakeup").all(|s| !s.is_signed() && s.extra.is_empty()));
 }
 
+/// `run` with its intervals' histograms dropped, as a summed read leaves them.
+fn without_interval_histograms(mut run: crate::run::Run) -> crate::run::Run {
+    for s in &mut run.series {
+        for iv in &mut s.intervals {
+            iv.hdr.clear();
+            if let Some(n) = &mut iv.neg {
+                n.hdr.clear();
+            }
+        }
+    }
+    run
+}
+
+#[test]
+fn a_summed_read_is_the_whole_read_but_for_the_intervals_histograms() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let mut ids = Vec::new();
+    for run in [sample_run(), super::tests_support::signed_run()] {
+        let id = store.insert_run(&run).unwrap();
+        ids.push(id);
+        let whole = store.load_run(id).unwrap();
+        let summed = store.load_run_summed(id).unwrap();
+        for (a, b) in summed.series.iter().zip(&whole.series) {
+            assert!(a.total() == b.total(), "{:?}: totals differ", a.key);
+            assert!(a.halves() == b.halves(), "{:?}: halves differ", a.key);
+            assert!(a.intervals.iter().all(|iv| iv.hdr.is_empty()), "{:?}: histograms kept", a.key);
+        }
+        assert!(summed == without_interval_histograms(whole), "the runs differ");
+    }
+    // A bad histogram is refused with the same message either way.
+    let id = ids[0];
+    store.conn.execute("UPDATE intervals SET hist=x'00010203' WHERE seq=1", []).unwrap();
+    let (a, b) = (store.load_run(id).unwrap_err(), store.load_run_summed(id).unwrap_err());
+    assert_eq!(format!("{a:#}"), format!("{b:#}"));
+    assert!(format!("{a:#}").contains("interval 1"), "{a:#}");
+}
+
 #[test]
 fn a_version_1_store_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
