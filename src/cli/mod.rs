@@ -64,6 +64,15 @@ pub fn parse_from(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<
 /// [`parse_from`] without the habits' rewriting: for the arguments a plan,
 /// `--probe-args` or `--watch` gives a command, which read the same way.
 pub fn parse_plain(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Cli, clap::Error> {
+    let (mut cmd, mut matches) = matches(args)?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
+}
+
+/// What clap matched in `args` (see [`parse_plain`]), with the command
+/// that matched them.
+pub(crate) fn matches(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Result<(clap::Command, clap::ArgMatches), clap::Error> {
     fn signed_values(cmd: clap::Command) -> clap::Command {
         cmd.mut_args(|a| {
             let duration = a.get_value_names().is_some_and(|names| names.iter().any(|n| n.starts_with("DUR")));
@@ -78,8 +87,8 @@ pub fn parse_plain(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result
         .mut_subcommands(signed_values)
     }
     let mut cmd = signed_values(Cli::command());
-    let mut matches = cmd.try_get_matches_from_mut(args)?;
-    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
+    let matches = cmd.try_get_matches_from_mut(args)?;
+    Ok((cmd, matches))
 }
 
 #[derive(Subcommand, Debug)]

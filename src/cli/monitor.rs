@@ -145,9 +145,13 @@ impl MonitorArgs {
                 bail!("--probes: the monitor runs the per-CPU probes {}; not '{name}'", monitor_probes().join(", "));
             };
             let own: Vec<String> = extra.iter().filter(|(n, _)| n == name).flat_map(|(_, a)| a.clone()).collect();
+            // A default yields to the probe's own flag however that is
+            // spelled (`-p80`, `--priority=80`): judged on what clap
+            // matched, not on the text.
+            let set = registry::set_in(name, &own)?;
             let mut args: Vec<String> = Vec::new();
             for (flag, value) in monitor_defaults(monitored, self.priority) {
-                if !own.iter().any(|a| a == flag || a.starts_with(&format!("{flag}="))) {
+                if !set.iter().any(|id| *id == flag.trim_start_matches("--").replace('-', "_")) {
                     args.extend([flag.to_string(), value]);
                 }
             }
@@ -272,6 +276,21 @@ mod tests {
         assert_eq!(p.max_store, 1 << 30);
         assert_eq!(p.listen.to_string(), "127.0.0.1:9733");
         assert!(p.watch.is_none());
+    }
+
+    /// A default yields to the probe's own flag however it is spelled
+    /// (the text `-p80` is not `--priority`, but it sets it).
+    #[test]
+    fn a_default_yields_to_the_probes_own_flag_however_spelled() {
+        for own in ["wakeup=-p80", "wakeup=-p 80", "wakeup=--priority=80", "wakeup=--priority 80"] {
+            let p = plan(&["--probes", "wakeup", "--cpus", "0", "--probe-args", own]).unwrap();
+            assert_eq!(p.probes[0].0.priority, 80, "{own}");
+        }
+        for own in ["noise=--active=20ms", "noise=--active 20ms"] {
+            let p = plan(&["--probes", "noise", "--cpus", "0", "--probe-args", own]).unwrap();
+            assert_eq!(p.probes[0].1.plan()["active_ns"], 20_000_000u64, "{own}");
+            assert_eq!(p.probes[0].1.plan()["pause_ns"], 950_000_000u64, "{own}: the other default stays");
+        }
     }
 
     #[test]

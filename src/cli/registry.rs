@@ -61,16 +61,34 @@ impl Built {
 }
 
 /// Parses `rtscope <name> <args>`.
+/// The arguments of `name`'s subcommand that `args` set, however they are
+/// spelled (`-p80`, `-p 80`, `--priority=80`): their ids (the flags'
+/// long names with `_` for `-`). What a plan or the monitor gives a probe
+/// by default is given only where these do not set it.
+pub fn set_in(name: &str, args: &[String]) -> Result<Vec<String>> {
+    let argv = ["rtscope", name].into_iter().map(String::from).chain(args.iter().cloned());
+    let (_, m) = super::matches(argv.map(std::ffi::OsString::from)).map_err(|e| clap_words(name, &e))?;
+    let Some(sub) = m.subcommand_matches(name) else { return Ok(Vec::new()) };
+    Ok(sub
+        .ids()
+        .filter(|id| sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| id.to_string())
+        .collect())
+}
+
+/// clap's refusal of a probe's arguments in one line, naming the probe.
+fn clap_words(name: &str, e: &clap::Error) -> anyhow::Error {
+    // clap's first paragraph: "the following required arguments were
+    // not provided:" is followed by the arguments, on their own lines.
+    let text = e.to_string();
+    let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+    let first = first.join(" ");
+    anyhow!("probe {name}: {} (see rtscope {name} --help)", first.trim_start_matches("error: "))
+}
+
 fn parse(name: &str, args: &[String]) -> Result<Cmd> {
     let argv = ["rtscope", name].into_iter().map(String::from).chain(args.iter().cloned());
-    super::parse_plain(argv.map(std::ffi::OsString::from)).map(|c| c.cmd).map_err(|e| {
-        // clap's first paragraph: "the following required arguments were
-        // not provided:" is followed by the arguments, on their own lines.
-        let text = e.to_string();
-        let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
-        let first = first.join(" ");
-        anyhow!("probe {name}: {} (see rtscope {name} --help)", first.trim_start_matches("error: "))
-    })
+    super::parse_plain(argv.map(std::ffi::OsString::from)).map(|c| c.cmd).map_err(|e| clap_words(name, &e))
 }
 
 /// Builds the measurement `d` from its subcommand's arguments as the user
