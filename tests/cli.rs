@@ -704,6 +704,27 @@ fn a_bad_setting_is_refused_with_the_same_words_however_it_comes_in() {
     for args in [vec!["run", "--duration", "500ms"], vec!["run", &toml]] {
         refused(&args, &[words]);
     }
+    let words = "must be longer than 0 (e.g. 30s), or left out to run until stopped";
+    for args in [
+        vec!["wakeup", "-D", "0"],
+        vec!["noise", "--duration=0s"],
+        vec!["load", "cpu", "-D", "0"],
+        vec!["watch", "--comm", "x", "-D", "0"],
+    ] {
+        refused(&args, &[words]);
+    }
+    // disturb keeps no store (no --db).
+    let o = std::process::Command::new(BIN).args(["disturb", "--cpu", "0", "-D", "0"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(words), "{}", text(&o));
+    let words = "11m is outside 0..10m";
+    for (flag, key) in [("--warmup", "warmup"), ("--ramp-up", "ramp_up")] {
+        let toml = plan(&format!("{key} = \"11m\"\n"));
+        for args in [vec!["run", flag, "11m"], vec!["run", &toml]] {
+            refused(&args, &[words]);
+        }
+    }
+    refused(&["run", &plan("score = \"50ms\"\n")], &["50ms is outside 100ms..1m"]);
     let words = "'1-x': ";
     let toml = plan("cpus = \"1-x\"\n");
     for args in [

@@ -115,9 +115,12 @@ pub fn dur_us(s: &str) -> Result<u64, String> {
     bare(s, 1_000).unwrap_or_else(|| dur(s))
 }
 
-/// A duration whose bare number is in seconds (cyclictest's -D).
-pub fn dur_s(s: &str) -> Result<u64, String> {
-    bare(s, 1_000_000_000).unwrap_or_else(|| dur(s))
+/// [`dur_us`] above 0 (a period, a threshold).
+pub fn dur_us_above_0(s: &str) -> Result<u64, String> {
+    match dur_us(s)? {
+        0 => Err(format!("'{s}' must be above 0 (e.g. 1ms)")),
+        d => Ok(d),
+    }
 }
 
 /// `s` as a whole number of `unit_ns`, when it is a bare number.
@@ -212,9 +215,8 @@ mod tests {
     fn bare_numbers_take_cyclictest_units() {
         assert_eq!(dur_us("100"), Ok(100_000));
         assert_eq!(dur_us("100ms"), Ok(100_000_000));
-        assert_eq!(dur_s("60"), Ok(60_000_000_000));
-        assert_eq!(dur_s("5m"), Ok(300_000_000_000));
-        assert!(dur_s("-5").unwrap_err().contains("positive"));
+        assert!(dur_us_above_0("0").unwrap_err().contains("must be above 0"));
+        assert_eq!(dur_us_above_0("2"), Ok(2_000));
         assert!(dur_us("99999999999999999999").is_err());
         assert!(dur_us("1.5").unwrap_err().contains("unit"));
     }

@@ -18,7 +18,7 @@ use anyhow::{Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rtscope_model::analysis::usage::Usage;
-use rtscope_model::settings::{CellDuration, Checkpoint};
+use rtscope_model::settings::{CellDuration, Checkpoint, RunDuration, Warmup};
 use std::path::PathBuf;
 
 mod analyze;
@@ -32,7 +32,7 @@ mod shared;
 mod watch;
 pub use analyze::*;
 pub use fleet::{FleetSpec, PrometheusArgs};
-pub use habits::{Cyclictest, HistogramOpts, dur_s, dur_us};
+pub use habits::{Cyclictest, HistogramOpts, dur_us, dur_us_above_0};
 pub use monitor::{MonitorArgs, MonitorPlan, monitor_probes};
 pub use osbench::*;
 pub use probes::*;
@@ -201,8 +201,8 @@ pub struct CommonArgs {
     pub instances: Vec<u8>,
     /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds, as cyclictest's -D) [default: until Ctrl-C,
     /// or --loops]
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
-    pub duration: Option<u64>,
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = RunDuration::parse)]
+    pub duration: Option<RunDuration>,
     /// Stop each thread after N samples.
     #[arg(long, short = 'l', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub loops: Option<u64>,
@@ -214,7 +214,7 @@ pub struct CommonArgs {
     pub exceed: Option<u64>,
     /// Stop at the first sample above DUR, store the run and exit with code 2 (cyclictest -b; a bare number is
     /// microseconds, as there).
-    #[arg(long, short = 'b', value_name = "DUR", value_parser = dur_us)]
+    #[arg(long, short = 'b', value_name = "DUR", value_parser = dur_us_above_0)]
     pub threshold: Option<u64>,
     #[command(flatten)]
     pub out: OutputArgs,
@@ -301,17 +301,17 @@ pub struct RunArgs {
     /// How long each cell (one probe under one load) is recorded, at least 1s (a bare number is seconds).
     #[arg(long, short = 'D', value_name = "DUR", value_parser = CellDuration::parse)]
     pub duration: Option<CellDuration>,
-    /// Each cell measures this long first without recording (its warm-up).
-    #[arg(long, value_name = "DUR", value_parser = dur)]
-    pub warmup: Option<u64>,
+    /// Each cell measures this long first without recording (its warm-up; at most 10m).
+    #[arg(long, value_name = "DUR", value_parser = Warmup::parse)]
+    pub warmup: Option<Warmup>,
     /// Commit each cell's histograms, maxima and exceedances this often (100ms..1h); each interval gives the tail's
     /// diagnostics (Ljung-Box, runs, KPSS, GEV) one interval maximum, and they need 20 to 40 per cell [default: the
     /// plan's: 250ms in the default plan, 100ms with --quick; 10s in a campaign file without it]
     #[arg(long, value_name = "DUR", value_parser = Checkpoint::parse)]
     pub checkpoint: Option<Checkpoint>,
-    /// A load runs this long before its first cell, unmeasured.
-    #[arg(long, value_name = "DUR", value_parser = dur)]
-    pub ramp_up: Option<u64>,
+    /// A load runs this long before its first cell, unmeasured (at most 10m).
+    #[arg(long, value_name = "DUR", value_parser = Warmup::parse)]
+    pub ramp_up: Option<Warmup>,
     /// Measure the cells in a random order (a load restarts, and ramps up, whenever the next cell has another one).
     #[arg(long)]
     pub shuffle: bool,
@@ -349,8 +349,8 @@ pub struct LoadArgs {
     #[arg(value_name = "LOAD,...")]
     pub loads: String,
     /// Stop after DUR (a bare number is seconds) [default: until Ctrl-C]
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
-    pub duration: Option<u64>,
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = RunDuration::parse)]
+    pub duration: Option<RunDuration>,
     #[command(flatten)]
     pub loads_on: LoadCpusArgs,
     #[command(flatten)]
@@ -505,8 +505,8 @@ pub struct DisturbArgs {
     #[arg(long, value_name = "DUR", default_value = "0", value_parser = dur)]
     pub phase_jitter: u64,
     /// Stop after DUR (a bare number is seconds) [default: until Ctrl-C]
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
-    pub duration: Option<u64>,
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = RunDuration::parse)]
+    pub duration: Option<RunDuration>,
     /// Write each burst to FILE as it happens: `start_ns end_ns tid cpu_ns due_ns` (CLOCK_MONOTONIC), the
     /// disturbance's own timestamps to judge a measurement against, the CPU time the spinner got in the burst,
     /// and the instant its sleep was programmed to end (its own wake-up took start_ns - due_ns).
@@ -518,11 +518,13 @@ impl CommonArgs {
     /// Takes the settings a plan or the monitor gives the probe it builds
     /// (typed, never text again), refusing those the probe's own arguments
     /// set as well: they are the plan's or the monitor's.
-    pub fn take(&mut self, given: &registry::Given) -> Result<()> {
+    /// `set`: the ids of the flags the probe's own arguments set; a
+    /// default priority yields to theirs.
+    pub fn take(&mut self, given: &registry::Given, set: &[String]) -> Result<()> {
         let owner = given.owner;
         for (flag, set) in [
             ("--cpus", self.measure.cpus.is_some() && given.cpus.is_some()),
-            ("--duration", self.duration.is_some() && given.duration_ns.is_some()),
+            ("--duration", self.duration.is_some() && given.duration.is_some()),
             ("--checkpoint", self.checkpoint.is_some()),
         ] {
             if set {
@@ -532,8 +534,11 @@ impl CommonArgs {
         if given.cpus.is_some() {
             self.measure.cpus = given.cpus.clone();
         }
-        if given.duration_ns.is_some() {
-            self.duration = given.duration_ns;
+        if given.duration.is_some() {
+            self.duration = given.duration;
+        }
+        if let Some(p) = given.priority.filter(|_| !set.iter().any(|id| id == "priority")) {
+            self.priority = p;
         }
         self.checkpoint = Some(given.checkpoint);
         self.trace |= given.trace;
@@ -549,12 +554,6 @@ impl CommonArgs {
             Some(list) => cpu::selected("--cpus", list)?,
             None => cpu::measurable(),
         };
-        if let Some(0) = self.duration {
-            bail!("--duration must be longer than 0 (e.g. --duration 30s)");
-        }
-        if let Some(0) = self.threshold {
-            bail!("--threshold must be above 0: every sample would cross it (e.g. --threshold 100us)");
-        }
         if let Some(p) =
             self.instances.iter().enumerate().find_map(|(i, p)| self.instances[..i].contains(p).then_some(p))
         {
@@ -592,7 +591,7 @@ impl CommonArgs {
             cpus,
             policy: self.policy,
             priority: if self.policy.is_rt() { self.priority } else { 0 },
-            duration_ns: self.duration,
+            duration_ns: self.duration.map(RunDuration::ns),
             loops: self.loops,
             checkpoint_ns: self.checkpoint.unwrap_or(Checkpoint::DEFAULT).ns(),
             exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),

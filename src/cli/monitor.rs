@@ -20,11 +20,6 @@ pub fn monitor_probes() -> Vec<&'static str> {
 /// A probe's arguments at the monitor's defaults (its descriptor's, the
 /// monitor's `--priority` less its offset), unless `--probe-args` sets the
 /// flag.
-fn monitor_defaults(m: &rtscope_model::descriptor::Monitored, priority: u8) -> Vec<(&'static str, String)> {
-    let own = priority.saturating_sub(m.priority_below).max(1);
-    m.args.iter().map(|&(f, v)| (f, v.to_string())).chain([("--priority", own.to_string())]).collect()
-}
-
 #[derive(Args, Debug)]
 pub struct MonitorArgs {
     /// The probes to run, together, until stopped (wakeup, noise, sleep, ptimer, hwlat). Each runs at its own settings,
@@ -144,25 +139,16 @@ impl MonitorArgs {
             let Some(monitored) = rtscope_model::descriptor::find(name).and_then(|d| d.monitor.as_ref()) else {
                 bail!("--probes: the monitor runs the per-CPU probes {}; not '{name}'", monitor_probes().join(", "));
             };
-            let own: Vec<String> = extra.iter().filter(|(n, _)| n == name).flat_map(|(_, a)| a.clone()).collect();
-            // A default yields to the probe's own flag however that is
-            // spelled (`-p80`, `--priority=80`): judged on what clap
-            // matched, not on the text.
-            let set = registry::set_in(name, &own)?;
-            let mut args: Vec<String> = Vec::new();
-            for (flag, value) in monitor_defaults(monitored, self.priority) {
-                if !set.iter().any(|id| *id == flag.trim_start_matches("--").replace('-', "_")) {
-                    args.extend([flag.to_string(), value]);
-                }
-            }
-            args.extend(own);
+            let args: Vec<String> = extra.iter().filter(|(n, _)| n == name).flat_map(|(_, a)| a.clone()).collect();
             let traceable = rtscope_model::descriptor::find(name)
                 .is_some_and(|d| !matches!(d.trace, rtscope_model::descriptor::Trace::No));
-            match registry::build(
-                registry::find(name)?,
-                &args,
-                &self.given(self.measure.cpus.clone(), self.trace && traceable),
-            )? {
+            // The monitor's priority and duty are defaults, typed: each
+            // yields to the probe's own flag however that is spelled
+            // (`-p80`, `--priority=80`), judged on what clap matched.
+            let mut given = self.given(self.measure.cpus.clone(), self.trace && traceable);
+            given.priority = Some(self.priority.saturating_sub(monitored.priority_below).max(1));
+            given.duty = monitored.duty;
+            match registry::build(registry::find(name)?, &args, &given)? {
                 Built::PerCpu(mut common, probe) => {
                     // Judged on what the flags came to, however spelled
                     // (`-D5s`, `--duration=5s`, `-D 5s`).
@@ -222,7 +208,9 @@ impl MonitorArgs {
         registry::Given {
             owner: "the monitor",
             cpus,
-            duration_ns: None,
+            duration: None,
+            priority: None,
+            duty: None,
             checkpoint: self.checkpoint,
             trace,
             db: self.db.clone(),

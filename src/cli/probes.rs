@@ -5,7 +5,7 @@
 use super::*;
 use crate::probe::Probe;
 use crate::probe::wakeup::TimerlatMode;
-use rtscope_model::descriptor::{self, Descriptor};
+use rtscope_model::descriptor::{self, Descriptor, Duty};
 use rtscope_model::settings::WakeupTimer;
 
 /// The per-CPU probes' subcommands, and what each resolves with: a probe's
@@ -38,6 +38,14 @@ macro_rules! probe_commands {
             pub fn histogram(&self) -> Option<HistogramOpts> {
                 match self {
                     $(ProbeCmd::$variant(a) => ProbeArgs::histogram(a),)*
+                }
+            }
+
+            /// Takes a duty (the monitor's) where it spins for part of
+            /// each window, where the flags `set` (ids) do not set it.
+            pub fn take_duty(&mut self, duty: Duty, set: &[String]) {
+                match self {
+                    $(ProbeCmd::$variant(a) => ProbeArgs::take_duty(a, duty, set),)*
                 }
             }
 
@@ -90,6 +98,16 @@ pub trait ProbeArgs {
     fn histogram(&self) -> Option<HistogramOpts> {
         None
     }
+    /// Takes `duty` (the monitor's low duty) where the probe spins for part
+    /// of each window, for each of its two flags that `set` (the ids of the
+    /// flags the user's arguments set) does not hold; the other probes keep
+    /// their own settings.
+    fn take_duty(&mut self, _duty: Duty, _set: &[String]) {}
+}
+
+/// Whether the user's arguments set the flag `id` (its long name with `_`).
+fn is_set(set: &[String], id: &str) -> bool {
+    set.iter().any(|s| s == id)
 }
 
 /// What a probe's subcommand asks for.
@@ -111,7 +129,7 @@ impl ProbePlan {
 #[derive(Args, Debug)]
 pub struct WakeupArgs {
     /// Period of each thread (a bare number is microseconds, as cyclictest's -i).
-    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur_us)]
+    #[arg(long, short = 'i', value_name = "DUR", default_value = "1ms", value_parser = dur_us_above_0)]
     pub interval: u64,
     /// Add DUR to each further thread's interval (cyclictest -d, whose default is 500us; rtscope's is 0; a bare
     /// number is microseconds).
@@ -218,7 +236,7 @@ pub struct SleepArgs {
     )]
     pub api: Vec<timers::SleepApi>,
     /// Sleep lengths, e.g. 100us,1ms,5ms.
-    #[arg(long, value_name = "DUR,...", value_delimiter = ',', default_value = "5ms", value_parser = dur)]
+    #[arg(long, value_name = "DUR,...", value_delimiter = ',', default_value = "5ms", value_parser = dur_above_0)]
     pub sleep: Vec<u64>,
     /// Busy-wait a random time in [0, DUR) before each sleep, so that the sleeps do not stay in phase with the
     /// timer interrupt; capped at each sleep's length (a 100us sleep gets [0, 100us)), so that the real-time thread
@@ -235,7 +253,7 @@ pub struct SleepArgs {
 #[derive(Args, Debug)]
 pub struct PtimerArgs {
     /// Timer period (1ms: the OMAC cycle; the NT real-time study used 5ms).
-    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur_above_0)]
     pub period: u64,
     /// The timer kinds, each its own metric: drift = CLOCK_MONOTONIC when the wait returns (read(2) of the timerfd,
     /// sigwaitinfo(2) for the POSIX timers) minus the programmed expiry start + k x period, signed.
@@ -254,7 +272,7 @@ pub struct PtimerArgs {
 #[derive(Args, Debug)]
 pub struct TaskArgs {
     /// The jobs' period: a job is released at start + k x DUR.
-    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur)]
+    #[arg(long, value_name = "DUR", default_value = "1ms", value_parser = dur_above_0)]
     pub period: u64,
     /// Each job's work: a busy loop (or with --memory, reads of a buffer) calibrated before the run to take DUR
     /// when nothing interrupts it.
@@ -345,10 +363,7 @@ impl ProbeArgs for WakeupArgs {
 
     fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         const MIN_INTERVAL: u64 = 50_000;
-        if self.interval == 0 {
-            bail!("--interval must be longer than 0 (e.g. --interval 1ms)");
-        }
-        if let Some(d) = self.common.duration.filter(|&d| d < self.interval) {
+        if let Some(d) = self.common.duration.map(RunDuration::ns).filter(|&d| d < self.interval) {
             bail!(
                 "--duration {} is shorter than --interval {}: no sample would be taken",
                 rtscope_model::units::human(d),
@@ -425,7 +440,7 @@ impl ProbeArgs for WakeupArgs {
 
 /// Refuses a `--duration` shorter than `what` (`flag` `len`): no sample would be taken.
 fn check_duration_covers(common: &CommonArgs, flag: &str, len: u64) -> Result<()> {
-    if let Some(d) = common.duration.filter(|&d| d < len) {
+    if let Some(d) = common.duration.map(RunDuration::ns).filter(|&d| d < len) {
         bail!(
             "--duration {} is shorter than {flag} {}: no sample would be taken",
             rtscope_model::units::human(d),
@@ -503,6 +518,15 @@ impl ProbeArgs for NetlatArgs {
 }
 
 impl ProbeArgs for HwlatArgs {
+    fn take_duty(&mut self, duty: Duty, set: &[String]) {
+        if !is_set(set, "width") {
+            self.width = duty.on_ns;
+        }
+        if !is_set(set, "window") {
+            self.window = duty.every_ns;
+        }
+    }
+
     fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         use rtscope_model::units::human;
         if self.window < 1_000 || self.window > 1_000_000_000 {
@@ -528,6 +552,15 @@ impl ProbeArgs for HwlatArgs {
 }
 
 impl ProbeArgs for NoiseArgs {
+    fn take_duty(&mut self, duty: Duty, set: &[String]) {
+        if !is_set(set, "active") {
+            self.active = duty.on_ns;
+        }
+        if !is_set(set, "pause") {
+            self.pause = duty.every_ns - duty.on_ns;
+        }
+    }
+
     fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         if !(1.0..=1000.0).contains(&self.ratio) {
             bail!("--ratio must be between 1 and 1000 (e.g. --ratio 4, the NT real-time study's)");
@@ -564,9 +597,6 @@ impl ProbeArgs for SleepArgs {
         dedup(&mut apis);
         let mut lengths = self.sleep.clone();
         dedup(&mut lengths);
-        if let Some(&l) = lengths.iter().find(|&&l| l == 0) {
-            bail!("--sleep {l}: every sleep length must be longer than 0 (e.g. --sleep 100us,1ms,5ms)");
-        }
         for &l in &lengths {
             check_at_most_10s("--sleep", l)?;
         }
@@ -586,9 +616,6 @@ impl ProbeArgs for SleepArgs {
 impl ProbeArgs for PtimerArgs {
     fn resolve(&self, kind: &str) -> Result<ProbePlan> {
         const MIN_PERIOD: u64 = 50_000;
-        if self.period == 0 {
-            bail!("--period must be longer than 0 (e.g. --period 1ms)");
-        }
         if self.period < MIN_PERIOD && !self.common.force {
             bail!(
                 "--period {} is below 50us: the probe would mostly measure itself and can starve the CPU; add --force if you mean it",

@@ -25,7 +25,13 @@ pub struct Given {
     /// A per-CPU probe's CPUs (None: the probe's default).
     pub cpus: Option<rtscope_model::settings::CpuList>,
     /// A per-CPU probe's duration (None: until stopped).
-    pub duration_ns: Option<u64>,
+    pub duration: Option<rtscope_model::settings::RunDuration>,
+    /// A per-CPU probe's priority where its own arguments do not set one
+    /// (the monitor's; None: the probe's default).
+    pub priority: Option<u8>,
+    /// A spinning probe's duty where its own arguments do not set it (the
+    /// monitor's low duty; None: the probe's own).
+    pub duty: Option<rtscope_model::descriptor::Duty>,
     pub checkpoint: rtscope_model::settings::Checkpoint,
     /// Traced, where the probe can be.
     pub trace: bool,
@@ -60,22 +66,6 @@ impl Built {
     }
 }
 
-/// Parses `rtscope <name> <args>`.
-/// The arguments of `name`'s subcommand that `args` set, however they are
-/// spelled (`-p80`, `-p 80`, `--priority=80`): their ids (the flags'
-/// long names with `_` for `-`). What a plan or the monitor gives a probe
-/// by default is given only where these do not set it.
-pub fn set_in(name: &str, args: &[String]) -> Result<Vec<String>> {
-    let argv = ["rtscope", name].into_iter().map(String::from).chain(args.iter().cloned());
-    let (_, m) = super::matches(argv.map(std::ffi::OsString::from)).map_err(|e| clap_words(name, &e))?;
-    let Some(sub) = m.subcommand_matches(name) else { return Ok(Vec::new()) };
-    Ok(sub
-        .ids()
-        .filter(|id| sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
-        .map(|id| id.to_string())
-        .collect())
-}
-
 /// clap's refusal of a probe's arguments in one line, naming the probe.
 fn clap_words(name: &str, e: &clap::Error) -> anyhow::Error {
     // clap's first paragraph: "the following required arguments were
@@ -86,9 +76,23 @@ fn clap_words(name: &str, e: &clap::Error) -> anyhow::Error {
     anyhow!("probe {name}: {} (see rtscope {name} --help)", first.trim_start_matches("error: "))
 }
 
-fn parse(name: &str, args: &[String]) -> Result<Cmd> {
+/// Parses `rtscope <name> <args>`, by the command line's own parser; with
+/// the arguments that `args` set, however they are spelled (`-p80`, `-p
+/// 80`, `--priority=80`): their ids (the flags' long names with `_` for
+/// `-`). What a plan or the monitor gives a probe by default is given only
+/// where these do not set it.
+fn parse(name: &str, args: &[String]) -> Result<(Cmd, Vec<String>)> {
+    use clap::FromArgMatches;
     let argv = ["rtscope", name].into_iter().map(String::from).chain(args.iter().cloned());
-    super::parse_plain(argv.map(std::ffi::OsString::from)).map(|c| c.cmd).map_err(|e| clap_words(name, &e))
+    let (mut cmd, mut m) = super::matches(argv.map(std::ffi::OsString::from)).map_err(|e| clap_words(name, &e))?;
+    let set = m.subcommand_matches(name).map_or_else(Vec::new, |sub| {
+        sub.ids()
+            .filter(|id| sub.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine))
+            .map(|id| id.to_string())
+            .collect()
+    });
+    let cli = super::Cli::from_arg_matches_mut(&mut m).map_err(|e| clap_words(name, &e.format(&mut cmd)))?;
+    Ok((cli.cmd, set))
 }
 
 /// Builds the measurement `d` from its subcommand's arguments as the user
@@ -98,9 +102,13 @@ fn parse(name: &str, args: &[String]) -> Result<Cmd> {
 /// tests (without -t, the cell's default set), each time its cell runs
 /// taking its share of the cell.
 pub fn build(d: &Descriptor, args: &[String], given: &Given) -> Result<Built> {
-    match parse(d.name, args)? {
+    let (cmd, set) = parse(d.name, args)?;
+    match cmd {
         Cmd::Probe(mut p) => {
-            p.common_mut().take(given).map_err(|e| anyhow!("probe {}: {e:#}", d.name))?;
+            p.common_mut().take(given, &set).map_err(|e| anyhow!("probe {}: {e:#}", d.name))?;
+            if let Some(duty) = given.duty {
+                p.take_duty(duty, &set);
+            }
             build_probe(d, p)
         }
         Cmd::Osbench(mut a) => {
@@ -131,7 +139,7 @@ fn build_probe(d: &Descriptor, p: super::ProbeCmd) -> Result<Built> {
 /// the monitor gives it; its duration, JSON, store and checkpoint are the
 /// monitor's.
 pub fn watch_cell(args: &[String], given: &Given) -> Result<crate::watch::WatchCell> {
-    match parse(crate::watch::NAME, args)? {
+    match parse(crate::watch::NAME, args)?.0 {
         Cmd::Watch(mut a) => {
             let own = [
                 ("duration", a.duration.is_some()),
@@ -165,7 +173,9 @@ mod tests {
         Given {
             owner: "the plan",
             cpus: if per_cpu { rtscope_model::settings::CpuList::of(vec![0]) } else { None },
-            duration_ns: per_cpu.then_some(2_000_000_000),
+            duration: per_cpu.then(|| rtscope_model::settings::RunDuration::new(2_000_000_000).unwrap()),
+            priority: None,
+            duty: None,
             checkpoint: rtscope_model::settings::Checkpoint::DEFAULT,
             trace: false,
             db: "/tmp/x.db".into(),

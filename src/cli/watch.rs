@@ -1,12 +1,12 @@
 //! `rtscope watch`'s arguments, resolved into [`crate::watch::Settings`].
 
-use super::{StoreArgs, check_store_and_outputs, dur, dur_s, trace_buffer};
+use super::{StoreArgs, check_store_and_outputs, dur, dur_above_0, trace_buffer};
 use crate::recorder::ExceedMode;
 use crate::sys::{cpu, sched};
 use crate::watch::{Filter, Settings};
 use anyhow::{Result, bail};
-use rtscope_model::settings::Checkpoint;
 use rtscope_model::settings::CpuList;
+use rtscope_model::settings::{Checkpoint, RunDuration};
 
 /// A policy to watch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -40,18 +40,18 @@ pub struct WatchArgs {
     #[arg(long, value_name = "LIST", value_parser = CpuList::parse)]
     pub cpus: Option<CpuList>,
     /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds) [default: until Ctrl-C]
-    #[arg(long, short = 'D', value_name = "DUR", value_parser = dur_s)]
-    pub duration: Option<u64>,
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = RunDuration::parse)]
+    pub duration: Option<RunDuration>,
     /// Judge each thread's period jitter against DUR [default: the thread's own median period]
-    #[arg(long, value_name = "DUR", value_parser = dur)]
+    #[arg(long, value_name = "DUR", value_parser = dur_above_0)]
     pub period: Option<u64>,
     /// Count a deadline miss when an activation has not ended (the thread slept again) DUR after its release
     /// [default: a SCHED_DEADLINE thread's own deadline; none for the others]
-    #[arg(long, value_name = "DUR", value_parser = dur)]
+    #[arg(long, value_name = "DUR", value_parser = dur_above_0)]
     pub deadline: Option<u64>,
     /// Explain every wake-up whose latency is above DUR: a cause episode (who had the CPU from the wake-up to the
     /// switch onto it), as --trace gives a probe's samples (`rtscope show RUN --episodes`).
-    #[arg(long, value_name = "DUR", value_parser = dur)]
+    #[arg(long, value_name = "DUR", value_parser = dur_above_0)]
     pub cause_threshold: Option<u64>,
     /// With --cause-threshold: keep the worst N episodes per CPU.
     #[arg(
@@ -106,16 +106,6 @@ impl WatchArgs {
     pub fn resolve(&self) -> Result<(Settings, ReaderPlace)> {
         let cpus = self.cpus.as_ref().map(|l| cpu::selected("--cpus", l)).transpose()?;
         let reader_cpus = self.reader_cpus.as_ref().map(|l| cpu::selected("--reader-cpus", l)).transpose()?;
-        if let Some(0) = self.duration {
-            bail!("--duration must be longer than 0 (e.g. --duration 30s)");
-        }
-        for (flag, v) in
-            [("--period", self.period), ("--deadline", self.deadline), ("--cause-threshold", self.cause_threshold)]
-        {
-            if v == Some(0) {
-                bail!("{flag} must be longer than 0 (e.g. {flag} 1ms)");
-            }
-        }
         if self.sample_hz > 0
             && self.deadline.is_none()
             && self.cause_threshold.is_none()
@@ -171,7 +161,7 @@ impl WatchArgs {
         check_store_and_outputs(&self.store.db, &[("--json", self.out.json.as_deref())])?;
         let settings = Settings {
             filter: Filter { pids: self.pid.clone(), comms: self.comm.clone(), tids: self.tid.clone(), policies, cpus },
-            duration_ns: self.duration,
+            duration_ns: self.duration.map(RunDuration::ns),
             checkpoint_ns: self.checkpoint.unwrap_or(Checkpoint::DEFAULT).ns(),
             exceed: self.exceed.map_or(ExceedMode::Adaptive, ExceedMode::Fixed),
             period_ns: self.period,

@@ -358,9 +358,6 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
             "give --period DUR and --buffers N (they may be left out, with --compute, only for --run of a task run)"
         ),
     };
-    if period == 0 {
-        bail!("--period must be longer than 0 (e.g. --period 2.67ms)");
-    }
     let opts = Options { periods: vec![], ..Options::default() };
     let all: Vec<SeriesAnalysis> = match (&a.run, &a.samples) {
         (Some(r), _) => {

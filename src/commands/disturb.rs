@@ -19,9 +19,6 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     if a.phase_jitter + a.spin > a.period {
         bail!("--phase-jitter + --spin must fit in --period");
     }
-    if a.duration == Some(0) {
-        bail!("--duration must be longer than 0 (e.g. --duration 30s), or left out to spin until stopped");
-    }
     if let Some(path) = &a.log {
         // disturb keeps no store, but the one the other commands use is
         // not to be written over.
@@ -55,7 +52,7 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         }
         None => (None, None),
     };
-    let until = a.duration.map_or(u64::MAX, |d| clock::now() + d);
+    let until = a.duration.map_or(u64::MAX, |d| clock::now() + d.ns());
     let spinner = {
         let signal = Arc::clone(signal);
         std::thread::Builder::new().name("rtscope-disturb".into()).spawn(move || {

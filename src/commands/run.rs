@@ -6,6 +6,7 @@ use crate::cli::{LoadArgs, RunArgs};
 use crate::load;
 use crate::sys::cpu;
 use anyhow::{Result, bail};
+use rtscope_model::settings::RunDuration;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -48,14 +49,13 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         args.insert(crate::watch::NAME.to_string(), crate::cli::watch_args(&a.watch)?);
     }
     let some = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
-    let ns = |v: Option<u64>| v.map(|n| format!("{n}ns"));
     let flags = PlanFile {
         probes,
         args,
         loads: a.loads.as_deref().map(load::split_list).transpose()?,
         duration: a.duration,
-        warmup: ns(a.warmup),
-        ramp_up: ns(a.ramp_up),
+        warmup: a.warmup,
+        ramp_up: a.ramp_up,
         checkpoint: a.checkpoint,
         shuffle: a.shuffle.then_some(true),
         seed: a.seed,
@@ -92,10 +92,7 @@ pub fn load(a: LoadArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         None => cpu::home(),
     };
     let loads = load::parse_list(&a.loads, &cpus, "LOAD")?;
-    if a.duration == Some(0) {
-        bail!("--duration must be longer than 0 (e.g. --duration 30s)");
-    }
     crate::cli::check_store_and_outputs(&a.store.db, &[("--json", a.out.json.as_deref())])?;
     let opts = assess::Options { db: a.store.db, json: a.out.json, quiet: a.out.quiet, no_dma_latency: true };
-    assess::loads_only(&loads, a.duration, &opts, signal)
+    assess::loads_only(&loads, a.duration.map(RunDuration::ns), &opts, signal)
 }

@@ -65,17 +65,26 @@ pub struct Descriptor {
     pub monitor: Option<Monitored>,
 }
 
-/// A probe in `rtscope monitor`: the arguments it gets unless
-/// `--probe-args` gives the flag, and how far below the monitor's
-/// `--priority` it runs (noise spins one below wakeup, which preempts it).
+/// A probe in `rtscope monitor`: its duty there, where it spins for part
+/// of each window, unless `--probe-args` sets it; and how far below the
+/// monitor's `--priority` it runs (noise spins one below wakeup, which
+/// preempts it).
 #[derive(Debug)]
 pub struct Monitored {
-    pub args: &'static [(&'static str, &'static str)],
+    pub duty: Option<Duty>,
     pub priority_below: u8,
 }
 
+/// A spinning probe's duty: it spins `on_ns` of every `every_ns` (noise's
+/// --active and --pause, hwlat's --width and --window).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Duty {
+    pub on_ns: u64,
+    pub every_ns: u64,
+}
+
 /// A monitored probe at its own settings and the monitor's priority.
-const MONITORED: Option<Monitored> = Some(Monitored { args: &[], priority_below: 0 });
+const MONITORED: Option<Monitored> = Some(Monitored { duty: None, priority_below: 0 });
 
 /// A periodic task's deadline misses: its release-delay metric and the
 /// count of missed deadlines in each series' `extra` (what they are
@@ -310,7 +319,7 @@ pub static NOISE: Descriptor = Descriptor {
     counts: &[],
     rate_over: Some(noise::ACTIVE),
     misses: None,
-    monitor: Some(Monitored { args: &[("--active", "50ms"), ("--pause", "950ms")], priority_below: 1 }),
+    monitor: Some(Monitored { duty: Some(Duty { on_ns: 50_000_000, every_ns: 1_000_000_000 }), priority_below: 1 }),
 };
 
 pub static SLEEP: Descriptor = Descriptor {
@@ -539,7 +548,7 @@ pub static HWLAT: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     // Interrupts off 10 ms of every second, one CPU at a time.
-    monitor: Some(Monitored { args: &[("--width", "10ms"), ("--window", "1s")], priority_below: 0 }),
+    monitor: Some(Monitored { duty: Some(Duty { on_ns: 10_000_000, every_ns: 1_000_000_000 }), priority_below: 0 }),
 };
 
 /// A probe's place in [`PROBES`] (wakeup first), then the other

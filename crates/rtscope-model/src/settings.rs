@@ -49,6 +49,8 @@ pub struct CellDuration(u64);
 
 impl CellDuration {
     pub const MIN_NS: u64 = 1_000_000_000;
+    /// A campaign file's default.
+    pub const DEFAULT: CellDuration = CellDuration(10_000_000_000);
 
     /// `ns` where it is at least a second.
     pub fn new(ns: u64) -> Result<CellDuration, String> {
@@ -61,16 +63,96 @@ impl CellDuration {
 
     /// From text; a bare number is seconds (cyclictest's -D).
     pub fn parse(text: &str) -> Result<CellDuration, String> {
-        let t = text.trim();
-        let ns = match t.parse::<u64>() {
-            Ok(s) => s.checked_mul(1_000_000_000).ok_or_else(|| format!("'{text}' is too long"))?,
-            Err(_) => parse_duration(t)?,
-        };
-        CellDuration::new(ns)
+        CellDuration::new(seconds_or_duration(text)?)
     }
 
     pub fn ns(self) -> u64 {
         self.0
+    }
+}
+
+/// How long a probe, a load, `watch` or the disturber runs before it stops
+/// by itself: longer than 0 (left out, it runs until stopped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct RunDuration(u64);
+
+impl RunDuration {
+    /// `ns` where it is longer than 0.
+    pub fn new(ns: u64) -> Result<RunDuration, String> {
+        if ns > 0 {
+            Ok(RunDuration(ns))
+        } else {
+            Err("must be longer than 0 (e.g. 30s), or left out to run until stopped".into())
+        }
+    }
+
+    /// From text; a bare number is seconds (cyclictest's -D).
+    pub fn parse(text: &str) -> Result<RunDuration, String> {
+        RunDuration::new(seconds_or_duration(text)?)
+    }
+
+    pub fn ns(self) -> u64 {
+        self.0
+    }
+}
+
+impl From<CellDuration> for RunDuration {
+    /// A cell is a run of at least a second.
+    fn from(cell: CellDuration) -> RunDuration {
+        RunDuration(cell.0)
+    }
+}
+
+/// A duration within `MIN_NS..=MAX_NS` that needs no words of its own: a
+/// plan's warm-up, ramp-up and CPU-score time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct Within<const MIN_NS: u64, const MAX_NS: u64>(u64);
+
+impl<const MIN_NS: u64, const MAX_NS: u64> Within<MIN_NS, MAX_NS> {
+    /// `ns` where it is within range.
+    pub fn new(ns: u64) -> Result<Self, String> {
+        if (MIN_NS..=MAX_NS).contains(&ns) {
+            Ok(Within(ns))
+        } else {
+            let min = if MIN_NS == 0 { "0".to_string() } else { human(MIN_NS) };
+            Err(format!("{} is outside {min}..{}", human(ns), human(MAX_NS)))
+        }
+    }
+
+    /// From text (`500ms`, `2s`).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        Self::new(parse_duration(text)?)
+    }
+
+    pub fn ns(self) -> u64 {
+        self.0
+    }
+}
+
+impl<const MIN_NS: u64, const MAX_NS: u64> TryFrom<String> for Within<MIN_NS, MAX_NS> {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        Self::parse(&text)
+    }
+}
+
+/// What each cell of an assessment measures before it records (at most
+/// 10m); its load's ramp-up before its first cell, alike.
+pub type Warmup = Within<0, 600_000_000_000>;
+/// How long an assessment's CPU score measures: 100ms..1m.
+pub type ScoreTime = Within<100_000_000, 60_000_000_000>;
+
+/// A duration whose bare number is seconds, as cyclictest's -D and
+/// `timeout` read one; the range is the caller's.
+fn seconds_or_duration(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    match t.parse::<u64>() {
+        Ok(s) => {
+            s.checked_mul(1_000_000_000).filter(|&ns| ns <= u64::MAX / 2).ok_or_else(|| format!("'{text}' is too long"))
+        }
+        Err(_) => parse_duration(t),
     }
 }
 
@@ -111,7 +193,7 @@ macro_rules! from_text {
         }
     )*};
 }
-from_text!(Checkpoint, CellDuration, CpuList);
+from_text!(Checkpoint, CellDuration, RunDuration, CpuList);
 
 #[cfg(test)]
 mod tests {
@@ -127,6 +209,14 @@ mod tests {
         assert_eq!(CellDuration::parse("2").unwrap().ns(), 2_000_000_000);
         assert_eq!(CellDuration::parse("1500ms").unwrap().ns(), 1_500_000_000);
         assert!(CellDuration::parse("500ms").unwrap_err().contains("must be at least 1s"));
+        assert_eq!(RunDuration::parse("5").unwrap().ns(), 5_000_000_000);
+        assert_eq!(RunDuration::parse("1ms").unwrap().ns(), 1_000_000);
+        assert!(RunDuration::parse("0").unwrap_err().starts_with("must be longer than 0"));
+        assert!(RunDuration::parse("0s").is_err() && RunDuration::parse("99999999999999999999").is_err());
+        assert_eq!(Warmup::parse("0").unwrap().ns(), 0);
+        assert_eq!(Warmup::parse("11m").unwrap_err(), "11m is outside 0..10m");
+        assert_eq!(ScoreTime::parse("50ms").unwrap_err(), "50ms is outside 100ms..1m");
+        assert_eq!(RunDuration::from(CellDuration::parse("2s").unwrap()).ns(), 2_000_000_000);
         assert_eq!(CpuList::parse("0,2-3").unwrap().cpus(), &[0, 2, 3]);
         assert!(CpuList::parse("x").unwrap_err().contains("(e.g. 0,2-3)"));
         assert_eq!(CpuList::of(Vec::new()), None);

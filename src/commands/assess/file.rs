@@ -4,7 +4,7 @@
 
 use anyhow::{Result, anyhow};
 use rtscope_model::analysis::rta;
-use rtscope_model::settings::{CellDuration, Checkpoint, CpuList};
+use rtscope_model::settings::{CellDuration, Checkpoint, CpuList, ScoreTime, Warmup};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,10 +22,10 @@ pub struct PlanFile {
     pub loads: Option<Vec<String>>,
     /// Per cell.
     pub duration: Option<CellDuration>,
-    pub warmup: Option<String>,
-    pub ramp_up: Option<String>,
+    pub warmup: Option<Warmup>,
+    pub ramp_up: Option<Warmup>,
     /// How long the CPU score measures.
-    pub score: Option<String>,
+    pub score: Option<ScoreTime>,
     pub shuffle: Option<bool>,
     pub seed: Option<u64>,
     /// Measured CPUs.

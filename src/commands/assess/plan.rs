@@ -14,8 +14,8 @@ use rtscope_model::analysis::usage::Usage;
 use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::episode::Stages;
 use rtscope_model::inventory::format_cpu_list;
-use rtscope_model::settings::{CellDuration, Checkpoint, CpuList};
-use rtscope_model::units::{self, parse_duration};
+use rtscope_model::settings::{CellDuration, Checkpoint, CpuList, RunDuration, ScoreTime, Warmup};
+use rtscope_model::units;
 use std::path::Path;
 
 /// A validated plan: everything checked before anything is measured.
@@ -79,10 +79,6 @@ fn plan_key_error(origin: &str, e: &str) -> anyhow::Error {
     anyhow!("{origin}: {e}")
 }
 
-fn dur(key: &str, v: &Option<String>, origin: &str) -> Result<Option<u64>> {
-    v.as_deref().map(|s| parse_duration(s).map_err(|e| anyhow!("{origin}: {key} = '{s}': {e}"))).transpose()
-}
-
 /// A tiny xorshift: the shuffle needs no crate.
 pub(super) fn shuffled<T>(mut v: Vec<T>, seed: u64) -> Vec<T> {
     let mut x = seed | 1;
@@ -97,7 +93,7 @@ pub(super) fn shuffled<T>(mut v: Vec<T>, seed: u64) -> Vec<T> {
 
 /// A plan's durations (ns), checked.
 struct Timing {
-    cell_ns: u64,
+    cell: CellDuration,
     warmup_ns: u64,
     ramp_ns: u64,
     score_ns: u64,
@@ -105,21 +101,13 @@ struct Timing {
 }
 
 impl Timing {
-    fn resolve(file: &PlanFile, origin: &str) -> Result<Timing> {
-        let cell_ns = file.duration.map_or(10_000_000_000, CellDuration::ns);
-        let warmup_ns = dur("warmup", &file.warmup, origin)?.unwrap_or(1_000_000_000);
-        let ramp_ns = dur("ramp_up", &file.ramp_up, origin)?.unwrap_or(2_000_000_000);
-        let score_ns = dur("score", &file.score, origin)?.unwrap_or(2_000_000_000);
-        for (key, v, max) in [("warmup", warmup_ns, 600), ("ramp_up", ramp_ns, 600), ("score", score_ns, 60)] {
-            if v > max * 1_000_000_000 {
-                bail!("{origin}: {key} must be at most {max}s");
-            }
-        }
-        if score_ns < 100_000_000 {
-            bail!("{origin}: score must be at least 100ms (e.g. score = \"2s\")");
-        }
+    fn of(file: &PlanFile) -> Timing {
+        let cell = file.duration.unwrap_or(CellDuration::DEFAULT);
+        let warmup_ns = file.warmup.map_or(1_000_000_000, Warmup::ns);
+        let ramp_ns = file.ramp_up.map_or(2_000_000_000, Warmup::ns);
+        let score_ns = file.score.map_or(2_000_000_000, ScoreTime::ns);
         let checkpoint = file.checkpoint.unwrap_or(Checkpoint::DEFAULT);
-        Ok(Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint })
+        Timing { cell, warmup_ns, ramp_ns, score_ns, checkpoint }
     }
 }
 
@@ -162,7 +150,7 @@ struct Building<'a> {
     origin: &'a str,
     db: &'a Path,
     cpus: &'a [usize],
-    cell_ns: u64,
+    cell: CellDuration,
     checkpoint: Checkpoint,
     warmup_ns: u64,
     trace: bool,
@@ -203,7 +191,9 @@ impl Building<'_> {
         registry::Given {
             owner: "the plan",
             cpus: if per_cpu { CpuList::of(self.cpus.to_vec()) } else { None },
-            duration_ns: per_cpu.then_some(self.cell_ns),
+            duration: per_cpu.then(|| RunDuration::from(self.cell)),
+            priority: None,
+            duty: None,
             checkpoint: self.checkpoint,
             trace: per_cpu && self.trace,
             db: self.db.to_path_buf(),
@@ -293,10 +283,10 @@ impl Plan {
             Some(list) => cpu::selected(&format!("{origin}: load_cpus"), list)?,
             None => cpu::home(),
         };
-        let Timing { cell_ns, warmup_ns, ramp_ns, score_ns, checkpoint } = Timing::resolve(file, origin)?;
+        let Timing { cell, warmup_ns, ramp_ns, score_ns, checkpoint } = Timing::of(file);
         let names = probe_names(file, origin)?;
         let trace = file.trace.unwrap_or(false);
-        let building = Building { file, origin, db, cpus: &cpus, cell_ns, checkpoint, warmup_ns, trace };
+        let building = Building { file, origin, db, cpus: &cpus, cell, checkpoint, warmup_ns, trace };
         let mut probes = Vec::new();
         let mut untraced = Vec::new();
         for name in &names {
@@ -330,7 +320,7 @@ impl Plan {
             load_cpus,
             probes,
             loads,
-            cell_ns,
+            cell_ns: cell.ns(),
             checkpoint_ns: checkpoint.ns(),
             warmup_ns,
             ramp_ns,

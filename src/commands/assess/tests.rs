@@ -224,9 +224,9 @@ fn a_measurement_with_its_own_runner_joins_the_matrix() {
         probes: Some(vec!["wakeup".into()]),
         loads: Some(vec!["idle".into(), "cpu@0".into()]),
         duration: Some(rtscope_model::settings::CellDuration::parse("1s").unwrap()),
-        warmup: Some("0".into()),
-        ramp_up: Some("0".into()),
-        score: Some("100ms".into()),
+        warmup: Some(rtscope_model::settings::Warmup::new(0).unwrap()),
+        ramp_up: Some(rtscope_model::settings::Warmup::new(0).unwrap()),
+        score: Some(rtscope_model::settings::ScoreTime::new(100_000_000).unwrap()),
         ..Default::default()
     };
     let mut plan = Plan::resolve(&file, "test", &db).unwrap();
