@@ -634,5 +634,10 @@ fn the_usage_model_is_stored_with_run_and_probe_runs() {
     let o = rtscope_in(&fx.dir, &["run", plan.to_str().unwrap(), "--db", &fx.db, "--quiet"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("usage.toml: usage '6h/month'") && e.contains("e.g. --usage 8h/day,5d/week"), "{e}");
+    assert!(
+        e.contains("usage.toml: TOML parse error at line 8")
+            && e.contains("usage '6h/month'")
+            && e.contains("e.g. --usage 8h/day,5d/week"),
+        "{e}"
+    );
 }

@@ -725,6 +725,10 @@ fn a_bad_setting_is_refused_with_the_same_words_however_it_comes_in() {
         }
     }
     refused(&["run", &plan("score = \"50ms\"\n")], &["50ms is outside 100ms..1m"]);
+    let words = "'25h/day': 25h a day is not between 1s and 24h; write HOURS/day[,DAYS/week]";
+    for args in [vec!["run", "--usage", "25h/day"], vec!["run", &plan("usage = \"25h/day\"\n")]] {
+        refused(&args, &[words]);
+    }
     let words = "'1-x': ";
     let toml = plan("cpus = \"1-x\"\n");
     for args in [

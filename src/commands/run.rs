@@ -67,7 +67,7 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         allow_insufficient: a.req.allow_insufficient.then_some(true),
         tasks: a.sched.tasks.as_ref().map(|p| p.display().to_string()),
         error_rate: a.sched.error_rate,
-        usage: a.days.usage.map(|u| u.spec()),
+        usage: a.days.usage,
         ..Default::default()
     };
     let any_flag = flags.probes.is_some() || flags.loads.is_some() || flags.duration.is_some();

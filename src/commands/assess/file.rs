@@ -4,6 +4,7 @@
 
 use anyhow::{Result, anyhow};
 use rtscope_model::analysis::rta;
+use rtscope_model::analysis::usage::Usage;
 use rtscope_model::settings::{CellDuration, Checkpoint, CpuList, ScoreTime, Warmup};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -13,6 +14,12 @@ use std::path::Path;
 pub const DEFAULT_PLAN: &str = include_str!("../../../plans/default.toml");
 /// `rtscope run --quick`.
 pub const QUICK_PLAN: &str = include_str!("../../../plans/quick.toml");
+
+/// A plan's `usage`, by `--usage`'s parser.
+fn usage_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Usage>, D::Error> {
+    let text = String::deserialize(d)?;
+    Usage::parse("usage", &text).map(Some).map_err(serde::de::Error::custom)
+}
 
 /// A campaign file, or the embedded plans: every key optional.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -47,7 +54,8 @@ pub struct PlanFile {
     pub error_rate: Option<f64>,
     /// What a day and a week of the expected worst cases are (as
     /// `--usage`): `8h/day,5d/week`; absent: continuous operation.
-    pub usage: Option<String>,
+    #[serde(default, deserialize_with = "usage_text")]
+    pub usage: Option<Usage>,
     /// Each probe's own arguments.
     #[serde(default)]
     pub args: BTreeMap<String, Vec<String>>,

@@ -299,10 +299,7 @@ impl Plan {
         let allow_insufficient = file.allow_insufficient.unwrap_or(false);
         let tasks = Self::task_set(file, origin, &names)?;
         let shuffle = file.shuffle.unwrap_or(false);
-        let usage = match &file.usage {
-            Some(u) => Usage::parse(&format!("{origin}: usage"), u).map_err(anyhow::Error::msg)?,
-            None => Usage::CONTINUOUS,
-        };
+        let usage = file.usage.unwrap_or(Usage::CONTINUOUS);
         if file.seed.is_some() && !shuffle {
             bail!(
                 "{origin}: a seed orders the cells only with --shuffle (or shuffle = true): add it, or leave the seed out"
