@@ -801,3 +801,34 @@ fn a_monitor_on_port_0_says_the_port_it_bound() {
     signal(mon.0.id(), libc::SIGINT);
     assert_eq!(wait_exit(&mut mon.0), Some(0));
 }
+
+/// `monitor --duration`: it stops by itself, exit 0, each run (a probe's
+/// and the watch's) stored complete, its samples about the duration's worth.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_monitor_with_a_duration_stops_by_itself_with_its_runs_complete() {
+    let fx = Fixture::root();
+    let cpu = last_cpu().to_string();
+    let started = Instant::now();
+    let o = Command::new(BIN)
+        .args(["monitor", "--cpus", &cpu, "--checkpoint", "1s", "--duration", "3s", "--db", &fx.db, "-q"])
+        .args(["--listen", "127.0.0.1:0", "--watch", "comm=no-such-thread"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(started.elapsed() < Duration::from_secs(60), "it stopped by itself");
+    let store = Store::open_for_reading(Path::new(&fx.db)).unwrap();
+    let runs: Vec<_> = (1..=2).map(|r| store.load_run(r).unwrap()).collect();
+    for r in &runs {
+        assert_eq!(r.header.status.as_str(), "complete", "run {} of the probe and the watch", r.header.id);
+    }
+    assert!(store.load_run(3).is_err(), "two runs: the probe's and the watch's");
+    let samples: u64 = runs
+        .iter()
+        .flat_map(|r| &r.series)
+        .filter(|s| s.key.probe == "wakeup" && s.key.metric == "latency")
+        .map(|s| s.total().count())
+        .sum();
+    // 3 s at 1 kHz on one CPU; a noisy VM loses some.
+    assert!((2_000..=3_300).contains(&samples), "{samples} samples in 3 s at 1 kHz");
+}

@@ -8,7 +8,7 @@ use crate::probe::{Common, Probe};
 use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use rtscope_model::metrics::DEFAULT_THRESHOLDS_NS;
-use rtscope_model::settings::{Checkpoint, CpuList};
+use rtscope_model::settings::{Checkpoint, CpuList, RunDuration};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -79,6 +79,10 @@ pub struct MonitorArgs {
     /// machine as it runs in service.
     #[arg(long)]
     pub dma_latency: bool,
+    /// Stop after DUR, each probe's run stored complete (e.g. 24h; a bare number is seconds) [default: until
+    /// stopped, as a service runs]
+    #[arg(long, short = 'D', value_name = "DUR", value_parser = RunDuration::parse)]
+    pub duration: Option<RunDuration>,
     /// No banner or warnings on stderr (they are stored with each run).
     #[arg(long, short = 'q')]
     pub quiet: bool,
@@ -108,6 +112,8 @@ pub struct MonitorPlan {
     pub span_ns: u64,
     pub max_store: u64,
     pub thresholds_ns: Vec<u64>,
+    /// `--duration`: each run ends by itself, complete (None: until stopped).
+    pub duration_ns: Option<u64>,
     pub db: PathBuf,
     pub quiet: bool,
 }
@@ -154,7 +160,7 @@ impl MonitorArgs {
                     // (`-D5s`, `--duration=5s`, `-D 5s`).
                     let traced = self.trace && traceable;
                     let forbidden = [
-                        ("--duration", common.duration_ns.is_some()),
+                        ("--duration", common.duration_ns.is_some() && self.duration.is_none()),
                         ("--loops", common.loops.is_some()),
                         ("--json", common.json.is_some()),
                         ("--threshold", common.threshold_ns.is_some()),
@@ -163,7 +169,7 @@ impl MonitorArgs {
                     if let Some((flag, _)) = forbidden.iter().find(|f| f.1) {
                         bail!(
                             "--probe-args: {name}'s {flag} is not for a monitor, which runs until stopped and \
-                             stores its own (give --trace to rtscope monitor itself)"
+                             stores its own (give --trace or --duration to rtscope monitor itself)"
                         );
                     }
                     common.kind = "monitor".into();
@@ -194,6 +200,7 @@ impl MonitorArgs {
             span_ns: self.summary_span,
             max_store: self.max_store,
             thresholds_ns: thresholds,
+            duration_ns: self.duration.map(RunDuration::ns),
             db: self.db.clone(),
             quiet: self.quiet,
         })
@@ -202,13 +209,13 @@ impl MonitorArgs {
 
 impl MonitorArgs {
     /// What the monitor gives each probe it builds, typed: its checkpoint,
-    /// store and C-state setting, `cpus` and `trace`; no duration (it runs
-    /// until stopped).
+    /// store and C-state setting, `cpus`, `trace` and its `--duration`
+    /// (None: until stopped).
     fn given(&self, cpus: Option<CpuList>, trace: bool) -> registry::Given {
         registry::Given {
             owner: "the monitor",
             cpus,
-            duration: None,
+            duration: self.duration,
             priority: None,
             duty: None,
             checkpoint: self.checkpoint,
@@ -229,6 +236,7 @@ impl MonitorArgs {
         let mut cell = registry::watch_cell(&args, &self.given(None, false)).map_err(|e| anyhow!("--watch: {e:#}"))?;
         cell.settings.classify_all = true;
         cell.settings.until_stopped = true;
+        cell.settings.duration_ns = self.duration.map(RunDuration::ns);
         Ok(Some(cell.settings))
     }
 }
@@ -279,6 +287,19 @@ mod tests {
             assert_eq!(p.probes[0].1.plan()["active_ns"], 20_000_000u64, "{own}");
             assert_eq!(p.probes[0].1.plan()["pause_ns"], 950_000_000u64, "{own}: the other default stays");
         }
+    }
+
+    /// --duration is the monitor's, given to every run: each ends by
+    /// itself, complete; a probe's own -D is refused beside it too.
+    #[test]
+    fn a_duration_is_the_monitors_and_every_run_takes_it() {
+        let p = plan(&["--probes", "wakeup,noise", "--cpus", "0", "--duration", "3", "--watch", "comm=x"]).unwrap();
+        assert_eq!(p.duration_ns, Some(3_000_000_000));
+        assert!(p.probes.iter().all(|(c, _)| c.duration_ns == Some(3_000_000_000)));
+        assert_eq!(p.watch.unwrap().duration_ns, Some(3_000_000_000));
+        let e = plan(&["--duration", "3s", "--probe-args", "wakeup=-D5s"]).err().unwrap().to_string();
+        assert!(e.contains("--duration is the monitor's own setting"), "{e}");
+        assert!(plan(&["--duration", "0"]).is_err());
     }
 
     #[test]

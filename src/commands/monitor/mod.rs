@@ -271,8 +271,8 @@ pub fn main(args: MonitorArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
             probes.push(t);
         }
         supervise(&probes, (&mut store, &plan), &live, signal);
-        // A probe that ended on its own ends the monitor (a service
-        // manager restarts it): the others stop too.
+        // Without --duration, a probe that ended on its own ends the
+        // monitor (a service manager restarts it): the others stop too.
         signal.store(true, Relaxed);
         let errors = join_runs(probes, plan.quiet);
         stop_serving.store(true, Relaxed);
@@ -355,11 +355,14 @@ fn announce(plan: &MonitorPlan, scheme: &str, listening: std::net::SocketAddr) {
 /// errors.
 type MonitorRun<'scope> = std::thread::ScopedJoinHandle<'scope, Result<(i64, RunStatus, Vec<String>)>>;
 
-/// While every run goes on and no signal came: the health's count of
-/// running probes, and a retention pass every [`RETENTION_EVERY`].
+/// While every run goes on (with --duration: while any does, each ending
+/// by itself) and no signal came: the health's count of running probes,
+/// and a retention pass every [`RETENTION_EVERY`].
 fn supervise(probes: &[MonitorRun<'_>], (store, plan): (&mut Store, &MonitorPlan), live: &Live, signal: &AtomicBool) {
     let mut next_retention = Instant::now();
-    while !signal.load(Relaxed) && probes.iter().all(|t| !t.is_finished()) {
+    let going = |t: &MonitorRun<'_>| !t.is_finished();
+    let all_going = || if plan.duration_ns.is_some() { probes.iter().any(going) } else { probes.iter().all(going) };
+    while !signal.load(Relaxed) && all_going() {
         lock(&live.health).probes_running = probes.iter().filter(|t| !t.is_finished()).count() as u64;
         if Instant::now() >= next_retention {
             next_retention = Instant::now() + RETENTION_EVERY;
@@ -438,6 +441,7 @@ mod tests {
             span_ns: 60 * minute,
             max_store: used / 4,
             thresholds_ns: vec![],
+            duration_ns: None,
             db: db.clone(),
             quiet: true,
         };
