@@ -49,7 +49,7 @@ pub fn write_run(
     }
     if let Some((s, colour)) = answer.filter(|(s, _)| !s.is_empty()) {
         writeln!(out)?;
-        super::summary::write_text(s, out, colour)?;
+        super::summary::write_text(s, out, colour, super::summary::Place::First)?;
         super::summary::write_details_rule(out)?;
     }
     if let Some(first) = all.first() {

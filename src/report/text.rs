@@ -103,9 +103,14 @@ impl Format for Text {
         if input.machine {
             write_machine(run, out)?;
         }
-        // An assessment: the answer first, then the detail tables.
-        let answer = if run.is_matrix() { Some(super::run_summary(input)?).filter(|s| !s.is_empty()) } else { None };
-        write_summary(run, answer.as_ref(), input.colour, out)?;
+        // An assessment: the answer first, then the detail tables (or the
+        // details alone, for `rtscope run` to print the answer last).
+        let answer = if run.is_matrix() && !input.answer_last {
+            Some(super::run_summary(input)?).filter(|s| !s.is_empty())
+        } else {
+            None
+        };
+        write_summary(run, answer.as_ref(), run.is_matrix(), input.colour, out)?;
         Ok(Written::default())
     }
 }
@@ -129,8 +134,15 @@ fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
 }
 
 /// The probe's line, its tables (or the assessment's matrix), the trace,
-/// the worst episodes, warnings and notes.
-fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bool, out: &mut dyn Write) -> Result<()> {
+/// the worst episodes, warnings and notes; `wrapped`: the title and the
+/// notes wrapped at the terminal's width (an assessment).
+fn write_summary(
+    run: &Run,
+    answer: Option<&super::summary::Summary>,
+    wrapped: bool,
+    colour: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let h = &run.header;
     let elapsed =
         h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
@@ -146,7 +158,7 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
         plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from),
         elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
     );
-    if answer.is_some() {
+    if wrapped {
         writeln!(out, "{}", super::wrap::wrap("", &head, 2).trim_start())?;
     } else {
         writeln!(out, "{head}")?;
@@ -156,7 +168,7 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
     }
     if let Some(a) = answer {
         writeln!(out)?;
-        super::summary::write_text(a, out, colour)?;
+        super::summary::write_text(a, out, colour, super::summary::Place::First)?;
         super::summary::write_details_rule(out)?;
     }
     if run.is_matrix() {
@@ -182,7 +194,7 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
     }
     // Wrapped at the terminal's width in an assessment (the answer's width).
     let line = |label: &str, text: &str| {
-        if answer.is_some() { super::wrap::wrap(label, text, label.len()) } else { format!("{label}{text}") }
+        if wrapped { super::wrap::wrap(label, text, label.len()) } else { format!("{label}{text}") }
     };
     for w in serious {
         writeln!(out, "{}", line("warning: ", &format!("{} (fix: {})", w.message, w.fix)))?;
