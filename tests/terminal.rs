@@ -1,7 +1,8 @@
 //! The answer at both ends of the terminal's output, in 100 columns: the
-//! last screen of `rtscope run`.
+//! last screen of `rtscope run`, the first screen of `analyze`.
 
 mod common;
+use common::reports::*;
 use common::*;
 
 /// Every line of `out` within 100 columns.
@@ -37,4 +38,24 @@ fn run_ends_on_its_answer_within_100_columns() {
     assert!(last.contains("probe: worst/p99.9 us") && last.contains("wakeup latency "), "{last}");
     assert!(last.contains("verdict     FAIL against") || last.contains("verdict     PASS against"), "{last}");
     assert!(answer.contains("next        1. ") && answer.contains("worst load  "), "{answer}");
+}
+
+/// `analyze` opens with its answer: `head -30` names the verdict and the
+/// worst case of the series the verdict is about; the details under it are
+/// wrapped to 100 columns and begin with that series, not alphabetically.
+#[test]
+fn analyze_opens_with_its_answer_and_the_judged_series_first() {
+    let (_dir, db) = imported();
+    let out = report(&["analyze", "1", "--db", &db]);
+    within_100("analyze", &out);
+    let head = out.lines().take(30).collect::<Vec<_>>().join("\n");
+    assert!(head.contains("verdict     FAIL against the profile omac"), "{head}");
+    assert!(head.contains("decided by wakeup.latency.max <= 100us: wakeup.latency CPU "), "{head}");
+    let series = head.split("decided by wakeup.latency.max <= 100us: ").nth(1).unwrap().split(':').next().unwrap();
+    let worst = format!("{series}: worst case ");
+    assert!(head.contains(&worst), "{worst} missing:\n{head}");
+    let details = out.split_once("-- details ").unwrap().1;
+    let first = details.lines().find(|l| l.contains(" samples over ")).unwrap();
+    let cpu = series.split(' ').nth(2).unwrap();
+    assert!(first.starts_with(&format!("wakeup latency CPU {cpu} ")), "the verdict's series first: {first}");
 }

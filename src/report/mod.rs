@@ -36,6 +36,7 @@ pub use comparison::Comparison;
 pub use cyclictest::CyclictestHist;
 pub use summary::Summary;
 pub use text::write_episodes;
+pub use wrap::fit;
 
 use crate::judge::{Judged, RequireSpec, TasksSpec};
 use anyhow::{Context, Result, bail};

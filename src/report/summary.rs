@@ -279,6 +279,16 @@ fn verdict_lines(s: &Summary, colour: bool) -> Vec<String> {
     if let Some(d) = &v.decided_by {
         out.push(wrap("", &format!("decided by {d}"), IND));
     }
+    if let Some(w) = &v.series {
+        let text = format!(
+            "{}: worst case {} us, p99.9 {} us, {} samples",
+            w.name,
+            us_i(w.worst_ns),
+            us_i(w.p999_ns),
+            w.samples
+        );
+        out.push(wrap("", &text, IND));
+    }
     out
 }
 
