@@ -1,5 +1,6 @@
 //! The answer at both ends of the terminal's output, in 100 columns: the
-//! last screen of `rtscope run`, the first screen of `analyze`.
+//! last screen of `rtscope run`, the first screens of `analyze` and
+//! `compare`.
 
 mod common;
 use common::reports::*;
@@ -58,4 +59,43 @@ fn analyze_opens_with_its_answer_and_the_judged_series_first() {
     let first = details.lines().find(|l| l.contains(" samples over ")).unwrap();
     let cpu = series.split(' ').nth(2).unwrap();
     assert!(first.starts_with(&format!("wakeup latency CPU {cpu} ")), "the verdict's series first: {first}");
+}
+
+/// The fixed run imported twice (the second under another uuid): runs 1
+/// and 2 of a fresh store.
+fn imported_twice() -> (TempDir, String) {
+    let (dir, db) = imported();
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data("report-run.json")).unwrap()).unwrap();
+    doc["run"]["uuid"] = "the-second".into();
+    let copy = dir.join("second.json");
+    std::fs::write(&copy, doc.to_string()).unwrap();
+    report(&["import", copy.to_str().unwrap(), "--db", &db]);
+    (dir, db)
+}
+
+/// `compare` opens with the platform table, tests down and runs across
+/// (min, mean, max, jitter, p99.9 and the ratio), the CPU scores, the
+/// verdicts and the gate's result; the per-series detail follows, its key
+/// wrapped, every line within 100 columns.
+#[test]
+fn compare_opens_with_a_tests_by_runs_table() {
+    let (_dir, db) = imported_twice();
+    let out = report(&["compare", "1", "2", "--db", &db]);
+    within_100("compare", &out);
+    let head = out.lines().take(40).collect::<Vec<_>>().join("\n");
+    let columns = head.lines().find(|l| l.starts_with("test ")).unwrap_or_else(|| panic!("no table head:\n{head}"));
+    for f in ["min", "mean", "max", "jitter", "p99.9", "max x"] {
+        assert!(columns.contains(f), "{f} missing: {columns}");
+    }
+    assert!(head.contains("run 1") && head.contains("run 2"), "{head}");
+    let row = head.lines().find(|l| l.starts_with("wakeup latency")).unwrap_or_else(|| panic!("no row:\n{head}"));
+    assert!(row.contains("x1.00"), "the same run twice: {row}");
+    assert!(head.lines().any(|l| l.starts_with("verdict ") && l.contains("FAIL*")), "{head}");
+    assert!(head.lines().any(|l| l.starts_with("gate  ")), "{head}");
+    let (_, details) = out.split_once("-- details ").expect("the detail under the table");
+    assert!(details.contains("key: ratio = the run's figure / run 1's"), "{details}");
+    let gated = report(&["compare", "1", "2", "--db", &db, "--max-regression", "10"]);
+    let head = gated.lines().take(40).collect::<Vec<_>>().join("\n");
+    assert!(head.contains("gate  PASS: "), "{head}");
 }

@@ -24,6 +24,7 @@ mod markdown;
 mod matrix;
 mod osbench_csv;
 mod perfetto;
+mod platform;
 mod schedule;
 mod sections;
 mod summary;
