@@ -99,3 +99,23 @@ fn compare_opens_with_a_tests_by_runs_table() {
     let head = gated.lines().take(40).collect::<Vec<_>>().join("\n");
     assert!(head.contains("gate  PASS: "), "{head}");
 }
+
+/// `runs`: per run its command, how long, its samples (a traced run's
+/// measured samples, as `show` counts them, not its trace's events), the
+/// worst case of its main series and its verdict, within 100 columns.
+#[test]
+fn runs_shows_the_command_the_worst_case_and_the_verdict() {
+    let (_dir, db) = imported();
+    let out = report(&["runs", "--db", &db]);
+    within_100("runs", &out);
+    let mut lines = out.lines();
+    let head = lines.next().unwrap();
+    for col in ["run", "duration", "samples", "worst case", "verdict", "command"] {
+        assert!(head.contains(col), "{col} missing: {head}");
+    }
+    let row = lines.next().unwrap();
+    assert!(row.contains(" 6.0k ") && row.contains("wakeup 831.6 us") && row.contains("FAIL*"), "{row}");
+    assert!(row.contains("wakeup "), "the command: {row}");
+    let shown = report(&["show", "1", "--db", &db]);
+    assert!(shown.contains("n=6.0k"), "show counts the same samples: {shown}");
+}

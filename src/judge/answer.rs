@@ -180,6 +180,14 @@ impl Summary {
         Ok(Summary::of(run, &asked, &verdicts))
     }
 
+    /// The run's main series (the first row: wake-up latency where
+    /// measured) and its worst case under any load.
+    pub fn main_worst(&self) -> Option<(&SummaryRow, i64)> {
+        let row = self.rows.first()?;
+        let worst = row.cells.iter().flatten().map(|c| c.worst_ns).max_by_key(|w| w.unsigned_abs())?;
+        Some((row, worst))
+    }
+
     /// Whether it has anything measured to show.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()

@@ -35,9 +35,10 @@ mod wrap;
 
 pub use comparison::Comparison;
 pub use cyclictest::CyclictestHist;
-pub use summary::Summary;
+pub use summary::{Summary, short_count, short_us};
 pub use text::write_episodes;
 pub use wrap::fit;
+pub use wrap::{WIDTH, wrap as wrap_text};
 
 use crate::judge::{Judged, RequireSpec, TasksSpec};
 use anyhow::{Context, Result, bail};
