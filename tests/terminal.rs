@@ -1,6 +1,6 @@
 //! The answer at both ends of the terminal's output, in 100 columns: the
-//! last screen of `rtscope run`, the first screens of `analyze` and
-//! `compare`.
+//! last screen of `rtscope run`, the first screens of `analyze`,
+//! `compare` and `show`; `runs`' line per run.
 
 mod common;
 use common::reports::*;
@@ -118,4 +118,26 @@ fn runs_shows_the_command_the_worst_case_and_the_verdict() {
     assert!(row.contains("wakeup "), "the command: {row}");
     let shown = report(&["show", "1", "--db", &db]);
     assert!(shown.contains("n=6.0k"), "show counts the same samples: {shown}");
+}
+
+/// `show` opens with the run's answer, then its machine record wrapped to
+/// 100 columns, then the figures (the trace's lines and the episodes
+/// wrapped too).
+#[test]
+fn show_opens_with_the_answer_and_wraps_the_machine_record() {
+    let (_dir, db) = imported();
+    let out = report(&["show", "1", "--db", &db]);
+    let head = out.lines().take(12).collect::<Vec<_>>().join("\n");
+    assert!(head.starts_with("rtscope wakeup · run 1") && head.contains("verdict     FAIL against"), "{head}");
+    let (answer, details) = out.split_once("-- details ").expect("the details under the answer");
+    assert!(answer.contains("probe: worst/p99.9 us") && !answer.contains("\nstarted "), "{answer}");
+    assert!(details.contains("\nstarted ") && details.contains("peak RSS"), "{details}");
+    within_100("show's answer", answer);
+    // The machine record (to its blank line), the trace's lines and the
+    // episodes; the probe's own table keeps its columns.
+    let machine: Vec<&str> = details.lines().skip(1).take_while(|l| !l.is_empty()).collect();
+    assert!(machine.len() > 15 && machine[0].starts_with("started "), "{machine:?}");
+    within_100("show's machine record", &machine.join("\n"));
+    let trace = &details[details.find("\ntrace: ").expect("the trace's lines")..];
+    within_100("show's trace and episodes", trace.split("\nwarning: ").next().unwrap());
 }
