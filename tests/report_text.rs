@@ -17,7 +17,8 @@ fn analyze_prints_the_answer_first_and_profile_none_turns_the_yardstick_off() {
     let (_dir, db) = imported();
     let out = report(&["analyze", "1", "--db", &db]);
     let (answer, details) = out.split_once("-- details ").expect("the details after the answer");
-    assert!(answer.contains("verdict     FAIL against the profile omac (the default yardstick"), "{answer}");
+    assert!(answer.contains("verdict     FAIL against the profile omac (OMAC, the Open Modular"), "{answer}");
+    assert!(answer.contains("            a yardstick: never the exit code;"), "{answer}");
     assert!(answer.contains("machine     PREEMPT_DYNAMIC · isolation none · kvm guest"), "{answer}");
     assert!(answer.contains("wakeup latency") && answer.contains("831.6/342.5* n=6.0k"), "{answer}");
     assert!(answer.contains("next        1. measure longer: at least 36s per cell"), "{answer}");

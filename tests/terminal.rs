@@ -141,3 +141,34 @@ fn show_opens_with_the_answer_and_wraps_the_machine_record() {
     let trace = &details[details.find("\ntrace: ").expect("the trace's lines")..];
     within_100("show's trace and episodes", trace.split("\nwarning: ").next().unwrap());
 }
+
+/// The words: the verdict defines OMAC where it names it and says in one
+/// short line that a yardstick never changes the exit code; the report
+/// shows what it quotes as code, not literal backticks, no "(?)" in its
+/// captions, and the verdict's text beside its badge.
+#[test]
+fn the_verdict_says_its_yardstick_in_one_line_and_the_report_has_no_raw_marks() {
+    let (dir, db) = imported();
+    let out = report(&["analyze", "1", "--db", &db]);
+    let verdict: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("verdict ")).take(4).collect();
+    let text = verdict.join("\n");
+    assert!(text.contains("against the profile omac (OMAC, the Open Modular Architecture Controls"), "{text}");
+    assert!(
+        verdict.iter().any(
+            |l| l.trim() == "a yardstick: never the exit code; --profile / --require gate, --profile none hides it"
+        ),
+        "{text}"
+    );
+    let html = dir.join("r.html");
+    report(&["report", "1", "--db", &db, "-o", html.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&html).unwrap();
+    let prose: String = html.split("<script").next().unwrap().to_string();
+    assert!(
+        !prose.contains('`'),
+        "a literal backtick: {}",
+        &prose[prose.find('`').unwrap().saturating_sub(80)..][..160]
+    );
+    assert!(prose.contains("<code>--profile NAME</code>"), "the verdicts quote a flag as code");
+    assert!(!prose.contains("(?)"), "a caption with (?)");
+    assert!(prose.contains("<span class=\"badge\">FAIL</span><span class=\"text\">"), "the verdict's text beside FAIL");
+}

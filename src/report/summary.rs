@@ -113,16 +113,24 @@ pub fn cell_legend(s: &Summary) -> String {
     l
 }
 
-/// The verdict's headline: "FAIL against the profile omac (yardstick: the exit code stays 0)".
+/// The verdict's headline: "the profile omac (OMAC, ...: ... <= 100 us): 2 of 3 requirements failed";
+/// a profile named for the first time is said.
 pub fn verdict_head(v: &VerdictSummary) -> String {
-    let how = match v.from {
-        ReqSource::Default => {
-            "the default yardstick: it never changes the exit code; --profile / --require gate, --profile none hides it"
-        }
+    let against = if v.against.split([' ', ',']).any(|w| w == crate::judge::YARDSTICK) {
+        format!("{} ({})", v.against, crate::judge::OMAC_MEANS)
+    } else {
+        v.against.clone()
+    };
+    format!("{against}: {}", v.counts)
+}
+
+/// Whether the verdict gates, in one short line.
+pub fn verdict_gates(v: &VerdictSummary) -> &'static str {
+    match v.from {
+        ReqSource::Default => "a yardstick: never the exit code; --profile / --require gate, --profile none hides it",
         ReqSource::Flags => "given: a failure exits with code 2",
         ReqSource::Stored => "stored with the run: a failure exits with code 2",
-    };
-    format!("{} ({how}): {}", v.against, v.counts)
+    }
 }
 
 /// The summary as the report's first section: the verdict, the machine,
@@ -137,7 +145,7 @@ pub fn section(s: &Summary, p: &str, plots: Vec<String>) -> Section {
             Status::Fail => Outcome::Fail,
             Status::NotEnoughData => Outcome::NotEnoughData,
         };
-        let mut details = Vec::new();
+        let mut details = vec![(verdict_gates(v).to_string(), vec![])];
         if let Some(d) = &v.decided_by {
             details.push((format!("decided by {d}"), vec![]));
         }
@@ -275,7 +283,7 @@ fn verdict_lines(s: &Summary, colour: bool) -> Vec<String> {
         Status::NotEnoughData => ("NOT ENOUGH DATA", "1;33"),
     };
     let line = wrap("verdict", &format!("{word} against {}", verdict_head(v)), IND);
-    let mut out = vec![line.replacen(word, &paint(colour, code, word), 1)];
+    let mut out = vec![line.replacen(word, &paint(colour, code, word), 1), wrap("", verdict_gates(v), IND)];
     if let Some(d) = &v.decided_by {
         out.push(wrap("", &format!("decided by {d}"), IND));
     }
