@@ -109,8 +109,8 @@ fn the_quick_assessment_stores_every_probe_under_every_load() {
     // under every load (checked above) within their share of the cell.
     let os: Vec<&(String, String)> = metrics.iter().filter(|(p, _)| p == "osbench").collect();
     assert_eq!(os.len(), rtscope::osbench::CELL_TESTS.len(), "{os:?}");
-    // (Below the summary, which shows osbench's worst test.)
-    let details = out.split_once("-- details ").map_or(&*out, |d| d.1);
+    // (Above the answer, which shows osbench's worst test.)
+    let details = out.split_once("-- answer ").map_or(&*out, |d| d.0);
     for t in rtscope::osbench::CELL_TESTS {
         let row = format!("osbench {t} ");
         assert_eq!(details.matches(&row).count(), 2, "{row}: a row in each table: {out}");
@@ -152,9 +152,9 @@ fn a_plan_gives_osbench_its_own_arguments_under_two_loads() {
     let o = rtscope_in(&fx.dir, &["run", plan.to_str().unwrap(), "--db", &fx.db, "--json", json.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    // The summary first (osbench's worst test), then the matrix: a row per
-    // test in each of its two tables.
-    let (summary, details) = out.split_once("-- details ").expect("the details under the summary");
+    // The matrix, a row per test in each of its two tables, then the
+    // answer last (osbench's worst test).
+    let (details, summary) = out.split_once("-- answer ").expect("the answer under the details");
     assert!(summary.contains("osbench wake.") && summary.contains(" n=2.0k"), "{summary}");
     for row in ["osbench wake.futex-intra", "osbench wake.mq-inter"] {
         assert_eq!(details.matches(row).count(), 2, "{row}: {out}");

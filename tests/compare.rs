@@ -57,9 +57,11 @@ fn a_gate_fails_on_rows_a_later_run_lacks() {
     let o = rtscope(&["compare", full.to_str().unwrap(), &other, "--max-regression", "10", "--db", &db]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
+    // (Wrapped at 100 columns.)
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(
-        out.contains("FAIL")
-            && out.contains("that a later run lacks or has no sample in, so not judged: wakeup latency all CPUs in"),
+        flat.contains("FAIL")
+            && flat.contains("that a later run lacks or has no sample in, so not judged: wakeup latency all CPUs in"),
         "{out}"
     );
     let o = rtscope(&["compare", full.to_str().unwrap(), &other, "--json", "--max-regression", "10", "--db", &db]);

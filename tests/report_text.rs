@@ -17,7 +17,8 @@ fn analyze_prints_the_answer_first_and_profile_none_turns_the_yardstick_off() {
     let (_dir, db) = imported();
     let out = report(&["analyze", "1", "--db", &db]);
     let (answer, details) = out.split_once("-- details ").expect("the details after the answer");
-    assert!(answer.contains("verdict     FAIL against the profile omac (the default yardstick"), "{answer}");
+    assert!(answer.contains("verdict     FAIL against the profile omac (OMAC, the Open Modular"), "{answer}");
+    assert!(answer.contains("            a yardstick: never the exit code;"), "{answer}");
     assert!(answer.contains("machine     PREEMPT_DYNAMIC · isolation none · kvm guest"), "{answer}");
     assert!(answer.contains("wakeup latency") && answer.contains("831.6/342.5* n=6.0k"), "{answer}");
     assert!(answer.contains("next        1. measure longer: at least 36s per cell"), "{answer}");
@@ -46,7 +47,8 @@ fn analyze_prints_the_answer_first_and_profile_none_turns_the_yardstick_off() {
 }
 
 /// `show` prints the machine as the report's "Machine and setup" table has
-/// it, row for row, in one unit (MiB), before the figures.
+/// it, row for row, in one unit (MiB), after the answer and before the
+/// figures.
 #[test]
 fn show_prints_the_machine_rows_of_the_report() {
     let (_dir, db) = imported();
@@ -55,16 +57,23 @@ fn show_prints_the_machine_rows_of_the_report() {
         md_table_after(&md, "### Machine and setup").into_iter().filter(|r| !r[0].is_empty()).collect();
     assert_eq!(rows.len(), 20, "{rows:?}");
     let shown = report(&["show", "1", "--db", &db]);
+    // A row wrapped at 100 columns goes on under its value, indented.
+    let lines: Vec<&str> = shown.lines().collect();
+    let row_of = |i: usize| {
+        let more = lines[i + 1..].iter().take_while(|l| l.starts_with("                  ")).map(|l| l.trim());
+        std::iter::once(lines[i]).chain(more).collect::<Vec<_>>().join(" ")
+    };
     for r in &rows {
         let (k, v) = (&r[0], &r[1]);
         assert!(
-            shown.lines().any(|l| l.strip_prefix(k.as_str()).is_some_and(|rest| rest.trim_start() == v)),
+            (0..lines.len()).any(|i| row_of(i).strip_prefix(k.as_str()).is_some_and(|rest| rest.trim_start() == v)),
             "{k}: {v} missing:\n{shown}"
         );
     }
-    assert!(shown.starts_with("started ") && shown.contains("peak RSS 42 MiB") && !shown.contains(" MB"), "{shown}");
-    let figures = shown.find("rtscope wakeup · run 1").expect("the text summary");
-    assert!(shown.find("memory").unwrap() < figures, "{shown}");
+    assert!(shown.contains("\nstarted ") && shown.contains("peak RSS 42 MiB") && !shown.contains(" MB"), "{shown}");
+    let answer = shown.find("verdict     ").expect("the answer");
+    let figures = shown.find("\nwakeup latency (us)").expect("the figures");
+    assert!(answer < shown.find("memory").unwrap() && shown.find("memory").unwrap() < figures, "{shown}");
 }
 
 /// On a terminal, `analyze` and `report` say what they are doing while

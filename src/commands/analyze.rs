@@ -222,26 +222,33 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     } else {
         let mut out = std::io::stdout().lock();
         let answer = crate::report::Summary::of(&run, &asked, &verdicts);
+        // The series the verdicts are about first, then by what they judge.
+        let keys: Vec<_> = all.iter().map(|s| &s.key).collect();
+        let order = crate::judge::answer::by_relevance(&keys, &verdicts);
+        let ordered: Vec<&SeriesAnalysis> = order.into_iter().map(|i| &all[i]).collect();
         text::write_run(
             &run,
-            &all,
+            &ordered,
             &verdicts,
             &asked.origin(),
             Some((&answer, crate::report::colour_on_stdout())),
             &mut out,
         )?;
+        // The sections after, wrapped to the terminal's width too.
+        let mut more: Vec<u8> = Vec::new();
         if !stages.is_empty() {
-            writeln!(out)?;
-            text::write_stage_levels(&stages, &mut out)?;
+            writeln!(more)?;
+            text::write_stage_levels(&stages, &mut more)?;
         }
         if !misses.is_empty() {
-            writeln!(out)?;
-            text::write_misses(&misses, &mut out)?;
+            writeln!(more)?;
+            text::write_misses(&misses, &mut more)?;
         }
         if let (Some(set), Some(s)) = (&set, &sched) {
-            writeln!(out)?;
-            text::write_schedulability(s, &set.origin(), &mut out)?;
+            writeln!(more)?;
+            text::write_schedulability(s, &set.origin(), &mut more)?;
         }
+        write!(out, "{}", crate::report::fit(&String::from_utf8_lossy(&more)))?;
     }
     if let Some(note) = asked.short_note(&verdicts) {
         eprintln!("rtscope: {note}");

@@ -1,7 +1,7 @@
 //! The run store's subcommands: `runs`, `show`, `export`, `import`.
 
 use crate::cli::{ExportArgs, ImportArgs, ShowArgs, StoreArgs};
-use crate::report::{self, Input};
+use crate::report::{self, Input, Summary, WIDTH, short_count, short_us};
 use anyhow::{Result, bail};
 use rtscope_model::export;
 use rtscope_model::store::Store;
@@ -20,31 +20,85 @@ pub fn open_existing(s: &StoreArgs) -> Result<Store> {
     Store::open_for_reading(&s.db)
 }
 
-/// `rtscope runs`.
+/// `rtscope runs`: a line per run within 100 columns (its command
+/// shortened to fit): when, its status, how long, its samples, the worst
+/// case of its main series and its verdict; the host when the runs come
+/// from several.
 pub fn runs(a: StoreArgs) -> Result<i32> {
     let store = open_existing(&a)?;
     let list = store.list_runs()?;
-    let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "{:>5}  {:<20} {:<8} {:<12} {:>9} {:>12}  host",
-        "run", "started (UTC)", "kind", "status", "duration", "samples"
-    )?;
-    for r in list {
+    let several_hosts = list.iter().any(|r| list.first().is_some_and(|f| f.header.hostname != r.header.hostname));
+    let mut head: Vec<String> =
+        ["run", "started (UTC)", "status", "duration", "samples", "worst case", "verdict"].map(String::from).to_vec();
+    if several_hosts {
+        head.push("host".into());
+    }
+    let mut rows = Vec::new();
+    let mut yardstick = false;
+    for r in &list {
         let h = &r.header;
         let dur = h.ended_unix_ns.map(|e| run_length((e - h.started_unix_ns).max(0) as u64));
-        writeln!(
-            out,
-            "{:>5}  {:<20} {:<8} {:<12} {:>9} {:>12}  {}{}",
-            h.id,
-            utc(h.started_unix_ns),
-            h.kind,
-            h.status.as_str(),
+        let summary = store.load_run_summed(h.id).ok().and_then(|run| Summary::as_stored(&run).ok());
+        let worst = summary
+            .as_ref()
+            .and_then(|s| s.main_worst().map(|(row, w)| format!("{} {} us", row.probe, short_us(w))))
+            .unwrap_or_else(|| "-".into());
+        let verdict = match summary.as_ref().and_then(|s| s.verdict.as_ref()) {
+            Some(v) => {
+                yardstick |= !v.gates;
+                format!("{}{}", v.outcome.as_str().replace('_', " ").to_uppercase(), if v.gates { "" } else { "*" })
+            }
+            None => "-".into(),
+        };
+        let mut row = vec![
+            h.id.to_string(),
+            utc(h.started_unix_ns).chars().take(16).collect(),
+            format!("{}{}", h.status.as_str(), if h.representative { "" } else { "!" }),
             dur.unwrap_or_else(|| "-".into()),
-            r.samples,
-            h.hostname,
-            if h.representative { "" } else { "  (not representative)" }
-        )?;
+            short_count(r.samples),
+            worst,
+            verdict,
+        ];
+        if several_hosts {
+            row.push(h.hostname.clone());
+        }
+        let command = h.command_line.iter().skip(1).cloned().collect::<Vec<_>>().join(" ");
+        rows.push((row, if command.is_empty() { h.kind.clone() } else { command }));
+    }
+    let widths: Vec<usize> = (0..head.len())
+        .map(|i| rows.iter().map(|(r, _)| r[i].chars().count()).chain([head[i].len()]).max().unwrap_or(0))
+        .collect();
+    let used: usize = widths.iter().map(|w| w + 2).sum();
+    let room = WIDTH.saturating_sub(used).max(12);
+    let line = |cells: &[String], command: &str| {
+        let mut l = String::new();
+        for (i, (c, &w)) in cells.iter().zip(&widths).enumerate() {
+            // The figures right-aligned, the words left.
+            if matches!(i, 0 | 3 | 4) { l += &format!("{c:>w$}  ") } else { l += &format!("{c:<w$}  ") }
+        }
+        let command = if command.chars().count() > room {
+            format!("{}~", command.chars().take(room - 1).collect::<String>())
+        } else {
+            command.to_string()
+        };
+        l + &command
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", line(&head, "command"))?;
+    for (row, command) in &rows {
+        writeln!(out, "{}", line(row, command))?;
+    }
+    let odd = rows.iter().any(|(r, _)| r[2].ends_with('!'));
+    if yardstick || odd {
+        let mut legend =
+            "worst case: of the run's main series (wake-up latency where measured), under any load".to_string();
+        if yardstick {
+            legend += "; *: against the yardstick (the profile omac), which never changes the exit code";
+        }
+        if odd {
+            legend += "; !: measured without real-time scheduling (not representative)";
+        }
+        writeln!(out, "{}", crate::report::wrap_text("", &legend, 2).trim_start())?;
     }
     Ok(0)
 }

@@ -8,11 +8,11 @@
 
 use super::ReqSource;
 use rtscope_model::analysis::pot::REFUSED;
-use rtscope_model::analysis::verdict::{Status, Verdict};
+use rtscope_model::analysis::verdict::{self, Status, Verdict};
 use rtscope_model::characterisation::Characterisation;
 use rtscope_model::descriptor;
 use rtscope_model::episode::{Stages, top_causes};
-use rtscope_model::run::{IDLE_LOAD, Run, Series, farthest, pooled};
+use rtscope_model::run::{IDLE_LOAD, Run, Series, SeriesKey, farthest, pooled};
 use rtscope_model::units;
 use serde::Serialize;
 
@@ -62,6 +62,20 @@ pub struct VerdictSummary {
     /// How long to measure for the requirements without enough data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measure_for: Option<String>,
+    /// The series the deciding requirement is about, as measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<VerdictSeries>,
+}
+
+/// The series a verdict is about: its worst case and p99.9 as measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct VerdictSeries {
+    /// `wakeup.latency CPU 0 [cpu]`, as the verdict names it.
+    pub name: String,
+    /// The sample farthest from zero, with its sign.
+    pub worst_ns: i64,
+    pub p999_ns: i64,
+    pub samples: u64,
 }
 
 /// A probe's row: its worst metric (the one with the sample farthest
@@ -136,7 +150,7 @@ impl Summary {
         let loads: Vec<Option<String>> = if matrix { run.loads().into_iter().map(Some).collect() } else { vec![None] };
         let rows = rows(run, &loads);
         let machine = machine(run);
-        let verdict = judged.filter(|j| !j.verdicts.is_empty()).map(verdict);
+        let verdict = judged.filter(|j| !j.verdicts.is_empty()).map(|j| verdict(run, j));
         let worst_load = worst_load(run, &loads, &rows);
         let mut s = Summary {
             verdict,
@@ -166,6 +180,14 @@ impl Summary {
         Ok(Summary::of(run, &asked, &verdicts))
     }
 
+    /// The run's main series (the first row: wake-up latency where
+    /// measured) and its worst case under any load.
+    pub fn main_worst(&self) -> Option<(&SummaryRow, i64)> {
+        let row = self.rows.first()?;
+        let worst = row.cells.iter().flatten().map(|c| c.worst_ns).max_by_key(|w| w.unsigned_abs())?;
+        Some((row, worst))
+    }
+
     /// Whether it has anything measured to show.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
@@ -190,12 +212,28 @@ pub fn counts(verdicts: &[Verdict]) -> String {
     parts.join("; ")
 }
 
-fn verdict(j: Judgement) -> VerdictSummary {
+/// The verdict that decides: the first failed, else the first without
+/// enough data.
+fn deciding(vs: &[Verdict]) -> Option<&Verdict> {
+    vs.iter().find(|v| v.status == Status::Fail).or_else(|| vs.iter().find(|v| v.status == Status::NotEnoughData))
+}
+
+fn verdict(run: &Run, j: Judgement) -> VerdictSummary {
     let vs = j.verdicts;
     let outcome = super::Asked::overall(vs);
     let counts = counts(vs);
-    let decided =
-        vs.iter().find(|v| v.status == Status::Fail).or_else(|| vs.iter().find(|v| v.status == Status::NotEnoughData));
+    let decided = deciding(vs);
+    let about = decided.or(vs.first()).and_then(|v| v.series.as_deref());
+    let series = about.and_then(|name| {
+        let s = run.series.iter().find(|s| verdict::series_name(&s.key) == name)?;
+        let m = s.total().summary();
+        Some(VerdictSeries {
+            name: name.to_string(),
+            worst_ns: farthest(m.min_ns, m.max_ns),
+            p999_ns: m.p999_ns,
+            samples: m.count,
+        })
+    });
     let decided_by = decided.map(|v| {
         format!("{}: {}{}", v.requirement, v.series.as_ref().map(|s| format!("{s}: ")).unwrap_or_default(), v.evidence)
     });
@@ -208,7 +246,35 @@ fn verdict(j: Judgement) -> VerdictSummary {
         counts,
         decided_by,
         measure_for,
+        series,
     }
+}
+
+/// The order `analyze` shows a run's series in, most relevant first: the
+/// series the deciding verdict is about, then those the other verdicts
+/// are about, then the rest of the metrics the requirements judge, then
+/// the others; each group in the probes' table's order (the summary's
+/// rows), the run's order within a probe. Returns indices into `keys`.
+pub fn by_relevance(keys: &[&SeriesKey], verdicts: &[Verdict]) -> Vec<usize> {
+    let named: Vec<&str> = verdicts.iter().filter_map(|v| v.series.as_deref()).collect();
+    let first = deciding(verdicts).or(verdicts.first()).and_then(|v| v.series.as_deref());
+    // probe.metric of each judged series: "wakeup.latency CPU 0" -> "wakeup.latency".
+    let judged: Vec<&str> = named.iter().filter_map(|n| n.split(' ').next()).collect();
+    let group = |k: &SeriesKey| {
+        let name = verdict::series_name(k);
+        if Some(name.as_str()) == first {
+            0
+        } else if named.contains(&name.as_str()) {
+            1
+        } else if judged.contains(&format!("{}.{}", k.probe, k.metric).as_str()) {
+            2
+        } else {
+            3
+        }
+    };
+    let mut order: Vec<usize> = (0..keys.len()).collect();
+    order.sort_by_key(|&i| (group(keys[i]), descriptor::rank(&keys[i].probe)));
+    order
 }
 
 /// The measured series of `probe` (trace stages aside).

@@ -154,6 +154,11 @@ pub struct Asked {
 /// the exit code.
 pub const YARDSTICK: &str = "omac";
 
+/// What the profile omac asks, where it is first named: the OMAC (Open
+/// Modular Architecture Controls) users group's limits.
+pub const OMAC_MEANS: &str = "OMAC, the Open Modular Architecture Controls users group: wake-up latency and \
+                              1 ms timer jitter <= 100 us";
+
 /// `--profile none`: no yardstick, and nothing judged unless `--require`
 /// asks for it.
 pub const NO_PROFILE: &str = "none";

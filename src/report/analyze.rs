@@ -33,10 +33,11 @@ fn opt_us(v: Option<i64>) -> String {
 }
 
 /// `rtscope analyze RUN`: the answer first (`answer`: the summary that
-/// `run` and `report` show, in colour on a terminal), then per series.
+/// `run` and `report` show, in colour on a terminal), then per series in
+/// the order given (the most relevant first), each line within 100 columns.
 pub fn write_run(
     run: &Run,
-    all: &[SeriesAnalysis],
+    all: &[&SeriesAnalysis],
     verdicts: &[Verdict],
     origin: &str,
     answer: Option<(&super::Summary, bool)>,
@@ -49,15 +50,17 @@ pub fn write_run(
     }
     if let Some((s, colour)) = answer.filter(|(s, _)| !s.is_empty()) {
         writeln!(out)?;
-        super::summary::write_text(s, out, colour)?;
+        super::summary::write_text(s, out, colour, super::summary::Place::First)?;
         super::summary::write_details_rule(out)?;
     }
     if let Some(first) = all.first() {
-        writeln!(out, "{}", first.usage.sentence())?;
+        writeln!(out, "{}", wrap("", &first.usage.sentence(), 2).trim_start())?;
     }
     for s in all {
         writeln!(out)?;
-        write_series(s, out)?;
+        let mut text = Vec::new();
+        write_series(s, &mut text)?;
+        write!(out, "{}", super::wrap::fit(&String::from_utf8_lossy(&text)))?;
     }
     if !verdicts.is_empty() {
         writeln!(out)?;

@@ -6,6 +6,7 @@
 use super::doc::{Block, Chapter, Doc, Outcome, Section, Table};
 use super::sections::{exceedance_points, value_name};
 use super::svg::{self, Curve};
+use super::wrap::wrap;
 use anyhow::Result;
 use rtscope_model::compare::{
     self, CONFIDENCE, Change, Compared, FigureCmp, Gate, MAX_BLOCKS, MIN_INTERVALS, REPLICATES, RateCmp, Regression,
@@ -198,7 +199,7 @@ impl<'a> Comparison<'a> {
         )
     }
 
-    fn gate_text(&self) -> Option<(bool, String)> {
+    pub(super) fn gate_text(&self) -> Option<(bool, String)> {
         let g = self.gate.as_ref()?;
         let pct = g.max_regression_pct;
         let mut parts = Vec::new();
@@ -283,11 +284,15 @@ impl<'a> Comparison<'a> {
             .collect()
     }
 
-    /// The text comparison: a table per series, then the counts.
+    /// The text comparison, within 100 columns: the platform table, the
+    /// verdicts and the gate first; then the runs, a table per series and
+    /// the counts.
     pub fn write_text(&self, out: &mut dyn Write) -> Result<()> {
-        writeln!(out, "compare:")?;
+        super::platform::write(self, out)?;
+        super::summary::write_details_rule(out)?;
+        writeln!(out, "runs:")?;
         for l in self.run_lines() {
-            writeln!(out, "  {l}")?;
+            writeln!(out, "{}", wrap("", &l, 4).replacen("    ", "  ", 1))?;
         }
         if !self.incomplete.is_empty() && !self.incomplete_fails() {
             let list: Vec<String> = self
@@ -295,14 +300,15 @@ impl<'a> Comparison<'a> {
                 .iter()
                 .map(|(i, st)| format!("{} is {}", run_label(&self.runs[*i]), st.as_str()))
                 .collect();
-            writeln!(out, "note: {}: an incomplete run may lack its worst part", list.join(", "))?;
+            let note = format!("{}: an incomplete run may lack its worst part", list.join(", "));
+            writeln!(out, "{}", wrap("note:", &note, 6))?;
         }
-        writeln!(out, "{}", self.legend())?;
+        writeln!(out, "{}", wrap("key:", &self.legend(), 5))?;
         if let Some(g) = &self.gate {
-            writeln!(out, "{}", Self::gate_scope(g))?;
+            writeln!(out, "{}", wrap("", &Self::gate_scope(g), 2).trim_start())?;
         }
         for s in &self.compared.series {
-            writeln!(out, "\n{}", self.series_title(s))?;
+            writeln!(out, "\n{}", wrap("", &self.series_title(s), 2).trim_start())?;
             write_table(out, &self.figure_table(s))?;
         }
         if let Some(t) = self.rates_table() {
@@ -321,7 +327,8 @@ impl<'a> Comparison<'a> {
             count(Change::WithinNoise)
         )?;
         if let Some((ok, text)) = self.gate_text() {
-            writeln!(out, "--max-regression: {}: {text}", if ok { "PASS" } else { "FAIL" })?;
+            let line = format!("--max-regression: {}: {text}", if ok { "PASS" } else { "FAIL" });
+            writeln!(out, "{}", wrap("", &line, 2).trim_start())?;
         }
         Ok(())
     }
@@ -486,9 +493,12 @@ fn write_table(out: &mut dyn Write, t: &Table) -> Result<()> {
             .trim_end()
             .to_string()
     };
-    writeln!(out, "{}", line(&t.head))?;
+    // A table wider than the terminal (many runs) breaks its rows under them.
+    let mut text = line(&t.head) + "\n";
     for r in &t.rows {
-        writeln!(out, "{}", line(r))?;
+        text += &line(r);
+        text.push('\n');
     }
+    write!(out, "{}", super::wrap::fit(&text))?;
     Ok(())
 }

@@ -63,11 +63,12 @@ figcaption { color: #333; font-size: .92em; margin-top: .2em; }
 .row { display: flex; flex-wrap: wrap; gap: 8px; }
 .row svg { flex: 0 0 auto; max-width: 100%; height: auto; }
 pre { background: #f6f6f6; padding: .4em .6em; white-space: pre-wrap; margin: .6em 0 .2em; font-size: .92em; }
-.verdict { font-weight: 600; padding: .4em .7em; border-left: 6px solid; margin: .5em 0; }
+.verdict { font-weight: 600; padding: .4em .7em; border-left: 6px solid; margin: .5em 0; display: grid; grid-template-columns: max-content 1fr; column-gap: .3em; }
+.verdict > .text, .verdict > ul.details { grid-column: 2; }
 .verdict.pass { border-color: #009E73; } .verdict.fail { border-color: #D55E00; } .verdict.none { border-color: #888; }
 .badge { display: inline-block; min-width: 7em; }
 .verdict.none .badge { min-width: 10.5em; }
-.verdict ul.details { font-weight: normal; margin: .25em 0 0 7em; padding-left: 1.1em; }
+.verdict ul.details { font-weight: normal; margin: .25em 0 0; padding-left: 1.1em; }
 .verdict ul.details ul { color: #333; font-size: .94em; padding-left: 1.2em; }
 .warn { margin: .3em 0; padding: .2em .6em; border-left: 4px solid #E69F00; }
 .warn.note { border-color: #56B4E9; }
@@ -103,9 +104,24 @@ fn table(out: &mut dyn Write, t: &Table, class: &str) -> Result<()> {
     Ok(())
 }
 
+/// Text for a paragraph: escaped, and what it quotes between backticks
+/// (a command, a flag) as code rather than literal backticks.
+fn prose(s: &str) -> String {
+    let parts: Vec<&str> = s.split('`').collect();
+    if parts.len().is_multiple_of(2) {
+        // An odd number of backticks: not quotes.
+        return esc(s);
+    }
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| if i % 2 == 1 { format!("<code>{}</code>", esc(p)) } else { esc(p) })
+        .collect()
+}
+
 fn block(out: &mut dyn Write, b: &Block) -> Result<()> {
     match b {
-        Block::Para(s) => writeln!(out, "<p>{}</p>", esc(s))?,
+        Block::Para(s) => writeln!(out, "<p>{}</p>", prose(s))?,
         Block::Verdict { outcome, text, details } => {
             let class = match outcome {
                 Outcome::Pass => "pass",
@@ -114,14 +130,14 @@ fn block(out: &mut dyn Write, b: &Block) -> Result<()> {
             };
             write!(
                 out,
-                "<div class=\"verdict {class}\"><span class=\"badge\">{}</span> {}",
+                "<div class=\"verdict {class}\"><span class=\"badge\">{}</span><span class=\"text\">{}</span>",
                 esc(&outcome.as_str().to_uppercase()),
-                esc(text)
+                prose(text)
             )?;
             if !details.is_empty() {
                 write!(out, "<ul class=\"details\">")?;
                 for (line, subs) in details {
-                    write!(out, "<li>{}", esc(line))?;
+                    write!(out, "<li>{}", prose(line))?;
                     if !subs.is_empty() {
                         write!(out, "<ul>")?;
                         for s in subs {
@@ -141,8 +157,8 @@ fn block(out: &mut dyn Write, b: &Block) -> Result<()> {
             "<div class=\"warn{}\"><b>{}</b> {}<br><span class=\"fix\">fix: {}</span></div>",
             if *serious { "" } else { " note" },
             if *serious { "warning:" } else { "note:" },
-            esc(message),
-            esc(fix)
+            prose(message),
+            prose(fix)
         )?,
         Block::Table(t) => {
             let kv = t.head.iter().all(String::is_empty);
@@ -162,7 +178,7 @@ fn block(out: &mut dyn Write, b: &Block) -> Result<()> {
         Block::List(items) => {
             write!(out, "<ol class=\"next\">")?;
             for i in items {
-                write!(out, "<li>{}</li>", esc(i))?;
+                write!(out, "<li>{}</li>", prose(i))?;
             }
             writeln!(out, "</ol>")?
         }

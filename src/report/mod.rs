@@ -24,6 +24,7 @@ mod markdown;
 mod matrix;
 mod osbench_csv;
 mod perfetto;
+mod platform;
 mod schedule;
 mod sections;
 mod summary;
@@ -34,8 +35,10 @@ mod wrap;
 
 pub use comparison::Comparison;
 pub use cyclictest::CyclictestHist;
-pub use summary::{Summary, write_text as write_answer};
+pub use summary::{Summary, short_count, short_us};
 pub use text::write_episodes;
+pub use wrap::fit;
+pub use wrap::{WIDTH, wrap as wrap_text};
 
 use crate::judge::{Judged, RequireSpec, TasksSpec};
 use anyhow::{Context, Result, bail};
@@ -143,6 +146,9 @@ pub struct Input<'a> {
     pub usage: Option<rtscope_model::analysis::usage::Usage>,
     /// Text: colour (a terminal, and NO_COLOR unset).
     pub colour: bool,
+    /// Text: an assessment's answer left out, for the caller to print
+    /// last, after the details ([`write_answer`]: `rtscope run`).
+    pub answer_last: bool,
     /// Perfetto: the run's timeline of its whole traced window, where the
     /// format [reads it](Format::reads_timeline) and the run has one.
     pub timeline: Option<&'a rtscope_model::episode::timeline::Timeline>,
@@ -161,6 +167,7 @@ impl<'a> Input<'a> {
             mttf_axis: Default::default(),
             usage: None,
             colour: false,
+            answer_last: false,
             timeline: None,
         }
     }
@@ -348,13 +355,30 @@ fn run_summary(input: &Input) -> Result<summary::Summary> {
 
 /// The line after a stored run: where it is and what to run next on it
 /// (`--db` named unless it is the default store).
+/// Wrapped at [`wrap::WIDTH`] columns.
 pub fn stored_line(run_id: i64, db: &Path) -> String {
     let at = if db == Path::new("rtscope.db") { String::new() } else { format!(" --db {}", db.display()) };
-    format!(
+    let line = format!(
         "run {run_id} stored in {}: rtscope report {run_id}{at} -o run{run_id}.html (plots, verdicts), \
          rtscope analyze {run_id}{at} (worst case per hour/day/week), rtscope show {run_id}{at}",
         db.display()
-    )
+    );
+    wrap::wrap("", &line, 2).trim_start().to_string()
+}
+
+/// An assessment's answer, after its details (`rtscope run`, whose
+/// [`Input::answer_last`] left it out of the text): a rule, then the
+/// summary with the verdict last. Nothing for a run without one.
+pub fn write_answer(input: &Input, out: &mut dyn Write) -> Result<()> {
+    if !input.run()?.is_matrix() {
+        return Ok(());
+    }
+    let s = run_summary(input)?;
+    if s.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\n-- answer {}", "-".repeat(wrap::WIDTH - 10))?;
+    summary::write_text(&s, out, input.colour, summary::Place::Last)
 }
 
 /// The fixed run of tests/data, and variants of it, for tests.

@@ -559,11 +559,20 @@ fn interval_figures(run: &Run, pr: &ProbeRows, sec: &mut Section) {
         })
         .collect();
     if !plots.is_empty() {
-        let secs = run.plan["common"]["checkpoint_ns"].as_u64().map(units::human).unwrap_or_else(|| "?".into());
+        // The plan's interval, else the series' own (the longest but the last, which a stop cuts short).
+        let own = || {
+            let iv = &cells.first()?.first()?.intervals;
+            let n = iv.len().saturating_sub(1).max(1);
+            iv.iter().take(n).map(|i| i.end_ns.saturating_sub(i.start_ns)).max().filter(|&d| d > 0)
+        };
+        let every = match run.plan["common"]["checkpoint_ns"].as_u64().or_else(own) {
+            Some(ns) => format!("every checkpoint interval ({})", units::human(ns / 1_000_000 * 1_000_000)),
+            None => "every checkpoint interval".into(),
+        };
         sec.push(Block::Figures(
             plots,
             format!(
-                "{probe}: min, mean and max of every checkpoint interval ({secs}), a plot per {}, over the cell's \
+                "{probe}: min, mean and max of {every}, a plot per {}, over the cell's \
                  own time (bar: min to max, tick: mean)",
                 if *with_loads { "metric and load, its CPUs together" } else { "series" }
             ),

@@ -113,16 +113,24 @@ pub fn cell_legend(s: &Summary) -> String {
     l
 }
 
-/// The verdict's headline: "FAIL against the profile omac (yardstick: the exit code stays 0)".
+/// The verdict's headline: "the profile omac (OMAC, ...: ... <= 100 us): 2 of 3 requirements failed";
+/// a profile named for the first time is said.
 pub fn verdict_head(v: &VerdictSummary) -> String {
-    let how = match v.from {
-        ReqSource::Default => {
-            "the default yardstick: it never changes the exit code; --profile / --require gate, --profile none hides it"
-        }
+    let against = if v.against.split([' ', ',']).any(|w| w == crate::judge::YARDSTICK) {
+        format!("{} ({})", v.against, crate::judge::OMAC_MEANS)
+    } else {
+        v.against.clone()
+    };
+    format!("{against}: {}", v.counts)
+}
+
+/// Whether the verdict gates, in one short line.
+pub fn verdict_gates(v: &VerdictSummary) -> &'static str {
+    match v.from {
+        ReqSource::Default => "a yardstick: never the exit code; --profile / --require gate, --profile none hides it",
         ReqSource::Flags => "given: a failure exits with code 2",
         ReqSource::Stored => "stored with the run: a failure exits with code 2",
-    };
-    format!("{} ({how}): {}", v.against, v.counts)
+    }
 }
 
 /// The summary as the report's first section: the verdict, the machine,
@@ -137,7 +145,7 @@ pub fn section(s: &Summary, p: &str, plots: Vec<String>) -> Section {
             Status::Fail => Outcome::Fail,
             Status::NotEnoughData => Outcome::NotEnoughData,
         };
-        let mut details = Vec::new();
+        let mut details = vec![(verdict_gates(v).to_string(), vec![])];
         if let Some(d) = &v.decided_by {
             details.push((format!("decided by {d}"), vec![]));
         }
@@ -208,35 +216,92 @@ fn paint(on: bool, code: &str, s: &str) -> String {
     if on { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
 }
 
+/// Where the summary goes: [`First`](Place::First) over the details
+/// (`analyze`, `show`), or [`Last`](Place::Last) under them (`rtscope
+/// run`, whose terminal keeps its last lines): the verdict is then the last
+/// line, the table just above it, the next steps first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    First,
+    Last,
+}
+
 /// The summary as text, every line within [`WIDTH`] columns: the verdict,
 /// the machine, the worst load, the probes x loads table (in blocks of
-/// loads when they do not fit) and what to do next. `colour`: the
-/// verdict and the worst load in colour (a terminal).
-pub fn write_text(s: &Summary, out: &mut dyn std::io::Write, colour: bool) -> anyhow::Result<()> {
-    const IND: usize = 12;
-    if let Some(v) = &s.verdict {
-        let (word, code) = match v.outcome {
-            Status::Pass => ("PASS", "1;32"),
-            Status::Fail => ("FAIL", "1;31"),
-            Status::NotEnoughData => ("NOT ENOUGH DATA", "1;33"),
-        };
-        let line = wrap("verdict", &format!("{word} against {}", verdict_head(v)), IND);
-        writeln!(out, "{}", line.replacen(word, &paint(colour, code, word), 1))?;
-        if let Some(d) = &v.decided_by {
-            writeln!(out, "{}", wrap("", &format!("decided by {d}"), IND))?;
-        }
-    } else {
-        writeln!(
-            out,
-            "{}",
-            wrap("verdict", "none: nothing judged (--profile none, or no data for the yardstick)", IND)
-        )?;
-    }
-    writeln!(out, "{}", wrap("machine", &s.machine.line(), IND))?;
-    if let Some(w) = &s.worst_load {
+/// loads when they do not fit) and what to do next, in the order of
+/// `place`. `colour`: the verdict and the worst load in colour (a terminal).
+pub fn write_text(s: &Summary, out: &mut dyn std::io::Write, colour: bool, place: Place) -> anyhow::Result<()> {
+    let verdict = verdict_lines(s, colour);
+    let machine = wrap("machine", &s.machine.line(), IND);
+    let worst = s.worst_load.as_ref().map(|w| {
         let line = wrap("worst load", &worst_load_text(w), IND);
-        writeln!(out, "{}", line.replacen(&w.load, &paint(colour, "1", &w.load), 1))?;
+        line.replacen(&w.load, &paint(colour, "1", &w.load), 1)
+    });
+    let next: Vec<String> = s
+        .next
+        .iter()
+        .enumerate()
+        .map(|(i, n)| wrap(if i == 0 { "next" } else { "" }, &format!("{}. {n}", i + 1), IND))
+        .collect();
+    let table = table_lines(s);
+    let mut lines: Vec<String> = Vec::new();
+    match place {
+        Place::First => {
+            lines.extend(verdict);
+            lines.push(machine);
+            lines.extend(worst);
+            lines.push(String::new());
+            lines.extend(table);
+            lines.extend(next);
+        }
+        Place::Last => {
+            lines.extend(next);
+            lines.push(machine);
+            lines.extend(worst);
+            lines.push(String::new());
+            lines.extend(table);
+            lines.extend(verdict);
+        }
     }
+    for l in lines {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// The labels' indent.
+const IND: usize = 12;
+
+/// The verdict, and what decided it.
+fn verdict_lines(s: &Summary, colour: bool) -> Vec<String> {
+    let Some(v) = &s.verdict else {
+        return vec![wrap("verdict", "none: nothing judged (--profile none, or no data for the yardstick)", IND)];
+    };
+    let (word, code) = match v.outcome {
+        Status::Pass => ("PASS", "1;32"),
+        Status::Fail => ("FAIL", "1;31"),
+        Status::NotEnoughData => ("NOT ENOUGH DATA", "1;33"),
+    };
+    let line = wrap("verdict", &format!("{word} against {}", verdict_head(v)), IND);
+    let mut out = vec![line.replacen(word, &paint(colour, code, word), 1), wrap("", verdict_gates(v), IND)];
+    if let Some(d) = &v.decided_by {
+        out.push(wrap("", &format!("decided by {d}"), IND));
+    }
+    if let Some(w) = &v.series {
+        let text = format!(
+            "{}: worst case {} us, p99.9 {} us, {} samples",
+            w.name,
+            us_i(w.worst_ns),
+            us_i(w.p999_ns),
+            w.samples
+        );
+        out.push(wrap("", &text, IND));
+    }
+    out
+}
+
+/// The probes x loads table (in blocks of loads that fit), then its legend.
+fn table_lines(s: &Summary) -> Vec<String> {
     let head = "probe: worst/p99.9 us";
     let labels: Vec<String> = s
         .rows
@@ -252,27 +317,27 @@ pub fn write_text(s: &Summary, out: &mut dyn std::io::Write, colour: bool) -> an
     let names: Vec<&str> = s.loads.iter().map(|l| if l.is_empty() { "as measured" } else { l.as_str() }).collect();
     let cell_w = cells.iter().flatten().map(|c| c.len()).chain(names.iter().map(|n| n.len())).max().unwrap_or(1);
     let per = ((WIDTH - label_w) / (cell_w + 2)).max(1);
-    let n_loads = s.loads.len();
-    for start in (0..n_loads).step_by(per) {
-        let end = (start + per).min(n_loads);
-        write!(out, "\n{head:<label_w$}")?;
+    let mut out = Vec::new();
+    for start in (0..s.loads.len()).step_by(per) {
+        let end = (start + per).min(s.loads.len());
+        if start > 0 {
+            out.push(String::new());
+        }
+        let mut line = format!("{head:<label_w$}");
         for n in &names[start..end] {
-            write!(out, "  {n:>cell_w$}")?;
+            line += &format!("  {n:>cell_w$}");
         }
-        writeln!(out)?;
+        out.push(line);
         for (l, row) in labels.iter().zip(&cells) {
-            write!(out, "{l:<label_w$}")?;
+            let mut line = format!("{l:<label_w$}");
             for c in &row[start..end] {
-                write!(out, "  {c:>cell_w$}")?;
+                line += &format!("  {c:>cell_w$}");
             }
-            writeln!(out)?;
+            out.push(line);
         }
     }
-    writeln!(out, "{}", wrap("", &cell_legend(s), 2).trim_start())?;
-    for (i, n) in s.next.iter().enumerate() {
-        writeln!(out, "{}", wrap(if i == 0 { "next" } else { "" }, &format!("{}. {n}", i + 1), IND))?;
-    }
-    Ok(())
+    out.push(wrap("", &cell_legend(s), 2).trim_start().to_string());
+    out
 }
 
 /// The rule between the summary and the detail tables under it.

@@ -100,18 +100,23 @@ impl Format for Text {
 
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
         let run = input.run()?;
-        if input.machine {
-            write_machine(run, out)?;
-        }
-        // An assessment: the answer first, then the detail tables.
-        let answer = if run.is_matrix() { Some(super::run_summary(input)?).filter(|s| !s.is_empty()) } else { None };
-        write_summary(run, answer.as_ref(), input.colour, out)?;
+        // An assessment, and any run `show` prints: the answer first, then
+        // the details (or the details alone, for `rtscope run` to print the
+        // answer last); `show`'s machine record first among the details.
+        let answer = if (run.is_matrix() || input.machine) && !input.answer_last {
+            Some(super::run_summary(input)?).filter(|s| !s.is_empty())
+        } else {
+            None
+        };
+        let wrapped = run.is_matrix() || input.machine;
+        write_summary(run, answer.as_ref(), wrapped, input.machine, input.colour, out)?;
         Ok(Written::default())
     }
 }
 
 /// The machine and the run's setup (the report's "Machine and setup"
-/// rows), after when the run started and ended; then a blank line.
+/// rows, each wrapped at the terminal's width), after when the run started
+/// and ended; then a blank line.
 fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
     let h = &run.header;
     let started = format!(
@@ -122,15 +127,24 @@ fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
     let rows: Vec<(&str, String)> = std::iter::once(("started", started)).chain(super::machine::rows(run)).collect();
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     for (k, v) in rows {
-        writeln!(out, "{k:<width$}  {v}")?;
+        writeln!(out, "{}", super::wrap::wrap(k, &v, width + 2))?;
     }
     writeln!(out)?;
     Ok(())
 }
 
 /// The probe's line, its tables (or the assessment's matrix), the trace,
-/// the worst episodes, warnings and notes.
-fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bool, out: &mut dyn Write) -> Result<()> {
+/// the worst episodes, warnings and notes; `wrapped`: the title and the
+/// notes wrapped at the terminal's width (an assessment, `show`);
+/// `machine`: the machine record first among the details (`show`).
+fn write_summary(
+    run: &Run,
+    answer: Option<&super::summary::Summary>,
+    wrapped: bool,
+    machine: bool,
+    colour: bool,
+    out: &mut dyn Write,
+) -> Result<()> {
     let h = &run.header;
     let elapsed =
         h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
@@ -146,7 +160,7 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
         plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from),
         elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
     );
-    if answer.is_some() {
+    if wrapped {
         writeln!(out, "{}", super::wrap::wrap("", &head, 2).trim_start())?;
     } else {
         writeln!(out, "{head}")?;
@@ -156,8 +170,11 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
     }
     if let Some(a) = answer {
         writeln!(out)?;
-        super::summary::write_text(a, out, colour)?;
+        super::summary::write_text(a, out, colour, super::summary::Place::First)?;
         super::summary::write_details_rule(out)?;
+    }
+    if machine {
+        write_machine(run, out)?;
     }
     if run.is_matrix() {
         super::matrix::write_score(run, out)?;
@@ -167,14 +184,18 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
         write_probes(run, out)?;
         write_stages(run, out)?;
     }
-    write_trace(run, out)?;
+    // The trace's lines and the episodes: prose, wrapped where the rest is.
+    let mut prose: Vec<u8> = Vec::new();
+    write_trace(run, &mut prose)?;
     if !run.episodes.is_empty() {
-        writeln!(out, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
+        writeln!(prose, "\nworst episodes (all: rtscope show {} --episodes)", h.id)?;
         for e in run.episodes.iter().take(3) {
-            writeln!(out, "  {}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
+            writeln!(prose, "  {}{}", e.load.as_ref().map(|l| format!("[{l}] ")).unwrap_or_default(), e.verdict)?;
         }
-        write_top_causes(run, out, 8)?;
+        write_top_causes(run, &mut prose, 8)?;
     }
+    let prose = String::from_utf8_lossy(&prose);
+    write!(out, "{}", if wrapped { super::wrap::fit(&prose) } else { prose.into_owned() })?;
     let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
     let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
     if !serious.is_empty() || !info.is_empty() {
@@ -182,7 +203,7 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, colour: bo
     }
     // Wrapped at the terminal's width in an assessment (the answer's width).
     let line = |label: &str, text: &str| {
-        if answer.is_some() { super::wrap::wrap(label, text, label.len()) } else { format!("{label}{text}") }
+        if wrapped { super::wrap::wrap(label, text, label.len()) } else { format!("{label}{text}") }
     };
     for w in serious {
         writeln!(out, "{}", line("warning: ", &format!("{} (fix: {})", w.message, w.fix)))?;

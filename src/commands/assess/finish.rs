@@ -80,8 +80,8 @@ pub(super) fn finish(
 }
 
 /// Judges the finished run `loaded` against the requirements stored with
-/// it, as `rtscope analyze` would, and prints it with them last (and
-/// writes --json); a failed one turns exit code `code` 0 into 2. So does
+/// it, as `rtscope analyze` would, and prints it: the details, the
+/// verdicts, then the answer last (and writes --json); a failed one turns exit code `code` 0 into 2. So does
 /// the task set stored with it: a set that misses a deadline with the
 /// measured release jitter counts as a failed requirement.
 fn judge_and_print(loaded: &Run, opts: &Options, code: i32) -> Result<i32> {
@@ -93,7 +93,8 @@ fn judge_and_print(loaded: &Run, opts: &Options, code: i32) -> Result<i32> {
     // task set (the summary's own block has the yardstick's verdict).
     let gated = (!asked.reqs.is_empty() && asked.source != crate::judge::ReqSource::Default) || set.is_some();
     let judged = gated.then(|| crate::judge::Judged::new(&asked, &verdicts, set.as_ref(), sched.as_ref()));
-    let input = Input { judged: judged.as_ref(), ..Input::one(loaded) };
+    // The answer last, after the details and the verdicts: a terminal keeps it.
+    let input = Input { judged: judged.as_ref(), answer_last: true, ..Input::one(loaded) };
     let printing = crate::commands::write_run(&input, &[("--json", report::JSON, opts.json.as_deref())], &opts.db)?;
     if !verdicts.is_empty() && printing {
         let mut out = std::io::stdout().lock();
@@ -107,6 +108,10 @@ fn judge_and_print(loaded: &Run, opts: &Options, code: i32) -> Result<i32> {
         let mut out = std::io::stdout().lock();
         writeln!(out)?;
         report::analyze::write_schedulability(s, &set.origin(), &mut out)?;
+    }
+    if printing {
+        let colour = report::colour_on_stdout();
+        report::write_answer(&Input { colour, ..input }, &mut std::io::stdout().lock())?;
     }
     let failed = judged.as_ref().is_some_and(|j| !j.passed);
     Ok(if failed && code == 0 { 2 } else { code })

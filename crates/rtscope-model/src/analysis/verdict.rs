@@ -266,9 +266,14 @@ pub struct Verdict {
 
 /// The series that decided: probe.metric, CPU and, in an assessment, load.
 fn name(s: &SeriesAnalysis) -> String {
-    let load = s.key.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
-    let word = crate::descriptor::key_word(&s.key.probe);
-    format!("{}.{} {word} {}{load}", s.key.probe, s.key.metric, s.key.cpu)
+    series_name(&s.key)
+}
+
+/// A series as a verdict names it: `wakeup.latency CPU 0 [cpu]`.
+pub fn series_name(key: &crate::run::SeriesKey) -> String {
+    let load = key.load.as_deref().map(|l| format!(" [{l}]")).unwrap_or_default();
+    let word = crate::descriptor::key_word(&key.probe);
+    format!("{}.{} {word} {}{load}", key.probe, key.metric, key.cpu)
 }
 
 /// Decides with an interval: pass when even the unfavourable end holds,

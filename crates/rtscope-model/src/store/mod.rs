@@ -45,6 +45,7 @@ impl Store {
 pub struct RunListing {
     pub header: RunHeader,
     pub series: usize,
+    /// The measured samples (a traced run's stage series aside), as `show` counts them.
     pub samples: u64,
 }
 

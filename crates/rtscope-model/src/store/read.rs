@@ -37,13 +37,17 @@ impl Store {
         let mut out = Vec::new();
         for id in ids {
             let header = self.header(id)?;
-            let (series, samples): (i64, Option<i64>) = self.conn.query_row(
-                "SELECT (SELECT count(*) FROM series WHERE run_id=?1),
-                        (SELECT sum(i.count) FROM intervals i JOIN series s ON s.id=i.series_id WHERE s.run_id=?1)",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+            // Each series' samples: a traced run's stage series count its
+            // episodes' events, not measured samples.
+            let mut st = self.conn.prepare_cached(
+                "SELECT s.metric, coalesce(sum(i.count), 0) FROM series s LEFT JOIN intervals i ON i.series_id=s.id
+                 WHERE s.run_id=?1 GROUP BY s.id",
             )?;
-            out.push(RunListing { header, series: series as usize, samples: samples.unwrap_or(0) as u64 });
+            let rows: Vec<(String, i64)> =
+                st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+            let samples =
+                rows.iter().filter(|(m, _)| !crate::episode::Stages::is_series(m)).map(|(_, n)| *n as u64).sum();
+            out.push(RunListing { header, series: rows.len(), samples });
         }
         Ok(out)
     }
