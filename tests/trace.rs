@@ -458,3 +458,41 @@ fn the_applications_markers_are_in_the_exported_timeline() {
     assert!(periods.len() * 10 >= judged * 9, "{} periods for {judged} ms", periods.len());
     assert!(periods.iter().all(|p| p.args["ns"].as_u64() == Some(p.dur_ns)), "a period lasts its latency");
 }
+
+/// The timeline survives a SIGKILL: a traced wake-up run, killed 4 s after
+/// its first checkpoint, keeps what its timeline had settled (stored each
+/// second, all but the newest second): `export --format perfetto` of the
+/// killed run shows a second of its 1 kHz periods or more, nine samples in
+/// ten inside a task slice of the probe's thread.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_killed_runs_timeline_is_kept() {
+    use common::timeline::*;
+    let fx = Fixture::root();
+    if !has_tracefs() {
+        return;
+    }
+    let cpu = last_cpu().to_string();
+    let mut child = std::process::Command::new(BIN)
+        .args(["wakeup", "--trace", "--cpus", &cpu, "-D", "60s", "--db", &fx.db, "-q"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_first_checkpoint(&fx.db);
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let Some(tef) = perfetto(&fx.db, &fx.dir) else { return };
+    let periods = tef.of("period");
+    let on = tef.process(&format!("cpu{cpu}")).unwrap_or_else(|| panic!("no process cpu{cpu}: {:?}", tef.names));
+    let probe_tid = periods.first().map_or(0, |p| p.tid);
+    let woke: Vec<u64> = periods.iter().map(|p| p.ts_ns + p.dur_ns).collect();
+    let probe = inside_slices(&task_slices(&tef, on, probe_tid), &woke, 20_000);
+    eprintln!(
+        "the killed run's timeline: {} periods, {probe} inside a slice of the probe's thread; {}",
+        woke.len(),
+        tef.other["timeline"]
+    );
+    assert!(woke.len() >= 1000, "{} periods kept of a run killed 4 s after its first checkpoint", woke.len());
+    assert!(probe * 10 >= woke.len() * 9, "{probe} of {} samples inside a slice of the probe's thread", woke.len());
+}
