@@ -386,7 +386,8 @@ fn a_udp_flood_shows_as_network_softirq() {
 /// program's and the probe's task slices on the CPU (nine samples in ten
 /// inside a slice of the probe's thread, nine markers in ten inside one of
 /// the program's), its local timer interrupts, the probe's wake-ups and a
-/// period slice per sample.
+/// period slice per sample; the same timeline after `export --format json`
+/// and `import`.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn the_applications_markers_are_in_the_exported_timeline() {
@@ -457,6 +458,17 @@ fn the_applications_markers_are_in_the_exported_timeline() {
     assert!(timers * 10 >= judged * 9 && wakes * 10 >= judged * 9, "{timers} timer interrupts, {wakes} wake-ups");
     assert!(periods.len() * 10 >= judged * 9, "{} periods for {judged} ms", periods.len());
     assert!(periods.iter().all(|p| p.args["ns"].as_u64() == Some(p.dur_ns)), "a period lasts its latency");
+    // `export --format json` carries the timeline and `import` stores it
+    // back: the imported run's Perfetto export holds the same one.
+    let json = fx.dir.join("run.json");
+    let o = rtscope(&["export", "last", "--format", "json", "-o", json.to_str().unwrap(), "--db", &fx.db]);
+    assert!(o.status.success(), "{}", text(&o));
+    let imported = fx.dir.join("imported.db").display().to_string();
+    let o = rtscope(&["import", json.to_str().unwrap(), "--db", &imported]);
+    assert!(o.status.success(), "{}", text(&o));
+    let again = perfetto(&imported, &fx.dir).unwrap();
+    assert_eq!(again.other["timeline"], tef.other["timeline"]);
+    assert_eq!(again.of("task").len(), tef.of("task").len(), "the task slices imported");
 }
 
 /// The timeline survives a SIGKILL: a traced wake-up run, killed 4 s after
