@@ -106,6 +106,9 @@ pub enum EpisodeMsg {
     /// as an episode, whose largest cause was of this class (a monitor's
     /// counters, `TraceOpts::classify_all`).
     Class(String, String, i64, rtscope_model::episode::CauseKind),
+    /// What the whole window's timeline settled since its last part: stored
+    /// as it comes, so that a run killed before its end keeps it.
+    Timeline(Box<rtscope_model::episode::timeline::Part>),
 }
 
 /// A copy of every sample for the tracer (`--trace`): the reader thread
@@ -580,6 +583,7 @@ impl Writer {
                     keep.push(*e)
                 }
                 EpisodeMsg::Class(probe, metric, cpu, kind) => self.count_class(&probe, &metric, cpu, kind),
+                EpisodeMsg::Timeline(part) => self.store.add_timeline_part(*run_id, &part)?,
                 EpisodeMsg::Drop(probe, metric, cpu, sample) => {
                     let pending = keep
                         .iter()

@@ -153,10 +153,13 @@ pub fn import(a: ImportArgs) -> Result<i32> {
     let name = a.file.display().to_string();
     let text = crate::sys::fs::read_input_text(&a.file, &format!("import {name}"), "import a shorter run")
         .map_err(anyhow::Error::msg)?;
-    let run = export::read_json(&text, &name)?;
+    let (run, timeline) = export::read_export(&text, &name)?;
     crate::cli::check_writable("--db", &a.store.db)?;
     let mut store = Store::open(&a.store.db)?;
     let id = store.insert_run(&run)?;
+    if let Some(t) = timeline {
+        store.add_timeline(id, t)?;
+    }
     let header = rtscope_model::store::imported_header(&run);
     println!(
         "imported {name} as run {id} (from {}, {}): {}",

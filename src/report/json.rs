@@ -1,8 +1,9 @@
 //! The common JSON shape: `run_id`, `status`, `results` (one row per probe,
 //! metric and CPU, with its whole-run histogram), and the run header; with
-//! [`Input::full`] every interval and exceedance too (lossless: what
-//! `rtscope import` reads); for an assessment with requirements or a task
-//! set ([`Input::judged`]), its verdicts after it; and the summary's own
+//! [`Input::full`] every interval and exceedance too, and a traced run's
+//! timeline of its whole window (lossless: what `rtscope import` reads);
+//! for an assessment with requirements or a task set ([`Input::judged`]),
+//! its verdicts after it; and the summary's own
 //! block (`summary`: the verdict, the worst case and p99.9 per probe and
 //! load, the worst load and why, the machine, what to do next). The document's structs
 //! are the model crate's (`rtscope_model::export`), which reads it back.
@@ -32,9 +33,15 @@ impl Format for Json {
         &[Use::Summary, Use::Export]
     }
 
+    fn reads_timeline(&self) -> bool {
+        true
+    }
+
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
         let run = input.run()?;
-        let doc = export::run_doc(run, input.full);
+        let mut doc = export::run_doc(run, input.full);
+        // A full export carries the traced window's timeline, for import.
+        doc.timeline = input.timeline.filter(|_| input.full).cloned();
         // The summary's own block: what the first screen of the terminal
         // and of the report shows (absent for a run without samples).
         let summary = Some(super::run_summary(input)?).filter(|s| !s.is_empty());

@@ -509,6 +509,9 @@ impl Reader {
             }
         }
         self.hand_over_told(last);
+        if let Some(part) = self.timeline.part() {
+            self.episodes.send(SymMsg::Pass(EpisodeMsg::Timeline(Box::new(part))));
+        }
         // The processes the wake-ups interrupted, before their episodes: a
         // short-lived one may be gone when those are named.
         let seen: Vec<(i32, u64)> =

@@ -34,6 +34,13 @@ pub struct CpuFold {
     /// vector's).
     irqs: Vec<(Key, u64)>,
     soft: Option<(u8, u64)>,
+    /// While the CPU idles: the tasks woken on it (at what time), and the
+    /// end of its last interrupt. A kernel may trace no switch out of the
+    /// idle task (a guest's `haltpoll` idle has been seen tracing none):
+    /// a task woken here then runs from the end of the interrupt that woke
+    /// it, as the wake-up path's decomposition infers it too.
+    woken: Vec<(i32, u64)>,
+    idle_exit_ns: u64,
     last_ts: u64,
     pending: Vec<Pending>,
     /// The names of IRQs, vectors and softirqs, once made.
@@ -47,6 +54,8 @@ impl CpuFold {
             task: None,
             irqs: Vec::with_capacity(4),
             soft: None,
+            woken: Vec::with_capacity(4),
+            idle_exit_ns: 0,
             last_ts: 0,
             pending: Vec::with_capacity(1024),
             named: HashMap::new(),
@@ -60,14 +69,21 @@ impl CpuFold {
         // interrupt): where no switch onto it was traced (some kernels
         // trace no switch out of the idle task), its slice begins here.
         if e.pid >= 0 && !matches!(e.kind, Kind::RemoteWaking { .. }) && self.task.is_none_or(|t| t.0 != e.pid) {
-            if let Some((pid, since)) = self.task
-                && pid != 0
-                && e.ts > since
-            {
-                self.pending.push((Track::Task, since, e.ts - since, Key::Task(pid), pid));
-            }
-            self.task = Some((e.pid, e.ts));
+            let since = match self.task {
+                Some((pid, since)) if pid != 0 => {
+                    if e.ts > since {
+                        self.pending.push((Track::Task, since, e.ts - since, Key::Task(pid), pid));
+                    }
+                    e.ts
+                }
+                // Off the idle task with no switch traced: from the end of
+                // the interrupt that woke it here, where one did.
+                _ => self.woken.iter().find(|w| w.0 == e.pid).map_or(e.ts, |w| w.1.max(self.idle_exit_ns).min(e.ts)),
+            };
+            self.task = Some((e.pid, since));
+            self.woken.clear();
         }
+        let idle = self.task.is_none_or(|t| t.0 == 0);
         let irq = |k: &mut Self, key: Key, entry: bool| {
             if entry {
                 k.irqs.push((key, e.ts));
@@ -77,8 +93,23 @@ impl CpuFold {
                 k.pending.push((Track::Irq, since, e.ts.saturating_sub(since), key, pid));
             }
         };
+        if idle {
+            match e.kind {
+                Kind::Waking { pid } | Kind::RemoteWaking { pid, .. } => {
+                    match self.woken.iter_mut().find(|w| w.0 == pid) {
+                        Some(w) => w.1 = e.ts,
+                        None => self.woken.push((pid, e.ts)),
+                    }
+                }
+                Kind::TimerExit | Kind::IrqExit(_) | Kind::SoftExit(_) | Kind::VectorExit(_) => {
+                    self.idle_exit_ns = e.ts;
+                }
+                _ => {}
+            }
+        }
         match e.kind {
             Kind::Switch { next, .. } => {
+                self.woken.clear();
                 if let Some((pid, since)) = self.task.replace((next, e.ts))
                     && pid != 0
                     && e.ts > since
@@ -187,7 +218,8 @@ mod tests {
     /// Switches make task slices (not the idle task's), interrupts and
     /// softirqs their slices (a device's inside the timer's), wakings
     /// instants; a task shown on the CPU with no switch onto it gets its
-    /// slice from that event.
+    /// slice from that event, or, woken on the idle CPU, from the end of
+    /// the interrupts that woke it.
     #[test]
     fn events_fold_into_slices() {
         let mut d = Decoder::default();
@@ -213,6 +245,20 @@ mod tests {
             ev(400, 9, Kind::TimerEntry),
             ev(410, 9, Kind::TimerExit),
             ev(420, 9, Kind::Switch { prev: 9, next: 0 }),
+            // No switch out of the idle task traced: 9, woken in the idle
+            // CPU's timer interrupt, runs from the end of its softirq.
+            ev(500, 0, Kind::TimerEntry),
+            ev(505, 0, Kind::Waking { pid: 9 }),
+            ev(510, 0, Kind::TimerExit),
+            ev(515, 0, Kind::SoftEntry(1)),
+            ev(520, 0, Kind::SoftExit(1)),
+            ev(560, 9, Kind::Switch { prev: 9, next: 0 }),
+            // 7 woken here runs elsewhere; 9, not woken here, shows first
+            // in an interrupt.
+            ev(600, 0, Kind::Waking { pid: 7 }),
+            ev(700, 9, Kind::TimerEntry),
+            ev(710, 9, Kind::TimerExit),
+            ev(730, 9, Kind::Switch { prev: 9, next: 0 }),
         ] {
             f.event(&e);
         }
@@ -235,6 +281,13 @@ mod tests {
                 (Track::Wake, 350, 0, "probe", 9),
                 (Track::Irq, 400, 10, "local_timer", -1),
                 (Track::Task, 400, 20, "probe", 9),
+                (Track::Irq, 500, 10, "local_timer", -1),
+                (Track::Wake, 505, 0, "probe", 9),
+                (Track::Softirq, 515, 5, "TIMER", 1),
+                (Track::Task, 520, 40, "probe", 9),
+                (Track::Wake, 600, 0, "spin", 7),
+                (Track::Irq, 700, 10, "local_timer", -1),
+                (Track::Task, 700, 30, "probe", 9),
             ]
         );
         assert!(t.items().all(|i| i.cpu == 1));

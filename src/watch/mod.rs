@@ -866,6 +866,10 @@ fn follow(
             }
         }
         causes.trim(&names);
+        // What the timeline settled, stored now (episodes or none).
+        if let Some(part) = feed.timeline.part() {
+            writer.store.add_timeline_part(threads.run_id, &part)?;
+        }
         let now = clock::now();
         if now >= next_exit_check || last {
             next_exit_check = now + EXIT_CHECK_NS;

@@ -200,3 +200,28 @@ pub fn start_marks(dir: &Path) -> Option<Marks> {
         .expect("start the marks program");
     Some(Marks { child, log, cpu, _unmount })
 }
+
+/// The task slices of thread `tid` on the CPU whose process is `on`, in
+/// time order: (start, end) ns.
+pub fn task_slices(tef: &Tef, on: u64, tid: u64) -> Vec<(u64, u64)> {
+    let mut s: Vec<(u64, u64)> = tef
+        .of("task")
+        .iter()
+        .filter(|e| e.pid == on && e.args["tid"].as_u64() == Some(tid))
+        .map(|e| (e.ts_ns, e.ts_ns + e.dur_ns))
+        .collect();
+    s.sort_unstable();
+    s
+}
+
+/// How many of `instants` fall inside one of `slices` (in time order, one
+/// after another), give or take `tol_ns`.
+pub fn inside_slices(slices: &[(u64, u64)], instants: &[u64], tol_ns: u64) -> usize {
+    instants
+        .iter()
+        .filter(|&&t| {
+            let k = slices.partition_point(|s| s.0 <= t + tol_ns);
+            k > 0 && slices[k - 1].1 + tol_ns >= t
+        })
+        .count()
+}

@@ -5,6 +5,7 @@
 //! HdrHistogram log) from the run itself.
 
 use crate::characterisation::{Characterisation, CpuScore};
+use crate::episode::timeline::Timeline;
 use crate::episode::{Episode, TraceSummary};
 use crate::hist::{self, Stats};
 use crate::inventory::Inventory;
@@ -62,6 +63,9 @@ pub struct RunDoc {
     pub characterisation: Vec<Characterisation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_score: Option<CpuScore>,
+    /// A traced run's timeline of its whole window (a full export).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
 }
 
 /// A result row with its whole-run histogram as `[lowest_ns, highest_ns,
@@ -147,6 +151,7 @@ pub fn run_doc(run: &Run, full: bool) -> RunDoc {
         episodes: run.episodes.clone(),
         characterisation: run.characterisation.clone(),
         cpu_score: run.cpu_score.clone(),
+        timeline: None,
     }
 }
 
@@ -187,6 +192,11 @@ fn series_doc(s: &Series) -> SeriesDoc {
 
 /// Reads a full JSON export back into a run. `origin` names the file in errors.
 pub fn read_json(text: &str, origin: &str) -> Result<Run> {
+    read_export(text, origin).map(|(run, _)| run)
+}
+
+/// [`read_json`], and the run's timeline where the export holds one.
+pub fn read_export(text: &str, origin: &str) -> Result<(Run, Option<Timeline>)> {
     let doc: RunDoc = serde_json::from_str(text).with_context(|| {
         format!("{origin} is not an rtscope JSON export (make one with `rtscope export RUN --format json`)")
     })?;
@@ -280,7 +290,7 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
         one.extra = s.extra;
         series.push(one);
     }
-    Ok(Run {
+    let run = Run {
         header: doc.run.header,
         inventory: doc.run.inventory,
         plan: doc.run.plan,
@@ -289,7 +299,8 @@ pub fn read_json(text: &str, origin: &str) -> Result<Run> {
         trace: doc.trace,
         characterisation: doc.characterisation,
         cpu_score: doc.cpu_score,
-    })
+    };
+    Ok((run, doc.timeline))
 }
 
 #[cfg(test)]
@@ -319,6 +330,28 @@ mod tests {
         }
         assert_eq!(r["overflows"], 3);
         assert_eq!(r["max_ns"], 150_000_000_000u64);
+    }
+
+    /// A full export's timeline is read back whole; a run without one
+    /// reads none.
+    #[test]
+    fn the_timeline_round_trips() {
+        use crate::episode::timeline::{Item, Track};
+        let run = sample_run();
+        let mut t = Timeline::new(100);
+        let name = t.name("spin");
+        t.push(Item { cpu: 1, track: Track::Task, start_ns: 5_000, dur_ns: 900, name, pid: 7, value_ns: 0 });
+        let t = t.finish();
+        let mut doc = run_doc(&run, true);
+        doc.timeline = Some(t.clone());
+        let text = serde_json::to_string(&doc).unwrap();
+        let (back, timeline) = read_export(&text, "t.json").unwrap();
+        assert_eq!(back, run);
+        let timeline = timeline.unwrap();
+        assert_eq!((timeline.items().collect::<Vec<_>>(), timeline.window_ns), (t.items().collect(), t.window_ns));
+        assert_eq!(timeline.name_of(timeline.items().next().unwrap()), "spin");
+        let (_, none) = read_export(std::str::from_utf8(&json(&run, true)).unwrap(), "x.json").unwrap();
+        assert!(none.is_none());
     }
 
     #[test]

@@ -5,10 +5,13 @@
 //! grouped in spans of [`Timeline::SPAN_NS`]; past [`Timeline::MAX_ITEMS`]
 //! the spans farthest from the worst samples are let go, so a long run keeps
 //! the neighbourhoods of its worst episodes and says what it did not keep.
-//! Stored with the run (`run_data` "timeline"), exported to Perfetto.
+//! Stored with the run (`run_data` "timeline"), exported to Perfetto; while
+//! folding, its settled spans are stored as [`Part`]s, so a run killed
+//! before its end keeps them.
 
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Which track of a CPU an item belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -92,7 +95,33 @@ pub struct Timeline {
     open: BTreeMap<u64, Span>,
     #[serde(skip)]
     held: usize,
+    /// Which of a process's timelines this is (its [`Part`]s say it).
+    #[serde(skip)]
+    pub part_id: u64,
+    /// The spans changed since the last [`Part`], and the newest span then.
+    #[serde(skip)]
+    dirty: BTreeSet<u64>,
+    #[serde(skip)]
+    parted: u64,
 }
+
+/// What of a folding timeline settled since its last part: the spans older
+/// than [`Timeline::FRESH_SPANS`] new or changed (an item may start in an
+/// old span: a long task slice), and those let go. Stored as they come,
+/// so that a run killed before its end keeps its timeline up to the last.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// The timeline's [`Timeline::part_id`].
+    pub id: u64,
+    /// The timeline without its spans: its names, window, counts, limit.
+    pub head: Timeline,
+    pub spans: Vec<Span>,
+    /// The indexes of the spans let go since the last part.
+    pub gone: Vec<u64>,
+}
+
+/// The next [`Timeline::part_id`].
+static NEXT_PART_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Timeline {
     /// Items kept per run: some 45 bytes each in the store, 15 MB; a
@@ -107,7 +136,48 @@ impl Timeline {
 
     /// An empty timeline kept under `max_items`.
     pub fn new(max_items: usize) -> Timeline {
-        Timeline { max_items: max_items as u64, ..Default::default() }
+        Timeline { max_items: max_items as u64, part_id: NEXT_PART_ID.fetch_add(1, Relaxed), ..Default::default() }
+    }
+
+    /// What settled since the last part, when a second's spans or more
+    /// have: None otherwise, or when nothing changed.
+    pub fn part(&mut self) -> Option<Part> {
+        let newest = self.open.keys().next_back().copied()?;
+        if newest < self.parted + Self::FRESH_SPANS {
+            return None;
+        }
+        self.parted = newest;
+        let settled: Vec<u64> = self.dirty.range(..=newest.saturating_sub(Self::FRESH_SPANS)).copied().collect();
+        let (mut spans, mut gone) = (Vec::new(), Vec::new());
+        for index in settled {
+            self.dirty.remove(&index);
+            match self.open.get(&index) {
+                Some(s) if !s.items.is_empty() => spans.push(s.clone()),
+                _ => gone.push(index),
+            }
+        }
+        if spans.is_empty() && gone.is_empty() {
+            return None;
+        }
+        let head = Timeline {
+            names: self.names.clone(),
+            window_ns: self.window_ns,
+            items_seen: self.items_seen,
+            items_dropped: self.items_dropped,
+            spans_dropped: self.spans_dropped,
+            max_items: self.max_items,
+            ..Default::default()
+        };
+        Some(Part { id: self.part_id, head, spans, gone })
+    }
+
+    /// A timeline put back together from its stored parts (`head` the
+    /// last one's, `spans` the last of each), kept under its limit.
+    pub fn from_parts(head: Timeline, spans: Vec<Span>) -> Timeline {
+        let mut t = head;
+        t.open = spans.into_iter().map(|s| (s.index, s)).collect();
+        t.held = t.open.values().map(|s| s.items.len()).sum();
+        t.finish()
     }
 
     /// The index of `name` in [`Timeline::names`], added when new.
@@ -130,6 +200,7 @@ impl Timeline {
         self.window_ns = if self.items_seen == 1 { (item.start_ns, end) } else { (a.min(item.start_ns), b.max(end)) };
         let index = item.start_ns / Self::SPAN_NS;
         self.open.entry(index).or_insert_with(|| Span { index, ..Default::default() }).items.push(item);
+        self.dirty.insert(index);
         self.held += 1;
         if self.held > self.max_items as usize {
             self.shed(Self::FRESH_SPANS);
@@ -172,6 +243,7 @@ impl Timeline {
             self.spans_dropped += 1;
             // The score stays: its neighbours are still beside a bad sample.
             s.items = Vec::new();
+            self.dirty.insert(victim);
         }
     }
 
@@ -325,6 +397,39 @@ mod tests {
         );
         let note = t.cut_note().unwrap();
         assert!(note.contains("over the limit of 200 items") && note.contains("2.0 s in 3 ranges"), "{note}");
+    }
+
+    /// Parts, applied in order (a span's last part replaces its earlier
+    /// ones; a span let go is said gone), put back together what the
+    /// timeline holds of its settled spans: a late item in an old span and
+    /// the spans shed over the limit too.
+    #[test]
+    fn parts_hold_the_settled_spans() {
+        let mut t = Timeline::new(15);
+        let mut stored: std::collections::BTreeMap<u64, Span> = Default::default();
+        let mut last = None;
+        for span in 0..40u64 {
+            task(&mut t, span * Timeline::SPAN_NS + 1);
+            if span == 12 {
+                task(&mut t, 2 * Timeline::SPAN_NS + 5);
+            }
+            if let Some(p) = t.part() {
+                for g in &p.gone {
+                    stored.remove(g);
+                }
+                stored.extend(p.spans.into_iter().map(|s| (s.index, s)));
+                last = Some((p.head, t.clone()));
+            }
+        }
+        // The last part at the 31st span: the spans up to the 21st settled.
+        let (head, then) = last.unwrap();
+        assert_eq!((head.items_seen, head.items_dropped), (32, 17));
+        let back = Timeline::from_parts(head, stored.into_values().collect());
+        let settled = |t: &Timeline| -> Vec<u64> {
+            t.items().map(|i| i.start_ns / Timeline::SPAN_NS).filter(|&s| s <= 20).collect()
+        };
+        assert_eq!(settled(&back), settled(&then.finish()));
+        assert_eq!(settled(&back), (16..=20).collect::<Vec<u64>>());
     }
 
     /// Two cells' timelines: one, names merged, under the larger limit.

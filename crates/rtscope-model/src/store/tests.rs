@@ -353,6 +353,25 @@ fn episodes_are_kept_and_dropped_and_old_stores_migrate() {
     let t = store.timeline(id).unwrap().unwrap();
     assert_eq!(t.items().map(|i| t.name_of(i)).collect::<Vec<_>>(), ["a", "b"]);
     assert_eq!(t.window_ns, (1_000, 2_000_000_005));
+    // A third cell killed while folding: its settled parts are read with
+    // the others, and let go when a cell ends.
+    let mut c = Timeline::new(1_000);
+    let n = c.name("c");
+    let span = |k: u64| 3_000_000_000 + k * Timeline::SPAN_NS;
+    for k in 0..25 {
+        c.push(Item { cpu: 1, track: Track::Task, start_ns: span(k), dur_ns: 5, name: n, pid: 4, value_ns: 0 });
+        if let Some(p) = c.part() {
+            store.add_timeline_part(id, &p).unwrap();
+        }
+    }
+    let t = store.timeline(id).unwrap().unwrap();
+    let got: Vec<&str> = t.items().map(|i| t.name_of(i)).collect();
+    // Parts at the 10th and 20th spans: the spans a second older, 0..=10.
+    assert_eq!(got, [&["a", "b"][..], &["c"; 11][..]].concat());
+    assert_eq!(t.window_ns.1, span(20) + 5, "the window as of the last part");
+    store.add_timeline(id, c.finish()).unwrap();
+    let t = store.timeline(id).unwrap().unwrap();
+    assert_eq!(t.items().count(), 27, "the parts gone, the whole cell stored once");
 }
 
 /// Opens the store at `path` from `n` threads at once (as `n` processes
