@@ -302,7 +302,7 @@ impl OpenRun {
     /// says in `notes` when the timeline was cut to fit its limit or could
     /// not be stored.
     pub fn store_timeline(&mut self, timeline: Option<Timeline>, notes: &mut Vec<String>) {
-        let Some(t) = timeline else { return };
+        let Some(t) = timeline.filter(|t| !t.is_off()) else { return };
         if let Some(n) = t.cut_note() {
             notes.push(format!("--trace: {n} (rtscope export RUN --format perfetto)"));
         }

@@ -609,6 +609,7 @@ impl CommonArgs {
                 stacks: self.stacks.unwrap_or(StacksMode::Auto),
                 sample_hz: self.sample_hz.unwrap_or(0),
                 classify_all: false,
+                timeline: true,
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,

@@ -174,8 +174,9 @@ impl MonitorArgs {
                     }
                     common.kind = "monitor".into();
                     // Every explained sample counted, not only those kept.
+                    // No timeline: the window is the monitor's whole life.
                     if let Some(t) = common.trace.as_mut() {
-                        t.classify_all = true;
+                        (t.classify_all, t.timeline) = (true, false);
                     }
                     probes.push((common, probe));
                 }
@@ -300,6 +301,16 @@ mod tests {
         let e = plan(&["--duration", "3s", "--probe-args", "wakeup=-D5s"]).err().unwrap().to_string();
         assert!(e.contains("--duration is the monitor's own setting"), "{e}");
         assert!(plan(&["--duration", "0"]).is_err());
+    }
+
+    /// A traced monitor counts every explained sample and keeps no
+    /// timeline: its window is its whole life.
+    #[test]
+    fn a_traced_monitor_keeps_no_timeline() {
+        let p = plan(&["--probes", "wakeup", "--cpus", "0", "--trace", "--watch", "comm=x"]).unwrap();
+        let t = p.probes[0].0.trace.as_ref().unwrap();
+        assert!(t.classify_all && !t.timeline);
+        assert!(p.watch.unwrap().until_stopped);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::trace::reader::{Lane, Reader, ReaderReport};
 use crate::trace::stacks::StackDecoder;
 use crate::trace::symbols::{Sink, SymReport};
 use crate::trace::{CodeReport, TraceClock, TraceOpts};
+use rtscope_model::episode::timeline::Timeline;
 use std::sync::atomic::AtomicI32;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::Sender;
@@ -132,9 +133,10 @@ pub(super) fn start_trace<'scope>(
         maps,
         told: vec![],
         wakes,
-        timeline: rtscope_model::episode::timeline::Timeline::new(
-            rtscope_model::episode::timeline::Timeline::MAX_ITEMS,
-        ),
+        timeline: match common.trace.as_ref().is_some_and(|t| t.timeline) {
+            true => Timeline::new(Timeline::MAX_ITEMS),
+            false => Timeline::off(),
+        },
     };
     if let Err(e) = inst.set_on(true) {
         out.errors.push(format!("--trace: {e}"));

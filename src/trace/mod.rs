@@ -79,6 +79,10 @@ pub struct TraceOpts {
     /// Every sample above the cause threshold is attributed and its class
     /// counted, not only the kept episodes (a monitor's counters).
     pub classify_all: bool,
+    /// The whole window's timeline is folded and stored (not by a monitor:
+    /// its window is its whole life, and the store would be rewritten
+    /// every second without end).
+    pub timeline: bool,
 }
 
 impl serde::Serialize for TraceOpts {

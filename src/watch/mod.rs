@@ -646,7 +646,9 @@ impl Watch {
     ) -> Result<CellOutcome> {
         let Watch { settings, mut instance, cpus, found } = self;
         let mut out = CellOutcome::default();
-        let mut feed = Feed::open(&mut instance, cpus)?;
+        // A watch until stopped (a monitor's) keeps no timeline.
+        let timeline = if settings.until_stopped { Timeline::off() } else { Timeline::new(Timeline::MAX_ITEMS) };
+        let mut feed = Feed::open(&mut instance, cpus, timeline)?;
         let (tx, episode_rx) = std::sync::mpsc::channel();
         let threshold = settings.cause_threshold_ns;
         let mut writer = Writer {
@@ -693,6 +695,7 @@ impl Watch {
             stacks: StacksMode::Off,
             sample_hz: 0,
             classify_all: settings.classify_all,
+            timeline: !settings.until_stopped,
         };
         let zeros: Vec<Arc<AtomicU64>> = report.per_cpu.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
         let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false, CodeReport::default());
@@ -736,7 +739,7 @@ struct Feed {
 
 impl Feed {
     /// Opens every CPU's buffer of `instance` and takes its decoder.
-    fn open(instance: &mut Instance, cpus: Vec<usize>) -> Result<Feed> {
+    fn open(instance: &mut Instance, cpus: Vec<usize>, timeline: Timeline) -> Result<Feed> {
         let buffers = instance
             .buffers(&cpus)
             .map_err(anyhow::Error::msg)?
@@ -752,7 +755,7 @@ impl Feed {
             page: vec![0u8; instance.layout.page_size],
             merge: Merge::default(),
             markers: Markers::default(),
-            timeline: Timeline::new(Timeline::MAX_ITEMS),
+            timeline,
         })
     }
 

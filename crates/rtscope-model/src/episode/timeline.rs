@@ -139,6 +139,17 @@ impl Timeline {
         Timeline { max_items: max_items as u64, part_id: NEXT_PART_ID.fetch_add(1, Relaxed), ..Default::default() }
     }
 
+    /// No timeline: folds nothing, parts nothing, and is not stored (a
+    /// monitor's: it runs without end).
+    pub fn off() -> Timeline {
+        Timeline::new(0)
+    }
+
+    /// Whether it is [`Timeline::off`].
+    pub fn is_off(&self) -> bool {
+        self.max_items == 0
+    }
+
     /// What settled since the last part, when a second's spans or more
     /// have: None otherwise, or when nothing changed.
     pub fn part(&mut self) -> Option<Part> {
@@ -194,6 +205,9 @@ impl Timeline {
     /// One more item; past the limit, the spans farthest from the worst
     /// samples go.
     pub fn push(&mut self, item: Item) {
+        if self.is_off() {
+            return;
+        }
         self.items_seen += 1;
         let (a, b) = self.window_ns;
         let end = item.start_ns + item.dur_ns;
@@ -215,6 +229,9 @@ impl Timeline {
     /// A sample of `value_ns` at `t_ns` (a latency): the span it fell in
     /// is worth keeping by as much.
     pub fn score(&mut self, t_ns: u64, value_ns: u64) {
+        if self.is_off() {
+            return;
+        }
         let index = t_ns / Self::SPAN_NS;
         let s = self.open.entry(index).or_insert_with(|| Span { index, ..Default::default() });
         s.worst_ns = s.worst_ns.max(value_ns);
@@ -366,6 +383,19 @@ mod tests {
         let back: Timeline = serde_json::from_str(&json).unwrap();
         assert_eq!(back.items().count(), 4);
         assert_eq!(back.name_of(back.items().next().unwrap()), "spin");
+    }
+
+    /// An off timeline (a monitor's) folds nothing and parts nothing.
+    #[test]
+    fn off_keeps_nothing() {
+        let mut t = Timeline::off();
+        for ms in 0..3_000u64 {
+            task(&mut t, ms * 1_000_000);
+            t.score(ms * 1_000_000, 5);
+        }
+        assert!(t.part().is_none());
+        let t = t.finish();
+        assert!(t.is_off() && t.items().next().is_none() && t.items_seen == 0);
     }
 
     /// Over the limit, the spans around the worst samples stay (a span's
