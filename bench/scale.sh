@@ -6,16 +6,25 @@
 #   168 h x 2 CPUs: analyze and report within 3 s and 100 MiB; show within
 #                   0.5 s and 50 MiB; export hdr within 5 s
 #   24 h x 64 CPUs: analyze and report within 10 s and 200 MiB
+#   a month of a 2-CPU monitor: its store within --max-store throughout;
+#                   analyze, report and show within 5 s and 200 MiB
 # Prints a Markdown table for bench/RESULTS.md.
 #
 # Environment:
-#   RUNS      the runs, HOURSxCPUS each (default "24x2 168x2 24x16 24x64")
+#   RUNS      the runs, HOURSxCPUS each (default "24x2 168x2 24x16 24x64"; empty: none)
 #   CMDS      the commands timed (default "analyze report show export")
 #   ROUNDS    timed runs of each command (default 3); the median time and the
 #             largest peak RSS are printed
 #   WORK      keep the stores in this directory and reuse them (default: a
 #             scratch directory, removed at the end; the 24 h x 64 CPUs store
 #             is 1.4 GB and takes about 8 minutes to write)
+#   MONTH     days of a monitor at accelerated time (default 30; 0: none):
+#             examples/monitor_month.rs runs `rtscope monitor --cpus 0,1` at
+#             its defaults (--checkpoint 10s, --retain 30d, --summary-span 1h,
+#             --max-store 1GiB) through its own recorders, writer and
+#             retention, with synthetic 1 kHz wake-ups (about a minute a day
+#             on this machine); the store's largest size after a retention
+#             pass is printed against --max-store, and CMDS are timed on it
 #   SYNTH     the synthesiser's binary (default: this tree's, built in release)
 #   RTSCOPE   the binary to time (default: this tree's, built in release);
 #             BEFORE another binary timed beside it (e.g. a build of the base
@@ -31,14 +40,28 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/common.sh
 source "$HERE/common.sh"
-RUNS=${RUNS:-24x2 168x2 24x16 24x64}
+RUNS=${RUNS-24x2 168x2 24x16 24x64}
 CMDS=${CMDS:-analyze report show export}
 ROUNDS=${ROUNDS:-3}
+MONTH=${MONTH:-30}
 
 need_command /usr/bin/time time
 build_rtscope
 build_synth
 work_dir scale
+
+if ((MONTH > 0)); then
+    echo "== building the accelerated monitor (release)"
+    (cd "$ROOT" && cargo build --release --locked -q --example monitor_month)
+    month_db=$TMP/month-${MONTH}d.db
+    if [[ ! -s $month_db.figures ]]; then
+        echo "== a ${MONTH}-day monitor into $month_db"
+        rm -f "$month_db" "$month_db-wal" "$month_db-shm"
+        "${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/monitor_month" --db "$month_db" --days "$MONTH" \
+            >"$month_db.figures.new"
+        mv "$month_db.figures.new" "$month_db.figures"
+    fi
+fi
 
 for r in $RUNS; do
     db=$TMP/run-$r.db
@@ -89,17 +112,32 @@ else
     echo "| run | store | command | elapsed (user), peak RSS |"
     echo "|---|---|---|---|"
 fi
-for r in $RUNS; do
-    db=$TMP/run-$r.db
-    size="$(($(stat -L -c %s "$db") / 1000000)) MB"
+# The table's rows of run $1 (its name in the table) in store $2.
+rows() {
+    local size c after
+    size="$(($(stat -L -c %s "$2") / 1000000)) MB"
     for c in $CMDS; do
-        after=$(measure "$RTSCOPE" "$(args "$db" "$c")")
+        after=$(measure "$RTSCOPE" "$(args "$2" "$c")")
         if [[ -n ${BEFORE:-} ]]; then
-            echo "| ${r%x*} h x ${r#*x} CPUs | $size | $c | $(measure "$BEFORE" "$(args "$db" "$c")") | $after |"
+            echo "| $1 | $size | $c | $(measure "$BEFORE" "$(args "$2" "$c")") | $after |"
         else
-            echo "| ${r%x*} h x ${r#*x} CPUs | $size | $c | $after |"
+            echo "| $1 | $size | $c | $after |"
         fi
     done
+}
+for r in $RUNS; do
+    rows "${r%x*} h x ${r#*x} CPUs" "$TMP/run-$r.db"
 done
+if ((MONTH > 0)); then
+    rows "${MONTH} d monitor x 2 CPUs" "$month_db"
+    # run= days= samples= max_store= passes= max_used= max_file= summarised= thinned= seconds=
+    declare -A f
+    for kv in $(<"$month_db.figures"); do f[${kv%%=*}]=${kv#*=}; done
+    echo
+    echo "== the ${MONTH}-day monitor: ${f[samples]} samples in ${f[seconds]} s; after each of its ${f[passes]}" \
+        "retention passes at most $((f[max_used] >> 20)) MiB used of --max-store $((f[max_store] >> 20)) MiB" \
+        "(files at most $((f[max_file] >> 20)) MiB with the write-ahead log); ${f[summarised]} intervals" \
+        "summarised, ${f[thinned]} raw exceedances thinned"
+fi
 echo
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -7,7 +7,7 @@ mod analyze;
 pub mod assess;
 mod disturb;
 mod fleet;
-mod monitor;
+pub mod monitor;
 mod osbench;
 mod probes;
 mod report;

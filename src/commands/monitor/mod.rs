@@ -8,6 +8,7 @@
 //! short index on `/`; nothing it receives is written or run. With
 //! `--web-config` it speaks TLS and asks for basic auth (`web.rs`).
 
+pub mod accelerated;
 mod http;
 mod web;
 
@@ -152,7 +153,12 @@ fn answer(live: &Live, req: &http::request::Request) -> http::Answer {
 /// kept, down to one summary span; past that, whole days. Returns the
 /// store's size after it.
 fn retention(store: &mut Store, plan: &MonitorPlan, h: &Mutex<Health>) -> Result<u64> {
-    let now = clock::now_unix().max(0) as u64;
+    retention_at(store, plan, h, clock::now_unix().max(0) as u64)
+}
+
+/// [`retention`] at `now` (Unix ns): the monitor's clock, or an accelerated
+/// one's (`accelerated`).
+fn retention_at(store: &mut Store, plan: &MonitorPlan, h: &Mutex<Health>, now: u64) -> Result<u64> {
     let mut keep = plan.retain_ns;
     let mut span = plan.span_ns;
     loop {

@@ -251,7 +251,11 @@ impl Store {
         // Foreign keys stay off while the schema is created or migrated: a
         // migration that rebuilds a table must not cascade its DROP to the
         // rows that refer to it (SQLite's documented procedure).
-        self.conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;")?;
+        // The write-ahead log back to at most 64 MiB whenever it restarts:
+        // one large transaction (a retention pass) does not leave it at its
+        // high-water size beside a store bounded by --max-store.
+        self.conn
+            .execute_batch("PRAGMA synchronous=NORMAL; PRAGMA journal_size_limit=67108864; PRAGMA foreign_keys=OFF;")?;
         self.create_or_migrate()?;
         self.conn.execute_batch("PRAGMA foreign_keys=ON;")?;
         Ok(())
