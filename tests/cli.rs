@@ -331,8 +331,10 @@ fn help_names_every_command_and_exits_zero() {
 #[test]
 fn cyclictest_habits_are_taken_or_pointed_to_rtscope() {
     // Refused with rtscope's flag, before anything is stored.
-    refused(&["wakeup", "-t", "4"], &["-t 4", "--cpus 0-3", "one thread per measured CPU"]);
-    refused(&["wakeup", "-t4"], &["--cpus 0-3"]);
+    refused(&["wakeup", "-t", "9999"], &["-t 9999", "one thread per measured CPU", "or less"]);
+    refused(&["wakeup", "-t9999"], &["-t 9999"]);
+    refused(&["wakeup", "-t2", "-a0"], &["-t 2 with 1 CPUs (0)", "give -t 1"]);
+    refused(&["wakeup", "-t", "0"], &["-t 0", "above 0"]);
     refused(&["wakeup", "--mainaffinity", "0"], &["--mainaffinity", "off the measured CPUs"]);
     refused(&["wakeup", "-a", "4000"], &["--cpus", "not online"]);
     refused(&["wakeup", "-a", "0", "--cpus", "0"], &["--affinity", "--cpus"]);

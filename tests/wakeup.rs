@@ -475,6 +475,19 @@ fn cyclictest_command_lines_measure_and_print_its_histogram() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("wakeup latency (us)") && out.contains("run 2 stored"), "{}", text(&o));
     assert!(o.stderr.is_empty(), "{}", text(&o));
+    // -t N is N measured CPUs: with -a, as many as it names; alone, the
+    // first N rtscope may measure.
+    let all = online_cpus();
+    let a = format!("-a{}", all.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","));
+    let t = format!("-t{}", all.len());
+    for args in [vec!["-m", "-p95", "-i1000", &t, &a, "-D1", "-q"], vec!["-t1", "-D1", "-q"]] {
+        let o = rtscope(&[&["wakeup"][..], &args, &["--db", &fx.db]].concat());
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        let v = show_json(&fx.db, "last");
+        let cpus: Vec<u64> = v["results"].as_array().unwrap().iter().map(|r| r["cpu"].as_u64().unwrap()).collect();
+        let want: Vec<u64> = all.iter().take(if args[0] == "-t1" { 1 } else { all.len() }).map(|&c| c as u64).collect();
+        assert_eq!(cpus, want, "{args:?}");
+    }
 }
 
 /// A long cell says how far it is, how long is left and its worst case so

@@ -6,6 +6,7 @@
 //! help) and `--db PATH` before the subcommand.
 
 use super::*;
+use rtscope_model::settings::CpuList;
 use std::ffi::OsString;
 
 /// cyclictest's flags on `rtscope wakeup`.
@@ -16,8 +17,8 @@ pub struct Cyclictest {
     #[arg(short = 'a', long, value_name = "LIST", num_args = 0..=1, default_missing_value = "",
           conflicts_with = "cpus")]
     pub affinity: Option<String>,
-    /// cyclictest -t: rtscope runs one thread per CPU of --cpus, so -t alone is the default; for N threads, pick N
-    /// CPUs with --cpus.
+    /// cyclictest -t: rtscope runs one thread per measured CPU: -t alone is the default (every CPU it may measure);
+    /// -t N with -a/--cpus must name as many CPUs; -t N without them measures the first N CPUs it may measure.
     #[arg(short = 't', long, value_name = "N", num_args = 0..=1, default_missing_value = "")]
     pub threads: Option<String>,
     /// cyclictest -m: memory is always locked (mlockall); accepted.
@@ -61,16 +62,6 @@ impl Cyclictest {
     /// The common arguments with `-a` taken as `--cpus`, after refusing
     /// the flags that rtscope says otherwise.
     pub fn apply(&self, common: &CommonArgs) -> Result<CommonArgs> {
-        if let Some(n) = self.threads.as_deref().filter(|n| !n.is_empty()) {
-            let example = match n.parse::<usize>() {
-                Ok(0 | 1) | Err(_) => "0".to_string(),
-                Ok(n) => format!("0-{}", n - 1),
-            };
-            bail!(
-                "-t {n}: rtscope runs one thread per measured CPU; pick the CPUs with --cpus (e.g. --cpus {example}), \
-                 or give -t alone for every online CPU"
-            );
-        }
         if let Some(list) = &self.mainaffinity {
             bail!(
                 "--mainaffinity {list}: rtscope keeps its own threads (the writer, the trace reader) off the measured \
@@ -96,6 +87,9 @@ impl Cyclictest {
             }
             None => {}
         }
+        if let Some(text) = self.threads.as_deref().filter(|n| !n.is_empty()) {
+            common.measure.cpus = Some(threads(text, common.measure.cpus.as_ref(), &cpu::measurable())?);
+        }
         Ok(common)
     }
 
@@ -107,6 +101,37 @@ impl Cyclictest {
         };
         let file = self.histfile.clone().filter(|p| *p != std::path::Path::new("-"));
         Some(HistogramOpts { buckets_us, all_column, file })
+    }
+}
+
+/// cyclictest's `-t N` as rtscope's CPUs: one thread per measured CPU, so
+/// the CPUs given (`-a`, `--cpus`) must be N, or, none given, the first N
+/// of those it may measure (`measurable`).
+fn threads(text: &str, given: Option<&CpuList>, measurable: &[usize]) -> Result<CpuList> {
+    let n = match text.trim().parse::<usize>() {
+        Ok(n) if n > 0 => n,
+        _ => bail!(
+            "-t {text}: give a number of threads above 0 (e.g. -t 2), or -t alone for every CPU rtscope may measure"
+        ),
+    };
+    let list = |c: &[usize]| rtscope_model::inventory::format_cpu_list(c);
+    match given {
+        Some(cpus) if cpus.cpus().len() == n => Ok(cpus.clone()),
+        Some(cpus) => bail!(
+            "-t {n} with {} CPUs ({}): rtscope runs one thread per measured CPU; give -t {}, or leave -t out",
+            cpus.cpus().len(),
+            list(cpus.cpus()),
+            cpus.cpus().len()
+        ),
+        None if n <= measurable.len() => {
+            CpuList::of(measurable[..n].to_vec()).ok_or_else(|| anyhow::anyhow!("-t {n}: no CPU to measure"))
+        }
+        None => bail!(
+            "-t {n}: rtscope runs one thread per measured CPU, and may measure {} here ({}): give -t {} or less",
+            measurable.len(),
+            list(measurable),
+            measurable.len()
+        ),
     }
 }
 
@@ -209,6 +234,19 @@ mod tests {
         assert_eq!(rw(&["runs", "--db", "x.db"]), ["runs", "--db", "x.db"]);
         assert_eq!(rw(&["--db", "x.db"]), ["--db", "x.db"]);
         assert_eq!(rw(&["--version"]), ["--version"]);
+    }
+
+    /// -t N is N measured CPUs: those given, when as many, else the first
+    /// N that may be measured.
+    #[test]
+    fn threads_are_cpus() {
+        let given = CpuList::parse("0-1").unwrap();
+        assert_eq!(threads("2", Some(&given), &[0, 1]).unwrap().cpus(), &[0, 1]);
+        assert_eq!(threads("1", None, &[2, 3]).unwrap().cpus(), &[2]);
+        let e = threads("2", Some(&CpuList::parse("1").unwrap()), &[0, 1]).unwrap_err().to_string();
+        assert!(e.contains("-t 2 with 1 CPUs (1)") && e.contains("give -t 1"), "{e}");
+        assert!(threads("3", None, &[0, 1]).unwrap_err().to_string().contains("give -t 2 or less"));
+        assert!(threads("0", None, &[0, 1]).is_err() && threads("x", None, &[0]).is_err());
     }
 
     #[test]

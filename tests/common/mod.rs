@@ -208,6 +208,12 @@ pub fn show_json(db: &str, run: &str) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).expect("show --json is JSON")
 }
 
+/// The online CPUs.
+pub fn online_cpus() -> Vec<usize> {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    rtscope_model::inventory::parse_cpu_list(online.trim()).unwrap()
+}
+
 /// The last online CPU (a CPU other than 0 where there is one).
 pub fn last_cpu() -> usize {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
