@@ -302,3 +302,100 @@ fn the_fleet_report_ranks_the_disturbed_machine_first() {
     assert!(t.contains("What Prometheus' data cannot give"), "{t}");
     drop(ns);
 }
+
+/// The fleet generator of `bench/fleet-scale.sh`: the same code.
+#[allow(dead_code)]
+#[path = "../crates/rtscope-model/examples/fleet_openmetrics.rs"]
+mod fleet_openmetrics;
+
+/// The bucket of `ns` among the monitor's classic buckets (+Inf last).
+fn bucket_of(ns: i64) -> usize {
+    rtscope_model::metrics::BUCKETS_NS.iter().position(|&le| ns <= le as i64).unwrap_or(16)
+}
+
+/// Whether `ns`, read from a rebuilt histogram, lies in bucket `b`, its
+/// bounds included (HdrHistogram's 0.1 % about them): a count is put at
+/// its bucket's upper bound, or lower, down to the lower bound, where the
+/// step's scraped maximum is lower.
+fn in_bucket(ns: i64, b: usize) -> bool {
+    bucket_of(ns * 999 / 1000) <= b && bucket_of(ns * 1001 / 1000) >= b
+}
+
+/// A fleet of 50 monitors over 2 h as the monitor serves them (the bench's
+/// generator, a minute between scrapes as Prometheus' default), backfilled
+/// with promtool into a real Prometheus: the report reads every machine
+/// in a handful of queries (not one per machine), counts every sample
+/// (a step of one scrape interval, where `increase()` sees one sample),
+/// ranks the bad machines first and the worst cases in order, each in the
+/// bucket of the true one.
+#[test]
+fn a_backfilled_fleet_is_ranked_as_its_truth_in_a_handful_of_queries() {
+    if !prometheus_installed() {
+        return;
+    }
+    let tmp = tempdir();
+    let dir: &Path = &tmp;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let end = now / 60 * 60 - 60;
+    let (machines, bad) = (50, 3);
+    fleet_openmetrics::run(&fleet_openmetrics::Args {
+        out: dir.join("om"),
+        truth: dir.join("truth.json"),
+        machines,
+        cpus: 2,
+        hours: 2.0,
+        end_s: end,
+        scrape_s: 60,
+        checkpoint_s: 10,
+        bad,
+        seed: 7,
+        promtool: Some(dir.join("tsdb")),
+    })
+    .unwrap();
+    let log = dir.join("query.log");
+    let prom = Prometheus::start_config(dir, &format!("global:\n  query_log_file: {}\n", log.display()), &[]);
+    let until = Instant::now() + Duration::from_secs(30);
+    while prom.query("count(rtscope_checkpoints_total)", Some(end as f64)).is_empty() {
+        assert!(Instant::now() < until, "Prometheus did not answer: {}", prom_log(dir));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    let url = format!("http://127.0.0.1:{}", prom.port);
+    let json = dir.join("fleet.json");
+    let o = fleet_report(&url, "2h", "1m", &json, &["--at", &end.to_string()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let queries: Vec<String> =
+        std::fs::read_to_string(&log).unwrap().lines().skip(before).map(str::to_string).collect();
+    assert!(queries.len() <= 8, "{} queries for {machines} machines: {queries:#?}", queries.len());
+
+    let truth = json_file(&dir.join("truth.json"));
+    let doc = json_file(&json);
+    let got = doc["machines"].as_array().unwrap();
+    assert_eq!(got.len(), machines, "{doc}");
+    let true_of = |m: &serde_json::Value| {
+        truth["machines"].as_array().unwrap().iter().find(|t| t["instance"] == m["instance"]).unwrap().clone()
+    };
+    for m in &got[..bad] {
+        assert_eq!(true_of(m)["bad"], true, "{} ranked among the first {bad}: {doc}", m["instance"]);
+    }
+    let mut below = usize::MAX;
+    for m in got {
+        let t = true_of(m);
+        let (w, tw) = (m["worst_ns"].as_i64().unwrap(), t["worst_ns"].as_i64().unwrap());
+        let b = bucket_of(tw);
+        assert!(in_bucket(w, b), "{}: {w} ns, truly {tw}", m["instance"]);
+        assert!(b <= below, "{} ranked below a machine whose worst case is a bucket lower: {doc}", m["instance"]);
+        below = b;
+        for row in m["series"].as_array().unwrap() {
+            let ts = t["series"].as_array().unwrap().iter().find(|s| s["cpu"] == row["cpu"]).unwrap();
+            assert_eq!(row["samples"], ts["samples"], "{}: every sample counted: {row}", m["instance"]);
+            let p99 = row["p99_le_ns"].as_i64().unwrap();
+            let tb = bucket_of(ts["p99_le_ns"].as_i64().unwrap());
+            assert!(in_bucket(p99, tb), "{}: p99 {row} / {ts}", m["instance"]);
+        }
+    }
+}
+
+fn prom_log(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+}

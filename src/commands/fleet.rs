@@ -4,11 +4,13 @@
 //! runs).
 
 use crate::cli::{FleetSpec, ReportArgs};
+use crate::judge::RequireSpec;
 use crate::progress::Ticker;
 use crate::prometheus::{self, Client, Fleet, Window};
-use crate::report::fleet::{FleetReport, Source};
+use crate::report::fleet::{FleetReport, Machine, Source};
 use anyhow::{Result, bail};
 use rtscope_model::analysis::usage::Usage;
+use rtscope_model::metrics::query;
 use rtscope_model::run::Run;
 use std::path::Path;
 
@@ -53,7 +55,7 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
     let client = Client::new(&spec.url, spec.limits)?;
     let ticker = Ticker::start("rtscope report");
     let fleet = read(&client, &spec, 0, &ticker)?;
-    ticker.stage(format!("judging {}", rtscope_model::units::plural(fleet.runs.len(), "machine")));
+    ticker.stage(format!("judging {}", rtscope_model::units::plural(fleet.len(), "machine")));
     let (start_unix_s, end_unix_s, step_s) = spec.windows[0];
     let source = Source {
         url: spec.url.clone(),
@@ -66,7 +68,7 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
         interval_maxima_scraped: fleet.maxima_scraped,
         checkpoints_committed: fleet.checkpoints,
     };
-    let rep = FleetReport::new(&fleet.runs, source, &a.req.spec(), a.days.usage.unwrap_or(Usage::CONTINUOUS))?;
+    let rep = judge_each(fleet, source, &a.req.spec(), a.days.usage.unwrap_or(Usage::CONTINUOUS))?;
     drop(ticker);
     let dest = out.unwrap_or(Path::new("-"));
     match kind {
@@ -80,6 +82,44 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
     Ok(if rep.passed { 0 } else { 2 })
 }
 
+/// The fleet report of `fleet`, a machine at a time on each core: each
+/// machine's run is built, judged and dropped before the next (a run holds
+/// each series' whole histogram, 230 kB: a thousand machines' runs together
+/// would take gigabytes), then the machines ranked as [`FleetReport::new`]
+/// ranks them.
+fn judge_each(fleet: Fleet, source: Source, req: &RequireSpec, usage: Usage) -> Result<FleetReport> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, fleet.len().max(1));
+    let mut parts: Vec<Vec<prometheus::Machine>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, m) in fleet.machines().into_iter().enumerate() {
+        parts[i % threads].push(m);
+    }
+    let judge = |part: Vec<prometheus::Machine>| -> Result<Vec<Machine>> {
+        let mut out = Vec::with_capacity(part.len());
+        for m in part {
+            out.extend(FleetReport::new(std::slice::from_ref(&m.run()?), source.clone(), req, usage)?.machines);
+        }
+        Ok(out)
+    };
+    let judged: Vec<Result<Vec<Machine>>> = std::thread::scope(|s| {
+        let workers: Vec<_> = parts.into_iter().map(|p| s.spawn(|| judge(p))).collect();
+        workers.into_iter().map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    let mut machines = Vec::new();
+    for j in judged {
+        machines.extend(j?);
+    }
+    machines.sort_by(|a, b| query::ranked((a.worst_ns, &a.instance), (b.worst_ns, &b.instance)));
+    for (i, m) in machines.iter_mut().enumerate() {
+        m.rank = i + 1;
+    }
+    Ok(FleetReport {
+        not_from_prometheus: crate::report::fleet::limits(&source),
+        passed: !machines.iter().any(|m| m.failed),
+        source,
+        machines,
+    })
+}
+
 /// The two runs `compare --prometheus` compares: one machine's data in
 /// each of the two ranges, the first the baseline.
 pub fn ranges(spec: &FleetSpec, ticker: &Ticker) -> Result<Vec<Run>> {
@@ -87,15 +127,15 @@ pub fn ranges(spec: &FleetSpec, ticker: &Ticker) -> Result<Vec<Run>> {
     let mut runs = Vec::new();
     for i in 0..2 {
         let fleet = read(&client, spec, i, ticker)?;
-        let names: Vec<&str> = fleet.runs.iter().map(|r| r.header.hostname.as_str()).collect();
-        if fleet.runs.len() != 1 {
+        let names = fleet.names();
+        if names.len() != 1 {
             bail!(
                 "--selector {}: selects {} machines ({}): compare takes one machine's two ranges; add its instance, \
                  e.g. '{{instance=\"{}\"}}'",
                 spec.selector,
                 names.len(),
                 names.join(", "),
-                names.first().unwrap_or(&"HOST:9733")
+                names.first().map_or("HOST:9733", |n| n.as_str())
             );
         }
         if let Some(first) = runs.first().map(|r: &Run| r.header.hostname.clone())
@@ -103,7 +143,7 @@ pub fn ranges(spec: &FleetSpec, ticker: &Ticker) -> Result<Vec<Run>> {
         {
             bail!("--selector {}: selects {first} in the first range but {} in the second", spec.selector, names[0]);
         }
-        let mut run = fleet.runs.into_iter().next().expect("one run");
+        let mut run = fleet.runs().next().expect("one machine")?;
         run.header.id = i as i64 + 1;
         if run.series.iter().all(|s| s.total().count() == 0) {
             let (start, end, _) = spec.windows[i];

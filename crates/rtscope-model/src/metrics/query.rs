@@ -13,6 +13,8 @@
 use crate::hist::Tally;
 use crate::inventory::Inventory;
 use crate::run::{Interval, Run, RunHeader, RunStatus, Series, SeriesKey};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -44,19 +46,142 @@ pub struct Bucket {
     pub count: u64,
 }
 
-fn num(v: &Value) -> Result<f64, String> {
-    match v {
-        Value::Number(n) => n.as_f64().ok_or_else(|| format!("bad number {n}")),
-        Value::String(s) => match s.as_str() {
-            "+Inf" => Ok(f64::INFINITY),
-            "-Inf" => Ok(f64::NEG_INFINITY),
-            s => s.parse().map_err(|_| format!("bad number '{s}'")),
-        },
-        other => Err(format!("expected a number, got {other}")),
+/// A number as the API writes it: a JSON number (a time), or a string
+/// (a value: "1.5", "+Inf", "NaN").
+struct Num(f64);
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Num, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Num;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number, or a number in a string")
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Num, E> {
+                Ok(Num(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Num, E> {
+                Ok(Num(v as f64))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Num, E> {
+                Ok(Num(v as f64))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Num, E> {
+                match s {
+                    "+Inf" => Ok(Num(f64::INFINITY)),
+                    "-Inf" => Ok(Num(f64::NEG_INFINITY)),
+                    s => s.parse().map(Num).map_err(|_| E::custom(format!("bad number '{s}'"))),
+                }
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
-/// The `data` of an API answer, or the error it reports.
+/// An answer of `/api/v1/query` or `/api/v1/query_range`, typed: read
+/// straight from the stream into numbers (a fleet's answer is hundreds of
+/// megabytes of JSON; as a `serde_json::Value` it would take several
+/// times that).
+#[derive(Deserialize)]
+struct RawAnswer {
+    status: Option<String>,
+    data: Option<RawData>,
+    #[serde(rename = "errorType")]
+    error_type: Option<String>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawData {
+    #[serde(rename = "resultType")]
+    result_type: Option<String>,
+    #[serde(default)]
+    result: Vec<RawSeries>,
+}
+
+#[derive(Deserialize)]
+struct RawSeries {
+    #[serde(default)]
+    metric: Labels,
+    #[serde(default)]
+    values: Vec<(Num, Num)>,
+    value: Option<(Num, Num)>,
+    #[serde(default)]
+    histograms: Vec<(Num, RawHist)>,
+    histogram: Option<(Num, RawHist)>,
+}
+
+#[derive(Deserialize)]
+struct RawHist {
+    count: Num,
+    #[serde(default)]
+    buckets: Vec<(de::IgnoredAny, Num, Num, Num)>,
+}
+
+impl RawHist {
+    fn native(self) -> NativeHist {
+        NativeHist {
+            count: self.count.0,
+            buckets: self.buckets.into_iter().map(|(_, l, h, c)| (l.0, h.0, c.0)).collect(),
+        }
+    }
+}
+
+/// The series of an answer of `/api/v1/query` or `/api/v1/query_range`
+/// (vector or matrix, float or native histogram samples), read from `r`
+/// as it comes. A failure to read `r` is a JSON error of kind I/O: the
+/// reader may hold a better message.
+pub fn read_answer<R: std::io::Read>(r: R) -> Result<Vec<PromSeries>, serde_json::Error> {
+    let a: RawAnswer = serde_json::from_reader(std::io::BufReader::with_capacity(256 << 10, r))?;
+    let bad = |m: String| -> serde_json::Error { de::Error::custom(m) };
+    match a.status.as_deref() {
+        Some("success") => {}
+        Some("error") => {
+            return Err(bad(format!(
+                "Prometheus answered {}: {}",
+                a.error_type.as_deref().unwrap_or("an error"),
+                a.error.as_deref().unwrap_or("(no message)")
+            )));
+        }
+        _ => return Err(bad("not an answer of Prometheus' HTTP API (no status)".into())),
+    }
+    let d = a.data.ok_or_else(|| bad("not an answer of Prometheus' HTTP API (no data)".into()))?;
+    match d.result_type.as_deref() {
+        Some("vector" | "matrix") => {}
+        Some(t) => return Err(bad(format!("expected a vector or a matrix, Prometheus gave a {t}"))),
+        None => return Err(bad("the answer has no resultType".into())),
+    }
+    Ok(d.result
+        .into_iter()
+        .map(|r| {
+            let mut values: Vec<(f64, f64)> = r.values.into_iter().map(|(t, v)| (t.0, v.0)).collect();
+            values.extend(r.value.map(|(t, v)| (t.0, v.0)));
+            let mut histograms: Vec<(f64, NativeHist)> =
+                r.histograms.into_iter().map(|(t, h)| (t.0, h.native())).collect();
+            histograms.extend(r.histogram.map(|(t, h)| (t.0, h.native())));
+            PromSeries { labels: r.metric, values, histograms }
+        })
+        .collect())
+}
+
+/// The series of an answer's body (see [`read_answer`]).
+pub fn parse_answer(body: &str) -> Result<Vec<PromSeries>, String> {
+    read_answer(body.as_bytes()).map_err(|e| answer_error(&e, body))
+}
+
+/// What a failed [`read_answer`] says: the API's own error or what is
+/// wrong with the answer (no position: found after reading it), else that
+/// it is no answer of the API, and how it starts (`start`).
+pub fn answer_error(e: &serde_json::Error, start: &str) -> String {
+    if e.line() == 0 {
+        return e.to_string();
+    }
+    let start: String = start.chars().take(120).collect();
+    format!("not an answer of Prometheus' HTTP API ({e}): {start}")
+}
+
+/// The `data` of a small API answer (`/api/v1/series`), or the error it reports.
 fn data(body: &str) -> Result<Value, String> {
     let v: Value = serde_json::from_str(body).map_err(|e| {
         let start: String = body.chars().take(120).collect();
@@ -77,44 +202,6 @@ fn labels_of(v: &Value) -> Labels {
     v.as_object()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
         .unwrap_or_default()
-}
-
-fn native(v: &Value) -> Result<NativeHist, String> {
-    let mut h = NativeHist { count: num(&v["count"])?, buckets: Vec::new() };
-    for b in v["buckets"].as_array().map(Vec::as_slice).unwrap_or_default() {
-        h.buckets.push((num(&b[1])?, num(&b[2])?, num(&b[3])?));
-    }
-    Ok(h)
-}
-
-/// The series of an answer of `/api/v1/query` or `/api/v1/query_range`
-/// (vector or matrix, float or native histogram samples).
-pub fn parse_answer(body: &str) -> Result<Vec<PromSeries>, String> {
-    let d = data(body)?;
-    match d["resultType"].as_str() {
-        Some("vector" | "matrix") => {}
-        Some(t) => return Err(format!("expected a vector or a matrix, Prometheus gave a {t}")),
-        None => return Err("the answer has no resultType".into()),
-    }
-    let mut out = Vec::new();
-    for r in d["result"].as_array().map(Vec::as_slice).unwrap_or_default() {
-        let mut s = PromSeries { labels: labels_of(&r["metric"]), ..Default::default() };
-        let points = |k: &str| -> Vec<Value> {
-            match (&r[k], &r[&k[..k.len() - 1]]) {
-                (Value::Array(a), _) => a.clone(),
-                (_, p @ Value::Array(_)) => vec![p.clone()],
-                _ => vec![],
-            }
-        };
-        for p in points("values") {
-            s.values.push((num(&p[0])?, num(&p[1])?));
-        }
-        for p in points("histograms") {
-            s.histograms.push((num(&p[0])?, native(&p[1])?));
-        }
-        out.push(s);
-    }
-    Ok(out)
 }
 
 /// The label sets of an answer of `/api/v1/series`.
@@ -367,10 +454,16 @@ pub fn worst(run: &Run) -> Option<(i64, &SeriesKey)> {
 pub fn rank(runs: &[Run]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..runs.len()).collect();
     order.sort_by(|&a, &b| {
-        let w = |i: usize| worst(&runs[i]).map(|w| w.0);
-        w(b).cmp(&w(a)).then_with(|| runs[a].header.hostname.cmp(&runs[b].header.hostname))
+        let w = |i: usize| (worst(&runs[i]).map(|w| w.0), runs[i].header.hostname.as_str());
+        ranked(w(a), w(b))
     });
     order
+}
+
+/// The order of two machines by (worst case, name): the larger worst case
+/// first, one without data last, ties by name.
+pub fn ranked(a: (Option<i64>, &str), b: (Option<i64>, &str)) -> std::cmp::Ordering {
+    b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1))
 }
 
 #[cfg(test)]
