@@ -473,7 +473,12 @@ fn cyclictest_command_lines_measure_and_print_its_histogram() {
     let o = rtscope(&["wakeup", "-q", "-D", "1", "--cpus", &cpu, "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("wakeup latency (us)") && out.contains("run 2 stored"), "{}", text(&o));
+    // As cyclictest -q: a line per CPU (min, avg, p99.9, max), no
+    // histogram, no notes, within 100 columns.
+    assert!(out.contains("wakeup latency") && out.contains(" max ") && out.contains("run 2 stored"), "{out}");
+    assert!(!out.contains("histogram") && !out.contains("note:"), "{out}");
+    assert!(out.lines().all(|l| l.chars().count() <= 100), "{out}");
+    assert_eq!(out.lines().filter(|l| l.starts_with("wakeup latency")).count(), 1, "{out}");
     assert!(o.stderr.is_empty(), "{}", text(&o));
     // -t N is N measured CPUs: with -a, as many as it names; alone, the
     // first N rtscope may measure.

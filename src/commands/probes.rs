@@ -8,6 +8,7 @@ use crate::report::{self, Input};
 use crate::session::{CellOutcome, Session};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
@@ -88,6 +89,12 @@ pub fn run_probe(
     let files = [("--json", report::JSON, common.json.as_deref())];
     if histogram_on_stdout {
         super::write_files(&Input::one(&loaded), &files)?;
+    } else if common.quiet && !json_on_stdout {
+        // As cyclictest -q: a line per series at the end, and where it is.
+        super::write_files(&Input::one(&loaded), &files)?;
+        let mut out = std::io::stdout().lock();
+        report::quiet::write(&loaded, &mut out)?;
+        writeln!(out, "{}", report::stored_line(run_id, &db))?;
     } else {
         super::write_run(&Input::one(&loaded), &files, &db)?;
     }

@@ -105,7 +105,9 @@ pub fn limits(src: &Source) -> Vec<String> {
              seen only in the histogram ({} of {} committed intervals scraped).",
             src.interval_maxima_scraped, src.checkpoints_committed
         ),
-        "Counts come from increase() per step, which Prometheus extrapolates: they are rounded and approximate."
+        "Counts of classic buckets and counters are the differences of their values at each step's ends (exact; a \
+         step in which a monitor restarted gives nothing); those of native histograms come from increase(), which \
+         Prometheus extrapolates: rounded and approximate."
             .to_string(),
         "No timer period (the probes' settings are not in Prometheus): no timer-jitter verdict and no MTTF table."
             .to_string(),

@@ -25,6 +25,7 @@ mod matrix;
 mod osbench_csv;
 mod perfetto;
 mod platform;
+pub mod quiet;
 mod schedule;
 mod sections;
 mod summary;
