@@ -537,7 +537,7 @@ impl CommonArgs {
         if given.duration.is_some() {
             self.duration = given.duration;
         }
-        if let Some(p) = given.priority.filter(|_| !set.iter().any(|id| id == "priority")) {
+        if let Some(p) = given.priority.filter(|_| !probes::is_set(set, "priority")) {
             self.priority = p;
         }
         self.checkpoint = Some(given.checkpoint);

@@ -106,7 +106,7 @@ pub trait ProbeArgs {
 }
 
 /// Whether the user's arguments set the flag `id` (its long name with `_`).
-fn is_set(set: &[String], id: &str) -> bool {
+pub(super) fn is_set(set: &[String], id: &str) -> bool {
     set.iter().any(|s| s == id)
 }
 
