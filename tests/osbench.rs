@@ -152,6 +152,44 @@ fn variants_cross_cpu_and_cache_flush() {
     }
 }
 
+/// The yield tests with `--cache-flush` at a short `-n`: every variant has
+/// its samples (the measuring party no longer starts before the other one,
+/// a forked process locking its memory, has its CPU and priority), and the
+/// flushed variant flushes: its median differs from (is above) the warm one.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn yield_tests_flush_and_sample_at_a_short_n() {
+    let fx = Fixture::root();
+    let json = fx.dir.join("y.json");
+    let o = rtscope(&[
+        "osbench",
+        "-n",
+        "500",
+        "-t",
+        "ping.yield-inter",
+        "-t",
+        "ping.yield-intra",
+        "--cache-flush",
+        "--db",
+        &fx.db,
+        "--json",
+        json.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json_file(&json);
+    let results = v["results"].as_array().unwrap();
+    let p50 = |m: &str| {
+        let r = results.iter().find(|r| r["metric"] == m).unwrap_or_else(|| panic!("{m} missing: {v}"));
+        assert!(r["count"].as_u64().unwrap() >= 450, "{m}: {r}");
+        r["p50_ns"].as_f64().unwrap()
+    };
+    for t in ["ping.yield-inter", "ping.yield-intra"] {
+        let (warm, cold) = (p50(t), p50(&format!("{t}+flush")));
+        assert!(cold > warm * 1.1, "{t}: flushed median {cold} ns, warm {warm} ns: the flush did not show");
+    }
+}
+
 /// `--priorities both`: each wake-up and handoff test as rtscope defines
 /// it (the waiter 10 priorities above the signaller) and at equal
 /// priorities, as rt-tests run it; the priorities the parties read back

@@ -71,9 +71,9 @@ pub struct DmaArgs {
 #[derive(Args, Debug, Clone, Default)]
 pub struct UsageArgs {
     /// What "per day" and "per week" of the expected worst cases mean: hours of use a day and days a week, e.g.
-    /// 8h/day,5d/week (the WDM latency study's working day and week), or continuous. A measuring command stores
-    /// it with the run; analyze and report use the stored one unless given [default: continuous operation,
-    /// 24h/day,7d/week]
-    #[arg(long, value_name = "H/day,D/week", value_parser = super::usage)]
+    /// 8h/day,5d/week (the WDM latency study's working day and week), or continuous; ,x10 for a stress load that
+    /// counts tenfold (an hour measured stands for 10 hours of use). A measuring command stores it with the run;
+    /// analyze and report use the stored one unless given [default: continuous operation, 24h/day,7d/week]
+    #[arg(long, value_name = "H/day,D/week[,xN]", value_parser = super::usage)]
     pub usage: Option<Usage>,
 }

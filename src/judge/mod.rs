@@ -375,7 +375,23 @@ pub fn check_asked(
     origin: &str,
 ) -> Result<(), String> {
     for p in profiles.iter().filter(|p| *p != NO_PROFILE) {
-        check_names(&verdict::profile(p)?, have, origin).map_err(|e| format!("--profile {p}: {e}"))?;
+        // A profile is a set: the rows the run (or plan) can judge are
+        // judged, the others say "not enough data" and what to measure;
+        // refused only when it can judge none of them.
+        let reqs = verdict::profile(p)?;
+        let mut first = None;
+        let judged = reqs.iter().filter(|r| match check_names(std::slice::from_ref(*r), have, origin) {
+            Ok(()) => true,
+            Err(e) => {
+                first.get_or_insert(e);
+                false
+            }
+        });
+        if judged.count() == 0
+            && let Some(e) = first
+        {
+            return Err(format!("--profile {p}: none of its requirements can be judged: {e}"));
+        }
     }
     for r in requires {
         check_names(&[verdict::parse_requirement(r)?], have, origin).map_err(|e| format!("--require {e}"))?;
@@ -664,5 +680,19 @@ mod tests {
         assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "latency", 1)), Some(500_000));
         // A traced stage is not the timer's series.
         assert_eq!(timer_period(&run, &SeriesKey::new("wakeup", "thread", 1)), None);
+    }
+
+    /// A profile judges what the run measured of it; refused only when it
+    /// can judge none of its rows. A `--require` is refused as written.
+    #[test]
+    fn a_profile_judges_the_rows_it_can() {
+        let timers = vec![("ptimer".to_string(), vec!["timerfd".to_string()])];
+        let omac = ["omac".to_string()];
+        assert_eq!(check_asked(&omac, &[], &timers, "the plan"), Ok(()), "the 1 ms timer's jitter is judged");
+        let noise = vec![("noise".to_string(), vec!["noise".to_string()])];
+        let e = check_asked(&omac, &[], &noise, "the plan").unwrap_err();
+        assert!(e.starts_with("--profile omac: none of its requirements") && e.contains("noise"), "{e}");
+        let e = check_asked(&[], &["wakeup.latency.max < 1ms".into()], &timers, "the plan").unwrap_err();
+        assert!(e.contains("has no probe 'wakeup'"), "{e}");
     }
 }

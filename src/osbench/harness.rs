@@ -473,6 +473,20 @@ pub fn wait_go(go: &AtomicU32, shared: bool) {
     }
 }
 
+/// How long a leader waits for its follower to take its CPU and priority.
+const ARRIVAL: Duration = Duration::from_secs(10);
+
+/// The leader's wait for the follower to arrive (`arrived` set), sleeping
+/// so that the follower, still at SCHED_OTHER, can run on the leader's
+/// CPU; at most [`ARRIVAL`], after which the leader goes on and the
+/// follower's failure (its exit status, its thread's error) is reported.
+fn wait_arrived(arrived: &AtomicU32) {
+    let since = std::time::Instant::now();
+    while arrived.load(Acquire) == 0 && since.elapsed() < ARRIVAL {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
 /// Lets every party waiting in [`wait_go`] start.
 pub fn open_go(go: &AtomicU32, shared: bool) {
     go.store(1, Release);
@@ -504,12 +518,22 @@ pub fn pair(
     // has measured the base.
     let go: Shared<AtomicU32> = Shared::new()?;
     let go = &*go;
-    let wait_go = move || wait_go(go, inter);
+    // Set by the follower once it has its CPU and priority (or could not
+    // take them): the leader starts no sooner, so that a leader at the
+    // follower's priority on its CPU (the yield tests) does not hold off a
+    // follower still at SCHED_OTHER, locking its memory, until RT
+    // throttling lets it in (a short test then ended with no sample).
+    let arrived: Shared<AtomicU32> = Shared::new()?;
+    let arrived = &*arrived;
+    let wait_go = move || {
+        arrived.store(1, Release);
+        wait_go(go, inter)
+    };
     let mut child = None;
     let mut follower = Some(follower);
     if inter {
         let f = follower.take().expect("a follower");
-        child = Some(fork_follower(follow, policy, wait_go, f)?);
+        child = Some(fork_follower(follow, policy, arrived, wait_go, f)?);
     }
     let outcome = std::thread::scope(|scope| -> Result<()> {
         let mut follower_thread = None;
@@ -520,7 +544,10 @@ pub fn pair(
                     .stack_size(crate::sys::mem::STACK_SIZE)
                     .spawn_scoped(scope, move || -> Result<(), String> {
                         crate::sys::signals::block_in_this_thread();
-                        enter(follow.cpu, policy, follow.prio)?;
+                        if let Err(e) = enter(follow.cpu, policy, follow.prio) {
+                            arrived.store(1, Release);
+                            return Err(e);
+                        }
                         wait_go();
                         f();
                         Ok(())
@@ -535,6 +562,7 @@ pub fn pair(
                 crate::sys::signals::block_in_this_thread();
                 let entered = enter(lead.cpu, policy, lead.prio);
                 base_ns.store(base(1), Relaxed);
+                wait_arrived(arrived);
                 open_go(go, inter);
                 entered?;
                 leader();
@@ -556,10 +584,17 @@ pub fn pair(
 
 /// The follower in a forked child: its memory locked, its CPU and
 /// priority taken (else it exits with 2), then `wait_go` and `f`.
-fn fork_follower(follow: Party, policy: Policy, wait_go: impl FnOnce(), f: impl FnOnce() + Send) -> Result<i32> {
+fn fork_follower(
+    follow: Party,
+    policy: Policy,
+    arrived: &AtomicU32,
+    wait_go: impl FnOnce(),
+    f: impl FnOnce() + Send,
+) -> Result<i32> {
     Ok(ipc::fork_child(move || {
         let _ = mem::lock_all();
         if enter(follow.cpu, policy, follow.prio).is_err() {
+            arrived.store(1, Release);
             return 2;
         }
         wait_go();

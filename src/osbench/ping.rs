@@ -188,6 +188,10 @@ pub fn yield_test(env: &Env, inter: bool) -> Result<Outcome> {
                 ctl.stop.store(1, Release);
                 return;
             }
+            // `+flush`: the caches evicted before t0, so that the other
+            // party resumes cold (as the wake-up tests' follower flushes
+            // before its signal).
+            env.flush();
             ctl.t0.store(clock::now(), Release);
             ctl.who.store(me, Release);
             ipc::yield_now();
