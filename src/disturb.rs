@@ -2,10 +2,13 @@
 //! known CPUs. They make the IntrTime-style background threads of
 //! `wakeup --spinners` and the ground truth of `rtscope disturb`.
 
+use crate::sys::ipc;
 use crate::sys::{clock, cpu, sched, sched::Policy, signals};
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU32, Ordering::AcqRel, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 use std::thread::JoinHandle;
 
 /// One spinner: every `period_ns`, busy-spin `spin_ns` on `cpu`.
@@ -19,9 +22,69 @@ pub struct SpinSpec {
     /// Each spin starts at a random offset in [0, phase_ns) of its period,
     /// so that it does not stay in phase with a periodic probe.
     pub phase_ns: u64,
-    /// Make a system call in every turn of the loop, so that the CPU spends
-    /// its time in the kernel (IntrTime's kernel-call idle threads).
-    pub syscalls: bool,
+    /// What the burst does with the CPU.
+    pub kind: SpinKind,
+}
+
+/// What a spinner's burst does with the CPU: IntrTime's idle threads
+/// (`-i1` .. `-i4`, and ILTiming's `-i5`), so that the measuring thread
+/// meets the kernel in the state each leaves it in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SpinKind {
+    /// Busy in user space, never entering the kernel (`-i1`).
+    #[default]
+    User,
+    /// A cheap system call (getppid) every turn: the burst in and out of
+    /// the kernel.
+    Sys,
+    /// Setting its own scheduling policy and priority every turn
+    /// (`-i2`'s SetThreadPriority): the run queue's lock, taken and left.
+    Prio,
+    /// Two threads on the CPU handing a futex back and forth, each waiting
+    /// with no timeout (`-i4`'s SetEvent / WaitForSingleObject): a
+    /// context switch every turn.
+    Event,
+    /// The same, each wait bounded by 10 s (`-i3`): a timer armed and
+    /// cancelled on every wait.
+    EventTimeout,
+    /// Mapping 64 KiB, touching each page and unmapping it every turn
+    /// (ILTiming's `-i5` VirtualAlloc / VirtualFree): page faults, TLB
+    /// shootdowns, cold caches.
+    Mmap,
+}
+
+impl SpinKind {
+    pub const ALL: [SpinKind; 6] =
+        [SpinKind::User, SpinKind::Sys, SpinKind::Prio, SpinKind::Event, SpinKind::EventTimeout, SpinKind::Mmap];
+
+    /// Its name in `--spinners N@PRIO:KIND`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpinKind::User => "user",
+            SpinKind::Sys => "sys",
+            SpinKind::Prio => "prio",
+            SpinKind::Event => "event",
+            SpinKind::EventTimeout => "event-timeout",
+            SpinKind::Mmap => "mmap",
+        }
+    }
+
+    /// What a burst of it does, for a run's description.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SpinKind::User => "in user space",
+            SpinKind::Sys => "in system calls",
+            SpinKind::Prio => "setting their priority",
+            SpinKind::Event => "in pairs waking each other",
+            SpinKind::EventTimeout => "in pairs waking each other, 10 s timeouts",
+            SpinKind::Mmap => "mapping and unmapping 64 KiB",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<SpinKind> {
+        SpinKind::ALL.into_iter().find(|k| k.name() == name)
+    }
 }
 
 /// Running spinner threads; stopped and joined on drop.
@@ -109,11 +172,49 @@ pub fn spin_loop(spec: &SpinSpec, stop: &AtomicBool, until_ns: u64, mut burst: i
     let tid = sched::thread_id();
     // The burst watches the cycle counter, read inline, where it runs at a
     // constant rate: then no clock read's code shows in its samples.
-    let counter = if spec.syscalls || !cfg!(target_arch = "x86_64") {
+    let counter = if spec.kind != SpinKind::User || !cfg!(target_arch = "x86_64") {
         None
     } else {
         Some(crate::sys::tsc::calibrate(10_000_000)).filter(|c| c.invariant)
     };
+    let pair = Pair::default();
+    std::thread::scope(|scope| {
+        // The event kinds' other thread, on this CPU at this priority,
+        // blocked between bursts.
+        if matches!(spec.kind, SpinKind::Event | SpinKind::EventTimeout) {
+            let pair = &pair;
+            let started = std::thread::Builder::new()
+                .name("rtscope-spin-pair".into())
+                .stack_size(crate::sys::mem::STACK_SIZE)
+                .spawn_scoped(scope, move || {
+                    signals::block_in_this_thread();
+                    let _ = cpu::pin_self(&[spec.cpu]);
+                    let _ = sched::set_self(spec.policy, spec.priority);
+                    pair.answer(spec.kind == SpinKind::EventTimeout);
+                });
+            if started.is_err() {
+                // No other thread to answer: the bursts only wake nobody.
+                pair.done.store(true, Release);
+            }
+        }
+        let spins = bursts(spec, stop, until_ns, counter.as_ref(), &pair, &mut rng, tid, &mut burst);
+        pair.end();
+        spins
+    })
+}
+
+/// The bursts of [`spin_loop`].
+#[allow(clippy::too_many_arguments)]
+fn bursts(
+    spec: &SpinSpec,
+    stop: &AtomicBool,
+    until_ns: u64,
+    counter: Option<&crate::sys::tsc::Calibration>,
+    pair: &Pair,
+    rng: &mut Rng,
+    tid: i32,
+    burst: &mut impl FnMut(Burst),
+) -> u64 {
     let mut period_start = clock::now();
     let mut spins = 0;
     while !stop.load(Relaxed) {
@@ -125,7 +226,14 @@ pub fn spin_loop(spec: &SpinSpec, stop: &AtomicBool, until_ns: u64, mut burst: i
         let cpu_start = clock::thread_cpu_ns();
         let start_ns = clock::now();
         let end = start_ns + spec.spin_ns;
-        let now = if spec.syscalls { spin_burst_in_kernel(end) } else { spin_burst(end, counter.as_ref()) };
+        let now = match spec.kind {
+            SpinKind::User => spin_burst(end, counter),
+            SpinKind::Sys => spin_burst_in_kernel(end),
+            SpinKind::Prio => spin_burst_setting_priority(end, spec.policy, spec.priority),
+            SpinKind::Event => pair.burst(end, false),
+            SpinKind::EventTimeout => pair.burst(end, true),
+            SpinKind::Mmap => spin_burst_mapping(end),
+        };
         let cpu_ns = clock::thread_cpu_ns().saturating_sub(cpu_start);
         burst(Burst { start_ns, end_ns: now, tid, cpu_ns, due_ns: begin });
         spins += 1;
@@ -213,6 +321,117 @@ pub fn spin_burst_in_kernel(end: u64) -> u64 {
     now
 }
 
+/// Sets this thread's own policy and priority until CLOCK_MONOTONIC `end`
+/// (to what they are: the kernel still takes the run queue's lock and
+/// requeues the thread); returns the last clock read.
+#[inline(never)]
+pub fn spin_burst_setting_priority(end: u64, policy: Policy, priority: u8) -> u64 {
+    let mut now = clock::now();
+    while now < end {
+        let _ = sched::set_self(policy, priority);
+        now = clock::now();
+    }
+    now
+}
+
+/// Bytes mapped, touched and unmapped per turn of an `mmap` spinner.
+const MAPPED: usize = 64 * 1024;
+
+/// Maps `MAPPED` anonymous bytes, writes a byte of each page and unmaps
+/// them, until CLOCK_MONOTONIC `end`; returns the last clock read.
+#[inline(never)]
+pub fn spin_burst_mapping(end: u64) -> u64 {
+    let mut now = clock::now();
+    while now < end {
+        // SAFETY: a fresh private anonymous mapping, written within its
+        // length and unmapped before the next turn.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                MAPPED,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p != libc::MAP_FAILED {
+                let bytes = p.cast::<u8>();
+                let mut at = 0;
+                while at < MAPPED {
+                    std::ptr::write_volatile(bytes.add(at), 1);
+                    at += 4096;
+                }
+                libc::munmap(p, MAPPED);
+            }
+        }
+        now = clock::now();
+    }
+    now
+}
+
+/// The two threads of an `event` spinner: the spinner sets `ping` and
+/// waits for `pong`; the other, waiting on `ping`, answers on `pong`.
+#[derive(Default)]
+struct Pair {
+    ping: AtomicU32,
+    pong: AtomicU32,
+    done: AtomicBool,
+}
+
+/// The event kinds' bounded wait (IntrTime's 10 s).
+const EVENT_TIMEOUT_NS: u64 = 10_000_000_000;
+
+impl Pair {
+    /// The spinner's burst: hand the word over and wait for it back, until
+    /// CLOCK_MONOTONIC `end`; returns the last clock read.
+    #[inline(never)]
+    fn burst(&self, end: u64, timeout: bool) -> u64 {
+        let mut now = clock::now();
+        while now < end {
+            let turn = self.ping.load(Acquire).wrapping_add(1);
+            self.ping.store(turn, Release);
+            ipc::futex_wake(&self.ping, 1, false);
+            while self.pong.load(Acquire) != turn && !self.done.load(Relaxed) {
+                wait(&self.pong, self.pong.load(Acquire), timeout);
+            }
+            now = clock::now();
+        }
+        now
+    }
+
+    /// The other thread: answers each turn until [`Pair::end`].
+    fn answer(&self, timeout: bool) {
+        // From the word's first value, not what it holds now: the spinner
+        // may have handed over its first turn before this thread ran.
+        let mut seen = 0;
+        while !self.done.load(Acquire) {
+            wait(&self.ping, seen, timeout);
+            let turn = self.ping.load(Acquire);
+            if turn != seen {
+                seen = turn;
+                self.pong.store(turn, Release);
+                ipc::futex_wake(&self.pong, 1, false);
+            }
+        }
+    }
+
+    /// Ends the other thread's loop.
+    fn end(&self) {
+        self.done.store(true, Release);
+        self.ping.fetch_add(1, AcqRel);
+        ipc::futex_wake(&self.ping, 1, false);
+    }
+}
+
+/// Waits on `word` while it holds `seen`, with IntrTime's 10 s bound or none.
+fn wait(word: &AtomicU32, seen: u32, timeout: bool) {
+    if timeout {
+        ipc::futex_wait_for(word, seen, EVENT_TIMEOUT_NS);
+    } else {
+        ipc::futex_wait(word, seen, false);
+    }
+}
+
 /// Bursts in flight from the spinner to the log's writer (a drain every
 /// 20 ms sees at most a few; a full ring is counted, never waited on).
 const BURST_RING: usize = 4096;
@@ -269,7 +488,7 @@ mod tests {
             period_ns: 3_000_000,
             spin_ns: 200_000,
             phase_ns: 0,
-            syscalls: false,
+            kind: SpinKind::User,
         };
         let stop = AtomicBool::new(false);
         let t0 = clock::now();

@@ -279,6 +279,71 @@ fn intrtime_variations_run_and_leave_nothing_behind() {
     assert!(!processes().iter().any(|c| c.contains("__second-process")), "the second process must be gone");
 }
 
+/// A thread's counters from /proc: (name, voluntary switches, minor
+/// faults, user ticks, system ticks).
+fn thread_counters(pid: u32) -> Vec<(String, u64, u64, u64, u64)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
+        let stat = read("stat");
+        // The fields after the name's closing parenthesis: state is the 3rd.
+        let rest: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, r)| r).split_whitespace().collect();
+        let field = |n: usize| rest.get(n - 3).and_then(|x| x.parse().ok()).unwrap_or(0);
+        let status = read("status");
+        let switches = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|x| x.trim().parse().ok())
+            .unwrap_or(0);
+        out.push((read("comm").trim().to_string(), switches, field(10), field(14), field(15)));
+    }
+    out
+}
+
+/// `--spinners N@PRIO:KIND`: IntrTime's idle threads, each doing what its
+/// kind says, seen in the kernel's own counters of the spinner's threads
+/// while the probe runs: pairs of threads switching to each other (event,
+/// event-timeout), page faults (mmap), time in the kernel (sys, prio),
+/// time in user space (user).
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn each_spinner_kind_does_what_it_says() {
+    let fx = Fixture::root();
+    let cpu = last_cpu().to_string();
+    for kind in ["user", "sys", "prio", "event", "event-timeout", "mmap"] {
+        let spec = format!("1@50:{kind}");
+        let child = Command::new(BIN)
+            .args(["wakeup", "--cpus", &cpu, "--spinners", &spec, "-D", "3s", "--quiet", "--db", &fx.db])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(2200));
+        let threads = thread_counters(child.id());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{kind}: {}", text(&o));
+        let spin = threads.iter().find(|t| t.0.starts_with("rtscope-spin") && !t.0.contains("pa"));
+        let (_, switches, faults, user, sys) =
+            spin.unwrap_or_else(|| panic!("{kind}: no spinner in {threads:?}")).clone();
+        let pair = threads.iter().find(|t| t.0.starts_with("rtscope-spin-pa"));
+        match kind {
+            "event" | "event-timeout" => {
+                let p = pair.unwrap_or_else(|| panic!("{kind}: no second thread in {threads:?}"));
+                assert!(switches > 1_000 && p.1 > 1_000, "{kind}: {threads:?}");
+            }
+            _ => assert!(pair.is_none(), "{kind}: {threads:?}"),
+        }
+        match kind {
+            "user" => assert!(user > 2 * sys && user > 10, "{kind}: {threads:?}"),
+            "sys" | "prio" => assert!(sys > user && sys > 10, "{kind}: {threads:?}"),
+            "mmap" => assert!(faults > 1_000, "{kind}: {threads:?}"),
+            _ => {}
+        }
+        let v = show_json(&fx.db, "last");
+        assert_eq!(v["run"]["plan"]["settings"]["spinners"]["kind"], kind, "{}", v["run"]["plan"]);
+    }
+}
+
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn export_import_round_trips_and_other_formats_are_readable() {

@@ -136,8 +136,10 @@ pub struct WakeupArgs {
     #[arg(long, short = 'd', value_name = "DUR", default_value = "0", value_parser = dur_us)]
     pub distance: u64,
     /// N background busy threads per measured CPU at priority PRIO (0: SCHED_OTHER), busy --spin-active then
-    /// idle --spin-pause; `N@PRIO:sys` spins in system calls (IntrTime's idle threads).
-    #[arg(long, value_name = "N@PRIO", value_parser = SpinnerOpt::parse)]
+    /// idle --spin-pause (IntrTime's idle threads); `:KIND` says what they do busy: user (spin, -i1), prio (set
+    /// their priority, -i2), event-timeout (pairs waking each other, 10 s waits, -i3), event (no timeout, -i4),
+    /// mmap (map and unmap 64 KiB, ILTiming's -i5), sys (a system call a turn).
+    #[arg(long, value_name = "N@PRIO[:KIND]", value_parser = SpinnerOpt::parse)]
     pub spinners: Option<SpinnerOpt>,
     /// Spinners' busy time per cycle.
     #[arg(long, value_name = "DUR", default_value = "33ms", value_parser = dur, requires = "spinners")]

@@ -35,7 +35,7 @@ pub fn main(a: DisturbArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         period_ns: a.period,
         spin_ns: a.spin,
         phase_ns: a.phase_jitter,
-        syscalls: false,
+        kind: crate::disturb::SpinKind::User,
     };
     let what = format!(
         "{} every {} on CPU {} at SCHED_FIFO {}",

@@ -17,7 +17,7 @@
 //! thread enters its next read).
 
 use super::{Beside, Common, Probe, RouteCtx, ThreadCtx};
-use crate::disturb::{SpinSpec, Spinners};
+use crate::disturb::{SpinKind, SpinSpec, Spinners};
 use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
 use crate::sys::{clock, process, sched::Policy};
@@ -33,17 +33,24 @@ pub struct SpinnerOpt {
     pub per_cpu: usize,
     /// 0: SCHED_OTHER; 1..99: SCHED_FIFO at that priority.
     pub priority: u8,
-    /// Spend the busy time in system calls rather than in user space.
-    pub syscalls: bool,
+    /// What the busy time does (user space, system calls, ...).
+    pub kind: SpinKind,
 }
 
 impl SpinnerOpt {
-    /// Parses `N@PRIO` or `N@PRIO:sys`.
+    /// Parses `N@PRIO` or `N@PRIO:KIND` (user, sys, prio, event,
+    /// event-timeout, mmap).
     pub fn parse(text: &str) -> Result<SpinnerOpt, String> {
-        let hint = "write N@PRIO (e.g. 2@50, or 1@0 for SCHED_OTHER), with :sys to spin in system calls";
-        let (body, syscalls) = match text.strip_suffix(":sys") {
-            Some(b) => (b, true),
-            None => (text, false),
+        let kinds = SpinKind::ALL.map(SpinKind::name).join(", ");
+        let hint = format!(
+            "write N@PRIO[:KIND] (e.g. 2@50, 1@0 for SCHED_OTHER, 1@50:event), KIND one of {kinds} (default user)"
+        );
+        let (body, kind) = match text.split_once(':') {
+            Some((b, k)) => match SpinKind::parse(k) {
+                Some(kind) => (b, kind),
+                None => return Err(format!("'{text}': unknown kind '{k}'; {hint}")),
+            },
+            None => (text, SpinKind::User),
         };
         let (n, p) = body.split_once('@').ok_or_else(|| format!("'{text}': {hint}"))?;
         let per_cpu: usize = n.parse().map_err(|_| format!("'{text}': N is not a number; {hint}"))?;
@@ -54,7 +61,7 @@ impl SpinnerOpt {
         if priority > 99 {
             return Err(format!("'{text}': PRIO must be 0..99"));
         }
-        Ok(SpinnerOpt { per_cpu, priority, syscalls })
+        Ok(SpinnerOpt { per_cpu, priority, kind })
     }
 }
 
@@ -174,12 +181,7 @@ impl Probe for Wakeup {
             s += &format!(" (+{} per thread)", units::human(self.timer.distance_ns));
         }
         if let Some(sp) = self.spinners {
-            s += &format!(
-                ", {} spinner(s)/CPU at {}{}",
-                sp.per_cpu,
-                sp.priority,
-                if sp.syscalls { " in syscalls" } else { "" }
-            );
+            s += &format!(", {} spinner(s)/CPU at {} {}", sp.per_cpu, sp.priority, sp.kind.describe());
         }
         if self.second_process {
             s += ", second process";
@@ -206,7 +208,7 @@ impl Probe for Wakeup {
                             period_ns: self.spin_active_ns + self.spin_pause_ns,
                             spin_ns: self.spin_active_ns,
                             phase_ns: 0,
-                            syscalls: sp.syscalls,
+                            kind: sp.kind,
                         });
                     }
                 }
@@ -552,8 +554,13 @@ mod tests {
 
     #[test]
     fn spinner_option_parses() {
-        assert_eq!(SpinnerOpt::parse("2@50"), Ok(SpinnerOpt { per_cpu: 2, priority: 50, syscalls: false }));
-        assert_eq!(SpinnerOpt::parse("1@0:sys"), Ok(SpinnerOpt { per_cpu: 1, priority: 0, syscalls: true }));
+        assert_eq!(SpinnerOpt::parse("2@50"), Ok(SpinnerOpt { per_cpu: 2, priority: 50, kind: SpinKind::User }));
+        assert_eq!(SpinnerOpt::parse("1@0:sys"), Ok(SpinnerOpt { per_cpu: 1, priority: 0, kind: SpinKind::Sys }));
+        for k in SpinKind::ALL {
+            assert_eq!(SpinnerOpt::parse(&format!("1@40:{}", k.name())).map(|o| o.kind), Ok(k));
+        }
+        let e = SpinnerOpt::parse("1@40:disk").unwrap_err();
+        assert!(e.contains("unknown kind 'disk'") && e.contains("event-timeout"), "{e}");
         assert!(SpinnerOpt::parse("2").unwrap_err().contains("N@PRIO"));
         assert!(SpinnerOpt::parse("0@5").is_err());
         assert!(SpinnerOpt::parse("1@100").is_err());

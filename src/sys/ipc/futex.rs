@@ -15,6 +15,26 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, shared: bool) {
     }
 }
 
+/// [`futex_wait`] of a private futex bounded by `timeout_ns` (a relative
+/// timeout: the kernel arms and cancels a timer on each wait).
+#[inline]
+pub fn futex_wait_for(word: &AtomicU32, expected: u32, timeout_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (timeout_ns % 1_000_000_000) as _,
+    };
+    // SAFETY: a valid aligned u32 and timespec that live while we wait.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &ts as *const libc::timespec,
+        );
+    }
+}
+
 /// Wakes up to `n` waiters of `word` (FUTEX_WAKE); returns how many woke.
 #[inline]
 pub fn futex_wake(word: &AtomicU32, n: i32, shared: bool) -> i64 {
