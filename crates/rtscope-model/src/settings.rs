@@ -223,6 +223,35 @@ mod tests {
     }
 }
 
+/// How a run measures several instances of a per-CPU probe
+/// (`--probes wakeup@95,wakeup@80`, `--instances 95,80`): all together,
+/// each its own threads on the same CPUs, each disturbing the others (the
+/// default); or one after the other, each for the whole duration. Stored
+/// with the run as its plan's `instances`: `together` or `in-turn`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstancesMode {
+    #[default]
+    Together,
+    InTurn,
+}
+
+impl InstancesMode {
+    /// What the run says of it: "instances measured together" or
+    /// "instances measured one after the other".
+    pub fn describe(self) -> &'static str {
+        match self {
+            InstancesMode::Together => "instances measured together",
+            InstancesMode::InTurn => "instances measured one after the other",
+        }
+    }
+
+    /// The mode a run's plan stored (`instances`), if it has one.
+    pub fn stored(plan: &serde_json::Value) -> Option<InstancesMode> {
+        serde_json::from_value(plan.get("instances")?.clone()).ok()
+    }
+}
+
 /// What `wakeup` stores of its timer with its settings (the run's plan):
 /// written by the probe (its settings flatten this), read here by field.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
