@@ -769,3 +769,18 @@ impl TestThread {
         rec
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::instance_name;
+
+    #[test]
+    fn instances_at_one_priority_are_named_apart() {
+        let mut names: Vec<String> = Vec::new();
+        for p in [80, 95, 80, 80] {
+            names.push(instance_name("wakeup", p, &names));
+        }
+        assert_eq!(names, ["wakeup@80", "wakeup@95", "wakeup@80#2", "wakeup@80#3"]);
+        assert_eq!(instance_name("noise", 80, &["wakeup@80"]), "noise@80");
+    }
+}

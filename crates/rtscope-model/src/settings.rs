@@ -200,6 +200,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn instances_are_together_unless_in_turn() {
+        let mode = |v: serde_json::Value| InstancesMode::stored(&serde_json::json!({ "instances": v }));
+        assert_eq!(mode("together".into()), Some(InstancesMode::Together));
+        assert_eq!(mode("in-turn".into()), Some(InstancesMode::InTurn));
+        assert_eq!(mode("apart".into()), None);
+        assert_eq!(InstancesMode::stored(&serde_json::json!({})), None);
+        assert_eq!(InstancesMode::default().describe(), "instances measured together");
+        assert_eq!(InstancesMode::InTurn.describe(), "instances measured one after the other");
+    }
+
+    #[test]
     fn each_value_holds_its_range_and_says_so() {
         assert_eq!(Checkpoint::parse("250ms").unwrap().ns(), 250_000_000);
         assert_eq!(Checkpoint::parse("1h").unwrap().ns(), Checkpoint::MAX_NS);
