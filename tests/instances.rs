@@ -61,7 +61,8 @@ fn two_priorities_in_a_run_are_measured_together() {
 /// `--instances 80,80 --policy rr`: two instances at one priority, two
 /// series (`wakeup@80`, `wakeup@80#2`) measured together at SCHED_RR; with
 /// `--instances-in-turn` one after the other (their spans apart), and the
-/// run says so; `run` does the same with `--instances-in-turn`.
+/// run says so; `run` does the same with `--instances-in-turn`. A
+/// `--threshold` crossed by either stops both and names it.
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn equal_priorities_give_two_series_together_or_in_turn() {
@@ -105,6 +106,13 @@ fn equal_priorities_give_two_series_together_or_in_turn() {
     assert_eq!(doc["run"]["plan"]["instances"], "in-turn");
     let (a, b) = (span(&doc, "wakeup@80"), span(&doc, "wakeup@80#2"));
     assert!(b.0 >= a.1, "in turn, yet together: {a:?} {b:?}");
+
+    // --threshold stops every instance, naming the one that crossed it.
+    let o = rtscope(&["wakeup", "--instances", "95,80", "-b", "1", "-D", "5s", "--cpus", &c, "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let out = text(&o);
+    let named = ["wakeup@95", "wakeup@80"].iter().any(|p| out.contains(&format!("us: {p} CPU {c} measured")));
+    assert!(out.contains("stopped at --threshold 1.000us") && named, "{out}");
 }
 
 /// Two busy `noise` instances at one SCHED_RR priority on one CPU share it

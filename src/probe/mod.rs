@@ -246,6 +246,8 @@ fn trace_warning(message: String, fix: &str) -> Warning {
 pub struct ThreadCtx<'a> {
     /// Index of this thread among the probe's threads.
     pub index: usize,
+    /// Its index among the cell's threads, of every instance.
+    thread: usize,
     pub cpu: usize,
     /// CLOCK_MONOTONIC instant at which every thread starts.
     pub start_ns: u64,
@@ -332,6 +334,7 @@ impl ThreadCtx<'_> {
         }
         if !self.breach.hit.swap(true, Relaxed) {
             self.breach.cpu.store(self.cpu as u64, Relaxed);
+            self.breach.thread.store(self.thread as u64, Relaxed);
             self.breach.value_ns.store(value, Relaxed);
             self.breach.t_ns.store(now, Relaxed);
         }
@@ -345,17 +348,25 @@ impl ThreadCtx<'_> {
 pub struct Breach {
     hit: AtomicBool,
     cpu: AtomicU64,
+    /// The thread's index among the cell's (of every instance).
+    thread: AtomicU64,
     value_ns: AtomicU64,
     t_ns: AtomicU64,
 }
 
 impl Breach {
     /// The cell's breach line, when a sample went above `--threshold`
-    /// (`threshold_ns`).
-    fn describe(&self, threshold_ns: Option<u64>) -> Option<String> {
+    /// (`threshold_ns`); with instances measured together, `instances`
+    /// (each its first thread's index and its name) name the one.
+    fn describe(&self, threshold_ns: Option<u64>, instances: &[(usize, &str)]) -> Option<String> {
         self.hit.load(Relaxed).then(|| {
+            let thread = self.thread.load(Relaxed) as usize;
+            let who = match instances.iter().rev().find(|(first, _)| *first <= thread) {
+                Some((_, name)) if instances.len() > 1 => format!("{name} "),
+                _ => String::new(),
+            };
             format!(
-                "stopped at --threshold {}us: CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
+                "stopped at --threshold {}us: {who}CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
                 units::us(threshold_ns.unwrap_or(0)),
                 self.cpu.load(Relaxed),
                 units::us(self.value_ns.load(Relaxed)),
@@ -508,11 +519,6 @@ impl<'a> Cell<'a> {
             self.parts.push(Part { probe, common, policy, priority, markers, _helpers: helpers });
         }
         Ok(self)
-    }
-
-    /// The names of the instances measured in the cell.
-    pub fn names(&self) -> Vec<&str> {
-        self.parts.iter().map(|p| p.common.series_name(p.probe)).collect()
     }
 
     /// Tells `tap` of every series and committed interval (a monitor).
@@ -700,7 +706,9 @@ impl<'a> Cell<'a> {
             out.notes.extend(trace_notes);
             out.trace = Some(summary);
         }
-        out.breach = shared.breach.describe(common.threshold_ns);
+        let instances: Vec<(usize, &str)> =
+            parts.iter().zip(&layout).map(|(&(p, c), lanes)| (lanes.thread, c.series_name(p))).collect();
+        out.breach = shared.breach.describe(common.threshold_ns, &instances);
         out.lost_exceedances = writer.lost_exceedances;
         out.store_error = store_error;
         run.put_store(writer.store);
@@ -744,6 +752,7 @@ impl TestThread {
     pub fn ctx(&self, start_ns: u64, record_from_ns: u64, end_ns: u64) -> ThreadCtx<'_> {
         ThreadCtx {
             index: 0,
+            thread: 0,
             cpu: 0,
             start_ns,
             record_from_ns,

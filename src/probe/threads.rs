@@ -94,6 +94,7 @@ pub(super) fn spawn_measuring<'scope>(
             policy,
             priority,
             index,
+            thread: t,
             cpu: c,
             tid: &shared.tids[t],
             phase: &shared.phases[t],
@@ -387,8 +388,10 @@ pub(super) struct ThreadPlan<'s> {
     pub(super) common: &'s Common,
     pub(super) policy: Policy,
     pub(super) priority: u8,
-    /// Its index among the probe's threads, and its CPU.
+    /// Its index among the instance's threads, among the cell's, and its
+    /// CPU.
     pub(super) index: usize,
+    pub(super) thread: usize,
     pub(super) cpu: usize,
     /// Where it publishes its thread id (the trace follows it).
     pub(super) tid: &'s AtomicI32,
@@ -408,6 +411,7 @@ pub(super) struct ThreadPlan<'s> {
 pub(super) fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) -> std::result::Result<(), String> {
     let ThreadPlan {
         index,
+        thread,
         cpu: c,
         tid,
         phase: shared_phase,
@@ -441,6 +445,7 @@ pub(super) fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) ->
     if start != 0 && !stop.load(Relaxed) {
         let ctx = ThreadCtx {
             index,
+            thread,
             cpu: c,
             start_ns: start + shared_phase.load(Relaxed),
             record_from_ns: start + warmup,
