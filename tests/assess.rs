@@ -190,8 +190,8 @@ fn a_plan_gives_osbench_its_own_arguments_under_two_loads() {
 }
 
 /// Two instances of wakeup at two priorities in one run (the WDM latency
-/// study's priorities 28 and 24 side by side), from a plan file: stored as
-/// two series, shown as two rows. Under a SCHED_FIFO 90 spinner of 400 us
+/// study's priorities 28 and 24 at once), from a plan file: measured
+/// together in one cell, stored as two series, shown as two rows. Under a SCHED_FIFO 90 spinner of 400 us
 /// every 20.333 ms on the measured CPU, the instance at 80 waits for every
 /// burst that holds one of its programmed instants (judged as `wakeup`'s
 /// ground truth is), and the one at 95 preempts the spinner: no sample of
@@ -226,6 +226,13 @@ fn two_priorities_of_wakeup_in_one_run_are_two_series_and_the_lower_waits_for_a_
         let cell = cells.iter().find(|c| c["probe"] == p).expect(p);
         assert_eq!(cell["common"]["priority"], prio, "{cell}");
     }
+    // Together: over the same seconds, in one cell.
+    assert_eq!(doc["run"]["plan"]["instances"], "together");
+    let (s95, s80) = (
+        probe_exceedances(&doc, Some("wakeup@95"), "latency", cpu).1,
+        probe_exceedances(&doc, Some("wakeup@80"), "latency", cpu).1,
+    );
+    assert!(s95.1.min(s80.1) > s95.0.max(s80.0) + 4_000_000_000, "not measured together: {s95:?} {s80:?}");
     // The lower instance waits for each burst.
     let (exc, span) = probe_exceedances(&doc, Some("wakeup@80"), "latency", cpu);
     let samples: Vec<(u64, u64)> = exc.iter().map(|&(t, v)| (t - v, v)).collect();

@@ -80,6 +80,8 @@ fn bad_wakeup_flags_are_refused_before_measuring() {
     refused(&["wakeup", "--spin-active", "1ms"], &["--spinners"]);
     refused(&["watch", "--episodes", "5"], &["--cause-threshold"]);
     refused(&["run", "--quick", "--seed", "5"], &["--shuffle"]);
+    refused(&["run", "--probes", "wakeup@95,wakeup@80", "--trace"], &["--trace", "--instances-in-turn"]);
+    refused(&["run", "--probes", "wakeup@80:idle"], &["wakeup@80:idle", "rr"]);
     refused(&["wakeup", "--cpus", "4000"], &["--cpus", "not online"]);
     refused(&["wakeup", "--cpus", "zero"], &["--cpus"]);
     refused(&["wakeup", "--duration", "5parsecs"], &["--duration", "unit"]);
@@ -120,7 +122,10 @@ fn bad_noise_sleep_and_ptimer_flags_are_refused_before_measuring() {
     refused(&["sleep", "--phase", "1"], &["--phase", "1us"]);
     refused(&["ptimer", "--period", "10us"], &["--period", "--force"]);
     refused(&["ptimer", "--period", "0"], &["--period"]);
-    refused(&["wakeup", "--instances", "95,95"], &["--instances", "listed twice"]);
+    refused(&["wakeup", "--instances", "95,80", "--policy", "other"], &["--instances", "--policy", "rr"]);
+    refused(&["wakeup", "--instances", "95,80", "--trace"], &["--trace", "--instances-in-turn"]);
+    refused(&["wakeup", "--instances", "95,80", "--timerlat", "on"], &["--timerlat on", "--instances-in-turn"]);
+    refused(&["wakeup", "--instances-in-turn"], &["--instances"]);
     refused(&["wakeup", "--instances", "95,80", "-h", "100"], &["--instances", "histogram"]);
     refused(&["ptimer", "--timer", "itimer"], &["--timer", "posix-signal"]);
     refused(&["ptimer", "--duration", "500us"], &["--duration", "--period"]);

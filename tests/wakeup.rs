@@ -469,9 +469,10 @@ fn loops_and_distance_set_each_threads_sample_count_and_period() {
     }
 }
 
-/// `wakeup --instances 95,80`: two instances one after the other in one
+/// `wakeup --instances 95,80`: two instances measured together in one
 /// run, each its own series and row (`wakeup@95`, `wakeup@80`), each cell
-/// stored with its priority; the header names both.
+/// stored with its priority; the header names both, and how they were
+/// measured (tests/instances.rs has the rest).
 #[test]
 #[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
 fn instances_at_two_priorities_are_two_series_of_one_run() {
@@ -481,7 +482,10 @@ fn instances_at_two_priorities_are_two_series_of_one_run() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("SCHED_FIFO 95, 80") && out.contains("wakeup@95 latency") && out.contains("wakeup@80 latency")
+        out.contains("SCHED_FIFO 95, 80; instances measured together")
+            && out.contains("wakeup@95 latency")
+            && out.contains("wakeup@80 latency"),
+        "{out}"
     );
     let doc = export(&fx.db, &[]);
     let rows = doc["results"].as_array().unwrap();

@@ -18,7 +18,7 @@ use anyhow::{Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use rtscope_model::analysis::usage::Usage;
-use rtscope_model::settings::{CellDuration, Checkpoint, RunDuration, Warmup};
+use rtscope_model::settings::{CellDuration, Checkpoint, InstancesMode, RunDuration, Warmup};
 use std::path::PathBuf;
 
 mod analyze;
@@ -193,12 +193,16 @@ pub struct CommonArgs {
     /// Real-time priority of the measuring threads (1..99; ignored with --policy other).
     #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub priority: u8,
-    /// Several instances of the probe in one run: one at each SCHED_FIFO priority, measured one after the other
-    /// for --duration each, their series stored apart as PROBE@PRIO (e.g. --instances 95,80: wakeup@95 and
-    /// wakeup@80, two rows). In `rtscope run`, name them in --probes (wakeup@95,wakeup@80) instead.
-    #[arg(long, value_name = "PRIO,...", value_delimiter = ',', conflicts_with_all = ["priority", "policy"],
+    /// Several instances of the probe in one run, one at each priority (at --policy fifo or rr), measured together
+    /// on the same CPUs for --duration, each disturbing the others, their series stored apart as PROBE@PRIO (e.g.
+    /// --instances 95,80: wakeup@95 and wakeup@80, two rows; --instances 80,80: wakeup@80 and wakeup@80#2). In
+    /// `rtscope run`, name them in --probes (wakeup@95,wakeup@80) instead.
+    #[arg(long, value_name = "PRIO,...", value_delimiter = ',', conflicts_with = "priority",
           value_parser = clap::value_parser!(u8).range(1..=99))]
     pub instances: Vec<u8>,
+    /// With --instances: measure the instances one after the other, each for --duration, instead of together.
+    #[arg(long, requires = "instances")]
+    pub instances_in_turn: bool,
     /// Stop after this long (e.g. 30s, 5m, 12h; a bare number is seconds, as cyclictest's -D) [default: until Ctrl-C,
     /// or --loops]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = RunDuration::parse)]
@@ -285,8 +289,9 @@ pub struct RunArgs {
     pub quick: bool,
     /// The probes, each in its own cell under each load (default plan: wakeup,noise,sleep,ptimer,netlat,osbench;
     /// osbench's cell runs 13 wake-up tests, each for its share of the cell, unless the plan's [args] pick others).
-    /// PROBE@PRIO is an instance of a per-CPU probe at SCHED_FIFO PRIO, its series stored apart (e.g.
-    /// wakeup@95,wakeup@80: two cells, two rows).
+    /// PROBE@PRIO[:rr] is an instance of a per-CPU probe at SCHED_FIFO (or SCHED_RR) PRIO, its series stored apart;
+    /// a probe's instances are measured together in one cell (e.g. wakeup@95,wakeup@80: one cell, two rows;
+    /// wakeup@80:rr,wakeup@80:rr: rows wakeup@80 and wakeup@80#2), or one after the other with --instances-in-turn.
     #[arg(long, value_name = "PROBE,...", value_delimiter = ',')]
     pub probes: Option<Vec<String>>,
     /// Watch the machine's own threads as another row of the matrix, under each load (`rtscope watch`): KEY=VALUE,...
@@ -315,6 +320,10 @@ pub struct RunArgs {
     /// Measure the cells in a random order (a load restarts, and ramps up, whenever the next cell has another one).
     #[arg(long)]
     pub shuffle: bool,
+    /// Measure the instances of a probe (wakeup@95,wakeup@80) one after the other, each in its own cell, instead of
+    /// together in one (the plan's instances = "in-turn").
+    #[arg(long)]
+    pub instances_in_turn: bool,
     /// The seed of --shuffle (stored with the run), to repeat an order.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -554,10 +563,11 @@ impl CommonArgs {
             Some(list) => cpu::selected("--cpus", list)?,
             None => cpu::measurable(),
         };
-        if let Some(p) =
-            self.instances.iter().enumerate().find_map(|(i, p)| self.instances[..i].contains(p).then_some(p))
-        {
-            bail!("--instances: priority {p} is listed twice (e.g. --instances 95,80)");
+        if !self.instances.is_empty() && !self.policy.is_rt() {
+            bail!(
+                "--instances measures at real-time priorities: give --policy fifo (the default) or rr, not --policy {}",
+                self.policy.flag_value()
+            );
         }
         if self.policy.is_rt() && self.priority == 0 {
             bail!("--priority must be 1..99 for --policy {} (0 is only for --policy other)", self.policy.flag_value());
@@ -615,6 +625,7 @@ impl CommonArgs {
             warmup_ns: 0,
             instance: None,
             instances: self.instances.clone(),
+            instances_mode: if self.instances_in_turn { InstancesMode::InTurn } else { InstancesMode::Together },
             usage: self.days.usage.unwrap_or_default(),
         })
     }

@@ -3,14 +3,19 @@
 //! of its own, then the summary; and netlat's `--serve` responder.
 
 use crate::cli::{HistogramOpts, ProbeCmd, ProbePlan};
-use crate::probe::{Cell, Common, Probe, cell_plan, check_trace, netlat};
+use crate::probe::{Cell, Common, Probe, cell_plan, check_together, check_trace, netlat};
 use crate::report::{self, Input};
 use crate::session::{CellOutcome, Session};
 use crate::sys::{clock, sched};
 use anyhow::{Result, anyhow};
+use rtscope_model::settings::InstancesMode;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+/// The option of a probe's command that measures its instances one after
+/// the other.
+const IN_TURN: &str = "--instances-in-turn";
 
 /// Runs `probe` on `common.cpus` to the end and stores it. Prints the
 /// summary at the end (quiet too, as cyclictest -q; not when the JSON goes
@@ -29,17 +34,24 @@ pub fn run_probe(
     if !common.instances.is_empty() && histogram.is_some() {
         return Err(anyhow!("--instances: cyclictest's histogram (-h) is of one instance: give one priority with -p"));
     }
-    // --instances: one cell per priority, one after the other, into one run.
-    let cells: Vec<Common> = if common.instances.is_empty() {
-        vec![common.clone()]
-    } else {
-        common.instances.iter().map(|&p| common.at(probe, p)).collect()
-    };
+    // --instances: one cell per priority into one run: together, or one
+    // after the other.
+    let cells: Vec<Common> =
+        if common.instances.is_empty() { vec![common.clone()] } else { common.each_instance(probe) };
+    let together = cells.len() > 1 && common.instances_mode == InstancesMode::Together;
+    if together {
+        let parts: Vec<(&dyn Probe, &Common)> = cells.iter().map(|c| (probe, c)).collect();
+        check_together(&parts, IN_TURN)?;
+    }
     let mut session = Session::open(&common.db, &common.cpus, common.dma_latency)?;
     let effective: Vec<_> = cells.iter().map(|c| session.effective(c.policy, c.priority)).collect();
     // Helpers start before the run is stored, so that a failure leaves no
     // run behind.
-    let cell = Cell::prepare(probe, &cells[0], effective[0], None, &mut session.warnings)?;
+    let mut cell = Cell::prepare(probe, &cells[0], effective[0], None, &mut session.warnings)?;
+    if together {
+        let others: Vec<_> = cells.iter().zip(&effective).skip(1).map(|(c, &e)| (probe, c, e)).collect();
+        cell = cell.with(&others, IN_TURN, &mut session.warnings)?;
+    }
     if !common.quiet {
         session.print_warnings();
     }
@@ -49,13 +61,18 @@ pub fn run_probe(
     if cells.len() > 1 {
         plan["probe"] = probe.name().into();
         plan["cells"] = cells.iter().zip(&effective).map(|(c, &e)| cell_plan(probe, c, e)).collect();
+        plan["instances"] = serde_json::to_value(common.instances_mode)?;
+        if !common.quiet {
+            let names: Vec<&str> = cells.iter().map(|c| c.series_name(probe)).collect();
+            eprintln!("rtscope {}: {} ({})", common.kind, common.instances_mode.describe(), names.join(", "));
+        }
     }
     plan["housekeeping_cpus"] = housekeeping.into();
     plan["usage"] = serde_json::to_value(common.usage)?;
     let mut run = session.create(&common.kind, &plan)?;
     let run_id = run.run_id;
     let mut outcomes = vec![cell.measure(&mut run, signal)?];
-    for (c, &e) in cells.iter().zip(&effective).skip(1) {
+    for (c, &e) in cells.iter().zip(&effective).skip(1).filter(|_| !together) {
         let last = outcomes.last().expect("one measured");
         if signal.load(Relaxed) || last.store_error.is_some() || last.breach.is_some() {
             break;

@@ -58,6 +58,7 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
         ramp_up: a.ramp_up,
         checkpoint: a.checkpoint,
         shuffle: a.shuffle.then_some(true),
+        instances: a.instances_in_turn.then_some(rtscope_model::settings::InstancesMode::InTurn),
         seed: a.seed,
         cpus: a.measure.cpus.clone(),
         load_cpus: a.loads_on.load_cpus.clone(),

@@ -36,6 +36,7 @@ use rtscope_model::episode::Stages;
 use rtscope_model::hist::Tally;
 use rtscope_model::inventory::Warning;
 use rtscope_model::run::SeriesKey;
+use rtscope_model::settings::InstancesMode;
 use rtscope_model::units;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -173,9 +174,13 @@ pub struct Common {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instance: Option<String>,
     /// A probe command's `--instances`: the priorities of its instances,
-    /// measured one after the other into one run (empty: one, at `priority`).
+    /// measured into one run at `policy` (empty: one, at `priority`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub instances: Vec<u8>,
+    /// How `instances` are measured: together (the default) or one after
+    /// the other (`--instances-in-turn`); stored as the run's `instances`.
+    #[serde(skip)]
+    pub instances_mode: InstancesMode,
     /// `--usage`: what a day and a week of the run's return levels are,
     /// stored as the plan's `usage`.
     #[serde(skip)]
@@ -189,16 +194,29 @@ impl Common {
         self.instance.as_deref().unwrap_or(probe.name())
     }
 
-    /// These settings for the instance of `probe` at SCHED_FIFO `priority`.
-    pub fn at(&self, probe: &dyn Probe, priority: u8) -> Common {
-        Common {
-            policy: Policy::Fifo,
-            priority,
-            instance: Some(format!("{}@{priority}", probe.name())),
-            instances: Vec::new(),
-            ..self.clone()
+    /// These settings for each instance of `probe` in `instances` (at
+    /// `policy`), named as [`instance_name`] names them.
+    pub fn each_instance(&self, probe: &dyn Probe) -> Vec<Common> {
+        let mut names: Vec<String> = Vec::new();
+        for &priority in &self.instances {
+            names.push(instance_name(probe.name(), priority, &names));
         }
+        self.instances
+            .iter()
+            .zip(names)
+            .map(|(&priority, name)| Common { priority, instance: Some(name), instances: Vec::new(), ..self.clone() })
+            .collect()
     }
+}
+
+/// The name an instance of probe `base` at `priority` is stored under,
+/// after the instances named `earlier`: `wakeup@80`, and for a second one
+/// at the same priority `wakeup@80#2`, a third `wakeup@80#3`.
+pub fn instance_name<S: AsRef<str>>(base: &str, priority: u8, earlier: &[S]) -> String {
+    let first = format!("{base}@{priority}");
+    let again = format!("{first}#");
+    let n = earlier.iter().filter(|e| e.as_ref() == first || e.as_ref().starts_with(&again)).count();
+    if n == 0 { first } else { format!("{first}#{}", n + 1) }
 }
 
 /// A cell's settings as the run stores them (its plan, or one of its
@@ -228,6 +246,8 @@ fn trace_warning(message: String, fix: &str) -> Warning {
 pub struct ThreadCtx<'a> {
     /// Index of this thread among the probe's threads.
     pub index: usize,
+    /// Its index among the cell's threads, of every instance.
+    thread: usize,
     pub cpu: usize,
     /// CLOCK_MONOTONIC instant at which every thread starts.
     pub start_ns: u64,
@@ -314,6 +334,7 @@ impl ThreadCtx<'_> {
         }
         if !self.breach.hit.swap(true, Relaxed) {
             self.breach.cpu.store(self.cpu as u64, Relaxed);
+            self.breach.thread.store(self.thread as u64, Relaxed);
             self.breach.value_ns.store(value, Relaxed);
             self.breach.t_ns.store(now, Relaxed);
         }
@@ -327,17 +348,25 @@ impl ThreadCtx<'_> {
 pub struct Breach {
     hit: AtomicBool,
     cpu: AtomicU64,
+    /// The thread's index among the cell's (of every instance).
+    thread: AtomicU64,
     value_ns: AtomicU64,
     t_ns: AtomicU64,
 }
 
 impl Breach {
     /// The cell's breach line, when a sample went above `--threshold`
-    /// (`threshold_ns`).
-    fn describe(&self, threshold_ns: Option<u64>) -> Option<String> {
+    /// (`threshold_ns`); with instances measured together, `instances`
+    /// (each its first thread's index and its name) name the one.
+    fn describe(&self, threshold_ns: Option<u64>, instances: &[(usize, &str)]) -> Option<String> {
         self.hit.load(Relaxed).then(|| {
+            let thread = self.thread.load(Relaxed) as usize;
+            let who = match instances.iter().rev().find(|(first, _)| *first <= thread) {
+                Some((_, name)) if instances.len() > 1 => format!("{name} "),
+                _ => String::new(),
+            };
             format!(
-                "stopped at --threshold {}us: CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
+                "stopped at --threshold {}us: {who}CPU {} measured {}us at CLOCK_MONOTONIC {} ns",
                 units::us(threshold_ns.unwrap_or(0)),
                 self.cpu.load(Relaxed),
                 units::us(self.value_ns.load(Relaxed)),
@@ -350,17 +379,80 @@ impl Breach {
 /// One probe measured on its CPUs (under one load, in an assessment):
 /// what it needs beside its threads, set up before it starts.
 pub struct Cell<'a> {
+    /// The instances measured together: one, or several of a probe, each
+    /// its own threads at its own scheduling (`wakeup@95,wakeup@80`).
+    parts: Vec<Part<'a>>,
+    load: Option<String>,
+    /// The first instance's trace (`--trace` follows one instance).
+    instance: Option<Instance>,
+    tap: Option<Arc<dyn Tap>>,
+    /// The kernel tracer beside the first instance, or why not.
+    side: Option<Side>,
+}
+
+/// One instance of a cell's probe: its settings, its scheduling on this
+/// machine, its trace markers and helpers.
+struct Part<'a> {
     probe: &'a dyn Probe,
     common: &'a Common,
     policy: Policy,
     priority: u8,
-    load: Option<String>,
-    instance: Option<Instance>,
     markers: Vec<Marker>,
-    helpers: Box<dyn Send>,
-    tap: Option<Arc<dyn Tap>>,
-    /// The kernel tracer beside the probe, or why not.
-    side: Option<Side>,
+    /// Stopped when the part drops, after its threads.
+    _helpers: Box<dyn Send>,
+}
+
+/// Instances measured together are refused with what follows one
+/// instance only and cannot be left to the first: `--trace` (its
+/// attribution follows one thread per CPU) and a kernel tracer that must
+/// run beside the probe (`--timerlat on` or `user`, `--osnoise on`); one
+/// that may be left out (`auto`) runs beside the first instance only.
+/// `in_turn` names the option that measures them one after the other.
+pub fn check_together(parts: &[(&dyn Probe, &Common)], in_turn: &str) -> Result<()> {
+    if parts.len() < 2 {
+        return Ok(());
+    }
+    let names: Vec<&str> = parts.iter().map(|(p, c)| c.series_name(*p)).collect();
+    if parts.iter().any(|(_, c)| c.trace.is_some()) {
+        return Err(anyhow!(
+            "--trace follows one instance at a time, and {} are measured together: measure them one after the \
+             other ({in_turn}), or drop --trace",
+            names.join(", ")
+        ));
+    }
+    let required = |(p, c): &(&dyn Probe, &Common)| p.beside(c).and_then(|b| b.required.map(|f| (b.tracer, f)));
+    if let Some((part, (tracer, flag))) = parts.iter().find_map(|part| Some((part, required(part)?))) {
+        return Err(anyhow!(
+            "{}: {flag}: the kernel's {} tracer follows one instance at a time, and {} are measured together: \
+             measure them one after the other ({in_turn}), or leave {flag} out",
+            part.1.series_name(part.0),
+            tracer.name(),
+            names.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// `--tracemark`: a marker per CPU of the instance, or none (a warning
+/// says why).
+fn markers(probe: &dyn Probe, common: &Common, warnings: &mut Vec<Warning>) -> Vec<Marker> {
+    let mut markers: Vec<Marker> = Vec::new();
+    if common.tracemark {
+        let metric = probe.metrics()[0];
+        for &c in &common.cpus {
+            match Marker::open(common.series_name(probe), metric, c) {
+                Ok(m) => markers.push(m),
+                Err(e) => {
+                    warnings.push(trace_warning(
+                        format!("--tracemark: {e}; no markers written"),
+                        "start the tracer first (e.g. trace-cmd record), as root",
+                    ));
+                    return Vec::new();
+                }
+            }
+        }
+    }
+    markers
 }
 
 /// `--trace` on a probe that cannot be traced yet is refused.
@@ -397,26 +489,36 @@ impl<'a> Cell<'a> {
                 )),
             }
         }
-        let mut markers: Vec<Marker> = Vec::new();
-        if common.tracemark {
-            let metric = probe.metrics()[0];
-            for &c in &common.cpus {
-                match Marker::open(common.series_name(probe), metric, c) {
-                    Ok(m) => markers.push(m),
-                    Err(e) => {
-                        warnings.push(trace_warning(
-                            format!("--tracemark: {e}; no markers written"),
-                            "start the tracer first (e.g. trace-cmd record), as root",
-                        ));
-                        markers.clear();
-                        break;
-                    }
-                }
-            }
-        }
+        let markers = markers(probe, common, warnings);
         let side = Side::prepare(probe, common)?;
         let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
-        Ok(Cell { probe, common, policy, priority, load, instance, markers, helpers, tap: None, side })
+        let part = Part { probe, common, policy, priority, markers, _helpers: helpers };
+        Ok(Cell { parts: vec![part], load, instance, tap: None, side })
+    }
+
+    /// This cell with the instances `others` measured together with its
+    /// own: each its own threads at its own scheduling on the same CPUs,
+    /// all started at one instant, each its own series; their trace
+    /// markers and helpers set up here. Refused (see [`check_together`])
+    /// where one is traced or must have a kernel tracer beside it; one
+    /// that may be left out runs beside this cell's instance only.
+    pub fn with(
+        mut self,
+        others: &[(&'a dyn Probe, &'a Common, (Policy, u8))],
+        in_turn: &str,
+        warnings: &mut Vec<Warning>,
+    ) -> Result<Cell<'a>> {
+        let mut all: Vec<(&dyn Probe, &Common)> = self.parts.iter().map(|p| (p.probe, p.common)).collect();
+        all.extend(others.iter().map(|&(p, c, _)| (p, c)));
+        check_together(&all, in_turn)?;
+        for &(probe, common, (policy, priority)) in others {
+            check_trace(probe, common)?;
+            warnings.extend(probe.warnings());
+            let markers = markers(probe, common, warnings);
+            let helpers = probe.start_helpers(&common.cpus, policy, priority)?;
+            self.parts.push(Part { probe, common, policy, priority, markers, _helpers: helpers });
+        }
+        Ok(self)
     }
 
     /// Tells `tap` of every series and committed interval (a monitor).
@@ -426,10 +528,11 @@ impl<'a> Cell<'a> {
 
     /// The cell's settings, for the run's plan.
     pub fn plan(&self) -> serde_json::Value {
-        let mut plan = cell_plan(self.probe, self.common, (self.policy, self.priority));
+        let first = &self.parts[0];
+        let mut plan = cell_plan(first.probe, first.common, (first.policy, first.priority));
         plan["trace"] = serde_json::json!(self.instance.as_ref().map(|i| serde_json::json!({
             "instance": i.name,
-            "options": self.common.trace,
+            "options": first.common.trace,
             "events": i.enabled,
             "missing": i.missing,
             "record_cmd": i.record_cmd.describe(),
@@ -444,25 +547,43 @@ impl<'a> Cell<'a> {
     /// warm-up (`common.warmup_ns`), then `common.duration_ns` or until a
     /// signal, a breach or `--loops`. Stops the helpers and the tracer.
     pub fn measure(self, run: &mut OpenRun, signal: &Arc<AtomicBool>) -> Result<CellOutcome> {
-        let Cell { probe, common, policy, priority, load, mut instance, markers, helpers, tap, side } = self;
+        let Cell { mut parts, load, mut instance, tap, side } = self;
+        let (probe, common) = (parts[0].probe, parts[0].common);
         let run_id = run.run_id;
         let side_metrics = side.as_ref().map_or(&[][..], Side::metrics);
         // A previous cell's helpers mapped memory locked on touch: this
         // cell's histograms and rings are read in whole again.
         let relocked_before = mem::lock_populated();
-        let Series { recorders, sinks, lives, mirror_lost, lane_parts, explained, side_recs } = Series::create(
-            run.store()?,
-            run_id,
-            (probe, common, side_metrics),
-            &load,
-            instance.as_ref(),
-            markers,
-            tap.as_ref(),
-        )?;
+        // Each instance's series; the trace and the kernel tracer beside
+        // follow the first.
+        let mut all = Series::default();
+        let (mut layout, mut at) = (Vec::new(), Lanes::default());
+        for (k, part) in parts.iter_mut().enumerate() {
+            let first = k == 0;
+            let series = Series::create(
+                run.store()?,
+                run_id,
+                (part.probe, part.common, if first { side_metrics } else { &[] }),
+                &load,
+                if first { instance.as_ref() } else { None },
+                std::mem::take(&mut part.markers),
+                tap.as_ref(),
+            )?;
+            layout.push(at);
+            let n = part.common.cpus.len();
+            at = Lanes { thread: at.thread + n, extra: at.extra + n * part.probe.extra_slots(), sink: at.sink };
+            at.sink += series.sinks.len();
+            all.append(series);
+        }
+        let label = parts.iter().map(|p| p.common.series_name(p.probe)).collect::<Vec<_>>().join(" + ");
+        let Series { recorders, sinks, lives, mirror_lost, lane_parts, explained, side_recs } = all;
         let (episode_tx, episode_rx) = std::sync::mpsc::channel();
-        let shared = Shared::new(common.cpus.len(), probe.extra_slots());
-        for (i, p) in shared.phases.iter().enumerate() {
-            p.store(probe.first_offset(i, common.cpus.len()), Relaxed);
+        let shared = Shared::new(at.thread, at.extra);
+        for (part, lanes) in parts.iter().zip(&layout) {
+            let n = part.common.cpus.len();
+            for i in 0..n {
+                shared.phases[lanes.thread + i].store(part.probe.first_offset(i, n), Relaxed);
+            }
         }
         let writer = Writer {
             store: run.take_store()?,
@@ -483,7 +604,17 @@ impl<'a> Cell<'a> {
         let mut code = CodeReport::default();
         let mut side_run = None;
         let mut side_align = None;
+        let first_threads = common.cpus.len();
         match side {
+            Some(Side::Running(run)) if parts.len() > 1 => {
+                out.notes.push(format!(
+                    "{}: beside {} only, the first of the instances measured together ({label})",
+                    run.0.tracer.name(),
+                    common.series_name(probe)
+                ));
+                side_align = run.0.align;
+                side_run = Some(*run);
+            }
             Some(Side::Running(run)) => {
                 side_align = run.0.align;
                 side_run = Some(*run);
@@ -494,7 +625,13 @@ impl<'a> Cell<'a> {
         let mut side_end = None;
         let ended = std::thread::scope(|scope| -> Result<Ended> {
             let writer_thread = spawn_writer(scope, writer)?;
-            let threads = spawn_measuring(scope, (probe, common, policy, priority), recorders, &shared, &mut out);
+            let mut threads = Vec::new();
+            let mut recorders = recorders.into_iter();
+            for (part, lanes) in parts.iter().zip(&layout) {
+                let recs: Vec<Vec<Recorder>> = recorders.by_ref().take(part.common.cpus.len()).collect();
+                let scheduling = (part.probe, part.common, part.policy, part.priority);
+                threads.extend(spawn_measuring(scope, scheduling, recs, (&shared, lanes), &mut out));
+            }
             while shared.ready.load(Acquire) < threads.len() && !shared.stop.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -520,14 +657,17 @@ impl<'a> Cell<'a> {
             };
             drop(episode_tx);
             let side_thread = side_run.take().and_then(|run| {
-                let from = (&shared.tids[..], start_ns + common.warmup_ns);
-                beside::spawn(scope, run, (side_recs, &shared.expiry), from, &shared.reader_done, &mut out.notes)
+                // Beside the first instance's threads.
+                let from = (&shared.tids[..first_threads], start_ns + common.warmup_ns);
+                let expiry = &shared.expiry[..first_threads];
+                beside::spawn(scope, run, (side_recs, expiry), from, &shared.reader_done, &mut out.notes)
             });
             if let (Some(align), Some(_)) = (side_align, &side_thread) {
-                beside::align(align, start_ns, &shared.expiry, &shared.phases, &mut out.notes);
+                let (expiry, phases) = (&shared.expiry[..first_threads], &shared.phases[..first_threads]);
+                beside::align(align, start_ns, expiry, phases, &mut out.notes);
             }
             shared.start_at.store(start_ns, Release);
-            follow((probe, common, &load), &lives, start_ns, (&threads, &writer_thread), signal, &shared.stop);
+            follow((probe, common, &label, &load), &lives, start_ns, (&threads, &writer_thread), signal, &shared.stop);
             join_all(
                 threads,
                 (traced, side_thread, &mut side_end),
@@ -540,7 +680,7 @@ impl<'a> Cell<'a> {
         if let Some(end) = side_end {
             beside::finish(end, &mut out.notes);
         }
-        drop(helpers);
+        let parts: Vec<(&dyn Probe, &Common)> = parts.into_iter().map(|p| (p.probe, p.common)).collect();
         // The helpers are gone: memory is read in whole again for what
         // runs next (a cell with its own runner, such as osbench's).
         let relocked = mem::lock_populated();
@@ -552,8 +692,12 @@ impl<'a> Cell<'a> {
             ));
         }
         let values: Vec<u64> = shared.extras.iter().map(|v| v.load(Relaxed)).collect();
-        let name = common.series_name(probe);
-        per_thread_results((probe, common), &values, store_error.is_none(), &mut writer, (name, &load), &mut out)?;
+        for (&(probe, common), lanes) in parts.iter().zip(&layout) {
+            let name = common.series_name(probe);
+            let store_ok = store_error.is_none();
+            let mine = (&values[lanes.extra..], &writer.sinks[lanes.sink..]);
+            per_thread_results((probe, common), mine, (store_ok, &mut writer.store), (name, &load), &mut out)?;
+        }
         let mut timeline = None;
         if let (Some(inst), Some(mut report), Some(opts)) = (instance.take(), report, common.trace) {
             let windows = probe.trace_stages() == Some(false);
@@ -562,7 +706,9 @@ impl<'a> Cell<'a> {
             out.notes.extend(trace_notes);
             out.trace = Some(summary);
         }
-        out.breach = shared.breach.describe(common.threshold_ns);
+        let instances: Vec<(usize, &str)> =
+            parts.iter().zip(&layout).map(|(&(p, c), lanes)| (lanes.thread, c.series_name(p))).collect();
+        out.breach = shared.breach.describe(common.threshold_ns, &instances);
         out.lost_exceedances = writer.lost_exceedances;
         out.store_error = store_error;
         run.put_store(writer.store);
@@ -606,6 +752,7 @@ impl TestThread {
     pub fn ctx(&self, start_ns: u64, record_from_ns: u64, end_ns: u64) -> ThreadCtx<'_> {
         ThreadCtx {
             index: 0,
+            thread: 0,
             cpu: 0,
             start_ns,
             record_from_ns,
@@ -629,5 +776,20 @@ impl TestThread {
         let (mut rec, _sink, _live) = recorder::channel_with(0, u64::MAX / 4, ExceedMode::Fixed(u64::MAX), signed);
         rec.start_after_warmup(from_ns);
         rec
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instance_name;
+
+    #[test]
+    fn instances_at_one_priority_are_named_apart() {
+        let mut names: Vec<String> = Vec::new();
+        for p in [80, 95, 80, 80] {
+            names.push(instance_name("wakeup", p, &names));
+        }
+        assert_eq!(names, ["wakeup@80", "wakeup@95", "wakeup@80#2", "wakeup@80#3"]);
+        assert_eq!(instance_name("noise", 80, &["wakeup@80"]), "noise@80");
     }
 }

@@ -26,8 +26,19 @@ pub(super) struct Shared {
     pub(super) reader_done: AtomicBool,
 }
 
+/// Where one instance's threads begin in a cell of several: its first
+/// thread's index, its first figure ([`Shared::extras`]) and its first
+/// series sink (the writer's).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Lanes {
+    pub(super) thread: usize,
+    pub(super) extra: usize,
+    pub(super) sink: usize,
+}
+
 impl Shared {
-    pub(super) fn new(threads: usize, slots: usize) -> Shared {
+    /// For `threads` measuring threads with `extras` figures in all.
+    pub(super) fn new(threads: usize, extras: usize) -> Shared {
         Shared {
             stop: AtomicBool::new(false),
             breach: Breach::default(),
@@ -35,7 +46,7 @@ impl Shared {
             start_at: AtomicU64::new(0),
             tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),
             phases: (0..threads).map(|_| AtomicU64::new(0)).collect(),
-            extras: (0..slots * threads).map(|_| AtomicU64::new(0)).collect(),
+            extras: (0..extras).map(|_| AtomicU64::new(0)).collect(),
             expiry: (0..threads).map(|_| AtomicU64::new(0)).collect(),
             reader_done: AtomicBool::new(false),
         }
@@ -62,30 +73,33 @@ pub(super) fn spawn_writer<'scope>(
     })
 }
 
-/// One measuring thread per CPU, each with its recorders; a thread that
-/// cannot be spawned is an error of the cell and stops the others before
-/// they start.
+/// One measuring thread per CPU of one instance, each with its
+/// recorders, in the shared figures from `lanes` on; a thread that cannot
+/// be spawned is an error of the cell and stops the others before they
+/// start.
 pub(super) fn spawn_measuring<'scope>(
     scope: &'scope Scope<'scope, '_>,
     (probe, common, policy, priority): (&'scope dyn Probe, &'scope Common, Policy, u8),
     recorders: Vec<Vec<Recorder>>,
-    shared: &'scope Shared,
+    (shared, lanes): (&'scope Shared, &Lanes),
     out: &mut CellOutcome,
 ) -> Vec<Measuring<'scope>> {
     let slots = probe.extra_slots();
     let mut threads = Vec::new();
     for (index, (recs, &c)) in recorders.into_iter().zip(&common.cpus).enumerate() {
+        let (t, x) = (lanes.thread + index, lanes.extra + index * slots);
         let plan = ThreadPlan {
             probe,
             common,
             policy,
             priority,
             index,
+            thread: t,
             cpu: c,
-            tid: &shared.tids[index],
-            phase: &shared.phases[index],
-            expiry: &shared.expiry[index],
-            extras: &shared.extras[index * slots..(index + 1) * slots],
+            tid: &shared.tids[t],
+            phase: &shared.phases[t],
+            expiry: &shared.expiry[t],
+            extras: &shared.extras[x..x + slots],
             line: StartLine {
                 stop: &shared.stop,
                 breach: &shared.breach,
@@ -113,14 +127,13 @@ pub(super) fn spawn_measuring<'scope>(
 /// signal or when the writer has ended (the store failed), and shows the
 /// progress line: elapsed, remaining and the running worst case.
 pub(super) fn follow(
-    (probe, common, load): (&dyn Probe, &Common, &Option<String>),
+    (probe, common, name, load): (&dyn Probe, &Common, &str, &Option<String>),
     lives: &[(usize, Arc<Live>)],
     start_ns: u64,
     (threads, writer): (&[Measuring<'_>], &ScopedJoinHandle<'_, WriterEnd>),
     signal: &AtomicBool,
     stop: &AtomicBool,
 ) {
-    let name = common.series_name(probe);
     let warmup = common.warmup_ns;
     let label = match load {
         Some(l) => format!("{name} under {l}"),
@@ -195,26 +208,25 @@ pub(super) fn join_all<'scope>(
 
 /// After the threads: each thread's error from its figures and totals,
 /// the extra columns of the probe's own series (not where the store
-/// failed) and the probe's notes per CPU. `values`: every thread's
-/// figures (`Probe::extra_slots` each).
+/// failed) and the probe's notes per CPU. `values`: the instance's
+/// threads' figures (`Probe::extra_slots` each) and `sinks` its series,
+/// the probe's own first (each from the instance's first on).
 pub(super) fn per_thread_results(
     (probe, common): (&dyn Probe, &Common),
-    values: &[u64],
-    store_ok: bool,
-    writer: &mut Writer,
+    (values, sinks): (&[u64], &[recorder::SeriesSink]),
+    (store_ok, store): (bool, &mut rtscope_model::store::Store),
     (name, load): (&str, &Option<String>),
     out: &mut CellOutcome,
 ) -> Result<()> {
     let metrics = probe.metrics().len();
     let slots = probe.extra_slots();
     for (index, &c) in common.cpus.iter().enumerate() {
-        let totals: Vec<&Tally> = writer.sinks.iter().skip(index * metrics).take(metrics).map(|s| s.total()).collect();
+        let totals: Vec<&Tally> = sinks.iter().skip(index * metrics).take(metrics).map(|s| s.total()).collect();
         if let Some(e) = probe.thread_error(c, &values[index * slots..(index + 1) * slots], &totals) {
             out.errors.push(format!("CPU {c}: {e}"));
         }
     }
     if store_ok {
-        let Writer { store, sinks, .. } = writer;
         // The probe's own series come first; the trace's stage series after.
         for (i, sink) in sinks.iter().enumerate().take(common.cpus.len() * metrics) {
             let thread = &values[i / metrics * slots..(i / metrics + 1) * slots];
@@ -237,6 +249,7 @@ pub(super) fn per_thread_results(
 /// CPU the probe's recorders (their sinks for the writer, their live
 /// figures for the progress line) and, with `--trace`, the ring that
 /// mirrors each sample to the reader with the stage series it records.
+#[derive(Default)]
 pub(super) struct Series {
     pub(super) recorders: Vec<Vec<Recorder>>,
     pub(super) sinks: Vec<recorder::SeriesSink>,
@@ -257,6 +270,17 @@ pub(super) struct Series {
 pub(super) type LanePart = (usize, std::fs::File, rtrb::Consumer<Sample>, Vec<Recorder>);
 
 impl Series {
+    /// Adds `other`'s series after these (another instance's).
+    pub(super) fn append(&mut self, other: Series) {
+        self.recorders.extend(other.recorders);
+        self.sinks.extend(other.sinks);
+        self.lives.extend(other.lives);
+        self.mirror_lost.extend(other.mirror_lost);
+        self.lane_parts.extend(other.lane_parts);
+        self.explained.extend(other.explained);
+        self.side_recs.extend(other.side_recs);
+    }
+
     pub(super) fn create(
         store: &mut rtscope_model::store::Store,
         run_id: i64,
@@ -364,8 +388,10 @@ pub(super) struct ThreadPlan<'s> {
     pub(super) common: &'s Common,
     pub(super) policy: Policy,
     pub(super) priority: u8,
-    /// Its index among the probe's threads, and its CPU.
+    /// Its index among the instance's threads, among the cell's, and its
+    /// CPU.
     pub(super) index: usize,
+    pub(super) thread: usize,
     pub(super) cpu: usize,
     /// Where it publishes its thread id (the trace follows it).
     pub(super) tid: &'s AtomicI32,
@@ -385,6 +411,7 @@ pub(super) struct ThreadPlan<'s> {
 pub(super) fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) -> std::result::Result<(), String> {
     let ThreadPlan {
         index,
+        thread,
         cpu: c,
         tid,
         phase: shared_phase,
@@ -418,6 +445,7 @@ pub(super) fn measuring_thread(plan: ThreadPlan<'_>, mut recs: Vec<Recorder>) ->
     if start != 0 && !stop.load(Relaxed) {
         let ctx = ThreadCtx {
             index,
+            thread,
             cpu: c,
             start_ns: start + shared_phase.load(Relaxed),
             record_from_ns: start + warmup,

@@ -4,6 +4,7 @@
 //! units (MiB).
 
 use rtscope_model::run::Run;
+use rtscope_model::settings::InstancesMode;
 
 /// The machine's rows: host, CPU, kernel and preemption model, command
 /// line and isolation, clocksource, governor, SMT, RT throttling,
@@ -126,19 +127,33 @@ fn mib(kb: u64) -> String {
 }
 
 /// The measuring threads' scheduling, "SCHED_FIFO 95": the run's, and
-/// each other priority of a probe's instances (`wakeup@80`) in its cells
-/// ("SCHED_FIFO 95, 80"); None for a run without measuring threads.
+/// each other scheduling of a probe's instances (`wakeup@80`) in its cells
+/// ("SCHED_FIFO 95, 80", "SCHED_FIFO 95, SCHED_RR 80"), and how they were
+/// measured ("; instances measured together"); None for a run without
+/// measuring threads.
 pub(super) fn scheduling(plan: &serde_json::Value) -> Option<String> {
     let (pol, prio) = (plan["effective_policy"].as_str()?, plan["effective_priority"].as_u64()?);
-    let mut prios = vec![prio];
+    let mut all = vec![(pol, prio)];
     let cells = plan["cells"].as_array().map(Vec::as_slice).unwrap_or_default();
     for c in cells.iter().filter(|c| c["probe"].as_str().is_some_and(|p| p.contains('@'))) {
-        if let Some(p) = c["effective_priority"].as_u64().filter(|p| !prios.contains(p)) {
-            prios.push(p);
+        let p = c["effective_policy"].as_str().unwrap_or(pol);
+        if let Some(n) = c["effective_priority"].as_u64().filter(|&n| !all.contains(&(p, n))) {
+            all.push((p, n));
         }
     }
-    let list: Vec<String> = prios.iter().map(u64::to_string).collect();
-    Some(format!("SCHED_{} {}", pol.to_uppercase(), list.join(", ")))
+    let mut text = String::new();
+    for (i, &(p, n)) in all.iter().enumerate() {
+        let sep = if i == 0 { "" } else { ", " };
+        if i > 0 && all[i - 1].0 == p {
+            text += &format!("{sep}{n}");
+        } else {
+            text += &format!("{sep}SCHED_{} {n}", p.to_uppercase());
+        }
+    }
+    if let Some(mode) = InstancesMode::stored(plan) {
+        text += &format!("; {}", mode.describe());
+    }
+    Some(text)
 }
 
 #[cfg(test)]

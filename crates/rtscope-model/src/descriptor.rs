@@ -609,10 +609,13 @@ pub fn find(name: &str) -> Option<&'static Descriptor> {
 }
 
 /// An instance of a probe at its own priority, as `run --probes` and a
-/// plan's `probes` name it: `wakeup@80` is (`wakeup`, 80). Its series are
-/// stored under that whole name, apart from another instance's.
+/// plan's `probes` name it: `wakeup@80` is (`wakeup`, 80), and so are a
+/// second instance at that priority, `wakeup@80#2`, and one at a policy,
+/// `wakeup@80:rr`. Its series are stored under that whole name (less the
+/// policy), apart from another instance's.
 pub fn instance(name: &str) -> Option<(&str, u8)> {
-    let (base, prio) = name.split_once('@')?;
+    let (base, rest) = name.split_once('@')?;
+    let prio = rest.split(['#', ':']).next()?;
     Some((base, prio.parse().ok()?))
 }
 
@@ -669,6 +672,8 @@ mod tests {
         assert!(find("sleep").unwrap().threshold_holds("nanosleep@1ms"));
         assert_eq!(wake_path("netlat"), WakePath::NetRx);
         assert_eq!(wake_path("nope"), WakePath::Timer);
+        assert_eq!(instance("wakeup@80#2"), Some(("wakeup", 80)));
+        assert_eq!(instance("wakeup@80:rr"), Some(("wakeup", 80)));
         assert!(per_test("osbench") && !per_test("wakeup"));
         // An instance at a priority is its probe's row, under its own name.
         assert_eq!(instance("wakeup@80"), Some(("wakeup", 80)));

@@ -200,6 +200,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn instances_are_together_unless_in_turn() {
+        let mode = |v: serde_json::Value| InstancesMode::stored(&serde_json::json!({ "instances": v }));
+        assert_eq!(mode("together".into()), Some(InstancesMode::Together));
+        assert_eq!(mode("in-turn".into()), Some(InstancesMode::InTurn));
+        assert_eq!(mode("apart".into()), None);
+        assert_eq!(InstancesMode::stored(&serde_json::json!({})), None);
+        assert_eq!(InstancesMode::default().describe(), "instances measured together");
+        assert_eq!(InstancesMode::InTurn.describe(), "instances measured one after the other");
+    }
+
+    #[test]
     fn each_value_holds_its_range_and_says_so() {
         assert_eq!(Checkpoint::parse("250ms").unwrap().ns(), 250_000_000);
         assert_eq!(Checkpoint::parse("1h").unwrap().ns(), Checkpoint::MAX_NS);
@@ -220,6 +231,35 @@ mod tests {
         assert_eq!(CpuList::parse("0,2-3").unwrap().cpus(), &[0, 2, 3]);
         assert!(CpuList::parse("x").unwrap_err().contains("(e.g. 0,2-3)"));
         assert_eq!(CpuList::of(Vec::new()), None);
+    }
+}
+
+/// How a run measures several instances of a per-CPU probe
+/// (`--probes wakeup@95,wakeup@80`, `--instances 95,80`): all together,
+/// each its own threads on the same CPUs, each disturbing the others (the
+/// default); or one after the other, each for the whole duration. Stored
+/// with the run as its plan's `instances`: `together` or `in-turn`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstancesMode {
+    #[default]
+    Together,
+    InTurn,
+}
+
+impl InstancesMode {
+    /// What the run says of it: "instances measured together" or
+    /// "instances measured one after the other".
+    pub fn describe(self) -> &'static str {
+        match self {
+            InstancesMode::Together => "instances measured together",
+            InstancesMode::InTurn => "instances measured one after the other",
+        }
+    }
+
+    /// The mode a run's plan stored (`instances`), if it has one.
+    pub fn stored(plan: &serde_json::Value) -> Option<InstancesMode> {
+        serde_json::from_value(plan.get("instances")?.clone()).ok()
     }
 }
 

@@ -5,7 +5,7 @@
 use anyhow::{Result, anyhow};
 use rtscope_model::analysis::rta;
 use rtscope_model::analysis::usage::Usage;
-use rtscope_model::settings::{CellDuration, Checkpoint, CpuList, ScoreTime, Warmup};
+use rtscope_model::settings::{CellDuration, Checkpoint, CpuList, InstancesMode, ScoreTime, Warmup};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,6 +34,9 @@ pub struct PlanFile {
     /// How long the CPU score measures.
     pub score: Option<ScoreTime>,
     pub shuffle: Option<bool>,
+    /// How instances of one probe (`wakeup@95`, `wakeup@80`) are measured:
+    /// `together` (the default) or `in-turn`.
+    pub instances: Option<InstancesMode>,
     pub seed: Option<u64>,
     /// Measured CPUs.
     pub cpus: Option<CpuList>,
@@ -95,6 +98,7 @@ impl PlanFile {
             ramp_up,
             score,
             shuffle,
+            instances,
             seed,
             cpus,
             load_cpus,

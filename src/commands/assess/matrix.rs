@@ -67,12 +67,12 @@ impl Matrix {
         opts: &Options,
         signal: &Arc<AtomicBool>,
     ) -> Result<()> {
-        for (n, &(l, p)) in plan.cells.iter().enumerate() {
+        for (n, &(l, _)) in plan.cells.iter().enumerate() {
             if signal.load(Relaxed) {
                 break;
             }
             self.switch_load(plan, l, opts, signal)?;
-            if !self.cell(plan, n, effective[p], run, opts, signal)? {
+            if !self.cell(plan, n, effective, run, opts, signal)? {
                 break;
             }
         }
@@ -121,20 +121,40 @@ impl Matrix {
         self.active.as_ref().and_then(|a| a.running.failure()).or(self.failures[l].clone())
     }
 
+    /// The cell that probe `p` leads, under `label`: its instances
+    /// measured together with it, each at its scheduling.
+    fn prepare<'p>(
+        plan: &'p Plan,
+        p: usize,
+        effective: &[(Policy, u8)],
+        label: &str,
+        warnings: &mut Vec<rtscope_model::inventory::Warning>,
+    ) -> Result<Cell<'p>> {
+        let mut parts = Vec::new();
+        for &q in &plan.together[p] {
+            if let Built::PerCpu(common, probe) = &plan.probes[q] {
+                parts.push((probe.as_ref(), common.as_ref(), effective[q]));
+            }
+        }
+        let (probe, common, first) = parts.remove(0);
+        let cell = Cell::prepare(probe, common, first, Some(label.to_string()), warnings)?;
+        cell.with(&parts, "instances = \"in-turn\" in the plan, or --instances-in-turn", warnings)
+    }
+
     /// Measures cell `n` under its load, now running. Returns false when
     /// the assessment must stop (a store error, a breach).
     fn cell(
         &mut self,
         plan: &Plan,
         n: usize,
-        effective: (Policy, u8),
+        effective: &[(Policy, u8)],
         run: &mut OpenRun,
         opts: &Options,
         signal: &Arc<AtomicBool>,
     ) -> Result<bool> {
         let (l, p) = plan.cells[n];
         let label = plan.loads[l].label.clone();
-        let name = plan.probes[p].series_name();
+        let name = plan.cell_name(p);
         if !opts.quiet {
             eprintln!("[{}/{}] {name} under {label}", n + 1, plan.cells.len());
         }
@@ -152,9 +172,9 @@ impl Matrix {
             return Ok(true);
         }
         let mut outcome = match &plan.probes[p] {
-            Built::PerCpu(common, probe) => {
+            Built::PerCpu(..) => {
                 let mut warnings = Vec::new();
-                let cell = Cell::prepare(probe.as_ref(), common, effective, Some(label.clone()), &mut warnings);
+                let cell = Self::prepare(plan, p, effective, &label, &mut warnings);
                 for w in warnings {
                     self.notes.push(format!("{name} under {label}: {} (fix: {})", w.message, w.fix));
                 }
@@ -165,7 +185,7 @@ impl Matrix {
                     }
                 }
             }
-            Built::Own(o) => o.measure(run, &label, plan.cell_ns, effective, signal)?,
+            Built::Own(o) => o.measure(run, &label, plan.cell_ns, effective[p], signal)?,
         };
         if let Some(f) = self.load_failure(l) {
             outcome.errors.push(format!("{name} under {label}: load {label} failed while it was measured: {f}"));

@@ -14,7 +14,7 @@ use rtscope_model::analysis::usage::Usage;
 use rtscope_model::descriptor::{self, Descriptor};
 use rtscope_model::episode::Stages;
 use rtscope_model::inventory::format_cpu_list;
-use rtscope_model::settings::{CellDuration, Checkpoint, CpuList, RunDuration, ScoreTime, Warmup};
+use rtscope_model::settings::{CellDuration, Checkpoint, CpuList, InstancesMode, RunDuration, ScoreTime, Warmup};
 use rtscope_model::units;
 use std::path::Path;
 
@@ -37,8 +37,15 @@ pub struct Plan {
     pub seed: u64,
     /// What a day and a week of the levels are (`usage`, `--usage`).
     pub usage: Usage,
-    /// (load index, probe index), in the order measured.
+    /// (load index, probe index), in the order measured: the probe leads
+    /// its cell, with the instances measured together with it (`together`).
     pub cells: Vec<(usize, usize)>,
+    /// How instances of one probe (`wakeup@95,wakeup@80`) are measured:
+    /// together in one cell, or one after the other (`instances`).
+    pub instances: InstancesMode,
+    /// Per probe index: the probes its cell measures (itself first) where
+    /// it leads a cell; empty where it is measured in another's.
+    pub together: Vec<Vec<usize>>,
     /// Probes measured without --trace (they cannot be traced yet).
     pub untraced: Vec<&'static str>,
     pub trace: bool,
@@ -129,18 +136,50 @@ fn probe_names(file: &PlanFile, origin: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// `wakeup@80`: an instance of wakeup at SCHED_FIFO 80, stored apart; the
-/// probe's name and the priority, or None for a plain name.
-fn instance<'n>(name: &'n str, origin: &str) -> Result<Option<(&'n str, u8)>> {
-    match name.split_once('@') {
-        Some((base, prio)) => match prio.parse::<u8>() {
-            Ok(p) if (1..=99).contains(&p) => Ok(Some((base, p))),
-            _ => {
-                bail!("{origin}: probe {name}: the priority after @ must be 1..99 (e.g. --probes wakeup@95,wakeup@80)")
-            }
-        },
-        None => Ok(None),
+/// An instance of a per-CPU probe as a plan lists it, typed:
+/// `wakeup@80` (SCHED_FIFO 80), `wakeup@80:rr` (SCHED_RR 80).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct At<'n> {
+    pub(super) base: &'n str,
+    pub(super) priority: u8,
+    pub(super) policy: Policy,
+}
+
+/// `wakeup@80[:rr]`: an instance of wakeup at priority 80 (SCHED_FIFO, or
+/// the policy after `:`), stored apart; None for a plain name.
+pub(super) fn instance<'n>(name: &'n str, origin: &str) -> Result<Option<At<'n>>> {
+    let Some((base, rest)) = name.split_once('@') else { return Ok(None) };
+    let (prio, policy) = rest.split_once(':').unwrap_or((rest, "fifo"));
+    let priority = match prio.parse::<u8>() {
+        Ok(p) if (1..=99).contains(&p) => p,
+        _ => bail!("{origin}: probe {name}: the priority after @ must be 1..99 (e.g. --probes wakeup@95,wakeup@80)"),
+    };
+    let policy = match policy {
+        "fifo" => Policy::Fifo,
+        "rr" => Policy::Rr,
+        _ => bail!(
+            "{origin}: probe {name}: the policy after the priority is fifo (the default) or rr (e.g. --probes \
+             wakeup@80:rr,wakeup@80:rr)"
+        ),
+    };
+    Ok(Some(At { base, priority, policy }))
+}
+
+/// The plan's instances of one probe measured in one cell: per probe
+/// index, the probes measured with it (itself first) where it leads its
+/// cell, none where it is measured in another's; every probe alone with
+/// `instances = "in-turn"`.
+fn groups(names: &[String], mode: InstancesMode) -> Vec<Vec<usize>> {
+    let base = |n: &str| descriptor::instance(n).map(|(b, _)| b.to_string());
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); names.len()];
+    for (i, name) in names.iter().enumerate() {
+        let leader = match (mode, base(name)) {
+            (InstancesMode::Together, Some(b)) => (0..i).find(|&j| base(&names[j]).as_deref() == Some(&b)),
+            _ => None,
+        };
+        groups[leader.unwrap_or(i)].push(i);
     }
+    groups
 }
 
 /// What every probe of a plan is built with: the plan's CPUs, cell,
@@ -163,24 +202,34 @@ impl Building<'_> {
     fn probe(&self, name: &str, earlier: &[Built]) -> Result<(Built, Option<&'static str>)> {
         let origin = self.origin;
         let at = instance(name, origin)?;
-        let entry = registry::find(at.map_or(name, |(b, _)| b)).with_context(|| origin.to_string())?;
+        let entry = registry::find(at.map_or(name, |a| a.base)).with_context(|| origin.to_string())?;
         if at.is_some() && !entry.per_cpu {
             bail!("{origin}: probe {name}: only a per-CPU probe takes @PRIORITY (osbench has its own --priorities)");
         }
-        if earlier.iter().any(|p| p.series_name() == name) {
-            bail!("{origin}: probe {name} is listed twice");
+        if at.is_none() && earlier.iter().any(|p| p.series_name() == name) {
+            bail!("{origin}: probe {name} is listed twice (instances at a priority may be: {name}@80,{name}@80)");
         }
-        let args = self.args(entry, name, at.is_some());
+        // A second instance at one priority: `wakeup@80#2`.
+        let series = at.map(|a| {
+            let names: Vec<&str> = earlier.iter().map(Built::series_name).collect();
+            crate::probe::instance_name(a.base, a.priority, &names)
+        });
+        let args = self.args(entry, at);
         let mut built =
             registry::build(entry, &args, &self.given(entry)).with_context(|| format!("{origin}: [args] {name}"))?;
-        let untraced = self.adapt(&mut built, entry, name, at.map(|(_, p)| p))?;
+        let untraced = self.adapt(&mut built, entry, name, at.zip(series))?;
         Ok((built, untraced.then_some(entry.name)))
     }
 
     /// A probe's own arguments as the plan writes them: an instance's own
-    /// [args], else its probe's.
-    fn args(&self, entry: &Descriptor, name: &str, instance: bool) -> Vec<String> {
-        let own = self.file.args.get(name).or_else(|| instance.then(|| self.file.args.get(entry.name)).flatten());
+    /// [args] (`"wakeup@80"`, whatever its policy), else its probe's.
+    fn args(&self, entry: &Descriptor, at: Option<At>) -> Vec<String> {
+        let own = match at {
+            Some(a) => {
+                self.file.args.get(&format!("{}@{}", a.base, a.priority)).or_else(|| self.file.args.get(entry.name))
+            }
+            None => self.file.args.get(entry.name),
+        };
         own.cloned().unwrap_or_default()
     }
 
@@ -206,7 +255,7 @@ impl Building<'_> {
     /// plan's warm-up and an instance's priority, and drops --trace where
     /// it cannot be traced; a measurement with its own runner is placed on
     /// the plan's CPUs. Returns whether it is measured without --trace.
-    fn adapt(&self, built: &mut Built, entry: &Descriptor, name: &str, priority: Option<u8>) -> Result<bool> {
+    fn adapt(&self, built: &mut Built, entry: &Descriptor, name: &str, at: Option<(At, String)>) -> Result<bool> {
         let origin = self.origin;
         match built {
             Built::PerCpu(common, probe) => {
@@ -220,10 +269,10 @@ impl Building<'_> {
                 common.warmup_ns = self.warmup_ns;
                 common.kind = "run".into();
                 common.json = None;
-                if let Some(prio) = priority {
-                    common.policy = Policy::Fifo;
-                    common.priority = prio;
-                    common.instance = Some(name.to_string());
+                if let Some((a, series)) = at {
+                    common.policy = a.policy;
+                    common.priority = a.priority;
+                    common.instance = Some(series);
                 }
                 if common.trace.is_some() && probe.trace_stages().is_none() {
                     common.trace = None;
@@ -306,8 +355,12 @@ impl Plan {
             );
         }
         let seed = file.seed.unwrap_or_else(|| clock::now() ^ u64::from(std::process::id()));
+        let instances = file.instances.unwrap_or_default();
+        let together = groups(&names, instances);
+        Self::check_together(&probes, &together, origin)?;
+        let leaders: Vec<usize> = (0..probes.len()).filter(|&p| !together[p].is_empty()).collect();
         let mut cells: Vec<(usize, usize)> =
-            (0..loads.len()).flat_map(|l| (0..probes.len()).map(move |p| (l, p))).collect();
+            (0..loads.len()).flat_map(|l| leaders.iter().map(move |&p| (l, p))).collect();
         if shuffle {
             cells = shuffled(cells, seed);
         }
@@ -326,6 +379,8 @@ impl Plan {
             seed,
             usage,
             cells,
+            instances,
+            together,
             untraced,
             trace,
             profiles,
@@ -333,6 +388,28 @@ impl Plan {
             allow_insufficient,
             tasks,
         })
+    }
+
+    /// Instances measured together are refused with what follows one
+    /// instance only (`--trace`, a kernel tracer beside the probe).
+    fn check_together(probes: &[Built], together: &[Vec<usize>], origin: &str) -> Result<()> {
+        for group in together.iter().filter(|g| g.len() > 1) {
+            let parts: Vec<(&dyn crate::probe::Probe, &crate::probe::Common)> = group
+                .iter()
+                .filter_map(|&p| match &probes[p] {
+                    Built::PerCpu(common, probe) => Some((probe.as_ref(), common.as_ref())),
+                    Built::Own(_) => None,
+                })
+                .collect();
+            crate::probe::check_together(&parts, "instances = \"in-turn\" in the plan, or --instances-in-turn")
+                .map_err(|e| anyhow!("{origin}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The names of the probes cell `n` measures, `wakeup@95 + wakeup@80`.
+    pub fn cell_name(&self, p: usize) -> String {
+        self.together[p].iter().map(|&q| self.probes[q].series_name()).collect::<Vec<_>>().join(" + ")
     }
 
     /// The plan's task set (`tasks = FILE` or `[[task]]` tables) at its
@@ -388,14 +465,20 @@ impl Plan {
 
     pub(super) fn describe(&self) -> String {
         format!(
-            "{} x {}: {} of {} (+{} warm-up), about {}",
+            "{} x {}: {} of {} (+{} warm-up), about {}{}",
             units::plural(self.probes.len(), "probe"),
             units::plural(self.loads.len(), "load"),
             units::plural(self.cells.len(), "cell"),
             units::human(self.cell_ns),
             units::human(self.warmup_ns),
-            units::human(self.length_ns() / 1_000_000_000 * 1_000_000_000)
+            units::human(self.length_ns() / 1_000_000_000 * 1_000_000_000),
+            self.instances_stored().map(|m| format!("; {}", m.describe())).unwrap_or_default()
         )
+    }
+
+    /// How the plan's instances are measured, where it has several.
+    fn instances_stored(&self) -> Option<InstancesMode> {
+        (self.probes.iter().filter(|b| b.series_name().contains('@')).count() > 1).then_some(self.instances)
     }
 
     pub(super) fn json(&self, cells: &[serde_json::Value], housekeeping: &str) -> serde_json::Value {
@@ -411,7 +494,7 @@ impl Plan {
                 "score_ns": self.score_ns,
                 "shuffle": self.shuffle,
                 "seed": self.seed,
-                "order": self.cells.iter().map(|&(l, p)| [self.probes[p].series_name(), &self.loads[l].label]).collect::<Vec<_>>(),
+                "order": self.cells.iter().map(|&(l, p)| [self.cell_name(p), self.loads[l].label.clone()]).collect::<Vec<_>>(),
                 "untraced": self.untraced,
                 "trace": self.trace,
             },
@@ -422,6 +505,7 @@ impl Plan {
             },
             "schedulability": self.tasks,
             "usage": self.usage,
+            "instances": self.instances_stored(),
             "cpus": format_cpu_list(&self.cpus),
             "load_cpus": format_cpu_list(&self.load_cpus),
             "housekeeping_cpus": housekeeping,

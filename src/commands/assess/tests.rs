@@ -3,6 +3,7 @@ use super::*;
 use crate::cli::registry::Built;
 use crate::report::Input;
 use crate::session::CellOutcome;
+use crate::sys::sched::Policy;
 use rtscope_model::analysis::rta;
 use rtscope_model::descriptor;
 use rtscope_model::run::RunStatus;
@@ -51,6 +52,40 @@ fn instances_of_a_probe_take_their_priority_and_their_args() {
         .collect();
     assert_eq!(got, vec![("wakeup@95".into(), 95, 500_000), ("wakeup@80".into(), 80, 2_000_000)]);
     assert_eq!(produces(&plan.probes)[1], ("wakeup@80".to_string(), vec!["latency".to_string()]));
+}
+
+/// Instances of one probe are one cell (per load), measured together;
+/// equal priorities are named apart (`wakeup@80#2`), `:rr` is SCHED_RR;
+/// `instances = "in-turn"` makes each its own cell again.
+#[test]
+fn instances_of_a_probe_are_one_cell_unless_in_turn() {
+    let db = Path::new("/tmp/never-created.db");
+    let text = "probes = [\"wakeup@80:rr\", \"noise\", \"wakeup@80:rr\", \"wakeup@95\"]\ncpus = \"0\"\n\
+                loads = [\"idle\", \"cpu\"]\n";
+    let plan = Plan::resolve(&PlanFile::parse(text, "p.toml").unwrap(), "p.toml", db).unwrap();
+    let got: Vec<(String, Policy, u8)> = plan
+        .probes
+        .iter()
+        .map(|b| match b {
+            Built::PerCpu(c, _) => (b.series_name().to_string(), c.policy, c.priority),
+            Built::Own(_) => unreachable!(),
+        })
+        .collect();
+    let want = [("wakeup@80", Policy::Rr, 80), ("noise", Policy::Fifo, 95), ("wakeup@80#2", Policy::Rr, 80)];
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!((g.0.as_str(), g.1, g.2), w);
+    }
+    assert_eq!(got[3], ("wakeup@95".to_string(), Policy::Fifo, 95));
+    assert_eq!(plan.together, vec![vec![0, 2, 3], vec![1], vec![], vec![]]);
+    assert_eq!(plan.cells, vec![(0, 0), (0, 1), (1, 0), (1, 1)]);
+    assert_eq!(plan.cell_name(0), "wakeup@80 + wakeup@80#2 + wakeup@95");
+    let json = plan.json(&[], "");
+    assert_eq!(json["instances"], "together");
+    assert!(json["describe"].as_str().unwrap().ends_with("; instances measured together"), "{json}");
+    let text = format!("{text}instances = \"in-turn\"\n");
+    let plan = Plan::resolve(&PlanFile::parse(&text, "p.toml").unwrap(), "p.toml", db).unwrap();
+    assert_eq!(plan.cells.len(), 8);
+    assert_eq!(plan.json(&[], "")["instances"], "in-turn");
 }
 
 #[test]
@@ -126,7 +161,10 @@ fn bad_plans_name_the_key() {
         ("probes = [\"nope\"]", &["plan.toml", "nope", "known"][..]),
         ("probes = [\"wakeup@100\"]", &["plan.toml", "wakeup@100", "1..99"][..]),
         ("probes = [\"osbench@5\"]", &["plan.toml", "osbench@5", "per-CPU"][..]),
-        ("probes = [\"wakeup@90\", \"wakeup@90\"]", &["plan.toml", "wakeup@90 is listed twice"][..]),
+        ("probes = [\"wakeup\", \"wakeup\"]", &["plan.toml", "wakeup is listed twice"][..]),
+        ("probes = [\"wakeup@90:other\"]", &["plan.toml", "wakeup@90:other", "fifo", "rr"][..]),
+        ("probes = [\"wakeup@90\"]\ninstances = \"apart\"", &["plan.toml", "in-turn"][..]),
+        ("probes = [\"wakeup@95\", \"wakeup@80\"]\ntrace = true", &["plan.toml", "--trace", "in-turn"][..]),
         ("probes = [\"wakeup\"]\nloads = [\"spin\"]", &["plan.toml", "loads", "spin"][..]),
         ("probes = [\"wakeup\"]\n[args]\nwakeup = [\"--interval\", \"1\"]", &["plan.toml", "wakeup", "--interval"][..]),
         ("probes = [\"wakeup\"]\n[args]\nnoyse = []", &["plan.toml", "noyse"][..]),
