@@ -560,10 +560,10 @@ impl<'a> Cell<'a> {
         if let (Some(inst), Some(mut report), Some(opts)) = (instance.take(), report, common.trace) {
             let windows = probe.trace_stages() == Some(false);
             timeline = report.timeline.take();
-            let masked = crate::trace::irqtime::irqs_off_note(&inst.root);
+            let masked = crate::trace::irqtime::irqs_off_note_once(&inst.root);
             let (summary, trace_notes) = crate::trace::summarize(inst, report, &opts, &mirror_lost, windows, code);
             out.notes.extend(trace_notes);
-            out.notes.push(masked);
+            out.notes.extend(masked);
             out.trace = Some(summary);
         }
         out.breach = shared.breach.describe(common.threshold_ns);

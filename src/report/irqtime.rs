@@ -13,12 +13,15 @@ use rtscope_model::run::Run;
 use rtscope_model::units::us;
 use std::io::Write;
 
+/// How the run's note on interrupts-masked time begins.
+const MASKED: &str = "interrupts-masked time";
+
 /// The table's columns.
 const HEAD: [&str; 8] = ["driver", "kind", "CPUs", "count", "p99", "max", "total", "share"];
 
 /// The run's note on interrupts-masked time, where its trace left one.
 fn masked_note(run: &Run) -> Option<&str> {
-    run.header.notes.iter().map(String::as_str).find(|n| n.starts_with("--trace: interrupts-masked time"))
+    run.header.notes.iter().map(String::as_str).find(|n| n.starts_with(MASKED))
 }
 
 /// A row's cells, in [`HEAD`]'s order (times in us, the total in ms).
@@ -98,7 +101,7 @@ fn section_of(run: &Run, p: &str) -> Vec<Section> {
         sec.push(Block::Table(t));
     }
     if let Some(n) = masked_note(run) {
-        sec.push(Block::Para(n.trim_start_matches("--trace: ").to_string()));
+        sec.push(Block::Para(n.to_string()));
     }
     vec![sec]
 }

@@ -244,11 +244,18 @@ impl CpuRuntimes {
     }
 }
 
+/// [`irqs_off_note`], once per process: an assessment's or a probe's
+/// several traced cells say it once.
+pub fn irqs_off_note_once(root: &std::path::Path) -> Option<String> {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    (!SAID.swap(true, std::sync::atomic::Ordering::Relaxed)).then(|| irqs_off_note(root))
+}
+
 /// Whether the kernel can tell when interrupts are masked, and how:
 /// the `preemptirq` tracepoints (`irq_disable`/`irq_enable`,
 /// CONFIG_TRACE_IRQFLAGS with CONFIG_TRACE_PREEMPT_TOGGLE or
 /// CONFIG_IRQSOFF_TRACER) or the irqsoff tracer; a sentence for the run's
-/// notes.
+/// notes (informational: not a `--trace:` problem).
 pub fn irqs_off_note(root: &std::path::Path) -> String {
     let events = root.join("events/preemptirq/irq_disable").exists();
     let tracer = std::fs::read_to_string(root.join("available_tracers"))
@@ -267,7 +274,7 @@ fn irqs_off_text(events: bool, tracer: bool) -> String {
         (true, true) => "this kernel has the preemptirq tracepoints and the irqsoff tracer; rtscope reads neither yet",
     };
     format!(
-        "--trace: interrupts-masked time is not measured: {what}; where interrupts were masked, a late sample's \
+        "interrupts-masked time is not measured (--trace): {what}; where interrupts were masked, a late sample's \
          episode shows the time as its unaccounted remainder (the timer interrupt came late with nothing traced \
          running in interrupt context), named from the evidence where it can be"
     )
