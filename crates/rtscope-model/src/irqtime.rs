@@ -97,9 +97,9 @@ fn span(list: &[&Series]) -> u64 {
     }
 }
 
-/// The per-driver rows of `run`: per probe and load, each interrupt's
-/// series summed over its CPUs; most CPU time first within each
-/// probe and load. The share's time is the span of that probe's and load's
+/// The per-driver rows of `run`: per probe and load (in the run's order of
+/// loads), each interrupt's series summed over its CPUs; most CPU time
+/// first within each probe and load. The share's time is the span of that probe's and load's
 /// series, its CPUs those its series measured.
 pub fn rows(run: &Run) -> Vec<Row> {
     let mut groups: Vec<(&str, Option<&str>)> = Vec::new();
@@ -109,6 +109,9 @@ pub fn rows(run: &Run) -> Vec<Row> {
             groups.push(g);
         }
     }
+    let loads = run.loads();
+    let rank = |l: Option<&str>| l.map_or(0, |l| loads.iter().position(|x| x == l).unwrap_or(loads.len()));
+    groups.sort_by_key(|&(probe, load)| (crate::descriptor::rank(probe), probe, rank(load)));
     let mut out = Vec::new();
     for (probe, load) in groups {
         let of: Vec<&Series> =
