@@ -109,6 +109,64 @@ pub enum EpisodeMsg {
     /// What the whole window's timeline settled since its last part: stored
     /// as it comes, so that a run killed before its end keeps it.
     Timeline(Box<rtscope_model::episode::timeline::Part>),
+    /// One traced CPU's interrupt and softirq runtimes over an interval
+    /// ([`crate::trace::irqtime`]).
+    Runtime(Box<RuntimeBatch>),
+}
+
+/// One traced CPU's interrupt and softirq runtimes over one interval, per
+/// series metric (`irq:local_timer`, `softirq:NET_RX`), for `probe`'s
+/// series on `cpu`.
+pub struct RuntimeBatch {
+    pub probe: String,
+    pub cpu: i64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub series: Vec<(String, Tally)>,
+}
+
+/// The interrupt-runtime series the writer declared: (probe, metric, CPU)
+/// -> (series id, next interval's sequence number).
+pub type RuntimeSeries = std::collections::HashMap<(String, String, i64), (i64, u32)>;
+
+/// Stores a batch of runtimes as intervals of their series, declaring a
+/// series (under the cell's `load`) the first time it comes; tells the tap.
+fn store_runtime(
+    (store, known, tap): (&mut Store, &mut RuntimeSeries, Option<&Arc<dyn Tap>>),
+    run_id: i64,
+    load: &Option<String>,
+    b: RuntimeBatch,
+) -> anyhow::Result<()> {
+    let mut intervals = Vec::with_capacity(b.series.len());
+    for (metric, tally) in &b.series {
+        let id = (b.probe.clone(), metric.clone(), b.cpu);
+        let (sid, seq) = match known.get_mut(&id) {
+            Some(v) => v,
+            None => {
+                let key = SeriesKey { probe: b.probe.clone(), metric: metric.clone(), cpu: b.cpu, load: load.clone() };
+                let sid = store.add_series(run_id, &key, "ns", "none")?;
+                if let Some(tap) = tap {
+                    tap.series(sid, &key);
+                }
+                known.entry(id).or_insert((sid, 0))
+            }
+        };
+        intervals.push((*sid, Interval::new(*seq, b.start_ns, b.end_ns, tally, 0, 0)));
+        *seq += 1;
+    }
+    let ivs: Vec<(i64, &Interval)> = intervals.iter().map(|(s, iv)| (*s, iv)).collect();
+    let committed = store.commit_checkpoint(&ivs, &[]);
+    if let Some(tap) = tap {
+        match &committed {
+            Ok(()) => {
+                for ((sid, _), (_, t)) in intervals.iter().zip(&b.series) {
+                    tap.committed(*sid, t, 0, 0, b.end_ns);
+                }
+            }
+            Err(_) => tap.store_failed(),
+        }
+    }
+    committed
 }
 
 /// A copy of every sample for the tracer (`--trace`): the reader thread
@@ -469,13 +527,24 @@ pub struct Writer {
     /// The series a traced probe's episodes belong to, by (probe, metric,
     /// CPU), for the tap's counts per cause class.
     pub explained: Vec<((String, String, i64), i64)>,
+    /// The interrupt-runtime series declared so far.
+    pub runtime: RuntimeSeries,
 }
 
 impl Writer {
     /// A writer of `sinks` into `store` with nothing else: no episodes, no
     /// load, no tap.
     pub fn plain(store: Store, sinks: Vec<SeriesSink>) -> Writer {
-        Writer { store, sinks, lost_exceedances: 0, episodes: None, load: None, tap: None, explained: Vec::new() }
+        Writer {
+            store,
+            sinks,
+            lost_exceedances: 0,
+            episodes: None,
+            load: None,
+            tap: None,
+            explained: Vec::new(),
+            runtime: RuntimeSeries::new(),
+        }
     }
 
     /// Drains every ring once and commits finished intervals. Returns true
@@ -584,6 +653,9 @@ impl Writer {
                 }
                 EpisodeMsg::Class(probe, metric, cpu, kind) => self.count_class(&probe, &metric, cpu, kind),
                 EpisodeMsg::Timeline(part) => self.store.add_timeline_part(*run_id, &part)?,
+                EpisodeMsg::Runtime(b) => {
+                    store_runtime((&mut self.store, &mut self.runtime, self.tap.as_ref()), *run_id, &self.load, *b)?
+                }
                 EpisodeMsg::Drop(probe, metric, cpu, sample) => {
                     let pending = keep
                         .iter()

@@ -11,7 +11,7 @@ use rtscope_model::analysis::pot::REFUSED;
 use rtscope_model::analysis::verdict::{self, Status, Verdict};
 use rtscope_model::characterisation::Characterisation;
 use rtscope_model::descriptor;
-use rtscope_model::episode::{Stages, top_causes};
+use rtscope_model::episode::top_causes;
 use rtscope_model::run::{IDLE_LOAD, Run, Series, SeriesKey, farthest, pooled};
 use rtscope_model::units;
 use serde::Serialize;
@@ -279,7 +279,7 @@ pub fn by_relevance(keys: &[&SeriesKey], verdicts: &[Verdict]) -> Vec<usize> {
 
 /// The measured series of `probe` (trace stages aside).
 pub fn of_probe<'a>(run: &'a Run, probe: &str) -> Vec<&'a Series> {
-    run.series.iter().filter(|s| s.key.probe == probe && !Stages::is_series(&s.key.metric)).collect()
+    run.series.iter().filter(|s| s.key.probe == probe && !rtscope_model::irqtime::from_trace(&s.key.metric)).collect()
 }
 
 /// A probe metric under one load, its CPUs together.
@@ -298,7 +298,7 @@ fn cell(list: &[&Series], metric: &str, load: &Option<String>) -> Option<Summary
 
 fn rows(run: &Run, loads: &[Option<String>]) -> Vec<SummaryRow> {
     let mut probes: Vec<&str> = Vec::new();
-    for s in run.series.iter().filter(|s| !Stages::is_series(&s.key.metric)) {
+    for s in run.series.iter().filter(|s| !rtscope_model::irqtime::from_trace(&s.key.metric)) {
         if !probes.contains(&s.key.probe.as_str()) {
             probes.push(&s.key.probe);
         }
@@ -456,7 +456,7 @@ fn counters(c: &Characterisation) -> String {
 fn observed_s(run: &Run) -> f64 {
     run.series
         .iter()
-        .filter(|s| !Stages::is_series(&s.key.metric))
+        .filter(|s| !rtscope_model::irqtime::from_trace(&s.key.metric))
         .map(|s| s.intervals.iter().map(|iv| iv.end_ns.saturating_sub(iv.start_ns)).sum::<u64>() as f64 / 1e9)
         .fold(0.0, f64::max)
 }

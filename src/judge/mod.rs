@@ -96,7 +96,7 @@ pub fn analyse<'r>(
     let list: Vec<(&Series, Option<u64>)> = run
         .series
         .iter()
-        .filter(|s| !Stages::is_series(&s.key.metric) && s.total().count() > 0 && keep(s))
+        .filter(|s| !rtscope_model::irqtime::from_trace(&s.key.metric) && s.total().count() > 0 && keep(s))
         .map(|s| (s, timer_period(run, &s.key)))
         .collect();
     let analysed = series::analyze_all(&list, opts);

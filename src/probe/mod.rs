@@ -593,6 +593,8 @@ impl<'a> Cell<'a> {
             load: load.clone(),
             tap,
             explained,
+
+            runtime: Default::default(),
         };
         let mut out = CellOutcome::default();
         if let Err(e) = relocked_before {
@@ -702,8 +704,10 @@ impl<'a> Cell<'a> {
         if let (Some(inst), Some(mut report), Some(opts)) = (instance.take(), report, common.trace) {
             let windows = probe.trace_stages() == Some(false);
             timeline = report.timeline.take();
+            let masked = crate::trace::irqtime::irqs_off_note_once(&inst.root);
             let (summary, trace_notes) = crate::trace::summarize(inst, report, &opts, &mirror_lost, windows, code);
             out.notes.extend(trace_notes);
+            out.notes.extend(masked);
             out.trace = Some(summary);
         }
         let instances: Vec<(usize, &str)> =

@@ -220,7 +220,7 @@ pub(super) fn trace_lanes(
         .zip(tids)
         .map(|((c, buffer, samples, stage_recs), tid)| {
             let trace = CpuTrace::new(c as i64, name, metric, tid.load(Relaxed), settings);
-            let mut lane = Lane::new(buffer, trace, samples, stage_recs, opts.clock);
+            let mut lane = Lane::new(buffer, trace, samples, stage_recs, (opts.clock, common.checkpoint_ns));
             if let Some((file, dec)) = stack_parts.as_mut().and_then(Iterator::next) {
                 lane = lane.with_stacks(file, dec);
             }

@@ -64,8 +64,27 @@ fn write_grid(out: &mut dyn Write, g: &Grid) -> Result<()> {
     Ok(())
 }
 
+/// The interrupts whose runtime a probe's rows show in the matrix: the
+/// [`MATRIX_DRIVERS`] that took the most CPU time over every load (the
+/// report's per-driver table has them all).
+fn top_drivers(run: &Run, probe: &str) -> Vec<String> {
+    let mut total: Vec<(String, u64)> = Vec::new();
+    for s in run.series.iter().filter(|s| s.key.probe == probe && rtscope_model::irqtime::is_series(&s.key.metric)) {
+        match total.iter_mut().find(|(m, _)| *m == s.key.metric) {
+            Some((_, t)) => *t += s.total().stats.sum,
+            None => total.push((s.key.metric.clone(), s.total().stats.sum)),
+        }
+    }
+    total.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    total.into_iter().take(MATRIX_DRIVERS).map(|(m, _)| m).collect()
+}
+
+/// Interrupts (hard and soft) shown per probe in the matrix.
+const MATRIX_DRIVERS: usize = 6;
+
 /// (probe, metric) rows: the plan's probes and their metrics in order, the
-/// stages after their probe's own metrics.
+/// stages after their probe's own metrics, then the interrupts that took
+/// the most CPU time while it was traced.
 fn rows(run: &Run) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = Vec::new();
     if let Some(cells) = run.plan["cells"].as_array() {
@@ -79,9 +98,14 @@ fn rows(run: &Run) -> Vec<(String, String)> {
                     out.push((probe.into(), st.into()));
                 }
             }
+            for m in top_drivers(run, probe) {
+                if !out.iter().any(|(p, x)| p == probe && *x == m) {
+                    out.push((probe.into(), m));
+                }
+            }
         }
     }
-    for s in &run.series {
+    for s in run.series.iter().filter(|s| !rtscope_model::irqtime::is_series(&s.key.metric)) {
         let k = (s.key.probe.clone(), s.key.metric.clone());
         if !out.contains(&k) {
             out.push(k);
@@ -95,6 +119,9 @@ fn rows(run: &Run) -> Vec<(String, String)> {
 fn label(probe: &str, metric: &str) -> String {
     if Stages::is_series(metric) {
         return format!("{probe} stage {metric}");
+    }
+    if let Some((class, name)) = rtscope_model::irqtime::parse(metric) {
+        return format!("{probe} {} {name} runtime", class.word());
     }
     format!("{probe} {metric}{}", descriptor::find(probe).map_or("", |d| d.row_suffix))
 }
@@ -172,11 +199,17 @@ pub fn matrix_legend(run: &Run) -> String {
              call -> the blocked higher-priority one running{equal} (rtscope osbench --list)"
         )
     };
+    let irqs = if run.series.iter().any(|s| rtscope_model::irqtime::is_series(&s.key.metric)) {
+        "; <probe> irq|softirq NAME runtime: that interrupt's runtime on the measured CPUs while the probe was \
+         traced, the six that took the most CPU time (all of them: the per-driver table)"
+    } else {
+        ""
+    };
     format!(
         "latency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \
          requested; drift: event seen - programmed expiry; task: release delay, response and lateness of a periodic \
          job; drift, deviation and lateness signed: a negative worst case is an early return \
-         or event further from zero than the latest one{osbench}. Per CPU: rtscope show {} --json, \
+         or event further from zero than the latest one{osbench}{irqs}. Per CPU: rtscope show {} --json, \
          rtscope export {}",
         run.header.id, run.header.id
     )

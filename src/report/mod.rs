@@ -17,6 +17,7 @@ mod flame;
 pub mod fleet;
 mod hdr;
 pub mod html;
+mod irqtime;
 mod json;
 mod judged;
 mod machine;

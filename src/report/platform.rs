@@ -9,7 +9,6 @@ use super::summary::{Summary, short_us};
 use super::wrap::{WIDTH, wrap};
 use rtscope_model::compare::{SeriesCmp, load_of};
 use rtscope_model::descriptor;
-use rtscope_model::episode::Stages;
 use rtscope_model::run::{Run, Series, pooled};
 use std::io::Write;
 
@@ -44,7 +43,7 @@ fn figures(run: &Run, row: &SeriesCmp) -> Option<[i64; 5]> {
 /// order (wake-up latency first).
 fn rows<'c>(cmp: &'c Comparison) -> Vec<&'c SeriesCmp> {
     let mut rows: Vec<&SeriesCmp> =
-        cmp.compared.series.iter().filter(|s| s.summary && !Stages::is_series(&s.metric)).collect();
+        cmp.compared.series.iter().filter(|s| s.summary && !rtscope_model::irqtime::from_trace(&s.metric)).collect();
     rows.sort_by_key(|s| descriptor::rank(&s.probe));
     rows
 }

@@ -3,7 +3,6 @@
 //! p99.9 beside), within 100 columns, then where the run is stored: no
 //! histogram, no notes (they are stored with the run: `rtscope show`).
 
-use rtscope_model::episode::Stages;
 use rtscope_model::run::Run;
 use rtscope_model::units::us_i;
 use std::io::Write;
@@ -12,8 +11,11 @@ use std::io::Write;
 pub fn write(run: &Run, out: &mut dyn Write) -> std::io::Result<()> {
     let h = &run.header;
     writeln!(out, "rtscope {} · run {} · {}", h.kind, h.id, h.status.as_str())?;
-    let series: Vec<_> =
-        run.series.iter().filter(|s| !Stages::is_series(&s.key.metric) && s.total().count() > 0).collect();
+    let series: Vec<_> = run
+        .series
+        .iter()
+        .filter(|s| !rtscope_model::irqtime::from_trace(&s.key.metric) && s.total().count() > 0)
+        .collect();
     let width = series.iter().map(|s| s.key.probe.len() + s.key.metric.len() + 1).max().unwrap_or(0).min(30);
     for s in series {
         let t = s.total();

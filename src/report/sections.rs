@@ -12,8 +12,7 @@ use super::matrix::{Grid, characterisation_grid, matrix_grids, matrix_legend, sc
 use super::schedule;
 use super::svg::{self, Bar, Curve, IntervalBar};
 use super::text::{
-    Col, ColFormat, bucket_label, is_stage, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe,
-    stages_text,
+    Col, ColFormat, bucket_label, layout, metrics_in_order, pow2_columns, series_by_probe, stages_by_probe, stages_text,
 };
 use super::text::{OSBENCH_HEAD, OSBENCH_LEGEND, OsbenchGroup, osbench_groups, osbench_total};
 use rtscope_model::compare::load_of;
@@ -28,7 +27,7 @@ type SectionFn = fn(&Analysed, &str) -> Vec<Section>;
 
 /// Every section, in the order a reader wants them: the answer first
 /// (open), then the verdicts and the details (collapsed in the HTML).
-const SECTIONS: [SectionFn; 15] = [
+const SECTIONS: [SectionFn; 16] = [
     summary,
     verdicts,
     matrix,
@@ -40,6 +39,7 @@ const SECTIONS: [SectionFn; 15] = [
     judged::mttf,
     schedule::schedulability,
     stages,
+    super::irqtime::section,
     causes,
     episodes,
     super::flame::sections,
@@ -148,8 +148,11 @@ fn verdicts(a: &Analysed, p: &str) -> Vec<Section> {
     if !sec.blocks.is_empty() {
         sec.push(Block::Para(format!("The run's own requirement: no sample above {} us (--threshold).", us(req))));
     }
-    let measured: Vec<&Series> =
-        run.series.iter().filter(|s| !is_stage(s) && threshold_applies(&s.key.probe, &s.key.metric)).collect();
+    let measured: Vec<&Series> = run
+        .series
+        .iter()
+        .filter(|s| !super::text::from_trace(s) && threshold_applies(&s.key.probe, &s.key.metric))
+        .collect();
     let mut t =
         Table::new(["series", "samples", "max (us)", "requirement (us)", "outcome"].map(String::from).to_vec(), 1);
     t.numeric[4] = false;
@@ -1010,7 +1013,7 @@ mod tests {
                 run.series.push(s);
             }
         }
-        run.series.retain(|s| !is_stage(s) || s.key.load.is_some());
+        run.series.retain(|s| !super::super::text::is_stage(s) || s.key.load.is_some());
         let secs = stages_of(&run, "r");
         assert_eq!(secs.len(), 2);
         let text = |sec: &Section| format!("{sec:?}");

@@ -184,6 +184,7 @@ fn write_summary(
         write_probes(run, out)?;
         write_stages(run, out)?;
     }
+    super::irqtime::write_text(run, out)?;
     // The trace's lines and the episodes: prose, wrapped where the rest is.
     let mut prose: Vec<u8> = Vec::new();
     write_trace(run, &mut prose)?;
@@ -452,7 +453,7 @@ fn osbench_tables(run: &Run, out: &mut dyn Write, list: &[&Series]) -> Result<()
 /// order the run stored them.
 pub(super) fn series_by_probe(run: &Run) -> Vec<(&str, Vec<&Series>)> {
     let mut by_probe: Vec<(&str, Vec<&Series>)> = Vec::new();
-    for s in run.series.iter().filter(|s| !is_stage(s)) {
+    for s in run.series.iter().filter(|s| !from_trace(s)) {
         match by_probe.iter_mut().find(|(p, _)| *p == s.key.probe) {
             Some((_, list)) => list.push(s),
             None => by_probe.push((&s.key.probe, vec![s])),
@@ -526,6 +527,12 @@ fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> S
 /// `queue`, `stack`, ... for netlat).
 pub(super) fn is_stage(s: &Series) -> bool {
     Stages::is_series(&s.key.metric)
+}
+
+/// A series the trace made: a stage, or an interrupt's runtime
+/// ([`rtscope_model::irqtime`]).
+pub(super) fn from_trace(s: &Series) -> bool {
+    rtscope_model::irqtime::from_trace(&s.key.metric)
 }
 
 /// What `probe`'s stages time, from which event to which.

@@ -142,7 +142,8 @@ impl Ctx {
             }
             // A marker is written in task context (the reader keeps them
             // apart: one here changes nothing but the task).
-            Kind::ExpireEntry { .. } | Kind::ExpireExit { .. } | Kind::Waking { .. } | Kind::Marker(_) => {}
+            Kind::ExpireEntry { .. } | Kind::ExpireExit { .. } | Kind::Waking { .. } | Kind::Marker(_) | Kind::Lost => {
+            }
             // Recorded on another CPU: it changes nothing here.
             Kind::RemoteWaking { .. } => self.exit_ts = exit_ts,
         }

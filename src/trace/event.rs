@@ -72,6 +72,9 @@ pub enum Kind {
     /// (`ftrace:print`): its text is `Decoder::markers[.0]` until the
     /// reader takes them.
     Marker(u32),
+    /// The kernel lost events before this point (a page's flag): not
+    /// decoded, made by the reader ([`crate::trace::reader::Buffer`]).
+    Lost,
 }
 
 #[derive(Clone, Debug)]
@@ -326,6 +329,7 @@ pub mod tests {
             Kind::ExpireExit { .. } => "hrtimer_expire_exit".into(),
             Kind::Waking { .. } | Kind::RemoteWaking { .. } => "sched_waking".into(),
             Kind::Switch { .. } => "sched_switch".into(),
+            Kind::Lost => "lost events".into(),
             Kind::Marker(_) => "tracing_mark_write".into(),
         }
     }

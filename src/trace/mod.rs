@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub mod event;
 pub mod format;
 pub mod instance;
+pub mod irqtime;
 pub mod ktracer;
 pub mod page;
 pub mod procmaps;

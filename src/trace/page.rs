@@ -23,7 +23,7 @@ const TS_MSB: u64 = 0xf8 << 56;
 
 /// A decoded page header and its records.
 pub struct Page<'a> {
-    base_ts: u64,
+    pub base_ts: u64,
     data: &'a [u8],
     /// Events the kernel lost before this page: `Some(n)` when it counted
     /// them, `Some(0)` when it only flagged a loss.

@@ -8,6 +8,7 @@ use super::TraceClock;
 use super::decompose::{CpuTrace, Names, Out};
 use super::event::{Decoder, Ev, Kind};
 use super::format::PageLayout;
+use super::irqtime::CpuRuntimes;
 use super::page::Page;
 use super::remainder::Gap;
 use super::stacks::{self, StackDecoder};
@@ -85,6 +86,14 @@ impl Buffer {
                         continue;
                     };
                     self.missed += p.missed.unwrap_or(0);
+                    // The kernel lost events before this page: said where.
+                    if p.missed.is_some() {
+                        let mut e = Ev { ts: p.base_ts, pid: -1, kind: Kind::Lost };
+                        if let Some(clock) = &mut self.clock {
+                            e.ts = clock.peek(e.ts).unwrap_or(0).max(clock.last_ts);
+                        }
+                        each(e);
+                    }
                     for r in p.records() {
                         let Some(mut e) = decoder.decode(r) else { continue };
                         if let Some(clock) = &mut self.clock {
@@ -133,6 +142,8 @@ pub struct Lane {
     fold: CpuFold,
     /// The probe's samples' name in the timeline (`wakeup latency`).
     label: String,
+    /// This CPU's interrupt and softirq runtimes.
+    runtimes: CpuRuntimes,
 }
 
 impl Lane {
@@ -141,7 +152,7 @@ impl Lane {
         trace: CpuTrace,
         samples: rtrb::Consumer<Sample>,
         stages: Vec<Recorder>,
-        clock: TraceClock,
+        (clock, checkpoint_ns): (TraceClock, u64),
     ) -> Lane {
         Lane {
             buffer: Buffer::new(buffer, clock),
@@ -154,6 +165,7 @@ impl Lane {
             markers: Markers::default(),
             fold: CpuFold::new(u32::try_from(trace.cpu).unwrap_or(u32::MAX)),
             label: format!("{} {}", trace.probe, trace.metric),
+            runtimes: CpuRuntimes::new(trace.cpu, checkpoint_ns),
             trace,
         }
     }
@@ -216,9 +228,13 @@ impl Lane {
     /// samples, and the probe's samples; the events and samples folded
     /// into `timeline` too.
     fn drain(&mut self, layout: &PageLayout, decoder: &mut Decoder, page: &mut [u8], timeline: &mut Timeline) {
-        let (trace, fold) = (&mut self.trace, &mut self.fold);
+        let (trace, fold, runtimes) = (&mut self.trace, &mut self.fold, &mut self.runtimes);
         let cpu = u32::try_from(trace.cpu).unwrap_or(u32::MAX);
         self.buffer.drain_marked(layout, decoder, page, (cpu, &mut self.markers), |e| {
+            runtimes.event(&e);
+            if e.kind == Kind::Lost {
+                return;
+            }
             fold.event(&e);
             trace.push_event(e)
         });
@@ -450,6 +466,7 @@ impl Reader {
             for r in &mut lane.stages {
                 r.start(start_ns);
             }
+            lane.runtimes.start(wall0);
         }
         let cache: RefCell<HashMap<i32, Option<u32>>> = RefCell::new(HashMap::new());
         let policy = |pid: i32| *cache.borrow_mut().entry(pid).or_insert_with(|| policy_of(pid));
@@ -506,6 +523,12 @@ impl Reader {
             lane.drain(&self.layout, &mut self.decoder, page, &mut self.timeline);
             if last {
                 lane.drain_code(&self.layout, page, true);
+            }
+        }
+        let now = clock::now();
+        for lane in &mut self.lanes {
+            if let Some(m) = lane.runtimes.ship(&lane.trace.probe, &self.decoder, now, last) {
+                self.episodes.send(SymMsg::Pass(m));
             }
         }
         self.hand_over_told(last);

@@ -659,6 +659,8 @@ impl Watch {
             load: load.map(str::to_string),
             tap,
             explained: Vec::new(),
+
+            runtime: Default::default(),
         };
         let mut causes = Causes::new(&settings, instance.timer_entry, &feed.cpus, tx);
         let (cpu0, wall0) = (clock::thread_cpu_ns(), clock::now());
@@ -765,6 +767,9 @@ impl Feed {
             let (m, n, fold) = (&mut self.merge, &mut self.events_on[i], &mut self.folds[i]);
             let cpu = u32::try_from(self.cpus[i]).unwrap_or(u32::MAX);
             b.drain_marked(layout, &mut self.decoder, &mut self.page, (cpu, &mut self.markers), |e| {
+                if e.kind == crate::trace::event::Kind::Lost {
+                    return;
+                }
                 *n += 1;
                 fold.event(&e);
                 m.push(i as u32, e)

@@ -13,6 +13,7 @@ pub mod export;
 pub mod extra;
 pub mod hist;
 pub mod inventory;
+pub mod irqtime;
 pub mod metrics;
 mod par;
 pub mod run;

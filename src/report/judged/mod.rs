@@ -15,7 +15,6 @@ pub use tail::tail;
 
 use super::doc::{Block, Outcome};
 use super::tailplot::MttfAxis;
-use super::text::is_stage;
 use crate::judge::{Asked, AskedSet, ReqSource, analyse};
 use rtscope_model::analysis::diagnostics::TestResult;
 use rtscope_model::analysis::rta::Schedulability;
@@ -58,19 +57,21 @@ impl<'r> Analysed<'r> {
         let opts = Options { mttf_intervals: false, usage, ..Options::default() };
         // A traced run's stage series too (their tails, the WDM study's per-stage worst cases), without MTTF tables.
         let stage_opts = Options { periods: vec![], ..opts.clone() };
-        let rows = analyse(run, &opts, |s| !is_stage(s) && (!per_test(s) || named(&s.key.probe)))
-            .into_iter()
-            .chain(crate::judge::analyse_stages(run, &stage_opts))
-            .map(|(s, a)| {
-                (
-                    s,
-                    a.map(|a| {
-                        all.push(a);
-                        all.len() - 1
-                    }),
-                )
-            })
-            .collect();
+        let rows = analyse(run, &opts, |s| {
+            !rtscope_model::irqtime::from_trace(&s.key.metric) && (!per_test(s) || named(&s.key.probe))
+        })
+        .into_iter()
+        .chain(crate::judge::analyse_stages(run, &stage_opts))
+        .map(|(s, a)| {
+            (
+                s,
+                a.map(|a| {
+                    all.push(a);
+                    all.len() - 1
+                }),
+            )
+        })
+        .collect();
         let (verdicts, left_out) = crate::judge::evaluate(&asked, &all);
         let sched = set.map(|set| {
             let s = crate::judge::schedulability(&all, &set);

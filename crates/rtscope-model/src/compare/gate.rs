@@ -97,7 +97,7 @@ impl Compared {
     pub fn gate_rows(&mut self, gate: &Gate) -> Result<(), String> {
         if gate.selectors.is_empty() {
             for s in &mut self.series {
-                s.gated = s.summary && !Stages::is_series(&s.metric);
+                s.gated = s.summary && !crate::irqtime::from_trace(&s.metric);
             }
             for r in &mut self.rates {
                 r.gated = r.summary;

@@ -555,7 +555,7 @@ fn exposure_ns(s: &Series) -> u64 {
 fn rate_data(run: &Run) -> Vec<(RateKey, u64, u64)> {
     let mut out: Vec<(RateKey, u64, u64)> = Vec::new();
     for s in &run.series {
-        if Stages::is_series(&s.key.metric) {
+        if crate::irqtime::from_trace(&s.key.metric) {
             continue;
         }
         let load = load_of(s).to_string();

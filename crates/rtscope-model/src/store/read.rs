@@ -45,8 +45,7 @@ impl Store {
             )?;
             let rows: Vec<(String, i64)> =
                 st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
-            let samples =
-                rows.iter().filter(|(m, _)| !crate::episode::Stages::is_series(m)).map(|(_, n)| *n as u64).sum();
+            let samples = rows.iter().filter(|(m, _)| !crate::irqtime::from_trace(m)).map(|(_, n)| *n as u64).sum();
             out.push(RunListing { header, series: rows.len(), samples });
         }
         Ok(out)
