@@ -15,6 +15,7 @@ pub mod hist;
 pub mod inventory;
 pub mod metrics;
 mod par;
+pub mod rtload;
 pub mod run;
 pub mod settings;
 pub mod store;
