@@ -14,7 +14,7 @@
 
 use super::{LoadCtx, LoadSpec, Running, Workload, devices};
 use anyhow::{Context, Result, anyhow, bail};
-use rtscope_model::characterisation::{Measure, Target};
+use rtscope_model::characterisation::Target;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -26,8 +26,6 @@ const MARK: &[u8] = b"rtscope block load: this data may be overwritten\n";
 const IO: usize = 64 << 10;
 /// The span used when no size is given.
 const DEFAULT_SIZE: u64 = 64 << 20;
-/// Flagged below this many interrupts per second on the disk's lines.
-const MIN_IRQ_RATE: f64 = 10.0;
 
 /// `block:`'s argument, typed.
 #[derive(Debug, PartialEq)]
@@ -39,14 +37,11 @@ pub struct BlockArg {
 
 /// `/dev/vdb`, `/var/tmp/f:256M`.
 pub fn parse_arg(text: &str) -> Result<BlockArg, String> {
-    let (path, size) = match text.rsplit_once(':') {
-        Some((p, s)) => {
-            let size = rtscope_model::units::parse_size(s)
-                .ok_or_else(|| format!("size '{s}' is not a size (e.g. 64M, 1G)"))? as u64;
-            (p, size)
-        }
-        None => (text, DEFAULT_SIZE),
-    };
+    let (path, size) = devices::split_setting(text, DEFAULT_SIZE, |s| {
+        rtscope_model::units::parse_size(s)
+            .map(|v| v as u64)
+            .ok_or_else(|| format!("size '{s}' is not a size (e.g. 64M, 1G)"))
+    })?;
     if !path.starts_with('/') {
         return Err(format!("'{path}' is not an absolute path (e.g. block:/dev/vdb or block:/var/tmp/blk:64M)"));
     }
@@ -57,7 +52,7 @@ pub fn parse_arg(text: &str) -> Result<BlockArg, String> {
 }
 
 fn arg(spec: &LoadSpec) -> Result<BlockArg> {
-    parse_arg(spec.arg.as_deref().unwrap_or("")).map_err(|e| anyhow!("load '{}': {e}", spec.label))
+    devices::arg(spec, parse_arg)
 }
 
 /// Why `dev` (a block device) may hold data, or None.
@@ -190,15 +185,7 @@ impl Workload for Block {
             Some(d) => format!("{d}'s {}", devices::describe(&lines)),
             None => format!("no disk found under {}", on.display()),
         };
-        Some(Target {
-            load: spec.label.clone(),
-            cpus: spec.cpus.clone(),
-            measure: Measure::DeviceInterrupts,
-            asked: MIN_IRQ_RATE,
-            limit: MIN_IRQ_RATE,
-            asked_text: format!("its disk's interrupts moving ({on_what}; flagged below {MIN_IRQ_RATE}/s)"),
-            devices: lines,
-        })
+        Some(devices::irq_target(spec, lines, &format!("its disk's interrupts moving ({on_what})")))
     }
 }
 

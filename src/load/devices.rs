@@ -4,8 +4,48 @@
 //! /proc/interrupts (`ttyS1`, `eth0-TxRx-0`). Each line is an IRQ number
 //! or a source's name ([`rtscope_model::characterisation::Target::devices`]).
 
+use super::LoadSpec;
+use rtscope_model::characterisation::{Measure, Target};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
+
+/// A device load is flagged below this many interrupts per second on its
+/// device's lines: a line the load drives takes hundreds (a UART with a
+/// 16-byte FIFO at 9600 baud, about 60); 10 is "did not move".
+pub const MIN_IRQ_RATE: f64 = 10.0;
+
+/// A device load's argument (`/dev/ttyS1:9600`), typed by `parse`, its
+/// error naming the load.
+pub fn arg<T>(spec: &LoadSpec, parse: fn(&str) -> Result<T, String>) -> anyhow::Result<T> {
+    parse(spec.arg.as_deref().unwrap_or("")).map_err(|e| anyhow::anyhow!("load '{}': {e}", spec.label))
+}
+
+/// `PATH[:SETTING]` split at its last `:`, the setting typed by `parse`
+/// or `default` when there is none.
+pub fn split_setting<T>(
+    text: &str,
+    default: T,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Result<(&str, T), String> {
+    match text.rsplit_once(':') {
+        Some((path, setting)) => Ok((path, parse(setting)?)),
+        None => Ok((text, default)),
+    }
+}
+
+/// The target of a device load: [`MIN_IRQ_RATE`] on `lines`, `what`
+/// saying which device (the limit is added).
+pub fn irq_target(spec: &LoadSpec, lines: Vec<String>, what: &str) -> Target {
+    Target {
+        load: spec.label.clone(),
+        cpus: spec.cpus.clone(),
+        measure: Measure::DeviceInterrupts,
+        asked: MIN_IRQ_RATE,
+        limit: MIN_IRQ_RATE,
+        asked_text: format!("{what}; flagged below {MIN_IRQ_RATE}/s"),
+        devices: lines,
+    }
+}
 
 /// The IRQ numbers of the device at `sysfs` (a `/sys/class/.../device`
 /// link) or of the nearest device above it that has any: the PCI

@@ -7,7 +7,7 @@
 //! that routes over loopback is flagged, saying so.
 
 use super::{LoadSpec, Running, Workload, devices};
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use rtscope_model::characterisation::{Measure, Target};
 use std::net::{SocketAddr, UdpSocket};
 
@@ -15,8 +15,6 @@ pub struct NetTo;
 
 /// Packets per second when none is given.
 const DEFAULT_RATE: u64 = 1000;
-/// Flagged below this many interrupts per second on the NIC's lines.
-const MIN_IRQ_RATE: f64 = 10.0;
 
 /// `net-to:`'s argument, typed.
 #[derive(Debug, PartialEq)]
@@ -39,7 +37,7 @@ pub fn parse_arg(text: &str) -> Result<NetToArg, String> {
 }
 
 fn arg(spec: &LoadSpec) -> Result<NetToArg> {
-    parse_arg(spec.arg.as_deref().unwrap_or("")).map_err(|e| anyhow!("load '{}': {e}", spec.label))
+    devices::arg(spec, parse_arg)
 }
 
 /// The interface the kernel routes `addr` over (`ip route get`), or None
@@ -93,54 +91,40 @@ impl Workload for NetTo {
         let a = arg(spec).ok()?;
         let iface = route_iface(&a.addr);
         let lines = iface.as_deref().map(devices::net_lines).unwrap_or_default();
-        let (measure, asked, limit, asked_text, devs) = match iface.as_deref() {
-            Some("lo") => (
-                Measure::DeviceInterrupts,
-                MIN_IRQ_RATE,
-                MIN_IRQ_RATE,
-                format!(
-                    "a NIC's interrupts moving, but {} routes over loopback (lo), which has no device and no \
-                     interrupts: name an address on another host",
-                    a.addr.ip()
-                ),
+        let ip = a.addr.ip();
+        Some(match iface.as_deref() {
+            Some("lo") => devices::irq_target(
+                spec,
                 Vec::new(),
+                &format!(
+                    "a NIC's interrupts moving, but {ip} routes over loopback (lo), which has no device and no \
+                     interrupts: name an address on another host"
+                ),
             ),
             Some(i) if lines.is_empty() => {
                 let limit = a.rate as f64 * super::RATE_LIMIT;
-                (
-                    Measure::IfacePackets,
-                    a.rate as f64,
+                Target {
+                    load: spec.label.clone(),
+                    cpus: spec.cpus.clone(),
+                    measure: Measure::IfacePackets,
+                    asked: a.rate as f64,
                     limit,
-                    format!(
+                    asked_text: format!(
                         "{} packets/s sent on {i}, which has no IRQ line of its own (flagged below {limit})",
                         a.rate
                     ),
-                    vec![i.to_string()],
-                )
+                    devices: vec![i.to_string()],
+                }
             }
-            Some(i) => (
-                Measure::DeviceInterrupts,
-                MIN_IRQ_RATE,
-                MIN_IRQ_RATE,
-                format!("{i}'s interrupts moving ({}; flagged below {MIN_IRQ_RATE}/s)", devices::describe(&lines)),
-                lines,
-            ),
-            None => (
-                Measure::DeviceInterrupts,
-                MIN_IRQ_RATE,
-                MIN_IRQ_RATE,
-                format!("a NIC's interrupts moving, but no route to {} was found (ip route get)", a.addr.ip()),
+            Some(i) => {
+                let what = format!("{i}'s interrupts moving ({})", devices::describe(&lines));
+                devices::irq_target(spec, lines, &what)
+            }
+            None => devices::irq_target(
+                spec,
                 Vec::new(),
+                &format!("a NIC's interrupts moving, but no route to {ip} was found (ip route get)"),
             ),
-        };
-        Some(Target {
-            load: spec.label.clone(),
-            cpus: spec.cpus.clone(),
-            measure,
-            asked,
-            limit,
-            asked_text,
-            devices: devs,
         })
     }
 }

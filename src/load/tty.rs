@@ -7,17 +7,13 @@
 
 use super::{LoadCtx, LoadSpec, Running, Workload, devices};
 use anyhow::{Context, Result, anyhow, bail};
-use rtscope_model::characterisation::{Measure, Target};
+use rtscope_model::characterisation::Target;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub struct Tty;
 
-/// Flagged below this many interrupts per second on the port's line (a
-/// UART with a 16-byte FIFO at 9600 baud interrupts about 60 times a
-/// second while it sends).
-const MIN_IRQ_RATE: f64 = 10.0;
 const DEFAULT_BAUD: u32 = 115_200;
 
 /// `tty:`'s argument, typed.
@@ -29,13 +25,12 @@ pub struct TtyArg {
 
 /// `/dev/ttyS1`, `/dev/ttyS1:9600`.
 pub fn parse_arg(text: &str) -> Result<TtyArg, String> {
-    let (path, baud) = match text.rsplit_once(':') {
-        Some((p, b)) => {
-            let baud = b.parse::<u32>().ok().filter(|b| (50..=4_000_000).contains(b));
-            (p, baud.ok_or_else(|| format!("baud '{b}' is not a rate from 50 to 4000000 (e.g. 115200)"))?)
-        }
-        None => (text, DEFAULT_BAUD),
-    };
+    let (path, baud) = devices::split_setting(text, DEFAULT_BAUD, |b| {
+        b.parse::<u32>()
+            .ok()
+            .filter(|b| (50..=4_000_000).contains(b))
+            .ok_or_else(|| format!("baud '{b}' is not a rate from 50 to 4000000 (e.g. 115200)"))
+    })?;
     if !path.starts_with("/dev/") {
         return Err(format!("'{path}' is not a device under /dev (e.g. tty:/dev/ttyS1 or tty:/dev/ttyUSB0:9600)"));
     }
@@ -43,7 +38,7 @@ pub fn parse_arg(text: &str) -> Result<TtyArg, String> {
 }
 
 fn arg(spec: &LoadSpec) -> Result<TtyArg> {
-    parse_arg(spec.arg.as_deref().unwrap_or("")).map_err(|e| anyhow!("load '{}': {e}", spec.label))
+    devices::arg(spec, parse_arg)
 }
 
 /// `ttyS1` for /dev/ttyS1.
@@ -111,18 +106,8 @@ impl Workload for Tty {
         let a = arg(spec).ok()?;
         let name = name_of(&a);
         let lines = devices::tty_lines(&name);
-        Some(Target {
-            load: spec.label.clone(),
-            cpus: spec.cpus.clone(),
-            measure: Measure::DeviceInterrupts,
-            asked: MIN_IRQ_RATE,
-            limit: MIN_IRQ_RATE,
-            asked_text: format!(
-                "{name}'s UART interrupts moving (its line: {}; flagged below {MIN_IRQ_RATE}/s)",
-                lines.join(" or ")
-            ),
-            devices: lines,
-        })
+        let what = format!("{name}'s UART interrupts moving (its line: {})", lines.join(" or "));
+        Some(devices::irq_target(spec, lines, &what))
     }
 }
 
