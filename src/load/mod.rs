@@ -2,7 +2,8 @@
 //! Siemens CE 3.0 assessment and the NT real-time study measure under math,
 //! network, disk and compile loads). One
 //! file per workload behind [`Workload`], all in [`TABLE`]. A load runs as
-//! SCHED_OTHER threads of rtscope (never real-time), some of which start
+//! SCHED_OTHER threads of rtscope (real-time only where `cpu` and `threads`
+//! are given a policy: `periodic`), some of which start
 //! child processes: each child is tied to rtscope (`PR_SET_PDEATHSIG`, in
 //! its process group) and stopped with everything it started when the load
 //! stops; temporary files live in one directory removed at the end. Should
