@@ -7,6 +7,7 @@
 //! rule fires for it in the live server.
 
 mod common;
+use common::netns::Namespaces;
 use common::prom::*;
 use common::truth::Disturber;
 use common::*;
@@ -147,61 +148,6 @@ fn fleet_flags_are_refused_naming_the_flag() {
     }
 }
 
-/// Network namespaces with a veth pair each, named for this test run;
-/// removed when dropped (a panic too), and with them the veth pairs.
-struct Namespaces {
-    names: Vec<String>,
-    /// The host ends of the veth pairs.
-    links: Vec<String>,
-}
-
-impl Namespaces {
-    fn ip(args: &[&str]) {
-        let o = Command::new("ip").args(args).output().expect("run ip");
-        assert!(o.status.success(), "ip {}: {}", args.join(" "), text(&o));
-    }
-
-    /// `n` namespaces, the i-th reached at 10.X.Y.(4i+2) from 10.X.Y.(4i+1)
-    /// on the host (a /30 each in a private /24); returns them and the
-    /// addresses in them.
-    fn create(n: usize) -> (Namespaces, Vec<String>) {
-        let pid = std::process::id();
-        let net = format!("10.{}.{}", 200 + pid % 50, (pid / 50) % 256);
-        let mut ns = Namespaces { names: Vec::new(), links: Vec::new() };
-        let mut addrs = Vec::new();
-        for i in 0..n {
-            let name = format!("rtscope-fleet-{pid}-{i}");
-            let (host, peer) = (format!("rf{pid:x}h{i}"), format!("rf{pid:x}n{i}"));
-            Self::ip(&["netns", "add", &name]);
-            ns.names.push(name.clone());
-            Self::ip(&["link", "add", &host, "type", "veth", "peer", "name", &peer]);
-            ns.links.push(host.clone());
-            Self::ip(&["link", "set", &peer, "netns", &name]);
-            let (h, p) = (format!("{net}.{}", 4 * i + 1), format!("{net}.{}", 4 * i + 2));
-            Self::ip(&["addr", "add", &format!("{h}/30"), "dev", &host]);
-            Self::ip(&["link", "set", &host, "up"]);
-            Self::ip(&["-n", &name, "addr", "add", &format!("{p}/30"), "dev", &peer]);
-            Self::ip(&["-n", &name, "link", "set", &peer, "up"]);
-            Self::ip(&["-n", &name, "link", "set", "lo", "up"]);
-            addrs.push(p);
-        }
-        (ns, addrs)
-    }
-}
-
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        // Deleting a namespace deletes the veth end in it, and its peer;
-        // a pair not moved yet goes with its host end.
-        for n in &self.names {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
-        for l in &self.links {
-            let _ = Command::new("ip").args(["link", "del", l]).stderr(Stdio::null()).output();
-        }
-    }
-}
-
 /// A monitor in namespace `ns`, listening on `addr:9733`.
 fn monitor_in(ns: &str, addr: &str, dir: &Path, cpu: usize, i: usize) -> Monitor {
     let log = std::fs::File::create(dir.join(format!("monitor-{i}.log"))).unwrap();
@@ -233,7 +179,7 @@ fn the_fleet_report_ranks_the_disturbed_machine_first() {
     }
     let dir = &fx.dir;
     // Declared first, dropped last: after every process in the namespaces.
-    let (ns, addrs) = Namespaces::create(4);
+    let (ns, addrs) = Namespaces::create("fleet", 4);
     // The disturbed machine measures the last CPU; the others CPU 0.
     let mut monitors = Vec::new();
     for (i, (n, a)) in ns.names.iter().zip(&addrs).enumerate() {

@@ -94,10 +94,17 @@ fn rt() -> &'static Guest {
 
 static STOCK: Boot = Boot::new();
 
-/// The stock kernel, its IRQs threaded: wakeup on CPU 1.
+/// The stock kernel, its IRQs threaded: wakeup on CPU 1; then the serial
+/// load on the second UART, /proc/interrupts read twice while it runs
+/// (the port's line shows only while the port is open).
 fn stock() -> &'static Guest {
     let script = step("wakeup", "wakeup --cpus 1 -D 2s --db /tmp/rt.db --json \"$O/wakeup.json\"")
-        + "\"$B\" show last --json --db /tmp/rt.db >\"$O/show.json\"\n";
+        + "\"$B\" show last --json --db /tmp/rt.db >\"$O/show.json\"\n"
+        + "\"$B\" load tty:/dev/ttyS1 -D 4s --db /tmp/rt.db --json \"$O/tty.json\" >\"$O/tty.txt\" 2>&1 &\n\
+           pid=$!\n\
+           sleep 1.5; cat /proc/interrupts >\"$O/irq-before.txt\"\n\
+           sleep 1.5; cat /proc/interrupts >\"$O/irq-after.txt\"\n\
+           wait $pid; echo \"tty rc $?\"\n";
     STOCK.guest("stock", "threadirqs clocksource=tsc tsc=reliable", &script)
 }
 
@@ -425,4 +432,29 @@ fn on_the_stock_kernel_rtscope_advises_an_rt_kernel() {
     assert_ne!(inv["preempt_model"], "PREEMPT_RT", "{inv}");
     assert!(inv["cmdline"].as_str().unwrap().contains("threadirqs"), "{inv}");
     assert!(g.file("wakeup.txt").contains("not PREEMPT_RT"), "{}", g.file("wakeup.txt"));
+}
+
+/// The serial load keeps the guest's second UART (IRQ 3) interrupting:
+/// its count in /proc/interrupts moves, and the load's check, which
+/// counts that line, says so.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_tty_load_moves_the_uarts_interrupt_count() {
+    let g = stock();
+    let v = completed(g, "tty", "tty.json");
+    let count = |name: &str| -> u64 {
+        let t = g.file(name);
+        let line =
+            t.lines().find(|l| l.trim_end().ends_with("ttyS1")).unwrap_or_else(|| panic!("no ttyS1 in {name}:\n{t}"));
+        line.split_whitespace().skip(1).map_while(|w| w.parse::<u64>().ok()).sum()
+    };
+    let (before, after) = (count("irq-before.txt"), count("irq-after.txt"));
+    assert!(after >= before + 15, "IRQ 3 (ttyS1) moved from {before} to {after} in 1.5 s");
+    let check = &v["characterisation"][0]["checks"][0];
+    eprintln!("{}", check["message"]);
+    assert_eq!(
+        (check["measure"].as_str(), check["flagged"].as_bool()),
+        (Some("device_interrupts"), Some(false)),
+        "{check}"
+    );
 }

@@ -1,8 +1,11 @@
 //! `cpu`: floating-point and integer arithmetic on every CPU of the load
 //! (the Siemens CE 3.0 assessment's math load): N threads per CPU, each pinned, never
-//! sleeping.
+//! sleeping; or, given a real-time policy (`cpu:2@fifo:50`), the same at
+//! that policy and priority, spinning (RT throttling on) or periodic
+//! (`cpu:2@fifo:50:period=10ms,busy=3ms`: busy 3 ms of every 10 ms, the NT
+//! real-time study's periodic instance).
 
-use super::{Intensity, LoadCtx, LoadSpec, Running, Workload};
+use super::{Intensity, LoadCtx, LoadSpec, Running, Workload, periodic};
 use anyhow::Result;
 use rtscope_model::characterisation::Target;
 use std::hint::black_box;
@@ -14,21 +17,52 @@ impl Workload for Cpu {
         "cpu"
     }
     fn about(&self) -> &'static str {
-        "floating-point and integer math, never sleeping; intensity: threads per CPU (1)"
+        "floating-point and integer math, never sleeping; intensity: threads per CPU (1); @fifo:50 or \
+         @rr:40[:period=T,busy=T]: at that policy and priority, spinning or busy T of every period"
     }
     fn intensity(&self) -> Option<Intensity> {
         Some(Intensity { unit: "threads per CPU", min: 1, max: 16, default: |_| 1 })
     }
+    fn policy(&self) -> Option<bool> {
+        Some(false)
+    }
+    fn check(&self, spec: &LoadSpec) -> Result<()> {
+        spec.rt.as_ref().map_or(Ok(()), |rt| periodic::check_throttling(&spec.label, rt))
+    }
     fn start(&self, spec: &LoadSpec, run: &mut Running) -> Result<()> {
+        let n = spec.intensity as usize;
         for &c in &spec.cpus {
-            for _ in 0..spec.intensity {
-                run.spawn(&format!("cpu{c}"), &[c], math)?;
+            for i in 0..n {
+                let name = format!("cpu{c}");
+                match spec.rt {
+                    None => run.spawn(&name, &[c], math)?,
+                    Some(rt) => {
+                        let prio = rt.priority(i, n);
+                        run.spawn_rt(&name, &[c], periodic::policy(rt.policy), prio, move |ctx| match rt.periodic {
+                            Some((period, busy)) => periodic::run(ctx, period, busy),
+                            None => math(ctx),
+                        })?
+                    }
+                }
             }
         }
         Ok(())
     }
+    /// Its CPUs 100 % busy; at a real-time policy, its threads' busy share
+    /// (at most 100 %).
     fn target(&self, spec: &LoadSpec) -> Option<Target> {
-        Some(super::cpu_target(spec, 1.0, super::CPU_BUSY_LIMIT, ""))
+        let (share, why) = match &spec.rt {
+            Some(rt) if rt.periodic.is_some() => (
+                spec.intensity as f64 * rt.duty(),
+                format!(
+                    " ({} per CPU at {} each)",
+                    rtscope_model::units::plural(spec.intensity as usize, "thread"),
+                    rt.describe()
+                ),
+            ),
+            _ => (1.0, String::new()),
+        };
+        Some(super::cpu_target(spec, share, super::CPU_BUSY_LIMIT, &why))
     }
 }
 

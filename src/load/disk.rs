@@ -49,6 +49,7 @@ impl Workload for Disk {
                  whole disk: a directory in memory, a tmpfs, writes to none; set TMPDIR)",
                 super::temp_base().display()
             ),
+            devices: Vec::new(),
         })
     }
 }

@@ -58,6 +58,7 @@ impl Workload for Fork {
                 "{} loops of fork, exec and wait of {PROGRAM} (flagged below {limit} processes/s)",
                 spec.intensity
             ),
+            devices: Vec::new(),
         })
     }
 }

@@ -27,6 +27,7 @@ impl Workload for Idle {
             asked: 0.0,
             limit: super::IDLE_LIMIT_PCT,
             asked_text: "no process but rtscope's own on its CPUs".into(),
+            devices: Vec::new(),
         })
     }
 }

@@ -85,6 +85,7 @@ mod tests {
             intensity: 4096,
             cpus: (0..cpus).collect(),
             arg: None,
+            rt: None,
         };
         // 4 GiB on each of 100000 CPUs: more than any machine has.
         let e = Memory.check(&spec(100_000)).unwrap_err().to_string();

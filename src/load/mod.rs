@@ -2,7 +2,8 @@
 //! Siemens CE 3.0 assessment and the NT real-time study measure under math,
 //! network, disk and compile loads). One
 //! file per workload behind [`Workload`], all in [`TABLE`]. A load runs as
-//! SCHED_OTHER threads of rtscope (never real-time), some of which start
+//! SCHED_OTHER threads of rtscope (real-time only where `cpu` and `threads`
+//! are given a policy: `periodic`), some of which start
 //! child processes: each child is tied to rtscope (`PR_SET_PDEATHSIG`, in
 //! its process group) and stopped with everything it started when the load
 //! stops; temporary files live in one directory removed at the end. Should
@@ -12,25 +13,36 @@
 //!
 //! A load is written `NAME[:INTENSITY][@CPUS]` (`cpu`, `cpu:2@1`,
 //! `net:1000`, `disk:256@0`), or `cmd:'COMMAND'[:COPIES][@CPUS]` and
-//! `stress-ng:'ARGS'[@CPUS]`.
+//! `stress-ng:'ARGS'[@CPUS]`; a device load names its device
+//! (`tty:/dev/ttyS1`, `net-to:10.0.0.2:9`, `block:/dev/vdb`); `cpu` and
+//! `threads` take a real-time policy after an `@`
+//! (`cpu:2@fifo:50:period=10ms,busy=3ms`, `threads:16@fifo:10-60`), the
+//! only loads whose threads are not SCHED_OTHER.
 
+pub mod block;
 pub mod cmd;
 pub mod compile;
 pub mod cpu;
+pub mod devices;
 pub mod disk;
 pub mod fork;
 pub mod idle;
 pub mod memory;
 pub mod net;
+pub mod net_to;
+pub mod periodic;
 pub mod sampler;
 pub mod sched;
 pub mod stress_ng;
+pub mod threads;
+pub mod tty;
 
 use crate::sys::ipc::{self, Leftover, Registry};
 use crate::sys::{cpu as syscpu, process, sched as syssched, signals};
 use anyhow::{Context, Result, anyhow, bail};
 use rtscope_model::characterisation::{Measure, Target};
 use rtscope_model::inventory::format_cpu_list;
+use rtscope_model::rtload::RtLoad;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -57,6 +69,17 @@ pub trait Workload: Sync {
     /// Whether it takes a quoted argument (`cmd:'...'`).
     fn takes_argument(&self) -> bool {
         false
+    }
+    /// Whether it names a device or an address after its name
+    /// (`tty:/dev/ttyS1[:baud]`): the text up to an `@` is its argument,
+    /// checked by [`Workload::check`]; it has no intensity of its own.
+    fn takes_device(&self) -> bool {
+        false
+    }
+    /// Whether its threads may run at a real-time policy
+    /// (`@fifo:50[:period=T,busy=T]`); `Some(true)` when they must.
+    fn policy(&self) -> Option<bool> {
+        None
     }
     /// Whether it runs commands through [`supervise`] (each in its own
     /// process group, which a janitor kills should rtscope be SIGKILLed).
@@ -110,6 +133,7 @@ pub fn cpu_target(spec: &LoadSpec, share: f64, limit: f64, why: &str) -> Target 
             if n == 1 { "CPU" } else { "CPUs" },
             format_cpu_list(&spec.cpus),
         ),
+        devices: Vec::new(),
     }
 }
 
@@ -127,6 +151,10 @@ pub static TABLE: &[&dyn Workload] = &[
     &net::Net(net::Mode::Rate),
     &net::Net(net::Mode::Flood),
     &net::Net(net::Mode::Tcp),
+    &net_to::NetTo,
+    &tty::Tty,
+    &block::Block,
+    &threads::Threads,
     &fork::Fork,
     &sched::Sched,
     &compile::Compile,
@@ -136,12 +164,13 @@ pub static TABLE: &[&dyn Workload] = &[
 
 /// The workloads for `rtscope load --help`.
 pub fn help_table() -> String {
-    let mut s = String::from("Loads (NAME[:INTENSITY][@CPUS]):\n");
+    let mut s = String::from("Loads (NAME[:INTENSITY][@CPUS][@POLICY:PRIORITY[:period=T,busy=T]]):\n");
     for w in TABLE {
         s.push_str(&format!("  {:<10} {}\n", w.name(), w.about()));
     }
     s.push_str(
-        "Every thread is SCHED_OTHER; children are tied to rtscope (PR_SET_PDEATHSIG) and stopped with what they \
+        "Every thread is SCHED_OTHER but those of cpu and threads given a policy (@fifo:50, @rr:40, \
+         @fifo:50:period=10ms,busy=3ms: busy 3 ms of every 10 ms; RT throttling must be on for a spinning one); children are tied to rtscope (PR_SET_PDEATHSIG) and stopped with what they \
          started; temporary files go in $TMPDIR (default /var/tmp) and are removed. A command that cannot start or \
          keeps failing at once fails its load with its error; a load short of its target (cpu: its CPUs 90 % busy, \
          net: 90 % of its rate, idle: other processes under 5 % of its CPUs, ...) is flagged (docs/loads.md).",
@@ -157,8 +186,12 @@ pub struct LoadSpec {
     pub kind: &'static dyn Workload,
     pub intensity: u64,
     pub cpus: Vec<usize>,
-    /// The command of `cmd:` and `stress-ng:`.
+    /// The command of `cmd:` and `stress-ng:`; the device or address of
+    /// `tty:`, `net-to:`, `block:`.
     pub arg: Option<String>,
+    /// The real-time policy of `cpu` and `threads` (`@fifo:50...`); None:
+    /// SCHED_OTHER.
+    pub rt: Option<RtLoad>,
 }
 
 impl std::fmt::Debug for LoadSpec {
@@ -175,6 +208,7 @@ impl serde::Serialize for LoadSpec {
             "intensity": self.kind.intensity().map(|i| serde_json::json!({"value": self.intensity, "unit": i.unit})),
             "cpus": format_cpu_list(&self.cpus),
             "arg": self.arg,
+            "policy": self.rt.map(|r| r.describe()),
         })
         .serialize(s)
     }
@@ -203,7 +237,20 @@ pub fn split_list(text: &str) -> Result<Vec<String>> {
         bail!("--loads '{text}': a quote is not closed (e.g. --loads \"cpu,cmd:'make -j2'\")");
     }
     out.push(cur);
-    let out: Vec<String> = out.into_iter().map(|s| s.trim().to_string()).collect();
+    // `cpu@fifo:50:period=10ms,busy=3ms`: a policy's `busy=` or `period=`
+    // after a comma belongs to the load before it.
+    let mut joined: Vec<String> = Vec::new();
+    for item in out {
+        let t = item.trim_start();
+        match joined.last_mut() {
+            Some(prev) if (t.starts_with("busy=") || t.starts_with("period=")) && prev.contains('@') => {
+                prev.push(',');
+                prev.push_str(&item);
+            }
+            _ => joined.push(item),
+        }
+    }
+    let out: Vec<String> = joined.into_iter().map(|s| s.trim().to_string()).collect();
     if out.iter().any(String::is_empty) {
         bail!("--loads '{text}': an empty load (e.g. --loads idle,cpu,net)");
     }
@@ -217,10 +264,13 @@ fn names() -> String {
 /// Parses one load, its CPUs defaulting to `default_cpus`. `flag` names
 /// where it came from in errors.
 pub fn parse(text: &str, default_cpus: &[usize], flag: &str) -> Result<LoadSpec> {
-    let hint = "write NAME[:INTENSITY][@CPUS], e.g. cpu, cpu:2@1, net:1000, cmd:'make -j2'@0-1";
-    let (name, rest) = match text.split_once(':') {
-        Some((n, r)) => (n, Some(r)),
-        None => (text.split('@').next().unwrap_or(text), None),
+    let hint = "write NAME[:INTENSITY][@CPUS][@POLICY:PRIORITY], e.g. cpu, cpu:2@1, net:1000, cmd:'make -j2'@0-1, \
+                cpu:2@fifo:50:period=10ms,busy=3ms";
+    // The name ends at the first `:` (an argument or intensity follows) or `@`.
+    let (name, rest) = match text.find([':', '@']) {
+        Some(i) if text[i..].starts_with(':') => (&text[..i], Some(&text[i + 1..])),
+        Some(i) => (&text[..i], None),
+        None => (text, None),
     };
     let kind = *TABLE
         .iter()
@@ -228,7 +278,15 @@ pub fn parse(text: &str, default_cpus: &[usize], flag: &str) -> Result<LoadSpec>
         .ok_or_else(|| anyhow!("{flag}: no load '{name}' in '{text}' (known: {}); {hint}", names()))?;
     let mut arg = None;
     let mut tail = if rest.is_none() { &text[name.len()..] } else { "" };
-    if let Some(rest) = rest {
+    if kind.takes_device() {
+        // `tty:/dev/ttyS1:115200@0`: the device up to the `@`.
+        let dev = rest.map(|r| r.split('@').next().unwrap_or(r)).unwrap_or("");
+        if dev.trim().is_empty() {
+            bail!("{flag}: '{text}': {name} names its device, e.g. {}", kind.about().split(';').next().unwrap_or(name));
+        }
+        arg = Some(dev.to_string());
+        tail = &text[name.len() + 1 + dev.len()..];
+    } else if let Some(rest) = rest {
         if kind.takes_argument() {
             match rest.chars().next() {
                 Some(q @ ('\'' | '"')) => {
@@ -249,11 +307,29 @@ pub fn parse(text: &str, default_cpus: &[usize], flag: &str) -> Result<LoadSpec>
     } else if kind.takes_argument() {
         bail!("{flag}: '{text}': {name} needs a command, e.g. {name}:'{}'", example_arg(name));
     }
-    // What follows: [:INTENSITY][@CPUS].
-    let (intensity_text, cpus_text) = match tail.split_once('@') {
-        Some((a, b)) => (a, Some(b)),
-        None => (tail, None),
-    };
+    // What follows: [:INTENSITY][@CPUS][@POLICY], the CPUs and the policy
+    // in either order (a policy starts with a letter).
+    let mut at = tail.split('@');
+    let intensity_text = at.next().unwrap_or("");
+    let (mut cpus_text, mut rt) = (None, None);
+    for part in at {
+        if part.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            if rt.is_some() {
+                bail!("{flag}: '{text}': two policies; give one, e.g. cpu:2@fifo:50");
+            }
+            if kind.policy().is_none() {
+                bail!(
+                    "{flag}: '{text}': {name} runs at SCHED_OTHER only; a policy is for cpu and threads, e.g. cpu:2@fifo:50"
+                );
+            }
+            rt = Some(RtLoad::parse(part).map_err(|e| anyhow!("{flag}: '{text}': {e}"))?);
+        } else if cpus_text.replace(part).is_some() {
+            bail!("{flag}: '{text}': two CPU lists; give one, e.g. cpu:2@0-1");
+        }
+    }
+    if kind.policy() == Some(true) && rt.is_none() {
+        bail!("{flag}: '{text}': {name} needs a policy and priorities, e.g. {name}:16@fifo:10-60");
+    }
     let cpus = match cpus_text {
         Some(list) => syscpu::parse_selection(&format!("{flag} {text}: @CPUS"), list)?,
         None => default_cpus.to_vec(),
@@ -262,6 +338,12 @@ pub fn parse(text: &str, default_cpus: &[usize], flag: &str) -> Result<LoadSpec>
         (None, _) if !intensity_text.is_empty() => bail!("{flag}: '{text}': {hint}"),
         (None, Some(i)) => (i.default)(cpus.len()),
         (None, None) => 0,
+        (Some(_), None) if kind.takes_device() => {
+            bail!(
+                "{flag}: '{text}': {name} takes its device's settings only, e.g. {}",
+                kind.about().split(';').next().unwrap_or(name)
+            )
+        }
         (Some(_), None) => bail!("{flag}: '{text}': {name} takes no intensity; {hint}"),
         (Some(n), Some(i)) => {
             let v: u64 = n.parse().map_err(|_| anyhow!("{flag}: '{text}': intensity '{n}' is not a number; {hint}"))?;
@@ -271,7 +353,17 @@ pub fn parse(text: &str, default_cpus: &[usize], flag: &str) -> Result<LoadSpec>
             v
         }
     };
-    Ok(LoadSpec { label: text.to_string(), kind, intensity, cpus, arg })
+    if let Some(r) = &mut rt {
+        // `threads` are periodic whether or not a period is given; `cpu`
+        // without one spins.
+        let spread = kind.policy() == Some(true);
+        if spread && r.periodic.is_none() {
+            r.periodic = Some(threads::DEFAULT_PERIODIC);
+        }
+        let per_cpu = if spread { intensity as f64 / cpus.len().max(1) as f64 } else { intensity as f64 };
+        periodic::check_share(text, flag, r, per_cpu)?;
+    }
+    Ok(LoadSpec { label: text.to_string(), kind, intensity, cpus, arg, rt })
 }
 
 fn example_arg(name: &str) -> &'static str {
@@ -422,6 +514,27 @@ impl Running {
             .with_context(|| format!("cannot start a {name} thread"))?;
         self.threads.push(t);
         Ok(())
+    }
+
+    /// A thread of the load on `cpus` at the real-time `policy` and
+    /// `priority`, with rtscope's signals blocked. A refusal of the policy
+    /// fails the load (the kernel's words and the fix) and ends the thread.
+    pub fn spawn_rt(
+        &mut self,
+        name: &str,
+        cpus: &[usize],
+        policy: syssched::Policy,
+        priority: u8,
+        f: impl FnOnce(&LoadCtx) + Send + 'static,
+    ) -> Result<()> {
+        self.spawn(name, cpus, move |ctx| match syssched::set_self(policy, priority) {
+            Ok(()) => f(ctx),
+            Err(e) => ctx.fail(format!(
+                "cannot run at {} {priority}: {e}{}",
+                policy.kernel_name(),
+                syssched::rt_refused(priority).map(|fix| format!(" ({fix})")).unwrap_or_default()
+            )),
+        })
     }
 
     /// The load's temporary directory, created on first use.
@@ -767,6 +880,43 @@ mod tests {
         assert!(parse_list("cpu,cpu", &all, "--loads").unwrap_err().to_string().contains("twice"));
     }
 
+    #[test]
+    fn policies_and_devices_parse_typed() {
+        let all = [0usize, 1];
+        assert_eq!(
+            split_list("idle,cpu:2@fifo:50:period=10ms,busy=3ms@0,net").unwrap(),
+            vec!["idle", "cpu:2@fifo:50:period=10ms,busy=3ms@0", "net"],
+            "a policy's busy= stays with its load"
+        );
+        let l = parse("cpu:2@fifo:50:period=10ms,busy=3ms@1", &all, "--loads").unwrap();
+        let rt = l.rt.unwrap();
+        assert_eq!((l.intensity, l.cpus.clone(), rt.lo, rt.periodic), (2, vec![1], 50, Some((10_000_000, 3_000_000))));
+        assert_eq!(parse("cpu@0@rr:40", &all, "--loads").unwrap().cpus, vec![0], "CPUs and policy in either order");
+        assert!(parse("cpu", &all, "--loads").unwrap().rt.is_none());
+        let t = parse("threads:16@fifo:10-60", &all, "--loads").unwrap();
+        let rt = t.rt.unwrap();
+        assert_eq!((t.intensity, rt.lo, rt.hi, rt.periodic), (16, 10, 60, Some(threads::DEFAULT_PERIODIC)));
+        let target = t.kind.target(&t).unwrap();
+        assert_eq!(target.asked, 40.0, "16 x 5 % over 2 CPUs");
+        let d = parse("tty:/dev/ttyS1:9600@1", &all, "--loads").unwrap();
+        assert_eq!((d.arg.as_deref(), d.cpus.clone()), (Some("/dev/ttyS1:9600"), vec![1]));
+        assert_eq!(parse("net-to:10.0.0.2:9:500", &all, "--loads").unwrap().arg.as_deref(), Some("10.0.0.2:9:500"));
+        for (bad, word) in [
+            ("threads:16", "needs a policy"),
+            ("net@fifo:50", "SCHED_OTHER only"),
+            ("cpu@fifo:50@rr:40", "two policies"),
+            ("cpu@0@1", "two CPU lists"),
+            ("cpu:2@fifo:50:period=1ms,busy=1ms", "below period"),
+            ("threads:64@fifo:10-60:period=1ms,busy=100us", "busy at real-time priority"),
+            ("cpu@deadline:3", "not a policy"),
+            ("tty", "names its device"),
+            ("block@0", "names its device"),
+        ] {
+            let e = parse(bad, &all, "--loads").err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains(word) && e.contains("--loads"), "{bad}: {e}");
+        }
+    }
+
     /// The failure of `load`, waited for up to 5 s.
     fn failure_of(load: &str) -> Option<String> {
         let spec = parse(load, &[0], "--loads").unwrap();
@@ -803,7 +953,23 @@ mod tests {
             }
         }
         let names: Vec<&str> = TABLE.iter().map(|w| w.name()).collect();
-        for n in ["idle", "cpu", "memory", "disk", "net", "net-flood", "net-tcp", "fork", "sched", "compile", "cmd"] {
+        for n in [
+            "idle",
+            "cpu",
+            "memory",
+            "disk",
+            "net",
+            "net-flood",
+            "net-tcp",
+            "net-to",
+            "tty",
+            "block",
+            "threads",
+            "fork",
+            "sched",
+            "compile",
+            "cmd",
+        ] {
             assert!(names.contains(&n), "{n}");
         }
     }

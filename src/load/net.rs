@@ -81,6 +81,7 @@ impl Workload for Net {
             asked,
             limit,
             asked_text,
+            devices: Vec::new(),
         })
     }
 }
@@ -115,7 +116,7 @@ fn udp_pair(spec: &LoadSpec, run: &mut Running, rate: Option<u64>) -> Result<()>
 /// Sends `rate` datagrams per second on a fixed grid of CLOCK_MONOTONIC
 /// instants; after a delay it sends what was due (at most 1 s's worth), so
 /// that the rate holds on average.
-fn paced(ctx: &LoadCtx, tx: &UdpSocket, payload: &[u8], rate: u64) {
+pub(super) fn paced(ctx: &LoadCtx, tx: &UdpSocket, payload: &[u8], rate: u64) {
     let period = 1_000_000_000 / rate;
     // Sleep at most 50 ms at a time, to see a stop request.
     let batch = (50_000_000 / period).max(1);

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub mod loads;
+pub mod netns;
 pub mod periodic;
 pub mod prom;
 pub mod reports;

@@ -16,6 +16,7 @@ pub mod inventory;
 pub mod irqtime;
 pub mod metrics;
 mod par;
+pub mod rtload;
 pub mod run;
 pub mod settings;
 pub mod store;

@@ -206,6 +206,12 @@ impl Accumulator {
             softirqs_per_s: rate(c.softirqs.iter().map(|x| x.1).sum()),
             softirqs: c.softirqs.iter().map(|(n, v)| Rate { name: n.clone(), per_s: rate(*v) }).collect(),
             top_interrupts: top,
+            interrupt_sources: c
+                .irq_sources
+                .iter()
+                .filter(|x| x.1 > 0)
+                .map(|(n, v)| Rate { name: n.clone(), per_s: rate(*v) })
+                .collect(),
             disk_reads_per_s: rate(c.disk.reads),
             disk_writes_per_s: rate(c.disk.writes),
             disk_read_kb_per_s: kb(c.disk.read_sectors),

@@ -75,6 +75,13 @@ pub enum Measure {
     /// Its CPUs used by processes other than rtscope's own, percent: an
     /// idle load's (the baseline's) must stay below the limit.
     OthersBusy,
+    /// Interrupts per second on the IRQ lines of the device the load
+    /// drives ([`Target::devices`]: the lines' numbers or names as in
+    /// /proc/interrupts): a serial port, a NIC, a disk.
+    DeviceInterrupts,
+    /// Packets per second sent on the interface [`Target::devices`] names:
+    /// a network load whose interface has no IRQ line of its own (a veth).
+    IfacePackets,
 }
 
 impl Measure {
@@ -85,6 +92,8 @@ impl Measure {
             Measure::LoopbackPackets => "packets/s",
             Measure::DiskWrites => "writes/s",
             Measure::Forks => "processes/s",
+            Measure::DeviceInterrupts => "interrupts/s",
+            Measure::IfacePackets => "packets/s",
         }
     }
 }
@@ -103,6 +112,11 @@ pub struct Target {
     /// What was asked and why the limit, in words, e.g. `its 2 CPUs 100 %
     /// busy (flagged below 90 %)`.
     pub asked_text: String,
+    /// What [`Measure::DeviceInterrupts`] counts: IRQ lines, each an IRQ
+    /// number (`36`) or a name (`ttyS1`, `virtio1-req.0`) of
+    /// /proc/interrupts; or the interface [`Measure::IfacePackets`]
+    /// counts. Empty for the other measures.
+    pub devices: Vec<String>,
 }
 
 /// A load's target against what the kernel counted while it ran.
@@ -170,6 +184,12 @@ pub struct Characterisation {
     pub softirqs: Vec<Rate>,
     /// The busiest interrupt sources (at most 5), busiest first.
     pub top_interrupts: Vec<Rate>,
+    /// Every interrupt source that moved, in the kernel's order, named
+    /// `N name` (numbered IRQ lines) or by description: what a device
+    /// load's check counts ([`Measure::DeviceInterrupts`]). Empty in runs
+    /// stored before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupt_sources: Vec<Rate>,
     pub disk_reads_per_s: f64,
     pub disk_writes_per_s: f64,
     pub disk_read_kb_per_s: f64,
@@ -220,6 +240,18 @@ impl Characterisation {
         self.net.iter().fold((0.0, 0.0), |(r, t), n| (r + n.rx_packets_per_s, t + n.tx_packets_per_s))
     }
 
+    /// The interrupt sources that `devices` name (an IRQ number, or a
+    /// source's name: the last word of its /proc/interrupts line).
+    pub fn device_lines(&self, devices: &[String]) -> Vec<&Rate> {
+        self.interrupt_sources
+            .iter()
+            .filter(|r| {
+                let (id, name) = r.name.split_once(' ').unwrap_or((r.name.as_str(), ""));
+                devices.iter().any(|d| d == id || (!name.is_empty() && d == name))
+            })
+            .collect()
+    }
+
     pub fn iface(&self, name: &str) -> Option<&NetRate> {
         self.net.iter().find(|n| n.iface == name)
     }
@@ -268,6 +300,8 @@ impl Characterisation {
             Measure::LoopbackPackets => self.iface("lo").map_or(0.0, |n| n.rx_packets_per_s),
             Measure::DiskWrites => self.disk_writes_per_s,
             Measure::Forks => self.forks_per_s,
+            Measure::DeviceInterrupts => r2(self.device_lines(&t.devices).iter().map(|r| r.per_s).sum()),
+            Measure::IfacePackets => t.devices.first().and_then(|i| self.iface(i)).map_or(0.0, |n| n.tx_packets_per_s),
         };
         let flagged = match t.measure {
             Measure::OthersBusy => achieved > t.limit,
@@ -298,6 +332,13 @@ impl Characterisation {
                     String::new()
                 }
             ),
+            (Measure::DeviceInterrupts, _) => {
+                let lines: Vec<String> =
+                    self.device_lines(&t.devices).iter().map(|r| format!("{} {:.1}/s", r.name, r.per_s)).collect();
+                let lines = if lines.is_empty() { "none moved".to_string() } else { lines.join(", ") };
+                let head = if flagged { format!("{load} fell short") } else { load.to_string() };
+                format!("{head}: asked {}; achieved {achieved:.1} {unit} ({lines})", t.asked_text)
+            }
             (_, true) => format!("{load} fell short: asked {}; achieved {achieved:.1} {unit}", t.asked_text),
             (_, false) => format!("{load}: asked {}; achieved {achieved:.1} {unit}", t.asked_text),
         };

@@ -167,7 +167,7 @@ fn other_processes_are_counted_on_the_cpu_they_ran_on() {
 }
 
 fn target(measure: Measure, cpus: &[usize], asked: f64, limit: f64) -> Target {
-    Target { load: "l".into(), cpus: cpus.to_vec(), measure, asked, limit, asked_text: "x".into() }
+    Target { load: "l".into(), cpus: cpus.to_vec(), measure, asked, limit, asked_text: "x".into(), devices: vec![] }
 }
 
 #[test]
@@ -378,4 +378,31 @@ fn system_calls_are_a_rate_where_counted() {
     let mut none = Accumulator::new("idle", &[]);
     none.add(&at(1_000_000_000, None));
     assert_eq!(none.finish().syscalls_per_s, None);
+}
+
+#[test]
+fn a_device_load_is_checked_on_its_devices_irq_lines_or_its_interface() {
+    let mut a = second(1, [10, 10], vec![]);
+    a.irq_sources = vec![("36 virtio1-req.0".into(), 100), ("26 ttyS0".into(), 5), ("LOC Local timer".into(), 10)];
+    a.net = vec![NetCounters { iface: "veth0".into(), tx_packets: 10, ..Default::default() }];
+    let mut b = second(3, [10, 10], vec![]);
+    b.irq_sources = vec![("36 virtio1-req.0".into(), 700), ("26 ttyS0".into(), 5), ("LOC Local timer".into(), 4010)];
+    b.net = vec![NetCounters { iface: "veth0".into(), tx_packets: 2010, ..Default::default() }];
+    let mut acc = Accumulator::new("block", &[]);
+    acc.add(&b.since(&a));
+    let c = acc.finish();
+    let names: Vec<&str> = c.interrupt_sources.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["36 virtio1-req.0", "LOC Local timer"], "only the sources that moved");
+    let dev = |devices: &[&str]| Target {
+        devices: devices.iter().map(|d| d.to_string()).collect(),
+        ..target(Measure::DeviceInterrupts, &[], 1.0, 10.0)
+    };
+    let by_number = c.check(&dev(&["35", "36"]));
+    assert_eq!((by_number.achieved, by_number.flagged), (300.0, false), "{by_number:?}");
+    assert!(by_number.message.contains("36 virtio1-req.0 300.0/s"), "{}", by_number.message);
+    assert_eq!(c.check(&dev(&["virtio1-req.0"])).achieved, 300.0, "by name");
+    let uart = c.check(&dev(&["ttyS0"]));
+    assert!(uart.flagged && uart.message.contains("fell short") && uart.message.contains("none moved"), "{uart:?}");
+    let veth = Target { devices: vec!["veth0".into()], ..target(Measure::IfacePackets, &[], 1.0, 10.0) };
+    assert_eq!((c.check(&veth).achieved, c.check(&veth).flagged), (1000.0, false));
 }
