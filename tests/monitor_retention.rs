@@ -10,7 +10,7 @@ use rtscope::commands::monitor::accelerated::{self, Accelerated};
 use rtscope_model::hist::Tally;
 use rtscope_model::store::Store;
 
-const DAY: u64 = 86_400_000_000_000;
+const HALF_DAY: u64 = 43_200_000_000_000;
 
 /// The percentile `name` of an analyze series.
 fn percentile(series: &serde_json::Value, name: &str) -> u64 {
@@ -24,9 +24,9 @@ fn within_resolution(read: u64, truth: u64, what: &str) {
     assert!(read.abs_diff(truth) <= tolerance, "{what}: {read} read back, {truth} committed");
 }
 
-/// A day of a 2-CPU wake-up monitor at 10 Hz (10 s checkpoints), kept 6
-/// hours then summarised per hour (a span's raw exceedances thinned to its
-/// worst 16), in at most 8 MiB: every pass
+/// Half a day of a 2-CPU wake-up monitor at 10 Hz (10 s checkpoints), kept
+/// 3 hours then summarised per half hour (a span's raw exceedances thinned
+/// to its worst 16), in at most 8 MiB: every pass
 /// leaves the store within --max-store, the old days are summaries, and
 /// `analyze` of the whole run finds every committed sample, the maximum,
 /// p99 and p99.9 of the unsummarised run within the histograms' resolution.
@@ -42,9 +42,9 @@ fn a_day_summarised_still_answers_analyze_show_and_report() {
         "--probe-args",
         "wakeup=--interval 100ms",
         "--retain",
-        "6h",
+        "3h",
         "--summary-span",
-        "1h",
+        "30m",
         "--max-store",
         "8M",
         "--db",
@@ -52,7 +52,7 @@ fn a_day_summarised_still_answers_analyze_show_and_report() {
     ];
     let a = Accelerated {
         args: args.iter().map(|s| s.to_string()).collect(),
-        duration_ns: DAY,
+        duration_ns: HALF_DAY,
         start_unix_ns: 1_800_000_000_000_000_000,
         seed: 3,
     };
@@ -64,11 +64,11 @@ fn a_day_summarised_still_answers_analyze_show_and_report() {
     })
     .unwrap();
     assert!(over.is_empty(), "over --max-store after a pass: {over:?}");
-    assert_eq!(out.passes, 24 * 60 + 1, "a pass a minute and one at the end");
+    assert_eq!(out.passes, 12 * 60 + 1, "a pass a minute and one at the end");
     let (summarised, thinned) = (out.summarised_intervals, out.thinned_exceedances);
     assert!(summarised > 0 && thinned > 0, "nothing summarised: {summarised} intervals, {thinned} exceedances");
 
-    // The first 18 hours are summaries of an hour; the intervals of
+    // The first 9 hours are summaries of half an hour; the intervals of
     // the last minutes are the checkpoints as written.
     let store = Store::open_for_reading(std::path::Path::new(&db)).unwrap();
     let run = store.load_run_summed(out.run_id).unwrap();
@@ -76,7 +76,7 @@ fn a_day_summarised_still_answers_analyze_show_and_report() {
         let (first, last) = (&s.intervals[0], &s.intervals[s.intervals.len() - 1]);
         assert!(first.end_ns - first.start_ns >= 600_000_000_000, "first interval {first:?} not a summary");
         assert!(last.end_ns - last.start_ns <= 11_000_000_000, "last interval {last:?} summarised");
-        assert!(s.intervals.len() < 8640 / 2, "{} intervals left of {}", s.intervals.len(), 8640);
+        assert!(s.intervals.len() < 4320 / 2, "{} intervals left of {}", s.intervals.len(), 4320);
     }
     drop(store);
 
@@ -89,7 +89,7 @@ fn a_day_summarised_still_answers_analyze_show_and_report() {
         let s = series.iter().find(|s| s["cpu"].as_i64() == Some(*cpu)).unwrap();
         let what = |f: &str| format!("cpu {cpu} {f}");
         assert_eq!(s["stats"]["count"].as_u64(), Some(truth.count()), "{}", what("count"));
-        assert_eq!(truth.count(), 86_400 * 10, "every sample committed");
+        assert_eq!(truth.count(), 43_200 * 10, "every sample committed");
         within_resolution(s["stats"]["max_ns"].as_u64().unwrap(), truth.max() as u64, &what("max"));
         for (name, q) in [("p99", 0.99), ("p99.9", 0.999)] {
             within_resolution(percentile(s, name), quantile(truth, q), &what(name));

@@ -8,6 +8,7 @@
 //! rtscope says about the kernel, never how fast.
 
 mod common;
+use common::row;
 use common::vm::{Boot, Guest, TRACEFS, completed, step};
 
 /// The RT kernel's command line: CPU 1 isolated, the TSC as clocksource
@@ -96,7 +97,9 @@ static STOCK: Boot = Boot::new();
 
 /// The stock kernel, its IRQs threaded: wakeup on CPU 1; then the serial
 /// load on the second UART, /proc/interrupts read twice while it runs
-/// (the port's line shows only while the port is open).
+/// (the port's line shows only while the port is open); then wakeup
+/// toggling the second UART's RTS at each sample (`--marker`), the
+/// emulator logging the guest's UART writes with the host's time.
 fn stock() -> &'static Guest {
     let script = step("wakeup", "wakeup --cpus 1 -D 2s --db /tmp/rt.db --json \"$O/wakeup.json\"")
         + "\"$B\" show last --json --db /tmp/rt.db >\"$O/show.json\"\n"
@@ -104,8 +107,12 @@ fn stock() -> &'static Guest {
            pid=$!\n\
            sleep 1.5; cat /proc/interrupts >\"$O/irq-before.txt\"\n\
            sleep 1.5; cat /proc/interrupts >\"$O/irq-after.txt\"\n\
-           wait $pid; echo \"tty rc $?\"\n";
-    STOCK.guest("stock", "threadirqs clocksource=tsc tsc=reliable", &script)
+           wait $pid; echo \"tty rc $?\"\n"
+        + &step(
+            "marker",
+            "wakeup --cpus 1 -D 2s --marker tty:/dev/ttyS1:rts --db /tmp/rt.db --json \"$O/marker.json\"",
+        );
+    STOCK.guest_with("stock", "threadirqs clocksource=tsc tsc=reliable", &["--uart-writes"], &script)
 }
 
 /// rtscope's advice to run an RT kernel (the `kernel` note's fix).
@@ -457,4 +464,40 @@ fn a_tty_load_moves_the_uarts_interrupt_count() {
         (Some("device_interrupts"), Some(false)),
         "{check}"
     );
+}
+
+/// `--marker tty:/dev/ttyS1:rts`: the measuring thread toggles the UART's
+/// RTS line at each sample it records, and the host, outside the guest,
+/// sees each edge (the emulator's writes to the modem-control register,
+/// timed by the host's clock): as many edges as samples (plus the port's
+/// own open, restore and close), a sample's period apart.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_marker_on_the_serial_port_is_timed_from_outside() {
+    let g = stock();
+    let v = completed(g, "marker", "marker.json");
+    let samples = row(v["results"].as_array().unwrap(), "latency")["count"].as_u64().unwrap();
+    assert_eq!(v["run"]["plan"]["settings"]["marker"], "tty:/dev/ttyS1:rts", "{}", v["run"]["plan"]);
+    // The modem-control register's writes (addr 0x04), the RTS bit's edges.
+    let mut edges: Vec<f64> = Vec::new();
+    let mut rts = None;
+    for l in g.file("uart-writes").lines() {
+        let Some((head, write)) = l.split_once(":serial_write write addr 0x04 val ") else { continue };
+        let t: f64 = head.split_once('@').and_then(|(_, t)| t.parse().ok()).unwrap_or(f64::NAN);
+        let val = u8::from_str_radix(write.trim().trim_start_matches("0x"), 16).unwrap();
+        let now = val & 0x02 != 0;
+        if rts.is_some_and(|was| was != now) {
+            edges.push(t);
+        }
+        rts = Some(now);
+    }
+    let n = edges.len() as u64;
+    assert!(n >= samples && n <= samples + 20, "{n} RTS edges seen from outside for {samples} samples");
+    let mut gaps: Vec<f64> = edges.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    let median = gaps[gaps.len() / 2];
+    eprintln!("{n} edges for {samples} samples; median edge to edge {:.3} ms (host clock)", median * 1e3);
+    // The probe's 1 ms period, timed by the emulator's host: a mechanism
+    // check, not a latency (the emulator's own delays are in it).
+    assert!((0.0005..0.002).contains(&median), "median edge to edge {median} s: not the 1 ms period");
 }

@@ -313,12 +313,12 @@ fn each_spinner_kind_does_what_it_says() {
     for kind in ["user", "sys", "prio", "event", "event-timeout", "mmap"] {
         let spec = format!("1@50:{kind}");
         let child = Command::new(BIN)
-            .args(["wakeup", "--cpus", &cpu, "--spinners", &spec, "-D", "3s", "--quiet", "--db", &fx.db])
+            .args(["wakeup", "--cpus", &cpu, "--spinners", &spec, "-D", "2s", "--quiet", "--db", &fx.db])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(2200));
+        std::thread::sleep(Duration::from_millis(1500));
         let threads = thread_counters(child.id());
         let o = child.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(0), "{kind}: {}", text(&o));

@@ -5,6 +5,7 @@
 use super::*;
 use crate::probe::Probe;
 use crate::probe::wakeup::TimerlatMode;
+use crate::sys::marker::{Marker, MarkerSpec};
 use rtscope_model::descriptor::{self, Descriptor, Duty};
 use rtscope_model::settings::WakeupTimer;
 
@@ -170,6 +171,11 @@ pub struct WakeupArgs {
     /// after the first thread's, as cyclictest's threads do by starting one after the other.
     #[arg(long)]
     pub aligned: bool,
+    /// A marker an instrument outside the machine can time: the first measured CPU's thread toggles this serial
+    /// port's RTS (or DTR) line at each sample it records, right after its wake-up (tty:PATH[:rts|dtr], e.g.
+    /// tty:/dev/ttyS1:rts); the port's lines are set back as found at the end.
+    #[arg(long, value_name = "tty:PATH[:LINE]", value_parser = MarkerSpec::parse)]
+    pub marker: Option<MarkerSpec>,
     #[command(flatten)]
     pub common: CommonArgs,
     #[command(flatten)]
@@ -408,6 +414,10 @@ impl ProbeArgs for WakeupArgs {
             crate::sys::mem::check_share("--flush-size", size as u64, "give a smaller --flush-size (e.g. 64M)")
                 .map_err(anyhow::Error::msg)?;
         }
+        if self.marker.is_some() && !self.common.instances.is_empty() {
+            bail!("--marker with --instances: one line marks one thread; measure one instance with --marker");
+        }
+        let marker = self.marker.as_ref().map(Marker::open).transpose().map_err(anyhow::Error::msg)?;
         let flush =
             self.cache_flush.then(|| FlushBuffer::new(self.flush_size)).transpose().map_err(anyhow::Error::msg)?;
         if let Some(f) = &flush {
@@ -434,6 +444,8 @@ impl ProbeArgs for WakeupArgs {
                 flush,
                 timerlat: self.timerlat,
                 aligned: self.aligned,
+                marker: self.marker.clone(),
+                marker_line: marker.map(std::sync::Arc::new),
                 timerlat_fds: Default::default(),
             },
         ))

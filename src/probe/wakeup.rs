@@ -20,6 +20,7 @@ use super::{Beside, Common, Probe, RouteCtx, ThreadCtx};
 use crate::disturb::{SpinKind, SpinSpec, Spinners};
 use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
+use crate::sys::marker::{Marker, MarkerSpec};
 use crate::sys::{clock, process, sched::Policy};
 use crate::trace::ktracer::{self, Context as At, Rec, Setting, Tracer};
 use anyhow::{Context, Result};
@@ -86,6 +87,12 @@ pub struct Wakeup {
     /// `--aligned`: every thread wakes at the same instants (else thread
     /// i's periods start i/N of a period after the first thread's).
     pub aligned: bool,
+    /// `--marker`: the serial port's line the first measured CPU's thread
+    /// toggles at each sample it records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marker: Option<MarkerSpec>,
+    #[serde(skip)]
+    pub marker_line: Option<std::sync::Arc<Marker>>,
     /// `--timerlat user`: each measured CPU's `timerlat_fd`, found when the
     /// tracer is asked for (before the threads start, which open them).
     #[serde(skip)]
@@ -191,6 +198,9 @@ impl Probe for Wakeup {
         }
         if self.aligned {
             s += ", threads aligned";
+        }
+        if let Some(m) = &self.marker {
+            s += &format!(", marker {}", m.spec());
         }
         s
     }
@@ -343,6 +353,8 @@ impl Probe for Wakeup {
         let rec = &mut rec[0];
         let interval = self.timer.interval_ns.saturating_add((ctx.index as u64).saturating_mul(self.timer.distance_ns));
         let flush = self.flush.as_ref();
+        // `--marker`: the first thread's samples, edge for edge.
+        let marker = self.marker_line.as_deref().filter(|_| ctx.index == 0);
         let mut next = ctx.start_ns;
         loop {
             next += interval;
@@ -350,6 +362,11 @@ impl Probe for Wakeup {
             let now = clock::now();
             let latency = now.saturating_sub(next);
             rec.record(now, latency);
+            if let Some(m) = marker
+                && now >= ctx.record_from_ns
+            {
+                m.toggle();
+            }
             if latency >= interval {
                 let missed = latency / interval;
                 rec.overrun(missed);
@@ -533,6 +550,8 @@ mod tests {
             flush: None,
             timerlat: TimerlatMode::Off,
             aligned: false,
+            marker: None,
+            marker_line: None,
             timerlat_fds: Default::default(),
         };
         assert_eq!((0..4).map(|i| w.first_offset(i, 4)).collect::<Vec<_>>(), [0, 250_000, 500_000, 750_000]);

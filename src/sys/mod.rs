@@ -2,8 +2,8 @@
 //! memory locking, clocks, signals, child processes,
 //! `/dev/cpu_dma_latency`, the system inventory, file reads in steps, timers and sleeps, the
 //! CPU's cycle counter and caches, UDP sockets with kernel timestamps,
-//! network namespaces, and the `trace_marker` that `--tracemark` writes
-//! to. Most of rtscope's `unsafe` and `libc` is here; the rest sits in the
+//! network namespaces, the `trace_marker` that `--tracemark` writes
+//! to, and the serial port's line that `--marker` toggles. Most of rtscope's `unsafe` and `libc` is here; the rest sits in the
 //! measuring code that needs it (osbench's shared-memory tests, netlat's
 //! sender process, disturb's system-call spinner).
 
@@ -17,6 +17,7 @@ pub mod dma;
 pub mod fs;
 pub mod inventory;
 pub mod ipc;
+pub mod marker;
 pub mod mem;
 pub mod net;
 pub mod netns;

@@ -84,9 +84,14 @@ impl Boot {
     /// the kernel command line `append` and `script`; a test whose VM
     /// could not run the script to its end fails with boot.sh's reason.
     pub fn guest(&self, kernel: &str, append: &str, script: &str) -> &Guest {
+        self.guest_with(kernel, append, &[], script)
+    }
+
+    /// [`Boot::guest`] with boot.sh's `flags` (`--uart-writes`).
+    pub fn guest_with(&self, kernel: &str, append: &str, flags: &[&str], script: &str) -> &Guest {
         let got = self.cell.get_or_init(|| {
             let _serial = super::serial();
-            let got = boot(kernel, append, script);
+            let got = boot(kernel, append, flags, script);
             // What it cost, past the harness's capture (as `skipped` does).
             if let Ok(g) = &got {
                 use std::io::Write;
@@ -104,7 +109,7 @@ impl Boot {
 /// Boots `kernel` with `append` on its command line and runs `script` in
 /// it as root, with `$B` this build's rtscope and `$O` the writable
 /// directory it leaves its files in (read back here, then removed).
-pub fn boot(kernel: &str, append: &str, script: &str) -> Result<Guest, String> {
+pub fn boot(kernel: &str, append: &str, flags: &[&str], script: &str) -> Result<Guest, String> {
     // Under TCG the guest kernel now and then dies while it boots, before
     // any script runs (the 6.12 RT kernel, once in several boots: a fatal
     // exception in an interrupt at about 1.7 s, in sched_clock_cpu). That
@@ -113,7 +118,7 @@ pub fn boot(kernel: &str, append: &str, script: &str) -> Result<Guest, String> {
     // most, and said. A panic once the script ran is the test's.
     let mut tries = 0;
     loop {
-        match boot_once(kernel, append, script) {
+        match boot_once(kernel, append, flags, script) {
             Err((e, false)) if tries < 2 && e.contains("Kernel panic") => {
                 tries += 1;
                 eprintln!("the {kernel} kernel died while booting under the emulator; booting it again ({tries} of 2)");
@@ -124,7 +129,7 @@ pub fn boot(kernel: &str, append: &str, script: &str) -> Result<Guest, String> {
 }
 
 /// One boot; on failure, why and whether the script had started.
-fn boot_once(kernel: &str, append: &str, script: &str) -> Result<Guest, (String, bool)> {
+fn boot_once(kernel: &str, append: &str, flags: &[&str], script: &str) -> Result<Guest, (String, bool)> {
     let dir = super::tempdir();
     let out = dir.join("out");
     let file = dir.join("script.sh");
@@ -139,6 +144,7 @@ fn boot_once(kernel: &str, append: &str, script: &str) -> Result<Guest, (String,
         .arg("--keep")
         .arg(bin_dir)
         .args(["--keep", scripts])
+        .args(flags)
         .arg(&file)
         .output()
         .map_err(|e| (format!("cannot run {BOOT}: {e}"), false))?;

@@ -8,7 +8,14 @@
 # (the binaries under test, the repository, OUT).
 #
 #   tests/vm/boot.sh [--kernel rt|rt-bpo|stock|VERSION] [--append ARGS] [--cpus N]
-#                    [--mem SIZE] [--timeout SECONDS] [--keep DIR]... --out DIR SCRIPT
+#                    [--mem SIZE] [--timeout SECONDS] [--keep DIR]... [--uart-writes]
+#                    --out DIR SCRIPT
+#
+# --uart-writes: the emulator logs every write to a UART's registers, with
+# the host's time of day (OUT/uart-writes: "PID@SEC.USEC:serial_write
+# write addr 0xNN val 0xNN", both UARTs): the host as an instrument outside
+# the guest, timing what the guest drives on a port's lines (addr 0x04,
+# the modem-control register: RTS is 0x02, DTR 0x01).
 #
 # --keep DIR: a directory of the host's under /tmp or /run (the binaries
 # under test, where the repository was cloned there) kept at its own path
@@ -33,7 +40,7 @@
 # latency is the emulator's: judge mechanisms there, not times.
 set -euo pipefail
 
-kernel=rt append="" cpus=2 mem=1G timeout=600 out="" script="" keep=""
+kernel=rt append="" cpus=2 mem=1G timeout=600 out="" script="" keep="" uart_writes=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --kernel) kernel=$2; shift 2 ;;
@@ -43,6 +50,7 @@ while [ $# -gt 0 ]; do
     --timeout) timeout=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --keep) keep="$keep $2"; shift 2 ;;
+    --uart-writes) uart_writes=(-trace serial_write -D OUT/uart-writes -msg timestamp=on); shift ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "boot.sh: unknown option $1 (see --help)" >&2; exit 125 ;;
     *) script=$1; shift ;;
@@ -157,7 +165,8 @@ accel=(-accel tcg,thread=multi -cpu max)
 if [ -r /dev/kvm ] && [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then
     accel=(-accel kvm -cpu host)
 fi
-rm -f "$out/rc" "$out/rc.tmp" "$out/stdout" "$out/stderr"
+rm -f "$out/rc" "$out/rc.tmp" "$out/stdout" "$out/stderr" "$out/uart-writes"
+[ ${#uart_writes[@]} -eq 0 ] || uart_writes[3]="$out/uart-writes"
 # The guest has a tmpfs of its own on /tmp and /run: it runs the script
 # from OUT.
 [ "$script" = "$out/script.sh" ] || cp "$script" "$out/script.sh"
@@ -166,7 +175,7 @@ started=$(date +%s)
 # stopped) ends it too rather than leaving it to the timeout.
 timeout --kill-after=10 "$timeout" "$qemu" "${accel[@]}" -smp "$cpus" -m "$mem" \
     -nodefaults -no-reboot -display none -serial "file:$out/console" -serial "file:$work/ttyS1" \
-    -kernel "$vmlinuz" -initrd "$work/initrd.gz" \
+    -kernel "$vmlinuz" -initrd "$work/initrd.gz" "${uart_writes[@]}" \
     -append "console=ttyS0 panic=-1 loglevel=4 rdinit=/init $append" \
     -virtfs local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap \
     -virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
