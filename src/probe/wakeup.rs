@@ -165,12 +165,18 @@ impl Probe for Wakeup {
     }
 
     /// Slot 0: with `--timerlat user`, 1 where the thread kept its own grid
-    /// (the kernel's timestamps of its timer never reached it).
+    /// (the kernel's timestamps of its timer never reached it). Slot 1:
+    /// `--marker`'s toggles the port refused.
     fn extra_slots(&self) -> usize {
-        1
+        2
     }
 
     fn notes(&self, slots: &[u64]) -> Vec<String> {
+        if let Some(&refused) = slots.get(1).filter(|&&n| n > 0) {
+            return vec![format!(
+                "--marker: the port refused {refused} of the line's toggles: an instrument on it missed those edges"
+            )];
+        }
         if slots.first() == Some(&1) {
             return vec![format!(
                 "--timerlat user: no timestamp of timerlat's timer reached the thread within {}, so its latencies \
@@ -379,6 +385,9 @@ impl Probe for Wakeup {
             if let Some(f) = flush {
                 f.flush();
             }
+        }
+        if let Some(m) = marker {
+            ctx.set_extra(1, m.failed.load(std::sync::atomic::Ordering::Relaxed));
         }
     }
 }
