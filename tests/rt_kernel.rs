@@ -96,8 +96,9 @@ fn rt() -> &'static Guest {
 static STOCK: Boot = Boot::new();
 
 /// The stock kernel, its IRQs threaded: wakeup on CPU 1; then the serial
-/// load on the second UART, /proc/interrupts read twice while it runs
-/// (the port's line shows only while the port is open); then wakeup
+/// load on the second UART, /proc/interrupts read twice while it runs,
+/// 1.5 s apart, once the port is open (its line shows only while the port
+/// is open, and a busy host can make the load's start slow); then wakeup
 /// toggling the second UART's RTS at each sample (`--marker`), the
 /// emulator logging the guest's UART writes with the host's time.
 fn stock() -> &'static Guest {
@@ -105,7 +106,8 @@ fn stock() -> &'static Guest {
         + "\"$B\" show last --json --db /tmp/rt.db >\"$O/show.json\"\n"
         + "\"$B\" load tty:/dev/ttyS1 -D 4s --db /tmp/rt.db --json \"$O/tty.json\" >\"$O/tty.txt\" 2>&1 &\n\
            pid=$!\n\
-           sleep 1.5; cat /proc/interrupts >\"$O/irq-before.txt\"\n\
+           for i in $(seq 100); do grep -q ttyS1 /proc/interrupts && break; sleep 0.05; done; sleep 0.2\n\
+           cat /proc/interrupts >\"$O/irq-before.txt\"\n\
            sleep 1.5; cat /proc/interrupts >\"$O/irq-after.txt\"\n\
            wait $pid; echo \"tty rc $?\"\n"
         + &step(

@@ -63,9 +63,13 @@ pub fn completed(g: &Guest, step: &str, json: &str) -> serde_json::Value {
 }
 
 /// A script line that runs rtscope's `args` as `step`: its stdout and
-/// stderr to `$O/STEP.txt`, its exit status on the script's stdout.
+/// stderr to `$O/STEP.txt`, its exit status and the guest's uptime before
+/// and after it on the script's stdout.
 pub fn step(step: &str, args: &str) -> String {
-    format!("\"$B\" {args} >\"$O/{step}.txt\" 2>&1; echo \"{step} rc $?\"\n")
+    format!(
+        "t0=$(cut -d' ' -f1 /proc/uptime); \"$B\" {args} >\"$O/{step}.txt\" 2>&1; rc=$?; echo \"{step} rc $rc\"; \
+         echo \"{step} took from $t0 to $(cut -d' ' -f1 /proc/uptime)\"\n"
+    )
 }
 
 /// A boot whose result the tests of one file share: booted by the first
@@ -96,6 +100,9 @@ impl Boot {
             if let Ok(g) = &got {
                 use std::io::Write;
                 let _ = write!(std::io::stderr(), "{}", g.said);
+                if std::env::var_os("RTSCOPE_VM_STDOUT").is_some() {
+                    let _ = write!(std::io::stderr(), "{}", g.files.get("stdout").map_or("", |s| s.as_str()));
+                }
             }
             got
         });
