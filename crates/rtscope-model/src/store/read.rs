@@ -412,6 +412,55 @@ impl Store {
         Ok(series)
     }
 
+    /// `f` of every interval of run `id`, its histograms included, in the
+    /// order of their start times, with the index of its series in the
+    /// run's order of series ([`Store::load_run`]'s); intervals that start
+    /// together in that order of series. The series are read side by side
+    /// (a cursor each, merged by start time), so that memory holds one
+    /// interval of each, never a whole run; a series' intervals are taken
+    /// in their order (by seq), each series' in time order as a run stores
+    /// them. In one read transaction.
+    pub fn for_each_interval_in_time(&self, id: i64, mut f: impl FnMut(usize, Interval) -> Result<()>) -> Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        let sids: Vec<i64> = {
+            let mut st =
+                self.conn.prepare("SELECT id FROM series WHERE run_id=?1 ORDER BY probe, metric, cpu, load")?;
+            st.query_map([id], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
+        let mut statements = Vec::with_capacity(sids.len());
+        for _ in &sids {
+            statements.push(self.conn.prepare(INTERVALS)?);
+        }
+        let mut cursors = Vec::with_capacity(sids.len());
+        for (st, sid) in statements.iter_mut().zip(&sids) {
+            cursors.push(st.query([*sid, 0, i64::from(u32::MAX)])?);
+        }
+        let next = |i: usize, cursors: &mut [rusqlite::Rows]| -> Result<Option<Interval>> {
+            cursors[i].next()?.map(|r| interval_of(id, r)).transpose()
+        };
+        let mut pending: Vec<Option<Interval>> = Vec::with_capacity(sids.len());
+        let mut heap = std::collections::BinaryHeap::new();
+        for i in 0..sids.len() {
+            let iv = next(i, &mut cursors)?;
+            if let Some(iv) = &iv {
+                heap.push(std::cmp::Reverse((iv.start_ns, i)));
+            }
+            pending.push(iv);
+        }
+        while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
+            let iv = pending[i].take().expect("a series in the heap has an interval");
+            if let Some(after) = next(i, &mut cursors)? {
+                heap.push(std::cmp::Reverse((after.start_ns, i)));
+                pending[i] = Some(after);
+            }
+            f(i, iv)?;
+        }
+        drop(cursors);
+        drop(statements);
+        tx.finish()?;
+        Ok(())
+    }
+
     /// A stored series' exceedances, in time order.
     fn exceedances(&self, sid: i64) -> Result<Vec<Exceedance>> {
         let mut est =

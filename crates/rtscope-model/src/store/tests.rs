@@ -5,7 +5,7 @@ use super::schema::{MIGRATIONS, SCHEMA};
 use super::tests_support::sample_run;
 use super::write::{insert_exceedances, insert_header, insert_interval, set_extra};
 use super::*;
-use crate::run::RunStatus;
+use crate::run::{Interval, RunStatus};
 use rusqlite::{Connection, params};
 use std::path::Path;
 
@@ -107,6 +107,29 @@ fn a_summed_read_is_the_whole_read_but_for_the_intervals_histograms() {
     let (a, b) = (store.load_run(id).unwrap_err(), store.load_run_summed(id).unwrap_err());
     assert_eq!(format!("{a:#}"), format!("{b:#}"));
     assert!(format!("{a:#}").contains("interval 1"), "{a:#}");
+}
+
+#[test]
+fn intervals_stream_in_time_order_as_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    for run in [sample_run(), super::tests_support::signed_run()] {
+        let id = store.insert_run(&run).unwrap();
+        let whole = store.load_run(id).unwrap();
+        let mut expected: Vec<(u64, usize, Interval)> = Vec::new();
+        for (i, s) in whole.series.iter().enumerate() {
+            expected.extend(s.intervals.iter().map(|iv| (iv.start_ns, i, iv.clone())));
+        }
+        expected.sort_by_key(|e| (e.0, e.1));
+        let mut got = Vec::new();
+        store
+            .for_each_interval_in_time(id, |i, iv| {
+                got.push((iv.start_ns, i, iv));
+                Ok(())
+            })
+            .unwrap();
+        assert!(got == expected, "another order or other intervals");
+    }
 }
 
 #[test]
