@@ -29,6 +29,9 @@
 #   RTSCOPE   the binary to time (default: this tree's, built in release);
 #             BEFORE another binary timed beside it (e.g. a build of the base
 #             commit), its column marked "before"
+#             (the stores are written at schema 5 by this tree's synthesiser:
+#             a build from before schema 5 refuses them; time it on stores its
+#             own synthesiser wrote, in another WORK)
 #
 # The runs are written through the store's API by
 # crates/rtscope-model/examples/synth_run.rs. Times are GNU time's elapsed

@@ -332,6 +332,11 @@ impl OpenRun {
         finished?;
         self.reserve.take();
         let store = self.store()?;
+        // The sums of its series' halves, for later reads to start from: a
+        // cache, without which a read folds every interval's histogram.
+        if let Err(e) = store.store_sums(id) {
+            eprintln!("rtscope: warning: run {id}: its series' sums were not stored ({e:#}); reading it takes longer");
+        }
         signals::stored(id);
         store.load_run(id)
     }

@@ -134,13 +134,24 @@ pub fn show(a: ShowArgs) -> Result<i32> {
 pub fn export(a: ExportArgs) -> Result<i32> {
     crate::cli::check_output("--output", &a.output, &a.store.db)?;
     let store = open_existing(&a.store)?;
-    let run = store.load_run(store.resolve(&a.run)?)?;
+    let id = store.resolve(&a.run)?;
+    // A format that writes every interval's histogram as it comes reads
+    // them from the store then, never the run whole.
+    let streams = a.format.streams_intervals();
+    let run = if streams { store.load_run_summed(id)? } else { store.load_run(id)? };
     let timeline = if a.format.reads_timeline() { store.timeline(run.header.id)? } else { None };
+    let intervals =
+        |f: &mut dyn FnMut(usize, rtscope_model::run::Interval) -> Result<()>| store.for_each_interval_in_time(id, f);
     report::write(
         "--output",
         &a.output,
         a.format,
-        &Input { full: true, timeline: timeline.as_ref(), ..Input::one(&run) },
+        &Input {
+            full: true,
+            timeline: timeline.as_ref(),
+            intervals: streams.then_some(&intervals as &report::Intervals),
+            ..Input::one(&run)
+        },
     )?;
     if let Some(n) = timeline.as_ref().and_then(|t| t.cut_note()) {
         eprintln!("rtscope: run {}: {n}", run.header.id);

@@ -3,8 +3,8 @@
 
 use super::{Format, Input, Use, Written};
 use anyhow::{Result, anyhow};
-use hdrhistogram::serialization::V2DeflateSerializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use base64::Engine;
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use rtscope_model::hist;
 use rtscope_model::run::{Interval, Run};
 use std::io::Write;
@@ -30,9 +30,29 @@ impl Format for Hdr {
     }
 
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
-        write_log(input.run()?, out)?;
+        let run = input.run()?;
+        match input.intervals {
+            Some(each) => write_log(run, each, out)?,
+            None => write_log(run, &|f| in_time_order(run, f), out)?,
+        }
         Ok(Written::default())
     }
+
+    fn streams_intervals(&self) -> bool {
+        true
+    }
+}
+
+/// `f` of each interval of `run`'s series (held whole) in the order of
+/// their start times, as [`rtscope_model::store::Store::for_each_interval_in_time`]
+/// gives a stored run's.
+fn in_time_order(run: &Run, f: &mut dyn FnMut(usize, Interval) -> Result<()>) -> Result<()> {
+    let mut all: Vec<(u64, usize, &Interval)> = Vec::new();
+    for (i, s) in run.series.iter().enumerate() {
+        all.extend(s.intervals.iter().map(|iv| (iv.start_ns, i, iv)));
+    }
+    all.sort_by_key(|&(start, i, _)| (start, i));
+    all.into_iter().try_for_each(|(_, i, iv)| f(i, iv.clone()))
 }
 
 /// The HdrHistogram interval log: one line per checkpoint interval and
@@ -41,8 +61,13 @@ impl Format for Hdr {
 /// HdrHistogram's own `HistogramLogWriter` (Java) writes: the logger, the
 /// log format version, StartTime (with its date), BaseTime and the column
 /// legend; interval timestamps are seconds from the BaseTime, the run's
-/// start.
-fn write_log(run: &Run, out: &mut dyn Write) -> Result<()> {
+/// start. The lines are in time order, lines that start together by tag;
+/// `intervals` gives the run's intervals in time order (streamed from the
+/// store, or from the run held whole), and the lines are written as they
+/// come: an interval's stored histogram is already the log's V2 + DEFLATE
+/// encoding, written as it is (decoded and encoded again only where it is
+/// not rtscope's).
+fn write_log(run: &Run, intervals: &super::Intervals, out: &mut dyn Write) -> Result<()> {
     let start_ns = run.header.started_unix_ns.max(0) as u64;
     let start = format!("{}.{:03}", start_ns / 1_000_000_000, start_ns % 1_000_000_000 / 1_000_000);
     writeln!(out, "#[Logged with rtscope {}]", env!("CARGO_PKG_VERSION"))?;
@@ -58,39 +83,93 @@ fn write_log(run: &Run, out: &mut dyn Write) -> Result<()> {
     // The BaseTime above as the writer's intervals see it: offsets from
     // the millisecond it names.
     let base_ns = start_ns / 1_000_000 * 1_000_000;
-    let mut serializer = V2DeflateSerializer::new();
-    let builder = IntervalLogWriterBuilder::new();
-    let mut out = out;
-    let mut log = builder.begin_log_with(&mut out, &mut serializer)?;
-    // A signed series' negative half goes under its own tag, `.neg`, as
-    // magnitudes (an HdrHistogram holds no negative value).
-    let mut lines: Vec<(u64, String, &Interval, bool)> = Vec::new();
-    for s in &run.series {
-        let mut tag = format!("{}.{}.cpu{}", s.key.probe, s.key.metric, s.key.cpu);
-        if let Some(l) = &s.key.load {
-            // Tags hold no whitespace or comma.
-            tag.push('@');
-            tag.extend(l.chars().map(|c| if c.is_whitespace() || c == ',' { '_' } else { c }));
-        }
-        for iv in &s.intervals {
-            lines.push((iv.start_ns, tag.clone(), iv, false));
+    let tags: Vec<String> = run
+        .series
+        .iter()
+        .map(|s| {
+            let mut tag = format!("{}.{}.cpu{}", s.key.probe, s.key.metric, s.key.cpu);
+            if let Some(l) = &s.key.load {
+                // Tags hold no whitespace or comma.
+                tag.push('@');
+                tag.extend(l.chars().map(|c| if c.is_whitespace() || c == ',' { '_' } else { c }));
+            }
+            tag
+        })
+        .collect();
+    let mut lines = Lines { out, serializer: V2DeflateSerializer::new(), encoded: Vec::new(), text: String::new() };
+    // The intervals that start together, to be written by tag.
+    let mut together: Vec<(usize, Interval)> = Vec::new();
+    let flush = |together: &mut Vec<(usize, Interval)>, lines: &mut Lines| -> Result<()> {
+        // A signed series' negative half goes under its own tag, `.neg`,
+        // as magnitudes (an HdrHistogram holds no negative value).
+        let mut order: Vec<(String, usize, bool)> = Vec::new();
+        for (k, (i, iv)) in together.iter().enumerate() {
+            order.push((tags[*i].clone(), k, false));
             if iv.neg.is_some() {
-                lines.push((iv.start_ns, format!("{tag}.neg"), iv, true));
+                order.push((format!("{}.neg", tags[*i]), k, true));
             }
         }
+        order.sort();
+        for (tag, k, neg) in order {
+            let iv = &together[k].1;
+            let offset = Duration::from_nanos(
+                (start_ns - base_ns).saturating_add(iv.start_ns.saturating_sub(run.header.start_mono_ns)),
+            );
+            let length = Duration::from_nanos(iv.end_ns.saturating_sub(iv.start_ns));
+            lines.write(&tag, offset, length, iv, neg)?;
+        }
+        together.clear();
+        Ok(())
+    };
+    intervals(&mut |i, iv| {
+        if together.first().is_some_and(|(_, first)| first.start_ns != iv.start_ns) {
+            flush(&mut together, &mut lines)?;
+        }
+        together.push((i, iv));
+        Ok(())
+    })?;
+    flush(&mut together, &mut lines)
+}
+
+/// The log's lines, as HdrHistogram's `IntervalLogWriter` writes them.
+struct Lines<'w> {
+    out: &'w mut dyn Write,
+    serializer: V2DeflateSerializer,
+    encoded: Vec<u8>,
+    text: String,
+}
+
+impl Lines<'_> {
+    /// The line of `iv`'s histogram (its negative half's when `neg`).
+    fn write(&mut self, tag: &str, offset: Duration, length: Duration, iv: &Interval, neg: bool) -> Result<()> {
+        let (stats, hdr) = match (&iv.neg, neg) {
+            (Some(n), true) => (n.stats, n.hdr.as_slice()),
+            _ => (iv.stats, iv.hdr.as_slice()),
+        };
+        let (max, bytes) = match hist::encoded_max(hdr, &stats) {
+            Some(max) => (max, hdr),
+            None => {
+                let t = iv.tally().map_err(|e| anyhow!("{tag}: {e}"))?;
+                let h = if neg { t.neg.map(|n| n.hist).unwrap_or_else(hist::new_hist) } else { t.hist };
+                self.encoded.clear();
+                self.serializer
+                    .serialize(&h, &mut self.encoded)
+                    .map_err(|e| anyhow!("writing the HdrHistogram log: {e:?}"))?;
+                (h.max(), self.encoded.as_slice())
+            }
+        };
+        self.text.clear();
+        base64::engine::general_purpose::STANDARD.encode_string(bytes, &mut self.text);
+        writeln!(
+            self.out,
+            "Tag={tag},{:.3},{:.3},{:.3},{}",
+            offset.as_secs_f64(),
+            length.as_secs_f64(),
+            max as f64,
+            self.text
+        )?;
+        Ok(())
     }
-    lines.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    for (_, tag, iv, neg) in lines {
-        let offset = Duration::from_nanos(
-            (start_ns - base_ns).saturating_add(iv.start_ns.saturating_sub(run.header.start_mono_ns)),
-        );
-        let length = Duration::from_nanos(iv.end_ns.saturating_sub(iv.start_ns));
-        let t = iv.tally().map_err(|e| anyhow!("{tag}: {e}"))?;
-        let h = if neg { t.neg.map(|n| n.hist).unwrap_or_else(hist::new_hist) } else { t.hist };
-        log.write_histogram(&h, offset, length, Tag::new(&tag))
-            .map_err(|e| anyhow!("writing the HdrHistogram log: {e}"))?;
-    }
-    Ok(())
 }
 
 /// The version HdrHistogram's Java `HistogramLogWriter` writes (2.1.x):
@@ -160,6 +239,47 @@ mod tests {
         let tags = tags(&log(&matrix_run()));
         assert!(tags.iter().any(|t| t == "wakeup.latency.cpu0@idle"), "{tags:?}");
         assert!(tags.iter().any(|t| t == "wakeup.latency.cpu0@cmd:'a__b'"), "{tags:?}");
+    }
+
+    /// Each line's histogram and maximum are its interval's, whether its
+    /// stored encoding was written as it is or decoded and encoded again;
+    /// the lines in time order, by tag within a time.
+    #[test]
+    fn each_line_holds_its_intervals_histogram_and_maximum() {
+        use base64::Engine;
+        for run in [fixture(), signed_run(), matrix_run()] {
+            let mut expected: Vec<(u64, String, hist::Hist)> = Vec::new();
+            for s in &run.series {
+                let mut tag = format!("{}.{}.cpu{}", s.key.probe, s.key.metric, s.key.cpu);
+                if let Some(l) = &s.key.load {
+                    tag.push('@');
+                    tag.extend(l.chars().map(|c| if c.is_whitespace() || c == ',' { '_' } else { c }));
+                }
+                for iv in &s.intervals {
+                    let t = iv.tally().unwrap();
+                    expected.push((iv.start_ns, tag.clone(), t.hist));
+                    if let Some(n) = t.neg {
+                        expected.push((iv.start_ns, format!("{tag}.neg"), n.hist));
+                    }
+                }
+            }
+            expected.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+            let log = log(&run);
+            let lines: Vec<_> = IntervalLogIterator::new(&log)
+                .filter_map(|e| match e.unwrap() {
+                    LogEntry::Interval(h) => Some(h),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(lines.len(), expected.len());
+            for (line, (_, tag, h)) in lines.iter().zip(&expected) {
+                assert_eq!(line.tag().unwrap().as_str(), tag);
+                let bytes = base64::engine::general_purpose::STANDARD.decode(line.encoded_histogram()).unwrap();
+                let got = hist::decode(&bytes).unwrap();
+                assert!(got == *h, "{tag}: another histogram");
+                assert_eq!(line.max(), h.max() as f64, "{tag}: its maximum");
+            }
+        }
     }
 
     #[test]

@@ -66,7 +66,18 @@ pub trait Format: Sync {
     fn reads_timeline(&self) -> bool {
         false
     }
+    /// Whether it writes every interval's histogram from
+    /// [`Input::intervals`] when given, so that the command need not read
+    /// the run whole: it streams them from the store instead.
+    fn streams_intervals(&self) -> bool {
+        false
+    }
 }
+
+/// A run's intervals with their histograms, in the order of their start
+/// times, each with the index of its series in the run
+/// ([`rtscope_model::store::Store::for_each_interval_in_time`]).
+pub type Intervals<'a> = dyn Fn(&mut dyn FnMut(usize, rtscope_model::run::Interval) -> Result<()>) -> Result<()> + 'a;
 
 impl std::fmt::Debug for dyn Format {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -154,6 +165,10 @@ pub struct Input<'a> {
     /// Perfetto: the run's timeline of its whole traced window, where the
     /// format [reads it](Format::reads_timeline) and the run has one.
     pub timeline: Option<&'a rtscope_model::episode::timeline::Timeline>,
+    /// Formats that [stream intervals](Format::streams_intervals): the
+    /// run's intervals with their histograms, read from the store as they
+    /// are written (the run in `runs` then holds its intervals without).
+    pub intervals: Option<&'a Intervals<'a>>,
 }
 
 impl<'a> Input<'a> {
@@ -171,6 +186,7 @@ impl<'a> Input<'a> {
             colour: false,
             answer_last: false,
             timeline: None,
+            intervals: None,
         }
     }
 

@@ -198,6 +198,7 @@ fn write(a: &Args) -> anyhow::Result<()> {
     }
     let ended = started_unix_ns + duration_ns as i64;
     store.finish_run(run, RunStatus::Complete, Some(0), ended, &[], &[], Some(6_000))?;
+    store.store_sums(run)?;
     println!("{run}");
     Ok(())
 }

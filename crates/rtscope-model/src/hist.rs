@@ -426,6 +426,33 @@ pub fn decode(bytes: &[u8]) -> Result<Hist, String> {
     Deserializer::new().deserialize(&mut std::io::Cursor::new(bytes)).map_err(|e| format!("corrupt histogram: {e:?}"))
 }
 
+/// What HdrHistogram's `max()` gives of the histogram `bytes` encodes
+/// (the highest value equivalent to its largest recorded value; 0 when
+/// empty), from its exact statistics `stats`, without decoding it: where
+/// `bytes` is V2 + DEFLATE (as [`encode`] writes it) of rtscope's bounds
+/// and holds every sample (no overflow). None otherwise. Only the head of
+/// its DEFLATE stream is inflated, to read the bounds.
+pub fn encoded_max(bytes: &[u8], stats: &Stats) -> Option<u64> {
+    static REFERENCE: std::sync::OnceLock<Hist> = std::sync::OnceLock::new();
+    if stats.overflows > 0 || bytes.len() < 8 || bytes[..4] != V2_DEFLATE_COOKIE.to_be_bytes() {
+        return None;
+    }
+    let mut head = [0u8; V2_HEADER + 4];
+    let mut inflater = flate2::Decompress::new(true);
+    inflater.decompress(&bytes[8..], &mut head, flate2::FlushDecompress::Sync).ok()?;
+    let filled = usize::try_from(inflater.total_out()).ok()?;
+    let field = |at: usize, len: usize| head[at..at + len].iter().fold(0u64, |v, b| v << 8 | u64::from(*b));
+    let ours = filled == head.len()
+        && field(0, 4) == u64::from(V2_COOKIE)
+        && field(12, 4) == u64::from(SIGFIG)
+        && field(16, 8) == LOWEST_NS
+        && field(24, 8) == HIGHEST_NS;
+    if !ours {
+        return None;
+    }
+    Some(if stats.count == 0 { 0 } else { REFERENCE.get_or_init(new_hist).highest_equivalent(stats.max) })
+}
+
 /// HdrHistogram's V2 cookie (plain and DEFLATE-wrapped), as its
 /// serializers write them.
 const V2_COOKIE: u32 = 0x1c84_9303 | 0x10;

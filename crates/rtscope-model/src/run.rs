@@ -509,6 +509,101 @@ impl SeriesFold {
     }
 }
 
+impl Halves {
+    /// The halves as two intervals that stand for them (what the store
+    /// keeps of a finished run's series, see [`Series::from_halves`]): each
+    /// with the seq and start of its first interval of `intervals` (those
+    /// the halves were summed from), the end of its last, its sums, and
+    /// its histograms plain V2-encoded.
+    pub fn as_intervals(&self, intervals: &[Interval]) -> Option<[Interval; 2]> {
+        let (first, second) = (intervals.first()?, intervals.get(self.split)?);
+        let of = |p: &Packed, from: &Interval, to: &Interval| Interval {
+            seq: from.seq,
+            start_ns: from.start_ns,
+            end_ns: to.end_ns,
+            stats: p.stats,
+            overruns: 0,
+            lost_exceedances: 0,
+            hdr: p.hdr.clone(),
+            neg: p.neg.as_ref().map(|n| Box::new(NegHalf { stats: n.stats, hdr: n.hdr.clone() })),
+        };
+        Some([of(&self.first, first, &intervals[self.split - 1]), of(&self.second, second, intervals.last()?)])
+    }
+}
+
+/// The statistics of `ivs` merged: of their values >= 0, and of their
+/// negative halves (None when none has one).
+fn merged_stats(ivs: &[Interval]) -> (Stats, Option<Stats>) {
+    let mut pos = Stats::new();
+    let mut neg: Option<Stats> = None;
+    for iv in ivs {
+        pos.merge(&iv.stats);
+        if let Some(n) = &iv.neg {
+            neg.get_or_insert_with(Stats::new).merge(&n.stats);
+        }
+    }
+    (pos, neg)
+}
+
+impl Series {
+    /// The series from its intervals without their histograms (as
+    /// [`SeriesFold`] leaves them) and the two intervals that stand for its
+    /// halves ([`Halves::as_intervals`], stored when its run finished):
+    /// what [`SeriesFold`] gives, without reading a histogram of an
+    /// interval. None when the halves no longer agree with the intervals
+    /// (the retention merged or dropped some since, or they are out of
+    /// order): each half must start at the interval where the fold would
+    /// start it, and its statistics must be those of its intervals merged;
+    /// fold the intervals then.
+    pub fn from_halves(
+        key: SeriesKey,
+        unit: String,
+        exceed: String,
+        intervals: Vec<Interval>,
+        exceedances: Vec<Exceedance>,
+        halves: [Interval; 2],
+    ) -> Option<Series> {
+        let ordered = intervals.windows(2).all(|p| p[1].seq > p[0].seq);
+        if !ordered || intervals.iter().any(|iv| iv.start_ns > iv.end_ns) {
+            return None;
+        }
+        let (first, last) = (intervals.first()?, intervals.last()?);
+        let mid = middle(first.start_ns, last.end_ns);
+        let split = (1..intervals.len()).find(|&i| middle(intervals[i].start_ns, intervals[i].end_ns) >= mid)?;
+        let [a, b] = &halves;
+        let agree = |h: &Interval, ivs: &[Interval]| {
+            ivs.first().is_some_and(|f| f.seq == h.seq)
+                && merged_stats(ivs) == (h.stats, h.neg.as_ref().map(|n| n.stats))
+        };
+        if !agree(a, &intervals[..split]) || !agree(b, &intervals[split..]) {
+            return None;
+        }
+        let mut sums = [Sum::new(), Sum::new()];
+        for (sum, h) in sums.iter_mut().zip(&halves) {
+            sum.add(h).ok()?;
+        }
+        let packed = |h: &Interval| Packed {
+            stats: h.stats,
+            hdr: h.hdr.clone(),
+            neg: h.neg.as_ref().map(|n| Box::new(Packed { stats: n.stats, hdr: n.hdr.clone(), neg: None })),
+        };
+        let halves = Halves { split, first: packed(a), second: packed(b) };
+        let [mut all, second] = sums;
+        all.add_sum(&second);
+        let total = all.tally();
+        Some(Series {
+            key,
+            unit,
+            exceed,
+            intervals,
+            exceedances,
+            extra: Default::default(),
+            total,
+            halves: Some(halves),
+        })
+    }
+}
+
 /// The middle of `a..b` (wrapping: an interval that ends before it starts
 /// is refused after this, in its turn).
 fn middle(a: u64, b: u64) -> u64 {
@@ -679,6 +774,38 @@ mod tests {
             f.add(iv.clone()).unwrap();
         }
         f.finish(vec![Exceedance { t_ns: 1, value_ns: 2 }])
+    }
+
+    #[test]
+    fn a_series_from_its_stored_halves_is_the_series_folded() {
+        for signed in [false, true] {
+            let ivs = intervals(signed);
+            for n in [2, 3, 9] {
+                let f = folded(&ivs[..n]).unwrap();
+                let halves = f.halves().unwrap().as_intervals(&f.intervals).unwrap();
+                let from = |ivs: Vec<Interval>, halves: [Interval; 2]| {
+                    let ex = vec![Exceedance { t_ns: 1, value_ns: 2 }];
+                    Series::from_halves(SeriesKey::new("p", "m", 0), "ns".into(), "adaptive".into(), ivs, ex, halves)
+                };
+                let s = from(f.intervals.clone(), halves.clone()).unwrap();
+                let same = |a: &Tally, b: &Tally| format!("{a:?}") == format!("{b:?}");
+                assert!(same(f.total(), s.total()), "signed {signed}, {n} intervals: total");
+                assert_eq!(f.halves(), s.halves(), "signed {signed}, {n} intervals: halves");
+                assert_eq!(f, s, "signed {signed}, {n} intervals");
+                // An interval dropped, or two merged across the halves' boundary: refused.
+                let mut fewer = f.intervals.clone();
+                fewer.remove(0);
+                assert!(from(fewer, halves.clone()).is_none(), "signed {signed}, {n}: one dropped");
+                if n > 2 {
+                    let mut merged = f.intervals.clone();
+                    let split = f.halves().unwrap().split;
+                    let b = merged.remove(split);
+                    merged[split - 1].end_ns = b.end_ns;
+                    merged[split - 1].stats.merge(&b.stats);
+                    assert!(from(merged, halves.clone()).is_none(), "signed {signed}, {n}: merged");
+                }
+            }
+        }
     }
 
     #[test]

@@ -158,6 +158,7 @@ pub fn run(a: &Accelerated, mut on_pass: impl FnMut(&Pass)) -> Result<Outcome> {
     out.committed = cpus.into_iter().zip(writer.sinks.iter().map(|s| s.total().clone())).collect();
     let ended_unix_ns = a.start_unix_ns + a.duration_ns as i64;
     writer.store.finish_run(run_id, RunStatus::Complete, Some(0), ended_unix_ns, &[], &[], None)?;
+    writer.store.store_sums(run_id)?;
     pass(&mut retained, &plan, &live, (a, a.duration_ns), (&mut out, &mut on_pass))?;
     let h = lock(&live.health);
     (out.summarised_intervals, out.thinned_exceedances) = (h.summarised_intervals, h.thinned_exceedances);

@@ -1,6 +1,7 @@
 //! Reading runs back: the listing, a run's header, series, intervals,
 //! exceedances, episodes and documents.
 
+use super::write::insert_interval_into;
 use super::{RunListing, Store, load_of, u};
 use crate::episode::Episode;
 use crate::hist;
@@ -218,24 +219,112 @@ impl Store {
         }
     }
 
-    /// Every series of `rows`, its intervals' histograms summed as read
-    /// (see [`Store::load_run_summed`]). The series are read side by side,
-    /// an interval of each in turn, and summed on as many threads as the
-    /// machine offers (a series' intervals on one of them, in order); the
-    /// first error in the series' order is the one reported, as when they
-    /// were read whole one after another.
+    /// Every series of `rows`, its intervals' histograms summed (see
+    /// [`Store::load_run_summed`]): those whose halves' sums stored when
+    /// their run finished still agree with their intervals are built from
+    /// them without reading an interval's histogram; the others are folded.
     fn summed_series(&self, id: i64, rows: Vec<SeriesRow>) -> Result<Vec<Series>> {
+        let mut stored = Vec::with_capacity(rows.len());
+        let mut to_fold = Vec::new();
+        for row in rows {
+            match self.series_of_stored_halves(id, &row)? {
+                Some(s) => stored.push(Some(with_extra(s, row.4, &format!("run {id}, {}", row.1.describe()))?)),
+                None => {
+                    stored.push(None);
+                    to_fold.push(row);
+                }
+            }
+        }
+        let mut folded = self.folded_series(id, to_fold)?.into_iter();
+        Ok(stored.into_iter().map(|s| s.or_else(|| folded.next()).expect("every series is built")).collect())
+    }
+
+    /// The series of `row` from its intervals' statistics and the sums of
+    /// its halves stored when its run finished ([`Store::store_sums`],
+    /// [`Series::from_halves`]); None when it has none or they no longer
+    /// agree with its intervals.
+    fn series_of_stored_halves(&self, id: i64, row: &SeriesRow) -> Result<Option<Series>> {
+        let (sid, key, unit, exceed, _) = row;
+        let mut st = self.conn.prepare_cached(&INTERVALS.replace("FROM intervals", "FROM series_sums"))?;
+        let mut rows = st.query([*sid, 0, i64::from(u32::MAX)])?;
+        let mut halves = Vec::with_capacity(2);
+        while let Some(r) = rows.next()? {
+            halves.push(interval_of(id, r)?);
+        }
+        let Ok(halves) = <[Interval; 2]>::try_from(halves) else { return Ok(None) };
+        let mut intervals = Vec::new();
+        let mut st = self.conn.prepare_cached(INTERVAL_STATS)?;
+        let mut rows = st.query([*sid])?;
+        while let Some(r) = rows.next()? {
+            intervals.push(interval_of(id, r)?);
+        }
+        let exceedances = self.exceedances(*sid)?;
+        Ok(Series::from_halves(key.clone(), unit.clone(), exceed.clone(), intervals, exceedances, halves))
+    }
+
+    /// The first interval's start and the last one's end of series `sid`
+    /// (0 where it has none).
+    fn span(&self, sid: i64) -> Result<(u64, u64)> {
+        let span: (Option<i64>, Option<i64>) = self.conn.query_row(
+            "SELECT (SELECT start_ns FROM intervals WHERE series_id=?1 ORDER BY seq LIMIT 1),
+                    (SELECT end_ns FROM intervals WHERE series_id=?1 ORDER BY seq DESC LIMIT 1)",
+            [sid],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok((u(span.0.unwrap_or(0)), u(span.1.unwrap_or(0))))
+    }
+
+    /// Stores the sums of each half of every series of run `id`, as
+    /// [`SeriesFold`] makes them, for later reads to build the series from
+    /// ([`Series::from_halves`]) instead of inflating every interval's
+    /// histogram; replaces those stored before. A series with fewer than
+    /// two intervals, or whose halves cannot be told as read, gets none.
+    /// The intervals are read in one read transaction, a series at a time
+    /// (memory for one series' intervals' statistics), and the sums
+    /// written in one short write transaction after.
+    pub fn store_sums(&mut self, id: i64) -> Result<()> {
+        let mut all = Vec::new();
+        {
+            let tx = self.conn.unchecked_transaction()?;
+            let sids: Vec<i64> = {
+                let mut st = self.conn.prepare("SELECT id FROM series WHERE run_id=?1 ORDER BY id")?;
+                st.query_map([id], |r| r.get(0))?.collect::<Result<_, _>>()?
+            };
+            for sid in sids {
+                let mut fold =
+                    SeriesFold::new(SeriesKey::new("", "", 0), String::new(), String::new(), self.span(sid)?);
+                let mut ok = true;
+                for_each_interval(&self.conn, id, sid, 0..=u32::MAX, |iv| {
+                    ok = ok && fold.add(iv).is_ok();
+                    Ok(())
+                })?;
+                let halves =
+                    fold.finish(Vec::new()).filter(|_| ok).and_then(|s| s.halves()?.as_intervals(&s.intervals));
+                all.push((sid, halves));
+            }
+            tx.finish()?;
+        }
+        let tx = self.write()?;
+        for (sid, halves) in all {
+            tx.execute("DELETE FROM series_sums WHERE series_id=?1", [sid])?;
+            for h in halves.iter().flatten() {
+                insert_interval_into(&tx, "series_sums", sid, h)?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Every series of `rows`, its intervals' histograms summed as read.
+    /// The series are read side by side, an interval of each in turn, and
+    /// summed on as many threads as the machine offers (a series' intervals
+    /// on one of them, in order); the first error in the series' order is
+    /// the one reported, as when they were read whole one after another.
+    fn folded_series(&self, id: i64, rows: Vec<SeriesRow>) -> Result<Vec<Series>> {
         let n = rows.len();
         let mut folds = Vec::with_capacity(n);
         for (sid, key, unit, exceed, _) in &rows {
-            let span: (Option<i64>, Option<i64>) = self.conn.query_row(
-                "SELECT (SELECT start_ns FROM intervals WHERE series_id=?1 ORDER BY seq LIMIT 1),
-                        (SELECT end_ns FROM intervals WHERE series_id=?1 ORDER BY seq DESC LIMIT 1)",
-                [sid],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
-            let span = (u(span.0.unwrap_or(0)), u(span.1.unwrap_or(0)));
-            folds.push(Some(SeriesFold::new(key.clone(), unit.clone(), exceed.clone(), span)));
+            folds.push(Some(SeriesFold::new(key.clone(), unit.clone(), exceed.clone(), self.span(*sid)?)));
         }
         let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(n).max(1);
         let mut unread: Vec<Option<anyhow::Error>> = (0..n).map(|_| None).collect();
@@ -323,6 +412,55 @@ impl Store {
         Ok(series)
     }
 
+    /// `f` of every interval of run `id`, its histograms included, in the
+    /// order of their start times, with the index of its series in the
+    /// run's order of series ([`Store::load_run`]'s); intervals that start
+    /// together in that order of series. The series are read side by side
+    /// (a cursor each, merged by start time), so that memory holds one
+    /// interval of each, never a whole run; a series' intervals are taken
+    /// in their order (by seq), each series' in time order as a run stores
+    /// them. In one read transaction.
+    pub fn for_each_interval_in_time(&self, id: i64, mut f: impl FnMut(usize, Interval) -> Result<()>) -> Result<()> {
+        let tx = self.conn.unchecked_transaction()?;
+        let sids: Vec<i64> = {
+            let mut st =
+                self.conn.prepare("SELECT id FROM series WHERE run_id=?1 ORDER BY probe, metric, cpu, load")?;
+            st.query_map([id], |r| r.get(0))?.collect::<Result<_, _>>()?
+        };
+        let mut statements = Vec::with_capacity(sids.len());
+        for _ in &sids {
+            statements.push(self.conn.prepare(INTERVALS)?);
+        }
+        let mut cursors = Vec::with_capacity(sids.len());
+        for (st, sid) in statements.iter_mut().zip(&sids) {
+            cursors.push(st.query([*sid, 0, i64::from(u32::MAX)])?);
+        }
+        let next = |i: usize, cursors: &mut [rusqlite::Rows]| -> Result<Option<Interval>> {
+            cursors[i].next()?.map(|r| interval_of(id, r)).transpose()
+        };
+        let mut pending: Vec<Option<Interval>> = Vec::with_capacity(sids.len());
+        let mut heap = std::collections::BinaryHeap::new();
+        for i in 0..sids.len() {
+            let iv = next(i, &mut cursors)?;
+            if let Some(iv) = &iv {
+                heap.push(std::cmp::Reverse((iv.start_ns, i)));
+            }
+            pending.push(iv);
+        }
+        while let Some(std::cmp::Reverse((_, i))) = heap.pop() {
+            let iv = pending[i].take().expect("a series in the heap has an interval");
+            if let Some(after) = next(i, &mut cursors)? {
+                heap.push(std::cmp::Reverse((after.start_ns, i)));
+                pending[i] = Some(after);
+            }
+            f(i, iv)?;
+        }
+        drop(cursors);
+        drop(statements);
+        tx.finish()?;
+        Ok(())
+    }
+
     /// A stored series' exceedances, in time order.
     fn exceedances(&self, sid: i64) -> Result<Vec<Exceedance>> {
         let mut est =
@@ -369,6 +507,14 @@ const INTERVALS: &str =
     "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, hist,
             neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist
      FROM intervals WHERE series_id=?1 AND seq>=?2 AND seq<=?3 ORDER BY seq";
+
+/// [`INTERVALS`] of a whole series (`?1`) without the histograms: each
+/// interval's `hist` empty, and its `neg_hist` too where it has one (as
+/// [`SeriesFold`] leaves them).
+const INTERVAL_STATS: &str =
+    "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, x'',
+            neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, CASE WHEN neg_hist IS NULL THEN NULL ELSE x'' END
+     FROM intervals WHERE series_id=?1 ORDER BY seq";
 
 /// `f` of each interval of series `sid` (of run `id`) whose seq is in
 /// `seqs`, in order, as its row is read.

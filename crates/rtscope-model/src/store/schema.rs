@@ -5,7 +5,7 @@ use anyhow::Result;
 use rusqlite::Transaction;
 
 /// The schema this build writes. Bump it with a step in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,7 +65,7 @@ CREATE INDEX exceedances_by_series ON exceedances (series_id, t_ns);
 
 /// The steps from each schema version to the next, applied in order to a
 /// new store (after `SCHEMA`, which is version 1) and to an older one.
-pub(super) const MIGRATIONS: [(i64, &str); 3] = [
+pub(super) const MIGRATIONS: [(i64, &str); 4] = [
     (
         // 2: signed series (the negative half of each interval) and the
         // probes' own per-series figures. NULL for unsigned series and for
@@ -142,6 +142,36 @@ pub(super) const MIGRATIONS: [(i64, &str); 3] = [
             SELECT run_id, probe, metric, cpu, sample, woke_ns, latency_ns, verdict, doc FROM episodes;
         DROP TABLE episodes;
         ALTER TABLE episodes_v4 RENAME TO episodes;",
+    ),
+    (
+        // 5: the sums of each half of a finished run's series (two rows
+        // per series, laid out as intervals: each with the seq of the
+        // half's first interval), so that a read need not inflate every
+        // interval's histogram. A cache: a read checks them against the
+        // intervals' statistics and folds the intervals when they differ;
+        // older runs have none.
+        5,
+        "CREATE TABLE series_sums (
+            series_id        INTEGER NOT NULL REFERENCES series(id) ON DELETE CASCADE,
+            seq              INTEGER NOT NULL,
+            start_ns         INTEGER NOT NULL,
+            end_ns           INTEGER NOT NULL,
+            count            INTEGER NOT NULL,
+            min_ns           INTEGER NOT NULL,
+            max_ns           INTEGER NOT NULL,
+            sum_ns           INTEGER NOT NULL,
+            overflows        INTEGER NOT NULL,
+            overruns         INTEGER NOT NULL,
+            lost_exceedances INTEGER NOT NULL,
+            hist             BLOB NOT NULL,
+            neg_count        INTEGER,
+            neg_min_ns       INTEGER,
+            neg_max_ns       INTEGER,
+            neg_sum_ns       INTEGER,
+            neg_overflows    INTEGER,
+            neg_hist         BLOB,
+            PRIMARY KEY (series_id, seq)
+        );",
     ),
 ];
 

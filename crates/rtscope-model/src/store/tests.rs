@@ -5,7 +5,7 @@ use super::schema::{MIGRATIONS, SCHEMA};
 use super::tests_support::sample_run;
 use super::write::{insert_exceedances, insert_header, insert_interval, set_extra};
 use super::*;
-use crate::run::RunStatus;
+use crate::run::{Interval, RunStatus};
 use rusqlite::{Connection, params};
 use std::path::Path;
 
@@ -83,14 +83,53 @@ fn a_summed_read_is_the_whole_read_but_for_the_intervals_histograms() {
             assert!(a.halves() == b.halves(), "{:?}: halves differ", a.key);
             assert!(a.intervals.iter().all(|iv| iv.hdr.is_empty()), "{:?}: histograms kept", a.key);
         }
-        assert!(summed == without_interval_histograms(whole), "the runs differ");
+        assert!(summed == without_interval_histograms(whole.clone()), "the runs differ");
+        // Built from the halves' sums stored with the run, or folded from
+        // the intervals where there are none (a run stored before them),
+        // or where they no longer agree with the intervals: the same run.
+        let stored = |store: &Store| -> i64 {
+            store.conn.query_row("SELECT count(*) FROM series_sums", [], |r| r.get(0)).unwrap()
+        };
+        assert!(stored(&store) > 0, "no sums stored");
+        store.conn.execute("DELETE FROM series_sums", []).unwrap();
+        assert!(store.load_run_summed(id).unwrap() == summed, "folded without sums: the runs differ");
+        store.store_sums(id).unwrap();
+        assert!(stored(&store) > 0, "no sums stored again");
+        assert!(store.load_run_summed(id).unwrap() == summed, "from stored sums: the runs differ");
+        store.conn.execute("UPDATE series_sums SET count=count+1", []).unwrap();
+        assert!(store.load_run_summed(id).unwrap() == summed, "from sums that disagree: the runs differ");
     }
-    // A bad histogram is refused with the same message either way.
+    // A bad histogram is refused with the same message either way (where
+    // the read folds the intervals: without stored sums).
     let id = ids[0];
+    store.conn.execute("DELETE FROM series_sums", []).unwrap();
     store.conn.execute("UPDATE intervals SET hist=x'00010203' WHERE seq=1", []).unwrap();
     let (a, b) = (store.load_run(id).unwrap_err(), store.load_run_summed(id).unwrap_err());
     assert_eq!(format!("{a:#}"), format!("{b:#}"));
     assert!(format!("{a:#}").contains("interval 1"), "{a:#}");
+}
+
+#[test]
+fn intervals_stream_in_time_order_as_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    for run in [sample_run(), super::tests_support::signed_run()] {
+        let id = store.insert_run(&run).unwrap();
+        let whole = store.load_run(id).unwrap();
+        let mut expected: Vec<(u64, usize, Interval)> = Vec::new();
+        for (i, s) in whole.series.iter().enumerate() {
+            expected.extend(s.intervals.iter().map(|iv| (iv.start_ns, i, iv.clone())));
+        }
+        expected.sort_by_key(|e| (e.0, e.1));
+        let mut got = Vec::new();
+        store
+            .for_each_interval_in_time(id, |i, iv| {
+                got.push((iv.start_ns, i, iv));
+                Ok(())
+            })
+            .unwrap();
+        assert!(got == expected, "another order or other intervals");
+    }
 }
 
 #[test]

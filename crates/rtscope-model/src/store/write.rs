@@ -141,6 +141,9 @@ impl Store {
             for iv in &s.intervals {
                 insert_interval(&tx, sid, iv)?;
             }
+            for half in s.halves().and_then(|h| h.as_intervals(&s.intervals)).iter().flatten() {
+                insert_interval_into(&tx, "series_sums", sid, half)?;
+            }
             insert_exceedances(&tx, sid, &s.exceedances)?;
         }
         for e in &run.episodes {
@@ -237,12 +240,18 @@ pub(super) fn set_extra(
 }
 
 pub(super) fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> Result<()> {
-    let mut st = tx.prepare_cached(
-        "INSERT INTO intervals (series_id, seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows,
+    insert_interval_into(tx, "intervals", series, iv)
+}
+
+/// Inserts `iv` of `series` into `table`: `intervals`, or `series_sums`
+/// (a half of a series, laid out as an interval).
+pub(super) fn insert_interval_into(tx: &Transaction, table: &str, series: i64, iv: &Interval) -> Result<()> {
+    let mut st = tx.prepare_cached(&format!(
+        "INSERT INTO {table} (series_id, seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows,
                                 overruns, lost_exceedances, hist,
                                 neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
-    )?;
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+    ))?;
     let neg = iv.neg.as_ref();
     st.execute(params![
         series,
