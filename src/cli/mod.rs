@@ -553,7 +553,11 @@ impl CommonArgs {
         self.trace |= given.trace;
         self.store.db = given.db.clone();
         self.out.quiet = given.quiet;
-        self.dma.no_dma_latency |= !given.dma_latency;
+        match given.dma_latency {
+            None => self.dma = DmaArgs { dma_latency: None, no_dma_latency: true },
+            Some(t) if self.dma.held().is_some() => self.dma.dma_latency = self.dma.dma_latency.or(Some(t)),
+            Some(_) => {}
+        }
         Ok(())
     }
 
@@ -609,7 +613,7 @@ impl CommonArgs {
             db: self.store.db.clone(),
             json: self.out.json.clone(),
             quiet: self.out.quiet,
-            dma_latency: !self.dma.no_dma_latency,
+            dma_latency: self.dma.held(),
             kind: kind.into(),
             trace: self.trace.then(|| TraceOpts {
                 cause_threshold: self.cause_threshold.map_or(CauseThreshold::Adaptive, CauseThreshold::Fixed),

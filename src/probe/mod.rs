@@ -160,7 +160,8 @@ pub struct Common {
     pub db: PathBuf,
     pub json: Option<PathBuf>,
     pub quiet: bool,
-    pub dma_latency: bool,
+    /// What `/dev/cpu_dma_latency` is held at (None: left alone).
+    pub dma_latency: Option<rtscope_model::settings::DmaLatency>,
     /// The subcommand that made the run (`wakeup`, `run`).
     pub kind: String,
     /// `--trace`: stages and cause episodes.

@@ -1,0 +1,57 @@
+//! The cyclictest and rtla habits a probe keeps, run for a few seconds as
+//! root: `--dma-latency US` held while measuring and given back at exit.
+
+mod common;
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The PM QoS CPU latency target now: reading `/dev/cpu_dma_latency`
+/// gives it as a binary s32.
+fn pm_qos_target() -> Option<i32> {
+    let bytes = std::fs::read("/dev/cpu_dma_latency").ok()?;
+    Some(i32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?))
+}
+
+/// `--dma-latency 7` holds the kernel's target at (at most) 7 us while the
+/// probe measures, the machine record says so, and the target is back as
+/// found once rtscope has exited; a value out of range is refused.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn dma_latency_is_held_while_measuring_and_given_back() {
+    let fx = Fixture::root();
+    let Some(found) = pm_qos_target() else {
+        return skipped("no readable /dev/cpu_dma_latency on this kernel");
+    };
+    if found <= 7 {
+        return skipped(&format!("the kernel's target is already {found} us: 7 would not show"));
+    }
+    let cpu = last_cpu().to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_rtscope"))
+        .args(["wakeup", "--dma-latency", "7", "-D", "3", "-q", "--cpus", &cpu, "--db", &fx.db])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held from the session's start, before the first sample.
+    let start = Instant::now();
+    let mut during = found;
+    while start.elapsed() < Duration::from_secs(2) && during != 7 {
+        std::thread::sleep(Duration::from_millis(50));
+        during = pm_qos_target().unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(during, 7, "the target while measuring");
+    assert_eq!(pm_qos_target(), Some(found), "the target after exit is the one found");
+    let shown = show_json(&fx.db, "last");
+    assert_eq!(shown["run"]["inventory"]["dma_latency"], serde_json::json!({"held": {"us": 7}}));
+    let o = rtscope(&["show", "last", "--db", &fx.db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("held at 7 us (/dev/cpu_dma_latency)"), "{out}");
+    for bad in ["10001", "1500ns", "-1"] {
+        let o = rtscope(&["wakeup", "--dma-latency", bad, "-D", "1", "--db", &fx.db]);
+        assert_eq!(o.status.code(), Some(1), "{bad}: {}", text(&o));
+        assert!(text(&o).contains("--dma-latency"), "{bad}: {}", text(&o));
+    }
+}
