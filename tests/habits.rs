@@ -55,3 +55,26 @@ fn dma_latency_is_held_while_measuring_and_given_back() {
         assert!(text(&o).contains("--dma-latency"), "{bad}: {}", text(&o));
     }
 }
+
+/// `--ns` shows the summary's times in whole nanoseconds: the table's
+/// title and figures, the histogram's buckets, and `-q`'s lines.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn ns_shows_the_summary_in_nanoseconds() {
+    let fx = Fixture::root();
+    let cpu = last_cpu().to_string();
+    let o = rtscope(&["wakeup", "--ns", "-D", "1", "--cpus", &cpu, "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("wakeup latency (ns)") && !out.contains("(us)"), "{out}");
+    let header = out.lines().position(|l| l.trim_start().starts_with("CPU ")).expect("the table's header");
+    let row: Vec<&str> = out.lines().nth(header + 1).unwrap().split_whitespace().collect();
+    // CPU, samples, then min, mean, p50...: whole nanoseconds.
+    assert!(row[2..9].iter().all(|v| v.parse::<u64>().is_ok()), "{out}");
+    let bucket = |u: &str| out.lines().any(|l| l.split_whitespace().nth(1) == Some(u) && l.contains('-'));
+    assert!(bucket("ns") && !bucket("us"), "the histogram's buckets: {out}");
+    let o = rtscope(&["wakeup", "-N", "-q", "-D", "1", "--cpus", &cpu, "--db", &fx.db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find(|l| l.starts_with("wakeup latency")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.ends_with(" ns") && !line.split_whitespace().any(|w| w.contains('.') && w != "p99.9"), "{line}");
+}

@@ -222,6 +222,10 @@ pub struct CommonArgs {
     pub threshold: Option<u64>,
     #[command(flatten)]
     pub out: OutputArgs,
+    /// The summary's tables, histogram and -q lines in whole nanoseconds instead of microseconds (cyclictest's -N,
+    /// rtla's --nano); the store keeps nanoseconds either way.
+    #[arg(long, short = 'N', visible_alias = "nano")]
+    pub ns: bool,
     #[command(flatten)]
     pub dma: DmaArgs,
     /// Allow settings that are usually mistakes (e.g. an interval below 50us).
@@ -613,6 +617,7 @@ impl CommonArgs {
             db: self.store.db.clone(),
             json: self.out.json.clone(),
             quiet: self.out.quiet,
+            unit: rtscope_model::units::ShownIn::of(self.ns),
             dma_latency: self.dma.held(),
             kind: kind.into(),
             trace: self.trace.then(|| TraceOpts {

@@ -160,6 +160,9 @@ pub struct Common {
     pub db: PathBuf,
     pub json: Option<PathBuf>,
     pub quiet: bool,
+    /// `--ns`: what the terminal's tables show times in.
+    #[serde(skip)]
+    pub unit: rtscope_model::units::ShownIn,
     /// What `/dev/cpu_dma_latency` is held at (None: left alone).
     pub dma_latency: Option<rtscope_model::settings::DmaLatency>,
     /// The subcommand that made the run (`wakeup`, `run`).
