@@ -78,3 +78,36 @@ fn ns_shows_the_summary_in_nanoseconds() {
     let line = out.lines().find(|l| l.starts_with("wakeup latency")).unwrap_or_else(|| panic!("{out}"));
     assert!(line.ends_with(" ns") && !line.split_whitespace().any(|w| w.contains('.') && w != "p99.9"), "{line}");
 }
+
+/// `--stop-irq` / `--stop-thread` (rtla timerlat's `-i` / `-T`): a traced
+/// wakeup stops at the first wake-up whose stage is above the limit, says
+/// so and exits with code 2, long before its duration; without `--trace`,
+/// or on a probe without a timer's stages, they are refused.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_stage_threshold_stops_a_traced_run() {
+    let fx = Fixture::root();
+    for args in
+        [&["wakeup", "--stop-irq", "10", "-D", "1"][..], &["noise", "--trace", "--stop-thread", "10", "-D", "1"]]
+    {
+        let mut all = args.to_vec();
+        all.extend(["--db", &fx.db]);
+        let o = rtscope(&all);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("--stop-"), "{args:?}: {}", text(&o));
+    }
+    if !has_tracefs() {
+        return skipped("no tracefs: --trace cannot split the wake-ups");
+    }
+    let cpu = last_cpu().to_string();
+    let start = Instant::now();
+    let args = ["wakeup", "--trace", "--stacks", "off", "--stop-thread", "1ns", "-D", "20", "-q", "--cpus", &cpu];
+    let mut all = args.to_vec();
+    all.extend(["--db", &fx.db]);
+    let o = rtscope(&all);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(start.elapsed() < Duration::from_secs(15), "stopped early: {:?}", start.elapsed());
+    let shown = show_json(&fx.db, "last");
+    let notes = shown["run"]["notes"].to_string();
+    assert!(notes.contains("stopped at --stop-thread 0.001us") && notes.contains("thread latency"), "{notes}");
+}

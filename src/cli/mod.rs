@@ -241,6 +241,15 @@ pub struct CommonArgs {
     /// of a CPU, then its running p99.9, and p99.99 from 10000 samples on]
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub cause_threshold: Option<u64>,
+    /// With --trace: stop at the first wake-up whose IRQ latency (programmed time -> timer interrupt entry) is
+    /// above DUR, store the run and exit with code 2 (rtla timerlat's -i; a bare number is microseconds). wakeup only
+    #[arg(long, value_name = "DUR", value_parser = dur_us_above_0)]
+    pub stop_irq: Option<u64>,
+    /// With --trace: stop at the first wake-up whose thread latency (programmed time -> switch into the probe's
+    /// thread) is above DUR, store the run and exit with code 2 (rtla timerlat's -T; a bare number is
+    /// microseconds). wakeup only
+    #[arg(long, value_name = "DUR", value_parser = dur_us_above_0)]
+    pub stop_thread: Option<u64>,
     /// With --trace: keep the worst N episodes per CPU [default: 50]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10000))]
     pub episodes: Option<u64>,
@@ -589,6 +598,8 @@ impl CommonArgs {
             ("--trace-clock", self.trace_clock.is_some()),
             ("--stacks", self.stacks.is_some()),
             ("--sample-hz", self.sample_hz.is_some()),
+            ("--stop-irq", self.stop_irq.is_some()),
+            ("--stop-thread", self.stop_thread.is_some()),
         ];
         if let Some((flag, _)) = only_traced.iter().find(|f| f.1 && !self.trace) {
             bail!("{flag} is a setting of --trace: add --trace (or leave {flag} out)");
@@ -629,6 +640,7 @@ impl CommonArgs {
                 sample_hz: self.sample_hz.unwrap_or(0),
                 classify_all: false,
                 timeline: true,
+                stop: crate::trace::StageStop { irq_ns: self.stop_irq, thread_ns: self.stop_thread },
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,

@@ -464,6 +464,14 @@ pub fn check_trace(probe: &dyn Probe, common: &Common) -> Result<()> {
     if common.trace.is_some() && probe.trace_stages().is_none() {
         return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
     }
+    let staged = probe.trace_stages() == Some(true) && probe.wake_path() == WakePath::Timer;
+    if common.trace.as_ref().is_some_and(|t| t.stop.any()) && !staged {
+        return Err(anyhow!(
+            "--stop-irq and --stop-thread stop on a timer wake-up's stages, which `{}` has not: use them with \
+             `rtscope wakeup --trace`, or --threshold",
+            probe.name()
+        ));
+    }
     Ok(())
 }
 
@@ -716,7 +724,10 @@ impl<'a> Cell<'a> {
         }
         let instances: Vec<(usize, &str)> =
             parts.iter().zip(&layout).map(|(&(p, c), lanes)| (lanes.thread, c.series_name(p))).collect();
-        out.breach = shared.breach.describe(common.threshold_ns, &instances);
+        out.breach = shared.breach.describe(common.threshold_ns, &instances).or_else(|| {
+            let stop = common.trace.as_ref().map(|t| t.stop).unwrap_or_default();
+            shared.stage_hit.describe(&stop)
+        });
         out.lost_exceedances = writer.lost_exceedances;
         out.store_error = store_error;
         run.put_store(writer.store);
