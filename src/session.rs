@@ -13,6 +13,7 @@ use rtscope_model::episode::TraceSummary;
 use rtscope_model::episode::timeline::Timeline;
 use rtscope_model::inventory::{Interrupts, Inventory, PRIVILEGES_FIX, Warning, isolation_after};
 use rtscope_model::run::{Run, RunHeader, RunStatus};
+use rtscope_model::settings::{self, DmaHeld};
 use rtscope_model::store::Store;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,10 +70,11 @@ impl Interrupted {
 
 impl Session {
     /// Opens the store at `db`, takes the machine's inventory (warnings for
-    /// `cpus`), locks memory and, with `dma_latency`, holds C-states off.
-    pub fn open(db: &Path, cpus: &[usize], dma_latency: bool) -> Result<Session> {
+    /// `cpus`), locks memory and, with `dma_latency`, holds
+    /// `/dev/cpu_dma_latency` at its target (recorded in the inventory).
+    pub fn open(db: &Path, cpus: &[usize], dma_latency: Option<settings::DmaLatency>) -> Result<Session> {
         let store = Store::open(db)?;
-        let inv: Inventory = inventory::collect();
+        let mut inv: Inventory = inventory::collect();
         let mut warnings = inv.warnings(cpus);
         let representative = inv.representative();
         if let Err(e) = mem::lock_all() {
@@ -82,14 +84,19 @@ impl Session {
                 fix: PRIVILEGES_FIX.into(),
             });
         }
-        let dma = if dma_latency {
-            match DmaLatency::hold(0) {
-                Ok(d) => Some(d),
+        let dma = if let Some(target) = dma_latency {
+            let us = target.us();
+            match DmaLatency::hold(target) {
+                Ok(d) => {
+                    inv.dma_latency = DmaHeld::Held { us };
+                    Some(d)
+                }
                 Err(e) => {
+                    inv.dma_latency = DmaHeld::Refused { us };
                     warnings.push(Warning {
                         topic: "cstates".into(),
                         message: format!(
-                            "cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
+                            "cannot hold /dev/cpu_dma_latency at {us} ({e}): deep C-states may add exit latency"
                         ),
                         fix: "run as root, or pass --no-dma-latency to measure with C-states on purpose".into(),
                     });
@@ -97,6 +104,7 @@ impl Session {
                 }
             }
         } else {
+            inv.dma_latency = DmaHeld::NotHeld;
             None
         };
         let interrupts = Interrupted::start(cpus);

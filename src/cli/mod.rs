@@ -222,6 +222,10 @@ pub struct CommonArgs {
     pub threshold: Option<u64>,
     #[command(flatten)]
     pub out: OutputArgs,
+    /// The summary's tables, histogram and -q lines in whole nanoseconds instead of microseconds (cyclictest's -N,
+    /// rtla's --nano); the store keeps nanoseconds either way.
+    #[arg(long, short = 'N', visible_alias = "nano")]
+    pub ns: bool,
     #[command(flatten)]
     pub dma: DmaArgs,
     /// Allow settings that are usually mistakes (e.g. an interval below 50us).
@@ -237,6 +241,15 @@ pub struct CommonArgs {
     /// of a CPU, then its running p99.9, and p99.99 from 10000 samples on]
     #[arg(long, value_name = "DUR", value_parser = dur)]
     pub cause_threshold: Option<u64>,
+    /// With --trace: stop at the first wake-up whose IRQ latency (programmed time -> timer interrupt entry) is
+    /// above DUR, store the run and exit with code 2 (rtla timerlat's -i; a bare number is microseconds). wakeup only
+    #[arg(long, value_name = "DUR", value_parser = dur_us_above_0)]
+    pub stop_irq: Option<u64>,
+    /// With --trace: stop at the first wake-up whose thread latency (programmed time -> switch into the probe's
+    /// thread) is above DUR, store the run and exit with code 2 (rtla timerlat's -T; a bare number is
+    /// microseconds). wakeup only
+    #[arg(long, value_name = "DUR", value_parser = dur_us_above_0)]
+    pub stop_thread: Option<u64>,
     /// With --trace: keep the worst N episodes per CPU [default: 50]
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10000))]
     pub episodes: Option<u64>,
@@ -553,7 +566,11 @@ impl CommonArgs {
         self.trace |= given.trace;
         self.store.db = given.db.clone();
         self.out.quiet = given.quiet;
-        self.dma.no_dma_latency |= !given.dma_latency;
+        match given.dma_latency {
+            None => self.dma = DmaArgs { dma_latency: None, no_dma_latency: true },
+            Some(t) if self.dma.held().is_some() => self.dma.dma_latency = self.dma.dma_latency.or(Some(t)),
+            Some(_) => {}
+        }
         Ok(())
     }
 
@@ -581,6 +598,8 @@ impl CommonArgs {
             ("--trace-clock", self.trace_clock.is_some()),
             ("--stacks", self.stacks.is_some()),
             ("--sample-hz", self.sample_hz.is_some()),
+            ("--stop-irq", self.stop_irq.is_some()),
+            ("--stop-thread", self.stop_thread.is_some()),
         ];
         if let Some((flag, _)) = only_traced.iter().find(|f| f.1 && !self.trace) {
             bail!("{flag} is a setting of --trace: add --trace (or leave {flag} out)");
@@ -609,7 +628,8 @@ impl CommonArgs {
             db: self.store.db.clone(),
             json: self.out.json.clone(),
             quiet: self.out.quiet,
-            dma_latency: !self.dma.no_dma_latency,
+            unit: rtscope_model::units::ShownIn::of(self.ns),
+            dma_latency: self.dma.held(),
             kind: kind.into(),
             trace: self.trace.then(|| TraceOpts {
                 cause_threshold: self.cause_threshold.map_or(CauseThreshold::Adaptive, CauseThreshold::Fixed),
@@ -620,6 +640,7 @@ impl CommonArgs {
                 sample_hz: self.sample_hz.unwrap_or(0),
                 classify_all: false,
                 timeline: true,
+                stop: crate::trace::StageStop { irq_ns: self.stop_irq, thread_ns: self.stop_thread },
             }),
             tracemark: self.tracemark,
             warmup_ns: 0,

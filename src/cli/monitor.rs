@@ -75,10 +75,11 @@ pub struct MonitorArgs {
     /// Count the values above each of these thresholds (rtscope_exceedances_total).
     #[arg(long, value_name = "DUR,...", value_delimiter = ',', value_parser = dur)]
     pub thresholds: Vec<u64>,
-    /// Hold /dev/cpu_dma_latency at 0 while monitoring (C-states off). Off by default: a monitor measures the
-    /// machine as it runs in service.
-    #[arg(long)]
-    pub dma_latency: bool,
+    /// Hold /dev/cpu_dma_latency at US microseconds while monitoring (alone: 0, C-states off; 0..10000). Off by
+    /// default: a monitor measures the machine as it runs in service.
+    #[arg(long, value_name = "US", num_args = 0..=1, default_missing_value = "0",
+          value_parser = rtscope_model::settings::DmaLatency::parse)]
+    pub dma_latency: Option<rtscope_model::settings::DmaLatency>,
     /// Stop after DUR, each probe's run stored complete (e.g. 24h; a bare number is seconds) [default: until
     /// stopped, as a service runs]
     #[arg(long, short = 'D', value_name = "DUR", value_parser = RunDuration::parse)]
@@ -262,7 +263,7 @@ mod tests {
         let p = plan(&["--probes", "wakeup,noise", "--cpus", "0", "--probe-args", "noise=--pause 1950ms"]).unwrap();
         assert_eq!(p.probes.len(), 2);
         let (wc, w) = &p.probes[0];
-        assert_eq!((w.name(), wc.priority, wc.kind.as_str(), wc.dma_latency), ("wakeup", 95, "monitor", false));
+        assert_eq!((w.name(), wc.priority, wc.kind.as_str(), wc.dma_latency), ("wakeup", 95, "monitor", None));
         assert_eq!(wc.duration_ns, None);
         assert_eq!(wc.checkpoint_ns, 10_000_000_000);
         let (nc, n) = &p.probes[1];

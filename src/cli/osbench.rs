@@ -130,7 +130,7 @@ impl OsbenchArgs {
             json: self.out.json.clone(),
             db: self.store.db.clone(),
             quiet: self.out.quiet,
-            dma_latency: !self.dma.no_dma_latency,
+            dma_latency: self.dma.held(),
         })
     }
 
@@ -141,6 +141,7 @@ impl OsbenchArgs {
             ("--output", self.output.is_some()),
             ("--json", self.out.json.is_some()),
             ("--no-dma-latency", self.dma.no_dma_latency),
+            ("--dma-latency", self.dma.dma_latency.is_some()),
         ] {
             if given {
                 bail!(

@@ -37,7 +37,9 @@ pub struct Given {
     pub trace: bool,
     pub db: std::path::PathBuf,
     pub quiet: bool,
-    pub dma_latency: bool,
+    /// What `/dev/cpu_dma_latency` is held at, unless the probe's own
+    /// arguments say (None: left alone, whatever they say).
+    pub dma_latency: Option<rtscope_model::settings::DmaLatency>,
 }
 
 /// A measurement ready for a cell.
@@ -180,7 +182,7 @@ mod tests {
             trace: false,
             db: "/tmp/x.db".into(),
             quiet: true,
-            dma_latency: true,
+            dma_latency: Some(rtscope_model::settings::DmaLatency::ZERO),
         }
     }
 

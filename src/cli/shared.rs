@@ -8,7 +8,7 @@
 
 use clap::Args;
 use rtscope_model::analysis::usage::Usage;
-use rtscope_model::settings::CpuList;
+use rtscope_model::settings::{CpuList, DmaLatency};
 use std::path::PathBuf;
 
 /// The run store's path when neither `--db` nor `RTSCOPE_DB` gives one.
@@ -59,12 +59,24 @@ pub struct LoadCpusArgs {
     pub load_cpus: Option<CpuList>,
 }
 
-/// Whether a measuring command holds `/dev/cpu_dma_latency` at 0.
+/// What a measuring command holds `/dev/cpu_dma_latency` at: 0 unless
+/// told otherwise, or nothing.
 #[derive(Args, Debug, Clone, Copy, Default)]
 pub struct DmaArgs {
-    /// Do not hold /dev/cpu_dma_latency at 0 (measure with deep C-states allowed).
+    /// Hold /dev/cpu_dma_latency at US microseconds while measuring (rtla's --dma-latency, cyclictest's --latency;
+    /// 0..10000, e.g. 20 to allow the shallow C-states); the kernel restores its own at exit [default: 0]
+    #[arg(long, value_name = "US", value_parser = DmaLatency::parse, conflicts_with = "no_dma_latency")]
+    pub dma_latency: Option<DmaLatency>,
+    /// Do not hold /dev/cpu_dma_latency (measure with deep C-states allowed).
     #[arg(long)]
     pub no_dma_latency: bool,
+}
+
+impl DmaArgs {
+    /// The target to hold, None with --no-dma-latency.
+    pub fn held(&self) -> Option<DmaLatency> {
+        (!self.no_dma_latency).then(|| self.dma_latency.unwrap_or(DmaLatency::ZERO))
+    }
 }
 
 /// What "per day" and "per week" mean.

@@ -110,10 +110,10 @@ pub fn run_probe(
         // As cyclictest -q: a line per series at the end, and where it is.
         super::write_files(&Input::one(&loaded), &files)?;
         let mut out = std::io::stdout().lock();
-        report::quiet::write(&loaded, &mut out)?;
+        report::quiet::write(&loaded, common.unit, &mut out)?;
         writeln!(out, "{}", report::stored_line(run_id, &db))?;
     } else {
-        super::write_run(&Input::one(&loaded), &files, &db)?;
+        super::write_run(&Input { unit: common.unit, ..Input::one(&loaded) }, &files, &db)?;
     }
     if !errors.is_empty() {
         return Err(anyhow!("{}", errors.join("; ")));

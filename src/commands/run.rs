@@ -81,8 +81,7 @@ pub fn run(a: RunArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
             common.quiet = a.out.quiet;
         }
     }
-    let opts =
-        assess::Options { db: a.store.db, json: a.out.json, quiet: a.out.quiet, no_dma_latency: a.dma.no_dma_latency };
+    let opts = assess::Options { db: a.store.db, json: a.out.json, quiet: a.out.quiet, dma_latency: a.dma.held() };
     assess::run(plan, &opts, signal)
 }
 
@@ -94,6 +93,6 @@ pub fn load(a: LoadArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     };
     let loads = load::parse_list(&a.loads, &cpus, "LOAD")?;
     crate::cli::check_store_and_outputs(&a.store.db, &[("--json", a.out.json.as_deref())])?;
-    let opts = assess::Options { db: a.store.db, json: a.out.json, quiet: a.out.quiet, no_dma_latency: true };
+    let opts = assess::Options { db: a.store.db, json: a.out.json, quiet: a.out.quiet, dma_latency: None };
     assess::loads_only(&loads, a.duration.map(RunDuration::ns), &opts, signal)
 }

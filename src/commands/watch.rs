@@ -13,7 +13,7 @@ pub fn main(args: WatchArgs, signal: &Arc<AtomicBool>) -> Result<i32> {
     let (settings, place) = args.resolve()?;
     // cpu_dma_latency stays as found: nothing of the machine is changed.
     let watched_cpus = settings.filter.cpus.clone().unwrap_or_default();
-    let mut session = Session::open(&args.store.db, &watched_cpus, false)?;
+    let mut session = Session::open(&args.store.db, &watched_cpus, None)?;
     let watch = crate::watch::prepare(settings, &mut session.warnings)?;
     // The reader: where the user said, else off the watched CPUs.
     let reader_cpus = match &place.cpus {

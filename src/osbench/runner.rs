@@ -214,7 +214,8 @@ pub struct Plan {
     pub json: Option<std::path::PathBuf>,
     pub db: std::path::PathBuf,
     pub quiet: bool,
-    pub dma_latency: bool,
+    /// What `/dev/cpu_dma_latency` is held at (None: left alone).
+    pub dma_latency: Option<rtscope_model::settings::DmaLatency>,
 }
 
 /// What measuring the tests came to.

@@ -160,7 +160,11 @@ pub struct Common {
     pub db: PathBuf,
     pub json: Option<PathBuf>,
     pub quiet: bool,
-    pub dma_latency: bool,
+    /// `--ns`: what the terminal's tables show times in.
+    #[serde(skip)]
+    pub unit: rtscope_model::units::ShownIn,
+    /// What `/dev/cpu_dma_latency` is held at (None: left alone).
+    pub dma_latency: Option<rtscope_model::settings::DmaLatency>,
     /// The subcommand that made the run (`wakeup`, `run`).
     pub kind: String,
     /// `--trace`: stages and cause episodes.
@@ -460,6 +464,14 @@ pub fn check_trace(probe: &dyn Probe, common: &Common) -> Result<()> {
     if common.trace.is_some() && probe.trace_stages().is_none() {
         return Err(anyhow!("--trace is not supported by `{}` yet; run without --trace", probe.name()));
     }
+    let staged = probe.trace_stages() == Some(true) && probe.wake_path() == WakePath::Timer;
+    if common.trace.as_ref().is_some_and(|t| t.stop.any()) && !staged {
+        return Err(anyhow!(
+            "--stop-irq and --stop-thread stop on a timer wake-up's stages, which `{}` has not: use them with \
+             `rtscope wakeup --trace`, or --threshold",
+            probe.name()
+        ));
+    }
     Ok(())
 }
 
@@ -712,7 +724,10 @@ impl<'a> Cell<'a> {
         }
         let instances: Vec<(usize, &str)> =
             parts.iter().zip(&layout).map(|(&(p, c), lanes)| (lanes.thread, c.series_name(p))).collect();
-        out.breach = shared.breach.describe(common.threshold_ns, &instances);
+        out.breach = shared.breach.describe(common.threshold_ns, &instances).or_else(|| {
+            let stop = common.trace.as_ref().map(|t| t.stop).unwrap_or_default();
+            shared.stage_hit.describe(&stop)
+        });
         out.lost_exceedances = writer.lost_exceedances;
         out.store_error = store_error;
         run.put_store(writer.store);

@@ -12,6 +12,9 @@ use super::*;
 pub(super) struct Shared {
     pub(super) stop: AtomicBool,
     pub(super) breach: Breach,
+    /// The first wake-up the trace reader found above `--stop-irq` or
+    /// `--stop-thread`.
+    pub(super) stage_hit: crate::trace::StageHit,
     pub(super) ready: AtomicUsize,
     pub(super) start_at: AtomicU64,
     pub(super) tids: Vec<AtomicI32>,
@@ -42,6 +45,7 @@ impl Shared {
         Shared {
             stop: AtomicBool::new(false),
             breach: Breach::default(),
+            stage_hit: Default::default(),
             ready: AtomicUsize::new(0),
             start_at: AtomicU64::new(0),
             tids: (0..threads).map(|_| AtomicI32::new(0)).collect(),

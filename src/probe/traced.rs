@@ -74,6 +74,7 @@ pub(super) fn start_trace<'scope>(
     out: &mut CellOutcome,
 ) -> (TraceThreads<'scope>, u64) {
     let mut threads = TraceThreads::default();
+    let stop_on = opts.stop;
     let lanes = trace_lanes((probe, common), (inst, opts), lane_parts, &shared.tids, parts);
     let hw = lanes.iter().any(|l| l.sampler().is_some_and(|s| s.source == crate::sys::perf::Source::Cycles));
     let writer_tx = episode_tx.clone();
@@ -126,6 +127,8 @@ pub(super) fn start_trace<'scope>(
         if matches!(sink, Sink::Symbols(_)) { crate::trace::code::map_watches(&mut out.notes) } else { Vec::new() };
     let wakes = remote_wakes((probe, common), inst, &shared.tids, &mut out.notes);
     let reader = Reader {
+        stop_on,
+        stage_hit: None,
         layout: inst.layout,
         decoder: std::mem::take(&mut inst.decoder),
         lanes,
@@ -147,7 +150,7 @@ pub(super) fn start_trace<'scope>(
         scope,
         move || {
             signals::block_in_this_thread();
-            reader.run(start_ns, done)
+            reader.run(start_ns, done, (&shared.stop, &shared.stage_hit))
         },
     );
     match spawned {

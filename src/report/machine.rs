@@ -8,7 +8,7 @@ use rtscope_model::settings::InstancesMode;
 
 /// The machine's rows: host, CPU, kernel and preemption model, command
 /// line and isolation, clocksource, governor, SMT, RT throttling,
-/// hypervisor, idle driver, memory, privileges; then the run's command,
+/// hypervisor, idle driver and what /dev/cpu_dma_latency was held at, memory, privileges; then the run's command,
 /// scheduling, rtscope's version and peak RSS, and the run itself.
 pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
     let h = &run.header;
@@ -56,6 +56,7 @@ pub fn rows(run: &Run) -> Vec<(&'static str, String)> {
         ),
         ("hypervisor", inv.hypervisor.clone().unwrap_or_else(|| "none seen".into())),
         ("idle driver", opt(&inv.cpu_idle_driver)),
+        ("CPU latency target", inv.dma_latency.describe()),
         ("memory", mib(inv.memory_total_kb)),
     ];
     // Runs taken before rtscope recorded caches and devices have neither row.
@@ -169,6 +170,7 @@ mod tests {
         // A run taken before rtscope recorded its CPUs and cpuset.
         assert_eq!(row("rtscope's CPUs"), "started on - · cpuset -");
         assert_eq!(row("isolated CPUs"), "none measured");
-        assert_eq!(rows.len(), 20);
+        assert_eq!(row("CPU latency target"), "not recorded");
+        assert_eq!(rows.len(), 21);
     }
 }

@@ -159,6 +159,8 @@ pub struct Input<'a> {
     pub usage: Option<rtscope_model::analysis::usage::Usage>,
     /// Text: colour (a terminal, and NO_COLOR unset).
     pub colour: bool,
+    /// Text: what a probe's tables show their times in (`--ns`).
+    pub unit: rtscope_model::units::ShownIn,
     /// Text: an assessment's answer left out, for the caller to print
     /// last, after the details ([`write_answer`]: `rtscope run`).
     pub answer_last: bool,
@@ -184,6 +186,7 @@ impl<'a> Input<'a> {
             mttf_axis: Default::default(),
             usage: None,
             colour: false,
+            unit: Default::default(),
             answer_last: false,
             timeline: None,
             intervals: None,

@@ -4,11 +4,11 @@
 //! histogram, no notes (they are stored with the run: `rtscope show`).
 
 use rtscope_model::run::Run;
-use rtscope_model::units::us_i;
+use rtscope_model::units::ShownIn;
 use std::io::Write;
 
-/// The lines of a quiet run's end.
-pub fn write(run: &Run, out: &mut dyn Write) -> std::io::Result<()> {
+/// The lines of a quiet run's end, its times in `unit` (`--ns`).
+pub fn write(run: &Run, unit: ShownIn, out: &mut dyn Write) -> std::io::Result<()> {
     let h = &run.header;
     writeln!(out, "rtscope {} · run {} · {}", h.kind, h.id, h.status.as_str())?;
     let series: Vec<_> = run
@@ -21,8 +21,8 @@ pub fn write(run: &Run, out: &mut dyn Write) -> std::io::Result<()> {
         let t = s.total();
         let name = format!("{} {}", s.key.probe, s.key.metric);
         let cpu = if s.key.cpu >= 0 { format!("CPU{}", s.key.cpu) } else { "-".into() };
-        let v = |ns: i64| if s.unit == "ns" { us_i(ns) } else { ns.to_string() };
-        let unit = if s.unit == "ns" { "us" } else { s.unit.as_str() };
+        let v = |ns: i64| if s.unit == "ns" { unit.i(ns) } else { ns.to_string() };
+        let unit = if s.unit == "ns" { unit.label() } else { s.unit.as_str() };
         writeln!(
             out,
             "{name:<width$} {cpu:>6} n {:>9} min {:>9} avg {:>9} p99.9 {:>9} max {:>9} {unit}",
@@ -42,11 +42,19 @@ mod tests {
     fn a_line_per_series_within_100_columns() {
         let run = crate::report::fixtures::fixture();
         let mut out = Vec::new();
-        super::write(&run, &mut out).unwrap();
+        super::write(&run, Default::default(), &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("rtscope ") && lines.len() > 1, "{text}");
         assert!(lines.iter().all(|l| l.chars().count() <= 100), "{text}");
         assert!(lines[1].contains(" min ") && lines[1].contains(" max "), "{text}");
+        assert!(lines[1].ends_with(" us"), "{text}");
+        let mut ns = Vec::new();
+        super::write(&run, rtscope_model::units::ShownIn::Ns, &mut ns).unwrap();
+        let ns = String::from_utf8(ns).unwrap();
+        let line: Vec<&str> = ns.lines().nth(1).unwrap().split_whitespace().collect();
+        let min = line.iter().position(|w| *w == "min").map(|i| line[i + 1]).unwrap();
+        assert!(line.last() == Some(&"ns") && min.parse::<i64>().is_ok(), "{ns}");
+        assert!(ns.lines().all(|l| l.chars().count() <= 100), "{ns}");
     }
 }

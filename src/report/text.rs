@@ -8,22 +8,28 @@ use rtscope_model::descriptor::{self, Layout, WakePath};
 use rtscope_model::episode::{Stages, top_causes};
 use rtscope_model::hist::{Bucket, Summary, pow2_table};
 use rtscope_model::run::{Run, Series};
-use rtscope_model::units::{self, us, us_i};
+use rtscope_model::units::{self, ShownIn, us, us_i};
 use std::io::Write;
 
 pub struct Text;
 
 pub(super) fn bucket_label(b: &Bucket) -> String {
+    bucket_label_in(b, ShownIn::Us)
+}
+
+/// A histogram bucket's label in `unit` (`2-4 us`, `2048-4096 ns`).
+fn bucket_label_in(b: &Bucket, unit: ShownIn) -> String {
     if b.lo_ns >= rtscope_model::hist::HIGHEST_NS as i64 {
         return format!("> {} s (overflow)", b.lo_ns / 1_000_000_000);
     }
     if b.hi_ns <= -(rtscope_model::hist::HIGHEST_NS as i64) {
         return format!("< -{} s (overflow)", -b.hi_ns / 1_000_000_000);
     }
+    let per = if unit == ShownIn::Ns { 1 } else { 1000 };
     if b.hi_ns <= 0 {
-        return format!("-({}-{}) us", -b.hi_ns / 1000, -b.lo_ns / 1000);
+        return format!("-({}-{}) {}", -b.hi_ns / per, -b.lo_ns / per, unit.label());
     }
-    format!("{}-{} us", b.lo_ns / 1000, b.hi_ns / 1000)
+    format!("{}-{} {}", b.lo_ns / per, b.hi_ns / per, unit.label())
 }
 
 /// A column of a result table: the probes' rows in the descriptor table
@@ -50,7 +56,15 @@ pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
 /// A column's text width and a row's figure in it.
 pub(super) trait ColFormat {
     fn width(self) -> usize;
-    fn value(self, s: &Series, m: &Summary) -> String;
+    /// The figure in microseconds.
+    fn value(self, s: &Series, m: &Summary) -> String
+    where
+        Self: Sized,
+    {
+        self.value_in(s, m, ShownIn::Us)
+    }
+    /// The figure, its times in `unit`.
+    fn value_in(self, s: &Series, m: &Summary, unit: ShownIn) -> String;
 }
 
 impl ColFormat for Col {
@@ -63,18 +77,18 @@ impl ColFormat for Col {
         .max(self.header().len())
     }
 
-    fn value(self, s: &Series, m: &Summary) -> String {
+    fn value_in(self, s: &Series, m: &Summary, unit: ShownIn) -> String {
         match self {
             Col::Count(_) => m.count.to_string(),
-            Col::Min => us_i(m.min_ns),
-            Col::Mean => units::us_f(m.mean_ns),
-            Col::P50 => us_i(m.p50_ns),
-            Col::P90 => us_i(m.p90_ns),
-            Col::P99 => us_i(m.p99_ns),
-            Col::P999 => us_i(m.p999_ns),
-            Col::P9999 => us_i(m.p9999_ns),
-            Col::Max => us_i(m.max_ns),
-            Col::Jitter => us(m.jitter_ns()),
+            Col::Min => unit.i(m.min_ns),
+            Col::Mean => unit.f(m.mean_ns),
+            Col::P50 => unit.i(m.p50_ns),
+            Col::P90 => unit.i(m.p90_ns),
+            Col::P99 => unit.i(m.p99_ns),
+            Col::P999 => unit.i(m.p999_ns),
+            Col::P9999 => unit.i(m.p9999_ns),
+            Col::Max => unit.i(m.max_ns),
+            Col::Jitter => unit.u(m.jitter_ns()),
             Col::Overruns => s.overruns().to_string(),
             Col::Extra(f, _) | Col::Nonzero(f, _) => f.get(&s.extra).map_or_else(|| "-".into(), |v| f.text(v)),
         }
@@ -109,7 +123,8 @@ impl Format for Text {
             None
         };
         let wrapped = run.is_matrix() || input.machine;
-        write_summary(run, answer.as_ref(), wrapped, input.machine, input.colour, out)?;
+        let how = How { wrapped, machine: input.machine, colour: input.colour, unit: input.unit };
+        write_summary(run, answer.as_ref(), how, out)?;
         Ok(Written::default())
     }
 }
@@ -137,14 +152,18 @@ fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
 /// the worst episodes, warnings and notes; `wrapped`: the title and the
 /// notes wrapped at the terminal's width (an assessment, `show`);
 /// `machine`: the machine record first among the details (`show`).
-fn write_summary(
-    run: &Run,
-    answer: Option<&super::summary::Summary>,
+/// How the summary is written: wrapped at the terminal's width, with the
+/// machine record, in colour, its tables' times in which unit.
+#[derive(Clone, Copy)]
+struct How {
     wrapped: bool,
     machine: bool,
     colour: bool,
-    out: &mut dyn Write,
-) -> Result<()> {
+    unit: ShownIn,
+}
+
+fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, how: How, out: &mut dyn Write) -> Result<()> {
+    let How { wrapped, machine, colour, unit } = how;
     let h = &run.header;
     let elapsed =
         h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
@@ -181,8 +200,8 @@ fn write_summary(
         super::matrix::write_matrix(run, out)?;
         super::matrix::write_characterisation(run, out)?;
     } else {
-        write_probes(run, out)?;
-        write_stages(run, out)?;
+        write_probes(run, unit, out)?;
+        write_stages(run, unit, out)?;
     }
     super::irqtime::write_text(run, out)?;
     // The trace's lines and the episodes: prose, wrapped where the rest is.
@@ -219,7 +238,7 @@ fn write_summary(
 }
 
 /// Each probe's table and histogram (a single probe's run).
-fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
+fn write_probes(run: &Run, unit: ShownIn, out: &mut dyn Write) -> Result<()> {
     // Series by probe, metrics in the order the probe made them.
     let by_probe = series_by_probe(run);
     for (probe, list) in by_probe {
@@ -230,33 +249,48 @@ fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
         let metrics = metrics_in_order(run, &list);
         let (cols, what) = layout(probe);
         if metrics.len() == 1 {
-            let title =
-                if what.is_empty() { format!("{probe} {} (us)", metrics[0]) } else { format!("{probe} {what}") };
+            let title = if what.is_empty() {
+                format!("{probe} {} ({})", metrics[0], unit.label())
+            } else {
+                in_unit(&format!("{probe} {what}"), unit)
+            };
             writeln!(out, "\n{title}")?;
-            table(out, cols, None, &list)?;
-            histogram(out, &list, |s| format!("CPU{}", s.key.cpu))?;
+            table(out, cols, None, &list, unit)?;
+            histogram(out, &list, |s| format!("CPU{}", s.key.cpu), unit)?;
         } else {
-            writeln!(out, "\n{probe} {what}")?;
+            writeln!(out, "\n{}", in_unit(&format!("{probe} {what}"), unit))?;
             let rows: Vec<&Series> =
                 metrics.iter().flat_map(|m| list.iter().filter(move |s| s.key.metric == *m).copied()).collect();
             let name = metrics.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
-            table(out, cols, Some(name), &rows)?;
+            table(out, cols, Some(name), &rows, unit)?;
             let mut cpus: Vec<i64> = list.iter().map(|s| s.key.cpu).collect();
             cpus.sort_unstable();
             cpus.dedup();
             for cpu in cpus {
                 let of_cpu: Vec<&Series> = rows.iter().filter(|s| s.key.cpu == cpu).copied().collect();
                 writeln!(out, "\n{} {cpu}", key_header(&of_cpu))?;
-                histogram(out, &of_cpu, |s| s.key.metric.clone())?;
+                histogram(out, &of_cpu, |s| s.key.metric.clone(), unit)?;
             }
         }
     }
     Ok(())
 }
 
+/// A probe's title in `unit`: its `what` names microseconds (`latency
+/// (us)`), which `--ns` makes nanoseconds.
+fn in_unit(title: &str, unit: ShownIn) -> String {
+    if unit == ShownIn::Us { title.to_string() } else { title.replace("(us", "(ns").replace(" us)", " ns)") }
+}
+
 /// The figures table: a row per series; with `metric_width`, a first
 /// column names the metric.
-fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &[&Series]) -> Result<()> {
+fn table(
+    out: &mut dyn Write,
+    cols: &[Col],
+    metric_width: Option<usize>,
+    rows: &[&Series],
+    unit: ShownIn,
+) -> Result<()> {
     let cols = &shown(cols, rows);
     if let Some(w) = metric_width {
         write!(out, "{:<w$} ", "metric")?;
@@ -273,7 +307,7 @@ fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &
         }
         write!(out, "{:>4}", s.key.cpu)?;
         for c in cols {
-            write!(out, " {:>w$}", c.value(s, &m), w = c.width())?;
+            write!(out, " {:>w$}", c.value_in(s, &m, unit), w = c.width())?;
         }
         writeln!(out)?;
     }
@@ -494,7 +528,7 @@ pub(super) fn pow2_columns(list: &[&Series]) -> Vec<(Bucket, Vec<u64>)> {
 }
 
 /// The power-of-two histogram of `list`, a column per series.
-fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> String) -> Result<()> {
+fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> String, unit: ShownIn) -> Result<()> {
     let rows = pow2_columns(list);
     if rows.is_empty() {
         return Ok(());
@@ -506,7 +540,7 @@ fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> S
     }
     writeln!(out)?;
     for (b, counts) in &rows {
-        write!(out, "{:<22}", bucket_label(b))?;
+        write!(out, "{:<22}", bucket_label_in(b, unit))?;
         for (n, w) in counts.iter().zip(&widths) {
             write!(out, " {n:>w$}")?;
         }
@@ -568,16 +602,16 @@ pub(super) fn stages_by_probe(run: &Run) -> Vec<(&str, Vec<&Series>)> {
 
 /// The stage table of a traced run, like the NT real-time study's ISR / DPC /
 /// thread tables: relative stages, then absolute times.
-fn write_stages(run: &Run, out: &mut dyn Write) -> Result<()> {
+fn write_stages(run: &Run, unit: ShownIn, out: &mut dyn Write) -> Result<()> {
     use Col::*;
     for (probe, rows) in stages_by_probe(run) {
-        writeln!(out, "\n{probe} stages (us): {}", stages_text(probe))?;
+        writeln!(out, "\n{probe} stages ({}): {}", unit.label(), stages_text(probe))?;
         // In an assessment, a table per load (rows come ordered by load).
         for group in rows.chunk_by(|a, b| a.key.load == b.key.load) {
             if let Some(load) = &group[0].key.load {
                 writeln!(out, "under load {load}")?;
             }
-            table(out, &[Count("samples"), Min, Mean, P50, P99, P999, Max], Some(11), group)?;
+            table(out, &[Count("samples"), Min, Mean, P50, P99, P999, Max], Some(11), group, unit)?;
         }
     }
     Ok(())
@@ -765,7 +799,7 @@ mod tests {
         }
         assert!(!h.contains(&"clamped"), "{h:?}");
         let mut out = Vec::new();
-        table(&mut out, cols, Some(8), &[&quiet, &noisy]).unwrap();
+        table(&mut out, cols, Some(8), &[&quiet, &noisy], ShownIn::Us).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("strays") && text.lines().nth(2).unwrap().contains('4'), "{text}");
     }

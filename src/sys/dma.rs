@@ -1,5 +1,6 @@
-//! `/dev/cpu_dma_latency`: holding 0 keeps CPUs out of deep C-states for
-//! as long as the file stays open; closing it restores the old value.
+//! `/dev/cpu_dma_latency`: holding a target (0 by default) keeps CPUs out
+//! of the idle states slower to leave than it for as long as the file stays
+//! open; closing it (at exit too) restores the old value.
 
 use std::fs::File;
 use std::io::Write;
@@ -10,8 +11,10 @@ pub struct DmaLatency {
 }
 
 impl DmaLatency {
-    /// Requests `us` microseconds of maximum wake-up latency.
-    pub fn hold(us: i32) -> std::io::Result<DmaLatency> {
+    /// Requests `target` microseconds of maximum wake-up latency, written
+    /// as the binary s32 the kernel reads.
+    pub fn hold(target: rtscope_model::settings::DmaLatency) -> std::io::Result<DmaLatency> {
+        let us = i32::try_from(target.us()).unwrap_or(i32::MAX);
         let mut file = std::fs::OpenOptions::new().write(true).open("/dev/cpu_dma_latency")?;
         file.write_all(&us.to_ne_bytes())?;
         Ok(DmaLatency { _file: file })

@@ -84,6 +84,71 @@ pub struct TraceOpts {
     /// its window is its whole life, and the store would be rewritten
     /// every second without end).
     pub timeline: bool,
+    /// `--stop-irq` / `--stop-thread`: the run stops at the first wake-up
+    /// whose stage is above its limit.
+    pub stop: StageStop,
+}
+
+/// rtla timerlat's `-i` and `-T` as a traced wakeup's stop thresholds
+/// (`--stop-irq`, `--stop-thread`): the run stops at the first wake-up
+/// whose IRQ latency (programmed time -> timer interrupt entry) or thread
+/// latency (programmed time -> switch into the probe thread) is above its
+/// limit, ns. Checked by the trace reader as it splits each sample, never
+/// on a measuring thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StageStop {
+    pub irq_ns: Option<u64>,
+    pub thread_ns: Option<u64>,
+}
+
+impl StageStop {
+    /// Whether either limit is set.
+    pub fn any(&self) -> bool {
+        self.irq_ns.is_some() || self.thread_ns.is_some()
+    }
+
+    /// The stage of `st` above its limit, if one is: (its flag, its
+    /// value, ns); the IRQ's first.
+    pub fn breached(&self, st: &rtscope_model::episode::Stages) -> Option<(&'static str, u64)> {
+        let thread = st.irq_ns + st.handler_ns + st.wake_ns + st.thread_ns;
+        match (self.irq_ns, self.thread_ns) {
+            (Some(l), _) if st.irq_ns > l => Some(("--stop-irq", st.irq_ns)),
+            (_, Some(l)) if thread > l => Some(("--stop-thread", thread)),
+            _ => None,
+        }
+    }
+
+    /// The limit of `flag`, ns.
+    fn limit(&self, flag: &str) -> u64 {
+        if flag == "--stop-irq" { self.irq_ns } else { self.thread_ns }.unwrap_or(0)
+    }
+}
+
+/// The first wake-up above a [`StageStop`] limit, as the trace reader saw
+/// it: the run's note, and its exit code 2, as `--threshold`'s.
+#[derive(Default)]
+pub struct StageHit {
+    hit: std::sync::OnceLock<(&'static str, i64, u64, u64)>,
+}
+
+impl StageHit {
+    /// Keeps the first: `flag`'s stage measured `value_ns` on `cpu`, its
+    /// sample at `t_ns` (CLOCK_MONOTONIC).
+    pub fn record(&self, flag: &'static str, cpu: i64, value_ns: u64, t_ns: u64) {
+        let _ = self.hit.set((flag, cpu, value_ns, t_ns));
+    }
+
+    /// The line the run's notes take, when a wake-up went above a limit
+    /// of `stop`.
+    pub fn describe(&self, stop: &StageStop) -> Option<String> {
+        let &(flag, cpu, value, t) = self.hit.get()?;
+        let what = if flag == "--stop-irq" { "an IRQ latency" } else { "a thread latency" };
+        Some(format!(
+            "stopped at {flag} {}us: CPU {cpu} measured {what} of {}us (its sample at CLOCK_MONOTONIC {t} ns)",
+            rtscope_model::units::us(stop.limit(flag)),
+            rtscope_model::units::us(value),
+        ))
+    }
 }
 
 impl serde::Serialize for TraceOpts {
@@ -95,6 +160,8 @@ impl serde::Serialize for TraceOpts {
             "clock": self.clock.as_str(),
             "stacks": format!("{:?}", self.stacks).to_lowercase(),
             "sample_hz": self.sample_hz,
+            "stop_irq_ns": self.stop.irq_ns,
+            "stop_thread_ns": self.stop.thread_ns,
         })
         .serialize(s)
     }

@@ -312,6 +312,10 @@ pub struct Reader {
     pub wakes: Vec<(usize, Buffer)>,
     /// The whole window's timeline ([`Timeline::MAX_ITEMS`] at most).
     pub timeline: Timeline,
+    /// `--stop-irq` / `--stop-thread`, and the first sample above one:
+    /// (its flag, CPU, value and time), for [`Reader::run`] to tell.
+    pub stop_on: super::StageStop,
+    pub stage_hit: Option<(&'static str, i64, u64, u64)>,
 }
 
 /// What the reader reports at the end.
@@ -459,7 +463,14 @@ pub fn policy_of(pid: i32) -> Option<u32> {
 impl Reader {
     /// Runs until `done` (set once every measuring thread has finished),
     /// then drains what is left and finishes the stage series.
-    pub fn run(mut self, start_ns: u64, done: &AtomicBool) -> ReaderReport {
+    /// Reads until `done`; a sample above a [`super::StageStop`] limit is
+    /// kept in `hit` and sets `stop`, which ends the measuring threads.
+    pub fn run(
+        mut self,
+        start_ns: u64,
+        done: &AtomicBool,
+        (stop, hit): (&AtomicBool, &super::StageHit),
+    ) -> ReaderReport {
         let cpu0 = clock::thread_cpu_ns();
         let wall0 = clock::now();
         for lane in &mut self.lanes {
@@ -479,6 +490,10 @@ impl Reader {
         loop {
             let last = done.load(Acquire);
             self.pass((start_ns, last), &mut page, &policy, &base, (&mut own, &mut above, &probes));
+            if let Some((flag, cpu, value, t)) = self.stage_hit.take() {
+                hit.record(flag, cpu, value, t);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             if last {
                 break;
             }
@@ -543,12 +558,20 @@ impl Reader {
             self.episodes.send(SymMsg::Seen(seen));
         }
         let names = Names { decoder: &self.decoder, policy };
+        let (stop_on, stage_hit) = (self.stop_on, &mut self.stage_hit);
         for ((lane, base), probe_attr) in self.lanes.iter_mut().zip(base).zip(probes) {
             let (stages, tx) = (&mut lane.stages, &self.episodes);
-            let (probe, metric) = (lane.trace.probe.clone(), lane.trace.metric);
+            let (probe, metric, cpu) = (lane.trace.probe.clone(), lane.trace.metric, lane.trace.cpu);
             let mut now: Option<Counted> = None;
             lane.trace.process(pass_start, last, &names, &mut |o| match o {
-                Out::Stages { t_ns, stages: st } => record_stages(stages, t_ns, &st),
+                Out::Stages { t_ns, stages: st } => {
+                    record_stages(stages, t_ns, &st);
+                    if stage_hit.is_none()
+                        && let Some((flag, v)) = stop_on.breached(&st)
+                    {
+                        *stage_hit = Some((flag, cpu, v, t_ns));
+                    }
+                }
                 Out::Keep(e, mut raw) => {
                     if let Some(g) = raw.gap.as_mut() {
                         base.since(now.get_or_insert_with(|| Counted::of(e.cpu)), g);

@@ -698,6 +698,7 @@ impl Watch {
             sample_hz: 0,
             classify_all: settings.classify_all,
             timeline: !settings.until_stopped,
+            stop: Default::default(),
         };
         let zeros: Vec<Arc<AtomicU64>> = report.per_cpu.iter().map(|_| Arc::new(AtomicU64::new(0))).collect();
         let (summary, trace_notes) = trace::summarize(instance, report, &opts, &zeros, false, CodeReport::default());

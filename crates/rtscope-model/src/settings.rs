@@ -182,6 +182,77 @@ impl CpuList {
     }
 }
 
+/// The CPU wake-up latency a run asks the kernel for through
+/// `/dev/cpu_dma_latency` (the PM QoS CPU latency target) while it
+/// measures: 0us..10ms in whole microseconds, a bare number being
+/// microseconds (cyclictest's `--latency`, rtla's `--dma-latency`). 0 keeps
+/// every CPU out of the idle states that take any time to leave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DmaLatency(u32);
+
+impl DmaLatency {
+    /// What measuring holds unless told otherwise.
+    pub const ZERO: DmaLatency = DmaLatency(0);
+    pub const MAX_US: u32 = 10_000;
+
+    /// `us` microseconds where it is within range.
+    pub fn new(us: u64) -> Result<DmaLatency, String> {
+        match u32::try_from(us) {
+            Ok(us) if us <= Self::MAX_US => Ok(DmaLatency(us)),
+            _ => Err(format!("{us}us is outside 0..10000us (e.g. 0: no deep C-state; 20: the shallow ones allowed)")),
+        }
+    }
+
+    /// From text: a bare number of microseconds (`0`, `20`) or a duration
+    /// in whole microseconds (`20us`, `1ms`).
+    pub fn parse(text: &str) -> Result<DmaLatency, String> {
+        let t = text.trim();
+        let ns = match t.parse::<u64>() {
+            Ok(us) => return DmaLatency::new(us),
+            Err(_) => parse_duration(t)
+                .map_err(|_| format!("'{text}' is not a latency in microseconds (0..10000, e.g. 0 or 20)"))?,
+        };
+        if ns % 1_000 != 0 {
+            return Err(format!("'{text}' is not a whole number of microseconds (e.g. 20us)"));
+        }
+        DmaLatency::new(ns / 1_000)
+    }
+
+    pub fn us(self) -> u32 {
+        self.0
+    }
+}
+
+/// What a run did with `/dev/cpu_dma_latency`, kept in its machine record
+/// (`Inventory::dma_latency`): held at a target for the whole run, left
+/// alone (`--no-dma-latency`, a monitor by default), or asked and refused
+/// (not root). A run recorded before rtscope kept it says nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DmaHeld {
+    #[default]
+    Unrecorded,
+    NotHeld,
+    Held {
+        us: u32,
+    },
+    Refused {
+        us: u32,
+    },
+}
+
+impl DmaHeld {
+    /// The machine record's line: "held at 0 us (/dev/cpu_dma_latency)".
+    pub fn describe(self) -> String {
+        match self {
+            DmaHeld::Unrecorded => "not recorded".into(),
+            DmaHeld::NotHeld => "not held: the kernel's own".into(),
+            DmaHeld::Held { us } => format!("held at {us} us (/dev/cpu_dma_latency)"),
+            DmaHeld::Refused { us } => format!("{us} us asked, not held (see the warnings): the kernel's own"),
+        }
+    }
+}
+
 macro_rules! from_text {
     ($($t:ident),*) => {$(
         /// A file's value (a plan's TOML), by the same parser as a flag's.
@@ -231,6 +302,13 @@ mod tests {
         assert_eq!(CpuList::parse("0,2-3").unwrap().cpus(), &[0, 2, 3]);
         assert!(CpuList::parse("x").unwrap_err().contains("(e.g. 0,2-3)"));
         assert_eq!(CpuList::of(Vec::new()), None);
+        assert_eq!(DmaLatency::parse("0").unwrap().us(), 0);
+        assert_eq!(DmaLatency::parse("20").unwrap().us(), 20);
+        assert_eq!(DmaLatency::parse("1ms").unwrap().us(), 1000);
+        assert!(DmaLatency::parse("10001").unwrap_err().starts_with("10001us is outside 0..10000us"));
+        assert!(DmaLatency::parse("1500ns").unwrap_err().contains("whole number of microseconds"));
+        assert!(DmaLatency::parse("-1").unwrap_err().contains("not a latency in microseconds"));
+        assert!(DmaLatency::parse("soon").is_err());
     }
 }
 

@@ -77,6 +77,56 @@ pub fn us_f(ns: f64) -> String {
     format!("{:.3}", ns / 1000.0)
 }
 
+/// What a terminal table shows its times in: microseconds with three
+/// decimals (the default), or whole nanoseconds (`--ns`, cyclictest's `-N`,
+/// rtla's `--nano`), as the store keeps them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShownIn {
+    #[default]
+    Us,
+    Ns,
+}
+
+impl ShownIn {
+    /// Nanoseconds with `ns`, else microseconds.
+    pub fn of(ns: bool) -> ShownIn {
+        if ns { ShownIn::Ns } else { ShownIn::Us }
+    }
+
+    /// Its name in a table's title: `us` or `ns`.
+    pub fn label(self) -> &'static str {
+        match self {
+            ShownIn::Us => "us",
+            ShownIn::Ns => "ns",
+        }
+    }
+
+    /// Nanoseconds in this unit (`1.250` or `1250`).
+    pub fn u(self, ns: u64) -> String {
+        match self {
+            ShownIn::Us => us(ns),
+            ShownIn::Ns => ns.to_string(),
+        }
+    }
+
+    /// Signed nanoseconds in this unit (`-0.250` or `-250`).
+    pub fn i(self, ns: i64) -> String {
+        match self {
+            ShownIn::Us => us_i(ns),
+            ShownIn::Ns => ns.to_string(),
+        }
+    }
+
+    /// A mean in this unit (three decimals of a microsecond, or whole
+    /// nanoseconds).
+    pub fn f(self, ns: f64) -> String {
+        match self {
+            ShownIn::Us => us_f(ns),
+            ShownIn::Ns => format!("{ns:.0}"),
+        }
+    }
+}
+
 /// A duration for people: `1ms`, `10s`, `2m30s`, `1h`, `1.5ms`.
 pub fn human(ns: u64) -> String {
     const UNITS: [(u64, &str); 4] = [(3_600_000_000_000, "h"), (60_000_000_000, "m"), (1_000_000_000, "s"), (1, "")];
@@ -222,6 +272,19 @@ pub fn parse_size(s: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_unit_shows_microseconds_or_whole_nanoseconds() {
+        let (us, ns) = (ShownIn::of(false), ShownIn::of(true));
+        assert_eq!(
+            (us.label(), us.u(1250), us.i(-250), us.f(1234.5)),
+            ("us", "1.250".into(), "-0.250".into(), "1.234".into())
+        );
+        assert_eq!(
+            (ns.label(), ns.u(1250), ns.i(-250), ns.f(1234.5)),
+            ("ns", "1250".into(), "-250".into(), "1234".into())
+        );
+    }
 
     #[test]
     fn parses_every_unit() {

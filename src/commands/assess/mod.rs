@@ -38,7 +38,8 @@ pub struct Options {
     pub db: PathBuf,
     pub json: Option<PathBuf>,
     pub quiet: bool,
-    pub no_dma_latency: bool,
+    /// What `/dev/cpu_dma_latency` is held at (None: left alone).
+    pub dma_latency: Option<rtscope_model::settings::DmaLatency>,
 }
 
 /// Runs the assessment `plan` and prints it. Returns the exit code.

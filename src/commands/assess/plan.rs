@@ -247,7 +247,7 @@ impl Building<'_> {
             trace: per_cpu && self.trace,
             db: self.db.to_path_buf(),
             quiet: true,
-            dma_latency: true,
+            dma_latency: Some(rtscope_model::settings::DmaLatency::ZERO),
         }
     }
 

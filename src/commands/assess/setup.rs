@@ -58,7 +58,7 @@ fn cell_plans(plan: &Plan, session: &mut Session) -> (Vec<serde_json::Value>, Ve
 /// score and creates the run with it. Returns the run and each probe's
 /// effective scheduling, in the plan's order of probes.
 pub(super) fn set_up(plan: &Plan, opts: &Options) -> Result<(OpenRun, Vec<(Policy, u8)>)> {
-    let mut session = Session::open(&opts.db, &plan.cpus, !opts.no_dma_latency)?;
+    let mut session = Session::open(&opts.db, &plan.cpus, opts.dma_latency)?;
     // rtscope's own non-RT threads (writer, trace reader, /proc sampler)
     // run ahead of the loads where allowed; the loads reset their nice.
     let _ = process::set_nice(-5);

@@ -269,7 +269,7 @@ fn a_measurement_with_its_own_runner_joins_the_matrix() {
     };
     let mut plan = Plan::resolve(&file, "test", &db).unwrap();
     plan.probes = vec![Built::Own(Box::new(Counter))];
-    let opts = Options { db: db.clone(), json: None, quiet: true, no_dma_latency: true };
+    let opts = Options { db: db.clone(), json: None, quiet: true, dma_latency: None };
     let code = run(plan, &opts, &Arc::new(AtomicBool::new(false))).unwrap();
     assert_eq!(code, 0);
     let run = Store::open(&db).unwrap().load_run(1).unwrap();

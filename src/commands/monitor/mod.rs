@@ -219,7 +219,7 @@ fn watch(
     signal: &Arc<AtomicBool>,
     quiet: bool,
 ) -> Result<(i64, RunStatus, Vec<String>)> {
-    let mut session = Session::open(db, &[], false)?;
+    let mut session = Session::open(db, &[], None)?;
     let w = crate::watch::prepare(settings.clone(), &mut session.warnings)?;
     if !quiet {
         session.print_warnings();

@@ -12,8 +12,9 @@ pub struct Serve<'a> {
     /// CLOCK_MONOTONIC end (u64::MAX: until a signal).
     pub until_ns: u64,
     pub quiet: bool,
-    /// Hold /dev/cpu_dma_latency at 0 while serving (as measuring does).
-    pub dma_latency: bool,
+    /// What /dev/cpu_dma_latency is held at while serving (as measuring
+    /// does; None: left alone).
+    pub dma_latency: Option<rtscope_model::settings::DmaLatency>,
     /// Turn on the interface's hardware timestamps where it has them.
     pub hw_wanted: bool,
 }
@@ -95,14 +96,15 @@ pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
     Ok(())
 }
 
-/// /dev/cpu_dma_latency held at 0 while serving when `wanted` (as measuring
-/// does); a warning unless `quiet` when it cannot be.
-fn hold_dma_latency(wanted: bool, quiet: bool) -> Option<crate::sys::dma::DmaLatency> {
-    match wanted.then(|| crate::sys::dma::DmaLatency::hold(0)) {
+/// /dev/cpu_dma_latency held at its target while serving when `wanted` (as
+/// measuring does); a warning unless `quiet` when it cannot be.
+fn hold_dma_latency(
+    wanted: Option<rtscope_model::settings::DmaLatency>,
+    quiet: bool,
+) -> Option<crate::sys::dma::DmaLatency> {
+    match wanted.map(crate::sys::dma::DmaLatency::hold) {
         Some(Err(e)) if !quiet => {
-            eprintln!(
-                "rtscope: warning: cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
-            );
+            eprintln!("rtscope: warning: cannot hold /dev/cpu_dma_latency ({e}): deep C-states may add exit latency");
             None
         }
         Some(Ok(d)) => Some(d),

@@ -130,6 +130,9 @@ pub struct Inventory {
     /// C-state limits given on the cmdline (`intel_idle.max_cstate=`,
     /// `processor.max_cstate=`, `idle=`, `cpuidle.off=`), space separated.
     pub max_cstate_hint: Option<String>,
+    /// What the run held `/dev/cpu_dma_latency` at while it measured
+    /// (`--dma-latency`, `--no-dma-latency`).
+    pub dma_latency: crate::settings::DmaHeld,
     /// The CPU caches (`cpuN/cache/indexM`), each once however many CPUs
     /// share it; empty where sysfs has none (and in runs taken before
     /// rtscope recorded them).

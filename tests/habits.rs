@@ -1,0 +1,113 @@
+//! The cyclictest and rtla habits a probe keeps, run for a few seconds as
+//! root: `--dma-latency US` held while measuring and given back at exit.
+
+mod common;
+use common::*;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The PM QoS CPU latency target now: reading `/dev/cpu_dma_latency`
+/// gives it as a binary s32.
+fn pm_qos_target() -> Option<i32> {
+    let bytes = std::fs::read("/dev/cpu_dma_latency").ok()?;
+    Some(i32::from_ne_bytes(bytes.get(..4)?.try_into().ok()?))
+}
+
+/// `--dma-latency 7` holds the kernel's target at (at most) 7 us while the
+/// probe measures, the machine record says so, and the target is back as
+/// found once rtscope has exited; a value out of range is refused.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn dma_latency_is_held_while_measuring_and_given_back() {
+    let fx = Fixture::root();
+    let Some(found) = pm_qos_target() else {
+        return skipped("no readable /dev/cpu_dma_latency on this kernel");
+    };
+    if found <= 7 {
+        return skipped(&format!("the kernel's target is already {found} us: 7 would not show"));
+    }
+    let cpu = last_cpu().to_string();
+    let child = Command::new(env!("CARGO_BIN_EXE_rtscope"))
+        .args(["wakeup", "--dma-latency", "7", "-D", "3", "-q", "--cpus", &cpu, "--db", &fx.db])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Held from the session's start, before the first sample.
+    let start = Instant::now();
+    let mut during = found;
+    while start.elapsed() < Duration::from_secs(2) && during != 7 {
+        std::thread::sleep(Duration::from_millis(50));
+        during = pm_qos_target().unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(during, 7, "the target while measuring");
+    assert_eq!(pm_qos_target(), Some(found), "the target after exit is the one found");
+    let shown = show_json(&fx.db, "last");
+    assert_eq!(shown["run"]["inventory"]["dma_latency"], serde_json::json!({"held": {"us": 7}}));
+    let o = rtscope(&["show", "last", "--db", &fx.db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("held at 7 us (/dev/cpu_dma_latency)"), "{out}");
+    for bad in ["10001", "1500ns", "-1"] {
+        let o = rtscope(&["wakeup", "--dma-latency", bad, "-D", "1", "--db", &fx.db]);
+        assert_eq!(o.status.code(), Some(1), "{bad}: {}", text(&o));
+        assert!(text(&o).contains("--dma-latency"), "{bad}: {}", text(&o));
+    }
+}
+
+/// `--ns` shows the summary's times in whole nanoseconds: the table's
+/// title and figures, the histogram's buckets, and `-q`'s lines.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn ns_shows_the_summary_in_nanoseconds() {
+    let fx = Fixture::root();
+    let cpu = last_cpu().to_string();
+    let o = rtscope(&["wakeup", "--ns", "-D", "1", "--cpus", &cpu, "--db", &fx.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("wakeup latency (ns)") && !out.contains("(us)"), "{out}");
+    let header = out.lines().position(|l| l.trim_start().starts_with("CPU ")).expect("the table's header");
+    let row: Vec<&str> = out.lines().nth(header + 1).unwrap().split_whitespace().collect();
+    // CPU, samples, then min, mean, p50...: whole nanoseconds.
+    assert!(row[2..9].iter().all(|v| v.parse::<u64>().is_ok()), "{out}");
+    let bucket = |u: &str| out.lines().any(|l| l.split_whitespace().nth(1) == Some(u) && l.contains('-'));
+    assert!(bucket("ns") && !bucket("us"), "the histogram's buckets: {out}");
+    let o = rtscope(&["wakeup", "-N", "-q", "-D", "1", "--cpus", &cpu, "--db", &fx.db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find(|l| l.starts_with("wakeup latency")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.ends_with(" ns") && !line.split_whitespace().any(|w| w.contains('.') && w != "p99.9"), "{line}");
+}
+
+/// `--stop-irq` / `--stop-thread` (rtla timerlat's `-i` / `-T`): a traced
+/// wakeup stops at the first wake-up whose stage is above the limit, says
+/// so and exits with code 2, long before its duration; without `--trace`,
+/// or on a probe without a timer's stages, they are refused.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_stage_threshold_stops_a_traced_run() {
+    let fx = Fixture::root();
+    for args in
+        [&["wakeup", "--stop-irq", "10", "-D", "1"][..], &["noise", "--trace", "--stop-thread", "10", "-D", "1"]]
+    {
+        let mut all = args.to_vec();
+        all.extend(["--db", &fx.db]);
+        let o = rtscope(&all);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("--stop-"), "{args:?}: {}", text(&o));
+    }
+    if !has_tracefs() {
+        return skipped("no tracefs: --trace cannot split the wake-ups");
+    }
+    let cpu = last_cpu().to_string();
+    let start = Instant::now();
+    let args = ["wakeup", "--trace", "--stacks", "off", "--stop-thread", "1ns", "-D", "20", "-q", "--cpus", &cpu];
+    let mut all = args.to_vec();
+    all.extend(["--db", &fx.db]);
+    let o = rtscope(&all);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(start.elapsed() < Duration::from_secs(15), "stopped early: {:?}", start.elapsed());
+    let shown = show_json(&fx.db, "last");
+    let notes = shown["run"]["notes"].to_string();
+    assert!(notes.contains("stopped at --stop-thread 0.001us") && notes.contains("thread latency"), "{notes}");
+}
