@@ -31,6 +31,14 @@ fn tty_width() -> usize {
     }
 }
 
+/// The terminal's height, for a block that must fit (24 if unknown).
+pub fn tty_height() -> usize {
+    match rustix::termios::tcgetwinsize(std::io::stderr()) {
+        Ok(w) if w.ws_row > 0 => usize::from(w.ws_row).clamp(5, 1000),
+        _ => 24,
+    }
+}
+
 /// A line redrawn in place on a terminal, or plain lines.
 pub struct Status {
     on: bool,
@@ -39,7 +47,8 @@ pub struct Status {
     plain_every_ns: u64,
     /// When the last line was printed (ns since the start of the work).
     last_ns: u64,
-    drawn: bool,
+    /// The lines drawn on the terminal, to redraw or clear (0: none).
+    drawn: usize,
 }
 
 impl Status {
@@ -49,7 +58,7 @@ impl Status {
     /// without a planned end).
     pub fn new(on: bool, tty: bool, planned_ns: Option<u64>) -> Status {
         let plain_every_ns = planned_ns.map_or(PLAIN_OPEN_NS, |p| (p / 100).max(PLAIN_MIN_NS));
-        Status { on, tty, plain_every_ns, last_ns: 0, drawn: false }
+        Status { on, tty, plain_every_ns, last_ns: 0, drawn: 0 }
     }
 
     /// Whether a line is due `elapsed_ns` into the work.
@@ -58,22 +67,61 @@ impl Status {
         self.on && elapsed_ns >= self.last_ns + every
     }
 
+    /// Whether it draws on a terminal (in place), not plain lines.
+    pub fn on_tty(&self) -> bool {
+        self.on && self.tty
+    }
+
     /// Prints `line`, `elapsed_ns` into the work.
     pub fn show(&mut self, elapsed_ns: u64, line: &str) {
         self.last_ns = elapsed_ns;
-        if self.tty {
+        if self.tty && self.drawn <= 1 {
             draw(line);
-            self.drawn = true;
+            self.drawn = 1;
+        } else if self.tty {
+            self.show_block(elapsed_ns, &[line.to_string()]);
         } else {
             let _ = writeln!(std::io::stderr().lock(), "{line}");
         }
     }
 
-    /// Clears the terminal's line (nothing for plain lines).
+    /// Redraws `lines` in place on the terminal (the status line and the
+    /// live per-CPU view under it), each cut to its width; plain lines
+    /// print the first only.
+    pub fn show_block(&mut self, elapsed_ns: u64, lines: &[String]) {
+        if !self.tty {
+            return self.show(elapsed_ns, lines.first().map_or("", |l| l.as_str()));
+        }
+        self.last_ns = elapsed_ns;
+        let width = tty_width() - 1;
+        let mut out = self.back_to_top();
+        for (i, l) in lines.iter().enumerate() {
+            if i > 0 {
+                out.push('\n');
+            }
+            out.push_str("\x1b[K");
+            out.extend(l.chars().take(width));
+        }
+        out.push_str("\x1b[J");
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "{out}");
+        let _ = err.flush();
+        self.drawn = lines.len();
+    }
+
+    /// The escapes that bring the cursor to the first drawn line's start.
+    fn back_to_top(&self) -> String {
+        match self.drawn {
+            0 | 1 => "\r".into(),
+            n => format!("\r\x1b[{}A", n - 1),
+        }
+    }
+
+    /// Clears what it drew on the terminal (nothing for plain lines).
     pub fn clear(&mut self) {
-        if self.drawn {
-            let _ = write!(std::io::stderr().lock(), "\r\x1b[K");
-            self.drawn = false;
+        if self.drawn > 0 {
+            let _ = write!(std::io::stderr().lock(), "{}\x1b[J", self.back_to_top());
+            self.drawn = 0;
         }
     }
 }
@@ -129,6 +177,62 @@ impl CellProgress<'_> {
         }
         out
     }
+}
+
+/// One measured CPU's figures so far, for [`cpu_table`] (ns; `cur` and
+/// `min` signed, for the signed series).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuFigures {
+    pub count: u64,
+    pub cur: i64,
+    pub min: i64,
+    pub mean: f64,
+    pub max: u64,
+}
+
+/// The live per-CPU view under a probe's status line on a terminal, in
+/// rtla timerlat top's columns: per measured CPU the samples so far, the
+/// last, the smallest, the mean and the largest, of the probe's first
+/// metric, in `unit`. At most `max_rows` lines: beyond them the CPUs with
+/// the largest worst cases are kept (in CPU order) and a last line counts
+/// the rest.
+pub fn cpu_table(
+    metric: &str,
+    unit: units::ShownIn,
+    rows: &[(usize, Option<CpuFigures>)],
+    max_rows: usize,
+) -> Vec<String> {
+    let mut out = vec![
+        format!("{metric} ({}), per CPU, since recording started:", unit.label()),
+        format!("{:>5} {:>10} {:>12} {:>12} {:>12} {:>12}", "CPU", "count", "cur", "min", "avg", "max"),
+    ];
+    let room = max_rows.saturating_sub(out.len()).max(1);
+    let mut shown: Vec<&(usize, Option<CpuFigures>)> = rows.iter().collect();
+    let hidden = shown.len().saturating_sub(room);
+    if hidden > 0 {
+        // One line says how many are hidden: keep room - 1 of the worst.
+        shown.sort_by_key(|(cpu, f)| (std::cmp::Reverse(f.map_or(0, |f| f.max)), *cpu));
+        shown.truncate(room - 1);
+        shown.sort_by_key(|(cpu, _)| *cpu);
+    }
+    for (cpu, f) in shown {
+        out.push(match f {
+            Some(f) => format!(
+                "{cpu:>5} {:>10} {:>12} {:>12} {:>12} {:>12}",
+                f.count,
+                unit.i(f.cur),
+                unit.i(f.min),
+                unit.f(f.mean),
+                unit.u(f.max)
+            ),
+            None => format!("{cpu:>5} {:>10} {:>12} {:>12} {:>12} {:>12}", 0, "-", "-", "-", "-"),
+        });
+    }
+    if hidden > 0 {
+        let more = rows.len() - (out.len() - 2);
+        out.push(format!("  ... {more} more CPUs (the worst cases are shown; the terminal is {max_rows} lines)"));
+    }
+    out
 }
 
 /// The stage and since when, and whether to stop: shared with the thread.
@@ -237,6 +341,24 @@ mod tests {
         assert_eq!(p.line(), "wakeup: 12s; 11988 samples (--loops 30000 per CPU)");
         p.warmup_left_ns = 400_000_000;
         assert_eq!(p.line(), "wakeup: warming up, 1s left");
+    }
+
+    #[test]
+    fn the_live_view_is_a_row_per_cpu_and_keeps_the_worst_when_short_of_lines() {
+        let f = |count, cur, min, max| Some(CpuFigures { count, cur, min, mean: 1_500.0, max });
+        let rows = [(0, f(10, 1_000, 900, 2_000)), (1, None), (2, f(10, 1_200, 800, 9_000)), (3, f(5, 1, 1, 5_000))];
+        let t = cpu_table("latency", units::ShownIn::Us, &rows, 20);
+        assert_eq!(t.len(), 6, "{t:?}");
+        assert_eq!(t[1], "  CPU      count          cur          min          avg          max");
+        assert_eq!(t[2], "    0         10        1.000        0.900        1.500        2.000");
+        assert_eq!(t[3], "    1          0            -            -            -            -");
+        let t = cpu_table("latency", units::ShownIn::Ns, &rows, 5);
+        // Two lines of head, two CPUs (the worst: 2 and 3), one more line.
+        assert_eq!(t.len(), 5, "{t:?}");
+        assert!(t[2].starts_with("    2         10         1200          800         1500         9000"), "{t:?}");
+        assert!(t[3].starts_with("    3 "), "{t:?}");
+        assert!(t[4].contains("2 more CPUs"), "{t:?}");
+        assert!(t.iter().all(|l| l.len() <= 100), "{t:?}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use rtscope_model::hist::{Tally, quantile};
 use rtscope_model::run::{Exceedance, Interval, SeriesKey};
 use rtscope_model::store::Store;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::Receiver;
 
 /// Histograms per series: the one being filled and spares the writer
@@ -36,12 +36,20 @@ pub struct IntervalMsg {
     pub lost_exceedances: u64,
 }
 
-/// Figures the progress line reads, one cache line per series.
+/// Figures the progress line and the live per-CPU view read, one cache
+/// line per series: relaxed stores by the measuring thread, each figure
+/// on its own (a reader may see a sample's count before its sum).
 #[repr(align(64))]
 #[derive(Default)]
 pub struct Live {
     pub count: AtomicU64,
     pub max: AtomicU64,
+    /// The last sample (signed series: its value, negative or not).
+    pub cur: AtomicI64,
+    /// The smallest sample (meaningless while `count` is 0).
+    pub min: AtomicI64,
+    /// The samples' sum, for their mean.
+    pub sum: AtomicI64,
 }
 
 /// How samples above the threshold are chosen.
@@ -186,6 +194,9 @@ pub struct Recorder {
     next_checkpoint: u64,
     checkpoint_ns: u64,
     total_max: u64,
+    /// The smallest sample and the sum, for [`Live`].
+    total_min: i64,
+    total_sum: i64,
     total_count: u64,
     /// Samples offered to [`Recorder::record`], the warm-up's too.
     offered: u64,
@@ -254,6 +265,8 @@ pub fn channel_with(
         next_checkpoint: u64::MAX,
         checkpoint_ns,
         total_max: 0,
+        total_min: i64::MAX,
+        total_sum: 0,
         total_count: 0,
         offered: 0,
         from_ns: 0,
@@ -322,7 +335,7 @@ impl Recorder {
         {
             m.lost.fetch_add(1, Relaxed);
         }
-        self.live.count.store(self.total_count, Relaxed);
+        self.live_figures(value as i64);
         if value > self.total_max {
             self.total_max = value;
             self.live.max.store(value, Relaxed);
@@ -361,6 +374,19 @@ impl Recorder {
         }
         self.cur.record_signed(value);
         self.total_count += 1;
+        self.live_figures(value);
+    }
+
+    /// The live view's figures after a sample of `value` (counted).
+    #[inline(always)]
+    fn live_figures(&mut self, value: i64) {
+        self.total_sum = self.total_sum.wrapping_add(value);
+        self.live.cur.store(value, Relaxed);
+        self.live.sum.store(self.total_sum, Relaxed);
+        if value < self.total_min {
+            self.total_min = value;
+            self.live.min.store(value, Relaxed);
+        }
         self.live.count.store(self.total_count, Relaxed);
     }
 

@@ -111,3 +111,46 @@ fn a_stage_threshold_stops_a_traced_run() {
     let notes = shown["run"]["notes"].to_string();
     assert!(notes.contains("stopped at --stop-thread 0.001us") && notes.contains("thread latency"), "{notes}");
 }
+
+/// On a terminal, `wakeup` draws rtla timerlat top's per-CPU view under
+/// its status line and redraws it in place every second: a row per
+/// measured CPU (count, cur, min, avg, max), its counts growing from one
+/// drawing to the next; `-q` draws nothing. The terminal is a pty made by
+/// util-linux's `script`, as a user's would be.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_terminal_shows_the_live_per_cpu_view() {
+    let fx = Fixture::root();
+    let cpus: Vec<usize> = online_cpus().into_iter().take(2).collect();
+    let list = cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",");
+    let on_tty = |extra: &str| -> String {
+        let line = format!(
+            "stty rows 30 cols 100; {} wakeup -D 3s --cpus {list} --db {} {extra} >/dev/null",
+            env!("CARGO_BIN_EXE_rtscope"),
+            fx.db
+        );
+        let o = Command::new("script").args(["-q", "-e", "-c", &line, "/dev/null"]).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = on_tty("");
+    // Each drawing starts with the status line; a redraw moves back up.
+    let drawings: Vec<&str> = out.split("wakeup: ").skip(1).collect();
+    assert!(drawings.len() >= 2, "{out:?}");
+    assert!(out.contains(&format!("\x1b[{}A", cpus.len() + 2)), "no redraw in place: {out:?}");
+    let count = |drawing: &str, cpu: usize| -> u64 {
+        let row = drawing
+            .lines()
+            .map(|l| l.trim_start_matches("\x1b[K").split(['\x1b', '\r']).next().unwrap_or(""))
+            .find(|l| l.split_whitespace().next() == Some(&cpu.to_string()))
+            .unwrap_or_else(|| panic!("no row for CPU {cpu}: {drawing:?}"));
+        let words: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(words.len(), 6, "CPU count cur min avg max: {row:?}");
+        words[1].parse().unwrap()
+    };
+    assert!(drawings[0].contains("CPU      count          cur          min          avg          max"), "{out:?}");
+    for &c in &cpus {
+        assert!(count(drawings[1], c) > count(drawings[0], c), "CPU {c} did not grow: {out:?}");
+    }
+    assert!(!on_tty("-q").contains("count"), "-q draws nothing");
+}

@@ -129,7 +129,8 @@ pub(super) fn spawn_measuring<'scope>(
 
 /// The main thread while the measuring threads run: stops them on a
 /// signal or when the writer has ended (the store failed), and shows the
-/// progress line: elapsed, remaining and the running worst case.
+/// progress line: elapsed, remaining and the running worst case; on a
+/// terminal, the live per-CPU view under it ([`progress::cpu_table`]).
 pub(super) fn follow(
     (probe, common, name, load): (&dyn Probe, &Common, &str, &Option<String>),
     lives: &[(usize, Arc<Live>)],
@@ -163,10 +164,32 @@ pub(super) fn follow(
                 worst,
             }
             .line();
-            status.show(now.saturating_sub(start_ns), &line);
+            if status.on_tty() {
+                // The live per-CPU view (rtla timerlat top's), under it.
+                let rows: Vec<_> = lives.iter().map(|(c, live)| (*c, figures(live))).collect();
+                let mut block = vec![line];
+                let room = progress::tty_height().saturating_sub(2);
+                block.extend(progress::cpu_table(probe.metrics()[0], common.unit, &rows, room));
+                status.show_block(now.saturating_sub(start_ns), &block);
+            } else {
+                status.show(now.saturating_sub(start_ns), &line);
+            }
         }
     }
     status.clear();
+}
+
+/// A series' live figures as they are now (None before its first
+/// sample): each read on its own, as the measuring thread stores them.
+fn figures(live: &Live) -> Option<progress::CpuFigures> {
+    let count = live.count.load(Relaxed);
+    (count > 0).then(|| progress::CpuFigures {
+        count,
+        cur: live.cur.load(Relaxed),
+        min: live.min.load(Relaxed),
+        mean: live.sum.load(Relaxed) as f64 / count as f64,
+        max: live.max.load(Relaxed),
+    })
 }
 
 /// Joins the measuring threads, then tells the trace reader to finish and
