@@ -17,3 +17,18 @@ impl DmaLatency {
         Ok(DmaLatency { _file: file })
     }
 }
+
+/// /dev/cpu_dma_latency held at 0 while a responder serves, when `wanted`
+/// (as measuring does); a warning on stderr unless `quiet` when it cannot be.
+pub fn hold_zero(wanted: bool, quiet: bool) -> Option<DmaLatency> {
+    match wanted.then(|| DmaLatency::hold(0)) {
+        Some(Err(e)) if !quiet => {
+            eprintln!(
+                "rtscope: warning: cannot hold /dev/cpu_dma_latency at 0 ({e}): deep C-states may add exit latency"
+            );
+            None
+        }
+        Some(Ok(d)) => Some(d),
+        _ => None,
+    }
+}
