@@ -51,15 +51,19 @@ impl ProbeArgs for SerialRttArgs {
             bail!("--instances with serial-rtt: one line is one round trip at a time; give one priority with -p");
         }
         let mut common = self.common.resolve(kind)?;
-        // One port, one thread: the last CPU unless --cpus names one.
-        match (&self.common.measure.cpus, common.cpus.as_slice()) {
-            (Some(_), [_]) => {}
-            (Some(_), _) => bail!("--cpus: serial-rtt times one port from one thread; give one CPU (e.g. --cpus 1)"),
-            (None, cpus) => common.cpus = cpus.last().map(|&c| vec![c]).unwrap_or_default(),
+        // One port, one thread: the last of the CPUs (a plan's are all).
+        let mut warnings = Vec::new();
+        if let [.., last] = common.cpus[..] {
+            if common.cpus.len() > 1 && self.common.measure.cpus.is_some() {
+                warnings.push(format!(
+                    "serial-rtt times one port from one thread: measuring from CPU {last}, the last of --cpus"
+                ));
+            }
+            common.cpus = vec![last];
         }
         let probe =
             SerialRtt::open(&self.tty, self.baud, interval, self.timeout, self.wait).map_err(anyhow::Error::msg)?;
-        Ok(ProbePlan::Measure(Box::new(common), Box::new(probe), Vec::new()))
+        Ok(ProbePlan::Measure(Box::new(common), Box::new(probe), warnings))
     }
 }
 
