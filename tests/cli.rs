@@ -286,15 +286,46 @@ fn help_names_every_command_and_exits_zero() {
     assert_eq!(o.status.code(), Some(0));
     let out = String::from_utf8_lossy(&o.stdout);
     for cmd in [
-        "run", "load", "wakeup", "noise", "sleep", "ptimer", "task", "netlat", "osbench", "runs", "show", "export",
-        "import", "report", "compare", "analyze", "disturb", "monitor",
+        "run",
+        "load",
+        "wakeup",
+        "noise",
+        "sleep",
+        "ptimer",
+        "task",
+        "netlat",
+        "osbench",
+        "runs",
+        "show",
+        "export",
+        "import",
+        "report",
+        "compare",
+        "analyze",
+        "disturb",
+        "monitor",
+        "serial-rtt",
+        "respond",
     ] {
         assert!(out.contains(cmd), "{cmd} missing from --help");
     }
     assert!(!out.contains("__second-process"));
     for cmd in [
-        "run", "wakeup", "noise", "sleep", "ptimer", "runs", "show", "export", "import", "report", "compare",
-        "disturb", "monitor",
+        "run",
+        "wakeup",
+        "noise",
+        "sleep",
+        "ptimer",
+        "runs",
+        "show",
+        "export",
+        "import",
+        "report",
+        "compare",
+        "disturb",
+        "monitor",
+        "serial-rtt",
+        "respond",
     ] {
         let o = rtscope(&[cmd, "--help"]);
         assert_eq!(o.status.code(), Some(0), "{cmd} --help");

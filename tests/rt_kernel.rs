@@ -10,6 +10,11 @@
 mod common;
 use common::row;
 use common::vm::{Boot, Guest, TRACEFS, completed, step};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
 
 /// The RT kernel's command line: CPU 1 isolated, the TSC as clocksource
 /// (QEMU's emulated TSCs are not synchronised: tsc=reliable keeps it).
@@ -102,7 +107,10 @@ static STOCK: Boot = Boot::new();
 /// toggling the second UART's RTS at each sample (`--marker`), the
 /// emulator logging the guest's UART writes with the host's time.
 fn stock() -> &'static Guest {
-    let script = step("wakeup", "wakeup --cpus 1 -D 2s --db /tmp/rt.db --json \"$O/wakeup.json\"")
+    // First, while the host's instrument waits on the line: the responder
+    // on the second UART, exposed to the host as a pty (`--serial1-pty`).
+    let script = step("respond", "respond --tty /dev/ttyS1 --cpus 1 -N 200 -D 60s")
+        + &step("wakeup", "wakeup --cpus 1 -D 2s --db /tmp/rt.db --json \"$O/wakeup.json\"")
         + "\"$B\" show last --json --db /tmp/rt.db >\"$O/show.json\"\n"
         + "\"$B\" load tty:/dev/ttyS1 -D 4s --db /tmp/rt.db --json \"$O/tty.json\" >\"$O/tty.txt\" 2>&1 &\n\
            pid=$!\n\
@@ -114,7 +122,59 @@ fn stock() -> &'static Guest {
             "marker",
             "wakeup --cpus 1 -D 2s --marker tty:/dev/ttyS1:rts --db /tmp/rt.db --json \"$O/marker.json\"",
         );
-    STOCK.guest_with("stock", "threadirqs clocksource=tsc tsc=reliable", &["--uart-writes"], &script)
+    let flags = ["--uart-writes", "--serial1-pty"];
+    STOCK.guest_beside("stock", "threadirqs clocksource=tsc tsc=reliable", &flags, &script, Some(&instrument))
+}
+
+/// Stimuli the host sends the guest's `respond`.
+const STIMULI: u64 = 200;
+
+/// The host as the instrument: once boot.sh names the pty of the guest's
+/// ttyS1, `serial-rtt` on it (saying hello until the guest's `respond`
+/// answers), 200 stimuli 5 ms apart, stored; its output, JSON and the
+/// stored run read back with `show --json` are kept. Stopped 10 s after
+/// the VM ended, if it has not ended by then.
+fn instrument(out: &Path, vm_ended: &AtomicBool) -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    let pty = loop {
+        if let Ok(p) = std::fs::read_to_string(out.join("serial1-pty")) {
+            break p.trim().to_string();
+        }
+        if vm_ended.load(Relaxed) {
+            files.insert("rtt.txt".into(), "boot.sh named no pty for ttyS1".into());
+            return files;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let dir = common::tempdir();
+    let (db, json) = (common::db(&dir), dir.join("rtt.json"));
+    let n = STIMULI.to_string();
+    let cpu = common::last_cpu().to_string();
+    let args = ["serial-rtt", "--tty", &pty, "-l", &n, "-i", "5ms", "--wait", "600s", "--cpus", &cpu, "--db", &db];
+    let mut child = Command::new(common::BIN)
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run rtscope serial-rtt");
+    let mut ended_at = None;
+    while child.try_wait().ok().flatten().is_none() {
+        if vm_ended.load(Relaxed) {
+            let at = *ended_at.get_or_insert_with(std::time::Instant::now);
+            if at.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().expect("serial-rtt's output");
+    files.insert("rtt.txt".into(), common::text(&o));
+    files.insert("rtt.json".into(), std::fs::read_to_string(&json).unwrap_or_default());
+    let shown = common::rtscope(&["show", "last", "--json", "--db", &db]);
+    files.insert("show.json".into(), String::from_utf8_lossy(&shown.stdout).into_owned());
+    files
 }
 
 /// rtscope's advice to run an RT kernel (the `kernel` note's fix).
@@ -502,4 +562,30 @@ fn a_marker_on_the_serial_port_is_timed_from_outside() {
     // The probe's 1 ms period, timed by the emulator's host: a mechanism
     // check, not a latency (the emulator's own delays are in it).
     assert!((0.0005..0.002).contains(&median), "median edge to edge {median} s: not the 1 ms period");
+}
+
+/// The serial round trip between two machines, the host as the instrument
+/// and the guest as the machine under test: the guest's `respond` answers
+/// on its second UART, the host's `serial-rtt` times each stimulus on the
+/// UART's pty; one stored sample per stimulus, none lost, and the stored
+/// run reads back. The emulator's figures, the real mechanism.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn the_serial_round_trip_through_respond_stores_one_sample_per_stimulus() {
+    let g = stock();
+    let said = g.file("host/rtt.txt");
+    assert_eq!(g.rc("respond"), Some(0), "{}\nhost: {said}", g.file("respond.txt"));
+    let responded = g.file("respond.txt");
+    assert!(responded.contains(&format!("answered {STIMULI} stimuli")), "{responded}");
+    let v = g.json("host/rtt.json");
+    assert_eq!(v["status"], "complete", "{said}");
+    let r = row(v["results"].as_array().unwrap(), "rtt");
+    assert_eq!(
+        (r["count"].as_u64(), r["sent"].as_u64(), r["lost"].as_u64()),
+        (Some(STIMULI), Some(STIMULI), Some(0)),
+        "{r}"
+    );
+    eprintln!("serial round trip through the emulated UART: p50 {} ns, max {} ns", r["p50_ns"], r["max_ns"]);
+    let shown = g.json("host/show.json");
+    assert_eq!((&shown["status"], &shown["results"]), (&v["status"], &v["results"]), "{shown}");
 }

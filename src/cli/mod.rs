@@ -28,6 +28,7 @@ mod monitor;
 mod osbench;
 mod probes;
 pub mod registry;
+mod serial;
 mod shared;
 mod watch;
 pub use analyze::*;
@@ -36,6 +37,7 @@ pub use habits::{Cyclictest, HistogramOpts, dur_us, dur_us_above_0};
 pub use monitor::{MonitorArgs, MonitorPlan, monitor_probes};
 pub use osbench::*;
 pub use probes::*;
+pub use serial::*;
 pub use shared::*;
 pub use watch::*;
 
@@ -138,6 +140,10 @@ pub enum Cmd {
     Monitor(MonitorArgs),
     /// Inject a known disturbance: a SCHED_FIFO spinner of known period and length on a known CPU (ground truth).
     Disturb(DisturbArgs),
+    /// The machine under test's side of a serial round trip: a real-time thread answers each stimulus that
+    /// `rtscope serial-rtt` (on the instrument, at the line's other end) sends, writing it back at once; stores
+    /// nothing (the instrument's run holds the measurement). The port's settings are put back as found.
+    Respond(RespondArgs),
     #[command(name = "__second-process", hide = true)]
     SecondProcess(SecondArgs),
     #[command(name = "__netlat-sender", hide = true)]

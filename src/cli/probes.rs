@@ -88,6 +88,10 @@ probe_commands! {
     /// CPU with interrupts off for --width of every --window reading the clock; each window's longest gap above --min
     /// is a sample (latency, inner, outer), recorded on the CPU it was measured on.
     HWLAT => Hwlat(HwlatArgs),
+    /// Serial round trip to another machine (the references' two-machine rigs): a numbered stimulus frame written
+    /// to --tty every --interval, answered by `rtscope respond` on the machine under test; rtt = the write -> the
+    /// answer read back, lost answers counted and named.
+    SERIAL_RTT => SerialRtt(SerialRttArgs),
 }
 
 /// A probe's arguments: checked, then resolved into what to do.
@@ -172,9 +176,10 @@ pub struct WakeupArgs {
     #[arg(long)]
     pub aligned: bool,
     /// A marker an instrument outside the machine can time: the first measured CPU's thread toggles this serial
-    /// port's RTS (or DTR) line at each sample it records, right after its wake-up (tty:PATH[:rts|dtr], e.g.
-    /// tty:/dev/ttyS1:rts); the port's lines are set back as found at the end.
-    #[arg(long, value_name = "tty:PATH[:LINE]", value_parser = MarkerSpec::parse)]
+    /// port's RTS (or DTR) line, or this GPIO line, at each sample it records, right after its wake-up
+    /// (tty:PATH[:rts|dtr], e.g. tty:/dev/ttyS1:rts; gpio:/dev/gpiochipN:LINE, e.g. gpio:/dev/gpiochip0:17); the
+    /// line is set back as found at the end.
+    #[arg(long, value_name = "KIND:PATH[:LINE]", value_parser = MarkerSpec::parse)]
     pub marker: Option<MarkerSpec>,
     #[command(flatten)]
     pub common: CommonArgs,

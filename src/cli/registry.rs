@@ -189,7 +189,15 @@ mod tests {
     #[test]
     fn every_probe_builds_with_its_defaults_and_names_bad_arguments() {
         for e in PROBES {
-            let built = build(e, &[], &given(e.per_cpu)).unwrap_or_else(|err| panic!("{}: {err:#}", e.name));
+            let built = match build(e, &[], &given(e.per_cpu)) {
+                // The serial round trip needs its port: without one, the
+                // refusal names the flag.
+                Err(err) if e.name == descriptor::SERIAL_RTT.name => {
+                    assert!(err.to_string().contains("--tty"), "{err:#}");
+                    continue;
+                }
+                got => got.unwrap_or_else(|err| panic!("{}: {err:#}", e.name)),
+            };
             assert_eq!(built.name(), e.name);
             if let Built::PerCpu(common, _) = &built {
                 assert_eq!((common.cpus.as_slice(), common.duration_ns), (&[0][..], Some(2_000_000_000)));

@@ -49,6 +49,7 @@ pub fn main() -> Result<i32> {
             | Cmd::Osbench(_)
             | Cmd::Watch(_)
             | Cmd::Monitor(_)
+            | Cmd::Respond(_)
     ) {
         signals::install(&signal).context("installing signal handlers")?;
     }
@@ -88,6 +89,10 @@ fn dispatch(cmd: Cmd, signal: &Arc<AtomicBool>) -> Result<i32> {
         Cmd::Disturb(a) => disturb::main(a, &signal),
         Cmd::Watch(a) => watch::main(a, &signal),
         Cmd::Monitor(a) => monitor::main(a, &signal),
+        Cmd::Respond(a) => {
+            crate::probe::serial::respond(a.resolve()?, &signal)?;
+            Ok(0)
+        }
         Cmd::SecondProcess(a) => {
             let cpus = rtscope_model::inventory::parse_cpu_list(&a.cpus).map_err(anyhow::Error::msg)?;
             wakeup::second_process(&cpus, a.interval_ns, a.priority)?;

@@ -11,6 +11,7 @@ pub mod hwlat;
 pub mod netlat;
 pub mod noise;
 pub mod ptimer;
+pub mod serial;
 pub mod sleep;
 pub mod task;
 mod threads;
@@ -143,6 +144,19 @@ pub trait Probe: Sync {
     fn tracer_started(&self, _common: &Common, _root: &std::path::Path) -> Result<(), String> {
         Ok(())
     }
+}
+
+/// Makes the calling thread a responder's (netlat's `--serve`, `rtscope
+/// respond`) as the measuring threads are made: the stop signals blocked
+/// (the main thread takes them), pinned to `cpu`, at `policy`/`priority`,
+/// its stack present; a refusal names `flag`.
+pub fn responder_thread(flag: &str, cpu: usize, policy: Policy, priority: u8) -> Result<()> {
+    use anyhow::Context;
+    signals::block_in_this_thread();
+    cpu::pin_self(&[cpu]).with_context(|| format!("{flag}: cannot pin to CPU {cpu}"))?;
+    sched::set_self(policy, priority).with_context(|| format!("{flag}: cannot set priority {priority}"))?;
+    mem::prefault_stack(64 * 1024);
+    Ok(())
 }
 
 /// Settings every probe shares, already validated.

@@ -205,11 +205,17 @@ pub fn matrix_legend(run: &Run) -> String {
     } else {
         ""
     };
+    let serial = if run.series.iter().any(|s| s.key.probe == descriptor::SERIAL_RTT.name) {
+        "; serial-rtt rtt: a stimulus written on the serial line -> its answer from `rtscope respond` on the other \
+         machine read back"
+    } else {
+        ""
+    };
     format!(
         "latency: wake-up - programmed time; noise: gap in a busy loop - reference iteration; sleep: actual - \
          requested; drift: event seen - programmed expiry; task: release delay, response and lateness of a periodic \
          job; drift, deviation and lateness signed: a negative worst case is an early return \
-         or event further from zero than the latest one{osbench}{irqs}. Per CPU: rtscope show {} --json, \
+         or event further from zero than the latest one{osbench}{irqs}{serial}. Per CPU: rtscope show {} --json, \
          rtscope export {}",
         run.header.id, run.header.id
     )

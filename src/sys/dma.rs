@@ -20,3 +20,17 @@ impl DmaLatency {
         Ok(DmaLatency { _file: file })
     }
 }
+
+/// /dev/cpu_dma_latency held at `wanted` while a responder serves (as
+/// measuring does; None: not held); a warning on stderr unless `quiet`
+/// when it cannot be.
+pub fn hold_for(wanted: Option<rtscope_model::settings::DmaLatency>, quiet: bool) -> Option<DmaLatency> {
+    match wanted.map(DmaLatency::hold) {
+        Some(Err(e)) if !quiet => {
+            eprintln!("rtscope: warning: cannot hold /dev/cpu_dma_latency ({e}): deep C-states may add exit latency");
+            None
+        }
+        Some(Ok(d)) => Some(d),
+        _ => None,
+    }
+}

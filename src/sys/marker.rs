@@ -1,7 +1,8 @@
 //! A marker an instrument outside the machine can time: a modem-control
 //! line of a serial port (RTS or DTR), toggled by a measuring thread at
-//! each measurement point with one `TIOCMBIS` / `TIOCMBIC` ioctl (no
-//! allocation, no lock of rtscope's; the kernel's port lock only). An
+//! each measurement point with one `TIOCMBIS` / `TIOCMBIC` ioctl, or a
+//! GPIO line, with one `GPIO_V2_LINE_SET_VALUES_IOCTL` ([`super::gpio`])
+//! (no allocation, no lock of rtscope's; the kernel's own only). An
 //! oscilloscope, a logic analyser or a second machine's counter on that
 //! pin times the machine from outside, as the references' PC-TIO-10 rig
 //! and CEBench's marker address did.
@@ -11,29 +12,25 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
-/// The modem-control line the marker drives.
+/// The line the marker drives: a serial port's modem-control line, or
+/// a GPIO chip's line by its offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line {
     Rts,
     Dtr,
+    Gpio(u32),
 }
 
 impl Line {
     fn bit(self) -> libc::c_int {
         match self {
             Line::Rts => libc::TIOCM_RTS,
-            Line::Dtr => libc::TIOCM_DTR,
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Line::Rts => "rts",
-            Line::Dtr => "dtr",
+            Line::Dtr | Line::Gpio(_) => libc::TIOCM_DTR,
         }
     }
 }
 
-/// `--marker tty:PATH[:rts|dtr]`, as given.
+/// `--marker tty:PATH[:rts|dtr]` or `gpio:PATH:LINE`, as given.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MarkerSpec {
     pub path: std::path::PathBuf,
@@ -41,31 +38,43 @@ pub struct MarkerSpec {
 }
 
 /// How a bad `--marker` is told to be written.
-const FIX: &str = "write tty:PATH[:rts|dtr], e.g. --marker tty:/dev/ttyS1:rts (a serial port's RTS line, toggled at \
-                   each sample)";
+const FIX: &str = "write tty:PATH[:rts|dtr] or gpio:/dev/gpiochipN:LINE, e.g. --marker tty:/dev/ttyS1:rts (a serial \
+                   port's RTS line) or --marker gpio:/dev/gpiochip0:17 (line 17 of that chip), toggled at each sample";
 
 impl MarkerSpec {
-    /// Parses `tty:/dev/ttyS1`, `tty:/dev/ttyS1:rts` or `tty:/dev/ttyUSB0:dtr`.
+    /// Parses `tty:/dev/ttyS1`, `tty:/dev/ttyS1:rts`, `tty:/dev/ttyUSB0:dtr`
+    /// or `gpio:/dev/gpiochip0:17`.
     pub fn parse(text: &str) -> Result<MarkerSpec, String> {
         let bad = |why: &str| format!("--marker '{text}': {why}; {FIX}");
-        let Some(rest) = text.strip_prefix("tty:") else {
-            return Err(bad("the marker's kind is tty"));
-        };
-        let (path, line) = match rest.rsplit_once(':') {
-            Some((p, "rts")) => (p, Line::Rts),
-            Some((p, "dtr")) => (p, Line::Dtr),
-            Some((_, other)) => return Err(bad(&format!("unknown line '{other}' (rts or dtr)"))),
-            None => (rest, Line::Rts),
+        let (path, line) = if let Some(rest) = text.strip_prefix("tty:") {
+            match rest.rsplit_once(':') {
+                Some((p, "rts")) => (p, Line::Rts),
+                Some((p, "dtr")) => (p, Line::Dtr),
+                Some((_, other)) => return Err(bad(&format!("unknown line '{other}' (rts or dtr)"))),
+                None => (rest, Line::Rts),
+            }
+        } else if let Some(rest) = text.strip_prefix("gpio:") {
+            match rest.rsplit_once(':').map(|(p, n)| (p, n.parse::<u32>())) {
+                Some((p, Ok(n))) => (p, Line::Gpio(n)),
+                _ => return Err(bad("a GPIO marker names its line's number")),
+            }
+        } else {
+            return Err(bad("the marker's kind is tty or gpio"));
         };
         if !path.starts_with('/') {
-            return Err(bad("give the port's absolute path"));
+            return Err(bad("give the port's or the chip's absolute path"));
         }
         Ok(MarkerSpec { path: path.into(), line })
     }
 
-    /// As written: `tty:/dev/ttyS1:rts`.
+    /// As written: `tty:/dev/ttyS1:rts`, `gpio:/dev/gpiochip0:17`.
     pub fn spec(&self) -> String {
-        format!("tty:{}:{}", self.path.display(), self.line.name())
+        let path = self.path.display();
+        match self.line {
+            Line::Rts => format!("tty:{path}:rts"),
+            Line::Dtr => format!("tty:{path}:dtr"),
+            Line::Gpio(n) => format!("gpio:{path}:{n}"),
+        }
     }
 }
 
@@ -75,28 +84,46 @@ impl serde::Serialize for MarkerSpec {
     }
 }
 
-/// An open marker: the port, the line, its level now and the port's
-/// modem lines as found (set back on drop).
+/// An open marker: its line and level now (set back as found on drop).
 pub struct Marker {
-    port: File,
-    bit: libc::c_int,
+    driven: Driven,
     high: AtomicBool,
-    found: libc::c_int,
     /// Toggles the kernel refused (a port gone, a USB adapter unplugged).
     pub failed: std::sync::atomic::AtomicU64,
 }
 
+/// What a marker drives.
+enum Driven {
+    /// A serial port's modem line: the port, the line's bit, the port's
+    /// modem lines as found.
+    Tty {
+        port: File,
+        bit: libc::c_int,
+        found: libc::c_int,
+    },
+    Gpio(super::gpio::GpioLine),
+}
+
 impl std::fmt::Debug for Marker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Marker").field("bit", &self.bit).field("found", &self.found).finish_non_exhaustive()
+        let kind = match &self.driven {
+            Driven::Tty { bit, found, .. } => format!("tty bit {bit} found {found}"),
+            Driven::Gpio(_) => "gpio".into(),
+        };
+        f.debug_struct("Marker").field("driven", &kind).finish_non_exhaustive()
     }
 }
 
 impl Marker {
-    /// Opens the port of `spec` and reads its modem lines; refuses a file
-    /// that is not a serial port with modem control, naming the flag.
+    /// Opens the port or the GPIO line of `spec`; refuses a file that is
+    /// not a serial port with modem control, or not a GPIO chip, a line
+    /// that is not there or busy, naming the flag.
     pub fn open(spec: &MarkerSpec) -> Result<Marker, String> {
         let name = spec.spec();
+        if let Line::Gpio(offset) = spec.line {
+            let (line, high) = super::gpio::GpioLine::request(&format!("--marker {name}"), &spec.path, offset)?;
+            return Ok(Marker { driven: Driven::Gpio(line), high: AtomicBool::new(high), failed: Default::default() });
+        }
         let port = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -114,8 +141,8 @@ impl Marker {
             ));
         }
         let bit = spec.line.bit();
-        let m = Marker { port, bit, high: AtomicBool::new(found & bit != 0), found, failed: Default::default() };
-        Ok(m)
+        let high = AtomicBool::new(found & bit != 0);
+        Ok(Marker { driven: Driven::Tty { port, bit, found }, high, failed: Default::default() })
     }
 
     /// Flips the line: one ioctl, nothing else. For the measuring thread.
@@ -123,19 +150,28 @@ impl Marker {
     pub fn toggle(&self) {
         let high = !self.high.load(Relaxed);
         self.high.store(high, Relaxed);
-        let req = if high { libc::TIOCMBIS } else { libc::TIOCMBIC };
-        // SAFETY: TIOCMBIS/TIOCMBIC read one c_int from the pointer given.
-        if unsafe { libc::ioctl(self.port.as_raw_fd(), req, &self.bit) } < 0 {
+        let ok = match &self.driven {
+            Driven::Tty { port, bit, .. } => {
+                let req = if high { libc::TIOCMBIS } else { libc::TIOCMBIC };
+                // SAFETY: TIOCMBIS/TIOCMBIC read one c_int from the pointer given.
+                unsafe { libc::ioctl(port.as_raw_fd(), req, bit) >= 0 }
+            }
+            Driven::Gpio(line) => line.set(high).is_ok(),
+        };
+        if !ok {
             self.failed.fetch_add(1, Relaxed);
         }
     }
 }
 
 impl Drop for Marker {
-    /// The port's modem lines as they were found.
+    /// The port's modem lines as they were found (a GPIO line sets itself
+    /// back as it drops).
     fn drop(&mut self) {
-        // SAFETY: TIOCMSET reads one c_int from the pointer given.
-        unsafe { libc::ioctl(self.port.as_raw_fd(), libc::TIOCMSET, &self.found) };
+        if let Driven::Tty { port, found, .. } = &self.driven {
+            // SAFETY: TIOCMSET reads one c_int from the pointer given.
+            unsafe { libc::ioctl(port.as_raw_fd(), libc::TIOCMSET, found) };
+        }
     }
 }
 
@@ -149,8 +185,12 @@ mod tests {
         assert_eq!((m.path.to_str(), m.line), (Some("/dev/ttyS1"), Line::Rts));
         assert_eq!(m.spec(), "tty:/dev/ttyS1:rts");
         assert_eq!(MarkerSpec::parse("tty:/dev/ttyUSB0:dtr").unwrap().line, Line::Dtr);
+        let g = MarkerSpec::parse("gpio:/dev/gpiochip0:17").unwrap();
+        assert_eq!((g.line, g.spec().as_str()), (Line::Gpio(17), "gpio:/dev/gpiochip0:17"));
         for (bad, why) in [
-            ("gpio:/dev/gpiochip0:4", "kind is tty"),
+            ("usb:/dev/ttyUSB0", "kind is tty or gpio"),
+            ("gpio:/dev/gpiochip0", "names its line's number"),
+            ("gpio:/dev/gpiochip0:x", "names its line's number"),
             ("tty:/dev/ttyS1:cts", "unknown line 'cts'"),
             ("tty:ttyS1", "absolute path"),
         ] {

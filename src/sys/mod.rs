@@ -3,7 +3,9 @@
 //! `/dev/cpu_dma_latency`, the system inventory, file reads in steps, timers and sleeps, the
 //! CPU's cycle counter and caches, UDP sockets with kernel timestamps,
 //! network namespaces, the `trace_marker` that `--tracemark` writes
-//! to, and the serial port's line that `--marker` toggles. Most of rtscope's `unsafe` and `libc` is here; the rest sits in the
+//! to, the marker lines that `--marker` toggles, and serial ports in raw
+//! mode (the serial round trip). Most of rtscope's `unsafe` and `libc` is
+//! here; the rest sits in the
 //! measuring code that needs it (osbench's shared-memory tests, netlat's
 //! sender process, disturb's system-call spinner).
 
@@ -15,6 +17,7 @@ pub mod cpu;
 pub mod cpuidle;
 pub mod dma;
 pub mod fs;
+pub mod gpio;
 pub mod inventory;
 pub mod ipc;
 pub mod marker;
@@ -24,6 +27,7 @@ pub mod netns;
 pub mod perf;
 pub mod process;
 pub mod sched;
+pub mod serial;
 pub mod signals;
 pub mod syscount;
 pub mod timers;

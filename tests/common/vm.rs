@@ -93,9 +93,22 @@ impl Boot {
 
     /// [`Boot::guest`] with boot.sh's `flags` (`--uart-writes`).
     pub fn guest_with(&self, kernel: &str, append: &str, flags: &[&str], script: &str) -> &Guest {
+        self.guest_beside(kernel, append, flags, script, None)
+    }
+
+    /// [`Boot::guest_with`], with `host` run on the host while the guest
+    /// boots and runs the script (see [`Host`]).
+    pub fn guest_beside(
+        &self,
+        kernel: &str,
+        append: &str,
+        flags: &[&str],
+        script: &str,
+        host: Option<&Host>,
+    ) -> &Guest {
         let got = self.cell.get_or_init(|| {
             let _serial = super::serial();
-            let got = boot(kernel, append, flags, script);
+            let got = boot(kernel, append, flags, script, host);
             // What it cost, past the harness's capture (as `skipped` does).
             if let Ok(g) = &got {
                 use std::io::Write;
@@ -116,7 +129,13 @@ impl Boot {
 /// Boots `kernel` with `append` on its command line and runs `script` in
 /// it as root, with `$B` this build's rtscope and `$O` the writable
 /// directory it leaves its files in (read back here, then removed).
-pub fn boot(kernel: &str, append: &str, flags: &[&str], script: &str) -> Result<Guest, String> {
+/// What runs on the host beside a boot (the instrument of a two-machine
+/// measurement): it gets OUT (where boot.sh writes `serial1-pty`) and a
+/// flag that says the VM has ended, and returns files to keep, put in
+/// [`Guest::files`] under `host/`. It must end soon after the flag is set.
+pub type Host = dyn Fn(&Path, &std::sync::atomic::AtomicBool) -> BTreeMap<String, String> + Sync;
+
+pub fn boot(kernel: &str, append: &str, flags: &[&str], script: &str, host: Option<&Host>) -> Result<Guest, String> {
     // Under TCG the guest kernel now and then dies while it boots, before
     // any script runs (the 6.12 RT kernel, once in several boots: a fatal
     // exception in an interrupt at about 1.7 s, in sched_clock_cpu). That
@@ -125,7 +144,7 @@ pub fn boot(kernel: &str, append: &str, flags: &[&str], script: &str) -> Result<
     // most, and said. A panic once the script ran is the test's.
     let mut tries = 0;
     loop {
-        match boot_once(kernel, append, flags, script) {
+        match boot_once(kernel, append, flags, script, host) {
             Err((e, false)) if tries < 2 && e.contains("Kernel panic") => {
                 tries += 1;
                 eprintln!("the {kernel} kernel died while booting under the emulator; booting it again ({tries} of 2)");
@@ -136,7 +155,13 @@ pub fn boot(kernel: &str, append: &str, flags: &[&str], script: &str) -> Result<
 }
 
 /// One boot; on failure, why and whether the script had started.
-fn boot_once(kernel: &str, append: &str, flags: &[&str], script: &str) -> Result<Guest, (String, bool)> {
+fn boot_once(
+    kernel: &str,
+    append: &str,
+    flags: &[&str],
+    script: &str,
+    host: Option<&Host>,
+) -> Result<Guest, (String, bool)> {
     let dir = super::tempdir();
     let out = dir.join("out");
     let file = dir.join("script.sh");
@@ -146,21 +171,28 @@ fn boot_once(kernel: &str, append: &str, flags: &[&str], script: &str) -> Result
     // under /tmp puts them: the guest has a tmpfs of its own there.
     let bin_dir = Path::new(super::BIN).parent().unwrap_or(Path::new("/"));
     let scripts = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vm");
-    let o = Command::new(BOOT)
-        .args(["--kernel", kernel, "--append", append, "--out", out.to_str().unwrap(), "--timeout", "900"])
+    let mut cmd = Command::new(BOOT);
+    cmd.args(["--kernel", kernel, "--append", append, "--out", out.to_str().unwrap(), "--timeout", "900"])
         .arg("--keep")
         .arg(bin_dir)
         .args(["--keep", scripts])
         .args(flags)
-        .arg(&file)
-        .output()
-        .map_err(|e| (format!("cannot run {BOOT}: {e}"), false))?;
+        .arg(&file);
+    let ended = std::sync::atomic::AtomicBool::new(false);
+    let (o, host_files) = std::thread::scope(|s| {
+        let side = host.map(|h| s.spawn(|| h(&out, &ended)));
+        let o = cmd.output();
+        ended.store(true, std::sync::atomic::Ordering::Relaxed);
+        (o, side.map(|t| t.join().unwrap_or_default()).unwrap_or_default())
+    });
+    let o = o.map_err(|e| (format!("cannot run {BOOT}: {e}"), false))?;
     let said = String::from_utf8_lossy(&o.stderr).into_owned();
     if o.status.code() == Some(125) || !out.join("rc").exists() {
         return Err((format!("{BOOT} could not run the script in the VM: {said}"), out.join("stdout").exists()));
     }
     let mut files = BTreeMap::new();
     read_into(&out, "", &mut files);
+    files.extend(host_files.into_iter().map(|(name, text)| (format!("host/{name}"), text)));
     Ok(Guest { files, said })
 }
 

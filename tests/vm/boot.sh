@@ -9,7 +9,14 @@
 #
 #   tests/vm/boot.sh [--kernel rt|rt-bpo|stock|VERSION] [--append ARGS] [--cpus N]
 #                    [--mem SIZE] [--timeout SECONDS] [--keep DIR]... [--uart-writes]
-#                    --out DIR SCRIPT
+#                    [--serial1-pty] --out DIR SCRIPT
+#
+# --serial1-pty: the guest's second UART (ttyS1) is a pseudo-terminal of
+# the host's rather than a file: its path (/dev/pts/N, as QEMU names it)
+# is written to OUT/serial1-pty as soon as QEMU has made it, so that a
+# program on the host talks with the guest over the line while the
+# script runs (the host as the instrument, the guest as the machine under
+# test). Until the host opens it, what the guest writes there is dropped.
 #
 # --uart-writes: the emulator logs every write to a UART's registers, with
 # the host's time of day (OUT/uart-writes: "PID@SEC.USEC:serial_write
@@ -40,7 +47,7 @@
 # latency is the emulator's: judge mechanisms there, not times.
 set -euo pipefail
 
-kernel=rt append="" cpus=2 mem=1G timeout=600 out="" script="" keep="" uart_writes=()
+kernel=rt append="" cpus=2 mem=1G timeout=600 out="" script="" keep="" uart_writes=() serial1=file
 while [ $# -gt 0 ]; do
     case "$1" in
     --kernel) kernel=$2; shift 2 ;;
@@ -51,6 +58,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --keep) keep="$keep $2"; shift 2 ;;
     --uart-writes) uart_writes=(-trace serial_write -D OUT/uart-writes -msg timestamp=on); shift ;;
+    --serial1-pty) serial1=pty; shift ;;
     -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "boot.sh: unknown option $1 (see --help)" >&2; exit 125 ;;
     *) script=$1; shift ;;
@@ -165,16 +173,18 @@ accel=(-accel tcg,thread=multi -cpu max)
 if [ -r /dev/kvm ] && [ -w /dev/kvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then
     accel=(-accel kvm -cpu host)
 fi
-rm -f "$out/rc" "$out/rc.tmp" "$out/stdout" "$out/stderr" "$out/uart-writes"
+rm -f "$out/rc" "$out/rc.tmp" "$out/stdout" "$out/stderr" "$out/uart-writes" "$out/serial1-pty"
 [ ${#uart_writes[@]} -eq 0 ] || uart_writes[3]="$out/uart-writes"
 # The guest has a tmpfs of its own on /tmp and /run: it runs the script
 # from OUT.
 [ "$script" = "$out/script.sh" ] || cp "$script" "$out/script.sh"
+ttys1=file:$work/ttyS1
+[ "$serial1" = file ] || ttys1=pty
 started=$(date +%s)
 # QEMU in the background, so that a signal to this script (a test
 # stopped) ends it too rather than leaving it to the timeout.
 timeout --kill-after=10 "$timeout" "$qemu" "${accel[@]}" -smp "$cpus" -m "$mem" \
-    -nodefaults -no-reboot -display none -serial "file:$out/console" -serial "file:$work/ttyS1" \
+    -nodefaults -no-reboot -display none -serial "file:$out/console" -serial "$ttys1" \
     -kernel "$vmlinuz" -initrd "$work/initrd.gz" "${uart_writes[@]}" \
     -append "console=ttyS0 panic=-1 loglevel=4 rdinit=/init $append" \
     -virtfs local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap \
@@ -182,6 +192,19 @@ timeout --kill-after=10 "$timeout" "$qemu" "${accel[@]}" -smp "$cpus" -m "$mem" 
     </dev/null >"$work/qemu.log" 2>&1 &
 vm=$!
 trap 'kill -TERM "$vm" 2>/dev/null; wait "$vm" 2>/dev/null; rm -rf "$work"; exit 125' INT TERM
+if [ "$serial1" = pty ]; then
+    # QEMU says "char device redirected to /dev/pts/N (label serial1)".
+    for _ in $(seq 100); do
+        pts=$(sed -n 's/.*char device redirected to \(\/dev\/pts\/[0-9]*\) (label serial1).*/\1/p' "$work/qemu.log")
+        if [ -n "$pts" ]; then
+            echo "$pts" >"$out/serial1-pty.tmp" && mv "$out/serial1-pty.tmp" "$out/serial1-pty"
+            break
+        fi
+        kill -0 "$vm" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -f "$out/serial1-pty" ] || echo "boot.sh: QEMU named no pty for ttyS1 within 10 s (--serial1-pty)" >&2
+fi
 set +e
 wait "$vm"
 status=$?

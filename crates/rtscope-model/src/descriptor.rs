@@ -12,7 +12,7 @@
 //! probes take their row from here, and its command line builds them by
 //! name.
 
-use crate::extra::{Figure, MEAN_ABS, MISSED, hwlat, netlat, noise, sleep, watch};
+use crate::extra::{Figure, MEAN_ABS, MISSED, hwlat, netlat, noise, serial, sleep, watch};
 
 /// One measurement, as the rest of rtscope sees it.
 #[derive(Debug)]
@@ -261,7 +261,7 @@ impl Descriptor {
 }
 
 /// Every measurement, in the order of the matrix's rows.
-pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &TASK, &NETLAT, &OSBENCH, &HWLAT];
+pub static PROBES: &[&Descriptor] = &[&WAKEUP, &NOISE, &SLEEP, &PTIMER, &TASK, &NETLAT, &OSBENCH, &HWLAT, &SERIAL_RTT];
 
 pub static WAKEUP: Descriptor = Descriptor {
     name: "wakeup",
@@ -472,6 +472,54 @@ pub static NETLAT: Descriptor = Descriptor {
         Count { key: netlat::REORDERED, per_cpu: true, absent_zero: false },
         Count { key: netlat::DUPLICATES, per_cpu: true, absent_zero: false },
     ],
+    rate_over: None,
+    misses: None,
+    monitor: None,
+};
+
+pub static SERIAL_RTT: Descriptor = Descriptor {
+    name: "serial-rtt",
+    // It needs a serial line to a machine running `rtscope respond`.
+    default: false,
+    per_cpu: true,
+    rows: "serial round trip to `rtscope respond` on another machine",
+    value_name: "serial round trip",
+    row_suffix: " (serial)",
+    layout: Layout::PerCpu {
+        columns: {
+            use Column::*;
+            &[
+                Count("answers"),
+                Min,
+                Mean,
+                P50,
+                P90,
+                P99,
+                P999,
+                Max,
+                Extra(serial::SENT, "sent"),
+                Extra(serial::LOST, "lost"),
+                Nonzero(serial::LATE, "late"),
+                Nonzero(serial::STRAYS, "strays"),
+                Nonzero(serial::JUNK, "junk B"),
+                Nonzero(serial::ERRORS, "errors"),
+            ]
+        },
+        what: "serial round trip (us): a stimulus frame written to the port -> its answer read back from `rtscope \
+               respond` on the other machine (both wires, both UARTs and drivers, and the responder's real-time \
+               thread), timed on this machine's CLOCK_MONOTONIC",
+    },
+    explain: "the instrument's side of a two-machine measurement: every --interval the measuring thread writes a \
+              numbered 4-byte frame to the serial port and takes CLOCK_MONOTONIC before the write and when the \
+              answer's last byte is read; `rtscope respond` on the machine under test answers each at once from a \
+              real-time thread. A stimulus without an answer within --timeout is lost, counted and named in the \
+              run's notes",
+    signed: false,
+    trace: Trace::No,
+    threshold_metrics: Some(&["rtt"]),
+    timer_period: None,
+    release_jitter: None,
+    counts: &[Count { key: serial::LOST, per_cpu: false, absent_zero: false }],
     rate_over: None,
     misses: None,
     monitor: None,

@@ -105,6 +105,22 @@ pub mod netlat {
     pub const TIMESTAMPS: Figure = fig("timestamps", Shown::Plain);
 }
 
+/// The `serial-rtt` probe's: stimuli sent on the port, answers lost
+/// (none within `--timeout`), late (after the next stimulus was due:
+/// recorded all the same), strays (answers to no stimulus waiting), junk
+/// (bytes that were no frame), errors (writes and reads the port refused).
+pub mod serial {
+    use super::{Figure, Shown, fig};
+    pub const SENT: Figure = fig("sent", Shown::Plain);
+    pub const LOST: Figure = fig("lost", Shown::Plain);
+    pub const LATE: Figure = fig("late", Shown::Plain);
+    pub const STRAYS: Figure = fig("strays", Shown::Plain);
+    pub const JUNK: Figure = fig("junk_bytes", Shown::Plain);
+    pub const ERRORS: Figure = fig("errors", Shown::Plain);
+    pub const TTY: Figure = fig("tty", Shown::Plain);
+    pub const BAUD: Figure = fig("baud", Shown::Plain);
+}
+
 /// The `hwlat` probe's.
 pub mod hwlat {
     use super::{Figure, Shown, fig};

@@ -66,7 +66,7 @@ fn drain(sock: &UdpSock, sent: &Sent, pending: &mut Option<Pending>, tx_sw: &mut
 /// the target's own receive and send timing, on a thread pinned to `cpu`
 /// at `policy`/`priority`, until `signal` or `until_ns`. Prints a summary.
 pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
-    let _dma = hold_dma_latency(opts.dma_latency, opts.quiet);
+    let _dma = crate::sys::dma::hold_for(opts.dma_latency, opts.quiet);
     let (sock, hw) = open(&opts)?;
     let _ = mem::lock_all();
     let Serve { cpu, policy, priority, until_ns, quiet, .. } = opts;
@@ -81,10 +81,7 @@ pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
     let mut counts = Counts::new();
     std::thread::scope(|s| -> Result<()> {
         let t = s.spawn(|| -> Result<()> {
-            signals::block_in_this_thread();
-            cpu::pin_self(&[cpu]).with_context(|| format!("--serve: cannot pin to CPU {cpu}"))?;
-            sched::set_self(policy, priority).with_context(|| format!("--serve: cannot set priority {priority}"))?;
-            mem::prefault_stack(64 * 1024);
+            crate::probe::responder_thread("--serve", cpu, policy, priority)?;
             respond(&sock, || signal.load(Relaxed) || clock::now() >= until_ns, &mut counts);
             Ok(())
         });
@@ -94,22 +91,6 @@ pub fn serve(opts: Serve, signal: &AtomicBool) -> Result<()> {
         counts.print(hw.is_some());
     }
     Ok(())
-}
-
-/// /dev/cpu_dma_latency held at its target while serving when `wanted` (as
-/// measuring does); a warning unless `quiet` when it cannot be.
-fn hold_dma_latency(
-    wanted: Option<rtscope_model::settings::DmaLatency>,
-    quiet: bool,
-) -> Option<crate::sys::dma::DmaLatency> {
-    match wanted.map(crate::sys::dma::DmaLatency::hold) {
-        Some(Err(e)) if !quiet => {
-            eprintln!("rtscope: warning: cannot hold /dev/cpu_dma_latency ({e}): deep C-states may add exit latency");
-            None
-        }
-        Some(Ok(d)) => Some(d),
-        _ => None,
-    }
 }
 
 /// The responder's socket: bound to the address (and the interface),
