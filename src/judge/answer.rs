@@ -72,6 +72,9 @@ pub struct VerdictSummary {
 pub struct VerdictSeries {
     /// `wakeup.latency CPU 0 [cpu]`, as the verdict names it.
     pub name: String,
+    /// Its probe, metric, CPU and load (for a table to find its row).
+    #[serde(skip)]
+    pub key: rtscope_model::run::SeriesKey,
     /// The sample farthest from zero, with its sign.
     pub worst_ns: i64,
     pub p999_ns: i64,
@@ -229,6 +232,7 @@ fn verdict(run: &Run, j: Judgement) -> VerdictSummary {
         let m = s.total().summary();
         Some(VerdictSeries {
             name: name.to_string(),
+            key: s.key.clone(),
             worst_ns: farthest(m.min_ns, m.max_ns),
             p999_ns: m.p999_ns,
             samples: m.count,
