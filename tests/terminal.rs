@@ -138,7 +138,13 @@ fn show_opens_with_the_answer_and_wraps_the_machine_record() {
     assert!(details.contains("\nstarted ") && details.contains("peak RSS"), "{details}");
     within_100("show's answer", answer);
     // The machine record (to its blank line), the trace's lines and the
-    // episodes; the probe's own table keeps its columns.
+    // episodes; the probe's own table too (its columns as wide as their
+    // figures).
+    let head = |l: &&str| l.trim_start().starts_with("CPU ") && l.contains("samples");
+    let table = details.lines().skip_while(|l| !head(l)).take_while(|l| !l.is_empty());
+    let table: Vec<&str> = table.collect();
+    assert!(table.len() > 1 && table[0].contains("overruns"), "{details}");
+    within_100("show's table", &table.join("\n"));
     let machine: Vec<&str> = details.lines().skip(1).take_while(|l| !l.is_empty()).collect();
     assert!(machine.len() > 15 && machine[0].starts_with("started "), "{machine:?}");
     within_100("show's machine record", &machine.join("\n"));

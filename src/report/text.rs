@@ -47,22 +47,12 @@ pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
     }
 }
 
-/// A column's text width and a row's figure in it.
+/// A row's figure in a column.
 pub(super) trait ColFormat {
-    fn width(self) -> usize;
     fn value(self, s: &Series, m: &Summary) -> String;
 }
 
 impl ColFormat for Col {
-    fn width(self) -> usize {
-        match self {
-            Col::Count(_) | Col::Max | Col::Jitter => 10,
-            Col::Overruns => 8,
-            _ => 9,
-        }
-        .max(self.header().len())
-    }
-
     fn value(self, s: &Series, m: &Summary) -> String {
         match self {
             Col::Count(_) => m.count.to_string(),
@@ -255,25 +245,38 @@ fn write_probes(run: &Run, out: &mut dyn Write) -> Result<()> {
 }
 
 /// The figures table: a row per series; with `metric_width`, a first
-/// column names the metric.
+/// column names the metric. Each column as wide as its header or its
+/// widest figure, so that a run's table keeps within the terminal's 100
+/// columns.
 fn table(out: &mut dyn Write, cols: &[Col], metric_width: Option<usize>, rows: &[&Series]) -> Result<()> {
     let cols = &shown(cols, rows);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|s| {
+            let m = s.total().summary();
+            cols.iter().map(|c| c.value(s, &m)).collect()
+        })
+        .collect();
+    let widths: Vec<usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(i, c)| cells.iter().map(|r| r[i].chars().count()).max().unwrap_or(0).max(c.header().len()))
+        .collect();
     if let Some(w) = metric_width {
         write!(out, "{:<w$} ", "metric")?;
     }
     write!(out, "{:>4}", key_header(rows))?;
-    for c in cols {
-        write!(out, " {:>w$}", c.header(), w = c.width())?;
+    for (c, w) in cols.iter().zip(&widths) {
+        write!(out, " {:>w$}", c.header())?;
     }
     writeln!(out)?;
-    for s in rows {
-        let m = s.total().summary();
+    for (s, row) in rows.iter().zip(&cells) {
         if let Some(w) = metric_width {
             write!(out, "{:<w$} ", s.key.metric)?;
         }
         write!(out, "{:>4}", s.key.cpu)?;
-        for c in cols {
-            write!(out, " {:>w$}", c.value(s, &m), w = c.width())?;
+        for (v, w) in row.iter().zip(&widths) {
+            write!(out, " {v:>w$}")?;
         }
         writeln!(out)?;
     }
