@@ -75,7 +75,7 @@ fn imported_twice() -> (TempDir, String) {
 }
 
 /// `compare` opens with the platform table, tests down and runs across
-/// (min, mean, max, jitter, p99.9 and the ratio), the CPU scores, the
+/// (min, avg, max, jitter, p99.9 and the ratio), the CPU scores, the
 /// verdicts and the gate's result; the per-series detail follows, its key
 /// wrapped, every line within 100 columns.
 #[test]
@@ -85,10 +85,14 @@ fn compare_opens_with_a_tests_by_runs_table() {
     within_100("compare", &out);
     let head = out.lines().take(40).collect::<Vec<_>>().join("\n");
     let columns = head.lines().find(|l| l.starts_with("test ")).unwrap_or_else(|| panic!("no table head:\n{head}"));
-    for f in ["min", "mean", "max", "jitter", "p99.9", "max x"] {
-        assert!(columns.contains(f), "{f} missing: {columns}");
-    }
+    // Named as the references name them, each apart from the next.
+    let words: Vec<&str> = columns.split_whitespace().collect();
+    let run = ["min", "avg", "max", "jitter", "p99.9"];
+    assert_eq!(words, [&["test"][..], &run, &run, &["max", "x"]].concat(), "{columns}");
     assert!(head.contains("run 1") && head.contains("run 2"), "{head}");
+    // The verdict's series is the first row.
+    let first = head.lines().skip_while(|l| !l.starts_with("test ")).nth(1).unwrap_or_default();
+    assert!(first.starts_with("wakeup latency"), "the verdict's series first:\n{head}");
     let row = head.lines().find(|l| l.starts_with("wakeup latency")).unwrap_or_else(|| panic!("no row:\n{head}"));
     assert!(row.contains("x1.00"), "the same run twice: {row}");
     assert!(head.lines().any(|l| l.starts_with("verdict ") && l.contains("FAIL*")), "{head}");
@@ -134,7 +138,13 @@ fn show_opens_with_the_answer_and_wraps_the_machine_record() {
     assert!(details.contains("\nstarted ") && details.contains("peak RSS"), "{details}");
     within_100("show's answer", answer);
     // The machine record (to its blank line), the trace's lines and the
-    // episodes; the probe's own table keeps its columns.
+    // episodes; the probe's own table too (its columns as wide as their
+    // figures).
+    let head = |l: &&str| l.trim_start().starts_with("CPU ") && l.contains("samples");
+    let table = details.lines().skip_while(|l| !head(l)).take_while(|l| !l.is_empty());
+    let table: Vec<&str> = table.collect();
+    assert!(table.len() > 1 && table[0].contains("overruns"), "{details}");
+    within_100("show's table", &table.join("\n"));
     let machine: Vec<&str> = details.lines().skip(1).take_while(|l| !l.is_empty()).collect();
     assert!(machine.len() > 15 && machine[0].starts_with("started "), "{machine:?}");
     within_100("show's machine record", &machine.join("\n"));

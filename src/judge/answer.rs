@@ -62,6 +62,11 @@ pub struct VerdictSummary {
     /// How long to measure for the requirements without enough data.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub measure_for: Option<String>,
+    /// What to measure for the requirements that judge series the run
+    /// lacks (a probe it did not run): "a run of `rtscope ptimer --period
+    /// 1ms` ...", one per requirement.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub measure_runs: Vec<String>,
     /// The series the deciding requirement is about, as measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub series: Option<VerdictSeries>,
@@ -72,6 +77,9 @@ pub struct VerdictSummary {
 pub struct VerdictSeries {
     /// `wakeup.latency CPU 0 [cpu]`, as the verdict names it.
     pub name: String,
+    /// Its probe, metric, CPU and load (for a table to find its row).
+    #[serde(skip)]
+    pub key: rtscope_model::run::SeriesKey,
     /// The sample farthest from zero, with its sign.
     pub worst_ns: i64,
     pub p999_ns: i64,
@@ -229,6 +237,7 @@ fn verdict(run: &Run, j: Judgement) -> VerdictSummary {
         let m = s.total().summary();
         Some(VerdictSeries {
             name: name.to_string(),
+            key: s.key.clone(),
             worst_ns: farthest(m.min_ns, m.max_ns),
             p999_ns: m.p999_ns,
             samples: m.count,
@@ -237,7 +246,16 @@ fn verdict(run: &Run, j: Judgement) -> VerdictSummary {
     let decided_by = decided.map(|v| {
         format!("{}: {}{}", v.requirement, v.series.as_ref().map(|s| format!("{s}: ")).unwrap_or_default(), v.evidence)
     });
-    let measure_for = vs.iter().find_map(|v| v.measure_for.clone().filter(|_| v.status == Status::NotEnoughData));
+    // Too few samples of a series it has: measure longer; no series at
+    // all: measure the probe that makes it.
+    let short = |v: &&Verdict| v.status == Status::NotEnoughData;
+    let measure_for = vs.iter().filter(short).filter(|v| v.series.is_some()).find_map(|v| v.measure_for.clone());
+    let mut measure_runs: Vec<String> = Vec::new();
+    for m in vs.iter().filter(short).filter(|v| v.series.is_none()).filter_map(|v| v.measure_for.clone()) {
+        if !measure_runs.contains(&m) {
+            measure_runs.push(m);
+        }
+    }
     VerdictSummary {
         outcome,
         against: j.against,
@@ -246,6 +264,7 @@ fn verdict(run: &Run, j: Judgement) -> VerdictSummary {
         counts,
         decided_by,
         measure_for,
+        measure_runs,
         series,
     }
 }
@@ -467,6 +486,9 @@ fn next(run: &Run, s: &Summary) -> Vec<String> {
     let mut out = Vec::new();
     let obs = observed_s(run);
     let hour_needs = 3600.0 / REFUSED;
+    if let Some(v) = s.verdict.as_ref().filter(|v| !v.measure_runs.is_empty()) {
+        out.push(format!("measure what the requirements judge and the run lacks: {}", v.measure_runs.join("; ")));
+    }
     if let Some(m) = s.verdict.as_ref().and_then(|v| v.measure_for.clone()) {
         out.push(format!("measure longer: at least {m} per cell for the requirements without enough data"));
     } else if obs > 0.0 && obs < hour_needs {

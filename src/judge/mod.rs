@@ -199,11 +199,26 @@ impl Asked {
     /// The line that says why a gate with not enough data did not pass,
     /// if it did not for that reason.
     pub fn short_note(&self, verdicts: &[verdict::Verdict]) -> Option<String> {
-        let n = verdicts.iter().filter(|v| v.status == verdict::Status::NotEnoughData).count();
+        let short: Vec<&verdict::Verdict> =
+            verdicts.iter().filter(|v| v.status == verdict::Status::NotEnoughData).collect();
+        let n = short.len();
         (self.source != ReqSource::Default && n > 0 && !self.allow_insufficient).then(|| {
+            // A requirement on series the run lacks needs its probe
+            // measured, not a longer run.
+            let mut todo: Vec<String> = Vec::new();
+            for v in &short {
+                let what = match (&v.series, &v.measure_for) {
+                    (None, Some(run)) => format!("the run lacks what it judges: make {run}"),
+                    _ => "measure longer".to_string(),
+                };
+                if !todo.contains(&what) {
+                    todo.push(what);
+                }
+            }
             format!(
                 "{n} requirement(s) had not enough data to be judged: the gate does not pass (exit code 2); \
-                 measure longer, or give --allow-insufficient to let them pass"
+                 {}, or give --allow-insufficient to let them pass",
+                todo.join("; ")
             )
         })
     }
@@ -694,5 +709,34 @@ mod tests {
         assert!(e.starts_with("--profile omac: none of its requirements") && e.contains("noise"), "{e}");
         let e = check_asked(&[], &["wakeup.latency.max < 1ms".into()], &timers, "the plan").unwrap_err();
         assert!(e.contains("has no probe 'wakeup'"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod gate_advice {
+    use super::*;
+    use verdict::{Status, Verdict};
+
+    fn short(series: Option<&str>, measure_for: &str) -> Verdict {
+        Verdict {
+            requirement: "r".into(),
+            status: Status::NotEnoughData,
+            series: series.map(String::from),
+            evidence: String::new(),
+            confidence: "observed".into(),
+            reasons: vec![],
+            measure_for: Some(measure_for.into()),
+        }
+    }
+
+    /// Too few samples: measure longer; a probe the run lacks: measure it.
+    #[test]
+    fn the_gates_advice_names_the_probe_a_run_lacks() {
+        let asked = Asked::none();
+        let lacking = [short(None, "a run of `rtscope ptimer --period 1ms`")];
+        let note = asked.short_note(&lacking).unwrap();
+        assert!(note.contains("make a run of `rtscope ptimer --period 1ms`") && !note.contains("longer"), "{note}");
+        let few = [short(Some("wakeup.latency CPU 0"), "36s")];
+        assert!(asked.short_note(&few).unwrap().contains("measure longer"));
     }
 }

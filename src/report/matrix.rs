@@ -264,6 +264,9 @@ pub fn characterisation_grid(run: &Run) -> Option<Grid> {
         rows.push((name.to_string(), ch.iter().map(|c| f1(f(c))).collect()));
     };
     row("CPU busy % (the load's CPUs)", &|c| c.cpu_busy_pct);
+    // Beside it, what of it was rtscope's own (its probes, the load, its
+    // helpers): the idle column's busy share is not all other processes.
+    row("  rtscope's own %", &|c| c.own_pct);
     row("  user %", &|c| c.user_pct);
     row("  system %", &|c| c.system_pct);
     row("  irq + softirq %", &|c| c.irq_pct + c.softirq_pct);
@@ -424,5 +427,19 @@ mod tests {
         let p = &grids[1].rows.iter().find(|r| r.0 == "ptimer timerfd drift").unwrap().1;
         assert!(p[0].parse::<f64>().unwrap() > 0.0, "{p:?}");
         assert!(matrix_legend(&run).contains("a negative worst case is an early return"));
+    }
+
+    /// The idle column's busy share says how much of it was rtscope's own.
+    #[test]
+    fn the_characterisation_shows_rtscopes_own_share_under_the_busy_one() {
+        let mut run = rtscope_model::export::read_json(include_str!("../../tests/data/report-run.json"), "fixture")
+            .expect("the fixture reads");
+        let mut idle = rtscope_model::characterisation::Accumulator::new("idle", &[0]).finish();
+        (idle.cpu_busy_pct, idle.own_pct, idle.others_busy_pct) = (30.0, 12.5, 17.5);
+        run.characterisation = vec![idle];
+        let grid = characterisation_grid(&run).expect("a grid");
+        let at = |label: &str| grid.rows.iter().position(|r| r.0 == label).unwrap_or_else(|| panic!("{label}"));
+        assert_eq!(at("  rtscope's own %"), at("CPU busy % (the load's CPUs)") + 1);
+        assert_eq!(grid.rows[at("  rtscope's own %")].1, [f1(12.5)]);
     }
 }

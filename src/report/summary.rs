@@ -152,6 +152,9 @@ pub fn section(s: &Summary, p: &str, plots: Vec<String>) -> Section {
         if let Some(m) = &v.measure_for {
             details.push((format!("measure for: {m}"), vec![]));
         }
+        if !v.measure_runs.is_empty() {
+            details.push((format!("the run lacks what is judged: measure {}", v.measure_runs.join("; ")), vec![]));
+        }
         sec.push(Block::Verdict { outcome, text: verdict_head(v), details });
     } else {
         sec.push(Block::Para("No requirement judged (--profile none, or no data for the yardstick).".into()));

@@ -53,9 +53,8 @@ pub(super) fn layout(probe: &str) -> (&'static [Col], &'static str) {
     }
 }
 
-/// A column's text width and a row's figure in it.
+/// A row's figure in a column.
 pub(super) trait ColFormat {
-    fn width(self) -> usize;
     /// The figure in microseconds.
     fn value(self, s: &Series, m: &Summary) -> String
     where
@@ -68,15 +67,6 @@ pub(super) trait ColFormat {
 }
 
 impl ColFormat for Col {
-    fn width(self) -> usize {
-        match self {
-            Col::Count(_) | Col::Max | Col::Jitter => 10,
-            Col::Overruns => 8,
-            _ => 9,
-        }
-        .max(self.header().len())
-    }
-
     fn value_in(self, s: &Series, m: &Summary, unit: ShownIn) -> String {
         match self {
             Col::Count(_) => m.count.to_string(),
@@ -283,7 +273,9 @@ fn in_unit(title: &str, unit: ShownIn) -> String {
 }
 
 /// The figures table: a row per series; with `metric_width`, a first
-/// column names the metric.
+/// column names the metric. Each column as wide as its header or its
+/// widest figure, so that a run's table keeps within the terminal's 100
+/// columns.
 fn table(
     out: &mut dyn Write,
     cols: &[Col],
@@ -292,22 +284,33 @@ fn table(
     unit: ShownIn,
 ) -> Result<()> {
     let cols = &shown(cols, rows);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|s| {
+            let m = s.total().summary();
+            cols.iter().map(|c| c.value_in(s, &m, unit)).collect()
+        })
+        .collect();
+    let widths: Vec<usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(i, c)| cells.iter().map(|r| r[i].chars().count()).max().unwrap_or(0).max(c.header().len()))
+        .collect();
     if let Some(w) = metric_width {
         write!(out, "{:<w$} ", "metric")?;
     }
     write!(out, "{:>4}", key_header(rows))?;
-    for c in cols {
-        write!(out, " {:>w$}", c.header(), w = c.width())?;
+    for (c, w) in cols.iter().zip(&widths) {
+        write!(out, " {:>w$}", c.header())?;
     }
     writeln!(out)?;
-    for s in rows {
-        let m = s.total().summary();
+    for (s, row) in rows.iter().zip(&cells) {
         if let Some(w) = metric_width {
             write!(out, "{:<w$} ", s.key.metric)?;
         }
         write!(out, "{:>4}", s.key.cpu)?;
-        for c in cols {
-            write!(out, " {:>w$}", c.value_in(s, &m, unit), w = c.width())?;
+        for (v, w) in row.iter().zip(&widths) {
+            write!(out, " {v:>w$}")?;
         }
         writeln!(out)?;
     }

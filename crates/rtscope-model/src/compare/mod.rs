@@ -58,6 +58,8 @@ pub fn load_of(series: &Series) -> &str {
 /// Bootstrap replicates per interval: the 2.5 % and 97.5 % points of 2000
 /// replicates move by about 1 % of the interval's width between seeds.
 pub const REPLICATES: usize = 2000;
+/// The bootstraps' seed ("rtscope"): every comparison is reproducible.
+const SEED: u64 = 0x0072_7473_636f_7065;
 /// Two-sided coverage of the ratio's interval; every test's level is 1 - this.
 pub const CONFIDENCE: f64 = 0.95;
 /// A percentile gets a bootstrap interval only when at least this many
@@ -271,9 +273,10 @@ fn interval_points(s: &Series) -> Vec<(u32, IntervalPoints)> {
 fn row_data(run: &Run) -> Vec<(Key, RowData)> {
     let mut out: Vec<(Key, RowData)> = Vec::new();
     let mut all: Vec<(Key, RowData, usize)> = Vec::new();
-    for s in &run.series {
+    // Decoding the intervals is most of reading a run: every series at once.
+    let decoded = crate::par::map(&run.series, interval_points);
+    for (s, ivs) in run.series.iter().zip(decoded) {
         let load = load_of(s).to_string();
-        let ivs = interval_points(s);
         let k = (load.clone(), s.key.probe.clone(), s.key.metric.clone(), None);
         match all.iter_mut().find(|(x, _, _)| *x == k) {
             Some((_, d, n)) => {
@@ -438,33 +441,33 @@ pub fn compare(runs: &[&Run]) -> Compared {
         }
     }
     sort_keys(&mut keys, runs, |k| (&k.0, &k.1, &k.2, k.3, ""));
-    let mut rng = Rng::new(0x0072_7473_636f_7065); // "rtscope"
-    let mut series: Vec<SeriesCmp> = keys
-        .into_iter()
-        .map(|k| {
-            let samples: Vec<Option<Sample>> = per_run
-                .iter()
-                .map(|list| {
-                    list.iter().find(|(x, _)| *x == k).map(|(_, d)| {
-                        let ivs: Vec<IntervalPoints> = d.intervals.iter().map(|(_, p)| p.clone()).collect();
-                        Sample::with_intervals(&d.tally, &ivs)
-                    })
+    let rows: Vec<(usize, Key)> = keys.into_iter().enumerate().collect();
+    // Each row on its own generator, seeded by its place: the same figures
+    // however many threads share the rows.
+    let mut series: Vec<SeriesCmp> = crate::par::map_into(rows, |(i, k)| {
+        let mut rng = Rng::new(SEED ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let samples: Vec<Option<Sample>> = per_run
+            .iter()
+            .map(|list| {
+                list.iter().find(|(x, _)| *x == k).map(|(_, d)| {
+                    let ivs: Vec<IntervalPoints> = d.intervals.iter().map(|(_, p)| p.clone()).collect();
+                    Sample::with_intervals(&d.tally, &ivs)
                 })
-                .collect();
-            let refs: Vec<Option<&Sample>> = samples.iter().map(Option::as_ref).collect();
-            SeriesCmp {
-                load: k.0,
-                probe: k.1,
-                metric: k.2,
-                cpu: k.3,
-                summary: false,
-                gated: false,
-                counts: samples.iter().map(|s| s.as_ref().map(|s| s.ranks.count())).collect(),
-                resampled: samples.iter().map(|s| s.as_ref().map(Sample::resampling)).collect(),
-                figures: compare_figures(&refs, &mut rng),
-            }
-        })
-        .collect();
+            })
+            .collect();
+        let refs: Vec<Option<&Sample>> = samples.iter().map(Option::as_ref).collect();
+        SeriesCmp {
+            load: k.0,
+            probe: k.1,
+            metric: k.2,
+            cpu: k.3,
+            summary: false,
+            gated: false,
+            counts: samples.iter().map(|s| s.as_ref().map(|s| s.ranks.count())).collect(),
+            resampled: samples.iter().map(|s| s.as_ref().map(Sample::resampling)).collect(),
+            figures: compare_figures(&refs, &mut rng),
+        }
+    });
     mark_summaries(
         series.iter_mut().map(|s| (s.load.as_str(), s.probe.as_str(), s.metric.as_str(), s.cpu, &mut s.summary)),
     );

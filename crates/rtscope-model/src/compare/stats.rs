@@ -172,9 +172,19 @@ pub struct Blocks {
     /// Every distinct value, ascending.
     pub(super) values: Vec<i64>,
     pub(super) blocks: Vec<Block>,
+    /// Per value, each block's samples up to and including it (value-major:
+    /// `cum[value * blocks + block]`), when small enough to keep
+    /// ([`CUM_CELLS`]): a replicate's quantile is then a binary search over
+    /// the values of its blocks' weighted counts, not a pass over them all.
+    pub(super) cum: Option<Vec<u64>>,
+    /// Each block's highest value (index into the values).
+    tops: Vec<u32>,
     /// Intervals per block.
     pub per_block: usize,
 }
+
+/// The most cells (values x blocks) of [`Blocks`]' cumulative table: 8 MB.
+const CUM_CELLS: usize = 1 << 20;
 
 impl Blocks {
     /// None when fewer than [`MIN_INTERVALS`] intervals hold samples.
@@ -205,8 +215,22 @@ impl Blocks {
                 });
                 (entries, chunk.iter().map(|i| i.sum).sum(), chunk.iter().map(|i| i.n).sum())
             })
-            .collect();
-        Some(Blocks { values, blocks, per_block })
+            .collect::<Vec<Block>>();
+        let nb = blocks.len();
+        let cum = (values.len().saturating_mul(nb) <= CUM_CELLS).then(|| {
+            let mut cum = vec![0u64; values.len() * nb];
+            for (b, (entries, _, _)) in blocks.iter().enumerate() {
+                for &(i, k) in entries {
+                    cum[i as usize * nb + b] = k;
+                }
+                for i in 1..values.len() {
+                    cum[i * nb + b] += cum[(i - 1) * nb + b];
+                }
+            }
+            cum
+        });
+        let tops = blocks.iter().map(|(entries, _, _)| entries.last().map_or(0, |e| e.0)).collect();
+        Some(Blocks { values, blocks, cum, tops, per_block })
     }
 
     pub fn len(&self) -> usize {
@@ -231,40 +255,34 @@ impl Blocks {
             .filter_map(|(i, f)| if let Figure::Quantile(q) = f { Some((i, *q)) } else { None })
             .collect();
         quantiles.sort_by(|a, b| a.1.total_cmp(&b.1));
+        let mut ranks: Vec<u64> = Vec::with_capacity(quantiles.len());
+        let mut at = vec![0i64; figures.len()];
+        let mut weights = vec![0u64; self.blocks.len()];
         for _ in 0..reps {
             let (mut n, mut sum) = (0u64, 0f64);
             // A replicate of empty blocks only says nothing: draw again
             // (at least MIN_INTERVALS intervals hold samples).
             for _ in 0..100 {
-                acc.iter_mut().for_each(|a| *a = 0);
+                weights.iter_mut().for_each(|w| *w = 0);
                 (n, sum) = (0, 0.0);
                 for _ in 0..nb {
-                    let (entries, s, c) = &self.blocks[rng.below(nb) as usize];
-                    for &(i, k) in entries {
-                        acc[i as usize] += k;
-                    }
-                    sum += s;
-                    n += c;
+                    let b = rng.below(nb) as usize;
+                    weights[b] += 1;
+                    sum += self.blocks[b].1;
+                    n += self.blocks[b].2;
                 }
                 if n > 0 {
                     break;
                 }
             }
-            let mut max = 0i64;
-            let mut at = vec![0i64; figures.len()];
-            let mut qi = 0;
-            let mut cum = 0u64;
-            for (i, &k) in acc.iter().enumerate() {
-                if k == 0 {
-                    continue;
-                }
-                cum += k;
-                max = self.values[i];
-                while qi < quantiles.len() && cum >= rank(quantiles[qi].1, n) {
-                    at[quantiles[qi].0] = self.values[i];
-                    qi += 1;
-                }
-            }
+            // The quantiles' ranks in this replicate, ascending as the quantiles.
+            ranks.clear();
+            ranks.extend(quantiles.iter().map(|&(_, q)| rank(q, n)));
+            at.iter_mut().for_each(|a| *a = 0);
+            let max = match &self.cum {
+                Some(cum) => self.read_cumulative(cum, &weights, &quantiles, &ranks, &mut at),
+                None => self.read_summed(&mut acc, &weights, &quantiles, &ranks, &mut at),
+            };
             for (fi, f) in figures.iter().enumerate() {
                 out[fi].push(match f {
                     Figure::Mean => {
@@ -280,6 +298,67 @@ impl Blocks {
             }
         }
         out
+    }
+}
+
+impl Blocks {
+    /// A replicate's figures from the cumulative table: each quantile the
+    /// first value whose weighted count reaches its rank; the maximum the
+    /// highest top of a drawn block. Returns the maximum.
+    fn read_cumulative(
+        &self,
+        cum: &[u64],
+        weights: &[u64],
+        quantiles: &[(usize, f64)],
+        ranks: &[u64],
+        at: &mut [i64],
+    ) -> i64 {
+        let nb = weights.len();
+        let below = |i: usize| -> u64 { cum[i * nb..(i + 1) * nb].iter().zip(weights).map(|(c, w)| c * w).sum() };
+        let mut from = 0;
+        for (&(fi, _), &r) in quantiles.iter().zip(ranks) {
+            // The ranks ascend, so each search starts where the last ended.
+            let (mut lo, mut hi) = (from, self.values.len() - 1);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if below(mid) >= r { hi = mid } else { lo = mid + 1 }
+            }
+            at[fi] = self.values[lo];
+            from = lo;
+        }
+        let top = weights.iter().zip(&self.tops).filter(|(w, _)| **w > 0).map(|(_, &t)| t).max().unwrap_or(0);
+        self.values[top as usize]
+    }
+
+    /// A replicate's figures from its drawn blocks' counts summed per value
+    /// (the table too large to keep). Returns the maximum.
+    fn read_summed(
+        &self,
+        acc: &mut [u64],
+        weights: &[u64],
+        quantiles: &[(usize, f64)],
+        ranks: &[u64],
+        at: &mut [i64],
+    ) -> i64 {
+        acc.iter_mut().for_each(|a| *a = 0);
+        for ((entries, _, _), &w) in self.blocks.iter().zip(weights) {
+            for &(i, k) in entries {
+                acc[i as usize] += k * w;
+            }
+        }
+        let (mut max, mut qi, mut cum) = (0i64, 0, 0u64);
+        for (i, &k) in acc.iter().enumerate() {
+            if k == 0 {
+                continue;
+            }
+            cum += k;
+            max = self.values[i];
+            while qi < ranks.len() && cum >= ranks[qi] {
+                at[quantiles[qi].0] = self.values[i];
+                qi += 1;
+            }
+        }
+        max
     }
 }
 

@@ -310,6 +310,22 @@ fn blocks_group_long_runs_and_need_enough_intervals() {
     assert_eq!((m.n, m.sum), (4, 7_000.0));
 }
 
+/// The cumulative table (a binary search per quantile) and the summed
+/// counts (a pass over every value) read the same replicates.
+#[test]
+fn blocks_read_alike_from_the_table_and_the_sums() {
+    let intervals: Vec<IntervalPoints> =
+        (0..37).map(|i| IntervalPoints::of(&latencies(50 + i * 7, 2_000.0 + i as f64 * 100.0, i as u64))).collect();
+    let table = Blocks::new(&intervals).unwrap();
+    assert!(table.cum.is_some());
+    let mut summed = table.clone();
+    summed.cum = None;
+    let figs: Vec<Figure> = FIGURES.iter().map(|(_, f)| *f).collect();
+    let (a, b) = (table.replicates(&figs, 300, &mut Rng::new(5)), summed.replicates(&figs, 300, &mut Rng::new(5)));
+    assert_eq!(a, b);
+    assert!(a.iter().all(|r| r.len() == 300) && a[1].iter().any(|v| *v != a[1][0]), "{:?}", a[1]);
+}
+
 #[test]
 fn selectors_parse_and_pick_rows() {
     let s = Selector::parse("wakeup.latency.p99.9").unwrap();
