@@ -113,7 +113,7 @@ impl Status {
     fn back_to_top(&self) -> String {
         match self.drawn {
             0 | 1 => "\r".into(),
-            n => format!("\r\x1b[{}A", n - 1),
+            n => format!("\x1b[{}A\r", n - 1),
         }
     }
 

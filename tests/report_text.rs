@@ -55,7 +55,7 @@ fn show_prints_the_machine_rows_of_the_report() {
     let md = report(&["report", "1", "--format", "md", "-o", "-", "--db", &db]);
     let rows: Vec<Vec<String>> =
         md_table_after(&md, "### Machine and setup").into_iter().filter(|r| !r[0].is_empty()).collect();
-    assert_eq!(rows.len(), 20, "{rows:?}");
+    assert_eq!(rows.len(), 21, "{rows:?}");
     let shown = report(&["show", "1", "--db", &db]);
     // A row wrapped at 100 columns goes on under its value, indented.
     let lines: Vec<&str> = shown.lines().collect();
