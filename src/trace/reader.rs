@@ -462,9 +462,9 @@ pub fn policy_of(pid: i32) -> Option<u32> {
 
 impl Reader {
     /// Runs until `done` (set once every measuring thread has finished),
-    /// then drains what is left and finishes the stage series.
-    /// Reads until `done`; a sample above a [`super::StageStop`] limit is
-    /// kept in `hit` and sets `stop`, which ends the measuring threads.
+    /// then drains what is left and finishes the stage series. A sample
+    /// above a [`super::StageStop`] limit is kept in `hit` and sets `stop`,
+    /// which ends the measuring threads.
     pub fn run(
         mut self,
         start_ns: u64,
