@@ -70,7 +70,7 @@ fn equal_priorities_give_two_series_together_or_in_turn() {
     let c = last_cpu().to_string();
     let o = rtscope(&["wakeup", "--instances", "80,80", "--policy", "rr", "-D", "2s", "--cpus", &c, "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let out = text(&o);
+    let out = unwrapped(&text(&o));
     assert!(out.contains("instances measured together (wakeup@80, wakeup@80#2)"), "{out}");
     assert!(out.contains("SCHED_RR 80; instances measured together"), "{out}");
     let doc = export(&fx.db, &[]);
@@ -89,7 +89,7 @@ fn equal_priorities_give_two_series_together_or_in_turn() {
     let o =
         rtscope(&["wakeup", "--instances", "80,80", "--instances-in-turn", "-D", "1s", "--cpus", &c, "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("instances measured one after the other"), "{}", text(&o));
+    assert!(unwrapped(&text(&o)).contains("instances measured one after the other"), "{}", text(&o));
     let doc = export(&fx.db, &[]);
     assert_eq!(doc["run"]["plan"]["instances"], "in-turn");
     let (a, b) = (span(&doc, "wakeup@80"), span(&doc, "wakeup@80#2"));
@@ -110,7 +110,7 @@ fn equal_priorities_give_two_series_together_or_in_turn() {
     // --threshold stops every instance, naming the one that crossed it.
     let o = rtscope(&["wakeup", "--instances", "95,80", "-b", "1", "-D", "5s", "--cpus", &c, "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let out = text(&o);
+    let out = unwrapped(&text(&o));
     let named = ["wakeup@95", "wakeup@80"].iter().any(|p| out.contains(&format!("us: {p} CPU {c} measured")));
     assert!(out.contains("stopped at --threshold 1.000us") && named, "{out}");
 }

@@ -149,7 +149,30 @@ fn show_opens_with_the_answer_and_wraps_the_machine_record() {
     assert!(machine.len() > 15 && machine[0].starts_with("started "), "{machine:?}");
     within_100("show's machine record", &machine.join("\n"));
     let trace = &details[details.find("\ntrace: ").expect("the trace's lines")..];
-    within_100("show's trace and episodes", trace.split("\nwarning: ").next().unwrap());
+    within_100("show's trace, episodes, warnings and notes", trace);
+}
+
+/// A probe run alone ends within 100 columns too, its notes (the
+/// hypervisor's, a kernel tracer's refusal) and warnings wrapped; `-q`
+/// prints its line per CPU and nothing wider.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn a_probe_run_alone_keeps_to_100_columns() {
+    let fx = Fixture::root();
+    for quiet in [false, true] {
+        let mut args = vec!["wakeup", "-D", "1s", "--cpus", "0", "--db", &fx.db];
+        if quiet {
+            args.push("-q");
+        }
+        let o = rtscope(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        within_100(&args.join(" "), &format!("{out}{err}"));
+        assert!(out.contains("CPU") && out.contains(" max "), "the figures: {out}");
+        if !quiet {
+            assert!(out.starts_with("rtscope wakeup · run "), "{out}");
+        }
+    }
 }
 
 /// The words: the verdict defines OMAC where it names it and says in one

@@ -480,7 +480,7 @@ fn instances_at_two_priorities_are_two_series_of_one_run() {
     let c = last_cpu().to_string();
     let o = rtscope(&["wakeup", "--instances", "95,80", "--cpus", &c, "--loops", "500", "--db", &fx.db]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = unwrapped(&String::from_utf8_lossy(&o.stdout));
     assert!(
         out.contains("SCHED_FIFO 95, 80; instances measured together")
             && out.contains("wakeup@95 latency")

@@ -2,7 +2,7 @@
 //! rates, the tail with its return levels and diagnostics, the MTTF table;
 //! then the verdicts.
 
-use super::wrap::wrap;
+use super::wrap::{hanging, wrap};
 use anyhow::Result;
 use rtscope_model::analysis::misses::MissPrediction;
 use rtscope_model::analysis::mttf::{Mttf, Source};
@@ -54,7 +54,7 @@ pub fn write_run(
         super::summary::write_details_rule(out)?;
     }
     if let Some(first) = all.first() {
-        writeln!(out, "{}", wrap("", &first.usage.sentence(), 2).trim_start())?;
+        writeln!(out, "{}", hanging(&first.usage.sentence(), 0, 2))?;
     }
     for s in all {
         writeln!(out)?;

@@ -375,7 +375,7 @@ pub fn score_line(run: &Run) -> Option<String> {
 /// The CPU score line as text.
 pub fn write_score(run: &Run, out: &mut dyn Write) -> Result<()> {
     if let Some(l) = score_line(run) {
-        writeln!(out, "\n{}", super::wrap::wrap("", &l, 2).trim_start())?;
+        writeln!(out, "\n{}", super::wrap::hanging(&l, 0, 2))?;
     }
     Ok(())
 }

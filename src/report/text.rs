@@ -112,8 +112,7 @@ impl Format for Text {
         } else {
             None
         };
-        let wrapped = run.is_matrix() || input.machine;
-        let how = How { wrapped, machine: input.machine, colour: input.colour, unit: input.unit };
+        let how = How { machine: input.machine, colour: input.colour, unit: input.unit };
         write_summary(run, answer.as_ref(), how, out)?;
         Ok(Written::default())
     }
@@ -139,21 +138,20 @@ fn write_machine(run: &Run, out: &mut dyn Write) -> Result<()> {
 }
 
 /// The probe's line, its tables (or the assessment's matrix), the trace,
-/// the worst episodes, warnings and notes; `wrapped`: the title and the
-/// notes wrapped at the terminal's width (an assessment, `show`);
-/// `machine`: the machine record first among the details (`show`).
-/// How the summary is written: wrapped at the terminal's width, with the
-/// machine record, in colour, its tables' times in which unit.
+/// the worst episodes, warnings and notes, the title and the prose wrapped
+/// at the terminal's width; `machine`: the machine record first among the
+/// details (`show`).
+/// How the summary is written: with the machine record, in colour, its
+/// tables' times in which unit.
 #[derive(Clone, Copy)]
 struct How {
-    wrapped: bool,
     machine: bool,
     colour: bool,
     unit: ShownIn,
 }
 
 fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, how: How, out: &mut dyn Write) -> Result<()> {
-    let How { wrapped, machine, colour, unit } = how;
+    let How { machine, colour, unit } = how;
     let h = &run.header;
     let elapsed =
         h.ended_unix_ns.map(|e| units::human(((e - h.started_unix_ns).max(0) as u64) / 1_000_000 * 1_000_000));
@@ -169,11 +167,7 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, how: How, 
         plan["describe"].as_str().map_or_else(|| plan["settings"].to_string(), String::from),
         elapsed.map(|e| format!(" · {e}")).unwrap_or_default()
     );
-    if wrapped {
-        writeln!(out, "{}", super::wrap::wrap("", &head, 2).trim_start())?;
-    } else {
-        writeln!(out, "{head}")?;
-    }
+    writeln!(out, "{}", super::wrap::fields(&head, " · ", 2))?;
     if !h.representative {
         writeln!(out, "NOT REPRESENTATIVE: measured without real-time scheduling")?;
     }
@@ -205,16 +199,14 @@ fn write_summary(run: &Run, answer: Option<&super::summary::Summary>, how: How, 
         write_top_causes(run, &mut prose, 8)?;
     }
     let prose = String::from_utf8_lossy(&prose);
-    write!(out, "{}", if wrapped { super::wrap::fit(&prose) } else { prose.into_owned() })?;
+    write!(out, "{}", super::wrap::fit(&prose))?;
     let serious: Vec<_> = h.warnings.iter().filter(|w| !w.is_informational()).collect();
     let info: Vec<_> = h.warnings.iter().filter(|w| w.is_informational()).collect();
     if !serious.is_empty() || !info.is_empty() {
         writeln!(out)?;
     }
-    // Wrapped at the terminal's width in an assessment (the answer's width).
-    let line = |label: &str, text: &str| {
-        if wrapped { super::wrap::wrap(label, text, label.len()) } else { format!("{label}{text}") }
-    };
+    // Wrapped at the terminal's width (the answer's width).
+    let line = |label: &str, text: &str| super::wrap::wrap(label, text, label.len());
     for w in serious {
         writeln!(out, "{}", line("warning: ", &format!("{} (fix: {})", w.message, w.fix)))?;
     }

@@ -149,6 +149,29 @@ pub fn rtscope(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().expect("run rtscope")
 }
 
+/// `s` with the lines the terminal output wraps at 100 columns joined
+/// again: a line indented under a line too long to take its first word
+/// continues it (a title, a note, a warning), so that a phrase can be
+/// looked for wherever the wrap fell.
+pub fn unwrapped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut prev = 0;
+    for (i, line) in s.lines().enumerate() {
+        let body = line.trim_start();
+        let indent = line.len() - body.len();
+        if i > 0 && indent >= 2 && !body.is_empty() && prev + 1 + body.split(' ').next().unwrap().chars().count() > 100
+        {
+            out.push(' ');
+        } else if i > 0 {
+            out.push('\n');
+            out.push_str(&line[..indent]);
+        }
+        out.push_str(body);
+        prev = line.chars().count();
+    }
+    out
+}
+
 pub fn text(o: &Output) -> String {
     format!(
         "status {:?}\nstdout:\n{}\nstderr:\n{}",
