@@ -121,7 +121,7 @@ pub struct GevFit {
 /// data; where it cannot (a shape within [`NEWTON_XI_MIN`] of zero, where
 /// the gradient's terms cancel, a Hessian that is not negative definite,
 /// no step that climbs), the Nelder-Mead simplex takes that start as
-/// before, which needs some thousand passes.
+/// before, which needs several hundred.
 pub fn fit(data: &[f64]) -> Option<GevFit> {
     if data.len() < 10 {
         return None;
