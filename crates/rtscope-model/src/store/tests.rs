@@ -188,7 +188,9 @@ fn checkpoints_and_dead_runs() {
     assert!(loaded.header.ended_unix_ns.is_some());
     assert!(loaded.header.notes.iter().any(|n| n.contains("died")));
     let learnt = crate::inventory::Warning { topic: "isolation".into(), message: "m".into(), fix: "f".into() };
-    store.finish_run(id, RunStatus::Interrupted, Some(0), 5, &["x".into()], &[learnt.clone()], Some(10)).unwrap();
+    store
+        .finish_run(id, RunStatus::Interrupted, Some(0), 5, &["x".into()], std::slice::from_ref(&learnt), Some(10))
+        .unwrap();
     let ended = store.load_run(id).unwrap();
     assert_eq!(ended.header.peak_rss_kb, Some(10));
     // A warning learnt at the end joins those of the start.
