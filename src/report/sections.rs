@@ -422,7 +422,7 @@ fn probe_section(a: &Analysed, p: &str, probe: &str, list: &[&Series]) -> Sectio
     let pr = ProbeRows { p, probe, name, metrics, rows, with_loads };
     exceedance_figures(a, &pr, &mut sec);
     pow2_blocks(&pr, &mut sec);
-    let exc: usize = pr.rows.iter().map(|s| s.exceedances.len()).sum();
+    let exc: u64 = pr.rows.iter().map(|s| s.exceedance_count()).sum();
     let lost: u64 = pr.rows.iter().map(|s| s.lost_exceedances()).sum();
     sec.push(Block::Para(format!(
         "exceedances stored: {exc} ({}){}",

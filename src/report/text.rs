@@ -542,7 +542,7 @@ fn histogram(out: &mut dyn Write, list: &[&Series], label: impl Fn(&Series) -> S
         writeln!(out)?;
     }
     let lost: u64 = list.iter().map(|s| s.lost_exceedances()).sum();
-    let exc: usize = list.iter().map(|s| s.exceedances.len()).sum();
+    let exc: u64 = list.iter().map(|s| s.exceedance_count()).sum();
     writeln!(
         out,
         "exceedances stored: {exc} ({}){}",

@@ -346,6 +346,10 @@ pub struct Series {
     pub extra: serde_json::Map<String, serde_json::Value>,
     total: Tally,
     halves: Option<Halves>,
+    /// Exceedances stored but not kept in `exceedances` (a read that
+    /// keeps only those its analysis reads, see
+    /// [`Series::keep_exceedances_from`]).
+    exceedances_dropped: u64,
 }
 
 impl Series {
@@ -380,7 +384,17 @@ impl Series {
         let [mut all, second] = sums;
         all.add_sum(&second);
         let total = all.tally();
-        Ok(Series { key, unit, exceed, intervals, exceedances, extra: Default::default(), total, halves })
+        Ok(Series {
+            key,
+            unit,
+            exceed,
+            intervals,
+            exceedances,
+            extra: Default::default(),
+            total,
+            halves,
+            exceedances_dropped: 0,
+        })
     }
 
     /// The series' first and second half in time: None with fewer than
@@ -407,6 +421,22 @@ impl Series {
         self.intervals.iter().map(|i| i.lost_exceedances).sum()
     }
 
+    /// The exceedances the store holds of this series: those in
+    /// `exceedances` and those a read did not keep.
+    pub fn exceedance_count(&self) -> u64 {
+        self.exceedances.len() as u64 + self.exceedances_dropped
+    }
+
+    /// Keeps only the exceedances whose value is at least `floor` (those
+    /// the analysis reads, see `analysis::obs::Obs::exceedances_read_from`),
+    /// still counting the others in [`Series::exceedance_count`].
+    pub fn keep_exceedances_from(&mut self, floor: f64) {
+        let before = self.exceedances.len();
+        self.exceedances.retain(|e| e.value_ns as f64 >= floor);
+        self.exceedances.shrink_to_fit();
+        self.exceedances_dropped += (before - self.exceedances.len()) as u64;
+    }
+
     /// The common result row of every probe's JSON.
     pub fn result(&self) -> ResultRow {
         let total = self.total();
@@ -418,7 +448,7 @@ impl Series {
             summary: total.summary(),
             overruns: self.overruns(),
             lost_exceedances: self.lost_exceedances(),
-            exceedances: self.exceedances.len() as u64,
+            exceedances: self.exceedance_count(),
             intervals: self.intervals.len() as u64,
             extra: self.extra.clone(),
         }
@@ -483,7 +513,8 @@ impl SeriesFold {
     /// intervals' histograms; None when its second half cannot be told as
     /// the intervals come (one in the middle starts before the first, or
     /// the span given was not theirs): build it with [`Series::new`] then.
-    pub fn finish(self, exceedances: Vec<Exceedance>) -> Option<Series> {
+    pub fn finish(mut self, exceedances: Vec<Exceedance>) -> Option<Series> {
+        self.intervals.shrink_to_fit();
         let ivs = &self.intervals;
         let span_holds = match (ivs.first(), ivs.last()) {
             (Some(a), Some(b)) => middle(a.start_ns, b.end_ns) == self.mid,
@@ -505,6 +536,7 @@ impl SeriesFold {
             extra: Default::default(),
             total,
             halves,
+            exceedances_dropped: 0,
         })
     }
 }
@@ -600,6 +632,7 @@ impl Series {
             extra: Default::default(),
             total,
             halves: Some(halves),
+            exceedances_dropped: 0,
         })
     }
 }

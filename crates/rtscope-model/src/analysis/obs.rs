@@ -111,6 +111,17 @@ impl Obs {
         Ok(o)
     }
 
+    /// The lowest exceedance value of `s` that [`Obs::from_series`]
+    /// reads: it keeps, of the whole series and of each half, only those
+    /// above the level where they are complete; a read that drops those
+    /// below this value ([`Series::keep_exceedances_from`]) gives the same
+    /// observations. Infinite where it reads none.
+    pub fn exceedances_read_from(s: &Series) -> f64 {
+        let Ok(o) = Self::from_series(s) else { return f64::INFINITY };
+        let halves = o.halves.iter().flat_map(|h| h.iter().map(|o| o.timed_from));
+        halves.fold(o.timed_from, f64::min)
+    }
+
     /// Observations from the sum `total` of intervals `ivs` (their
     /// statistics and time spans), with those of `exceedances` whose time
     /// `mine` takes.
@@ -294,5 +305,61 @@ mod tests {
         assert!((o.duration_s - 0.1).abs() < 1e-9);
         assert!((o.rate_hz() - 1000.0).abs() < 1e-6);
         assert!(Obs::from_samples(&v, None, None).unwrap_err().contains("--rate"));
+    }
+
+    /// A series of 12 intervals of 10 s, each with a body, a tail above
+    /// 50 us stored whole as exceedances, values near 20 us of which only
+    /// every third is stored in the first half (whole in the second: its
+    /// tail is complete lower down) and values near 10 us of which every
+    /// third is stored (below every level where they are complete).
+    fn series_with_a_thinned_tail() -> Series {
+        use crate::hist::Tally;
+        use crate::run::{Exceedance, SeriesKey};
+        let (mut intervals, mut exceedances) = (Vec::new(), Vec::new());
+        for seq in 0..12u32 {
+            let start = 1_000 + u64::from(seq) * 10_000_000_000;
+            let mut t = Tally::new();
+            for i in 0..2_000u64 {
+                let v = match i % 100 {
+                    0 => 50_000 + i * 37 + u64::from(seq) * 101,
+                    1..=4 => 20_000 + i * 3,
+                    5..=8 => 10_000 + i * 3,
+                    _ => 2_000 + i % 500,
+                };
+                t.record(v);
+                let thinned = i % 100 != 0 && (seq < 6 || v < 20_000) && i % 3 != 0;
+                if v >= 10_000 && !thinned {
+                    exceedances.push(Exceedance { t_ns: start + i * 5_000_000, value_ns: v });
+                }
+            }
+            intervals.push(Interval::new(seq, start, start + 10_000_000_000, &t, 0, 0));
+        }
+        Series::new(SeriesKey::new("wakeup", "latency", 0), "ns".into(), "adaptive".into(), intervals, exceedances)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_series_keeping_the_exceedances_read_gives_the_same_observations() {
+        let whole = series_with_a_thinned_tail();
+        let floor = Obs::exceedances_read_from(&whole);
+        let mut kept = whole.clone();
+        kept.keep_exceedances_from(floor);
+        assert!(kept.exceedances.len() < whole.exceedances.len(), "nothing dropped below {floor}");
+        assert!(!kept.exceedances.is_empty(), "nothing kept above {floor}");
+        assert_eq!(kept.exceedance_count(), whole.exceedances.len() as u64);
+        assert_eq!(kept.result(), whole.result());
+        let (a, b) = (Obs::from_series(&whole).unwrap(), Obs::from_series(&kept).unwrap());
+        let same = |a: &Obs, b: &Obs| {
+            assert_eq!(a.timed_from, b.timed_from);
+            assert_eq!(a.timed, b.timed);
+            assert_eq!((a.n, &a.blocks, a.duration_s), (b.n, &b.blocks, b.duration_s));
+        };
+        same(&a, &b);
+        let (ha, hb) = (a.halves.as_ref().unwrap(), b.halves.as_ref().unwrap());
+        same(&ha[0], &hb[0]);
+        same(&ha[1], &hb[1]);
+        // The second half's tail is complete lower than the whole's.
+        assert!(ha[1].timed_from < a.timed_from, "{} vs {}", ha[1].timed_from, a.timed_from);
+        assert_eq!(floor, ha[1].timed_from);
     }
 }

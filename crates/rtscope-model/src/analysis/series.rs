@@ -252,10 +252,14 @@ fn build(
         tail_error,
         mttf,
     };
-    // The halves served the agreement check alone: what reads the analysis
-    // later (verdicts, MTTF, misses) takes the whole run's observations,
-    // and a run of many series keeps one analysis each.
+    // The halves served the agreement check alone, the timed exceedances
+    // the extremal index and the block maxima the diagnostics (both in
+    // the tail fit above): what reads the analysis later (verdicts, MTTF,
+    // misses) takes the whole run's distribution and duration, and a run
+    // of many series keeps one analysis each.
     let mut obs = obs;
     obs.halves = None;
+    obs.timed = Vec::new();
+    obs.blocks = Vec::new();
     SeriesAnalysis { key, obs, model, timer_period_ns, report, usage: opts.usage }
 }

@@ -3,6 +3,7 @@
 
 use super::write::insert_interval_into;
 use super::{RunListing, Store, load_of, u};
+use crate::analysis::obs::Obs;
 use crate::episode::Episode;
 use crate::hist;
 use crate::run::{Exceedance, Interval, NegHalf, Run, RunHeader, RunStatus, Series, SeriesFold, SeriesKey};
@@ -136,7 +137,10 @@ impl Store {
     /// times, with an empty `hdr`). What the reads that print statistics
     /// and fit tails take (`show`, `analyze`, `report`): their memory is
     /// the series' sums, the intervals' statistics and the exceedances,
-    /// not the histograms of every interval. The run is read in one read
+    /// not the histograms of every interval. Each series keeps only the
+    /// exceedances its analysis reads (those above the level where they
+    /// are complete, [`Obs::exceedances_read_from`]), read a series at a
+    /// time; [`Series::exceedance_count`] still counts them all. The run is read in one read
     /// transaction, so a monitor's writes and retention meanwhile are not
     /// seen half-done.
     pub fn load_run_summed(&self, id: i64) -> Result<Run> {
@@ -258,8 +262,12 @@ impl Store {
         while let Some(r) = rows.next()? {
             intervals.push(interval_of(id, r)?);
         }
+        // Kept with the series: no room to grow (a day of 64 CPUs is
+        // 553,000 intervals).
+        intervals.shrink_to_fit();
         let exceedances = self.exceedances(*sid)?;
-        Ok(Series::from_halves(key.clone(), unit.clone(), exceed.clone(), intervals, exceedances, halves))
+        let s = Series::from_halves(key.clone(), unit.clone(), exceed.clone(), intervals, exceedances, halves);
+        Ok(s.map(keeping_what_is_read))
     }
 
     /// The first interval's start and the last one's end of series `sid`
@@ -400,7 +408,7 @@ impl Store {
             let exceedances = self.exceedances(sid)?;
             state.map_err(|e| anyhow!("{what}: {e}"))?;
             let s = match fold.finish(exceedances) {
-                Some(s) => s,
+                Some(s) => keeping_what_is_read(s),
                 // Intervals out of time order: read whole, as they always were.
                 None => {
                     let (intervals, exceedances) = self.series_rows(id, sid)?;
@@ -476,6 +484,14 @@ impl Store {
         let intervals = load_intervals(&self.conn, id, sid, 0..=u32::MAX)?;
         Ok((intervals, self.exceedances(sid)?))
     }
+}
+
+/// `s` with only the exceedances its analysis reads (those at or above
+/// [`Obs::exceedances_read_from`]; the others are still counted, see
+/// [`Series::exceedance_count`]).
+fn keeping_what_is_read(mut s: Series) -> Series {
+    s.keep_exceedances_from(Obs::exceedances_read_from(&s));
+    s
 }
 
 /// `s` with its stored extra figures.
