@@ -187,15 +187,16 @@ fn deadline_is_refused_on_a_shared_root_domain_and_measures_on_its_own() {
             isolated.trim()
         ));
     }
-    let child = Command::new(env!("CARGO_BIN_EXE_rtscope"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtscope"))
         .args(with_db(&[]))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let thread = format!("rtscope-wakeup{cpu}");
-    let (start, mut policy) = (Instant::now(), None);
-    while start.elapsed() < Duration::from_secs(2) && policy != Some(6) {
+    let mut policy = None;
+    // Until the thread is seen under SCHED_DEADLINE or rtscope has ended.
+    while policy != Some(6) && child.try_wait().unwrap().is_none() {
         std::thread::sleep(Duration::from_millis(100));
         let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).into_iter().flatten().flatten();
         for t in tasks.map(|t| t.path()) {
