@@ -154,3 +154,68 @@ fn a_terminal_shows_the_live_per_cpu_view() {
     }
     assert!(!on_tty("-q").contains("count"), "-q draws nothing");
 }
+
+/// `--policy deadline` (rtla's `-P d:RUNTIME:PERIOD`, cyclicdeadline):
+/// where the measured CPU shares its root domain with others, the kernel
+/// cannot give a thread pinned to it SCHED_DEADLINE, and the probe is
+/// refused before measuring, naming the flag, the kernel's reason and the
+/// fix; where the CPU is its own root domain (the only one isolated with
+/// isolcpus=domain), a short run measures under SCHED_DEADLINE (the
+/// kernel's /proc/PID/task/TID/sched says policy 6 while it runs) and
+/// `show` names the reservation.
+#[test]
+#[cfg_attr(not(rtscope_root), ignore = "needs root (CI runs as root): see docs/testing.md")]
+fn deadline_is_refused_on_a_shared_root_domain_and_measures_on_its_own() {
+    let fx = Fixture::root();
+    let cpu = last_cpu().to_string();
+    let isolated = std::fs::read_to_string("/sys/devices/system/cpu/isolated").unwrap_or_default();
+    let args = ["wakeup", "--policy", "deadline", "--dl-runtime", "50us", "-D", "2", "-q", "--cpus", &cpu];
+    let with_db = |extra: &[&str]| -> Vec<String> {
+        args.iter().chain(extra).map(|s| s.to_string()).chain(["--db".into(), fx.db.clone()]).collect()
+    };
+    if isolated.trim() != cpu {
+        let o = rtscope(&with_db(&[]).iter().map(String::as_str).collect::<Vec<_>>());
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        for said in ["--policy deadline", "EPERM", "root domain", "isolcpus=domain,", "cpuset.cpus.partition"] {
+            assert!(t.contains(said), "{said}: {t}");
+        }
+        assert!(!t.contains("panicked"), "{t}");
+        return skipped(&format!(
+            "CPU {cpu} shares its root domain (isolated: '{}'): the refusal is checked; measuring under \
+             SCHED_DEADLINE needs it isolated alone (isolcpus=domain,{cpu})",
+            isolated.trim()
+        ));
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rtscope"))
+        .args(with_db(&[]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let thread = format!("rtscope-wakeup{cpu}");
+    let mut policy = None;
+    // Until the thread is seen under SCHED_DEADLINE or rtscope has ended.
+    while policy != Some(6) && child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(100));
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", child.id())).into_iter().flatten().flatten();
+        for t in tasks.map(|t| t.path()) {
+            if std::fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim() == thread) {
+                let sched = std::fs::read_to_string(t.join("sched")).unwrap_or_default();
+                policy = sched
+                    .lines()
+                    .find(|l| l.starts_with("policy"))
+                    .and_then(|l| l.split(':').nth(1))
+                    .and_then(|p| p.trim().parse::<u32>().ok());
+            }
+        }
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(policy, Some(6), "the measuring thread's policy in /proc (6: SCHED_DEADLINE)");
+    let shown = show_json(&fx.db, "last");
+    assert_eq!(shown["run"]["plan"]["effective_policy"], "deadline", "{shown}");
+    let o = rtscope(&["show", "last", "--db", &fx.db]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("SCHED_DEADLINE runtime 50us, period 1ms"), "{out}");
+}

@@ -189,13 +189,63 @@ pub fn dur_above_0(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The probes whose measuring threads can run under SCHED_DEADLINE.
+pub const DEADLINE_PROBES: [&str; 1] = ["wakeup"];
+
+/// `--policy`: how the measuring threads are scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MeasurePolicy {
+    /// SCHED_FIFO: runs until it blocks or a higher priority preempts it.
+    Fifo,
+    /// SCHED_RR: like FIFO, with round-robin among equal priorities.
+    Rr,
+    /// SCHED_OTHER: the normal time-sharing policy (priority ignored).
+    Other,
+    /// SCHED_DEADLINE (wakeup only): a runtime (--dl-runtime) every period (--interval); each job ends in
+    /// sched_yield and the kernel releases the thread at its next period, as cyclicdeadline does. Needs the
+    /// measured CPU to be its own root domain (isolcpus=domain or a cpuset partition).
+    Deadline,
+}
+
+impl MeasurePolicy {
+    pub fn is_rt(self) -> bool {
+        matches!(self, MeasurePolicy::Fifo | MeasurePolicy::Rr)
+    }
+
+    /// The value of `--policy`.
+    pub fn flag_value(self) -> &'static str {
+        match self {
+            MeasurePolicy::Fifo => "fifo",
+            MeasurePolicy::Rr => "rr",
+            MeasurePolicy::Other => "other",
+            MeasurePolicy::Deadline => "deadline",
+        }
+    }
+
+    /// The policy the measuring threads are set to as they start:
+    /// deadline threads start at SCHED_OTHER and the probe gives them
+    /// SCHED_DEADLINE at the common start.
+    pub fn threads_start_at(self) -> Policy {
+        match self {
+            MeasurePolicy::Fifo => Policy::Fifo,
+            MeasurePolicy::Rr => Policy::Rr,
+            MeasurePolicy::Other | MeasurePolicy::Deadline => Policy::Other,
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     #[command(flatten)]
     pub measure: CpusArgs,
     /// Scheduling policy of the measuring threads.
     #[arg(long, value_enum, default_value = "fifo")]
-    pub policy: Policy,
+    pub policy: MeasurePolicy,
+    /// With --policy deadline: each measuring thread's SCHED_DEADLINE runtime, its budget per period (the period
+    /// and deadline are the probe's --interval; rtla timerlat's -P d:RUNTIME:PERIOD) [default: a tenth of the
+    /// interval]
+    #[arg(long, value_name = "DUR", value_parser = dur_above_0)]
+    pub dl_runtime: Option<u64>,
     /// Real-time priority of the measuring threads (1..99; ignored with --policy other).
     #[arg(long, short = 'p', default_value_t = 95, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub priority: u8,
@@ -586,6 +636,16 @@ impl CommonArgs {
             Some(list) => cpu::selected("--cpus", list)?,
             None => cpu::measurable(),
         };
+        if self.dl_runtime.is_some() && self.policy != MeasurePolicy::Deadline {
+            bail!("--dl-runtime is a setting of --policy deadline: add --policy deadline (or leave --dl-runtime out)");
+        }
+        if self.policy == MeasurePolicy::Deadline && !DEADLINE_PROBES.contains(&kind) {
+            bail!(
+                "--policy deadline: {kind} does not measure under SCHED_DEADLINE (the probes that do: {}); use \
+                 --policy fifo, rr or other",
+                DEADLINE_PROBES.join(", ")
+            );
+        }
         if !self.instances.is_empty() && !self.policy.is_rt() {
             bail!(
                 "--instances measures at real-time priorities: give --policy fifo (the default) or rr, not --policy {}",
@@ -624,8 +684,9 @@ impl CommonArgs {
         check_store_and_outputs(&self.store.db, &[("--json", self.out.json.as_deref())])?;
         Ok(Common {
             cpus,
-            policy: self.policy,
+            policy: self.policy.threads_start_at(),
             priority: if self.policy.is_rt() { self.priority } else { 0 },
+            deadline: None,
             duration_ns: self.duration.map(RunDuration::ns),
             loops: self.loops,
             checkpoint_ns: self.checkpoint.unwrap_or(Checkpoint::DEFAULT).ns(),

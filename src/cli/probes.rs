@@ -6,6 +6,7 @@ use super::*;
 use crate::probe::Probe;
 use crate::probe::wakeup::TimerlatMode;
 use crate::sys::marker::{Marker, MarkerSpec};
+use crate::sys::sched::Deadline;
 use rtscope_model::descriptor::{self, Descriptor, Duty};
 use rtscope_model::settings::WakeupTimer;
 
@@ -407,7 +408,17 @@ impl ProbeArgs for WakeupArgs {
                 );
             }
         }
-        let common = self.cyclictest.apply(&self.common)?.resolve(kind)?;
+        let given = self.cyclictest.apply(&self.common)?;
+        let mut common = given.resolve(kind)?;
+        if given.policy == MeasurePolicy::Deadline {
+            if self.timerlat == TimerlatMode::User {
+                bail!(
+                    "--policy deadline with --timerlat user: the kernel's timerlat tracer wakes those threads; drop one \
+                     of them (--timerlat on runs the tracer beside deadline threads)"
+                );
+            }
+            common.deadline = Some(Deadline::new(given.dl_runtime, self.interval).map_err(anyhow::Error::msg)?);
+        }
         const MAX_PERIOD: u64 = 10_000_000_000;
         let longest = (common.cpus.len() as u64 - 1).saturating_mul(self.distance).saturating_add(self.interval);
         if longest > MAX_PERIOD {
@@ -436,6 +447,7 @@ impl ProbeArgs for WakeupArgs {
                 );
             }
         }
+        let deadline = common.deadline;
         Ok(ProbePlan::measure(
             common,
             Wakeup {
@@ -452,6 +464,7 @@ impl ProbeArgs for WakeupArgs {
                 marker: self.marker.clone(),
                 marker_line: marker.map(std::sync::Arc::new),
                 timerlat_fds: Default::default(),
+                deadline,
             },
         ))
     }

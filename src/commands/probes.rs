@@ -31,6 +31,9 @@ pub fn run_probe(
 ) -> Result<i32> {
     // Refused before the store is opened: nothing is created.
     check_trace(probe, common)?;
+    if let Some(refusal) = common.deadline.as_ref().and_then(|dl| sched::dl_refused(&common.cpus, dl)) {
+        return Err(anyhow!("{refusal}"));
+    }
     if !common.instances.is_empty() && histogram.is_some() {
         return Err(anyhow!("--instances: cyclictest's histogram (-h) is of one instance: give one priority with -p"));
     }

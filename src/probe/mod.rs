@@ -165,6 +165,11 @@ pub struct Common {
     pub cpus: Vec<usize>,
     pub policy: Policy,
     pub priority: u8,
+    /// `--policy deadline`: the measuring threads' SCHED_DEADLINE
+    /// reservation (they start at `policy`, SCHED_OTHER, and the probe
+    /// sets it at the common start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<sched::Deadline>,
     pub duration_ns: Option<u64>,
     pub loops: Option<u64>,
     pub checkpoint_ns: u64,
@@ -245,7 +250,7 @@ pub fn cell_plan(probe: &dyn Probe, common: &Common, (policy, priority): (Policy
         "metrics": probe.metrics(),
         "common": common,
         "exceed": common.exceed.describe(),
-        "effective_policy": policy,
+        "effective_policy": if common.deadline.is_some() { serde_json::json!("deadline") } else { serde_json::json!(policy) },
         "effective_priority": priority,
         "settings": probe.plan(),
         "describe": probe.describe(),

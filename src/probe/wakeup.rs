@@ -21,7 +21,8 @@ use crate::disturb::{SpinKind, SpinSpec, Spinners};
 use crate::recorder::Recorder;
 use crate::sys::cache::FlushBuffer;
 use crate::sys::marker::{Marker, MarkerSpec};
-use crate::sys::{clock, process, sched::Policy};
+use crate::sys::sched::{self, Deadline, Policy};
+use crate::sys::{clock, process};
 use crate::trace::ktracer::{self, Context as At, Rec, Setting, Tracer};
 use anyhow::{Context, Result};
 use rtscope_model::descriptor::{self, Descriptor};
@@ -97,6 +98,10 @@ pub struct Wakeup {
     /// tracer is asked for (before the threads start, which open them).
     #[serde(skip)]
     pub timerlat_fds: std::sync::OnceLock<Vec<(usize, std::ffi::CString)>>,
+    /// `--policy deadline`: the threads' SCHED_DEADLINE reservation (each
+    /// thread's period is its own interval).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Deadline>,
 }
 
 /// `--timerlat`: how the kernel's timerlat tracer takes part.
@@ -358,6 +363,9 @@ impl Probe for Wakeup {
         }
         let rec = &mut rec[0];
         let interval = self.timer.interval_ns.saturating_add((ctx.index as u64).saturating_mul(self.timer.distance_ns));
+        if let Some(dl) = self.deadline {
+            return self.measure_under_deadline(ctx, rec, Deadline { period_ns: interval, ..dl });
+        }
         let flush = self.flush.as_ref();
         // `--marker`: the first thread's samples, edge for edge.
         let marker = self.marker_line.as_deref().filter(|_| ctx.index == 0);
@@ -393,6 +401,57 @@ impl Probe for Wakeup {
 }
 
 impl Wakeup {
+    /// `--policy deadline`: at its start instant the thread takes its
+    /// SCHED_DEADLINE reservation, and the kernel starts its first period
+    /// inside that call (from its own clock: the thread's grid starts at
+    /// its clock read just before the call, so a latency is if anything a
+    /// little long). Each job records one sample and ends in sched_yield:
+    /// the kernel throttles the thread until its next period begins and
+    /// releases it then. Latency = the job's start - its period's start, as
+    /// rt-tests' cyclicdeadline measures it. A job a whole period late or
+    /// more (a job that overran its runtime is released again in a later
+    /// period of the same grid) counts the missed periods as overruns and
+    /// resumes on the grid. The thread ends under SCHED_DEADLINE (its
+    /// reservation goes with it).
+    fn measure_under_deadline(&self, ctx: &ThreadCtx, rec: &mut Recorder, dl: Deadline) {
+        let period = dl.period_ns;
+        let flush = self.flush.as_ref();
+        let marker = self.marker_line.as_deref().filter(|_| ctx.index == 0);
+        clock::sleep_until(ctx.start_ns);
+        let mut next = clock::now();
+        if let Err(e) = sched::set_deadline_self(&dl) {
+            return ctx.fail(sched::refusal_here(&dl, ctx.cpu, &e));
+        }
+        loop {
+            next += period;
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+            let now = clock::now();
+            let latency = now.saturating_sub(next);
+            rec.record(now, latency);
+            if let Some(m) = marker
+                && now >= ctx.record_from_ns
+            {
+                m.toggle();
+            }
+            if latency >= period {
+                let missed = latency / period;
+                rec.overrun(missed);
+                next += missed * period;
+            }
+            if ctx.breached(now, latency) || ctx.done(now, rec.count()) {
+                break;
+            }
+            rec.maybe_checkpoint(now);
+            if let Some(f) = flush {
+                f.flush();
+            }
+        }
+        if let Some(m) = marker {
+            ctx.set_extra(1, m.failed.load(std::sync::atomic::Ordering::Relaxed));
+        }
+    }
+
     /// `--timerlat user`: the thread sleeps in a read of its CPU's
     /// `timerlat_fd` and the kernel's timer wakes it every period. The
     /// kernel's periods start inside the first read (its clock read there)
@@ -562,6 +621,7 @@ mod tests {
             marker: None,
             marker_line: None,
             timerlat_fds: Default::default(),
+            deadline: None,
         };
         assert_eq!((0..4).map(|i| w.first_offset(i, 4)).collect::<Vec<_>>(), [0, 250_000, 500_000, 750_000]);
         assert_eq!(w.first_offset(0, 1), 0);

@@ -127,13 +127,18 @@ fn mib(kb: u64) -> String {
     format!("{} MiB", kb / 1024)
 }
 
-/// The measuring threads' scheduling, "SCHED_FIFO 95": the run's, and
+/// The measuring threads' scheduling, "SCHED_FIFO 95" ("SCHED_DEADLINE
+/// runtime 100us, period 1ms" under `--policy deadline`): the run's, and
 /// each other scheduling of a probe's instances (`wakeup@80`) in its cells
 /// ("SCHED_FIFO 95, 80", "SCHED_FIFO 95, SCHED_RR 80"), and how they were
 /// measured ("; instances measured together"); None for a run without
 /// measuring threads.
 pub(super) fn scheduling(plan: &serde_json::Value) -> Option<String> {
     let (pol, prio) = (plan["effective_policy"].as_str()?, plan["effective_priority"].as_u64()?);
+    if pol == "deadline" {
+        return rtscope_model::settings::stored::<rtscope_model::settings::Deadline>(&plan["common"]["deadline"])
+            .map(|d| d.describe());
+    }
     let mut all = vec![(pol, prio)];
     let cells = plan["cells"].as_array().map(Vec::as_slice).unwrap_or_default();
     for c in cells.iter().filter(|c| c["probe"].as_str().is_some_and(|p| p.contains('@'))) {

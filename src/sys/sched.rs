@@ -61,6 +61,117 @@ pub fn set_thread(tid: i32, policy: Policy, priority: u8) -> std::io::Result<()>
     if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
+pub use rtscope_model::settings::{DL_MIN_RUNTIME_NS, Deadline};
+
+/// The kernel's sched_attr for `dl`.
+fn dl_attr(dl: &Deadline) -> libc::sched_attr {
+    // SAFETY: sched_attr is plain old data; all-zero is a valid value.
+    let mut a: libc::sched_attr = unsafe { std::mem::zeroed() };
+    a.size = std::mem::size_of::<libc::sched_attr>() as u32;
+    a.sched_policy = SCHED_DEADLINE;
+    a.sched_runtime = dl.runtime_ns;
+    a.sched_deadline = dl.period_ns;
+    a.sched_period = dl.period_ns;
+    a
+}
+
+/// Puts the calling thread under SCHED_DEADLINE at `dl` (sched_setattr(2)).
+/// No allocation: a measuring thread calls it.
+pub fn set_deadline_self(dl: &Deadline) -> std::io::Result<()> {
+    let a = dl_attr(dl);
+    // SAFETY: `a` is a valid sched_attr of the size it says; pid 0 is the
+    // calling thread; the flags argument is 0.
+    let rc = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &a as *const libc::sched_attr, 0u32) };
+    if rc == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Why the kernel refused SCHED_DEADLINE `dl` for a thread pinned to `cpu`,
+/// and the fix: `errno` is sched_setattr's, `root` whether rtscope has the
+/// privilege, `isolated` the kernel's isolated CPUs
+/// (/sys/devices/system/cpu/isolated), `bandwidth` the root domain's
+/// limit (sched_rt_runtime_us / sched_rt_period_us, e.g. "95%").
+pub fn dl_refusal(dl: &Deadline, cpu: usize, errno: i32, root: bool, isolated: &str, bandwidth: &str) -> String {
+    use rtscope_model::units::human;
+    let what = format!("--policy deadline ({}) on CPU {cpu}", dl.describe());
+    match errno {
+        libc::EPERM if !root => format!(
+            "{what}: the kernel refused it (EPERM): SCHED_DEADLINE needs root or CAP_SYS_NICE; run rtscope as root, or use --policy fifo"
+        ),
+        libc::EPERM => {
+            let isolated = isolated.trim();
+            let now = if isolated.is_empty() {
+                "no CPU is isolated now".to_string()
+            } else {
+                format!("isolated now: {isolated}")
+            };
+            format!(
+                "{what}: the kernel refused it (EPERM): a SCHED_DEADLINE thread's allowed CPUs must cover its whole \
+                 root domain, and CPU {cpu} shares its root domain with other CPUs ({now}), so a thread pinned to it \
+                 cannot be one. Fix: make CPU {cpu} its own root domain, either at boot with \
+                 isolcpus=domain,{cpu} (one isolated CPU; several isolated CPUs share one root domain), or with an \
+                 exclusive cpuset partition of cgroup v2 run from a root shell: mkdir /sys/fs/cgroup/rt; echo \
+                 +cpuset > /sys/fs/cgroup/cgroup.subtree_control; echo {cpu} > /sys/fs/cgroup/rt/cpuset.cpus; echo \
+                 root > /sys/fs/cgroup/rt/cpuset.cpus.partition; echo $$ > /sys/fs/cgroup/rt/cgroup.procs; then run \
+                 rtscope from that shell (undo: move the shell back with echo $$ > /sys/fs/cgroup/cgroup.procs and \
+                 rmdir /sys/fs/cgroup/rt); or measure at --policy fifo"
+            )
+        }
+        libc::EBUSY => format!(
+            "{what}: the kernel refused it (EBUSY, admission control): its bandwidth, {} of every {}, does not fit \
+             in what CPU {cpu}'s root domain has left for SCHED_DEADLINE (at most {bandwidth} of each CPU, less the \
+             deadline threads already there); give a smaller --dl-runtime or a longer --interval, or stop the other \
+             SCHED_DEADLINE threads",
+            human(dl.runtime_ns),
+            human(dl.period_ns)
+        ),
+        libc::EINVAL => format!(
+            "{what}: the kernel refused it (EINVAL): its period must lie within \
+             /proc/sys/kernel/sched_deadline_period_min_us and _max_us (100us and 4s by default) and its runtime \
+             from 1.024us to the period; give another --interval or --dl-runtime"
+        ),
+        _ => format!("{what}: the kernel refused it: {}", std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// None when a thread pinned to each of `cpus` may run under `dl`
+/// (tried on a throw-away thread per CPU, which gives its reservation
+/// back as it ends); else the first refusal and its fix ([`dl_refusal`]).
+pub fn dl_refused(cpus: &[usize], dl: &Deadline) -> Option<String> {
+    for &cpu in cpus {
+        let dl_ = *dl;
+        // A CPU the thread cannot be pinned to is the measuring thread's
+        // own error, said as it starts.
+        let tried = std::thread::spawn(move || match crate::sys::cpu::pin_self(&[cpu]) {
+            Ok(()) => set_deadline_self(&dl_),
+            Err(_) => Ok(()),
+        })
+        .join();
+        let err = match tried {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e,
+            Err(_) => return Some(format!("--policy deadline on CPU {cpu}: the probing thread panicked")),
+        };
+        return Some(refusal_here(dl, cpu, &err));
+    }
+    None
+}
+
+/// [`dl_refusal`] for `err`, with this machine's facts.
+pub fn refusal_here(dl: &Deadline, cpu: usize, err: &std::io::Error) -> String {
+    let Some(errno) = err.raw_os_error() else {
+        return format!("--policy deadline on CPU {cpu}: {err}");
+    };
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let status = read("/proc/self/status");
+    let root = rustix::process::geteuid().is_root() || cap_eff_has(&status, CAP_SYS_NICE_BIT);
+    let num = |p: &str| read(p).trim().parse::<i64>().ok();
+    let bandwidth = match (num("/proc/sys/kernel/sched_rt_runtime_us"), num("/proc/sys/kernel/sched_rt_period_us")) {
+        (Some(r), Some(p)) if r >= 0 && p > 0 => format!("{}%", r * 100 / p),
+        _ => "all".to_string(),
+    };
+    dl_refusal(dl, cpu, errno, root, &read("/sys/devices/system/cpu/isolated"), &bandwidth)
+}
+
 /// The calling thread's real-time priority as the kernel holds it
 /// (sched_getparam(2); 0 under SCHED_OTHER).
 pub fn priority_of_self() -> std::io::Result<u8> {
@@ -172,5 +283,34 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn deadline_refusals_say_why_and_the_fix() {
+        let d = Deadline { runtime_ns: 50_000, period_ns: 1_000_000 };
+        let m = dl_refusal(&d, 1, libc::EPERM, true, "\n", "95%");
+        assert!(m.starts_with("--policy deadline (SCHED_DEADLINE runtime 50us, period 1ms) on CPU 1"), "{m}");
+        assert!(m.contains("root domain") && m.contains("no CPU is isolated now"), "{m}");
+        assert!(m.contains("isolcpus=domain,1") && m.contains("cpuset.cpus.partition"), "{m}");
+        assert!(dl_refusal(&d, 1, libc::EPERM, true, "2-3\n", "95%").contains("isolated now: 2-3"));
+        assert!(dl_refusal(&d, 1, libc::EPERM, false, "", "95%").contains("CAP_SYS_NICE"));
+        let m = dl_refusal(&d, 0, libc::EBUSY, true, "", "95%");
+        assert!(m.contains("admission control") && m.contains("50us of every 1ms") && m.contains("95%"), "{m}");
+        assert!(m.contains("--dl-runtime"), "{m}");
+        assert!(dl_refusal(&d, 0, libc::EINVAL, true, "", "95%").contains("sched_deadline_period_min_us"));
+    }
+
+    #[test]
+    fn a_deadline_thread_over_its_whole_root_domain_is_admitted() {
+        // Unpinned, a thread's CPUs cover its root domain: the kernel
+        // admits it where rtscope has the privilege.
+        let d = Deadline { runtime_ns: 10_000, period_ns: 1_000_000 };
+        let got = std::thread::spawn(move || set_deadline_self(&d).map(|()| attr_of(thread_id()))).join().unwrap();
+        match got {
+            Ok(a) => {
+                assert_eq!(a.map(|a| (a.policy, a.runtime_ns, a.period_ns)), Some((SCHED_DEADLINE, 10_000, 1_000_000)))
+            }
+            Err(e) => eprintln!("skipped: SCHED_DEADLINE refused here: {e}"),
+        }
     }
 }

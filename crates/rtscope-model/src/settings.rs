@@ -271,6 +271,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn deadline_runtime_defaults_and_errors_name_the_flag() {
+        let d = Deadline::new(None, 1_000_000).unwrap();
+        assert_eq!(d, Deadline { runtime_ns: 100_000, period_ns: 1_000_000 });
+        assert_eq!(d.describe(), "SCHED_DEADLINE runtime 100us, period 1ms");
+        assert_eq!(Deadline::new(Some(50_000), 1_000_000).unwrap().runtime_ns, 50_000);
+        assert_eq!(Deadline::new(Some(1_000_000), 1_000_000).unwrap().runtime_ns, 1_000_000);
+        let e = Deadline::new(Some(2_000_000), 1_000_000).unwrap_err();
+        assert!(e.starts_with("--dl-runtime 2ms is longer than the period, --interval 1ms"), "{e}");
+        let e = Deadline::new(Some(1000), 1_000_000).unwrap_err();
+        assert!(e.starts_with("--dl-runtime") && e.contains("1.024us"), "{e}");
+        // A period too short for a tenth of it still gets the smallest runtime.
+        assert_eq!(Deadline::new(None, 5000).unwrap().runtime_ns, DL_MIN_RUNTIME_NS);
+    }
+
+    #[test]
     fn instances_are_together_unless_in_turn() {
         let mode = |v: serde_json::Value| InstancesMode::stored(&serde_json::json!({ "instances": v }));
         assert_eq!(mode("together".into()), Some(InstancesMode::Together));
@@ -338,6 +353,49 @@ impl InstancesMode {
     /// The mode a run's plan stored (`instances`), if it has one.
     pub fn stored(plan: &serde_json::Value) -> Option<InstancesMode> {
         serde_json::from_value(plan.get("instances")?.clone()).ok()
+    }
+}
+
+/// `--policy deadline`: a measuring thread's SCHED_DEADLINE reservation,
+/// its relative deadline equal to its period (the probe's `--interval`),
+/// as rt-tests' cyclicdeadline and `rtla timerlat -P d:RUNTIME:PERIOD` set
+/// it; stored with the run's common settings as `deadline`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Deadline {
+    /// The budget per period, ns (`--dl-runtime`).
+    pub runtime_ns: u64,
+    /// The period and relative deadline, ns.
+    pub period_ns: u64,
+}
+
+/// The kernel's smallest SCHED_DEADLINE runtime (2^10 ns).
+pub const DL_MIN_RUNTIME_NS: u64 = 1024;
+
+impl Deadline {
+    /// `--dl-runtime` (None: a tenth of the period) over `period_ns`
+    /// (`--interval`); errors name the flag.
+    pub fn new(runtime_ns: Option<u64>, period_ns: u64) -> Result<Deadline, String> {
+        let runtime_ns = runtime_ns.unwrap_or((period_ns / 10).max(DL_MIN_RUNTIME_NS));
+        if runtime_ns < DL_MIN_RUNTIME_NS {
+            return Err(format!(
+                "--dl-runtime {}: the kernel's smallest SCHED_DEADLINE runtime is 1.024us; give a longer one (e.g. 50us)",
+                human(runtime_ns)
+            ));
+        }
+        if runtime_ns > period_ns {
+            return Err(format!(
+                "--dl-runtime {} is longer than the period, --interval {}: give a runtime below the interval (e.g. {})",
+                human(runtime_ns),
+                human(period_ns),
+                human((period_ns / 10).max(DL_MIN_RUNTIME_NS))
+            ));
+        }
+        Ok(Deadline { runtime_ns, period_ns })
+    }
+
+    /// "SCHED_DEADLINE runtime 50us, period 1ms".
+    pub fn describe(&self) -> String {
+        format!("SCHED_DEADLINE runtime {}, period {}", human(self.runtime_ns), human(self.period_ns))
     }
 }
 
