@@ -157,9 +157,10 @@ fn watched_threads_come_and_go_with_their_series() {
     let labels =
         |tid: i32, metric: &str| format!("{{probe=\"watch\",metric=\"{metric}\",tid=\"{tid}\",comm=\"{name}\"}}");
     let page_of = || http("GET", port, "/metrics", None).map(|(_, _, p)| p).unwrap_or_default();
-    let count = |page: &str, tid: i32, metric: &str| {
-        sample(page, &format!("rtscope_latency_seconds_count{}", labels(tid, metric)))
-    };
+    // Each kind of value in its own family: latencies, periods, runtimes.
+    let family = |metric: &str| rtscope_model::metrics::families::of_series("watch", metric).histogram;
+    let count =
+        |page: &str, tid: i32, metric: &str| sample(page, &format!("{}_count{}", family(metric), labels(tid, metric)));
     // Until `tid` has 300 wake-ups and 100 runtimes on the page (60 s at
     // most): each series is served from its own committed intervals, and
     // the runtime's (ended at the switch off the CPU) may commit a
@@ -189,7 +190,7 @@ fn watched_threads_come_and_go_with_their_series() {
     // minus the first's: over 300 of them the mean is the thread's own
     // (woke to woke, from its log) within 5 ms / 300 either side.
     let periods = count(&page, tid, "period").unwrap();
-    let sum = sample(&page, &format!("rtscope_latency_seconds_sum{}", labels(tid, "period"))).unwrap();
+    let sum = sample(&page, &format!("rtscope_period_seconds_sum{}", labels(tid, "period"))).unwrap();
     let gaps: Vec<f64> = log.windows(2).map(|w| (w[1].woke - w[0].woke) as f64 / 1e9).collect();
     let (own_min, own_max) = gaps.iter().fold((f64::MAX, 0f64), |(a, b), &g| (a.min(g), b.max(g)));
     let mean = sum / periods;
@@ -203,7 +204,7 @@ fn watched_threads_come_and_go_with_their_series() {
     // again, with the switches' few microseconds; at least half its spin
     // (the monitor's wakeup, at a higher priority on its CPU, preempts a
     // few microseconds of some activations).
-    let rt_sum = sample(&page, &format!("rtscope_latency_seconds_sum{}", labels(tid, "runtime"))).unwrap();
+    let rt_sum = sample(&page, &format!("rtscope_runtime_seconds_sum{}", labels(tid, "runtime"))).unwrap();
     let rt_n = count(&page, tid, "runtime").unwrap();
     let rt_mean = rt_sum / rt_n;
     let awake: Vec<f64> = log.iter().filter(|o| o.slept > o.woke).map(|o| (o.slept - o.woke) as f64 / 1e9).collect();

@@ -80,7 +80,7 @@ fn rt() -> &'static Guest {
     script += "\"$B\" monitor --probes wakeup,noise,hwlat --trace --checkpoint 1s --listen 127.0.0.1:9733 \
                --db /tmp/monitor.db >\"$O/monitor.txt\" 2>&1 &\n\
                pid=$!\n\
-               served() { grep -q \"rtscope_latency_seconds_count{probe=\\\"$1\\\"[^}]*} [1-9]\" /tmp/metrics.txt; }\n\
+               served() { grep -q \"rtscope_[a-z]*_seconds_count{probe=\\\"$1\\\"[^}]*} [1-9]\" /tmp/metrics.txt; }\n\
                for i in $(seq 240); do\n\
                  busybox wget -q -O /tmp/metrics.txt http://127.0.0.1:9733/metrics 2>/dev/null && \
                  served wakeup && served noise && served hwlat && break\n\
@@ -424,9 +424,11 @@ fn watch_and_monitor_run_on_preempt_rt() {
 
     assert_eq!(g.rc("monitor"), Some(0), "{}", g.file("monitor.txt"));
     let page = g.file("metrics.txt");
+    // Each probe's values in the family of their kind (noise's interruption lengths apart from latencies).
     for probe in ["wakeup", "noise", "hwlat"] {
+        let family = rtscope_model::metrics::families::of_series(probe, "");
         let served = page.lines().any(|l| {
-            l.starts_with(&format!("rtscope_latency_seconds_count{{probe=\"{probe}\""))
+            l.starts_with(&format!("{}_count{{probe=\"{probe}\"", family.histogram))
                 && l.rsplit(' ').next().and_then(|n| n.parse::<f64>().ok()).is_some_and(|n| n > 0.0)
         });
         assert!(served, "no {probe} samples served:\n{page}\n{}", g.file("monitor.txt"));

@@ -50,6 +50,8 @@ pub struct FleetSpec {
     pub matchers: String,
     /// (start, end, step), Unix seconds, one per --range.
     pub windows: Vec<(f64, f64, f64)>,
+    /// Whether --step was given (else the report may read in longer steps).
+    pub step_given: bool,
     pub limits: ClientLimits,
 }
 
@@ -126,7 +128,14 @@ impl PrometheusArgs {
                 "give a smaller --max-answer",
             )?;
         }
-        Ok(Some(FleetSpec { url: url.clone(), selector: self.selector.clone(), matchers, windows, limits }))
+        Ok(Some(FleetSpec {
+            url: url.clone(),
+            selector: self.selector.clone(),
+            matchers,
+            windows,
+            step_given: self.step.is_some(),
+            limits,
+        }))
     }
 }
 

@@ -19,7 +19,15 @@ pub fn now_s() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
 
-fn read(c: &Client, spec: &FleetSpec, i: usize, ticker: &Ticker) -> Result<Fleet> {
+/// The steps `report --prometheus` reads classic buckets in without
+/// --step: the range / 24, at least 1m, at most the range (it shows each
+/// series' figures over the whole range; compare reads the default steps).
+fn report_step(start_s: f64, end_s: f64) -> f64 {
+    let len = end_s - start_s;
+    (len / 24.0).round().max(60.0).min(len).max(1.0)
+}
+
+fn read(c: &Client, spec: &FleetSpec, i: usize, coarse: bool, ticker: &Ticker) -> Result<Fleet> {
     let (start_s, end_s, step_s) = spec.windows[i];
     ticker.stage(format!(
         "reading {} {} from {} to {}",
@@ -28,7 +36,8 @@ fn read(c: &Client, spec: &FleetSpec, i: usize, ticker: &Ticker) -> Result<Fleet
         rtscope_model::units::utc((start_s * 1e9) as i64),
         rtscope_model::units::utc((end_s * 1e9) as i64)
     ));
-    prometheus::fetch(c, &spec.selector, &spec.matchers, &Window { start_s, end_s, step_s })
+    let coarse = (coarse && !spec.step_given).then(|| report_step(start_s, end_s));
+    prometheus::fetch(c, &spec.selector, &spec.matchers, &Window { start_s, end_s, step_s }, coarse)
 }
 
 /// `rtscope report --prometheus`.
@@ -54,9 +63,9 @@ pub fn report(a: &ReportArgs, spec: FleetSpec) -> Result<i32> {
     }
     let client = Client::new(&spec.url, spec.limits)?;
     let ticker = Ticker::start("rtscope report");
-    let fleet = read(&client, &spec, 0, &ticker)?;
+    let fleet = read(&client, &spec, 0, true, &ticker)?;
     ticker.stage(format!("judging {}", rtscope_model::units::plural(fleet.len(), "machine")));
-    let (start_unix_s, end_unix_s, step_s) = spec.windows[0];
+    let Window { start_s: start_unix_s, end_s: end_unix_s, step_s } = fleet.window();
     let source = Source {
         url: spec.url.clone(),
         selector: spec.selector.clone(),
@@ -126,7 +135,7 @@ pub fn ranges(spec: &FleetSpec, ticker: &Ticker) -> Result<Vec<Run>> {
     let client = Client::new(&spec.url, spec.limits)?;
     let mut runs = Vec::new();
     for i in 0..2 {
-        let fleet = read(&client, spec, i, ticker)?;
+        let fleet = read(&client, spec, i, false, ticker)?;
         let names = fleet.names();
         if names.len() != 1 {
             bail!(

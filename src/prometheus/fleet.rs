@@ -18,10 +18,10 @@
 
 use super::Client;
 use anyhow::{Context, Result, anyhow, bail};
-use rtscope_model::metrics::names;
 use rtscope_model::metrics::query::{self, Bucket, PromSeries, Step};
+use rtscope_model::metrics::{families, names};
 use rtscope_model::run::{Run, Series, SeriesKey};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The time span read: `[start_s, end_s]` (Unix seconds) in steps of `step_s`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -84,9 +84,16 @@ pub struct Fleet {
     /// Interval maxima scraped, and checkpoint intervals committed, in the window (all machines).
     pub maxima_scraped: u64,
     pub checkpoints: u64,
+    /// The machines' series read as native histograms.
+    native_keys: BTreeSet<(String, SeriesKey)>,
 }
 
 impl Fleet {
+    /// The range and the steps read.
+    pub fn window(&self) -> Window {
+        self.window
+    }
+
     /// How many machines.
     pub fn len(&self) -> usize {
         self.machines.len()
@@ -165,7 +172,13 @@ impl Fleet {
                     counts[i] += v;
                 }
             }
-            cumulative.entry(k).or_default().push((le, counts));
+            // A series kept under two names (the same values before and
+            // after a family's rename): their counts add up.
+            let les = cumulative.entry(k).or_default();
+            match les.iter_mut().find(|(l, _)| *l == le) {
+                Some((_, c)) => c.iter_mut().zip(&counts).for_each(|(a, b)| *a += b),
+                None => les.push((le, counts)),
+            }
         }
         for ((instance, key), les) in cumulative {
             self.classic += 1;
@@ -186,15 +199,23 @@ impl Fleet {
             if s.histograms.is_empty() {
                 continue;
             }
+            let Some(key) = query::key_of(&s.labels) else { continue };
+            let first = self.native_keys.insert(key);
             let Some(steps) = self.steps(&s.labels) else { continue };
-            let had_classic = steps.buckets.iter().any(|b| !b.is_empty());
-            steps.buckets.iter_mut().for_each(Vec::clear);
+            let had_classic = first && steps.buckets.iter().any(|b| !b.is_empty());
+            if first {
+                steps.buckets.iter_mut().for_each(Vec::clear);
+            }
+            // A series kept under two names (before and after a family's
+            // rename): the buckets of both.
             for (t, h) in &s.histograms {
                 if let Some(i) = w.index(*t) {
-                    steps.buckets[i] = query::native_buckets(h);
+                    steps.buckets[i].extend(query::native_buckets(h));
                 }
             }
-            self.native += 1;
+            if first {
+                self.native += 1;
+            }
             if had_classic {
                 self.classic -= 1;
             }
@@ -271,21 +292,62 @@ fn per_step(series: Vec<PromSeries>, w: &Window) -> Vec<PromSeries> {
         .collect()
 }
 
-/// Reads the monitors' series that `matchers` (a selector's inside) picks in `w` from Prometheus.
-pub fn fetch(c: &Client, selector: &str, matchers: &str, w: &Window) -> Result<Fleet> {
+/// Reads the monitors' series that `matchers` (a selector's inside) picks
+/// in `w` from Prometheus; in steps of `coarse_s` instead where it is
+/// given and no series is a native histogram (whose tail fit wants many
+/// steps): the report shows each series' figures over the whole range,
+/// and Prometheus' work on the classic buckets grows with the steps.
+///
+/// Each kind of value has its own families ([`families`]); the buckets
+/// of all are read in one query, the functions (`increase`,
+/// `max_over_time`, `count_over_time`) one family at a time, those that
+/// hold series in the range only, so that a series kept under two names
+/// (a family renamed while Prometheus kept its data) comes back twice
+/// rather than failing the query, and is read as one.
+pub fn fetch(c: &Client, selector: &str, matchers: &str, w: &Window, coarse_s: Option<f64>) -> Result<Fleet> {
     let name = |n: &str| query::with_name(n, matchers);
     let span = rtscope_model::units::human((w.end_s - w.start_s).max(0.0) as u64 * 1_000_000_000);
     let at = rtscope_model::units::utc((w.end_s * 1e9) as i64);
     let found = monitors(c, selector, matchers, w, (&span, &at))?;
+    let context = || format!("reading {span} up to {at}");
+    // Which families hold series in the range: their names, native or classic (`_count`).
+    let held = c
+        .label_values(
+            "__name__",
+            &[
+                families::selector(families::all_names(|v| v.histogram, ""), matchers),
+                families::selector(families::all_names(|v| v.histogram, "_count"), matchers),
+            ],
+            w.start_s,
+            w.end_s,
+        )
+        .with_context(context)?;
+    let present: Vec<&families::Values> = families::ALL
+        .iter()
+        .filter(|v| held.iter().any(|n| n == v.histogram || *n == format!("{}_count", v.histogram)))
+        .collect();
+    let native_held: Vec<&families::Values> =
+        present.iter().copied().filter(|v| held.iter().any(|n| n == v.histogram)).collect();
+    let fine = *w;
+    let native = native_held
+        .iter()
+        .map(|v| {
+            let s = format!("{}s", fine.step_s.round() as u64);
+            c.query_range(&format!("increase({}[{s}])", name(v.histogram)), fine.first_end(), fine.end_s, fine.step_s)
+                .with_context(context)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let any_native = native.iter().any(|a| a.iter().any(|s| !s.histograms.is_empty()));
+    let w = match coarse_s {
+        Some(step_s) if !any_native && step_s > w.step_s => Window { step_s: step_s.min(w.end_s - w.start_s), ..*w },
+        _ => *w,
+    };
     let range = |q: String| -> Result<Vec<PromSeries>> {
-        c.query_range(&q, w.first_end(), w.end_s, w.step_s).with_context(|| format!("reading {span} up to {at}"))
+        c.query_range(&q, w.first_end(), w.end_s, w.step_s).with_context(context)
     };
     // A counter's values at the steps' ends, the window's start included.
-    let counts = |n: &str| -> Result<Vec<PromSeries>> {
-        let q = name(n);
-        let values =
-            c.query_range(&q, w.start_s, w.end_s, w.step_s).with_context(|| format!("reading {span} up to {at}"))?;
-        Ok(per_step(values, w))
+    let counts = |q: String| -> Result<Vec<PromSeries>> {
+        Ok(per_step(c.query_range(&q, w.start_s, w.end_s, w.step_s).with_context(context)?, &w))
     };
     let s = format!("{}s", w.step_s.round() as u64);
     let plan = serde_json::json!({
@@ -296,16 +358,33 @@ pub fn fetch(c: &Client, selector: &str, matchers: &str, w: &Window) -> Result<F
         "end_unix_s": w.end_s,
         "step_s": w.step_s,
     });
-    let mut fleet =
-        Fleet { machines: BTreeMap::new(), window: *w, plan, native: 0, classic: 0, maxima_scraped: 0, checkpoints: 0 };
-    fleet.classic(counts(&names::bucket(names::LATENCY))?);
-    fleet.native(range(format!("increase({}[{s}])", name(names::LATENCY)))?);
-    fleet.fold(range(format!("max_over_time({}[{s}])", name(names::INTERVAL_MAX)))?, |s| &mut s.max_s, true);
-    fleet.fold(counts(&names::total(names::MISSED_PERIODS))?, |s| &mut s.missed, false);
-    fleet.fold(counts(&names::total(names::LOST_EXCEEDANCES))?, |s| &mut s.lost, false);
-    let scraped = range(format!("count_over_time({}[{s}])", name(names::INTERVAL_MAX)))?;
-    fleet.maxima_scraped = scraped.iter().flat_map(|s| &s.values).map(|v| v.1.round() as u64).sum();
-    let checkpoints = counts(&names::total(names::CHECKPOINTS))?;
+    let mut fleet = Fleet {
+        machines: BTreeMap::new(),
+        window: w,
+        plan,
+        native: 0,
+        classic: 0,
+        maxima_scraped: 0,
+        checkpoints: 0,
+        native_keys: BTreeSet::new(),
+    };
+    if !present.is_empty() {
+        let buckets = present.iter().map(|v| names::bucket(v.histogram));
+        fleet.classic(counts(families::selector(buckets, matchers))?);
+    }
+    if w == fine {
+        for answer in native {
+            fleet.native(answer);
+        }
+    }
+    for v in &present {
+        fleet.fold(range(format!("max_over_time({}[{s}])", name(v.interval_max)))?, |s| &mut s.max_s, true);
+        let scraped = range(format!("count_over_time({}[{s}])", name(v.interval_max)))?;
+        fleet.maxima_scraped += scraped.iter().flat_map(|s| &s.values).map(|v| v.1.round() as u64).sum::<u64>();
+    }
+    fleet.fold(counts(name(&names::total(names::MISSED_PERIODS)))?, |s| &mut s.missed, false);
+    fleet.fold(counts(name(&names::total(names::LOST_EXCEEDANCES)))?, |s| &mut s.lost, false);
+    let checkpoints = counts(name(&names::total(names::CHECKPOINTS)))?;
     fleet.checkpoints = checkpoints.iter().flat_map(|s| &s.values).map(|v| v.1.max(0.0).round() as u64).sum();
     for l in &found {
         fleet.machines.entry(l.get("instance").cloned().unwrap_or_default()).or_default();
@@ -388,6 +467,7 @@ mod tests {
             classic: 0,
             maxima_scraped: 0,
             checkpoints: 0,
+            native_keys: BTreeSet::new(),
         };
         let l = |inst: &'static str, le: &'static str| {
             vec![("instance", inst), ("probe", "wakeup"), ("metric", "latency"), ("cpu", "0"), ("le", le)]

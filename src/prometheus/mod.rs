@@ -157,6 +157,15 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The values of `label` on the series any of `matchers` selects between `start` and `end`.
+    pub fn label_values(&self, label: &str, matchers: &[String], start: f64, end: f64) -> Result<Vec<String>> {
+        let picks: String = matchers.iter().map(|m| format!("&match[]={}", encode(m))).collect();
+        let path = format!("/api/v1/label/{}/values?start={start:.3}&end={end:.3}{picks}", encode(label));
+        query::parse_label_values(&self.get(&path)?).map_err(|e| anyhow!("{e} (label values of {label})"))
+    }
+}
+
 /// A stream whose reads can be given a time limit.
 trait Timed: Read {
     fn limit(&mut self, d: Duration) -> std::io::Result<()>;

@@ -91,6 +91,10 @@ pub struct FleetReport {
     pub passed: bool,
 }
 
+/// Why classic buckets get no tail fit (nor verdicts on expected worst cases).
+const NO_FIT_ON_CLASSIC: &str = "classic buckets (too few distinct values for a tail fit; scrape with native \
+                                 histograms for the expected worst cases)";
+
 /// What the data read back from Prometheus cannot give, said in every output.
 pub fn limits(src: &Source) -> Vec<String> {
     let mut l = vec![
@@ -114,8 +118,9 @@ pub fn limits(src: &Source) -> Vec<String> {
     ];
     if src.classic_series > 0 {
         l.push(
-            "No tail fit on classic buckets (too few distinct values); scrape with native histograms \
-             (--enable-feature=native-histograms) for the expected worst cases."
+            "No tail fit on classic buckets (too few distinct values): no expected worst cases, and the \
+             requirements on them (e.g. the profile omac's per hour) not judged; scrape with native histograms \
+             (--enable-feature=native-histograms) for them."
                 .to_string(),
         );
     }
@@ -127,8 +132,14 @@ impl FleetReport {
     /// yardstick when empty), their expected worst cases per day and week
     /// in hours of `usage`.
     pub fn new(runs: &[Run], source: Source, req: &RequireSpec, usage: Usage) -> Result<FleetReport> {
-        let opts = Options { periods: vec![], mttf_intervals: false, usage, ..Options::default() };
         let fit = source.classic_series == 0;
+        let opts = Options {
+            periods: vec![],
+            mttf_intervals: false,
+            usage,
+            no_tail: (!fit).then_some(NO_FIT_ON_CLASSIC),
+            ..Options::default()
+        };
         let mut machines = Vec::new();
         for (rank, i) in query::rank(runs).into_iter().enumerate() {
             let run = &runs[i];

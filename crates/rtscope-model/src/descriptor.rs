@@ -63,7 +63,35 @@ pub struct Descriptor {
     /// How `rtscope monitor` runs it, where it can (until stopped, at a low
     /// duty); None: the monitor refuses it.
     pub monitor: Option<Monitored>,
+    /// What its metrics' values are, where they are not latencies: (metric,
+    /// meaning), the first entry whose metric is the series' or "" (any
+    /// metric) holding; the monitor's Prometheus families are named by it
+    /// (`metrics::families`).
+    pub meanings: &'static [(&'static str, Meaning)],
 }
+
+/// What a series' values are, as the monitor's Prometheus families name
+/// them: one family per meaning, so that a query over a family never mixes
+/// latencies with interruption lengths or periods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Meaning {
+    /// How late something happened after it should have (a wake-up, a
+    /// timer, a packet's delivery, a stage of one).
+    Latency,
+    /// How long a busy loop was interrupted (noise).
+    Interruption,
+    /// A signed deviation from a requested instant or length (sleep, ptimer).
+    Deviation,
+    /// The time between two releases of a watched thread.
+    Period,
+    /// CPU time of one activation: a watched thread's, an interrupt handler's.
+    Runtime,
+    /// A watched thread's release to its sleeping again.
+    Response,
+}
+
+/// Values that are latencies (every metric not listed otherwise).
+const LATENCIES: &[(&str, Meaning)] = &[];
 
 /// A probe in `rtscope monitor`: its duty there, where it spins for part
 /// of each window, unless `--probe-args` sets it; and how far below the
@@ -282,6 +310,7 @@ pub static WAKEUP: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     monitor: MONITORED,
+    meanings: LATENCIES,
 };
 
 pub static NOISE: Descriptor = Descriptor {
@@ -320,6 +349,7 @@ pub static NOISE: Descriptor = Descriptor {
     rate_over: Some(noise::ACTIVE),
     misses: None,
     monitor: Some(Monitored { duty: Some(Duty { on_ns: 50_000_000, every_ns: 1_000_000_000 }), priority_below: 1 }),
+    meanings: &[("", Meaning::Interruption)],
 };
 
 pub static SLEEP: Descriptor = Descriptor {
@@ -357,6 +387,7 @@ pub static SLEEP: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     monitor: MONITORED,
+    meanings: &[("", Meaning::Deviation)],
 };
 
 pub static PTIMER: Descriptor = Descriptor {
@@ -394,6 +425,7 @@ pub static PTIMER: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     monitor: MONITORED,
+    meanings: &[("", Meaning::Deviation)],
 };
 
 pub static TASK: Descriptor = Descriptor {
@@ -422,6 +454,7 @@ pub static TASK: Descriptor = Descriptor {
     rate_over: None,
     misses: Some(Misses { release: "release", missed: MISSED }),
     monitor: None,
+    meanings: LATENCIES,
 };
 
 pub static NETLAT: Descriptor = Descriptor {
@@ -475,6 +508,7 @@ pub static NETLAT: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     monitor: None,
+    meanings: LATENCIES,
 };
 
 pub static SERIAL_RTT: Descriptor = Descriptor {
@@ -523,6 +557,7 @@ pub static SERIAL_RTT: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     monitor: None,
+    meanings: LATENCIES,
 };
 
 pub static OSBENCH: Descriptor = Descriptor {
@@ -554,6 +589,7 @@ pub static OSBENCH: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     monitor: None,
+    meanings: LATENCIES,
 };
 
 pub static HWLAT: Descriptor = Descriptor {
@@ -597,6 +633,7 @@ pub static HWLAT: Descriptor = Descriptor {
     misses: None,
     // Interrupts off 10 ms of every second, one CPU at a time.
     monitor: Some(Monitored { duty: Some(Duty { on_ns: 10_000_000, every_ns: 1_000_000_000 }), priority_below: 0 }),
+    meanings: LATENCIES,
 };
 
 /// A probe's place in [`PROBES`] (wakeup first), then the other
@@ -647,6 +684,7 @@ pub static WATCH: Descriptor = Descriptor {
     rate_over: None,
     misses: None,
     monitor: None,
+    meanings: &[("period", Meaning::Period), ("runtime", Meaning::Runtime), ("response", Meaning::Response)],
 };
 
 /// The row of `name`, if it is a measurement rtscope knows: a probe's name,
@@ -692,6 +730,18 @@ pub fn key_word(probe: &str) -> &'static str {
 /// The release-jitter series (probe, metric): wakeup's latency.
 pub fn release_jitter() -> Option<(&'static str, &'static str)> {
     PROBES.iter().find_map(|d| Some((d.name, d.release_jitter?)))
+}
+
+/// What the values of `probe`'s `metric` are: an interrupt's runtime (a
+/// traced series, [`crate::irqtime`]), else what its row says, else a
+/// latency.
+pub fn meaning(probe: &str, metric: &str) -> Meaning {
+    if crate::irqtime::is_series(metric) {
+        return Meaning::Runtime;
+    }
+    find(probe)
+        .and_then(|d| d.meanings.iter().find(|(m, _)| m.is_empty() || *m == metric))
+        .map_or(Meaning::Latency, |&(_, k)| k)
 }
 
 /// Whether `probe`'s `metric` is the release-jitter series.

@@ -74,6 +74,10 @@ pub struct Options {
     /// What a day and a week of the return levels are (stored with the
     /// run, or --usage).
     pub usage: Usage,
+    /// Why the tail is not to be fitted (its verdicts then want data), or
+    /// None to fit it: the fleet report's classic buckets, whose few
+    /// distinct values a fit would be thrown away for.
+    pub no_tail: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -87,6 +91,7 @@ impl Default for Options {
             target_s: 86_400.0,
             mttf_intervals: true,
             usage: Usage::CONTINUOUS,
+            no_tail: None,
         }
     }
 }
@@ -223,7 +228,11 @@ fn build(
         interval_maxima,
         observed_rates,
     };
-    let (model, tail, tail_error) = match pot::analyze(&obs, opts.threshold, opts.usage) {
+    let fitted = match opts.no_tail {
+        Some(why) => Err(why.to_string()),
+        None => pot::analyze(&obs, opts.threshold, opts.usage),
+    };
+    let (model, tail, tail_error) = match fitted {
         Ok((m, r)) => (Some(m), Some(r), None),
         Err(e) => (None, None, Some(e)),
     };

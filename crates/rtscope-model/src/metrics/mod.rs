@@ -5,11 +5,13 @@
 //! native histograms (`proto.rs`), whichever the `Accept` header prefers.
 //!
 //! Names and units follow Prometheus' conventions: base units (seconds,
-//! bytes), `_total` on counters, one histogram family whose classic
-//! buckets are [`BUCKETS_NS`]. Counts are taken from each interval's
+//! bytes), `_total` on counters, a histogram family per kind of value
+//! (`families.rs`: latencies, interruption lengths, deviations, periods,
+//! runtimes, response times), whose classic buckets are [`BUCKETS_NS`]. Counts are taken from each interval's
 //! HdrHistogram: a sample within its resolution (0.1 %) of a bucket bound or
 //! a threshold counts above it.
 
+pub mod families;
 mod proto;
 pub mod query;
 
@@ -300,7 +302,7 @@ struct Family {
     base: &'static str,
     kind: Kind,
     unit: &'static str,
-    help: &'static str,
+    help: String,
     samples: Vec<Sample>,
 }
 
@@ -335,13 +337,23 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
+/// A histogram family's HELP text: what it holds, and how its series are labelled.
+fn histogram_help(v: &families::Values) -> String {
+    format!(
+        "Each value measured, in seconds: {}. Per probe, metric and CPU; a watched thread's per tid and comm.",
+        v.what
+    )
+}
+
+/// A gauge's HELP text: `lead` and what its family holds.
+fn gauge_help(lead: &str, v: &families::Values) -> String {
+    format!("{lead} {}, in seconds.", v.what)
+}
+
 /// The names of the families the monitor serves and the fleet report
 /// (`report --prometheus`) reads back: one spelling for the writer and
-/// every reader.
+/// every reader (the histograms and their gauges: [`families`]).
 pub mod names {
-    pub const LATENCY: &str = "rtscope_latency_seconds";
-    pub const INTERVAL_MAX: &str = "rtscope_interval_max_seconds";
-    pub const MAX: &str = "rtscope_max_seconds";
     pub const LAST_CHECKPOINT: &str = "rtscope_last_checkpoint_timestamp_seconds";
     pub const MISSED_PERIODS: &str = "rtscope_missed_periods";
     pub const LOST_EXCEEDANCES: &str = "rtscope_lost_exceedances";
@@ -360,8 +372,8 @@ pub mod names {
     }
 }
 
-fn family(base: &'static str, kind: Kind, unit: &'static str, help: &'static str) -> Family {
-    Family { base, kind, unit, help, samples: Vec::new() }
+fn family(base: &'static str, kind: Kind, unit: &'static str, help: impl Into<String>) -> Family {
+    Family { base, kind, unit, help: help.into(), samples: Vec::new() }
 }
 
 fn number(labels: Vec<(&'static str, String)>, v: f64, created: Option<f64>) -> Sample {
@@ -393,44 +405,52 @@ impl Exposition {
             l
         };
         let mut out = Vec::new();
-        let mut hist = family(
-            names::LATENCY,
-            Kind::Histogram,
+        // Per kind of value: its histogram, then its two gauges; a kind
+        // without series is left out (the latencies' always served).
+        let of = |s: &SeriesCounters| families::of_series(&s.key.probe, &s.key.metric).meaning;
+        for v in &families::ALL {
+            let mine: Vec<&SeriesCounters> = self.series.values().filter(|s| of(s) == v.meaning).collect();
+            if mine.is_empty() && v.meaning != families::ALL[0].meaning {
+                continue;
+            }
+            let mut hist = family(v.histogram, Kind::Histogram, "seconds", histogram_help(v));
+            for s in &mine {
+                let value = HistValue {
+                    buckets: s.buckets.iter().zip(BUCKETS_NS).map(|(&c, le)| (le as f64 / 1e9, c)).collect(),
+                    count: s.count,
+                    sum_s: s.sum_ns as f64 / 1e9,
+                    zero: s.native_zero,
+                    pos: s.native_pos.iter().map(|(&i, &c)| (i, c)).collect(),
+                    neg: s.native_neg.iter().map(|(&i, &c)| (i, c)).collect(),
+                };
+                hist.samples.push(Sample {
+                    labels: labels(s),
+                    value: Value::Histogram(Box::new(value)),
+                    created: Some(s.created_s),
+                });
+            }
+            out.push(hist);
+            let gauges: [(&'static str, &'static str, Reading); 2] = [
+                (v.interval_max, "The largest of the last committed checkpoint interval's", |s| {
+                    s.interval_max_ns.map(|m| m as f64 / 1e9)
+                }),
+                (v.max, "The largest since the monitor started of the", |s| Some(s.max_ns as f64 / 1e9)),
+            ];
+            for (base, lead, get) in gauges {
+                let help = gauge_help(lead, v);
+                let mut f = family(base, Kind::Gauge, "seconds", help);
+                f.samples = mine.iter().filter_map(|s| Some(number(labels(s), get(s)?, None))).collect();
+                out.push(f);
+            }
+        }
+        let mut last = family(
+            names::LAST_CHECKPOINT,
+            Kind::Gauge,
             "seconds",
-            "Each probe's measured values (wakeup: wake-up latency; noise: interruption length), per CPU; a watched \
-             thread's latency, period, runtime and response, per thread (tid, comm).",
+            "When the series' last checkpoint interval ended (Unix time).",
         );
-        for s in self.series.values() {
-            let value = HistValue {
-                buckets: s.buckets.iter().zip(BUCKETS_NS).map(|(&c, le)| (le as f64 / 1e9, c)).collect(),
-                count: s.count,
-                sum_s: s.sum_ns as f64 / 1e9,
-                zero: s.native_zero,
-                pos: s.native_pos.iter().map(|(&i, &c)| (i, c)).collect(),
-                neg: s.native_neg.iter().map(|(&i, &c)| (i, c)).collect(),
-            };
-            hist.samples.push(Sample {
-                labels: labels(s),
-                value: Value::Histogram(Box::new(value)),
-                created: Some(s.created_s),
-            });
-        }
-        out.push(hist);
-
-        let gauges: [(&'static str, &'static str, Reading); 3] = [
-            (names::INTERVAL_MAX, "The largest value of the last committed checkpoint interval.", |s| {
-                s.interval_max_ns.map(|m| m as f64 / 1e9)
-            }),
-            (names::MAX, "The largest value since the monitor started.", |s| Some(s.max_ns as f64 / 1e9)),
-            (names::LAST_CHECKPOINT, "When the series' last checkpoint interval ended (Unix time).", |s| {
-                Some(s.last_checkpoint_s)
-            }),
-        ];
-        for (base, help, get) in gauges {
-            let mut f = family(base, Kind::Gauge, "seconds", help);
-            f.samples = self.series.values().filter_map(|s| Some(number(labels(s), get(s)?, None))).collect();
-            out.push(f);
-        }
+        last.samples = self.series.values().map(|s| number(labels(s), s.last_checkpoint_s, None)).collect();
+        out.push(last);
         let counters: [(&'static str, &'static str, Counter); 3] = [
             (
                 names::MISSED_PERIODS,
@@ -716,6 +736,31 @@ mod tests {
         assert!(om.contains("# UNIT rtscope_latency_seconds seconds"));
         assert!(om.contains("# TYPE rtscope_build info"));
         assert!(om.contains("rtscope_latency_seconds_created{probe=\"wakeup\",metric=\"latency\",cpu=\"0\"} 1.5"));
+    }
+
+    #[test]
+    fn each_kind_of_value_is_served_in_its_own_families() {
+        let mut e = Exposition::new(vec![]);
+        for (id, probe, metric) in [(1, "wakeup", "latency"), (2, "noise", "interruption"), (3, "wakeup", "irq:eth0")] {
+            let mut c = SeriesCounters::new(SeriesKey::new(probe, metric, 0), 0, 1.0);
+            c.add(&series(&[3_000]), &[], 0, 0, 2.0);
+            e.series.insert(id, c);
+        }
+        let text = String::from_utf8(e.render(&Health::default(), Format::Text)).unwrap();
+        let count = |f: &str, probe: &str, metric: &str| {
+            text.contains(&format!("{f}_count{{probe=\"{probe}\",metric=\"{metric}\",cpu=\"0\"}} 1"))
+        };
+        assert!(count("rtscope_latency_seconds", "wakeup", "latency"), "{text}");
+        assert!(count("rtscope_interruption_seconds", "noise", "interruption"), "{text}");
+        assert!(count("rtscope_runtime_seconds", "wakeup", "irq:eth0"), "{text}");
+        assert!(!text.contains("rtscope_latency_seconds_count{probe=\"noise\""), "{text}");
+        assert!(text.contains("rtscope_interruption_max_seconds{probe=\"noise\""), "{text}");
+        assert!(text.contains("rtscope_max_seconds{probe=\"wakeup\",metric=\"latency\""), "{text}");
+        assert!(!text.contains("rtscope_max_seconds{probe=\"noise\""), "{text}");
+        // Every family says what it holds; one without series is left out.
+        assert!(text.contains("# HELP rtscope_interruption_seconds Each value measured, in seconds: interruption"));
+        assert!(text.contains("# HELP rtscope_runtime_interval_max_seconds The largest"), "{text}");
+        assert!(!text.contains("rtscope_period_seconds"), "{text}");
     }
 
     #[test]

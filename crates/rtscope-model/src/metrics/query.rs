@@ -209,6 +209,14 @@ pub fn parse_series(body: &str) -> Result<Vec<Labels>, String> {
     Ok(data(body)?.as_array().map(|a| a.iter().map(labels_of).collect()).unwrap_or_default())
 }
 
+/// The values of an answer of `/api/v1/label/NAME/values`.
+pub fn parse_label_values(body: &str) -> Result<Vec<String>, String> {
+    Ok(data(body)?
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .unwrap_or_default())
+}
+
 /// The label matchers inside a selector `{a="b",...}` (`{}` for all): what
 /// goes between the braces after a metric name. A metric name or a range
 /// is refused: the report picks its metrics and range itself.
@@ -491,6 +499,8 @@ mod tests {
         assert!(parse_answer("<html>").unwrap_err().starts_with("not an answer"));
         let l = r#"{"status":"success","data":[{"__name__":"up","instance":"a:1"}]}"#;
         assert_eq!(parse_series(l).unwrap()[0]["instance"], "a:1");
+        let n = r#"{"status":"success","data":["rtscope_latency_seconds_count","up"]}"#;
+        assert_eq!(parse_label_values(n).unwrap(), ["rtscope_latency_seconds_count", "up"]);
     }
 
     #[test]
