@@ -291,7 +291,15 @@ impl Probe for Wakeup {
                 ),
             });
         }
-        let prio = if common.policy.is_rt() { common.priority.saturating_sub(1).max(1) } else { 0 };
+        // Under SCHED_DEADLINE the probe's threads come before any
+        // SCHED_FIFO thread: timerlat's run at the probe's priority, below.
+        let (policy, prio, below) = if self.deadline.is_some() {
+            (Policy::Fifo, common.priority.max(1), format!("at SCHED_FIFO {}, below", common.priority.max(1)))
+        } else if common.policy.is_rt() {
+            (common.policy, common.priority.saturating_sub(1).max(1), "one priority below".to_string())
+        } else {
+            (common.policy, 0, "at SCHED_OTHER, as".to_string())
+        };
         let why_beside = if ktracer::has_timerlat_fd() {
             "this kernel has osnoise/per_cpu/cpuN/timerlat_fd (Linux 6.5+): with --timerlat user the probe's threads \
              are timerlat's own, as `rtla timerlat -u`'s"
@@ -309,11 +317,11 @@ impl Probe for Wakeup {
             metrics: &["timerlat_irq", "timerlat_thread"],
             route: timerlat_route,
             required: (self.timerlat == TimerlatMode::On).then_some("--timerlat on"),
-            threads_at: Some((common.policy, prio)),
+            threads_at: Some((policy, prio)),
             align,
             own_timer: true,
             what: format!(
-                "its threads woke every {every} on CPUs {list}, one priority below the probe's threads and on \
+                "its threads woke every {every} on CPUs {list}, {below} the probe's threads and on \
                  wake-ups of their own{apart} ({why_beside}); timerlat_irq is its timer's expiry to its IRQ handler, \
                  timerlat_thread to its thread running, as the kernel timestamps them"
             ),
@@ -366,38 +374,17 @@ impl Probe for Wakeup {
         if let Some(dl) = self.deadline {
             return self.measure_under_deadline(ctx, rec, Deadline { period_ns: interval, ..dl });
         }
-        let flush = self.flush.as_ref();
-        // `--marker`: the first thread's samples, edge for edge.
-        let marker = self.marker_line.as_deref().filter(|_| ctx.index == 0);
-        let mut next = ctx.start_ns;
-        loop {
-            next += interval;
-            clock::sleep_until(next);
-            let now = clock::now();
-            let latency = now.saturating_sub(next);
-            rec.record(now, latency);
-            if let Some(m) = marker
-                && now >= ctx.record_from_ns
-            {
-                m.toggle();
-            }
-            if latency >= interval {
-                let missed = latency / interval;
-                rec.overrun(missed);
-                next += missed * interval;
-            }
-            if ctx.breached(now, latency) || ctx.done(now, rec.count()) {
-                break;
-            }
-            rec.maybe_checkpoint(now);
-            if let Some(f) = flush {
-                f.flush();
-            }
-        }
-        if let Some(m) = marker {
-            ctx.set_extra(1, m.failed.load(std::sync::atomic::Ordering::Relaxed));
-        }
+        self.periodic(ctx, rec, ctx.start_ns, interval, Release::Sleep);
     }
+}
+
+/// How a measuring thread's next period begins.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Release {
+    /// It sleeps to the period's start (clock_nanosleep, TIMER_ABSTIME).
+    Sleep,
+    /// It yields under SCHED_DEADLINE and the kernel releases it.
+    Deadline,
 }
 
 impl Wakeup {
@@ -408,24 +395,48 @@ impl Wakeup {
     /// little long). Each job records one sample and ends in sched_yield:
     /// the kernel throttles the thread until its next period begins and
     /// releases it then. Latency = the job's start - its period's start, as
-    /// rt-tests' cyclicdeadline measures it. A job a whole period late or
-    /// more (a job that overran its runtime is released again in a later
-    /// period of the same grid) counts the missed periods as overruns and
-    /// resumes on the grid. The thread ends under SCHED_DEADLINE (its
-    /// reservation goes with it).
+    /// rt-tests' cyclicdeadline measures it; a late job's successor is
+    /// timed as the kernel releases it (see `periodic`). The thread ends
+    /// under SCHED_DEADLINE (its reservation goes with it).
     fn measure_under_deadline(&self, ctx: &ThreadCtx, rec: &mut Recorder, dl: Deadline) {
-        let period = dl.period_ns;
-        let flush = self.flush.as_ref();
-        let marker = self.marker_line.as_deref().filter(|_| ctx.index == 0);
         clock::sleep_until(ctx.start_ns);
-        let mut next = clock::now();
+        let start = clock::now();
         if let Err(e) = sched::set_deadline_self(&dl) {
             return ctx.fail(sched::refusal_here(&dl, ctx.cpu, &e));
         }
+        self.periodic(ctx, rec, start, dl.period_ns, Release::Deadline);
+    }
+
+    /// The measuring loop from `start`, a period at a time, latency = now -
+    /// the period's start. `Release::Sleep`: the thread sleeps to each
+    /// period's start; a latency of a whole period or more counts the
+    /// periods it missed as overruns and the next sleep is to the next
+    /// period still ahead. `Release::Deadline`: each job ends in
+    /// sched_yield and the kernel releases the next at its period's start,
+    /// or at once where that is past: a late job's successor belongs to
+    /// the period after the late job's own (no period is skipped), unless
+    /// the job ended a whole period after its deadline, when the kernel
+    /// starts a new period at the yield (CBS's replenishment that lags too
+    /// far); a job a period or more late counts as many overruns.
+    /// `--marker` toggles its line each sample of the first thread.
+    fn periodic(&self, ctx: &ThreadCtx, rec: &mut Recorder, start: u64, period: u64, release: Release) {
+        let flush = self.flush.as_ref();
+        // `--marker`: the first thread's samples, edge for edge.
+        let marker = self.marker_line.as_deref().filter(|_| ctx.index == 0);
+        let mut next = start;
         loop {
             next += period;
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
+            match release {
+                Release::Sleep => clock::sleep_until(next),
+                Release::Deadline => {
+                    let ended = clock::now();
+                    if ended >= next + period {
+                        next = ended;
+                    }
+                    // SAFETY: sched_yield has no preconditions.
+                    unsafe { libc::sched_yield() };
+                }
+            }
             let now = clock::now();
             let latency = now.saturating_sub(next);
             rec.record(now, latency);
@@ -437,7 +448,9 @@ impl Wakeup {
             if latency >= period {
                 let missed = latency / period;
                 rec.overrun(missed);
-                next += missed * period;
+                if release == Release::Sleep {
+                    next += missed * period;
+                }
             }
             if ctx.breached(now, latency) || ctx.done(now, rec.count()) {
                 break;
