@@ -791,3 +791,24 @@ fn a_bad_setting_is_refused_with_the_same_words_however_it_comes_in() {
     refused(&["monitor", "--probe-args", "wakeup=--checkpoint 1s"], &["--checkpoint is the monitor's own setting"]);
     refused(&["monitor", "--cpus", "0", "--probe-args", "wakeup=--cpus 0"], &["--cpus is the monitor's own setting"]);
 }
+
+/// Every command's `--help` speaks to its user: no doc link to an internal
+/// name (`[`CONST`]`), as rustdoc's comments would leave.
+#[test]
+fn no_help_names_an_internal_constant() {
+    let top = String::from_utf8(rtscope(&["--help"]).stdout).unwrap();
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() > 10 && commands.contains(&"wakeup"), "{commands:?}");
+    for c in commands {
+        let help = String::from_utf8(rtscope(&[c, "--help"]).stdout).unwrap();
+        assert!(!help.contains("[`") && !help.contains("`]"), "{c} --help names an internal: {help}");
+    }
+}
