@@ -396,7 +396,7 @@ fn hwlat_stores_what_the_kernel_tracer_measured() {
     assert!(seen <= kernel, "the shell saw {seen}, rtscope stored {max} ns");
     assert_eq!(g.file("hwlat-after.txt"), g.file("hwlat-before.txt"), "hwlat's settings as found");
     assert!(
-        unwrapped(&g.file("hwlat.txt")).contains("spins with interrupts off for 200ms of every 500ms"),
+        unwrapped(g.file("hwlat.txt")).contains("spins with interrupts off for 200ms of every 500ms"),
         "{}",
         g.file("hwlat.txt")
     );
@@ -460,7 +460,7 @@ fn an_isolated_cpu_is_measured_from_a_shell_that_excludes_it() {
     assert!(threads.lines().any(|l| l == "rtscope-wakeup1 1"), "the measuring thread on CPU 1:\n{threads}");
     assert!(threads.lines().any(|l| l == "rtscope-writer 0"), "the writer on the housekeeping CPU:\n{threads}");
     // Said: in the run's notes and the machine record.
-    let text = unwrapped(&g.file("wakeup1.txt"));
+    let text = unwrapped(g.file("wakeup1.txt"));
     assert!(text.contains("CPU 1 is isolated (isolcpus (domain,managed_irq), nohz_full, rcu_nocbs)"), "{text}");
     // Its local timer interrupts against rtscope's own timed wake-ups there
     // (4 s at 1 ms: about 4000 of them, and timerlat's beside them).
