@@ -242,7 +242,7 @@ impl BlockFold {
             .blocks
             .iter()
             .zip(self.sums.chunks(self.per_block).zip(self.counts.chunks(self.per_block)))
-            .map(|(b, (sums, counts))| (b.points.as_slice(), sums.iter().sum(), counts.iter().sum()))
+            .map(|(b, (sums, counts))| (b, sums.iter().sum(), counts.iter().sum()))
             .collect();
         Some(Blocks::of_blocks(values, summed, self.per_block))
     }
@@ -261,14 +261,14 @@ impl Blocks {
 
     /// The blocks of `values` (every distinct value, ascending) from each
     /// block's (value, samples) ascending, sum and count.
-    fn of_blocks(values: Vec<i64>, summed: Vec<(&[(i64, u64)], f64, u64)>, per_block: usize) -> Blocks {
+    fn of_blocks(values: Vec<i64>, summed: Vec<(&IntervalPoints, f64, u64)>, per_block: usize) -> Blocks {
         let blocks = summed
             .into_iter()
             .map(|(points, sum, n)| {
                 // Ascending; a value twice (buckets clamped to the exact
                 // extremes) counted once.
                 let mut entries: Vec<(u32, u64)> =
-                    points.iter().map(|&(v, c)| (values.binary_search(&v).unwrap_or(0) as u32, c)).collect();
+                    points.points.iter().map(|&(v, c)| (values.binary_search(&v).unwrap_or(0) as u32, c)).collect();
                 entries.dedup_by(|later, kept| {
                     if later.0 == kept.0 {
                         kept.1 += later.1;
