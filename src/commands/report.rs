@@ -10,7 +10,16 @@ use rtscope_model::store::Store;
 use rtscope_model::units;
 
 /// The runs named by `specs`: ids or `last` in the store, or JSON exports.
-fn load_runs(specs: &[String], store: &StoreArgs, ticker: &Ticker) -> Result<Vec<rtscope_model::run::Run>> {
+/// `summed`: a stored run's intervals' histograms are summed as read
+/// ([`Store::load_run_summed`]), for what reads the runs' statistics and
+/// tails (a report, of one run or several); else each interval's is kept
+/// (`compare` resamples the runs by intervals).
+fn load_runs(
+    specs: &[String],
+    store: &StoreArgs,
+    ticker: &Ticker,
+    summed: bool,
+) -> Result<Vec<rtscope_model::run::Run>> {
     let mut opened: Option<Store> = None;
     let mut runs = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
@@ -35,10 +44,7 @@ fn load_runs(specs: &[String], store: &StoreArgs, ticker: &Ticker) -> Result<Vec
         }
         let s = opened.as_ref().expect("opened above");
         let id = s.resolve(spec)?;
-        // One run's report reads its statistics and tails: each interval's
-        // histograms are summed as read. Several runs are compared interval
-        // by interval, which needs them whole.
-        runs.push(if specs.len() == 1 { s.load_run_summed(id)? } else { s.load_run(id)? });
+        runs.push(if summed { s.load_run_summed(id)? } else { s.load_run(id)? });
     }
     Ok(runs)
 }
@@ -59,7 +65,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     crate::judge::check_tasks_flags(&a.sched.spec())?;
     let mut ticker = Ticker::start("rtscope report");
-    let runs = load_runs(&a.runs, &a.store, &ticker)?;
+    let runs = load_runs(&a.runs, &a.store, &ticker, true)?;
     let series: usize = runs.iter().map(|r| r.series.len()).sum();
     ticker.stage(format!("analysing {series} series, drawing the plots and writing {}", output.display()));
     let (req, tasks) = (a.req.spec(), a.sched.spec());
@@ -89,7 +95,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     let ticker = Ticker::start("rtscope compare");
     let runs = match &spec {
         Some(spec) => super::fleet::ranges(spec, &ticker)?,
-        None => load_runs(&a.runs, &a.store, &ticker)?,
+        None => load_runs(&a.runs, &a.store, &ticker, false)?,
     };
     ticker.stage(format!("comparing {}", units::plural(runs.len(), "run")));
     let gate = a.max_regression.map(|pct| rtscope_model::compare::Gate {

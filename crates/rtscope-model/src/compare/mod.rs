@@ -256,50 +256,77 @@ pub struct Compared {
 /// The key of a compared row: (load, probe, metric, cpu or None for all).
 type Key = (String, String, String, Option<i64>);
 
-/// A row's data in one run: the whole-run tally and the checkpoint
-/// intervals (per CPU: by sequence number, merged across CPUs).
+/// A row's data in one run: the whole-run tally and its checkpoint
+/// intervals folded into blocks (per CPU: by sequence number, merged
+/// across CPUs).
 #[derive(Clone)]
 struct RowData {
     tally: Tally,
-    intervals: Vec<(u32, IntervalPoints)>,
-}
-
-fn interval_points(s: &Series) -> Vec<(u32, IntervalPoints)> {
-    s.intervals.iter().filter_map(|iv| iv.tally().ok().map(|t| (iv.seq, IntervalPoints::of(&t)))).collect()
+    intervals: BlockFold,
 }
 
 /// The data of each row key in a run: every series, and per probe and
-/// metric the merge of its CPUs when it has several.
+/// metric the merge of its CPUs when it has several. Each interval's
+/// histogram is decoded once and added to its blocks, then dropped: the
+/// memory is the blocks', not every interval's buckets.
 fn row_data(run: &Run) -> Vec<(Key, RowData)> {
-    let mut out: Vec<(Key, RowData)> = Vec::new();
-    let mut all: Vec<(Key, RowData, usize)> = Vec::new();
-    // Decoding the intervals is most of reading a run: every series at once.
-    let decoded = crate::par::map(&run.series, interval_points);
-    for (s, ivs) in run.series.iter().zip(decoded) {
-        let load = load_of(s).to_string();
-        let k = (load.clone(), s.key.probe.clone(), s.key.metric.clone(), None);
+    let merged_key = |s: &Series| (load_of(s).to_string(), s.key.probe.clone(), s.key.metric.clone(), None);
+    // Per merged key: its series, and the sequence numbers of their
+    // intervals (the merged row's places, in time order).
+    let mut all: Vec<(Key, Vec<usize>, Vec<u32>)> = Vec::new();
+    for (i, s) in run.series.iter().enumerate() {
+        let k = merged_key(s);
+        let seqs = s.intervals.iter().map(|iv| iv.seq);
         match all.iter_mut().find(|(x, _, _)| *x == k) {
-            Some((_, d, n)) => {
-                d.tally.merge(s.total());
-                for (seq, p) in &ivs {
-                    match d.intervals.iter_mut().find(|(q, _)| q == seq) {
-                        Some((_, mine)) => mine.merge(p),
-                        None => d.intervals.push((*seq, p.clone())),
-                    }
-                }
-                *n += 1;
+            Some((_, of, all_seqs)) => {
+                of.push(i);
+                all_seqs.extend(seqs);
             }
-            None => all.push((k, RowData { tally: s.total().clone(), intervals: ivs.clone() }, 1)),
+            None => all.push((k, vec![i], seqs.collect())),
+        }
+    }
+    all.retain(|(_, of, _)| of.len() > 1);
+    for (_, _, seqs) in &mut all {
+        seqs.sort_unstable();
+        seqs.dedup();
+    }
+    // Decoding the intervals is most of reading a run: every series at
+    // once, each into its own row and its share of the merged one.
+    let folded = crate::par::map(&run.series, |s| {
+        let merged = all.iter().find(|(k, _, _)| *k == merged_key(s)).map(|(_, _, seqs)| seqs);
+        let mut own = BlockFold::new(s.intervals.len());
+        let mut share = merged.map(|seqs| BlockFold::new(seqs.len()));
+        // Every interval of a loaded series decodes (its total was summed
+        // from them); one that did not would be left out of both rows.
+        for (at, iv) in s.intervals.iter().enumerate() {
+            let Ok(t) = iv.tally() else { continue };
+            let p = IntervalPoints::of(&t);
+            own.add(at, &p);
+            if let (Some(share), Some(seqs)) = (&mut share, merged) {
+                share.add(seqs.binary_search(&iv.seq).unwrap_or(0), &p);
+            }
+        }
+        (own, share)
+    });
+    let mut out: Vec<(Key, RowData)> = Vec::new();
+    let mut merged: Vec<(Key, RowData)> = Vec::new();
+    for (s, (own, share)) in run.series.iter().zip(folded) {
+        if let Some(share) = share {
+            let k = merged_key(s);
+            match merged.iter_mut().find(|(x, _)| *x == k) {
+                Some((_, d)) => {
+                    d.tally.merge(s.total());
+                    d.intervals.merge(&share);
+                }
+                None => merged.push((k, RowData { tally: s.total().clone(), intervals: share })),
+            }
         }
         out.push((
-            (load, s.key.probe.clone(), s.key.metric.clone(), Some(s.key.cpu)),
-            RowData { tally: s.total().clone(), intervals: ivs },
+            (load_of(s).to_string(), s.key.probe.clone(), s.key.metric.clone(), Some(s.key.cpu)),
+            RowData { tally: s.total().clone(), intervals: own },
         ));
     }
-    out.extend(all.into_iter().filter(|(_, _, n)| *n > 1).map(|(k, mut d, _)| {
-        d.intervals.sort_by_key(|(seq, _)| *seq);
-        (k, d)
-    }));
+    out.extend(merged);
     out
 }
 
@@ -449,10 +476,9 @@ pub fn compare(runs: &[&Run]) -> Compared {
         let samples: Vec<Option<Sample>> = per_run
             .iter()
             .map(|list| {
-                list.iter().find(|(x, _)| *x == k).map(|(_, d)| {
-                    let ivs: Vec<IntervalPoints> = d.intervals.iter().map(|(_, p)| p.clone()).collect();
-                    Sample::with_intervals(&d.tally, &ivs)
-                })
+                list.iter()
+                    .find(|(x, _)| *x == k)
+                    .map(|(_, d)| Sample { ranks: Ranks::new(&d.tally), blocks: d.intervals.blocks() })
             })
             .collect();
         let refs: Vec<Option<&Sample>> = samples.iter().map(Option::as_ref).collect();

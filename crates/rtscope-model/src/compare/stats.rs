@@ -183,28 +183,92 @@ pub struct Blocks {
     pub per_block: usize,
 }
 
+/// A row's checkpoint intervals folded into [`Blocks`] as they are read,
+/// so that a comparison never holds every interval's buckets: each
+/// block's buckets summed, and each interval's sum and count (the blocks'
+/// sums are added in the intervals' order, as [`Blocks::new`] adds them).
+/// An interval's place in the row (its index in time order) is given
+/// with it; the same place given again (another CPU's interval of a
+/// merged row) adds to it.
+#[derive(Clone, Debug, Default)]
+pub struct BlockFold {
+    per_block: usize,
+    /// Per block, its intervals' buckets summed.
+    blocks: Vec<IntervalPoints>,
+    /// Per interval: its sum and samples.
+    sums: Vec<f64>,
+    counts: Vec<u64>,
+}
+
+impl BlockFold {
+    /// The fold of a row of `len` intervals.
+    pub fn new(len: usize) -> BlockFold {
+        let per_block = len.div_ceil(MAX_BLOCKS).max(1);
+        BlockFold {
+            per_block,
+            blocks: vec![IntervalPoints::default(); len.div_ceil(per_block)],
+            sums: vec![0.0; len],
+            counts: vec![0; len],
+        }
+    }
+
+    /// Adds the interval at place `at` of the row.
+    pub fn add(&mut self, at: usize, i: &IntervalPoints) {
+        self.blocks[at / self.per_block].merge(i);
+        self.sums[at] += i.sum;
+        self.counts[at] += i.n;
+    }
+
+    /// Adds `other`, a fold of the same row's places (another CPU's
+    /// intervals of a merged row).
+    pub fn merge(&mut self, other: &BlockFold) {
+        for (mine, theirs) in self.blocks.iter_mut().zip(&other.blocks) {
+            mine.merge(theirs);
+        }
+        self.sums.iter_mut().zip(&other.sums).for_each(|(a, b)| *a += b);
+        self.counts.iter_mut().zip(&other.counts).for_each(|(a, b)| *a += b);
+    }
+
+    /// The blocks; None when fewer than [`MIN_INTERVALS`] intervals hold
+    /// samples.
+    pub fn blocks(&self) -> Option<Blocks> {
+        if self.counts.iter().filter(|&&n| n > 0).count() < MIN_INTERVALS {
+            return None;
+        }
+        let mut values: Vec<i64> = self.blocks.iter().flat_map(|b| b.points.iter().map(|p| p.0)).collect();
+        values.sort_unstable();
+        values.dedup();
+        let summed = self
+            .blocks
+            .iter()
+            .zip(self.sums.chunks(self.per_block).zip(self.counts.chunks(self.per_block)))
+            .map(|(b, (sums, counts))| (b, sums.iter().sum(), counts.iter().sum()))
+            .collect();
+        Some(Blocks::of_blocks(values, summed, self.per_block))
+    }
+}
+
 /// The most cells (values x blocks) of [`Blocks`]' cumulative table: 8 MB.
 const CUM_CELLS: usize = 1 << 20;
 
 impl Blocks {
     /// None when fewer than [`MIN_INTERVALS`] intervals hold samples.
     pub fn new(intervals: &[IntervalPoints]) -> Option<Blocks> {
-        if intervals.iter().filter(|i| i.n > 0).count() < MIN_INTERVALS {
-            return None;
-        }
-        let per_block = intervals.len().div_ceil(MAX_BLOCKS);
-        let mut values: Vec<i64> = intervals.iter().flat_map(|i| i.points.iter().map(|p| p.0)).collect();
-        values.sort_unstable();
-        values.dedup();
-        let blocks = intervals
-            .chunks(per_block)
-            .map(|chunk| {
-                let mut entries: Vec<(u32, u64)> = chunk
-                    .iter()
-                    .flat_map(|i| &i.points)
-                    .map(|&(v, c)| (values.binary_search(&v).unwrap_or(0) as u32, c))
-                    .collect();
-                entries.sort_unstable_by_key(|e| e.0);
+        let mut fold = BlockFold::new(intervals.len());
+        intervals.iter().enumerate().for_each(|(at, i)| fold.add(at, i));
+        fold.blocks()
+    }
+
+    /// The blocks of `values` (every distinct value, ascending) from each
+    /// block's (value, samples) ascending, sum and count.
+    fn of_blocks(values: Vec<i64>, summed: Vec<(&IntervalPoints, f64, u64)>, per_block: usize) -> Blocks {
+        let blocks = summed
+            .into_iter()
+            .map(|(points, sum, n)| {
+                // Ascending; a value twice (buckets clamped to the exact
+                // extremes) counted once.
+                let mut entries: Vec<(u32, u64)> =
+                    points.points.iter().map(|&(v, c)| (values.binary_search(&v).unwrap_or(0) as u32, c)).collect();
                 entries.dedup_by(|later, kept| {
                     if later.0 == kept.0 {
                         kept.1 += later.1;
@@ -213,7 +277,7 @@ impl Blocks {
                         false
                     }
                 });
-                (entries, chunk.iter().map(|i| i.sum).sum(), chunk.iter().map(|i| i.n).sum())
+                (entries, sum, n)
             })
             .collect::<Vec<Block>>();
         let nb = blocks.len();
@@ -230,7 +294,7 @@ impl Blocks {
             cum
         });
         let tops = blocks.iter().map(|(entries, _, _)| entries.last().map_or(0, |e| e.0)).collect();
-        Some(Blocks { values, blocks, cum, tops, per_block })
+        Blocks { values, blocks, cum, tops, per_block }
     }
 
     pub fn len(&self) -> usize {

@@ -326,6 +326,39 @@ fn blocks_read_alike_from_the_table_and_the_sums() {
     assert!(a.iter().all(|r| r.len() == 300) && a[1].iter().any(|v| *v != a[1][0]), "{:?}", a[1]);
 }
 
+/// A merged row folded a CPU at a time (each CPU's share of its places,
+/// then the shares added) has the blocks of its intervals merged first.
+#[test]
+fn blocks_folded_per_cpu_equal_those_of_merged_intervals() {
+    let cpu = |c: u64| -> Vec<IntervalPoints> {
+        (0..230)
+            .map(|i| IntervalPoints::of(&latencies(20 + ((i + c) % 9) as usize, 2_000.0 + c as f64 * 300.0, i * 2 + c)))
+            .collect()
+    };
+    let (a, b) = (cpu(0), cpu(1));
+    let merged: Vec<IntervalPoints> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| {
+            let mut m = x.clone();
+            m.merge(y);
+            m
+        })
+        .collect();
+    let whole = Blocks::new(&merged).unwrap();
+    let mut fold = BlockFold::new(a.len());
+    let mut share = BlockFold::new(b.len());
+    a.iter().enumerate().for_each(|(at, i)| fold.add(at, i));
+    b.iter().enumerate().for_each(|(at, i)| share.add(at, i));
+    fold.merge(&share);
+    let folded = fold.blocks().unwrap();
+    assert_eq!(
+        (folded.values.clone(), folded.blocks.clone(), folded.cum.clone()),
+        (whole.values, whole.blocks, whole.cum)
+    );
+    assert_eq!((folded.len(), folded.per_block), (77, 3));
+}
+
 #[test]
 fn selectors_parse_and_pick_rows() {
     let s = Selector::parse("wakeup.latency.p99.9").unwrap();
