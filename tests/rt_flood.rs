@@ -60,7 +60,8 @@ fn an_irq_thread_above_the_probe_is_named_with_the_priority_order() {
     assert_eq!(g.rc("flood"), Some(0), "{}", g.file("flood.txt"));
     let v = g.json("flood.json");
     assert_eq!(v["status"], "complete", "{v}");
-    let text = g.file("flood.txt");
+    // Its notes wrapped at 100 columns: joined to find the phrases.
+    let text = common::unwrapped(g.file("flood.txt"));
     let counts = |f: &str| -> Vec<u64> { g.file(f).split_whitespace().map(|n| n.parse().unwrap()).collect() };
     let (before, after) = (counts("irq3-before.txt"), counts("irq3-after.txt"));
     assert!(after[0] >= before[0] + 10_000, "IRQ 3 on CPU 1 during the run: {before:?} -> {after:?}");

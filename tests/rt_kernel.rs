@@ -296,7 +296,7 @@ fn timerlat_runs_beside_wakeup_and_agrees_with_it() {
             g.file("wakeup.txt")
         );
     }
-    let text = g.file("wakeup.txt");
+    let text = unwrapped(g.file("wakeup.txt"));
     for part in [
         "timerlat: the kernel's timerlat tracer ran beside the probe (timerlat/0, timerlat/1 at SCHED_FIFO 94)",
         "half a period from the probe's",
@@ -355,7 +355,7 @@ fn osnoise_times_the_sources_beside_noise() {
         total("osnoise_thread", cpu);
     }
     assert!(total("osnoise_irq", 0).0 > 0, "{}", g.file("noise.txt"));
-    let text = g.file("noise.txt");
+    let text = unwrapped(g.file("noise.txt"));
     for part in ["osnoise: the kernel's osnoise tracer ran beside the probe", "without osnoise's own workload"] {
         assert!(text.contains(part), "{part} missing:\n{text}");
     }
@@ -502,7 +502,7 @@ fn on_the_stock_kernel_rtscope_advises_an_rt_kernel() {
     let inv = &g.json("show.json")["run"]["inventory"];
     assert_ne!(inv["preempt_model"], "PREEMPT_RT", "{inv}");
     assert!(inv["cmdline"].as_str().unwrap().contains("threadirqs"), "{inv}");
-    assert!(g.file("wakeup.txt").contains("not PREEMPT_RT"), "{}", g.file("wakeup.txt"));
+    assert!(unwrapped(g.file("wakeup.txt")).contains("not PREEMPT_RT"), "{}", g.file("wakeup.txt"));
 }
 
 /// The serial load keeps the guest's second UART (IRQ 3) interrupting:

@@ -75,7 +75,7 @@ fn timerlat_user_threads_give_four_figures_of_the_same_wake_ups() {
         assert!(p50(thread) <= p50(own) * 1.1, "CPU {cpu}: the kernel's thread after rtscope's read:\n{text}");
         assert!(p50(own) <= p50(user) * 1.1, "CPU {cpu}: rtscope's read after the next read:\n{text}");
     }
-    let text = g.file("user.txt");
+    let text = common::unwrapped(g.file("user.txt"));
     assert!(
         text.contains(
             "timerlat: the kernel's timerlat tracer ran beside the probe: the probe's threads were its own user threads"
