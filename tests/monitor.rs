@@ -6,13 +6,14 @@
 //! nothing behind and a new one takes its store over.
 
 mod common;
+use common::dist::{dashboard_exprs, shipped_queries};
 use common::prom::*;
 use common::*;
 use rtscope_model::hist::Tally;
 use rtscope_model::metrics::count_at_or_below;
 use rtscope_model::store::Store;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -588,181 +589,6 @@ fn web_config_serves_tls_and_basic_auth() {
     }
     signal(mon.0.id(), libc::SIGINT);
     assert_eq!(wait_exit(&mut mon.0), Some(0));
-}
-
-/// The repository's shipped files (dist/).
-fn dist(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("dist").join(path)
-}
-
-/// The dashboard's queries, the fleet table's first, with its variables
-/// set as Grafana would (probe wakeup, every machine, threshold 100 us).
-fn dashboard_exprs() -> Vec<String> {
-    let d: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dist("grafana/rtscope-fleet.json")).unwrap()).unwrap();
-    let mut panels = d["panels"].as_array().unwrap().clone();
-    panels.sort_by_key(|p| (p["gridPos"]["y"].as_u64().unwrap(), p["gridPos"]["x"].as_u64().unwrap()));
-    let mut exprs: Vec<String> = panels
-        .iter()
-        .flat_map(|p| p["targets"].as_array().unwrap().iter().map(|t| t["expr"].as_str().unwrap().to_string()))
-        .collect();
-    for v in d["templating"]["list"].as_array().unwrap() {
-        if let Some(q) = v["query"]["query"].as_str() {
-            // label_values(SELECTOR, label): the selector is the query.
-            let inner = q.strip_prefix("label_values(").unwrap().rsplit_once(',').unwrap().0;
-            exprs.push(inner.to_string());
-        }
-    }
-    exprs
-        .into_iter()
-        .map(|e| {
-            e.replace("$probe", "wakeup")
-                .replace("$instance", ".*")
-                .replace("$threshold", "0.0001")
-                .replace("$__range", "1h")
-                .replace("$__rate_interval", "1m")
-        })
-        .collect()
-}
-
-/// The alert rules' expressions.
-fn alert_exprs() -> Vec<String> {
-    let text = std::fs::read_to_string(dist("prometheus/rtscope-alerts.yml")).unwrap();
-    let mut out = Vec::new();
-    let mut lines = text.lines().peekable();
-    while let Some(l) = lines.next() {
-        let Some(rest) = l.trim_start().strip_prefix("expr:") else { continue };
-        let rest = rest.trim();
-        if rest == "|" {
-            let mut e = String::new();
-            while let Some(n) = lines.peek() {
-                if n.trim_start().contains(':') && !n.contains('(') {
-                    break;
-                }
-                e += lines.next().unwrap().trim();
-                e += " ";
-            }
-            out.push(e.trim().to_string());
-        } else {
-            out.push(rest.to_string());
-        }
-    }
-    out
-}
-
-fn shipped_queries() -> Vec<String> {
-    let mut q = dashboard_exprs();
-    q.extend(alert_exprs());
-    q
-}
-
-/// Every metric name the monitor serves (a page with one series and one
-/// committed interval).
-fn served_names() -> Vec<String> {
-    use rtscope_model::metrics::{Exposition, Format, Health, SeriesCounters};
-    let mut e = Exposition::new(vec![100_000]);
-    let mut c = SeriesCounters::new(rtscope_model::run::SeriesKey::new("wakeup", "latency", 0), 1, 0.0);
-    let mut t = Tally::new();
-    t.record(20_000);
-    c.add(&t, &[100_000], 0, 0, 1.0);
-    e.series.insert(1, c);
-    // A watched thread whose wake-ups are explained (--watch with a cause
-    // threshold): the episode counters.
-    let mut w = SeriesCounters::new(rtscope_model::run::SeriesKey::new("watch", "latency", 42), 1, 0.0);
-    w.thread = Some((42, "myloop".into()));
-    w.episodes = Some(rtscope_model::episode::CauseKind::ALL.iter().map(|&k| (k, 0)).collect());
-    e.series.insert(2, w);
-    let page = String::from_utf8(e.render(&Health::default(), Format::Text)).unwrap();
-    let mut names: Vec<String> =
-        page.lines().filter(|l| !l.starts_with('#')).map(|l| l.split(['{', ' ']).next().unwrap().to_string()).collect();
-    names.push("up".into());
-    names
-}
-
-/// The shipped alert rules pass promtool's check and their unit tests
-/// (each alert fires on the machine it should, and only there).
-#[test]
-fn shipped_alert_rules_pass_promtool() {
-    if !has("promtool (Debian's prometheus package; .ci/run installs it)", which("promtool").is_some()) {
-        return;
-    }
-    let dir = dist("prometheus");
-    for args in [&["check", "rules", "rtscope-alerts.yml"][..], &["test", "rules", "rtscope-alerts.test.yml"]] {
-        let o = Command::new("promtool").args(args).current_dir(&dir).output().unwrap();
-        assert!(o.status.success(), "promtool {args:?}: {}", text(&o));
-        assert!(String::from_utf8_lossy(&o.stdout).contains("SUCCESS"), "{}", text(&o));
-    }
-    for name in alert_exprs().iter().flat_map(|e| metric_names(e)) {
-        assert!(served_names().contains(&name), "the rules use {name}, which the monitor does not serve");
-    }
-}
-
-/// Names of metrics in a PromQL expression (rtscope's, process_, up).
-fn metric_names(expr: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let bytes: Vec<char> = expr.chars().collect();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i].is_ascii_alphabetic()
-            && (i == 0
-                || !(bytes[i - 1].is_ascii_alphanumeric()
-                    || bytes[i - 1] == '_'
-                    || bytes[i - 1] == '"'
-                    || bytes[i - 1] == '$'))
-        {
-            let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == '_') {
-                i += 1;
-            }
-            let w: String = bytes[start..i].iter().collect();
-            if w.starts_with("rtscope_") || w.starts_with("process_") || w == "up" {
-                out.push(w);
-            }
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The dashboard reads only what the monitor serves, and its first panel
-/// is the fleet table with the worst machine first.
-#[test]
-fn shipped_dashboard_ranks_the_worst_machines_first() {
-    let exprs = dashboard_exprs();
-    let served = served_names();
-    for name in exprs.iter().flat_map(|e| metric_names(e)) {
-        assert!(served.contains(&name), "the dashboard uses {name}, which the monitor does not serve");
-    }
-    assert!(exprs[0].starts_with("sort_desc(max by (instance)"), "{}", exprs[0]);
-    let d: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dist("grafana/rtscope-fleet.json")).unwrap()).unwrap();
-    let first =
-        d["panels"].as_array().unwrap().iter().find(|p| p["gridPos"]["y"] == 0 && p["gridPos"]["x"] == 0).unwrap();
-    let sort = first["transformations"].as_array().unwrap().iter().find(|t| t["id"] == "sortBy").unwrap();
-    assert_eq!(sort["options"]["sort"][0]["desc"], true);
-    assert_eq!(sort["options"]["sort"][0]["field"], "worst case");
-}
-
-/// The shipped systemd unit passes `systemd-analyze verify`, and rtscope
-/// takes its command line.
-#[test]
-fn shipped_systemd_unit_verifies() {
-    if !has("systemd-analyze (Debian's systemd; .ci/run installs it)", which("systemd-analyze").is_some()) {
-        return;
-    }
-    let dir = tempdir();
-    let unit = std::fs::read_to_string(dist("systemd/rtscope-monitor.service")).unwrap();
-    let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap();
-    let args: Vec<&str> = exec.split_whitespace().collect();
-    assert_eq!(args[..2], ["/usr/local/bin/rtscope", "monitor"]);
-    let o = Command::new(BIN).args(&args[1..]).arg("--help").output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let copy = dir.join("rtscope-monitor.service");
-    std::fs::write(&copy, unit.replace("/usr/local/bin/rtscope", BIN)).unwrap();
-    let o = Command::new("systemd-analyze").arg("verify").arg(&copy).output().unwrap();
-    let said = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success() && !said.contains("rtscope-monitor.service"), "{}", text(&o));
 }
 
 /// `--listen 127.0.0.1:0` takes a free port and says which: the start line

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+pub mod dist;
 pub mod loads;
 pub mod netns;
 pub mod periodic;
