@@ -214,7 +214,19 @@ echo "boot.sh: $version (${accel[1]}), $(($(date +%s) - started)) s from start t
 if [ ! -f "$out/rc" ]; then
     [ $status -eq 124 ] && echo "boot.sh: the VM did not power off within $timeout s (--timeout)" >&2
     [ -s "$work/qemu.log" ] && sed 's/^/qemu: /' "$work/qemu.log" >&2
-    tail -n 30 "$out/console" 2>/dev/null | sed 's/^/console: /' >&2
+    # Where the script had got to, and the kernel's first report of trouble
+    # (an oops' first lines name what crashed; its tail only the panic).
+    [ -s "$out/stdout" ] && tail -n 20 "$out/stdout" | sed 's/^/script: /' >&2
+    first=$(grep -n -m1 -E 'BUG:|Oops|general protection|WARNING:|Kernel panic|RIP:' "$out/console" 2>/dev/null | cut -d: -f1 || true)
+    if [ -n "$first" ]; then
+        sed -n "$((first > 5 ? first - 5 : 1)),$((first + 45))p" "$out/console" | sed 's/^/console: /' >&2
+        if [ "$(wc -l <"$out/console")" -gt $((first + 45)) ]; then
+            echo "console: ..." >&2
+            tail -n 8 "$out/console" | sed 's/^/console: /' >&2
+        fi
+    else
+        tail -n 30 "$out/console" 2>/dev/null | sed 's/^/console: /' >&2
+    fi
     fail "the VM did not run the script to its end (console above, whole in $out/console)"
 fi
 exit "$(cat "$out/rc")"
