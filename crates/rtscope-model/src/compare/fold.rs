@@ -40,18 +40,34 @@ fn merged_places(run: &Run) -> (Vec<Vec<u32>>, Vec<Option<usize>>) {
     (all.into_iter().map(|(_, _, seqs)| seqs).collect(), of)
 }
 
+/// A series' part of its metric's merged row.
+pub(super) enum Share {
+    /// The metric has one series: no merged row.
+    None,
+    /// Its own row's blocks: its intervals are the merged row's places
+    /// (its CPUs measured the same intervals), so its share would be the
+    /// same blocks, and is not folded twice.
+    Own,
+    /// Its intervals folded into blocks over the merged row's places.
+    Apart(BlockFold),
+}
+
 /// One series' intervals as they are folded: into its own row's blocks
-/// and its share of its merged row's (with that row's places).
+/// and, where its intervals are not all the merged row's places, its
+/// share of that row's (with the row's places).
 struct SeriesBlocks<'a> {
     own: BlockFold,
     share: Option<(BlockFold, &'a [u32])>,
+    merged: bool,
 }
 
 impl<'a> SeriesBlocks<'a> {
     fn new(s: &Series, merged: Option<&'a [u32]>) -> SeriesBlocks<'a> {
+        let apart = merged.filter(|seqs| !s.intervals.iter().map(|iv| iv.seq).eq(seqs.iter().copied()));
         SeriesBlocks {
             own: BlockFold::new(s.intervals.len()),
-            share: merged.map(|seqs| (BlockFold::new(seqs.len()), seqs)),
+            share: apart.map(|seqs| (BlockFold::new(seqs.len()), seqs)),
+            merged: merged.is_some(),
         }
     }
 
@@ -68,18 +84,24 @@ impl<'a> SeriesBlocks<'a> {
         }
     }
 
-    fn done(self) -> (BlockFold, Option<BlockFold>) {
-        (self.own, self.share.map(|(f, _)| f))
+    fn done(self) -> (BlockFold, Share) {
+        let share = match (self.share, self.merged) {
+            (Some((f, _)), _) => Share::Apart(f),
+            (None, true) => Share::Own,
+            (None, false) => Share::None,
+        };
+        (self.own, share)
     }
 }
 
 /// Each series of a run folded into its own row's bootstrap blocks and
 /// its share of its metric's merged row (when the metric has several
-/// CPUs), in the run's order of series: what [`compare_blocks`] reads of
-/// the intervals. Per series it holds at most [`MAX_BLOCKS`] blocks'
-/// buckets and each interval's sum and count (16 bytes).
+/// CPUs, and they did not all measure the same intervals), in the run's
+/// order of series: what [`compare_blocks`] reads of the intervals. Per
+/// series it holds at most [`MAX_BLOCKS`] blocks' buckets and each
+/// interval's sum and count (16 bytes).
 pub struct RunBlocks {
-    pub(super) folds: Vec<(BlockFold, Option<BlockFold>)>,
+    pub(super) folds: Vec<(BlockFold, Share)>,
 }
 
 impl RunBlocks {
@@ -113,7 +135,7 @@ impl RunBlocks {
         let (places, of) = merged_places(run);
         let n = run.series.len();
         let threads = std::thread::available_parallelism().map_or(1, |t| t.get()).min(n).max(1);
-        let mut folds: Vec<Option<(BlockFold, Option<BlockFold>)>> = (0..n).map(|_| None).collect();
+        let mut folds: Vec<Option<(BlockFold, Share)>> = (0..n).map(|_| None).collect();
         std::thread::scope(|scope| -> Result<()> {
             let mut senders = Vec::with_capacity(threads);
             let mut workers = Vec::with_capacity(threads);
@@ -160,14 +182,16 @@ pub(super) fn row_data(run: &Run, blocks: RunBlocks) -> Vec<(Key, RowData)> {
     let mut out: Vec<(Key, RowData)> = Vec::new();
     let mut merged: Vec<(Key, RowData)> = Vec::new();
     for (s, (own, share)) in run.series.iter().zip(blocks.folds) {
-        if let Some(share) = share {
-            let k = merged_key(s);
-            match merged.iter_mut().find(|(x, _)| *x == k) {
-                Some((_, d)) => {
-                    d.tally.merge(s.total());
-                    d.intervals.merge(&share);
-                }
-                None => merged.push((k, RowData { tally: s.total().clone(), intervals: share })),
+        let k = merged_key(s);
+        match (merged.iter_mut().find(|(x, _)| *x == k), share) {
+            (_, Share::None) => {}
+            (Some((_, d)), share) => {
+                d.tally.merge(s.total());
+                d.intervals.merge(if let Share::Apart(f) = &share { f } else { &own });
+            }
+            (None, share) => {
+                let intervals = if let Share::Apart(f) = share { f } else { own.clone() };
+                merged.push((k, RowData { tally: s.total().clone(), intervals }));
             }
         }
         out.push((
