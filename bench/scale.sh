@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # How the reads scale with a run's length and its CPUs: `analyze`, `report`,
-# `show` and `export --format hdr` of synthesised wake-up runs (1 kHz, 10 s
-# checkpoints, as `rtscope wakeup` stores them), their elapsed time and
-# peak resident memory, against the goals:
+# `show`, `export --format hdr` and `compare` of synthesised wake-up runs
+# (1 kHz, 10 s checkpoints, as `rtscope wakeup` stores them), their elapsed
+# time and peak resident memory, against the goals:
 #   168 h x 2 CPUs: analyze and report within 3 s and 100 MiB; show within
 #                   0.5 s and 50 MiB; export hdr within 5 s
 #   24 h x 64 CPUs: analyze and report within 10 s and 200 MiB
@@ -12,7 +12,10 @@
 #
 # Environment:
 #   RUNS      the runs, HOURSxCPUS each (default "24x2 168x2 24x16 24x64"; empty: none)
-#   CMDS      the commands timed (default "analyze report show export")
+#   CMDS      the commands timed (default "analyze report show export"; also
+#             "compare": `compare 1 2` of two runs of that length and CPUs,
+#             seeds 1 and 2, in a store of their own, pair-HOURSxCPUS.db; not
+#             timed on the month, a single run)
 #   ROUNDS    timed runs of each command (default 3); the median time and the
 #             largest peak RSS are printed
 #   WORK      keep the stores in this directory and reuse them (default: a
@@ -66,13 +69,24 @@ if ((MONTH > 0)); then
     fi
 fi
 
+# The stores the commands read: a run alone (run-R.db), and two runs for
+# compare (pair-R.db).
+stores=()
+for c in $CMDS; do
+    if [[ $c == compare ]]; then stores+=(pair); else stores+=(run); fi
+done
 for r in $RUNS; do
-    db=$TMP/run-$r.db
-    if [[ ! -s $db ]]; then
-        echo "== writing ${r%x*} h x ${r#*x} CPUs into $db"
+    for kind in $(printf '%s\n' "${stores[@]}" | sort -u); do
+        db=$TMP/$kind-$r.db
+        [[ -s $db ]] && continue
+        seeds=1
+        [[ $kind == pair ]] && seeds="1 2"
         rm -f "$db" "$db-wal" "$db-shm"
-        "$SYNTH" --db "$db" --hours "${r%x*}" --cpus "${r#*x}" >/dev/null
-    fi
+        for seed in $seeds; do
+            echo "== writing ${r%x*} h x ${r#*x} CPUs (seed $seed) into $db"
+            "$SYNTH" --db "$db" --hours "${r%x*}" --cpus "${r#*x}" --seed "$seed" >/dev/null
+        done
+    done
 done
 
 # One command's argv after the binary, for run store $1.
@@ -82,6 +96,7 @@ args() {
         report) echo "report 1 --db $1 -o $TMP/report.md" ;;
         show) echo "show 1 --db $1" ;;
         export) echo "export 1 --db $1 --format hdr -o $TMP/export.hdr" ;;
+        compare) echo "compare 1 2 --db $1" ;;
         *) echo "unknown command $2 in CMDS" >&2; exit 1 ;;
     esac
 }
@@ -115,21 +130,27 @@ else
     echo "| run | store | command | elapsed (user), peak RSS |"
     echo "|---|---|---|---|"
 fi
-# The table's rows of run $1 (its name in the table) in store $2.
+# The table's rows of run $1 (its name in the table) in store $2 (compare:
+# in store $3, skipped without one).
 rows() {
-    local size c after
-    size="$(($(stat -L -c %s "$2") / 1000000)) MB"
+    local size c after db
     for c in $CMDS; do
-        after=$(measure "$RTSCOPE" "$(args "$2" "$c")")
+        db=$2
+        if [[ $c == compare ]]; then
+            [[ -n ${3:-} ]] || continue
+            db=$3
+        fi
+        size="$(($(stat -L -c %s "$db") / 1000000)) MB"
+        after=$(measure "$RTSCOPE" "$(args "$db" "$c")")
         if [[ -n ${BEFORE:-} ]]; then
-            echo "| $1 | $size | $c | $(measure "$BEFORE" "$(args "$2" "$c")") | $after |"
+            echo "| $1 | $size | $c | $(measure "$BEFORE" "$(args "$db" "$c")") | $after |"
         else
             echo "| $1 | $size | $c | $after |"
         fi
     done
 }
 for r in $RUNS; do
-    rows "${r%x*} h x ${r#*x} CPUs" "$TMP/run-$r.db"
+    rows "${r%x*} h x ${r#*x} CPUs" "$TMP/run-$r.db" "$TMP/pair-$r.db"
 done
 if ((MONTH > 0)); then
     rows "${MONTH} d monitor x 2 CPUs" "$month_db"

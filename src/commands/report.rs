@@ -5,23 +5,30 @@ use crate::cli::{CompareArgs, ReportArgs, StoreArgs};
 use crate::progress::Ticker;
 use crate::report::{self, Input, Use};
 use anyhow::{Context, Result, bail};
+use rtscope_model::compare::RunBlocks;
 use rtscope_model::export;
+use rtscope_model::run::Run;
 use rtscope_model::store::Store;
 use rtscope_model::units;
 
+/// The runs a command read, and where from.
+struct Loaded {
+    runs: Vec<Run>,
+    /// The store, opened if any run came from it.
+    store: Option<Store>,
+    /// Per run, its id in the store (None: an export).
+    ids: Vec<Option<i64>>,
+}
+
 /// The runs named by `specs`: ids or `last` in the store, or JSON exports.
-/// `summed`: a stored run's intervals' histograms are summed as read
-/// ([`Store::load_run_summed`]), for what reads the runs' statistics and
-/// tails (a report, of one run or several); else each interval's is kept
-/// (`compare` resamples the runs by intervals).
-fn load_runs(
-    specs: &[String],
-    store: &StoreArgs,
-    ticker: &Ticker,
-    summed: bool,
-) -> Result<Vec<rtscope_model::run::Run>> {
+/// A stored run's intervals' histograms are summed as read
+/// ([`Store::load_run_summed`]): what a report reads of them is the runs'
+/// statistics and tails, and `compare` streams them again into its
+/// bootstrap blocks ([`compare_blocks`]).
+fn load_runs(specs: &[String], store: &StoreArgs, ticker: &Ticker) -> Result<Loaded> {
     let mut opened: Option<Store> = None;
     let mut runs = Vec::new();
+    let mut ids = Vec::new();
     for (i, spec) in specs.iter().enumerate() {
         let of = if specs.len() > 1 { format!(" ({} of {})", i + 1, specs.len()) } else { String::new() };
         ticker.stage(format!("reading {}{spec}{of}", if spec.ends_with(".json") { "" } else { "run " }));
@@ -32,6 +39,7 @@ fn load_runs(
             let text = crate::sys::fs::read_input_text(path, &format!("RUN {spec}"), "report a shorter run")
                 .map_err(anyhow::Error::msg)?;
             runs.push(export::read_json(&text, spec)?);
+            ids.push(None);
             continue;
         }
         if spec.ends_with(".json") {
@@ -44,9 +52,28 @@ fn load_runs(
         }
         let s = opened.as_ref().expect("opened above");
         let id = s.resolve(spec)?;
-        runs.push(if summed { s.load_run_summed(id)? } else { s.load_run(id)? });
+        runs.push(s.load_run_summed(id)?);
+        ids.push(Some(id));
     }
-    Ok(runs)
+    Ok(Loaded { runs, store: opened, ids })
+}
+
+/// Each run's intervals folded into its rows' bootstrap blocks: a stored
+/// run's streamed from the store interval by interval (it was read
+/// summed), another's (an export, a range of a fleet) from the intervals
+/// it holds.
+fn compare_blocks(runs: &[Run], store: Option<&Store>, ids: &[Option<i64>], ticker: &Ticker) -> Result<Vec<RunBlocks>> {
+    let mut out = Vec::with_capacity(runs.len());
+    for (i, run) in runs.iter().enumerate() {
+        out.push(match (store, ids.get(i).copied().flatten()) {
+            (Some(store), Some(id)) => {
+                ticker.stage(format!("folding run {id}'s intervals"));
+                RunBlocks::streamed(run, |f| store.for_each_interval_in_time(id, f))?
+            }
+            _ => RunBlocks::of_run(run),
+        });
+    }
+    Ok(out)
 }
 
 /// `rtscope report`.
@@ -65,7 +92,7 @@ pub fn report(a: ReportArgs) -> Result<i32> {
     crate::judge::parse_requirements(&a.req.profiles, &a.req.requires).map_err(anyhow::Error::msg)?;
     crate::judge::check_tasks_flags(&a.sched.spec())?;
     let mut ticker = Ticker::start("rtscope report");
-    let runs = load_runs(&a.runs, &a.store, &ticker, true)?;
+    let runs = load_runs(&a.runs, &a.store, &ticker)?.runs;
     let series: usize = runs.iter().map(|r| r.series.len()).sum();
     ticker.stage(format!("analysing {series} series, drawing the plots and writing {}", output.display()));
     let (req, tasks) = (a.req.spec(), a.sched.spec());
@@ -93,10 +120,12 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
     }
     let spec = a.prom.spec(2, super::fleet::now_s()).map_err(anyhow::Error::msg)?;
     let ticker = Ticker::start("rtscope compare");
-    let runs = match &spec {
-        Some(spec) => super::fleet::ranges(spec, &ticker)?,
-        None => load_runs(&a.runs, &a.store, &ticker, false)?,
+    let Loaded { runs, store, ids } = match &spec {
+        Some(spec) => Loaded { runs: super::fleet::ranges(spec, &ticker)?, store: None, ids: Vec::new() },
+        None => load_runs(&a.runs, &a.store, &ticker)?,
     };
+    let blocks = compare_blocks(&runs, store.as_ref(), &ids, &ticker)?;
+    drop(store);
     ticker.stage(format!("comparing {}", units::plural(runs.len(), "run")));
     let gate = a.max_regression.map(|pct| rtscope_model::compare::Gate {
         max_regression_pct: pct,
@@ -104,7 +133,7 @@ pub fn compare(a: CompareArgs) -> Result<i32> {
         selectors: a.gate.clone(),
         allow_incomplete: a.allow_incomplete,
     });
-    let cmp = report::Comparison::new(&runs, gate)?;
+    let cmp = report::Comparison::new(&runs, blocks, gate)?;
     drop(ticker);
     if a.print.json {
         report::to_stdout(|out| cmp.write_json(out))?;

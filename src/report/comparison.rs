@@ -10,7 +10,7 @@ use super::wrap::wrap;
 use anyhow::Result;
 use rtscope_model::compare::{
     self, CONFIDENCE, Change, Compared, FigureCmp, Gate, MAX_BLOCKS, MIN_INTERVALS, REPLICATES, RateCmp, Regression,
-    Resampling, SeriesCmp, Test, load_of,
+    Resampling, RunBlocks, SeriesCmp, Test, load_of,
 };
 use rtscope_model::hist::Tally;
 use rtscope_model::run::{Run, RunStatus};
@@ -62,11 +62,12 @@ fn cpu_score(r: &Run) -> String {
 }
 
 impl<'a> Comparison<'a> {
-    /// Compares `runs` (the first is the baseline) and, with a gate, judges
-    /// it; fails on a `--gate` selector that picks no row.
-    pub fn new(runs: &'a [Run], gate: Option<Gate>) -> Result<Comparison<'a>> {
+    /// Compares `runs` (the first is the baseline), their intervals folded
+    /// into `blocks` (one per run: [`compare::compare_blocks`]) and, with a
+    /// gate, judges it; fails on a `--gate` selector that picks no row.
+    pub fn new(runs: &'a [Run], blocks: Vec<RunBlocks>, gate: Option<Gate>) -> Result<Comparison<'a>> {
         let refs: Vec<&Run> = runs.iter().collect();
-        let mut compared = compare::compare(&refs);
+        let mut compared = compare::compare_blocks(&refs, blocks);
         let (mut regressions, mut unjudged) = (Vec::new(), Vec::new());
         if let Some(g) = &gate {
             compared.gate_rows(g).map_err(anyhow::Error::msg)?;

@@ -42,8 +42,10 @@ use crate::run::{Run, RunStatus, Series};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{Binomial, DiscreteCDF};
 
+mod fold;
 mod gate;
 mod stats;
+pub use fold::RunBlocks;
 pub use gate::*;
 pub use stats::*;
 
@@ -265,71 +267,6 @@ struct RowData {
     intervals: BlockFold,
 }
 
-/// The data of each row key in a run: every series, and per probe and
-/// metric the merge of its CPUs when it has several. Each interval's
-/// histogram is decoded once and added to its blocks, then dropped: the
-/// memory is the blocks', not every interval's buckets.
-fn row_data(run: &Run) -> Vec<(Key, RowData)> {
-    let merged_key = |s: &Series| (load_of(s).to_string(), s.key.probe.clone(), s.key.metric.clone(), None);
-    // Per merged key: its series, and the sequence numbers of their
-    // intervals (the merged row's places, in time order).
-    let mut all: Vec<(Key, Vec<usize>, Vec<u32>)> = Vec::new();
-    for (i, s) in run.series.iter().enumerate() {
-        let k = merged_key(s);
-        let seqs = s.intervals.iter().map(|iv| iv.seq);
-        match all.iter_mut().find(|(x, _, _)| *x == k) {
-            Some((_, of, all_seqs)) => {
-                of.push(i);
-                all_seqs.extend(seqs);
-            }
-            None => all.push((k, vec![i], seqs.collect())),
-        }
-    }
-    all.retain(|(_, of, _)| of.len() > 1);
-    for (_, _, seqs) in &mut all {
-        seqs.sort_unstable();
-        seqs.dedup();
-    }
-    // Decoding the intervals is most of reading a run: every series at
-    // once, each into its own row and its share of the merged one.
-    let folded = crate::par::map(&run.series, |s| {
-        let merged = all.iter().find(|(k, _, _)| *k == merged_key(s)).map(|(_, _, seqs)| seqs);
-        let mut own = BlockFold::new(s.intervals.len());
-        let mut share = merged.map(|seqs| BlockFold::new(seqs.len()));
-        // Every interval of a loaded series decodes (its total was summed
-        // from them); one that did not would be left out of both rows.
-        for (at, iv) in s.intervals.iter().enumerate() {
-            let Ok(t) = iv.tally() else { continue };
-            let p = IntervalPoints::of(&t);
-            own.add(at, &p);
-            if let (Some(share), Some(seqs)) = (&mut share, merged) {
-                share.add(seqs.binary_search(&iv.seq).unwrap_or(0), &p);
-            }
-        }
-        (own, share)
-    });
-    let mut out: Vec<(Key, RowData)> = Vec::new();
-    let mut merged: Vec<(Key, RowData)> = Vec::new();
-    for (s, (own, share)) in run.series.iter().zip(folded) {
-        if let Some(share) = share {
-            let k = merged_key(s);
-            match merged.iter_mut().find(|(x, _)| *x == k) {
-                Some((_, d)) => {
-                    d.tally.merge(s.total());
-                    d.intervals.merge(&share);
-                }
-                None => merged.push((k, RowData { tally: s.total().clone(), intervals: share })),
-            }
-        }
-        out.push((
-            (load_of(s).to_string(), s.key.probe.clone(), s.key.metric.clone(), Some(s.key.cpu)),
-            RowData { tally: s.total().clone(), intervals: own },
-        ));
-    }
-    out.extend(merged);
-    out
-}
-
 /// Lines up the summary rows across runs: where the runs measured a metric
 /// on other CPUs (or threads: a restarted program's), or some merged
 /// several CPUs and others had one, each run with a single row of that
@@ -450,8 +387,20 @@ fn mark_summaries<'a>(rows: impl Iterator<Item = (&'a str, &'a str, &'a str, Opt
 /// Compares `runs` (the first is the baseline): a row per series any of
 /// them has, per CPU and merged over CPUs, in the first run's order, and a
 /// row per count they store. No row is gated yet: see [`Compared::gate_rows`].
+/// The runs hold their intervals' histograms (see [`compare_blocks`] for
+/// runs read summed).
 pub fn compare(runs: &[&Run]) -> Compared {
-    let mut per_run: Vec<Vec<(Key, RowData)>> = runs.iter().map(|r| row_data(r)).collect();
+    compare_blocks(runs, runs.iter().map(|r| RunBlocks::of_run(r)).collect())
+}
+
+/// [`compare`] of `runs` whose intervals were folded into `blocks` (one
+/// per run, in order: [`RunBlocks::of_run`], or [`RunBlocks::streamed`]
+/// for a run read summed). Of the runs it reads each series' total,
+/// extra figures and intervals' times (the counts' exposure), not their
+/// histograms.
+pub fn compare_blocks(runs: &[&Run], blocks: Vec<RunBlocks>) -> Compared {
+    assert_eq!(runs.len(), blocks.len(), "a run's blocks per run");
+    let mut per_run: Vec<Vec<(Key, RowData)>> = runs.iter().zip(blocks).map(|(r, b)| fold::row_data(r, b)).collect();
     align_merged(
         &mut per_run,
         |(k, _)| k,

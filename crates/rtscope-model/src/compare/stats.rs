@@ -238,6 +238,8 @@ impl BlockFold {
         let mut values: Vec<i64> = self.blocks.iter().flat_map(|b| b.points.iter().map(|p| p.0)).collect();
         values.sort_unstable();
         values.dedup();
+        // Kept with the blocks: every block's values were collected.
+        values.shrink_to_fit();
         let summed = self
             .blocks
             .iter()

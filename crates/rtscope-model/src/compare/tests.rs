@@ -476,3 +476,105 @@ fn a_watched_threads_row_is_labelled_by_its_thread_id() {
     let key = crate::run::SeriesKey::new("watch", "latency", 4242);
     assert_eq!(key.describe(), "watch/latency thread 4242");
 }
+
+/// A run of 2 CPUs of 230 intervals each (blocks of 3), CPU 1 missing
+/// every seventh interval (its merged row's places are CPU 0's), with a
+/// tail that grows with `tail_ns`, and a signed series of 12 intervals
+/// on CPUs 0 and 1 (a merged row by samples, one by intervals).
+fn long_run(tail_ns: f64, seed: u64) -> Run {
+    let mut run = crate::store::tests_support::sample_run();
+    run.header.uuid.push_str(&format!("-long-{seed}"));
+    let mut series = Vec::new();
+    for cpu in 0..2i64 {
+        let ivs = (0..230u64)
+            .filter(|i| cpu == 0 || i % 7 != 3)
+            .map(|i| {
+                let t = latencies(40 + ((i + cpu as u64) % 11) as usize, tail_ns + cpu as f64 * 500.0, seed * 1000 + i);
+                crate::run::Interval::new(i as u32, i * 10_000_000_000, (i + 1) * 10_000_000_000, &t, i % 5, 0)
+            })
+            .collect();
+        let key = crate::run::SeriesKey::new("wakeup", "latency", cpu);
+        series.push(Series::new(key, "ns".into(), "adaptive".into(), ivs, vec![]).unwrap());
+    }
+    for cpu in 0..2i64 {
+        let ivs = (0..(2 + 10 * cpu as u32))
+            .map(|seq| {
+                let mut t = Tally::new_signed();
+                for v in -300..700i64 {
+                    t.record_signed(v * 13 + i64::from(seq) * 7 + cpu * 5 + seed as i64);
+                }
+                crate::run::Interval::new(seq, u64::from(seq) * 100, u64::from(seq + 1) * 100, &t, 0, 0)
+            })
+            .collect();
+        let key = crate::run::SeriesKey::new("sleep", "nanosleep@5ms", cpu);
+        series.insert(cpu as usize, Series::new(key, "ns".into(), "adaptive".into(), ivs, vec![]).unwrap());
+    }
+    run.series = series;
+    run
+}
+
+/// The comparison as `rtscope compare --json` writes it: equal text is
+/// equal figures, bit for bit.
+fn json_of(c: &Compared) -> String {
+    serde_json::to_string(c).unwrap()
+}
+
+#[test]
+fn runs_streamed_from_a_store_compare_as_runs_loaded_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = crate::store::Store::open(&dir.path().join("r.db")).unwrap();
+    let runs = [long_run(3_000.0, 1), long_run(3_000.0, 2), long_run(4_500.0, 3)];
+    let ids: Vec<i64> = runs.iter().map(|r| store.insert_run(r).unwrap()).collect();
+    // The last run without its halves' sums: its summed read folds its intervals.
+    store.store_sums(ids[0]).unwrap();
+    store.store_sums(ids[1]).unwrap();
+    let whole: Vec<Run> = ids.iter().map(|&id| store.load_run(id).unwrap()).collect();
+    let summed: Vec<Run> = ids.iter().map(|&id| store.load_run_summed(id).unwrap()).collect();
+    assert!(summed.iter().flat_map(|r| &r.series).flat_map(|s| &s.intervals).all(|iv| iv.hdr.is_empty()));
+    let streamed: Vec<RunBlocks> = summed
+        .iter()
+        .zip(&ids)
+        .map(|(r, &id)| RunBlocks::streamed(r, |f| store.for_each_interval_in_time(id, f)).unwrap())
+        .collect();
+    let expected = compare(&whole.iter().collect::<Vec<_>>());
+    let got = compare_blocks(&summed.iter().collect::<Vec<_>>(), streamed);
+    assert_eq!(json_of(&got), json_of(&expected));
+    // The comparison resampled by intervals, and found the heavier tail.
+    let merged = expected.series.iter().find(|s| s.probe == "wakeup" && s.cpu.is_none()).unwrap();
+    assert_eq!(merged.resampled, vec![Some(Resampling::Intervals); 3]);
+    assert!(merged.figures.iter().any(|f| f.changes[2] == Change::Worse), "{merged:?}");
+    let signed = expected.series.iter().find(|s| s.probe == "sleep" && s.cpu == Some(0)).unwrap();
+    assert_eq!(signed.resampled[0], Some(Resampling::Samples));
+    // Runs that hold their histograms fold them the same way.
+    let held: Vec<RunBlocks> = whole.iter().map(RunBlocks::of_run).collect();
+    assert_eq!(json_of(&compare_blocks(&whole.iter().collect::<Vec<_>>(), held)), json_of(&expected));
+}
+
+#[test]
+fn a_streamed_run_leaves_out_intervals_it_was_not_read_with_and_passes_on_errors() {
+    let whole = long_run(3_000.0, 1);
+    let mut summed = whole.clone();
+    for s in &mut summed.series {
+        s.intervals.iter_mut().for_each(|iv| iv.hdr.clear());
+    }
+    let each = |f: &mut dyn FnMut(usize, crate::run::Interval) -> anyhow::Result<()>| -> anyhow::Result<()> {
+        for (i, s) in whole.series.iter().enumerate() {
+            for iv in &s.intervals {
+                f(i, iv.clone())?;
+            }
+            // One written since the run was read.
+            let mut late = s.intervals[0].clone();
+            late.seq = 10_000;
+            f(i, late)?;
+        }
+        Ok(())
+    };
+    let streamed = RunBlocks::streamed(&summed, each).unwrap();
+    let expected = compare(&[&whole, &whole]);
+    let got = compare_blocks(&[&summed, &summed], vec![streamed, RunBlocks::of_run(&whole)]);
+    assert_eq!(json_of(&got), json_of(&expected));
+    let err = RunBlocks::streamed(&summed, |_| anyhow::bail!("the store went away")).err().unwrap();
+    assert_eq!(err.to_string(), "the store went away");
+    let err = RunBlocks::streamed(&summed, |f| f(99, whole.series[0].intervals[0].clone())).err().unwrap();
+    assert!(err.to_string().contains("series 99"), "{err}");
+}
