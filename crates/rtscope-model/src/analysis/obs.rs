@@ -165,7 +165,12 @@ impl Obs {
         let within = |e: &&Exceedance| e.t_ns >= t0 && e.t_ns <= end;
         o.timed_from = match kept {
             Some(k) => k.complete_from,
-            None => o.complete_level(exceedances.iter().filter(within).map(|e| e.value_ns as f64).collect()),
+            None => {
+                // Counted first, as `timed` below.
+                let mut vals = Vec::with_capacity(exceedances.iter().filter(within).count());
+                vals.extend(exceedances.iter().filter(within).map(|e| e.value_ns as f64));
+                o.complete_level(vals)
+            }
         };
         o.timed_kept_from = kept.map_or(f64::NEG_INFINITY, |k| k.from);
         // The tail's extremal index reads those above that level alone: a
@@ -197,7 +202,8 @@ impl Obs {
     /// lost a few to a full ring): a run keeps those above a threshold
     /// that moved (the running p99.9), so low levels are incomplete.
     fn complete_level(&self, mut vals: Vec<f64>) -> f64 {
-        vals.sort_by(|a, b| b.total_cmp(a));
+        // Unstable: equal values are alike, and it needs no scratch copy.
+        vals.sort_unstable_by(|a, b| b.total_cmp(a));
         let mut level = f64::INFINITY;
         for (i, &v) in vals.iter().enumerate() {
             // Stored strictly above v: the values before the first equal to v.
