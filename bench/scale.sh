@@ -28,6 +28,11 @@
 #             retention, with synthetic 1 kHz wake-ups (about a minute a day
 #             on this machine); the store's largest size after a retention
 #             pass is printed against --max-store, and CMDS are timed on it
+#   RUN_END   1: also time what the end of each run of RUNS costs, as a
+#             measuring command's end runs it (crates/rtscope-model/examples/
+#             run_end.rs: the sums pass `Store::store_sums`, then the read of
+#             the finished run `Store::load_run`), each step's time and peak
+#             RSS (default 0; it rewrites the run's stored sums, the same rows)
 #   SYNTH     the synthesiser's binary (default: this tree's, built in release)
 #   RTSCOPE   the binary to time (default: this tree's, built in release);
 #             BEFORE another binary timed beside it (e.g. a build of the base
@@ -50,6 +55,7 @@ RUNS=${RUNS-24x2 168x2 24x16 24x64}
 CMDS=${CMDS:-analyze report show export}
 ROUNDS=${ROUNDS:-3}
 MONTH=${MONTH:-30}
+RUN_END=${RUN_END:-0}
 
 need_command /usr/bin/time time
 build_rtscope
@@ -162,6 +168,15 @@ if ((MONTH > 0)); then
         "retention passes at most $((f[max_used] >> 20)) MiB used of --max-store $((f[max_store] >> 20)) MiB" \
         "(files at most $((f[max_file] >> 20)) MiB with the write-ahead log); ${f[summarised]} intervals" \
         "summarised, ${f[thinned]} raw exceedances thinned"
+fi
+if ((RUN_END)); then
+    echo
+    echo "== the run's end (crates/rtscope-model/examples/run_end.rs, release)"
+    (cd "$ROOT" && cargo build --release --locked -q -p rtscope-model --example run_end)
+    for r in $RUNS; do
+        echo "${r%x*} h x ${r#*x} CPUs:"
+        "${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/run_end" --db "$TMP/run-$r.db" | sed 's/^/    /'
+    done
 fi
 echo
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"

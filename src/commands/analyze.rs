@@ -40,9 +40,11 @@ fn open_store(s: &StoreArgs) -> Result<Store> {
     Store::open_for_reading(&s.db)
 }
 
-fn load(s: &StoreArgs, spec: &str) -> Result<Run> {
+/// Run `spec`, read for an analysis at tail threshold `threshold` (ns;
+/// None: the automatic one).
+fn load(s: &StoreArgs, spec: &str, threshold: Option<f64>) -> Result<Run> {
     let store = open_store(s)?;
-    store.load_run_summed(store.resolve(spec)?)
+    store.load_run_summed_for(store.resolve(spec)?, threshold)
 }
 
 /// Samples from `path`: one value per line, or `timestamp value`, in
@@ -178,11 +180,12 @@ fn analyze_run(a: AnalyzeArgs) -> Result<i32> {
     check_tasks_flags(&a.sched.spec())?;
     let ticker = Ticker::start("rtscope analyze");
     ticker.stage(format!("reading run {} from {}", a.run, a.store.db.display()));
-    let run = load(&a.store, &a.run)?;
+    let threshold = a.threshold.0.map(|t| t as f64);
+    let run = load(&a.store, &a.run, threshold)?;
     ticker.stage(format!("analysing run {}: {} series", run.header.id, run.series.len()));
     let asked = asked(&run, &a.req.spec(), true)?;
     let set = asked_set(&run, &a.sched.spec())?;
-    let mut opts = Options { threshold: a.threshold.0.map(|t| t as f64), ..Options::default() };
+    let mut opts = Options { threshold, ..Options::default() };
     if !a.period.is_empty() {
         opts.periods = a.period.clone();
     }
@@ -340,7 +343,7 @@ fn pick<'a>(all: &'a [SeriesAnalysis], spec: Option<&str>, flag: &str, first: bo
 /// `analyze mttf --run RUN` of a periodic task's run without --period:
 /// its own settings, its predicted miss rate beside the observed.
 fn task_misses(a: &MttfArgs, r: &str) -> Result<i32> {
-    let run = load(&a.store, r)?;
+    let run = load(&a.store, r, None)?;
     let all = run_series(&run, &Options { periods: vec![], ..Options::default() })?;
     let list = miss_predictions(&run, &all);
     if list.is_empty() {
@@ -368,7 +371,7 @@ fn mttf_cmd(a: MttfArgs) -> Result<i32> {
     let opts = Options { periods: vec![], ..Options::default() };
     let all: Vec<SeriesAnalysis> = match (&a.run, &a.samples) {
         (Some(r), _) => {
-            let run = load(&a.store, r)?;
+            let run = load(&a.store, r, None)?;
             let mut all = run_series(&run, &opts)?;
             // A traced run's stage series (e.g. --series wakeup.thread), when named.
             if a.series.as_deref().and_then(|s| s.split_once('.')).is_some_and(|(_, m)| Stages::is_series(m)) {
@@ -457,7 +460,7 @@ fn rta_cmd(a: RtaArgs) -> Result<i32> {
     let mut pseudo = None;
     let mut observed = Vec::new();
     if let (Some(r), Some(eps)) = (&a.jitter_from, a.error_rate) {
-        let run = load(&a.store, r)?;
+        let run = load(&a.store, r, None)?;
         let opts = Options { periods: vec![], ..Options::default() };
         let all = run_series(&run, &opts)?;
         if all.is_empty() {

@@ -350,6 +350,22 @@ pub struct Series {
     /// keeps only those its analysis reads, see
     /// [`Series::keep_exceedances_from`]).
     exceedances_dropped: u64,
+    /// What such a read kept: the lowest value kept (none below it is in
+    /// `exceedances`) and the level above which the stored exceedances
+    /// are complete, found from all of them before it dropped any.
+    exceedances_kept: Option<KeptExceedances>,
+}
+
+/// What a read kept of a series' stored exceedances
+/// ([`Series::keep_exceedances_from`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KeptExceedances {
+    /// `exceedances` holds every stored exceedance at or above this
+    /// value and none below it.
+    pub from: f64,
+    /// The level above which the stored exceedances hold (nearly) every
+    /// sample above it (`analysis::obs::Obs::timed_from`), of all of them.
+    pub complete_from: f64,
 }
 
 impl Series {
@@ -394,6 +410,7 @@ impl Series {
             total,
             halves,
             exceedances_dropped: 0,
+            exceedances_kept: None,
         })
     }
 
@@ -427,14 +444,26 @@ impl Series {
         self.exceedances.len() as u64 + self.exceedances_dropped
     }
 
-    /// Keeps only the exceedances whose value is at least `floor` (those
-    /// the analysis reads, see `analysis::obs::Obs::exceedances_read_from`),
-    /// still counting the others in [`Series::exceedance_count`].
-    pub fn keep_exceedances_from(&mut self, floor: f64) {
+    /// Keeps only the exceedances whose value is at least `kept.from`
+    /// (those the analysis reads, see `analysis::pot::exceedances_read`),
+    /// still counting the others in [`Series::exceedance_count`]; the
+    /// analysis takes `kept.complete_from` as the level above which they
+    /// are complete, which it can no longer find from those kept.
+    pub fn keep_exceedances_from(&mut self, kept: KeptExceedances) {
         let before = self.exceedances.len();
-        self.exceedances.retain(|e| e.value_ns as f64 >= floor);
+        self.exceedances.retain(|e| e.value_ns as f64 >= kept.from);
         self.exceedances.shrink_to_fit();
         self.exceedances_dropped += (before - self.exceedances.len()) as u64;
+        self.exceedances_kept = match self.exceedances_kept {
+            Some(k) => Some(KeptExceedances { from: k.from.max(kept.from), complete_from: k.complete_from }),
+            None => Some(kept),
+        };
+    }
+
+    /// What a read kept of the series' exceedances; None when it kept
+    /// them all.
+    pub fn exceedances_kept(&self) -> Option<KeptExceedances> {
+        self.exceedances_kept
     }
 
     /// The common result row of every probe's JSON.
@@ -537,6 +566,7 @@ impl SeriesFold {
             total,
             halves,
             exceedances_dropped: 0,
+            exceedances_kept: None,
         })
     }
 }
@@ -633,6 +663,7 @@ impl Series {
             total,
             halves: Some(halves),
             exceedances_dropped: 0,
+            exceedances_kept: None,
         })
     }
 }

@@ -5,7 +5,7 @@
 //! measurement for the agreement check.
 
 use crate::hist::Tally;
-use crate::run::{Exceedance, Interval, Series};
+use crate::run::{Exceedance, Interval, KeptExceedances, Series};
 
 /// One metric's observations.
 #[derive(Clone, Debug, Default)]
@@ -20,13 +20,20 @@ pub struct Obs {
     /// (seconds from the start, value) of samples above `timed_from`
     /// (every sample of a sample file), in time order.
     pub timed: Vec<(f64, f64)>,
-    /// The level above which `timed` holds every sample.
+    /// The level above which the timed exceedances hold (nearly) every
+    /// sample: `timed` holds those above it.
     pub timed_from: f64,
+    /// `timed` holds none below this value: a read of a stored run kept
+    /// only those the tail fit reads (see
+    /// [`crate::analysis::pot::exceedances_read`]); -inf when it holds all.
+    pub timed_kept_from: f64,
     /// Maxima of consecutive blocks (a run's checkpoint intervals) and the
     /// blocks' length in seconds.
     pub blocks: Vec<f64>,
     pub block_s: f64,
-    /// The first and second half of the measurement (none inside a half).
+    /// The first and second half of the measurement (none inside a half;
+    /// of a stored series their distributions alone: the agreement check
+    /// reads no more).
     pub halves: Option<Box<[Obs; 2]>>,
 }
 
@@ -48,7 +55,15 @@ impl Obs {
             total += c;
             cum.push(total);
         }
-        Obs { values: merged, cum, n: total, duration_s, timed_from: f64::INFINITY, ..Default::default() }
+        Obs {
+            values: merged,
+            cum,
+            n: total,
+            duration_s,
+            timed_from: f64::INFINITY,
+            timed_kept_from: f64::NEG_INFINITY,
+            ..Default::default()
+        }
     }
 
     /// Raw samples in time order; `times_s` (seconds, ascending) or a
@@ -94,16 +109,15 @@ impl Obs {
 
     /// A stored series: its whole-run histogram (bucket values at the
     /// histogram's 0.1 % resolution, exact maximum), its intervals'
-    /// maxima and its exceedances; its halves from the sums the series
-    /// keeps (no interval is decoded again).
+    /// maxima and its exceedances; its halves' distributions from the sums
+    /// the series keeps (no interval is decoded again).
     pub fn from_series(s: &Series) -> Result<Obs, String> {
-        let (ivs, exc) = (&s.intervals, &s.exceedances);
-        let mut o = Self::from_intervals(s.total(), ivs, exc, |_| true)?;
+        let mut o = Self::of_whole_series(s)?;
+        let ivs = &s.intervals;
         if let Some(h) = s.halves() {
             let split = h.split;
-            let cut = ivs[split].start_ns;
-            let first = Self::from_intervals(&h.first.unpack(), &ivs[..split], exc, |t| t < cut);
-            let second = Self::from_intervals(&h.second.unpack(), &ivs[split..], exc, |t| t >= cut);
+            let first = Self::from_intervals(&h.first.unpack(), &ivs[..split], None);
+            let second = Self::from_intervals(&h.second.unpack(), &ivs[split..], None);
             if let (Ok(a), Ok(b)) = (first, second) {
                 o.halves = Some(Box::new([a, b]));
             }
@@ -111,25 +125,19 @@ impl Obs {
         Ok(o)
     }
 
-    /// The lowest exceedance value of `s` that [`Obs::from_series`]
-    /// reads: it keeps, of the whole series and of each half, only those
-    /// above the level where they are complete; a read that drops those
-    /// below this value ([`Series::keep_exceedances_from`]) gives the same
-    /// observations. Infinite where it reads none.
-    pub fn exceedances_read_from(s: &Series) -> f64 {
-        let Ok(o) = Self::from_series(s) else { return f64::INFINITY };
-        let halves = o.halves.iter().flat_map(|h| h.iter().map(|o| o.timed_from));
-        halves.fold(o.timed_from, f64::min)
+    /// [`Obs::from_series`] without its halves.
+    pub fn of_whole_series(s: &Series) -> Result<Obs, String> {
+        Self::from_intervals(s.total(), &s.intervals, Some((&s.exceedances, s.exceedances_kept())))
     }
 
     /// Observations from the sum `total` of intervals `ivs` (their
-    /// statistics and time spans), with those of `exceedances` whose time
-    /// `mine` takes.
+    /// statistics and time spans); with `timed`, the exceedances that fall
+    /// within them (and what a read kept of them) and the intervals'
+    /// maxima; without, the distribution alone.
     fn from_intervals(
         total: &Tally,
         ivs: &[Interval],
-        exceedances: &[Exceedance],
-        mine: impl Fn(u64) -> bool,
+        timed: Option<(&[Exceedance], Option<KeptExceedances>)>,
     ) -> Result<Obs, String> {
         if total.count() == 0 {
             return Err("no samples".into());
@@ -151,19 +159,30 @@ impl Obs {
             values.push((-(hi as f64), neg.stats.overflows));
         }
         let mut o = Obs::from_counts(values, duration_ns as f64 / 1e9);
+        let Some((exceedances, kept)) = timed else { return Ok(o) };
         let t0 = ivs[0].start_ns;
         let end = ivs[ivs.len() - 1].end_ns;
-        let timed = |e: &&Exceedance| e.t_ns >= t0 && e.t_ns <= end && mine(e.t_ns);
-        o.timed_from = o.complete_level(exceedances.iter().filter(timed).map(|e| e.value_ns as f64).collect());
+        let within = |e: &&Exceedance| e.t_ns >= t0 && e.t_ns <= end;
+        o.timed_from = match kept {
+            Some(k) => k.complete_from,
+            None => {
+                // Counted first, as `timed` below.
+                let mut vals = Vec::with_capacity(exceedances.iter().filter(within).count());
+                vals.extend(exceedances.iter().filter(within).map(|e| e.value_ns as f64));
+                o.complete_level(vals)
+            }
+        };
+        o.timed_kept_from = kept.map_or(f64::NEG_INFINITY, |k| k.from);
         // The tail's extremal index reads those above that level alone: a
-        // long run's analysis keeps no more of them.
-        o.timed = exceedances
-            .iter()
-            .filter(timed)
-            .filter(|e| e.value_ns as f64 > o.timed_from)
-            .map(|e| ((e.t_ns - t0) as f64 / 1e9, e.value_ns as f64))
-            .collect();
-        o.timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // long run's analysis keeps no more of them (counted first: a
+        // vector grown as they come would take up to twice their size).
+        let above = |e: &&Exceedance| within(e) && e.value_ns as f64 > o.timed_from;
+        o.timed = Vec::with_capacity(exceedances.iter().filter(above).count());
+        o.timed.extend(exceedances.iter().filter(above).map(|e| ((e.t_ns - t0) as f64 / 1e9, e.value_ns as f64)));
+        // A store gives them in time order: no sort (and its scratch) then.
+        if !o.timed.is_sorted_by(|a, b| a.0 <= b.0) {
+            o.timed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
         // Interval maxima; a last interval much shorter than the others
         // (the run's end) is not a comparable block.
         let mut lens: Vec<u64> = ivs.iter().map(|iv| iv.end_ns - iv.start_ns).collect();
@@ -183,7 +202,8 @@ impl Obs {
     /// lost a few to a full ring): a run keeps those above a threshold
     /// that moved (the running p99.9), so low levels are incomplete.
     fn complete_level(&self, mut vals: Vec<f64>) -> f64 {
-        vals.sort_by(|a, b| b.total_cmp(a));
+        // Unstable: equal values are alike, and it needs no scratch copy.
+        vals.sort_unstable_by(|a, b| b.total_cmp(a));
         let mut level = f64::INFINITY;
         for (i, &v) in vals.iter().enumerate() {
             // Stored strictly above v: the values before the first equal to v.
@@ -305,61 +325,5 @@ mod tests {
         assert!((o.duration_s - 0.1).abs() < 1e-9);
         assert!((o.rate_hz() - 1000.0).abs() < 1e-6);
         assert!(Obs::from_samples(&v, None, None).unwrap_err().contains("--rate"));
-    }
-
-    /// A series of 12 intervals of 10 s, each with a body, a tail above
-    /// 50 us stored whole as exceedances, values near 20 us of which only
-    /// every third is stored in the first half (whole in the second: its
-    /// tail is complete lower down) and values near 10 us of which every
-    /// third is stored (below every level where they are complete).
-    fn series_with_a_thinned_tail() -> Series {
-        use crate::hist::Tally;
-        use crate::run::{Exceedance, SeriesKey};
-        let (mut intervals, mut exceedances) = (Vec::new(), Vec::new());
-        for seq in 0..12u32 {
-            let start = 1_000 + u64::from(seq) * 10_000_000_000;
-            let mut t = Tally::new();
-            for i in 0..2_000u64 {
-                let v = match i % 100 {
-                    0 => 50_000 + i * 37 + u64::from(seq) * 101,
-                    1..=4 => 20_000 + i * 3,
-                    5..=8 => 10_000 + i * 3,
-                    _ => 2_000 + i % 500,
-                };
-                t.record(v);
-                let thinned = i % 100 != 0 && (seq < 6 || v < 20_000) && i % 3 != 0;
-                if v >= 10_000 && !thinned {
-                    exceedances.push(Exceedance { t_ns: start + i * 5_000_000, value_ns: v });
-                }
-            }
-            intervals.push(Interval::new(seq, start, start + 10_000_000_000, &t, 0, 0));
-        }
-        Series::new(SeriesKey::new("wakeup", "latency", 0), "ns".into(), "adaptive".into(), intervals, exceedances)
-            .unwrap()
-    }
-
-    #[test]
-    fn a_series_keeping_the_exceedances_read_gives_the_same_observations() {
-        let whole = series_with_a_thinned_tail();
-        let floor = Obs::exceedances_read_from(&whole);
-        let mut kept = whole.clone();
-        kept.keep_exceedances_from(floor);
-        assert!(kept.exceedances.len() < whole.exceedances.len(), "nothing dropped below {floor}");
-        assert!(!kept.exceedances.is_empty(), "nothing kept above {floor}");
-        assert_eq!(kept.exceedance_count(), whole.exceedances.len() as u64);
-        assert_eq!(kept.result(), whole.result());
-        let (a, b) = (Obs::from_series(&whole).unwrap(), Obs::from_series(&kept).unwrap());
-        let same = |a: &Obs, b: &Obs| {
-            assert_eq!(a.timed_from, b.timed_from);
-            assert_eq!(a.timed, b.timed);
-            assert_eq!((a.n, &a.blocks, a.duration_s), (b.n, &b.blocks, b.duration_s));
-        };
-        same(&a, &b);
-        let (ha, hb) = (a.halves.as_ref().unwrap(), b.halves.as_ref().unwrap());
-        same(&ha[0], &hb[0]);
-        same(&ha[1], &hb[1]);
-        // The second half's tail is complete lower than the whole's.
-        assert!(ha[1].timed_from < a.timed_from, "{} vs {}", ha[1].timed_from, a.timed_from);
-        assert_eq!(floor, ha[1].timed_from);
     }
 }

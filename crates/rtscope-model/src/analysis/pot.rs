@@ -9,6 +9,7 @@ use super::gev::{self, Gev};
 use super::gpd::{self, Excesses, GpdFit};
 use super::obs::Obs;
 use super::usage::Usage;
+use crate::run::{KeptExceedances, Series};
 use crate::units::human;
 use serde::Serialize;
 
@@ -77,10 +78,40 @@ pub fn choose_threshold(obs: &Obs, requested: Option<f64>) -> Result<(f64, u64),
     Ok((u, obs.count_above(u)))
 }
 
+/// What a read of the stored series `s` keeps of its exceedances for a
+/// tail fit at `requested` (None: the automatic threshold, see
+/// [`choose_threshold`]): those above the level where they are complete
+/// (of the whole series, as they are stored) and above the threshold, which
+/// the extremal index reads (nothing else reads them: the agreement check
+/// reads the halves' distributions); none where no tail can be fitted.
+/// A read that keeps these ([`Series::keep_exceedances_from`]) gives the
+/// same analysis at that threshold; [`TailModel::fit`] refuses one at a
+/// lower threshold.
+pub fn exceedances_read(s: &Series, requested: Option<f64>) -> KeptExceedances {
+    let Ok(obs) = Obs::of_whole_series(s) else {
+        return KeptExceedances { from: f64::INFINITY, complete_from: f64::INFINITY };
+    };
+    let from = match choose_threshold(&obs, requested) {
+        Ok((u, _)) => u.max(obs.timed_from),
+        Err(_) => f64::INFINITY,
+    };
+    KeptExceedances { from, complete_from: obs.timed_from }
+}
+
 impl TailModel {
     /// Fits the tail of `obs` above the threshold (see [`choose_threshold`]).
     pub fn fit(obs: &Obs, requested: Option<f64>) -> Result<TailModel, String> {
         let (u, k) = choose_threshold(obs, requested)?;
+        if u.max(obs.timed_from) < obs.timed_kept_from {
+            // A read for another threshold ([`exceedances_read`]): the
+            // extremal index would miss exceedances.
+            return Err(format!(
+                "the run was read keeping its exceedances above {} alone, the threshold {} needs those below: \
+                 read it for this threshold",
+                human(obs.timed_kept_from.max(0.0) as u64),
+                human(u.max(0.0) as u64)
+            ));
+        }
         let excesses = obs.excesses(u);
         if excesses.len() < 3 {
             return Err(format!(
@@ -843,5 +874,81 @@ mod tests {
             }
         }
         assert!(compared >= 3, "only {compared} cases with an interval");
+    }
+
+    /// A series of 12 intervals of 10 s, each with a body, a tail above
+    /// 50 us stored whole as exceedances, values near 20 us of which only
+    /// every third is stored in the first half (whole in the second: its
+    /// tail is complete lower down) and values near 10 us of which every
+    /// third is stored (below every level where they are complete).
+    fn series_with_a_thinned_tail() -> Series {
+        use crate::hist::Tally;
+        use crate::run::{Exceedance, Interval, SeriesKey};
+        let (mut intervals, mut exceedances) = (Vec::new(), Vec::new());
+        for seq in 0..12u32 {
+            let start = 1_000 + u64::from(seq) * 10_000_000_000;
+            let mut t = Tally::new();
+            for i in 0..2_000u64 {
+                let v = match i % 100 {
+                    0 => 50_000 + i * 37 + u64::from(seq) * 101,
+                    1..=4 => 20_000 + i * 3,
+                    5..=8 => 10_000 + i * 3,
+                    _ => 2_000 + i % 500,
+                };
+                t.record(v);
+                let thinned = i % 100 != 0 && (seq < 6 || v < 20_000) && i % 3 != 0;
+                if v >= 10_000 && !thinned {
+                    exceedances.push(Exceedance { t_ns: start + i * 5_000_000, value_ns: v });
+                }
+            }
+            intervals.push(Interval::new(seq, start, start + 10_000_000_000, &t, 0, 0));
+        }
+        Series::new(SeriesKey::new("wakeup", "latency", 0), "ns".into(), "adaptive".into(), intervals, exceedances)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_series_keeping_the_exceedances_read_gives_the_same_analysis() {
+        use crate::analysis::series::{Options, analyze_series};
+        let whole = series_with_a_thinned_tail();
+        let floor = exceedances_read(&whole, None);
+        let mut kept = whole.clone();
+        kept.keep_exceedances_from(floor);
+        assert!(kept.exceedances.len() < whole.exceedances.len(), "nothing dropped below {}", floor.from);
+        assert!(!kept.exceedances.is_empty(), "nothing kept above {}", floor.from);
+        assert_eq!(kept.exceedance_count(), whole.exceedances.len() as u64);
+        assert_eq!(kept.result(), whole.result());
+        let (a, b) = (Obs::from_series(&whole).unwrap(), Obs::from_series(&kept).unwrap());
+        // Kept: those above the whole's complete level and the automatic
+        // threshold, the level still the one all of them gave.
+        let u = choose_threshold(&a, None).unwrap().0;
+        assert_eq!(floor.from, u.max(a.timed_from));
+        assert!(u > a.timed_from, "the threshold {u} is not above the complete level {}", a.timed_from);
+        assert_eq!((a.timed_from, b.timed_from), (floor.complete_from, floor.complete_from));
+        let above: Vec<(f64, f64)> = a.timed.iter().copied().filter(|e| e.1 >= floor.from).collect();
+        assert!(b.timed == above && above.len() < a.timed.len(), "{} of {}", b.timed.len(), a.timed.len());
+        assert_eq!((a.n, &a.blocks, a.duration_s), (b.n, &b.blocks, b.duration_s));
+        let (ha, hb) = (a.halves.as_ref().unwrap(), b.halves.as_ref().unwrap());
+        for (x, y) in ha.iter().zip(hb.iter()) {
+            assert_eq!((x.n, x.excesses(0.0), x.duration_s), (y.n, y.excesses(0.0), y.duration_s));
+        }
+        // The analysis, its extremal index included, is the same.
+        let report = |s: &Series| {
+            let r = analyze_series(s, Some(5_000_000), &Options::default()).unwrap().report;
+            assert!(r.tail.is_some(), "{:?}", r.tail_error);
+            serde_json::to_string(&r).unwrap()
+        };
+        assert_eq!(report(&kept), report(&whole));
+        // A fit at a lower threshold than the read kept for is refused;
+        // a read for it keeps what it needs.
+        let lower = Some(20_000.0);
+        assert!(TailModel::fit(&a, lower).is_ok());
+        let refused = TailModel::fit(&b, lower).map(|_| ()).unwrap_err();
+        assert!(refused.contains("read it for this threshold"), "{refused}");
+        let mut for_lower = whole.clone();
+        for_lower.keep_exceedances_from(exceedances_read(&whole, lower));
+        let o = Obs::from_series(&for_lower).unwrap();
+        let (x, y) = (TailModel::fit(&a, lower).unwrap(), TailModel::fit(&o, lower).unwrap());
+        assert_eq!((x.theta, x.theta_note), (y.theta, y.theta_note));
     }
 }

@@ -3,7 +3,7 @@
 
 use super::write::insert_interval_into;
 use super::{RunListing, Store, load_of, u};
-use crate::analysis::obs::Obs;
+use crate::analysis::pot;
 use crate::episode::Episode;
 use crate::hist;
 use crate::run::{Exceedance, Interval, NegHalf, Run, RunHeader, RunStatus, Series, SeriesFold, SeriesKey};
@@ -127,7 +127,7 @@ impl Store {
     /// Loads a whole run: header, inventory, plan, every series with its
     /// intervals and exceedances.
     pub fn load_run(&self, id: i64) -> Result<Run> {
-        self.load_run_as(id, false)
+        self.load_run_as(id, None)
     }
 
     /// Loads a run as [`Store::load_run`] does, but for its intervals'
@@ -138,19 +138,29 @@ impl Store {
     /// and fit tails take (`show`, `analyze`, `report`): their memory is
     /// the series' sums, the intervals' statistics and the exceedances,
     /// not the histograms of every interval. Each series keeps only the
-    /// exceedances its analysis reads (those above the level where they
-    /// are complete, [`Obs::exceedances_read_from`]), read a series at a
-    /// time; [`Series::exceedance_count`] still counts them all. The run is read in one read
-    /// transaction, so a monitor's writes and retention meanwhile are not
-    /// seen half-done.
+    /// exceedances its analysis at the automatic threshold reads (those
+    /// above the level where they are complete and above that threshold,
+    /// [`pot::exceedances_read`]), read a series at a time;
+    /// [`Series::exceedance_count`] still counts them all. The run is read
+    /// in one read transaction, so a monitor's writes and retention
+    /// meanwhile are not seen half-done.
     pub fn load_run_summed(&self, id: i64) -> Result<Run> {
+        self.load_run_summed_for(id, None)
+    }
+
+    /// [`Store::load_run_summed`] for an analysis at tail threshold
+    /// `threshold` (ns; None: the automatic one): each series keeps the
+    /// exceedances that analysis reads.
+    pub fn load_run_summed_for(&self, id: i64, threshold: Option<f64>) -> Result<Run> {
         let tx = self.conn.unchecked_transaction()?;
-        let run = self.load_run_as(id, true);
+        let run = self.load_run_as(id, Some(threshold));
         tx.finish()?;
         run
     }
 
-    fn load_run_as(&self, id: i64, summed: bool) -> Result<Run> {
+    /// Run `id`, whole (`summed` None) or summed, keeping the exceedances a
+    /// tail fit at the threshold `summed` holds reads.
+    fn load_run_as(&self, id: i64, summed: Option<Option<f64>>) -> Result<Run> {
         let header = self.header(id)?;
         let (inv, plan): (String, String) =
             self.conn
@@ -170,7 +180,10 @@ impl Store {
                 ))
             })?
             .collect::<Result<_, _>>()?;
-        let series = if summed { self.summed_series(id, rows)? } else { self.whole_series(id, rows)? };
+        let series = match summed {
+            Some(threshold) => self.summed_series(id, rows, threshold)?,
+            None => self.whole_series(id, rows)?,
+        };
         let trace =
             self.run_data(id, "trace")?.map(serde_json::from_value).transpose().context("stored trace summary")?;
         let characterisation = self
@@ -227,11 +240,12 @@ impl Store {
     /// [`Store::load_run_summed`]): those whose halves' sums stored when
     /// their run finished still agree with their intervals are built from
     /// them without reading an interval's histogram; the others are folded.
-    fn summed_series(&self, id: i64, rows: Vec<SeriesRow>) -> Result<Vec<Series>> {
+    /// Each keeps the exceedances a tail fit at `threshold` reads.
+    fn summed_series(&self, id: i64, rows: Vec<SeriesRow>, threshold: Option<f64>) -> Result<Vec<Series>> {
         let mut stored = Vec::with_capacity(rows.len());
         let mut to_fold = Vec::new();
         for row in rows {
-            match self.series_of_stored_halves(id, &row)? {
+            match self.series_of_stored_halves(id, &row, threshold)? {
                 Some(s) => stored.push(Some(with_extra(s, row.4, &format!("run {id}, {}", row.1.describe()))?)),
                 None => {
                     stored.push(None);
@@ -239,15 +253,16 @@ impl Store {
                 }
             }
         }
-        let mut folded = self.folded_series(id, to_fold)?.into_iter();
+        let mut folded = self.folded_series(id, to_fold, threshold)?.into_iter();
         Ok(stored.into_iter().map(|s| s.or_else(|| folded.next()).expect("every series is built")).collect())
     }
 
     /// The series of `row` from its intervals' statistics and the sums of
     /// its halves stored when its run finished ([`Store::store_sums`],
     /// [`Series::from_halves`]); None when it has none or they no longer
-    /// agree with its intervals.
-    fn series_of_stored_halves(&self, id: i64, row: &SeriesRow) -> Result<Option<Series>> {
+    /// agree with its intervals. It keeps the exceedances a tail fit at
+    /// `threshold` reads.
+    fn series_of_stored_halves(&self, id: i64, row: &SeriesRow, threshold: Option<f64>) -> Result<Option<Series>> {
         let (sid, key, unit, exceed, _) = row;
         let mut st = self.conn.prepare_cached(&INTERVALS.replace("FROM intervals", "FROM series_sums"))?;
         let mut rows = st.query([*sid, 0, i64::from(u32::MAX)])?;
@@ -267,7 +282,7 @@ impl Store {
         intervals.shrink_to_fit();
         let exceedances = self.exceedances(*sid)?;
         let s = Series::from_halves(key.clone(), unit.clone(), exceed.clone(), intervals, exceedances, halves);
-        Ok(s.map(keeping_what_is_read))
+        Ok(s.map(|s| keeping_what_is_read(s, threshold)))
     }
 
     /// The first interval's start and the last one's end of series `sid`
@@ -328,7 +343,8 @@ impl Store {
     /// summed on as many threads as the machine offers (a series' intervals
     /// on one of them, in order); the first error in the series' order is
     /// the one reported, as when they were read whole one after another.
-    fn folded_series(&self, id: i64, rows: Vec<SeriesRow>) -> Result<Vec<Series>> {
+    /// Each keeps the exceedances a tail fit at `threshold` reads.
+    fn folded_series(&self, id: i64, rows: Vec<SeriesRow>, threshold: Option<f64>) -> Result<Vec<Series>> {
         let n = rows.len();
         let mut folds = Vec::with_capacity(n);
         for (sid, key, unit, exceed, _) in &rows {
@@ -408,7 +424,7 @@ impl Store {
             let exceedances = self.exceedances(sid)?;
             state.map_err(|e| anyhow!("{what}: {e}"))?;
             let s = match fold.finish(exceedances) {
-                Some(s) => keeping_what_is_read(s),
+                Some(s) => keeping_what_is_read(s, threshold),
                 // Intervals out of time order: read whole, as they always were.
                 None => {
                     let (intervals, exceedances) = self.series_rows(id, sid)?;
@@ -486,11 +502,11 @@ impl Store {
     }
 }
 
-/// `s` with only the exceedances its analysis reads (those at or above
-/// [`Obs::exceedances_read_from`]; the others are still counted, see
-/// [`Series::exceedance_count`]).
-fn keeping_what_is_read(mut s: Series) -> Series {
-    s.keep_exceedances_from(Obs::exceedances_read_from(&s));
+/// `s` with only the exceedances its analysis at tail threshold
+/// `threshold` reads ([`pot::exceedances_read`]; the others are still
+/// counted, see [`Series::exceedance_count`]).
+fn keeping_what_is_read(mut s: Series, threshold: Option<f64>) -> Series {
+    s.keep_exceedances_from(pot::exceedances_read(&s, threshold));
     s
 }
 

@@ -59,7 +59,7 @@ fn signed_series_and_extras_round_trip() {
 /// its analysis reads, as a summed read leaves them.
 fn without_interval_histograms(mut run: crate::run::Run) -> crate::run::Run {
     for s in &mut run.series {
-        s.keep_exceedances_from(crate::analysis::obs::Obs::exceedances_read_from(s));
+        s.keep_exceedances_from(crate::analysis::pot::exceedances_read(s, None));
         for iv in &mut s.intervals {
             iv.hdr.clear();
             if let Some(n) = &mut iv.neg {
