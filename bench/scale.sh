@@ -37,8 +37,8 @@
 #   RTSCOPE   the binary to time (default: this tree's, built in release);
 #             BEFORE another binary timed beside it (e.g. a build of the base
 #             commit), its column marked "before"
-#             (the stores are written at schema 5 by this tree's synthesiser:
-#             a build from before schema 5 refuses them; time it on stores its
+#             (the stores are written at schema 6 by this tree's synthesiser:
+#             a build from before schema 6 refuses them; time it on stores its
 #             own synthesiser wrote, in another WORK)
 #
 # The runs are written through the store's API by

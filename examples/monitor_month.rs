@@ -6,8 +6,12 @@
 //!
 //! ```sh
 //! cargo run --release --example monitor_month -- --db month.db [--days 30] [--seed 1] \
-//!     [-- MONITOR FLAGS, default: --cpus 0,1 --quiet]
+//!     [--seconds N (instead of days)] [-- MONITOR FLAGS, default: --cpus 0,1 --quiet]
 //! ```
+//!
+//! On a store that holds a run already (a copy of an older month's), its
+//! first retention pass is that of a monitor opening the store: it
+//! back-fills the chunks of the older run (`--seconds 60` does little else).
 //!
 //! Prints the store's size once a day of the monitor's time, then one line
 //! of `key=value` figures: the run, the largest used bytes after a
@@ -17,7 +21,7 @@ use rtscope::commands::monitor::accelerated::{self, Accelerated};
 
 fn main() {
     let mut db = None;
-    let (mut days, mut seed) = (30u64, 1u64);
+    let (mut days, mut seed, mut seconds) = (30u64, 1u64, None);
     let mut flags: Vec<String> = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -30,6 +34,7 @@ fn main() {
         match flag.as_str() {
             "--db" => db = Some(value.clone()),
             "--days" => days = number(),
+            "--seconds" => seconds = Some(number()),
             "--seed" => seed = number(),
             _ => fail(&format!("unknown flag {flag}")),
         }
@@ -40,7 +45,8 @@ fn main() {
     }
     flags.extend(["--db".to_string(), db]);
     let day = 86_400_000_000_000u64;
-    let a = Accelerated { args: flags, duration_ns: days * day, start_unix_ns: 1_800_000_000_000_000_000, seed };
+    let duration_ns = seconds.map_or(days * day, |s| s * 1_000_000_000);
+    let a = Accelerated { args: flags, duration_ns, start_unix_ns: 1_800_000_000_000_000_000, seed };
     let started = std::time::Instant::now();
     let out = accelerated::run(&a, |p| {
         if p.elapsed_ns % day == 0 || p.elapsed_ns == a.duration_ns {
@@ -57,9 +63,10 @@ fn main() {
     .unwrap_or_else(|e| fail(&format!("{e:#}")));
     let samples: u64 = out.committed.iter().map(|(_, t)| t.count()).sum();
     println!(
-        "run={} days={days} samples={samples} max_store={} passes={} max_used={} max_file={} summarised={} \
+        "run={} days={} samples={samples} max_store={} passes={} max_used={} max_file={} summarised={} \
          thinned={} seconds={:.0}",
         out.run_id,
+        a.duration_ns / day,
         out.max_store,
         out.passes,
         out.max_used_bytes,

@@ -593,9 +593,67 @@ impl Halves {
     }
 }
 
+/// A sum of consecutive intervals as one interval that stands for them
+/// (a chunk of a series, see the store's `series_chunks`): the seq and
+/// start of the first, the end of the last, their statistics, missed
+/// periods and lost exceedances summed, and their histograms summed,
+/// plain V2-encoded (as [`Halves::as_intervals`] lays out a half).
+pub struct IntervalSum {
+    sum: Sum,
+    first: Option<(u32, u64)>,
+    end_ns: u64,
+    overruns: u64,
+    lost_exceedances: u64,
+}
+
+impl Default for IntervalSum {
+    fn default() -> IntervalSum {
+        IntervalSum { sum: Sum::new(), first: None, end_ns: 0, overruns: 0, lost_exceedances: 0 }
+    }
+}
+
+impl IntervalSum {
+    /// Adds the next interval (or a sum of intervals), checked as
+    /// [`Interval::tally`] checks it.
+    pub fn add(&mut self, iv: &Interval) -> Result<(), String> {
+        self.sum.add(iv)?;
+        self.first.get_or_insert((iv.seq, iv.start_ns));
+        self.end_ns = iv.end_ns;
+        self.overruns += iv.overruns;
+        self.lost_exceedances += iv.lost_exceedances;
+        Ok(())
+    }
+
+    /// The sum as an interval; None before the first is added.
+    pub fn interval(&self) -> Option<Interval> {
+        let (seq, start_ns) = self.first?;
+        let p = self.sum.packed();
+        Some(Interval {
+            seq,
+            start_ns,
+            end_ns: self.end_ns,
+            stats: p.stats,
+            overruns: self.overruns,
+            lost_exceedances: self.lost_exceedances,
+            hdr: p.hdr,
+            neg: p.neg.map(|n| Box::new(NegHalf { stats: n.stats, hdr: n.hdr })),
+        })
+    }
+}
+
+/// Where the second half of a series of `intervals` (statistics and times
+/// enough) starts, as [`SeriesFold`] finds it: the first interval but the
+/// first whose middle is at or past the middle of their span; None when
+/// none is.
+pub fn fold_split(intervals: &[Interval]) -> Option<usize> {
+    let (first, last) = (intervals.first()?, intervals.last()?);
+    let mid = middle(first.start_ns, last.end_ns);
+    (1..intervals.len()).find(|&i| middle(intervals[i].start_ns, intervals[i].end_ns) >= mid)
+}
+
 /// The statistics of `ivs` merged: of their values >= 0, and of their
 /// negative halves (None when none has one).
-fn merged_stats(ivs: &[Interval]) -> (Stats, Option<Stats>) {
+pub fn merged_stats(ivs: &[Interval]) -> (Stats, Option<Stats>) {
     let mut pos = Stats::new();
     let mut neg: Option<Stats> = None;
     for iv in ivs {
@@ -629,9 +687,7 @@ impl Series {
         if !ordered || intervals.iter().any(|iv| iv.start_ns > iv.end_ns) {
             return None;
         }
-        let (first, last) = (intervals.first()?, intervals.last()?);
-        let mid = middle(first.start_ns, last.end_ns);
-        let split = (1..intervals.len()).find(|&i| middle(intervals[i].start_ns, intervals[i].end_ns) >= mid)?;
+        let split = fold_split(&intervals)?;
         let [a, b] = &halves;
         let agree = |h: &Interval, ivs: &[Interval]| {
             ivs.first().is_some_and(|f| f.seq == h.seq)

@@ -148,7 +148,9 @@ fn answer(live: &Live, req: &http::request::Request) -> http::Answer {
     }
 }
 
-/// One retention pass: summarises what is older than `--retain`, then,
+/// One retention pass: stores the chunks of the spans of raw intervals
+/// complete since the last ([`Store::store_chunks`]), summarises what is
+/// older than `--retain`, then,
 /// while the store is over `--max-store`, what is older than half the time
 /// kept, down to one summary span; past that, whole days. Returns the
 /// store's size after it.
@@ -159,6 +161,9 @@ fn retention(store: &mut Store, plan: &MonitorPlan, h: &Mutex<Health>) -> Result
 /// [`retention`] at `now` (Unix ns): the monitor's clock, or an accelerated
 /// one's (`accelerated`).
 fn retention_at(store: &mut Store, plan: &MonitorPlan, h: &Mutex<Health>, now: u64) -> Result<u64> {
+    // The sums of each complete --summary-span of raw intervals, for the
+    // reads (the first pass on an older store writes those of every span).
+    store.store_chunks("monitor", plan.span_ns)?;
     let mut keep = plan.retain_ns;
     let mut span = plan.span_ns;
     loop {

@@ -56,6 +56,7 @@ fn u(v: i64) -> u64 {
     v as u64
 }
 
+mod chunks;
 mod open;
 mod read;
 mod retention;

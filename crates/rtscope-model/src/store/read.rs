@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// A series' row: its id, key, unit, exceedance threshold and extra figures.
-type SeriesRow = (i64, SeriesKey, String, String, Option<String>);
+pub(super) type SeriesRow = (i64, SeriesKey, String, String, Option<String>);
 
 impl Store {
     pub(super) fn run_data(&self, run_id: i64, name: &str) -> Result<Option<serde_json::Value>> {
@@ -239,13 +239,19 @@ impl Store {
     /// Every series of `rows`, its intervals' histograms summed (see
     /// [`Store::load_run_summed`]): those whose halves' sums stored when
     /// their run finished still agree with their intervals are built from
-    /// them without reading an interval's histogram; the others are folded.
-    /// Each keeps the exceedances a tail fit at `threshold` reads.
+    /// them without reading an interval's histogram, those with chunks
+    /// that still agree from them and the intervals they do not cover
+    /// ([`Store::series_of_chunks`]); the others are folded. Each keeps
+    /// the exceedances a tail fit at `threshold` reads.
     fn summed_series(&self, id: i64, rows: Vec<SeriesRow>, threshold: Option<f64>) -> Result<Vec<Series>> {
         let mut stored = Vec::with_capacity(rows.len());
         let mut to_fold = Vec::new();
         for row in rows {
-            match self.series_of_stored_halves(id, &row, threshold)? {
+            let s = match self.series_of_stored_halves(id, &row, threshold)? {
+                Some(s) => Some(s),
+                None => self.series_of_chunks(id, &row)?.map(|s| keeping_what_is_read(s, threshold)),
+            };
+            match s {
                 Some(s) => stored.push(Some(with_extra(s, row.4, &format!("run {id}, {}", row.1.describe()))?)),
                 None => {
                     stored.push(None);
@@ -486,7 +492,7 @@ impl Store {
     }
 
     /// A stored series' exceedances, in time order.
-    fn exceedances(&self, sid: i64) -> Result<Vec<Exceedance>> {
+    pub(super) fn exceedances(&self, sid: i64) -> Result<Vec<Exceedance>> {
         let mut est =
             self.conn.prepare_cached("SELECT t_ns, value_ns FROM exceedances WHERE series_id=?1 ORDER BY t_ns")?;
         let exceedances = est
@@ -543,7 +549,7 @@ const INTERVALS: &str =
 /// [`INTERVALS`] of a whole series (`?1`) without the histograms: each
 /// interval's `hist` empty, and its `neg_hist` too where it has one (as
 /// [`SeriesFold`] leaves them).
-const INTERVAL_STATS: &str =
+pub(super) const INTERVAL_STATS: &str =
     "SELECT seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows, overruns, lost_exceedances, x'',
             neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, CASE WHEN neg_hist IS NULL THEN NULL ELSE x'' END
      FROM intervals WHERE series_id=?1 ORDER BY seq";
@@ -566,7 +572,7 @@ fn for_each_interval(
 }
 
 /// The interval in a row of [`INTERVALS`] (of run `id`).
-fn interval_of(id: i64, r: &rusqlite::Row) -> Result<Interval> {
+pub(super) fn interval_of(id: i64, r: &rusqlite::Row) -> Result<Interval> {
     let seq = r.get::<_, u32>(0)?;
     let n: [i64; 9] =
         [r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?, r.get(9)?];

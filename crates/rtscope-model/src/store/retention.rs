@@ -7,6 +7,7 @@
 //! worst [`KEEP_EXCEEDANCES`]; the others stay counted in its histogram.
 
 use super::Store;
+use super::chunks::drop_merged_chunks;
 use super::read::load_intervals;
 use super::write::insert_interval;
 use crate::run::Interval;
@@ -105,6 +106,7 @@ impl Store {
                         params![sid, first.seq, last.seq],
                     )?;
                     insert_interval(&tx, sid, &merged)?;
+                    drop_merged_chunks(&tx, sid, first.seq, last.seq)?;
                     let thinned = tx.execute(
                         "DELETE FROM exceedances WHERE series_id=?1 AND t_ns>=?2 AND t_ns<=?3 AND rowid NOT IN
                            (SELECT rowid FROM exceedances WHERE series_id=?1 AND t_ns>=?2 AND t_ns<=?3

@@ -5,7 +5,7 @@ use anyhow::Result;
 use rusqlite::Transaction;
 
 /// The schema this build writes. Bump it with a step in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub(super) const SCHEMA: &str = "
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -65,7 +65,7 @@ CREATE INDEX exceedances_by_series ON exceedances (series_id, t_ns);
 
 /// The steps from each schema version to the next, applied in order to a
 /// new store (after `SCHEMA`, which is version 1) and to an older one.
-pub(super) const MIGRATIONS: [(i64, &str); 4] = [
+pub(super) const MIGRATIONS: [(i64, &str); 5] = [
     (
         // 2: signed series (the negative half of each interval) and the
         // probes' own per-series figures. NULL for unsigned series and for
@@ -170,6 +170,38 @@ pub(super) const MIGRATIONS: [(i64, &str); 4] = [
             neg_sum_ns       INTEGER,
             neg_overflows    INTEGER,
             neg_hist         BLOB,
+            PRIMARY KEY (series_id, seq)
+        );",
+    ),
+    (
+        // 6: the sums of contiguous runs of a series' intervals (chunks:
+        // one per --summary-span of a monitor's raw intervals), laid out
+        // as intervals, each with the seq of its first interval and
+        // `last_seq` its last's, so that a read of a run that never
+        // finishes (a monitor's) need not inflate every interval's
+        // histogram. A cache, as `series_sums`: checked against the
+        // intervals' statistics when read.
+        6,
+        "CREATE TABLE series_chunks (
+            series_id        INTEGER NOT NULL REFERENCES series(id) ON DELETE CASCADE,
+            seq              INTEGER NOT NULL,
+            start_ns         INTEGER NOT NULL,
+            end_ns           INTEGER NOT NULL,
+            count            INTEGER NOT NULL,
+            min_ns           INTEGER NOT NULL,
+            max_ns           INTEGER NOT NULL,
+            sum_ns           INTEGER NOT NULL,
+            overflows        INTEGER NOT NULL,
+            overruns         INTEGER NOT NULL,
+            lost_exceedances INTEGER NOT NULL,
+            hist             BLOB NOT NULL,
+            neg_count        INTEGER,
+            neg_min_ns       INTEGER,
+            neg_max_ns       INTEGER,
+            neg_sum_ns       INTEGER,
+            neg_overflows    INTEGER,
+            neg_hist         BLOB,
+            last_seq         INTEGER NOT NULL,
             PRIMARY KEY (series_id, seq)
         );",
     ),

@@ -1,8 +1,8 @@
 //! Tests of `store`.
 
 use super::open::sqlite_uri;
-use super::schema::{MIGRATIONS, SCHEMA};
-use super::tests_support::sample_run;
+use super::schema::SCHEMA;
+use super::tests_support::{sample_run, store_at_version};
 use super::write::{insert_exceedances, insert_header, insert_interval, set_extra};
 use super::*;
 use crate::run::{Interval, RunStatus};
@@ -138,14 +138,7 @@ fn intervals_stream_in_time_order_as_stored() {
 fn a_version_1_store_is_upgraded_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v1.db");
-    {
-        let conn = Connection::open(&path).unwrap();
-        conn.execute_batch(SCHEMA).unwrap();
-        conn.execute_batch(
-            "INSERT INTO meta VALUES ('schema_version', '1'); INSERT INTO meta VALUES ('application', 'rtscope');",
-        )
-        .unwrap();
-    }
+    drop(store_at_version(&path, 1));
     let mut store = Store::open(&path).unwrap();
     let version: String =
         store.conn.query_row("SELECT value FROM meta WHERE key='schema_version'", [], |r| r.get(0)).unwrap();
@@ -230,17 +223,8 @@ fn a_version_3_store_keeps_its_rows_when_upgraded() {
     let run = super::tests_support::signed_run();
     {
         // A store as version 3 wrote it, with a run in it.
-        let conn = Connection::open(&path).unwrap();
-        conn.execute_batch(SCHEMA).unwrap();
-        conn.execute_batch(
-            "INSERT INTO meta VALUES ('schema_version', '1'); INSERT INTO meta VALUES ('application', 'rtscope');",
-        )
-        .unwrap();
+        let conn = store_at_version(&path, 3);
         let tx = conn.unchecked_transaction().unwrap();
-        for (_, sql) in MIGRATIONS.iter().filter(|(v, _)| *v <= 3) {
-            tx.execute_batch(sql).unwrap();
-        }
-        tx.execute("UPDATE meta SET value='3' WHERE key='schema_version'", []).unwrap();
         let id = insert_header(&tx, &run.header, &run.inventory, &run.plan, None).unwrap();
         for s in &run.series {
             tx.execute(

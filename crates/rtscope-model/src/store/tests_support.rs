@@ -116,3 +116,19 @@ pub(crate) fn matrix_run() -> Run {
     });
     run
 }
+
+/// A new store at `path` as schema `version` made it (no rows but its
+/// `meta`), left open.
+pub(crate) fn store_at_version(path: &std::path::Path, version: i64) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(super::schema::SCHEMA).unwrap();
+    conn.execute_batch(
+        "INSERT INTO meta VALUES ('schema_version', '1'); INSERT INTO meta VALUES ('application', 'rtscope');",
+    )
+    .unwrap();
+    for (v, sql) in super::schema::MIGRATIONS.iter().filter(|(v, _)| *v <= version) {
+        conn.execute_batch(sql).unwrap();
+        conn.execute("UPDATE meta SET value=?1 WHERE key='schema_version'", [v.to_string()]).unwrap();
+    }
+    conn
+}

@@ -246,33 +246,47 @@ pub(super) fn insert_interval(tx: &Transaction, series: i64, iv: &Interval) -> R
 /// Inserts `iv` of `series` into `table`: `intervals`, or `series_sums`
 /// (a half of a series, laid out as an interval).
 pub(super) fn insert_interval_into(tx: &Transaction, table: &str, series: i64, iv: &Interval) -> Result<()> {
+    insert_row(tx, table, series, iv, None)
+}
+
+/// Inserts the chunk `iv` of `series` (the sum of its intervals from
+/// `iv.seq` to `last_seq`) into `series_chunks`.
+pub(super) fn insert_chunk(tx: &Transaction, series: i64, iv: &Interval, last_seq: u32) -> Result<()> {
+    insert_row(tx, "series_chunks", series, iv, Some(last_seq))
+}
+
+/// Inserts `iv` of `series` into `table`, with `last_seq` where given.
+fn insert_row(tx: &Transaction, table: &str, series: i64, iv: &Interval, last_seq: Option<u32>) -> Result<()> {
+    let (column, value) = if last_seq.is_some() { (", last_seq", ", ?19") } else { ("", "") };
     let mut st = tx.prepare_cached(&format!(
         "INSERT INTO {table} (series_id, seq, start_ns, end_ns, count, min_ns, max_ns, sum_ns, overflows,
                                 overruns, lost_exceedances, hist,
-                                neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+                                neg_count, neg_min_ns, neg_max_ns, neg_sum_ns, neg_overflows, neg_hist{column})
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18{value})"
     ))?;
     let neg = iv.neg.as_ref();
-    st.execute(params![
-        series,
-        iv.seq,
-        i(iv.start_ns),
-        i(iv.end_ns),
-        i(iv.stats.count),
-        i(iv.stats.min),
-        i(iv.stats.max),
-        i(iv.stats.sum),
-        i(iv.stats.overflows),
-        i(iv.overruns),
-        i(iv.lost_exceedances),
-        iv.hdr,
-        neg.map(|n| i(n.stats.count)),
-        neg.map(|n| i(n.stats.min)),
-        neg.map(|n| i(n.stats.max)),
-        neg.map(|n| i(n.stats.sum)),
-        neg.map(|n| i(n.stats.overflows)),
-        neg.map(|n| &n.hdr),
-    ])?;
+    let values: [&dyn rusqlite::ToSql; 19] = [
+        &series,
+        &iv.seq,
+        &i(iv.start_ns),
+        &i(iv.end_ns),
+        &i(iv.stats.count),
+        &i(iv.stats.min),
+        &i(iv.stats.max),
+        &i(iv.stats.sum),
+        &i(iv.stats.overflows),
+        &i(iv.overruns),
+        &i(iv.lost_exceedances),
+        &iv.hdr,
+        &neg.map(|n| i(n.stats.count)),
+        &neg.map(|n| i(n.stats.min)),
+        &neg.map(|n| i(n.stats.max)),
+        &neg.map(|n| i(n.stats.sum)),
+        &neg.map(|n| i(n.stats.overflows)),
+        &neg.map(|n| &n.hdr),
+        &last_seq,
+    ];
+    st.execute(&values[..if last_seq.is_some() { 19 } else { 18 }])?;
     Ok(())
 }
 
