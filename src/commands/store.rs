@@ -138,7 +138,7 @@ pub fn export(a: ExportArgs) -> Result<i32> {
     // A format that writes every interval's histogram as it comes reads
     // them from the store then, never the run whole.
     let streams = a.format.streams_intervals();
-    let run = if streams { store.load_run_summed(id)? } else { store.load_run(id)? };
+    let run = if a.format.reads_summed() { store.load_run_summed(id)? } else { store.load_run(id)? };
     let timeline = if a.format.reads_timeline() { store.timeline(run.header.id)? } else { None };
     let intervals =
         |f: &mut dyn FnMut(usize, rtscope_model::run::Interval) -> Result<()>| store.for_each_interval_in_time(id, f);

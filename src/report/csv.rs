@@ -27,6 +27,10 @@ impl Format for Csv {
         &[Use::Export]
     }
 
+    fn reads_summed(&self) -> bool {
+        true
+    }
+
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
         let run = input.run()?;
         let loads = run.series.iter().any(|s| s.key.load.is_some());

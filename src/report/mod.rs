@@ -72,6 +72,14 @@ pub trait Format: Sync {
     fn streams_intervals(&self) -> bool {
         false
     }
+    /// Whether it writes only what a run read summed holds (its header,
+    /// each series' totals, its episodes and trace; not the intervals'
+    /// histograms nor every exceedance), so that the command reads the
+    /// run so ([`rtscope_model::store::Store::load_run_summed`]): its
+    /// memory then follows the run's series, not its length.
+    fn reads_summed(&self) -> bool {
+        self.streams_intervals()
+    }
 }
 
 /// A run's intervals with their histograms, in the order of their start

@@ -51,6 +51,10 @@ impl Format for Perfetto {
         true
     }
 
+    fn reads_summed(&self) -> bool {
+        true
+    }
+
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
         let run = input.run()?;
         let markers = run.trace.as_ref().and_then(|t| t.markers.as_ref()).filter(|m| !m.list.is_empty());
