@@ -142,6 +142,7 @@ pub fn export(a: ExportArgs) -> Result<i32> {
     let timeline = if a.format.reads_timeline() { store.timeline(run.header.id)? } else { None };
     let intervals =
         |f: &mut dyn FnMut(usize, rtscope_model::run::Interval) -> Result<()>| store.for_each_interval_in_time(id, f);
+    let rows = StoredRows { store: &store, id, sids: if streams { store.series_ids(id)? } else { vec![] } };
     report::write(
         "--output",
         &a.output,
@@ -150,6 +151,7 @@ pub fn export(a: ExportArgs) -> Result<i32> {
             full: true,
             timeline: timeline.as_ref(),
             intervals: streams.then_some(&intervals as &report::Intervals),
+            rows: streams.then_some(&rows as &dyn export::SeriesRows),
             ..Input::one(&run)
         },
     )?;
@@ -157,6 +159,37 @@ pub fn export(a: ExportArgs) -> Result<i32> {
         eprintln!("rtscope: run {}: {n}", run.header.id);
     }
     Ok(0)
+}
+
+/// A stored run's series' intervals and exceedances, read as they are
+/// written (`export` of a format that streams them).
+struct StoredRows<'s> {
+    store: &'s Store,
+    id: i64,
+    /// The run's series' ids, in the run's order of series.
+    sids: Vec<i64>,
+}
+
+impl StoredRows<'_> {
+    fn sid(&self, series: usize) -> Result<i64> {
+        self.sids.get(series).copied().ok_or_else(|| {
+            anyhow::anyhow!("run {}: its series changed while it was exported; export it again", self.id)
+        })
+    }
+}
+
+impl export::SeriesRows for StoredRows<'_> {
+    fn intervals(&self, series: usize, f: &mut dyn FnMut(rtscope_model::run::Interval) -> Result<()>) -> Result<()> {
+        self.store.for_each_interval_of(self.id, self.sid(series)?, f)
+    }
+
+    fn exceedances(
+        &self,
+        series: usize,
+        f: &mut dyn FnMut(rtscope_model::run::Exceedance) -> Result<()>,
+    ) -> Result<()> {
+        self.store.for_each_exceedance_of(self.sid(series)?, f)
+    }
 }
 
 /// `rtscope import`.

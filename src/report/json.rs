@@ -33,22 +33,23 @@ impl Format for Json {
         &[Use::Summary, Use::Export]
     }
 
+    fn streams_intervals(&self) -> bool {
+        true
+    }
+
     fn reads_timeline(&self) -> bool {
         true
     }
 
     fn write(&self, input: &Input, out: &mut dyn Write) -> Result<Written> {
         let run = input.run()?;
-        let mut doc = export::run_doc(run, input.full);
-        // A full export carries the traced window's timeline, for import.
-        doc.timeline = input.timeline.filter(|_| input.full).cloned();
         // The summary's own block: what the first screen of the terminal
         // and of the report shows (absent for a run without samples).
         let summary = Some(super::run_summary(input)?).filter(|s| !s.is_empty());
         #[derive(Serialize)]
-        struct Doc<'a> {
+        struct Doc<'a, D: Serialize> {
             #[serde(flatten)]
-            doc: export::RunDoc,
+            doc: D,
             #[serde(skip_serializing_if = "Option::is_none")]
             summary: Option<super::summary::Summary>,
             // The keys of `rtscope analyze RUN --json` that judge it:
@@ -56,7 +57,18 @@ impl Format for Json {
             #[serde(flatten, skip_serializing_if = "Option::is_none")]
             judged: Option<&'a crate::judge::Judged<'a>>,
         }
-        serde_json::to_writer(&mut *out, &Doc { doc, summary, judged: input.judged })?;
+        let judged = input.judged;
+        if input.full {
+            // Every series' intervals and exceedances as they are read
+            // (from the store where it gives them), and the traced
+            // window's timeline, for import.
+            let rows = input.rows.unwrap_or(run);
+            let doc = export::streamed_doc(run, rows, input.timeline);
+            serde_json::to_writer(&mut *out, &Doc { doc, summary, judged })?;
+        } else {
+            let doc = export::run_doc(run, false);
+            serde_json::to_writer(&mut *out, &Doc { doc, summary, judged })?;
+        }
         out.write_all(b"\n")?;
         Ok(Written::default())
     }

@@ -67,8 +67,9 @@ pub trait Format: Sync {
         false
     }
     /// Whether it writes every interval's histogram from
-    /// [`Input::intervals`] when given, so that the command need not read
-    /// the run whole: it streams them from the store instead.
+    /// [`Input::intervals`] (in time order) or [`Input::rows`] (a series
+    /// at a time) when given, so that the command need not read the run
+    /// whole: it streams them from the store instead.
     fn streams_intervals(&self) -> bool {
         false
     }
@@ -179,6 +180,10 @@ pub struct Input<'a> {
     /// run's intervals with their histograms, read from the store as they
     /// are written (the run in `runs` then holds its intervals without).
     pub intervals: Option<&'a Intervals<'a>>,
+    /// The same, a series at a time: each series' intervals with their
+    /// histograms, then its exceedances, read from the store as they are
+    /// written (the run in `runs` then holds neither whole).
+    pub rows: Option<&'a dyn rtscope_model::export::SeriesRows>,
 }
 
 impl<'a> Input<'a> {
@@ -198,6 +203,7 @@ impl<'a> Input<'a> {
             answer_last: false,
             timeline: None,
             intervals: None,
+            rows: None,
         }
     }
 

@@ -161,32 +161,169 @@ fn series_doc(s: &Series) -> SeriesDoc {
         unit: s.unit.clone(),
         exceed: s.exceed.clone(),
         extra: s.extra.clone(),
-        intervals: s
-            .intervals
-            .iter()
-            .map(|iv| IntervalDoc {
-                seq: iv.seq,
-                start_ns: iv.start_ns,
-                end_ns: iv.end_ns,
-                count: iv.stats.count,
-                min_ns: iv.stats.min,
-                max_ns: iv.stats.max,
-                sum_ns: iv.stats.sum,
-                overflows: iv.stats.overflows,
-                overruns: iv.overruns,
-                lost_exceedances: iv.lost_exceedances,
-                hdr: B64.encode(&iv.hdr),
-                neg: iv.neg.as_ref().map(|n| NegDoc {
-                    count: n.stats.count,
-                    min_ns: n.stats.min,
-                    max_ns: n.stats.max,
-                    sum_ns: n.stats.sum,
-                    overflows: n.stats.overflows,
-                    hdr: B64.encode(&n.hdr),
-                }),
-            })
-            .collect(),
+        intervals: s.intervals.iter().map(interval_doc).collect(),
         exceedances: s.exceedances.iter().map(|e| [e.t_ns, e.value_ns]).collect(),
+    }
+}
+
+fn interval_doc(iv: &Interval) -> IntervalDoc {
+    IntervalDoc {
+        seq: iv.seq,
+        start_ns: iv.start_ns,
+        end_ns: iv.end_ns,
+        count: iv.stats.count,
+        min_ns: iv.stats.min,
+        max_ns: iv.stats.max,
+        sum_ns: iv.stats.sum,
+        overflows: iv.stats.overflows,
+        overruns: iv.overruns,
+        lost_exceedances: iv.lost_exceedances,
+        hdr: B64.encode(&iv.hdr),
+        neg: iv.neg.as_ref().map(|n| NegDoc {
+            count: n.stats.count,
+            min_ns: n.stats.min,
+            max_ns: n.stats.max,
+            sum_ns: n.stats.sum,
+            overflows: n.stats.overflows,
+            hdr: B64.encode(&n.hdr),
+        }),
+    }
+}
+
+/// Where a streamed full export ([`streamed_doc`]) reads each series'
+/// intervals (with their histograms) and exceedances, a series at a time
+/// and as they come: the store (a run's rows as they are read), or a run
+/// held whole.
+pub trait SeriesRows {
+    /// `f` of each interval of the run's `series`th series, in order.
+    fn intervals(&self, series: usize, f: &mut dyn FnMut(Interval) -> Result<()>) -> Result<()>;
+    /// `f` of each exceedance of the run's `series`th series, in time order.
+    fn exceedances(&self, series: usize, f: &mut dyn FnMut(Exceedance) -> Result<()>) -> Result<()>;
+}
+
+impl SeriesRows for Run {
+    fn intervals(&self, series: usize, f: &mut dyn FnMut(Interval) -> Result<()>) -> Result<()> {
+        self.series[series].intervals.iter().try_for_each(|iv| f(iv.clone()))
+    }
+
+    fn exceedances(&self, series: usize, f: &mut dyn FnMut(Exceedance) -> Result<()>) -> Result<()> {
+        self.series[series].exceedances.iter().try_for_each(|&e| f(e))
+    }
+}
+
+/// A full export's document, [`RunDoc`]'s keys in its order and its bytes
+/// once written, whose series' intervals and exceedances are read from
+/// `rows` as they are written, never held: `run`'s series give the rest
+/// (their keys, units, extra figures; results from their sums), so `run`
+/// may be a summed read of the store ([`crate::store::Store::load_run_summed`]).
+pub fn streamed_doc<'a>(run: &'a Run, rows: &'a dyn SeriesRows, timeline: Option<&'a Timeline>) -> StreamedDoc<'a> {
+    let doc = run_doc(run, false);
+    StreamedDoc {
+        format: doc.format,
+        format_version: doc.format_version,
+        run_id: doc.run_id,
+        status: doc.status,
+        results: doc.results,
+        run: doc.run,
+        series: StreamedSeries { run, rows },
+        trace: doc.trace,
+        episodes: doc.episodes,
+        characterisation: doc.characterisation,
+        cpu_score: doc.cpu_score,
+        timeline,
+    }
+}
+
+/// See [`streamed_doc`]; its fields are [`RunDoc`]'s, in its order.
+#[derive(Serialize)]
+pub struct StreamedDoc<'a> {
+    format: String,
+    format_version: u32,
+    run_id: i64,
+    status: RunStatus,
+    results: Vec<ResultDoc>,
+    run: HeaderDoc,
+    series: StreamedSeries<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace: Option<TraceSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    episodes: Vec<Episode>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    characterisation: Vec<Characterisation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_score: Option<CpuScore>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeline: Option<&'a Timeline>,
+}
+
+/// The `series` of a [`StreamedDoc`]: [`SeriesDoc`]s, written a series at a time.
+struct StreamedSeries<'a> {
+    run: &'a Run,
+    rows: &'a dyn SeriesRows,
+}
+
+impl Serialize for StreamedSeries<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.run.series.len()))?;
+        for (i, s) in self.run.series.iter().enumerate() {
+            seq.serialize_element(&StreamedSeriesDoc {
+                key: &s.key,
+                unit: &s.unit,
+                exceed: &s.exceed,
+                extra: &s.extra,
+                intervals: Streamed { each: &|f| self.rows.intervals(i, &mut |iv| f(&interval_doc(&iv))) },
+                exceedances: Streamed { each: &|f| self.rows.exceedances(i, &mut |e| f(&[e.t_ns, e.value_ns])) },
+            })?;
+        }
+        seq.end()
+    }
+}
+
+/// A [`SeriesDoc`] whose intervals and exceedances are read as they are written.
+#[derive(Serialize)]
+struct StreamedSeriesDoc<'a, I: Serialize, E: Serialize> {
+    #[serde(flatten)]
+    key: &'a SeriesKey,
+    unit: &'a str,
+    exceed: &'a str,
+    #[serde(skip_serializing_if = "no_extra")]
+    extra: &'a serde_json::Map<String, serde_json::Value>,
+    intervals: Streamed<'a, I>,
+    exceedances: Streamed<'a, E>,
+}
+
+fn no_extra(extra: &&serde_json::Map<String, serde_json::Value>) -> bool {
+    extra.is_empty()
+}
+
+/// `f` of each item of a sequence, as it is read.
+type Each<'a, T> = dyn Fn(&mut dyn FnMut(&T) -> Result<()>) -> Result<()> + 'a;
+
+/// A JSON array written as `each` gives its items; an error reading them
+/// ends the document with it.
+struct Streamed<'a, T> {
+    each: &'a Each<'a, T>,
+}
+
+impl<T: Serialize> Serialize for Streamed<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = serializer.serialize_seq(None)?;
+        // The writer's own error, kept as it is (an anyhow error holds no
+        // serializer's error).
+        let mut failed = None;
+        let read = (self.each)(&mut |item| {
+            seq.serialize_element(item).map_err(|e| {
+                failed = Some(e);
+                anyhow!("writing the document failed")
+            })
+        });
+        match (failed, read) {
+            (Some(e), _) => Err(e),
+            (None, Err(e)) => Err(S::Error::custom(format!("{e:#}"))),
+            (None, Ok(())) => seq.end(),
+        }
     }
 }
 
@@ -437,5 +574,66 @@ mod tests {
         iv.end_ns = iv.start_ns - 1;
         let e = read_json(&serde_json::to_string(&doc).unwrap(), "i.json").unwrap_err().to_string();
         assert!(e.contains("i.json") && e.contains("end_ns") && e.contains("before start_ns"), "{e}");
+    }
+
+    /// Rows read from a store, as `rtscope export` reads them.
+    struct Stored<'s>(&'s crate::store::Store, i64, Vec<i64>);
+
+    impl SeriesRows for Stored<'_> {
+        fn intervals(&self, series: usize, f: &mut dyn FnMut(Interval) -> Result<()>) -> Result<()> {
+            self.0.for_each_interval_of(self.1, self.2[series], f)
+        }
+
+        fn exceedances(&self, series: usize, f: &mut dyn FnMut(Exceedance) -> Result<()>) -> Result<()> {
+            self.0.for_each_exceedance_of(self.2[series], f)
+        }
+    }
+
+    /// The streamed document is the full one, byte for byte: from a run
+    /// held whole, and from a summed read of the store with its rows read
+    /// as they are written.
+    #[test]
+    fn a_streamed_document_is_the_full_ones_bytes() {
+        use crate::episode::timeline::{Item, Track};
+        use crate::store::tests_support::{matrix_run, signed_run};
+        let mut t = Timeline::new(100);
+        let name = t.name("spin");
+        t.push(Item { cpu: 1, track: Track::Task, start_ns: 5_000, dur_ns: 900, name, pid: 7, value_ns: 0 });
+        let t = t.finish();
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = crate::store::Store::open(&dir.path().join("s.db")).unwrap();
+        for run in [sample_run(), signed_run(), matrix_run()] {
+            for timeline in [None, Some(&t)] {
+                let mut doc = run_doc(&run, true);
+                doc.timeline = timeline.cloned();
+                let full = serde_json::to_vec(&doc).unwrap();
+                let streamed = serde_json::to_vec(&streamed_doc(&run, &run, timeline)).unwrap();
+                assert!(streamed == full, "{}", String::from_utf8_lossy(&streamed));
+            }
+            let id = store.insert_run(&run).unwrap();
+            let whole = serde_json::to_vec(&run_doc(&store.load_run(id).unwrap(), true)).unwrap();
+            let summed = store.load_run_summed(id).unwrap();
+            assert!(summed.series.iter().all(|s| s.intervals.iter().all(|iv| iv.hdr.is_empty())));
+            let rows = Stored(&store, id, store.series_ids(id).unwrap());
+            let streamed = serde_json::to_vec(&streamed_doc(&summed, &rows, None)).unwrap();
+            assert!(streamed == whole, "{}", String::from_utf8_lossy(&streamed));
+        }
+    }
+
+    /// A series whose rows fail to read ends the document with the reason.
+    #[test]
+    fn a_failed_read_of_rows_ends_the_document_with_its_reason() {
+        struct Failing;
+        impl SeriesRows for Failing {
+            fn intervals(&self, _: usize, _: &mut dyn FnMut(Interval) -> Result<()>) -> Result<()> {
+                Err(anyhow!("disk I/O error")).context("reading interval 3")
+            }
+            fn exceedances(&self, _: usize, _: &mut dyn FnMut(Exceedance) -> Result<()>) -> Result<()> {
+                Ok(())
+            }
+        }
+        let run = sample_run();
+        let e = serde_json::to_vec(&streamed_doc(&run, &Failing, None)).unwrap_err().to_string();
+        assert!(e.contains("reading interval 3") && e.contains("disk I/O error"), "{e}");
     }
 }

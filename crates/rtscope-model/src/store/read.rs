@@ -452,11 +452,7 @@ impl Store {
     /// them. In one read transaction.
     pub fn for_each_interval_in_time(&self, id: i64, mut f: impl FnMut(usize, Interval) -> Result<()>) -> Result<()> {
         let tx = self.conn.unchecked_transaction()?;
-        let sids: Vec<i64> = {
-            let mut st =
-                self.conn.prepare("SELECT id FROM series WHERE run_id=?1 ORDER BY probe, metric, cpu, load")?;
-            st.query_map([id], |r| r.get(0))?.collect::<Result<_, _>>()?
-        };
+        let sids = self.series_ids(id)?;
         let mut statements = Vec::with_capacity(sids.len());
         for _ in &sids {
             statements.push(self.conn.prepare(INTERVALS)?);
@@ -491,13 +487,42 @@ impl Store {
         Ok(())
     }
 
-    /// A stored series' exceedances, in time order.
-    pub(super) fn exceedances(&self, sid: i64) -> Result<Vec<Exceedance>> {
+    /// The ids of run `id`'s series, in the run's order of series
+    /// ([`Store::load_run`]'s), for [`Store::for_each_interval_of`] and
+    /// [`Store::for_each_exceedance_of`].
+    pub fn series_ids(&self, id: i64) -> Result<Vec<i64>> {
+        let mut st =
+            self.conn.prepare_cached("SELECT id FROM series WHERE run_id=?1 ORDER BY probe, metric, cpu, load")?;
+        let sids = st.query_map([id], |r| r.get(0))?.collect::<Result<_, _>>()?;
+        Ok(sids)
+    }
+
+    /// `f` of each interval of series `sid` (of run `id`, see
+    /// [`Store::series_ids`]), its histograms included, in order, as its
+    /// row is read: memory holds one interval, never the series.
+    pub fn for_each_interval_of(&self, id: i64, sid: i64, f: impl FnMut(Interval) -> Result<()>) -> Result<()> {
+        for_each_interval(&self.conn, id, sid, 0..=u32::MAX, f)
+    }
+
+    /// `f` of each exceedance of series `sid` (see [`Store::series_ids`]),
+    /// in time order, as its row is read.
+    pub fn for_each_exceedance_of(&self, sid: i64, mut f: impl FnMut(Exceedance) -> Result<()>) -> Result<()> {
         let mut est =
             self.conn.prepare_cached("SELECT t_ns, value_ns FROM exceedances WHERE series_id=?1 ORDER BY t_ns")?;
-        let exceedances = est
-            .query_map([sid], |r| Ok(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) }))?
-            .collect::<Result<_, _>>()?;
+        let mut rows = est.query([sid])?;
+        while let Some(r) = rows.next()? {
+            f(Exceedance { t_ns: u(r.get(0)?), value_ns: u(r.get(1)?) })?;
+        }
+        Ok(())
+    }
+
+    /// A stored series' exceedances, in time order.
+    pub(super) fn exceedances(&self, sid: i64) -> Result<Vec<Exceedance>> {
+        let mut exceedances = Vec::new();
+        self.for_each_exceedance_of(sid, |e| {
+            exceedances.push(e);
+            Ok(())
+        })?;
         Ok(exceedances)
     }
 
