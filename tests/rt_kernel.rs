@@ -20,6 +20,9 @@ use std::time::Duration;
 /// (QEMU's emulated TSCs are not synchronised: tsc=reliable keeps it).
 const RT_APPEND: &str = "isolcpus=domain,managed_irq,1 nohz_full=1 rcu_nocbs=1 clocksource=tsc tsc=reliable";
 
+/// The probes the monitor step runs together.
+const MONITORED: [&str; 3] = ["wakeup", "noise", "hwlat"];
+
 static RT: Boot = Boot::new();
 
 /// Prints the allowed CPUs of a process's named threads once they run.
@@ -77,15 +80,26 @@ fn rt() -> &'static Guest {
                echo $loop >\"$O/watched.txt\"\n";
     script += &step("watch", "watch --pid $loop -D 3s --db /tmp/rt.db --json \"$O/watch.json\"");
     script += "kill $loop\n";
-    script += "\"$B\" monitor --probes wakeup,noise,hwlat --trace --checkpoint 1s --listen 127.0.0.1:9733 \
-               --db /tmp/monitor.db >\"$O/monitor.txt\" 2>&1 &\n\
-               pid=$!\n\
-               served() { grep -q \"rtscope_[a-z]*_seconds_count{probe=\\\"$1\\\"[^}]*} [1-9]\" /tmp/metrics.txt; }\n\
-               for i in $(seq 240); do\n\
-                 busybox wget -q -O /tmp/metrics.txt http://127.0.0.1:9733/metrics 2>/dev/null && \
-                 served wakeup && served noise && served hwlat && break\n\
-                 sleep 0.5\n\
-               done\n\
+    // Served: a count above 0 in the family of the probe's own values
+    // (its traced runtimes, in another family, come sooner), as the test
+    // looks for it.
+    let served: Vec<String> = MONITORED
+        .iter()
+        .map(|p| format!("served {} {p}", rtscope_model::metrics::families::of_series(p, "").histogram))
+        .collect();
+    script += &format!(
+        "\"$B\" monitor --probes {} --trace --checkpoint 1s --listen 127.0.0.1:9733 \
+         --db /tmp/monitor.db >\"$O/monitor.txt\" 2>&1 &\n\
+         pid=$!\n\
+         served() {{ grep -q \"^$1_count{{probe=\\\"$2\\\"[^}}]*}} [1-9]\" /tmp/metrics.txt; }}\n\
+         for i in $(seq 240); do\n\
+           busybox wget -q -O /tmp/metrics.txt http://127.0.0.1:9733/metrics 2>/dev/null && {} && break\n\
+           sleep 0.5\n\
+         done\n",
+        MONITORED.join(","),
+        served.join(" && ")
+    );
+    script += "\
                cp /tmp/metrics.txt \"$O/metrics.txt\"\n\
                kill -INT $pid; wait $pid; echo \"monitor rc $?\"\n\
                tracefs >\"$O/tracefs-monitor.txt\"\n\
@@ -425,7 +439,7 @@ fn watch_and_monitor_run_on_preempt_rt() {
     assert_eq!(g.rc("monitor"), Some(0), "{}", g.file("monitor.txt"));
     let page = g.file("metrics.txt");
     // Each probe's values in the family of their kind (noise's interruption lengths apart from latencies).
-    for probe in ["wakeup", "noise", "hwlat"] {
+    for probe in MONITORED {
         let family = rtscope_model::metrics::families::of_series(probe, "");
         let served = page.lines().any(|l| {
             l.starts_with(&format!("{}_count{{probe=\"{probe}\"", family.histogram))
