@@ -7,7 +7,7 @@
 //! used only while the intervals it stands for still agree with it, and the
 //! retention deletes those whose intervals it merges past their bounds.
 
-use super::read::{INTERVAL_STATS, SeriesRow, interval_of, load_intervals};
+use super::read::{SeriesRow, interval_of, load_intervals};
 use super::write::insert_chunk;
 use super::{Store, u};
 use crate::run::{Interval, IntervalSum, Series, fold_split, merged_stats};
@@ -94,15 +94,7 @@ impl Store {
         if chunks.is_empty() {
             return Ok(None);
         }
-        let mut intervals = Vec::new();
-        {
-            let mut st = self.conn.prepare_cached(INTERVAL_STATS)?;
-            let mut rows = st.query([sid])?;
-            while let Some(r) = rows.next()? {
-                intervals.push(interval_of(id, r)?);
-            }
-        }
-        intervals.shrink_to_fit();
+        let intervals = self.interval_stats(id, sid)?;
         let Some(split) = fold_split(&intervals) else { return Ok(None) };
         let covered = covering(&intervals, split, &chunks);
         let mut halves = [IntervalSum::default(), IntervalSum::default()];

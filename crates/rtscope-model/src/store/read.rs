@@ -277,18 +277,25 @@ impl Store {
             halves.push(interval_of(id, r)?);
         }
         let Ok(halves) = <[Interval; 2]>::try_from(halves) else { return Ok(None) };
+        let intervals = self.interval_stats(id, *sid)?;
+        let exceedances = self.exceedances(*sid)?;
+        let s = Series::from_halves(key.clone(), unit.clone(), exceed.clone(), intervals, exceedances, halves);
+        Ok(s.map(|s| keeping_what_is_read(s, threshold)))
+    }
+
+    /// The intervals of series `sid` (of run `id`) in order, their
+    /// statistics and times without their histograms ([`INTERVAL_STATS`]).
+    pub(super) fn interval_stats(&self, id: i64, sid: i64) -> Result<Vec<Interval>> {
         let mut intervals = Vec::new();
         let mut st = self.conn.prepare_cached(INTERVAL_STATS)?;
-        let mut rows = st.query([*sid])?;
+        let mut rows = st.query([sid])?;
         while let Some(r) = rows.next()? {
             intervals.push(interval_of(id, r)?);
         }
         // Kept with the series: no room to grow (a day of 64 CPUs is
         // 553,000 intervals).
         intervals.shrink_to_fit();
-        let exceedances = self.exceedances(*sid)?;
-        let s = Series::from_halves(key.clone(), unit.clone(), exceed.clone(), intervals, exceedances, halves);
-        Ok(s.map(|s| keeping_what_is_read(s, threshold)))
+        Ok(intervals)
     }
 
     /// The first interval's start and the last one's end of series `sid`
